@@ -1,0 +1,369 @@
+//! [`WaitingRoomLayer`] and its builder.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tower_layer::Layer;
+
+use crate::clock::{duration_ms, Clock, SharedClock, SystemClock};
+use crate::config::{
+    self, defaults, ConfigError, CookieSettings, FailPolicy, RoomConfig, RoomPolicy, SameSite,
+};
+use crate::response::{DefaultRenderer, Render};
+use crate::room::Room;
+use crate::service::WaitingRoom;
+use crate::signing::{Keyring, SigningKey};
+use crate::store::{MemoryStore, RoomStats, Store, StoreFuture};
+
+/// Puts a waiting room in front of a service.
+///
+/// Build one with [`WaitingRoomLayer::builder`]; clones share the room (configuration, keys,
+/// store), so the layer can be applied to any number of services and cloned across workers.
+///
+/// ```
+/// use axum::{routing::get, Router};
+/// use tower_waiting_room::WaitingRoomLayer;
+///
+/// # fn main() -> Result<(), tower_waiting_room::ConfigError> {
+/// let room = WaitingRoomLayer::builder("launch")
+///     .capacity(500)
+///     .secret(*b"a secret of at least thirty-two bytes!!")
+///     .build()?;
+/// let app: Router = Router::new().route("/", get(|| async { "inside" })).layer(room);
+/// # let _ = app;
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct WaitingRoomLayer {
+    room: Arc<Room>,
+}
+
+impl WaitingRoomLayer {
+    /// Starts configuring the room `room` (`[A-Za-z0-9_-]{1,64}`).
+    pub fn builder(room: impl Into<String>) -> WaitingRoomBuilder {
+        WaitingRoomBuilder::new(room.into())
+    }
+
+    /// The room's validated configuration.
+    pub fn config(&self) -> &RoomConfig {
+        &self.room.config
+    }
+
+    /// Counts for the room, from the store.
+    pub fn stats(&self) -> StoreFuture<RoomStats> {
+        self.room.store.stats(&self.room.config.policy)
+    }
+
+    pub(crate) fn room(&self) -> &Arc<Room> {
+        &self.room
+    }
+}
+
+impl<S> Layer<S> for WaitingRoomLayer {
+    type Service = WaitingRoom<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        WaitingRoom::new(inner, self.room.clone())
+    }
+}
+
+impl std::fmt::Debug for WaitingRoomLayer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WaitingRoomLayer")
+            .field("config", &self.room.config)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Configures a [`WaitingRoomLayer`]; [`build`](Self::build) validates everything and returns a
+/// [`ConfigError`] instead of panicking. Defaults are in the [`config`](crate::config) docs.
+#[must_use]
+pub struct WaitingRoomBuilder {
+    room: String,
+    capacity: Option<u32>,
+    admission_rate: Option<u32>,
+    active_ttl: Duration,
+    grant_ttl: Duration,
+    queue_ttl: Duration,
+    refresh: Duration,
+    session_ttl: Duration,
+    max_queue_len: u64,
+    fail_policy: FailPolicy,
+    cookie_name: Option<String>,
+    cookie_path: String,
+    cookie_domain: Option<String>,
+    secure: bool,
+    same_site: SameSite,
+    path_prefix: String,
+    current_key: Option<Result<SigningKey, ConfigError>>,
+    previous_key: Option<Result<SigningKey, ConfigError>>,
+    clock: Option<SharedClock>,
+    store: Option<Arc<dyn Store>>,
+    renderer: Arc<dyn Render>,
+}
+
+impl WaitingRoomBuilder {
+    fn new(room: String) -> Self {
+        Self {
+            room,
+            capacity: None,
+            admission_rate: None,
+            active_ttl: defaults::ACTIVE_TTL,
+            grant_ttl: defaults::GRANT_TTL,
+            queue_ttl: defaults::QUEUE_TTL,
+            refresh: defaults::REFRESH,
+            session_ttl: defaults::SESSION_TTL,
+            max_queue_len: defaults::MAX_QUEUE_LEN,
+            fail_policy: FailPolicy::default(),
+            cookie_name: None,
+            cookie_path: "/".to_owned(),
+            cookie_domain: None,
+            secure: true,
+            same_site: SameSite::Lax,
+            path_prefix: defaults::PATH_PREFIX.to_owned(),
+            current_key: None,
+            previous_key: None,
+            clock: None,
+            store: None,
+            renderer: Arc::new(DefaultRenderer),
+        }
+    }
+
+    /// Visitors inside at once, counting granted but unclaimed slots. Required.
+    pub fn capacity(mut self, capacity: u32) -> Self {
+        self.capacity = Some(capacity);
+        self
+    }
+
+    /// At most this many admissions per second (on top of capacity). Unset by default.
+    pub fn admission_rate(mut self, per_second: u32) -> Self {
+        self.admission_rate = Some(per_second);
+        self
+    }
+
+    /// Slot lifetime, extended by activity. Default 300 s.
+    pub fn active_ttl(mut self, ttl: Duration) -> Self {
+        self.active_ttl = ttl;
+        self
+    }
+
+    /// Time a promoted visitor has to come back and claim the slot. Default 30 s.
+    pub fn grant_ttl(mut self, ttl: Duration) -> Self {
+        self.grant_ttl = ttl;
+        self
+    }
+
+    /// A waiter silent for longer is skipped when their turn comes. Default 120 s.
+    pub fn queue_ttl(mut self, ttl: Duration) -> Self {
+        self.queue_ttl = ttl;
+        self
+    }
+
+    /// Age under which an admission token is trusted without a store call. Default 15 s; must
+    /// be shorter than `active_ttl`.
+    pub fn refresh(mut self, refresh: Duration) -> Self {
+        self.refresh = refresh;
+        self
+    }
+
+    /// Lifetime of the signed queue cookie. Default 24 h.
+    pub fn session_ttl(mut self, ttl: Duration) -> Self {
+        self.session_ttl = ttl;
+        self
+    }
+
+    /// Longest line; beyond it visitors get the "full" answer. Default 100 000.
+    pub fn max_queue_len(mut self, max: u64) -> Self {
+        self.max_queue_len = max;
+        self
+    }
+
+    /// What new visitors get while the store is unreachable. Default [`FailPolicy::Open`].
+    pub fn fail_policy(mut self, policy: FailPolicy) -> Self {
+        self.fail_policy = policy;
+        self
+    }
+
+    /// Base name of the cookies: `{name}_q` (queue) and `{name}_a` (admission). Default
+    /// `wr_{room}`, so two rooms on one site do not collide.
+    pub fn cookie_name(mut self, name: impl Into<String>) -> Self {
+        self.cookie_name = Some(name.into());
+        self
+    }
+
+    /// `Path` of the cookies. Default `/`.
+    pub fn cookie_path(mut self, path: impl Into<String>) -> Self {
+        self.cookie_path = path.into();
+        self
+    }
+
+    /// `Domain` of the cookies. Unset by default (host-only cookies).
+    pub fn cookie_domain(mut self, domain: impl Into<String>) -> Self {
+        self.cookie_domain = Some(domain.into());
+        self
+    }
+
+    /// Whether cookies carry `Secure`. Default `true`; turn off only for plain-http development.
+    pub fn secure_cookies(mut self, secure: bool) -> Self {
+        self.secure = secure;
+        self
+    }
+
+    /// `SameSite` of the cookies. Default [`SameSite::Lax`].
+    pub fn same_site(mut self, same_site: SameSite) -> Self {
+        self.same_site = same_site;
+        self
+    }
+
+    /// Where the room's own endpoints live. Default `/__waitingroom`.
+    pub fn path_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.path_prefix = prefix.into();
+        self
+    }
+
+    /// The secret of the current signing key, with key id `k1`; at least 32 bytes.
+    pub fn secret(mut self, secret: impl AsRef<[u8]>) -> Self {
+        self.current_key = Some(SigningKey::new("k1", secret));
+        self
+    }
+
+    /// The current signing key.
+    pub fn signing_key(mut self, key: SigningKey) -> Self {
+        self.current_key = Some(Ok(key));
+        self
+    }
+
+    /// A previous signing key, still accepted when verifying.
+    pub fn previous_signing_key(mut self, key: SigningKey) -> Self {
+        self.previous_key = Some(Ok(key));
+        self
+    }
+
+    /// Current and previous keys at once.
+    pub fn keyring(mut self, keys: Keyring) -> Self {
+        self.current_key = Some(Ok(keys.current().clone()));
+        self.previous_key = keys.previous().cloned().map(Ok);
+        self
+    }
+
+    /// The clock for tokens and (when no store is given) the embedded store. Default: system.
+    pub fn clock(mut self, clock: impl Clock) -> Self {
+        self.clock = Some(Arc::new(clock));
+        self
+    }
+
+    /// The store. Default: a new [`MemoryStore`] on the builder's clock.
+    pub fn store(mut self, store: impl Store) -> Self {
+        self.store = Some(Arc::new(store));
+        self
+    }
+
+    /// A shared store, for several layers over one store object.
+    pub fn shared_store(mut self, store: Arc<dyn Store>) -> Self {
+        self.store = Some(store);
+        self
+    }
+
+    /// How rejections are rendered. Default [`DefaultRenderer`].
+    pub fn renderer(mut self, renderer: impl Render) -> Self {
+        self.renderer = Arc::new(renderer);
+        self
+    }
+
+    /// Validates the configuration and builds the layer.
+    pub fn build(self) -> Result<WaitingRoomLayer, ConfigError> {
+        if !config::valid_room_id(&self.room) {
+            return Err(ConfigError::InvalidRoomId { room: self.room });
+        }
+        let capacity = match self.capacity {
+            Some(c) if c > 0 => c,
+            _ => return Err(ConfigError::MissingCapacity),
+        };
+        if self.admission_rate == Some(0) {
+            return Err(ConfigError::ZeroAdmissionRate);
+        }
+        if self.max_queue_len == 0 {
+            return Err(ConfigError::ZeroMaxQueueLen);
+        }
+        for (setting, d) in [
+            ("active_ttl", self.active_ttl),
+            ("grant_ttl", self.grant_ttl),
+            ("queue_ttl", self.queue_ttl),
+            ("refresh", self.refresh),
+            ("session_ttl", self.session_ttl),
+        ] {
+            // Whole milliseconds, and far from overflowing when added to a timestamp.
+            if d.as_millis() == 0 || duration_ms(d) > u64::MAX / 4 {
+                return Err(ConfigError::InvalidDuration { setting });
+            }
+        }
+        if self.refresh >= self.active_ttl {
+            return Err(ConfigError::RefreshNotShorterThanActiveTtl);
+        }
+        if !config::valid_path_prefix(&self.path_prefix) {
+            return Err(ConfigError::InvalidPathPrefix {
+                prefix: self.path_prefix,
+            });
+        }
+        let base = self
+            .cookie_name
+            .unwrap_or_else(|| format!("wr_{}", self.room));
+        if !config::valid_cookie_name(&base) {
+            return Err(ConfigError::InvalidCookieSetting { setting: "name" });
+        }
+        if !config::valid_cookie_attr(&self.cookie_path) || !self.cookie_path.starts_with('/') {
+            return Err(ConfigError::InvalidCookieSetting { setting: "path" });
+        }
+        if let Some(domain) = &self.cookie_domain {
+            if !config::valid_cookie_attr(domain) {
+                return Err(ConfigError::InvalidCookieSetting { setting: "domain" });
+            }
+        }
+        if self.same_site == SameSite::None && !self.secure {
+            return Err(ConfigError::SameSiteNoneNeedsSecure);
+        }
+        let current = self.current_key.ok_or(ConfigError::MissingSigningKey)??;
+        let mut keys = Keyring::new(current);
+        if let Some(previous) = self.previous_key {
+            keys = keys.with_previous(previous?);
+        }
+        keys.validate()?;
+
+        let clock: SharedClock = self.clock.unwrap_or_else(|| Arc::new(SystemClock));
+        let store = self
+            .store
+            .unwrap_or_else(|| Arc::new(MemoryStore::with_shared_clock(clock.clone())));
+        let policy = RoomPolicy::new(&self.room, capacity)
+            .with_admission_rate(self.admission_rate)
+            .with_ttls(self.active_ttl, self.grant_ttl, self.queue_ttl)
+            .with_max_queue_len(self.max_queue_len);
+        let config = RoomConfig {
+            policy,
+            refresh: self.refresh,
+            session_ttl: self.session_ttl,
+            fail_policy: self.fail_policy,
+            cookies: CookieSettings {
+                queue_name: format!("{base}_q"),
+                admission_name: format!("{base}_a"),
+                path: self.cookie_path,
+                domain: self.cookie_domain,
+                secure: self.secure,
+                same_site: self.same_site,
+            },
+            path_prefix: self.path_prefix,
+        };
+        Ok(WaitingRoomLayer {
+            room: Arc::new(Room::new(config, keys, store, clock, self.renderer)),
+        })
+    }
+}
+
+impl std::fmt::Debug for WaitingRoomBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WaitingRoomBuilder")
+            .field("room", &self.room)
+            .field("capacity", &self.capacity)
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,461 @@
+//! The room itself: the three stages wired together, shared by every clone of the layer.
+//!
+//! [`Room::classify`] runs the two stateless stages synchronously and says what to do next:
+//! pass the request through, answer it here, or ask the store. [`Room::after_store`] turns the
+//! store's answer into the same choices. The service and its future only carry these out.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::header::{self, HeaderValue};
+use http::{Method, Request, Response, StatusCode};
+
+use crate::admission_token::AdmissionToken;
+use crate::clock::{duration_ms, secs_ceil, SharedClock};
+use crate::config::{FailPolicy, RoomConfig};
+use crate::cookies;
+use crate::outcome::{
+    retry_after_for, Admission, AdmittedBy, Rejection, BUSY_RETRY_AFTER, FULL_RETRY_AFTER,
+    UNAVAILABLE_RETRY_AFTER,
+};
+use crate::queue_cookie::QueueCookie;
+use crate::response::{json_response, Render, RenderContext, StatusBody};
+use crate::session::SessionId;
+use crate::signing::Keyring;
+use crate::store::{Decision, Store, StoreError, StoreErrorKind, StoreFuture};
+
+pub(crate) struct Room {
+    pub(crate) config: RoomConfig,
+    pub(crate) keys: Keyring,
+    pub(crate) store: Arc<dyn Store>,
+    pub(crate) clock: SharedClock,
+    renderer: Arc<dyn Render>,
+    status_path: String,
+    leave_path: String,
+}
+
+/// What to do with a request.
+pub(crate) enum Next {
+    /// Call the inner service, with the admission in the request's extensions and, when the
+    /// store just granted or extended the slot, a fresh admission cookie on the response.
+    Pass {
+        admission: Admission,
+        set_cookie: Option<HeaderValue>,
+    },
+    /// Answer here.
+    Answer(Response<Bytes>),
+    /// Ask the store, then call [`Room::after_store`] with `step`.
+    Ask { pending: Pending, step: Step },
+}
+
+/// A store call in flight.
+pub(crate) enum Pending {
+    Decision(StoreFuture<Decision>),
+    Released(StoreFuture<bool>),
+}
+
+/// Which question the store is answering.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Step {
+    /// Stage 3 for a visitor with a queue cookie.
+    Enter { session: SessionId },
+    /// An admitted visitor whose token is past `refresh` but not expired.
+    Heartbeat { token: AdmissionToken },
+    /// The status endpoint.
+    Status,
+    /// The leave endpoint.
+    Leave,
+}
+
+/// The store's answer, whichever call it was.
+pub(crate) enum Answered {
+    Decision(Result<Decision, StoreError>),
+    Released(Result<bool, StoreError>),
+}
+
+impl Room {
+    pub(crate) fn new(
+        config: RoomConfig,
+        keys: Keyring,
+        store: Arc<dyn Store>,
+        clock: SharedClock,
+        renderer: Arc<dyn Render>,
+    ) -> Self {
+        let status_path = format!("{}/{}/status", config.path_prefix, config.room());
+        let leave_path = format!("{}/{}/leave", config.path_prefix, config.room());
+        Self {
+            config,
+            keys,
+            store,
+            clock,
+            renderer,
+            status_path,
+            leave_path,
+        }
+    }
+
+    /// Stages 1 and 2, and the room's own endpoints.
+    pub(crate) fn classify<B>(&self, req: &Request<B>) -> Next {
+        let now = self.clock.now_ms();
+        let path = req.uri().path();
+        if path.starts_with(&self.config.path_prefix) {
+            if path == self.status_path {
+                return self.status(req, now);
+            }
+            if path == self.leave_path {
+                return self.leave(req, now);
+            }
+        }
+
+        // Stage 2: a valid admission token.
+        if let Some(token) = self.admission_token(req, now) {
+            if token.is_fresh(now, self.config.refresh) {
+                return Next::Pass {
+                    admission: self.admission(
+                        token.session(),
+                        token.expires_at_ms(),
+                        AdmittedBy::Token,
+                    ),
+                    set_cookie: None,
+                };
+            }
+            return self.ask_heartbeat(token);
+        }
+
+        // Stage 1: no queue cookie, no state: sign one and send the visitor back here.
+        match self.queue_cookie(req, now) {
+            Some(cookie) => self.ask_enter(cookie.session()),
+            None => Next::Answer(self.first_visit(req, now)),
+        }
+    }
+
+    /// Stage 3's answer.
+    pub(crate) fn after_store<B>(&self, step: Step, answered: Answered, req: &Request<B>) -> Next {
+        let now = self.clock.now_ms();
+        match (step, answered) {
+            (Step::Enter { session }, Answered::Decision(result)) => {
+                self.after_enter(session, result, req, now)
+            }
+            (Step::Heartbeat { token }, Answered::Decision(result)) => match result {
+                Ok(Decision::Admitted { expires_at_ms }) => {
+                    self.admitted(token.session(), expires_at_ms, now)
+                }
+                // The slot is gone (expired or released): back to stage 3 as a queued visitor.
+                Ok(_) => self.ask_enter(token.session()),
+                // The token is valid and its check needs no store: keep letting it through.
+                Err(e) => {
+                    tracing::warn!(room = self.config.room(), error = %e, "heartbeat failed; token still honoured");
+                    Next::Pass {
+                        admission: self.admission(
+                            token.session(),
+                            token.expires_at_ms(),
+                            AdmittedBy::Token,
+                        ),
+                        set_cookie: None,
+                    }
+                }
+            },
+            (Step::Status, Answered::Decision(result)) => {
+                let room = self.config.room();
+                Next::Answer(match result {
+                    Ok(Decision::Admitted { .. }) => {
+                        json_response(StatusCode::OK, &StatusBody::plain(room, "admitted"))
+                    }
+                    Ok(Decision::Waiting { position, waiting }) => json_response(
+                        StatusCode::OK,
+                        &StatusBody::from_rejection(room, &waiting_rejection(position, waiting)),
+                    ),
+                    Ok(Decision::Full { waiting }) => json_response(
+                        StatusCode::OK,
+                        &StatusBody::from_rejection(room, &full_rejection(waiting)),
+                    ),
+                    Ok(_) => json_response(StatusCode::OK, &StatusBody::plain(room, "unknown")),
+                    Err(e) => {
+                        let rejection = error_rejection(&e);
+                        json_response(
+                            rejection.status(),
+                            &StatusBody::from_rejection(room, &rejection),
+                        )
+                    }
+                })
+            }
+            (Step::Leave, Answered::Released(result)) => Next::Answer(match result {
+                Ok(_) => self.left(req),
+                Err(e) => {
+                    let rejection = error_rejection(&e);
+                    json_response(
+                        rejection.status(),
+                        &StatusBody::from_rejection(self.config.room(), &rejection),
+                    )
+                }
+            }),
+            _ => unreachable!("each step is paired with its own kind of store call"),
+        }
+    }
+
+    fn after_enter<B>(
+        &self,
+        session: SessionId,
+        result: Result<Decision, StoreError>,
+        req: &Request<B>,
+        now: u64,
+    ) -> Next {
+        let rejection = match result {
+            Ok(Decision::Admitted { expires_at_ms }) => {
+                return self.admitted(session, expires_at_ms, now)
+            }
+            Ok(Decision::Waiting { position, waiting }) => waiting_rejection(position, waiting),
+            Ok(Decision::Full { waiting }) => full_rejection(waiting),
+            Ok(Decision::Unknown) => {
+                let e = StoreError::new(StoreErrorKind::Protocol);
+                return self.store_failed(session, e, req, now);
+            }
+            Err(e) => return self.store_failed(session, e, req, now),
+        };
+        Next::Answer(self.reject(&rejection, req))
+    }
+
+    /// A failed store call for a visitor without a valid token: busy, or the fail policy.
+    fn store_failed<B>(
+        &self,
+        session: SessionId,
+        e: StoreError,
+        req: &Request<B>,
+        now: u64,
+    ) -> Next {
+        tracing::warn!(room = self.config.room(), error = %e, "waiting room store call failed");
+        match (e.kind(), self.config.fail_policy) {
+            (StoreErrorKind::Busy, _) | (_, FailPolicy::Closed) => {
+                Next::Answer(self.reject(&error_rejection(&e), req))
+            }
+            (_, FailPolicy::Open) => Next::Pass {
+                admission: self.admission(
+                    session,
+                    now + duration_ms(self.config.refresh),
+                    AdmittedBy::FailOpen,
+                ),
+                set_cookie: None,
+            },
+        }
+    }
+
+    fn admitted(&self, session: SessionId, expires_at_ms: u64, now: u64) -> Next {
+        let token = AdmissionToken::new(session, now, expires_at_ms);
+        let value = token.sign(&self.keys, self.config.room());
+        let cookie = cookies::set_cookie(
+            &self.config.cookies,
+            &self.config.cookies.admission_name,
+            &value,
+            secs_ceil(expires_at_ms.saturating_sub(now)),
+        );
+        Next::Pass {
+            admission: self.admission(session, expires_at_ms, AdmittedBy::Store),
+            set_cookie: Some(cookie),
+        }
+    }
+
+    fn admission(&self, session: SessionId, expires_at_ms: u64, by: AdmittedBy) -> Admission {
+        Admission {
+            room: self.config.policy.room.clone(),
+            session,
+            expires_at_ms,
+            by,
+        }
+    }
+
+    fn ask_enter(&self, session: SessionId) -> Next {
+        Next::Ask {
+            pending: Pending::Decision(self.store.enter(&self.config.policy, session)),
+            step: Step::Enter { session },
+        }
+    }
+
+    fn ask_heartbeat(&self, token: AdmissionToken) -> Next {
+        Next::Ask {
+            pending: Pending::Decision(self.store.heartbeat(&self.config.policy, token.session())),
+            step: Step::Heartbeat { token },
+        }
+    }
+
+    fn admission_token<B>(&self, req: &Request<B>, now: u64) -> Option<AdmissionToken> {
+        cookies::find_valid(req.headers(), &self.config.cookies.admission_name, |v| {
+            AdmissionToken::verify(&self.keys, self.config.room(), v, now)
+        })
+    }
+
+    fn queue_cookie<B>(&self, req: &Request<B>, now: u64) -> Option<QueueCookie> {
+        cookies::find_valid(req.headers(), &self.config.cookies.queue_name, |v| {
+            QueueCookie::verify(&self.keys, self.config.room(), v, now)
+        })
+    }
+
+    /// The visitor's session, from a valid admission token or queue cookie.
+    fn session<B>(&self, req: &Request<B>, now: u64) -> Option<(SessionId, bool)> {
+        if let Some(token) = self.admission_token(req, now) {
+            return Some((token.session(), true));
+        }
+        self.queue_cookie(req, now).map(|c| (c.session(), false))
+    }
+
+    /// Stage 1: a signed queue cookie and a redirect to the same URL. A method other than GET or
+    /// HEAD gets `307`, so the browser repeats it as it was instead of turning it into a GET.
+    fn first_visit<B>(&self, req: &Request<B>, now: u64) -> Response<Bytes> {
+        let cookie = QueueCookie::issue(now, duration_ms(self.config.session_ttl));
+        let value = cookie.sign(&self.keys, self.config.room());
+        let status = if req.method() == Method::GET || req.method() == Method::HEAD {
+            StatusCode::FOUND
+        } else {
+            StatusCode::TEMPORARY_REDIRECT
+        };
+        let location = req.uri().path_and_query().map_or("/", |pq| pq.as_str());
+        let mut res = Response::new(Bytes::new());
+        *res.status_mut() = status;
+        let headers = res.headers_mut();
+        headers.insert(
+            header::LOCATION,
+            HeaderValue::from_str(location).unwrap_or(HeaderValue::from_static("/")),
+        );
+        headers.insert(
+            header::SET_COOKIE,
+            cookies::set_cookie(
+                &self.config.cookies,
+                &self.config.cookies.queue_name,
+                &value,
+                self.config.session_ttl.as_secs(),
+            ),
+        );
+        headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+        res
+    }
+
+    fn status<B>(&self, req: &Request<B>, now: u64) -> Next {
+        if req.method() != Method::GET && req.method() != Method::HEAD {
+            return Next::Answer(method_not_allowed("GET, HEAD"));
+        }
+        let room = self.config.room();
+        match self.session(req, now) {
+            Some((_, true)) => Next::Answer(json_response(
+                StatusCode::OK,
+                &StatusBody::plain(room, "admitted"),
+            )),
+            Some((session, false)) => Next::Ask {
+                pending: Pending::Decision(self.store.poll(&self.config.policy, session)),
+                step: Step::Status,
+            },
+            None => Next::Answer(json_response(
+                StatusCode::OK,
+                &StatusBody::plain(room, "unknown"),
+            )),
+        }
+    }
+
+    fn leave<B>(&self, req: &Request<B>, now: u64) -> Next {
+        if req.method() != Method::POST {
+            return Next::Answer(method_not_allowed("POST"));
+        }
+        match self.session(req, now) {
+            Some((session, _)) => Next::Ask {
+                pending: Pending::Released(self.store.release(&self.config.policy, session)),
+                step: Step::Leave,
+            },
+            None => Next::Answer(self.left(req)),
+        }
+    }
+
+    /// The answer to leaving: both cookies removed.
+    fn left<B>(&self, req: &Request<B>) -> Response<Bytes> {
+        let mut res = if self.cx(req).wants_html() {
+            let mut res = Response::new(Bytes::from_static(
+                b"<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">\
+                  <meta name=\"viewport\" content=\"width=device-width,initial-scale=1\">\
+                  <meta name=\"robots\" content=\"noindex\"><title>You left the line</title></head>\
+                  <body><main><h1>You left the line</h1><p>Your place has been given up.</p>\
+                  <p><a href=\"/\">Back to the site</a></p></main></body></html>",
+            ));
+            res.headers_mut().insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("text/html; charset=utf-8"),
+            );
+            res
+        } else {
+            json_response(
+                StatusCode::OK,
+                &StatusBody::plain(self.config.room(), "left"),
+            )
+        };
+        let c = &self.config.cookies;
+        let headers = res.headers_mut();
+        headers.append(header::SET_COOKIE, cookies::clear_cookie(c, &c.queue_name));
+        headers.append(
+            header::SET_COOKIE,
+            cookies::clear_cookie(c, &c.admission_name),
+        );
+        res
+    }
+
+    fn cx<'a, B>(&'a self, req: &'a Request<B>) -> RenderContext<'a> {
+        RenderContext {
+            room: self.config.room(),
+            headers: req.headers(),
+            return_to: req.uri().path_and_query().map_or("/", |pq| pq.as_str()),
+            status_path: &self.status_path,
+            leave_path: &self.leave_path,
+        }
+    }
+
+    fn reject<B>(&self, rejection: &Rejection, req: &Request<B>) -> Response<Bytes> {
+        let mut res = self.renderer.render(rejection, &self.cx(req));
+        let headers = res.headers_mut();
+        if !headers.contains_key(header::RETRY_AFTER) {
+            headers.insert(
+                header::RETRY_AFTER,
+                HeaderValue::from(rejection.retry_after().as_secs()),
+            );
+        }
+        res
+    }
+}
+
+/// Headers every answer of the room carries.
+pub(crate) fn finish(mut res: Response<Bytes>) -> Response<Bytes> {
+    let headers = res.headers_mut();
+    if !headers.contains_key(header::CACHE_CONTROL) {
+        headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    }
+    headers.insert("x-robots-tag", HeaderValue::from_static("noindex"));
+    res
+}
+
+fn waiting_rejection(position: u64, waiting: u64) -> Rejection {
+    Rejection::Waiting {
+        position,
+        waiting,
+        retry_after: retry_after_for(position),
+    }
+}
+
+fn full_rejection(waiting: u64) -> Rejection {
+    Rejection::Full {
+        waiting,
+        retry_after: FULL_RETRY_AFTER,
+    }
+}
+
+fn error_rejection(e: &StoreError) -> Rejection {
+    match e.kind() {
+        StoreErrorKind::Busy => Rejection::Busy {
+            retry_after: BUSY_RETRY_AFTER,
+        },
+        _ => Rejection::Unavailable {
+            retry_after: UNAVAILABLE_RETRY_AFTER,
+        },
+    }
+}
+
+fn method_not_allowed(allow: &'static str) -> Response<Bytes> {
+    let mut res = Response::new(Bytes::new());
+    *res.status_mut() = StatusCode::METHOD_NOT_ALLOWED;
+    res.headers_mut()
+        .insert(header::ALLOW, HeaderValue::from_static(allow));
+    res
+}

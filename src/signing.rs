@@ -1,0 +1,435 @@
+//! Signing keys and the signed-claims format shared by the queue cookie and the admission token.
+//!
+//! Both stateless stages of a room rest on HMAC-SHA256 (`ring::hmac`): the server hands out a
+//! small signed value and later checks it without any store. A [`Keyring`] holds the current
+//! [`SigningKey`] (used to sign) and optionally the previous one (still accepted when verifying),
+//! each with a short key id carried in the signed value so keys can rotate without logging anyone
+//! out.
+//!
+//! ```
+//! use tower_waiting_room::{Keyring, SigningKey};
+//!
+//! let current = SigningKey::new("2026-11", [7u8; 32]).unwrap();
+//! let previous = SigningKey::new("2026-10", [9u8; 32]).unwrap();
+//! let keyring = Keyring::new(current).with_previous(previous);
+//! assert_eq!(keyring.current().id(), "2026-11");
+//!
+//! // Secrets shorter than 32 bytes are refused, and never shown in `Debug`.
+//! assert!(SigningKey::new("weak", b"too short").is_err());
+//! let key = SigningKey::new("k1", [1u8; 32]).unwrap();
+//! assert!(!format!("{key:?}").contains("1, 1"));
+//! ```
+
+use std::fmt;
+use std::fmt::Write as _;
+
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine as _;
+use ring::hmac;
+use ring::rand::{SecureRandom, SystemRandom};
+
+use crate::config::ConfigError;
+use crate::session::SessionId;
+
+/// The shortest secret accepted, in bytes.
+pub const MIN_SECRET_LEN: usize = 32;
+/// The longest key id accepted.
+pub const MAX_KEY_ID_LEN: usize = 16;
+/// Signed values longer than this are rejected before any parsing.
+pub(crate) const MAX_SIGNED_LEN: usize = 256;
+
+const TAG_LEN: usize = 32;
+const TAG_B64_LEN: usize = 43;
+
+/// One HMAC-SHA256 key with its id. The secret is never printed.
+#[derive(Clone)]
+pub struct SigningKey {
+    id: Box<str>,
+    key: hmac::Key,
+}
+
+impl SigningKey {
+    /// A key from a secret of at least [`MIN_SECRET_LEN`] bytes and an id of 1 to
+    /// [`MAX_KEY_ID_LEN`] characters from `[A-Za-z0-9_-]`.
+    pub fn new(id: impl Into<String>, secret: impl AsRef<[u8]>) -> Result<Self, ConfigError> {
+        let id = id.into();
+        if id.is_empty()
+            || id.len() > MAX_KEY_ID_LEN
+            || !id
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        {
+            return Err(ConfigError::InvalidKeyId { id });
+        }
+        let secret = secret.as_ref();
+        if secret.len() < MIN_SECRET_LEN {
+            return Err(ConfigError::SecretTooShort {
+                key_id: id,
+                len: secret.len(),
+            });
+        }
+        Ok(Self {
+            id: id.into_boxed_str(),
+            key: hmac::Key::new(hmac::HMAC_SHA256, secret),
+        })
+    }
+
+    /// A key from a hex-encoded secret (at least 64 hex digits).
+    pub fn from_hex(id: impl Into<String>, hex: &str) -> Result<Self, ConfigError> {
+        let id = id.into();
+        let secret = decode_hex(hex.trim())
+            .ok_or_else(|| ConfigError::InvalidSecretHex { key_id: id.clone() })?;
+        Self::new(id, secret)
+    }
+
+    /// A key with 32 fresh random bytes, for development and tests. Every process that generates
+    /// its own key signs differently: gateways that share a queue must share a configured key.
+    pub fn generate(id: impl Into<String>) -> Result<Self, ConfigError> {
+        let mut secret = [0u8; MIN_SECRET_LEN];
+        SystemRandom::new()
+            .fill(&mut secret)
+            .map_err(|_| ConfigError::Random)?;
+        Self::new(id, secret)
+    }
+
+    /// The key id carried in every value this key signs.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+}
+
+impl fmt::Debug for SigningKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SigningKey")
+            .field("id", &self.id)
+            .field("secret", &"<redacted>")
+            .finish()
+    }
+}
+
+/// The current key, which signs, and optionally the previous one, which is still accepted.
+///
+/// To rotate: make the old current key the previous one and add a new current key. Values signed
+/// with the previous key keep working until they expire; a key that is neither current nor
+/// previous is retired, and its values count as no value at all.
+#[derive(Clone, Debug)]
+pub struct Keyring {
+    current: SigningKey,
+    previous: Option<SigningKey>,
+}
+
+impl Keyring {
+    /// A keyring with only a current key.
+    pub fn new(current: SigningKey) -> Self {
+        Self {
+            current,
+            previous: None,
+        }
+    }
+
+    /// Also accept values signed with `previous`.
+    pub fn with_previous(mut self, previous: SigningKey) -> Self {
+        self.previous = Some(previous);
+        self
+    }
+
+    /// The key that signs.
+    pub fn current(&self) -> &SigningKey {
+        &self.current
+    }
+
+    /// The key that is still accepted, if any.
+    pub fn previous(&self) -> Option<&SigningKey> {
+        self.previous.as_ref()
+    }
+
+    pub(crate) fn validate(&self) -> Result<(), ConfigError> {
+        match &self.previous {
+            Some(p) if p.id == self.current.id => Err(ConfigError::DuplicateKeyId {
+                id: p.id.to_string(),
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    fn find(&self, id: &str) -> Option<&SigningKey> {
+        if *self.current.id == *id {
+            return Some(&self.current);
+        }
+        self.previous.as_ref().filter(|k| *k.id == *id)
+    }
+}
+
+/// What a signed value says. `kind` separates queue cookies from admission tokens, and the room
+/// is part of the signed message (not of the text), so a value of one room or kind never verifies
+/// as another.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Claims {
+    pub(crate) session: SessionId,
+    pub(crate) issued_at_ms: u64,
+    pub(crate) expires_at_ms: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
+    Queue,
+    Admission,
+}
+
+impl Kind {
+    fn prefix(self) -> &'static str {
+        match self {
+            Kind::Queue => "q1",
+            Kind::Admission => "a1",
+        }
+    }
+}
+
+/// A small stack buffer for the signed message, so verifying allocates nothing.
+struct MessageBuf {
+    buf: [u8; 2 * MAX_SIGNED_LEN],
+    len: usize,
+}
+
+impl MessageBuf {
+    fn new() -> Self {
+        Self {
+            buf: [0; 2 * MAX_SIGNED_LEN],
+            len: 0,
+        }
+    }
+
+    fn push(&mut self, bytes: &[u8]) -> Option<()> {
+        let end = self.len.checked_add(bytes.len())?;
+        self.buf.get_mut(self.len..end)?.copy_from_slice(bytes);
+        self.len = end;
+        Some(())
+    }
+
+    fn push_u64(&mut self, n: u64) -> Option<()> {
+        let mut digits = [0u8; 20];
+        let mut i = digits.len();
+        let mut n = n;
+        loop {
+            i -= 1;
+            digits[i] = b'0' + (n % 10) as u8;
+            n /= 10;
+            if n == 0 {
+                break;
+            }
+        }
+        self.push(&digits[i..])
+    }
+
+    fn as_bytes(&self) -> &[u8] {
+        &self.buf[..self.len]
+    }
+}
+
+/// The signed message: `twr|<kind>|<room>|<kid>|<session>|<iat>|<exp>`.
+fn message(kind: Kind, room: &str, kid: &str, claims: &Claims) -> Option<MessageBuf> {
+    let mut m = MessageBuf::new();
+    m.push(b"twr|")?;
+    m.push(kind.prefix().as_bytes())?;
+    m.push(b"|")?;
+    m.push(room.as_bytes())?;
+    m.push(b"|")?;
+    m.push(kid.as_bytes())?;
+    m.push(b"|")?;
+    m.push(&claims.session.hex())?;
+    m.push(b"|")?;
+    m.push_u64(claims.issued_at_ms)?;
+    m.push(b"|")?;
+    m.push_u64(claims.expires_at_ms)?;
+    Some(m)
+}
+
+/// Signs claims with the current key: `<kind>.<kid>.<session>.<iat>.<exp>.<tag>`, all characters
+/// safe in a cookie value and a header.
+pub(crate) fn sign(keyring: &Keyring, kind: Kind, room: &str, claims: &Claims) -> String {
+    let key = &keyring.current;
+    let msg = message(kind, room, &key.id, claims).expect("room and key id lengths are validated");
+    let tag = hmac::sign(&key.key, msg.as_bytes());
+    let mut out = String::with_capacity(128);
+    let _ = write!(
+        out,
+        "{}.{}.{}.{}.{}.",
+        kind.prefix(),
+        key.id,
+        claims.session,
+        claims.issued_at_ms,
+        claims.expires_at_ms
+    );
+    URL_SAFE_NO_PAD.encode_string(tag.as_ref(), &mut out);
+    out
+}
+
+/// Verifies a signed value of `kind` for `room`. Anything malformed, oversized, signed by an
+/// unknown key or for another room or kind gives `None`, exactly like no value at all. Expiry is
+/// checked by the caller, which knows the time.
+pub(crate) fn verify(keyring: &Keyring, kind: Kind, room: &str, value: &str) -> Option<Claims> {
+    if value.len() > MAX_SIGNED_LEN {
+        return None;
+    }
+    let mut parts = value.split('.');
+    if parts.next()? != kind.prefix() {
+        return None;
+    }
+    let kid = parts.next()?;
+    let session = SessionId::from_hex(parts.next()?)?;
+    let issued_at_ms = parse_u64(parts.next()?)?;
+    let expires_at_ms = parse_u64(parts.next()?)?;
+    let tag_b64 = parts.next()?;
+    if parts.next().is_some() || tag_b64.len() != TAG_B64_LEN {
+        return None;
+    }
+    let mut tag = [0u8; TAG_LEN + 1];
+    let n = URL_SAFE_NO_PAD
+        .decode_slice(tag_b64.as_bytes(), &mut tag)
+        .ok()?;
+    if n != TAG_LEN {
+        return None;
+    }
+    let key = keyring.find(kid)?;
+    let claims = Claims {
+        session,
+        issued_at_ms,
+        expires_at_ms,
+    };
+    let msg = message(kind, room, kid, &claims)?;
+    hmac::verify(&key.key, msg.as_bytes(), &tag[..TAG_LEN]).ok()?;
+    Some(claims)
+}
+
+/// Strict decimal: digits only, no sign, no leading `+`, at most 20 digits.
+fn parse_u64(s: &str) -> Option<u64> {
+    if s.is_empty() || s.len() > 20 || !s.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    s.parse().ok()
+}
+
+fn decode_hex(s: &str) -> Option<Vec<u8>> {
+    if s.len() % 2 != 0 {
+        return None;
+    }
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn keyring() -> Keyring {
+        Keyring::new(SigningKey::new("k2", [2u8; 32]).unwrap())
+            .with_previous(SigningKey::new("k1", [1u8; 32]).unwrap())
+    }
+
+    fn claims() -> Claims {
+        Claims {
+            session: SessionId::from_bytes([0xab; 16]),
+            issued_at_ms: 1_000,
+            expires_at_ms: 301_000,
+        }
+    }
+
+    #[test]
+    fn round_trip() {
+        let kr = keyring();
+        let v = sign(&kr, Kind::Admission, "shop", &claims());
+        assert!(v.starts_with("a1.k2."));
+        assert_eq!(verify(&kr, Kind::Admission, "shop", &v), Some(claims()));
+    }
+
+    #[test]
+    fn other_room_or_kind_is_no_value() {
+        let kr = keyring();
+        let v = sign(&kr, Kind::Admission, "shop", &claims());
+        assert_eq!(verify(&kr, Kind::Admission, "other", &v), None);
+        // Same text with the kind prefix swapped does not verify either.
+        let swapped = v.replacen("a1.", "q1.", 1);
+        assert_eq!(verify(&kr, Kind::Queue, "shop", &swapped), None);
+    }
+
+    #[test]
+    fn every_single_byte_change_is_rejected() {
+        let kr = keyring();
+        let v = sign(&kr, Kind::Queue, "shop", &claims());
+        for i in 0..v.len() {
+            for replacement in [b'0', b'A', b'.', b'-', b'z'] {
+                let mut bytes = v.clone().into_bytes();
+                if bytes[i] == replacement {
+                    continue;
+                }
+                bytes[i] = replacement;
+                let tampered = String::from_utf8(bytes).unwrap();
+                assert_eq!(
+                    verify(&kr, Kind::Queue, "shop", &tampered),
+                    None,
+                    "byte {i} changed to {} still verified",
+                    replacement as char
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn truncated_and_oversized_are_rejected() {
+        let kr = keyring();
+        let v = sign(&kr, Kind::Queue, "shop", &claims());
+        for end in 0..v.len() {
+            assert_eq!(verify(&kr, Kind::Queue, "shop", &v[..end]), None);
+        }
+        let long = format!("{v}{}", "A".repeat(MAX_SIGNED_LEN));
+        assert_eq!(verify(&kr, Kind::Queue, "shop", &long), None);
+    }
+
+    #[test]
+    fn rotation_accepts_previous_and_refuses_retired() {
+        let old = Keyring::new(SigningKey::new("k1", [1u8; 32]).unwrap());
+        let v = sign(&old, Kind::Admission, "shop", &claims());
+        // k1 is now the previous key: still accepted.
+        assert!(verify(&keyring(), Kind::Admission, "shop", &v).is_some());
+        // k1 retired: the value is no value.
+        let retired = Keyring::new(SigningKey::new("k3", [3u8; 32]).unwrap())
+            .with_previous(SigningKey::new("k2", [2u8; 32]).unwrap());
+        assert_eq!(verify(&retired, Kind::Admission, "shop", &v), None);
+        // A key with a known id but another secret does not verify.
+        let impostor = Keyring::new(SigningKey::new("k1", [9u8; 32]).unwrap());
+        assert_eq!(verify(&impostor, Kind::Admission, "shop", &v), None);
+    }
+
+    #[test]
+    fn key_validation() {
+        assert!(matches!(
+            SigningKey::new("k", [0u8; 31]),
+            Err(ConfigError::SecretTooShort { len: 31, .. })
+        ));
+        assert!(matches!(
+            SigningKey::new("bad id", [0u8; 32]),
+            Err(ConfigError::InvalidKeyId { .. })
+        ));
+        assert!(SigningKey::from_hex("k", &"ab".repeat(32)).is_ok());
+        assert!(matches!(
+            SigningKey::from_hex("k", "xyz"),
+            Err(ConfigError::InvalidSecretHex { .. })
+        ));
+        let dup = Keyring::new(SigningKey::new("k", [0u8; 32]).unwrap())
+            .with_previous(SigningKey::new("k", [1u8; 32]).unwrap());
+        assert!(matches!(
+            dup.validate(),
+            Err(ConfigError::DuplicateKeyId { .. })
+        ));
+    }
+
+    #[test]
+    fn debug_hides_secret() {
+        let key = SigningKey::from_hex("k", &"5a".repeat(32)).unwrap();
+        let shown = format!("{key:?} {:?}", Keyring::new(key.clone()));
+        assert!(shown.contains("<redacted>"));
+        assert!(!shown.contains("5a5a") && !shown.contains("90, 90"));
+    }
+}

@@ -1,0 +1,171 @@
+//! Stage 3: the store, which holds the line and the slots and decides.
+//!
+//! A [`Store`] has five operations, all of which first do the room's housekeeping (expire slots,
+//! sweep silent waiters, promote from the head of the line into free slots) and then answer:
+//!
+//! | operation | for | answer |
+//! |---|---|---|
+//! | [`enter`](Store::enter) | a visitor with a queue cookie but no fresh admission | joins the line (or keeps their place), or claims a granted slot |
+//! | [`poll`](Store::poll) | the status endpoint | where the visitor stands; creates nothing |
+//! | [`heartbeat`](Store::heartbeat) | an admitted visitor whose token is older than `refresh` | extends the slot, or says it is gone |
+//! | [`release`](Store::release) | the leave endpoint | frees the place or slot now |
+//! | [`stats`](Store::stats) | operators | counts |
+//!
+//! The semantics every store implements exactly (the [`MemoryStore`] is the reference):
+//! - never more than `capacity` slots at once, counting granted-but-unclaimed ones;
+//! - first come, first served by a store-side sequence; a newcomer is admitted at once only when
+//!   nobody is waiting and a slot (and the admission-rate budget) is free; re-entering keeps the
+//!   old place;
+//! - promotion grants a slot for `grant_ttl`, which becomes `active_ttl` when the visitor comes
+//!   back; waiters silent for longer than `queue_ttl` are skipped; work per call is bounded
+//!   ([`MAX_PROMOTIONS_PER_CALL`], [`MAX_SWEEP_PER_CALL`]);
+//! - slots expire by time, never by trusting the browser; `release` frees at once;
+//! - the admission rate, when set, is a token bucket of one second's admissions, spent in the
+//!   same step as capacity by promotions and direct admissions alike.
+
+use std::error::Error;
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+
+use serde::Serialize;
+
+use crate::config::RoomPolicy;
+use crate::session::SessionId;
+
+mod memory;
+
+pub use memory::MemoryStore;
+
+/// Most waiters promoted (or skipped as silent) in one call.
+pub const MAX_PROMOTIONS_PER_CALL: u32 = 100;
+/// Most silent waiters swept from anywhere in the line in one call.
+pub const MAX_SWEEP_PER_CALL: u32 = 100;
+
+/// The future a store operation returns.
+pub type StoreFuture<T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + 'static>>;
+
+/// A room's line and slots. Implementations must follow the semantics in the
+/// [module docs](self); the crate's conformance tests check them.
+///
+/// Methods take what they need by value or clone it, so the returned futures are `'static` and
+/// can live in the layer's response future.
+pub trait Store: Send + Sync + 'static {
+    /// A visitor wants in: joins the line, keeps their place, or claims their slot.
+    fn enter(&self, policy: &RoomPolicy, session: SessionId) -> StoreFuture<Decision>;
+    /// Where the visitor stands, refreshing their check-in; [`Decision::Unknown`] if nowhere.
+    fn poll(&self, policy: &RoomPolicy, session: SessionId) -> StoreFuture<Decision>;
+    /// Extends an admitted visitor's slot to `active_ttl` from now; [`Decision::Unknown`] if the
+    /// slot is gone (expired or released).
+    fn heartbeat(&self, policy: &RoomPolicy, session: SessionId) -> StoreFuture<Decision>;
+    /// Frees the visitor's place or slot now. `true` if there was one.
+    fn release(&self, policy: &RoomPolicy, session: SessionId) -> StoreFuture<bool>;
+    /// Counts for the room.
+    fn stats(&self, policy: &RoomPolicy) -> StoreFuture<RoomStats>;
+}
+
+/// What the store decided for one visitor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Decision {
+    /// The visitor holds a slot until `expires_at_ms` (store clock, ms since the epoch).
+    Admitted {
+        /// When the slot expires unless extended.
+        expires_at_ms: u64,
+    },
+    /// The visitor is in line.
+    Waiting {
+        /// 1-based place in line.
+        position: u64,
+        /// How many are in line in all.
+        waiting: u64,
+    },
+    /// The line is at `max_queue_len`; the visitor was not added.
+    Full {
+        /// How many are in line.
+        waiting: u64,
+    },
+    /// The visitor has neither a place nor a slot.
+    Unknown,
+}
+
+/// Counts for one room.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct RoomStats {
+    /// Visitors holding a claimed slot.
+    pub admitted: u64,
+    /// Slots granted to promoted visitors who have not come back yet.
+    pub granted: u64,
+    /// Visitors in line.
+    pub waiting: u64,
+    /// The room's capacity.
+    pub capacity: u64,
+}
+
+/// Why a store call failed; the layer answers by kind.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum StoreErrorKind {
+    /// The store cannot be reached (I/O error, dropped connection, refused): the room's
+    /// [`FailPolicy`](crate::FailPolicy) applies.
+    Unavailable,
+    /// The call did not finish before its deadline: treated like `Unavailable`.
+    Timeout,
+    /// The store is up but refuses writes for lack of memory: visitors are told to try again
+    /// soon. Never treated as "down, let everyone in".
+    Busy,
+    /// The store answered something this crate did not expect.
+    Protocol,
+}
+
+/// The one error type of every store.
+#[derive(Debug)]
+pub struct StoreError {
+    kind: StoreErrorKind,
+    source: Option<Box<dyn Error + Send + Sync>>,
+}
+
+impl StoreError {
+    /// An error of `kind` without a cause.
+    pub fn new(kind: StoreErrorKind) -> Self {
+        Self { kind, source: None }
+    }
+
+    /// An error of `kind` caused by `source`.
+    pub fn with_source(
+        kind: StoreErrorKind,
+        source: impl Into<Box<dyn Error + Send + Sync>>,
+    ) -> Self {
+        Self {
+            kind,
+            source: Some(source.into()),
+        }
+    }
+
+    /// What kind of failure this is.
+    pub fn kind(&self) -> StoreErrorKind {
+        self.kind
+    }
+}
+
+impl fmt::Display for StoreError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let what = match self.kind {
+            StoreErrorKind::Unavailable => "store unavailable",
+            StoreErrorKind::Timeout => "store call timed out",
+            StoreErrorKind::Busy => "store busy (out of memory)",
+            StoreErrorKind::Protocol => "unexpected store answer",
+        };
+        match &self.source {
+            Some(source) => write!(f, "{what}: {source}"),
+            None => f.write_str(what),
+        }
+    }
+}
+
+impl Error for StoreError {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        self.source.as_deref().map(|e| e as &(dyn Error + 'static))
+    }
+}

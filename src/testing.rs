@@ -1,0 +1,134 @@
+//! Testing support: unit-test the handlers behind the layer without a server or a Redis.
+//!
+//! [`TestRoom`] builds a room on the embedded store and a [`ManualClock`] in one line, and mints
+//! valid queue cookies and admission tokens for test requests. Drive your `Router` with
+//! [`tower::ServiceExt::oneshot`](https://docs.rs/tower/latest/tower/trait.ServiceExt.html#method.oneshot):
+//!
+//! ```
+//! use axum::{body::Body, routing::get, Extension, Router};
+//! use http::{header, Request, StatusCode};
+//! use tower::ServiceExt;
+//! use tower_waiting_room::{testing::TestRoom, Admission};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() {
+//! let room = TestRoom::new("shop", 1);
+//! let app = Router::new()
+//!     .route("/", get(|Extension(a): Extension<Admission>| async move { a.session().to_string() }))
+//!     .layer(room.layer());
+//!
+//! // An admitted visitor reaches the handler, which sees the admission.
+//! let (session, cookie) = room.admission_cookie();
+//! let req = Request::get("/").header(header::COOKIE, cookie).body(Body::empty()).unwrap();
+//! let res = app.clone().oneshot(req).await.unwrap();
+//! assert_eq!(res.status(), StatusCode::OK);
+//! # let body = http_body_util::BodyExt::collect(res.into_body()).await.unwrap().to_bytes();
+//! # assert_eq!(body, session.to_string());
+//!
+//! // A first visit gets the stateless redirect.
+//! let res = app.oneshot(Request::get("/").body(Body::empty()).unwrap()).await.unwrap();
+//! assert_eq!(res.status(), StatusCode::FOUND);
+//! # }
+//! ```
+
+use http::HeaderValue;
+
+use crate::admission_token::AdmissionToken;
+use crate::clock::{duration_ms, Clock, ManualClock};
+use crate::layer::{WaitingRoomBuilder, WaitingRoomLayer};
+use crate::queue_cookie::QueueCookie;
+use crate::session::SessionId;
+use crate::signing::SigningKey;
+use crate::store::MemoryStore;
+
+/// The time a [`TestRoom`]'s clock starts at: 2026-01-01T00:00:00Z.
+pub const TEST_EPOCH_MS: u64 = 1_767_225_600_000;
+
+/// A room on the embedded store and a manual clock, with helpers to mint cookies.
+#[derive(Clone, Debug)]
+pub struct TestRoom {
+    layer: WaitingRoomLayer,
+    clock: ManualClock,
+    store: MemoryStore,
+}
+
+impl TestRoom {
+    /// A room with the given capacity and otherwise default settings (cookies not `Secure`, so
+    /// they work over plain http in tests).
+    pub fn new(room: &str, capacity: u32) -> Self {
+        Self::with(WaitingRoomLayer::builder(room).capacity(capacity))
+    }
+
+    /// A room from a builder you configured; the key, clock and store are set here.
+    ///
+    /// # Panics
+    /// If the builder's configuration is invalid.
+    pub fn with(builder: WaitingRoomBuilder) -> Self {
+        let clock = ManualClock::new(TEST_EPOCH_MS);
+        let store = MemoryStore::with_clock(clock.clone());
+        let layer = builder
+            .signing_key(SigningKey::new("test", [0x5e; 32]).expect("valid test key"))
+            .secure_cookies(false)
+            .clock(clock.clone())
+            .store(store.clone())
+            .build()
+            .expect("TestRoom configuration is valid");
+        Self {
+            layer,
+            clock,
+            store,
+        }
+    }
+
+    /// The layer, to put on a `Router` or service.
+    pub fn layer(&self) -> WaitingRoomLayer {
+        self.layer.clone()
+    }
+
+    /// The clock shared by the layer and the store; advance it instead of sleeping.
+    pub fn clock(&self) -> &ManualClock {
+        &self.clock
+    }
+
+    /// The embedded store behind the room.
+    pub fn store(&self) -> &MemoryStore {
+        &self.store
+    }
+
+    /// A fresh session's admission token as a `Cookie` header value. It is valid on the fast
+    /// path (no store call) for the room's `refresh` time on the manual clock; the store holds
+    /// no slot for it.
+    pub fn admission_cookie(&self) -> (SessionId, HeaderValue) {
+        let session = SessionId::random();
+        (session, self.admission_cookie_for(session))
+    }
+
+    /// An admission token for `session` as a `Cookie` header value.
+    pub fn admission_cookie_for(&self, session: SessionId) -> HeaderValue {
+        let room = self.layer.room();
+        let now = self.clock.now_ms();
+        let token = AdmissionToken::new(session, now, now + room.config.policy.active_ttl_ms);
+        cookie_header(
+            &room.config.cookies.admission_name,
+            &token.sign(&room.keys, room.config.room()),
+        )
+    }
+
+    /// A fresh session's queue cookie as a `Cookie` header value: the request goes to the
+    /// store (stage 3) instead of being redirected.
+    pub fn queue_cookie(&self) -> (SessionId, HeaderValue) {
+        let room = self.layer.room();
+        let cookie = QueueCookie::issue(self.clock.now_ms(), duration_ms(room.config.session_ttl));
+        (
+            cookie.session(),
+            cookie_header(
+                &room.config.cookies.queue_name,
+                &cookie.sign(&room.keys, room.config.room()),
+            ),
+        )
+    }
+}
+
+fn cookie_header(name: &str, value: &str) -> HeaderValue {
+    HeaderValue::try_from(format!("{name}={value}")).expect("cookie values are header-safe")
+}
