@@ -34,7 +34,11 @@ use crate::config::RoomPolicy;
 use crate::session::SessionId;
 
 mod memory;
+#[cfg(feature = "redis")]
+mod redis;
 
+#[cfg(feature = "redis")]
+pub use self::redis::{RedisStore, RedisStoreBuilder};
 pub use memory::MemoryStore;
 
 /// Most waiters promoted (or skipped as silent) in one call.

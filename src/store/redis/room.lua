@@ -1,0 +1,145 @@
+-- tower-waiting-room: the whole state machine of one room, atomically inside Redis/Valkey.
+--
+-- The semantics are exactly those of the embedded MemoryStore (src/store/memory.rs); the
+-- conformance suite runs against both.
+--
+-- KEYS (all share the room's hash tag, so a Redis Cluster keeps them in one slot):
+--   1 seq      string  last sequence number handed out (INCR)
+--   2 line     zset    waiters, score = sequence number (FIFO; ZRANK is O(log n))
+--   3 seen     zset    waiters, score = last check-in in ms (for the bounded sweep)
+--   4 active   zset    claimed slots, score = expiry in ms
+--   5 granted  zset    granted but unclaimed slots, score = expiry in ms
+--   6 bucket   hash    admission-rate budget: milli (thousandths of an admission), last (ms)
+-- ARGV:
+--   1 op (enter | poll | heartbeat | release | stats)
+--   2 session id ('' for stats)
+--   3 now in ms, or 0 to use the server's TIME (shared by every gateway)
+--   4 capacity   5 admission rate per second (0 = none)
+--   6 active_ttl_ms   7 grant_ttl_ms   8 queue_ttl_ms   9 max_queue_len
+--   10 max promotions per call   11 max sweep per call
+-- Reply: {code, a, b}
+--   {1, expires_at_ms, 0} admitted     {2, position, waiting} waiting
+--   {3, 0, waiting} full               {0, 0, 0} unknown
+--   {4, released (0|1), 0} release     {5, admitted, granted, waiting} stats
+
+local k_seq, k_line, k_seen, k_active, k_granted, k_bucket =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local op, s = ARGV[1], ARGV[2]
+local now = tonumber(ARGV[3])
+local capacity = tonumber(ARGV[4])
+local rate = tonumber(ARGV[5])
+local active_ttl = tonumber(ARGV[6])
+local grant_ttl = tonumber(ARGV[7])
+local queue_ttl = tonumber(ARGV[8])
+local max_queue = tonumber(ARGV[9])
+local max_promote = tonumber(ARGV[10])
+local max_sweep = tonumber(ARGV[11])
+
+if now == 0 then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+local cutoff = now - queue_ttl
+if cutoff < 0 then cutoff = 0 end
+
+local function slots()
+  return redis.call('ZCARD', k_active) + redis.call('ZCARD', k_granted)
+end
+
+-- The admission-rate budget: a token bucket of one second's admissions, in thousandths.
+local function take()
+  if rate == 0 then return true end
+  local max = rate * 1000
+  local b = redis.call('HMGET', k_bucket, 'milli', 'last')
+  local milli
+  if b[1] == false then
+    milli = max
+  else
+    local elapsed = now - tonumber(b[2])
+    if elapsed < 0 then elapsed = 0 end
+    milli = math.min(max, tonumber(b[1]) + elapsed * rate)
+  end
+  local ok = milli >= 1000
+  if ok then milli = milli - 1000 end
+  redis.call('HSET', k_bucket, 'milli', milli, 'last', now)
+  return ok
+end
+
+local function remove_waiter(w)
+  redis.call('ZREM', k_line, w)
+  redis.call('ZREM', k_seen, w)
+end
+
+-- Grant free slots to the head of the line, skipping silent waiters; bounded work.
+local function promote()
+  for _ = 1, max_promote do
+    local head = redis.call('ZRANGE', k_line, 0, 0)[1]
+    if not head then return end
+    local seen_at = tonumber(redis.call('ZSCORE', k_seen, head))
+    if seen_at < cutoff then
+      remove_waiter(head)
+    else
+      if capacity - slots() <= 0 or not take() then return end
+      remove_waiter(head)
+      redis.call('ZADD', k_granted, now + grant_ttl, head)
+    end
+  end
+end
+
+-- Housekeeping before every answer: expire slots, sweep silent waiters, promote.
+redis.call('ZREMRANGEBYSCORE', k_active, '-inf', now)
+redis.call('ZREMRANGEBYSCORE', k_granted, '-inf', now)
+local silent = redis.call('ZRANGEBYSCORE', k_seen, '-inf', '(' .. cutoff, 'LIMIT', 0, max_sweep)
+for _, w in ipairs(silent) do
+  remove_waiter(w)
+end
+promote()
+
+local function claim_or_extend()
+  if redis.call('ZSCORE', k_active, s) or redis.call('ZSCORE', k_granted, s) then
+    redis.call('ZREM', k_granted, s)
+    redis.call('ZADD', k_active, now + active_ttl, s)
+    return {1, now + active_ttl, 0}
+  end
+  return nil
+end
+
+local function touch()
+  redis.call('ZADD', k_seen, now, s)
+  local rank = redis.call('ZRANK', k_line, s)
+  return {2, rank + 1, redis.call('ZCARD', k_line)}
+end
+
+if op == 'enter' then
+  local r = claim_or_extend()
+  if r then return r end
+  if redis.call('ZSCORE', k_line, s) then return touch() end
+  local waiting = redis.call('ZCARD', k_line)
+  if waiting == 0 and capacity - slots() > 0 and take() then
+    redis.call('ZADD', k_active, now + active_ttl, s)
+    return {1, now + active_ttl, 0}
+  end
+  if waiting >= max_queue then return {3, 0, waiting} end
+  local seq = redis.call('INCR', k_seq)
+  redis.call('ZADD', k_line, seq, s)
+  redis.call('ZADD', k_seen, now, s)
+  return {2, waiting + 1, waiting + 1}
+elseif op == 'poll' then
+  local exp = redis.call('ZSCORE', k_active, s) or redis.call('ZSCORE', k_granted, s)
+  if exp then return {1, tonumber(exp), 0} end
+  if redis.call('ZSCORE', k_line, s) then return touch() end
+  return {0, 0, 0}
+elseif op == 'heartbeat' then
+  return claim_or_extend() or {0, 0, 0}
+elseif op == 'release' then
+  local released = redis.call('ZREM', k_active, s) + redis.call('ZREM', k_granted, s)
+  if released == 0 then
+    released = redis.call('ZREM', k_line, s)
+    redis.call('ZREM', k_seen, s)
+  end
+  if released > 0 then promote() end
+  return {4, released > 0 and 1 or 0, 0}
+elseif op == 'stats' then
+  return {5, redis.call('ZCARD', k_active), redis.call('ZCARD', k_granted), redis.call('ZCARD', k_line)}
+end
+return redis.error_reply('ERR unknown waiting room operation')
