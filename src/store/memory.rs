@@ -189,6 +189,10 @@ struct RoomState {
     /// Slots by expiry.
     expiry: BTreeSet<(u64, SessionId)>,
     bucket: Bucket,
+    /// Promotions (or skips of silent waiters) left in the current call: reset by
+    /// `housekeeping`, shared by every `promote` of the call so a `release` that promotes again
+    /// stays within [`MAX_PROMOTIONS_PER_CALL`].
+    promotions_left: u32,
 }
 
 struct Waiter {
@@ -209,6 +213,7 @@ impl RoomState {
 
     /// Expire slots, sweep silent waiters, promote.
     fn housekeeping(&mut self, policy: &RoomPolicy, now: u64) {
+        self.promotions_left = MAX_PROMOTIONS_PER_CALL;
         while let Some(&(expires, session)) = self.expiry.first() {
             if expires > now {
                 break;
@@ -227,16 +232,18 @@ impl RoomState {
         self.promote(policy, now);
     }
 
-    /// Grants free slots to the head of the line, skipping silent waiters; bounded work.
+    /// Grants free slots to the head of the line, skipping silent waiters; bounded work: at most
+    /// [`MAX_PROMOTIONS_PER_CALL`] promotions and skips per call, however often it runs in it.
     fn promote(&mut self, policy: &RoomPolicy, now: u64) {
         let cutoff = now.saturating_sub(policy.queue_ttl_ms);
-        for _ in 0..MAX_PROMOTIONS_PER_CALL {
+        while self.promotions_left > 0 {
             let Some((_, &session)) = self.line.first_key_value() else {
                 break;
             };
             let silent = self.waiters[&session].last_seen_ms < cutoff;
             if silent {
                 self.remove_waiter(session);
+                self.promotions_left -= 1;
                 continue;
             }
             if self.free_slots(policy) == 0 || !self.bucket.take(policy.admission_rate, now) {
@@ -244,6 +251,7 @@ impl RoomState {
             }
             self.remove_waiter(session);
             self.put_slot(session, now + policy.grant_ttl_ms, false);
+            self.promotions_left -= 1;
         }
     }
 

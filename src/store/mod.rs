@@ -38,7 +38,7 @@ mod memory;
 mod redis;
 
 #[cfg(feature = "redis")]
-pub use self::redis::{RedisStore, RedisStoreBuilder};
+pub use self::redis::{RedisStore, RedisStoreBuilder, RedisStoreMetrics};
 pub use memory::MemoryStore;
 
 /// Most waiters promoted (or skipped as silent) in one call.

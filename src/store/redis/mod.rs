@@ -220,6 +220,17 @@ impl RedisStore {
         Self::builder().url(url).build()
     }
 
+    /// Counters of this store's calls, shared by its clones.
+    pub fn metrics(&self) -> RedisStoreMetrics {
+        let b = &self.breaker;
+        RedisStoreMetrics {
+            attempts: b.attempts.load(Ordering::Relaxed),
+            skipped: b.skipped.load(Ordering::Relaxed),
+            transport_failures: b.failures.load(Ordering::Relaxed),
+            breaker_open: b.open_until.load(Ordering::Acquire) != 0,
+        }
+    }
+
     /// The keys of `room`, in the script's order.
     pub fn keys(&self, room: &str) -> [String; 6] {
         ["seq", "line", "seen", "active", "granted", "bucket"]
@@ -248,11 +259,13 @@ impl RedisStore {
         ];
         Box::pin(async move {
             if !store.breaker.allow() {
+                store.breaker.skipped.fetch_add(1, Ordering::Relaxed);
                 return Err(StoreError::with_source(
                     StoreErrorKind::Unavailable,
                     "circuit breaker open after a recent store failure",
                 ));
             }
+            store.breaker.attempts.fetch_add(1, Ordering::Relaxed);
             let mut invocation = store.script.prepare_invoke();
             for key in &keys {
                 invocation.key(key);
@@ -404,8 +417,25 @@ fn classify(e: RedisError) -> StoreError {
     StoreError::with_source(kind, e)
 }
 
-/// The circuit breaker shared by every clone of a store.
+/// Counters of a [`RedisStore`]'s calls.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RedisStoreMetrics {
+    /// Calls sent to Redis.
+    pub attempts: u64,
+    /// Calls not sent because the circuit breaker was open.
+    pub skipped: u64,
+    /// Calls that failed for lack of a connection or an answer in time.
+    pub transport_failures: u64,
+    /// Whether the breaker is open (or half-open) now.
+    pub breaker_open: bool,
+}
+
+/// The circuit breaker shared by every clone of a store, with the store's counters.
 struct Breaker {
+    attempts: AtomicU64,
+    skipped: AtomicU64,
+    failures: AtomicU64,
     cooldown: Duration,
     start: Instant,
     /// Milliseconds since `start` until which calls are skipped; 0 when closed.
@@ -417,6 +447,9 @@ struct Breaker {
 impl Breaker {
     fn new(cooldown: Duration) -> Self {
         Self {
+            attempts: AtomicU64::new(0),
+            skipped: AtomicU64::new(0),
+            failures: AtomicU64::new(0),
             cooldown,
             start: Instant::now(),
             open_until: AtomicU64::new(0),
@@ -445,6 +478,7 @@ impl Breaker {
     }
 
     fn trip(&self) {
+        self.failures.fetch_add(1, Ordering::Relaxed);
         let until = self.now() + self.cooldown.as_millis() as u64;
         self.open_until.store(until, Ordering::Release);
         self.probing.store(false, Ordering::Release);

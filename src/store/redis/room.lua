@@ -1,4 +1,9 @@
+#!lua
 -- tower-waiting-room: the whole state machine of one room, atomically inside Redis/Valkey.
+--
+-- The `#!lua` line (Redis 7+, Valkey) makes the server check memory before the script starts:
+-- with `maxmemory` exhausted the whole call is refused with OOM, never half-run (without it, Redis
+-- checks only a script's first write command).
 --
 -- The semantics are exactly those of the embedded MemoryStore (src/store/memory.rs); the
 -- conformance suite runs against both.

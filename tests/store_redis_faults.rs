@@ -1,0 +1,323 @@
+//! The Redis store on bad days, against real servers: out of memory, an outage with a restart,
+//! a flushed script cache, cookie-less floods, and a million waiters.
+#![cfg(feature = "redis")]
+
+mod redis_harness;
+
+use std::time::{Duration, Instant};
+
+use axum::body::Body;
+use axum::routing::get;
+use axum::{Extension, Router};
+use http::{header, Request, StatusCode};
+use http_body_util::BodyExt;
+use redis_harness::Server;
+use tower::ServiceExt;
+use tower_waiting_room::store::{Decision, RedisStore, Store, StoreErrorKind};
+use tower_waiting_room::{
+    Admission, AdmittedBy, FailPolicy, RoomPolicy, SessionId, SigningKey, WaitingRoomLayer,
+};
+
+const SECRET: [u8; 32] = [0x42; 32];
+
+fn store(server: &Server) -> RedisStore {
+    RedisStore::builder()
+        .url(server.url())
+        .timeout(Duration::from_millis(300))
+        .breaker_cooldown(Duration::from_millis(300))
+        .build()
+        .expect("store builds")
+}
+
+fn app(room: &str, store: RedisStore, policy: FailPolicy) -> Router {
+    let layer = WaitingRoomLayer::builder(room)
+        .capacity(1)
+        .signing_key(SigningKey::new("k1", SECRET).unwrap())
+        .secure_cookies(false)
+        .fail_policy(policy)
+        .store(store)
+        .build()
+        .unwrap();
+    Router::new()
+        .route(
+            "/",
+            get(|Extension(a): Extension<Admission>| async move {
+                format!("{:?}", a.admitted_by())
+            }),
+        )
+        .layer(layer)
+}
+
+struct Reply {
+    status: StatusCode,
+    cookies: Vec<String>,
+    body: String,
+}
+
+async fn get_with(app: &Router, cookie: Option<&str>) -> Reply {
+    let mut req = Request::get("/").header(header::ACCEPT, "application/json");
+    if let Some(c) = cookie {
+        req = req.header(header::COOKIE, c);
+    }
+    let res = app
+        .clone()
+        .oneshot(req.body(Body::empty()).unwrap())
+        .await
+        .unwrap();
+    let status = res.status();
+    let cookies = res
+        .headers()
+        .get_all(header::SET_COOKIE)
+        .iter()
+        .map(|v| v.to_str().unwrap().split(';').next().unwrap().to_owned())
+        .collect();
+    let body =
+        String::from_utf8(res.into_body().collect().await.unwrap().to_bytes().to_vec()).unwrap();
+    Reply {
+        status,
+        cookies,
+        body,
+    }
+}
+
+/// A visitor's cookie jar after the stateless redirect.
+async fn join(app: &Router) -> String {
+    let first = get_with(app, None).await;
+    assert_eq!(first.status, StatusCode::FOUND);
+    first.cookies[0].clone()
+}
+
+async fn wait_until_store_answers(store: &RedisStore, policy: &RoomPolicy) {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        if store.stats(policy).await.is_ok() {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the store did not recover by itself"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cookie_less_flood_never_reaches_redis() {
+    let server = Server::start(&[]);
+    let store = store(&server);
+    let app = app("flood", store.clone(), FailPolicy::Closed);
+    let before = server.dbsize();
+    for _ in 0..5_000 {
+        let r = get_with(&app, None).await;
+        assert_eq!(r.status, StatusCode::FOUND);
+    }
+    assert_eq!(server.dbsize(), before, "no key was written");
+    assert_eq!(store.metrics().attempts, 0, "no store call was made");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn out_of_memory_is_busy_and_never_lets_anyone_in() {
+    let server = Server::start(&["--maxmemory-policy", "noeviction"]);
+    let store = store(&server);
+    let open = app("oom", store.clone(), FailPolicy::Open);
+
+    // One visitor gets in while memory is fine.
+    let jar = join(&open).await;
+    let inside = get_with(&open, Some(&jar)).await;
+    assert_eq!(inside.status, StatusCode::OK);
+    let token = inside.cookies[0].clone();
+
+    // Memory is now exhausted: every write is refused with OOM.
+    server
+        .command(&["CONFIG", "SET", "maxmemory", "1"])
+        .unwrap();
+    let policy = RoomPolicy::new("oom", 1);
+    let err = store
+        .enter(&policy, SessionId::random())
+        .await
+        .expect_err("a full Redis refuses writes");
+    assert_eq!(err.kind(), StoreErrorKind::Busy);
+
+    // Fail-open does not mean "let everyone in" when Redis is merely full.
+    let newcomer = join(&open).await;
+    let r = get_with(&open, Some(&newcomer)).await;
+    assert_eq!(r.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert!(r.body.contains("\"state\":\"busy\""), "{}", r.body);
+    assert!(!store.metrics().breaker_open, "OOM is not an outage");
+
+    // The visitor already inside keeps going on the fast path.
+    let r = get_with(&open, Some(&format!("{jar}; {token}"))).await;
+    assert_eq!(r.status, StatusCode::OK);
+
+    server
+        .command(&["CONFIG", "SET", "maxmemory", "0"])
+        .unwrap();
+    let r = get_with(&open, Some(&newcomer)).await;
+    assert_eq!(
+        r.status,
+        StatusCode::TOO_MANY_REQUESTS,
+        "with memory back the newcomer queues behind the visitor inside"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn outage_fail_policies_breaker_and_recovery_with_queue_order_kept() {
+    let mut server = Server::start(&["--appendonly", "yes", "--appendfsync", "always"]);
+    let store = store(&server);
+    let room = "outage";
+    let open = app(room, store.clone(), FailPolicy::Open);
+    let closed = app(room, store.clone(), FailPolicy::Closed);
+    let policy = RoomPolicy::new(room, 1);
+
+    // A is inside, B and C wait in that order.
+    let a = join(&open).await;
+    let a_in = get_with(&open, Some(&a)).await;
+    assert_eq!(a_in.status, StatusCode::OK);
+    let a_jar = format!("{a}; {}", a_in.cookies[0]);
+    let b = join(&open).await;
+    let c = join(&open).await;
+    assert!(get_with(&open, Some(&b))
+        .await
+        .body
+        .contains("\"position\":1"));
+    assert!(get_with(&open, Some(&c))
+        .await
+        .body
+        .contains("\"position\":2"));
+
+    server.stop();
+
+    // Fail-closed: a waiting visitor is told to try again; fail-open lets them in.
+    let r = get_with(&closed, Some(&c)).await;
+    assert_eq!(r.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert!(r.body.contains("\"state\":\"unavailable\""), "{}", r.body);
+    let r = get_with(&open, Some(&c)).await;
+    assert_eq!(r.status, StatusCode::OK);
+    assert_eq!(r.body, format!("{:?}", AdmittedBy::FailOpen));
+    assert!(r.cookies.is_empty(), "no admission token without a slot");
+
+    // The token holder keeps access under both policies.
+    assert_eq!(get_with(&open, Some(&a_jar)).await.status, StatusCode::OK);
+    assert_eq!(get_with(&closed, Some(&a_jar)).await.status, StatusCode::OK);
+
+    // The breaker: a burst during the outage costs at most a probe, not a call each.
+    let before = store.metrics();
+    assert!(before.breaker_open);
+    for _ in 0..50 {
+        let e = store.poll(&policy, SessionId::random()).await.unwrap_err();
+        assert_eq!(e.kind(), StoreErrorKind::Unavailable);
+    }
+    let after = store.metrics();
+    assert!(
+        after.attempts - before.attempts <= 2,
+        "breaker let {} calls through",
+        after.attempts - before.attempts
+    );
+    assert!(after.skipped - before.skipped >= 48);
+
+    // Redis comes back with its AOF: the store recovers by itself (script reloaded) and the
+    // queue order survived.
+    server.restart();
+    wait_until_store_answers(&store, &policy).await;
+    assert!(!store.metrics().breaker_open);
+    let r = get_with(&closed, Some(&b)).await;
+    assert!(r.body.contains("\"position\":1"), "{}", r.body);
+    let r = get_with(&closed, Some(&c)).await;
+    assert!(r.body.contains("\"position\":2"), "{}", r.body);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn flushed_script_cache_is_reloaded() {
+    let server = Server::start(&[]);
+    let store = store(&server);
+    let policy = RoomPolicy::new("noscript", 1);
+    let a = SessionId::random();
+    assert!(matches!(
+        store.enter(&policy, a).await.unwrap(),
+        Decision::Admitted { .. }
+    ));
+    server.command(&["SCRIPT", "FLUSH"]).unwrap();
+    let b = SessionId::random();
+    assert_eq!(
+        store.enter(&policy, b).await.unwrap(),
+        Decision::Waiting {
+            position: 1,
+            waiting: 1
+        }
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hung_server_costs_one_deadline_then_the_breaker_answers() {
+    let server = Server::start(&[]);
+    let store = store(&server);
+    let policy = RoomPolicy::new("hung", 1);
+    store.stats(&policy).await.unwrap();
+    server.command(&["CLIENT", "PAUSE", "1500", "ALL"]).unwrap();
+    let e = store.enter(&policy, SessionId::random()).await.unwrap_err();
+    assert_eq!(e.kind(), StoreErrorKind::Timeout);
+    let e = store.enter(&policy, SessionId::random()).await.unwrap_err();
+    assert_eq!(e.kind(), StoreErrorKind::Unavailable, "breaker open");
+    wait_until_store_answers(&store, &policy).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_million_waiters_do_not_make_a_call_slow() {
+    let server = Server::start(&[]);
+    let store = store(&server);
+    let room = "million";
+    let policy = RoomPolicy::new(room, 1).with_max_queue_len(2_000_000);
+    let keys = store.keys(room);
+    // Fill the line directly: one million waiters who checked in just now.
+    let fill = r"
+        local now = tonumber(ARGV[1])
+        for i = 1, 1000000 do
+          local s = string.format('%032x', i)
+          redis.call('ZADD', KEYS[1], i, s)
+          redis.call('ZADD', KEYS[2], now, s)
+        end
+        redis.call('SET', KEYS[3], 1000000)
+        redis.call('ZADD', KEYS[4], now + 3600000, 'someone-inside')
+        return 1";
+    let now = tower_waiting_room::clock::Clock::now_ms(&tower_waiting_room::clock::SystemClock);
+    let mut conn = redis::Client::open(server.url())
+        .unwrap()
+        .get_multiplexed_async_connection_with_config(
+            &redis::AsyncConnectionConfig::new().set_response_timeout(None),
+        )
+        .await
+        .unwrap();
+    let _: i64 = redis::Script::new(fill)
+        .key(&keys[1])
+        .key(&keys[2])
+        .key(&keys[0])
+        .key(&keys[3])
+        .arg(now)
+        .invoke_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(store.stats(&policy).await.unwrap().waiting, 1_000_000);
+
+    let last = SessionId::from_hex(&format!("{:032x}", 1_000_000)).unwrap();
+    let newcomer = SessionId::random();
+    let started = Instant::now();
+    let polled = store.poll(&policy, last).await.unwrap();
+    let entered = store.enter(&policy, newcomer).await.unwrap();
+    let took = started.elapsed();
+    assert_eq!(
+        polled,
+        Decision::Waiting {
+            position: 1_000_000,
+            waiting: 1_000_000
+        }
+    );
+    assert_eq!(
+        entered,
+        Decision::Waiting {
+            position: 1_000_001,
+            waiting: 1_000_001
+        }
+    );
+    // A generous bound, checked once: the real numbers are in the benchmark.
+    assert!(took < Duration::from_millis(250), "two calls took {took:?}");
+}
