@@ -121,6 +121,9 @@ pub enum StoreErrorKind {
     Busy,
     /// The store answered something this crate did not expect.
     Protocol,
+    /// The store's own configuration is invalid (a bad URL, an empty key prefix…); returned by
+    /// store builders, never at request time.
+    Config,
 }
 
 /// The one error type of every store.
@@ -160,6 +163,7 @@ impl fmt::Display for StoreError {
             StoreErrorKind::Timeout => "store call timed out",
             StoreErrorKind::Busy => "store busy (out of memory)",
             StoreErrorKind::Protocol => "unexpected store answer",
+            StoreErrorKind::Config => "invalid store configuration",
         };
         match &self.source {
             Some(source) => write!(f, "{what}: {source}"),

@@ -155,8 +155,7 @@ impl RedisStoreBuilder {
     /// runtime but does not need Redis to be up.
     pub fn build(self) -> Result<RedisStore, StoreError> {
         let timeout = self.timeout.unwrap_or(DEFAULT_TIMEOUT);
-        let config_error =
-            |msg: &'static str| StoreError::with_source(StoreErrorKind::Protocol, msg);
+        let config_error = |msg: &'static str| StoreError::with_source(StoreErrorKind::Config, msg);
         if timeout.is_zero() {
             return Err(config_error("the store timeout must be longer than zero"));
         }
@@ -168,15 +167,15 @@ impl RedisStoreBuilder {
         }
         let conn = match (self.url, self.cluster_nodes.is_empty()) {
             (Some(url), true) => {
-                let client = redis::Client::open(url).map_err(classify)?;
-                let config = ConnectionManagerConfig::new()
+                let client = redis::Client::open(url).map_err(config)?;
+                let manager_config = ConnectionManagerConfig::new()
                     .set_connection_timeout(Some(timeout))
                     .set_response_timeout(Some(timeout))
                     .set_number_of_retries(1);
                 Connection::Single(
                     client
-                        .get_connection_manager_lazy(config)
-                        .map_err(classify)?,
+                        .get_connection_manager_lazy(manager_config)
+                        .map_err(config)?,
                 )
             }
             (None, false) => {
@@ -185,7 +184,7 @@ impl RedisStoreBuilder {
                     .response_timeout(timeout)
                     .retries(2)
                     .build()
-                    .map_err(classify)?;
+                    .map_err(config)?;
                 Connection::Cluster(
                     client.get_pending_async_connection_with_config(
                         redis::cluster::ClusterConfig::new()
@@ -399,6 +398,10 @@ impl std::fmt::Debug for RedisStore {
     }
 }
 
+fn config(e: RedisError) -> StoreError {
+    StoreError::with_source(StoreErrorKind::Config, e)
+}
+
 /// Classifies a Redis error by its kind and code, never by its message.
 fn classify(e: RedisError) -> StoreError {
     let kind = match e.kind() {
@@ -508,6 +511,37 @@ mod tests {
         assert!(!b.allow(), "only one probe at a time");
         b.success();
         assert!(b.allow() && b.allow());
+    }
+
+    #[test]
+    fn bad_configuration_is_a_config_error() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let _guard = rt.enter();
+        let kind = |b: RedisStoreBuilder| b.build().unwrap_err().kind();
+        assert_eq!(kind(RedisStore::builder()), StoreErrorKind::Config);
+        assert_eq!(
+            kind(RedisStore::builder().url("nonsense://x")),
+            StoreErrorKind::Config
+        );
+        assert_eq!(
+            kind(
+                RedisStore::builder()
+                    .url("redis://127.0.0.1/")
+                    .prefix("a{b")
+            ),
+            StoreErrorKind::Config
+        );
+        assert_eq!(
+            kind(
+                RedisStore::builder()
+                    .url("redis://127.0.0.1/")
+                    .timeout(Duration::ZERO)
+            ),
+            StoreErrorKind::Config
+        );
     }
 
     #[test]
