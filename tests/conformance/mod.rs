@@ -1,0 +1,1227 @@
+//! The store conformance suite: the semantics of `tower_waiting_room::store` as generic async
+//! test cases that any [`Store`] implementation runs.
+//!
+//! Each case is a `pub async fn(&Harness)` that panics on failure. A store's test file does
+//!
+//! ```ignore
+//! mod conformance;
+//!
+//! async fn make_harness() -> conformance::Harness {
+//!     let clock = ManualClock::new(conformance::START_MS);
+//!     conformance::Harness::new(Arc::new(MyStore::with_clock(clock.clone())), clock)
+//! }
+//!
+//! conformance::conformance_tests!(make_harness);
+//! ```
+//!
+//! and gets one `#[tokio::test]` per case, reported by name.
+//!
+//! Rules for the cases (so that a shared, external store such as Redis can run them too):
+//! - time only moves through `harness.clock.advance(..)` (the store must read that clock, or be
+//!   sent its time); nothing ever sleeps;
+//! - every case works in rooms of its own, named by [`Harness::policy`], which are unique across
+//!   processes and runs, so cases can share one store and run in parallel.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tower_waiting_room::clock::{Clock, ManualClock};
+use tower_waiting_room::store::{
+    Decision, RoomStats, Store, MAX_PROMOTIONS_PER_CALL, MAX_SWEEP_PER_CALL,
+};
+use tower_waiting_room::{RoomPolicy, SessionId};
+
+/// A good time for a harness clock to start at: 2026-01-01T00:00:00Z.
+pub const START_MS: u64 = 1_767_225_600_000;
+
+/// Slot lifetime of the suite's rooms.
+pub const ACTIVE_TTL: Duration = Duration::from_secs(60);
+/// Grant lifetime of the suite's rooms.
+pub const GRANT_TTL: Duration = Duration::from_secs(10);
+/// Queue check-in lifetime of the suite's rooms.
+pub const QUEUE_TTL: Duration = Duration::from_secs(30);
+
+const ACTIVE_MS: u64 = ACTIVE_TTL.as_millis() as u64;
+const GRANT_MS: u64 = GRANT_TTL.as_millis() as u64;
+const QUEUE_MS: u64 = QUEUE_TTL.as_millis() as u64;
+
+/// What every case runs against: a store and the clock it reads.
+pub struct Harness {
+    /// The store under test.
+    pub store: Arc<dyn Store>,
+    /// The clock the store decides by; the only way time moves.
+    pub clock: ManualClock,
+}
+
+static ROOM_COUNTER: AtomicU64 = AtomicU64::new(0);
+
+impl Harness {
+    /// A harness for `store`, which must read (or be sent the time of) `clock`.
+    pub fn new(store: Arc<dyn Store>, clock: ManualClock) -> Self {
+        Self { store, clock }
+    }
+
+    /// A room id no other case, process or earlier run uses.
+    pub fn room_id(&self) -> String {
+        let n = ROOM_COUNTER.fetch_add(1, Ordering::Relaxed);
+        let random = SessionId::random().to_string();
+        format!("conf-{n}-{}", &random[..16])
+    }
+
+    /// A fresh room of `capacity` with the suite's TTLs, no admission rate, default max line.
+    pub fn policy(&self, capacity: u32) -> RoomPolicy {
+        RoomPolicy::new(&self.room_id(), capacity).with_ttls(ACTIVE_TTL, GRANT_TTL, QUEUE_TTL)
+    }
+
+    /// The store clock's time.
+    pub fn now(&self) -> u64 {
+        self.clock.now_ms()
+    }
+
+    /// Moves the clock forward by `ms`.
+    pub fn advance_ms(&self, ms: u64) {
+        self.clock.advance(Duration::from_millis(ms));
+    }
+
+    /// `enter`, failing the test on a store error.
+    pub async fn enter(&self, policy: &RoomPolicy, session: SessionId) -> Decision {
+        self.store
+            .enter(policy, session)
+            .await
+            .unwrap_or_else(|e| panic!("enter failed: {e}"))
+    }
+
+    /// `poll`, failing the test on a store error.
+    pub async fn poll(&self, policy: &RoomPolicy, session: SessionId) -> Decision {
+        self.store
+            .poll(policy, session)
+            .await
+            .unwrap_or_else(|e| panic!("poll failed: {e}"))
+    }
+
+    /// `heartbeat`, failing the test on a store error.
+    pub async fn heartbeat(&self, policy: &RoomPolicy, session: SessionId) -> Decision {
+        self.store
+            .heartbeat(policy, session)
+            .await
+            .unwrap_or_else(|e| panic!("heartbeat failed: {e}"))
+    }
+
+    /// `release`, failing the test on a store error.
+    pub async fn release(&self, policy: &RoomPolicy, session: SessionId) -> bool {
+        self.store
+            .release(policy, session)
+            .await
+            .unwrap_or_else(|e| panic!("release failed: {e}"))
+    }
+
+    /// `stats`, failing the test on a store error.
+    pub async fn stats(&self, policy: &RoomPolicy) -> RoomStats {
+        self.store
+            .stats(policy)
+            .await
+            .unwrap_or_else(|e| panic!("stats failed: {e}"))
+    }
+
+    /// Asserts the room's counts.
+    #[track_caller]
+    pub fn check_stats(stats: RoomStats, admitted: u64, granted: u64, waiting: u64) {
+        assert_eq!(
+            (stats.admitted, stats.granted, stats.waiting),
+            (admitted, granted, waiting),
+            "stats (admitted, granted, waiting), got {stats:?}"
+        );
+    }
+
+    /// Enters `n` fresh sessions, expecting each to join the line; returns them in order.
+    pub async fn enter_waiters(&self, policy: &RoomPolicy, n: u64) -> Vec<SessionId> {
+        let before = self.stats(policy).await.waiting;
+        let mut out = Vec::new();
+        for i in 1..=n {
+            let s = SessionId::random();
+            let d = self.enter(policy, s).await;
+            assert_eq!(
+                d,
+                Decision::Waiting {
+                    position: before + i,
+                    waiting: before + i
+                },
+                "waiter #{i} entering"
+            );
+            out.push(s);
+        }
+        out
+    }
+
+    /// Enters a fresh session, expecting it to be admitted at once with a full slot.
+    pub async fn enter_admitted(&self, policy: &RoomPolicy) -> SessionId {
+        let s = SessionId::random();
+        let d = self.enter(policy, s).await;
+        assert_eq!(
+            d,
+            Decision::Admitted {
+                expires_at_ms: self.now() + policy.active_ttl_ms
+            },
+            "a newcomer with a free slot and nobody waiting is admitted for active_ttl"
+        );
+        s
+    }
+}
+
+/// The slot expiry of an `Admitted`, or a panic naming `what`.
+#[track_caller]
+fn admitted(d: Decision, what: &str) -> u64 {
+    match d {
+        Decision::Admitted { expires_at_ms } => expires_at_ms,
+        other => panic!("{what}: expected Admitted, got {other:?}"),
+    }
+}
+
+#[track_caller]
+fn waiting(d: Decision, position: u64, waiting: u64, what: &str) {
+    assert_eq!(d, Decision::Waiting { position, waiting }, "{what}");
+}
+
+/// A small deterministic PRNG (xorshift64*), so failures reproduce.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Capacity
+// ---------------------------------------------------------------------------------------------
+
+/// Never more than `capacity` admitted at once: the first `capacity` newcomers get in, the next
+/// ones wait.
+pub async fn capacity_is_never_exceeded(h: &Harness) {
+    let p = h.policy(3);
+    for _ in 0..3 {
+        h.enter_admitted(&p).await;
+    }
+    for i in 1..=5 {
+        let d = h.enter(&p, SessionId::random()).await;
+        waiting(d, i, i, "a newcomer to a full room waits");
+    }
+    let stats = h.stats(&p).await;
+    Harness::check_stats(stats, 3, 0, 5);
+    assert_eq!(stats.capacity, 3);
+}
+
+/// Granted-but-unclaimed slots count against capacity: a slot granted to the head of the line is
+/// not given to anyone else before it is claimed or expires.
+pub async fn granted_slots_count_against_capacity(h: &Harness) {
+    let p = h.policy(2);
+    let a = h.enter_admitted(&p).await;
+    let _b = h.enter_admitted(&p).await;
+    let w = h.enter_waiters(&p, 2).await;
+    assert!(h.release(&p, a).await);
+    // w[0] now holds a granted slot without having come back.
+    Harness::check_stats(h.stats(&p).await, 1, 1, 1);
+    let n = SessionId::random();
+    waiting(
+        h.enter(&p, n).await,
+        2,
+        2,
+        "a newcomer waits while the free slot is granted to someone else",
+    );
+    waiting(
+        h.poll(&p, w[1]).await,
+        1,
+        2,
+        "the second waiter does not get the granted slot",
+    );
+    Harness::check_stats(h.stats(&p).await, 1, 1, 2);
+    // Time passing within grant_ttl changes nothing.
+    h.advance_ms(GRANT_MS / 2);
+    Harness::check_stats(h.stats(&p).await, 1, 1, 2);
+    admitted(h.enter(&p, w[0]).await, "the grantee claims");
+    Harness::check_stats(h.stats(&p).await, 2, 0, 2);
+}
+
+/// Random enters, polls, heartbeats, releases and clock moves never leave more than `capacity`
+/// sessions holding a live slot, and every answer is consistent with what the store said before.
+pub async fn capacity_holds_under_random_operations(h: &Harness) {
+    let cap = 4u64;
+    let p = h.policy(cap as u32);
+    let sessions: Vec<SessionId> = (0..24).map(|_| SessionId::random()).collect();
+    // What each session was last told it holds: (expires_at_ms, claimed).
+    let mut held: HashMap<SessionId, (u64, bool)> = HashMap::new();
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    for step in 0..3000 {
+        let s = sessions[rng.below(sessions.len() as u64) as usize];
+        let now = h.now();
+        let live = held.get(&s).copied().filter(|&(e, _)| e > now);
+        match rng.below(100) {
+            0..=39 => match h.enter(&p, s).await {
+                Decision::Admitted { expires_at_ms } => {
+                    assert_eq!(expires_at_ms, now + p.active_ttl_ms, "step {step}: enter");
+                    held.insert(s, (expires_at_ms, true));
+                }
+                Decision::Waiting { position, waiting } => {
+                    assert!(
+                        live.is_none(),
+                        "step {step}: a slot holder was told to wait"
+                    );
+                    assert!(
+                        (1..=waiting).contains(&position),
+                        "step {step}: {position}/{waiting}"
+                    );
+                    held.remove(&s);
+                }
+                other => panic!("step {step}: enter answered {other:?}"),
+            },
+            40..=64 => match h.poll(&p, s).await {
+                Decision::Admitted { expires_at_ms } => {
+                    assert!(expires_at_ms > now, "step {step}: poll of an expired slot");
+                    match live {
+                        Some((e, claimed)) => {
+                            assert_eq!(expires_at_ms, e, "step {step}: poll changed the expiry");
+                            held.insert(s, (e, claimed));
+                        }
+                        None => {
+                            assert!(
+                                expires_at_ms <= now + p.grant_ttl_ms,
+                                "step {step}: a new grant lasts at most grant_ttl"
+                            );
+                            held.insert(s, (expires_at_ms, false));
+                        }
+                    }
+                }
+                Decision::Waiting { position, waiting } => {
+                    assert!(
+                        live.is_none(),
+                        "step {step}: a slot holder was told to wait"
+                    );
+                    assert!(
+                        (1..=waiting).contains(&position),
+                        "step {step}: {position}/{waiting}"
+                    );
+                    held.remove(&s);
+                }
+                Decision::Unknown => {
+                    assert!(live.is_none(), "step {step}: a slot holder is unknown");
+                    held.remove(&s);
+                }
+                other => panic!("step {step}: poll answered {other:?}"),
+            },
+            65..=74 => match h.heartbeat(&p, s).await {
+                Decision::Admitted { expires_at_ms } => {
+                    assert_eq!(
+                        expires_at_ms,
+                        now + p.active_ttl_ms,
+                        "step {step}: heartbeat"
+                    );
+                    held.insert(s, (expires_at_ms, true));
+                }
+                Decision::Unknown => {
+                    assert!(live.is_none(), "step {step}: heartbeat lost a live slot");
+                    held.remove(&s);
+                }
+                other => panic!("step {step}: heartbeat answered {other:?}"),
+            },
+            75..=89 => {
+                let released = h.release(&p, s).await;
+                assert!(
+                    released || live.is_none(),
+                    "step {step}: release of a live slot said false"
+                );
+                held.remove(&s);
+            }
+            _ => h.advance_ms(rng.below(4_000)),
+        }
+        let now = h.now();
+        let holders = held.values().filter(|&&(e, _)| e > now).count() as u64;
+        let stats = h.stats(&p).await;
+        assert!(
+            holders <= cap,
+            "step {step}: {holders} sessions hold a live slot"
+        );
+        assert!(
+            stats.admitted + stats.granted <= cap,
+            "step {step}: stats over capacity: {stats:?}"
+        );
+        assert!(
+            stats.admitted + stats.granted >= holders,
+            "step {step}: {holders} known live slots but stats {stats:?}"
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Order
+// ---------------------------------------------------------------------------------------------
+
+/// First come, first served: many waiters, released one slot at a time, are admitted strictly in
+/// arrival order, and everyone's position is exact at every step.
+pub async fn fifo_order(h: &Harness) {
+    let p = h.policy(1);
+    let mut holder = h.enter_admitted(&p).await;
+    let line = h.enter_waiters(&p, 15).await;
+    let n = line.len() as u64;
+    for (i, &next) in line.iter().enumerate() {
+        let i = i as u64;
+        assert!(h.release(&p, holder).await, "release of the holder");
+        admitted(h.poll(&p, next).await, "the head of the line gets the slot");
+        for (j, &behind) in line.iter().enumerate().skip(i as usize + 1) {
+            let j = j as u64;
+            waiting(
+                h.poll(&p, behind).await,
+                j - i,
+                n - i - 1,
+                "the rest keep waiting in order",
+            );
+        }
+        admitted(h.enter(&p, next).await, "the grantee claims");
+        holder = next;
+    }
+    Harness::check_stats(h.stats(&p).await, 1, 0, 0);
+}
+
+/// FIFO also holds when several slots free at once: the freed slots go to the first in line.
+pub async fn fifo_order_several_slots(h: &Harness) {
+    let p = h.policy(3);
+    let inside = [
+        h.enter_admitted(&p).await,
+        h.enter_admitted(&p).await,
+        h.enter_admitted(&p).await,
+    ];
+    let line = h.enter_waiters(&p, 6).await;
+    assert!(h.release(&p, inside[1]).await);
+    assert!(h.release(&p, inside[2]).await);
+    admitted(h.poll(&p, line[0]).await, "first in line");
+    admitted(h.poll(&p, line[1]).await, "second in line");
+    for (j, &w) in line.iter().enumerate().skip(2) {
+        waiting(h.poll(&p, w).await, j as u64 - 1, 4, "the rest wait");
+    }
+    Harness::check_stats(h.stats(&p).await, 1, 2, 4);
+}
+
+/// No queue jumping: a newcomer waits while someone is waiting, even right after a slot frees
+/// (by release or by expiry); the freed slot goes to the head of the line.
+pub async fn no_queue_jumping(h: &Harness) {
+    // Freed by release.
+    let p = h.policy(1);
+    let a = h.enter_admitted(&p).await;
+    let w = h.enter_waiters(&p, 1).await[0];
+    assert!(h.release(&p, a).await);
+    let n = SessionId::random();
+    waiting(
+        h.enter(&p, n).await,
+        1,
+        1,
+        "a newcomer after a release waits",
+    );
+    admitted(h.poll(&p, w).await, "the head got the freed slot");
+
+    // Freed by expiry, and the newcomer's call is the first one after it.
+    let p = h.policy(1);
+    let _a = h.enter_admitted(&p).await;
+    let w = h.enter_waiters(&p, 1).await[0];
+    for _ in 0..2 {
+        h.advance_ms(ACTIVE_MS / 3);
+        waiting(h.poll(&p, w).await, 1, 1, "still waiting");
+    }
+    h.advance_ms(ACTIVE_MS / 3 - 1);
+    waiting(h.poll(&p, w).await, 1, 1, "1 ms before the slot ends");
+    h.advance_ms(2);
+    let n = SessionId::random();
+    waiting(
+        h.enter(&p, n).await,
+        1,
+        1,
+        "a newcomer arriving as a slot expires waits",
+    );
+    admitted(h.poll(&p, w).await, "the head got the expired slot");
+    Harness::check_stats(h.stats(&p).await, 0, 1, 1);
+}
+
+/// Re-entering keeps the old place: same position, no duplicate entry, for waiters; no second
+/// slot for holders.
+pub async fn reentering_keeps_place(h: &Harness) {
+    let p = h.policy(1);
+    let a = h.enter_admitted(&p).await;
+    let line = h.enter_waiters(&p, 3).await;
+    h.advance_ms(1_000);
+    waiting(h.enter(&p, line[1]).await, 2, 3, "re-entering, middle");
+    waiting(h.enter(&p, line[1]).await, 2, 3, "re-entering again");
+    waiting(h.enter(&p, line[0]).await, 1, 3, "re-entering, head");
+    waiting(h.enter(&p, line[2]).await, 3, 3, "re-entering, tail");
+    Harness::check_stats(h.stats(&p).await, 1, 0, 3);
+    let late = h.enter_waiters(&p, 1).await[0];
+    waiting(
+        h.enter(&p, line[1]).await,
+        2,
+        4,
+        "re-entering after newcomers",
+    );
+    waiting(h.poll(&p, late).await, 4, 4, "the newcomer is behind");
+
+    // The holder re-entering keeps (and extends) its one slot.
+    h.advance_ms(1_000);
+    let e = admitted(h.enter(&p, a).await, "the holder re-enters");
+    assert_eq!(e, h.now() + ACTIVE_MS, "re-entering extends the slot");
+    Harness::check_stats(h.stats(&p).await, 1, 0, 4);
+    waiting(
+        h.poll(&p, line[0]).await,
+        1,
+        4,
+        "nobody moved up: no slot was taken twice or freed",
+    );
+}
+
+/// Positions are 1-based, `waiting` is the length of the line, and positions move up as people
+/// ahead leave or get in.
+pub async fn positions_move_up(h: &Harness) {
+    let p = h.policy(1);
+    let a = h.enter_admitted(&p).await;
+    let line = h.enter_waiters(&p, 5).await;
+    for (i, &w) in line.iter().enumerate() {
+        waiting(h.poll(&p, w).await, i as u64 + 1, 5, "initial positions");
+    }
+    // The third leaves.
+    assert!(h.release(&p, line[2]).await);
+    waiting(h.poll(&p, line[0]).await, 1, 4, "ahead of the leaver");
+    waiting(h.poll(&p, line[1]).await, 2, 4, "ahead of the leaver");
+    waiting(h.poll(&p, line[3]).await, 3, 4, "behind the leaver");
+    waiting(h.poll(&p, line[4]).await, 4, 4, "behind the leaver");
+    assert_eq!(
+        h.poll(&p, line[2]).await,
+        Decision::Unknown,
+        "the leaver is gone"
+    );
+    // The head gets in.
+    assert!(h.release(&p, a).await);
+    admitted(h.poll(&p, line[0]).await, "the head is promoted");
+    waiting(h.poll(&p, line[1]).await, 1, 3, "moved up");
+    waiting(h.poll(&p, line[3]).await, 2, 3, "moved up");
+    waiting(h.poll(&p, line[4]).await, 3, 3, "moved up");
+    Harness::check_stats(h.stats(&p).await, 0, 1, 3);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Poll
+// ---------------------------------------------------------------------------------------------
+
+/// Poll of an unknown session is `Unknown` and creates nothing: no place, no slot, no count.
+pub async fn poll_unknown_creates_nothing(h: &Harness) {
+    // In a fresh room with free capacity.
+    let p = h.policy(1);
+    let x = SessionId::random();
+    assert_eq!(h.poll(&p, x).await, Decision::Unknown);
+    assert_eq!(h.poll(&p, x).await, Decision::Unknown, "still unknown");
+    Harness::check_stats(h.stats(&p).await, 0, 0, 0);
+    h.enter_admitted(&p).await;
+
+    // In a busy room.
+    let p = h.policy(2);
+    h.enter_admitted(&p).await;
+    h.enter_admitted(&p).await;
+    h.enter_waiters(&p, 2).await;
+    let before = h.stats(&p).await;
+    let y = SessionId::random();
+    assert_eq!(h.poll(&p, y).await, Decision::Unknown);
+    assert_eq!(
+        h.stats(&p).await,
+        before,
+        "poll of an unknown changed the room"
+    );
+    waiting(
+        h.enter(&p, y).await,
+        3,
+        3,
+        "after the poll, entering joins at the back",
+    );
+}
+
+/// A waiter who keeps polling keeps their place for as long as they poll, far beyond queue_ttl.
+pub async fn polling_waiter_is_not_skipped(h: &Harness) {
+    let p = h.policy(1);
+    let a = h.enter_admitted(&p).await;
+    let line = h.enter_waiters(&p, 2).await;
+    for _ in 0..10 {
+        h.advance_ms(QUEUE_MS / 3);
+        admitted(h.heartbeat(&p, a).await, "the holder stays");
+        waiting(h.poll(&p, line[0]).await, 1, 2, "head keeps polling");
+        waiting(h.poll(&p, line[1]).await, 2, 2, "second keeps polling");
+    }
+    assert!(h.release(&p, a).await);
+    admitted(h.poll(&p, line[0]).await, "the polling head gets the slot");
+    waiting(h.poll(&p, line[1]).await, 1, 1, "second moves up");
+}
+
+/// A waiter silent for longer than queue_ttl is skipped when their turn comes: the slot goes to
+/// the next live waiter, and the silent one has lost their place.
+pub async fn silent_waiter_is_skipped(h: &Harness) {
+    let p = h.policy(1);
+    let a = h.enter_admitted(&p).await;
+    let line = h.enter_waiters(&p, 2).await;
+    let (silent, live) = (line[0], line[1]);
+    for _ in 0..4 {
+        h.advance_ms(QUEUE_MS / 3);
+        admitted(h.heartbeat(&p, a).await, "the holder stays");
+        assert!(
+            matches!(h.poll(&p, live).await, Decision::Waiting { .. }),
+            "the live waiter waits"
+        );
+    }
+    assert!(h.release(&p, a).await);
+    admitted(h.poll(&p, live).await, "the live waiter gets the slot");
+    assert_eq!(
+        h.poll(&p, silent).await,
+        Decision::Unknown,
+        "the silent waiter lost their place"
+    );
+    Harness::check_stats(h.stats(&p).await, 0, 1, 0);
+    waiting(
+        h.enter(&p, silent).await,
+        1,
+        1,
+        "coming back, the silent one joins at the back and gets no slot",
+    );
+}
+
+/// The sweep removes silent waiters from anywhere in the line, not only at the head.
+pub async fn sweep_removes_silent_waiters(h: &Harness) {
+    let p = h.policy(1);
+    let _a = h.enter_admitted(&p).await;
+    let line = h.enter_waiters(&p, 4).await;
+    // line[1] and line[2] go silent; the head and the tail keep polling. The holder's slot
+    // (active_ttl 60 s) outlives the test, so nobody is promoted or skipped at the head.
+    for _ in 0..3 {
+        h.advance_ms(QUEUE_MS / 3 + 1_000);
+        assert!(matches!(
+            h.poll(&p, line[0]).await,
+            Decision::Waiting { position: 1, .. }
+        ));
+        assert!(matches!(
+            h.poll(&p, line[3]).await,
+            Decision::Waiting { .. }
+        ));
+    }
+    Harness::check_stats(h.stats(&p).await, 1, 0, 2);
+    waiting(h.poll(&p, line[3]).await, 2, 2, "the tail moved up");
+    assert_eq!(h.poll(&p, line[1]).await, Decision::Unknown, "swept");
+    assert_eq!(h.poll(&p, line[2]).await, Decision::Unknown, "swept");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Grants and slots
+// ---------------------------------------------------------------------------------------------
+
+/// A promoted visitor who does not come back within grant_ttl loses the slot; it goes to the
+/// next in line.
+pub async fn unclaimed_grant_expires_to_next(h: &Harness) {
+    let p = h.policy(1);
+    let a = h.enter_admitted(&p).await;
+    let line = h.enter_waiters(&p, 2).await;
+    let (b, c) = (line[0], line[1]);
+    assert!(h.release(&p, a).await);
+    let granted_at = h.now();
+    let e = admitted(h.poll(&p, b).await, "b is promoted");
+    assert_eq!(e, granted_at + GRANT_MS, "a grant lasts grant_ttl");
+    Harness::check_stats(h.stats(&p).await, 0, 1, 1);
+    h.advance_ms(GRANT_MS / 2);
+    waiting(h.poll(&p, c).await, 1, 1, "c waits while b may still claim");
+    h.advance_ms(GRANT_MS / 2 + 1);
+    let e = admitted(h.poll(&p, c).await, "b's grant expired; c is promoted");
+    assert_eq!(e, h.now() + GRANT_MS, "c's grant lasts grant_ttl");
+    Harness::check_stats(h.stats(&p).await, 0, 1, 0);
+    assert_eq!(h.poll(&p, b).await, Decision::Unknown, "b lost the slot");
+    assert_eq!(
+        h.heartbeat(&p, b).await,
+        Decision::Unknown,
+        "b has no slot to extend"
+    );
+    waiting(
+        h.enter(&p, b).await,
+        1,
+        1,
+        "b coming back late joins the back of the line",
+    );
+    admitted(h.enter(&p, c).await, "c claims");
+    Harness::check_stats(h.stats(&p).await, 1, 0, 1);
+}
+
+/// Claiming within grant_ttl turns the grant into a full slot of active_ttl.
+pub async fn claim_within_grant_ttl(h: &Harness) {
+    let p = h.policy(1);
+    let a = h.enter_admitted(&p).await;
+    let b = h.enter_waiters(&p, 1).await[0];
+    assert!(h.release(&p, a).await);
+    admitted(h.poll(&p, b).await, "b is promoted");
+    h.advance_ms(GRANT_MS - 1);
+    let e = admitted(h.enter(&p, b).await, "b claims just in time");
+    assert_eq!(e, h.now() + ACTIVE_MS, "a claimed slot lasts active_ttl");
+    Harness::check_stats(h.stats(&p).await, 1, 0, 0);
+    // Past the grant's end, the claimed slot stays.
+    h.advance_ms(2);
+    Harness::check_stats(h.stats(&p).await, 1, 0, 0);
+    h.advance_ms(ACTIVE_MS - 10);
+    assert_eq!(
+        h.poll(&p, b).await,
+        Decision::Admitted { expires_at_ms: e },
+        "poll reports the slot without changing it"
+    );
+    let n = SessionId::random();
+    waiting(h.enter(&p, n).await, 1, 1, "the room is still full");
+}
+
+/// Slots expire by time and free capacity.
+pub async fn active_slot_expires(h: &Harness) {
+    let p = h.policy(1);
+    let a = h.enter_admitted(&p).await;
+    let expires = h.now() + ACTIVE_MS;
+    let b = h.enter_waiters(&p, 1).await[0];
+    while h.now() + QUEUE_MS / 2 < expires {
+        h.advance_ms(QUEUE_MS / 2);
+        waiting(h.poll(&p, b).await, 1, 1, "b waits while a's slot lasts");
+    }
+    h.advance_ms(expires - 1 - h.now());
+    waiting(h.poll(&p, b).await, 1, 1, "1 ms before a's slot ends");
+    Harness::check_stats(h.stats(&p).await, 1, 0, 1);
+    h.advance_ms(2);
+    admitted(h.poll(&p, b).await, "a's slot expired; b is promoted");
+    assert_eq!(h.poll(&p, a).await, Decision::Unknown, "a's slot is gone");
+    Harness::check_stats(h.stats(&p).await, 0, 1, 0);
+
+    // With nobody waiting, the expired slot lets a newcomer straight in.
+    let p = h.policy(1);
+    h.enter_admitted(&p).await;
+    h.advance_ms(ACTIVE_MS + 1);
+    Harness::check_stats(h.stats(&p).await, 0, 0, 0);
+    h.enter_admitted(&p).await;
+}
+
+/// Heartbeat extends the slot to active_ttl from now, so it outlives its first expiry.
+pub async fn heartbeat_extends(h: &Harness) {
+    let p = h.policy(1);
+    let a = h.enter_admitted(&p).await;
+    let first_expiry = h.now() + ACTIVE_MS;
+    h.advance_ms(ACTIVE_MS * 2 / 3);
+    let e = admitted(h.heartbeat(&p, a).await, "heartbeat");
+    assert_eq!(
+        e,
+        h.now() + ACTIVE_MS,
+        "heartbeat extends to active_ttl from now"
+    );
+    h.advance_ms(first_expiry + 1_000 - h.now());
+    Harness::check_stats(h.stats(&p).await, 1, 0, 0);
+    let n = SessionId::random();
+    waiting(
+        h.enter(&p, n).await,
+        1,
+        1,
+        "the extended slot still fills the room",
+    );
+    let e2 = admitted(h.heartbeat(&p, a).await, "heartbeat again");
+    assert_eq!(e2, h.now() + ACTIVE_MS);
+    assert_eq!(
+        h.poll(&p, a).await,
+        Decision::Admitted { expires_at_ms: e2 }
+    );
+}
+
+/// Heartbeat of an expired, released, unknown or merely waiting session is `Unknown` and
+/// creates nothing.
+pub async fn heartbeat_of_gone_slot_is_unknown(h: &Harness) {
+    let p = h.policy(2);
+    let expired = h.enter_admitted(&p).await;
+    h.advance_ms(ACTIVE_MS + 1);
+    let released = h.enter_admitted(&p).await;
+    let holder = h.enter_admitted(&p).await;
+    let _w = h.enter_waiters(&p, 1).await[0];
+    assert!(h.release(&p, released).await);
+    // w got the released slot as a grant.
+    Harness::check_stats(h.stats(&p).await, 1, 1, 0);
+    let before = h.stats(&p).await;
+    assert_eq!(h.heartbeat(&p, expired).await, Decision::Unknown, "expired");
+    assert_eq!(
+        h.heartbeat(&p, released).await,
+        Decision::Unknown,
+        "released"
+    );
+    assert_eq!(
+        h.heartbeat(&p, SessionId::random()).await,
+        Decision::Unknown,
+        "never seen"
+    );
+    assert_eq!(
+        h.stats(&p).await,
+        before,
+        "heartbeats of gone slots created something"
+    );
+    assert_eq!(h.poll(&p, expired).await, Decision::Unknown);
+    assert_eq!(h.poll(&p, released).await, Decision::Unknown);
+    admitted(h.heartbeat(&p, holder).await, "the live holder");
+
+    // A waiter's heartbeat does not admit them.
+    let p = h.policy(1);
+    h.enter_admitted(&p).await;
+    let w = h.enter_waiters(&p, 1).await[0];
+    assert_eq!(
+        h.heartbeat(&p, w).await,
+        Decision::Unknown,
+        "a waiter has no slot"
+    );
+    Harness::check_stats(h.stats(&p).await, 1, 0, 1);
+    waiting(h.poll(&p, w).await, 1, 1, "and keeps their place");
+}
+
+/// Release frees the slot at once and the head of the line gets it in the same call.
+pub async fn release_frees_at_once(h: &Harness) {
+    let p = h.policy(2);
+    let a = h.enter_admitted(&p).await;
+    let b = h.enter_admitted(&p).await;
+    let line = h.enter_waiters(&p, 3).await;
+    assert!(h.release(&p, a).await, "release of a slot");
+    Harness::check_stats(h.stats(&p).await, 1, 1, 2);
+    admitted(h.poll(&p, line[0]).await, "the head got it");
+    waiting(h.poll(&p, line[1]).await, 1, 2, "next moved up");
+    assert!(!h.release(&p, a).await, "a second release finds nothing");
+    assert_eq!(h.heartbeat(&p, a).await, Decision::Unknown);
+    assert_eq!(h.poll(&p, a).await, Decision::Unknown);
+    // Releasing an unclaimed grant passes it on too.
+    assert!(h.release(&p, line[0]).await, "release of a grant");
+    admitted(h.poll(&p, line[1]).await, "the next head got it");
+    Harness::check_stats(h.stats(&p).await, 1, 1, 1);
+    // The grant is made by the release itself: it runs from the release, not from the next call.
+    assert!(h.release(&p, b).await);
+    let released_at = h.now();
+    h.advance_ms(1_000);
+    assert_eq!(
+        h.poll(&p, line[2]).await,
+        Decision::Admitted {
+            expires_at_ms: released_at + GRANT_MS
+        },
+        "the last one got b's slot, granted at the release"
+    );
+    Harness::check_stats(h.stats(&p).await, 0, 2, 0);
+    // With nobody waiting, a release lets a newcomer straight in.
+    assert!(h.release(&p, line[1]).await);
+    h.enter_admitted(&p).await;
+}
+
+/// Release of a waiter takes them out of the line.
+pub async fn release_waiter_leaves_line(h: &Harness) {
+    let p = h.policy(1);
+    h.enter_admitted(&p).await;
+    let line = h.enter_waiters(&p, 2).await;
+    assert!(h.release(&p, line[0]).await, "release of a waiter");
+    assert_eq!(h.poll(&p, line[0]).await, Decision::Unknown);
+    waiting(h.poll(&p, line[1]).await, 1, 1, "moved up");
+    assert!(!h.release(&p, line[0]).await, "second release");
+    Harness::check_stats(h.stats(&p).await, 1, 0, 1);
+}
+
+/// Release of a session the store never saw returns false and changes nothing.
+pub async fn release_unknown_is_false(h: &Harness) {
+    let p = h.policy(1);
+    assert!(!h.release(&p, SessionId::random()).await, "fresh room");
+    Harness::check_stats(h.stats(&p).await, 0, 0, 0);
+    h.enter_admitted(&p).await;
+    h.enter_waiters(&p, 1).await;
+    let before = h.stats(&p).await;
+    assert!(!h.release(&p, SessionId::random()).await, "busy room");
+    assert_eq!(h.stats(&p).await, before);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Limits
+// ---------------------------------------------------------------------------------------------
+
+/// At max_queue_len the answer is `Full { waiting }` and the line stops growing; people already
+/// in line keep their place; once someone leaves, a newcomer can join.
+pub async fn full_line(h: &Harness) {
+    let p = h.policy(1).with_max_queue_len(3);
+    h.enter_admitted(&p).await;
+    let line = h.enter_waiters(&p, 3).await;
+    for _ in 0..3 {
+        let x = SessionId::random();
+        assert_eq!(h.enter(&p, x).await, Decision::Full { waiting: 3 });
+        assert_eq!(h.poll(&p, x).await, Decision::Unknown, "not added");
+    }
+    Harness::check_stats(h.stats(&p).await, 1, 0, 3);
+    waiting(
+        h.enter(&p, line[2]).await,
+        3,
+        3,
+        "a waiter re-entering a full line keeps their place",
+    );
+    assert!(h.release(&p, line[0]).await);
+    let x = SessionId::random();
+    waiting(h.enter(&p, x).await, 3, 3, "room in the line again");
+    assert_eq!(
+        h.enter(&p, SessionId::random()).await,
+        Decision::Full { waiting: 3 }
+    );
+}
+
+/// With rate r per second and a large capacity, a burst gets exactly r in at once.
+pub async fn admission_rate_burst(h: &Harness) {
+    let r = 5u64;
+    let p = h.policy(1_000).with_admission_rate(Some(r as u32));
+    for _ in 0..r {
+        h.enter_admitted(&p).await;
+    }
+    for i in 1..=10 {
+        waiting(
+            h.enter(&p, SessionId::random()).await,
+            i,
+            i,
+            "over the rate, newcomers wait despite free capacity",
+        );
+    }
+    Harness::check_stats(h.stats(&p).await, r, 0, 10);
+}
+
+/// After the burst, about r per second get in as the clock advances, never more than the bucket
+/// allows.
+pub async fn admission_rate_steady(h: &Harness) {
+    let r = 5u64;
+    let p = h.policy(1_000).with_admission_rate(Some(r as u32));
+    for _ in 0..r {
+        h.enter_admitted(&p).await;
+    }
+    let n = 100;
+    h.enter_waiters(&p, n).await;
+    let start = h.now();
+    let step = 100;
+    for _ in 0..(10_000 / step) {
+        h.advance_ms(step);
+        let elapsed = h.now() - start;
+        let promoted = n - h.stats(&p).await.waiting;
+        let budget = r * elapsed / 1_000;
+        assert!(
+            promoted <= budget,
+            "{promoted} promoted after {elapsed} ms at {r}/s"
+        );
+        assert!(
+            promoted + 1 >= budget,
+            "only {promoted} promoted after {elapsed} ms at {r}/s"
+        );
+    }
+    let stats = h.stats(&p).await;
+    assert_eq!(stats.admitted, r, "nobody claimed");
+    assert!(stats.granted >= 10 * r - 1 && stats.granted <= 10 * r);
+}
+
+/// Promotions and direct admissions spend the same admission-rate budget.
+pub async fn admission_rate_shared_by_promotions_and_direct(h: &Harness) {
+    let p = h.policy(100).with_admission_rate(Some(2));
+    h.enter_admitted(&p).await;
+    h.enter_admitted(&p).await;
+    let c = SessionId::random();
+    waiting(h.enter(&p, c).await, 1, 1, "the budget is spent");
+    h.advance_ms(500);
+    // One admission's worth refilled: it goes to c, not to the newcomer d.
+    let d = SessionId::random();
+    waiting(h.enter(&p, d).await, 1, 1, "the refill went to c");
+    admitted(h.poll(&p, c).await, "c was promoted");
+    h.advance_ms(500);
+    let e = SessionId::random();
+    waiting(h.enter(&p, e).await, 1, 1, "the refill went to d");
+    admitted(h.poll(&p, d).await, "d was promoted");
+    h.advance_ms(1_000);
+    // Two refilled: one promotes e, the other admits f directly.
+    let f = SessionId::random();
+    admitted(h.enter(&p, f).await, "f gets the second admission");
+    admitted(h.poll(&p, e).await, "e was promoted first");
+    let g = SessionId::random();
+    waiting(h.enter(&p, g).await, 1, 1, "the budget is spent again");
+    Harness::check_stats(h.stats(&p).await, 3, 3, 1);
+}
+
+/// Bounded work: with more silent waiters at the head than one call may skip, one call does not
+/// clear them all, repeated calls do, and the live waiter behind them is eventually admitted,
+/// before a newcomer who arrived while the line was still being cleared.
+pub async fn bounded_work_with_many_silent_waiters(h: &Harness) {
+    let per_call = u64::from(MAX_PROMOTIONS_PER_CALL + MAX_SWEEP_PER_CALL);
+    let silent_n = 4 * per_call + 50;
+    let p = h.policy(1);
+    let a = h.enter_admitted(&p).await;
+    h.enter_waiters(&p, silent_n).await;
+    h.advance_ms(QUEUE_MS / 2);
+    let live = h.enter_waiters(&p, 1).await[0];
+    // The first ones are now silent for longer than queue_ttl; the live one is not.
+    h.advance_ms(QUEUE_MS / 2 + 1_000);
+
+    let mut left = silent_n + 1;
+    let now_left = h.stats(&p).await.waiting;
+    assert!(
+        now_left + per_call >= left,
+        "one call removed {} silent waiters; at most {per_call} allowed",
+        left - now_left
+    );
+    assert!(
+        now_left > 1,
+        "one call cleared all {silent_n} silent waiters"
+    );
+    left = now_left;
+
+    // Releasing the holder is a call too: still bounded.
+    assert!(h.release(&p, a).await);
+    let now_left = h.stats(&p).await.waiting;
+    // Two calls (release and stats) since the last count.
+    assert!(
+        now_left + 2 * per_call >= left,
+        "two calls removed {} silent waiters; at most {} allowed",
+        left - now_left,
+        2 * per_call
+    );
+    assert!(now_left > per_call + 1, "too few left to go on");
+
+    // The slot is free, but silent waiters (then the live one) are still ahead of a newcomer.
+    let newcomer = SessionId::random();
+    assert!(
+        matches!(h.enter(&p, newcomer).await, Decision::Waiting { .. }),
+        "a newcomer jumped the line while it was being cleared"
+    );
+
+    let mut calls = 0;
+    loop {
+        calls += 1;
+        assert!(
+            calls <= silent_n,
+            "the live waiter was never admitted after {calls} polls"
+        );
+        match h.poll(&p, live).await {
+            Decision::Admitted { .. } => break,
+            Decision::Waiting { .. } => {}
+            other => panic!("the live waiter got {other:?}"),
+        }
+    }
+    admitted(h.enter(&p, live).await, "the live waiter claims");
+    waiting(
+        h.poll(&p, newcomer).await,
+        1,
+        1,
+        "the newcomer is next, behind the live waiter",
+    );
+    Harness::check_stats(h.stats(&p).await, 1, 0, 1);
+}
+
+/// The bound also holds for `release`, which frees a slot and promotes in the same call.
+pub async fn bounded_work_in_release(h: &Harness) {
+    let per_call = u64::from(MAX_PROMOTIONS_PER_CALL + MAX_SWEEP_PER_CALL);
+    let silent_n = 2 * per_call + 50;
+    let p = h.policy(1);
+    let a = h.enter_admitted(&p).await;
+    h.enter_waiters(&p, silent_n).await;
+    h.advance_ms(QUEUE_MS + 1_000);
+    let before = silent_n; // nothing has run since the clock moved
+    assert!(h.release(&p, a).await);
+    // `stats` is one more call.
+    let after = h.stats(&p).await.waiting;
+    assert!(
+        after + 2 * per_call >= before,
+        "release and stats removed {} silent waiters; at most {} allowed",
+        before - after,
+        2 * per_call
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Stats and rooms
+// ---------------------------------------------------------------------------------------------
+
+/// Stats count admitted, granted, waiting and report the capacity.
+pub async fn stats_counts(h: &Harness) {
+    let p = h.policy(3);
+    let s = h.stats(&p).await;
+    Harness::check_stats(s, 0, 0, 0);
+    assert_eq!(s.capacity, 3);
+    let a = h.enter_admitted(&p).await;
+    Harness::check_stats(h.stats(&p).await, 1, 0, 0);
+    h.enter_admitted(&p).await;
+    h.enter_admitted(&p).await;
+    let line = h.enter_waiters(&p, 2).await;
+    Harness::check_stats(h.stats(&p).await, 3, 0, 2);
+    assert!(h.release(&p, a).await);
+    Harness::check_stats(h.stats(&p).await, 2, 1, 1);
+    admitted(h.enter(&p, line[0]).await, "claim");
+    Harness::check_stats(h.stats(&p).await, 3, 0, 1);
+    assert!(h.release(&p, line[1]).await);
+    let s = h.stats(&p).await;
+    Harness::check_stats(s, 3, 0, 0);
+    assert_eq!(s.capacity, 3);
+}
+
+/// Two rooms share nothing: not capacity, not sessions, not the rate budget.
+pub async fn rooms_are_independent(h: &Harness) {
+    let p1 = h.policy(1);
+    let p2 = h.policy(1);
+    assert_ne!(p1.room, p2.room);
+    let a = h.enter_admitted(&p1).await;
+    let b = h.enter_admitted(&p2).await;
+    let c = SessionId::random();
+    waiting(h.enter(&p1, c).await, 1, 1, "room 1 is full");
+    Harness::check_stats(h.stats(&p1).await, 1, 0, 1);
+    Harness::check_stats(h.stats(&p2).await, 1, 0, 0);
+    assert_eq!(
+        h.poll(&p2, a).await,
+        Decision::Unknown,
+        "a is in room 1 only"
+    );
+    assert_eq!(h.heartbeat(&p2, a).await, Decision::Unknown);
+    assert!(!h.release(&p2, a).await);
+    assert_eq!(
+        h.poll(&p2, c).await,
+        Decision::Unknown,
+        "c waits in room 1 only"
+    );
+    Harness::check_stats(h.stats(&p1).await, 1, 0, 1);
+    assert!(h.release(&p1, a).await);
+    admitted(h.poll(&p1, c).await, "c gets room 1's slot");
+    Harness::check_stats(h.stats(&p2).await, 1, 0, 0);
+    admitted(h.poll(&p2, b).await, "b is untouched");
+    // The same session may be in both rooms.
+    let both = SessionId::random();
+    waiting(h.enter(&p1, both).await, 1, 1, "room 1");
+    waiting(h.enter(&p2, both).await, 1, 1, "room 2");
+    // Rate budgets are per room.
+    let r1 = h.policy(10).with_admission_rate(Some(1));
+    let r2 = h.policy(10).with_admission_rate(Some(1));
+    h.enter_admitted(&r1).await;
+    h.enter_admitted(&r2).await;
+    waiting(h.enter(&r1, SessionId::random()).await, 1, 1, "r1 spent");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Concurrency
+// ---------------------------------------------------------------------------------------------
+
+/// Many tasks entering, waiting, claiming and releasing concurrently (on a multi-thread runtime)
+/// never see more than `capacity` inside, and everyone gets in eventually.
+pub async fn concurrent_never_exceeds_capacity(h: &Harness) {
+    const CAP: usize = 5;
+    const TASKS: usize = 32;
+    const ROUNDS: usize = 5;
+    let p = Arc::new(h.policy(CAP as u32));
+    let inside = Arc::new(AtomicUsize::new(0));
+    let peak = Arc::new(AtomicUsize::new(0));
+    let done = Arc::new(AtomicUsize::new(0));
+    let mut tasks = tokio::task::JoinSet::new();
+    for _ in 0..TASKS {
+        let (store, p) = (h.store.clone(), p.clone());
+        let (inside, peak, done) = (inside.clone(), peak.clone(), done.clone());
+        tasks.spawn(async move {
+            for _ in 0..ROUNDS {
+                let s = SessionId::random();
+                let mut d = store.enter(&p, s).await.expect("enter");
+                while !matches!(d, Decision::Admitted { .. }) {
+                    assert!(matches!(d, Decision::Waiting { .. }), "got {d:?}");
+                    tokio::task::yield_now().await;
+                    d = store.poll(&p, s).await.expect("poll");
+                }
+                // Holding a slot (granted or claimed) from here until release.
+                let n = inside.fetch_add(1, Ordering::SeqCst) + 1;
+                peak.fetch_max(n, Ordering::SeqCst);
+                assert!(n <= CAP, "{n} inside a room of {CAP}");
+                let d = store.enter(&p, s).await.expect("claim");
+                assert!(matches!(d, Decision::Admitted { .. }), "claim got {d:?}");
+                tokio::task::yield_now().await;
+                inside.fetch_sub(1, Ordering::SeqCst);
+                assert!(store.release(&p, s).await.expect("release"), "release");
+            }
+            done.fetch_add(1, Ordering::SeqCst);
+        });
+    }
+    // Watch the store's own counts while the tasks run.
+    let watcher = {
+        let (store, p, done) = (h.store.clone(), p.clone(), done.clone());
+        tokio::spawn(async move {
+            while done.load(Ordering::SeqCst) < TASKS {
+                let s = store.stats(&p).await.expect("stats");
+                assert!(
+                    s.admitted + s.granted <= CAP as u64,
+                    "stats over capacity: {s:?}"
+                );
+                tokio::task::yield_now().await;
+            }
+        })
+    };
+    let all = async {
+        while let Some(res) = tasks.join_next().await {
+            res.expect("a task failed");
+        }
+        watcher.await.expect("the watcher failed");
+    };
+    tokio::time::timeout(Duration::from_secs(20), all)
+        .await
+        .expect("the concurrent run did not finish (deadlock or starvation)");
+    assert!(peak.load(Ordering::SeqCst) <= CAP);
+    Harness::check_stats(h.stats(&p).await, 0, 0, 0);
+}
+
+/// Expands into one `#[tokio::test]` per conformance case, each on a fresh harness from
+/// `make_harness` (an async fn or a closure returning a future of [`Harness`]).
+macro_rules! conformance_tests {
+    ($make:expr) => {
+        $crate::conformance::conformance_tests!(@cases $make;
+            current: [
+                capacity_is_never_exceeded,
+                granted_slots_count_against_capacity,
+                capacity_holds_under_random_operations,
+                fifo_order,
+                fifo_order_several_slots,
+                no_queue_jumping,
+                reentering_keeps_place,
+                positions_move_up,
+                poll_unknown_creates_nothing,
+                polling_waiter_is_not_skipped,
+                silent_waiter_is_skipped,
+                sweep_removes_silent_waiters,
+                unclaimed_grant_expires_to_next,
+                claim_within_grant_ttl,
+                active_slot_expires,
+                heartbeat_extends,
+                heartbeat_of_gone_slot_is_unknown,
+                release_frees_at_once,
+                release_waiter_leaves_line,
+                release_unknown_is_false,
+                full_line,
+                admission_rate_burst,
+                admission_rate_steady,
+                admission_rate_shared_by_promotions_and_direct,
+                bounded_work_with_many_silent_waiters,
+                bounded_work_in_release,
+                stats_counts,
+                rooms_are_independent,
+            ];
+            multi_thread: [
+                concurrent_never_exceeds_capacity,
+            ]
+        );
+    };
+    (@cases $make:expr; current: [$($case:ident),* $(,)?]; multi_thread: [$($mt:ident),* $(,)?]) => {
+        $(
+            #[tokio::test]
+            async fn $case() {
+                let harness = ($make)().await;
+                $crate::conformance::$case(&harness).await;
+            }
+        )*
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn $mt() {
+                let harness = ($make)().await;
+                $crate::conformance::$mt(&harness).await;
+            }
+        )*
+    };
+}
+
+pub(crate) use conformance_tests;
