@@ -75,9 +75,11 @@ local function remove_waiter(w)
   redis.call('ZREM', k_seen, w)
 end
 
--- Grant free slots to the head of the line, skipping silent waiters; bounded work.
+-- Grant free slots to the head of the line, skipping silent waiters; bounded work: at most
+-- max_promote promotions and skips per call, however often promote runs in it.
+local promotions_left = max_promote
 local function promote()
-  for _ = 1, max_promote do
+  while promotions_left > 0 do
     local head = redis.call('ZRANGE', k_line, 0, 0)[1]
     if not head then return end
     local seen_at = tonumber(redis.call('ZSCORE', k_seen, head))
@@ -88,6 +90,7 @@ local function promote()
       remove_waiter(head)
       redis.call('ZADD', k_granted, now + grant_ttl, head)
     end
+    promotions_left = promotions_left - 1
   end
 end
 
