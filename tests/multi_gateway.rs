@@ -1,0 +1,1056 @@
+//! Several gateways, one queue.
+//!
+//! Four independent `WaitingRoomLayer`s (same room, same signing key, each with its own
+//! `RedisStore` connection and no clock override, so Redis `TIME` is the only clock) serve real
+//! HTTP on loopback in front of one `redis-server`. About two thousand simulated visitors join
+//! one after another and then each polls in its own task, sending every request to a randomly
+//! chosen gateway (queue cookies and admission tokens work on all of them: they share the key).
+//! Some abandon while waiting, some vanish once inside, the rest browse a little and leave.
+//!
+//! What is checked, each in a way that can fail:
+//! 1. never more than `capacity` inside at once: by the store's own counts (sampled every
+//!    ~10 ms) and by what the visitors themselves observe;
+//! 2. nobody is admitted twice (one store admission per admitted session, none after a visitor
+//!    left or vanished, and a departed session is really gone from the store);
+//! 3. first come, first served among those who keep waiting (an ordering check that relies only
+//!    on causality, never on timing);
+//! 4. everyone who keeps waiting gets in, and the room empties by itself.
+#![cfg(feature = "redis")]
+
+mod redis_harness;
+
+use std::collections::{BTreeMap, HashMap};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use axum::extract::Extension;
+use axum::routing::get;
+use axum::{Json, Router};
+use bytes::Bytes;
+use http::{header, HeaderMap, Method, Request, StatusCode};
+use http_body_util::{BodyExt, Full};
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use redis_harness::Server;
+use serde_json::{json, Value};
+use tower_waiting_room::store::{RedisStore, RoomStats};
+use tower_waiting_room::{
+    Admission, AdmittedBy, FailPolicy, Keyring, QueueCookie, SessionId, SigningKey,
+    WaitingRoomLayer,
+};
+
+const ROOM: &str = "launch";
+const QUEUE_COOKIE: &str = "wr_launch_q";
+const ADMISSION_COOKIE: &str = "wr_launch_a";
+const SECRET: [u8; 32] = [0x5a; 32];
+
+const GATEWAYS: usize = 4;
+const CAPACITY: u32 = 20;
+const VISITORS: usize = 2_000;
+
+const ACTIVE_TTL: Duration = Duration::from_secs(2);
+const REFRESH: Duration = Duration::from_secs(1);
+const GRANT_TTL: Duration = Duration::from_secs(1);
+const QUEUE_TTL: Duration = Duration::from_secs(1);
+
+/// A waiter whose consecutive check-ins were this far apart may legitimately have been skipped
+/// as silent (or lost an unclaimed grant): `min(queue_ttl, grant_ttl)` with a margin.
+const LAPSE: Duration = Duration::from_millis(850);
+/// Every visitor must be done by then (from the start of the run).
+const DEADLINE: Duration = Duration::from_secs(50);
+/// Most requests one visitor makes while waiting.
+const MAX_POLLS: u32 = 2_000;
+/// Most retries of a request answered 503 or lost on the wire.
+const MAX_RETRIES: u32 = 50;
+/// Deadline of one HTTP exchange.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+
+// ===== small tools =====
+
+/// splitmix64: reproducible randomness without a dependency.
+#[derive(Clone)]
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+
+    fn gateway(&mut self) -> usize {
+        self.below(GATEWAYS as u64) as usize
+    }
+}
+
+fn wall_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .expect("clock after 1970")
+        .as_millis() as u64
+}
+
+fn keys() -> Keyring {
+    Keyring::new(SigningKey::new("k1", SECRET).expect("valid key"))
+}
+
+/// A cookie jar kept by hand.
+#[derive(Clone, Default)]
+struct Jar(BTreeMap<String, String>);
+
+impl Jar {
+    fn header(&self) -> Option<String> {
+        (!self.0.is_empty()).then(|| {
+            self.0
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>()
+                .join("; ")
+        })
+    }
+
+    fn get(&self, name: &str) -> Option<&str> {
+        self.0.get(name).map(String::as_str)
+    }
+
+    fn absorb(&mut self, answer: &Answer) {
+        for line in &answer.set_cookies {
+            let pair = line.split(';').next().unwrap_or_default();
+            let Some((name, value)) = pair.split_once('=') else {
+                continue;
+            };
+            let (name, value) = (name.trim(), value.trim());
+            let cleared = value.is_empty()
+                || line
+                    .split(';')
+                    .any(|a| a.trim().eq_ignore_ascii_case("Max-Age=0"));
+            if cleared {
+                self.0.remove(name);
+            } else {
+                self.0.insert(name.to_owned(), value.to_owned());
+            }
+        }
+    }
+}
+
+/// One HTTP exchange, read to the end.
+struct Answer {
+    status: StatusCode,
+    set_cookies: Vec<String>,
+    body: Bytes,
+    /// Taken just before the request was handed to the client.
+    sent: Instant,
+    /// Taken once the whole answer was in.
+    received: Instant,
+}
+
+impl Answer {
+    fn json(&self) -> Value {
+        serde_json::from_slice(&self.body).unwrap_or(Value::Null)
+    }
+
+    /// A non-empty admission cookie set by this answer.
+    fn sets_admission(&self) -> bool {
+        let prefix = format!("{ADMISSION_COOKIE}=");
+        self.set_cookies.iter().any(|c| {
+            c.strip_prefix(&prefix)
+                .is_some_and(|rest| !rest.starts_with(';') && !rest.is_empty())
+        })
+    }
+
+    fn describe(&self) -> String {
+        format!("{} {}", self.status, String::from_utf8_lossy(&self.body))
+    }
+}
+
+/// The visitors' side of the network: one HTTP client for all of them.
+#[derive(Clone)]
+struct Net {
+    client: Client<HttpConnector, Full<Bytes>>,
+    gateways: Arc<Vec<SocketAddr>>,
+}
+
+impl Net {
+    async fn send(
+        &self,
+        gateway: usize,
+        method: Method,
+        path: &str,
+        cookie: Option<&str>,
+    ) -> Result<Answer, String> {
+        let mut req = Request::builder()
+            .method(method)
+            .uri(format!("http://{}{path}", self.gateways[gateway]))
+            .header(header::ACCEPT, "application/json");
+        if let Some(c) = cookie {
+            req = req.header(header::COOKIE, c);
+        }
+        let req = req.body(Full::new(Bytes::new())).expect("a valid request");
+        let sent = Instant::now();
+        let exchange = async {
+            let res = self.client.request(req).await.map_err(|e| e.to_string())?;
+            let (parts, body) = res.into_parts();
+            let body = body.collect().await.map_err(|e| e.to_string())?.to_bytes();
+            Ok::<_, String>((parts, body))
+        };
+        let (parts, body) = tokio::time::timeout(REQUEST_TIMEOUT, exchange)
+            .await
+            .map_err(|_| format!("no answer within {REQUEST_TIMEOUT:?}"))??;
+        let received = Instant::now();
+        let set_cookies = parts
+            .headers
+            .get_all(header::SET_COOKIE)
+            .iter()
+            .filter_map(|v| v.to_str().ok().map(str::to_owned))
+            .collect();
+        Ok(Answer {
+            status: parts.status,
+            set_cookies,
+            body,
+            sent,
+            received,
+        })
+    }
+}
+
+// ===== the gateways =====
+
+/// What the handler behind a gateway saw: one request that got through.
+#[derive(Clone, Copy, Debug)]
+struct Seen {
+    session: SessionId,
+    by: AdmittedBy,
+    /// The request carried an admission cookie (so a store admission was an extension).
+    with_token: bool,
+    gateway: usize,
+    at: Instant,
+}
+
+type Log = Arc<Mutex<Vec<Seen>>>;
+
+fn carries_cookie(headers: &HeaderMap, name: &str) -> bool {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .any(|pair| {
+            pair.split_once('=')
+                .is_some_and(|(k, v)| k.trim() == name && !v.trim().is_empty())
+        })
+}
+
+fn layer(redis_url: &str, capacity: u32) -> WaitingRoomLayer {
+    // Production-like: no clock override, Redis TIME is the clock of every gateway. A generous
+    // store deadline keeps a noisy machine from turning slow calls into errors, and fail-closed
+    // makes sure nobody ever gets in without a slot.
+    let store = RedisStore::builder()
+        .url(redis_url)
+        .timeout(Duration::from_secs(2))
+        .build()
+        .expect("the store builds");
+    WaitingRoomLayer::builder(ROOM)
+        .capacity(capacity)
+        .signing_key(SigningKey::new("k1", SECRET).expect("valid key"))
+        .active_ttl(ACTIVE_TTL)
+        .refresh(REFRESH)
+        .grant_ttl(GRANT_TTL)
+        .queue_ttl(QUEUE_TTL)
+        .secure_cookies(false)
+        .fail_policy(FailPolicy::Closed)
+        .store(store)
+        .build()
+        .expect("the layer builds")
+}
+
+/// Serves the app behind `layer` on an ephemeral loopback port.
+async fn serve(
+    layer: WaitingRoomLayer,
+    gateway: usize,
+    log: Log,
+) -> (SocketAddr, tokio::task::JoinHandle<()>) {
+    let app = Router::new()
+        .route(
+            "/",
+            get(
+                move |Extension(a): Extension<Admission>, headers: HeaderMap| async move {
+                    log.lock().unwrap().push(Seen {
+                        session: a.session(),
+                        by: a.admitted_by(),
+                        with_token: carries_cookie(&headers, ADMISSION_COOKIE),
+                        gateway,
+                        at: Instant::now(),
+                    });
+                    Json(json!({
+                        "session": a.session().to_string(),
+                        "by": format!("{:?}", a.admitted_by()),
+                        "expires_at_ms": a.expires_at_ms(),
+                        "gateway": gateway,
+                    }))
+                },
+            ),
+        )
+        .layer(layer);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind a loopback port");
+    let addr = listener.local_addr().unwrap();
+    let server = tokio::spawn(async move {
+        axum::serve(listener, app)
+            .await
+            .expect("the gateway serves");
+    });
+    (addr, server)
+}
+
+// ===== who is inside, as the visitors see it =====
+
+/// Visitors inside, by their own observation: added on their first 200, refreshed on every
+/// later 200, removed just before they send `leave`.
+///
+/// A member counts only while the slot it was told about is certainly still held: until the
+/// expiry the gateway put in the answer (Redis `TIME` and the system clock are the same clock
+/// here), since only a `leave` frees a slot earlier. So a visitor who vanishes stays counted
+/// until its slot expires (the store must keep that slot for it), and a visitor stalled by the
+/// scheduler past its slot's expiry stops counting (the store may give that slot away).
+#[derive(Default)]
+struct Inside {
+    /// Visitor → expiry of its slot (ms since the epoch).
+    members: HashMap<usize, u64>,
+    max_counted: usize,
+    violations: Vec<String>,
+}
+
+impl Inside {
+    fn observe(&mut self, visitor: usize, expires_at_ms: u64) {
+        self.members.insert(visitor, expires_at_ms);
+        let now = wall_ms();
+        self.members.retain(|_, &mut expires| now + 10 < expires);
+        let counted = self.members.len();
+        self.max_counted = self.max_counted.max(counted);
+        if counted > CAPACITY as usize {
+            let mut who: Vec<usize> = self.members.keys().copied().collect();
+            who.sort_unstable();
+            self.violations.push(format!(
+                "{counted} visitors inside at once when visitor {visitor} got in: {who:?}"
+            ));
+        }
+    }
+
+    fn remove(&mut self, visitor: usize) {
+        self.members.remove(&visitor);
+    }
+}
+
+// ===== the visitors =====
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Plan {
+    /// Once inside: this many more requests, then leave.
+    Stay { extra: u32 },
+    /// Stops polling for good after waiting this long (if not admitted before).
+    Abandon { after: Duration },
+    /// Once inside: gone without leaving.
+    Vanish,
+}
+
+/// One visitor's story, as the visitor saw it.
+#[derive(Debug)]
+struct Visitor {
+    arrival: usize,
+    plan: Plan,
+    /// From the signed queue cookie.
+    session: SessionId,
+    queue_cookie: String,
+    /// Answers `429` (waiting).
+    waits: u32,
+    /// When the last request answered `429` was sent.
+    last_wait_sent: Option<Instant>,
+    /// When the first `200` was received.
+    admitted_at: Option<Instant>,
+    /// Stopped polling for good while waiting.
+    abandoned: bool,
+    /// Two consecutive check-ins while waiting were at least `LAPSE` apart.
+    lapsed: bool,
+    longest_gap: Duration,
+    /// When the visitor stopped using the site: just before `leave`, on vanishing, or on
+    /// abandoning. It sends nothing after this but `leave` and a status probe.
+    gone_at: Option<Instant>,
+    /// Admission cookies received on requests sent without one: new admissions.
+    fresh_admissions: u32,
+    /// Admission cookies received on requests sent with one: extensions.
+    extensions: u32,
+    /// Requests answered `429` after the visitor had been admitted (slot lost).
+    lost_slot: u32,
+    /// The state the status endpoint reported for the queue cookie just after `leave`.
+    after_leave: Option<String>,
+    /// `503` answers and transport errors.
+    unavailable: u32,
+    errors: u32,
+    problems: Vec<String>,
+}
+
+struct Shared {
+    net: Net,
+    inside: Mutex<Inside>,
+    keys: Keyring,
+    deadline: Instant,
+}
+
+fn position_of(answer: &Answer) -> u64 {
+    answer.json()["position"].as_u64().unwrap_or(1)
+}
+
+/// Waiters near the front poll often, those far back rarely (but well within `queue_ttl`).
+fn poll_interval(position: u64, rng: &mut Rng) -> Duration {
+    let base = (10 + 2 * position).clamp(25, 250);
+    let jitter = rng.below(base / 5 + 1);
+    Duration::from_millis(base - base / 10 + jitter)
+}
+
+/// A request that must be answered by the room or the app: retried on 503 and on transport
+/// errors (counted), up to `MAX_RETRIES` times.
+async fn request(
+    shared: &Shared,
+    v: &mut Visitor,
+    rng: &mut Rng,
+    method: Method,
+    path: &str,
+    cookie: Option<&str>,
+) -> Option<Answer> {
+    for _ in 0..MAX_RETRIES {
+        match shared
+            .net
+            .send(rng.gateway(), method.clone(), path, cookie)
+            .await
+        {
+            Ok(a) if a.status == StatusCode::SERVICE_UNAVAILABLE => v.unavailable += 1,
+            Ok(a) => return Some(a),
+            Err(e) => {
+                v.errors += 1;
+                if v.errors <= 3 {
+                    eprintln!("visitor {}: {method} {path}: {e}", v.arrival);
+                }
+            }
+        }
+        if Instant::now() > shared.deadline {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    v.problems
+        .push(format!("{method} {path}: no usable answer"));
+    None
+}
+
+/// A visitor who has joined (its first store answer is `first`): waits, gets in, and does
+/// what its plan says.
+async fn live(
+    shared: Arc<Shared>,
+    mut v: Visitor,
+    mut jar: Jar,
+    first: Answer,
+    mut rng: Rng,
+) -> Visitor {
+    // --- waiting ---
+    let abandon_at = match v.plan {
+        Plan::Abandon { after } => Some(first.received + after),
+        _ => None,
+    };
+    let mut answer = first;
+    let mut last_touch_sent = answer.sent;
+    let mut polls = 0;
+    loop {
+        match answer.status {
+            StatusCode::OK => break,
+            StatusCode::TOO_MANY_REQUESTS => {
+                v.waits += 1;
+                v.last_wait_sent = Some(answer.sent);
+            }
+            _ => {
+                v.problems
+                    .push(format!("while waiting: unexpected {}", answer.describe()));
+                return v;
+            }
+        }
+        if abandon_at.is_some_and(|t| Instant::now() >= t) {
+            v.abandoned = true;
+            v.gone_at = Some(Instant::now());
+            return v;
+        }
+        polls += 1;
+        if polls > MAX_POLLS || Instant::now() > shared.deadline {
+            v.problems.push(format!(
+                "still waiting after {polls} polls: {}",
+                answer.describe()
+            ));
+            return v;
+        }
+        tokio::time::sleep(poll_interval(position_of(&answer), &mut rng)).await;
+        let cookie = jar.header();
+        let Some(next) = request(
+            &shared,
+            &mut v,
+            &mut rng,
+            Method::GET,
+            "/",
+            cookie.as_deref(),
+        )
+        .await
+        else {
+            return v;
+        };
+        // Both answers touched the store between their sending and receiving: the silence the
+        // store saw is at most this long.
+        let gap = next.received - last_touch_sent;
+        v.longest_gap = v.longest_gap.max(gap);
+        if gap >= LAPSE {
+            v.lapsed = true;
+        }
+        last_touch_sent = next.sent;
+        answer = next;
+    }
+
+    // --- admitted ---
+    v.admitted_at = Some(answer.received);
+    let body = answer.json();
+    if body["by"] != "Store" {
+        v.problems
+            .push(format!("first admission not by the store: {body}"));
+    }
+    if body["session"].as_str() != Some(&v.session.to_string()) {
+        v.problems.push(format!(
+            "admitted as {} but the queue cookie says {}",
+            body["session"], v.session
+        ));
+    }
+    if answer.sets_admission() {
+        v.fresh_admissions += 1;
+    } else {
+        v.problems
+            .push("first admission without an admission cookie".to_owned());
+    }
+    jar.absorb(&answer);
+    let expires = body["expires_at_ms"].as_u64().unwrap_or(0);
+    shared.inside.lock().unwrap().observe(v.arrival, expires);
+
+    let extra = match v.plan {
+        Plan::Vanish => {
+            // Gone without a word: stays in `inside` until its slot expires.
+            v.gone_at = Some(Instant::now());
+            return v;
+        }
+        Plan::Stay { extra } => extra,
+        // Admitted before giving up: behaves like a visitor who stays for one more request.
+        Plan::Abandon { .. } => 1,
+    };
+
+    // --- inside: a few more requests on the fast path ---
+    for _ in 0..extra {
+        tokio::time::sleep(Duration::from_millis(rng.below(30))).await;
+        let cookie = jar.header();
+        let had_token = jar.get(ADMISSION_COOKIE).is_some();
+        let Some(r) = request(
+            &shared,
+            &mut v,
+            &mut rng,
+            Method::GET,
+            "/",
+            cookie.as_deref(),
+        )
+        .await
+        else {
+            break;
+        };
+        match r.status {
+            StatusCode::OK => {
+                if r.sets_admission() {
+                    if had_token {
+                        v.extensions += 1;
+                    } else {
+                        v.fresh_admissions += 1;
+                    }
+                }
+                jar.absorb(&r);
+                let body = r.json();
+                if body["session"].as_str() != Some(&v.session.to_string()) {
+                    v.problems
+                        .push(format!("inside as another session: {body}"));
+                }
+                let expires = body["expires_at_ms"].as_u64().unwrap_or(0);
+                shared.inside.lock().unwrap().observe(v.arrival, expires);
+            }
+            StatusCode::TOO_MANY_REQUESTS => {
+                // Only possible if this visitor stalled past its slot's expiry; leave then.
+                v.lost_slot += 1;
+                break;
+            }
+            _ => {
+                v.problems
+                    .push(format!("inside: unexpected {}", r.describe()));
+                break;
+            }
+        }
+    }
+
+    // --- leave ---
+    shared.inside.lock().unwrap().remove(v.arrival);
+    v.gone_at = Some(Instant::now());
+    let cookie = jar.header();
+    let leave = format!("/__waitingroom/{ROOM}/leave");
+    let Some(r) = request(
+        &shared,
+        &mut v,
+        &mut rng,
+        Method::POST,
+        &leave,
+        cookie.as_deref(),
+    )
+    .await
+    else {
+        return v;
+    };
+    if r.status != StatusCode::OK || r.json()["state"] != "left" {
+        v.problems
+            .push(format!("leave: unexpected {}", r.describe()));
+    }
+    jar.absorb(&r);
+    if jar.get(QUEUE_COOKIE).is_some() || jar.get(ADMISSION_COOKIE).is_some() {
+        v.problems
+            .push("leave did not clear the cookies".to_owned());
+    }
+    // The departed session must be gone from the store: neither a slot nor a place in line.
+    // (Asked with the queue cookie only; the token would be answered without the store.)
+    let probe = format!("{QUEUE_COOKIE}={}", v.queue_cookie);
+    let status = format!("/__waitingroom/{ROOM}/status");
+    if let Some(r) = request(
+        &shared,
+        &mut v,
+        &mut rng,
+        Method::GET,
+        &status,
+        Some(&probe),
+    )
+    .await
+    {
+        v.after_leave = Some(r.json()["state"].as_str().unwrap_or("?").to_owned());
+    }
+    v
+}
+
+fn plan_for(rng: &mut Rng) -> Plan {
+    match rng.below(100) {
+        0..=9 => Plan::Abandon {
+            after: Duration::from_millis(rng.below(2_000)),
+        },
+        10..=14 => Plan::Vanish,
+        _ => Plan::Stay {
+            extra: 1 + rng.below(3) as u32,
+        },
+    }
+}
+
+/// Joins visitor `arrival`: the stateless redirect, then its first store answer. Visitors join
+/// strictly one after another, so their arrival order is the order the store saw them in.
+async fn join(shared: &Shared, arrival: usize, rng: &mut Rng) -> (Visitor, Jar, Answer) {
+    let plan = plan_for(rng);
+    let mut v = Visitor {
+        arrival,
+        plan,
+        session: SessionId::from_bytes([0; 16]),
+        queue_cookie: String::new(),
+        waits: 0,
+        last_wait_sent: None,
+        admitted_at: None,
+        abandoned: false,
+        lapsed: false,
+        longest_gap: Duration::ZERO,
+        gone_at: None,
+        fresh_admissions: 0,
+        extensions: 0,
+        lost_slot: 0,
+        after_leave: None,
+        unavailable: 0,
+        errors: 0,
+        problems: Vec::new(),
+    };
+    let mut jar = Jar::default();
+    let first = request(shared, &mut v, rng, Method::GET, "/", None)
+        .await
+        .expect("the first visit is answered");
+    assert_eq!(
+        first.status,
+        StatusCode::FOUND,
+        "a first visit is redirected: {}",
+        first.describe()
+    );
+    jar.absorb(&first);
+    v.queue_cookie = jar
+        .get(QUEUE_COOKIE)
+        .expect("a queue cookie on the first visit")
+        .to_owned();
+    v.session = QueueCookie::verify(&shared.keys, ROOM, &v.queue_cookie, wall_ms())
+        .expect("the queue cookie verifies with the shared key")
+        .session();
+    let cookie = jar.header();
+    let answer = request(shared, &mut v, rng, Method::GET, "/", cookie.as_deref())
+        .await
+        .expect("the first store answer");
+    (v, jar, answer)
+}
+
+// ===== the stats sampler =====
+
+#[derive(Debug, Default)]
+struct Sampled {
+    samples: u64,
+    errors: u64,
+    max_inside: u64,
+    max_waiting: u64,
+    violations: Vec<String>,
+}
+
+/// Asks the store for the room's counts every ~10 ms until told to stop.
+fn sample(layer: WaitingRoomLayer, stop: Arc<AtomicBool>) -> tokio::task::JoinHandle<Sampled> {
+    tokio::spawn(async move {
+        let mut s = Sampled::default();
+        let until = Instant::now() + DEADLINE + Duration::from_secs(20);
+        while !stop.load(Ordering::Relaxed) && Instant::now() < until {
+            match layer.stats().await {
+                Ok(RoomStats {
+                    admitted,
+                    granted,
+                    waiting,
+                    ..
+                }) => {
+                    s.samples += 1;
+                    s.max_waiting = s.max_waiting.max(waiting);
+                    s.max_inside = s.max_inside.max(admitted + granted);
+                    if admitted + granted > u64::from(CAPACITY) {
+                        s.violations
+                            .push(format!("{admitted} admitted + {granted} granted"));
+                    }
+                }
+                Err(_) => s.errors += 1,
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        s
+    })
+}
+
+// ===== the test =====
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn several_gateways_share_one_fair_queue() {
+    let started = Instant::now();
+    let seed = std::env::var("TWR_MULTI_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| wall_ms() ^ u64::from(std::process::id()));
+    println!("seed {seed} (set TWR_MULTI_SEED to replay the same plans and gateway choices)");
+    let mut rng = Rng(seed);
+
+    let redis = Server::start(&[]);
+    let log: Log = Arc::default();
+    let mut layers = Vec::new();
+    let mut addrs = Vec::new();
+    let mut servers = Vec::new();
+    for g in 0..GATEWAYS {
+        let layer = layer(&redis.url(), CAPACITY);
+        let (addr, server) = serve(layer.clone(), g, log.clone()).await;
+        layers.push(layer);
+        addrs.push(addr);
+        servers.push(server);
+    }
+    let net = Net {
+        client: Client::builder(TokioExecutor::new())
+            .pool_idle_timeout(Duration::from_secs(30))
+            .build_http(),
+        gateways: Arc::new(addrs),
+    };
+    let shared = Arc::new(Shared {
+        net,
+        inside: Mutex::default(),
+        keys: keys(),
+        deadline: started + DEADLINE,
+    });
+    let stop = Arc::new(AtomicBool::new(false));
+    let sampler = sample(layers[0].clone(), stop.clone());
+
+    // --- arrivals, strictly one after another; each visitor then lives in its own task ---
+    let mut tasks = Vec::with_capacity(VISITORS);
+    for arrival in 0..VISITORS {
+        let (v, jar, first) = join(&shared, arrival, &mut rng).await;
+        let visitor_rng = Rng(rng.next());
+        tasks.push(tokio::spawn(live(
+            shared.clone(),
+            v,
+            jar,
+            first,
+            visitor_rng,
+        )));
+    }
+    let joined_after = started.elapsed();
+    let mut visitors = Vec::with_capacity(VISITORS);
+    for t in tasks {
+        visitors.push(t.await.expect("a visitor task panicked"));
+    }
+    let done_after = started.elapsed();
+    stop.store(true, Ordering::Relaxed);
+    let sampled = sampler.await.expect("the sampler panicked");
+
+    // --- the room empties by itself: vanished slots and abandoned places expire ---
+    tokio::time::sleep(ACTIVE_TTL + Duration::from_millis(700)).await;
+    let mut final_stats = Vec::new();
+    for l in &layers {
+        final_stats.push(l.stats().await.expect("stats at the end"));
+    }
+    // Sessions that never left: their store state must be gone too. Asked with the queue
+    // cookie only, through the status endpoint (which creates nothing).
+    let mut lingering = Vec::new();
+    for v in visitors.iter().filter(|v| v.after_leave.is_none()) {
+        let probe = format!("{QUEUE_COOKIE}={}", v.queue_cookie);
+        let path = format!("/__waitingroom/{ROOM}/status");
+        let r = shared
+            .net
+            .send(v.arrival % GATEWAYS, Method::GET, &path, Some(&probe))
+            .await
+            .expect("status answered");
+        let state = r.json()["state"].as_str().unwrap_or("?").to_owned();
+        if state != "unknown" {
+            lingering.push(format!("visitor {} ({:?}): {state}", v.arrival, v.plan));
+        }
+    }
+    let total = started.elapsed();
+    for s in servers {
+        s.abort();
+    }
+
+    // ===== report =====
+    let log = std::mem::take(&mut *log.lock().unwrap());
+    let inside = std::mem::take(&mut *shared.inside.lock().unwrap());
+    let count = |f: &dyn Fn(&Visitor) -> bool| visitors.iter().filter(|v| f(v)).count();
+    let admitted = count(&|v| v.admitted_at.is_some());
+    let abandoned = count(&|v| v.abandoned);
+    let vanished = count(&|v| v.plan == Plan::Vanish && v.admitted_at.is_some());
+    let waited = count(&|v| v.waits > 0);
+    let lapsed = count(&|v| v.lapsed);
+    let longest_gap = visitors
+        .iter()
+        .map(|v| v.longest_gap)
+        .max()
+        .unwrap_or_default();
+    let unavailable: u32 = visitors.iter().map(|v| v.unavailable).sum();
+    let errors: u32 = visitors.iter().map(|v| v.errors).sum();
+    let extensions: u32 = visitors.iter().map(|v| v.extensions).sum();
+    let lost_slot: u32 = visitors.iter().map(|v| v.lost_slot).sum();
+    let mut per_gateway = [0usize; GATEWAYS];
+    for s in &log {
+        per_gateway[s.gateway] += 1;
+    }
+    println!(
+        "{VISITORS} visitors over {GATEWAYS} gateways, capacity {CAPACITY}: joined in {joined_after:.1?}, \
+         all done in {done_after:.1?}, total {total:.1?}"
+    );
+    println!(
+        "admitted {admitted}, waited {waited}, abandoned {abandoned}, vanished {vanished}; \
+         lapsed waiters {lapsed} (longest check-in gap {longest_gap:.0?}); \
+         503s {unavailable}, transport errors {errors}; extensions {extensions}, lost slots {lost_slot}"
+    );
+    println!(
+        "store samples {} (errors {}), most inside by the store {}, longest line {}; most inside \
+         seen by visitors {}; requests through per gateway {per_gateway:?}",
+        sampled.samples,
+        sampled.errors,
+        sampled.max_inside,
+        sampled.max_waiting,
+        inside.max_counted
+    );
+
+    // ===== the checks =====
+    let mut failures: Vec<String> = Vec::new();
+    let mut fail = |what: &str, details: Vec<String>| {
+        if !details.is_empty() {
+            let n = details.len();
+            let shown: Vec<_> = details.into_iter().take(10).collect();
+            failures.push(format!("{what} ({n}):\n    {}", shown.join("\n    ")));
+        }
+    };
+
+    // 0. Every visitor's story went as planned, with no unexpected answers.
+    fail(
+        "visitors with unexpected answers",
+        visitors
+            .iter()
+            .filter(|v| !v.problems.is_empty())
+            .map(|v| format!("visitor {} ({:?}): {:?}", v.arrival, v.plan, v.problems))
+            .collect(),
+    );
+
+    // 1. Never more than capacity inside at once.
+    fail(
+        "the store counted more than capacity admitted + granted",
+        sampled.violations.clone(),
+    );
+    fail(
+        "visitors saw more than capacity inside at once",
+        inside.violations.clone(),
+    );
+
+    // 2. Nobody admitted twice; nobody admitted again after leaving or vanishing.
+    let by_session: HashMap<SessionId, usize> =
+        visitors.iter().map(|v| (v.session, v.arrival)).collect();
+    let mut seen_by: HashMap<usize, Vec<Seen>> = HashMap::new();
+    let mut strangers = Vec::new();
+    for s in &log {
+        match by_session.get(&s.session) {
+            Some(&i) => seen_by.entry(i).or_default().push(*s),
+            None => strangers.push(format!("{s:?}")),
+        }
+    }
+    fail("requests through for sessions of no visitor", strangers);
+    let mut twice = Vec::new();
+    let mut after_gone = Vec::new();
+    let mut still_held = Vec::new();
+    let mut not_by_store_or_token = Vec::new();
+    for v in &visitors {
+        let seen = seen_by.get(&v.arrival).map_or(&[][..], Vec::as_slice);
+        let fresh = seen
+            .iter()
+            .filter(|s| s.by == AdmittedBy::Store && !s.with_token)
+            .count();
+        let expected = usize::from(v.admitted_at.is_some());
+        if fresh != expected || v.fresh_admissions as usize != expected {
+            twice.push(format!(
+                "visitor {} ({:?}): {fresh} store admissions without a token seen by the app, \
+                 {} admission cookies on requests without one, expected {expected}",
+                v.arrival, v.plan, v.fresh_admissions
+            ));
+        }
+        if let Some(gone) = v.gone_at {
+            for s in seen.iter().filter(|s| s.at > gone) {
+                after_gone.push(format!(
+                    "visitor {} ({:?}) let in {:?} after it was gone: {s:?}",
+                    v.arrival,
+                    v.plan,
+                    s.at - gone
+                ));
+            }
+        }
+        for s in seen
+            .iter()
+            .filter(|s| !matches!(s.by, AdmittedBy::Store | AdmittedBy::Token))
+        {
+            not_by_store_or_token.push(format!("visitor {}: {s:?}", v.arrival));
+        }
+        if let Some(state) = &v.after_leave {
+            if state != "unknown" {
+                still_held.push(format!(
+                    "visitor {} still known to the store after leaving: {state}",
+                    v.arrival
+                ));
+            }
+        }
+    }
+    fail("sessions not admitted exactly once", twice);
+    fail("sessions let in after leaving or vanishing", after_gone);
+    fail(
+        "sessions still in the store right after leaving",
+        still_held,
+    );
+    fail("requests let in without a slot", not_by_store_or_token);
+    fail(
+        "sessions still in the store at the end (abandoned or vanished)",
+        lingering,
+    );
+
+    // 3. First come, first served among those who keep waiting. If i arrived before j and was
+    // still answered "waiting" for a request it sent after j had already received its first
+    // 200, the store admitted j while i was in line ahead of it. Waiters whose check-ins were
+    // ever LAPSE apart may have been skipped as silent; they are left out as the earlier one.
+    // (Abandoners are in until they stop: up to then they wait like everyone else.)
+    let mut fifo = Vec::new();
+    let mut latest_wait: Option<(Instant, usize)> = None;
+    let (mut pairs_checked, mut closest) = (0usize, Duration::MAX);
+    for v in &visitors {
+        if let (Some(admitted_at), Some((wait_sent, i))) = (v.admitted_at, latest_wait) {
+            pairs_checked += 1;
+            if admitted_at >= wait_sent {
+                closest = closest.min(admitted_at - wait_sent);
+            } else {
+                fifo.push(format!(
+                    "visitor {} got in {:?} before visitor {i}, who arrived earlier, sent a \
+                     request that was still answered \"waiting\"",
+                    v.arrival,
+                    wait_sent - admitted_at
+                ));
+            }
+        }
+        if let (false, Some(t)) = (v.lapsed, v.last_wait_sent) {
+            match latest_wait {
+                Some((latest, _)) if latest >= t => {}
+                _ => latest_wait = Some((t, v.arrival)),
+            }
+        }
+    }
+    println!(
+        "ordering check: {pairs_checked} admitted visitors checked against every earlier waiter; \
+         closest call {closest:?}"
+    );
+    fail("first come, first served broken", fifo);
+
+    // 4. Everyone who kept waiting got in; the room is empty at the end.
+    fail(
+        "visitors who kept waiting but never got in",
+        visitors
+            .iter()
+            .filter(|v| !v.abandoned && v.admitted_at.is_none())
+            .map(|v| format!("visitor {} ({:?}), {} waits", v.arrival, v.plan, v.waits))
+            .collect(),
+    );
+    fail(
+        "the room is not empty at the end",
+        final_stats
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| (s.admitted, s.granted, s.waiting) != (0, 0, 0))
+            .map(|(g, s)| format!("gateway {g}: {s:?}"))
+            .collect(),
+    );
+
+    // The run must have exercised what it checks: a full room, a long line, abandoners and
+    // vanishers, and (almost) every waiter in the ordering check.
+    let mut thin = Vec::new();
+    if sampled.max_inside < u64::from(CAPACITY) {
+        thin.push(format!(
+            "the room was never full (at most {})",
+            sampled.max_inside
+        ));
+    }
+    if waited < VISITORS / 2 {
+        thin.push(format!("only {waited} visitors waited"));
+    }
+    if abandoned < VISITORS / 100 || vanished < VISITORS / 100 {
+        thin.push(format!(
+            "only {abandoned} abandoned and {vanished} vanished"
+        ));
+    }
+    if lapsed > waited / 10 {
+        thin.push(format!(
+            "{lapsed} of {waited} waiters lapsed: the machine is too slow for the ordering check"
+        ));
+    }
+    fail("the run was too thin to mean much", thin);
+
+    assert!(failures.is_empty(), "seed {seed}:\n{}", failures.join("\n"));
+}
