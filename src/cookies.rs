@@ -18,17 +18,17 @@ pub(crate) fn find_valid<T>(
 ) -> Option<T> {
     let mut tried = 0;
     for header in headers.get_all(http::header::COOKIE) {
-        let Ok(header) = header.to_str() else {
-            continue;
-        };
-        for pair in header.split(';') {
-            let Some((k, v)) = pair.split_once('=') else {
+        // Split the raw bytes: other cookies of the site may hold non-ASCII bytes (browsers send
+        // UTF-8 as is), and must not hide the room's cookies in the same header.
+        for pair in header.as_bytes().split(|&b| b == b';') {
+            let Some(eq) = pair.iter().position(|&b| b == b'=') else {
                 continue;
             };
-            if k.trim() != name {
+            if pair[..eq].trim_ascii() != name.as_bytes() {
                 continue;
             }
-            if let Some(found) = accept(v.trim().trim_matches('"')) {
+            let value = std::str::from_utf8(&pair[eq + 1..]).ok();
+            if let Some(found) = value.and_then(|v| accept(v.trim().trim_matches('"'))) {
                 return Some(found);
             }
             tried += 1;
@@ -103,6 +103,20 @@ mod tests {
             find_valid(&headers, "a", |v| Some(v.to_owned())).as_deref(),
             Some("ok")
         );
+    }
+
+    #[test]
+    fn non_ascii_neighbours_do_not_hide_a_cookie() {
+        let mut headers = HeaderMap::new();
+        headers.append(
+            "cookie",
+            HeaderValue::from_bytes(b"theme=caf\xc3\xa9; a=ok; b=\xff").unwrap(),
+        );
+        assert_eq!(
+            find_valid(&headers, "a", |v| Some(v.to_owned())).as_deref(),
+            Some("ok")
+        );
+        assert_eq!(find_valid(&headers, "b", |v| Some(v.to_owned())), None);
     }
 
     #[test]

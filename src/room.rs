@@ -4,6 +4,7 @@
 //! pass the request through, answer it here, or ask the store. [`Room::after_store`] turns the
 //! store's answer into the same choices. The service and its future only carry these out.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -307,13 +308,13 @@ impl Room {
         } else {
             StatusCode::TEMPORARY_REDIRECT
         };
-        let location = req.uri().path_and_query().map_or("/", |pq| pq.as_str());
+        let location = return_to(req);
         let mut res = Response::new(Bytes::new());
         *res.status_mut() = status;
         let headers = res.headers_mut();
         headers.insert(
             header::LOCATION,
-            HeaderValue::from_str(location).unwrap_or(HeaderValue::from_static("/")),
+            HeaderValue::from_str(&location).unwrap_or(HeaderValue::from_static("/")),
         );
         headers.insert(
             header::SET_COOKIE,
@@ -364,7 +365,7 @@ impl Room {
 
     /// The answer to leaving: both cookies removed.
     fn left<B>(&self, req: &Request<B>) -> Response<Bytes> {
-        let mut res = if self.cx(req).wants_html() {
+        let mut res = if self.cx(req, "/").wants_html() {
             let mut res = Response::new(Bytes::from_static(
                 b"<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">\
                   <meta name=\"viewport\" content=\"width=device-width,initial-scale=1\">\
@@ -393,18 +394,19 @@ impl Room {
         res
     }
 
-    fn cx<'a, B>(&'a self, req: &'a Request<B>) -> RenderContext<'a> {
+    fn cx<'a, B>(&'a self, req: &'a Request<B>, return_to: &'a str) -> RenderContext<'a> {
         RenderContext {
             room: self.config.room(),
             headers: req.headers(),
-            return_to: req.uri().path_and_query().map_or("/", |pq| pq.as_str()),
+            return_to,
             status_path: &self.status_path,
             leave_path: &self.leave_path,
         }
     }
 
     fn reject<B>(&self, rejection: &Rejection, req: &Request<B>) -> Response<Bytes> {
-        let mut res = self.renderer.render(rejection, &self.cx(req));
+        let back = return_to(req);
+        let mut res = self.renderer.render(rejection, &self.cx(req, &back));
         let headers = res.headers_mut();
         if !headers.contains_key(header::RETRY_AFTER) {
             headers.insert(
@@ -413,6 +415,18 @@ impl Room {
             );
         }
         res
+    }
+}
+
+/// The path and query to send the visitor back to. A path starting with `//` (or `/\`) would
+/// be read by browsers as another host (`//evil.example/`): it gets a `/.` prefix, which
+/// browsers resolve to the very same path on this site.
+fn return_to<B>(req: &Request<B>) -> Cow<'_, str> {
+    let pq = req.uri().path_and_query().map_or("/", |pq| pq.as_str());
+    if pq.starts_with("//") || pq.starts_with("/\\") {
+        Cow::Owned(format!("/.{pq}"))
+    } else {
+        Cow::Borrowed(pq)
     }
 }
 

@@ -1,0 +1,586 @@
+//! The layer's HTTP behaviour, over real HTTP on loopback (axum::serve + hyper-util client).
+//! Time only moves through a `ManualClock`.
+
+mod common;
+
+use std::time::Duration;
+
+use http::header::{self, HeaderValue};
+use http::{Method, StatusCode};
+use serde_json::json;
+use tower_waiting_room::store::StoreErrorKind;
+use tower_waiting_room::{FailPolicy, WaitingRoomLayer};
+
+use common::*;
+
+fn html() -> [(header::HeaderName, HeaderValue); 1] {
+    [(
+        header::ACCEPT,
+        HeaderValue::from_static("text/html,application/xhtml+xml,*/*;q=0.8"),
+    )]
+}
+
+// ===== 1. the curl story =====
+
+#[tokio::test]
+async fn curl_story_with_capacity_two() {
+    let site = Site::start(WaitingRoomLayer::builder("drop").capacity(2)).await;
+    let (q, a) = (site.q(), site.a());
+    assert_eq!((q.as_str(), a.as_str()), ("wr_drop_q", "wr_drop_a"));
+    let empty = site.stats().await;
+    assert_eq!((empty.admitted, empty.granted, empty.waiting), (0, 0, 0));
+
+    // First request, no cookie: a redirect to the same URL and a signed queue cookie.
+    let path = "/shop/item?id=7&color=red";
+    let mut v1 = Jar::new();
+    let r = site.http.visit(&mut v1, Method::GET, path).await;
+    assert_eq!(r.status, StatusCode::FOUND);
+    assert_eq!(r.header(header::LOCATION), Some(path));
+    assert_eq!(r.header(header::CACHE_CONTROL), Some("no-store"));
+    let sc = r.set_cookie(&q).expect("a queue cookie is set");
+    let attrs = attrs_of(&sc);
+    for attr in ["HttpOnly", "SameSite=Lax", "Secure", "Path=/"] {
+        assert!(attrs.iter().any(|x| x == attr), "{attr} missing in {sc}");
+    }
+    assert_eq!(max_age_of(&sc), Some(24 * 3600));
+    assert!(r.set_cookie(&a).is_none(), "no admission on a first visit");
+    // Nothing was written: no store call at all, and the counts are unchanged.
+    assert_eq!(site.store.calls(), Calls::default());
+    assert_eq!(site.stats().await, empty);
+
+    // Following the redirect with the cookie: in, with an admission cookie.
+    let r = site.http.visit(&mut v1, Method::GET, path).await;
+    let saw = r.handler_saw();
+    assert_eq!(saw["by"], "Store");
+    assert_eq!(saw["uri"], path);
+    assert_eq!(saw["room"], "drop");
+    assert_eq!(saw["session"], session_in(v1.get(&q).unwrap()));
+    let sc = r.set_cookie(&a).expect("an admission cookie is set");
+    let attrs = attrs_of(&sc);
+    for attr in ["HttpOnly", "SameSite=Lax", "Secure", "Path=/"] {
+        assert!(attrs.iter().any(|x| x == attr), "{attr} missing in {sc}");
+    }
+    assert_eq!(max_age_of(&sc), Some(300));
+    assert_eq!(site.store.calls().enter, 1);
+
+    // The second visitor gets in too; the third waits.
+    let mut v2 = site.admit().await;
+    let mut v3 = site.arrive("/").await;
+    let r = site.http.visit(&mut v3, Method::GET, "/").await;
+    assert_eq!(r.status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(r.header(header::CONTENT_TYPE), Some("application/json"));
+    assert_eq!(r.header(header::CACHE_CONTROL), Some("no-store"));
+    let retry = r.retry_after();
+    assert!(retry > 0);
+    assert_eq!(
+        r.json(),
+        json!({"room": "drop", "state": "waiting", "position": 1, "waiting": 1, "retry_after": retry})
+    );
+    assert!(r.set_cookie(&a).is_none());
+    let s = site.stats().await;
+    assert_eq!((s.admitted, s.granted, s.waiting), (2, 0, 1));
+
+    // Visitor 1 leaves: the slot goes to visitor 3.
+    let r = site
+        .http
+        .visit(&mut v1, Method::POST, &site.leave_path())
+        .await;
+    assert_eq!(r.status, StatusCode::OK);
+    assert_eq!(r.json()["state"], "left");
+    assert!(v1.is_empty(), "both cookies are cleared: {v1:?}");
+    let s = site.stats().await;
+    assert_eq!((s.admitted, s.granted, s.waiting), (1, 1, 0));
+
+    let r = site.http.visit(&mut v3, Method::GET, "/").await;
+    assert_eq!(r.handler_saw()["by"], "Store");
+    assert!(r.set_cookie(&a).is_some());
+    let s = site.stats().await;
+    assert_eq!((s.admitted, s.granted, s.waiting), (2, 0, 0));
+
+    // Visitor 2 is still in, on the fast path; visitor 1 is a newcomer again.
+    let calls = site.store.calls();
+    let r = site.http.visit(&mut v2, Method::GET, "/").await;
+    assert_eq!(r.handler_saw()["by"], "Token");
+    assert_eq!(site.store.calls(), calls);
+    let r = site.http.visit(&mut v1, Method::GET, "/").await;
+    assert_eq!(r.status, StatusCode::FOUND);
+}
+
+#[tokio::test]
+async fn an_expired_slot_lets_the_next_visitor_in() {
+    let site = Site::start(
+        WaitingRoomLayer::builder("drop")
+            .capacity(2)
+            .active_ttl(Duration::from_secs(60)),
+    )
+    .await;
+    let mut v1 = site.admit().await;
+    let mut v2 = site.admit().await;
+    let mut v3 = site.arrive("/").await;
+    let r = site.http.visit(&mut v3, Method::GET, "/").await;
+    assert_eq!(r.status, StatusCode::TOO_MANY_REQUESTS);
+
+    // t = 30 s: visitor 2 is active (a heartbeat extends its slot to 90 s), visitor 1 is not.
+    site.clock.advance(Duration::from_secs(30));
+    let r = site.http.visit(&mut v2, Method::GET, "/").await;
+    assert_eq!(r.handler_saw()["by"], "Store");
+    assert_eq!(site.store.calls().heartbeat, 1);
+    let r = site.http.visit(&mut v3, Method::GET, "/").await;
+    assert_eq!(r.status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(r.json()["position"], 1);
+
+    // t = 59 s: visitor 1's slot still holds.
+    site.clock.advance(Duration::from_secs(29));
+    let r = site.http.visit(&mut v3, Method::GET, "/").await;
+    assert_eq!(r.status, StatusCode::TOO_MANY_REQUESTS);
+
+    // t = 61 s: it has expired; visitor 3 is let in.
+    site.clock.advance(Duration::from_secs(2));
+    let r = site.http.visit(&mut v3, Method::GET, "/").await;
+    assert_eq!(r.handler_saw()["by"], "Store");
+    let s = site.stats().await;
+    assert_eq!((s.admitted, s.granted, s.waiting), (2, 0, 0));
+
+    // Visitor 1's token has expired with the slot: back in line, at the back.
+    let r = site.http.visit(&mut v1, Method::GET, "/").await;
+    assert_eq!(r.status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(r.json()["position"], 1);
+}
+
+#[tokio::test]
+async fn secure_can_be_turned_off_for_plain_http() {
+    let site = Site::start(
+        WaitingRoomLayer::builder("dev")
+            .capacity(1)
+            .secure_cookies(false),
+    )
+    .await;
+    let r = site.http.send(Method::GET, "/", &[]).await;
+    let sc = r.set_cookie(&site.q()).unwrap();
+    assert!(!attrs_of(&sc).iter().any(|a| a == "Secure"), "{sc}");
+    assert!(attrs_of(&sc).iter().any(|a| a == "HttpOnly"), "{sc}");
+}
+
+// ===== 2. browsers and redirects =====
+
+#[tokio::test]
+async fn a_waiting_browser_gets_the_html_page_with_its_position() {
+    let site = Site::start(WaitingRoomLayer::builder("tickets").capacity(1)).await;
+    let _v1 = site.admit().await;
+
+    let mut v2 = site.arrive("/").await;
+    let r = site
+        .http
+        .visit_with(&mut v2, Method::GET, "/seats?day=fri", &html())
+        .await;
+    assert_eq!(r.status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(
+        r.header(header::CONTENT_TYPE),
+        Some("text/html; charset=utf-8")
+    );
+    assert_eq!(r.header(header::CACHE_CONTROL), Some("no-store"));
+    assert!(r.retry_after() > 0);
+    let page = r.text();
+    assert!(
+        page.contains("You are number <strong>1</strong> in line"),
+        "{page}"
+    );
+    assert!(page.contains("0 ahead of you, 1 waiting in all."), "{page}");
+    assert!(page.contains(&site.status_path()));
+    assert!(page.contains(&site.leave_path()));
+
+    let mut v3 = site.arrive("/").await;
+    let r = site
+        .http
+        .visit_with(&mut v3, Method::GET, "/seats", &html())
+        .await;
+    assert_eq!(r.status, StatusCode::TOO_MANY_REQUESTS);
+    let page = r.text();
+    assert!(
+        page.contains("You are number <strong>2</strong> in line"),
+        "{page}"
+    );
+    assert!(page.contains("1 ahead of you, 2 waiting in all."), "{page}");
+
+    // The same visitor without `Accept: text/html` gets JSON.
+    let r = site.http.visit(&mut v3, Method::GET, "/seats").await;
+    assert_eq!(r.header(header::CONTENT_TYPE), Some("application/json"));
+    assert_eq!(r.json()["position"], 2);
+}
+
+#[tokio::test]
+async fn first_visit_redirect_keeps_method_and_query() {
+    let site = Site::start(WaitingRoomLayer::builder("shop").capacity(5)).await;
+    let path = "/api/cart?item=42&qty=2&note=a%20b";
+    for (method, status) in [
+        (Method::GET, StatusCode::FOUND),
+        (Method::HEAD, StatusCode::FOUND),
+        (Method::POST, StatusCode::TEMPORARY_REDIRECT),
+        (Method::PUT, StatusCode::TEMPORARY_REDIRECT),
+        (Method::PATCH, StatusCode::TEMPORARY_REDIRECT),
+        (Method::DELETE, StatusCode::TEMPORARY_REDIRECT),
+    ] {
+        let r = site
+            .http
+            .visit_with(&mut Jar::new(), method.clone(), path, &html())
+            .await;
+        assert_eq!(r.status, status, "{method}");
+        assert_eq!(r.header(header::LOCATION), Some(path), "{method}");
+        assert!(r.set_cookie(&site.q()).is_some(), "{method}");
+    }
+    assert_eq!(site.store.calls(), Calls::default());
+
+    // Repeating the POST with the cookie reaches the handler as a POST, query intact.
+    let mut v = Jar::new();
+    let r = site.http.visit(&mut v, Method::POST, path).await;
+    assert_eq!(r.status, StatusCode::TEMPORARY_REDIRECT);
+    let r = site.http.visit(&mut v, Method::POST, path).await;
+    let saw = r.handler_saw();
+    assert_eq!(saw["method"], "POST");
+    assert_eq!(saw["uri"], path);
+}
+
+// ===== 3. the status and leave endpoints =====
+
+#[tokio::test]
+async fn status_endpoint_reports_unknown_admitted_and_waiting() {
+    let site = Site::start(WaitingRoomLayer::builder("drop").capacity(1)).await;
+    let status = site.status_path();
+
+    // No cookie at all.
+    let r = site.http.send(Method::GET, &status, &[]).await;
+    assert_eq!(r.status, StatusCode::OK);
+    assert_eq!(r.header(header::CONTENT_TYPE), Some("application/json"));
+    assert_eq!(r.header(header::CACHE_CONTROL), Some("no-store"));
+    assert_eq!(
+        r.json(),
+        json!({"room": "drop", "state": "unknown", "position": null, "waiting": null, "retry_after": null})
+    );
+    assert!(r.set_cookies().is_empty(), "status sets no cookie");
+    assert_eq!(site.store.calls(), Calls::default());
+
+    // A queue cookie the store has never seen: unknown, and asking creates nothing.
+    let mut fresh = site.arrive("/").await;
+    let r = site.http.visit(&mut fresh, Method::GET, &status).await;
+    assert_eq!(r.json()["state"], "unknown");
+    assert_eq!(site.store.calls().poll, 1);
+    assert_eq!(site.stats().await.waiting, 0);
+
+    // Admitted.
+    let mut v1 = site.admit().await;
+    let r = site.http.visit(&mut v1, Method::GET, &status).await;
+    assert_eq!(r.json()["state"], "admitted");
+
+    // Waiting, with a position.
+    let mut v2 = site.arrive("/").await;
+    site.http.visit(&mut v2, Method::GET, "/").await;
+    let mut v3 = site.arrive("/").await;
+    site.http.visit(&mut v3, Method::GET, "/").await;
+    let r = site.http.visit(&mut v2, Method::GET, &status).await;
+    let body = r.json();
+    assert_eq!(body["state"], "waiting");
+    assert_eq!(
+        (body["position"].clone(), body["waiting"].clone()),
+        (json!(1), json!(2))
+    );
+    assert!(body["retry_after"].as_u64().unwrap() > 0);
+    let r = site.http.visit(&mut v3, Method::GET, &status).await;
+    assert_eq!(r.json()["position"], 2);
+
+    // When visitor 1 leaves, the head of the line sees "admitted" before claiming the slot.
+    site.http
+        .visit(&mut v1, Method::POST, &site.leave_path())
+        .await;
+    let r = site.http.visit(&mut v2, Method::GET, &status).await;
+    assert_eq!(r.json()["state"], "admitted");
+    let r = site.http.visit(&mut v2, Method::GET, "/").await;
+    r.handler_saw();
+}
+
+#[tokio::test]
+async fn endpoints_refuse_the_wrong_method() {
+    let site = Site::start(WaitingRoomLayer::builder("drop").capacity(1)).await;
+    let _v1 = site.admit().await;
+    let mut v2 = site.arrive("/").await;
+    site.http.visit(&mut v2, Method::GET, "/").await;
+
+    for method in [Method::POST, Method::PUT, Method::DELETE] {
+        let r = site
+            .http
+            .visit(&mut v2, method.clone(), &site.status_path())
+            .await;
+        assert_eq!(r.status, StatusCode::METHOD_NOT_ALLOWED, "{method}");
+        assert_eq!(r.header(header::ALLOW), Some("GET, HEAD"));
+    }
+    for method in [Method::GET, Method::HEAD, Method::PUT] {
+        let r = site
+            .http
+            .visit(&mut v2, method.clone(), &site.leave_path())
+            .await;
+        assert_eq!(r.status, StatusCode::METHOD_NOT_ALLOWED, "{method}");
+        assert_eq!(r.header(header::ALLOW), Some("POST"));
+        assert!(r.set_cookies().is_empty());
+    }
+    // A GET to leave did not give up the place.
+    assert!(v2.get(&site.q()).is_some());
+    let r = site
+        .http
+        .visit(&mut v2, Method::GET, &site.status_path())
+        .await;
+    assert_eq!(r.json()["state"], "waiting");
+    assert_eq!(site.store.calls().release, 0);
+}
+
+#[tokio::test]
+async fn leave_clears_both_cookies_and_the_place() {
+    let site = Site::start(WaitingRoomLayer::builder("drop").capacity(1)).await;
+    let (q, a) = (site.q(), site.a());
+    let mut v1 = site.admit().await;
+    let mut v2 = site.arrive("/").await;
+    site.http.visit(&mut v2, Method::GET, "/").await;
+    let mut v3 = site.arrive("/").await;
+    site.http.visit(&mut v3, Method::GET, "/").await;
+    assert_eq!(site.stats().await.waiting, 2);
+
+    // Visitor 2 (waiting) leaves.
+    let kept = v2.clone();
+    let r = site
+        .http
+        .visit(&mut v2, Method::POST, &site.leave_path())
+        .await;
+    assert_eq!(r.status, StatusCode::OK);
+    assert_eq!(
+        r.json(),
+        json!({"room": "drop", "state": "left", "position": null, "waiting": null, "retry_after": null})
+    );
+    for name in [&q, &a] {
+        let sc = r.set_cookie(name).expect("the cookie is cleared");
+        assert_eq!(cookie_value_of(&sc), "");
+        assert_eq!(max_age_of(&sc), Some(0), "{sc}");
+        assert!(attrs_of(&sc).iter().any(|x| x == "Path=/"));
+    }
+    assert_eq!(site.store.calls().release, 1);
+
+    // The place is gone: even with the old cookie the store knows nothing of it.
+    let mut old = kept.clone();
+    let r = site
+        .http
+        .visit(&mut old, Method::GET, &site.status_path())
+        .await;
+    assert_eq!(r.json()["state"], "unknown");
+    assert_eq!(site.stats().await.waiting, 1);
+    let r = site
+        .http
+        .visit(&mut v3, Method::GET, &site.status_path())
+        .await;
+    assert_eq!(r.json()["position"], 1, "visitor 3 moved up");
+
+    // An admitted visitor leaving frees the slot; a browser gets a page.
+    let r = site
+        .http
+        .visit_with(&mut v1, Method::POST, &site.leave_path(), &html())
+        .await;
+    assert_eq!(r.status, StatusCode::OK);
+    assert!(r.text().contains("You left the line"));
+    assert!(r
+        .header(header::CONTENT_TYPE)
+        .unwrap()
+        .starts_with("text/html"));
+    assert_eq!(r.set_cookies().len(), 2);
+    let s = site.stats().await;
+    assert_eq!((s.admitted, s.granted, s.waiting), (0, 1, 0));
+
+    // Leaving without any cookie is harmless and still clears.
+    let r = site.http.send(Method::POST, &site.leave_path(), &[]).await;
+    assert_eq!(r.status, StatusCode::OK);
+    assert_eq!(r.json()["state"], "left");
+    assert_eq!(r.set_cookies().len(), 2);
+    assert_eq!(site.store.calls().release, 2);
+}
+
+// ===== 4. the fast path =====
+
+#[tokio::test]
+async fn fresh_tokens_skip_the_store_and_old_ones_heartbeat_once() {
+    let site = Site::start(WaitingRoomLayer::builder("drop").capacity(5)).await;
+    let a = site.a();
+    let mut v = site.arrive("/").await;
+    let session = session_in(v.get(&site.q()).unwrap());
+    let r = site.http.visit(&mut v, Method::GET, "/").await;
+    assert_eq!(r.handler_saw()["by"], "Store");
+    assert_eq!(
+        site.store.calls(),
+        Calls {
+            enter: 1,
+            ..Calls::default()
+        }
+    );
+    let first_token = v.get(&a).unwrap().to_owned();
+
+    // Young tokens: straight through, no store call, no cookie.
+    for i in 0..5u64 {
+        site.clock.advance(Duration::from_millis(2_900));
+        let r = site.http.visit(&mut v, Method::GET, "/inside").await;
+        let saw = r.handler_saw();
+        assert_eq!(saw["by"], "Token", "request {i}");
+        assert_eq!(saw["room"], "drop");
+        assert_eq!(saw["session"], session);
+        assert_eq!(saw["expires_at_ms"], T0 + 300_000);
+        assert!(r.set_cookies().is_empty());
+    }
+    assert_eq!(
+        site.store.calls().total(),
+        1,
+        "no store call on the fast path"
+    );
+
+    // At 15 s (= refresh) the token is no longer fresh: exactly one heartbeat.
+    site.clock.set(T0 + 15_000);
+    let r = site.http.visit(&mut v, Method::GET, "/inside").await;
+    let saw = r.handler_saw();
+    assert_eq!(saw["by"], "Store");
+    assert_eq!(saw["session"], session);
+    assert_eq!(saw["expires_at_ms"], T0 + 15_000 + 300_000);
+    assert_eq!(
+        site.store.calls(),
+        Calls {
+            enter: 1,
+            heartbeat: 1,
+            ..Calls::default()
+        }
+    );
+    let sc = r.set_cookie(&a).expect("a fresh admission cookie");
+    assert_eq!(max_age_of(&sc), Some(300));
+    assert_ne!(cookie_value_of(&sc), first_token);
+    assert_eq!(session_in(cookie_value_of(&sc)), session);
+
+    // The new token is fresh again.
+    let r = site.http.visit(&mut v, Method::GET, "/inside").await;
+    assert_eq!(r.handler_saw()["by"], "Token");
+    assert_eq!(site.store.calls().total(), 2);
+}
+
+// ===== 6. the fail policy =====
+
+#[tokio::test]
+async fn fail_open_lets_a_queued_visitor_through() {
+    let site = Site::start(WaitingRoomLayer::builder("drop").capacity(1)).await;
+    for kind in [StoreErrorKind::Unavailable, StoreErrorKind::Timeout] {
+        site.store.fail_with(None);
+        let mut v = site.arrive("/").await;
+        site.store.fail_with(Some(kind));
+        let before = site.store.calls().enter;
+        let r = site.http.visit(&mut v, Method::GET, "/").await;
+        let saw = r.handler_saw();
+        assert_eq!(saw["by"], "FailOpen", "{kind:?}");
+        assert_eq!(saw["session"], session_in(v.get(&site.q()).unwrap()));
+        assert_eq!(saw["expires_at_ms"], T0 + 15_000);
+        assert!(r.set_cookie(&site.a()).is_none(), "no slot, no token");
+        assert_eq!(site.store.calls().enter, before + 1);
+    }
+    // A first visit needs no store: still the redirect.
+    let r = site.http.send(Method::GET, "/", &[]).await;
+    assert_eq!(r.status, StatusCode::FOUND);
+}
+
+#[tokio::test]
+async fn fail_closed_answers_503_unavailable() {
+    let site = Site::start(
+        WaitingRoomLayer::builder("drop")
+            .capacity(1)
+            .fail_policy(FailPolicy::Closed),
+    )
+    .await;
+    let mut v = site.arrive("/").await;
+    site.store.fail_with(Some(StoreErrorKind::Unavailable));
+    let r = site.http.visit(&mut v, Method::GET, "/").await;
+    assert_eq!(r.status, StatusCode::SERVICE_UNAVAILABLE);
+    let retry = r.retry_after();
+    assert!(retry > 0);
+    assert_eq!(r.header(header::CACHE_CONTROL), Some("no-store"));
+    assert_eq!(
+        r.json(),
+        json!({"room": "drop", "state": "unavailable", "position": null, "waiting": null, "retry_after": retry})
+    );
+    // A browser gets a page with the same status.
+    let r = site
+        .http
+        .visit_with(&mut v, Method::GET, "/", &html())
+        .await;
+    assert_eq!(r.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert!(r.text().contains("cannot be reached"));
+    // The endpoints say so too.
+    let r = site
+        .http
+        .visit(&mut v, Method::GET, &site.status_path())
+        .await;
+    assert_eq!(r.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(r.json()["state"], "unavailable");
+    let r = site
+        .http
+        .visit(&mut v.clone(), Method::POST, &site.leave_path())
+        .await;
+    assert_eq!(r.status, StatusCode::SERVICE_UNAVAILABLE);
+
+    // Healed: the same visitor gets in.
+    site.store.fail_with(None);
+    let r = site.http.visit(&mut v, Method::GET, "/").await;
+    assert_eq!(r.handler_saw()["by"], "Store");
+}
+
+#[tokio::test]
+async fn busy_is_busy_under_both_policies() {
+    for policy in [FailPolicy::Open, FailPolicy::Closed] {
+        let site = Site::start(
+            WaitingRoomLayer::builder("drop")
+                .capacity(1)
+                .fail_policy(policy),
+        )
+        .await;
+        let mut v = site.arrive("/").await;
+        site.store.fail_with(Some(StoreErrorKind::Busy));
+        let r = site.http.visit(&mut v, Method::GET, "/").await;
+        assert_eq!(r.status, StatusCode::SERVICE_UNAVAILABLE, "{policy:?}");
+        let retry = r.retry_after();
+        assert_eq!(
+            r.json(),
+            json!({"room": "drop", "state": "busy", "position": null, "waiting": null, "retry_after": retry}),
+            "{policy:?}"
+        );
+        assert!(r.set_cookie(&site.a()).is_none());
+    }
+}
+
+#[tokio::test]
+async fn admitted_visitors_keep_going_while_the_store_is_down() {
+    for kind in [StoreErrorKind::Unavailable, StoreErrorKind::Busy] {
+        let site = Site::start(
+            WaitingRoomLayer::builder("drop")
+                .capacity(2)
+                .fail_policy(FailPolicy::Closed),
+        )
+        .await;
+        let mut inside = site.admit().await;
+        let mut queued = site.arrive("/").await;
+        site.store.fail_with(Some(kind));
+        let calls = site.store.calls();
+
+        // A fresh token: no store call, in.
+        let r = site.http.visit(&mut inside, Method::GET, "/").await;
+        assert_eq!(r.handler_saw()["by"], "Token", "{kind:?}");
+        assert_eq!(site.store.calls(), calls);
+
+        // Past refresh: the heartbeat fails, the valid token is still honoured.
+        site.clock.advance(Duration::from_secs(20));
+        let r = site.http.visit(&mut inside, Method::GET, "/").await;
+        let saw = r.handler_saw();
+        assert_eq!(saw["by"], "Token", "{kind:?}");
+        assert_eq!(saw["expires_at_ms"], T0 + 300_000);
+        assert_eq!(site.store.calls().heartbeat, calls.heartbeat + 1);
+        assert!(r.set_cookie(&site.a()).is_none());
+
+        // Meanwhile a visitor who needs the store is turned away (fail-closed).
+        let r = site.http.visit(&mut queued, Method::GET, "/").await;
+        assert_eq!(r.status, StatusCode::SERVICE_UNAVAILABLE, "{kind:?}");
+    }
+}
