@@ -355,10 +355,10 @@ pub(crate) fn valid_path_prefix(prefix: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b"/-_.~".contains(&b))
 }
 
-/// Cookie names are RFC 6265 tokens.
+/// Cookie names are RFC 6265 tokens (long enough for `wr_` + the longest room id + `_q`).
 pub(crate) fn valid_cookie_name(name: &str) -> bool {
     !name.is_empty()
-        && name.len() <= 64
+        && name.len() <= 128
         && name
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))

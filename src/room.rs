@@ -58,8 +58,12 @@ pub(crate) enum Pending {
 /// Which question the store is answering.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Step {
-    /// Stage 3 for a visitor with a queue cookie.
-    Enter { session: SessionId },
+    /// Stage 3 for a visitor with a queue cookie. `stale_token`: the visitor's admission token
+    /// is still valid but its slot is gone, so a rejection also removes the token cookie.
+    Enter {
+        session: SessionId,
+        stale_token: bool,
+    },
     /// An admitted visitor whose token is past `refresh` but not expired.
     Heartbeat { token: AdmissionToken },
     /// The status endpoint.
@@ -125,7 +129,7 @@ impl Room {
 
         // Stage 1: no queue cookie, no state: sign one and send the visitor back here.
         match self.queue_cookie(req, now) {
-            Some(cookie) => self.ask_enter(cookie.session()),
+            Some(cookie) => self.ask_enter(cookie.session(), false),
             None => Next::Answer(self.first_visit(req, now)),
         }
     }
@@ -134,15 +138,29 @@ impl Room {
     pub(crate) fn after_store<B>(&self, step: Step, answered: Answered, req: &Request<B>) -> Next {
         let now = self.clock.now_ms();
         match (step, answered) {
-            (Step::Enter { session }, Answered::Decision(result)) => {
-                self.after_enter(session, result, req, now)
+            (
+                Step::Enter {
+                    session,
+                    stale_token,
+                },
+                Answered::Decision(result),
+            ) => {
+                let mut next = self.after_enter(session, result, req, now);
+                if let (true, Next::Answer(res)) = (stale_token, &mut next) {
+                    let c = &self.config.cookies;
+                    res.headers_mut().append(
+                        header::SET_COOKIE,
+                        cookies::clear_cookie(c, &c.admission_name),
+                    );
+                }
+                next
             }
             (Step::Heartbeat { token }, Answered::Decision(result)) => match result {
                 Ok(Decision::Admitted { expires_at_ms }) => {
                     self.admitted(token.session(), expires_at_ms, now)
                 }
                 // The slot is gone (expired or released): back to stage 3 as a queued visitor.
-                Ok(_) => self.ask_enter(token.session()),
+                Ok(_) => self.ask_enter(token.session(), true),
                 // The token is valid and its check needs no store: keep letting it through.
                 Err(e) => {
                     tracing::warn!(room = self.config.room(), error = %e, "heartbeat failed; token still honoured");
@@ -264,10 +282,13 @@ impl Room {
         }
     }
 
-    fn ask_enter(&self, session: SessionId) -> Next {
+    fn ask_enter(&self, session: SessionId, stale_token: bool) -> Next {
         Next::Ask {
             pending: Pending::Decision(self.store.enter(&self.config.policy, session)),
-            step: Step::Enter { session },
+            step: Step::Enter {
+                session,
+                stale_token,
+            },
         }
     }
 

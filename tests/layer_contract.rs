@@ -491,9 +491,7 @@ fn configuration_errors_are_typed() {
 }
 
 #[test]
-#[ignore = "known bug: room ids of 62-64 characters are documented as valid, but the default \
-            cookie name `wr_{room}` exceeds the 64-character cookie name limit and build() \
-            fails with InvalidCookieSetting { setting: \"name\" } (fix belongs in layer.rs/config.rs)"]
+#[test]
 fn a_64_character_room_id_builds() {
     let room = "r".repeat(64);
     let layer = WaitingRoomLayer::builder(room.as_str())

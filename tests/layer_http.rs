@@ -8,8 +8,8 @@ use std::time::Duration;
 use http::header::{self, HeaderValue};
 use http::{Method, StatusCode};
 use serde_json::json;
-use tower_waiting_room::store::StoreErrorKind;
-use tower_waiting_room::{FailPolicy, WaitingRoomLayer};
+use tower_waiting_room::store::{Store, StoreErrorKind};
+use tower_waiting_room::{FailPolicy, SessionId, WaitingRoomLayer};
 
 use common::*;
 
@@ -583,4 +583,38 @@ async fn admitted_visitors_keep_going_while_the_store_is_down() {
         let r = site.http.visit(&mut queued, Method::GET, "/").await;
         assert_eq!(r.status, StatusCode::SERVICE_UNAVAILABLE, "{kind:?}");
     }
+}
+
+// ===== a token whose slot is gone =====
+
+#[tokio::test]
+async fn a_token_whose_slot_was_released_is_removed_when_the_visitor_queues_again() {
+    let site = Site::start(WaitingRoomLayer::builder("gone").capacity(1)).await;
+    let (q, a) = (site.q(), site.a());
+    let mut v1 = Jar::new();
+    site.http.visit(&mut v1, Method::GET, "/").await;
+    let r = site.http.visit(&mut v1, Method::GET, "/").await;
+    assert_eq!(r.status, StatusCode::OK);
+    assert!(v1.get(&a).is_some());
+
+    // The slot is released behind the visitor's back (another tab left) and someone else takes it.
+    let session = session_in(v1.get(&q).unwrap());
+    let policy = site.layer.config().policy().clone();
+    let sid = SessionId::from_hex(&session).unwrap();
+    assert!(site.store.release(&policy, sid).await.unwrap());
+    let mut v2 = Jar::new();
+    site.http.visit(&mut v2, Method::GET, "/").await;
+    assert_eq!(
+        site.http.visit(&mut v2, Method::GET, "/").await.status,
+        StatusCode::OK
+    );
+
+    // Past `refresh`, the token is checked: the slot is gone, the visitor queues, and the stale
+    // token is removed so later requests do not heartbeat in vain.
+    site.clock.advance(Duration::from_secs(16));
+    let r = site.http.visit(&mut v1, Method::GET, "/").await;
+    assert_eq!(r.status, StatusCode::TOO_MANY_REQUESTS);
+    let cleared = r.set_cookie(&a).expect("the admission cookie is removed");
+    assert_eq!(max_age_of(&cleared), Some(0));
+    assert_eq!(r.json()["position"], 1);
 }
