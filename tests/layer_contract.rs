@@ -491,7 +491,6 @@ fn configuration_errors_are_typed() {
 }
 
 #[test]
-#[test]
 fn a_64_character_room_id_builds() {
     let room = "r".repeat(64);
     let layer = WaitingRoomLayer::builder(room.as_str())
