@@ -1,0 +1,437 @@
+//! A small axum app behind the waiting room, on the embedded store.
+//!
+//! ```text
+//! cargo run --example demo -- --insecure-cookies
+//! ```
+//!
+//! then open <http://127.0.0.1:3000> in three browser profiles (or one normal and two private
+//! windows): with the default capacity of 2, the first two get in and the third waits in line
+//! until one of the others presses "Leave" (or their slot expires). Run with `--help` for all
+//! flags.
+//!
+//! Routes:
+//! - `GET /` (behind the room): who you are, how you were admitted, when your slot expires, and
+//!   a button that posts to the room's leave endpoint `/__waitingroom/{room}/leave`.
+//! - `GET /stats` (NOT behind the room): the room's counts as JSON, from
+//!   [`WaitingRoomLayer::stats`]. Every route behind the layer is queued like any page, so an
+//!   operator route like this one lives on an outer router without the layer, merged with the
+//!   layered one.
+//! - `GET|POST /__waitingroom/{room}/status|leave`: answered by the room itself.
+
+use std::net::{Ipv4Addr, SocketAddr};
+use std::process::ExitCode;
+use std::time::{Duration, SystemTime};
+
+use axum::http::StatusCode;
+use axum::response::{Html, IntoResponse, Response};
+use axum::routing::get;
+use axum::{Extension, Json, Router};
+use tower_waiting_room::{Admission, AdmittedBy, FailPolicy, SigningKey, WaitingRoomLayer};
+
+const USAGE: &str = "\
+tower-waiting-room demo: an axum app behind a fair virtual waiting room.
+
+USAGE:
+    cargo run --example demo -- [FLAGS]
+
+FLAGS:
+    --port <N>            port to listen on, on 127.0.0.1 (default 3000; 0 picks a free one)
+    --capacity <N>        visitors inside at once (default 2)
+    --rate <N>            at most N admissions per second (default: no limit)
+    --active-ttl <SECS>   slot lifetime, extended by activity (default 300)
+    --grant-ttl <SECS>    time a promoted visitor has to claim the slot (default 30)
+    --queue-ttl <SECS>    a waiter silent for longer is skipped (default 120)
+    --refresh <SECS>      admission token trusted without a store call while younger
+                          than this; must be shorter than --active-ttl (default 15)
+    --max-queue <N>       longest line; beyond it visitors get \"full\" (default 100000)
+    --room <ID>           room id, [A-Za-z0-9_-]{1,64} (default \"demo\")
+    --secret <HEX>        signing secret, at least 64 hex digits (32 bytes). Default: a
+                          random key for this process only. Gateways that share a queue
+                          must share this secret.
+    --fail-open           let new visitors in while the store is unreachable (default)
+    --fail-closed         answer new visitors \"try again soon\" while the store is down
+                          (the embedded store is never unreachable; this matters for
+                          external stores)
+    --insecure-cookies    send cookies without the `Secure` attribute, for plain http.
+                          Without it, cookies are `Secure`: browsers (and recent curl)
+                          treat http://127.0.0.1 and http://localhost as secure and keep
+                          them, but many other clients (Python's urllib and requests,
+                          older curl, anything reaching the demo by another host name)
+                          drop `Secure` cookies over http://, so every request looks like
+                          a first visit and they loop on the redirect. Never use this
+                          flag in production.
+    --redis <URL>         use a Redis store (coming: not wired into the demo yet)
+    -h, --help            print this help
+
+ROUTES:
+    GET  /                          the protected page (behind the room)
+    GET  /stats                     the room's counts as JSON (NOT behind the room)
+    GET  /__waitingroom/{room}/status   where you stand, as JSON
+    POST /__waitingroom/{room}/leave    give up your place or slot
+";
+
+/// What the command line asked for.
+#[derive(Debug)]
+struct Options {
+    port: u16,
+    capacity: u32,
+    rate: Option<u32>,
+    active_ttl: Option<u64>,
+    grant_ttl: Option<u64>,
+    queue_ttl: Option<u64>,
+    refresh: Option<u64>,
+    max_queue: Option<u64>,
+    room: String,
+    secret: Option<String>,
+    fail_policy: Option<FailPolicy>,
+    insecure_cookies: bool,
+    redis: Option<String>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            port: 3000,
+            capacity: 2,
+            rate: None,
+            active_ttl: None,
+            grant_ttl: None,
+            queue_ttl: None,
+            refresh: None,
+            max_queue: None,
+            room: "demo".to_owned(),
+            secret: None,
+            fail_policy: None,
+            insecure_cookies: false,
+            redis: None,
+        }
+    }
+}
+
+/// `Ok(None)` means `--help` was asked for.
+fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Option<Options>, String> {
+    let mut opts = Options::default();
+    let mut args = args.into_iter();
+    while let Some(arg) = args.next() {
+        // Accept both `--flag value` and `--flag=value`.
+        let (flag, inline) = match arg.split_once('=') {
+            Some((f, v)) if f.starts_with("--") => (f.to_owned(), Some(v.to_owned())),
+            _ => (arg.clone(), None),
+        };
+        let mut value = |name: &str| -> Result<String, String> {
+            match inline.clone().or_else(|| args.next()) {
+                Some(v) => Ok(v),
+                None => Err(format!("{name} needs a value")),
+            }
+        };
+        let is_switch = matches!(
+            flag.as_str(),
+            "-h" | "--help" | "--fail-open" | "--fail-closed" | "--insecure-cookies"
+        );
+        if is_switch && inline.is_some() {
+            return Err(format!("{flag} takes no value"));
+        }
+        match flag.as_str() {
+            "-h" | "--help" => return Ok(None),
+            "--port" => opts.port = number(&flag, &value(&flag)?)?,
+            "--capacity" => opts.capacity = positive(&flag, &value(&flag)?)?,
+            "--rate" => opts.rate = Some(positive(&flag, &value(&flag)?)?),
+            "--active-ttl" => opts.active_ttl = Some(positive(&flag, &value(&flag)?)?),
+            "--grant-ttl" => opts.grant_ttl = Some(positive(&flag, &value(&flag)?)?),
+            "--queue-ttl" => opts.queue_ttl = Some(positive(&flag, &value(&flag)?)?),
+            "--refresh" => opts.refresh = Some(positive(&flag, &value(&flag)?)?),
+            "--max-queue" => opts.max_queue = Some(positive(&flag, &value(&flag)?)?),
+            "--room" => opts.room = value(&flag)?,
+            "--secret" => opts.secret = Some(value(&flag)?),
+            "--redis" => opts.redis = Some(value(&flag)?),
+            "--insecure-cookies" => opts.insecure_cookies = true,
+            "--fail-open" | "--fail-closed" => {
+                let policy = if flag == "--fail-open" {
+                    FailPolicy::Open
+                } else {
+                    FailPolicy::Closed
+                };
+                if opts.fail_policy.is_some_and(|p| p != policy) {
+                    return Err("--fail-open and --fail-closed cannot both be given".to_owned());
+                }
+                opts.fail_policy = Some(policy);
+            }
+            other if other.starts_with('-') => return Err(format!("unknown flag {other}")),
+            other => return Err(format!("unexpected argument {other:?}")),
+        }
+    }
+    Ok(Some(opts))
+}
+
+fn number<T: std::str::FromStr>(flag: &str, v: &str) -> Result<T, String> {
+    v.parse()
+        .map_err(|_| format!("{flag} needs a whole number, got {v:?}"))
+}
+
+fn positive<T: std::str::FromStr + PartialEq + Default>(flag: &str, v: &str) -> Result<T, String> {
+    let n: T = number(flag, v)?;
+    if n == T::default() {
+        return Err(format!("{flag} must be at least 1"));
+    }
+    Ok(n)
+}
+
+/// Builds the room from the options; an error is for the user, not a panic.
+fn build_layer(opts: &Options) -> Result<WaitingRoomLayer, String> {
+    let mut builder = WaitingRoomLayer::builder(opts.room.clone()).capacity(opts.capacity);
+
+    // ---- Store selection -------------------------------------------------------------------
+    // REDIS: wire `--redis <url>` in here. The store is `store::RedisStore`, behind the
+    // crate's `redis` feature (needs `required-features = ["redis"]` or a cfg here), e.g.
+    //     builder = builder.store(RedisStore::builder().url(url).build()?);
+    // Until then the embedded (in-process) store, the builder's default, is used.
+    if opts.redis.is_some() {
+        return Err(
+            "the Redis store is not built yet into this demo (--redis will be wired \
+                    in soon); run without --redis to use the embedded store"
+                .to_owned(),
+        );
+    }
+    // ----------------------------------------------------------------------------------------
+
+    if let Some(rate) = opts.rate {
+        builder = builder.admission_rate(rate);
+    }
+    if let Some(s) = opts.active_ttl {
+        builder = builder.active_ttl(Duration::from_secs(s));
+    }
+    if let Some(s) = opts.grant_ttl {
+        builder = builder.grant_ttl(Duration::from_secs(s));
+    }
+    if let Some(s) = opts.queue_ttl {
+        builder = builder.queue_ttl(Duration::from_secs(s));
+    }
+    if let Some(s) = opts.refresh {
+        builder = builder.refresh(Duration::from_secs(s));
+    }
+    if let Some(n) = opts.max_queue {
+        builder = builder.max_queue_len(n);
+    }
+    if let Some(policy) = opts.fail_policy {
+        builder = builder.fail_policy(policy);
+    }
+    if opts.insecure_cookies {
+        builder = builder.secure_cookies(false);
+    }
+
+    let key = match &opts.secret {
+        Some(hex) => {
+            let digits = hex.trim().len();
+            if digits < 64 {
+                return Err(format!(
+                    "--secret needs at least 64 hex digits (32 bytes), got {digits}"
+                ));
+            }
+            SigningKey::from_hex("k1", hex).map_err(|e| format!("--secret: {e}"))?
+        }
+        None => {
+            println!(
+                "note: no --secret given, so this process signs with a random key of its own.\n      \
+                 Cookies die with the process, and gateways that share a queue need a shared\n      \
+                 secret (--secret <64+ hex digits>)."
+            );
+            SigningKey::generate("k1").map_err(|e| e.to_string())?
+        }
+    };
+    builder = builder.signing_key(key);
+
+    builder
+        .build()
+        .map_err(|e| format!("invalid room configuration: {e}"))
+}
+
+/// The protected page: who you are, how you got in, when your slot expires, and a leave button.
+async fn home(admission: Option<Extension<Admission>>, leave_path: String) -> Response {
+    let Some(Extension(a)) = admission else {
+        // Only if the page were mounted without the layer.
+        return (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "this page is not behind the waiting room",
+        )
+            .into_response();
+    };
+    let how = match a.admitted_by() {
+        AdmittedBy::Token => "by your signed admission token (fast path, no store call)",
+        AdmittedBy::Store => "by the store (a new slot, a claimed grant, or a renewed slot)",
+        AdmittedBy::FailOpen => "without a slot: the store is unreachable and the room fails open",
+        _ => "in a way this demo does not know yet",
+    };
+    let secs = a
+        .expires_at()
+        .duration_since(SystemTime::now())
+        .map_or(0, |d| d.as_secs());
+    let expiry = if a.admitted_by() == AdmittedBy::FailOpen {
+        format!("You hold no slot; the room asks the store again in about {secs} s.")
+    } else {
+        format!(
+            "Your slot expires in <strong>{secs} s</strong> unless you stay active: \
+             requests after the refresh time extend it."
+        )
+    };
+    // The room id and session id are `[A-Za-z0-9_-]` and hex: nothing to escape.
+    Html(format!(
+        r#"<!doctype html><html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width,initial-scale=1"><title>You are in</title>
+<style>body{{font-family:system-ui,sans-serif;max-width:36rem;margin:3rem auto;padding:0 1rem}}
+code{{background:#f0f0f0;padding:0 .25rem}}button{{font:inherit;padding:.4rem 1rem}}</style></head>
+<body><h1>You are in</h1>
+<p>Room <code>{room}</code>, session <code>{session}</code>.</p>
+<p>You were admitted {how}.</p>
+<p>{expiry}</p>
+<form method="post" action="{leave_path}"><button type="submit">Leave and give my place to the next visitor</button></form>
+<p><a href="/stats">Room stats (JSON)</a></p>
+</body></html>"#,
+        room = a.room(),
+        session = a.session(),
+    ))
+    .into_response()
+}
+
+/// The room's counts; mounted outside the layer so operators are never queued.
+async fn stats(layer: WaitingRoomLayer) -> Response {
+    match layer.stats().await {
+        Ok(stats) => Json(stats).into_response(),
+        Err(e) => (StatusCode::SERVICE_UNAVAILABLE, e.to_string()).into_response(),
+    }
+}
+
+fn app(layer: WaitingRoomLayer) -> Router {
+    let config = layer.config();
+    let leave_path = format!("{}/{}/leave", config.path_prefix(), config.room());
+
+    // Everything here is behind the room. The explicit fallback matters: the room's own
+    // endpoints (`/__waitingroom/...`) are not routes, so they reach the layer through the
+    // fallback, and a router with its own fallback keeps it whichever way round it is merged.
+    let protected = Router::new()
+        .route("/", get(move |a| home(a, leave_path.clone())))
+        .fallback(|| async { (StatusCode::NOT_FOUND, "not found") })
+        .layer(layer.clone());
+
+    // Not behind the room: operator routes that must answer even when the room is full.
+    let open = Router::new().route("/stats", get(move || stats(layer.clone())));
+
+    open.merge(protected)
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {},
+        () = term => {},
+    }
+    println!("shutting down");
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let opts = match parse_args(std::env::args().skip(1)) {
+        Ok(Some(opts)) => opts,
+        Ok(None) => {
+            print!("{USAGE}");
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            eprintln!("error: {e}\n\nRun with --help for the flags.");
+            return ExitCode::from(2);
+        }
+    };
+    let layer = match build_layer(&opts) {
+        Ok(layer) => layer,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+
+    let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, opts.port));
+    let listener = match tokio::net::TcpListener::bind(addr).await {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("error: cannot listen on {addr}: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let local = listener.local_addr().unwrap_or(addr);
+    let config = layer.config();
+    println!(
+        "waiting room {:?}: capacity {}, embedded store",
+        config.room(),
+        config.policy().capacity
+    );
+    if !opts.insecure_cookies {
+        println!(
+            "hint: cookies are `Secure`. Browsers keep them on http://127.0.0.1, but some \
+             HTTP clients drop them over plain http and loop on the redirect; add \
+             --insecure-cookies if yours does."
+        );
+    }
+    println!("room stats (not queued): http://{local}/stats");
+    println!("open http://{local}/");
+
+    if let Err(e) = axum::serve(listener, app(layer))
+        .with_graceful_shutdown(shutdown_signal())
+        .await
+    {
+        eprintln!("error: server failed: {e}");
+        return ExitCode::FAILURE;
+    }
+    ExitCode::SUCCESS
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Option<Options>, String> {
+        parse_args(args.iter().map(|s| s.to_string()))
+    }
+
+    #[test]
+    fn defaults_and_flags() {
+        let o = parse(&[]).unwrap().unwrap();
+        assert_eq!((o.port, o.capacity, o.room.as_str()), (3000, 2, "demo"));
+        let o = parse(&["--port=8080", "--capacity", "5", "--fail-closed"])
+            .unwrap()
+            .unwrap();
+        assert_eq!((o.port, o.capacity), (8080, 5));
+        assert_eq!(o.fail_policy, Some(FailPolicy::Closed));
+        assert!(parse(&["--help"]).unwrap().is_none());
+    }
+
+    #[test]
+    fn bad_flags_are_errors_not_panics() {
+        assert!(parse(&["--port"]).is_err());
+        assert!(parse(&["--port", "x"]).is_err());
+        assert!(parse(&["--capacity", "0"]).is_err());
+        assert!(parse(&["--what"]).is_err());
+        assert!(parse(&["--fail-open", "--fail-closed"]).is_err());
+        let short = Options {
+            secret: Some("abcd".into()),
+            ..Options::default()
+        };
+        assert!(build_layer(&short).is_err());
+        let redis = Options {
+            redis: Some("redis://127.0.0.1".into()),
+            ..Options::default()
+        };
+        assert!(build_layer(&redis).unwrap_err().contains("not built yet"));
+    }
+}

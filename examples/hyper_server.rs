@@ -1,0 +1,145 @@
+//! The waiting room in front of a plain hyper 1.x server, without axum.
+//!
+//! ```text
+//! cargo run --example hyper_server                # http://127.0.0.1:3001
+//! cargo run --example hyper_server -- --port 8080
+//! ```
+//!
+//! The layer wraps a `tower::service_fn` handler; `hyper_util`'s [`TowerToHyperService`] turns
+//! the Tower service into one hyper can serve on each connection. Capacity is 1 so a second
+//! client (another browser profile, or curl with a second cookie jar) waits in line.
+//!
+//! Cookies are sent without `Secure` because this example speaks plain http on 127.0.0.1;
+//! keep the default (`Secure`) in production.
+
+use std::convert::Infallible;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::process::ExitCode;
+
+use bytes::Bytes;
+use http::{header, Request, Response, StatusCode};
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::server::conn::http1;
+use hyper_util::rt::TokioIo;
+use hyper_util::service::TowerToHyperService;
+use tower::ServiceBuilder;
+use tower_waiting_room::{Admission, SigningKey, WaitingRoomLayer};
+
+const USAGE: &str = "\
+tower-waiting-room hyper example: a plain hyper server behind the waiting room (capacity 1).
+
+USAGE:
+    cargo run --example hyper_server -- [--port <N>]
+
+FLAGS:
+    --port <N>    port to listen on, on 127.0.0.1 (default 3001; 0 picks a free one)
+    -h, --help    print this help
+";
+
+/// The handler behind the room: every request that reaches it carries an [`Admission`].
+async fn handle(req: Request<Incoming>) -> Result<Response<Full<Bytes>>, Infallible> {
+    let body = match req.extensions().get::<Admission>() {
+        Some(a) => format!(
+            "You are in room {} as session {} (admitted by {:?}).\n",
+            a.room(),
+            a.session(),
+            a.admitted_by()
+        ),
+        None => "Not behind the waiting room.\n".to_owned(),
+    };
+    let mut res = Response::new(Full::new(Bytes::from(body)));
+    *res.status_mut() = StatusCode::OK;
+    res.headers_mut().insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    Ok(res)
+}
+
+fn parse_port(args: impl IntoIterator<Item = String>) -> Result<Option<u16>, String> {
+    let mut port = 3001;
+    let mut args = args.into_iter();
+    while let Some(arg) = args.next() {
+        let value = match arg.as_str() {
+            "-h" | "--help" => return Ok(None),
+            "--port" => args.next().ok_or("--port needs a value")?,
+            a if a.starts_with("--port=") => a["--port=".len()..].to_owned(),
+            other => return Err(format!("unknown argument {other:?}")),
+        };
+        port = value
+            .parse()
+            .map_err(|_| format!("--port needs a port number, got {value:?}"))?;
+    }
+    Ok(Some(port))
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let port = match parse_port(std::env::args().skip(1)) {
+        Ok(Some(port)) => port,
+        Ok(None) => {
+            print!("{USAGE}");
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            eprintln!("error: {e}\n\nRun with --help for the flags.");
+            return ExitCode::from(2);
+        }
+    };
+
+    // A random key for this process; several servers sharing one queue must share a secret.
+    let room = SigningKey::generate("k1").and_then(|key| {
+        WaitingRoomLayer::builder("hyper")
+            .capacity(1)
+            .signing_key(key)
+            .secure_cookies(false)
+            .build()
+    });
+    let room = match room {
+        Ok(room) => room,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+
+    let service = ServiceBuilder::new().layer(room).service_fn(handle);
+
+    let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
+    let listener = match tokio::net::TcpListener::bind(addr).await {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("error: cannot listen on {addr}: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    println!("open http://{}/", listener.local_addr().unwrap_or(addr));
+
+    loop {
+        let (stream, _) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(conn) => conn,
+                Err(e) => {
+                    // E.g. out of file descriptors: back off instead of spinning.
+                    eprintln!("accept failed: {e}");
+                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                    continue;
+                }
+            },
+            _ = tokio::signal::ctrl_c() => {
+                println!("shutting down");
+                return ExitCode::SUCCESS;
+            }
+        };
+        let service = TowerToHyperService::new(service.clone());
+        tokio::spawn(async move {
+            if let Err(e) = http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), service)
+                .await
+            {
+                eprintln!("connection error: {e}");
+            }
+        });
+    }
+}
