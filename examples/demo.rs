@@ -1,4 +1,4 @@
-//! A small axum app behind the waiting room, on the embedded store.
+//! A small axum app behind the waiting room, on the embedded store (or Redis with `--redis`).
 //!
 //! ```text
 //! cargo run --example demo -- --insecure-cookies
@@ -50,8 +50,8 @@ FLAGS:
                           must share this secret.
     --fail-open           let new visitors in while the store is unreachable (default)
     --fail-closed         answer new visitors \"try again soon\" while the store is down
-                          (the embedded store is never unreachable; this matters for
-                          external stores)
+                          (the embedded store is never unreachable; this matters with
+                          --redis)
     --insecure-cookies    send cookies without the `Secure` attribute, for plain http.
                           Without it, cookies are `Secure`: browsers (and recent curl)
                           treat http://127.0.0.1 and http://localhost as secure and keep
@@ -60,7 +60,8 @@ FLAGS:
                           drop `Secure` cookies over http://, so every request looks like
                           a first visit and they loop on the redirect. Never use this
                           flag in production.
-    --redis <URL>         use a Redis store (coming: not wired into the demo yet)
+    --redis <URL>         share the queue through Redis/Valkey (redis://host:port); every
+                          process with the same --redis, --room and --secret shares it
     -h, --help            print this help
 
 ROUTES:
@@ -181,16 +182,21 @@ fn build_layer(opts: &Options) -> Result<WaitingRoomLayer, String> {
     let mut builder = WaitingRoomLayer::builder(opts.room.clone()).capacity(opts.capacity);
 
     // ---- Store selection -------------------------------------------------------------------
-    // REDIS: wire `--redis <url>` in here. The store is `store::RedisStore`, behind the
-    // crate's `redis` feature (needs `required-features = ["redis"]` or a cfg here), e.g.
-    //     builder = builder.store(RedisStore::builder().url(url).build()?);
-    // Until then the embedded (in-process) store, the builder's default, is used.
-    if opts.redis.is_some() {
-        return Err(
-            "the Redis store is not built yet into this demo (--redis will be wired \
-                    in soon); run without --redis to use the embedded store"
-                .to_owned(),
-        );
+    // The embedded (in-process) store is the builder's default; `--redis <url>` shares one
+    // queue between every process pointed at the same Redis (with the same --room and --secret).
+    if let Some(url) = &opts.redis {
+        #[cfg(feature = "redis")]
+        {
+            let store = tower_waiting_room::store::RedisStore::builder()
+                .url(url.clone())
+                .build()
+                .map_err(|e| format!("--redis {url}: {e}"))?;
+            builder = builder.store(store);
+        }
+        #[cfg(not(feature = "redis"))]
+        return Err(format!(
+            "--redis {url}: this demo was built without the `redis` feature"
+        ));
     }
     // ----------------------------------------------------------------------------------------
 
@@ -372,9 +378,13 @@ async fn main() -> ExitCode {
     let local = listener.local_addr().unwrap_or(addr);
     let config = layer.config();
     println!(
-        "waiting room {:?}: capacity {}, embedded store",
+        "waiting room {:?}: capacity {}, {}",
         config.room(),
-        config.policy().capacity
+        config.policy().capacity,
+        match &opts.redis {
+            Some(url) => format!("Redis store at {url}"),
+            None => "embedded store".to_owned(),
+        }
     );
     if !opts.insecure_cookies {
         println!(
@@ -429,9 +439,9 @@ mod tests {
         };
         assert!(build_layer(&short).is_err());
         let redis = Options {
-            redis: Some("redis://127.0.0.1".into()),
+            redis: Some("nonsense://127.0.0.1".into()),
             ..Options::default()
         };
-        assert!(build_layer(&redis).unwrap_err().contains("not built yet"));
+        assert!(build_layer(&redis).unwrap_err().contains("--redis"));
     }
 }

@@ -69,6 +69,11 @@ pub mod signing;
 pub mod store;
 pub mod testing;
 
+/// The README's examples, compiled as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
+
 pub use admission_token::AdmissionToken;
 pub use body::ResponseBody;
 pub use config::{ConfigError, FailPolicy, RoomConfig, RoomPolicy, SameSite};
