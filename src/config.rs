@@ -17,11 +17,14 @@
 //! | `fail_policy` | open | what new visitors get while the store is unreachable |
 //! | `path_prefix` | `/__waitingroom` | where the room's own endpoints live |
 //! | cookies | `wr_{room}_q` / `wr_{room}_a`, `Path=/`, `Secure`, `HttpOnly`, `SameSite=Lax` | |
+//! | `session_header` / `token_header` | `waiting-room-session` / `waiting-room-token` | the same values as request and response headers, for apps without a cookie jar |
 
 use std::error::Error;
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
+
+use http::HeaderName;
 
 use crate::clock::duration_ms;
 
@@ -166,6 +169,8 @@ pub struct RoomConfig {
     pub(crate) fail_policy: FailPolicy,
     pub(crate) cookies: CookieSettings,
     pub(crate) path_prefix: String,
+    pub(crate) session_header: HeaderName,
+    pub(crate) token_header: HeaderName,
 }
 
 impl RoomConfig {
@@ -197,6 +202,16 @@ impl RoomConfig {
     pub fn path_prefix(&self) -> &str {
         &self.path_prefix
     }
+    /// The header that carries the signed queue value (the place in line) for clients without
+    /// cookies; see [`defaults::SESSION_HEADER`].
+    pub fn session_header(&self) -> &HeaderName {
+        &self.session_header
+    }
+    /// The header that carries the signed admission token for clients without cookies; see
+    /// [`defaults::TOKEN_HEADER`].
+    pub fn token_header(&self) -> &HeaderName {
+        &self.token_header
+    }
 }
 
 /// The documented defaults.
@@ -217,6 +232,13 @@ pub mod defaults {
     pub const MAX_QUEUE_LEN: u64 = 100_000;
     /// Where the room's own endpoints live.
     pub const PATH_PREFIX: &str = "/__waitingroom";
+    /// Request and response header with the signed queue value (the visitor's place in line),
+    /// for apps without a cookie jar. The room reads it when the queue cookie is missing, and
+    /// sends it back, with the value it issues, to clients that sent none of its cookies.
+    pub const SESSION_HEADER: &str = "waiting-room-session";
+    /// Request and response header with the signed admission token, for apps without a cookie
+    /// jar; read and sent like [`SESSION_HEADER`].
+    pub const TOKEN_HEADER: &str = "waiting-room-token";
 }
 
 /// A configuration the builder refused. Nothing is ever half-built: fix the setting and build
@@ -279,6 +301,12 @@ pub enum ConfigError {
     },
     /// `SameSite=None` without `Secure` is refused by browsers.
     SameSiteNoneNeedsSecure,
+    /// A header name is not a valid HTTP header name, or the session and token headers are the
+    /// same.
+    InvalidHeaderName {
+        /// The setting's name.
+        setting: &'static str,
+    },
     /// The system random source failed.
     Random,
 }
@@ -331,6 +359,10 @@ impl fmt::Display for ConfigError {
             ConfigError::SameSiteNoneNeedsSecure => {
                 f.write_str("SameSite=None needs Secure cookies")
             }
+            ConfigError::InvalidHeaderName { setting } => write!(
+                f,
+                "{setting} is not a valid header name, or both headers have the same name"
+            ),
             ConfigError::Random => f.write_str("the system random source failed"),
         }
     }

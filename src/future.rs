@@ -6,13 +6,12 @@ use std::sync::Arc;
 use std::task::{ready, Context, Poll};
 
 use bytes::Bytes;
-use http::header::{self, HeaderValue};
 use http::{Request, Response};
 use pin_project_lite::pin_project;
 use tower_service::Service;
 
 use crate::body::ResponseBody;
-use crate::room::{finish, Answered, Next, Pending, Room, Step};
+use crate::room::{finish, Answered, Issued, Next, Pending, Room, Step};
 
 pin_project! {
     /// Response future of [`WaitingRoom`](crate::WaitingRoom): the inner service's future,
@@ -36,7 +35,7 @@ pin_project! {
         PassThrough {
             #[pin]
             future: S::Future,
-            set_cookie: Option<HeaderValue>,
+            set_cookie: Option<Issued>,
         },
         /// Waiting for the store; holds the request and the readied inner service.
         Checking {
@@ -57,7 +56,7 @@ impl<S, ReqBody> ResponseFuture<S, ReqBody>
 where
     S: Service<Request<ReqBody>>,
 {
-    pub(crate) fn pass(future: S::Future, set_cookie: Option<HeaderValue>) -> Self {
+    pub(crate) fn pass(future: S::Future, set_cookie: Option<Issued>) -> Self {
         Self {
             kind: Kind::PassThrough { future, set_cookie },
         }
@@ -102,8 +101,8 @@ where
             let next = match this.kind.as_mut().project() {
                 KindProj::PassThrough { future, set_cookie } => {
                     let mut res = ready!(future.poll(cx))?;
-                    if let Some(cookie) = set_cookie.take() {
-                        res.headers_mut().append(header::SET_COOKIE, cookie);
+                    if let Some(issued) = set_cookie.take() {
+                        issued.apply(res.headers_mut());
                     }
                     return Poll::Ready(Ok(res.map(ResponseBody::inner)));
                 }

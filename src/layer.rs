@@ -96,6 +96,8 @@ pub struct WaitingRoomBuilder {
     secure: bool,
     same_site: SameSite,
     path_prefix: String,
+    session_header: String,
+    token_header: String,
     current_key: Option<Result<SigningKey, ConfigError>>,
     previous_key: Option<Result<SigningKey, ConfigError>>,
     clock: Option<SharedClock>,
@@ -122,11 +124,13 @@ impl WaitingRoomBuilder {
             secure: true,
             same_site: SameSite::Lax,
             path_prefix: defaults::PATH_PREFIX.to_owned(),
+            session_header: defaults::SESSION_HEADER.to_owned(),
+            token_header: defaults::TOKEN_HEADER.to_owned(),
             current_key: None,
             previous_key: None,
             clock: None,
             store: None,
-            renderer: Arc::new(DefaultRenderer),
+            renderer: Arc::new(DefaultRenderer::new()),
         }
     }
 
@@ -219,6 +223,20 @@ impl WaitingRoomBuilder {
     /// Where the room's own endpoints live. Default `/__waitingroom`.
     pub fn path_prefix(mut self, prefix: impl Into<String>) -> Self {
         self.path_prefix = prefix.into();
+        self
+    }
+
+    /// The header carrying the signed queue value for apps without a cookie jar. Default
+    /// [`waiting-room-session`](defaults::SESSION_HEADER).
+    pub fn session_header(mut self, name: impl Into<String>) -> Self {
+        self.session_header = name.into();
+        self
+    }
+
+    /// The header carrying the signed admission token for apps without a cookie jar. Default
+    /// [`waiting-room-token`](defaults::TOKEN_HEADER).
+    pub fn token_header(mut self, name: impl Into<String>) -> Self {
+        self.token_header = name.into();
         self
     }
 
@@ -323,6 +341,17 @@ impl WaitingRoomBuilder {
         if self.same_site == SameSite::None && !self.secure {
             return Err(ConfigError::SameSiteNoneNeedsSecure);
         }
+        let header = |name: &str, setting| {
+            http::HeaderName::from_bytes(name.as_bytes())
+                .map_err(|_| ConfigError::InvalidHeaderName { setting })
+        };
+        let session_header = header(&self.session_header, "session_header")?;
+        let token_header = header(&self.token_header, "token_header")?;
+        if session_header == token_header {
+            return Err(ConfigError::InvalidHeaderName {
+                setting: "token_header",
+            });
+        }
         let current = self.current_key.ok_or(ConfigError::MissingSigningKey)??;
         let mut keys = Keyring::new(current);
         if let Some(previous) = self.previous_key {
@@ -352,6 +381,8 @@ impl WaitingRoomBuilder {
                 same_site: self.same_site,
             },
             path_prefix: self.path_prefix,
+            session_header,
+            token_header,
         };
         Ok(WaitingRoomLayer {
             room: Arc::new(Room::new(config, keys, store, clock, self.renderer)),

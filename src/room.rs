@@ -8,22 +8,22 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use http::header::{self, HeaderValue};
-use http::{Method, Request, Response, StatusCode};
+use http::header::{self, HeaderName, HeaderValue};
+use http::{HeaderMap, Method, Request, Response, StatusCode};
 
 use crate::admission_token::AdmissionToken;
 use crate::clock::{duration_ms, secs_ceil, SharedClock};
 use crate::config::{FailPolicy, RoomConfig};
 use crate::cookies;
 use crate::outcome::{
-    retry_after_for, Admission, AdmittedBy, Rejection, BUSY_RETRY_AFTER, FULL_RETRY_AFTER,
-    UNAVAILABLE_RETRY_AFTER,
+    estimate_wait, retry_after_for, Admission, AdmittedBy, Rejection, BUSY_RETRY_AFTER,
+    FULL_RETRY_AFTER, UNAVAILABLE_RETRY_AFTER,
 };
 use crate::queue_cookie::QueueCookie;
 use crate::response::{json_response, Render, RenderContext, StatusBody};
 use crate::session::SessionId;
 use crate::signing::Keyring;
-use crate::store::{Decision, Store, StoreError, StoreErrorKind, StoreFuture};
+use crate::store::{AdmissionCounts, Decision, Store, StoreError, StoreErrorKind, StoreFuture};
 
 pub(crate) struct Room {
     pub(crate) config: RoomConfig,
@@ -35,13 +35,31 @@ pub(crate) struct Room {
     leave_path: String,
 }
 
+/// A freshly signed admission token for the response of a request that passes: a `Set-Cookie`,
+/// and for clients that use headers instead of cookies, the token header too.
+#[derive(Debug)]
+pub(crate) struct Issued {
+    cookie: HeaderValue,
+    header: Option<(HeaderName, HeaderValue)>,
+}
+
+impl Issued {
+    /// Adds the token to a response's headers.
+    pub(crate) fn apply(self, headers: &mut HeaderMap) {
+        headers.append(header::SET_COOKIE, self.cookie);
+        if let Some((name, value)) = self.header {
+            headers.insert(name, value);
+        }
+    }
+}
+
 /// What to do with a request.
 pub(crate) enum Next {
     /// Call the inner service, with the admission in the request's extensions and, when the
-    /// store just granted or extended the slot, a fresh admission cookie on the response.
+    /// store just granted or extended the slot, a fresh admission token on the response.
     Pass {
         admission: Admission,
-        set_cookie: Option<HeaderValue>,
+        set_cookie: Option<Issued>,
     },
     /// Answer here.
     Answer(Response<Bytes>),
@@ -157,7 +175,7 @@ impl Room {
             }
             (Step::Heartbeat { token }, Answered::Decision(result)) => match result {
                 Ok(Decision::Admitted { expires_at_ms }) => {
-                    self.admitted(token.session(), expires_at_ms, now)
+                    self.admitted(token.session(), expires_at_ms, now, req)
                 }
                 // The slot is gone (expired or released): back to stage 3 as a queued visitor.
                 Ok(_) => self.ask_enter(token.session(), true),
@@ -180,9 +198,16 @@ impl Room {
                     Ok(Decision::Admitted { .. }) => {
                         json_response(StatusCode::OK, &StatusBody::plain(room, "admitted"))
                     }
-                    Ok(Decision::Waiting { position, waiting }) => json_response(
+                    Ok(Decision::Waiting {
+                        position,
+                        waiting,
+                        recent,
+                    }) => json_response(
                         StatusCode::OK,
-                        &StatusBody::from_rejection(room, &waiting_rejection(position, waiting)),
+                        &StatusBody::from_rejection(
+                            room,
+                            &waiting_rejection(position, waiting, recent),
+                        ),
                     ),
                     Ok(Decision::Full { waiting }) => json_response(
                         StatusCode::OK,
@@ -221,9 +246,13 @@ impl Room {
     ) -> Next {
         let rejection = match result {
             Ok(Decision::Admitted { expires_at_ms }) => {
-                return self.admitted(session, expires_at_ms, now)
+                return self.admitted(session, expires_at_ms, now, req)
             }
-            Ok(Decision::Waiting { position, waiting }) => waiting_rejection(position, waiting),
+            Ok(Decision::Waiting {
+                position,
+                waiting,
+                recent,
+            }) => waiting_rejection(position, waiting, recent),
             Ok(Decision::Full { waiting }) => full_rejection(waiting),
             Ok(Decision::Unknown) => {
                 let e = StoreError::new(StoreErrorKind::Protocol);
@@ -258,7 +287,13 @@ impl Room {
         }
     }
 
-    fn admitted(&self, session: SessionId, expires_at_ms: u64, now: u64) -> Next {
+    fn admitted<B>(
+        &self,
+        session: SessionId,
+        expires_at_ms: u64,
+        now: u64,
+        req: &Request<B>,
+    ) -> Next {
         let token = AdmissionToken::new(session, now, expires_at_ms);
         let value = token.sign(&self.keys, self.config.room());
         let cookie = cookies::set_cookie(
@@ -267,10 +302,30 @@ impl Room {
             &value,
             secs_ceil(expires_at_ms.saturating_sub(now)),
         );
+        let header = self
+            .uses_headers(req)
+            .then(|| HeaderValue::try_from(value).ok())
+            .flatten()
+            .map(|v| (self.config.token_header.clone(), v));
         Next::Pass {
             admission: self.admission(session, expires_at_ms, AdmittedBy::Store),
-            set_cookie: Some(cookie),
+            set_cookie: Some(Issued { cookie, header }),
         }
+    }
+
+    /// Whether the client carries the room's values in headers rather than cookies: it sent
+    /// neither room cookie. Values the room issues are then also sent back in response headers.
+    /// A browser, once it has the queue cookie, always sends it, so its (`HttpOnly`) tokens are
+    /// never exposed in a header that the page's scripts could read.
+    fn uses_headers<B>(&self, req: &Request<B>) -> bool {
+        let c = &self.config.cookies;
+        let has = |name: &str| cookies::find_valid(req.headers(), name, |_| Some(())).is_some();
+        !has(&c.queue_name) && !has(&c.admission_name)
+    }
+
+    /// A header value of the request, as text.
+    fn header_value<'r, B>(&self, req: &'r Request<B>, name: &HeaderName) -> Option<&'r str> {
+        req.headers().get(name).and_then(|v| v.to_str().ok())
     }
 
     fn admission(&self, session: SessionId, expires_at_ms: u64, by: AdmittedBy) -> Admission {
@@ -299,15 +354,23 @@ impl Room {
         }
     }
 
+    /// A valid admission token from the cookie, or else from the token header.
     fn admission_token<B>(&self, req: &Request<B>, now: u64) -> Option<AdmissionToken> {
-        cookies::find_valid(req.headers(), &self.config.cookies.admission_name, |v| {
-            AdmissionToken::verify(&self.keys, self.config.room(), v, now)
-        })
+        let verify = |v: &str| AdmissionToken::verify(&self.keys, self.config.room(), v, now);
+        cookies::find_valid(req.headers(), &self.config.cookies.admission_name, verify).or_else(
+            || {
+                self.header_value(req, &self.config.token_header)
+                    .and_then(|v| verify(v.trim()))
+            },
+        )
     }
 
+    /// A valid queue value from the cookie, or else from the session header.
     fn queue_cookie<B>(&self, req: &Request<B>, now: u64) -> Option<QueueCookie> {
-        cookies::find_valid(req.headers(), &self.config.cookies.queue_name, |v| {
-            QueueCookie::verify(&self.keys, self.config.room(), v, now)
+        let verify = |v: &str| QueueCookie::verify(&self.keys, self.config.room(), v, now);
+        cookies::find_valid(req.headers(), &self.config.cookies.queue_name, verify).or_else(|| {
+            self.header_value(req, &self.config.session_header)
+                .and_then(|v| verify(v.trim()))
         })
     }
 
@@ -347,6 +410,11 @@ impl Room {
             ),
         );
         headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+        if self.uses_headers(req) {
+            if let Ok(v) = HeaderValue::try_from(value) {
+                headers.insert(self.config.session_header.clone(), v);
+            }
+        }
         res
     }
 
@@ -386,19 +454,9 @@ impl Room {
 
     /// The answer to leaving: both cookies removed.
     fn left<B>(&self, req: &Request<B>) -> Response<Bytes> {
-        let mut res = if self.cx(req, "/").wants_html() {
-            let mut res = Response::new(Bytes::from_static(
-                b"<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">\
-                  <meta name=\"viewport\" content=\"width=device-width,initial-scale=1\">\
-                  <meta name=\"robots\" content=\"noindex\"><title>You left the line</title></head>\
-                  <body><main><h1>You left the line</h1><p>Your place has been given up.</p>\
-                  <p><a href=\"/\">Back to the site</a></p></main></body></html>",
-            ));
-            res.headers_mut().insert(
-                header::CONTENT_TYPE,
-                HeaderValue::from_static("text/html; charset=utf-8"),
-            );
-            res
+        let cx = self.cx(req, "/");
+        let mut res = if cx.wants_html() {
+            self.renderer.render_left(&cx)
         } else {
             json_response(
                 StatusCode::OK,
@@ -461,10 +519,11 @@ pub(crate) fn finish(mut res: Response<Bytes>) -> Response<Bytes> {
     res
 }
 
-fn waiting_rejection(position: u64, waiting: u64) -> Rejection {
+fn waiting_rejection(position: u64, waiting: u64, recent: AdmissionCounts) -> Rejection {
     Rejection::Waiting {
         position,
         waiting,
+        eta: estimate_wait(position, recent),
         retry_after: retry_after_for(position),
     }
 }

@@ -459,10 +459,11 @@ async fn the_waiting_page_never_sends_a_browser_off_site() {
     );
     let answer = site.http.raw(raw.as_bytes()).await;
     assert!(answer.starts_with("HTTP/1.1 429"), "{answer}");
+    // The return path is in the page's data for its script (JSON in an HTML attribute).
     let back = answer
-        .split("back=\"")
+        .split("&quot;back&quot;:&quot;")
         .nth(1)
-        .and_then(|s| s.split('"').next())
+        .and_then(|s| s.split("&quot;").next())
         .expect("the page has a return path");
     assert!(back.starts_with('/'), "{back}");
     assert!(

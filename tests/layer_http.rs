@@ -74,7 +74,7 @@ async fn curl_story_with_capacity_two() {
     assert!(retry > 0);
     assert_eq!(
         r.json(),
-        json!({"room": "drop", "state": "waiting", "position": 1, "waiting": 1, "retry_after": retry})
+        json!({"room": "drop", "state": "waiting", "position": 1, "ahead": 0, "waiting": 1, "eta_seconds": null, "retry_after": retry})
     );
     assert!(r.set_cookie(&a).is_none());
     let s = site.stats().await;
@@ -182,10 +182,17 @@ async fn a_waiting_browser_gets_the_html_page_with_its_position() {
     assert!(r.retry_after() > 0);
     let page = r.text();
     assert!(
-        page.contains("You are number <strong>1</strong> in line"),
+        page.contains("You are number <strong id=\"twr-position-number\">1</strong> in line"),
         "{page}"
     );
-    assert!(page.contains("0 ahead of you, 1 waiting in all."), "{page}");
+    assert!(
+        page.contains("<dt>Ahead of you</dt><dd id=\"twr-ahead\">0</dd>"),
+        "{page}"
+    );
+    assert!(
+        page.contains("<dt>In line</dt><dd id=\"twr-waiting\">1</dd>"),
+        "{page}"
+    );
     assert!(page.contains(&site.status_path()));
     assert!(page.contains(&site.leave_path()));
 
@@ -197,10 +204,17 @@ async fn a_waiting_browser_gets_the_html_page_with_its_position() {
     assert_eq!(r.status, StatusCode::TOO_MANY_REQUESTS);
     let page = r.text();
     assert!(
-        page.contains("You are number <strong>2</strong> in line"),
+        page.contains("You are number <strong id=\"twr-position-number\">2</strong> in line"),
         "{page}"
     );
-    assert!(page.contains("1 ahead of you, 2 waiting in all."), "{page}");
+    assert!(
+        page.contains("<dt>Ahead of you</dt><dd id=\"twr-ahead\">1</dd>"),
+        "{page}"
+    );
+    assert!(
+        page.contains("<dt>In line</dt><dd id=\"twr-waiting\">2</dd>"),
+        "{page}"
+    );
 
     // The same visitor without `Accept: text/html` gets JSON.
     let r = site.http.visit(&mut v3, Method::GET, "/seats").await;
@@ -254,7 +268,7 @@ async fn status_endpoint_reports_unknown_admitted_and_waiting() {
     assert_eq!(r.header(header::CACHE_CONTROL), Some("no-store"));
     assert_eq!(
         r.json(),
-        json!({"room": "drop", "state": "unknown", "position": null, "waiting": null, "retry_after": null})
+        json!({"room": "drop", "state": "unknown", "position": null, "ahead": null, "waiting": null, "eta_seconds": null, "retry_after": null})
     );
     assert!(r.set_cookies().is_empty(), "status sets no cookie");
     assert_eq!(site.store.calls(), Calls::default());
@@ -351,7 +365,7 @@ async fn leave_clears_both_cookies_and_the_place() {
     assert_eq!(r.status, StatusCode::OK);
     assert_eq!(
         r.json(),
-        json!({"room": "drop", "state": "left", "position": null, "waiting": null, "retry_after": null})
+        json!({"room": "drop", "state": "left", "position": null, "ahead": null, "waiting": null, "eta_seconds": null, "retry_after": null})
     );
     for name in [&q, &a] {
         let sc = r.set_cookie(name).expect("the cookie is cleared");
@@ -500,7 +514,7 @@ async fn fail_closed_answers_503_unavailable() {
     assert_eq!(r.header(header::CACHE_CONTROL), Some("no-store"));
     assert_eq!(
         r.json(),
-        json!({"room": "drop", "state": "unavailable", "position": null, "waiting": null, "retry_after": retry})
+        json!({"room": "drop", "state": "unavailable", "position": null, "ahead": null, "waiting": null, "eta_seconds": null, "retry_after": retry})
     );
     // A browser gets a page with the same status.
     let r = site
@@ -544,7 +558,7 @@ async fn busy_is_busy_under_both_policies() {
         let retry = r.retry_after();
         assert_eq!(
             r.json(),
-            json!({"room": "drop", "state": "busy", "position": null, "waiting": null, "retry_after": retry}),
+            json!({"room": "drop", "state": "busy", "position": null, "ahead": null, "waiting": null, "eta_seconds": null, "retry_after": retry}),
             "{policy:?}"
         );
         assert!(r.set_cookie(&site.a()).is_none());

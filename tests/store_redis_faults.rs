@@ -238,13 +238,14 @@ async fn flushed_script_cache_is_reloaded() {
     ));
     server.command(&["SCRIPT", "FLUSH"]).unwrap();
     let b = SessionId::random();
-    assert_eq!(
+    assert!(matches!(
         store.enter(&policy, b).await.unwrap(),
         Decision::Waiting {
             position: 1,
-            waiting: 1
+            waiting: 1,
+            ..
         }
-    );
+    ));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -315,19 +316,27 @@ async fn a_million_waiters_do_not_make_a_call_slow() {
     let polled = store.poll(&policy, last).await.unwrap();
     let entered = store.enter(&policy, newcomer).await.unwrap();
     let took = started.elapsed();
-    assert_eq!(
-        polled,
-        Decision::Waiting {
-            position: 1_000_000,
-            waiting: 1_000_000
-        }
+    assert!(
+        matches!(
+            polled,
+            Decision::Waiting {
+                position: 1_000_000,
+                waiting: 1_000_000,
+                ..
+            }
+        ),
+        "{polled:?}"
     );
-    assert_eq!(
-        entered,
-        Decision::Waiting {
-            position: 1_000_001,
-            waiting: 1_000_001
-        }
+    assert!(
+        matches!(
+            entered,
+            Decision::Waiting {
+                position: 1_000_001,
+                waiting: 1_000_001,
+                ..
+            }
+        ),
+        "{entered:?}"
     );
     // A generous bound, checked once: the real numbers are in the benchmark.
     assert!(took < Duration::from_millis(250), "two calls took {took:?}");

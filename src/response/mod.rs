@@ -2,8 +2,14 @@
 //!
 //! Rejections are responses, not errors: the layer's `Error` is the inner service's. What a
 //! rejected request sees is rendered by a [`Render`] implementation: the [`DefaultRenderer`]
-//! gives browsers (`Accept` includes `text/html`) an HTML page and everyone else JSON with
-//! `Retry-After`. Replace it with your own type or a closure:
+//! gives browsers (`Accept` includes `text/html`) an HTML page and everyone else JSON
+//! ([`StatusBody`]) with `Retry-After`.
+//!
+//! Three ways to change the pages, from small to large:
+//! - translate or reword them: [`DefaultRenderer::with_texts`] with your [`Texts`];
+//! - your own HTML with named placeholders: [`PageTemplate`] and
+//!   [`DefaultRenderer::with_waiting_template`] (and `..._notice_`, `..._left_template`);
+//! - your own renderer: any [`Render`] type, or a closure:
 //!
 //! ```
 //! use bytes::Bytes;
@@ -20,8 +26,10 @@
 //! // WaitingRoomLayer::builder("shop").renderer(render) ...
 //! ```
 //!
-//! Whatever the renderer returns, the layer adds `Retry-After` and `Cache-Control: no-store`
-//! when they are missing, and the room's cookies.
+//! Whatever the renderer returns, the layer adds `Retry-After`, `Cache-Control: no-store` and
+//! `X-Robots-Tag: noindex` when they are missing, and the room's cookies.
+
+use std::sync::Arc;
 
 use bytes::Bytes;
 use http::header::{self, HeaderValue};
@@ -31,6 +39,12 @@ use serde::Serialize;
 use crate::outcome::Rejection;
 
 mod page;
+mod template;
+mod texts;
+
+pub use page::{LEFT_TEMPLATE, NOTICE_TEMPLATE, SCRIPT, STYLE, WAITING_TEMPLATE};
+pub use template::{PageTemplate, TemplateError};
+pub use texts::Texts;
 
 /// What a renderer may want to know about the request it answers.
 #[derive(Debug)]
@@ -63,6 +77,12 @@ impl RenderContext<'_> {
 pub trait Render: Send + Sync + 'static {
     /// The response for `rejection`.
     fn render(&self, rejection: &Rejection, cx: &RenderContext<'_>) -> Response<Bytes>;
+
+    /// The page a browser gets after leaving the line without JavaScript (`POST` to the leave
+    /// endpoint); the status is `200`. By default the [`DefaultRenderer`]'s.
+    fn render_left(&self, cx: &RenderContext<'_>) -> Response<Bytes> {
+        DefaultRenderer::shared().render_left(cx)
+    }
 }
 
 impl<F> Render for F
@@ -75,19 +95,114 @@ where
 }
 
 /// HTML for browsers, JSON for everyone else.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct DefaultRenderer;
+///
+/// The pages are made from three [`PageTemplate`]s ([`WAITING_TEMPLATE`], [`NOTICE_TEMPLATE`]
+/// for full, unavailable and busy, [`LEFT_TEMPLATE`]) and the words of a [`Texts`]; replace
+/// any of them. Each page is one self-contained document (inline CSS and JS, no external
+/// assets, about 7 KB), works without JavaScript (a `<noscript>` meta refresh), and is
+/// accessible: semantic markup, the position in a polite live region, AA contrast.
+///
+/// ```
+/// use tower_waiting_room::response::{DefaultRenderer, Texts};
+///
+/// let mut texts = Texts::default();
+/// texts.waiting_title = "Thanks for waiting".into();
+/// let renderer = DefaultRenderer::new().with_texts(texts);
+/// # let _ = renderer;
+/// ```
+#[derive(Clone, Debug)]
+pub struct DefaultRenderer {
+    texts: Arc<Texts>,
+    waiting: Arc<PageTemplate>,
+    notice: Arc<PageTemplate>,
+    left: Arc<PageTemplate>,
+}
+
+impl Default for DefaultRenderer {
+    fn default() -> Self {
+        Self::shared().clone()
+    }
+}
+
+impl DefaultRenderer {
+    /// The English pages.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn shared() -> &'static Self {
+        static DEFAULT: std::sync::OnceLock<DefaultRenderer> = std::sync::OnceLock::new();
+        DEFAULT.get_or_init(|| {
+            let parse = |t| Arc::new(PageTemplate::new(t).expect("the default templates parse"));
+            DefaultRenderer {
+                texts: Arc::new(Texts::default()),
+                waiting: parse(WAITING_TEMPLATE),
+                notice: parse(NOTICE_TEMPLATE),
+                left: parse(LEFT_TEMPLATE),
+            }
+        })
+    }
+
+    /// The pages' words.
+    pub fn with_texts(mut self, texts: Texts) -> Self {
+        self.texts = Arc::new(texts);
+        self
+    }
+
+    /// The waiting page (default [`WAITING_TEMPLATE`]).
+    pub fn with_waiting_template(mut self, template: PageTemplate) -> Self {
+        self.waiting = Arc::new(template);
+        self
+    }
+
+    /// The full, unavailable and busy pages (default [`NOTICE_TEMPLATE`]).
+    pub fn with_notice_template(mut self, template: PageTemplate) -> Self {
+        self.notice = Arc::new(template);
+        self
+    }
+
+    /// The page after leaving without JavaScript (default [`LEFT_TEMPLATE`]).
+    pub fn with_left_template(mut self, template: PageTemplate) -> Self {
+        self.left = Arc::new(template);
+        self
+    }
+
+    /// The pages' words.
+    pub fn texts(&self) -> &Texts {
+        &self.texts
+    }
+
+    /// The HTML page for `rejection`.
+    pub fn html(&self, rejection: &Rejection, cx: &RenderContext<'_>) -> String {
+        let template = match rejection {
+            Rejection::Waiting { .. } => &self.waiting,
+            _ => &self.notice,
+        };
+        page::render(template, &self.texts, Some(rejection), cx)
+    }
+}
+
+fn html_response(status: StatusCode, html: String) -> Response<Bytes> {
+    let mut res = Response::new(Bytes::from(html));
+    *res.status_mut() = status;
+    res.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/html; charset=utf-8"),
+    );
+    res
+}
 
 impl Render for DefaultRenderer {
+    fn render_left(&self, cx: &RenderContext<'_>) -> Response<Bytes> {
+        html_response(
+            StatusCode::OK,
+            page::render(&self.left, &self.texts, None, cx),
+        )
+    }
+
     fn render(&self, rejection: &Rejection, cx: &RenderContext<'_>) -> Response<Bytes> {
         if cx.wants_html() {
-            let mut res = Response::new(Bytes::from(page::render(rejection, cx)));
-            *res.status_mut() = rejection.status();
-            res.headers_mut().insert(
-                header::CONTENT_TYPE,
-                HeaderValue::from_static("text/html; charset=utf-8"),
-            );
-            res
+            html_response(rejection.status(), self.html(rejection, cx))
         } else {
             json_response(
                 rejection.status(),
@@ -97,14 +212,17 @@ impl Render for DefaultRenderer {
     }
 }
 
-/// The JSON body of the status endpoint and of API rejections. The contract:
+/// The JSON body of the status endpoint and of API rejections. The contract (the whole of it,
+/// with curl examples, is in `docs/api.md`):
 ///
 /// | field | type | meaning |
 /// |---|---|---|
 /// | `room` | string | the room's id |
 /// | `state` | string | `admitted`, `waiting`, `full`, `unavailable`, `busy`, `unknown` or `left` |
 /// | `position` | number or null | 1-based place in line while waiting |
+/// | `ahead` | number or null | how many are ahead while waiting (`position - 1`) |
 /// | `waiting` | number or null | how many are in line |
+/// | `eta_seconds` | number or null | estimated wait while waiting; null when nobody was admitted in the last five minutes |
 /// | `retry_after` | number or null | seconds until the client should ask again |
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[non_exhaustive]
@@ -115,8 +233,12 @@ pub struct StatusBody<'a> {
     pub state: &'static str,
     /// 1-based place in line while waiting.
     pub position: Option<u64>,
+    /// How many are ahead while waiting.
+    pub ahead: Option<u64>,
     /// How many are in line.
     pub waiting: Option<u64>,
+    /// Estimated wait in seconds while waiting and the line moves.
+    pub eta_seconds: Option<u64>,
     /// Seconds until the client should ask again.
     pub retry_after: Option<u64>,
 }
@@ -135,7 +257,9 @@ impl<'a> StatusBody<'a> {
             room,
             state: rejection.state(),
             position,
+            ahead: rejection.ahead(),
             waiting,
+            eta_seconds: rejection.eta().map(|d| d.as_secs()),
             retry_after: Some(rejection.retry_after().as_secs()),
         }
     }
@@ -146,7 +270,9 @@ impl<'a> StatusBody<'a> {
             room,
             state,
             position: None,
+            ahead: None,
             waiting: None,
+            eta_seconds: None,
             retry_after: None,
         }
     }
@@ -163,13 +289,13 @@ pub(crate) fn json_response(status: StatusCode, body: &impl Serialize) -> Respon
     res
 }
 
-/// `1234567` → `1,234,567`.
-pub(crate) fn group_thousands(n: u64) -> String {
+/// `1234567` → `1,234,567` (with `sep` = `,`).
+pub(crate) fn group_thousands(n: u64, sep: &str) -> String {
     let digits = n.to_string();
-    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3 * sep.len());
     for (i, c) in digits.chars().enumerate() {
         if i > 0 && (digits.len() - i) % 3 == 0 {
-            out.push(',');
+            out.push_str(sep);
         }
         out.push(c);
     }
@@ -182,9 +308,13 @@ mod tests {
 
     #[test]
     fn thousands() {
-        assert_eq!(group_thousands(0), "0");
-        assert_eq!(group_thousands(999), "999");
-        assert_eq!(group_thousands(1_342), "1,342");
-        assert_eq!(group_thousands(1_234_567), "1,234,567");
+        assert_eq!(group_thousands(0, ","), "0");
+        assert_eq!(group_thousands(999, ","), "999");
+        assert_eq!(group_thousands(1_342, ","), "1,342");
+        assert_eq!(group_thousands(1_234_567, ","), "1,234,567");
+        assert_eq!(
+            group_thousands(1_234_567, "\u{202f}"),
+            "1\u{202f}234\u{202f}567"
+        );
     }
 }

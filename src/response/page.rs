@@ -1,116 +1,267 @@
-//! The default HTML pages: self-contained, no external assets.
+//! The default HTML pages: self-contained (inline CSS and JS, no external assets), small, made
+//! from [`PageTemplate`]s so that users can replace them.
 
-use std::fmt::Write as _;
+use serde_json::json;
 
-use super::{group_thousands, RenderContext};
+use super::template::{Field, PageTemplate};
+use super::{RenderContext, Texts};
 use crate::outcome::Rejection;
 
-pub(super) fn render(rejection: &Rejection, cx: &RenderContext<'_>) -> String {
-    let retry = rejection.retry_after().as_secs().max(1);
-    let (title, body) = match *rejection {
-        Rejection::Waiting {
-            position, waiting, ..
-        } => (
-            "You are in line",
-            format!(
-                "<p class=\"big\" role=\"status\" aria-live=\"polite\" id=\"pos\">You are number \
-                 <strong>{}</strong> in line</p><p id=\"ahead\">{} ahead of you, {} waiting in all.</p>\
-                 <p class=\"small\">This page updates by itself. Keep it open; you will be let in \
-                 when it is your turn.</p>",
-                group_thousands(position),
-                group_thousands(position.saturating_sub(1)),
-                group_thousands(waiting),
-            ),
-        ),
-        Rejection::Full { .. } => (
-            "The line is full",
-            "<p class=\"big\">So many people are waiting that the line is full.</p>\
-             <p>Please come back a little later.</p>"
-                .to_owned(),
-        ),
-        Rejection::Unavailable { .. } => (
-            "Please try again soon",
-            "<p class=\"big\">The waiting room cannot be reached right now.</p>\
-             <p>This page tries again by itself.</p>"
-                .to_owned(),
-        ),
-        Rejection::Busy { .. } => (
-            "Very busy right now",
-            "<p class=\"big\">The waiting room is very busy.</p>\
-             <p>This page tries again in a moment.</p>"
-                .to_owned(),
-        ),
-        // `Rejection` is non_exhaustive only for other crates.
-    };
-    let mut html = String::with_capacity(2048);
-    let _ = write!(
-        html,
-        r#"<!doctype html><html lang="en"><head><meta charset="utf-8">
+/// The waiting page.
+pub const WAITING_TEMPLATE: &str = r#"<!doctype html>
+<html lang="{lang}">
+<head>
+<meta charset="utf-8">
 <meta name="viewport" content="width=device-width,initial-scale=1">
 <meta name="robots" content="noindex,nofollow">
-<meta http-equiv="refresh" content="{retry}">
+<noscript><meta http-equiv="refresh" content="{retry_after}"></noscript>
 <title>{title}</title>
-<style>
-body{{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;background:#f4f5f7;color:#1b1f24;margin:0;display:flex;min-height:100vh;align-items:center;justify-content:center}}
-main{{background:#fff;max-width:32rem;margin:1rem;padding:2rem;border-radius:12px;box-shadow:0 2px 12px rgba(0,0,0,.08)}}
-h1{{font-size:1.4rem;margin-top:0}}.big{{font-size:1.25rem}}.small{{color:#4a525c;font-size:.9rem}}
-button{{font:inherit;padding:.5rem 1rem;border:1px solid #8a939e;border-radius:6px;background:#fff;cursor:pointer}}
-</style></head><body><main>
-<h1>{title}</h1>
-{body}
-<form method="post" action="{leave}"><button type="submit">Leave the line</button></form>
+<style>{style}</style>
+</head>
+<body>
+<main id="twr" data-twr="{data}">
+<p class="eyebrow">{eyebrow}</p>
+<h1 id="twr-heading">{heading}</h1>
+<section class="card" id="twr-card">
+<p id="twr-position" class="position" role="status" aria-live="polite" aria-atomic="true">{position_before}<strong id="twr-position-number">{position}</strong>{position_after}</p>
+<dl class="facts">
+<div class="wide"><dt>{eta_label}</dt><dd id="twr-eta">{eta}</dd></div>
+<div><dt>{ahead_label}</dt><dd id="twr-ahead">{ahead}</dd></div>
+<div><dt>{waiting_label}</dt><dd id="twr-waiting">{waiting}</dd></div>
+</dl>
+</section>
+<p id="twr-note" class="note" aria-live="polite">{message}</p>
+<form id="twr-leave" method="post" action="{leave_url}"><button type="submit">{leave_button}</button></form>
 </main>
-<script>
-(function(){{var s="{status}",back="{back}",wait={retry}*1000;
-function poll(){{fetch(s,{{credentials:"same-origin",cache:"no-store"}}).then(function(r){{return r.json()}}).then(function(j){{
-if(j.state==="admitted"){{location.replace(back);return}}
-if(j.position){{var p=document.getElementById("pos");if(p)p.innerHTML="You are number <strong>"+j.position.toLocaleString()+"</strong> in line";
-var a=document.getElementById("ahead");if(a)a.textContent=(j.position-1).toLocaleString()+" ahead of you, "+j.waiting.toLocaleString()+" waiting in all."}}
-if(j.state==="unknown"){{location.replace(back);return}}
-wait=(j.retry_after||2)*1000;setTimeout(poll,wait*(0.8+Math.random()*0.4))}}).catch(function(){{wait=Math.min(wait*2,60000);setTimeout(poll,wait)}})}}
-setTimeout(poll,wait*(0.8+Math.random()*0.4));}})();
-</script></body></html>"#,
-        leave = cx.leave_path,
-        status = cx.status_path,
-        back = js_string(cx.return_to),
-    );
-    html
+<script>{script}</script>
+</body>
+</html>
+"#;
+
+/// The full, unavailable and busy pages: they try again by themselves.
+pub const NOTICE_TEMPLATE: &str = r#"<!doctype html>
+<html lang="{lang}">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width,initial-scale=1">
+<meta name="robots" content="noindex,nofollow">
+<noscript><meta http-equiv="refresh" content="{retry_after}"></noscript>
+<title>{title}</title>
+<style>{style}</style>
+</head>
+<body>
+<main id="twr" data-twr="{data}">
+<p class="eyebrow">{eyebrow}</p>
+<h1 id="twr-heading">{heading}</h1>
+<p class="note">{message}</p>
+<p><a class="button" href="{return_to}">{link_text}</a></p>
+</main>
+<script>{script}</script>
+</body>
+</html>
+"#;
+
+/// The page after leaving the line (without JavaScript; with it, the waiting page says so
+/// itself). It does not refresh.
+pub const LEFT_TEMPLATE: &str = r#"<!doctype html>
+<html lang="{lang}">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width,initial-scale=1">
+<meta name="robots" content="noindex,nofollow">
+<title>{title}</title>
+<style>{style}</style>
+</head>
+<body>
+<main id="twr">
+<p class="eyebrow">{eyebrow}</p>
+<h1 id="twr-heading">{heading}</h1>
+<p class="note">{message}</p>
+<p><a class="button" href="{return_to}">{link_text}</a></p>
+</main>
+</body>
+</html>
+"#;
+
+/// The pages' CSS. Colours meet WCAG AA contrast (body text 15:1, secondary 7:1, the accent
+/// 7:1 on white); dark mode follows the system.
+pub const STYLE: &str = "\
+:root{--bg:#eef1f5;--card:#fff;--fg:#14181f;--muted:#4b5563;--accent:#1d4ed8;--line:#d5dbe3}\
+@media (prefers-color-scheme:dark){:root{--bg:#0f1318;--card:#1a2029;--fg:#eef1f5;\
+--muted:#b4bdc9;--accent:#93b4ff;--line:#334155}}\
+*{box-sizing:border-box}\
+body{margin:0;min-height:100vh;display:flex;align-items:center;justify-content:center;\
+background:var(--bg);color:var(--fg);font:16px/1.5 system-ui,-apple-system,\"Segoe UI\",Roboto,sans-serif}\
+main{width:100%;max-width:34rem;margin:1rem;padding:2rem 1.5rem;background:var(--card);\
+border-radius:16px;box-shadow:0 4px 24px rgba(15,23,42,.08)}\
+.eyebrow{margin:0;color:var(--muted);font-size:.8rem;font-weight:600;letter-spacing:.08em;\
+text-transform:uppercase}\
+h1{margin:.25rem 0 1.25rem;font-size:1.6rem;line-height:1.25}\
+.card{border:1px solid var(--line);border-radius:12px;padding:1.25rem;text-align:center}\
+.position{margin:0;font-size:1.05rem}\
+.position strong{display:block;margin:.15rem 0;color:var(--accent);font-size:3.25rem;\
+line-height:1.1;font-variant-numeric:tabular-nums}\
+.facts{display:grid;grid-template-columns:1fr 1fr;gap:.75rem;margin:1.25rem 0 0}\
+.facts div{background:var(--bg);border-radius:8px;padding:.6rem .5rem}.facts .wide{grid-column:1/-1}\
+dt{color:var(--muted);font-size:.8rem}dd{margin:0;font-weight:600}\
+.note{color:var(--muted);margin:1.25rem 0}\
+button,.button{display:inline-block;font:inherit;padding:.6rem 1.1rem;border-radius:8px;\
+border:1px solid var(--line);background:var(--card);color:var(--fg);cursor:pointer;\
+text-decoration:none}\
+button:hover,.button:hover{border-color:var(--muted)}\
+button:focus-visible,.button:focus-visible{outline:3px solid var(--accent);outline-offset:2px}\
+[hidden]{display:none!important}\
+@media (max-width:400px){main{padding:1.5rem 1rem}.position strong{font-size:2.75rem}}";
+
+/// The pages' script: polls the status endpoint (interval from the server's `retry_after`,
+/// which grows with the position, ±20 % jitter), backs off exponentially up to 60 s on errors
+/// and says so, goes to the page asked for when admitted, and leaves the line without a page
+/// load. Several tabs share one place: the cookie is the place, not the tab.
+pub const SCRIPT: &str = r#"(function(){
+var root=document.getElementById("twr");if(!root||!root.getAttribute("data-twr"))return;
+var d=JSON.parse(root.getAttribute("data-twr")),t=d.texts,fails=0,done=false;
+function el(id){return document.getElementById(id)}
+function set(id,s){var e=el(id);if(e&&e.textContent!==s)e.textContent=s}
+function num(n){return String(n).replace(/\B(?=(\d{3})+(?!\d))/g,d.sep)}
+function eta(s){if(s==null)return t.eta_unknown;if(s<60)return t.eta_almost_there;
+var m=Math.ceil(s/60);if(m<60)return t.eta_minutes.replace("{minutes}",num(m));
+return t.eta_hours.replace("{hours}",num(Math.floor(m/60))).replace("{minutes}",m%60)}
+function later(f,s){setTimeout(f,s*1000*(0.8+Math.random()*0.4))}
+function end(title,msg,link,href){done=true;set("twr-heading",title);document.title=title;
+var c=el("twr-card");if(c)c.hidden=true;var f=el("twr-leave");if(f)f.hidden=true;
+var n=el("twr-note");if(n){n.textContent=msg+" ";var a=document.createElement("a");
+a.href=href;a.textContent=link;n.appendChild(a)}}
+if(d.kind==="notice"){later(function(){location.replace(d.back)},d.retry);return}
+function fail(hint){fails++;var s=Math.min(60,Math.max(hint||0,d.retry*Math.pow(2,fails)));
+set("twr-note",t.error.replace("{seconds}",Math.round(s)));later(poll,s)}
+function poll(){if(done)return;
+fetch(d.status,{credentials:"same-origin",cache:"no-store",headers:{Accept:"application/json"}})
+.then(function(r){return r.json()}).then(function(j){if(done)return;
+if(j.state==="admitted"){done=true;set("twr-note",t.letting_in);location.replace(d.back);return}
+if(j.state==="waiting"){fails=0;set("twr-position-number",num(j.position));set("twr-ahead",num(j.ahead));set("twr-waiting",num(j.waiting));
+set("twr-eta",eta(j.eta_seconds));set("twr-note",t.auto_update);later(poll,j.retry_after||d.retry);return}
+if(j.state==="unknown"||j.state==="left"){end(t.gone_title,t.gone_message,t.rejoin,d.back);return}
+fail(j.retry_after)}).catch(function(){fail()})}
+later(poll,d.retry);
+var form=el("twr-leave");if(form)form.addEventListener("submit",function(e){e.preventDefault();
+fetch(d.leave,{method:"POST",credentials:"same-origin",headers:{Accept:"application/json"}})
+.then(function(r){if(!r.ok)throw r;end(t.left_title,t.left_message,t.back_to_site,d.back)})
+.catch(function(){form.submit()})});
+})();"#;
+
+/// Which of the three pages.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Kind {
+    Waiting,
+    Notice,
+    Left,
 }
 
-/// Escapes a path for a double-quoted JS string inside HTML.
-fn js_string(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            'a'..='z'
-            | 'A'..='Z'
-            | '0'..='9'
-            | '/'
-            | '?'
-            | '='
-            | '-'
-            | '_'
-            | '.'
-            | '~'
-            | '%'
-            | ','
-            | ':'
-            | '+' => out.push(c),
-            _ => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
-            }
+impl Kind {
+    fn name(self) -> &'static str {
+        match self {
+            Kind::Waiting => "waiting",
+            Kind::Notice => "notice",
+            Kind::Left => "left",
         }
     }
-    out
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn return_path_cannot_break_out_of_the_script() {
-        let s = js_string("/a?x=\"</script><script>alert(1)</script>&y=1");
-        assert!(!s.contains('"') && !s.contains('<') && !s.contains('&'));
-    }
+/// Renders `template` for `rejection` (`None`: the page after leaving).
+pub(super) fn render(
+    template: &PageTemplate,
+    texts: &Texts,
+    rejection: Option<&Rejection>,
+    cx: &RenderContext<'_>,
+) -> String {
+    let kind = match rejection {
+        Some(Rejection::Waiting { .. }) => Kind::Waiting,
+        Some(_) => Kind::Notice,
+        None => Kind::Left,
+    };
+    let (heading, message) = match rejection {
+        Some(Rejection::Waiting { .. }) => (&texts.waiting_title, &texts.auto_update),
+        Some(Rejection::Full { .. }) => (&texts.full_title, &texts.full_message),
+        Some(Rejection::Unavailable { .. }) => {
+            (&texts.unavailable_title, &texts.unavailable_message)
+        }
+        Some(Rejection::Busy { .. }) => (&texts.busy_title, &texts.busy_message),
+        None => (&texts.left_title, &texts.left_message),
+    };
+    let retry = rejection.map_or(0, |r| r.retry_after().as_secs().max(1));
+    let (position, waiting) = match rejection {
+        Some(&Rejection::Waiting {
+            position, waiting, ..
+        }) => (Some(position), Some(waiting)),
+        Some(&Rejection::Full { waiting, .. }) => (None, Some(waiting)),
+        _ => (None, None),
+    };
+    let number = |n: Option<u64>| n.map(|n| texts.number(n)).unwrap_or_default();
+    let (before, after) = texts.position_parts();
+    let eta = rejection.map(|r| r.eta());
+    let data = || {
+        json!({
+            "kind": kind.name(),
+            "status": cx.status_path,
+            "leave": cx.leave_path,
+            "back": cx.return_to,
+            "retry": retry,
+            "sep": texts.thousands_separator,
+            "texts": {
+                "eta_almost_there": texts.eta_almost_there,
+                "eta_minutes": texts.eta_minutes,
+                "eta_hours": texts.eta_hours,
+                "eta_unknown": texts.eta_unknown,
+                "auto_update": texts.auto_update,
+                "error": texts.error,
+                "letting_in": texts.letting_in,
+                "left_title": texts.left_title,
+                "left_message": texts.left_message,
+                "back_to_site": texts.back_to_site,
+                "gone_title": texts.gone_title,
+                "gone_message": texts.gone_message,
+                "rejoin": texts.rejoin,
+            },
+        })
+        .to_string()
+    };
+    template.render(|field| match field {
+        Field::Lang => texts.lang.clone(),
+        Field::Title | Field::Heading => heading.clone(),
+        Field::Eyebrow => texts.eyebrow.clone(),
+        Field::Message => message.clone(),
+        Field::Room => cx.room.to_owned(),
+        Field::State => rejection.map_or("left", Rejection::state).to_owned(),
+        Field::Position => number(position),
+        Field::PositionText => position
+            .map(|p| texts.position.replace("{position}", &texts.number(p)))
+            .unwrap_or_default(),
+        Field::PositionBefore => position.map(|_| before.to_owned()).unwrap_or_default(),
+        Field::PositionAfter => position.map(|_| after.to_owned()).unwrap_or_default(),
+        Field::Ahead => number(rejection.and_then(Rejection::ahead)),
+        Field::AheadLabel => texts.ahead_label.clone(),
+        Field::WaitingLabel => texts.waiting_label.clone(),
+        Field::Waiting => number(waiting),
+        Field::Eta => match (kind, eta) {
+            (Kind::Waiting, Some(eta)) => texts.eta(eta),
+            _ => String::new(),
+        },
+        Field::EtaLabel => texts.eta_label.clone(),
+        Field::EtaSeconds => eta
+            .flatten()
+            .map(|d| d.as_secs().to_string())
+            .unwrap_or_default(),
+        Field::RetryAfter => retry.to_string(),
+        Field::StatusUrl => cx.status_path.to_owned(),
+        Field::LeaveUrl => cx.leave_path.to_owned(),
+        Field::ReturnTo => cx.return_to.to_owned(),
+        Field::LeaveButton => texts.leave_button.clone(),
+        Field::LinkText => match kind {
+            Kind::Left => texts.back_to_site.clone(),
+            _ => texts.try_again.clone(),
+        },
+        Field::Data => data(),
+        Field::Style => STYLE.to_owned(),
+        Field::Script => SCRIPT.to_owned(),
+    })
 }

@@ -4,7 +4,10 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use super::{Decision, RoomStats, Store, StoreFuture, MAX_PROMOTIONS_PER_CALL, MAX_SWEEP_PER_CALL};
+use super::{
+    AdmissionRing, Decision, RoomStats, Store, StoreFuture, MAX_PROMOTIONS_PER_CALL,
+    MAX_SWEEP_PER_CALL,
+};
 use crate::clock::{Clock, SharedClock, SystemClock};
 use crate::config::RoomPolicy;
 use crate::session::SessionId;
@@ -22,7 +25,10 @@ use crate::session::SessionId;
 /// let policy = RoomPolicy::new("shop", 1);
 /// let (a, b) = (SessionId::random(), SessionId::random());
 /// assert!(matches!(store.enter(&policy, a).await?, Decision::Admitted { .. }));
-/// assert_eq!(store.enter(&policy, b).await?, Decision::Waiting { position: 1, waiting: 1 });
+/// assert!(matches!(
+///     store.enter(&policy, b).await?,
+///     Decision::Waiting { position: 1, waiting: 1, .. }
+/// ));
 /// store.release(&policy, a).await?;
 /// assert!(matches!(store.enter(&policy, b).await?, Decision::Admitted { .. }));
 /// # Ok::<_, tower_waiting_room::store::StoreError>(())
@@ -107,6 +113,7 @@ impl Store for MemoryStore {
             {
                 let expires_at_ms = now + policy.active_ttl_ms;
                 room.put_slot(session, expires_at_ms, true);
+                room.admissions.count(now);
                 return Decision::Admitted { expires_at_ms };
             }
             let waiting = room.waiters.len() as u64;
@@ -126,6 +133,7 @@ impl Store for MemoryStore {
             Decision::Waiting {
                 position: waiting + 1,
                 waiting: waiting + 1,
+                recent: room.admissions.counts(now),
             }
         })
     }
@@ -162,13 +170,14 @@ impl Store for MemoryStore {
     }
 
     fn stats(&self, policy: &RoomPolicy) -> StoreFuture<RoomStats> {
-        self.run(policy, |room, policy, _| {
+        self.run(policy, |room, policy, now| {
             let granted = room.slots.values().filter(|s| !s.claimed).count() as u64;
             RoomStats {
                 admitted: room.slots.len() as u64 - granted,
                 granted,
                 waiting: room.waiters.len() as u64,
                 capacity: u64::from(policy.capacity),
+                recent: room.admissions.counts(now),
             }
         })
     }
@@ -193,6 +202,8 @@ struct RoomState {
     /// `housekeeping`, shared by every `promote` of the call so a `release` that promotes again
     /// stays within [`MAX_PROMOTIONS_PER_CALL`].
     promotions_left: u32,
+    /// Admissions per 10-second bucket, for the wait estimate.
+    admissions: AdmissionRing,
 }
 
 struct Waiter {
@@ -251,6 +262,7 @@ impl RoomState {
             }
             self.remove_waiter(session);
             self.put_slot(session, now + policy.grant_ttl_ms, false);
+            self.admissions.count(now);
             self.promotions_left -= 1;
         }
     }
@@ -280,6 +292,7 @@ impl RoomState {
         Decision::Waiting {
             position: ahead + 1,
             waiting: self.waiters.len() as u64,
+            recent: self.admissions.counts(now),
         }
     }
 

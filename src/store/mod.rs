@@ -21,7 +21,12 @@
 //!   ([`MAX_PROMOTIONS_PER_CALL`], [`MAX_SWEEP_PER_CALL`]);
 //! - slots expire by time, never by trusting the browser; `release` frees at once;
 //! - the admission rate, when set, is a token bucket of one second's admissions, spent in the
-//!   same step as capacity by promotions and direct admissions alike.
+//!   same step as capacity by promotions and direct admissions alike;
+//! - every admission (a direct admission of a newcomer or a promotion's grant; not a claim, not a
+//!   heartbeat) is counted in [`ADMISSION_BUCKET_MS`] time buckets, kept for
+//!   [`ADMISSION_BUCKETS`] buckets in a fixed ring (bounded memory, old buckets overwritten).
+//!   Every `Waiting` answer carries the counts of the last complete minute and five minutes
+//!   ([`AdmissionCounts`]), from which the layer estimates the wait. All gateways share them.
 
 use std::error::Error;
 use std::fmt;
@@ -45,6 +50,16 @@ pub use memory::MemoryStore;
 pub const MAX_PROMOTIONS_PER_CALL: u32 = 100;
 /// Most silent waiters swept from anywhere in the line in one call.
 pub const MAX_SWEEP_PER_CALL: u32 = 100;
+
+/// Width of one admission-counting bucket, in milliseconds.
+pub const ADMISSION_BUCKET_MS: u64 = 10_000;
+/// Buckets kept in a room's admission ring: the five minutes counted, the current bucket and one
+/// spare.
+pub const ADMISSION_BUCKETS: u64 = 32;
+/// Complete buckets in the "last minute" count.
+pub(crate) const MINUTE_BUCKETS: u64 = 6;
+/// Complete buckets in the "last five minutes" count.
+pub(crate) const FIVE_MINUTE_BUCKETS: u64 = 30;
 
 /// The future a store operation returns.
 pub type StoreFuture<T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + 'static>>;
@@ -83,6 +98,8 @@ pub enum Decision {
         position: u64,
         /// How many are in line in all.
         waiting: u64,
+        /// How many were admitted lately, for the wait estimate.
+        recent: AdmissionCounts,
     },
     /// The line is at `max_queue_len`; the visitor was not added.
     Full {
@@ -91,6 +108,42 @@ pub enum Decision {
     },
     /// The visitor has neither a place nor a slot.
     Unknown,
+}
+
+/// How many visitors a room admitted lately (direct admissions and promotions' grants), shared
+/// by every gateway of the room.
+///
+/// Counts cover whole [`ADMISSION_BUCKET_MS`] buckets before the current one: `last_minute` is
+/// the six complete 10-second buckets before now (so exactly 60 s of history, ending up to 10 s
+/// ago), `last_five_minutes` the thirty before now. A room younger than the window counts only
+/// what it has seen.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct AdmissionCounts {
+    /// Admissions in the last complete minute.
+    pub last_minute: u64,
+    /// Admissions in the last complete five minutes (includes `last_minute`).
+    pub last_five_minutes: u64,
+}
+
+impl AdmissionCounts {
+    /// Counts for the last minute and the last five minutes.
+    pub const fn new(last_minute: u64, last_five_minutes: u64) -> Self {
+        Self {
+            last_minute,
+            last_five_minutes,
+        }
+    }
+
+    /// Admissions per second over the last minute.
+    pub fn per_second_last_minute(&self) -> f64 {
+        self.last_minute as f64 / (MINUTE_BUCKETS * ADMISSION_BUCKET_MS / 1000) as f64
+    }
+
+    /// Admissions per second over the last five minutes.
+    pub fn per_second_last_five_minutes(&self) -> f64 {
+        self.last_five_minutes as f64 / (FIVE_MINUTE_BUCKETS * ADMISSION_BUCKET_MS / 1000) as f64
+    }
 }
 
 /// Counts for one room.
@@ -105,6 +158,53 @@ pub struct RoomStats {
     pub waiting: u64,
     /// The room's capacity.
     pub capacity: u64,
+    /// Admissions lately.
+    pub recent: AdmissionCounts,
+}
+
+/// The admission ring of one room: bucket `i` (time `i * ADMISSION_BUCKET_MS`) lives in slot
+/// `i % ADMISSION_BUCKETS`, tagged with `i` so a stale slot reads as zero. Fixed size, O(1)
+/// updates, O(30) reads: the reference for the Redis script's `admissions` hash.
+#[derive(Clone, Debug)]
+pub(crate) struct AdmissionRing {
+    slots: [(u64, u64); ADMISSION_BUCKETS as usize],
+}
+
+impl Default for AdmissionRing {
+    fn default() -> Self {
+        Self {
+            slots: [(u64::MAX, 0); ADMISSION_BUCKETS as usize],
+        }
+    }
+}
+
+impl AdmissionRing {
+    /// Counts one admission at `now_ms`.
+    pub(crate) fn count(&mut self, now_ms: u64) {
+        let bucket = now_ms / ADMISSION_BUCKET_MS;
+        let slot = &mut self.slots[(bucket % ADMISSION_BUCKETS) as usize];
+        if slot.0 != bucket {
+            *slot = (bucket, 0);
+        }
+        slot.1 += 1;
+    }
+
+    /// The counts of the complete buckets before the one holding `now_ms`.
+    pub(crate) fn counts(&self, now_ms: u64) -> AdmissionCounts {
+        let current = now_ms / ADMISSION_BUCKET_MS;
+        let mut out = AdmissionCounts::default();
+        for back in 1..=FIVE_MINUTE_BUCKETS.min(current) {
+            let bucket = current - back;
+            let (tag, n) = self.slots[(bucket % ADMISSION_BUCKETS) as usize];
+            if tag == bucket {
+                out.last_five_minutes += n;
+                if back <= MINUTE_BUCKETS {
+                    out.last_minute += n;
+                }
+            }
+        }
+        out
+    }
 }
 
 /// Why a store call failed; the layer answers by kind.
@@ -175,5 +275,52 @@ impl fmt::Display for StoreError {
 impl Error for StoreError {
     fn source(&self) -> Option<&(dyn Error + 'static)> {
         self.source.as_deref().map(|e| e as &(dyn Error + 'static))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ring_counts_complete_buckets_only() {
+        let mut ring = AdmissionRing::default();
+        let t0 = 1_000 * ADMISSION_BUCKET_MS;
+        ring.count(t0);
+        ring.count(t0 + 9_999);
+        assert_eq!(
+            ring.counts(t0 + 9_999),
+            AdmissionCounts::new(0, 0),
+            "current bucket"
+        );
+        assert_eq!(ring.counts(t0 + 10_000), AdmissionCounts::new(2, 2));
+        // Still in the last minute six buckets later, gone from it at the seventh.
+        assert_eq!(ring.counts(t0 + 69_999), AdmissionCounts::new(2, 2));
+        assert_eq!(ring.counts(t0 + 70_000), AdmissionCounts::new(0, 2));
+        assert_eq!(ring.counts(t0 + 309_999), AdmissionCounts::new(0, 2));
+        assert_eq!(ring.counts(t0 + 310_000), AdmissionCounts::new(0, 0));
+    }
+
+    #[test]
+    fn ring_slots_are_reused_without_leaking_old_counts() {
+        let mut ring = AdmissionRing::default();
+        let t0 = 77 * ADMISSION_BUCKET_MS;
+        ring.count(t0);
+        // Exactly one ring later, the same slot: the old count is dropped, not added.
+        let later = t0 + ADMISSION_BUCKETS * ADMISSION_BUCKET_MS;
+        ring.count(later);
+        assert_eq!(
+            ring.counts(later + ADMISSION_BUCKET_MS),
+            AdmissionCounts::new(1, 1)
+        );
+        // A ring that was idle for hours reads zero.
+        assert_eq!(ring.counts(later + 3_600_000), AdmissionCounts::default());
+    }
+
+    #[test]
+    fn rates() {
+        let c = AdmissionCounts::new(30, 300);
+        assert!((c.per_second_last_minute() - 0.5).abs() < 1e-9);
+        assert!((c.per_second_last_five_minutes() - 1.0).abs() < 1e-9);
     }
 }

@@ -29,7 +29,8 @@ use std::time::Duration;
 
 use tower_waiting_room::clock::{Clock, ManualClock};
 use tower_waiting_room::store::{
-    Decision, RoomStats, Store, MAX_PROMOTIONS_PER_CALL, MAX_SWEEP_PER_CALL,
+    AdmissionCounts, Decision, RoomStats, Store, ADMISSION_BUCKET_MS, MAX_PROMOTIONS_PER_CALL,
+    MAX_SWEEP_PER_CALL,
 };
 use tower_waiting_room::{RoomPolicy, SessionId};
 
@@ -142,14 +143,7 @@ impl Harness {
         for i in 1..=n {
             let s = SessionId::random();
             let d = self.enter(policy, s).await;
-            assert_eq!(
-                d,
-                Decision::Waiting {
-                    position: before + i,
-                    waiting: before + i
-                },
-                "waiter #{i} entering"
-            );
+            waiting(d, before + i, before + i, &format!("waiter #{i} entering"));
             out.push(s);
         }
         out
@@ -179,9 +173,26 @@ fn admitted(d: Decision, what: &str) -> u64 {
     }
 }
 
+/// Asserts a `Waiting` with this position and line length (whatever the admission counts).
 #[track_caller]
 fn waiting(d: Decision, position: u64, waiting: u64, what: &str) {
-    assert_eq!(d, Decision::Waiting { position, waiting }, "{what}");
+    match d {
+        Decision::Waiting {
+            position: p,
+            waiting: w,
+            ..
+        } => assert_eq!((p, w), (position, waiting), "{what}: (position, waiting)"),
+        other => panic!("{what}: expected Waiting, got {other:?}"),
+    }
+}
+
+/// The admission counts of a `Waiting`, or a panic naming `what`.
+#[track_caller]
+fn recent_of(d: Decision, what: &str) -> AdmissionCounts {
+    match d {
+        Decision::Waiting { recent, .. } => recent,
+        other => panic!("{what}: expected Waiting, got {other:?}"),
+    }
 }
 
 /// A small deterministic PRNG (xorshift64*), so failures reproduce.
@@ -270,7 +281,9 @@ pub async fn capacity_holds_under_random_operations(h: &Harness) {
                     assert_eq!(expires_at_ms, now + p.active_ttl_ms, "step {step}: enter");
                     held.insert(s, (expires_at_ms, true));
                 }
-                Decision::Waiting { position, waiting } => {
+                Decision::Waiting {
+                    position, waiting, ..
+                } => {
                     assert!(
                         live.is_none(),
                         "step {step}: a slot holder was told to wait"
@@ -300,7 +313,9 @@ pub async fn capacity_holds_under_random_operations(h: &Harness) {
                         }
                     }
                 }
-                Decision::Waiting { position, waiting } => {
+                Decision::Waiting {
+                    position, waiting, ..
+                } => {
                     assert!(
                         live.is_none(),
                         "step {step}: a slot holder was told to wait"
@@ -1034,6 +1049,116 @@ pub async fn bounded_work_in_release(h: &Harness) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Admission counts (for the wait estimate)
+// ---------------------------------------------------------------------------------------------
+
+/// Moves the clock to the start of the next admission bucket.
+fn to_next_bucket(h: &Harness) {
+    h.advance_ms(ADMISSION_BUCKET_MS - h.now() % ADMISSION_BUCKET_MS);
+}
+
+/// Direct admissions and promotions' grants are counted; claims, heartbeats, polls, re-entries
+/// and releases are not. Counts cover complete 10-second buckets: an admission shows from the
+/// next bucket on, leaves the last minute after six buckets and the last five minutes after
+/// thirty.
+pub async fn admissions_are_counted_in_buckets(h: &Harness) {
+    let hour = Duration::from_secs(3_600);
+    let p = h.policy(2).with_ttls(hour, hour, hour);
+    to_next_bucket(h);
+    let t0 = h.now();
+    let a = h.enter_admitted(&p).await;
+    let b = h.enter_admitted(&p).await;
+    let w = h.enter_waiters(&p, 3).await;
+    assert_eq!(
+        recent_of(h.poll(&p, w[0]).await, "in the first bucket"),
+        AdmissionCounts::new(0, 0),
+        "the current bucket is not counted yet"
+    );
+    assert_eq!(h.stats(&p).await.recent, AdmissionCounts::new(0, 0));
+
+    h.advance_ms(ADMISSION_BUCKET_MS);
+    assert_eq!(
+        recent_of(h.poll(&p, w[0]).await, "second bucket"),
+        AdmissionCounts::new(2, 2),
+        "two direct admissions"
+    );
+    // A promotion counts; the grantee's claim, a heartbeat, a re-entry and polls do not.
+    assert!(h.release(&p, a).await);
+    admitted(h.enter(&p, w[0]).await, "claim");
+    admitted(h.heartbeat(&p, b).await, "heartbeat");
+    admitted(h.enter(&p, b).await, "re-entry of an admitted visitor");
+    h.poll(&p, w[1]).await;
+    h.advance_ms(ADMISSION_BUCKET_MS);
+    let seen = recent_of(h.poll(&p, w[1]).await, "third bucket");
+    assert_eq!(seen, AdmissionCounts::new(3, 3), "one promotion more");
+    assert_eq!(
+        h.stats(&p).await.recent,
+        seen,
+        "stats agree with the waiters"
+    );
+    assert_eq!(
+        recent_of(h.poll(&p, w[2]).await, "another waiter"),
+        seen,
+        "every waiter sees the same counts"
+    );
+
+    // The first bucket leaves the last minute 70 s after it began, the second one 80 s after.
+    h.clock.set(t0 + 70_000 - 1);
+    assert_eq!(h.stats(&p).await.recent, AdmissionCounts::new(3, 3));
+    h.clock.set(t0 + 70_000);
+    assert_eq!(h.stats(&p).await.recent, AdmissionCounts::new(1, 3));
+    h.clock.set(t0 + 80_000);
+    assert_eq!(h.stats(&p).await.recent, AdmissionCounts::new(0, 3));
+    // ... and the last five minutes after 310 s and 320 s.
+    h.clock.set(t0 + 310_000 - 1);
+    assert_eq!(h.stats(&p).await.recent, AdmissionCounts::new(0, 3));
+    h.clock.set(t0 + 310_000);
+    assert_eq!(h.stats(&p).await.recent, AdmissionCounts::new(0, 1));
+    h.clock.set(t0 + 320_000);
+    assert_eq!(h.stats(&p).await.recent, AdmissionCounts::new(0, 0));
+    // Hours later (every slot and place has expired), a reused ring slot does not bring old
+    // counts back.
+    h.clock.set(t0 + 3 * 3_600_000);
+    Harness::check_stats(h.stats(&p).await, 0, 0, 0);
+    h.enter_admitted(&p).await;
+    h.advance_ms(ADMISSION_BUCKET_MS);
+    assert_eq!(h.stats(&p).await.recent, AdmissionCounts::new(1, 1));
+}
+
+/// A line drained at a steady rate (the admission-rate budget, 2 per second) is counted at
+/// that rate: about 120 in the last minute.
+pub async fn admission_counts_follow_a_steady_drain(h: &Harness) {
+    let p = h.policy(10_000).with_admission_rate(Some(2));
+    to_next_bucket(h);
+    h.enter_admitted(&p).await;
+    h.enter_admitted(&p).await;
+    let line = h.enter_waiters(&p, 400).await;
+    // The waiters must keep checking in (queue_ttl is 30 s): one poll per step keeps the head
+    // alive; the others are checked in every 20 s.
+    for step in 0..280u64 {
+        h.advance_ms(250);
+        if step % 80 == 0 {
+            for &s in &line {
+                h.poll(&p, s).await;
+            }
+        } else {
+            h.stats(&p).await;
+        }
+    }
+    // 70 s of draining at 2/s; the last complete minute is 60 s of it.
+    let recent = h.stats(&p).await.recent;
+    assert!(
+        (118..=122).contains(&recent.last_minute),
+        "about 120 in the last minute, got {recent:?}"
+    );
+    assert!(
+        recent.last_five_minutes >= recent.last_minute
+            && recent.last_five_minutes <= 2 + 2 * 70 + 2,
+        "{recent:?}"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
 // Stats and rooms
 // ---------------------------------------------------------------------------------------------
 
@@ -1198,6 +1323,8 @@ macro_rules! conformance_tests {
                 admission_rate_shared_by_promotions_and_direct,
                 bounded_work_with_many_silent_waiters,
                 bounded_work_in_release,
+                admissions_are_counted_in_buckets,
+                admission_counts_follow_a_steady_drain,
                 stats_counts,
                 rooms_are_independent,
             ];

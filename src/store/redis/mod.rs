@@ -50,8 +50,9 @@ use redis::cluster_async::ClusterConnection;
 use redis::{ErrorKind, RedisError, Script, ServerErrorKind};
 
 use super::{
-    Decision, RoomStats, Store, StoreError, StoreErrorKind, StoreFuture, MAX_PROMOTIONS_PER_CALL,
-    MAX_SWEEP_PER_CALL,
+    AdmissionCounts, Decision, RoomStats, Store, StoreError, StoreErrorKind, StoreFuture,
+    ADMISSION_BUCKETS, ADMISSION_BUCKET_MS, FIVE_MINUTE_BUCKETS, MAX_PROMOTIONS_PER_CALL,
+    MAX_SWEEP_PER_CALL, MINUTE_BUCKETS,
 };
 use crate::clock::{Clock, SharedClock};
 use crate::config::RoomPolicy;
@@ -231,9 +232,11 @@ impl RedisStore {
     }
 
     /// The keys of `room`, in the script's order.
-    pub fn keys(&self, room: &str) -> [String; 6] {
-        ["seq", "line", "seen", "active", "granted", "bucket"]
-            .map(|k| format!("{}:{{{room}}}:{k}", self.prefix))
+    pub fn keys(&self, room: &str) -> [String; 7] {
+        [
+            "seq", "line", "seen", "active", "granted", "bucket", "admitted",
+        ]
+        .map(|k| format!("{}:{{{room}}}:{k}", self.prefix))
     }
 
     fn call(
@@ -255,6 +258,10 @@ impl RedisStore {
             policy.max_queue_len,
             u64::from(MAX_PROMOTIONS_PER_CALL),
             u64::from(MAX_SWEEP_PER_CALL),
+            ADMISSION_BUCKET_MS,
+            ADMISSION_BUCKETS,
+            MINUTE_BUCKETS,
+            FIVE_MINUTE_BUCKETS,
         ];
         Box::pin(async move {
             if !store.breaker.allow() {
@@ -330,9 +337,10 @@ fn decision(reply: &[i64]) -> Result<Decision, StoreError> {
         [1, expires_at_ms, ..] => Ok(Decision::Admitted {
             expires_at_ms: non_negative(expires_at_ms),
         }),
-        [2, position, waiting, ..] => Ok(Decision::Waiting {
+        [2, position, waiting, minute, five] => Ok(Decision::Waiting {
             position: non_negative(position),
             waiting: non_negative(waiting),
+            recent: AdmissionCounts::new(non_negative(minute), non_negative(five)),
         }),
         [3, _, waiting, ..] => Ok(Decision::Full {
             waiting: non_negative(waiting),
@@ -370,11 +378,12 @@ impl Store for RedisStore {
         let capacity = u64::from(policy.capacity);
         Box::pin(async move {
             match *call.await? {
-                [5, admitted, granted, waiting] => Ok(RoomStats {
+                [5, admitted, granted, waiting, minute, five] => Ok(RoomStats {
                     admitted: non_negative(admitted),
                     granted: non_negative(granted),
                     waiting: non_negative(waiting),
                     capacity,
+                    recent: AdmissionCounts::new(non_negative(minute), non_negative(five)),
                 }),
                 ref reply => Err(protocol(reply)),
             }
@@ -554,7 +563,7 @@ mod tests {
         let store = RedisStore::from_url("redis://127.0.0.1:1/").unwrap();
         let keys = store.keys("shop");
         assert!(keys.iter().all(|k| k.starts_with("twr:{shop}:")));
-        assert_eq!(keys.len(), 6);
+        assert_eq!(keys.len(), 7);
     }
 
     #[test]
@@ -564,11 +573,17 @@ mod tests {
             Decision::Admitted { expires_at_ms: 5 }
         );
         assert_eq!(
-            decision(&[2, 3, 9]).unwrap(),
+            decision(&[2, 3, 9, 4, 20]).unwrap(),
             Decision::Waiting {
                 position: 3,
-                waiting: 9
+                waiting: 9,
+                recent: AdmissionCounts::new(4, 20),
             }
+        );
+        assert_eq!(
+            decision(&[2, 3, 9]).unwrap_err().kind(),
+            StoreErrorKind::Protocol,
+            "a waiting reply without counts is from another script version"
         );
         assert_eq!(decision(&[3, 0, 9]).unwrap(), Decision::Full { waiting: 9 });
         assert_eq!(decision(&[0, 0, 0]).unwrap(), Decision::Unknown);

@@ -15,6 +15,8 @@
 --   4 active   zset    claimed slots, score = expiry in ms
 --   5 granted  zset    granted but unclaimed slots, score = expiry in ms
 --   6 bucket   hash    admission-rate budget: milli (thousandths of an admission), last (ms)
+--   7 admitted hash    admission counts, a ring of time buckets: slot i holds t<i> (the bucket's
+--                      number, now // bucket_ms) and n<i> (its count); at most 2 * ring fields
 -- ARGV:
 --   1 op (enter | poll | heartbeat | release | stats)
 --   2 session id ('' for stats)
@@ -22,13 +24,16 @@
 --   4 capacity   5 admission rate per second (0 = none)
 --   6 active_ttl_ms   7 grant_ttl_ms   8 queue_ttl_ms   9 max_queue_len
 --   10 max promotions per call   11 max sweep per call
--- Reply: {code, a, b}
---   {1, expires_at_ms, 0} admitted     {2, position, waiting} waiting
+--   12 admission bucket width in ms   13 buckets in the ring
+--   14 complete buckets in the "last minute" count   15 ... in the "last five minutes" count
+-- Reply: {code, a, b, ...}
+--   {1, expires_at_ms, 0} admitted     {2, position, waiting, last_minute, last_five_minutes} waiting
 --   {3, 0, waiting} full               {0, 0, 0} unknown
---   {4, released (0|1), 0} release     {5, admitted, granted, waiting} stats
+--   {4, released (0|1), 0} release
+--   {5, admitted, granted, waiting, last_minute, last_five_minutes} stats
 
-local k_seq, k_line, k_seen, k_active, k_granted, k_bucket =
-  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local k_seq, k_line, k_seen, k_active, k_granted, k_bucket, k_admitted =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 local op, s = ARGV[1], ARGV[2]
 local now = tonumber(ARGV[3])
 local capacity = tonumber(ARGV[4])
@@ -39,6 +44,11 @@ local queue_ttl = tonumber(ARGV[8])
 local max_queue = tonumber(ARGV[9])
 local max_promote = tonumber(ARGV[10])
 local max_sweep = tonumber(ARGV[11])
+-- (12 to 15 default to the crate's constants for callers that predate them.)
+local bucket_ms = tonumber(ARGV[12]) or 10000
+local ring = tonumber(ARGV[13]) or 32
+local minute_buckets = tonumber(ARGV[14]) or 6
+local five_minute_buckets = tonumber(ARGV[15]) or 30
 
 if now == 0 then
   local t = redis.call('TIME')
@@ -70,6 +80,41 @@ local function take()
   return ok
 end
 
+-- Admission counts: one more in the current bucket; a slot still holding an older bucket is
+-- reset first, so the ring never grows and never adds stale counts.
+local current_bucket = math.floor(now / bucket_ms)
+local function count_admission()
+  local slot = current_bucket % ring
+  local tag = redis.call('HGET', k_admitted, 't' .. slot)
+  if tonumber(tag) ~= current_bucket then
+    redis.call('HSET', k_admitted, 't' .. slot, current_bucket, 'n' .. slot, 1)
+  else
+    redis.call('HINCRBY', k_admitted, 'n' .. slot, 1)
+  end
+end
+
+-- The counts of the complete buckets before the current one: {last minute, last five minutes}.
+local function recent()
+  local fields = {}
+  local n = math.min(five_minute_buckets, current_bucket)
+  for back = 1, n do
+    local slot = (current_bucket - back) % ring
+    fields[#fields + 1] = 't' .. slot
+    fields[#fields + 1] = 'n' .. slot
+  end
+  if n == 0 then return 0, 0 end
+  local v = redis.call('HMGET', k_admitted, unpack(fields))
+  local minute, five = 0, 0
+  for back = 1, n do
+    if tonumber(v[2 * back - 1]) == current_bucket - back then
+      local c = tonumber(v[2 * back]) or 0
+      five = five + c
+      if back <= minute_buckets then minute = minute + c end
+    end
+  end
+  return minute, five
+end
+
 local function remove_waiter(w)
   redis.call('ZREM', k_line, w)
   redis.call('ZREM', k_seen, w)
@@ -89,6 +134,7 @@ local function promote()
       if capacity - slots() <= 0 or not take() then return end
       remove_waiter(head)
       redis.call('ZADD', k_granted, now + grant_ttl, head)
+      count_admission()
     end
     promotions_left = promotions_left - 1
   end
@@ -115,7 +161,8 @@ end
 local function touch()
   redis.call('ZADD', k_seen, now, s)
   local rank = redis.call('ZRANK', k_line, s)
-  return {2, rank + 1, redis.call('ZCARD', k_line)}
+  local minute, five = recent()
+  return {2, rank + 1, redis.call('ZCARD', k_line), minute, five}
 end
 
 if op == 'enter' then
@@ -125,13 +172,15 @@ if op == 'enter' then
   local waiting = redis.call('ZCARD', k_line)
   if waiting == 0 and capacity - slots() > 0 and take() then
     redis.call('ZADD', k_active, now + active_ttl, s)
+    count_admission()
     return {1, now + active_ttl, 0}
   end
   if waiting >= max_queue then return {3, 0, waiting} end
   local seq = redis.call('INCR', k_seq)
   redis.call('ZADD', k_line, seq, s)
   redis.call('ZADD', k_seen, now, s)
-  return {2, waiting + 1, waiting + 1}
+  local minute, five = recent()
+  return {2, waiting + 1, waiting + 1, minute, five}
 elseif op == 'poll' then
   local exp = redis.call('ZSCORE', k_active, s) or redis.call('ZSCORE', k_granted, s)
   if exp then return {1, tonumber(exp), 0} end
@@ -148,6 +197,8 @@ elseif op == 'release' then
   if released > 0 then promote() end
   return {4, released > 0 and 1 or 0, 0}
 elseif op == 'stats' then
-  return {5, redis.call('ZCARD', k_active), redis.call('ZCARD', k_granted), redis.call('ZCARD', k_line)}
+  local minute, five = recent()
+  return {5, redis.call('ZCARD', k_active), redis.call('ZCARD', k_granted), redis.call('ZCARD', k_line),
+    minute, five}
 end
 return redis.error_reply('ERR unknown waiting room operation')

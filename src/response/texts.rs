@@ -1,0 +1,196 @@
+//! Every word the default pages show, so they can be translated.
+
+use std::time::Duration;
+
+use super::group_thousands;
+
+/// The words of the default pages, in English by default. Translate by changing the fields:
+///
+/// ```
+/// use tower_waiting_room::response::{DefaultRenderer, Texts};
+///
+/// let mut de = Texts::default();
+/// de.lang = "de".into();
+/// de.waiting_title = "Sie sind in der Warteschlange".into();
+/// de.position = "Sie sind Nummer {position} in der Schlange".into();
+/// de.thousands_separator = ".".into();
+/// // ... the other fields ...
+/// let renderer = DefaultRenderer::new().with_texts(de);
+/// # let _ = renderer;
+/// // WaitingRoomLayer::builder("shop").renderer(renderer) ...
+/// ```
+///
+/// Texts are plain text: the renderer HTML-escapes them. Some hold placeholders in braces, named
+/// in each field's documentation, which are replaced by formatted numbers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Texts {
+    /// The pages' language, for `<html lang>`: `en`.
+    pub lang: String,
+    /// The small label above every heading: "Waiting room".
+    pub eyebrow: String,
+    /// Heading and title while in line: "You are in line".
+    pub waiting_title: String,
+    /// The place in line, with `{position}`: "You are number {position} in line". The number is
+    /// shown large; the whole sentence is the page's live region for screen readers.
+    pub position: String,
+    /// Label of the number of people ahead: "Ahead of you".
+    pub ahead_label: String,
+    /// Label of the number of people in line: "In line".
+    pub waiting_label: String,
+    /// Label of the estimated wait: "Estimated wait".
+    pub eta_label: String,
+    /// The estimate under a minute: "Almost there".
+    pub eta_almost_there: String,
+    /// The estimate under an hour, with `{minutes}`: "About {minutes} min".
+    pub eta_minutes: String,
+    /// The estimate from an hour, with `{hours}` and `{minutes}`: "About {hours} h {minutes} min".
+    pub eta_hours: String,
+    /// When nobody was let in lately, so there is no estimate: "Unknown: nobody has been let in
+    /// for a few minutes".
+    pub eta_unknown: String,
+    /// That the page updates by itself.
+    pub auto_update: String,
+    /// The status could not be fetched, with `{seconds}` until the next try.
+    pub error: String,
+    /// Shown while the page takes an admitted visitor in.
+    pub letting_in: String,
+    /// The leave button: "Leave the line".
+    pub leave_button: String,
+    /// Heading after leaving: "You left the line".
+    pub left_title: String,
+    /// Message after leaving.
+    pub left_message: String,
+    /// Link after leaving: "Back to the site".
+    pub back_to_site: String,
+    /// Heading when the place is gone (left in another tab, or expired): "You are no longer in
+    /// line".
+    pub gone_title: String,
+    /// Message when the place is gone.
+    pub gone_message: String,
+    /// Link to join the line again.
+    pub rejoin: String,
+    /// Heading when the line is full.
+    pub full_title: String,
+    /// Message when the line is full.
+    pub full_message: String,
+    /// Heading when the waiting room cannot be reached (fail-closed).
+    pub unavailable_title: String,
+    /// Message when the waiting room cannot be reached.
+    pub unavailable_message: String,
+    /// Heading when the waiting room is busy (its store is out of memory).
+    pub busy_title: String,
+    /// Message when the waiting room is busy.
+    pub busy_message: String,
+    /// Link on the full, unavailable and busy pages: "Try again now".
+    pub try_again: String,
+    /// Between groups of three digits: `,` (1,342).
+    pub thousands_separator: String,
+}
+
+impl Default for Texts {
+    fn default() -> Self {
+        let s = |s: &str| s.to_owned();
+        Self {
+            lang: s("en"),
+            eyebrow: s("Waiting room"),
+            waiting_title: s("You are in line"),
+            position: s("You are number {position} in line"),
+            ahead_label: s("Ahead of you"),
+            waiting_label: s("In line"),
+            eta_label: s("Estimated wait"),
+            eta_almost_there: s("Almost there"),
+            eta_minutes: s("About {minutes} min"),
+            eta_hours: s("About {hours} h {minutes} min"),
+            eta_unknown: s("Unknown: nobody has been let in for a few minutes"),
+            auto_update: s(
+                "This page updates by itself. Keep it open: when it is your turn, \
+                            it takes you in.",
+            ),
+            error: s("Cannot reach the waiting room. Trying again in {seconds} s."),
+            letting_in: s("It is your turn. Taking you in\u{2026}"),
+            leave_button: s("Leave the line"),
+            left_title: s("You left the line"),
+            left_message: s("Your place has been given up, so the line moves on without you."),
+            back_to_site: s("Back to the site"),
+            gone_title: s("You are no longer in line"),
+            gone_message: s("Your place was given up (perhaps in another tab) or has expired."),
+            rejoin: s("Join the line again"),
+            full_title: s("The line is full"),
+            full_message: s(
+                "So many people are waiting that the line is full. This page \
+                             tries again by itself in a moment.",
+            ),
+            unavailable_title: s("Please try again soon"),
+            unavailable_message: s("The waiting room cannot be reached right now. This page \
+                                    tries again by itself."),
+            busy_title: s("Very busy right now"),
+            busy_message: s("The waiting room is very busy. This page tries again in a moment."),
+            try_again: s("Try again now"),
+            thousands_separator: s(","),
+        }
+    }
+}
+
+impl Texts {
+    /// `n` with the thousands separator: `1,342`.
+    pub fn number(&self, n: u64) -> String {
+        group_thousands(n, &self.thousands_separator)
+    }
+
+    /// The estimated wait as people read it: under a minute "almost there", then whole minutes
+    /// rounded up, then hours and minutes; `None` is [`eta_unknown`](Self::eta_unknown).
+    pub fn eta(&self, eta: Option<Duration>) -> String {
+        let Some(eta) = eta else {
+            return self.eta_unknown.clone();
+        };
+        let secs = eta.as_secs();
+        if secs < 60 {
+            return self.eta_almost_there.clone();
+        }
+        let minutes = secs.div_ceil(60);
+        if minutes < 60 {
+            return self.eta_minutes.replace("{minutes}", &self.number(minutes));
+        }
+        self.eta_hours
+            .replace("{hours}", &self.number(minutes / 60))
+            .replace("{minutes}", &(minutes % 60).to_string())
+    }
+
+    /// The sentence around the position, split at `{position}`: (before, after).
+    pub(crate) fn position_parts(&self) -> (&str, &str) {
+        self.position
+            .split_once("{position}")
+            .unwrap_or((self.position.as_str(), ""))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn eta_is_said_as_people_say_it() {
+        let t = Texts::default();
+        let eta = |s| t.eta(Some(Duration::from_secs(s)));
+        assert_eq!(eta(0), "Almost there");
+        assert_eq!(eta(59), "Almost there");
+        assert_eq!(eta(60), "About 1 min");
+        assert_eq!(eta(61), "About 2 min", "rounded up");
+        assert_eq!(eta(59 * 60), "About 59 min");
+        assert_eq!(eta(3_600), "About 1 h 0 min");
+        assert_eq!(eta(8_052), "About 2 h 15 min");
+        assert!(t.eta(None).starts_with("Unknown"));
+    }
+
+    #[test]
+    fn position_sentence_splits_around_the_number() {
+        let t = Texts::default();
+        assert_eq!(t.position_parts(), ("You are number ", " in line"));
+        let other = Texts {
+            position: "Platz {position}".into(),
+            ..Texts::default()
+        };
+        assert_eq!(other.position_parts(), ("Platz ", ""));
+    }
+}
