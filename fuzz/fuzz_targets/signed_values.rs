@@ -1,0 +1,38 @@
+//! Queue cookies and admission tokens from arbitrary bytes: never a panic, and nothing that was
+//! not signed by the keyring ever verifies.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use tower_waiting_room::{AdmissionToken, Keyring, QueueCookie, SessionId, SigningKey};
+
+fuzz_target!(|data: &[u8]| {
+    let keys = Keyring::new(SigningKey::new("k2", [2u8; 32]).unwrap())
+        .with_previous(SigningKey::new("k1", [1u8; 32]).unwrap());
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    let now = 1_767_225_600_000;
+    // Random input never verifies (a forgery would need the HMAC key).
+    assert!(QueueCookie::verify(&keys, "room", text, now).is_none());
+    assert!(AdmissionToken::verify(&keys, "room", text, now).is_none());
+
+    // A real value with the input spliced in somewhere is rejected unless unchanged.
+    let token = AdmissionToken::new(SessionId::from_bytes([7; 16]), now, now + 300_000);
+    let signed = token.sign(&keys, "room");
+    if data.is_empty() {
+        return;
+    }
+    let at = data[0] as usize % (signed.len() + 1);
+    let mut mutated = String::with_capacity(signed.len() + text.len());
+    mutated.push_str(&signed[..at]);
+    // The first input byte chose the place; the rest (from the next char boundary) is spliced in.
+    let rest = text.char_indices().nth(1).map_or("", |(i, _)| &text[i..]);
+    mutated.push_str(rest);
+    mutated.push_str(&signed[at..]);
+    if mutated != signed {
+        assert!(
+            AdmissionToken::verify(&keys, "room", &mutated, now).is_none(),
+            "a changed token verified: {mutated:?}"
+        );
+    }
+});

@@ -1,0 +1,102 @@
+//! Property tests of the signed values: sign/verify round-trips, and any change is rejected.
+
+use proptest::prelude::*;
+use tower_waiting_room::{AdmissionToken, Keyring, QueueCookie, SessionId, SigningKey};
+
+fn keyring(secret: [u8; 32]) -> Keyring {
+    Keyring::new(SigningKey::new("cur", secret).unwrap())
+        .with_previous(SigningKey::new("old", [0xaa; 32]).unwrap())
+}
+
+fn room() -> impl Strategy<Value = String> {
+    "[A-Za-z0-9_-]{1,64}"
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    #[test]
+    fn admission_tokens_round_trip(
+        secret in any::<[u8; 32]>(),
+        session in any::<[u8; 16]>(),
+        room in room(),
+        issued in 0u64..4_000_000_000_000,
+        lifetime in 1u64..100_000_000,
+        age in 0u64..100_000_000,
+    ) {
+        let keys = keyring(secret);
+        let token = AdmissionToken::new(SessionId::from_bytes(session), issued, issued + lifetime);
+        let text = token.sign(&keys, &room);
+        let now = issued + age.min(lifetime - 1);
+        prop_assert_eq!(AdmissionToken::verify(&keys, &room, &text, now), Some(token));
+        // Expired at its expiry, and never valid for another room.
+        prop_assert_eq!(AdmissionToken::verify(&keys, &room, &text, issued + lifetime), None);
+        let other = format!("{room}x");
+        prop_assert_eq!(AdmissionToken::verify(&keys, &other, &text, now), None);
+        // Not a queue cookie either.
+        prop_assert_eq!(QueueCookie::verify(&keys, &room, &text, now), None);
+    }
+
+    #[test]
+    fn queue_cookies_round_trip(
+        secret in any::<[u8; 32]>(),
+        room in room(),
+        now in 0u64..4_000_000_000_000,
+        ttl in 1u64..100_000_000,
+    ) {
+        let keys = keyring(secret);
+        let cookie = QueueCookie::issue(now, ttl);
+        let text = cookie.sign(&keys, &room);
+        prop_assert_eq!(QueueCookie::verify(&keys, &room, &text, now), Some(cookie));
+        prop_assert_eq!(AdmissionToken::verify(&keys, &room, &text, now), None);
+    }
+
+    #[test]
+    fn any_byte_change_is_rejected(
+        secret in any::<[u8; 32]>(),
+        session in any::<[u8; 16]>(),
+        at in any::<prop::sample::Index>(),
+        byte in 0x21u8..0x7f,
+    ) {
+        let keys = keyring(secret);
+        let now = 1_767_225_600_000;
+        let token = AdmissionToken::new(SessionId::from_bytes(session), now, now + 300_000);
+        let text = token.sign(&keys, "room");
+        let i = at.index(text.len());
+        prop_assume!(text.as_bytes()[i] != byte);
+        let mut bytes = text.clone().into_bytes();
+        bytes[i] = byte;
+        let changed = String::from_utf8(bytes).unwrap();
+        prop_assert_eq!(AdmissionToken::verify(&keys, "room", &changed, now), None);
+    }
+
+    #[test]
+    fn truncated_or_extended_values_are_rejected(
+        secret in any::<[u8; 32]>(),
+        cut in any::<prop::sample::Index>(),
+        tail in "[A-Za-z0-9._-]{1,40}",
+    ) {
+        let keys = keyring(secret);
+        let now = 1_767_225_600_000;
+        let text = QueueCookie::issue(now, 60_000).sign(&keys, "room");
+        let short = &text[..cut.index(text.len())];
+        prop_assert_eq!(QueueCookie::verify(&keys, "room", short, now), None);
+        let long = format!("{text}{tail}");
+        prop_assert_eq!(QueueCookie::verify(&keys, "room", &long, now), None);
+    }
+
+    #[test]
+    fn arbitrary_strings_never_verify(s in "\\PC{0,300}") {
+        let keys = keyring([9; 32]);
+        prop_assert_eq!(AdmissionToken::verify(&keys, "room", &s, 0), None);
+        prop_assert_eq!(QueueCookie::verify(&keys, "room", &s, 0), None);
+    }
+
+    #[test]
+    fn another_secret_never_verifies(a in any::<[u8; 32]>(), b in any::<[u8; 32]>()) {
+        prop_assume!(a != b);
+        let now = 1_767_225_600_000;
+        let text = QueueCookie::issue(now, 60_000).sign(&keyring(a), "room");
+        prop_assert_eq!(QueueCookie::verify(&keyring(b), "room", &text, now), None);
+    }
+}
