@@ -111,7 +111,7 @@ text-decoration:none}\
 button:hover,.button:hover{border-color:var(--muted)}\
 button:focus-visible,.button:focus-visible{outline:3px solid var(--accent);outline-offset:2px}\
 [hidden]{display:none!important}\
-@media (max-width:400px){main{padding:1.5rem 1rem}.position strong{font-size:2.75rem}}";
+@media (max-width:480px){body{align-items:flex-start}main{margin:.75rem;padding:1.5rem 1.1rem}.position strong{font-size:2.75rem}}";
 
 /// The pages' script: polls the status endpoint (interval from the server's `retry_after`,
 /// which grows with the position, ±20 % jitter), backs off exponentially up to 60 s on errors

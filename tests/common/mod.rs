@@ -410,6 +410,11 @@ impl TestStore {
         self.inner.stats(policy).await.unwrap()
     }
 
+    /// The wrapped store, to set up a room without counting calls.
+    pub fn inner(&self) -> &MemoryStore {
+        &self.inner
+    }
+
     fn failure<T: Send + 'static>(&self) -> Option<StoreFuture<T>> {
         let kind = (*self.fail.lock().unwrap())?;
         Some(Box::pin(std::future::ready(Err(StoreError::new(kind)))))
@@ -459,6 +464,14 @@ pub struct Site {
 
 impl Site {
     pub async fn start(builder: WaitingRoomBuilder) -> Self {
+        Self::start_with(builder, app).await
+    }
+
+    /// Like [`start`](Self::start), with the router made by `router` from the layer.
+    pub async fn start_with(
+        builder: WaitingRoomBuilder,
+        router: impl FnOnce(WaitingRoomLayer) -> Router,
+    ) -> Self {
         let clock = clock();
         let store = TestStore::new(clock.clone());
         let layer = builder
@@ -467,7 +480,7 @@ impl Site {
             .store(store.clone())
             .build()
             .expect("valid test configuration");
-        let http = serve(app(layer.clone())).await;
+        let http = serve(router(layer.clone())).await;
         Self {
             layer,
             store,
