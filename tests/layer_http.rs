@@ -5,7 +5,7 @@ mod common;
 
 use std::time::Duration;
 
-use http::header::{self, HeaderValue};
+use http::header::{self, HeaderName, HeaderValue};
 use http::{Method, StatusCode};
 use serde_json::json;
 use tower_waiting_room::store::{Store, StoreErrorKind};
@@ -631,4 +631,138 @@ async fn a_token_whose_slot_was_released_is_removed_when_the_visitor_queues_agai
     let cleared = r.set_cookie(&a).expect("the admission cookie is removed");
     assert_eq!(max_age_of(&cleared), Some(0));
     assert_eq!(r.json()["position"], 1);
+}
+
+// ===== apps without a cookie jar =====
+
+#[tokio::test]
+async fn apps_can_carry_the_place_and_the_token_in_headers() {
+    let site = Site::start(WaitingRoomLayer::builder("app").capacity(1)).await;
+    let (sh, th) = ("waiting-room-session", "waiting-room-token");
+
+    // First visit: the queue value comes in a header as well as in the cookie.
+    let r = site.http.send(Method::GET, "/api/items", &[]).await;
+    assert_eq!(r.status, StatusCode::FOUND);
+    let place = r.header(sh).expect("the session header").to_owned();
+    assert_eq!(Some(place.clone()), r.cookie_value(&site.q()));
+
+    // With the header (no cookies): admitted, and the token comes in a header.
+    let with = |name: &'static str, v: &str| {
+        [(
+            HeaderName::from_static(name),
+            HeaderValue::from_str(v).unwrap(),
+        )]
+    };
+    let r = site
+        .http
+        .send(Method::GET, "/api/items", &with(sh, &place))
+        .await;
+    assert_eq!(r.handler_saw()["by"], "Store");
+    let token = r.header(th).expect("the token header").to_owned();
+    assert_eq!(Some(token.clone()), r.cookie_value(&site.a()));
+
+    // With the token header: the fast path.
+    let r = site
+        .http
+        .send(Method::GET, "/api/items", &with(th, &token))
+        .await;
+    assert_eq!(r.handler_saw()["by"], "Token");
+
+    // A second app waits, by header, and sees its place through the status endpoint.
+    let r = site.http.send(Method::GET, "/", &[]).await;
+    let second = r.header(sh).unwrap().to_owned();
+    let r = site.http.send(Method::GET, "/", &with(sh, &second)).await;
+    assert_eq!(r.status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(r.json()["position"], 1);
+    assert!(r.header(th).is_none());
+    let r = site
+        .http
+        .send(Method::GET, &site.status_path(), &with(sh, &second))
+        .await;
+    assert_eq!(r.json()["state"], "waiting");
+
+    // The first app leaves by header; the second is let in.
+    let r = site
+        .http
+        .send(Method::POST, &site.leave_path(), &with(th, &token))
+        .await;
+    assert_eq!(r.json()["state"], "left");
+    let r = site.http.send(Method::GET, "/", &with(sh, &second)).await;
+    assert_eq!(r.handler_saw()["by"], "Store");
+    assert!(r.header(th).is_some());
+
+    // A forged header is no place at all: a first visit.
+    let r = site
+        .http
+        .send(Method::GET, "/", &with(sh, "q1.k1.forged"))
+        .await;
+    assert_eq!(r.status, StatusCode::FOUND);
+
+    // A browser, which sends the room's cookies, never gets its HttpOnly token in a header.
+    let mut browser = site.arrive("/").await;
+    site.http
+        .visit(&mut browser, Method::POST, &site.leave_path())
+        .await;
+    let mut browser = site.arrive("/").await;
+    let r = site.http.visit(&mut browser, Method::GET, "/").await;
+    assert_eq!(r.status, StatusCode::TOO_MANY_REQUESTS);
+    let r = site
+        .http
+        .send(Method::POST, &site.leave_path(), &with(sh, &second))
+        .await;
+    assert_eq!(r.json()["state"], "left");
+    let r = site.http.visit(&mut browser, Method::GET, "/").await;
+    r.handler_saw();
+    assert!(r.set_cookie(&site.a()).is_some());
+    assert!(
+        r.header(th).is_none(),
+        "no token header for a cookie client"
+    );
+}
+
+#[tokio::test]
+async fn header_names_are_configurable_and_checked() {
+    let site = Site::start(
+        WaitingRoomLayer::builder("app")
+            .capacity(1)
+            .session_header("x-place")
+            .token_header("x-pass"),
+    )
+    .await;
+    let r = site.http.send(Method::GET, "/", &[]).await;
+    let place = r
+        .header("x-place")
+        .expect("the configured header")
+        .to_owned();
+    assert!(r.header("waiting-room-session").is_none());
+    let r = site
+        .http
+        .send(
+            Method::GET,
+            "/",
+            &[(
+                HeaderName::from_static("x-place"),
+                HeaderValue::from_str(&place).unwrap(),
+            )],
+        )
+        .await;
+    r.handler_saw();
+    assert!(r.header("x-pass").is_some());
+
+    for (session, token) in [("bad header", "x-pass"), ("x-same", "x-same")] {
+        let err = WaitingRoomLayer::builder("app")
+            .capacity(1)
+            .secret(SECRET)
+            .session_header(session)
+            .token_header(token)
+            .build()
+            .unwrap_err();
+        assert!(
+            matches!(
+                err,
+                tower_waiting_room::ConfigError::InvalidHeaderName { .. }
+            ),
+            "{err:?}"
+        );
+    }
 }
