@@ -301,9 +301,14 @@ pub(crate) fn verify(keyring: &Keyring, kind: Kind, room: &str, value: &str) -> 
     Some(claims)
 }
 
-/// Strict decimal: digits only, no sign, no leading `+`, at most 20 digits.
+/// Strict, canonical decimal: digits only, no sign, no leading zero, at most 20 digits. Only the
+/// exact text that was signed verifies: `0123` is not another spelling of `123`.
 fn parse_u64(s: &str) -> Option<u64> {
-    if s.is_empty() || s.len() > 20 || !s.bytes().all(|b| b.is_ascii_digit()) {
+    if s.is_empty()
+        || s.len() > 20
+        || (s.len() > 1 && s.starts_with('0'))
+        || !s.bytes().all(|b| b.is_ascii_digit())
+    {
         return None;
     }
     s.parse().ok()
@@ -371,6 +376,24 @@ mod tests {
                     None,
                     "byte {i} changed to {} still verified",
                     replacement as char
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn every_single_byte_insertion_is_rejected() {
+        // Found by the fuzzer: a leading zero inserted into a number was accepted.
+        let kr = keyring();
+        let v = sign(&kr, Kind::Admission, "shop", &claims());
+        for i in 0..=v.len() {
+            for inserted in ['0', '1', 'a', 'A', '.', '-', '_'] {
+                let mut changed = v.clone();
+                changed.insert(i, inserted);
+                assert_eq!(
+                    verify(&kr, Kind::Admission, "shop", &changed),
+                    None,
+                    "{inserted:?} inserted at {i} still verified"
                 );
             }
         }

@@ -71,6 +71,22 @@ proptest! {
     }
 
     #[test]
+    fn any_byte_insertion_is_rejected(
+        secret in any::<[u8; 32]>(),
+        at in any::<prop::sample::Index>(),
+        byte in 0x21u8..0x7f,
+    ) {
+        let keys = keyring(secret);
+        let now = 1_767_225_600_000;
+        let text = QueueCookie::issue(now, 60_000).sign(&keys, "room");
+        let i = at.index(text.len() + 1);
+        let mut bytes = text.into_bytes();
+        bytes.insert(i, byte);
+        let changed = String::from_utf8(bytes).unwrap();
+        prop_assert_eq!(QueueCookie::verify(&keys, "room", &changed, now), None);
+    }
+
+    #[test]
     fn truncated_or_extended_values_are_rejected(
         secret in any::<[u8; 32]>(),
         cut in any::<prop::sample::Index>(),
