@@ -18,6 +18,10 @@
 //! | `path_prefix` | `/__waitingroom` | where the room's own endpoints live |
 //! | cookies | `wr_{room}_q` / `wr_{room}_a`, `Path=/`, `Secure`, `HttpOnly`, `SameSite=Lax` | |
 //! | `session_header` / `token_header` | `waiting-room-session` / `waiting-room-token` | the same values as request and response headers, for apps without a cookie jar |
+//! | `new_visitor_limit` | 120 a minute per client IP | new queue entries per IP; see [`limits`](crate::limits) |
+//! | `poll_limit` | 30 per 10 s per session (3 a second on average) | store questions per session |
+//! | `client_ip_header` / `client_ip_with` | the connection's peer address | where the client IP comes from |
+//! | `bypass` | none | requests that skip the room entirely |
 
 use std::error::Error;
 use std::fmt;
@@ -307,6 +311,12 @@ pub enum ConfigError {
         /// The setting's name.
         setting: &'static str,
     },
+    /// A rate limit allows zero events, or over a zero (or absurdly long) window; use `None` to
+    /// turn a limit off.
+    InvalidRateLimit {
+        /// The setting's name.
+        setting: &'static str,
+    },
     /// The system random source failed.
     Random,
 }
@@ -362,6 +372,10 @@ impl fmt::Display for ConfigError {
             ConfigError::InvalidHeaderName { setting } => write!(
                 f,
                 "{setting} is not a valid header name, or both headers have the same name"
+            ),
+            ConfigError::InvalidRateLimit { setting } => write!(
+                f,
+                "{setting} must allow at least 1 event per window of at least 1 ms (or be None)"
             ),
             ConfigError::Random => f.write_str("the system random source failed"),
         }

@@ -1,5 +1,6 @@
 //! [`WaitingRoomLayer`] and its builder.
 
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -8,6 +9,9 @@ use tower_layer::Layer;
 use crate::clock::{duration_ms, Clock, SharedClock, SystemClock};
 use crate::config::{
     self, defaults, ConfigError, CookieSettings, FailPolicy, RoomConfig, RoomPolicy, SameSite,
+};
+use crate::limits::{
+    self, BypassFn, ClientIp, ClientIpFn, Defences, Limiter, RateLimit, RequestInfo,
 };
 use crate::response::{DefaultRenderer, Render};
 use crate::room::Room;
@@ -58,6 +62,17 @@ impl WaitingRoomLayer {
     pub(crate) fn room(&self) -> &Arc<Room> {
         &self.room
     }
+
+    /// How many keys the new-visitor (per IP) and poll (per session) limiters track, for tests
+    /// that check their memory stays bounded. Not a stable API.
+    #[doc(hidden)]
+    pub fn limiter_sizes(&self) -> (usize, usize) {
+        let d = &self.room.defences;
+        (
+            d.new_visitors.as_ref().map_or(0, Limiter::len),
+            d.polls.as_ref().map_or(0, Limiter::len),
+        )
+    }
 }
 
 impl<S> Layer<S> for WaitingRoomLayer {
@@ -103,6 +118,11 @@ pub struct WaitingRoomBuilder {
     clock: Option<SharedClock>,
     store: Option<Arc<dyn Store>>,
     renderer: Arc<dyn Render>,
+    bypass: Vec<Box<BypassFn>>,
+    client_ip: ClientIp,
+    client_ip_header: Option<String>,
+    new_visitor_limit: Option<RateLimit>,
+    poll_limit: Option<RateLimit>,
 }
 
 impl WaitingRoomBuilder {
@@ -131,6 +151,11 @@ impl WaitingRoomBuilder {
             clock: None,
             store: None,
             renderer: Arc::new(DefaultRenderer::new()),
+            bypass: Vec::new(),
+            client_ip: ClientIp::Peer,
+            client_ip_header: None,
+            new_visitor_limit: Some(limits::defaults::NEW_VISITORS_PER_IP),
+            poll_limit: Some(limits::defaults::POLLS_PER_SESSION),
         }
     }
 
@@ -289,6 +314,75 @@ impl WaitingRoomBuilder {
         self
     }
 
+    /// Requests for which `rule` returns `true` skip the room entirely: they go straight to the
+    /// inner service, with no [`Admission`](crate::Admission) in their extensions, no cookie and
+    /// no store call, and no limit counts them. Health checks, static assets, webhooks, admin
+    /// addresses. Several rules: a request matching any of them bypasses. Rules run on every
+    /// request, before anything else, so keep them cheap.
+    ///
+    /// ```
+    /// use http::Method;
+    /// use tower_waiting_room::WaitingRoomLayer;
+    ///
+    /// let builder = WaitingRoomLayer::builder("shop")
+    ///     .bypass(|req| req.path() == "/healthz")
+    ///     .bypass(|req| req.method() == Method::GET && req.path().starts_with("/assets/"))
+    ///     // Webhooks authenticate themselves; the payment provider must never wait in line.
+    ///     .bypass(|req| req.method() == Method::POST && req.path() == "/webhooks/payments");
+    /// # let _ = builder;
+    /// ```
+    ///
+    /// A rule on a header a client can send (`User-Agent`, a made-up `X-Internal`) lets anyone
+    /// skip the line: match on paths that are not worth queueing, or on a secret the caller
+    /// proves.
+    pub fn bypass<F>(mut self, rule: F) -> Self
+    where
+        F: Fn(&RequestInfo<'_>) -> bool + Send + Sync + 'static,
+    {
+        self.bypass.push(Box::new(rule));
+        self
+    }
+
+    /// How many new queue entries (fresh queue cookies, stage 1) one client IP gets; over it the
+    /// answer is `429` with `Retry-After` and no cookie. Default
+    /// [`NEW_VISITORS_PER_IP`](limits::defaults::NEW_VISITORS_PER_IP) (120 a minute); `None`
+    /// turns it off. Kept in process memory, so with several gateways each counts its own. See
+    /// [`limits`](crate::limits) for where the IP comes from; with no IP there is no limit.
+    pub fn new_visitor_limit(mut self, limit: impl Into<Option<RateLimit>>) -> Self {
+        self.new_visitor_limit = limit.into();
+        self
+    }
+
+    /// How many store questions (stage 3 and the status endpoint) one session may cause; over
+    /// it the answer is `429` with `Retry-After` and the store is not asked. Default
+    /// [`POLLS_PER_SESSION`](limits::defaults::POLLS_PER_SESSION) (30 per 10 s); `None` turns it
+    /// off. Admitted visitors' token checks are never limited.
+    pub fn poll_limit(mut self, limit: impl Into<Option<RateLimit>>) -> Self {
+        self.poll_limit = limit.into();
+        self
+    }
+
+    /// Take the client IP from the **right-most** address in this header (`X-Forwarded-For`,
+    /// `X-Real-IP`, ...) instead of the connection: for services behind a reverse proxy that
+    /// appends the address it saw. **Only behind such a proxy**: a client can write anything
+    /// into the header, and the right-most entry is the only one your proxy vouches for. Behind
+    /// several proxies, use [`client_ip_with`](Self::client_ip_with).
+    pub fn client_ip_header(mut self, name: impl Into<String>) -> Self {
+        self.client_ip_header = Some(name.into());
+        self
+    }
+
+    /// Find the client IP with your own function (for example from axum's
+    /// `ConnectInfo<SocketAddr>`; see [`limits`](crate::limits)). Overrides
+    /// [`client_ip_header`](Self::client_ip_header).
+    pub fn client_ip_with<F>(mut self, find: F) -> Self
+    where
+        F: Fn(&RequestInfo<'_>) -> Option<IpAddr> + Send + Sync + 'static,
+    {
+        self.client_ip = ClientIp::With(Box::new(find) as Box<ClientIpFn>);
+        self
+    }
+
     /// Validates the configuration and builds the layer.
     pub fn build(self) -> Result<WaitingRoomLayer, ConfigError> {
         if !config::valid_room_id(&self.room) {
@@ -352,6 +446,35 @@ impl WaitingRoomBuilder {
                 setting: "token_header",
             });
         }
+        for (setting, limit) in [
+            ("new_visitor_limit", self.new_visitor_limit),
+            ("poll_limit", self.poll_limit),
+        ] {
+            if limit.is_some_and(|l| !l.is_valid()) {
+                return Err(ConfigError::InvalidRateLimit { setting });
+            }
+        }
+        let client_ip = match (self.client_ip, self.client_ip_header) {
+            (ClientIp::Peer, Some(name)) => {
+                ClientIp::Header(http::HeaderName::from_bytes(name.as_bytes()).map_err(|_| {
+                    ConfigError::InvalidHeaderName {
+                        setting: "client_ip_header",
+                    }
+                })?)
+            }
+            (client_ip, _) => client_ip,
+        };
+        let defences = Defences {
+            bypass: self.bypass,
+            client_ip,
+            new_visitors: self
+                .new_visitor_limit
+                .map(|l| Limiter::new(l, limits::MAX_TRACKED)),
+            polls: self
+                .poll_limit
+                .map(|l| Limiter::new(l, limits::MAX_TRACKED)),
+            warned_no_ip: Default::default(),
+        };
         let current = self.current_key.ok_or(ConfigError::MissingSigningKey)??;
         let mut keys = Keyring::new(current);
         if let Some(previous) = self.previous_key {
@@ -385,7 +508,14 @@ impl WaitingRoomBuilder {
             token_header,
         };
         Ok(WaitingRoomLayer {
-            room: Arc::new(Room::new(config, keys, store, clock, self.renderer)),
+            room: Arc::new(Room::new(
+                config,
+                keys,
+                store,
+                clock,
+                self.renderer,
+                defences,
+            )),
         })
     }
 }

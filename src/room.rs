@@ -5,7 +5,9 @@
 //! store's answer into the same choices. The service and its future only carry these out.
 
 use std::borrow::Cow;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
 use http::header::{self, HeaderName, HeaderValue};
@@ -15,6 +17,7 @@ use crate::admission_token::AdmissionToken;
 use crate::clock::{duration_ms, secs_ceil, SharedClock};
 use crate::config::{FailPolicy, RoomConfig};
 use crate::cookies;
+use crate::limits::{Defences, RequestInfo};
 use crate::outcome::{
     estimate_wait, retry_after_for, Admission, AdmittedBy, Rejection, BUSY_RETRY_AFTER,
     FULL_RETRY_AFTER, UNAVAILABLE_RETRY_AFTER,
@@ -31,6 +34,7 @@ pub(crate) struct Room {
     pub(crate) store: Arc<dyn Store>,
     pub(crate) clock: SharedClock,
     renderer: Arc<dyn Render>,
+    pub(crate) defences: Defences,
     status_path: String,
     leave_path: String,
 }
@@ -103,6 +107,7 @@ impl Room {
         store: Arc<dyn Store>,
         clock: SharedClock,
         renderer: Arc<dyn Render>,
+        defences: Defences,
     ) -> Self {
         let status_path = format!("{}/{}/status", config.path_prefix, config.room());
         let leave_path = format!("{}/{}/leave", config.path_prefix, config.room());
@@ -112,9 +117,16 @@ impl Room {
             store,
             clock,
             renderer,
+            defences,
             status_path,
             leave_path,
         }
+    }
+
+    /// Whether a bypass rule matches: the request skips the room entirely (no admission, no
+    /// cookie, no store call, not counted by any limit).
+    pub(crate) fn bypasses<B>(&self, req: &Request<B>) -> bool {
+        !self.defences.bypass.is_empty() && self.defences.bypasses(&RequestInfo::new(req))
     }
 
     /// Stages 1 and 2, and the room's own endpoints.
@@ -147,8 +159,14 @@ impl Room {
 
         // Stage 1: no queue cookie, no state: sign one and send the visitor back here.
         match self.queue_cookie(req, now) {
-            Some(cookie) => self.ask_enter(cookie.session(), false),
-            None => Next::Answer(self.first_visit(req, now)),
+            Some(cookie) => match self.check_polls(cookie.session(), now) {
+                Ok(()) => self.ask_enter(cookie.session(), false),
+                Err(wait) => Next::Answer(self.limited(wait)),
+            },
+            None => match self.check_new_visitor(req, now) {
+                Ok(()) => Next::Answer(self.first_visit(req, now)),
+                Err(wait) => Next::Answer(self.limited(wait)),
+            },
         }
     }
 
@@ -418,6 +436,50 @@ impl Room {
         res
     }
 
+    /// The per-session limit on store questions (stage 3 and the status endpoint).
+    fn check_polls(&self, session: SessionId, now: u64) -> Result<(), Duration> {
+        match &self.defences.polls {
+            Some(limiter) => limiter.check(session, now),
+            None => Ok(()),
+        }
+    }
+
+    /// The per-client-IP limit on new queue entries (stage 1). No IP found: no limit, and one
+    /// warning in the log.
+    fn check_new_visitor<B>(&self, req: &Request<B>, now: u64) -> Result<(), Duration> {
+        let Some(limiter) = &self.defences.new_visitors else {
+            return Ok(());
+        };
+        match self.defences.client_ip.find(&RequestInfo::new(req)) {
+            Some(ip) => limiter.check(ip, now),
+            None => {
+                if !self.defences.warned_no_ip.swap(true, Ordering::Relaxed) {
+                    tracing::warn!(
+                        room = self.config.room(),
+                        "no client IP for a request (no PeerAddr or SocketAddr in its extensions, \
+                         no client_ip_header or client_ip_with configured): the per-IP limit \
+                         on new visitors does not apply to such requests"
+                    );
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// `429 Too Many Requests` from a limit: JSON `{"state":"limited",...}` with `Retry-After`,
+    /// no cookie, no store call.
+    fn limited(&self, wait: Duration) -> Response<Bytes> {
+        let secs = secs_ceil(duration_ms(wait)).max(1);
+        let body = StatusBody {
+            retry_after: Some(secs),
+            ..StatusBody::plain(self.config.room(), "limited")
+        };
+        let mut res = json_response(StatusCode::TOO_MANY_REQUESTS, &body);
+        res.headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        res
+    }
+
     fn status<B>(&self, req: &Request<B>, now: u64) -> Next {
         if req.method() != Method::GET && req.method() != Method::HEAD {
             return Next::Answer(method_not_allowed("GET, HEAD"));
@@ -428,9 +490,12 @@ impl Room {
                 StatusCode::OK,
                 &StatusBody::plain(room, "admitted"),
             )),
-            Some((session, false)) => Next::Ask {
-                pending: Pending::Decision(self.store.poll(&self.config.policy, session)),
-                step: Step::Status,
+            Some((session, false)) => match self.check_polls(session, now) {
+                Ok(()) => Next::Ask {
+                    pending: Pending::Decision(self.store.poll(&self.config.policy, session)),
+                    step: Step::Status,
+                },
+                Err(wait) => Next::Answer(self.limited(wait)),
             },
             None => Next::Answer(json_response(
                 StatusCode::OK,

@@ -78,6 +78,9 @@ where
         // readied by the next `poll_ready`.
         let clone = self.inner.clone();
         let mut inner = std::mem::replace(&mut self.inner, clone);
+        if self.room.bypasses(&req) {
+            return ResponseFuture::pass(inner.call(req), None);
+        }
         match self.room.classify(&req) {
             Next::Pass {
                 admission,

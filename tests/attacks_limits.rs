@@ -1,0 +1,402 @@
+//! Floods and storms over real HTTP (and, for the 100 000-address flood, in process): the
+//! per-IP limit on new queue entries, the per-session limit on store questions, bypass rules and
+//! a full queue. Each attack checks the answer, that the store was not asked beyond the limit,
+//! and that nothing inside changed (counts, other visitors' places). Time is a `ManualClock`:
+//! no sleeps.
+
+mod common;
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::ConnectInfo;
+use axum::routing::{any, get};
+use axum::{Extension, Json, Router};
+use http::header::{HeaderName, HeaderValue};
+use http::{Method, Request, StatusCode};
+use serde_json::{json, Value};
+use tower::ServiceExt;
+use tower_waiting_room::store::RoomStats;
+use tower_waiting_room::{Admission, PeerAddr, RateLimit, WaitingRoomLayer};
+
+use common::*;
+
+const XFF: HeaderName = HeaderName::from_static("x-forwarded-for");
+
+fn from(ip: &str) -> Vec<(HeaderName, HeaderValue)> {
+    vec![(XFF, HeaderValue::from_str(ip).unwrap())]
+}
+
+/// The answer of a limit: `429`, `Retry-After`, `{"state":"limited"}`, no cookie.
+fn assert_limited(r: &Reply, what: &str) {
+    assert_eq!(r.status, StatusCode::TOO_MANY_REQUESTS, "{what}: {r:?}");
+    assert!(r.retry_after() >= 1, "{what}");
+    assert!(r.set_cookies().is_empty(), "{what}: {r:?}");
+    let v = r.json();
+    assert_eq!(v["state"], "limited", "{what}");
+    assert_eq!(v["retry_after"], r.retry_after(), "{what}");
+}
+
+/// `(position, waiting)` of a visitor, from the status endpoint.
+async fn place(site: &Site, jar: &mut Jar) -> (u64, u64) {
+    let r = site.http.visit(jar, Method::GET, &site.status_path()).await;
+    assert_eq!(r.status, StatusCode::OK, "{r:?}");
+    let v = r.json();
+    assert_eq!(v["state"], "waiting", "{v}");
+    (
+        v["position"].as_u64().unwrap(),
+        v["waiting"].as_u64().unwrap(),
+    )
+}
+
+/// A room with one admitted visitor and two in line; returns the two waiters.
+async fn busy_room(site: &Site) -> (Jar, Jar) {
+    site.admit().await;
+    let mut waiters = Vec::new();
+    for _ in 0..2 {
+        let mut jar = site.arrive("/").await;
+        let r = site.http.visit(&mut jar, Method::GET, "/").await;
+        assert_eq!(r.status, StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(r.json()["state"], "waiting");
+        waiters.push(jar);
+    }
+    let second = waiters.pop().unwrap();
+    (waiters.pop().unwrap(), second)
+}
+
+fn same_inside(before: RoomStats, after: RoomStats, what: &str) {
+    assert_eq!(
+        (before.admitted, before.granted, before.waiting),
+        (after.admitted, after.granted, after.waiting),
+        "{what}: the room changed"
+    );
+}
+
+#[tokio::test]
+async fn a_flood_of_first_visits_from_one_ip_is_limited_and_others_are_not() {
+    let site = Site::start(
+        WaitingRoomLayer::builder("flood")
+            .capacity(1)
+            .client_ip_header("x-forwarded-for"),
+    )
+    .await;
+    let (mut w1, mut w2) = busy_room(&site).await;
+    let stats = site.stats().await;
+    let calls = site.store.calls();
+
+    // The default: 120 new queue entries a minute for one address, then 429 without a cookie.
+    let bot = "203.0.113.7";
+    for i in 0..120 {
+        let r = site.http.send(Method::GET, "/", &from(bot)).await;
+        assert_eq!(r.status, StatusCode::FOUND, "visit {i}");
+        assert!(r.cookie_value(&site.q()).is_some());
+    }
+    for i in 0..200 {
+        let r = site.http.send(Method::GET, "/", &from(bot)).await;
+        assert_limited(&r, &format!("flood {i}"));
+        assert!(r.retry_after() <= 60);
+    }
+    // Addresses the bot writes in front of its own are not its address: the right-most is.
+    let r = site
+        .http
+        .send(Method::GET, "/", &from(&format!("198.51.100.1, {bot}")))
+        .await;
+    assert_limited(&r, "spoofed left-most entry");
+    // POSTs too (they would get a 307 and a cookie).
+    let r = site.http.send(Method::POST, "/buy", &from(bot)).await;
+    assert_limited(&r, "POST");
+
+    // Someone else, and another address sharing nothing with the bot, still get in line.
+    let r = site
+        .http
+        .send(Method::GET, "/", &from("198.51.100.1"))
+        .await;
+    assert_eq!(r.status, StatusCode::FOUND);
+    let r = site.http.send(Method::GET, "/", &from("2001:db8::1")).await;
+    assert_eq!(r.status, StatusCode::FOUND);
+
+    // Nothing inside changed: no store call, same counts, same places.
+    assert_eq!(site.store.calls(), calls, "the flood reached the store");
+    same_inside(stats, site.stats().await, "flood");
+    assert_eq!(place(&site, &mut w1).await, (1, 2));
+    assert_eq!(place(&site, &mut w2).await, (2, 2));
+
+    // A minute and more later the address has a budget again.
+    site.clock.advance(Duration::from_secs(121));
+    let r = site.http.send(Method::GET, "/", &from(bot)).await;
+    assert_eq!(r.status, StatusCode::FOUND);
+}
+
+#[tokio::test]
+async fn the_peer_address_from_axum_connect_info_is_limited() {
+    // The documented one-liner for axum's ConnectInfo, on a real loopback connection.
+    let clock = clock();
+    let store = TestStore::new(clock.clone());
+    let layer = WaitingRoomLayer::builder("peer")
+        .capacity(1)
+        .secret(SECRET)
+        .clock(clock.clone())
+        .store(store.clone())
+        .new_visitor_limit(RateLimit::per_minute(5))
+        .client_ip_with(|req| {
+            req.extensions()
+                .get::<ConnectInfo<SocketAddr>>()
+                .map(|c| c.0.ip())
+        })
+        .build()
+        .unwrap();
+    let router = app(layer.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        axum::serve(
+            listener,
+            router.into_make_service_with_connect_info::<SocketAddr>(),
+        )
+        .await
+        .unwrap();
+    });
+    let http = Http::new(addr);
+    for _ in 0..5 {
+        assert_eq!(
+            http.send(Method::GET, "/", &[]).await.status,
+            StatusCode::FOUND
+        );
+    }
+    assert_limited(
+        &http.send(Method::GET, "/", &[]).await,
+        "sixth from 127.0.0.1",
+    );
+    // A header means nothing when no header is trusted.
+    assert_limited(
+        &http.send(Method::GET, "/", &from("198.51.100.1")).await,
+        "untrusted X-Forwarded-For",
+    );
+    assert_eq!(store.calls().total(), 0);
+    assert_eq!(layer.limiter_sizes().0, 1);
+}
+
+/// The app in process, with each request's `PeerAddr` set as a plain hyper server would.
+async fn first_visit_from(app: &Router, ip: IpAddr) -> StatusCode {
+    let mut req = Request::get("/").body(Body::empty()).unwrap();
+    req.extensions_mut()
+        .insert(PeerAddr(SocketAddr::new(ip, 40_000)));
+    app.clone().oneshot(req).await.unwrap().status()
+}
+
+#[tokio::test]
+async fn a_hundred_thousand_addresses_do_not_grow_memory_without_bound() {
+    let clock = clock();
+    let store = TestStore::new(clock.clone());
+    let layer = WaitingRoomLayer::builder("many")
+        .capacity(1)
+        .secret(SECRET)
+        .clock(clock.clone())
+        .store(store.clone())
+        .new_visitor_limit(RateLimit::per_minute(2))
+        .build()
+        .unwrap();
+    let app = app(layer.clone());
+    let first = IpAddr::V4(Ipv4Addr::new(192, 0, 2, 1));
+    // The PeerAddr in the extensions is the client: limited after two.
+    assert_eq!(first_visit_from(&app, first).await, StatusCode::FOUND);
+    assert_eq!(first_visit_from(&app, first).await, StatusCode::FOUND);
+    assert_eq!(
+        first_visit_from(&app, first).await,
+        StatusCode::TOO_MANY_REQUESTS
+    );
+    for i in 0..100_000u32 {
+        let ip = IpAddr::V4(Ipv4Addr::from(0x0a00_0000 + i));
+        assert_eq!(first_visit_from(&app, ip).await, StatusCode::FOUND, "{ip}");
+        if i % 10_000 == 0 {
+            clock.advance(Duration::from_millis(10));
+        }
+    }
+    let (ips, sessions) = layer.limiter_sizes();
+    assert!(
+        ips <= 2 * tower_waiting_room::limits::MAX_TRACKED,
+        "{ips} addresses tracked"
+    );
+    assert!(ips >= tower_waiting_room::limits::MAX_TRACKED / 2, "{ips}");
+    assert_eq!(sessions, 0);
+    assert_eq!(
+        store.calls().total(),
+        0,
+        "first visits never reach the store"
+    );
+    let stats = store.stats(layer.config().policy()).await;
+    assert_eq!((stats.admitted, stats.waiting), (0, 0));
+}
+
+#[tokio::test]
+async fn a_poll_storm_from_one_session_is_limited_without_store_calls() {
+    let site = Site::start(WaitingRoomLayer::builder("storm").capacity(1)).await;
+    let (mut w1, mut w2) = busy_room(&site).await;
+    let stats = site.stats().await;
+    let calls = site.store.calls();
+
+    // The default: 30 store questions per 10 s for one session; w1 has used one (its entry).
+    let mut answered = 0;
+    let mut limited = 0;
+    for i in 0..300 {
+        let path = if i % 2 == 0 {
+            site.status_path()
+        } else {
+            "/".to_owned()
+        };
+        let r = site.http.visit(&mut w1, Method::GET, &path).await;
+        if r.status == StatusCode::TOO_MANY_REQUESTS && r.json()["state"] == "limited" {
+            assert_limited(&r, &format!("poll {i}"));
+            assert!(r.retry_after() <= 10);
+            limited += 1;
+        } else {
+            assert_eq!(answered, i, "a limited session got an answer again at {i}");
+            answered += 1;
+        }
+    }
+    assert_eq!(answered, 29, "30 questions per 10 s, one of them the entry");
+    assert_eq!(limited, 300 - 29);
+    let now = site.store.calls();
+    assert_eq!(
+        (now.enter + now.poll) - (calls.enter + calls.poll),
+        29,
+        "the store was asked beyond the limit: {now:?}"
+    );
+    assert_eq!(
+        (now.heartbeat, now.release),
+        (calls.heartbeat, calls.release)
+    );
+
+    // The other waiter is not affected, and nothing inside changed.
+    assert_eq!(place(&site, &mut w2).await, (2, 2));
+    same_inside(stats, site.stats().await, "poll storm");
+
+    // The limit is per window: later, the stormer is answered again, still first in line.
+    site.clock.advance(Duration::from_secs(20));
+    assert_eq!(place(&site, &mut w1).await, (1, 2));
+}
+
+#[tokio::test]
+async fn bypassed_requests_skip_the_room_entirely() {
+    let site = Site::start_with(
+        WaitingRoomLayer::builder("bypass")
+            .capacity(1)
+            .client_ip_header("x-forwarded-for")
+            .new_visitor_limit(RateLimit::per_minute(1))
+            .poll_limit(RateLimit::per_second(2))
+            .bypass(|req| req.path() == "/healthz")
+            .bypass(|req| req.method() == Method::POST && req.path() == "/webhooks/pay"),
+        |layer| {
+            let bare = |req: axum::extract::Request| async move {
+                match req.extensions().get::<Admission>() {
+                    Some(_) => "with admission",
+                    None => "bare",
+                }
+            };
+            Router::new()
+                .route("/healthz", get(bare))
+                .route("/webhooks/pay", any(bare))
+                .route("/", any(echo))
+                .route("/{*rest}", any(echo))
+                .layer(layer)
+        },
+    )
+    .await;
+    let (mut w1, _w2) = busy_room(&site).await;
+    let stats = site.stats().await;
+    let calls = site.store.calls();
+    let sizes = site.layer.limiter_sizes();
+
+    let mut queued = w1.clone();
+    for i in 0..500 {
+        // Without cookies, with a queue cookie, far over every limit.
+        let r = site
+            .http
+            .send(Method::GET, "/healthz", &from("203.0.113.7"))
+            .await;
+        assert_eq!(
+            (r.status, r.text().as_str()),
+            (StatusCode::OK, "bare"),
+            "{i}"
+        );
+        assert!(r.set_cookies().is_empty(), "{i}");
+        let r = site.http.visit(&mut queued, Method::GET, "/healthz").await;
+        assert_eq!(
+            (r.status, r.text().as_str()),
+            (StatusCode::OK, "bare"),
+            "{i}"
+        );
+        let r = site.http.send(Method::POST, "/webhooks/pay", &[]).await;
+        assert_eq!(
+            (r.status, r.text().as_str()),
+            (StatusCode::OK, "bare"),
+            "{i}"
+        );
+        assert!(r.set_cookies().is_empty(), "{i}");
+    }
+    // Not counted anywhere: no store call, no limiter entry.
+    assert_eq!(site.store.calls(), calls);
+    assert_eq!(site.layer.limiter_sizes(), sizes);
+    same_inside(stats, site.stats().await, "bypass");
+
+    // The rules match only what they say: a GET to the webhook is queued like any page.
+    let r = site
+        .http
+        .send(Method::GET, "/webhooks/pay", &from("203.0.113.7"))
+        .await;
+    assert_eq!(r.status, StatusCode::FOUND);
+    assert!(r.cookie_value(&site.q()).is_some());
+    // ... and that address's budget (1 a minute) was untouched by 500 bypassed requests.
+    let r = site.http.send(Method::GET, "/", &from("203.0.113.7")).await;
+    assert_limited(&r, "second new entry of the minute");
+    assert_eq!(place(&site, &mut w1).await, (1, 2));
+}
+
+/// What the handler saw, like the `app` of `tests/common` (whose routes come with the layer).
+async fn echo(Extension(a): Extension<Admission>) -> Json<Value> {
+    Json(json!({ "session": a.session().to_string(), "by": format!("{:?}", a.admitted_by()) }))
+}
+
+#[tokio::test]
+async fn a_full_queue_answers_full_and_stops_growing() {
+    let site = Site::start(
+        WaitingRoomLayer::builder("full")
+            .capacity(1)
+            .max_queue_len(3),
+    )
+    .await;
+    site.admit().await;
+    let mut waiters = Vec::new();
+    for _ in 0..3 {
+        let mut jar = site.arrive("/").await;
+        let r = site.http.visit(&mut jar, Method::GET, "/").await;
+        assert_eq!(r.json()["state"], "waiting");
+        waiters.push(jar);
+    }
+    let stats = site.stats().await;
+    assert_eq!(stats.waiting, 3);
+
+    for i in 0..50 {
+        let mut jar = site.arrive("/").await;
+        let r = site.http.visit(&mut jar, Method::GET, "/").await;
+        assert_eq!(r.status, StatusCode::SERVICE_UNAVAILABLE, "{i}: {r:?}");
+        assert_eq!(r.retry_after(), 30);
+        let v = r.json();
+        assert_eq!(
+            (v["state"].as_str(), v["waiting"].as_u64()),
+            (Some("full"), Some(3))
+        );
+        assert!(r.set_cookie(&site.a()).is_none());
+        // The status endpoint creates nothing either: the visitor has no place.
+        let r = site
+            .http
+            .visit(&mut jar, Method::GET, &site.status_path())
+            .await;
+        assert_eq!(r.json()["state"], "unknown", "{i}");
+    }
+    same_inside(stats, site.stats().await, "full queue");
+    for (i, jar) in waiters.iter_mut().enumerate() {
+        assert_eq!(place(&site, jar).await, (i as u64 + 1, 3));
+    }
+}
