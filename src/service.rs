@@ -74,23 +74,32 @@ where
     }
 
     fn call(&mut self, mut req: Request<ReqBody>) -> Self::Future {
-        // The readied service goes with this request; `self` keeps a fresh clone that will be
-        // readied by the next `poll_ready`.
-        let clone = self.inner.clone();
-        let mut inner = std::mem::replace(&mut self.inner, clone);
         if self.room.bypasses(&req) {
-            return ResponseFuture::pass(inner.call(req), None);
+            // Not the room's business: the readied service is called right now.
+            return ResponseFuture::pass(self.inner.call(req), None);
         }
         match self.room.classify(&req) {
             Next::Pass {
                 admission,
                 set_cookie,
             } => {
+                // The fast path: the readied service is called right now, no clone needed.
                 req.extensions_mut().insert(admission);
-                ResponseFuture::pass(inner.call(req), set_cookie)
+                ResponseFuture::pass(self.inner.call(req), set_cookie)
             }
-            Next::Answer(res) => ResponseFuture::answer(res),
+            Next::Answer(res) => {
+                // The inner is not called: drop the readied service (releasing whatever its
+                // readiness reserved, such as a concurrency-limit permit) and keep a fresh clone
+                // for the next `poll_ready`.
+                let clone = self.inner.clone();
+                drop(std::mem::replace(&mut self.inner, clone));
+                ResponseFuture::answer(res)
+            }
             Next::Ask { pending, step } => {
+                // The readied service goes with the request, to be called once the store has
+                // answered; `self` keeps a fresh clone that the next `poll_ready` readies.
+                let clone = self.inner.clone();
+                let inner = std::mem::replace(&mut self.inner, clone);
                 ResponseFuture::ask(pending, step, req, inner, self.room.clone())
             }
         }

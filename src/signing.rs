@@ -21,7 +21,6 @@
 //! ```
 
 use std::fmt;
-use std::fmt::Write as _;
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
@@ -208,17 +207,8 @@ impl MessageBuf {
 
     fn push_u64(&mut self, n: u64) -> Option<()> {
         let mut digits = [0u8; 20];
-        let mut i = digits.len();
-        let mut n = n;
-        loop {
-            i -= 1;
-            digits[i] = b'0' + (n % 10) as u8;
-            n /= 10;
-            if n == 0 {
-                break;
-            }
-        }
-        self.push(&digits[i..])
+        let start = decimal(n, &mut digits);
+        self.push(&digits[start..])
     }
 
     fn as_bytes(&self) -> &[u8] {
@@ -226,9 +216,29 @@ impl MessageBuf {
     }
 }
 
-/// The signed message: `twr|<kind>|<room>|<kid>|<session>|<iat>|<exp>`.
-fn message(kind: Kind, room: &str, kid: &str, claims: &Claims) -> Option<MessageBuf> {
-    let mut m = MessageBuf::new();
+/// `n` in decimal at the end of `digits`; returns where the digits start.
+fn decimal(mut n: u64, digits: &mut [u8; 20]) -> usize {
+    let mut i = digits.len();
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            return i;
+        }
+    }
+}
+
+/// Appends `n` in decimal, without the formatting machinery.
+pub(crate) fn push_u64(out: &mut String, n: u64) {
+    let mut digits = [0u8; 20];
+    let start = decimal(n, &mut digits);
+    out.push_str(std::str::from_utf8(&digits[start..]).expect("ASCII digits"));
+}
+
+/// The signed message, `twr|<kind>|<room>|<kid>|<session>|<iat>|<exp>`, written into `m` (in
+/// place: the buffer is never moved).
+fn message(m: &mut MessageBuf, kind: Kind, room: &str, kid: &str, claims: &Claims) -> Option<()> {
     m.push(b"twr|")?;
     m.push(kind.prefix().as_bytes())?;
     m.push(b"|")?;
@@ -240,26 +250,27 @@ fn message(kind: Kind, room: &str, kid: &str, claims: &Claims) -> Option<Message
     m.push(b"|")?;
     m.push_u64(claims.issued_at_ms)?;
     m.push(b"|")?;
-    m.push_u64(claims.expires_at_ms)?;
-    Some(m)
+    m.push_u64(claims.expires_at_ms)
 }
 
 /// Signs claims with the current key: `<kind>.<kid>.<session>.<iat>.<exp>.<tag>`, all characters
 /// safe in a cookie value and a header.
 pub(crate) fn sign(keyring: &Keyring, kind: Kind, room: &str, claims: &Claims) -> String {
     let key = &keyring.current;
-    let msg = message(kind, room, &key.id, claims).expect("room and key id lengths are validated");
+    let mut msg = MessageBuf::new();
+    message(&mut msg, kind, room, &key.id, claims).expect("room and key id lengths are validated");
     let tag = hmac::sign(&key.key, msg.as_bytes());
-    let mut out = String::with_capacity(128);
-    let _ = write!(
-        out,
-        "{}.{}.{}.{}.{}.",
-        kind.prefix(),
-        key.id,
-        claims.session,
-        claims.issued_at_ms,
-        claims.expires_at_ms
-    );
+    let mut out = String::with_capacity(2 + 1 + key.id.len() + 1 + 32 + 2 * 21 + TAG_B64_LEN);
+    out.push_str(kind.prefix());
+    out.push('.');
+    out.push_str(&key.id);
+    out.push('.');
+    out.push_str(std::str::from_utf8(&claims.session.hex()).expect("hex digits are ASCII"));
+    out.push('.');
+    push_u64(&mut out, claims.issued_at_ms);
+    out.push('.');
+    push_u64(&mut out, claims.expires_at_ms);
+    out.push('.');
     URL_SAFE_NO_PAD.encode_string(tag.as_ref(), &mut out);
     out
 }
@@ -296,7 +307,8 @@ pub(crate) fn verify(keyring: &Keyring, kind: Kind, room: &str, value: &str) -> 
         issued_at_ms,
         expires_at_ms,
     };
-    let msg = message(kind, room, kid, &claims)?;
+    let mut msg = MessageBuf::new();
+    message(&mut msg, kind, room, kid, &claims)?;
     hmac::verify(&key.key, msg.as_bytes(), &tag[..TAG_LEN]).ok()?;
     Some(claims)
 }
@@ -347,6 +359,33 @@ mod tests {
         let v = sign(&kr, Kind::Admission, "shop", &claims());
         assert!(v.starts_with("a1.k2."));
         assert_eq!(verify(&kr, Kind::Admission, "shop", &v), Some(claims()));
+    }
+
+    #[test]
+    fn signed_text_is_exact() {
+        let kr = keyring();
+        let c = Claims {
+            session: SessionId::from_bytes([0x0f; 16]),
+            issued_at_ms: 0,
+            expires_at_ms: u64::MAX,
+        };
+        let v = sign(&kr, Kind::Queue, "shop", &c);
+        let (head, tag) = v.rsplit_once('.').unwrap();
+        assert_eq!(head, format!("q1.k2.{}.0.{}", "0f".repeat(16), u64::MAX));
+        let mut msg = MessageBuf::new();
+        message(&mut msg, Kind::Queue, "shop", "k2", &c).unwrap();
+        assert_eq!(
+            msg.as_bytes(),
+            format!("twr|q1|shop|k2|{}|0|{}", "0f".repeat(16), u64::MAX).as_bytes()
+        );
+        let expected = hmac::sign(&kr.current().key, msg.as_bytes());
+        assert_eq!(tag, URL_SAFE_NO_PAD.encode(expected.as_ref()));
+        let mut s = String::new();
+        for n in [0, 7, 10, 1_700_000_000_123, u64::MAX] {
+            s.clear();
+            push_u64(&mut s, n);
+            assert_eq!(s, n.to_string());
+        }
     }
 
     #[test]
