@@ -396,7 +396,10 @@ async fn start_servers(keyring: &Keyring, redis_url: &str) -> Result<Servers, Bo
         .url(redis_url)
         .timeout(Duration::from_secs(2))
         .build()?;
+    // The per-session poll limit (30 per 10 s) is off: these 32 visitors poll back to back,
+    // which the limit would answer without asking the store; real visitors poll every 2-30 s.
     let poll_layer = WaitingRoomLayer::builder(POLL_ROOM)
+        .poll_limit(None)
         .capacity(1)
         .active_ttl(long)
         .queue_ttl(long)
