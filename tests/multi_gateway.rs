@@ -2,10 +2,19 @@
 //!
 //! Four independent `WaitingRoomLayer`s (same room, same signing key, each with its own
 //! `RedisStore` connection and no clock override, so Redis `TIME` is the only clock) serve real
-//! HTTP on loopback in front of one `redis-server`. About two thousand simulated visitors join
+//! HTTP on loopback in front of one `redis-server`. A thousand simulated visitors join
 //! one after another and then each polls in its own task, sending every request to a randomly
 //! chosen gateway (queue cookies and admission tokens work on all of them: they share the key).
 //! Some abandon while waiting, some vanish once inside, the rest browse a little and leave.
+//!
+//! The shape of the run does not depend on the machine's speed: the first `CAPACITY` visitors
+//! ("blockers") get in through the gateways and hold the whole room, keeping their slots alive,
+//! until more than half of all visitors have joined (so are certainly waiting) and every waiter
+//! planned to abandon meanwhile has given up; then they leave and the line drains while the rest
+//! keep joining. In every block of `ROLE_BLOCK` later arrivals the seed picks one visitor who
+//! vanishes and another who abandons if its first answer is "waiting" (always so while the room
+//! is held). Waiters far back, or in a line that does not move, check in rarely (queue and grant
+//! TTLs of a few seconds allow that), so even a long line costs a loaded machine little.
 //!
 //! What is checked, each in a way that can fail:
 //! 1. never more than `capacity` inside at once: by the store's own counts (sampled every
@@ -21,7 +30,7 @@ mod redis_harness;
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -49,16 +58,36 @@ const SECRET: [u8; 32] = [0x5a; 32];
 
 const GATEWAYS: usize = 4;
 const CAPACITY: u32 = 20;
-const VISITORS: usize = 2_000;
+const VISITORS: usize = 1_000;
+/// The first arrivals, who hold the whole room while the line builds up.
+const BLOCKERS: usize = CAPACITY as usize;
+/// The blockers leave once this many visitors (blockers included) have joined: everyone after
+/// the blockers joined a full room, so well over half of all visitors certainly wait.
+const HOLD_UNTIL: usize = BLOCKERS + VISITORS * 11 / 20;
+/// After the blockers, visitors come in blocks of this many: in each, the seed picks one who
+/// vanishes once inside and another who abandons if its first answer is "waiting" (always the
+/// case while the room is held). So at least `(VISITORS - BLOCKERS) / ROLE_BLOCK` vanish and at
+/// least `(HOLD_UNTIL - BLOCKERS) / ROLE_BLOCK` abandon, whatever the machine's speed.
+const ROLE_BLOCK: usize = 20;
+/// Longest a visitor who joins the held room waits before abandoning (if it does).
+const HELD_PATIENCE: Duration = Duration::from_millis(1_500);
+/// Most time the arrivals wait for the abandoners planned while the room is held to settle.
+const SETTLE_LIMIT: Duration = Duration::from_secs(10);
 
 const ACTIVE_TTL: Duration = Duration::from_secs(2);
 const REFRESH: Duration = Duration::from_secs(1);
-const GRANT_TTL: Duration = Duration::from_secs(1);
-const QUEUE_TTL: Duration = Duration::from_secs(1);
+// Waiters far back (or in a line that does not move) check in about every `POLL_CAP`: the
+// queue and grant TTLs are long enough for that to stay well apart from `LAPSE` even when a
+// loaded machine answers slowly, while a line of hundreds polls only a few hundred times a
+// second.
+const GRANT_TTL: Duration = Duration::from_secs(6);
+const QUEUE_TTL: Duration = Duration::from_secs(6);
 
 /// A waiter whose consecutive check-ins were this far apart may legitimately have been skipped
 /// as silent (or lost an unclaimed grant): `min(queue_ttl, grant_ttl)` with a margin.
-const LAPSE: Duration = Duration::from_millis(850);
+const LAPSE: Duration = Duration::from_millis(5_100);
+/// Longest pause of a waiter between check-ins (before jitter): well under `LAPSE`.
+const POLL_CAP: Duration = Duration::from_millis(2_000);
 /// Every visitor must be done by then (from the start of the run).
 const DEADLINE: Duration = Duration::from_secs(50);
 /// Most requests one visitor makes while waiting.
@@ -177,6 +206,8 @@ impl Answer {
 struct Net {
     client: Client<HttpConnector, Full<Bytes>>,
     gateways: Arc<Vec<SocketAddr>>,
+    /// Requests sent.
+    sent: Arc<AtomicU64>,
 }
 
 impl Net {
@@ -196,6 +227,7 @@ impl Net {
         }
         let req = req.body(Full::new(Bytes::new())).expect("a valid request");
         let sent = Instant::now();
+        self.sent.fetch_add(1, Ordering::Relaxed);
         let exchange = async {
             let res = self.client.request(req).await.map_err(|e| e.to_string())?;
             let (parts, body) = res.into_parts();
@@ -355,6 +387,9 @@ impl Inside {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Plan {
+    /// One of the first arrivals: once inside, keeps its slot alive (a request every ~250 ms)
+    /// until the room is released, then leaves.
+    Block,
     /// Once inside: this many more requests, then leave.
     Stay { extra: u32 },
     /// Stops polling for good after waiting this long (if not admitted before).
@@ -404,17 +439,40 @@ struct Shared {
     inside: Mutex<Inside>,
     keys: Keyring,
     deadline: Instant,
+    /// Set once the blockers are to leave.
+    released: AtomicBool,
+    /// Visitors planned to abandon who have stopped waiting (abandoned, got in, or failed).
+    settled_abandoners: AtomicUsize,
+}
+
+/// Counts a planned abandoner as settled when dropped, whichever way its waiting ends.
+struct Settles<'a>(Option<&'a AtomicUsize>);
+
+impl Drop for Settles<'_> {
+    fn drop(&mut self) {
+        if let Some(n) = self.0 {
+            n.fetch_add(1, Ordering::SeqCst);
+        }
+    }
 }
 
 fn position_of(answer: &Answer) -> u64 {
     answer.json()["position"].as_u64().unwrap_or(1)
 }
 
-/// Waiters near the front poll often, those far back rarely (but well within `queue_ttl`).
-fn poll_interval(position: u64, rng: &mut Rng) -> Duration {
-    let base = (10 + 2 * position).clamp(25, 250);
-    let jitter = rng.below(base / 5 + 1);
-    Duration::from_millis(base - base / 10 + jitter)
+/// When a waiter checks in next. Near the front often, farther back less often; and while its
+/// place does not move (the room is full and nobody leaves), less and less often, but near the
+/// front never so rarely that the first slots to free up would wait long to be claimed. Never
+/// more than `POLL_CAP` (+10%) apart, well within `queue_ttl` and `grant_ttl`.
+fn poll_interval(position: u64, moved: bool, previous: Duration, rng: &mut Rng) -> Duration {
+    let cap = POLL_CAP.as_millis() as u64;
+    let base = (10 + 8 * position).clamp(25, cap);
+    let ms = if moved {
+        base
+    } else {
+        (2 * previous.as_millis() as u64).clamp(base, cap.min(8 * base))
+    };
+    Duration::from_millis(ms - ms / 10 + rng.below(ms / 5 + 1))
 }
 
 /// A request that must be answered by the room or the app: retried on 503 and on transport
@@ -452,6 +510,46 @@ async fn request(
     None
 }
 
+/// One more request from inside. `false` if the visitor should stop browsing: its slot is gone
+/// (it was stalled past the slot's expiry), or there was no usable answer.
+async fn browse(shared: &Shared, v: &mut Visitor, jar: &mut Jar, rng: &mut Rng) -> bool {
+    let cookie = jar.header();
+    let had_token = jar.get(ADMISSION_COOKIE).is_some();
+    let Some(r) = request(shared, v, rng, Method::GET, "/", cookie.as_deref()).await else {
+        return false;
+    };
+    match r.status {
+        StatusCode::OK => {
+            if r.sets_admission() {
+                if had_token {
+                    v.extensions += 1;
+                } else {
+                    v.fresh_admissions += 1;
+                }
+            }
+            jar.absorb(&r);
+            let body = r.json();
+            if body["session"].as_str() != Some(&v.session.to_string()) {
+                v.problems
+                    .push(format!("inside as another session: {body}"));
+            }
+            let expires = body["expires_at_ms"].as_u64().unwrap_or(0);
+            shared.inside.lock().unwrap().observe(v.arrival, expires);
+            true
+        }
+        StatusCode::TOO_MANY_REQUESTS => {
+            // Only possible if this visitor stalled past its slot's expiry; leave then.
+            v.lost_slot += 1;
+            false
+        }
+        _ => {
+            v.problems
+                .push(format!("inside: unexpected {}", r.describe()));
+            false
+        }
+    }
+}
+
 /// A visitor who has joined (its first store answer is `first`): waits, gets in, and does
 /// what its plan says.
 async fn live(
@@ -466,9 +564,11 @@ async fn live(
         Plan::Abandon { after } => Some(first.received + after),
         _ => None,
     };
+    let settles = Settles(abandon_at.is_some().then_some(&shared.settled_abandoners));
     let mut answer = first;
     let mut last_touch_sent = answer.sent;
     let mut polls = 0;
+    let (mut last_position, mut interval) = (u64::MAX, Duration::ZERO);
     loop {
         match answer.status {
             StatusCode::OK => break,
@@ -495,7 +595,10 @@ async fn live(
             ));
             return v;
         }
-        tokio::time::sleep(poll_interval(position_of(&answer), &mut rng)).await;
+        let position = position_of(&answer);
+        interval = poll_interval(position, position < last_position, interval, &mut rng);
+        last_position = position;
+        tokio::time::sleep(interval).await;
         let cookie = jar.header();
         let Some(next) = request(
             &shared,
@@ -520,6 +623,8 @@ async fn live(
         answer = next;
     }
 
+    drop(settles);
+
     // --- admitted ---
     v.admitted_at = Some(answer.received);
     let body = answer.json();
@@ -543,62 +648,39 @@ async fn live(
     let expires = body["expires_at_ms"].as_u64().unwrap_or(0);
     shared.inside.lock().unwrap().observe(v.arrival, expires);
 
-    let extra = match v.plan {
+    match v.plan {
         Plan::Vanish => {
             // Gone without a word: stays in `inside` until its slot expires.
             v.gone_at = Some(Instant::now());
             return v;
         }
-        Plan::Stay { extra } => extra,
+        // --- holding the room: a request every ~250 ms keeps the slot alive (heartbeats) ---
+        Plan::Block => {
+            let mut requests = 0;
+            while !shared.released.load(Ordering::SeqCst)
+                && requests < MAX_POLLS
+                && Instant::now() < shared.deadline
+            {
+                tokio::time::sleep(Duration::from_millis(200 + rng.below(100))).await;
+                requests += 1;
+                if !browse(&shared, &mut v, &mut jar, &mut rng).await {
+                    break;
+                }
+            }
+        }
+        // --- inside: a few more requests on the fast path ---
+        Plan::Stay { extra } => {
+            for _ in 0..extra {
+                tokio::time::sleep(Duration::from_millis(rng.below(30))).await;
+                if !browse(&shared, &mut v, &mut jar, &mut rng).await {
+                    break;
+                }
+            }
+        }
         // Admitted before giving up: behaves like a visitor who stays for one more request.
-        Plan::Abandon { .. } => 1,
-    };
-
-    // --- inside: a few more requests on the fast path ---
-    for _ in 0..extra {
-        tokio::time::sleep(Duration::from_millis(rng.below(30))).await;
-        let cookie = jar.header();
-        let had_token = jar.get(ADMISSION_COOKIE).is_some();
-        let Some(r) = request(
-            &shared,
-            &mut v,
-            &mut rng,
-            Method::GET,
-            "/",
-            cookie.as_deref(),
-        )
-        .await
-        else {
-            break;
-        };
-        match r.status {
-            StatusCode::OK => {
-                if r.sets_admission() {
-                    if had_token {
-                        v.extensions += 1;
-                    } else {
-                        v.fresh_admissions += 1;
-                    }
-                }
-                jar.absorb(&r);
-                let body = r.json();
-                if body["session"].as_str() != Some(&v.session.to_string()) {
-                    v.problems
-                        .push(format!("inside as another session: {body}"));
-                }
-                let expires = body["expires_at_ms"].as_u64().unwrap_or(0);
-                shared.inside.lock().unwrap().observe(v.arrival, expires);
-            }
-            StatusCode::TOO_MANY_REQUESTS => {
-                // Only possible if this visitor stalled past its slot's expiry; leave then.
-                v.lost_slot += 1;
-                break;
-            }
-            _ => {
-                v.problems
-                    .push(format!("inside: unexpected {}", r.describe()));
-                break;
-            }
+        Plan::Abandon { .. } => {
+            tokio::time::sleep(Duration::from_millis(rng.below(30))).await;
+            browse(&shared, &mut v, &mut jar, &mut rng).await;
         }
     }
 
@@ -647,22 +729,66 @@ async fn live(
     v
 }
 
-fn plan_for(rng: &mut Rng) -> Plan {
-    match rng.below(100) {
-        0..=9 => Plan::Abandon {
-            after: Duration::from_millis(rng.below(2_000)),
-        },
-        10..=14 => Plan::Vanish,
-        _ => Plan::Stay {
-            extra: 1 + rng.below(3) as u32,
-        },
+/// Who in the current block of `ROLE_BLOCK` arrivals vanishes, and who would abandon.
+#[derive(Clone, Copy, Default)]
+struct Roles {
+    vanisher: usize,
+    abandoner: usize,
+}
+
+impl Roles {
+    fn draw(rng: &mut Rng) -> Roles {
+        let n = ROLE_BLOCK as u64;
+        let vanisher = rng.below(n);
+        let abandoner = (vanisher + 1 + rng.below(n - 1)) % n;
+        Roles {
+            vanisher: vanisher as usize,
+            abandoner: abandoner as usize,
+        }
     }
 }
 
-/// Joins visitor `arrival`: the stateless redirect, then its first store answer. Visitors join
-/// strictly one after another, so their arrival order is the order the store saw them in.
-async fn join(shared: &Shared, arrival: usize, rng: &mut Rng) -> (Visitor, Jar, Answer) {
-    let plan = plan_for(rng);
+/// The plan of visitor `arrival` (`held`: it joins while the blockers hold the room), and how
+/// long it waits before abandoning if its first answer is "waiting" (its plan then becomes
+/// `Abandon`). Every draw is made for every visitor, so the seed alone decides who does what.
+fn plan_for(
+    arrival: usize,
+    held: bool,
+    roles: &mut Roles,
+    rng: &mut Rng,
+) -> (Plan, Option<Duration>) {
+    if arrival >= BLOCKERS && (arrival - BLOCKERS) % ROLE_BLOCK == 0 {
+        *roles = Roles::draw(rng);
+    }
+    let extra = 1 + rng.below(3) as u32;
+    let patience = Duration::from_millis(rng.below(HELD_PATIENCE.as_millis() as u64));
+    if arrival < BLOCKERS {
+        return (Plan::Block, None);
+    }
+    let role = (arrival - BLOCKERS) % ROLE_BLOCK;
+    if role == roles.vanisher {
+        (Plan::Vanish, None)
+    } else if role == roles.abandoner {
+        // After the hold, more patient: some get in before they would have given up.
+        let after = if held {
+            patience
+        } else {
+            patience + Duration::from_millis(500)
+        };
+        (Plan::Stay { extra }, Some(after))
+    } else {
+        (Plan::Stay { extra }, None)
+    }
+}
+
+/// Visitor `arrival`'s first visit: the stateless redirect that hands out its signed queue
+/// cookie. It involves no store, so the next visitor's is fetched while one joins.
+async fn arrive(
+    shared: Arc<Shared>,
+    arrival: usize,
+    plan: Plan,
+    mut rng: Rng,
+) -> (Visitor, Jar, Rng) {
     let mut v = Visitor {
         arrival,
         plan,
@@ -684,7 +810,7 @@ async fn join(shared: &Shared, arrival: usize, rng: &mut Rng) -> (Visitor, Jar, 
         problems: Vec::new(),
     };
     let mut jar = Jar::default();
-    let first = request(shared, &mut v, rng, Method::GET, "/", None)
+    let first = request(&shared, &mut v, &mut rng, Method::GET, "/", None)
         .await
         .expect("the first visit is answered");
     assert_eq!(
@@ -701,10 +827,26 @@ async fn join(shared: &Shared, arrival: usize, rng: &mut Rng) -> (Visitor, Jar, 
     v.session = QueueCookie::verify(&shared.keys, ROOM, &v.queue_cookie, wall_ms())
         .expect("the queue cookie verifies with the shared key")
         .session();
+    (v, jar, rng)
+}
+
+/// Joins a visitor who has its queue cookie: its first store answer. Visitors join strictly one
+/// after another, so their arrival order is the order the store saw them in.
+async fn join(
+    shared: &Shared,
+    mut v: Visitor,
+    jar: Jar,
+    abandon: Option<Duration>,
+    rng: &mut Rng,
+) -> (Visitor, Jar, Answer) {
     let cookie = jar.header();
     let answer = request(shared, &mut v, rng, Method::GET, "/", cookie.as_deref())
         .await
         .expect("the first store answer");
+    // Abandoning is planned only among those known to wait: a first answer "waiting".
+    if let (Some(after), StatusCode::TOO_MANY_REQUESTS) = (abandon, answer.status) {
+        v.plan = Plan::Abandon { after };
+    }
     (v, jar, answer)
 }
 
@@ -777,21 +919,54 @@ async fn several_gateways_share_one_fair_queue() {
             .pool_idle_timeout(Duration::from_secs(30))
             .build_http(),
         gateways: Arc::new(addrs),
+        sent: Arc::default(),
     };
     let shared = Arc::new(Shared {
         net,
         inside: Mutex::default(),
         keys: keys(),
         deadline: started + DEADLINE,
+        released: AtomicBool::new(false),
+        settled_abandoners: AtomicUsize::new(0),
     });
     let stop = Arc::new(AtomicBool::new(false));
     let sampler = sample(layers[0].clone(), stop.clone());
 
     // --- arrivals, strictly one after another; each visitor then lives in its own task ---
+    // The blockers come first and hold the room until `HOLD_UNTIL` visitors have joined and
+    // every abandoner planned meanwhile has stopped waiting; then they are told to leave.
     let mut tasks = Vec::with_capacity(VISITORS);
+    let (mut held_abandoners, mut released_after) = (0usize, Duration::ZERO);
+    let (mut line_at_release, mut roles) = (None, Roles::default());
+    // Plans and the visitors' own randomness are drawn in arrival order, from the seed only.
+    let prepare = |arrival: usize, roles: &mut Roles, rng: &mut Rng| {
+        let held = (BLOCKERS..HOLD_UNTIL).contains(&arrival);
+        let (plan, abandon) = plan_for(arrival, held, roles, rng);
+        let redirect = tokio::spawn(arrive(shared.clone(), arrival, plan, Rng(rng.next())));
+        (held, abandon, redirect)
+    };
+    let mut upcoming = Some(prepare(0, &mut roles, &mut rng));
     for arrival in 0..VISITORS {
-        let (v, jar, first) = join(&shared, arrival, &mut rng).await;
-        let visitor_rng = Rng(rng.next());
+        if arrival == HOLD_UNTIL {
+            let settle_until = Instant::now() + SETTLE_LIMIT;
+            while shared.settled_abandoners.load(Ordering::SeqCst) < held_abandoners
+                && Instant::now() < settle_until
+            {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            line_at_release = layers[0].stats().await.ok().map(|s| s.waiting);
+            shared.released.store(true, Ordering::SeqCst);
+            released_after = started.elapsed();
+        }
+        let (held, abandon, redirect) = upcoming.take().expect("prepared");
+        let (v, jar, mut visitor_rng) = redirect.await.expect("an arrival panicked");
+        if arrival + 1 < VISITORS {
+            upcoming = Some(prepare(arrival + 1, &mut roles, &mut rng));
+        }
+        let (v, jar, first) = join(&shared, v, jar, abandon, &mut visitor_rng).await;
+        if matches!(v.plan, Plan::Abandon { .. }) && held {
+            held_abandoners += 1;
+        }
         tasks.push(tokio::spawn(live(
             shared.clone(),
             v,
@@ -810,7 +985,7 @@ async fn several_gateways_share_one_fair_queue() {
     let sampled = sampler.await.expect("the sampler panicked");
 
     // --- the room empties by itself: vanished slots and abandoned places expire ---
-    tokio::time::sleep(ACTIVE_TTL + Duration::from_millis(700)).await;
+    tokio::time::sleep(ACTIVE_TTL.max(GRANT_TTL).max(QUEUE_TTL) + Duration::from_millis(700)).await;
     let mut final_stats = Vec::new();
     for l in &layers {
         final_stats.push(l.stats().await.expect("stats at the end"));
@@ -860,7 +1035,12 @@ async fn several_gateways_share_one_fair_queue() {
     }
     println!(
         "{VISITORS} visitors over {GATEWAYS} gateways, capacity {CAPACITY}: joined in {joined_after:.1?}, \
-         all done in {done_after:.1?}, total {total:.1?}"
+         all done in {done_after:.1?}, total {total:.1?}; {} requests",
+        shared.net.sent.load(Ordering::Relaxed)
+    );
+    println!(
+        "{BLOCKERS} blockers held the room until {HOLD_UNTIL} had joined and {held_abandoners} \
+         abandoners had settled: released after {released_after:.1?}, line then {line_at_release:?}"
     );
     println!(
         "admitted {admitted}, waited {waited}, abandoned {abandoned}, vanished {vanished}; \
