@@ -32,11 +32,10 @@
 use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::future::Future;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpListener as StdListener, TcpStream};
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::pin::pin;
-use std::process::{Child, ChildStdin, Command, ExitCode, Stdio};
+use std::process::{Command, ExitCode};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Wake, Waker};
@@ -242,7 +241,9 @@ fn run(settings: &Settings, out: &std::path::Path) -> Result<(), BoxError> {
     let redis = RedisServer::start()?;
     eprintln!(
         "bench: {} {} on port {}",
-        redis.binary, redis.version, redis.port
+        redis.binary,
+        redis.version,
+        redis.port()
     );
 
     // The servers under test get one worker thread, the load generator another; their CPU time
@@ -1270,19 +1271,20 @@ impl ServerCpu {
 // ---------------------------------------------------------------------------------------------
 // redis-server on a free port, stopped with this process
 
+#[path = "../tests/redis_harness/mod.rs"]
+mod redis_harness;
+
+/// The test harness's server (free port, stopped with this process however it ends), with the
+/// binary's name and version for the report.
 struct RedisServer {
-    port: u16,
+    server: redis_harness::Server,
     binary: String,
     version: String,
-    dir: PathBuf,
-    shell: Child,
-    /// Closing this stops the server (the shell waits for EOF on it).
-    lifeline: Option<ChildStdin>,
 }
 
 impl RedisServer {
     fn start() -> Result<Self, BoxError> {
-        let binary = std::env::var("TWR_REDIS_SERVER").unwrap_or_else(|_| "redis-server".into());
+        let binary = redis_harness::server_bin();
         let version = Command::new(&binary)
             .arg("--version")
             .output()
@@ -1296,99 +1298,28 @@ impl RedisServer {
             .find_map(|w| w.strip_prefix("v="))
             .unwrap_or("?")
             .to_owned();
-        let port = {
-            let l = StdListener::bind("127.0.0.1:0")?;
-            l.local_addr()?.port()
-        };
-        let dir = std::env::temp_dir().join(format!("twr-bench-{}-{port}", std::process::id()));
-        std::fs::create_dir_all(&dir)?;
-        let args = [
-            binary.clone(),
-            "--port".into(),
-            port.to_string(),
-            "--bind".into(),
-            "127.0.0.1".into(),
-            "--save".into(),
-            "''".into(),
-            "--appendonly".into(),
-            "no".into(),
-            "--dir".into(),
-            dir.display().to_string(),
-            "--logfile".into(),
-            dir.join("server.log").display().to_string(),
-        ];
-        // The shell starts the server, waits for EOF on stdin (when we drop our end, or when
-        // this process ends however it ends), then stops it.
-        let script = format!(
-            "{} & srv=$!; cat >/dev/null; kill $srv 2>/dev/null; \
-             for i in 1 2 3 4 5 6 7 8 9 10; do kill -0 $srv 2>/dev/null || break; sleep 0.1; done; \
-             kill -9 $srv 2>/dev/null; wait",
-            args.join(" ")
-        );
-        let mut shell = Command::new("sh")
-            .arg("-c")
-            .arg(script)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .spawn()?;
-        let lifeline = shell.stdin.take();
-        let server = Self {
-            port,
+        Ok(Self {
+            server: redis_harness::Server::start(&[]),
             binary,
             version,
-            dir,
-            shell,
-            lifeline,
-        };
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            if server.command(&["PING"]).is_ok_and(|r| r.contains("PONG")) {
-                return Ok(server);
-            }
-            if Instant::now() > deadline {
-                let log =
-                    std::fs::read_to_string(server.dir.join("server.log")).unwrap_or_default();
-                return Err(format!("redis-server did not answer within 20 s:\n{log}").into());
-            }
-            std::thread::sleep(Duration::from_millis(25));
-        }
+        })
+    }
+
+    fn port(&self) -> u16 {
+        self.server.port
     }
 
     fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}/", self.port)
+        self.server.url()
     }
 
     /// One command in RESP over a fresh connection; the raw reply text.
     fn command(&self, args: &[&str]) -> std::io::Result<String> {
-        let mut s = TcpStream::connect(("127.0.0.1", self.port))?;
-        s.set_read_timeout(Some(Duration::from_secs(30)))?;
-        let mut req = format!("*{}\r\n", args.len());
-        for a in args {
-            req.push_str(&format!("${}\r\n{a}\r\n", a.len()));
-        }
-        s.write_all(req.as_bytes())?;
-        let mut reader = BufReader::new(s);
-        let mut first = String::new();
-        reader.read_line(&mut first)?;
-        if let Some(len) = first.strip_prefix('$') {
-            let len: i64 = len.trim().parse().unwrap_or(-1);
-            if len >= 0 {
-                let mut body = vec![0u8; len as usize + 2];
-                reader.read_exact(&mut body)?;
-                return Ok(String::from_utf8_lossy(&body).into_owned());
-            }
-        }
-        Ok(first)
+        self.server.command(args)
     }
 
     fn info_field(&self, section: &str, field: &str) -> Option<String> {
-        let info = self.command(&["INFO", section]).ok()?;
-        info.lines().find_map(|l| {
-            l.strip_prefix(field)
-                .and_then(|r| r.strip_prefix(':'))
-                .map(|v| v.trim().to_owned())
-        })
+        self.server.info_field(section, field)
     }
 
     fn used_memory(&self) -> Result<u64, BoxError> {
@@ -1407,14 +1338,6 @@ impl RedisServer {
                     .and_then(|n| n.parse().ok())
             })
             .unwrap_or(0.0)
-    }
-}
-
-impl Drop for RedisServer {
-    fn drop(&mut self) {
-        self.lifeline.take();
-        let _ = self.shell.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 

@@ -288,14 +288,7 @@ async fn a_million_waiters_do_not_make_a_call_slow() {
         )
         .await
         .unwrap();
-    let used_memory = |server: &Server| -> u64 {
-        let info = server.command(&["INFO", "memory"]).unwrap();
-        info.lines()
-            .find_map(|l| l.strip_prefix("used_memory:"))
-            .and_then(|v| v.trim().parse().ok())
-            .expect("INFO memory has used_memory")
-    };
-    let memory_before = used_memory(&server);
+    let memory_before = server.used_memory();
     let _: i64 = redis::Script::new(fill)
         .key(&keys[1])
         .key(&keys[2])
@@ -306,7 +299,7 @@ async fn a_million_waiters_do_not_make_a_call_slow() {
         .await
         .unwrap();
     assert_eq!(store.stats(&policy).await.unwrap().waiting, 1_000_000);
-    let per_waiter = (used_memory(&server) - memory_before) / 1_000_000;
+    let per_waiter = (server.used_memory() - memory_before) / 1_000_000;
     println!("memory per waiter: {per_waiter} bytes");
     assert!(per_waiter < 1_024, "a waiter costs {per_waiter} bytes");
 

@@ -125,6 +125,23 @@ impl Server {
         Ok(first)
     }
 
+    /// A field of `INFO section`, e.g. `info_field("memory", "used_memory")`.
+    pub fn info_field(&self, section: &str, field: &str) -> Option<String> {
+        let info = self.command(&["INFO", section]).ok()?;
+        info.lines().find_map(|l| {
+            l.strip_prefix(field)
+                .and_then(|r| r.strip_prefix(':'))
+                .map(|v| v.trim().to_owned())
+        })
+    }
+
+    /// Bytes of memory the server uses (`INFO memory`, `used_memory`).
+    pub fn used_memory(&self) -> u64 {
+        self.info_field("memory", "used_memory")
+            .and_then(|v| v.parse().ok())
+            .expect("INFO memory has used_memory")
+    }
+
     /// The number of keys in db 0.
     pub fn dbsize(&self) -> u64 {
         let r = self.command(&["DBSIZE"]).expect("DBSIZE");
