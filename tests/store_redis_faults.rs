@@ -24,7 +24,8 @@ fn store(server: &Server) -> RedisStore {
     RedisStore::builder()
         .url(server.url())
         .timeout(Duration::from_millis(300))
-        .breaker_cooldown(Duration::from_millis(300))
+        // Long enough that a slow machine cannot turn a burst into several probes.
+        .breaker_cooldown(Duration::from_secs(1))
         .build()
         .expect("store builds")
 }
