@@ -43,9 +43,10 @@
 //! | [`config`] | settings, defaults, [`ConfigError`] |
 //! | [`queue_cookie`] | stage 1 |
 //! | [`admission_token`] | stage 2 |
-//! | [`store`] | stage 3: the [`Store`](store::Store) trait and the [`MemoryStore`](store::MemoryStore) |
+//! | [`store`] | stage 3: the [`Store`](store::Store) trait, the [`MemoryStore`](store::MemoryStore) and (feature `redis`) the `RedisStore` with its Lua script (`src/store/redis/room.lua`) |
 //! | [`signing`] | keys and rotation |
-//! | [`outcome`], [`response`] | typed outcomes and how they are rendered |
+//! | [`outcome`], [`response`] | typed outcomes, the wait estimate, and how they are rendered (pages, templates, texts, JSON) |
+//! | [`limits`] | bypass rules and the in-memory rate limits (new entries per client, polls per session) |
 //! | [`clock`] | injectable time |
 //! | [`testing`] | helpers for testing handlers behind the layer |
 
