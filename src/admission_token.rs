@@ -22,14 +22,19 @@ use std::time::Duration;
 
 use crate::clock::duration_ms;
 use crate::session::SessionId;
-use crate::signing::{self, Claims, Keyring, Kind};
+use crate::signing::{self, Claims, Keyring, Kind, Network};
 
 /// Proof that a visitor holds a slot, until `expires_at_ms`.
+///
+/// With [`bind_tokens_to_network`](crate::WaitingRoomBuilder::bind_tokens_to_network) the room
+/// also signs the visitor's network (IPv4 /24, IPv6 /48) into the token, and a token presented
+/// from another network counts as no token. Tokens made with [`new`](Self::new) are unbound.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct AdmissionToken {
     session: SessionId,
     issued_at_ms: u64,
     expires_at_ms: u64,
+    network: Option<Network>,
 }
 
 impl AdmissionToken {
@@ -39,7 +44,19 @@ impl AdmissionToken {
             session,
             issued_at_ms,
             expires_at_ms,
+            network: None,
         }
+    }
+
+    /// The same token, bound to `network` (signed into it).
+    pub(crate) fn bound_to(mut self, network: Network) -> Self {
+        self.network = Some(network);
+        self
+    }
+
+    /// The network the token is bound to, if any.
+    pub(crate) fn network(&self) -> Option<Network> {
+        self.network
     }
 
     /// The visitor's session id.
@@ -64,7 +81,7 @@ impl AdmissionToken {
 
     /// The signed token for `room`, with the keyring's current key.
     pub fn sign(&self, keys: &Keyring, room: &str) -> String {
-        signing::sign(
+        signing::sign_with_network(
             keys,
             Kind::Admission,
             room,
@@ -73,19 +90,90 @@ impl AdmissionToken {
                 issued_at_ms: self.issued_at_ms,
                 expires_at_ms: self.expires_at_ms,
             },
+            self.network,
         )
     }
 
     /// The token, if `value` is an admission token of `room` signed by a key of the keyring and
     /// not expired at `now_ms`; anything else is `None`, exactly like no token.
     pub fn verify(keys: &Keyring, room: &str, value: &str, now_ms: u64) -> Option<Self> {
-        let c = signing::verify(keys, Kind::Admission, room, value)?;
+        let (c, network) = signing::verify_with_network(keys, Kind::Admission, room, value)?;
         (now_ms < c.expires_at_ms && c.issued_at_ms <= now_ms.saturating_add(60_000)).then_some(
             Self {
                 session: c.session,
                 issued_at_ms: c.issued_at_ms,
                 expires_at_ms: c.expires_at_ms,
+                network,
             },
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::signing::SigningKey;
+
+    fn keys() -> Keyring {
+        Keyring::new(SigningKey::new("k1", [42u8; 32]).unwrap())
+    }
+
+    #[test]
+    fn bound_token_round_trip() {
+        let session = SessionId::from_bytes([7; 16]);
+        for ip in ["203.0.113.7", "2001:db8:1::7", "::ffff:203.0.113.7"] {
+            let net = Network::of(Some(ip.parse().unwrap()));
+            let token = AdmissionToken::new(session, 10_000, 310_000).bound_to(net);
+            let text = token.sign(&keys(), "shop");
+            let back = AdmissionToken::verify(&keys(), "shop", &text, 12_000).unwrap();
+            assert_eq!(back, token);
+            assert_eq!(back.network(), Some(net));
+            // Expiry and room still apply.
+            assert_eq!(
+                AdmissionToken::verify(&keys(), "shop", &text, 310_000),
+                None
+            );
+            assert_eq!(
+                AdmissionToken::verify(&keys(), "other", &text, 12_000),
+                None
+            );
+        }
+        let unknown = AdmissionToken::new(session, 10_000, 310_000).bound_to(Network::Unknown);
+        let text = unknown.sign(&keys(), "shop");
+        assert_eq!(
+            AdmissionToken::verify(&keys(), "shop", &text, 12_000).and_then(|t| t.network()),
+            Some(Network::Unknown)
+        );
+    }
+
+    #[test]
+    fn unbound_tokens_are_unchanged() {
+        let token = AdmissionToken::new(SessionId::from_bytes([7; 16]), 10_000, 310_000);
+        let text = token.sign(&keys(), "shop");
+        assert_eq!(text.split('.').count(), 6);
+        let back = AdmissionToken::verify(&keys(), "shop", &text, 12_000).unwrap();
+        assert_eq!(back.network(), None);
+    }
+
+    #[test]
+    fn the_network_cannot_be_edited() {
+        let net = Network::of(Some("203.0.113.7".parse().unwrap()));
+        let token = AdmissionToken::new(SessionId::from_bytes([7; 16]), 10_000, 310_000);
+        let text = token.bound_to(net).sign(&keys(), "shop");
+        assert!(text.contains(".4cb0071."), "{text}");
+        for other in ["4c63364", "u", "6cb00710000", "4cb0072"] {
+            let edited = text.replacen("4cb0071", other, 1);
+            assert_eq!(
+                AdmissionToken::verify(&keys(), "shop", &edited, 12_000),
+                None,
+                "{edited}"
+            );
+        }
+        // Dropping the network field does not make it an unbound token.
+        let dropped = text.replacen(".4cb0071", "", 1);
+        assert_eq!(
+            AdmissionToken::verify(&keys(), "shop", &dropped, 12_000),
+            None
+        );
     }
 }

@@ -22,6 +22,7 @@
 //! | `poll_limit` | 30 per 10 s per session (3 a second on average) | store questions per session |
 //! | `client_ip_header` / `client_ip_with` | the connection's peer address | where the client IP comes from |
 //! | `bypass` | none | requests that skip the room entirely |
+//! | `bind_tokens_to_network` | off | admission tokens only admit from the network (IPv4 /24, IPv6 /48) they were issued to |
 
 use std::error::Error;
 use std::fmt;
@@ -175,6 +176,7 @@ pub struct RoomConfig {
     pub(crate) path_prefix: String,
     pub(crate) session_header: HeaderName,
     pub(crate) token_header: HeaderName,
+    pub(crate) bind_tokens_to_network: bool,
 }
 
 impl RoomConfig {
@@ -215,6 +217,11 @@ impl RoomConfig {
     /// [`defaults::TOKEN_HEADER`].
     pub fn token_header(&self) -> &HeaderName {
         &self.token_header
+    }
+    /// Whether admission tokens are bound to the visitor's network (IPv4 /24, IPv6 /48); see
+    /// [`bind_tokens_to_network`](crate::WaitingRoomBuilder::bind_tokens_to_network).
+    pub fn bind_tokens_to_network(&self) -> bool {
+        self.bind_tokens_to_network
     }
 }
 

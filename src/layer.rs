@@ -123,6 +123,7 @@ pub struct WaitingRoomBuilder {
     client_ip_header: Option<String>,
     new_visitor_limit: Option<RateLimit>,
     poll_limit: Option<RateLimit>,
+    bind_tokens_to_network: bool,
 }
 
 impl WaitingRoomBuilder {
@@ -156,6 +157,7 @@ impl WaitingRoomBuilder {
             client_ip_header: None,
             new_visitor_limit: Some(limits::defaults::NEW_VISITORS_PER_IP),
             poll_limit: Some(limits::defaults::POLLS_PER_SESSION),
+            bind_tokens_to_network: false,
         }
     }
 
@@ -383,6 +385,32 @@ impl WaitingRoomBuilder {
         self
     }
 
+    /// Bind admission tokens to the visitor's network: the /24 of an IPv4 address, the /48 of an
+    /// IPv6 address (an IPv4-mapped IPv6 address counts as IPv4), signed into the token. A token
+    /// presented from another network is treated exactly like no token: a visitor who still has
+    /// the queue cookie goes to the store, which finds their slot and hands them a token for the
+    /// new network; someone who only copied the token starts at the back of the line. Default
+    /// **off**.
+    ///
+    /// Why off: people move between networks during a visit (Wi-Fi to mobile data, a VPN
+    /// switching exits, a carrier's NAT changing address), and with binding on, each move costs
+    /// a store call and, for clients without the queue cookie, the slot. And it is only a weak
+    /// defence against shared tokens: anyone on the same /24 or /48 (an office, a university, a
+    /// carrier's NAT) can still use a copied token.
+    ///
+    /// The network comes from the same place as for the limits (see [`limits`](crate::limits)):
+    /// [`client_ip_with`](Self::client_ip_with), [`client_ip_header`](Self::client_ip_header),
+    /// or the connection. **No client IP** when a token is issued binds it to "unknown", and such
+    /// a token admits only requests whose IP is unknown too; a token bound to a real network
+    /// never admits a request without an IP. A room that never finds the IP thus behaves as
+    /// without binding (and logs one warning), and hiding one's IP never unlocks a token.
+    /// Unbound tokens (issued before binding was turned on) count as no token while it is on;
+    /// bound tokens admit from anywhere once it is turned off again.
+    pub fn bind_tokens_to_network(mut self, bind: bool) -> Self {
+        self.bind_tokens_to_network = bind;
+        self
+    }
+
     /// Validates the configuration and builds the layer.
     pub fn build(self) -> Result<WaitingRoomLayer, ConfigError> {
         if !config::valid_room_id(&self.room) {
@@ -506,6 +534,7 @@ impl WaitingRoomBuilder {
             path_prefix: self.path_prefix,
             session_header,
             token_header,
+            bind_tokens_to_network: self.bind_tokens_to_network,
         };
         Ok(WaitingRoomLayer {
             room: Arc::new(Room::new(

@@ -5,7 +5,7 @@
 //! store's answer into the same choices. The service and its future only carry these out.
 
 use std::borrow::Cow;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -25,7 +25,7 @@ use crate::outcome::{
 use crate::queue_cookie::QueueCookie;
 use crate::response::{json_response, Render, RenderContext, StatusBody};
 use crate::session::SessionId;
-use crate::signing::Keyring;
+use crate::signing::{Keyring, Network};
 use crate::store::{AdmissionCounts, Decision, Store, StoreError, StoreErrorKind, StoreFuture};
 
 pub(crate) struct Room {
@@ -37,6 +37,8 @@ pub(crate) struct Room {
     pub(crate) defences: Defences,
     status_path: String,
     leave_path: String,
+    /// Whether the room has warned that it binds tokens without knowing the client IP.
+    warned_unknown_network: AtomicBool,
 }
 
 /// A freshly signed admission token for the response of a request that passes: a `Set-Cookie`,
@@ -120,6 +122,7 @@ impl Room {
             defences,
             status_path,
             leave_path,
+            warned_unknown_network: AtomicBool::new(false),
         }
     }
 
@@ -312,7 +315,10 @@ impl Room {
         now: u64,
         req: &Request<B>,
     ) -> Next {
-        let token = AdmissionToken::new(session, now, expires_at_ms);
+        let mut token = AdmissionToken::new(session, now, expires_at_ms);
+        if let Some(network) = self.network_binding(req) {
+            token = token.bound_to(network);
+        }
         let value = token.sign(&self.keys, self.config.room());
         let cookie = cookies::set_cookie(
             &self.config.cookies,
@@ -372,9 +378,32 @@ impl Room {
         }
     }
 
-    /// A valid admission token from the cookie, or else from the token header.
+    /// With network binding on, the request's network (the client IP's /24 or /48), which
+    /// tokens are bound to when issued and must match when checked; `Unknown` without a client
+    /// IP (one warning in the log). `None` when binding is off.
+    fn network_binding<B>(&self, req: &Request<B>) -> Option<Network> {
+        if !self.config.bind_tokens_to_network {
+            return None;
+        }
+        let ip = self.defences.client_ip.find(&RequestInfo::new(req));
+        if ip.is_none() && !self.warned_unknown_network.swap(true, Ordering::Relaxed) {
+            tracing::warn!(
+                room = self.config.room(),
+                "no client IP for a request while admission tokens are bound to networks: \
+                 tokens issued without an IP admit only requests without an IP"
+            );
+        }
+        Some(Network::of(ip))
+    }
+
+    /// A valid admission token from the cookie, or else from the token header. With network
+    /// binding on, a token bound to another network (or not bound at all) is no token.
     fn admission_token<B>(&self, req: &Request<B>, now: u64) -> Option<AdmissionToken> {
-        let verify = |v: &str| AdmissionToken::verify(&self.keys, self.config.room(), v, now);
+        let expected = self.network_binding(req);
+        let verify = |v: &str| {
+            AdmissionToken::verify(&self.keys, self.config.room(), v, now)
+                .filter(|t| expected.is_none() || t.network() == expected)
+        };
         cookies::find_valid(req.headers(), &self.config.cookies.admission_name, verify).or_else(
             || {
                 self.header_value(req, &self.config.token_header)

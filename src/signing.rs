@@ -21,6 +21,7 @@
 //! ```
 
 use std::fmt;
+use std::net::IpAddr;
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
@@ -169,6 +170,91 @@ pub(crate) struct Claims {
     pub(crate) expires_at_ms: u64,
 }
 
+/// The network an admission token is bound to: the /24 of an IPv4 address, the /48 of an IPv6
+/// address (an IPv4-mapped IPv6 address counts as IPv4), or `Unknown` when the client IP could
+/// not be found. It is signed into the token (inside the MAC), so it cannot be edited.
+///
+/// Text form, fixed length and lowercase hex so that exactly one spelling exists: `u`, `4` and
+/// the 3 prefix bytes (`4cb0071` for 203.0.113.0/24), or `6` and the 6 prefix bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum Network {
+    /// No client IP was known.
+    Unknown,
+    /// An IPv4 /24.
+    V4([u8; 3]),
+    /// An IPv6 /48.
+    V6([u8; 6]),
+}
+
+/// Longest text form of a [`Network`]: `6` and 12 hex digits.
+const NETWORK_TEXT_LEN: usize = 13;
+
+impl Network {
+    /// The network of a client IP, or `Unknown` without one.
+    pub(crate) fn of(ip: Option<IpAddr>) -> Self {
+        match ip.map(|ip| ip.to_canonical()) {
+            None => Network::Unknown,
+            Some(IpAddr::V4(v4)) => {
+                let o = v4.octets();
+                Network::V4([o[0], o[1], o[2]])
+            }
+            Some(IpAddr::V6(v6)) => {
+                let o = v6.octets();
+                Network::V6([o[0], o[1], o[2], o[3], o[4], o[5]])
+            }
+        }
+    }
+
+    /// The text form, written into `out`; returns its length.
+    fn encode(self, out: &mut [u8; NETWORK_TEXT_LEN]) -> usize {
+        const HEX: &[u8; 16] = b"0123456789abcdef";
+        let (tag, bytes): (u8, &[u8]) = match &self {
+            Network::Unknown => (b'u', &[]),
+            Network::V4(b) => (b'4', b),
+            Network::V6(b) => (b'6', b),
+        };
+        out[0] = tag;
+        for (i, b) in bytes.iter().enumerate() {
+            out[1 + 2 * i] = HEX[usize::from(b >> 4)];
+            out[2 + 2 * i] = HEX[usize::from(b & 0x0f)];
+        }
+        1 + 2 * bytes.len()
+    }
+
+    /// Strict parse of the text form: only the exact spelling [`encode`](Self::encode) writes.
+    fn parse(s: &str) -> Option<Self> {
+        fn fill(hex: &[u8], out: &mut [u8]) -> Option<()> {
+            if hex.len() != 2 * out.len() {
+                return None;
+            }
+            let nibble = |c: u8| match c {
+                b'0'..=b'9' => Some(c - b'0'),
+                b'a'..=b'f' => Some(c - b'a' + 10),
+                _ => None,
+            };
+            for (o, pair) in out.iter_mut().zip(hex.chunks_exact(2)) {
+                *o = (nibble(pair[0])? << 4) | nibble(pair[1])?;
+            }
+            Some(())
+        }
+        let (tag, rest) = s.as_bytes().split_first()?;
+        match tag {
+            b'u' if rest.is_empty() => Some(Network::Unknown),
+            b'4' => {
+                let mut b = [0u8; 3];
+                fill(rest, &mut b)?;
+                Some(Network::V4(b))
+            }
+            b'6' => {
+                let mut b = [0u8; 6];
+                fill(rest, &mut b)?;
+                Some(Network::V6(b))
+            }
+            _ => None,
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Kind {
     Queue,
@@ -236,9 +322,17 @@ pub(crate) fn push_u64(out: &mut String, n: u64) {
     out.push_str(std::str::from_utf8(&digits[start..]).expect("ASCII digits"));
 }
 
-/// The signed message, `twr|<kind>|<room>|<kid>|<session>|<iat>|<exp>`, written into `m` (in
-/// place: the buffer is never moved).
-fn message(m: &mut MessageBuf, kind: Kind, room: &str, kid: &str, claims: &Claims) -> Option<()> {
+/// The signed message, `twr|<kind>|<room>|<kid>|<session>|<iat>|<exp>`, and `|<network>` for a
+/// token bound to a network, written into `m` (in place: the buffer is never moved). No field
+/// can contain `|`, so a bound and an unbound message never coincide.
+fn message(
+    m: &mut MessageBuf,
+    kind: Kind,
+    room: &str,
+    kid: &str,
+    claims: &Claims,
+    network: Option<Network>,
+) -> Option<()> {
     m.push(b"twr|")?;
     m.push(kind.prefix().as_bytes())?;
     m.push(b"|")?;
@@ -250,17 +344,39 @@ fn message(m: &mut MessageBuf, kind: Kind, room: &str, kid: &str, claims: &Claim
     m.push(b"|")?;
     m.push_u64(claims.issued_at_ms)?;
     m.push(b"|")?;
-    m.push_u64(claims.expires_at_ms)
+    m.push_u64(claims.expires_at_ms)?;
+    if let Some(network) = network {
+        let mut text = [0u8; NETWORK_TEXT_LEN];
+        let n = network.encode(&mut text);
+        m.push(b"|")?;
+        m.push(&text[..n])?;
+    }
+    Some(())
 }
 
 /// Signs claims with the current key: `<kind>.<kid>.<session>.<iat>.<exp>.<tag>`, all characters
 /// safe in a cookie value and a header.
 pub(crate) fn sign(keyring: &Keyring, kind: Kind, room: &str, claims: &Claims) -> String {
+    sign_with_network(keyring, kind, room, claims, None)
+}
+
+/// Like [`sign`], and with a network: `<kind>.<kid>.<session>.<iat>.<exp>.<network>.<tag>`, the
+/// network signed too. Without one the text is exactly what [`sign`] writes.
+pub(crate) fn sign_with_network(
+    keyring: &Keyring,
+    kind: Kind,
+    room: &str,
+    claims: &Claims,
+    network: Option<Network>,
+) -> String {
     let key = &keyring.current;
     let mut msg = MessageBuf::new();
-    message(&mut msg, kind, room, &key.id, claims).expect("room and key id lengths are validated");
+    message(&mut msg, kind, room, &key.id, claims, network)
+        .expect("room and key id lengths are validated");
     let tag = hmac::sign(&key.key, msg.as_bytes());
-    let mut out = String::with_capacity(2 + 1 + key.id.len() + 1 + 32 + 2 * 21 + TAG_B64_LEN);
+    let mut out = String::with_capacity(
+        2 + 1 + key.id.len() + 1 + 32 + 2 * 21 + NETWORK_TEXT_LEN + 1 + TAG_B64_LEN,
+    );
     out.push_str(kind.prefix());
     out.push('.');
     out.push_str(&key.id);
@@ -271,6 +387,12 @@ pub(crate) fn sign(keyring: &Keyring, kind: Kind, room: &str, claims: &Claims) -
     out.push('.');
     push_u64(&mut out, claims.expires_at_ms);
     out.push('.');
+    if let Some(network) = network {
+        let mut text = [0u8; NETWORK_TEXT_LEN];
+        let n = network.encode(&mut text);
+        out.push_str(std::str::from_utf8(&text[..n]).expect("ASCII"));
+        out.push('.');
+    }
     URL_SAFE_NO_PAD.encode_string(tag.as_ref(), &mut out);
     out
 }
@@ -279,6 +401,21 @@ pub(crate) fn sign(keyring: &Keyring, kind: Kind, room: &str, claims: &Claims) -
 /// unknown key or for another room or kind gives `None`, exactly like no value at all. Expiry is
 /// checked by the caller, which knows the time.
 pub(crate) fn verify(keyring: &Keyring, kind: Kind, room: &str, value: &str) -> Option<Claims> {
+    match verify_with_network(keyring, kind, room, value)? {
+        (claims, None) => Some(claims),
+        (_, Some(_)) => None,
+    }
+}
+
+/// Like [`verify`], and also accepts a value with a signed network (admission tokens only),
+/// which it returns. The network is inside the MAC: a value whose network was edited, added or
+/// removed does not verify.
+pub(crate) fn verify_with_network(
+    keyring: &Keyring,
+    kind: Kind,
+    room: &str,
+    value: &str,
+) -> Option<(Claims, Option<Network>)> {
     if value.len() > MAX_SIGNED_LEN {
         return None;
     }
@@ -290,7 +427,12 @@ pub(crate) fn verify(keyring: &Keyring, kind: Kind, room: &str, value: &str) -> 
     let session = SessionId::from_hex(parts.next()?)?;
     let issued_at_ms = parse_u64(parts.next()?)?;
     let expires_at_ms = parse_u64(parts.next()?)?;
-    let tag_b64 = parts.next()?;
+    let fifth = parts.next()?;
+    let (network, tag_b64) = match parts.next() {
+        None => (None, fifth),
+        Some(tag_b64) if kind == Kind::Admission => (Some(Network::parse(fifth)?), tag_b64),
+        Some(_) => return None,
+    };
     if parts.next().is_some() || tag_b64.len() != TAG_B64_LEN {
         return None;
     }
@@ -308,9 +450,9 @@ pub(crate) fn verify(keyring: &Keyring, kind: Kind, room: &str, value: &str) -> 
         expires_at_ms,
     };
     let mut msg = MessageBuf::new();
-    message(&mut msg, kind, room, kid, &claims)?;
+    message(&mut msg, kind, room, kid, &claims, network)?;
     hmac::verify(&key.key, msg.as_bytes(), &tag[..TAG_LEN]).ok()?;
-    Some(claims)
+    Some((claims, network))
 }
 
 /// Strict, canonical decimal: digits only, no sign, no leading zero, at most 20 digits. Only the
@@ -373,7 +515,7 @@ mod tests {
         let (head, tag) = v.rsplit_once('.').unwrap();
         assert_eq!(head, format!("q1.k2.{}.0.{}", "0f".repeat(16), u64::MAX));
         let mut msg = MessageBuf::new();
-        message(&mut msg, Kind::Queue, "shop", "k2", &c).unwrap();
+        message(&mut msg, Kind::Queue, "shop", "k2", &c, None).unwrap();
         assert_eq!(
             msg.as_bytes(),
             format!("twr|q1|shop|k2|{}|0|{}", "0f".repeat(16), u64::MAX).as_bytes()
@@ -485,6 +627,141 @@ mod tests {
             dup.validate(),
             Err(ConfigError::DuplicateKeyId { .. })
         ));
+    }
+
+    fn ip(s: &str) -> Option<IpAddr> {
+        Some(s.parse().unwrap())
+    }
+
+    #[test]
+    fn network_of_an_address() {
+        assert_eq!(Network::of(ip("203.0.113.7")), Network::V4([203, 0, 113]));
+        assert_eq!(
+            Network::of(ip("203.0.113.7")),
+            Network::of(ip("203.0.113.99"))
+        );
+        assert_ne!(
+            Network::of(ip("203.0.113.7")),
+            Network::of(ip("203.0.112.7"))
+        );
+        // An IPv4-mapped IPv6 address is its IPv4 address.
+        assert_eq!(
+            Network::of(ip("::ffff:203.0.113.200")),
+            Network::V4([203, 0, 113])
+        );
+        assert_eq!(
+            Network::of(ip("2001:db8:1:2::1")),
+            Network::of(ip("2001:db8:1:ffff::9"))
+        );
+        assert_ne!(
+            Network::of(ip("2001:db8:1::1")),
+            Network::of(ip("2001:db8:2::1"))
+        );
+        assert_eq!(Network::of(None), Network::Unknown);
+    }
+
+    #[test]
+    fn network_text_is_canonical() {
+        for (net, text) in [
+            (Network::Unknown, "u"),
+            (Network::V4([203, 0, 113]), "4cb0071"),
+            (Network::V6([0x20, 0x01, 0x0d, 0xb8, 0, 1]), "620010db80001"),
+        ] {
+            let mut buf = [0u8; NETWORK_TEXT_LEN];
+            let n = net.encode(&mut buf);
+            assert_eq!(&buf[..n], text.as_bytes());
+            assert_eq!(Network::parse(text), Some(net));
+        }
+        for bad in [
+            "", "U", "u0", "4", "4CB0071", "4cb007", "4cb00710", "6cb0071", "x", "4cb007g",
+            "+cb0071",
+        ] {
+            assert_eq!(Network::parse(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn network_round_trip_and_format() {
+        let kr = keyring();
+        for net in [
+            Network::Unknown,
+            Network::V4([203, 0, 113]),
+            Network::V6([0x20, 0x01, 0x0d, 0xb8, 0, 1]),
+        ] {
+            let v = sign_with_network(&kr, Kind::Admission, "shop", &claims(), Some(net));
+            assert_eq!(v.split('.').count(), 7, "{v}");
+            assert_eq!(
+                verify_with_network(&kr, Kind::Admission, "shop", &v),
+                Some((claims(), Some(net)))
+            );
+            // A bound value is no value where no network is expected.
+            assert_eq!(verify(&kr, Kind::Admission, "shop", &v), None);
+        }
+        // Unbound: the very text `sign` writes, and verifies with no network.
+        let unbound = sign_with_network(&kr, Kind::Admission, "shop", &claims(), None);
+        assert_eq!(unbound, sign(&kr, Kind::Admission, "shop", &claims()));
+        assert_eq!(
+            verify_with_network(&kr, Kind::Admission, "shop", &unbound),
+            Some((claims(), None))
+        );
+        // Queue cookies never carry a network.
+        let q = sign_with_network(&kr, Kind::Queue, "shop", &claims(), Some(Network::Unknown));
+        assert_eq!(verify_with_network(&kr, Kind::Queue, "shop", &q), None);
+    }
+
+    #[test]
+    fn network_is_inside_the_mac() {
+        let kr = keyring();
+        let net = Network::V4([203, 0, 113]);
+        let v = sign_with_network(&kr, Kind::Admission, "shop", &claims(), Some(net));
+        let (head, tag) = v.rsplit_once('.').unwrap();
+        let (head, text) = head.rsplit_once('.').unwrap();
+        assert_eq!(text, "4cb0071");
+        // Another network with the same tag, the network removed, a network added.
+        for other in ["4c63364", "4cb0070", "u", "620010db80001"] {
+            let edited = format!("{head}.{other}.{tag}");
+            assert_eq!(
+                verify_with_network(&kr, Kind::Admission, "shop", &edited),
+                None,
+                "{other}"
+            );
+        }
+        let removed = format!("{head}.{tag}");
+        assert_eq!(
+            verify_with_network(&kr, Kind::Admission, "shop", &removed),
+            None
+        );
+        let unbound = sign(&kr, Kind::Admission, "shop", &claims());
+        let (uhead, utag) = unbound.rsplit_once('.').unwrap();
+        let added = format!("{uhead}.4cb0071.{utag}");
+        assert_eq!(
+            verify_with_network(&kr, Kind::Admission, "shop", &added),
+            None
+        );
+        // Every single byte change or insertion.
+        for i in 0..v.len() {
+            for c in [b'0', b'4', b'6', b'u', b'A', b'.', b'-', b'f'] {
+                let mut bytes = v.clone().into_bytes();
+                if bytes[i] != c {
+                    bytes[i] = c;
+                    let t = String::from_utf8(bytes).unwrap();
+                    assert_eq!(
+                        verify_with_network(&kr, Kind::Admission, "shop", &t),
+                        None,
+                        "byte {i} -> {}",
+                        c as char
+                    );
+                }
+                let mut t = v.clone();
+                t.insert(i, c as char);
+                assert_eq!(
+                    verify_with_network(&kr, Kind::Admission, "shop", &t),
+                    None,
+                    "{} inserted at {i}",
+                    c as char
+                );
+            }
+        }
     }
 
     #[test]
