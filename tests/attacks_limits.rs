@@ -17,7 +17,6 @@ use http::header::{HeaderName, HeaderValue};
 use http::{Method, Request, StatusCode};
 use serde_json::{json, Value};
 use tower::ServiceExt;
-use tower_waiting_room::store::RoomStats;
 use tower_waiting_room::{Admission, PeerAddr, RateLimit, WaitingRoomLayer};
 
 use common::*;
@@ -63,14 +62,6 @@ async fn busy_room(site: &Site) -> (Jar, Jar) {
     }
     let second = waiters.pop().unwrap();
     (waiters.pop().unwrap(), second)
-}
-
-fn same_inside(before: RoomStats, after: RoomStats, what: &str) {
-    assert_eq!(
-        (before.admitted, before.granted, before.waiting),
-        (after.admitted, after.granted, after.waiting),
-        "{what}: the room changed"
-    );
 }
 
 #[tokio::test]

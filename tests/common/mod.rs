@@ -533,3 +533,12 @@ impl Site {
         jar
     }
 }
+
+/// Asserts that an attack left the room as it was: same admitted, granted and waiting counts.
+pub fn same_inside(before: RoomStats, after: RoomStats, what: &str) {
+    assert_eq!(
+        (before.admitted, before.granted, before.waiting),
+        (after.admitted, after.granted, after.waiting),
+        "{what}: the room changed"
+    );
+}
