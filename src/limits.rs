@@ -7,8 +7,9 @@
 //! - **New visitors per client IP**
 //!   ([`new_visitor_limit`](crate::WaitingRoomBuilder::new_visitor_limit), default
 //!   [`defaults::NEW_VISITORS_PER_IP`]): how many fresh queue cookies (stage 1, the only place a
-//!   new place in line is minted) one IP address gets per window. Over it: `429` with
-//!   `Retry-After` and no cookie.
+//!   new place in line is minted) one client gets per window. Over it: `429` with
+//!   `Retry-After` and no cookie. A client is an IPv4 address, or an IPv6 **/64** (see
+//!   [below](#ipv6-clients-are-grouped-by-64)).
 //! - **Polls per session** ([`poll_limit`](crate::WaitingRoomBuilder::poll_limit), default
 //!   [`defaults::POLLS_PER_SESSION`]): how many store questions (the status endpoint, and stage 3
 //!   for a visitor in line) one session may cause per window. Over it: `429` with `Retry-After`,
@@ -54,10 +55,29 @@
 //! extensions), the new-visitor limit does not apply, and the room logs one warning. One shared
 //! bucket for every such request would let a single bot lock every new visitor out, and would
 //! turn a forgotten `ConnectInfo` into an outage; the poll limit (per session) applies either way.
+//!
+//! ## IPv6 clients are grouped by /64
+//!
+//! The new-visitor limit counts per client, and a client is:
+//!
+//! - an IPv4 address, as it is;
+//! - an IPv4-mapped IPv6 address (`::ffff:203.0.113.7`, what a dual-stack socket reports for an
+//!   IPv4 peer) as that IPv4 address, so that one client does not get two budgets depending on
+//!   how the server listens;
+//! - any other IPv6 address by its **/64** prefix (the last 64 bits ignored).
+//!
+//! An IPv6 client usually controls a whole /64, often more: the /64 is the smallest network a
+//! home line, a mobile device or a rented server is given, and the host picks the last 64 bits
+//! itself (privacy extensions change them every day). Counted per address, one such client could
+//! take a new address for every request and get a fresh budget with each; counted per /64, it has
+//! one budget, like one IPv4 address. The price: hosts that share one /64 (a few hosting
+//! providers put several customers in one) share one budget, as people behind one IPv4 NAT do.
+//! A client with a /56 or /48 can still spread over its /64s (256 or 65 536 budgets); that is
+//! no worse than a botnet over many IPv4 addresses, which this limit does not stop either.
 
 use std::collections::HashMap;
 use std::hash::Hash;
-use std::net::{IpAddr, SocketAddr};
+use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -74,10 +94,12 @@ pub mod defaults {
 
     use super::RateLimit;
 
-    /// New queue entries per client IP: 120 a minute. Real visitors mint one queue cookie per
-    /// browser, but many of them can share one address (offices, mobile carriers' NAT); a bot
-    /// on one address mints thousands a minute.
-    pub const NEW_VISITORS_PER_IP: RateLimit = RateLimit::per_minute(120);
+    /// New queue entries per client (an IPv4 address or an IPv6 /64): 60 a minute. Real
+    /// visitors mint one queue cookie per browser, but many of them can share one address
+    /// (offices, universities, mobile carriers' NAT); a bot on one address mints thousands a
+    /// minute. Sites whose audience sits behind carrier NAT or other big NATs may want to raise
+    /// it with [`new_visitor_limit`](crate::WaitingRoomBuilder::new_visitor_limit).
+    pub const NEW_VISITORS_PER_IP: RateLimit = RateLimit::per_minute(60);
     /// Store questions per session: 3 a second on average, counted over 10 s, so a burst of
     /// up to 30 passes (a page whose admission token just expired may ask for a few resources
     /// at once). The waiting page asks every 2 to 30 s.
@@ -243,6 +265,16 @@ impl Defences {
     }
 }
 
+/// The client an address counts as for the new-visitor limit: an IPv4 address as it is, an
+/// IPv4-mapped IPv6 address as its IPv4 address, any other IPv6 address as its /64 (the last 64
+/// bits zeroed).
+pub(crate) fn client_group(ip: IpAddr) -> IpAddr {
+    match ip.to_canonical() {
+        IpAddr::V4(v4) => IpAddr::V4(v4),
+        IpAddr::V6(v6) => IpAddr::V6(Ipv6Addr::from(u128::from(v6) & (u128::MAX << 64))),
+    }
+}
+
 /// Counts events per key in a sliding window approximated by two generations, with a bounded
 /// number of keys.
 pub(crate) struct Limiter<K> {
@@ -312,6 +344,15 @@ impl<K: Hash + Eq> Limiter<K> {
     }
 }
 
+impl Limiter<IpAddr> {
+    /// [`check`](Self::check) for the client `ip` belongs to (see [`client_group`]): an IPv4
+    /// address, or an IPv6 /64, so that a client rotating addresses within its /64 has one
+    /// budget.
+    pub(crate) fn check_client(&self, ip: IpAddr, now_ms: u64) -> Result<(), Duration> {
+        self.check(client_group(ip), now_ms)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -348,6 +389,79 @@ mod tests {
             assert!(l.check(i, 5_000).is_ok());
         }
         assert!(l.len() <= 2_000, "{}", l.len());
+    }
+
+    fn ip(s: &str) -> IpAddr {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn client_groups() {
+        assert_eq!(client_group(ip("203.0.113.7")), ip("203.0.113.7"));
+        assert_eq!(client_group(ip("::ffff:203.0.113.7")), ip("203.0.113.7"));
+        assert_eq!(
+            client_group(ip("2001:db8:1:2:aaaa:bbbb:cccc:dddd")),
+            ip("2001:db8:1:2::")
+        );
+        assert_eq!(client_group(ip("2001:db8:1:2::")), ip("2001:db8:1:2::"));
+        assert_eq!(client_group(ip("::1")), ip("::"));
+        // Only the mapped form is IPv4; the deprecated compatible form `::a.b.c.d` is IPv6.
+        assert_eq!(client_group(ip("::203.0.113.7")), ip("::"));
+    }
+
+    #[test]
+    fn addresses_in_one_ipv6_64_share_a_budget() {
+        let l = Limiter::new(RateLimit::per_minute(3), 100);
+        let t = 1_000_000;
+        assert!(l.check_client(ip("2001:db8:1:2::1"), t).is_ok());
+        assert!(l.check_client(ip("2001:db8:1:2::2"), t).is_ok());
+        assert!(l
+            .check_client(ip("2001:db8:1:2:ffff:ffff:ffff:ffff"), t)
+            .is_ok());
+        assert_eq!(
+            l.check_client(ip("2001:db8:1:2:1234:5678:9abc:def0"), t),
+            Err(Duration::from_secs(60)),
+            "a fourth address in the same /64"
+        );
+        assert_eq!(l.len(), 1, "one key for the whole /64");
+    }
+
+    #[test]
+    fn different_ipv6_64s_have_their_own_budgets() {
+        let l = Limiter::new(RateLimit::per_minute(1), 100);
+        let t = 1_000_000;
+        assert!(l.check_client(ip("2001:db8:1:2::1"), t).is_ok());
+        assert!(l.check_client(ip("2001:db8:1:2::2"), t).is_err());
+        // The neighbouring /64s, and one that differs only in its first bits.
+        assert!(l.check_client(ip("2001:db8:1:3::1"), t).is_ok());
+        assert!(l.check_client(ip("2001:db8:1:1::1"), t).is_ok());
+        assert!(l.check_client(ip("3001:db8:1:2::1"), t).is_ok());
+        assert_eq!(l.len(), 4);
+    }
+
+    #[test]
+    fn a_mapped_ipv4_address_is_that_ipv4_address() {
+        let l = Limiter::new(RateLimit::per_minute(2), 100);
+        let t = 1_000_000;
+        assert!(l.check_client(ip("203.0.113.7"), t).is_ok());
+        assert!(l.check_client(ip("::ffff:203.0.113.7"), t).is_ok());
+        assert!(l.check_client(ip("203.0.113.7"), t).is_err());
+        assert!(
+            l.check_client(ip("::ffff:cb00:7107"), t).is_err(),
+            "hex form"
+        );
+        // IPv4 addresses are not grouped: the neighbour has its own budget.
+        assert!(l.check_client(ip("203.0.113.8"), t).is_ok());
+        assert!(l.check_client(ip("::ffff:203.0.113.9"), t).is_ok());
+        assert_eq!(l.len(), 3);
+    }
+
+    #[test]
+    fn the_generic_check_still_keys_on_the_full_address() {
+        let l = Limiter::new(RateLimit::per_minute(1), 100);
+        let t = 1_000_000;
+        assert!(l.check(ip("2001:db8:1:2::1"), t).is_ok());
+        assert!(l.check(ip("2001:db8:1:2::2"), t).is_ok());
     }
 
     #[test]

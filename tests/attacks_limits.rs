@@ -76,9 +76,9 @@ async fn a_flood_of_first_visits_from_one_ip_is_limited_and_others_are_not() {
     let stats = site.stats().await;
     let calls = site.store.calls();
 
-    // The default: 120 new queue entries a minute for one address, then 429 without a cookie.
+    // The default: 60 new queue entries a minute for one address, then 429 without a cookie.
     let bot = "203.0.113.7";
-    for i in 0..120 {
+    for i in 0..60 {
         let r = site.http.send(Method::GET, "/", &from(bot)).await;
         assert_eq!(r.status, StatusCode::FOUND, "visit {i}");
         assert!(r.cookie_value(&site.q()).is_some());
@@ -116,6 +116,63 @@ async fn a_flood_of_first_visits_from_one_ip_is_limited_and_others_are_not() {
     // A minute and more later the address has a budget again.
     site.clock.advance(Duration::from_secs(121));
     let r = site.http.send(Method::GET, "/", &from(bot)).await;
+    assert_eq!(r.status, StatusCode::FOUND);
+}
+
+#[tokio::test]
+async fn a_flood_from_one_ipv6_64_with_a_new_address_per_request_is_limited_like_one_client() {
+    let site = Site::start(
+        WaitingRoomLayer::builder("v6flood")
+            .capacity(1)
+            .client_ip_header("x-forwarded-for")
+            .new_visitor_limit(RateLimit::per_minute(5)),
+    )
+    .await;
+    let stats = site.stats().await;
+    let calls = site.store.calls();
+
+    // Five distinct addresses of one /64, no cookies: five queue cookies.
+    let mut n = 0u32;
+    let mut next = || {
+        n += 1;
+        format!("2001:db8:1:2::{n:x}")
+    };
+    for i in 0..5 {
+        let r = site.http.send(Method::GET, "/", &from(&next())).await;
+        assert_eq!(r.status, StatusCode::FOUND, "visit {i}: {r:?}");
+        assert!(r.cookie_value(&site.q()).is_some(), "visit {i}");
+    }
+    // Then every new address of that /64 is the same client, over its budget: 429, no cookie.
+    for i in 0..50 {
+        let r = site.http.send(Method::GET, "/", &from(&next())).await;
+        assert_limited(&r, &format!("new address {i} of the /64"));
+        assert!(r.retry_after() <= 60);
+    }
+    // Far ends of the /64, and the bracketed form with a port, too.
+    for ip in [
+        "2001:db8:1:2::",
+        "2001:db8:1:2:ffff:ffff:ffff:ffff",
+        "[2001:db8:1:2:8000::1]:443",
+    ] {
+        let r = site.http.send(Method::GET, "/", &from(ip)).await;
+        assert_limited(&r, ip);
+    }
+
+    // A client on the neighbouring /64 is someone else, and still gets in line.
+    let r = site
+        .http
+        .send(Method::GET, "/", &from("2001:db8:1:3::1"))
+        .await;
+    assert_eq!(r.status, StatusCode::FOUND, "{r:?}");
+    assert!(r.cookie_value(&site.q()).is_some());
+    // Two clients, two keys, however many addresses the first one used.
+    assert_eq!(site.layer.limiter_sizes().0, 2);
+    assert_eq!(site.store.calls(), calls, "the flood reached the store");
+    same_inside(stats, site.stats().await, "IPv6 flood");
+
+    // A minute and more later the /64 has a budget again.
+    site.clock.advance(Duration::from_secs(121));
+    let r = site.http.send(Method::GET, "/", &from(&next())).await;
     assert_eq!(r.status, StatusCode::FOUND);
 }
 
