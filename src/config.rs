@@ -18,11 +18,12 @@
 //! | `path_prefix` | `/__waitingroom` | where the room's own endpoints live |
 //! | cookies | `wr_{room}_q` / `wr_{room}_a`, `Path=/`, `Secure`, `HttpOnly`, `SameSite=Lax` | |
 //! | `session_header` / `token_header` | `waiting-room-session` / `waiting-room-token` | the same values as request and response headers, for apps without a cookie jar |
-//! | `new_visitor_limit` | 120 a minute per client IP | new queue entries per IP; see [`limits`](crate::limits) |
+//! | `new_visitor_limit` | 60 a minute per client (IPv4 address or IPv6 /64) | new queue entries per IP; see [`limits`](crate::limits) |
 //! | `poll_limit` | 30 per 10 s per session (3 a second on average) | store questions per session |
 //! | `client_ip_header` / `client_ip_with` | the connection's peer address | where the client IP comes from |
 //! | `bypass` | none | requests that skip the room entirely |
 //! | `bind_tokens_to_network` | off | admission tokens only admit from the network (IPv4 /24, IPv6 /48) they were issued to |
+//! | `proof_of_work` | off | a proof-of-work challenge (difficulty in bits, challenge TTL 5 min) before joining the line; see [`proof_of_work`](crate::proof_of_work) |
 
 use std::error::Error;
 use std::fmt;
@@ -324,6 +325,11 @@ pub enum ConfigError {
         /// The setting's name.
         setting: &'static str,
     },
+    /// The proof-of-work difficulty is outside
+    /// [`MIN_DIFFICULTY`](crate::proof_of_work::MIN_DIFFICULTY) to
+    /// [`MAX_DIFFICULTY`](crate::proof_of_work::MAX_DIFFICULTY) bits, or its challenge TTL is
+    /// under a second.
+    InvalidProofOfWork,
     /// The system random source failed.
     Random,
 }
@@ -383,6 +389,12 @@ impl fmt::Display for ConfigError {
             ConfigError::InvalidRateLimit { setting } => write!(
                 f,
                 "{setting} must allow at least 1 event per window of at least 1 ms (or be None)"
+            ),
+            ConfigError::InvalidProofOfWork => write!(
+                f,
+                "proof_of_work difficulty must be {} to {} bits, with a challenge TTL of at least 1 s",
+                crate::proof_of_work::MIN_DIFFICULTY,
+                crate::proof_of_work::MAX_DIFFICULTY
             ),
             ConfigError::Random => f.write_str("the system random source failed"),
         }

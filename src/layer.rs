@@ -13,6 +13,7 @@ use crate::config::{
 use crate::limits::{
     self, BypassFn, ClientIp, ClientIpFn, Defences, Limiter, RateLimit, RequestInfo,
 };
+use crate::proof_of_work::{ProofGate, ProofOfWork};
 use crate::response::{DefaultRenderer, Render};
 use crate::room::Room;
 use crate::service::WaitingRoom;
@@ -124,6 +125,7 @@ pub struct WaitingRoomBuilder {
     new_visitor_limit: Option<RateLimit>,
     poll_limit: Option<RateLimit>,
     bind_tokens_to_network: bool,
+    proof_of_work: Option<ProofOfWork>,
 }
 
 impl WaitingRoomBuilder {
@@ -158,6 +160,7 @@ impl WaitingRoomBuilder {
             new_visitor_limit: Some(limits::defaults::NEW_VISITORS_PER_IP),
             poll_limit: Some(limits::defaults::POLLS_PER_SESSION),
             bind_tokens_to_network: false,
+            proof_of_work: None,
         }
     }
 
@@ -347,7 +350,8 @@ impl WaitingRoomBuilder {
 
     /// How many new queue entries (fresh queue cookies, stage 1) one client IP gets; over it the
     /// answer is `429` with `Retry-After` and no cookie. Default
-    /// [`NEW_VISITORS_PER_IP`](limits::defaults::NEW_VISITORS_PER_IP) (120 a minute); `None`
+    /// [`NEW_VISITORS_PER_IP`](limits::defaults::NEW_VISITORS_PER_IP) (60 a minute; IPv6
+    /// clients counted by /64); `None`
     /// turns it off. Kept in process memory, so with several gateways each counts its own. See
     /// [`limits`](crate::limits) for where the IP comes from; with no IP there is no limit.
     pub fn new_visitor_limit(mut self, limit: impl Into<Option<RateLimit>>) -> Self {
@@ -408,6 +412,36 @@ impl WaitingRoomBuilder {
     /// bound tokens admit from anywhere once it is turned off again.
     pub fn bind_tokens_to_network(mut self, bind: bool) -> Self {
         self.bind_tokens_to_network = bind;
+        self
+    }
+
+    /// Ask visitors to solve a proof-of-work challenge before they join the line: a visitor
+    /// whose queue cookie is not yet proven gets `403` and a signed, expiring challenge bound to
+    /// its session instead of a store call; browsers solve it by themselves (WebCrypto), API
+    /// clients get it in the JSON. Default **off**. See [`proof_of_work`](crate::proof_of_work)
+    /// for the protocol, and `docs/security.md` for what each difficulty costs a browser and a
+    /// bot farm.
+    ///
+    /// ```
+    /// use tower_waiting_room::proof_of_work::ProofOfWork;
+    /// use tower_waiting_room::{ConfigError, WaitingRoomLayer};
+    ///
+    /// let room = WaitingRoomLayer::builder("drop")
+    ///     .capacity(500)
+    ///     .secret([7u8; 32])
+    ///     .proof_of_work(ProofOfWork::new(16))
+    ///     .build();
+    /// assert!(room.is_ok());
+    ///
+    /// let too_hard = WaitingRoomLayer::builder("drop")
+    ///     .capacity(500)
+    ///     .secret([7u8; 32])
+    ///     .proof_of_work(ProofOfWork::new(40))
+    ///     .build();
+    /// assert_eq!(too_hard.err(), Some(ConfigError::InvalidProofOfWork));
+    /// ```
+    pub fn proof_of_work(mut self, settings: impl Into<Option<ProofOfWork>>) -> Self {
+        self.proof_of_work = settings.into();
         self
     }
 
@@ -482,6 +516,9 @@ impl WaitingRoomBuilder {
                 return Err(ConfigError::InvalidRateLimit { setting });
             }
         }
+        if self.proof_of_work.is_some_and(|p| !p.is_valid()) {
+            return Err(ConfigError::InvalidProofOfWork);
+        }
         let client_ip = match (self.client_ip, self.client_ip_header) {
             (ClientIp::Peer, Some(name)) => {
                 ClientIp::Header(http::HeaderName::from_bytes(name.as_bytes()).map_err(|_| {
@@ -544,6 +581,7 @@ impl WaitingRoomBuilder {
                 clock,
                 self.renderer,
                 defences,
+                self.proof_of_work.map(ProofGate::new),
             )),
         })
     }

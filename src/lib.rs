@@ -42,6 +42,7 @@
 //! | [`WaitingRoomLayer`], [`WaitingRoom`], [`future`] | the Tower layer, service and future |
 //! | [`config`] | settings, defaults, [`ConfigError`] |
 //! | [`queue_cookie`] | stage 1 |
+//! | [`proof_of_work`] | optional, between stages 1 and 3: a challenge to solve before joining the line |
 //! | [`admission_token`] | stage 2 |
 //! | [`store`] | stage 3: the [`Store`](store::Store) trait, the [`MemoryStore`](store::MemoryStore) and (feature `redis`) the `RedisStore` with its Lua script (`src/store/redis/room.lua`) |
 //! | [`signing`] | keys and rotation |
@@ -62,6 +63,7 @@ pub mod future;
 mod layer;
 pub mod limits;
 pub mod outcome;
+pub mod proof_of_work;
 pub mod queue_cookie;
 pub mod response;
 mod room;

@@ -106,16 +106,34 @@ pub enum Rejection {
         /// When to try again.
         retry_after: Duration,
     },
+    /// Over one of the room's own limits (new visitors per client IP, polls per session):
+    /// `429 Too Many Requests`; nothing was asked of the store.
+    Limited {
+        /// When the limit lets the client in again.
+        retry_after: Duration,
+    },
+    /// Proof of work is on and the visitor has not solved its challenge yet: `403 Forbidden`
+    /// with the challenge ([`RenderContext::challenge`](crate::response::RenderContext)); the
+    /// browser page solves it by itself. See [`proof_of_work`](crate::proof_of_work).
+    Challenge {
+        /// Leading zero bits the solution's hash needs.
+        difficulty: u8,
+        /// For a client that cannot solve it: when to look again.
+        retry_after: Duration,
+    },
 }
 
 impl Rejection {
-    /// The state's name as in the JSON answers: `waiting`, `full`, `unavailable` or `busy`.
+    /// The state's name as in the JSON answers: `waiting`, `full`, `unavailable`, `busy`,
+    /// `limited` or `challenge`.
     pub fn state(&self) -> &'static str {
         match self {
             Rejection::Waiting { .. } => "waiting",
             Rejection::Full { .. } => "full",
             Rejection::Unavailable { .. } => "unavailable",
             Rejection::Busy { .. } => "busy",
+            Rejection::Limited { .. } => "limited",
+            Rejection::Challenge { .. } => "challenge",
         }
     }
 
@@ -141,14 +159,19 @@ impl Rejection {
             Rejection::Waiting { retry_after, .. }
             | Rejection::Full { retry_after, .. }
             | Rejection::Unavailable { retry_after }
-            | Rejection::Busy { retry_after } => retry_after,
+            | Rejection::Busy { retry_after }
+            | Rejection::Limited { retry_after }
+            | Rejection::Challenge { retry_after, .. } => retry_after,
         }
     }
 
-    /// The HTTP status: 429 while waiting, 503 otherwise.
+    /// The HTTP status: 429 while waiting or limited, 403 for a challenge, 503 otherwise.
     pub fn status(&self) -> http::StatusCode {
         match self {
-            Rejection::Waiting { .. } => http::StatusCode::TOO_MANY_REQUESTS,
+            Rejection::Waiting { .. } | Rejection::Limited { .. } => {
+                http::StatusCode::TOO_MANY_REQUESTS
+            }
+            Rejection::Challenge { .. } => http::StatusCode::FORBIDDEN,
             _ => http::StatusCode::SERVICE_UNAVAILABLE,
         }
     }
@@ -202,6 +225,8 @@ pub(crate) fn retry_after_for(position: u64) -> Duration {
 pub(crate) const FULL_RETRY_AFTER: Duration = Duration::from_secs(30);
 pub(crate) const UNAVAILABLE_RETRY_AFTER: Duration = Duration::from_secs(5);
 pub(crate) const BUSY_RETRY_AFTER: Duration = Duration::from_secs(2);
+/// A client that cannot solve a challenge (no JavaScript, no WebCrypto) looks again this late.
+pub(crate) const CHALLENGE_RETRY_AFTER: Duration = Duration::from_secs(30);
 
 #[cfg(test)]
 mod tests {

@@ -16,6 +16,11 @@
 //! assert_eq!(QueueCookie::verify(&keys, "other", &text, 2_000), None);
 //! assert_eq!(QueueCookie::verify(&keys, "shop", &text.replace('.', "-"), 2_000), None);
 //! assert_eq!(QueueCookie::verify(&keys, "shop", &text, 61_000), None);
+//!
+//! // With proof of work on, a session that solved its challenge gets the same cookie, marked.
+//! let proven = cookie.into_proven().sign(&keys, "shop");
+//! assert!(QueueCookie::verify(&keys, "shop", &proven, 2_000).unwrap().is_proven());
+//! assert_eq!(QueueCookie::verify(&keys, "shop", &proven.replacen("p1", "q1", 1), 2_000), None);
 //! ```
 
 use crate::session::SessionId;
@@ -27,6 +32,7 @@ pub struct QueueCookie {
     session: SessionId,
     issued_at_ms: u64,
     expires_at_ms: u64,
+    proven: bool,
 }
 
 impl QueueCookie {
@@ -41,7 +47,23 @@ impl QueueCookie {
             session,
             issued_at_ms: now_ms,
             expires_at_ms: now_ms.saturating_add(ttl_ms),
+            proven: false,
         }
+    }
+
+    /// The same cookie, marked as belonging to a session that has solved a proof-of-work
+    /// challenge ([`crate::proof_of_work`]). The mark is signed: a cookie without it cannot be
+    /// edited into one with it.
+    pub fn into_proven(self) -> Self {
+        Self {
+            proven: true,
+            ..self
+        }
+    }
+
+    /// Whether the session has solved a proof-of-work challenge.
+    pub fn is_proven(&self) -> bool {
+        self.proven
     }
 
     /// The visitor's session id.
@@ -61,18 +83,29 @@ impl QueueCookie {
 
     /// The signed cookie value for `room`, with the keyring's current key.
     pub fn sign(&self, keys: &Keyring, room: &str) -> String {
-        signing::sign(keys, Kind::Queue, room, &self.claims())
+        signing::sign(keys, self.kind(), room, &self.claims())
     }
 
     /// The cookie, if `value` is a queue cookie of `room` signed by a key of the keyring and not
     /// expired at `now_ms`; anything else is `None`, exactly like no cookie.
     pub fn verify(keys: &Keyring, room: &str, value: &str, now_ms: u64) -> Option<Self> {
-        let c = signing::verify(keys, Kind::Queue, room, value)?;
+        let proven = value.starts_with(Kind::ProvenQueue.prefix());
+        let kind = if proven { Kind::ProvenQueue } else { Kind::Queue };
+        let c = signing::verify(keys, kind, room, value)?;
         (now_ms < c.expires_at_ms && c.issued_at_ms <= c.expires_at_ms).then_some(Self {
             session: c.session,
             issued_at_ms: c.issued_at_ms,
             expires_at_ms: c.expires_at_ms,
+            proven,
         })
+    }
+
+    fn kind(&self) -> Kind {
+        if self.proven {
+            Kind::ProvenQueue
+        } else {
+            Kind::Queue
+        }
     }
 
     fn claims(&self) -> Claims {

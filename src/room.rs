@@ -20,8 +20,9 @@ use crate::cookies;
 use crate::limits::{Defences, RequestInfo};
 use crate::outcome::{
     estimate_wait, retry_after_for, Admission, AdmittedBy, Rejection, BUSY_RETRY_AFTER,
-    FULL_RETRY_AFTER, UNAVAILABLE_RETRY_AFTER,
+    CHALLENGE_RETRY_AFTER, FULL_RETRY_AFTER, UNAVAILABLE_RETRY_AFTER,
 };
+use crate::proof_of_work::{ProofGate, PROOF_HEADER};
 use crate::queue_cookie::QueueCookie;
 use crate::response::{json_response, Render, RenderContext, StatusBody};
 use crate::session::SessionId;
@@ -35,8 +36,11 @@ pub(crate) struct Room {
     pub(crate) clock: SharedClock,
     renderer: Arc<dyn Render>,
     pub(crate) defences: Defences,
+    /// Proof of work before joining the line, when on.
+    proof: Option<ProofGate>,
     status_path: String,
     leave_path: String,
+    proof_path: String,
     /// Whether the room has warned that it binds tokens without knowing the client IP.
     warned_unknown_network: AtomicBool,
 }
@@ -110,9 +114,11 @@ impl Room {
         clock: SharedClock,
         renderer: Arc<dyn Render>,
         defences: Defences,
+        proof: Option<ProofGate>,
     ) -> Self {
-        let status_path = format!("{}/{}/status", config.path_prefix, config.room());
-        let leave_path = format!("{}/{}/leave", config.path_prefix, config.room());
+        let endpoint = |name: &str| format!("{}/{}/{name}", config.path_prefix, config.room());
+        let (status_path, leave_path, proof_path) =
+            (endpoint("status"), endpoint("leave"), endpoint("proof"));
         Self {
             config,
             keys,
@@ -120,8 +126,10 @@ impl Room {
             clock,
             renderer,
             defences,
+            proof,
             status_path,
             leave_path,
+            proof_path,
             warned_unknown_network: AtomicBool::new(false),
         }
     }
@@ -143,6 +151,9 @@ impl Room {
             if path == self.leave_path {
                 return self.leave(req, now);
             }
+            if path == self.proof_path && self.proof.is_some() {
+                return Next::Answer(self.prove(req, now));
+            }
         }
 
         // Stage 2: a valid admission token.
@@ -162,13 +173,17 @@ impl Room {
 
         // Stage 1: no queue cookie, no state: sign one and send the visitor back here.
         match self.queue_cookie(req, now) {
+            // Proof of work on and not yet solved: the challenge, no store call.
+            Some(cookie) if self.needs_proof(&cookie) => {
+                Next::Answer(self.challenge(req, cookie.session(), now))
+            }
             Some(cookie) => match self.check_polls(cookie.session(), now) {
                 Ok(()) => self.ask_enter(cookie.session(), false),
-                Err(wait) => Next::Answer(self.limited(wait)),
+                Err(wait) => Next::Answer(self.limited(wait, req)),
             },
             None => match self.check_new_visitor(req, now) {
                 Ok(()) => Next::Answer(self.first_visit(req, now)),
-                Err(wait) => Next::Answer(self.limited(wait)),
+                Err(wait) => Next::Answer(self.limited(wait, req)),
             },
         }
     }
@@ -480,7 +495,7 @@ impl Room {
             return Ok(());
         };
         match self.defences.client_ip.find(&RequestInfo::new(req)) {
-            Some(ip) => limiter.check(ip, now),
+            Some(ip) => limiter.check_client(ip, now),
             None => {
                 if !self.defences.warned_no_ip.swap(true, Ordering::Relaxed) {
                     tracing::warn!(
@@ -495,17 +510,77 @@ impl Room {
         }
     }
 
-    /// `429 Too Many Requests` from a limit: JSON `{"state":"limited",...}` with `Retry-After`,
-    /// no cookie, no store call.
-    fn limited(&self, wait: Duration) -> Response<Bytes> {
+    /// `429 Too Many Requests` from a limit ([`Rejection::Limited`]): a page for browsers, JSON
+    /// `{"state":"limited",...}` for others, with `Retry-After`; no cookie, no store call.
+    fn limited<B>(&self, wait: Duration, req: &Request<B>) -> Response<Bytes> {
         let secs = secs_ceil(duration_ms(wait)).max(1);
-        let body = StatusBody {
-            retry_after: Some(secs),
-            ..StatusBody::plain(self.config.room(), "limited")
+        let rejection = Rejection::Limited {
+            retry_after: Duration::from_secs(secs),
         };
-        let mut res = json_response(StatusCode::TOO_MANY_REQUESTS, &body);
-        res.headers_mut()
-            .insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        self.reject(&rejection, req)
+    }
+
+    /// Whether this queue cookie must solve a proof-of-work challenge before it joins the line.
+    fn needs_proof(&self, cookie: &QueueCookie) -> bool {
+        self.proof.is_some() && !cookie.is_proven()
+    }
+
+    /// [`Rejection::Challenge`] with a fresh challenge for `session`: a page that solves it for
+    /// browsers, JSON with the challenge for others. No store call.
+    fn challenge<B>(&self, req: &Request<B>, session: SessionId, now: u64) -> Response<Bytes> {
+        let gate = self.proof.as_ref().expect("only asked with proof of work on");
+        let challenge = gate.challenge(&self.keys, self.config.room(), session, now);
+        let rejection = Rejection::Challenge {
+            difficulty: gate.settings.difficulty(),
+            retry_after: CHALLENGE_RETRY_AFTER,
+        };
+        self.reject_with(&rejection, req, Some(&challenge))
+    }
+
+    /// The proof endpoint: `POST` with `<challenge>:<nonce>` in the proof header. A valid
+    /// solution turns the visitor's queue cookie into a proven one (`200`,
+    /// `{"state":"proven"}`); anything else gets `403` and a fresh challenge. Each submission
+    /// counts against the per-session poll limit, so the room cannot be made to check guesses.
+    fn prove<B>(&self, req: &Request<B>, now: u64) -> Response<Bytes> {
+        if req.method() != Method::POST {
+            return method_not_allowed("POST");
+        }
+        let room = self.config.room();
+        let Some(cookie) = self.queue_cookie(req, now) else {
+            return json_response(StatusCode::FORBIDDEN, &StatusBody::plain(room, "unknown"));
+        };
+        if cookie.is_proven() {
+            return json_response(StatusCode::OK, &StatusBody::plain(room, "proven"));
+        }
+        if let Err(wait) = self.check_polls(cookie.session(), now) {
+            return self.limited(wait, req);
+        }
+        let gate = self.proof.as_ref().expect("only routed with proof of work on");
+        let proof = self.header_value(req, &HeaderName::from_static(PROOF_HEADER));
+        let accepted = proof.map(|p| gate.accept(&self.keys, room, p.trim(), cookie.session(), now));
+        if let Some(Err(why)) = accepted {
+            tracing::debug!(room, ?why, "proof of work refused");
+        }
+        if !matches!(accepted, Some(Ok(()))) {
+            return self.challenge(req, cookie.session(), now);
+        }
+        let proven = cookie.into_proven().sign(&self.keys, room);
+        let mut res = json_response(StatusCode::OK, &StatusBody::plain(room, "proven"));
+        let headers = res.headers_mut();
+        headers.insert(
+            header::SET_COOKIE,
+            cookies::set_cookie(
+                &self.config.cookies,
+                &self.config.cookies.queue_name,
+                &proven,
+                secs_ceil(cookie.expires_at_ms().saturating_sub(now)),
+            ),
+        );
+        if self.uses_headers(req) {
+            if let Ok(v) = HeaderValue::try_from(proven) {
+                headers.insert(self.config.session_header.clone(), v);
+            }
+        }
         res
     }
 
@@ -514,6 +589,16 @@ impl Room {
             return Next::Answer(method_not_allowed("GET, HEAD"));
         }
         let room = self.config.room();
+        if let (None, Some(cookie)) = (
+            self.admission_token(req, now),
+            self.queue_cookie(req, now),
+        ) {
+            if self.needs_proof(&cookie) {
+                let mut res = self.challenge(req, cookie.session(), now);
+                *res.status_mut() = StatusCode::OK;
+                return Next::Answer(res);
+            }
+        }
         match self.session(req, now) {
             Some((_, true)) => Next::Answer(json_response(
                 StatusCode::OK,
@@ -524,7 +609,7 @@ impl Room {
                     pending: Pending::Decision(self.store.poll(&self.config.policy, session)),
                     step: Step::Status,
                 },
-                Err(wait) => Next::Answer(self.limited(wait)),
+                Err(wait) => Next::Answer(self.limited(wait, req)),
             },
             None => Next::Answer(json_response(
                 StatusCode::OK,
@@ -574,12 +659,27 @@ impl Room {
             return_to,
             status_path: &self.status_path,
             leave_path: &self.leave_path,
+            proof_path: &self.proof_path,
+            challenge: None,
         }
     }
 
     fn reject<B>(&self, rejection: &Rejection, req: &Request<B>) -> Response<Bytes> {
+        self.reject_with(rejection, req, None)
+    }
+
+    fn reject_with<B>(
+        &self,
+        rejection: &Rejection,
+        req: &Request<B>,
+        challenge: Option<&str>,
+    ) -> Response<Bytes> {
         let back = return_to(req);
-        let mut res = self.renderer.render(rejection, &self.cx(req, &back));
+        let cx = RenderContext {
+            challenge,
+            ..self.cx(req, &back)
+        };
+        let mut res = self.renderer.render(rejection, &cx);
         let headers = res.headers_mut();
         if !headers.contains_key(header::RETRY_AFTER) {
             headers.insert(

@@ -258,14 +258,20 @@ impl Network {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Kind {
     Queue,
+    /// A queue cookie whose session has solved a proof-of-work challenge.
+    ProvenQueue,
     Admission,
+    /// A proof-of-work challenge.
+    Challenge,
 }
 
 impl Kind {
-    fn prefix(self) -> &'static str {
+    pub(crate) fn prefix(self) -> &'static str {
         match self {
             Kind::Queue => "q1",
+            Kind::ProvenQueue => "p1",
             Kind::Admission => "a1",
+            Kind::Challenge => "c1",
         }
     }
 }
@@ -303,7 +309,7 @@ impl MessageBuf {
 }
 
 /// `n` in decimal at the end of `digits`; returns where the digits start.
-fn decimal(mut n: u64, digits: &mut [u8; 20]) -> usize {
+pub(crate) fn decimal(mut n: u64, digits: &mut [u8; 20]) -> usize {
     let mut i = digits.len();
     loop {
         i -= 1;
@@ -457,7 +463,7 @@ pub(crate) fn verify_with_network(
 
 /// Strict, canonical decimal: digits only, no sign, no leading zero, at most 20 digits. Only the
 /// exact text that was signed verifies: `0123` is not another spelling of `123`.
-fn parse_u64(s: &str) -> Option<u64> {
+pub(crate) fn parse_u64(s: &str) -> Option<u64> {
     if s.is_empty()
         || s.len() > 20
         || (s.len() > 1 && s.starts_with('0'))

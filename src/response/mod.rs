@@ -60,6 +60,10 @@ pub struct RenderContext<'a> {
     pub status_path: &'a str,
     /// `POST` here leaves the line.
     pub leave_path: &'a str,
+    /// `POST` a proof-of-work solution here (when proof of work is on).
+    pub proof_path: &'a str,
+    /// For [`Rejection::Challenge`]: the signed challenge to solve.
+    pub challenge: Option<&'a str>,
 }
 
 impl RenderContext<'_> {
@@ -206,7 +210,7 @@ impl Render for DefaultRenderer {
         } else {
             json_response(
                 rejection.status(),
-                &StatusBody::from_rejection(cx.room, rejection),
+                &StatusBody::from_rejection(cx.room, rejection).with_context(cx),
             )
         }
     }
@@ -224,6 +228,9 @@ impl Render for DefaultRenderer {
 /// | `waiting` | number or null | how many are in line |
 /// | `eta_seconds` | number or null | estimated wait while waiting; null when nobody was admitted in the last five minutes |
 /// | `retry_after` | number or null | seconds until the client should ask again |
+/// | `challenge` | string, only in `challenge` answers | the proof-of-work challenge to solve |
+/// | `difficulty` | number, only in `challenge` answers | leading zero bits the solution's hash needs |
+/// | `proof_path` | string, only in `challenge` answers | where to `POST` the solution |
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[non_exhaustive]
 pub struct StatusBody<'a> {
@@ -241,6 +248,15 @@ pub struct StatusBody<'a> {
     pub eta_seconds: Option<u64>,
     /// Seconds until the client should ask again.
     pub retry_after: Option<u64>,
+    /// The proof-of-work challenge, in `challenge` answers.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub challenge: Option<&'a str>,
+    /// Leading zero bits a solution needs, in `challenge` answers.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub difficulty: Option<u8>,
+    /// Where to `POST` the solution, in `challenge` answers.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub proof_path: Option<&'a str>,
 }
 
 impl<'a> StatusBody<'a> {
@@ -261,7 +277,23 @@ impl<'a> StatusBody<'a> {
             waiting,
             eta_seconds: rejection.eta().map(|d| d.as_secs()),
             retry_after: Some(rejection.retry_after().as_secs()),
+            challenge: None,
+            difficulty: match *rejection {
+                Rejection::Challenge { difficulty, .. } => Some(difficulty),
+                _ => None,
+            },
+            proof_path: None,
         }
+    }
+
+    /// Adds what the body needs from the request's context: for a challenge, the challenge and
+    /// where to send its solution.
+    pub fn with_context(mut self, cx: &RenderContext<'a>) -> Self {
+        if let Some(challenge) = cx.challenge {
+            self.challenge = Some(challenge);
+            self.proof_path = Some(cx.proof_path);
+        }
+        self
     }
 
     /// A body for a state without a line position (`admitted`, `unknown`, `left`).
@@ -274,6 +306,9 @@ impl<'a> StatusBody<'a> {
             waiting: None,
             eta_seconds: None,
             retry_after: None,
+            challenge: None,
+            difficulty: None,
+            proof_path: None,
         }
     }
 }

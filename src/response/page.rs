@@ -38,7 +38,8 @@ pub const WAITING_TEMPLATE: &str = r#"<!doctype html>
 </html>
 "#;
 
-/// The full, unavailable and busy pages: they try again by themselves.
+/// The full, unavailable, busy, limited and challenge pages: they try again (or solve the
+/// challenge) by themselves.
 pub const NOTICE_TEMPLATE: &str = r#"<!doctype html>
 <html lang="{lang}">
 <head>
@@ -53,7 +54,7 @@ pub const NOTICE_TEMPLATE: &str = r#"<!doctype html>
 <main id="twr" data-twr="{data}">
 <p class="eyebrow">{eyebrow}</p>
 <h1 id="twr-heading">{heading}</h1>
-<p class="note">{message}</p>
+<p id="twr-note" class="note" role="status" aria-live="polite">{message}</p>
 <p><a class="button" href="{return_to}">{link_text}</a></p>
 </main>
 <script>{script}</script>
@@ -132,6 +133,22 @@ var c=el("twr-card");if(c)c.hidden=true;var f=el("twr-leave");if(f)f.hidden=true
 var n=el("twr-note");if(n){n.textContent=msg+" ";var a=document.createElement("a");
 a.href=href;a.textContent=link;n.appendChild(a)}}
 if(d.kind==="notice"){later(function(){location.replace(d.back)},d.retry);return}
+if(d.kind==="challenge"){challenge(d.challenge,0);return}
+function zeros(h){var n=0;for(var i=0;i<h.length;i++){var b=h[i];if(b===0){n+=8;continue}
+while(!(b&128)){n++;b<<=1}break}return n}
+function solve(ch,bits,done){var enc=new TextEncoder(),n=0,B=256,t0=Date.now();
+(function batch(){var ps=[];for(var i=0;i<B;i++)ps.push(crypto.subtle.digest("SHA-256",enc.encode(ch+":"+(n+i))));
+Promise.all(ps).then(function(hs){for(var i=0;i<hs.length;i++){if(zeros(new Uint8Array(hs[i]))>=bits){
+root.setAttribute("data-twr-hashes",n+i+1);root.setAttribute("data-twr-ms",Date.now()-t0);done(n+i);return}}
+n+=B;batch()})})()}
+function challenge(ch,tries){if(!window.crypto||!crypto.subtle||!window.TextEncoder){set("twr-note",t.challenge_unsupported);return}
+solve(ch,d.difficulty,function(nonce){var h={Accept:"application/json"};h[d.proof_header]=ch+":"+nonce;
+fetch(d.proof,{method:"POST",credentials:"same-origin",cache:"no-store",headers:h})
+.then(function(r){return r.json()}).then(function(j){
+if(j.state==="proven"){location.replace(d.back);return}
+if(j.state==="challenge"&&j.challenge&&tries<3){challenge(j.challenge,tries+1);return}
+later(function(){location.replace(d.back)},j.retry_after||d.retry)})
+.catch(function(){later(function(){location.replace(d.back)},d.retry)})})}
 function fail(hint){fails++;var s=Math.min(60,Math.max(hint||0,d.retry*Math.pow(2,fails)));
 set("twr-note",t.error.replace("{seconds}",Math.round(s)));later(poll,s)}
 function poll(){if(done)return;
@@ -154,6 +171,7 @@ fetch(d.leave,{method:"POST",credentials:"same-origin",headers:{Accept:"applicat
 pub(super) enum Kind {
     Waiting,
     Notice,
+    Challenge,
     Left,
 }
 
@@ -162,6 +180,7 @@ impl Kind {
         match self {
             Kind::Waiting => "waiting",
             Kind::Notice => "notice",
+            Kind::Challenge => "challenge",
             Kind::Left => "left",
         }
     }
@@ -176,6 +195,7 @@ pub(super) fn render(
 ) -> String {
     let kind = match rejection {
         Some(Rejection::Waiting { .. }) => Kind::Waiting,
+        Some(Rejection::Challenge { .. }) => Kind::Challenge,
         Some(_) => Kind::Notice,
         None => Kind::Left,
     };
@@ -186,6 +206,8 @@ pub(super) fn render(
             (&texts.unavailable_title, &texts.unavailable_message)
         }
         Some(Rejection::Busy { .. }) => (&texts.busy_title, &texts.busy_message),
+        Some(Rejection::Limited { .. }) => (&texts.limited_title, &texts.limited_message),
+        Some(Rejection::Challenge { .. }) => (&texts.challenge_title, &texts.challenge_message),
         None => (&texts.left_title, &texts.left_message),
     };
     let retry = rejection.map_or(0, |r| r.retry_after().as_secs().max(1));
@@ -206,6 +228,13 @@ pub(super) fn render(
             "leave": cx.leave_path,
             "back": cx.return_to,
             "retry": retry,
+            "challenge": cx.challenge,
+            "difficulty": match rejection {
+                Some(&Rejection::Challenge { difficulty, .. }) => Some(difficulty),
+                _ => None,
+            },
+            "proof": cx.proof_path,
+            "proof_header": crate::proof_of_work::PROOF_HEADER,
             "sep": texts.thousands_separator,
             "texts": {
                 "eta_almost_there": texts.eta_almost_there,
@@ -221,6 +250,7 @@ pub(super) fn render(
                 "gone_title": texts.gone_title,
                 "gone_message": texts.gone_message,
                 "rejoin": texts.rejoin,
+                "challenge_unsupported": texts.challenge_unsupported,
             },
         })
         .to_string()

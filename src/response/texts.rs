@@ -82,7 +82,17 @@ pub struct Texts {
     pub busy_title: String,
     /// Message when the waiting room is busy.
     pub busy_message: String,
-    /// Link on the full, unavailable and busy pages: "Try again now".
+    /// Heading when the visitor sent too many requests (a limit of the room).
+    pub limited_title: String,
+    /// Message when the visitor sent too many requests.
+    pub limited_message: String,
+    /// Heading while the browser solves its proof-of-work challenge.
+    pub challenge_title: String,
+    /// Message while the browser solves its challenge.
+    pub challenge_message: String,
+    /// When the browser cannot solve the challenge (no WebCrypto: it needs https).
+    pub challenge_unsupported: String,
+    /// Link on the full, unavailable, busy, limited and challenge pages: "Try again now".
     pub try_again: String,
     /// Between groups of three digits: `,` (1,342).
     pub thousands_separator: String,
@@ -126,6 +136,20 @@ impl Default for Texts {
                                     tries again by itself."),
             busy_title: s("Very busy right now"),
             busy_message: s("The waiting room is very busy. This page tries again in a moment."),
+            limited_title: s("Too many requests"),
+            limited_message: s(
+                "Your connection sent more requests than the waiting room allows. \
+                 This page tries again by itself in a moment.",
+            ),
+            challenge_title: s("Checking your browser"),
+            challenge_message: s(
+                "Before you join the line, your browser solves a small puzzle that keeps bots \
+                 from taking places. This takes a few seconds; keep this page open.",
+            ),
+            challenge_unsupported: s(
+                "Your browser cannot do this check here: it needs JavaScript and a secure \
+                 (https) connection.",
+            ),
             try_again: s("Try again now"),
             thousands_separator: s(","),
         }
