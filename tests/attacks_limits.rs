@@ -13,7 +13,7 @@ use axum::body::Body;
 use axum::extract::ConnectInfo;
 use axum::routing::{any, get};
 use axum::{Extension, Json, Router};
-use http::header::{HeaderName, HeaderValue};
+use http::header::{self, HeaderName, HeaderValue};
 use http::{Method, Request, StatusCode};
 use serde_json::{json, Value};
 use tower::ServiceExt;
@@ -305,6 +305,32 @@ async fn a_poll_storm_from_one_session_is_limited_without_store_calls() {
     }
     assert_eq!(answered, 29, "30 questions per 10 s, one of them the entry");
     assert_eq!(limited, 300 - 29);
+
+    // A browser over the limit gets a page that says so and tries again by itself.
+    let accept = [(header::ACCEPT, HeaderValue::from_static("text/html"))];
+    let page = site
+        .http
+        .visit_with(&mut w1, Method::GET, "/", &accept)
+        .await;
+    assert_eq!(page.status, StatusCode::TOO_MANY_REQUESTS, "{page:?}");
+    assert!(page.retry_after() >= 1 && page.retry_after() <= 10);
+    assert_eq!(
+        page.header(header::CONTENT_TYPE),
+        Some("text/html; charset=utf-8")
+    );
+    assert!(page.set_cookies().is_empty());
+    let html = page.text();
+    assert!(
+        html.contains("<h1 id=\"twr-heading\">Too many requests</h1>"),
+        "{html}"
+    );
+    assert!(
+        html.contains(&format!(
+            "<meta http-equiv=\"refresh\" content=\"{}\">",
+            page.retry_after()
+        )),
+        "{html}"
+    );
     let now = site.store.calls();
     assert_eq!(
         (now.enter + now.poll) - (calls.enter + calls.poll),
