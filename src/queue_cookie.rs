@@ -90,7 +90,11 @@ impl QueueCookie {
     /// expired at `now_ms`; anything else is `None`, exactly like no cookie.
     pub fn verify(keys: &Keyring, room: &str, value: &str, now_ms: u64) -> Option<Self> {
         let proven = value.starts_with(Kind::ProvenQueue.prefix());
-        let kind = if proven { Kind::ProvenQueue } else { Kind::Queue };
+        let kind = if proven {
+            Kind::ProvenQueue
+        } else {
+            Kind::Queue
+        };
         let c = signing::verify(keys, kind, room, value)?;
         (now_ms < c.expires_at_ms && c.issued_at_ms <= c.expires_at_ms).then_some(Self {
             session: c.session,

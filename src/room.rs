@@ -528,7 +528,10 @@ impl Room {
     /// [`Rejection::Challenge`] with a fresh challenge for `session`: a page that solves it for
     /// browsers, JSON with the challenge for others. No store call.
     fn challenge<B>(&self, req: &Request<B>, session: SessionId, now: u64) -> Response<Bytes> {
-        let gate = self.proof.as_ref().expect("only asked with proof of work on");
+        let gate = self
+            .proof
+            .as_ref()
+            .expect("only asked with proof of work on");
         let challenge = gate.challenge(&self.keys, self.config.room(), session, now);
         let rejection = Rejection::Challenge {
             difficulty: gate.settings.difficulty(),
@@ -555,9 +558,13 @@ impl Room {
         if let Err(wait) = self.check_polls(cookie.session(), now) {
             return self.limited(wait, req);
         }
-        let gate = self.proof.as_ref().expect("only routed with proof of work on");
+        let gate = self
+            .proof
+            .as_ref()
+            .expect("only routed with proof of work on");
         let proof = self.header_value(req, &HeaderName::from_static(PROOF_HEADER));
-        let accepted = proof.map(|p| gate.accept(&self.keys, room, p.trim(), cookie.session(), now));
+        let accepted =
+            proof.map(|p| gate.accept(&self.keys, room, p.trim(), cookie.session(), now));
         if let Some(Err(why)) = accepted {
             tracing::debug!(room, ?why, "proof of work refused");
         }
@@ -589,10 +596,8 @@ impl Room {
             return Next::Answer(method_not_allowed("GET, HEAD"));
         }
         let room = self.config.room();
-        if let (None, Some(cookie)) = (
-            self.admission_token(req, now),
-            self.queue_cookie(req, now),
-        ) {
+        if let (None, Some(cookie)) = (self.admission_token(req, now), self.queue_cookie(req, now))
+        {
             if self.needs_proof(&cookie) {
                 let mut res = self.challenge(req, cookie.session(), now);
                 *res.status_mut() = StatusCode::OK;
