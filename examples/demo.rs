@@ -26,6 +26,7 @@ use axum::http::StatusCode;
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
 use axum::{Extension, Json, Router};
+use tower_waiting_room::proof_of_work::ProofOfWork;
 use tower_waiting_room::{Admission, AdmittedBy, FailPolicy, SigningKey, WaitingRoomLayer};
 
 const USAGE: &str = "\
@@ -62,6 +63,10 @@ FLAGS:
                           flag in production.
     --redis <URL>         share the queue through Redis/Valkey (redis://host:port); every
                           process with the same --redis, --room and --secret shares it
+    --proof-of-work <BITS>
+                          ask each new visitor's browser to solve a proof-of-work
+                          challenge (1-32 leading zero bits; 16-20 is a few seconds)
+                          before joining the line (default: off)
     -h, --help            print this help
 
 ROUTES:
@@ -69,6 +74,7 @@ ROUTES:
     GET  /stats                     the room's counts as JSON (NOT behind the room)
     GET  /__waitingroom/{room}/status   where you stand, as JSON
     POST /__waitingroom/{room}/leave    give up your place or slot
+    POST /__waitingroom/{room}/proof    a proof-of-work solution (with --proof-of-work)
 ";
 
 /// What the command line asked for.
@@ -87,6 +93,7 @@ struct Options {
     fail_policy: Option<FailPolicy>,
     insecure_cookies: bool,
     redis: Option<String>,
+    proof_of_work: Option<u8>,
 }
 
 impl Default for Options {
@@ -105,6 +112,7 @@ impl Default for Options {
             fail_policy: None,
             insecure_cookies: false,
             redis: None,
+            proof_of_work: None,
         }
     }
 }
@@ -145,6 +153,12 @@ fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Option<Options>,
             "--room" => opts.room = value(&flag)?,
             "--secret" => opts.secret = Some(value(&flag)?),
             "--redis" => opts.redis = Some(value(&flag)?),
+            "--proof-of-work" => {
+                let bits = value(&flag)?;
+                opts.proof_of_work = Some(bits.parse().map_err(|_| {
+                    format!("--proof-of-work needs a number of bits, got {bits:?}")
+                })?);
+            }
             "--insecure-cookies" => opts.insecure_cookies = true,
             "--fail-open" | "--fail-closed" => {
                 let policy = if flag == "--fail-open" {
@@ -223,6 +237,9 @@ fn build_layer(opts: &Options) -> Result<WaitingRoomLayer, String> {
     }
     if opts.insecure_cookies {
         builder = builder.secure_cookies(false);
+    }
+    if let Some(bits) = opts.proof_of_work {
+        builder = builder.proof_of_work(ProofOfWork::new(bits));
     }
 
     let key = match &opts.secret {
@@ -443,5 +460,12 @@ mod tests {
             ..Options::default()
         };
         assert!(build_layer(&redis).unwrap_err().contains("--redis"));
+        assert!(parse(&["--proof-of-work", "many"]).is_err());
+        let too_hard = parse(&["--proof-of-work", "40"]).unwrap().unwrap();
+        assert!(build_layer(&too_hard)
+            .unwrap_err()
+            .contains("proof_of_work"));
+        let pow = parse(&["--proof-of-work", "16"]).unwrap().unwrap();
+        assert!(build_layer(&pow).is_ok());
     }
 }
