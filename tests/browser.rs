@@ -9,6 +9,12 @@
 //!    a phone shares the place through the cookie; screenshots at phone and desktop widths go to
 //!    `target/screenshots/`; "Leave the line" gives the place up.
 //!
+//! 3. Proof of work on: the browser gets the challenge page, solves it with WebCrypto by itself,
+//!    sends the solution, and joins the line; the page's own measurement (hashes tried, ms) is
+//!    read and printed. `measure_proof_of_work_in_chromium` (ignored; run it by hand with
+//!    `cargo test --test browser -- --ignored --nocapture measure`) measures what solving takes
+//!    in Chromium at several difficulties.
+//!
 //! Chromium and chromedriver are required: without them these tests FAIL (they never pass by
 //! skipping). `scripts/test` installs them (`apt-get install chromium chromium-driver`).
 
@@ -16,15 +22,19 @@ mod common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use axum::response::Html;
 use axum::routing::any;
 use axum::{Extension, Router};
+use fantoccini::wd::TimeoutConfiguration;
 use fantoccini::{Client, ClientBuilder, Locator};
+use http::header::{HeaderName, HeaderValue};
 use http::{Method, StatusCode};
 use hyper_util::client::legacy::connect::HttpConnector;
 use serde_json::json;
+use tower_waiting_room::proof_of_work::{is_solution, solve, ProofOfWork, PROOF_HEADER};
 use tower_waiting_room::{Admission, RoomPolicy, SessionId, WaitingRoomLayer};
 
 use common::*;
@@ -431,4 +441,361 @@ async fn far_back_in_a_moving_line_then_leaving() {
     assert_eq!(status["state"], "unknown", "{status}");
     browser.close().await.unwrap();
     phone.close().await.unwrap();
+}
+
+// ===== proof of work =====
+
+fn proof_path(site: &Site) -> String {
+    format!("{PREFIX}/{}/proof", site.room())
+}
+
+/// A visitor let in over HTTP with proof of work on: arrives, gets the challenge (JSON: no
+/// `Accept: text/html`), solves it with the crate's reference solver, sends the solution, and
+/// is let in.
+async fn admit_proven(site: &Site, difficulty: u8) -> Jar {
+    let mut jar = site.arrive("/").await;
+    let r = site.http.visit(&mut jar, Method::GET, "/").await;
+    assert_eq!(r.status, StatusCode::FORBIDDEN, "{r:?}");
+    let challenge = r.json()["challenge"]
+        .as_str()
+        .expect("a challenge")
+        .to_owned();
+    let proof = format!("{challenge}:{}", solve(&challenge, difficulty));
+    let header = [(
+        HeaderName::from_static(PROOF_HEADER),
+        HeaderValue::from_str(&proof).unwrap(),
+    )];
+    let r = site
+        .http
+        .visit_with(&mut jar, Method::POST, &proof_path(site), &header)
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{r:?}");
+    assert_eq!(r.json()["state"], "proven");
+    let r = site.http.visit(&mut jar, Method::GET, "/").await;
+    assert_eq!(r.status, StatusCode::OK, "{r:?}");
+    assert!(r.text().contains("You are in"));
+    assert!(jar.get(&site.a()).is_some(), "no admission cookie: {r:?}");
+    jar
+}
+
+/// In front of the room: while closed, holds every `POST` to the proof endpoint (and keeps the
+/// solution it carries), so the browser stays on the challenge page, its solution found and
+/// its measurement on `#twr`, until the test opens the gate. Without it a lucky small nonce
+/// would have the page gone before the test could look at it.
+#[derive(Clone)]
+struct ProofHold {
+    open: Arc<tokio::sync::watch::Sender<bool>>,
+    proofs: Arc<Mutex<Vec<String>>>,
+}
+
+impl ProofHold {
+    fn new(open: bool) -> Self {
+        Self {
+            open: Arc::new(tokio::sync::watch::Sender::new(open)),
+            proofs: Arc::default(),
+        }
+    }
+
+    fn open(&self) {
+        self.open.send_replace(true);
+    }
+
+    /// Closes the gate and forgets the proofs seen so far.
+    fn close(&self) {
+        self.open.send_replace(false);
+        self.proofs.lock().unwrap().clear();
+    }
+
+    /// The `waiting-room-proof` headers received since the gate was last closed, in order.
+    fn proofs(&self) -> Vec<String> {
+        self.proofs.lock().unwrap().clone()
+    }
+
+    /// `router` with the hold in front of it.
+    fn around(&self, router: Router) -> Router {
+        let hold = self.clone();
+        router.layer(axum::middleware::from_fn(
+            move |req: axum::extract::Request, next: axum::middleware::Next| {
+                let hold = hold.clone();
+                async move {
+                    if req.method() == Method::POST && req.uri().path().ends_with("/proof") {
+                        if let Some(p) = req.headers().get(PROOF_HEADER) {
+                            let p = p.to_str().unwrap().to_owned();
+                            hold.proofs.lock().unwrap().push(p);
+                        }
+                        let mut open = hold.open.subscribe();
+                        let _ = open.wait_for(|open| *open).await;
+                    }
+                    next.run(req).await
+                }
+            },
+        ))
+    }
+}
+
+/// What the challenge page measured itself, read from `#twr` when the page sets
+/// `data-twr-hashes` (a MutationObserver: the page goes on to the next one soon after).
+#[derive(Debug)]
+struct Measured {
+    /// Hashes tried: the nonce found plus one (nonces go from 0 upward).
+    hashes: u64,
+    /// Milliseconds from the first hash to the solution (`Date.now()`).
+    ms: u64,
+    /// The page's `data-twr` kind and difficulty, to be sure it was the challenge page.
+    kind: String,
+    difficulty: u64,
+}
+
+const OBSERVE_SOLUTION: &str = r#"
+var done = arguments[arguments.length - 1];
+var root = document.getElementById("twr");
+if (!root) { done({error: "no #twr on " + location.href}); return; }
+var data = JSON.parse(root.getAttribute("data-twr") || "{}");
+function read() {
+  var h = root.getAttribute("data-twr-hashes");
+  if (h === null) return false;
+  done({hashes: Number(h), ms: Number(root.getAttribute("data-twr-ms")),
+        kind: data.kind, difficulty: data.difficulty});
+  return true;
+}
+if (read()) return;
+new MutationObserver(function (_, observer) { if (read()) observer.disconnect(); })
+  .observe(root, {attributes: true, attributeFilter: ["data-twr-hashes"]});
+"#;
+
+/// Waits (up to the session's script timeout) for the challenge page to find its solution.
+async fn observe_solution(client: &Client) -> Measured {
+    let v = client
+        .execute_async(OBSERVE_SOLUTION, vec![])
+        .await
+        .unwrap_or_else(|e| panic!("no solution seen on the challenge page: {e}"));
+    assert!(v.get("error").is_none(), "{v}");
+    let int = |k: &str| {
+        v[k].as_u64()
+            .unwrap_or_else(|| panic!("{k} is not a whole number: {v}"))
+    };
+    Measured {
+        hashes: int("hashes"),
+        ms: int("ms"),
+        kind: v["kind"].as_str().unwrap_or_default().to_owned(),
+        difficulty: int("difficulty"),
+    }
+}
+
+/// Hashes per second, `ms` counted as at least 1.
+fn rate(hashes: u64, ms: u64) -> f64 {
+    hashes as f64 * 1_000.0 / ms.max(1) as f64
+}
+
+/// Lets solving run for as long as it takes (the default script timeout is 30 s).
+async fn long_scripts(client: &Client) {
+    client
+        .update_timeouts(TimeoutConfiguration::new(
+            Some(Duration::from_secs(600)),
+            Some(Duration::from_secs(60)),
+            Some(Duration::from_secs(0)),
+        ))
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_browser_solves_the_proof_of_work_by_itself_and_joins_the_line() {
+    const DIFFICULTY: u8 = 14;
+    let _one = ONE_BROWSER.lock().await;
+    let hold = ProofHold::new(true);
+    let site = Site::start_with(
+        WaitingRoomLayer::builder("shop")
+            .capacity(1)
+            .proof_of_work(ProofOfWork::new(DIFFICULTY))
+            .secure_cookies(false),
+        |layer| hold.around(shop(layer)),
+    )
+    .await;
+    let mut holder = admit_proven(&site, DIFFICULTY).await;
+    assert_eq!(site.store.calls().enter, 1);
+    hold.close();
+
+    let driver = Driver::start().await;
+    let browser = driver.browser(1280, 800).await;
+    long_scripts(&browser).await;
+    let base = format!("http://{}", site.http.addr);
+
+    // The browser arrives: redirect, queue cookie, and the challenge page, which starts solving
+    // at once. Its solution is held at the door, so the page stays put until the test has seen
+    // it.
+    browser.goto(&format!("{base}/")).await.unwrap();
+    let measured = observe_solution(&browser).await;
+    assert_eq!(
+        text(&browser, "#twr-heading").await.as_deref(),
+        Some("Checking your browser"),
+        "page: {}",
+        browser.source().await.unwrap()
+    );
+    assert_eq!(browser.title().await.unwrap(), "Checking your browser");
+    assert_eq!(
+        (measured.kind.as_str(), measured.difficulty),
+        ("challenge", u64::from(DIFFICULTY))
+    );
+    assert!(measured.hashes >= 1, "{measured:?}");
+    // (`ms` is unsigned: at least 0 by construction; read as a whole number above.)
+    let Measured { hashes, ms, .. } = measured;
+    let rate = rate(hashes, ms);
+    eprintln!("proof of work in chromium: {hashes} hashes in {ms} ms = {rate:.0} hashes/s");
+
+    // The page sent its solution by itself: the smallest nonce, as the reference solver finds,
+    // so the page tried exactly nonce + 1 hashes. The browser is not in line yet.
+    eventually(
+        Duration::from_secs(10),
+        "the page sends its solution",
+        || async { !hold.proofs().is_empty() },
+    )
+    .await;
+    let proofs = hold.proofs();
+    assert_eq!(proofs.len(), 1, "{proofs:?}");
+    let (challenge, nonce) = proofs[0].rsplit_once(':').unwrap();
+    let nonce: u64 = nonce.parse().unwrap();
+    assert!(is_solution(challenge, nonce, DIFFICULTY));
+    assert_eq!(solve(challenge, DIFFICULTY), nonce, "the smallest nonce");
+    assert_eq!(hashes, nonce + 1, "hashes counted by the page");
+    assert_eq!(site.store.calls().enter, 1, "no enter before the proof");
+    let s = site.stats().await;
+    assert_eq!((s.admitted, s.granted, s.waiting), (1, 0, 0));
+    let q = browser.get_named_cookie(&site.q()).await.unwrap();
+    assert!(
+        !q.value().starts_with("p1."),
+        "not proven yet: {}",
+        q.value()
+    );
+    assert_eq!(
+        session_in(q.value()),
+        session_in(challenge),
+        "its own session"
+    );
+
+    // Let the solution through: the page reloads by itself, and the browser joins the line.
+    hold.open();
+    eventually(
+        Duration::from_secs(10),
+        "the browser joins the line",
+        || async { text(&browser, "#twr-position-number").await.as_deref() == Some("1") },
+    )
+    .await;
+    assert_eq!(browser.title().await.unwrap(), "You are in line");
+    assert!(
+        site.store.calls().enter >= 2,
+        "the browser entered after its proof"
+    );
+    let s = site.stats().await;
+    assert_eq!((s.admitted, s.granted, s.waiting), (1, 0, 1));
+    let proven = browser.get_named_cookie(&site.q()).await.unwrap();
+    assert!(proven.value().starts_with("p1."), "{}", proven.value());
+    assert_eq!(session_in(proven.value()), session_in(challenge));
+    assert_eq!(hold.proofs().len(), 1, "one proof was enough");
+
+    // The holder leaves; the page takes the browser in at its next poll, with no click.
+    let r = site
+        .http
+        .visit(&mut holder, Method::POST, &site.leave_path())
+        .await;
+    assert_eq!(r.status, StatusCode::OK);
+    let took = eventually(Duration::from_secs(8), "the browser is let in", || async {
+        text(&browser, "h1").await.as_deref() == Some("You are in")
+    })
+    .await;
+    println!("let in {took:?} after the slot was freed");
+    let url = browser.current_url().await.unwrap();
+    assert_eq!(url.path(), "/", "back to the page asked for");
+    let s = site.stats().await;
+    assert_eq!(
+        (s.admitted, s.granted, s.waiting),
+        (1, 0, 0),
+        "the browser claimed the slot"
+    );
+    browser.close().await.unwrap();
+}
+
+/// What solving costs in Chromium (WebCrypto `crypto.subtle.digest`, as the page does it), at
+/// several difficulties: each run is a fresh visitor on the challenge page, measured by the
+/// page itself. By hand: `cargo test --test browser -- --ignored --nocapture measure`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a measurement, run by hand (takes a minute or more)"]
+async fn measure_proof_of_work_in_chromium() {
+    let _one = ONE_BROWSER.lock().await;
+    let driver = Driver::start().await;
+    let browser = driver.browser(1280, 800).await;
+    long_scripts(&browser).await;
+    let mut rows = Vec::new();
+    for (difficulty, runs) in [(12u8, 10usize), (16, 6), (18, 4), (20, 3)] {
+        let hold = ProofHold::new(false);
+        let site = Site::start_with(
+            WaitingRoomLayer::builder(format!("pow{difficulty}"))
+                .capacity(1_000)
+                .proof_of_work(ProofOfWork::new(difficulty))
+                .secure_cookies(false),
+            |layer| hold.around(shop(layer)),
+        )
+        .await;
+        let base = format!("http://{}", site.http.addr);
+        let (mut total_hashes, mut total_ms) = (0u64, 0u64);
+        for run in 0..runs {
+            // A fresh visitor: cookies are per host, not per port, so the last site's go too.
+            if browser.current_url().await.unwrap().scheme() == "http" {
+                browser.delete_all_cookies().await.unwrap();
+            }
+            hold.close();
+            browser.goto(&format!("{base}/")).await.unwrap();
+            let m = observe_solution(&browser).await;
+            assert_eq!(
+                (m.kind.as_str(), m.difficulty),
+                ("challenge", u64::from(difficulty))
+            );
+            eventually(Duration::from_secs(10), "the solution is sent", || async {
+                hold.proofs().len() == 1
+            })
+            .await;
+            let proof = hold.proofs().pop().unwrap();
+            let (challenge, nonce) = proof.rsplit_once(':').unwrap();
+            assert_eq!(m.hashes, nonce.parse::<u64>().unwrap() + 1);
+            assert!(is_solution(challenge, m.hashes - 1, difficulty));
+            eprintln!(
+                "  difficulty {difficulty}, run {}: {} hashes in {} ms = {:.0} hashes/s",
+                run + 1,
+                m.hashes,
+                m.ms,
+                rate(m.hashes, m.ms)
+            );
+            total_hashes += m.hashes;
+            total_ms += m.ms;
+            // The whole way through: proven, let in (capacity to spare).
+            hold.open();
+            eventually(
+                Duration::from_secs(10),
+                "let in after the proof",
+                || async { text(&browser, "h1").await.as_deref() == Some("You are in") },
+            )
+            .await;
+        }
+        rows.push((difficulty, runs, total_hashes, total_ms));
+    }
+    eprintln!();
+    eprintln!(
+        "{:>10} {:>5} {:>13} {:>10} {:>10} {:>12} {:>14}",
+        "difficulty", "runs", "total hashes", "total ms", "hashes/s", "mean s/solve", "expected s"
+    );
+    for (difficulty, runs, hashes, ms) in rows {
+        let rate = rate(hashes, ms);
+        eprintln!(
+            "{:>10} {:>5} {:>13} {:>10} {:>10.0} {:>12.2} {:>14.2}",
+            difficulty,
+            runs,
+            hashes,
+            ms,
+            rate,
+            ms as f64 / 1_000.0 / runs as f64,
+            (1u64 << difficulty) as f64 / rate,
+        );
+    }
+    eprintln!("(expected s: 2^difficulty hashes, the mean a solution takes, at the measured rate)");
+    browser.close().await.unwrap();
 }

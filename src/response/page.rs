@@ -136,10 +136,10 @@ if(d.kind==="notice"){later(function(){location.replace(d.back)},d.retry);return
 if(d.kind==="challenge"){challenge(d.challenge,0);return}
 function zeros(h){var n=0;for(var i=0;i<h.length;i++){var b=h[i];if(b===0){n+=8;continue}
 while(!(b&128)){n++;b<<=1}break}return n}
-function solve(ch,bits,done){var enc=new TextEncoder(),n=0,B=256,t0=Date.now();
+function solve(ch,bits,found){var enc=new TextEncoder(),n=0,B=256,t0=performance.now();
 (function batch(){var ps=[];for(var i=0;i<B;i++)ps.push(crypto.subtle.digest("SHA-256",enc.encode(ch+":"+(n+i))));
 Promise.all(ps).then(function(hs){for(var i=0;i<hs.length;i++){if(zeros(new Uint8Array(hs[i]))>=bits){
-root.setAttribute("data-twr-hashes",n+i+1);root.setAttribute("data-twr-ms",Date.now()-t0);done(n+i);return}}
+root.setAttribute("data-twr-hashes",n+i+1);root.setAttribute("data-twr-ms",Math.round(performance.now()-t0));found(n+i);return}}
 n+=B;batch()})})()}
 function challenge(ch,tries){if(!window.crypto||!crypto.subtle||!window.TextEncoder){set("twr-note",t.challenge_unsupported);return}
 solve(ch,d.difficulty,function(nonce){var h={Accept:"application/json"};h[d.proof_header]=ch+":"+nonce;
