@@ -115,10 +115,25 @@ impl TestRoom {
     }
 
     /// A fresh session's queue cookie as a `Cookie` header value: the request goes to the
-    /// store (stage 3) instead of being redirected.
+    /// store (stage 3) instead of being redirected (or, with proof of work on, gets a challenge).
     pub fn queue_cookie(&self) -> (SessionId, HeaderValue) {
+        self.new_queue_cookie(false)
+    }
+
+    /// Like [`queue_cookie`](Self::queue_cookie), marked as having solved its proof-of-work
+    /// challenge: with [`proof_of_work`](WaitingRoomBuilder::proof_of_work) on, the request
+    /// goes to the store instead of getting a challenge.
+    pub fn proven_queue_cookie(&self) -> (SessionId, HeaderValue) {
+        self.new_queue_cookie(true)
+    }
+
+    fn new_queue_cookie(&self, proven: bool) -> (SessionId, HeaderValue) {
         let room = self.layer.room();
-        let cookie = QueueCookie::issue(self.clock.now_ms(), duration_ms(room.config.session_ttl));
+        let mut cookie =
+            QueueCookie::issue(self.clock.now_ms(), duration_ms(room.config.session_ttl));
+        if proven {
+            cookie = cookie.into_proven();
+        }
         (
             cookie.session(),
             cookie_header(

@@ -1,8 +1,9 @@
-//! Queue cookies and admission tokens from arbitrary bytes: never a panic, and nothing that was
-//! not signed by the keyring ever verifies.
+//! Queue cookies, admission tokens and proof-of-work challenges from arbitrary bytes: never a
+//! panic, and nothing that was not signed by the keyring ever verifies.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
+use tower_waiting_room::proof_of_work::Challenge;
 use tower_waiting_room::{AdmissionToken, Keyring, QueueCookie, SessionId, SigningKey};
 
 fuzz_target!(|data: &[u8]| {
@@ -15,6 +16,7 @@ fuzz_target!(|data: &[u8]| {
     // Random input never verifies (a forgery would need the HMAC key).
     assert!(QueueCookie::verify(&keys, "room", text, now).is_none());
     assert!(AdmissionToken::verify(&keys, "room", text, now).is_none());
+    assert!(Challenge::verify(&keys, "room", text, now).is_none());
 
     // A real value with the input spliced in somewhere is rejected unless unchanged.
     let token = AdmissionToken::new(SessionId::from_bytes([7; 16]), now, now + 300_000);
@@ -34,5 +36,27 @@ fuzz_target!(|data: &[u8]| {
             AdmissionToken::verify(&keys, "room", &mutated, now).is_none(),
             "a changed token verified: {mutated:?}"
         );
+    }
+
+    // Likewise a proven queue cookie (which must not turn into any other valid value) and a
+    // challenge.
+    let session = SessionId::from_bytes([9; 16]);
+    let proven = QueueCookie::for_session(session, now, 300_000)
+        .into_proven()
+        .sign(&keys, "room");
+    let challenge = Challenge::issue(session, now, 300_000).sign(&keys, "room");
+    for signed in [proven, challenge] {
+        let at = data[0] as usize % (signed.len() + 1);
+        let mutated = format!("{}{rest}{}", &signed[..at], &signed[at..]);
+        if mutated != signed {
+            assert!(
+                QueueCookie::verify(&keys, "room", &mutated, now).is_none(),
+                "a changed value verified as a queue cookie: {mutated:?}"
+            );
+            assert!(
+                Challenge::verify(&keys, "room", &mutated, now).is_none(),
+                "a changed value verified as a challenge: {mutated:?}"
+            );
+        }
     }
 });
