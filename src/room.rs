@@ -437,11 +437,24 @@ impl Room {
     }
 
     /// The visitor's session, from a valid admission token or queue cookie.
-    fn session<B>(&self, req: &Request<B>, now: u64) -> Option<(SessionId, bool)> {
-        if let Some(token) = self.admission_token(req, now) {
-            return Some((token.session(), true));
+    fn session<B>(&self, req: &Request<B>, now: u64) -> Option<SessionId> {
+        self.session_cookies(req, now).map(|found| match found {
+            Err(token) => token.session(),
+            Ok(cookie) => cookie.session(),
+        })
+    }
+
+    /// A valid admission token (`Err`: the visitor is past the line), or else a valid queue
+    /// cookie (`Ok`).
+    fn session_cookies<B>(
+        &self,
+        req: &Request<B>,
+        now: u64,
+    ) -> Option<Result<QueueCookie, AdmissionToken>> {
+        match self.admission_token(req, now) {
+            Some(token) => Some(Err(token)),
+            None => self.queue_cookie(req, now).map(Ok),
         }
-        self.queue_cookie(req, now).map(|c| (c.session(), false))
     }
 
     /// Stage 1: a signed queue cookie and a redirect to the same URL. A method other than GET or
@@ -528,16 +541,22 @@ impl Room {
     /// [`Rejection::Challenge`] with a fresh challenge for `session`: a page that solves it for
     /// browsers, JSON with the challenge for others. No store call.
     fn challenge<B>(&self, req: &Request<B>, session: SessionId, now: u64) -> Response<Bytes> {
+        let (rejection, challenge) = self.new_challenge(session, now);
+        self.reject_with(&rejection, req, Some(&challenge))
+    }
+
+    /// A fresh signed challenge for `session`, and the rejection that carries it.
+    fn new_challenge(&self, session: SessionId, now: u64) -> (Rejection, String) {
         let gate = self
             .proof
             .as_ref()
             .expect("only asked with proof of work on");
-        let challenge = gate.challenge(&self.keys, self.config.room(), session, now);
         let rejection = Rejection::Challenge {
             difficulty: gate.settings.difficulty(),
             retry_after: CHALLENGE_RETRY_AFTER,
         };
-        self.reject_with(&rejection, req, Some(&challenge))
+        let challenge = gate.challenge(&self.keys, self.config.room(), session, now);
+        (rejection, challenge)
     }
 
     /// The proof endpoint: `POST` with `<challenge>:<nonce>` in the proof header. A valid
@@ -596,22 +615,26 @@ impl Room {
             return Next::Answer(method_not_allowed("GET, HEAD"));
         }
         let room = self.config.room();
-        if let (None, Some(cookie)) = (self.admission_token(req, now), self.queue_cookie(req, now))
-        {
-            if self.needs_proof(&cookie) {
-                let mut res = self.challenge(req, cookie.session(), now);
-                *res.status_mut() = StatusCode::OK;
-                return Next::Answer(res);
-            }
-        }
-        match self.session(req, now) {
-            Some((_, true)) => Next::Answer(json_response(
+        match self.session_cookies(req, now) {
+            Some(Err(_token)) => Next::Answer(json_response(
                 StatusCode::OK,
                 &StatusBody::plain(room, "admitted"),
             )),
-            Some((session, false)) => match self.check_polls(session, now) {
+            // Proof of work to do first: the challenge, always as JSON here, no store call.
+            Some(Ok(cookie)) if self.needs_proof(&cookie) => {
+                let (rejection, challenge) = self.new_challenge(cookie.session(), now);
+                let body = StatusBody {
+                    challenge: Some(&challenge),
+                    proof_path: Some(&self.proof_path),
+                    ..StatusBody::from_rejection(room, &rejection)
+                };
+                Next::Answer(json_response(StatusCode::OK, &body))
+            }
+            Some(Ok(cookie)) => match self.check_polls(cookie.session(), now) {
                 Ok(()) => Next::Ask {
-                    pending: Pending::Decision(self.store.poll(&self.config.policy, session)),
+                    pending: Pending::Decision(
+                        self.store.poll(&self.config.policy, cookie.session()),
+                    ),
                     step: Step::Status,
                 },
                 Err(wait) => Next::Answer(self.limited(wait, req)),
@@ -628,7 +651,7 @@ impl Room {
             return Next::Answer(method_not_allowed("POST"));
         }
         match self.session(req, now) {
-            Some((session, _)) => Next::Ask {
+            Some(session) => Next::Ask {
                 pending: Pending::Released(self.store.release(&self.config.policy, session)),
                 step: Step::Leave,
             },

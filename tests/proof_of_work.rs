@@ -96,13 +96,21 @@ async fn a_visitor_without_a_proof_gets_a_challenge_and_the_store_is_not_asked()
     assert!(html.contains("crypto.subtle.digest"), "{html}");
     assert!(html.contains(&proof_path(&site)), "{html}");
 
-    // The status endpoint says so too, without asking the store.
+    // The status endpoint says so too, as JSON even to a browser, without asking the store.
     let status = site
         .http
-        .visit(&mut jar, Method::GET, &site.status_path())
+        .visit_with(&mut jar, Method::GET, &site.status_path(), &accept)
         .await;
     assert_eq!(status.status, StatusCode::OK);
-    assert_eq!(status.json()["state"], "challenge");
+    let j = status.json();
+    assert_eq!(j["state"], "challenge");
+    assert_eq!(j["difficulty"], DIFFICULTY);
+    assert_eq!(j["proof_path"], proof_path(&site).as_str());
+    assert_eq!(
+        session_in(j["challenge"].as_str().unwrap()),
+        session_in(&q),
+        "the status endpoint's challenge is the visitor's too"
+    );
 
     assert_eq!(site.store.calls(), Calls::default());
     same_inside(before, site.stats().await, "unproven visitors");
