@@ -1,6 +1,7 @@
 //! Property tests of the signed values: sign/verify round-trips, and any change is rejected.
 
 use proptest::prelude::*;
+use tower_waiting_room::proof_of_work::{is_solution, solve, Challenge};
 use tower_waiting_room::{AdmissionToken, Keyring, QueueCookie, SessionId, SigningKey};
 
 fn keyring(secret: [u8; 32]) -> Keyring {
@@ -106,6 +107,66 @@ proptest! {
         let keys = keyring([9; 32]);
         prop_assert_eq!(AdmissionToken::verify(&keys, "room", &s, 0), None);
         prop_assert_eq!(QueueCookie::verify(&keys, "room", &s, 0), None);
+        prop_assert_eq!(Challenge::verify(&keys, "room", &s, 0), None);
+    }
+
+    #[test]
+    fn proven_cookies_and_challenges_round_trip_and_keep_their_kind(
+        secret in any::<[u8; 32]>(),
+        session in any::<[u8; 16]>(),
+        room in room(),
+        now in 0u64..4_000_000_000_000,
+        ttl in 1u64..100_000_000,
+    ) {
+        let keys = keyring(secret);
+        let session = SessionId::from_bytes(session);
+        let proven = QueueCookie::for_session(session, now, ttl).into_proven();
+        let text = proven.sign(&keys, &room);
+        prop_assert_eq!(QueueCookie::verify(&keys, &room, &text, now), Some(proven));
+        prop_assert_eq!(Challenge::verify(&keys, &room, &text, now), None);
+        let challenge = Challenge::issue(session, now, ttl);
+        let text = challenge.sign(&keys, &room);
+        prop_assert_eq!(Challenge::verify(&keys, &room, &text, now), Some(challenge));
+        prop_assert_eq!(Challenge::verify(&keys, &room, &text, now + ttl), None);
+        // A challenge is neither a queue cookie (proven or not) nor a token.
+        prop_assert_eq!(QueueCookie::verify(&keys, &room, &text, now), None);
+        prop_assert_eq!(AdmissionToken::verify(&keys, &room, &text, now), None);
+    }
+
+    #[test]
+    fn any_byte_change_in_a_proven_cookie_or_challenge_is_rejected(
+        secret in any::<[u8; 32]>(),
+        session in any::<[u8; 16]>(),
+        at in any::<prop::sample::Index>(),
+        byte in 0x21u8..0x7f,
+    ) {
+        let keys = keyring(secret);
+        let now = 1_767_225_600_000;
+        let session = SessionId::from_bytes(session);
+        let proven = QueueCookie::for_session(session, now, 60_000).into_proven().sign(&keys, "room");
+        let challenge = Challenge::issue(session, now, 60_000).sign(&keys, "room");
+        for text in [proven, challenge] {
+            let i = at.index(text.len());
+            prop_assume!(text.as_bytes()[i] != byte);
+            let mut bytes = text.clone().into_bytes();
+            bytes[i] = byte;
+            let changed = String::from_utf8(bytes).unwrap();
+            prop_assert_eq!(QueueCookie::verify(&keys, "room", &changed, now), None);
+            prop_assert_eq!(Challenge::verify(&keys, "room", &changed, now), None);
+        }
+    }
+
+    #[test]
+    fn solve_finds_the_smallest_solution(
+        session in any::<[u8; 16]>(),
+        difficulty in 1u8..12,
+    ) {
+        let keys = keyring([3; 32]);
+        let text = Challenge::issue(SessionId::from_bytes(session), 0, 60_000).sign(&keys, "room");
+        let nonce = solve(&text, difficulty);
+        prop_assert!(is_solution(&text, nonce, difficulty));
+        // `solve` finds the smallest solution: nothing before it solves.
+        prop_assert!((0..nonce).all(|n| !is_solution(&text, n, difficulty)));
     }
 
     #[test]
