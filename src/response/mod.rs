@@ -101,10 +101,11 @@ where
 /// HTML for browsers, JSON for everyone else.
 ///
 /// The pages are made from three [`PageTemplate`]s ([`WAITING_TEMPLATE`], [`NOTICE_TEMPLATE`]
-/// for full, unavailable and busy, [`LEFT_TEMPLATE`]) and the words of a [`Texts`]; replace
-/// any of them. Each page is one self-contained document (inline CSS and JS, no external
-/// assets, about 7 KB), works without JavaScript (a `<noscript>` meta refresh), and is
-/// accessible: semantic markup, the position in a polite live region, AA contrast.
+/// for full, unavailable, busy, limited and the proof-of-work challenge, [`LEFT_TEMPLATE`]) and
+/// the words of a [`Texts`]; replace any of them. Each page is one self-contained document
+/// (inline CSS and JS, no external assets, about 8 KB), works without JavaScript (a `<noscript>`
+/// meta refresh; the proof-of-work challenge alone needs JavaScript), and is accessible:
+/// semantic markup, the position in a polite live region, AA contrast.
 ///
 /// ```
 /// use tower_waiting_room::response::{DefaultRenderer, Texts};
@@ -159,7 +160,7 @@ impl DefaultRenderer {
         self
     }
 
-    /// The full, unavailable and busy pages (default [`NOTICE_TEMPLATE`]).
+    /// The full, unavailable, busy, limited and challenge pages (default [`NOTICE_TEMPLATE`]).
     pub fn with_notice_template(mut self, template: PageTemplate) -> Self {
         self.notice = Arc::new(template);
         self
