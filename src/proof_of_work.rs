@@ -124,59 +124,42 @@ impl ProofOfWork {
 /// the room's key like the queue cookie (kind `c1`), so it cannot be forged, moved to another
 /// session or room, or extended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Challenge {
-    session: SessionId,
-    issued_at_ms: u64,
-    expires_at_ms: u64,
-}
+pub struct Challenge(Claims);
 
 impl Challenge {
     /// A challenge for `session`, valid for `ttl_ms` from `now_ms`.
     pub fn issue(session: SessionId, now_ms: u64, ttl_ms: u64) -> Self {
-        Self {
+        Self(Claims {
             session,
             issued_at_ms: now_ms,
             expires_at_ms: now_ms.saturating_add(ttl_ms),
-        }
+        })
     }
 
     /// The session it is bound to.
     pub fn session(&self) -> SessionId {
-        self.session
+        self.0.session
     }
 
     /// When it was issued (ms since the epoch).
     pub fn issued_at_ms(&self) -> u64 {
-        self.issued_at_ms
+        self.0.issued_at_ms
     }
 
     /// When it stops being valid (ms since the epoch).
     pub fn expires_at_ms(&self) -> u64 {
-        self.expires_at_ms
+        self.0.expires_at_ms
     }
 
     /// The signed challenge text for `room`.
     pub fn sign(&self, keys: &Keyring, room: &str) -> String {
-        signing::sign(keys, Kind::Challenge, room, &self.claims())
+        signing::sign(keys, Kind::Challenge, room, &self.0)
     }
 
     /// The challenge, if `value` is one of `room`, signed by a key of the keyring and not expired
     /// at `now_ms`; anything else is `None`.
     pub fn verify(keys: &Keyring, room: &str, value: &str, now_ms: u64) -> Option<Self> {
-        let c = signing::verify(keys, Kind::Challenge, room, value)?;
-        (now_ms < c.expires_at_ms && c.issued_at_ms <= c.expires_at_ms).then_some(Self {
-            session: c.session,
-            issued_at_ms: c.issued_at_ms,
-            expires_at_ms: c.expires_at_ms,
-        })
-    }
-
-    fn claims(&self) -> Claims {
-        Claims {
-            session: self.session,
-            issued_at_ms: self.issued_at_ms,
-            expires_at_ms: self.expires_at_ms,
-        }
+        signing::verify_unexpired(keys, Kind::Challenge, room, value, now_ms).map(Self)
     }
 }
 
@@ -282,7 +265,7 @@ impl ProofGate {
     ) -> Result<(), Refused> {
         let (text, nonce) = parse_proof(proof).ok_or(Refused::Invalid)?;
         let challenge = Challenge::verify(keys, room, text, now_ms).ok_or(Refused::Invalid)?;
-        if challenge.session != session {
+        if challenge.session() != session {
             return Err(Refused::OtherSession);
         }
         if !is_solution(text, nonce, self.settings.difficulty) {
@@ -331,7 +314,7 @@ impl UsedChallenges {
 
     /// Records `challenge` as used; `false` if it already was.
     fn insert(&self, challenge: &Challenge, now_ms: u64) -> bool {
-        let key = (challenge.session, challenge.issued_at_ms);
+        let key = (challenge.session(), challenge.issued_at_ms());
         let mut g = self.state.lock().unwrap_or_else(|e| e.into_inner());
         let elapsed = now_ms.saturating_sub(g.start_ms);
         if elapsed >= 2 * self.ttl_ms {

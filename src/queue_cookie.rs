@@ -29,9 +29,7 @@ use crate::signing::{self, Claims, Keyring, Kind};
 /// The visitor's signed place-holder: who they are, not where they stand.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct QueueCookie {
-    session: SessionId,
-    issued_at_ms: u64,
-    expires_at_ms: u64,
+    claims: Claims,
     proven: bool,
 }
 
@@ -44,9 +42,11 @@ impl QueueCookie {
     /// A cookie for a known session id.
     pub fn for_session(session: SessionId, now_ms: u64, ttl_ms: u64) -> Self {
         Self {
-            session,
-            issued_at_ms: now_ms,
-            expires_at_ms: now_ms.saturating_add(ttl_ms),
+            claims: Claims {
+                session,
+                issued_at_ms: now_ms,
+                expires_at_ms: now_ms.saturating_add(ttl_ms),
+            },
             proven: false,
         }
     }
@@ -68,22 +68,22 @@ impl QueueCookie {
 
     /// The visitor's session id.
     pub fn session(&self) -> SessionId {
-        self.session
+        self.claims.session
     }
 
     /// When it was issued (ms since the epoch).
     pub fn issued_at_ms(&self) -> u64 {
-        self.issued_at_ms
+        self.claims.issued_at_ms
     }
 
     /// When it stops being valid (ms since the epoch).
     pub fn expires_at_ms(&self) -> u64 {
-        self.expires_at_ms
+        self.claims.expires_at_ms
     }
 
     /// The signed cookie value for `room`, with the keyring's current key.
     pub fn sign(&self, keys: &Keyring, room: &str) -> String {
-        signing::sign(keys, self.kind(), room, &self.claims())
+        signing::sign(keys, self.kind(), room, &self.claims)
     }
 
     /// The cookie, if `value` is a queue cookie of `room` signed by a key of the keyring and not
@@ -95,13 +95,8 @@ impl QueueCookie {
         } else {
             Kind::Queue
         };
-        let c = signing::verify(keys, kind, room, value)?;
-        (now_ms < c.expires_at_ms && c.issued_at_ms <= c.expires_at_ms).then_some(Self {
-            session: c.session,
-            issued_at_ms: c.issued_at_ms,
-            expires_at_ms: c.expires_at_ms,
-            proven,
-        })
+        let claims = signing::verify_unexpired(keys, kind, room, value, now_ms)?;
+        Some(Self { claims, proven })
     }
 
     fn kind(&self) -> Kind {
@@ -109,14 +104,6 @@ impl QueueCookie {
             Kind::ProvenQueue
         } else {
             Kind::Queue
-        }
-    }
-
-    fn claims(&self) -> Claims {
-        Claims {
-            session: self.session,
-            issued_at_ms: self.issued_at_ms,
-            expires_at_ms: self.expires_at_ms,
         }
     }
 }

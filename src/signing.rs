@@ -413,6 +413,19 @@ pub(crate) fn verify(keyring: &Keyring, kind: Kind, room: &str, value: &str) -> 
     }
 }
 
+/// Like [`verify`], and the value must not be expired at `now_ms` (nor claim to be issued after
+/// its expiry): the check of the queue cookie and the proof-of-work challenge.
+pub(crate) fn verify_unexpired(
+    keyring: &Keyring,
+    kind: Kind,
+    room: &str,
+    value: &str,
+    now_ms: u64,
+) -> Option<Claims> {
+    verify(keyring, kind, room, value)
+        .filter(|c| now_ms < c.expires_at_ms && c.issued_at_ms <= c.expires_at_ms)
+}
+
 /// Like [`verify`], and also accepts a value with a signed network (admission tokens only),
 /// which it returns. The network is inside the MAC: a value whose network was edited, added or
 /// removed does not verify.
