@@ -9,9 +9,9 @@
 //!    a phone shares the place through the cookie; screenshots at phone and desktop widths go to
 //!    `target/screenshots/`; "Leave the line" gives the place up.
 //!
-//! 3. Proof of work on: the browser gets the challenge page, solves it with WebCrypto by itself,
-//!    sends the solution, and joins the line; the page's own measurement (hashes tried, ms) is
-//!    read and printed. `measure_proof_of_work_in_chromium` (ignored; run it by hand with
+//! 3. Proof of work on: the browser gets the challenge page, solves it with WebCrypto by itself
+//!    (in Web Workers, one per core), sends the solution, and joins the line; the page's own
+//!    measurement (workers, hashes tried, ms) is read and printed. `measure_proof_of_work_in_chromium` (ignored; run it by hand with
 //!    `cargo test --test browser -- --ignored --nocapture measure`) measures what solving takes
 //!    in Chromium at several difficulties.
 //!
@@ -537,9 +537,13 @@ impl ProofHold {
 /// `data-twr-hashes` (a MutationObserver: the page goes on to the next one soon after).
 #[derive(Debug)]
 struct Measured {
-    /// Hashes tried: the nonce found plus one (nonces go from 0 upward).
+    /// Web Workers that searched (`data-twr-workers`), worker `i` trying nonces `i`, `i + n`,
+    /// `i + 2n`, ... in order; 0 when the page searched on its main thread, from 0 upward.
+    workers: u64,
+    /// Hashes tried, by all the workers together (see [`check_solution`]).
     hashes: u64,
-    /// Milliseconds from the first hash to the solution (`Date.now()`).
+    /// Milliseconds from the start of solving (starting the workers included) to the solution
+    /// (`performance.now()`).
     ms: u64,
     /// The page's `data-twr` kind and difficulty, to be sure it was the challenge page.
     kind: String,
@@ -555,6 +559,7 @@ function read() {
   var h = root.getAttribute("data-twr-hashes");
   if (h === null) return false;
   done({hashes: Number(h), ms: Number(root.getAttribute("data-twr-ms")),
+        workers: Number(root.getAttribute("data-twr-workers")),
         kind: data.kind, difficulty: data.difficulty});
   return true;
 }
@@ -575,11 +580,43 @@ async fn observe_solution(client: &Client) -> Measured {
             .unwrap_or_else(|| panic!("{k} is not a whole number: {v}"))
     };
     Measured {
+        workers: int("workers"),
         hashes: int("hashes"),
         ms: int("ms"),
         kind: v["kind"].as_str().unwrap_or_default().to_owned(),
         difficulty: int("difficulty"),
     }
+}
+
+/// Checks the solution the page sent, `<challenge>:<nonce>`, against what it measured: with
+/// `n = max(workers, 1)` searches, search `i` tries `i`, `i + n`, `i + 2n`, ... in order, so
+/// the nonce is the first solution of its own search, found at its `k`-th try; the page counts
+/// those `k` hashes plus what each other search had reported by then (whole batches without a
+/// solution: at most the tries before its own first solution). With one search, that is the
+/// smallest nonce and exactly `nonce + 1` hashes.
+fn check_solution(proof: &str, difficulty: u8, m: &Measured) {
+    let (challenge, nonce) = proof.rsplit_once(':').unwrap();
+    let nonce: u64 = nonce.parse().unwrap();
+    assert!(is_solution(challenge, nonce, difficulty), "{proof}");
+    let n = m.workers.max(1);
+    let (own, k) = (nonce % n, nonce / n + 1);
+    assert!(
+        (0..k - 1).all(|j| !is_solution(challenge, own + j * n, difficulty)),
+        "{proof}: the first solution of search {own} of {n}"
+    );
+    // The others' first solutions, looked for no further than the hashes counted.
+    let others: u64 = (0..n)
+        .filter(|&i| i != own)
+        .map(|i| {
+            (0..m.hashes)
+                .find(|&j| is_solution(challenge, i + j * n, difficulty))
+                .unwrap_or(m.hashes)
+        })
+        .sum();
+    assert!(
+        (k..=k + others).contains(&m.hashes),
+        "{proof}: {m:?} counts {k} hashes of search {own} and at most {others} of the others"
+    );
 }
 
 /// Hashes per second, `ms` counted as at least 1.
@@ -638,13 +675,29 @@ async fn a_browser_solves_the_proof_of_work_by_itself_and_joins_the_line() {
         ("challenge", u64::from(DIFFICULTY))
     );
     assert!(measured.hashes >= 1, "{measured:?}");
+    // One Web Worker per core (up to 8), not the main-thread fallback.
+    let cores = browser
+        .execute("return navigator.hardwareConcurrency", vec![])
+        .await
+        .unwrap()
+        .as_u64()
+        .unwrap();
+    assert_eq!(measured.workers, cores.clamp(1, 8), "{measured:?}");
     // (`ms` is unsigned: at least 0 by construction; read as a whole number above.)
-    let Measured { hashes, ms, .. } = measured;
+    let Measured {
+        hashes,
+        ms,
+        workers,
+        ..
+    } = measured;
     let rate = rate(hashes, ms);
-    eprintln!("proof of work in chromium: {hashes} hashes in {ms} ms = {rate:.0} hashes/s");
+    eprintln!(
+        "proof of work in chromium: {hashes} hashes in {ms} ms = {rate:.0} hashes/s \
+         ({workers} workers)"
+    );
 
-    // The page sent its solution by itself: the smallest nonce, as the reference solver finds,
-    // so the page tried exactly nonce + 1 hashes. The browser is not in line yet.
+    // The page sent its solution by itself: the first solution of one worker's nonces, with
+    // the hashes counted as `check_solution` says. The browser is not in line yet.
     eventually(
         Duration::from_secs(10),
         "the page sends its solution",
@@ -653,11 +706,8 @@ async fn a_browser_solves_the_proof_of_work_by_itself_and_joins_the_line() {
     .await;
     let proofs = hold.proofs();
     assert_eq!(proofs.len(), 1, "{proofs:?}");
-    let (challenge, nonce) = proofs[0].rsplit_once(':').unwrap();
-    let nonce: u64 = nonce.parse().unwrap();
-    assert!(is_solution(challenge, nonce, DIFFICULTY));
-    assert_eq!(solve(challenge, DIFFICULTY), nonce, "the smallest nonce");
-    assert_eq!(hashes, nonce + 1, "hashes counted by the page");
+    check_solution(&proofs[0], DIFFICULTY, &measured);
+    let (challenge, _) = proofs[0].rsplit_once(':').unwrap();
     assert_eq!(site.store.calls().enter, 1, "no enter before the proof");
     let s = site.stats().await;
     assert_eq!((s.admitted, s.granted, s.waiting), (1, 0, 0));
@@ -755,15 +805,15 @@ async fn measure_proof_of_work_in_chromium() {
             })
             .await;
             let proof = hold.proofs().pop().unwrap();
-            let (challenge, nonce) = proof.rsplit_once(':').unwrap();
-            assert_eq!(m.hashes, nonce.parse::<u64>().unwrap() + 1);
-            assert!(is_solution(challenge, m.hashes - 1, difficulty));
+            check_solution(&proof, difficulty, &m);
             eprintln!(
-                "  difficulty {difficulty}, run {}: {} hashes in {} ms = {:.0} hashes/s",
+                "  difficulty {difficulty}, run {}: {} hashes in {} ms = {:.0} hashes/s \
+                 ({} workers)",
                 run + 1,
                 m.hashes,
                 m.ms,
-                rate(m.hashes, m.ms)
+                rate(m.hashes, m.ms),
+                m.workers
             );
             total_hashes += m.hashes;
             total_ms += m.ms;

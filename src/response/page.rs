@@ -117,7 +117,9 @@ button:focus-visible,.button:focus-visible{outline:3px solid var(--accent);outli
 /// The pages' script: polls the status endpoint (interval from the server's `retry_after`,
 /// which grows with the position, ±20 % jitter), backs off exponentially up to 60 s on errors
 /// and says so, goes to the page asked for when admitted, and leaves the line without a page
-/// load. Several tabs share one place: the cookie is the place, not the tab.
+/// load. Several tabs share one place: the cookie is the place, not the tab. The challenge page
+/// solves its proof of work with WebCrypto in one Web Worker per core (up to 8, worker `i`
+/// trying nonces `i`, `i + n`, ...), or on the main thread where workers cannot start.
 pub const SCRIPT: &str = r#"(function(){
 var root=document.getElementById("twr");if(!root||!root.getAttribute("data-twr"))return;
 var d=JSON.parse(root.getAttribute("data-twr")),t=d.texts,fails=0,done=false;
@@ -136,11 +138,21 @@ if(d.kind==="notice"){later(function(){location.replace(d.back)},d.retry);return
 if(d.kind==="challenge"){challenge(d.challenge,0);return}
 function zeros(h){var n=0;for(var i=0;i<h.length;i++){var b=h[i];if(b===0){n+=8;continue}
 while(!(b&128)){n++;b<<=1}break}return n}
-function solve(ch,bits,found){var enc=new TextEncoder(),n=0,B=256,t0=performance.now();
-(function batch(){var ps=[];for(var i=0;i<B;i++)ps.push(crypto.subtle.digest("SHA-256",enc.encode(ch+":"+(n+i))));
-Promise.all(ps).then(function(hs){for(var i=0;i<hs.length;i++){if(zeros(new Uint8Array(hs[i]))>=bits){
-root.setAttribute("data-twr-hashes",n+i+1);root.setAttribute("data-twr-ms",Math.round(performance.now()-t0));found(n+i);return}}
-n+=B;batch()})})()}
+function search(ch,bits,n,N,cb){var p=new TextEncoder().encode(ch+":"),L=p.length,m=new Uint8Array(L+20),c=0;m.set(p);
+(function batch(){var ps=[];for(var i=0;i<256;i++){var s=String(n+i*N);for(var j=0;j<s.length;j++)m[L+j]=s.charCodeAt(j);
+ps.push(crypto.subtle.digest("SHA-256",m.subarray(0,L+s.length)))}
+Promise.all(ps).then(function(hs){for(var i=0;i<256;i++)if(zeros(new Uint8Array(hs[i]))>=bits)return cb(c+i+1,n+i*N);
+c+=256;n+=256*N;cb(c);batch()})})()}
+function solve(ch,bits,found){var t0=performance.now(),N=Math.min(navigator.hardwareConcurrency||1,8),ws=[],hs=[],u,over;
+function stop(){ws.forEach(function(w){w.terminate()});ws=[];if(u)URL.revokeObjectURL(u);u=0}
+function fin(n,c,k){if(over)return;over=true;stop();root.setAttribute("data-twr-workers",k);root.setAttribute("data-twr-hashes",c);
+root.setAttribute("data-twr-ms",Math.round(performance.now()-t0));found(n)}
+function alone(){stop();search(ch,bits,0,1,function(c,n){if(n>=0)fin(n,c,0)})}
+try{u=URL.createObjectURL(new Blob(["var zeros="+zeros+",search="+search+
+";onmessage=function(e){var a=e.data;search(a[0],a[1],a[2],a[3],function(c,n){postMessage([c,n])})}"],{type:"text/javascript"}));
+for(var i=0;i<N;i++)(function(i){var w=new Worker(u);ws.push(w);hs[i]=0;
+w.onmessage=function(e){hs[i]=e.data[0];if(e.data[1]>=0){for(var c=0,k=0;k<N;k++)c+=hs[k];fin(e.data[1],c,N)}};
+w.onerror=function(){if(ws.length&&!over)alone()};w.postMessage([ch,bits,i,N])})(i)}catch(e){alone()}}
 function challenge(ch,tries){if(!window.crypto||!crypto.subtle||!window.TextEncoder){set("twr-note",t.challenge_unsupported);return}
 solve(ch,d.difficulty,function(nonce){var h={Accept:"application/json"};h[d.proof_header]=ch+":"+nonce;
 fetch(d.proof,{method:"POST",credentials:"same-origin",cache:"no-store",headers:h})
