@@ -183,9 +183,10 @@ pub fn is_solution(challenge: &str, nonce: u64, difficulty: u8) -> bool {
     meets(&mut input, challenge.len() + 1, nonce, difficulty)
 }
 
-/// The smallest nonce that solves `challenge` at `difficulty`: what the waiting page's script
-/// finds too. A reference solver for API clients written in Rust, and the measure of what a
-/// solution costs natively (see `examples/bench.rs --pow`).
+/// The smallest nonce that solves `challenge` at `difficulty` (the waiting page's script splits
+/// the nonces among Web Workers and takes the first solution any of them finds). A reference
+/// solver for API clients written in Rust, and the measure of what a solution costs natively
+/// (`examples/pow_cost.rs`).
 pub fn solve(challenge: &str, difficulty: u8) -> u64 {
     let mut input = Vec::with_capacity(challenge.len() + 21);
     input.extend_from_slice(challenge.as_bytes());
