@@ -100,6 +100,14 @@ pub(crate) enum Step {
     Leave,
 }
 
+/// Who a request comes from, by its valid signed values.
+enum Visitor {
+    /// A valid admission token: past the line.
+    Admitted(AdmissionToken),
+    /// No valid token, a valid queue cookie: has (or is about to take) a place in line.
+    Queued(QueueCookie),
+}
+
 /// The store's answer, whichever call it was.
 pub(crate) enum Answered {
     Decision(Result<Decision, StoreError>),
@@ -438,22 +446,18 @@ impl Room {
 
     /// The visitor's session, from a valid admission token or queue cookie.
     fn session<B>(&self, req: &Request<B>, now: u64) -> Option<SessionId> {
-        self.session_cookies(req, now).map(|found| match found {
-            Err(token) => token.session(),
-            Ok(cookie) => cookie.session(),
+        self.visitor(req, now).map(|visitor| match visitor {
+            Visitor::Admitted(token) => token.session(),
+            Visitor::Queued(cookie) => cookie.session(),
         })
     }
 
-    /// A valid admission token (`Err`: the visitor is past the line), or else a valid queue
-    /// cookie (`Ok`).
-    fn session_cookies<B>(
-        &self,
-        req: &Request<B>,
-        now: u64,
-    ) -> Option<Result<QueueCookie, AdmissionToken>> {
+    /// Who the request comes from: an admitted visitor (a valid admission token), or else one
+    /// with a valid queue cookie.
+    fn visitor<B>(&self, req: &Request<B>, now: u64) -> Option<Visitor> {
         match self.admission_token(req, now) {
-            Some(token) => Some(Err(token)),
-            None => self.queue_cookie(req, now).map(Ok),
+            Some(token) => Some(Visitor::Admitted(token)),
+            None => self.queue_cookie(req, now).map(Visitor::Queued),
         }
     }
 
@@ -615,13 +619,13 @@ impl Room {
             return Next::Answer(method_not_allowed("GET, HEAD"));
         }
         let room = self.config.room();
-        match self.session_cookies(req, now) {
-            Some(Err(_token)) => Next::Answer(json_response(
+        match self.visitor(req, now) {
+            Some(Visitor::Admitted(_)) => Next::Answer(json_response(
                 StatusCode::OK,
                 &StatusBody::plain(room, "admitted"),
             )),
             // Proof of work to do first: the challenge, always as JSON here, no store call.
-            Some(Ok(cookie)) if self.needs_proof(&cookie) => {
+            Some(Visitor::Queued(cookie)) if self.needs_proof(&cookie) => {
                 let (rejection, challenge) = self.new_challenge(cookie.session(), now);
                 let body = StatusBody {
                     challenge: Some(&challenge),
@@ -630,7 +634,7 @@ impl Room {
                 };
                 Next::Answer(json_response(StatusCode::OK, &body))
             }
-            Some(Ok(cookie)) => match self.check_polls(cookie.session(), now) {
+            Some(Visitor::Queued(cookie)) => match self.check_polls(cookie.session(), now) {
                 Ok(()) => Next::Ask {
                     pending: Pending::Decision(
                         self.store.poll(&self.config.policy, cookie.session()),
