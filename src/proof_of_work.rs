@@ -15,8 +15,9 @@
 //! starts with at least [`ProofOfWork::difficulty`] zero bits (on average `2^difficulty`
 //! tries), and send `<challenge>:<nonce>` in the `waiting-room-proof` header of a `POST` to
 //! `{prefix}/{room}/proof`. The room checks it without any store (one HMAC, one SHA-256), and
-//! answers with the same queue cookie marked proven ([`QueueCookie::into_proven`]); only then
-//! does the visitor join the line. Browsers do all this by themselves: the challenge page solves
+//! answers with the same queue cookie marked proven
+//! ([`QueueCookie::into_proven`](crate::QueueCookie::into_proven)); only then does the visitor
+//! join the line. Browsers do all this by themselves: the challenge page solves
 //! it with WebCrypto. API clients get the challenge in the JSON answer and solve it themselves,
 //! for example with [`solve`].
 //!
