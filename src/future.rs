@@ -11,7 +11,8 @@ use pin_project_lite::pin_project;
 use tower_service::Service;
 
 use crate::body::ResponseBody;
-use crate::room::{finish, Answered, Issued, Next, Pending, Room, Step};
+use crate::outcome::Admission;
+use crate::room::{finish, Issued, Next, Pending, Room};
 
 pin_project! {
     /// Response future of [`WaitingRoom`](crate::WaitingRoom): the inner service's future,
@@ -31,16 +32,22 @@ pin_project! {
     where
         S: Service<Request<ReqBody>>,
     {
-        /// The request goes through.
+        /// The request goes through: the inner service's future.
         PassThrough {
             #[pin]
             future: S::Future,
             set_cookie: Option<Issued>,
         },
-        /// Waiting for the store; holds the request and the readied inner service.
+        /// The request goes through once the inner service is ready (it was not when the
+        /// request came, or the request waited for the store first).
+        Readying {
+            inner: S,
+            request: Option<Request<ReqBody>>,
+            set_cookie: Option<Issued>,
+        },
+        /// Waiting for the store, with the request and a service to call if it passes.
         Checking {
             pending: Pending,
-            step: Step,
             request: Option<Request<ReqBody>>,
             inner: Option<S>,
             room: Arc<Room>,
@@ -48,6 +55,10 @@ pin_project! {
         /// The room answers.
         Answer {
             response: Option<Response<Bytes>>,
+        },
+        /// The inner service failed to become ready.
+        Failed {
+            error: Option<S::Error>,
         },
     }
 }
@@ -62,6 +73,20 @@ where
         }
     }
 
+    pub(crate) fn ready_then_call(
+        inner: S,
+        request: Request<ReqBody>,
+        set_cookie: Option<Issued>,
+    ) -> Self {
+        Self {
+            kind: Kind::Readying {
+                inner,
+                request: Some(request),
+                set_cookie,
+            },
+        }
+    }
+
     pub(crate) fn answer(response: Response<Bytes>) -> Self {
         Self {
             kind: Kind::Answer {
@@ -70,17 +95,16 @@ where
         }
     }
 
-    pub(crate) fn ask(
-        pending: Pending,
-        step: Step,
-        request: Request<ReqBody>,
-        inner: S,
-        room: Arc<Room>,
-    ) -> Self {
+    pub(crate) fn failed(error: S::Error) -> Self {
+        Self {
+            kind: Kind::Failed { error: Some(error) },
+        }
+    }
+
+    pub(crate) fn ask(pending: Pending, request: Request<ReqBody>, inner: S, room: Arc<Room>) -> Self {
         Self {
             kind: Kind::Checking {
                 pending,
-                step,
                 request: Some(request),
                 inner: Some(inner),
                 room,
@@ -106,44 +130,46 @@ where
                     }
                     return Poll::Ready(Ok(res.map(ResponseBody::inner)));
                 }
+                KindProj::Readying {
+                    inner,
+                    request,
+                    set_cookie,
+                } => {
+                    ready!(inner.poll_ready(cx))?;
+                    let req = request.take().expect("polled after completion");
+                    Kind::PassThrough {
+                        future: inner.call(req),
+                        set_cookie: set_cookie.take(),
+                    }
+                }
                 KindProj::Answer { response } => {
                     let res = response.take().expect("polled after completion");
                     return Poll::Ready(Ok(finish(res).map(ResponseBody::room)));
                 }
+                KindProj::Failed { error } => {
+                    return Poll::Ready(Err(error.take().expect("polled after completion")));
+                }
                 KindProj::Checking {
                     pending,
-                    step,
                     request,
                     inner,
                     room,
                 } => {
-                    let answered = match pending {
-                        Pending::Decision(f) => Answered::Decision(ready!(f.as_mut().poll(cx))),
-                        Pending::Released(f) => Answered::Released(ready!(f.as_mut().poll(cx))),
-                    };
-                    let req = request.as_mut().expect("polled after completion");
-                    match room.after_store(*step, answered, req) {
+                    let req = request.as_ref().expect("polled after completion");
+                    match ready!(pending.poll_next(cx, room, req)) {
                         Next::Pass {
                             admission,
                             set_cookie,
-                        } => {
-                            let mut req = request.take().expect("polled after completion");
-                            req.extensions_mut().insert(admission);
-                            let mut svc = inner.take().expect("polled after completion");
-                            Kind::PassThrough {
-                                future: svc.call(req),
-                                set_cookie,
-                            }
-                        }
+                        } => Kind::Readying {
+                            inner: inner.take().expect("polled after completion"),
+                            request: request.take().map(|req| with_admission(req, admission)),
+                            set_cookie,
+                        },
                         Next::Answer(response) => Kind::Answer {
                             response: Some(response),
                         },
-                        Next::Ask {
-                            pending: next,
-                            step: next_step,
-                        } => {
+                        Next::Ask(next) => {
                             *pending = next;
-                            *step = next_step;
                             continue;
                         }
                     }
@@ -152,6 +178,12 @@ where
             this.kind.set(next);
         }
     }
+}
+
+/// The request, carrying its admission for the handlers behind the layer.
+pub(crate) fn with_admission<B>(mut req: Request<B>, admission: Admission) -> Request<B> {
+    req.extensions_mut().insert(admission);
+    req
 }
 
 impl<S, ReqBody> std::fmt::Debug for ResponseFuture<S, ReqBody>

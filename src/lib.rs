@@ -54,37 +54,49 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations)]
 
-pub mod admission_token;
 mod body;
+mod builder;
+pub mod client;
 pub mod clock;
 pub mod config;
 mod cookies;
+pub mod defences;
 pub mod future;
 mod layer;
-pub mod limits;
 pub mod outcome;
-pub mod proof_of_work;
-pub mod queue_cookie;
 pub mod response;
 mod room;
 mod service;
 mod session;
-pub mod signing;
 pub mod store;
 pub mod testing;
+mod token;
 
 /// The README's examples, compiled as doc tests.
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
 
-pub use admission_token::AdmissionToken;
 pub use body::ResponseBody;
+pub use builder::WaitingRoomBuilder;
+pub use client::{PeerAddr, RequestInfo};
 pub use config::{ConfigError, FailPolicy, RoomConfig, RoomPolicy, SameSite};
-pub use layer::{WaitingRoomBuilder, WaitingRoomLayer};
-pub use limits::{PeerAddr, RateLimit, RequestInfo};
+pub use defences::{ProofOfWork, RateLimit};
+pub use layer::WaitingRoomLayer;
 pub use outcome::{Admission, AdmittedBy, Rejection};
-pub use queue_cookie::QueueCookie;
 pub use service::WaitingRoom;
 pub use session::SessionId;
-pub use signing::{Keyring, SigningKey};
+pub use token::{KeyError, Keyring, SigningKey};
+
+/// Not public API. The crate's own fuzz targets, property tests and benchmark reach the private
+/// wire formats through this module; it may change in any release, and nothing in it is
+/// documented as stable.
+#[doc(hidden)]
+pub mod __private {
+    pub use crate::token::{AdmissionToken, Challenge, QueueCookie};
+
+    /// Leading zero bits of a hash, as the proof-of-work check counts them.
+    pub fn leading_zero_bits(hash: &[u8]) -> u32 {
+        crate::defences::proof_of_work::leading_zero_bits(hash)
+    }
+}

@@ -1,15 +1,15 @@
 //! [`WaitingRoom`], the middleware service.
 
 use std::sync::Arc;
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, Waker};
 
 use bytes::Bytes;
 use http::{Request, Response};
 use tower_service::Service;
 
 use crate::body::ResponseBody;
-use crate::future::ResponseFuture;
-use crate::room::{Next, Room};
+use crate::future::{with_admission, ResponseFuture};
+use crate::room::{Issued, Next, Room};
 
 /// Middleware that puts a waiting room in front of `S`. Made by
 /// [`WaitingRoomLayer`](crate::WaitingRoomLayer).
@@ -55,7 +55,7 @@ impl<S: std::fmt::Debug> std::fmt::Debug for WaitingRoom<S> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("WaitingRoom")
             .field("inner", &self.inner)
-            .field("room", &self.room.config.room())
+            .field("room", &self.room.config().room())
             .finish()
     }
 }
@@ -69,38 +69,59 @@ where
     type Error = S::Error;
     type Future = ResponseFuture<S, ReqBody>;
 
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx)
+    /// Always ready: the room's own answers (redirects, the waiting page, status polls, leave)
+    /// must not wait for the inner service, which may be saturated: that is when waiters ask
+    /// most. Only a request that passes readies the inner service, in [`call`](Self::call) or
+    /// in the response future, as [`tower::util::Oneshot`] does.
+    ///
+    /// [`tower::util::Oneshot`]: https://docs.rs/tower/latest/tower/util/struct.Oneshot.html
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
     }
 
-    fn call(&mut self, mut req: Request<ReqBody>) -> Self::Future {
+    fn call(&mut self, req: Request<ReqBody>) -> Self::Future {
         if self.room.bypasses(&req) {
-            // Not the room's business: the readied service is called right now.
-            return ResponseFuture::pass(self.inner.call(req), None);
+            // Not the room's business: straight to the inner service.
+            return self.pass(req, None);
         }
         match self.room.classify(&req) {
             Next::Pass {
                 admission,
                 set_cookie,
-            } => {
-                // The fast path: the readied service is called right now, no clone needed.
-                req.extensions_mut().insert(admission);
-                ResponseFuture::pass(self.inner.call(req), set_cookie)
+            } => self.pass(with_admission(req, admission), set_cookie),
+            // The inner service is neither readied nor called: it reserves nothing.
+            Next::Answer(res) => ResponseFuture::answer(res),
+            // A clone goes with the request, readied only if the store lets the request pass,
+            // so a store round trip never holds the inner's capacity.
+            Next::Ask(pending) => {
+                ResponseFuture::ask(pending, req, self.inner.clone(), self.room.clone())
             }
-            Next::Answer(res) => {
-                // The inner is not called: drop the readied service (releasing whatever its
-                // readiness reserved, such as a concurrency-limit permit) and keep a fresh clone
-                // for the next `poll_ready`.
-                let clone = self.inner.clone();
-                drop(std::mem::replace(&mut self.inner, clone));
-                ResponseFuture::answer(res)
-            }
-            Next::Ask { pending, step } => {
-                // The readied service goes with the request, to be called once the store has
-                // answered; `self` keeps a fresh clone that the next `poll_ready` readies.
+        }
+    }
+}
+
+impl<S: Clone> WaitingRoom<S> {
+    /// Calls the inner service with a request that passes. The fast path: when the inner is
+    /// ready right now it is called at once, with no clone. Otherwise the inner (with whatever
+    /// place in line its `poll_ready` took) moves into the future, which readies it before the
+    /// call, and `self` keeps a fresh clone. Either way `self.inner` is left un-readied, holding
+    /// no reservation between requests.
+    fn pass<ReqBody>(
+        &mut self,
+        req: Request<ReqBody>,
+        set_cookie: Option<Issued>,
+    ) -> ResponseFuture<S, ReqBody>
+    where
+        S: Service<Request<ReqBody>>,
+    {
+        let mut cx = Context::from_waker(Waker::noop());
+        match self.inner.poll_ready(&mut cx) {
+            Poll::Ready(Ok(())) => ResponseFuture::pass(self.inner.call(req), set_cookie),
+            Poll::Ready(Err(e)) => ResponseFuture::failed(e),
+            Poll::Pending => {
                 let clone = self.inner.clone();
                 let inner = std::mem::replace(&mut self.inner, clone);
-                ResponseFuture::ask(pending, step, req, inner, self.room.clone())
+                ResponseFuture::ready_then_call(inner, req, set_cookie)
             }
         }
     }

@@ -18,7 +18,7 @@
 //!     .layer(room.layer());
 //!
 //! // An admitted visitor reaches the handler, which sees the admission.
-//! let (session, cookie) = room.admission_cookie();
+//! let (session, cookie) = room.admit().await;
 //! let req = Request::get("/").header(header::COOKIE, cookie).body(Body::empty()).unwrap();
 //! let res = app.clone().oneshot(req).await.unwrap();
 //! assert_eq!(res.status(), StatusCode::OK);
@@ -33,13 +33,12 @@
 
 use http::HeaderValue;
 
-use crate::admission_token::AdmissionToken;
+use crate::builder::WaitingRoomBuilder;
 use crate::clock::{duration_ms, Clock, ManualClock};
-use crate::layer::{WaitingRoomBuilder, WaitingRoomLayer};
-use crate::queue_cookie::QueueCookie;
+use crate::layer::WaitingRoomLayer;
 use crate::session::SessionId;
-use crate::signing::SigningKey;
-use crate::store::MemoryStore;
+use crate::store::{Decision, MemoryStore, Store};
+use crate::token::{AdmissionToken, QueueCookie, SigningKey};
 
 /// The time a [`TestRoom`]'s clock starts at: 2026-01-01T00:00:00Z.
 pub const TEST_EPOCH_MS: u64 = 1_767_225_600_000;
@@ -95,22 +94,45 @@ impl TestRoom {
         &self.store
     }
 
-    /// A fresh session's admission token as a `Cookie` header value. It is valid on the fast
-    /// path (no store call) for the room's `refresh` time on the manual clock; the store holds
-    /// no slot for it.
-    pub fn admission_cookie(&self) -> (SessionId, HeaderValue) {
+    /// A visitor the store lets in: a fresh session takes a slot in the embedded store (as a
+    /// first visitor to a room with room to spare would), and its admission token comes back as
+    /// a `Cookie` header value. The slot counts against capacity like any other.
+    ///
+    /// # Panics
+    /// If the store does not admit the visitor (the room is full, or others wait).
+    pub async fn admit(&self) -> (SessionId, HeaderValue) {
         let session = SessionId::random();
-        (session, self.admission_cookie_for(session))
+        let policy = self.layer.config().policy();
+        match self.store.enter(policy, session).await {
+            Ok(Decision::Admitted { expires_at_ms }) => {
+                (session, self.admission_cookie_until(session, expires_at_ms))
+            }
+            other => panic!("TestRoom::admit: the store did not admit a new visitor: {other:?}"),
+        }
     }
 
-    /// An admission token for `session` as a `Cookie` header value.
-    pub fn admission_cookie_for(&self, session: SessionId) -> HeaderValue {
+    /// A fresh session's admission token as a `Cookie` header value, **without a slot** in the
+    /// store: the token alone. It is valid on the fast path (no store call) for the room's
+    /// `refresh` time on the manual clock; once older, the store finds no slot for it and the
+    /// visitor goes back to the line. For a visitor who holds a slot, use
+    /// [`admit`](Self::admit).
+    pub fn token_without_slot(&self) -> (SessionId, HeaderValue) {
+        let session = SessionId::random();
+        (session, self.token_without_slot_for(session))
+    }
+
+    /// Like [`token_without_slot`](Self::token_without_slot), for `session`.
+    pub fn token_without_slot_for(&self, session: SessionId) -> HeaderValue {
+        let expires_at_ms = self.clock.now_ms() + self.layer.config().policy().active_ttl_ms;
+        self.admission_cookie_until(session, expires_at_ms)
+    }
+
+    fn admission_cookie_until(&self, session: SessionId, expires_at_ms: u64) -> HeaderValue {
         let room = self.layer.room();
-        let now = self.clock.now_ms();
-        let token = AdmissionToken::new(session, now, now + room.config.policy.active_ttl_ms);
+        let token = AdmissionToken::new(session, self.clock.now_ms(), expires_at_ms);
         cookie_header(
-            &room.config.cookies.admission_name,
-            &token.sign(&room.keys, room.config.room()),
+            room.config().cookies().admission_name(),
+            &token.sign(room.keys(), room.config().room()),
         )
     }
 
@@ -130,15 +152,15 @@ impl TestRoom {
     fn new_queue_cookie(&self, proven: bool) -> (SessionId, HeaderValue) {
         let room = self.layer.room();
         let mut cookie =
-            QueueCookie::issue(self.clock.now_ms(), duration_ms(room.config.session_ttl));
+            QueueCookie::issue(self.clock.now_ms(), duration_ms(room.config().session_ttl()));
         if proven {
             cookie = cookie.into_proven();
         }
         (
             cookie.session(),
             cookie_header(
-                &room.config.cookies.queue_name,
-                &cookie.sign(&room.keys, room.config.room()),
+                room.config().cookies().queue_name(),
+                &cookie.sign(room.keys(), room.config().room()),
             ),
         )
     }

@@ -246,7 +246,7 @@ pub(super) fn render(
                 _ => None,
             },
             "proof": cx.proof_path,
-            "proof_header": crate::proof_of_work::PROOF_HEADER,
+            "proof_header": crate::defences::proof_of_work::PROOF_HEADER,
             "sep": texts.thousands_separator,
             "texts": {
                 "eta_almost_there": texts.eta_almost_there,

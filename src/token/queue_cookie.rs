@@ -4,27 +4,10 @@
 //! [`SessionId`] with an issue and expiry time, signed with the room's key) and a redirect back to
 //! the same URL. Only a request that comes back with a valid queue cookie ever reaches the store,
 //! so a flood of cookie-less requests costs one HMAC each and nothing else.
-//!
-//! ```
-//! use tower_waiting_room::{Keyring, QueueCookie, SigningKey};
-//!
-//! let keys = Keyring::new(SigningKey::new("k1", [42u8; 32]).unwrap());
-//! let cookie = QueueCookie::issue(1_000, 60_000);
-//! let text = cookie.sign(&keys, "shop");
-//! assert_eq!(QueueCookie::verify(&keys, "shop", &text, 2_000), Some(cookie));
-//! // Another room, a tampered value, or an expired one is no cookie at all.
-//! assert_eq!(QueueCookie::verify(&keys, "other", &text, 2_000), None);
-//! assert_eq!(QueueCookie::verify(&keys, "shop", &text.replace('.', "-"), 2_000), None);
-//! assert_eq!(QueueCookie::verify(&keys, "shop", &text, 61_000), None);
-//!
-//! // With proof of work on, a session that solved its challenge gets the same cookie, marked.
-//! let proven = cookie.into_proven().sign(&keys, "shop");
-//! assert!(QueueCookie::verify(&keys, "shop", &proven, 2_000).unwrap().is_proven());
-//! assert_eq!(QueueCookie::verify(&keys, "shop", &proven.replacen("p1", "q1", 1), 2_000), None);
-//! ```
 
 use crate::session::SessionId;
-use crate::signing::{self, Claims, Keyring, Kind};
+use super::format::{self, Claims, Kind};
+use super::keys::Keyring;
 
 /// The visitor's signed place-holder: who they are, not where they stand.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -83,7 +66,7 @@ impl QueueCookie {
 
     /// The signed cookie value for `room`, with the keyring's current key.
     pub fn sign(&self, keys: &Keyring, room: &str) -> String {
-        signing::sign(keys, self.kind(), room, &self.claims)
+        format::sign(keys, self.kind(), room, &self.claims)
     }
 
     /// The cookie, if `value` is a queue cookie of `room` signed by a key of the keyring and not
@@ -95,7 +78,7 @@ impl QueueCookie {
         } else {
             Kind::Queue
         };
-        let claims = signing::verify_unexpired(keys, kind, room, value, now_ms)?;
+        let claims = format::verify_unexpired(keys, kind, room, value, now_ms)?;
         Some(Self { claims, proven })
     }
 
@@ -105,5 +88,29 @@ impl QueueCookie {
         } else {
             Kind::Queue
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::token::keys::{Keyring, SigningKey};
+
+    #[test]
+    fn module_example() {
+
+        let keys = Keyring::new(SigningKey::new("k1", [42u8; 32]).unwrap());
+        let cookie = QueueCookie::issue(1_000, 60_000);
+        let text = cookie.sign(&keys, "shop");
+        assert_eq!(QueueCookie::verify(&keys, "shop", &text, 2_000), Some(cookie));
+        // Another room, a tampered value, or an expired one is no cookie at all.
+        assert_eq!(QueueCookie::verify(&keys, "other", &text, 2_000), None);
+        assert_eq!(QueueCookie::verify(&keys, "shop", &text.replace('.', "-"), 2_000), None);
+        assert_eq!(QueueCookie::verify(&keys, "shop", &text, 61_000), None);
+
+        // With proof of work on, a session that solved its challenge gets the same cookie, marked.
+        let proven = cookie.into_proven().sign(&keys, "shop");
+        assert!(QueueCookie::verify(&keys, "shop", &proven, 2_000).unwrap().is_proven());
+        assert_eq!(QueueCookie::verify(&keys, "shop", &proven.replacen("p1", "q1", 1), 2_000), None);
     }
 }

@@ -16,7 +16,7 @@
 //! tries), and send `<challenge>:<nonce>` in the `waiting-room-proof` header of a `POST` to
 //! `{prefix}/{room}/proof`. The room checks it without any store (one HMAC, one SHA-256), and
 //! answers with the same queue cookie marked proven
-//! ([`QueueCookie::into_proven`](crate::QueueCookie::into_proven)); only then does the visitor
+//! ; only then does the visitor
 //! join the line. Browsers do all this by themselves: the challenge page solves
 //! it with WebCrypto. API clients get the challenge in the JSON answer and solve it themselves,
 //! for example with [`solve`].
@@ -28,32 +28,29 @@
 //!
 //! What it costs, measured, is in `docs/security.md`.
 //!
+//!
 //! ```
-//! use tower_waiting_room::proof_of_work::{is_solution, solve, Challenge};
-//! use tower_waiting_room::{Keyring, SessionId, SigningKey};
+//! use tower_waiting_room::defences::proof_of_work::{is_solution, solve};
 //!
-//! let keys = Keyring::new(SigningKey::new("k1", [42u8; 32]).unwrap());
-//! let session = SessionId::random();
-//! let challenge = Challenge::issue(session, 1_000, 60_000).sign(&keys, "shop");
-//!
+//! // A challenge as the room hands it out (the JSON's `challenge`); its text is opaque.
+//! let challenge = "c1.k1.00112233445566778899aabbccddeeff.1000.301000.tag";
 //! // What a client does: find a nonce (about 2^8 tries at difficulty 8)...
-//! let nonce = solve(&challenge, 8);
-//! assert!(is_solution(&challenge, nonce, 8));
-//! // ...and what the room checks: its own signature, the session, the expiry.
-//! let checked = Challenge::verify(&keys, "shop", &challenge, 2_000).unwrap();
-//! assert_eq!(checked.session(), session);
-//! assert_eq!(Challenge::verify(&keys, "shop", &challenge, 61_000), None);
+//! let nonce = solve(challenge, 8);
+//! assert!(is_solution(challenge, nonce, 8));
+//! // ...and send `<challenge>:<nonce>` in the `waiting-room-proof` header. The room also checks
+//! // its own signature, the session and the expiry, which no client can fake.
 //! ```
 
-use std::collections::HashSet;
 use std::sync::Mutex;
 use std::time::Duration;
 
 use ring::digest;
 
+use super::generations::Generations;
 use crate::clock::duration_ms;
 use crate::session::SessionId;
-use crate::signing::{self, parse_u64, Claims, Keyring, Kind, MAX_SIGNED_LEN};
+use crate::token::encoding::{decimal, parse_u64};
+use crate::token::{Challenge, Keyring, MAX_SIGNED_LEN};
 
 /// The lowest difficulty accepted, in leading zero bits.
 pub const MIN_DIFFICULTY: u8 = 1;
@@ -121,51 +118,8 @@ impl ProofOfWork {
     }
 }
 
-/// A proof-of-work challenge: which session it was issued to, and when it expires. Signed with
-/// the room's key like the queue cookie (kind `c1`), so it cannot be forged, moved to another
-/// session or room, or extended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Challenge(Claims);
-
-impl Challenge {
-    /// A challenge for `session`, valid for `ttl_ms` from `now_ms`.
-    pub fn issue(session: SessionId, now_ms: u64, ttl_ms: u64) -> Self {
-        Self(Claims {
-            session,
-            issued_at_ms: now_ms,
-            expires_at_ms: now_ms.saturating_add(ttl_ms),
-        })
-    }
-
-    /// The session it is bound to.
-    pub fn session(&self) -> SessionId {
-        self.0.session
-    }
-
-    /// When it was issued (ms since the epoch).
-    pub fn issued_at_ms(&self) -> u64 {
-        self.0.issued_at_ms
-    }
-
-    /// When it stops being valid (ms since the epoch).
-    pub fn expires_at_ms(&self) -> u64 {
-        self.0.expires_at_ms
-    }
-
-    /// The signed challenge text for `room`.
-    pub fn sign(&self, keys: &Keyring, room: &str) -> String {
-        signing::sign(keys, Kind::Challenge, room, &self.0)
-    }
-
-    /// The challenge, if `value` is one of `room`, signed by a key of the keyring and not expired
-    /// at `now_ms`; anything else is `None`.
-    pub fn verify(keys: &Keyring, room: &str, value: &str, now_ms: u64) -> Option<Self> {
-        signing::verify_unexpired(keys, Kind::Challenge, room, value, now_ms).map(Self)
-    }
-}
-
 /// Leading zero bits of a hash.
-pub fn leading_zero_bits(hash: &[u8]) -> u32 {
+pub(crate) fn leading_zero_bits(hash: &[u8]) -> u32 {
     let mut bits = 0;
     for &b in hash {
         if b != 0 {
@@ -202,7 +156,7 @@ pub fn solve(challenge: &str, difficulty: u8) -> u64 {
 fn meets(input: &mut Vec<u8>, prefix: usize, nonce: u64, difficulty: u8) -> bool {
     input.truncate(prefix);
     let mut digits = [0u8; 20];
-    let start = signing::decimal(nonce, &mut digits);
+    let start = decimal(nonce, &mut digits);
     input.extend_from_slice(&digits[start..]);
     let hash = digest::digest(&digest::SHA256, input);
     leading_zero_bits(hash.as_ref()) >= u32::from(difficulty)
@@ -280,6 +234,7 @@ impl ProofGate {
     }
 }
 
+
 /// The challenges accepted and not yet expired, in two generations of `ttl` each.
 ///
 /// A challenge accepted at `t` expires by `t + ttl` (it was issued before `t`, valid for at most
@@ -289,66 +244,35 @@ impl ProofGate {
 /// generation: a generation that fills up is turned over early, which can forget a challenge
 /// before it expires; replaying it then gives its own session a proven cookie again, nothing
 /// more.
-struct UsedChallenges {
-    ttl_ms: u64,
-    max: usize,
-    state: Mutex<Generations>,
-}
-
-struct Generations {
-    start_ms: u64,
-    current: HashSet<(SessionId, u64)>,
-    previous: HashSet<(SessionId, u64)>,
-}
+struct UsedChallenges(Mutex<Generations<(SessionId, u64), ()>>);
 
 impl UsedChallenges {
     fn new(ttl_ms: u64, max: usize) -> Self {
-        Self {
-            ttl_ms: ttl_ms.max(1),
-            max: max.max(1),
-            state: Mutex::new(Generations {
-                start_ms: 0,
-                current: HashSet::new(),
-                previous: HashSet::new(),
-            }),
-        }
+        Self(Mutex::new(Generations::new(ttl_ms, max)))
     }
 
-    /// Records `challenge` as used; `false` if it already was.
+    /// Remembers `challenge` as used; `false` if it already was.
     fn insert(&self, challenge: &Challenge, now_ms: u64) -> bool {
         let key = (challenge.session(), challenge.issued_at_ms());
-        let mut g = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        let elapsed = now_ms.saturating_sub(g.start_ms);
-        if elapsed >= 2 * self.ttl_ms {
-            g.current.clear();
-            g.previous.clear();
-            g.start_ms = now_ms;
-        } else if elapsed >= self.ttl_ms {
-            g.previous = std::mem::take(&mut g.current);
-            g.start_ms += self.ttl_ms;
-        }
-        if g.current.contains(&key) || g.previous.contains(&key) {
+        let mut g = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        g.advance(now_ms);
+        if g.get(&key) != (None, None) {
             return false;
         }
-        if g.current.len() >= self.max {
-            g.previous = std::mem::take(&mut g.current);
-            g.start_ms = now_ms;
-        }
-        g.current.insert(key);
+        g.entry(key, now_ms);
         true
     }
 
     #[cfg(test)]
     fn len(&self) -> usize {
-        let g = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        g.current.len() + g.previous.len()
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).len()
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::signing::SigningKey;
+    use crate::token::SigningKey;
 
     fn keys() -> Keyring {
         Keyring::new(SigningKey::new("k1", [7u8; 32]).unwrap())

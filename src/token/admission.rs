@@ -4,25 +4,14 @@
 //! signed with HMAC-SHA256 for one room. While it is younger than the room's `refresh` the request
 //! goes straight to the inner service with no store call at all. Older but unexpired, one
 //! heartbeat extends the slot and a fresh token rides back on the response.
-//!
-//! ```
-//! use std::time::Duration;
-//! use tower_waiting_room::{AdmissionToken, Keyring, SessionId, SigningKey};
-//!
-//! let keys = Keyring::new(SigningKey::new("k1", [42u8; 32]).unwrap());
-//! let token = AdmissionToken::new(SessionId::random(), 10_000, 310_000);
-//! let text = token.sign(&keys, "shop");
-//! let checked = AdmissionToken::verify(&keys, "shop", &text, 12_000).unwrap();
-//! assert!(checked.is_fresh(12_000, Duration::from_secs(15)));
-//! assert!(!checked.is_fresh(26_000, Duration::from_secs(15)));
-//! assert_eq!(AdmissionToken::verify(&keys, "shop", &text, 310_000), None); // expired
-//! ```
 
 use std::time::Duration;
 
 use crate::clock::duration_ms;
 use crate::session::SessionId;
-use crate::signing::{self, Claims, Keyring, Kind, Network};
+use super::format::{self, Claims, Kind};
+use super::keys::Keyring;
+use crate::client::network::Network;
 
 /// Proof that a visitor holds a slot, until `expires_at_ms`.
 ///
@@ -81,7 +70,7 @@ impl AdmissionToken {
 
     /// The signed token for `room`, with the keyring's current key.
     pub fn sign(&self, keys: &Keyring, room: &str) -> String {
-        signing::sign_with_network(
+        format::sign_with_network(
             keys,
             Kind::Admission,
             room,
@@ -97,7 +86,7 @@ impl AdmissionToken {
     /// The token, if `value` is an admission token of `room` signed by a key of the keyring and
     /// not expired at `now_ms`; anything else is `None`, exactly like no token.
     pub fn verify(keys: &Keyring, room: &str, value: &str, now_ms: u64) -> Option<Self> {
-        let (c, network) = signing::verify_with_network(keys, Kind::Admission, room, value)?;
+        let (c, network) = format::verify_with_network(keys, Kind::Admission, room, value)?;
         (now_ms < c.expires_at_ms && c.issued_at_ms <= now_ms.saturating_add(60_000)).then_some(
             Self {
                 session: c.session,
@@ -112,7 +101,7 @@ impl AdmissionToken {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::signing::SigningKey;
+    use crate::token::keys::SigningKey;
 
     fn keys() -> Keyring {
         Keyring::new(SigningKey::new("k1", [42u8; 32]).unwrap())
@@ -175,5 +164,18 @@ mod tests {
             AdmissionToken::verify(&keys(), "shop", &dropped, 12_000),
             None
         );
+    }
+
+    #[test]
+    fn module_example() {
+        use std::time::Duration;
+
+        let keys = Keyring::new(SigningKey::new("k1", [42u8; 32]).unwrap());
+        let token = AdmissionToken::new(SessionId::random(), 10_000, 310_000);
+        let text = token.sign(&keys, "shop");
+        let checked = AdmissionToken::verify(&keys, "shop", &text, 12_000).unwrap();
+        assert!(checked.is_fresh(12_000, Duration::from_secs(15)));
+        assert!(!checked.is_fresh(26_000, Duration::from_secs(15)));
+        assert_eq!(AdmissionToken::verify(&keys, "shop", &text, 310_000), None); // expired
     }
 }

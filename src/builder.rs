@@ -1,0 +1,548 @@
+//! [`WaitingRoomBuilder`]: the setters, and `build`, which validates every setting and
+//! assembles the room.
+
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::HeaderName;
+
+use crate::client::{ClientIp, ClientIpFn, RequestInfo};
+use crate::clock::{duration_ms, Clock, SharedClock, SystemClock};
+use crate::config::{
+    defaults, validate, ConfigError, CookieSettings, FailPolicy, RoomConfig, RoomPolicy, SameSite,
+};
+use crate::defences::{
+    BypassFn, Defences, Limiter, ProofGate, ProofOfWork, RateLimit, MAX_TRACKED,
+};
+use crate::layer::WaitingRoomLayer;
+use crate::response::{DefaultRenderer, Render};
+use crate::room::{Room, RoomParts};
+use crate::store::{MemoryStore, Store};
+use crate::token::{KeyError, Keyring, SigningKey};
+
+/// Configures a [`WaitingRoomLayer`]; [`build`](Self::build) validates everything and returns a
+/// [`ConfigError`] instead of panicking. Defaults are in the [`config`](crate::config) docs.
+#[must_use]
+pub struct WaitingRoomBuilder {
+    room: String,
+    capacity: Option<u32>,
+    admission_rate: Option<u32>,
+    active_ttl: Duration,
+    grant_ttl: Duration,
+    queue_ttl: Duration,
+    refresh: Duration,
+    session_ttl: Duration,
+    max_queue_len: u64,
+    fail_policy: FailPolicy,
+    cookie_name: Option<String>,
+    cookie_path: String,
+    cookie_domain: Option<String>,
+    secure: bool,
+    same_site: SameSite,
+    path_prefix: String,
+    session_header: String,
+    token_header: String,
+    current_key: Option<Result<SigningKey, KeyError>>,
+    previous_key: Option<Result<SigningKey, KeyError>>,
+    clock: Option<SharedClock>,
+    store: Option<Arc<dyn Store>>,
+    renderer: Arc<dyn Render>,
+    bypass: Vec<Box<BypassFn>>,
+    client_ip: ClientIp,
+    client_ip_header: Option<String>,
+    new_visitor_limit: Option<RateLimit>,
+    poll_limit: Option<RateLimit>,
+    bind_tokens_to_network: bool,
+    proof_of_work: Option<ProofOfWork>,
+}
+
+impl WaitingRoomBuilder {
+    pub(crate) fn new(room: String) -> Self {
+        Self {
+            room,
+            capacity: None,
+            admission_rate: None,
+            active_ttl: defaults::ACTIVE_TTL,
+            grant_ttl: defaults::GRANT_TTL,
+            queue_ttl: defaults::QUEUE_TTL,
+            refresh: defaults::REFRESH,
+            session_ttl: defaults::SESSION_TTL,
+            max_queue_len: defaults::MAX_QUEUE_LEN,
+            fail_policy: defaults::FAIL_POLICY,
+            cookie_name: None,
+            cookie_path: defaults::COOKIE_PATH.to_owned(),
+            cookie_domain: None,
+            secure: defaults::SECURE_COOKIES,
+            same_site: defaults::SAME_SITE,
+            path_prefix: defaults::PATH_PREFIX.to_owned(),
+            session_header: defaults::SESSION_HEADER.to_owned(),
+            token_header: defaults::TOKEN_HEADER.to_owned(),
+            current_key: None,
+            previous_key: None,
+            clock: None,
+            store: None,
+            renderer: Arc::new(DefaultRenderer::new()),
+            bypass: Vec::new(),
+            client_ip: ClientIp::Peer,
+            client_ip_header: None,
+            new_visitor_limit: Some(defaults::NEW_VISITORS_PER_IP),
+            poll_limit: Some(defaults::POLLS_PER_SESSION),
+            bind_tokens_to_network: false,
+            proof_of_work: None,
+        }
+    }
+
+    /// Visitors inside at once, counting granted but unclaimed slots. Required.
+    pub fn capacity(mut self, capacity: u32) -> Self {
+        self.capacity = Some(capacity);
+        self
+    }
+
+    /// At most this many admissions per second (on top of capacity). Unset by default.
+    pub fn admission_rate(mut self, per_second: u32) -> Self {
+        self.admission_rate = Some(per_second);
+        self
+    }
+
+    /// Slot lifetime, extended by activity. Default 300 s.
+    pub fn active_ttl(mut self, ttl: Duration) -> Self {
+        self.active_ttl = ttl;
+        self
+    }
+
+    /// Time a promoted visitor has to come back and claim the slot. Default 30 s.
+    pub fn grant_ttl(mut self, ttl: Duration) -> Self {
+        self.grant_ttl = ttl;
+        self
+    }
+
+    /// A waiter silent for longer is skipped when their turn comes. Default 120 s.
+    pub fn queue_ttl(mut self, ttl: Duration) -> Self {
+        self.queue_ttl = ttl;
+        self
+    }
+
+    /// Age under which an admission token is trusted without a store call. Default 15 s; must
+    /// be shorter than `active_ttl`.
+    pub fn refresh(mut self, refresh: Duration) -> Self {
+        self.refresh = refresh;
+        self
+    }
+
+    /// Lifetime of the signed queue cookie. Default 24 h.
+    pub fn session_ttl(mut self, ttl: Duration) -> Self {
+        self.session_ttl = ttl;
+        self
+    }
+
+    /// Longest line; beyond it visitors get the "full" answer. Default 100 000.
+    pub fn max_queue_len(mut self, max: u64) -> Self {
+        self.max_queue_len = max;
+        self
+    }
+
+    /// What new visitors get while the store is unreachable. Default [`FailPolicy::Open`].
+    pub fn fail_policy(mut self, policy: FailPolicy) -> Self {
+        self.fail_policy = policy;
+        self
+    }
+
+    /// Base name of the cookies: `{name}_q` (queue) and `{name}_a` (admission). Default
+    /// `wr_{room}`, so two rooms on one site do not collide.
+    pub fn cookie_name(mut self, name: impl Into<String>) -> Self {
+        self.cookie_name = Some(name.into());
+        self
+    }
+
+    /// `Path` of the cookies. Default `/`.
+    pub fn cookie_path(mut self, path: impl Into<String>) -> Self {
+        self.cookie_path = path.into();
+        self
+    }
+
+    /// `Domain` of the cookies. Unset by default (host-only cookies).
+    pub fn cookie_domain(mut self, domain: impl Into<String>) -> Self {
+        self.cookie_domain = Some(domain.into());
+        self
+    }
+
+    /// Whether cookies carry `Secure`. Default `true`; turn off only for plain-http development.
+    pub fn secure_cookies(mut self, secure: bool) -> Self {
+        self.secure = secure;
+        self
+    }
+
+    /// `SameSite` of the cookies. Default [`SameSite::Lax`].
+    pub fn same_site(mut self, same_site: SameSite) -> Self {
+        self.same_site = same_site;
+        self
+    }
+
+    /// Where the room's own endpoints live. Default `/__waitingroom`.
+    pub fn path_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.path_prefix = prefix.into();
+        self
+    }
+
+    /// The header carrying the signed queue value for apps without a cookie jar. Default
+    /// [`waiting-room-session`](defaults::SESSION_HEADER).
+    pub fn session_header(mut self, name: impl Into<String>) -> Self {
+        self.session_header = name.into();
+        self
+    }
+
+    /// The header carrying the signed admission token for apps without a cookie jar. Default
+    /// [`waiting-room-token`](defaults::TOKEN_HEADER).
+    pub fn token_header(mut self, name: impl Into<String>) -> Self {
+        self.token_header = name.into();
+        self
+    }
+
+    /// The secret of the current signing key, with key id `k1`; at least 32 bytes.
+    pub fn secret(mut self, secret: impl AsRef<[u8]>) -> Self {
+        self.current_key = Some(SigningKey::new(defaults::KEY_ID, secret));
+        self
+    }
+
+    /// The current signing key.
+    pub fn signing_key(mut self, key: SigningKey) -> Self {
+        self.current_key = Some(Ok(key));
+        self
+    }
+
+    /// A previous signing key, still accepted when verifying.
+    pub fn previous_signing_key(mut self, key: SigningKey) -> Self {
+        self.previous_key = Some(Ok(key));
+        self
+    }
+
+    /// Current and previous keys at once.
+    pub fn keyring(mut self, keys: Keyring) -> Self {
+        self.current_key = Some(Ok(keys.current().clone()));
+        self.previous_key = keys.previous().cloned().map(Ok);
+        self
+    }
+
+    /// The clock for tokens and (when no store is given) the embedded store. Default: system.
+    pub fn clock(mut self, clock: impl Clock) -> Self {
+        self.clock = Some(Arc::new(clock));
+        self
+    }
+
+    /// The store. Default: a new [`MemoryStore`] on the builder's clock.
+    pub fn store(mut self, store: impl Store) -> Self {
+        self.store = Some(Arc::new(store));
+        self
+    }
+
+    /// A shared store, for several layers over one store object.
+    pub fn shared_store(mut self, store: Arc<dyn Store>) -> Self {
+        self.store = Some(store);
+        self
+    }
+
+    /// How rejections are rendered. Default [`DefaultRenderer`].
+    pub fn renderer(mut self, renderer: impl Render) -> Self {
+        self.renderer = Arc::new(renderer);
+        self
+    }
+
+    /// Requests for which `rule` returns `true` skip the room entirely: they go straight to the
+    /// inner service, with no [`Admission`](crate::Admission) in their extensions, no cookie and
+    /// no store call, and no limit counts them. Health checks, static assets, webhooks, admin
+    /// addresses. Several rules: a request matching any of them bypasses. Rules run on every
+    /// request, before anything else, so keep them cheap.
+    ///
+    /// ```
+    /// use http::Method;
+    /// use tower_waiting_room::WaitingRoomLayer;
+    ///
+    /// let builder = WaitingRoomLayer::builder("shop")
+    ///     .bypass(|req| req.path() == "/healthz")
+    ///     .bypass(|req| req.method() == Method::GET && req.path().starts_with("/assets/"))
+    ///     // Webhooks authenticate themselves; the payment provider must never wait in line.
+    ///     .bypass(|req| req.method() == Method::POST && req.path() == "/webhooks/payments");
+    /// # let _ = builder;
+    /// ```
+    ///
+    /// A rule on a header a client can send (`User-Agent`, a made-up `X-Internal`) lets anyone
+    /// skip the line: match on paths that are not worth queueing, or on a secret the caller
+    /// proves.
+    pub fn bypass<F>(mut self, rule: F) -> Self
+    where
+        F: Fn(&RequestInfo<'_>) -> bool + Send + Sync + 'static,
+    {
+        self.bypass.push(Box::new(rule));
+        self
+    }
+
+    /// How many new queue entries (fresh queue cookies, stage 1) one client IP gets; over it the
+    /// answer is `429` with `Retry-After` and no cookie. Default
+    /// [`NEW_VISITORS_PER_IP`](defaults::NEW_VISITORS_PER_IP) (60 a minute; IPv6
+    /// clients counted by /64); `None`
+    /// turns it off. Kept in process memory, so with several gateways each counts its own. See
+    /// [`limits`](crate::limits) for where the IP comes from; with no IP there is no limit.
+    pub fn new_visitor_limit(mut self, limit: impl Into<Option<RateLimit>>) -> Self {
+        self.new_visitor_limit = limit.into();
+        self
+    }
+
+    /// How many store questions (stage 3 and the status endpoint) one session may cause; over
+    /// it the answer is `429` with `Retry-After` and the store is not asked. Default
+    /// [`POLLS_PER_SESSION`](defaults::POLLS_PER_SESSION) (30 per 10 s); `None` turns it
+    /// off. Admitted visitors' token checks are never limited.
+    pub fn poll_limit(mut self, limit: impl Into<Option<RateLimit>>) -> Self {
+        self.poll_limit = limit.into();
+        self
+    }
+
+    /// Take the client IP from the **right-most** address in this header (`X-Forwarded-For`,
+    /// `X-Real-IP`, ...) instead of the connection: for services behind a reverse proxy that
+    /// appends the address it saw. **Only behind such a proxy**: a client can write anything
+    /// into the header, and the right-most entry is the only one your proxy vouches for. Behind
+    /// several proxies, use [`client_ip_with`](Self::client_ip_with).
+    pub fn client_ip_header(mut self, name: impl Into<String>) -> Self {
+        self.client_ip_header = Some(name.into());
+        self
+    }
+
+    /// Find the client IP with your own function (for example from axum's
+    /// `ConnectInfo<SocketAddr>`; see [`limits`](crate::limits)). Overrides
+    /// [`client_ip_header`](Self::client_ip_header).
+    pub fn client_ip_with<F>(mut self, find: F) -> Self
+    where
+        F: Fn(&RequestInfo<'_>) -> Option<IpAddr> + Send + Sync + 'static,
+    {
+        self.client_ip = ClientIp::With(Box::new(find) as Box<ClientIpFn>);
+        self
+    }
+
+    /// Bind admission tokens to the visitor's network: the /24 of an IPv4 address, the /48 of an
+    /// IPv6 address (an IPv4-mapped IPv6 address counts as IPv4), signed into the token. A token
+    /// presented from another network is treated exactly like no token: a visitor who still has
+    /// the queue cookie goes to the store, which finds their slot and hands them a token for the
+    /// new network; someone who only copied the token starts at the back of the line. Default
+    /// **off**.
+    ///
+    /// Why off: people move between networks during a visit (Wi-Fi to mobile data, a VPN
+    /// switching exits, a carrier's NAT changing address), and with binding on, each move costs
+    /// a store call and, for clients without the queue cookie, the slot. And it is only a weak
+    /// defence against shared tokens: anyone on the same /24 or /48 (an office, a university, a
+    /// carrier's NAT) can still use a copied token.
+    ///
+    /// The network comes from the same place as for the limits (see [`limits`](crate::limits)):
+    /// [`client_ip_with`](Self::client_ip_with), [`client_ip_header`](Self::client_ip_header),
+    /// or the connection. **No client IP** when a token is issued binds it to "unknown", and such
+    /// a token admits only requests whose IP is unknown too; a token bound to a real network
+    /// never admits a request without an IP. A room that never finds the IP thus behaves as
+    /// without binding (and logs one warning), and hiding one's IP never unlocks a token.
+    /// Unbound tokens (issued before binding was turned on) count as no token while it is on;
+    /// bound tokens admit from anywhere once it is turned off again.
+    pub fn bind_tokens_to_network(mut self, bind: bool) -> Self {
+        self.bind_tokens_to_network = bind;
+        self
+    }
+
+    /// Ask visitors to solve a proof-of-work challenge before they join the line: a visitor
+    /// whose queue cookie is not yet proven gets `403` and a signed, expiring challenge bound to
+    /// its session instead of a store call; browsers solve it by themselves (WebCrypto), API
+    /// clients get it in the JSON. Default **off**. See [`proof_of_work`](crate::proof_of_work)
+    /// for the protocol, and `docs/security.md` for what each difficulty costs a browser and a
+    /// bot farm.
+    ///
+    /// ```
+    /// use tower_waiting_room::proof_of_work::ProofOfWork;
+    /// use tower_waiting_room::{ConfigError, WaitingRoomLayer};
+    ///
+    /// let room = WaitingRoomLayer::builder("drop")
+    ///     .capacity(500)
+    ///     .secret([7u8; 32])
+    ///     .proof_of_work(ProofOfWork::new(16))
+    ///     .build();
+    /// assert!(room.is_ok());
+    ///
+    /// let too_hard = WaitingRoomLayer::builder("drop")
+    ///     .capacity(500)
+    ///     .secret([7u8; 32])
+    ///     .proof_of_work(ProofOfWork::new(40))
+    ///     .build();
+    /// assert_eq!(too_hard.err(), Some(ConfigError::InvalidProofOfWork));
+    /// ```
+    pub fn proof_of_work(mut self, settings: impl Into<Option<ProofOfWork>>) -> Self {
+        self.proof_of_work = settings.into();
+        self
+    }
+
+    /// Validates the configuration and builds the layer. Nothing is half-built: every
+    /// setting is checked first, and the first one refused is the error.
+    pub fn build(self) -> Result<WaitingRoomLayer, ConfigError> {
+        let capacity = self.validate_numbers()?;
+        let cookies = self.cookie_settings()?;
+        let (session_header, token_header) = self.headers()?;
+        let keys = self.signing_keys()?;
+        let client_ip = match (self.client_ip, self.client_ip_header) {
+            (ClientIp::Peer, Some(name)) => ClientIp::Header(
+                header_name(&name, "client_ip_header")?,
+            ),
+            (client_ip, _) => client_ip,
+        };
+        let defences = Defences {
+            bypass: self.bypass,
+            client_ip,
+            new_visitors: self.new_visitor_limit.map(|l| Limiter::new(l, MAX_TRACKED)),
+            polls: self.poll_limit.map(|l| Limiter::new(l, MAX_TRACKED)),
+            proof: self.proof_of_work.map(ProofGate::new),
+            warned_no_ip: Default::default(),
+            warned_unknown_network: Default::default(),
+        };
+        let clock: SharedClock = self.clock.unwrap_or_else(|| Arc::new(SystemClock));
+        let store = self
+            .store
+            .unwrap_or_else(|| Arc::new(MemoryStore::with_shared_clock(clock.clone())));
+        let policy = RoomPolicy::new(&self.room, capacity)
+            .with_admission_rate(self.admission_rate)
+            .with_ttls(self.active_ttl, self.grant_ttl, self.queue_ttl)
+            .with_max_queue_len(self.max_queue_len);
+        let config = RoomConfig {
+            policy,
+            refresh: self.refresh,
+            session_ttl: self.session_ttl,
+            fail_policy: self.fail_policy,
+            cookies,
+            path_prefix: self.path_prefix,
+            session_header,
+            token_header,
+            bind_tokens_to_network: self.bind_tokens_to_network,
+        };
+        let room = Room::new(RoomParts {
+            config,
+            keys,
+            store,
+            clock,
+            renderer: self.renderer,
+            defences,
+        });
+        Ok(WaitingRoomLayer::from_room(Arc::new(room)))
+    }
+
+    /// The room id, capacity, rates, durations, limits and proof of work; returns the capacity.
+    fn validate_numbers(&self) -> Result<u32, ConfigError> {
+        if !validate::valid_room_id(&self.room) {
+            return Err(ConfigError::InvalidRoomId {
+                room: self.room.clone(),
+            });
+        }
+        let capacity = match self.capacity {
+            Some(c) if c > 0 => c,
+            _ => return Err(ConfigError::MissingCapacity),
+        };
+        if self.admission_rate == Some(0) {
+            return Err(ConfigError::ZeroAdmissionRate);
+        }
+        if self.max_queue_len == 0 {
+            return Err(ConfigError::ZeroMaxQueueLen);
+        }
+        for (setting, d) in [
+            ("active_ttl", self.active_ttl),
+            ("grant_ttl", self.grant_ttl),
+            ("queue_ttl", self.queue_ttl),
+            ("refresh", self.refresh),
+            ("session_ttl", self.session_ttl),
+        ] {
+            // Whole milliseconds, and far from overflowing when added to a timestamp.
+            if d.as_millis() == 0 || duration_ms(d) > u64::MAX / 4 {
+                return Err(ConfigError::InvalidDuration { setting });
+            }
+        }
+        if self.refresh >= self.active_ttl {
+            return Err(ConfigError::RefreshNotShorterThanActiveTtl);
+        }
+        if !validate::valid_path_prefix(&self.path_prefix) {
+            return Err(ConfigError::InvalidPathPrefix {
+                prefix: self.path_prefix.clone(),
+            });
+        }
+        for (setting, limit) in [
+            ("new_visitor_limit", self.new_visitor_limit),
+            ("poll_limit", self.poll_limit),
+        ] {
+            if limit.is_some_and(|l| !l.is_valid()) {
+                return Err(ConfigError::InvalidRateLimit { setting });
+            }
+        }
+        if self.proof_of_work.is_some_and(|p| !p.is_valid()) {
+            return Err(ConfigError::InvalidProofOfWork);
+        }
+        Ok(capacity)
+    }
+
+    fn cookie_settings(&self) -> Result<CookieSettings, ConfigError> {
+        let base = match &self.cookie_name {
+            Some(name) => name.clone(),
+            None => format!("wr_{}", self.room),
+        };
+        if !validate::valid_cookie_name(&base) {
+            return Err(ConfigError::InvalidCookieSetting { setting: "name" });
+        }
+        if !validate::valid_cookie_attr(&self.cookie_path) || !self.cookie_path.starts_with('/') {
+            return Err(ConfigError::InvalidCookieSetting { setting: "path" });
+        }
+        if let Some(domain) = &self.cookie_domain {
+            if !validate::valid_cookie_attr(domain) {
+                return Err(ConfigError::InvalidCookieSetting { setting: "domain" });
+            }
+        }
+        if self.same_site == SameSite::None && !self.secure {
+            return Err(ConfigError::SameSiteNoneNeedsSecure);
+        }
+        Ok(CookieSettings {
+            queue_name: format!("{base}_q"),
+            admission_name: format!("{base}_a"),
+            path: self.cookie_path.clone(),
+            domain: self.cookie_domain.clone(),
+            secure: self.secure,
+            same_site: self.same_site,
+        })
+    }
+
+    /// The session and token headers, which must differ.
+    fn headers(&self) -> Result<(HeaderName, HeaderName), ConfigError> {
+        let session = header_name(&self.session_header, "session_header")?;
+        let token = header_name(&self.token_header, "token_header")?;
+        if session == token {
+            return Err(ConfigError::InvalidHeaderName {
+                setting: "token_header",
+            });
+        }
+        Ok((session, token))
+    }
+
+    fn signing_keys(&self) -> Result<Keyring, ConfigError> {
+        let current = self
+            .current_key
+            .clone()
+            .ok_or(ConfigError::MissingSigningKey)??;
+        let mut keys = Keyring::new(current);
+        if let Some(previous) = self.previous_key.clone() {
+            keys = keys.with_previous(previous?);
+        }
+        if let Some(id) = keys.duplicate_id() {
+            return Err(ConfigError::DuplicateKeyId { id: id.to_owned() });
+        }
+        Ok(keys)
+    }
+}
+
+fn header_name(name: &str, setting: &'static str) -> Result<HeaderName, ConfigError> {
+    HeaderName::from_bytes(name.as_bytes()).map_err(|_| ConfigError::InvalidHeaderName { setting })
+}
+
+impl std::fmt::Debug for WaitingRoomBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WaitingRoomBuilder")
+            .field("room", &self.room)
+            .field("capacity", &self.capacity)
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,52 @@
+//! The documented defaults, in one place: the builder starts from these, and a test checks the
+//! table in the [`config`](crate::config) docs against them.
+
+use std::time::Duration;
+
+use super::{FailPolicy, SameSite};
+use crate::defences::RateLimit;
+
+/// Slot lifetime, extended by activity.
+pub const ACTIVE_TTL: Duration = Duration::from_secs(300);
+/// Time a promoted visitor has to come back and claim the slot.
+pub const GRANT_TTL: Duration = Duration::from_secs(30);
+/// A waiter silent for longer is skipped when their turn comes.
+pub const QUEUE_TTL: Duration = Duration::from_secs(120);
+/// Age under which an admission token is trusted without any store call.
+pub const REFRESH: Duration = Duration::from_secs(15);
+/// Lifetime of the signed queue cookie.
+pub const SESSION_TTL: Duration = Duration::from_secs(24 * 3600);
+/// Longest line.
+pub const MAX_QUEUE_LEN: u64 = 100_000;
+/// Where the room's own endpoints live.
+pub const PATH_PREFIX: &str = "/__waitingroom";
+/// Request and response header with the signed queue value (the visitor's place in line),
+/// for apps without a cookie jar. The room reads it when the queue cookie is missing, and
+/// sends it back, with the value it issues, to clients that sent none of its cookies.
+pub const SESSION_HEADER: &str = "waiting-room-session";
+/// Request and response header with the signed admission token, for apps without a cookie
+/// jar; read and sent like [`SESSION_HEADER`].
+pub const TOKEN_HEADER: &str = "waiting-room-token";
+
+/// What new visitors get while the store is unreachable.
+pub const FAIL_POLICY: FailPolicy = FailPolicy::Open;
+/// `Path` of the room's cookies.
+pub const COOKIE_PATH: &str = "/";
+/// Cookies are `Secure` unless turned off for plain-http development.
+pub const SECURE_COOKIES: bool = true;
+/// `SameSite` of the room's cookies.
+pub const SAME_SITE: SameSite = SameSite::Lax;
+/// The key id [`secret`](crate::WaitingRoomBuilder::secret) gives its key. Signed values carry
+/// it, so keys can rotate: name your own with [`SigningKey::new`](crate::SigningKey::new) and
+/// [`signing_key`](crate::WaitingRoomBuilder::signing_key) to rotate without logging anyone out.
+pub const KEY_ID: &str = "k1";
+/// New queue entries per client (an IPv4 address or an IPv6 /64): 60 a minute. Real
+/// visitors mint one queue cookie per browser, but many of them can share one address
+/// (offices, universities, mobile carriers' NAT); a bot on one address mints thousands a
+/// minute. Sites whose audience sits behind carrier NAT or other big NATs may want to raise
+/// it with [`new_visitor_limit`](crate::WaitingRoomBuilder::new_visitor_limit).
+pub const NEW_VISITORS_PER_IP: RateLimit = RateLimit::per_minute(60);
+/// Store questions per session: 3 a second on average, counted over 10 s, so a burst of
+/// up to 30 passes (a page whose admission token just expired may ask for a few resources
+/// at once). The waiting page asks every 2 to 30 s.
+pub const POLLS_PER_SESSION: RateLimit = RateLimit::new(30, Duration::from_secs(10));

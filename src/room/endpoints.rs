@@ -1,0 +1,112 @@
+//! The room's own endpoints under `{prefix}/{room}/`: `status` (where do I stand, as JSON),
+//! `leave` (give my place or slot back), and with proof of work on, `proof`.
+
+use bytes::Bytes;
+use http::{HeaderName, Method, Request, Response, StatusCode};
+
+use super::reply::method_not_allowed;
+use super::visitor::{header_value, Visitor};
+use super::{Next, Room};
+use crate::defences::proof_of_work::PROOF_HEADER;
+use crate::response::{json_response, StatusBody};
+
+impl Room {
+    /// The endpoint `req` is for, answered or asked of the store; `None` when it is for none.
+    pub(super) fn endpoint<B>(&self, req: &Request<B>, now: u64) -> Option<Next> {
+        let path = req.uri().path();
+        if !path.starts_with(&self.config.path_prefix) {
+            return None;
+        }
+        if path == self.paths.status {
+            Some(self.status(req, now))
+        } else if path == self.paths.leave {
+            Some(self.leave(req, now))
+        } else if path == self.paths.proof && self.defences.proof.is_some() {
+            Some(Next::Answer(self.prove(req, now)))
+        } else {
+            None
+        }
+    }
+
+    /// `GET` (or `HEAD`): the visitor's state as JSON. Admitted visitors and visitors with a
+    /// challenge to solve are answered without the store.
+    fn status<B>(&self, req: &Request<B>, now: u64) -> Next {
+        if req.method() != Method::GET && req.method() != Method::HEAD {
+            return Next::Answer(method_not_allowed("GET, HEAD"));
+        }
+        let room = self.config.room();
+        match self.visitor(req, now) {
+            Some(Visitor::Admitted(_)) => Next::Answer(json_response(
+                StatusCode::OK,
+                &StatusBody::plain(room, "admitted"),
+            )),
+            // Proof of work to do first: the challenge, always as JSON here, no store call.
+            Some(Visitor::Queued(cookie)) if self.needs_proof(&cookie) => {
+                let (rejection, challenge) = self.new_challenge(cookie.session(), now);
+                let body = StatusBody {
+                    challenge: Some(&challenge),
+                    proof_path: Some(&self.paths.proof),
+                    ..StatusBody::from_rejection(room, &rejection)
+                };
+                Next::Answer(json_response(StatusCode::OK, &body))
+            }
+            Some(Visitor::Queued(cookie)) => match self.check_polls(cookie.session(), now) {
+                Ok(()) => self.ask_status(cookie.session()),
+                Err(wait) => Next::Answer(self.limited(wait, req)),
+            },
+            None => Next::Answer(json_response(
+                StatusCode::OK,
+                &StatusBody::plain(room, "unknown"),
+            )),
+        }
+    }
+
+    /// `POST`: frees the visitor's place or slot now and removes both cookies.
+    fn leave<B>(&self, req: &Request<B>, now: u64) -> Next {
+        if req.method() != Method::POST {
+            return Next::Answer(method_not_allowed("POST"));
+        }
+        match self.visitor(req, now) {
+            Some(visitor) => self.ask_leave(visitor.session()),
+            None => Next::Answer(self.left(req)),
+        }
+    }
+
+    /// The proof endpoint: `POST` with `<challenge>:<nonce>` in the proof header. A valid
+    /// solution turns the visitor's queue cookie into a proven one (`200`,
+    /// `{"state":"proven"}`); anything else gets `403` and a fresh challenge. Each submission
+    /// counts against the per-session poll limit, so the room cannot be made to check guesses.
+    fn prove<B>(&self, req: &Request<B>, now: u64) -> Response<Bytes> {
+        if req.method() != Method::POST {
+            return method_not_allowed("POST");
+        }
+        let room = self.config.room();
+        let Some(cookie) = self.queue_cookie(req, now) else {
+            return json_response(StatusCode::FORBIDDEN, &StatusBody::plain(room, "unknown"));
+        };
+        if cookie.is_proven() {
+            return json_response(StatusCode::OK, &StatusBody::plain(room, "proven"));
+        }
+        if let Err(wait) = self.check_polls(cookie.session(), now) {
+            return self.limited(wait, req);
+        }
+        let gate = self
+            .defences
+            .proof
+            .as_ref()
+            .expect("only routed with proof of work on");
+        let proof = header_value(req, &HeaderName::from_static(PROOF_HEADER));
+        let accepted =
+            proof.map(|p| gate.accept(&self.keys, room, p.trim(), cookie.session(), now));
+        if let Some(Err(why)) = accepted {
+            tracing::debug!(room, ?why, "proof of work refused");
+        }
+        if !matches!(accepted, Some(Ok(()))) {
+            return self.challenge(req, cookie.session(), now);
+        }
+        let mut res = json_response(StatusCode::OK, &StatusBody::plain(room, "proven"));
+        self.issue_queue_cookie(req, cookie.into_proven(), now)
+            .apply(res.headers_mut());
+        res
+    }
+}

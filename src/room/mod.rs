@@ -1,0 +1,211 @@
+//! The room itself: the three stages wired together, shared by every clone of the layer.
+//!
+//! [`Room::classify`] runs the two stateless stages synchronously and says what to do next
+//! ([`Next`]): pass the request through, answer it here, or ask the store. A store question is a
+//! [`Pending`] step that carries its own context and, once the store has answered, says what to
+//! do next in the same terms. The service and its future only carry these out.
+//!
+//! | file | what |
+//! |---|---|
+//! | `mod.rs` | [`Room`] and the dispatch of a request |
+//! | `visitor` | who a request comes from: its admission token, queue cookie, network |
+//! | `endpoints` | the room's own endpoints: status, leave, proof |
+//! | `pending` | the store steps and what each answer means, the fail policy included |
+//! | `reply` | redirects, rejections, issued cookies, the headers every answer carries |
+
+mod endpoints;
+mod pending;
+mod reply;
+mod visitor;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::Request;
+
+pub(crate) use self::pending::{Next, Pending};
+pub(crate) use self::reply::{finish, Issued};
+use self::visitor::Visitor;
+use crate::client::RequestInfo;
+use crate::clock::SharedClock;
+use crate::config::RoomConfig;
+use crate::defences::{Defences, Limiter};
+use crate::outcome::{Admission, AdmittedBy};
+use crate::response::Render;
+use crate::session::SessionId;
+use crate::store::{RoomStats, Store, StoreFuture};
+use crate::token::{AdmissionToken, Keyring, QueueCookie};
+
+/// What the builder assembles a room from.
+pub(crate) struct RoomParts {
+    pub(crate) config: RoomConfig,
+    pub(crate) keys: Keyring,
+    pub(crate) store: Arc<dyn Store>,
+    pub(crate) clock: SharedClock,
+    pub(crate) renderer: Arc<dyn Render>,
+    pub(crate) defences: Defences,
+}
+
+/// One room: its configuration, keys, store, clock, renderer and defences, and the paths of
+/// its endpoints. Immutable once built, shared by every clone of the layer and service.
+pub(crate) struct Room {
+    config: RoomConfig,
+    keys: Keyring,
+    store: Arc<dyn Store>,
+    clock: SharedClock,
+    renderer: Arc<dyn Render>,
+    defences: Defences,
+    paths: EndpointPaths,
+}
+
+/// `{prefix}/{room}/status`, `…/leave`, `…/proof`, made once.
+struct EndpointPaths {
+    status: String,
+    leave: String,
+    proof: String,
+}
+
+impl Room {
+    pub(crate) fn new(parts: RoomParts) -> Self {
+        let RoomParts {
+            config,
+            keys,
+            store,
+            clock,
+            renderer,
+            defences,
+        } = parts;
+        let endpoint = |name: &str| format!("{}/{}/{name}", config.path_prefix, config.room());
+        let paths = EndpointPaths {
+            status: endpoint("status"),
+            leave: endpoint("leave"),
+            proof: endpoint("proof"),
+        };
+        Self {
+            config,
+            keys,
+            store,
+            clock,
+            renderer,
+            defences,
+            paths,
+        }
+    }
+
+    pub(crate) fn config(&self) -> &RoomConfig {
+        &self.config
+    }
+
+    pub(crate) fn keys(&self) -> &Keyring {
+        &self.keys
+    }
+
+    pub(crate) fn now_ms(&self) -> u64 {
+        self.clock.now_ms()
+    }
+
+    /// Counts for the room, from the store.
+    pub(crate) fn stats(&self) -> StoreFuture<RoomStats> {
+        self.store.stats(&self.config.policy)
+    }
+
+    /// Keys tracked by the new-visitor and the poll limiters.
+    pub(crate) fn limiter_sizes(&self) -> (usize, usize) {
+        let d = &self.defences;
+        (
+            d.new_visitors.as_ref().map_or(0, Limiter::len),
+            d.polls.as_ref().map_or(0, Limiter::len),
+        )
+    }
+
+    /// Whether a bypass rule matches: the request skips the room entirely (no admission, no
+    /// cookie, no store call, not counted by any limit).
+    pub(crate) fn bypasses<B>(&self, req: &Request<B>) -> bool {
+        !self.defences.bypass.is_empty() && self.defences.bypasses(&RequestInfo::new(req))
+    }
+
+    /// Stages 1 and 2, and the room's own endpoints.
+    pub(crate) fn classify<B>(&self, req: &Request<B>) -> Next {
+        let now = self.clock.now_ms();
+        if let Some(next) = self.endpoint(req, now) {
+            return next;
+        }
+        match self.visitor(req, now) {
+            // Stage 2: a valid admission token, fresh enough to need no store call.
+            Some(Visitor::Admitted(token)) if token.is_fresh(now, self.config.refresh) => {
+                Next::pass(self.admission(
+                    token.session(),
+                    token.expires_at_ms(),
+                    AdmittedBy::Token,
+                ))
+            }
+            Some(Visitor::Admitted(token)) => self.ask_heartbeat(token),
+            // Proof of work on and not yet solved: the challenge, no store call.
+            Some(Visitor::Queued(cookie)) if self.needs_proof(&cookie) => {
+                Next::Answer(self.challenge(req, cookie.session(), now))
+            }
+            Some(Visitor::Queued(cookie)) => match self.check_polls(cookie.session(), now) {
+                Ok(()) => self.ask_enter(cookie.session(), false),
+                Err(wait) => Next::Answer(self.limited(wait, req)),
+            },
+            // Stage 1: no queue cookie, no state: sign one and send the visitor back here.
+            None => match self.check_new_visitor(req, now) {
+                Ok(()) => Next::Answer(self.first_visit(req, now)),
+                Err(wait) => Next::Answer(self.limited(wait, req)),
+            },
+        }
+    }
+
+    /// The per-session limit on store questions (stage 3 and the status endpoint).
+    fn check_polls(&self, session: SessionId, now: u64) -> Result<(), Duration> {
+        match &self.defences.polls {
+            Some(limiter) => limiter.check(session, now),
+            None => Ok(()),
+        }
+    }
+
+    /// The per-client-IP limit on new queue entries (stage 1). No IP found: no limit, and one
+    /// warning in the log.
+    fn check_new_visitor<B>(&self, req: &Request<B>, now: u64) -> Result<(), Duration> {
+        let Some(limiter) = &self.defences.new_visitors else {
+            return Ok(());
+        };
+        match self.defences.client_ip.find(&RequestInfo::new(req)) {
+            Some(ip) => limiter.check_client(ip, now),
+            None => {
+                if !self
+                    .defences
+                    .warned_no_ip
+                    .swap(true, std::sync::atomic::Ordering::Relaxed)
+                {
+                    tracing::warn!(
+                        room = self.config.room(),
+                        "no client IP for a request (no PeerAddr or SocketAddr in its extensions, \
+                         no client_ip_header or client_ip_with configured): the per-IP limit \
+                         on new visitors does not apply to such requests"
+                    );
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Whether this queue cookie must solve a proof-of-work challenge before it joins the line.
+    fn needs_proof(&self, cookie: &QueueCookie) -> bool {
+        self.defences.proof.is_some() && !cookie.is_proven()
+    }
+
+    fn admission(&self, session: SessionId, expires_at_ms: u64, by: AdmittedBy) -> Admission {
+        Admission {
+            room: self.config.policy.room.clone(),
+            session,
+            expires_at_ms,
+            by,
+        }
+    }
+
+    /// An admission that the token alone vouches for.
+    fn token_admission(&self, token: &AdmissionToken) -> Admission {
+        self.admission(token.session(), token.expires_at_ms(), AdmittedBy::Token)
+    }
+}

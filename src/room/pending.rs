@@ -1,0 +1,251 @@
+//! Stage 3: the store steps. Each [`Pending`] step holds its store call and the context its
+//! answer needs, and turns the answer into the [`Next`] thing to do, so a step can never be
+//! paired with another step's answer.
+
+use std::task::{ready, Context, Poll};
+
+use bytes::Bytes;
+use http::{header, Request, Response, StatusCode};
+
+use super::reply::{error_rejection, full_rejection, store_error_json, waiting_rejection, Issued};
+use super::Room;
+use crate::clock::{duration_ms, secs_ceil};
+use crate::config::FailPolicy;
+use crate::cookies;
+use crate::outcome::{Admission, AdmittedBy};
+use crate::response::{json_response, StatusBody};
+use crate::session::SessionId;
+use crate::store::{Decision, StoreError, StoreErrorKind, StoreFuture};
+use crate::token::AdmissionToken;
+
+/// What to do with a request.
+pub(crate) enum Next {
+    /// Call the inner service, with the admission in the request's extensions and, when the
+    /// store just granted or extended the slot, a fresh admission token on the response.
+    Pass {
+        admission: Admission,
+        set_cookie: Option<Issued>,
+    },
+    /// Answer here.
+    Answer(Response<Bytes>),
+    /// Ask the store, then do what the step says with its answer.
+    Ask(Pending),
+}
+
+impl Next {
+    /// Pass, with nothing to add to the response.
+    pub(super) fn pass(admission: Admission) -> Self {
+        Next::Pass {
+            admission,
+            set_cookie: None,
+        }
+    }
+}
+
+/// A store question in flight, with what its answer will need.
+pub(crate) enum Pending {
+    /// Stage 3 for a visitor with a queue cookie. `stale_token`: the visitor's admission token
+    /// is still valid but its slot is gone, so a rejection also removes the token cookie.
+    Enter {
+        call: StoreFuture<Decision>,
+        session: SessionId,
+        stale_token: bool,
+    },
+    /// An admitted visitor whose token is past `refresh` but not expired.
+    Heartbeat {
+        call: StoreFuture<Decision>,
+        token: AdmissionToken,
+    },
+    /// The status endpoint.
+    Status { call: StoreFuture<Decision> },
+    /// The leave endpoint.
+    Leave { call: StoreFuture<bool> },
+}
+
+impl Pending {
+    /// Waits for the store's answer, then says what to do next.
+    pub(crate) fn poll_next<B>(
+        &mut self,
+        cx: &mut Context<'_>,
+        room: &Room,
+        req: &Request<B>,
+    ) -> Poll<Next> {
+        let now = room.now_ms();
+        Poll::Ready(match self {
+            Pending::Enter {
+                call,
+                session,
+                stale_token,
+            } => {
+                let answer = ready!(call.as_mut().poll(cx));
+                room.after_enter(*session, *stale_token, answer, req, now)
+            }
+            Pending::Heartbeat { call, token } => {
+                let answer = ready!(call.as_mut().poll(cx));
+                room.after_heartbeat(*token, answer, req, now)
+            }
+            Pending::Status { call } => Next::Answer(room.after_status(ready!(call.as_mut().poll(cx)))),
+            Pending::Leave { call } => Next::Answer(match ready!(call.as_mut().poll(cx)) {
+                Ok(_) => room.left(req),
+                Err(e) => store_error_json(room.config.room(), &e),
+            }),
+        })
+    }
+}
+
+impl Room {
+    pub(super) fn ask_enter(&self, session: SessionId, stale_token: bool) -> Next {
+        Next::Ask(Pending::Enter {
+            call: self.store.enter(&self.config.policy, session),
+            session,
+            stale_token,
+        })
+    }
+
+    pub(super) fn ask_heartbeat(&self, token: AdmissionToken) -> Next {
+        Next::Ask(Pending::Heartbeat {
+            call: self.store.heartbeat(&self.config.policy, token.session()),
+            token,
+        })
+    }
+
+    pub(super) fn ask_status(&self, session: SessionId) -> Next {
+        Next::Ask(Pending::Status {
+            call: self.store.poll(&self.config.policy, session),
+        })
+    }
+
+    pub(super) fn ask_leave(&self, session: SessionId) -> Next {
+        Next::Ask(Pending::Leave {
+            call: self.store.release(&self.config.policy, session),
+        })
+    }
+
+    fn after_enter<B>(
+        &self,
+        session: SessionId,
+        stale_token: bool,
+        answer: Result<Decision, StoreError>,
+        req: &Request<B>,
+        now: u64,
+    ) -> Next {
+        let rejection = match answer {
+            Ok(Decision::Admitted { expires_at_ms }) => {
+                return self.admitted(session, expires_at_ms, now, req)
+            }
+            Ok(Decision::Waiting {
+                position,
+                waiting,
+                recent,
+            }) => waiting_rejection(position, waiting, recent),
+            Ok(Decision::Full { waiting }) => full_rejection(waiting),
+            Ok(Decision::Unknown) => {
+                let e = StoreError::new(StoreErrorKind::Protocol);
+                return self.store_failed(session, e, req, now);
+            }
+            Err(e) => return self.store_failed(session, e, req, now),
+        };
+        let mut res = self.reject(&rejection, req);
+        if stale_token {
+            let c = &self.config.cookies;
+            res.headers_mut().append(
+                header::SET_COOKIE,
+                cookies::clear_cookie(c, &c.admission_name),
+            );
+        }
+        Next::Answer(res)
+    }
+
+    fn after_heartbeat<B>(
+        &self,
+        token: AdmissionToken,
+        answer: Result<Decision, StoreError>,
+        req: &Request<B>,
+        now: u64,
+    ) -> Next {
+        match answer {
+            Ok(Decision::Admitted { expires_at_ms }) => {
+                self.admitted(token.session(), expires_at_ms, now, req)
+            }
+            // The slot is gone (expired or released): back to stage 3 as a queued visitor.
+            Ok(_) => self.ask_enter(token.session(), true),
+            // The token is valid and its check needs no store: keep letting it through.
+            Err(e) => {
+                tracing::warn!(room = self.config.room(), error = %e, "heartbeat failed; token still honoured");
+                Next::pass(self.token_admission(&token))
+            }
+        }
+    }
+
+    fn after_status(&self, answer: Result<Decision, StoreError>) -> Response<Bytes> {
+        let room = self.config.room();
+        let body = |rejection| StatusBody::from_rejection(room, rejection);
+        match answer {
+            Ok(Decision::Admitted { .. }) => {
+                json_response(StatusCode::OK, &StatusBody::plain(room, "admitted"))
+            }
+            Ok(Decision::Waiting {
+                position,
+                waiting,
+                recent,
+            }) => json_response(
+                StatusCode::OK,
+                &body(&waiting_rejection(position, waiting, recent)),
+            ),
+            Ok(Decision::Full { waiting }) => {
+                json_response(StatusCode::OK, &body(&full_rejection(waiting)))
+            }
+            Ok(Decision::Unknown) => {
+                json_response(StatusCode::OK, &StatusBody::plain(room, "unknown"))
+            }
+            Err(e) => store_error_json(room, &e),
+        }
+    }
+
+    /// A failed store call for a visitor without a valid token: busy, or the fail policy.
+    fn store_failed<B>(
+        &self,
+        session: SessionId,
+        e: StoreError,
+        req: &Request<B>,
+        now: u64,
+    ) -> Next {
+        tracing::warn!(room = self.config.room(), error = %e, "waiting room store call failed");
+        match (e.kind(), self.config.fail_policy) {
+            (StoreErrorKind::Busy, _) | (_, FailPolicy::Closed) => {
+                Next::Answer(self.reject(&error_rejection(&e), req))
+            }
+            (_, FailPolicy::Open) => Next::pass(self.admission(
+                session,
+                now + duration_ms(self.config.refresh),
+                AdmittedBy::FailOpen,
+            )),
+        }
+    }
+
+    /// The store granted or extended the slot: pass, with a fresh admission token.
+    fn admitted<B>(
+        &self,
+        session: SessionId,
+        expires_at_ms: u64,
+        now: u64,
+        req: &Request<B>,
+    ) -> Next {
+        let mut token = AdmissionToken::new(session, now, expires_at_ms);
+        if let Some(network) = self.network_binding(req) {
+            token = token.bound_to(network);
+        }
+        let value = token.sign(&self.keys, self.config.room());
+        let issued = self.issue(
+            req,
+            &self.config.cookies.admission_name,
+            &self.config.token_header,
+            value,
+            secs_ceil(expires_at_ms.saturating_sub(now)),
+        );
+        Next::Pass {
+            admission: self.admission(session, expires_at_ms, AdmittedBy::Store),
+            set_cookie: Some(issued),
+        }
+    }
+}

@@ -1,0 +1,268 @@
+//! The room's own answers: the first-visit redirect, rejections rendered for browsers or as
+//! JSON, cookies (and their headers) it issues, and the headers every answer carries.
+
+use std::borrow::Cow;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::header::{self, HeaderName, HeaderValue};
+use http::{HeaderMap, Method, Request, Response, StatusCode};
+
+use super::Room;
+use crate::clock::{duration_ms, secs_ceil};
+use crate::cookies;
+use crate::outcome::{
+    estimate_wait, retry_after_for, Rejection, BUSY_RETRY_AFTER, CHALLENGE_RETRY_AFTER,
+    FULL_RETRY_AFTER, UNAVAILABLE_RETRY_AFTER,
+};
+use crate::response::{json_response, RenderContext, StatusBody};
+use crate::session::SessionId;
+use crate::store::{AdmissionCounts, StoreError, StoreErrorKind};
+use crate::token::QueueCookie;
+
+/// A freshly signed value for a response: its `Set-Cookie`, and for clients that use headers
+/// instead of cookies, the same value in the room's response header.
+#[derive(Debug)]
+pub(crate) struct Issued {
+    cookie: HeaderValue,
+    header: Option<(HeaderName, HeaderValue)>,
+}
+
+impl Issued {
+    /// Adds the value to a response's headers.
+    pub(crate) fn apply(self, headers: &mut HeaderMap) {
+        headers.append(header::SET_COOKIE, self.cookie);
+        if let Some((name, value)) = self.header {
+            headers.insert(name, value);
+        }
+    }
+}
+
+impl Room {
+    /// A signed value as cookie `cookie_name` (for `max_age_secs`), and in header `header_name`
+    /// too when the client uses headers instead of cookies.
+    pub(super) fn issue<B>(
+        &self,
+        req: &Request<B>,
+        cookie_name: &str,
+        header_name: &HeaderName,
+        value: String,
+        max_age_secs: u64,
+    ) -> Issued {
+        let cookie = cookies::set_cookie(&self.config.cookies, cookie_name, &value, max_age_secs);
+        let header = self
+            .uses_headers(req)
+            .then(|| HeaderValue::try_from(value).ok())
+            .flatten()
+            .map(|v| (header_name.clone(), v));
+        Issued { cookie, header }
+    }
+
+    /// A queue cookie, signed and issued (see [`issue`](Self::issue)).
+    pub(super) fn issue_queue_cookie<B>(
+        &self,
+        req: &Request<B>,
+        cookie: QueueCookie,
+        now: u64,
+    ) -> Issued {
+        let value = cookie.sign(&self.keys, self.config.room());
+        let max_age = secs_ceil(cookie.expires_at_ms().saturating_sub(now));
+        let c = &self.config;
+        self.issue(req, &c.cookies.queue_name, &c.session_header, value, max_age)
+    }
+
+    /// Stage 1: a signed queue cookie and a redirect to the same URL. A method other than GET or
+    /// HEAD gets `307`, so the browser repeats it as it was instead of turning it into a GET.
+    pub(super) fn first_visit<B>(&self, req: &Request<B>, now: u64) -> Response<Bytes> {
+        let cookie = QueueCookie::issue(now, duration_ms(self.config.session_ttl));
+        let status = if req.method() == Method::GET || req.method() == Method::HEAD {
+            StatusCode::FOUND
+        } else {
+            StatusCode::TEMPORARY_REDIRECT
+        };
+        let mut res = Response::new(Bytes::new());
+        *res.status_mut() = status;
+        let headers = res.headers_mut();
+        headers.insert(
+            header::LOCATION,
+            HeaderValue::from_str(&return_to(req)).unwrap_or(HeaderValue::from_static("/")),
+        );
+        headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+        self.issue_queue_cookie(req, cookie, now).apply(headers);
+        res
+    }
+
+    /// `429 Too Many Requests` from a limit ([`Rejection::Limited`]): a page for browsers, JSON
+    /// `{"state":"limited",...}` for others, with `Retry-After`; no cookie, no store call.
+    pub(super) fn limited<B>(&self, wait: Duration, req: &Request<B>) -> Response<Bytes> {
+        let secs = secs_ceil(duration_ms(wait)).max(1);
+        let rejection = Rejection::Limited {
+            retry_after: Duration::from_secs(secs),
+        };
+        self.reject(&rejection, req)
+    }
+
+    /// [`Rejection::Challenge`] with a fresh challenge for `session`: a page that solves it for
+    /// browsers, JSON with the challenge for others. No store call.
+    pub(super) fn challenge<B>(
+        &self,
+        req: &Request<B>,
+        session: SessionId,
+        now: u64,
+    ) -> Response<Bytes> {
+        let (rejection, challenge) = self.new_challenge(session, now);
+        self.reject_with(&rejection, req, Some(&challenge))
+    }
+
+    /// A fresh signed challenge for `session`, and the rejection that carries it.
+    pub(super) fn new_challenge(&self, session: SessionId, now: u64) -> (Rejection, String) {
+        let gate = self
+            .defences
+            .proof
+            .as_ref()
+            .expect("only asked with proof of work on");
+        let rejection = Rejection::Challenge {
+            difficulty: gate.settings.difficulty(),
+            retry_after: CHALLENGE_RETRY_AFTER,
+        };
+        let challenge = gate.challenge(&self.keys, self.config.room(), session, now);
+        (rejection, challenge)
+    }
+
+    /// The answer to leaving: both cookies removed.
+    pub(super) fn left<B>(&self, req: &Request<B>) -> Response<Bytes> {
+        let cx = self.render_context(req, "/");
+        let mut res = if cx.wants_html() {
+            self.renderer.render_left(&cx)
+        } else {
+            json_response(
+                StatusCode::OK,
+                &StatusBody::plain(self.config.room(), "left"),
+            )
+        };
+        let c = &self.config.cookies;
+        let headers = res.headers_mut();
+        headers.append(header::SET_COOKIE, cookies::clear_cookie(c, &c.queue_name));
+        headers.append(
+            header::SET_COOKIE,
+            cookies::clear_cookie(c, &c.admission_name),
+        );
+        res
+    }
+
+    /// What a renderer needs to draw a page for this request.
+    pub(super) fn render_context<'a, B>(
+        &'a self,
+        req: &'a Request<B>,
+        return_to: &'a str,
+    ) -> RenderContext<'a> {
+        RenderContext {
+            room: self.config.room(),
+            headers: req.headers(),
+            return_to,
+            status_path: &self.paths.status,
+            leave_path: &self.paths.leave,
+            proof_path: &self.paths.proof,
+            challenge: None,
+        }
+    }
+
+    pub(super) fn reject<B>(&self, rejection: &Rejection, req: &Request<B>) -> Response<Bytes> {
+        self.reject_with(rejection, req, None)
+    }
+
+    /// A rejection, rendered by the room's renderer, with `Retry-After` unless the renderer set
+    /// its own.
+    fn reject_with<B>(
+        &self,
+        rejection: &Rejection,
+        req: &Request<B>,
+        challenge: Option<&str>,
+    ) -> Response<Bytes> {
+        let back = return_to(req);
+        let cx = RenderContext {
+            challenge,
+            ..self.render_context(req, &back)
+        };
+        with_retry_after(self.renderer.render(rejection, &cx), rejection)
+    }
+}
+
+/// The path and query to send the visitor back to. A path starting with `//` (or `/\`) would
+/// be read by browsers as another host (`//evil.example/`): it gets a `/.` prefix, which
+/// browsers resolve to the very same path on this site.
+fn return_to<B>(req: &Request<B>) -> Cow<'_, str> {
+    let pq = req.uri().path_and_query().map_or("/", |pq| pq.as_str());
+    if pq.starts_with("//") || pq.starts_with("/\\") {
+        Cow::Owned(format!("/.{pq}"))
+    } else {
+        Cow::Borrowed(pq)
+    }
+}
+
+/// Adds the rejection's `Retry-After`, unless the response has one.
+fn with_retry_after(mut res: Response<Bytes>, rejection: &Rejection) -> Response<Bytes> {
+    let headers = res.headers_mut();
+    if !headers.contains_key(header::RETRY_AFTER) {
+        headers.insert(
+            header::RETRY_AFTER,
+            HeaderValue::from(rejection.retry_after().as_secs()),
+        );
+    }
+    res
+}
+
+/// Headers every answer of the room carries: not cached, not indexed.
+pub(crate) fn finish(mut res: Response<Bytes>) -> Response<Bytes> {
+    let headers = res.headers_mut();
+    if !headers.contains_key(header::CACHE_CONTROL) {
+        headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    }
+    headers.insert("x-robots-tag", HeaderValue::from_static("noindex"));
+    res
+}
+
+pub(super) fn waiting_rejection(position: u64, waiting: u64, recent: AdmissionCounts) -> Rejection {
+    Rejection::Waiting {
+        position,
+        waiting,
+        eta: estimate_wait(position, recent),
+        retry_after: retry_after_for(position),
+    }
+}
+
+pub(super) fn full_rejection(waiting: u64) -> Rejection {
+    Rejection::Full {
+        waiting,
+        retry_after: FULL_RETRY_AFTER,
+    }
+}
+
+pub(super) fn error_rejection(e: &StoreError) -> Rejection {
+    match e.kind() {
+        StoreErrorKind::Busy => Rejection::Busy {
+            retry_after: BUSY_RETRY_AFTER,
+        },
+        _ => Rejection::Unavailable {
+            retry_after: UNAVAILABLE_RETRY_AFTER,
+        },
+    }
+}
+
+/// A failed store call of an endpoint, as JSON (`busy` or `unavailable`) with `Retry-After`.
+pub(super) fn store_error_json(room: &str, e: &StoreError) -> Response<Bytes> {
+    let rejection = error_rejection(e);
+    let res = json_response(
+        rejection.status(),
+        &StatusBody::from_rejection(room, &rejection),
+    );
+    with_retry_after(res, &rejection)
+}
+
+pub(super) fn method_not_allowed(allow: &'static str) -> Response<Bytes> {
+    let mut res = Response::new(Bytes::new());
+    *res.status_mut() = StatusCode::METHOD_NOT_ALLOWED;
+    res.headers_mut()
+        .insert(header::ALLOW, HeaderValue::from_static(allow));
+    res
+}

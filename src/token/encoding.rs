@@ -1,0 +1,108 @@
+//! The one place text is turned into numbers and bytes and back for signed values: lowercase hex
+//! and canonical decimal. Signed values verify only in the exact spelling that was signed, so
+//! every parser here accepts exactly one spelling.
+
+const HEX: &[u8; 16] = b"0123456789abcdef";
+
+/// `bytes` as lowercase hex into `out`, which must be twice as long.
+pub(crate) fn hex_into(bytes: &[u8], out: &mut [u8]) {
+    debug_assert_eq!(out.len(), 2 * bytes.len());
+    for (pair, b) in out.chunks_exact_mut(2).zip(bytes) {
+        pair[0] = HEX[usize::from(b >> 4)];
+        pair[1] = HEX[usize::from(b & 0x0f)];
+    }
+}
+
+/// Strict lowercase hex into `out`: exactly `2 * out.len()` digits `[0-9a-f]`, nothing else.
+pub(crate) fn lower_hex_to(hex: &[u8], out: &mut [u8]) -> Option<()> {
+    if hex.len() != 2 * out.len() {
+        return None;
+    }
+    for (o, pair) in out.iter_mut().zip(hex.chunks_exact(2)) {
+        *o = (nibble(pair[0])? << 4) | nibble(pair[1])?;
+    }
+    Some(())
+}
+
+fn nibble(c: u8) -> Option<u8> {
+    match c {
+        b'0'..=b'9' => Some(c - b'0'),
+        b'a'..=b'f' => Some(c - b'a' + 10),
+        _ => None,
+    }
+}
+
+/// Hex in either case, any even length: for secrets an operator pastes, not for signed values.
+pub(crate) fn decode_hex(s: &str) -> Option<Vec<u8>> {
+    if s.len() % 2 != 0 {
+        return None;
+    }
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
+        .collect()
+}
+
+/// `n` in decimal at the end of `digits`; returns where the digits start.
+pub(crate) fn decimal(mut n: u64, digits: &mut [u8; 20]) -> usize {
+    let mut i = digits.len();
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            return i;
+        }
+    }
+}
+
+/// Appends `n` in decimal, without the formatting machinery.
+pub(crate) fn push_u64(out: &mut String, n: u64) {
+    let mut digits = [0u8; 20];
+    let start = decimal(n, &mut digits);
+    out.push_str(std::str::from_utf8(&digits[start..]).expect("ASCII digits"));
+}
+
+/// Strict, canonical decimal: digits only, no sign, no leading zero, at most 20 digits. Only the
+/// exact text that was signed verifies: `0123` is not another spelling of `123`.
+pub(crate) fn parse_u64(s: &str) -> Option<u64> {
+    if s.is_empty()
+        || s.len() > 20
+        || (s.len() > 1 && s.starts_with('0'))
+        || !s.bytes().all(|b| b.is_ascii_digit())
+    {
+        return None;
+    }
+    s.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hex_round_trip_is_lowercase_only() {
+        let mut out = [0u8; 6];
+        hex_into(&[0x00, 0xab, 0xff], &mut out);
+        assert_eq!(&out, b"00abff");
+        let mut back = [0u8; 3];
+        assert_eq!(lower_hex_to(b"00abff", &mut back), Some(()));
+        assert_eq!(back, [0x00, 0xab, 0xff]);
+        assert_eq!(lower_hex_to(b"00ABFF", &mut back), None);
+        assert_eq!(lower_hex_to(b"00abf", &mut back), None);
+        assert_eq!(decode_hex("00ABff"), Some(vec![0x00, 0xab, 0xff]));
+        assert_eq!(decode_hex("0g"), None);
+    }
+
+    #[test]
+    fn decimal_is_canonical() {
+        let mut s = String::new();
+        push_u64(&mut s, 0);
+        push_u64(&mut s, u64::MAX);
+        assert_eq!(s, format!("0{}", u64::MAX));
+        assert_eq!(parse_u64("123"), Some(123));
+        for bad in ["", "0123", "+1", "-1", "1e3", "18446744073709551616", " 1"] {
+            assert_eq!(parse_u64(bad), None, "{bad:?}");
+        }
+    }
+}

@@ -1,0 +1,26 @@
+//! Signed values: the keys that sign them and the formats they are written in.
+//!
+//! | file | what |
+//! |---|---|
+//! | `keys` | [`SigningKey`], [`Keyring`], [`KeyError`] (public) |
+//! | `format` | the signed-claims wire format every value shares (private) |
+//! | `queue_cookie` | stage 1's [`QueueCookie`] |
+//! | `admission` | stage 2's [`AdmissionToken`] |
+//! | `challenge` | the proof-of-work [`Challenge`] |
+//! | `encoding` | hex and canonical decimal, the one spelling each |
+//!
+//! The wire formats are private to the crate: only the room writes and reads them, so a format
+//! can change (under a new version prefix) without breaking anyone's code.
+
+mod admission;
+mod challenge;
+pub(crate) mod encoding;
+mod format;
+mod keys;
+mod queue_cookie;
+
+pub use admission::AdmissionToken;
+pub use challenge::Challenge;
+pub(crate) use format::MAX_SIGNED_LEN;
+pub use keys::{KeyError, Keyring, SigningKey, MAX_KEY_ID_LEN, MIN_SECRET_LEN};
+pub use queue_cookie::QueueCookie;
