@@ -49,10 +49,10 @@ use http_body_util::{BodyExt, Empty, Full};
 use hyper_util::rt::TokioIo;
 use serde_json::{json, Map, Value};
 use tower::{Layer, Service};
+use tower_waiting_room::__private::{AdmissionToken, QueueCookie};
 use tower_waiting_room::store::{Decision, MemoryStore, RedisStore, Store};
 use tower_waiting_room::{
-    Admission, AdmissionToken, AdmittedBy, Keyring, QueueCookie, RoomPolicy, SessionId, SigningKey,
-    WaitingRoomLayer,
+    Admission, AdmittedBy, Keyring, RoomPolicy, SessionId, SigningKey, WaitingRoomLayer,
 };
 
 const USAGE: &str = "\

@@ -26,7 +26,7 @@ use axum::http::StatusCode;
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
 use axum::{Extension, Json, Router};
-use tower_waiting_room::proof_of_work::ProofOfWork;
+use tower_waiting_room::ProofOfWork;
 use tower_waiting_room::{Admission, AdmittedBy, FailPolicy, SigningKey, WaitingRoomLayer};
 
 const USAGE: &str = "\

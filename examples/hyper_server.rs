@@ -24,7 +24,7 @@ use hyper::server::conn::http1;
 use hyper_util::rt::TokioIo;
 use hyper_util::service::TowerToHyperService;
 use tower::ServiceBuilder;
-use tower_waiting_room::{Admission, SigningKey, WaitingRoomLayer};
+use tower_waiting_room::{Admission, ConfigError, SigningKey, WaitingRoomLayer};
 
 const USAGE: &str = "\
 tower-waiting-room hyper example: a plain hyper server behind the waiting room (capacity 1).
@@ -89,13 +89,15 @@ async fn main() -> ExitCode {
     };
 
     // A random key for this process; several servers sharing one queue must share a secret.
-    let room = SigningKey::generate("k1").and_then(|key| {
-        WaitingRoomLayer::builder("hyper")
-            .capacity(1)
-            .signing_key(key)
-            .secure_cookies(false)
-            .build()
-    });
+    let room = SigningKey::generate("k1")
+        .map_err(ConfigError::from)
+        .and_then(|key| {
+            WaitingRoomLayer::builder("hyper")
+                .capacity(1)
+                .signing_key(key)
+                .secure_cookies(false)
+                .build()
+        });
     let room = match room {
         Ok(room) => room,
         Err(e) => {

@@ -7,7 +7,7 @@
 //! ```
 //!
 //! Two native solvers run side by side on the same challenges: the crate's own
-//! [`solve`](tower_waiting_room::proof_of_work::solve) (ring's SHA-256, the whole input hashed
+//! [`solve`](tower_waiting_room::defences::proof_of_work::solve) (ring's SHA-256, the whole input hashed
 //! for every nonce), and what a careful bot writes: the SHA-256 state after the fixed
 //! `<challenge>:` prefix computed once (`sha2`, which uses the CPU's SHA extensions when it has
 //! them) and only the last block hashed per nonce. The browser's rate comes from the page itself
@@ -22,7 +22,8 @@
 use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
-use tower_waiting_room::proof_of_work::{is_solution, leading_zero_bits, solve, Challenge};
+use tower_waiting_room::__private::{leading_zero_bits, Challenge};
+use tower_waiting_room::defences::proof_of_work::{is_solution, solve};
 use tower_waiting_room::{Keyring, SessionId, SigningKey};
 
 /// Fresh challenges as the room issues them (so the input length is the real one).

@@ -382,9 +382,9 @@ impl WaitingRoomBuilder {
         let (session_header, token_header) = self.headers()?;
         let keys = self.signing_keys()?;
         let client_ip = match (self.client_ip, self.client_ip_header) {
-            (ClientIp::Peer, Some(name)) => ClientIp::Header(
-                header_name(&name, "client_ip_header")?,
-            ),
+            (ClientIp::Peer, Some(name)) => {
+                ClientIp::Header(header_name(&name, "client_ip_header")?)
+            }
             (client_ip, _) => client_ip,
         };
         let defences = Defences {

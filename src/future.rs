@@ -101,7 +101,12 @@ where
         }
     }
 
-    pub(crate) fn ask(pending: Pending, request: Request<ReqBody>, inner: S, room: Arc<Room>) -> Self {
+    pub(crate) fn ask(
+        pending: Pending,
+        request: Request<ReqBody>,
+        inner: S,
+        room: Arc<Room>,
+    ) -> Self {
         Self {
             kind: Kind::Checking {
                 pending,

@@ -81,4 +81,3 @@ impl std::fmt::Debug for WaitingRoomLayer {
             .finish_non_exhaustive()
     }
 }
-

@@ -151,8 +151,10 @@ impl TestRoom {
 
     fn new_queue_cookie(&self, proven: bool) -> (SessionId, HeaderValue) {
         let room = self.layer.room();
-        let mut cookie =
-            QueueCookie::issue(self.clock.now_ms(), duration_ms(room.config().session_ttl()));
+        let mut cookie = QueueCookie::issue(
+            self.clock.now_ms(),
+            duration_ms(room.config().session_ttl()),
+        );
         if proven {
             cookie = cookie.into_proven();
         }

@@ -263,10 +263,13 @@ async fn a_hundred_thousand_addresses_do_not_grow_memory_without_bound() {
     }
     let (ips, sessions) = layer.limiter_sizes();
     assert!(
-        ips <= 2 * tower_waiting_room::limits::MAX_TRACKED,
+        ips <= 2 * tower_waiting_room::defences::MAX_TRACKED,
         "{ips} addresses tracked"
     );
-    assert!(ips >= tower_waiting_room::limits::MAX_TRACKED / 2, "{ips}");
+    assert!(
+        ips >= tower_waiting_room::defences::MAX_TRACKED / 2,
+        "{ips}"
+    );
     assert_eq!(sessions, 0);
     assert_eq!(
         store.calls().total(),

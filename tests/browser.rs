@@ -34,7 +34,7 @@ use http::header::{HeaderName, HeaderValue};
 use http::{Method, StatusCode};
 use hyper_util::client::legacy::connect::HttpConnector;
 use serde_json::json;
-use tower_waiting_room::proof_of_work::{is_solution, solve, ProofOfWork, PROOF_HEADER};
+use tower_waiting_room::defences::proof_of_work::{is_solution, solve, ProofOfWork, PROOF_HEADER};
 use tower_waiting_room::{Admission, RoomPolicy, SessionId, WaitingRoomLayer};
 
 use common::*;

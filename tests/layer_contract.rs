@@ -102,13 +102,13 @@ async fn many_concurrent_requests_through_a_concurrency_limit() {
         .service(inner);
 
     // Stale tokens are minted first, then time moves past `refresh`; the four kinds alternate.
-    let mut stale: Vec<_> = (0..30).map(|_| room.admission_cookie().1).collect();
+    let mut stale: Vec<_> = (0..30).map(|_| room.token_without_slot().1).collect();
     room.clock().advance(Duration::from_secs(20));
     let mut requests = Vec::new();
     for i in 0..120 {
         let kind = [Kind::Token, Kind::Queue, Kind::Nothing, Kind::Stale][i % 4];
         let cookie = match kind {
-            Kind::Token => Some(room.admission_cookie().1),
+            Kind::Token => Some(room.token_without_slot().1),
             Kind::Queue => Some(room.queue_cookie().1),
             Kind::Stale => stale.pop(),
             Kind::Nothing => None,
@@ -179,28 +179,45 @@ type MockReq = Request<()>;
 type MockRes = Response<Full<Bytes>>;
 
 #[tokio::test]
-async fn poll_ready_reflects_the_inner_service() {
+async fn the_room_answers_without_waiting_for_the_inner_service() {
     let room = TestRoom::new("mock", 1);
     let (mut svc, mut handle) = mock::spawn_layer::<MockReq, MockRes, _>(room.layer());
 
-    // Inner not ready: neither is the room.
+    // The inner is not ready, the room is: its own answers never wait for the inner.
     handle.allow(0);
-    assert!(svc.poll_ready().is_pending());
-    assert!(svc.poll_ready().is_pending());
-    handle.allow(1);
-    assert!(svc.is_woken(), "the inner's wake-up reaches the caller");
     assert!(matches!(svc.poll_ready(), Poll::Ready(Ok(()))));
+    let res = svc.call(get_with(None)).await.unwrap();
+    assert_eq!(
+        res.status(),
+        StatusCode::FOUND,
+        "first visit answered at once"
+    );
+    assert!(handle.poll_request().is_pending());
 
-    // A request the room answers itself never reaches the inner, and costs it nothing.
+    // An admitted visitor waits for the inner: the call is made only once it is ready (the
+    // mock panics if it is called unreadied).
+    assert!(matches!(svc.poll_ready(), Poll::Ready(Ok(()))));
+    let (session, cookie) = room.token_without_slot();
+    let mut fut = std::pin::pin!(svc.call(get_with(Some(cookie))));
+    let pending = std::future::poll_fn(|cx| Poll::Ready(fut.as_mut().poll(cx).is_pending())).await;
+    assert!(pending, "waiting for the inner to be ready");
+    assert!(
+        handle.poll_request().is_pending(),
+        "not called while unready"
+    );
+
+    // Meanwhile the room still answers others.
+    assert!(matches!(svc.poll_ready(), Poll::Ready(Ok(()))));
     let res = svc.call(get_with(None)).await.unwrap();
     assert_eq!(res.status(), StatusCode::FOUND);
-    assert!(handle.poll_request().is_pending());
-    assert!(matches!(svc.poll_ready(), Poll::Ready(Ok(()))));
 
-    // An admitted visitor reaches the (readied) inner, with the admission.
-    let (session, cookie) = room.admission_cookie();
-    let fut = svc.call(get_with(Some(cookie)));
-    let (req, send) = handle.next_request().await.unwrap();
+    // The inner becomes ready: the admitted visitor's request reaches it, with the admission.
+    handle.allow(1);
+    let pending = std::future::poll_fn(|cx| Poll::Ready(fut.as_mut().poll(cx).is_pending())).await;
+    assert!(pending, "waiting for the inner's response");
+    let Poll::Ready(Some((req, send))) = handle.poll_request() else {
+        panic!("the inner was not called once ready");
+    };
     let admission = req.extensions().get::<Admission>().unwrap();
     assert_eq!(admission.session(), session);
     assert_eq!(admission.admitted_by(), AdmittedBy::Token);
@@ -209,15 +226,103 @@ async fn poll_ready_reflects_the_inner_service() {
     assert_eq!(res.status(), StatusCode::OK);
     assert_eq!(res.into_body().collect().await.unwrap().to_bytes(), "hi");
 
-    // The inner's budget is spent: Pending again.
-    assert!(svc.poll_ready().is_pending());
-
-    // An inner readiness error comes out of the room's poll_ready.
+    // An inner readiness error comes out of the response future of a request that passes, and
+    // the room's own answers are not affected by it.
     handle.send_error("inner broke");
-    match svc.poll_ready() {
-        Poll::Ready(Err(e)) => assert_eq!(e.to_string(), "inner broke"),
-        other => panic!("expected the inner's error, got {other:?}"),
+    let err = svc
+        .call(get_with(Some(room.token_without_slot().1)))
+        .await
+        .unwrap_err();
+    assert_eq!(err.to_string(), "inner broke");
+}
+
+/// The room exists for the moment the app is saturated: behind a concurrency limit whose one
+/// permit is held, waiters still get their answers at once, and admitted requests wait their
+/// turn (a call without a permit would panic in the limit).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiters_are_answered_while_the_app_is_saturated() {
+    let room = TestRoom::new("saturated", 1);
+    let release = Arc::new(tokio::sync::Notify::new());
+    let calls = Arc::new(AtomicUsize::new(0));
+    let inner = {
+        let (release, calls) = (release.clone(), calls.clone());
+        tower::service_fn(move |_req: Request<Full<Bytes>>| {
+            let (release, calls) = (release.clone(), calls.clone());
+            async move {
+                // The first request holds the one permit until released.
+                if calls.fetch_add(1, Ordering::SeqCst) == 0 {
+                    release.notified().await;
+                }
+                Ok::<_, Infallible>(Response::new(Full::new(Bytes::from_static(b"inner"))))
+            }
+        })
+    };
+    let svc = ServiceBuilder::new()
+        .layer(room.layer())
+        .layer(ConcurrencyLimitLayer::new(1))
+        .service(inner);
+    let send = |cookie: Option<HeaderValue>, path: &'static str| {
+        let mut svc = svc.clone();
+        async move {
+            let mut req = Request::get(path).body(Full::new(Bytes::new())).unwrap();
+            if let Some(c) = cookie {
+                req.headers_mut().insert(header::COOKIE, c);
+            }
+            svc.ready().await.unwrap().call(req).await.unwrap()
+        }
+    };
+
+    // The one slot's holder takes the app's one permit and keeps it.
+    let (_, holder) = room.admit().await;
+    let holding = tokio::spawn(send(Some(holder), "/"));
+    while calls.load(Ordering::SeqCst) == 0 {
+        tokio::task::yield_now().await;
     }
+
+    // The app is saturated. Waiters, newcomers, status polls and leaving are answered at once.
+    let in_time = |f| tokio::time::timeout(Duration::from_secs(5), f);
+    let (_, waiter) = room.queue_cookie();
+    let res = in_time(send(Some(waiter.clone()), "/"))
+        .await
+        .expect("waiter answered");
+    assert_eq!(res.status(), StatusCode::TOO_MANY_REQUESTS);
+    let res = in_time(send(
+        Some(waiter.clone()),
+        "/__waitingroom/saturated/status",
+    ))
+    .await
+    .expect("status answered");
+    assert_eq!(res.status(), StatusCode::OK);
+    let body = res.into_body().collect().await.unwrap().to_bytes();
+    assert!(
+        body.starts_with(b"{") && body.windows(9).any(|w| w == b"\"waiting\""),
+        "{body:?}"
+    );
+    let res = in_time(send(None, "/")).await.expect("newcomer answered");
+    assert_eq!(res.status(), StatusCode::FOUND);
+
+    // An admitted visitor waits for the permit...
+    let (_, token) = room.token_without_slot();
+    let mut admitted = tokio::spawn(send(Some(token), "/"));
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(
+        !admitted.is_finished(),
+        "an admitted request waits its turn"
+    );
+    assert_eq!(
+        calls.load(Ordering::SeqCst),
+        1,
+        "and the app is not called without a permit"
+    );
+    // ...and goes through once the holder is done.
+    release.notify_one();
+    assert_eq!(holding.await.unwrap().status(), StatusCode::OK);
+    let res = tokio::time::timeout(Duration::from_secs(5), &mut admitted)
+        .await
+        .expect("admitted in time")
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::OK);
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
 }
 
 #[tokio::test]
@@ -276,7 +381,7 @@ async fn works_as_an_axum_router_layer() {
         )
         .layer(room.layer());
     let http = serve(router).await;
-    let (session, cookie) = room.admission_cookie();
+    let (session, cookie) = room.token_without_slot();
     let r = http.get_with_cookie("/hello", Some(cookie)).await;
     assert_eq!(r.status, StatusCode::OK);
     assert_eq!(r.text(), format!("hello {session} in axum"));

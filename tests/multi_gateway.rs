@@ -45,10 +45,10 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use redis_harness::Server;
 use serde_json::{json, Value};
+use tower_waiting_room::__private::QueueCookie;
 use tower_waiting_room::store::{RedisStore, RoomStats};
 use tower_waiting_room::{
-    Admission, AdmittedBy, FailPolicy, Keyring, QueueCookie, SessionId, SigningKey,
-    WaitingRoomLayer,
+    Admission, AdmittedBy, FailPolicy, Keyring, SessionId, SigningKey, WaitingRoomLayer,
 };
 
 const ROOM: &str = "launch";

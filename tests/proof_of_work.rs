@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use http::header::{self, HeaderName, HeaderValue};
 use http::{Method, StatusCode};
-use tower_waiting_room::proof_of_work::{
+use tower_waiting_room::defences::proof_of_work::{
     is_solution, solve, ProofOfWork, DEFAULT_CHALLENGE_TTL, PROOF_HEADER,
 };
 use tower_waiting_room::{ConfigError, RateLimit, WaitingRoomLayer};

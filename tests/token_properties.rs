@@ -1,8 +1,10 @@
 //! Property tests of the signed values: sign/verify round-trips, and any change is rejected.
 
 use proptest::prelude::*;
-use tower_waiting_room::proof_of_work::{is_solution, solve, Challenge};
-use tower_waiting_room::{AdmissionToken, Keyring, QueueCookie, SessionId, SigningKey};
+use tower_waiting_room::__private::Challenge;
+use tower_waiting_room::__private::{AdmissionToken, QueueCookie};
+use tower_waiting_room::defences::proof_of_work::{is_solution, solve};
+use tower_waiting_room::{Keyring, SessionId, SigningKey};
 
 fn keyring(secret: [u8; 32]) -> Keyring {
     Keyring::new(SigningKey::new("cur", secret).unwrap())

@@ -9,7 +9,8 @@ use arbitrary::Arbitrary;
 use http::{HeaderName, HeaderValue, Method, Request, Response, StatusCode};
 use libfuzzer_sys::fuzz_target;
 use tower::{service_fn, Layer, ServiceExt};
-use tower_waiting_room::proof_of_work::{solve, Challenge, ProofOfWork, PROOF_HEADER};
+use tower_waiting_room::defences::proof_of_work::{solve, ProofOfWork, PROOF_HEADER};
+use tower_waiting_room::__private::{Challenge};
 use tower_waiting_room::testing::{TestRoom, TEST_EPOCH_MS};
 use tower_waiting_room::{Keyring, SigningKey, WaitingRoomLayer};
 
@@ -111,7 +112,7 @@ fuzz_target!(|input: Input| {
     }
     if input.with_valid_admission {
         req.headers_mut()
-            .append(http::header::COOKIE, room.admission_cookie().1);
+            .append(http::header::COOKIE, room.token_without_slot().1);
     }
     let inner = service_fn(|_req: Request<()>| async {
         Ok::<_, std::convert::Infallible>(Response::new(http_body_empty()))

@@ -3,8 +3,9 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use tower_waiting_room::proof_of_work::Challenge;
-use tower_waiting_room::{AdmissionToken, Keyring, QueueCookie, SessionId, SigningKey};
+use tower_waiting_room::defences::proof_of_work::Challenge;
+use tower_waiting_room::__private::{AdmissionToken, QueueCookie};
+use tower_waiting_room::{Keyring, SessionId, SigningKey};
 
 fuzz_target!(|data: &[u8]| {
     let keys = Keyring::new(SigningKey::new("k2", [2u8; 32]).unwrap())

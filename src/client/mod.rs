@@ -63,7 +63,6 @@ use std::net::{IpAddr, SocketAddr};
 
 use http::{Extensions, HeaderMap, HeaderName, Method, Uri};
 
-
 /// The peer address of the connection a request came on. Servers that do not use axum insert it
 /// into each request's extensions, so that the per-IP limit sees the client:
 ///

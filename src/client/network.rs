@@ -148,7 +148,10 @@ mod tests {
     #[test]
     fn client_groups() {
         assert_eq!(client_group(addr("203.0.113.7")), addr("203.0.113.7"));
-        assert_eq!(client_group(addr("::ffff:203.0.113.7")), addr("203.0.113.7"));
+        assert_eq!(
+            client_group(addr("::ffff:203.0.113.7")),
+            addr("203.0.113.7")
+        );
         assert_eq!(
             client_group(addr("2001:db8:1:2:aaaa:bbbb:cccc:dddd")),
             addr("2001:db8:1:2::")

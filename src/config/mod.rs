@@ -229,4 +229,3 @@ impl RoomConfig {
         self.bind_tokens_to_network
     }
 }
-

@@ -234,7 +234,6 @@ impl ProofGate {
     }
 }
 
-
 /// The challenges accepted and not yet expired, in two generations of `ttl` each.
 ///
 /// A challenge accepted at `t` expires by `t + ttl` (it was issued before `t`, valid for at most

@@ -69,7 +69,10 @@ impl<K: Hash + Eq> Limiter<K> {
         let w = g.window_ms();
         let elapsed = g.advance(now_ms);
         let (current, previous) = g.get(&key);
-        let (current, previous) = (current.copied().unwrap_or(0), previous.copied().unwrap_or(0));
+        let (current, previous) = (
+            current.copied().unwrap_or(0),
+            previous.copied().unwrap_or(0),
+        );
         // The previous window's events, weighted by how much of it still overlaps the sliding
         // window ending now.
         let carried = u64::from(previous) * (w - elapsed) / w;
@@ -99,7 +102,6 @@ impl Limiter<IpAddr> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
 
     #[test]
     fn limits_within_a_window_and_recovers() {
@@ -193,5 +195,4 @@ mod tests {
         assert!(l.check(ip("2001:db8:1:2::1"), t).is_ok());
         assert!(l.check(ip("2001:db8:1:2::2"), t).is_ok());
     }
-
 }

@@ -84,7 +84,9 @@ impl Pending {
                 let answer = ready!(call.as_mut().poll(cx));
                 room.after_heartbeat(*token, answer, req, now)
             }
-            Pending::Status { call } => Next::Answer(room.after_status(ready!(call.as_mut().poll(cx)))),
+            Pending::Status { call } => {
+                Next::Answer(room.after_status(ready!(call.as_mut().poll(cx))))
+            }
             Pending::Leave { call } => Next::Answer(match ready!(call.as_mut().poll(cx)) {
                 Ok(_) => room.left(req),
                 Err(e) => store_error_json(room.config.room(), &e),

@@ -68,7 +68,13 @@ impl Room {
         let value = cookie.sign(&self.keys, self.config.room());
         let max_age = secs_ceil(cookie.expires_at_ms().saturating_sub(now));
         let c = &self.config;
-        self.issue(req, &c.cookies.queue_name, &c.session_header, value, max_age)
+        self.issue(
+            req,
+            &c.cookies.queue_name,
+            &c.session_header,
+            value,
+            max_age,
+        )
     }
 
     /// Stage 1: a signed queue cookie and a redirect to the same URL. A method other than GET or

@@ -47,9 +47,8 @@ impl Room {
             AdmissionToken::verify(&self.keys, self.config.room(), v, now)
                 .filter(|t| expected.is_none() || t.network() == expected)
         };
-        cookies::find_valid(req.headers(), &self.config.cookies.admission_name, verify).or_else(
-            || header_value(req, &self.config.token_header).and_then(|v| verify(v.trim())),
-        )
+        cookies::find_valid(req.headers(), &self.config.cookies.admission_name, verify)
+            .or_else(|| header_value(req, &self.config.token_header).and_then(|v| verify(v.trim())))
     }
 
     /// A valid queue value from the cookie, or else from the session header.

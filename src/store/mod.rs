@@ -28,8 +28,6 @@
 //!   Every `Waiting` answer carries the counts of the last complete minute and five minutes
 //!   ([`AdmissionCounts`]), from which the layer estimates the wait. All gateways share them.
 
-use std::error::Error;
-use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 
@@ -38,12 +36,14 @@ use serde::Serialize;
 use crate::config::RoomPolicy;
 use crate::session::SessionId;
 
+mod error;
 mod memory;
 #[cfg(feature = "redis")]
 mod redis;
 
 #[cfg(feature = "redis")]
 pub use self::redis::{RedisStore, RedisStoreBuilder, RedisStoreMetrics};
+pub use error::{StoreError, StoreErrorKind};
 pub use memory::MemoryStore;
 
 /// Most waiters promoted (or skipped as silent) in one call.
@@ -204,77 +204,6 @@ impl AdmissionRing {
             }
         }
         out
-    }
-}
-
-/// Why a store call failed; the layer answers by kind.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum StoreErrorKind {
-    /// The store cannot be reached (I/O error, dropped connection, refused): the room's
-    /// [`FailPolicy`](crate::FailPolicy) applies.
-    Unavailable,
-    /// The call did not finish before its deadline: treated like `Unavailable`.
-    Timeout,
-    /// The store is up but refuses writes for lack of memory: visitors are told to try again
-    /// soon. Never treated as "down, let everyone in".
-    Busy,
-    /// The store answered something this crate did not expect.
-    Protocol,
-    /// The store's own configuration is invalid (a bad URL, an empty key prefix…); returned by
-    /// store builders, never at request time.
-    Config,
-}
-
-/// The one error type of every store.
-#[derive(Debug)]
-pub struct StoreError {
-    kind: StoreErrorKind,
-    source: Option<Box<dyn Error + Send + Sync>>,
-}
-
-impl StoreError {
-    /// An error of `kind` without a cause.
-    pub fn new(kind: StoreErrorKind) -> Self {
-        Self { kind, source: None }
-    }
-
-    /// An error of `kind` caused by `source`.
-    pub fn with_source(
-        kind: StoreErrorKind,
-        source: impl Into<Box<dyn Error + Send + Sync>>,
-    ) -> Self {
-        Self {
-            kind,
-            source: Some(source.into()),
-        }
-    }
-
-    /// What kind of failure this is.
-    pub fn kind(&self) -> StoreErrorKind {
-        self.kind
-    }
-}
-
-impl fmt::Display for StoreError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let what = match self.kind {
-            StoreErrorKind::Unavailable => "store unavailable",
-            StoreErrorKind::Timeout => "store call timed out",
-            StoreErrorKind::Busy => "store busy (out of memory)",
-            StoreErrorKind::Protocol => "unexpected store answer",
-            StoreErrorKind::Config => "invalid store configuration",
-        };
-        match &self.source {
-            Some(source) => write!(f, "{what}: {source}"),
-            None => f.write_str(what),
-        }
-    }
-}
-
-impl Error for StoreError {
-    fn source(&self) -> Option<&(dyn Error + 'static)> {
-        self.source.as_deref().map(|e| e as &(dyn Error + 'static))
     }
 }
 

@@ -7,11 +7,11 @@
 
 use std::time::Duration;
 
-use crate::clock::duration_ms;
-use crate::session::SessionId;
 use super::format::{self, Claims, Kind};
 use super::keys::Keyring;
 use crate::client::network::Network;
+use crate::clock::duration_ms;
+use crate::session::SessionId;
 
 /// Proof that a visitor holds a slot, until `expires_at_ms`.
 ///
@@ -176,6 +176,7 @@ mod tests {
         let checked = AdmissionToken::verify(&keys, "shop", &text, 12_000).unwrap();
         assert!(checked.is_fresh(12_000, Duration::from_secs(15)));
         assert!(!checked.is_fresh(26_000, Duration::from_secs(15)));
-        assert_eq!(AdmissionToken::verify(&keys, "shop", &text, 310_000), None); // expired
+        assert_eq!(AdmissionToken::verify(&keys, "shop", &text, 310_000), None);
+        // expired
     }
 }

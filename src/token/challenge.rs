@@ -5,7 +5,6 @@ use super::format::{self, Claims, Kind};
 use super::keys::Keyring;
 use crate::session::SessionId;
 
-
 /// A proof-of-work challenge: which session it was issued to, and when it expires. Signed with
 /// the room's key like the queue cookie (kind `c1`), so it cannot be forged, moved to another
 /// session or room, or extended.
@@ -48,7 +47,6 @@ impl Challenge {
         format::verify_unexpired(keys, Kind::Challenge, room, value, now_ms).map(Self)
     }
 }
-
 
 #[cfg(test)]
 mod tests {

@@ -114,9 +114,8 @@ impl SigningKey {
     /// A key from a hex-encoded secret (at least 64 hex digits).
     pub fn from_hex(id: impl Into<String>, hex: &str) -> Result<Self, KeyError> {
         let id = id.into();
-        let secret = decode_hex(hex.trim()).ok_or_else(|| KeyError::InvalidHex {
-            key_id: id.clone(),
-        })?;
+        let secret =
+            decode_hex(hex.trim()).ok_or_else(|| KeyError::InvalidHex { key_id: id.clone() })?;
         Self::new(id, secret)
     }
 

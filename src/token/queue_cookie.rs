@@ -5,9 +5,9 @@
 //! the same URL. Only a request that comes back with a valid queue cookie ever reaches the store,
 //! so a flood of cookie-less requests costs one HMAC each and nothing else.
 
-use crate::session::SessionId;
 use super::format::{self, Claims, Kind};
 use super::keys::Keyring;
+use crate::session::SessionId;
 
 /// The visitor's signed place-holder: who they are, not where they stand.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -98,19 +98,29 @@ mod tests {
 
     #[test]
     fn module_example() {
-
         let keys = Keyring::new(SigningKey::new("k1", [42u8; 32]).unwrap());
         let cookie = QueueCookie::issue(1_000, 60_000);
         let text = cookie.sign(&keys, "shop");
-        assert_eq!(QueueCookie::verify(&keys, "shop", &text, 2_000), Some(cookie));
+        assert_eq!(
+            QueueCookie::verify(&keys, "shop", &text, 2_000),
+            Some(cookie)
+        );
         // Another room, a tampered value, or an expired one is no cookie at all.
         assert_eq!(QueueCookie::verify(&keys, "other", &text, 2_000), None);
-        assert_eq!(QueueCookie::verify(&keys, "shop", &text.replace('.', "-"), 2_000), None);
+        assert_eq!(
+            QueueCookie::verify(&keys, "shop", &text.replace('.', "-"), 2_000),
+            None
+        );
         assert_eq!(QueueCookie::verify(&keys, "shop", &text, 61_000), None);
 
         // With proof of work on, a session that solved its challenge gets the same cookie, marked.
         let proven = cookie.into_proven().sign(&keys, "shop");
-        assert!(QueueCookie::verify(&keys, "shop", &proven, 2_000).unwrap().is_proven());
-        assert_eq!(QueueCookie::verify(&keys, "shop", &proven.replacen("p1", "q1", 1), 2_000), None);
+        assert!(QueueCookie::verify(&keys, "shop", &proven, 2_000)
+            .unwrap()
+            .is_proven());
+        assert_eq!(
+            QueueCookie::verify(&keys, "shop", &proven.replacen("p1", "q1", 1), 2_000),
+            None
+        );
     }
 }

@@ -18,13 +18,13 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tower_waiting_room::__private::{AdmissionToken, QueueCookie};
 use tower_waiting_room::clock::ManualClock;
 use tower_waiting_room::store::{
     Decision, MemoryStore, RoomStats, Store, StoreError, StoreErrorKind, StoreFuture,
 };
 use tower_waiting_room::{
-    Admission, AdmissionToken, Keyring, QueueCookie, RoomPolicy, SessionId, SigningKey,
-    WaitingRoomBuilder, WaitingRoomLayer,
+    Admission, Keyring, RoomPolicy, SessionId, SigningKey, WaitingRoomBuilder, WaitingRoomLayer,
 };
 
 /// The test secret (32 bytes) used with `builder.secret(..)`, whose key id is `k1`.

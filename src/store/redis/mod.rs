@@ -40,33 +40,26 @@
 //! - The connection is made lazily: a Redis that is down when the process starts does not stop
 //!   it from starting.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+mod breaker;
+mod builder;
+mod protocol;
+
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::cluster::ClusterClient;
+use redis::aio::ConnectionManager;
 use redis::cluster_async::ClusterConnection;
-use redis::{ErrorKind, RedisError, Script, ServerErrorKind};
+use redis::Script;
 
-use super::{
-    AdmissionCounts, Decision, RoomStats, Store, StoreError, StoreErrorKind, StoreFuture,
-    ADMISSION_BUCKETS, ADMISSION_BUCKET_MS, FIVE_MINUTE_BUCKETS, MAX_PROMOTIONS_PER_CALL,
-    MAX_SWEEP_PER_CALL, MINUTE_BUCKETS,
-};
-use crate::clock::{Clock, SharedClock};
+use self::breaker::Breaker;
+pub use self::breaker::RedisStoreMetrics;
+pub use self::builder::RedisStoreBuilder;
+use self::protocol::{decision, non_negative, protocol_error, reply, Op, NOW_FROM_SERVER};
+use super::{AdmissionCounts, Decision, RoomStats, Store, StoreError, StoreErrorKind, StoreFuture};
+use crate::clock::SharedClock;
 use crate::config::RoomPolicy;
 use crate::session::SessionId;
-
-/// The room script, loaded with `include_str!`.
-pub const SCRIPT: &str = include_str!("room.lua");
-
-/// Default deadline of one store call.
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(250);
-/// Default time the circuit breaker stays open after a transport failure.
-pub const DEFAULT_BREAKER_COOLDOWN: Duration = Duration::from_secs(3);
-/// Default key prefix.
-pub const DEFAULT_PREFIX: &str = "twr";
 
 #[derive(Clone)]
 enum Connection {
@@ -84,129 +77,6 @@ pub struct RedisStore {
     timeout: Duration,
     clock: Option<SharedClock>,
     breaker: Arc<Breaker>,
-}
-
-/// Configures a [`RedisStore`].
-#[derive(Default)]
-#[must_use]
-pub struct RedisStoreBuilder {
-    url: Option<String>,
-    cluster_nodes: Vec<String>,
-    prefix: Option<String>,
-    timeout: Option<Duration>,
-    breaker_cooldown: Option<Duration>,
-    clock: Option<SharedClock>,
-}
-
-impl std::fmt::Debug for RedisStoreBuilder {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        // URLs may carry passwords: show only whether they are set.
-        f.debug_struct("RedisStoreBuilder")
-            .field("url", &self.url.as_ref().map(|_| "<set>"))
-            .field("cluster_nodes", &self.cluster_nodes.len())
-            .field("prefix", &self.prefix)
-            .field("timeout", &self.timeout)
-            .finish_non_exhaustive()
-    }
-}
-
-impl RedisStoreBuilder {
-    /// A single node: `redis://[:password@]host:port[/db]` or `rediss://…`.
-    pub fn url(mut self, url: impl Into<String>) -> Self {
-        self.url = Some(url.into());
-        self
-    }
-
-    /// A Redis Cluster, by some of its nodes' URLs.
-    pub fn cluster_nodes<I, U>(mut self, nodes: I) -> Self
-    where
-        I: IntoIterator<Item = U>,
-        U: Into<String>,
-    {
-        self.cluster_nodes = nodes.into_iter().map(Into::into).collect();
-        self
-    }
-
-    /// Prefix of every key (default `twr`): keys are `{prefix}:{room}:…`.
-    pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
-        self.prefix = Some(prefix.into());
-        self
-    }
-
-    /// Deadline of one store call (default 250 ms).
-    pub fn timeout(mut self, timeout: Duration) -> Self {
-        self.timeout = Some(timeout);
-        self
-    }
-
-    /// How long the store is skipped after a transport failure (default 3 s).
-    pub fn breaker_cooldown(mut self, cooldown: Duration) -> Self {
-        self.breaker_cooldown = Some(cooldown);
-        self
-    }
-
-    /// Sends this clock's time to the script instead of using Redis `TIME`. For tests that move
-    /// time by hand; in production every gateway should share Redis's clock.
-    pub fn clock(mut self, clock: impl Clock) -> Self {
-        self.clock = Some(Arc::new(clock));
-        self
-    }
-
-    /// Builds the store. The connection is made on first use, so this must run inside a Tokio
-    /// runtime but does not need Redis to be up.
-    pub fn build(self) -> Result<RedisStore, StoreError> {
-        let timeout = self.timeout.unwrap_or(DEFAULT_TIMEOUT);
-        let config_error = |msg: &'static str| StoreError::with_source(StoreErrorKind::Config, msg);
-        if timeout.is_zero() {
-            return Err(config_error("the store timeout must be longer than zero"));
-        }
-        let prefix = self.prefix.unwrap_or_else(|| DEFAULT_PREFIX.to_owned());
-        if prefix.is_empty() || prefix.contains(['{', '}']) {
-            return Err(config_error(
-                "the key prefix must be non-empty and without braces",
-            ));
-        }
-        let conn = match (self.url, self.cluster_nodes.is_empty()) {
-            (Some(url), true) => {
-                let client = redis::Client::open(url).map_err(config)?;
-                let manager_config = ConnectionManagerConfig::new()
-                    .set_connection_timeout(Some(timeout))
-                    .set_response_timeout(Some(timeout))
-                    .set_number_of_retries(1);
-                Connection::Single(
-                    client
-                        .get_connection_manager_lazy(manager_config)
-                        .map_err(config)?,
-                )
-            }
-            (None, false) => {
-                let client = ClusterClient::builder(self.cluster_nodes)
-                    .connection_timeout(timeout)
-                    .response_timeout(timeout)
-                    .retries(2)
-                    .build()
-                    .map_err(config)?;
-                Connection::Cluster(
-                    client.get_pending_async_connection_with_config(
-                        redis::cluster::ClusterConfig::new()
-                            .set_connection_timeout(timeout)
-                            .set_response_timeout(timeout),
-                    ),
-                )
-            }
-            _ => return Err(config_error("give either a URL or cluster nodes")),
-        };
-        Ok(RedisStore {
-            conn,
-            script: Arc::new(Script::new(SCRIPT)),
-            prefix: prefix.into(),
-            timeout,
-            clock: self.clock,
-            breaker: Arc::new(Breaker::new(
-                self.breaker_cooldown.unwrap_or(DEFAULT_BREAKER_COOLDOWN),
-            )),
-        })
-    }
 }
 
 impl RedisStore {
@@ -231,38 +101,24 @@ impl RedisStore {
         }
     }
 
-    /// The keys of `room`, in the script's order.
+    /// The keys of `room`, in the script's order. Not API: the key layout is private to the
+    /// store (the crate's own fault tests and benchmark reach into it).
+    #[doc(hidden)]
     pub fn keys(&self, room: &str) -> [String; 7] {
-        [
-            "seq", "line", "seen", "active", "granted", "bucket", "admitted",
-        ]
-        .map(|k| format!("{}:{{{room}}}:{k}", self.prefix))
+        protocol::keys(&self.prefix, room)
     }
 
     fn call(
         &self,
-        op: &'static str,
+        op: Op,
         policy: &RoomPolicy,
         session: Option<SessionId>,
     ) -> StoreFuture<Vec<i64>> {
         let store = self.clone();
         let keys = self.keys(&policy.room);
         let session = session.map(|s| s.to_string()).unwrap_or_default();
-        let now = self.clock.as_ref().map_or(0, |c| c.now_ms());
-        let numbers = [
-            u64::from(policy.capacity),
-            u64::from(policy.admission_rate.unwrap_or(0)),
-            policy.active_ttl_ms,
-            policy.grant_ttl_ms,
-            policy.queue_ttl_ms,
-            policy.max_queue_len,
-            u64::from(MAX_PROMOTIONS_PER_CALL),
-            u64::from(MAX_SWEEP_PER_CALL),
-            ADMISSION_BUCKET_MS,
-            ADMISSION_BUCKETS,
-            MINUTE_BUCKETS,
-            FIVE_MINUTE_BUCKETS,
-        ];
+        let now = self.clock.as_ref().map_or(NOW_FROM_SERVER, |c| c.now_ms());
+        let numbers = protocol::numbers(policy);
         Box::pin(async move {
             if !store.breaker.allow() {
                 store.breaker.skipped.fetch_add(1, Ordering::Relaxed);
@@ -276,7 +132,7 @@ impl RedisStore {
             for key in &keys {
                 invocation.key(key);
             }
-            invocation.arg(op).arg(&session).arg(now);
+            invocation.arg(op.as_str()).arg(&session).arg(now);
             for n in numbers {
                 invocation.arg(n);
             }
@@ -288,7 +144,7 @@ impl RedisStore {
             };
             let result = match tokio::time::timeout(store.timeout, run).await {
                 Ok(Ok(reply)) => Ok(reply),
-                Ok(Err(e)) => Err(classify(e)),
+                Ok(Err(e)) => Err(protocol::classify(e)),
                 Err(_) => Err(StoreError::with_source(
                     StoreErrorKind::Timeout,
                     format!("no answer within {:?}", store.timeout),
@@ -303,12 +159,7 @@ impl RedisStore {
         })
     }
 
-    fn decide(
-        &self,
-        op: &'static str,
-        policy: &RoomPolicy,
-        session: SessionId,
-    ) -> StoreFuture<Decision> {
+    fn decide(&self, op: Op, policy: &RoomPolicy, session: SessionId) -> StoreFuture<Decision> {
         let call = self.call(op, policy, Some(session));
         Box::pin(async move { decision(&call.await?) })
     }
@@ -321,71 +172,42 @@ fn is_transport(e: &StoreError) -> bool {
     )
 }
 
-fn protocol(reply: &[i64]) -> StoreError {
-    StoreError::with_source(
-        StoreErrorKind::Protocol,
-        format!("unexpected script reply {reply:?}"),
-    )
-}
-
-fn non_negative(n: i64) -> u64 {
-    u64::try_from(n).unwrap_or(0)
-}
-
-fn decision(reply: &[i64]) -> Result<Decision, StoreError> {
-    match *reply {
-        [1, expires_at_ms, ..] => Ok(Decision::Admitted {
-            expires_at_ms: non_negative(expires_at_ms),
-        }),
-        [2, position, waiting, minute, five] => Ok(Decision::Waiting {
-            position: non_negative(position),
-            waiting: non_negative(waiting),
-            recent: AdmissionCounts::new(non_negative(minute), non_negative(five)),
-        }),
-        [3, _, waiting, ..] => Ok(Decision::Full {
-            waiting: non_negative(waiting),
-        }),
-        [0, ..] => Ok(Decision::Unknown),
-        _ => Err(protocol(reply)),
-    }
-}
-
 impl Store for RedisStore {
     fn enter(&self, policy: &RoomPolicy, session: SessionId) -> StoreFuture<Decision> {
-        self.decide("enter", policy, session)
+        self.decide(Op::Enter, policy, session)
     }
 
     fn poll(&self, policy: &RoomPolicy, session: SessionId) -> StoreFuture<Decision> {
-        self.decide("poll", policy, session)
+        self.decide(Op::Poll, policy, session)
     }
 
     fn heartbeat(&self, policy: &RoomPolicy, session: SessionId) -> StoreFuture<Decision> {
-        self.decide("heartbeat", policy, session)
+        self.decide(Op::Heartbeat, policy, session)
     }
 
     fn release(&self, policy: &RoomPolicy, session: SessionId) -> StoreFuture<bool> {
-        let call = self.call("release", policy, Some(session));
+        let call = self.call(Op::Release, policy, Some(session));
         Box::pin(async move {
             match *call.await? {
-                [4, released, ..] => Ok(released == 1),
-                ref reply => Err(protocol(reply)),
+                [reply::RELEASED, released, ..] => Ok(released == 1),
+                ref other => Err(protocol_error(other)),
             }
         })
     }
 
     fn stats(&self, policy: &RoomPolicy) -> StoreFuture<RoomStats> {
-        let call = self.call("stats", policy, None);
+        let call = self.call(Op::Stats, policy, None);
         let capacity = u64::from(policy.capacity);
         Box::pin(async move {
             match *call.await? {
-                [5, admitted, granted, waiting, minute, five] => Ok(RoomStats {
+                [reply::STATS, admitted, granted, waiting, minute, five] => Ok(RoomStats {
                     admitted: non_negative(admitted),
                     granted: non_negative(granted),
                     waiting: non_negative(waiting),
                     capacity,
                     recent: AdmissionCounts::new(non_negative(minute), non_negative(five)),
                 }),
-                ref reply => Err(protocol(reply)),
+                ref other => Err(protocol_error(other)),
             }
         })
     }
@@ -404,189 +226,5 @@ impl std::fmt::Debug for RedisStore {
             .field("prefix", &self.prefix)
             .field("timeout", &self.timeout)
             .finish_non_exhaustive()
-    }
-}
-
-fn config(e: RedisError) -> StoreError {
-    StoreError::with_source(StoreErrorKind::Config, e)
-}
-
-/// Classifies a Redis error by its kind and code, never by its message.
-fn classify(e: RedisError) -> StoreError {
-    let kind = match e.kind() {
-        ErrorKind::Extension if e.code() == Some("OOM") => StoreErrorKind::Busy,
-        ErrorKind::Io if e.is_timeout() => StoreErrorKind::Timeout,
-        ErrorKind::Io | ErrorKind::ClusterConnectionNotFound => StoreErrorKind::Unavailable,
-        ErrorKind::Server(
-            ServerErrorKind::BusyLoading
-            | ServerErrorKind::TryAgain
-            | ServerErrorKind::ClusterDown
-            | ServerErrorKind::MasterDown,
-        ) => StoreErrorKind::Unavailable,
-        _ if e.is_connection_dropped() || e.is_connection_refusal() => StoreErrorKind::Unavailable,
-        _ => StoreErrorKind::Protocol,
-    };
-    StoreError::with_source(kind, e)
-}
-
-/// Counters of a [`RedisStore`]'s calls.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct RedisStoreMetrics {
-    /// Calls sent to Redis.
-    pub attempts: u64,
-    /// Calls not sent because the circuit breaker was open.
-    pub skipped: u64,
-    /// Calls that failed for lack of a connection or an answer in time.
-    pub transport_failures: u64,
-    /// Whether the breaker is open (or half-open) now.
-    pub breaker_open: bool,
-}
-
-/// The circuit breaker shared by every clone of a store, with the store's counters.
-struct Breaker {
-    attempts: AtomicU64,
-    skipped: AtomicU64,
-    failures: AtomicU64,
-    cooldown: Duration,
-    start: Instant,
-    /// Milliseconds since `start` until which calls are skipped; 0 when closed.
-    open_until: AtomicU64,
-    /// A probe is in flight after the cooldown.
-    probing: AtomicBool,
-}
-
-impl Breaker {
-    fn new(cooldown: Duration) -> Self {
-        Self {
-            attempts: AtomicU64::new(0),
-            skipped: AtomicU64::new(0),
-            failures: AtomicU64::new(0),
-            cooldown,
-            start: Instant::now(),
-            open_until: AtomicU64::new(0),
-            probing: AtomicBool::new(false),
-        }
-    }
-
-    fn now(&self) -> u64 {
-        // +1 so that 0 always means "closed".
-        self.start.elapsed().as_millis() as u64 + 1
-    }
-
-    /// Whether a call may go to the store now.
-    fn allow(&self) -> bool {
-        let until = self.open_until.load(Ordering::Acquire);
-        if until == 0 {
-            return true;
-        }
-        if self.now() < until {
-            return false;
-        }
-        // Half-open: exactly one probe.
-        self.probing
-            .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
-            .is_ok()
-    }
-
-    fn trip(&self) {
-        self.failures.fetch_add(1, Ordering::Relaxed);
-        let until = self.now() + self.cooldown.as_millis() as u64;
-        self.open_until.store(until, Ordering::Release);
-        self.probing.store(false, Ordering::Release);
-        tracing::warn!(cooldown = ?self.cooldown, "waiting room store unreachable; circuit breaker open");
-    }
-
-    fn success(&self) {
-        if self.open_until.swap(0, Ordering::AcqRel) != 0 {
-            tracing::info!("waiting room store reachable again; circuit breaker closed");
-        }
-        self.probing.store(false, Ordering::Release);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn breaker_skips_then_lets_one_probe_through() {
-        let b = Breaker::new(Duration::from_millis(40));
-        assert!(b.allow());
-        b.trip();
-        assert!(!b.allow());
-        std::thread::sleep(Duration::from_millis(60));
-        assert!(b.allow(), "one probe after the cooldown");
-        assert!(!b.allow(), "only one probe at a time");
-        b.success();
-        assert!(b.allow() && b.allow());
-    }
-
-    #[test]
-    fn bad_configuration_is_a_config_error() {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        let _guard = rt.enter();
-        let kind = |b: RedisStoreBuilder| b.build().unwrap_err().kind();
-        assert_eq!(kind(RedisStore::builder()), StoreErrorKind::Config);
-        assert_eq!(
-            kind(RedisStore::builder().url("nonsense://x")),
-            StoreErrorKind::Config
-        );
-        assert_eq!(
-            kind(
-                RedisStore::builder()
-                    .url("redis://127.0.0.1/")
-                    .prefix("a{b")
-            ),
-            StoreErrorKind::Config
-        );
-        assert_eq!(
-            kind(
-                RedisStore::builder()
-                    .url("redis://127.0.0.1/")
-                    .timeout(Duration::ZERO)
-            ),
-            StoreErrorKind::Config
-        );
-    }
-
-    #[test]
-    fn keys_share_the_room_hash_tag() {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        let _guard = rt.enter();
-        let store = RedisStore::from_url("redis://127.0.0.1:1/").unwrap();
-        let keys = store.keys("shop");
-        assert!(keys.iter().all(|k| k.starts_with("twr:{shop}:")));
-        assert_eq!(keys.len(), 7);
-    }
-
-    #[test]
-    fn replies_map_to_decisions() {
-        assert_eq!(
-            decision(&[1, 5, 0]).unwrap(),
-            Decision::Admitted { expires_at_ms: 5 }
-        );
-        assert_eq!(
-            decision(&[2, 3, 9, 4, 20]).unwrap(),
-            Decision::Waiting {
-                position: 3,
-                waiting: 9,
-                recent: AdmissionCounts::new(4, 20),
-            }
-        );
-        assert_eq!(
-            decision(&[2, 3, 9]).unwrap_err().kind(),
-            StoreErrorKind::Protocol,
-            "a waiting reply without counts is from another script version"
-        );
-        assert_eq!(decision(&[3, 0, 9]).unwrap(), Decision::Full { waiting: 9 });
-        assert_eq!(decision(&[0, 0, 0]).unwrap(), Decision::Unknown);
-        assert_eq!(decision(&[7]).unwrap_err().kind(), StoreErrorKind::Protocol);
     }
 }

@@ -20,7 +20,7 @@
 -- ARGV:
 --   1 op (enter | poll | heartbeat | release | stats)
 --   2 session id ('' for stats)
---   3 now in ms, or 0 to use the server's TIME (shared by every gateway)
+--   3 now in ms, or 0 (NOW_FROM_SERVER) to use the server's TIME (shared by every gateway)
 --   4 capacity   5 admission rate per second (0 = none)
 --   6 active_ttl_ms   7 grant_ttl_ms   8 queue_ttl_ms   9 max_queue_len
 --   10 max promotions per call   11 max sweep per call
@@ -44,11 +44,11 @@ local queue_ttl = tonumber(ARGV[8])
 local max_queue = tonumber(ARGV[9])
 local max_promote = tonumber(ARGV[10])
 local max_sweep = tonumber(ARGV[11])
--- (12 to 15 default to the crate's constants for callers that predate them.)
-local bucket_ms = tonumber(ARGV[12]) or 10000
-local ring = tonumber(ARGV[13]) or 32
-local minute_buckets = tonumber(ARGV[14]) or 6
-local five_minute_buckets = tonumber(ARGV[15]) or 30
+-- The crate sends every argument (src/store/redis/protocol.rs), so no default is repeated here.
+local bucket_ms = tonumber(ARGV[12])
+local ring = tonumber(ARGV[13])
+local minute_buckets = tonumber(ARGV[14])
+local five_minute_buckets = tonumber(ARGV[15])
 
 if now == 0 then
   local t = redis.call('TIME')

@@ -1,0 +1,184 @@
+//! [`RedisStoreBuilder`]: where Redis is, and how long to wait for it.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::aio::ConnectionManagerConfig;
+use redis::cluster::ClusterClient;
+use redis::{RedisError, Script};
+
+use super::breaker::Breaker;
+use super::protocol::SCRIPT;
+use super::{Connection, RedisStore};
+use crate::clock::{Clock, SharedClock};
+use crate::store::{StoreError, StoreErrorKind};
+
+/// Default deadline of one store call.
+pub(crate) const DEFAULT_TIMEOUT: Duration = Duration::from_millis(250);
+/// Default time the circuit breaker stays open after a transport failure.
+pub(crate) const DEFAULT_BREAKER_COOLDOWN: Duration = Duration::from_secs(3);
+/// Default key prefix.
+pub(crate) const DEFAULT_PREFIX: &str = "twr";
+
+/// Configures a [`RedisStore`].
+#[derive(Default)]
+#[must_use]
+pub struct RedisStoreBuilder {
+    url: Option<String>,
+    cluster_nodes: Vec<String>,
+    prefix: Option<String>,
+    timeout: Option<Duration>,
+    breaker_cooldown: Option<Duration>,
+    clock: Option<SharedClock>,
+}
+
+impl std::fmt::Debug for RedisStoreBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // URLs may carry passwords: show only whether they are set.
+        f.debug_struct("RedisStoreBuilder")
+            .field("url", &self.url.as_ref().map(|_| "<set>"))
+            .field("cluster_nodes", &self.cluster_nodes.len())
+            .field("prefix", &self.prefix)
+            .field("timeout", &self.timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RedisStoreBuilder {
+    /// A single node: `redis://[:password@]host:port[/db]` or `rediss://…`.
+    pub fn url(mut self, url: impl Into<String>) -> Self {
+        self.url = Some(url.into());
+        self
+    }
+
+    /// A Redis Cluster, by some of its nodes' URLs.
+    pub fn cluster_nodes<I, U>(mut self, nodes: I) -> Self
+    where
+        I: IntoIterator<Item = U>,
+        U: Into<String>,
+    {
+        self.cluster_nodes = nodes.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Prefix of every key (default `twr`): keys are `{prefix}:{room}:…`.
+    pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.prefix = Some(prefix.into());
+        self
+    }
+
+    /// Deadline of one store call (default 250 ms).
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = Some(timeout);
+        self
+    }
+
+    /// How long the store is skipped after a transport failure (default 3 s).
+    pub fn breaker_cooldown(mut self, cooldown: Duration) -> Self {
+        self.breaker_cooldown = Some(cooldown);
+        self
+    }
+
+    /// Sends this clock's time to the script instead of using Redis `TIME`. For tests that move
+    /// time by hand; in production every gateway should share Redis's clock.
+    pub fn clock(mut self, clock: impl Clock) -> Self {
+        self.clock = Some(Arc::new(clock));
+        self
+    }
+
+    /// Builds the store. The connection is made on first use, so this must run inside a Tokio
+    /// runtime but does not need Redis to be up.
+    pub fn build(self) -> Result<RedisStore, StoreError> {
+        let timeout = self.timeout.unwrap_or(DEFAULT_TIMEOUT);
+        let config_error = |msg: &'static str| StoreError::with_source(StoreErrorKind::Config, msg);
+        if timeout.is_zero() {
+            return Err(config_error("the store timeout must be longer than zero"));
+        }
+        let prefix = self.prefix.unwrap_or_else(|| DEFAULT_PREFIX.to_owned());
+        if prefix.is_empty() || prefix.contains(['{', '}']) {
+            return Err(config_error(
+                "the key prefix must be non-empty and without braces",
+            ));
+        }
+        let conn = match (self.url, self.cluster_nodes.is_empty()) {
+            (Some(url), true) => {
+                let client = redis::Client::open(url).map_err(config)?;
+                let manager_config = ConnectionManagerConfig::new()
+                    .set_connection_timeout(Some(timeout))
+                    .set_response_timeout(Some(timeout))
+                    .set_number_of_retries(1);
+                Connection::Single(
+                    client
+                        .get_connection_manager_lazy(manager_config)
+                        .map_err(config)?,
+                )
+            }
+            (None, false) => {
+                let client = ClusterClient::builder(self.cluster_nodes)
+                    .connection_timeout(timeout)
+                    .response_timeout(timeout)
+                    .retries(2)
+                    .build()
+                    .map_err(config)?;
+                Connection::Cluster(
+                    client.get_pending_async_connection_with_config(
+                        redis::cluster::ClusterConfig::new()
+                            .set_connection_timeout(timeout)
+                            .set_response_timeout(timeout),
+                    ),
+                )
+            }
+            _ => return Err(config_error("give either a URL or cluster nodes")),
+        };
+        Ok(RedisStore {
+            conn,
+            script: Arc::new(Script::new(SCRIPT)),
+            prefix: prefix.into(),
+            timeout,
+            clock: self.clock,
+            breaker: Arc::new(Breaker::new(
+                self.breaker_cooldown.unwrap_or(DEFAULT_BREAKER_COOLDOWN),
+            )),
+        })
+    }
+}
+
+fn config(e: RedisError) -> StoreError {
+    StoreError::with_source(StoreErrorKind::Config, e)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bad_configuration_is_a_config_error() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let _guard = rt.enter();
+        let kind = |b: RedisStoreBuilder| b.build().unwrap_err().kind();
+        assert_eq!(kind(RedisStore::builder()), StoreErrorKind::Config);
+        assert_eq!(
+            kind(RedisStore::builder().url("nonsense://x")),
+            StoreErrorKind::Config
+        );
+        assert_eq!(
+            kind(
+                RedisStore::builder()
+                    .url("redis://127.0.0.1/")
+                    .prefix("a{b")
+            ),
+            StoreErrorKind::Config
+        );
+        assert_eq!(
+            kind(
+                RedisStore::builder()
+                    .url("redis://127.0.0.1/")
+                    .timeout(Duration::ZERO)
+            ),
+            StoreErrorKind::Config
+        );
+    }
+}

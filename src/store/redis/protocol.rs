@@ -1,0 +1,169 @@
+//! The protocol between [`RedisStore`](super::RedisStore) and its script (`room.lua`): the keys
+//! in their order, the arguments in their order, and the reply codes. The script's header says
+//! the same from the other side; keep the two in step.
+
+use redis::{ErrorKind, RedisError, ServerErrorKind};
+
+use crate::config::RoomPolicy;
+use crate::store::{
+    AdmissionCounts, Decision, StoreError, StoreErrorKind, ADMISSION_BUCKETS, ADMISSION_BUCKET_MS,
+    FIVE_MINUTE_BUCKETS, MAX_PROMOTIONS_PER_CALL, MAX_SWEEP_PER_CALL, MINUTE_BUCKETS,
+};
+
+/// The room script, loaded with `include_str!`.
+pub(crate) const SCRIPT: &str = include_str!("room.lua");
+
+/// The room's keys in the script's `KEYS` order, each `{prefix}:{room}:{name}` with the room as
+/// the hash tag (the braces are literal), so a Redis Cluster keeps a room in one slot.
+pub(crate) const KEY_NAMES: [&str; 7] = [
+    "seq", "line", "seen", "active", "granted", "bucket", "admitted",
+];
+
+/// The keys of `room` under `prefix`, in [`KEY_NAMES`] order.
+pub(crate) fn keys(prefix: &str, room: &str) -> [String; 7] {
+    KEY_NAMES.map(|k| format!("{prefix}:{{{room}}}:{k}"))
+}
+
+/// `ARGV[3]` when the store has no clock of its own: the script reads the server's `TIME`, one
+/// clock for every gateway.
+pub(crate) const NOW_FROM_SERVER: u64 = 0;
+
+/// The operation, `ARGV[1]`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Op {
+    Enter,
+    Poll,
+    Heartbeat,
+    Release,
+    Stats,
+}
+
+impl Op {
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Op::Enter => "enter",
+            Op::Poll => "poll",
+            Op::Heartbeat => "heartbeat",
+            Op::Release => "release",
+            Op::Stats => "stats",
+        }
+    }
+}
+
+/// `ARGV[4]` to `ARGV[15]`, in order: the room's policy and the crate's bounds.
+pub(crate) fn numbers(policy: &RoomPolicy) -> [u64; 12] {
+    [
+        u64::from(policy.capacity),
+        u64::from(policy.admission_rate.unwrap_or(0)),
+        policy.active_ttl_ms,
+        policy.grant_ttl_ms,
+        policy.queue_ttl_ms,
+        policy.max_queue_len,
+        u64::from(MAX_PROMOTIONS_PER_CALL),
+        u64::from(MAX_SWEEP_PER_CALL),
+        ADMISSION_BUCKET_MS,
+        ADMISSION_BUCKETS,
+        MINUTE_BUCKETS,
+        FIVE_MINUTE_BUCKETS,
+    ]
+}
+
+/// The reply codes, the first element of every reply.
+pub(crate) mod reply {
+    /// `{0, 0, 0}`: the session has no place and no slot (poll, heartbeat).
+    pub(crate) const UNKNOWN: i64 = 0;
+    /// `{1, expires_at_ms, 0}`.
+    pub(crate) const ADMITTED: i64 = 1;
+    /// `{2, position, waiting, last_minute, last_five_minutes}`.
+    pub(crate) const WAITING: i64 = 2;
+    /// `{3, 0, waiting}`.
+    pub(crate) const FULL: i64 = 3;
+    /// `{4, released (0 or 1), 0}`.
+    pub(crate) const RELEASED: i64 = 4;
+    /// `{5, admitted, granted, waiting, last_minute, last_five_minutes}`.
+    pub(crate) const STATS: i64 = 5;
+}
+
+pub(crate) fn protocol_error(reply: &[i64]) -> StoreError {
+    StoreError::with_source(
+        StoreErrorKind::Protocol,
+        format!("unexpected script reply {reply:?}"),
+    )
+}
+
+pub(crate) fn non_negative(n: i64) -> u64 {
+    u64::try_from(n).unwrap_or(0)
+}
+
+/// The decision in a reply to enter, poll or heartbeat.
+pub(crate) fn decision(reply: &[i64]) -> Result<Decision, StoreError> {
+    match *reply {
+        [reply::ADMITTED, expires_at_ms, ..] => Ok(Decision::Admitted {
+            expires_at_ms: non_negative(expires_at_ms),
+        }),
+        [reply::WAITING, position, waiting, minute, five] => Ok(Decision::Waiting {
+            position: non_negative(position),
+            waiting: non_negative(waiting),
+            recent: AdmissionCounts::new(non_negative(minute), non_negative(five)),
+        }),
+        [reply::FULL, _, waiting, ..] => Ok(Decision::Full {
+            waiting: non_negative(waiting),
+        }),
+        [reply::UNKNOWN, ..] => Ok(Decision::Unknown),
+        _ => Err(protocol_error(reply)),
+    }
+}
+
+/// Classifies a Redis error by its kind and code, never by its message.
+pub(crate) fn classify(e: RedisError) -> StoreError {
+    let kind = match e.kind() {
+        ErrorKind::Extension if e.code() == Some("OOM") => StoreErrorKind::Busy,
+        ErrorKind::Io if e.is_timeout() => StoreErrorKind::Timeout,
+        ErrorKind::Io | ErrorKind::ClusterConnectionNotFound => StoreErrorKind::Unavailable,
+        ErrorKind::Server(
+            ServerErrorKind::BusyLoading
+            | ServerErrorKind::TryAgain
+            | ServerErrorKind::ClusterDown
+            | ServerErrorKind::MasterDown,
+        ) => StoreErrorKind::Unavailable,
+        _ if e.is_connection_dropped() || e.is_connection_refusal() => StoreErrorKind::Unavailable,
+        _ => StoreErrorKind::Protocol,
+    };
+    StoreError::with_source(kind, e)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_share_the_room_hash_tag() {
+        let keys = keys("twr", "shop");
+        assert!(keys.iter().all(|k| k.starts_with("twr:{shop}:")));
+        assert_eq!(keys.len(), 7);
+    }
+
+    #[test]
+    fn replies_map_to_decisions() {
+        assert_eq!(
+            decision(&[1, 5, 0]).unwrap(),
+            Decision::Admitted { expires_at_ms: 5 }
+        );
+        assert_eq!(
+            decision(&[2, 3, 9, 4, 20]).unwrap(),
+            Decision::Waiting {
+                position: 3,
+                waiting: 9,
+                recent: AdmissionCounts::new(4, 20),
+            }
+        );
+        assert_eq!(
+            decision(&[2, 3, 9]).unwrap_err().kind(),
+            StoreErrorKind::Protocol,
+            "a waiting reply without counts is from another script version"
+        );
+        assert_eq!(decision(&[3, 0, 9]).unwrap(), Decision::Full { waiting: 9 });
+        assert_eq!(decision(&[0, 0, 0]).unwrap(), Decision::Unknown);
+        assert_eq!(decision(&[7]).unwrap_err().kind(), StoreErrorKind::Protocol);
+    }
+}
