@@ -4,8 +4,7 @@ use std::sync::Arc;
 
 use tower_waiting_room::clock::ManualClock;
 use tower_waiting_room::store::MemoryStore;
-
-mod conformance;
+use tower_waiting_room::testing::conformance;
 
 async fn make_harness() -> conformance::Harness {
     let clock = ManualClock::new(conformance::START_MS);

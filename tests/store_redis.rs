@@ -2,7 +2,6 @@
 //! `TWR_REDIS_SERVER` naming its binary) and a 3-node Redis Cluster, both started here.
 #![cfg(feature = "redis")]
 
-mod conformance;
 mod redis_harness;
 
 use std::sync::Arc;
@@ -10,6 +9,7 @@ use std::time::Duration;
 
 use tower_waiting_room::clock::ManualClock;
 use tower_waiting_room::store::RedisStore;
+use tower_waiting_room::testing::conformance;
 
 /// The script is sent the manual clock's time, so the suite can move time as it does for the
 /// embedded store. (In production the script reads Redis `TIME`.)

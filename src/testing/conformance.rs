@@ -1,20 +1,41 @@
-//! The store conformance suite: the semantics of `tower_waiting_room::store` as generic async
-//! test cases that any [`Store`] implementation runs.
+//! The store conformance suite: the semantics of [`crate::store`] as test cases that any
+//! [`Store`] implementation can run, including your own.
 //!
-//! Each case is a `pub async fn(&Harness)` that panics on failure. A store's test file does
+//! Available with the `testing` feature:
 //!
-//! ```ignore
-//! mod conformance;
-//!
-//! async fn make_harness() -> conformance::Harness {
-//!     let clock = ManualClock::new(conformance::START_MS);
-//!     conformance::Harness::new(Arc::new(MyStore::with_clock(clock.clone())), clock)
-//! }
-//!
-//! conformance::conformance_tests!(make_harness);
+//! ```toml
+//! [dev-dependencies]
+//! tower-waiting-room = { version = "0.1", features = ["testing"] }
 //! ```
 //!
-//! and gets one `#[tokio::test]` per case, reported by name.
+//! Every case is a `pub async fn(&Harness)` that panics on failure. A [`Harness`] is a store
+//! and the [`ManualClock`] it decides by. There are three ways to run the suite:
+//!
+//! - [`conformance_tests!`](crate::conformance_tests) in a test file: one `#[test]` per case,
+//!   each on a fresh harness, reported by name. This is how the crate tests its own stores.
+//! - [`run_all`]: every case in turn on one harness, from any async test.
+//! - [`CASES`]: the list behind both, to pick cases or run them your own way; or call a case
+//!   function such as [`fifo_order`] directly.
+//!
+//! ```
+//! use std::sync::Arc;
+//!
+//! use tower_waiting_room::clock::ManualClock;
+//! use tower_waiting_room::store::MemoryStore;
+//! use tower_waiting_room::testing::conformance::{self, Harness, START_MS};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() {
+//! // The store must decide by the harness clock (or be sent its time): the cases move time.
+//! let clock = ManualClock::new(START_MS);
+//! let harness = Harness::new(Arc::new(MemoryStore::with_clock(clock.clone())), clock);
+//!
+//! // One case...
+//! conformance::fifo_order(&harness).await;
+//! // ...or all of them, in the order of `CASES`.
+//! conformance::run_all(&harness).await;
+//! # }
+//! ```
 //!
 //! Rules for the cases (so that a shared, external store such as Redis can run them too):
 //! - time only moves through `harness.clock.advance(..)` (the store must read that clock, or be
@@ -23,16 +44,19 @@
 //!   processes and runs, so cases can share one store and run in parallel.
 
 use std::collections::HashMap;
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use tower_waiting_room::clock::{Clock, ManualClock};
-use tower_waiting_room::store::{
+use crate::clock::{Clock, ManualClock};
+use crate::store::{
     AdmissionCounts, Decision, RoomStats, Store, ADMISSION_BUCKET_MS, MAX_PROMOTIONS_PER_CALL,
     MAX_SWEEP_PER_CALL,
 };
-use tower_waiting_room::{RoomPolicy, SessionId};
+use crate::{RoomPolicy, SessionId};
 
 /// A good time for a harness clock to start at: 2026-01-01T00:00:00Z.
 pub const START_MS: u64 = 1_767_225_600_000;
@@ -54,6 +78,14 @@ pub struct Harness {
     pub store: Arc<dyn Store>,
     /// The clock the store decides by; the only way time moves.
     pub clock: ManualClock,
+}
+
+impl fmt::Debug for Harness {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Harness")
+            .field("clock", &self.clock)
+            .finish_non_exhaustive()
+    }
 }
 
 static ROOM_COUNTER: AtomicU64 = AtomicU64::new(0);
@@ -1291,11 +1323,137 @@ pub async fn concurrent_never_exceeds_capacity(h: &Harness) {
     Harness::check_stats(h.stats(&p).await, 0, 0, 0);
 }
 
-/// Expands into one `#[tokio::test]` per conformance case, each on a fresh harness from
-/// `make_harness` (an async fn or a closure returning a future of [`Harness`]).
+// ---------------------------------------------------------------------------------------------
+// Running the suite
+// ---------------------------------------------------------------------------------------------
+
+/// The future a [`Case`] returns.
+pub type CaseFuture<'a> = Pin<Box<dyn Future<Output = ()> + Send + 'a>>;
+
+/// One case of the suite: its name and its function.
+#[derive(Clone, Copy)]
+pub struct Case {
+    name: &'static str,
+    multi_thread: bool,
+    run: for<'a> fn(&'a Harness) -> CaseFuture<'a>,
+}
+
+impl Case {
+    pub(crate) const fn new(
+        name: &'static str,
+        multi_thread: bool,
+        run: for<'a> fn(&'a Harness) -> CaseFuture<'a>,
+    ) -> Self {
+        Self {
+            name,
+            multi_thread,
+            run,
+        }
+    }
+
+    /// The case's name, which is also the name of its function in this module.
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// Whether the case is about concurrency and is best run on a multi-thread runtime (as
+    /// [`conformance_tests!`](crate::conformance_tests) does). On a current-thread runtime it
+    /// still runs, its tasks interleaved on one thread.
+    pub fn multi_thread(&self) -> bool {
+        self.multi_thread
+    }
+
+    /// Runs the case on `harness`; the future panics if the store fails it.
+    pub fn run<'a>(&self, harness: &'a Harness) -> CaseFuture<'a> {
+        (self.run)(harness)
+    }
+}
+
+impl fmt::Debug for Case {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Case")
+            .field("name", &self.name)
+            .field("multi_thread", &self.multi_thread)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Every case of the suite, in the order [`run_all`] runs them.
+pub const CASES: &[Case] = &crate::__conformance_suite! { @with_cases @list; };
+
+/// Runs every case of [`CASES`] in turn on `harness`, panicking at the first failure (the panic
+/// message says what failed, not which case: for one test per case use
+/// [`conformance_tests!`](crate::conformance_tests)).
+///
+/// Needs a Tokio runtime with the time driver enabled (`#[tokio::test]` or `#[tokio::main]`
+/// enable it), since [`concurrent_never_exceeds_capacity`] spawns tasks and sets itself a
+/// timeout.
+pub async fn run_all(harness: &Harness) {
+    for case in CASES {
+        case.run(harness).await;
+    }
+}
+
+/// Runs one generated test of [`conformance_tests!`](crate::conformance_tests) on a runtime of
+/// its own, as `#[tokio::test]` would: current-thread, or multi-thread with four workers.
+#[doc(hidden)]
+pub fn __block_on<F: Future<Output = ()>>(multi_thread: bool, test: F) {
+    let mut builder = if multi_thread {
+        let mut b = tokio::runtime::Builder::new_multi_thread();
+        b.worker_threads(4);
+        b
+    } else {
+        tokio::runtime::Builder::new_current_thread()
+    };
+    builder
+        .enable_all()
+        .build()
+        .expect("a Tokio runtime for the conformance test")
+        .block_on(test);
+}
+
+/// Expands into one `#[test]` per case of the store conformance suite, each on a fresh
+/// [`Harness`] from `make_harness`: an async fn (or a closure returning a future) that returns
+/// the harness.
+///
+/// ```
+/// // tests/my_store.rs
+/// use std::sync::Arc;
+///
+/// use tower_waiting_room::clock::ManualClock;
+/// use tower_waiting_room::store::MemoryStore; // your store here
+/// use tower_waiting_room::testing::conformance::{Harness, START_MS};
+///
+/// async fn make_harness() -> Harness {
+///     let clock = ManualClock::new(START_MS);
+///     Harness::new(Arc::new(MemoryStore::with_clock(clock.clone())), clock)
+/// }
+///
+/// tower_waiting_room::conformance_tests!(make_harness);
+/// # fn main() {}
+/// ```
+///
+/// Each test is named after its case (`fifo_order`, `no_queue_jumping`, ...), so invoke the
+/// macro once per module. Every test builds its own Tokio runtime, as `#[tokio::test]` does:
+/// current-thread, and multi-thread with four workers for the [concurrency
+/// case](crate::testing::conformance::concurrent_never_exceeds_capacity). Your crate needs no
+/// `tokio` dependency or features for that; `make_harness` runs inside that runtime, so it may
+/// use Tokio.
+#[macro_export]
 macro_rules! conformance_tests {
-    ($make:expr) => {
-        $crate::conformance::conformance_tests!(@cases $make;
+    ($make_harness:expr $(,)?) => {
+        $crate::__conformance_suite! { @with_cases @tests [$make_harness]; }
+    };
+}
+
+/// The one list of the suite's cases, handed to the arm named by its first tokens: `@tests`
+/// (the tests of `conformance_tests!`) or `@list` (the [`Case`]s of [`CASES`]).
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __conformance_suite {
+    (@with_cases $($then:tt)*) => {
+        $crate::__conformance_suite! {
+            $($then)*
             current: [
                 capacity_is_never_exceeded,
                 granted_slots_count_against_capacity,
@@ -1331,24 +1489,43 @@ macro_rules! conformance_tests {
             multi_thread: [
                 concurrent_never_exceeds_capacity,
             ]
-        );
+        }
     };
-    (@cases $make:expr; current: [$($case:ident),* $(,)?]; multi_thread: [$($mt:ident),* $(,)?]) => {
+    (@tests [$make:expr]; current: [$($case:ident),* $(,)?]; multi_thread: [$($mt:ident),* $(,)?]) => {
         $(
-            #[tokio::test]
-            async fn $case() {
-                let harness = ($make)().await;
-                $crate::conformance::$case(&harness).await;
+            #[test]
+            fn $case() {
+                $crate::testing::conformance::__block_on(false, async {
+                    let harness = ($make)().await;
+                    $crate::testing::conformance::$case(&harness).await;
+                });
             }
         )*
         $(
-            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-            async fn $mt() {
-                let harness = ($make)().await;
-                $crate::conformance::$mt(&harness).await;
+            #[test]
+            fn $mt() {
+                $crate::testing::conformance::__block_on(true, async {
+                    let harness = ($make)().await;
+                    $crate::testing::conformance::$mt(&harness).await;
+                });
             }
         )*
+    };
+    (@list; current: [$($case:ident),* $(,)?]; multi_thread: [$($mt:ident),* $(,)?]) => {
+        [
+            $($crate::testing::conformance::Case::new(
+                stringify!($case),
+                false,
+                |h| ::std::boxed::Box::pin($crate::testing::conformance::$case(h)),
+            ),)*
+            $($crate::testing::conformance::Case::new(
+                stringify!($mt),
+                true,
+                |h| ::std::boxed::Box::pin($crate::testing::conformance::$mt(h)),
+            ),)*
+        ]
     };
 }
 
-pub(crate) use conformance_tests;
+#[doc(inline)]
+pub use crate::conformance_tests;

@@ -30,6 +30,10 @@
 //! assert_eq!(res.status(), StatusCode::FOUND);
 //! # }
 //! ```
+//!
+//! For the authors of a store: the submodule `conformance` (feature `testing`) is the store
+//! conformance suite, the semantics of the `Store` trait as test cases that any implementation
+//! can run, as the crate's own `MemoryStore` and `RedisStore` do.
 
 use http::HeaderValue;
 
@@ -39,6 +43,9 @@ use crate::layer::WaitingRoomLayer;
 use crate::session::SessionId;
 use crate::store::{Decision, MemoryStore, Store};
 use crate::token::{AdmissionToken, QueueCookie, SigningKey};
+
+#[cfg(feature = "testing")]
+pub mod conformance;
 
 /// The time a [`TestRoom`]'s clock starts at: 2026-01-01T00:00:00Z.
 pub const TEST_EPOCH_MS: u64 = 1_767_225_600_000;
