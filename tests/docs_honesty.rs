@@ -13,7 +13,6 @@
 
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use axum::body::Body;
@@ -539,12 +538,13 @@ fn builder_with_secret(secret: Vec<u8>) -> Result<WaitingRoomLayer, ConfigError>
 async fn new_visitor_limit(default: &str) -> Result<(), String> {
     let (max, per) = rate(default).ok_or_else(|| format!("no rate in {default:?}"))?;
     let (app, clock) = clocked(builder());
-    static PORT: AtomicU64 = AtomicU64::new(1024);
+    // One client address, a new source port (connection) every time.
+    let port = std::cell::Cell::new(1024u16);
     let visit = || {
         let mut req = request(Method::GET, "/", None);
-        let port = PORT.fetch_add(1, Ordering::Relaxed) as u16;
+        port.set(port.get() + 1);
         req.extensions_mut()
-            .insert(PeerAddr(SocketAddr::from(([203, 0, 113, 7], port))));
+            .insert(PeerAddr(SocketAddr::from(([203, 0, 113, 7], port.get()))));
         req
     };
     for i in 1..=max {
