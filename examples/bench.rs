@@ -751,7 +751,7 @@ async fn script_scenarios(
                 let (store, policy) = (store.clone(), policy.clone());
                 let w = waiters[(i as usize * 7919) % waiters.len()];
                 async move {
-                    let d = if i % 2 == 0 {
+                    let d = if i.is_multiple_of(2) {
                         store.enter(&policy, w).await
                     } else {
                         store.poll(&policy, w).await
@@ -787,7 +787,7 @@ async fn script_scenarios(
                     for k in &keys {
                         inv.key(k);
                     }
-                    inv.arg(if i % 2 == 0 { "enter" } else { "poll" })
+                    inv.arg(if i.is_multiple_of(2) { "enter" } else { "poll" })
                         .arg(w.to_string())
                         .arg(0)
                         .arg(capacity)
@@ -1156,7 +1156,7 @@ fn micro_scenarios(
         let by_token = req
             .extensions()
             .get::<Admission>()
-            .map_or(true, |a| a.admitted_by() == AdmittedBy::Token);
+            .is_none_or(|a| a.admitted_by() == AdmittedBy::Token);
         let mut res = Response::new(Full::new(Bytes::from_static(b"ok")));
         if !by_token {
             *res.status_mut() = StatusCode::ACCEPTED;

@@ -282,7 +282,7 @@ impl WaitingRoomBuilder {
     /// [`NEW_VISITORS_PER_IP`](defaults::NEW_VISITORS_PER_IP) (60 a minute; IPv6
     /// clients counted by /64); `None`
     /// turns it off. Kept in process memory, so with several gateways each counts its own. See
-    /// [`limits`](crate::limits) for where the IP comes from; with no IP there is no limit.
+    /// [`client`](crate::client) for where the IP comes from; with no IP there is no limit.
     pub fn new_visitor_limit(mut self, limit: impl Into<Option<RateLimit>>) -> Self {
         self.new_visitor_limit = limit.into();
         self
@@ -308,7 +308,7 @@ impl WaitingRoomBuilder {
     }
 
     /// Find the client IP with your own function (for example from axum's
-    /// `ConnectInfo<SocketAddr>`; see [`limits`](crate::limits)). Overrides
+    /// `ConnectInfo<SocketAddr>`; see [`client`](crate::client)). Overrides
     /// [`client_ip_header`](Self::client_ip_header).
     pub fn client_ip_with<F>(mut self, find: F) -> Self
     where
@@ -331,7 +331,7 @@ impl WaitingRoomBuilder {
     /// defence against shared tokens: anyone on the same /24 or /48 (an office, a university, a
     /// carrier's NAT) can still use a copied token.
     ///
-    /// The network comes from the same place as for the limits (see [`limits`](crate::limits)):
+    /// The network comes from the same place as for the limits (see [`client`](crate::client)):
     /// [`client_ip_with`](Self::client_ip_with), [`client_ip_header`](Self::client_ip_header),
     /// or the connection. **No client IP** when a token is issued binds it to "unknown", and such
     /// a token admits only requests whose IP is unknown too; a token bound to a real network
@@ -347,12 +347,12 @@ impl WaitingRoomBuilder {
     /// Ask visitors to solve a proof-of-work challenge before they join the line: a visitor
     /// whose queue cookie is not yet proven gets `403` and a signed, expiring challenge bound to
     /// its session instead of a store call; browsers solve it by themselves (WebCrypto), API
-    /// clients get it in the JSON. Default **off**. See [`proof_of_work`](crate::proof_of_work)
+    /// clients get it in the JSON. Default **off**. See [`proof_of_work`](crate::defences::proof_of_work)
     /// for the protocol, and `docs/security.md` for what each difficulty costs a browser and a
     /// bot farm.
     ///
     /// ```
-    /// use tower_waiting_room::proof_of_work::ProofOfWork;
+    /// use tower_waiting_room::ProofOfWork;
     /// use tower_waiting_room::{ConfigError, WaitingRoomLayer};
     ///
     /// let room = WaitingRoomLayer::builder("drop")

@@ -23,33 +23,60 @@
 //!
 //! Every request passes the cheapest check that can decide it:
 //!
-//! 1. **Stateless cookie check** ([`queue_cookie`]): a visitor without a valid signed queue
-//!    cookie gets one and a redirect back to the same URL. Nothing is stored, so cookie-less
-//!    floods never reach the store.
-//! 2. **Signed-token fast path** ([`admission_token`]): a visitor with a valid admission token
-//!    younger than `refresh` goes straight through, no store call.
+//! ```text
+//!   request ─► bypass? ───────────────────────────────────────────────────────► app
+//!      │        (defences)
+//!      ▼
+//!   room endpoint? ─► {prefix}/{room}/status | leave | proof        (room/endpoints)
+//!      │
+//!      ▼
+//!   ② admission token valid and fresh? ── yes ─────────────────────────────► app
+//!      │  (token/admission: one HMAC, no store)          (with an Admission)
+//!      │ no, or older than `refresh` ─► heartbeat ─┐
+//!      ▼                                           │
+//!   ① queue cookie valid? ── no ─► 302 + signed queue cookie  (token/queue_cookie,
+//!      │                           (per-IP limit; nothing stored)   defences)
+//!      │ yes (and proven, with proof of work on; else 403 + challenge)
+//!      ▼                                           │
+//!   ③ the store, one atomic step ◄─────────────────┘       (store: memory | redis + room.lua)
+//!      │  (per-session poll limit first)
+//!      ├─ admitted ─► app, with a fresh admission token          (room/pending)
+//!      ├─ waiting / full ─► 429 page or JSON with position and ETA   (room/reply, response)
+//!      └─ unreachable ─► the fail policy: open ─► app; closed or OOM ─► 503
+//! ```
+//!
+//! 1. **Stateless cookie check**: a visitor without a valid signed queue cookie gets one and a
+//!    redirect back to the same URL. Nothing is stored, so cookie-less floods never reach the
+//!    store.
+//! 2. **Signed-token fast path**: a visitor with a valid admission token younger than `refresh`
+//!    goes straight through, no store call.
 //! 3. **Store** ([`store`]): otherwise the store decides: admitted (a token is issued), waiting
 //!    with a position, full, or unavailable.
 //!
 //! Outcomes are typed ([`Admission`] for handlers, [`Rejection`] for the room's own answers,
-//! rendered by [`response::Render`]). The room also answers `GET {prefix}/{room}/status` and
-//! `POST {prefix}/{room}/leave`.
+//! rendered by [`response::Render`]). The room also answers `GET {prefix}/{room}/status`,
+//! `POST {prefix}/{room}/leave` and, with [proof of work](defences::proof_of_work) on,
+//! `POST {prefix}/{room}/proof`. The signed values' wire formats are private to the crate; only
+//! the room writes and reads them.
+//!
+//! The room's own answers never wait for the inner service: [`WaitingRoom`] is always ready, and
+//! only a request that passes readies the inner service, so waiters are answered while the app
+//! is saturated.
 //!
 //! # Layout
 //!
 //! | module | what it holds |
 //! |---|---|
-//! | [`WaitingRoomLayer`], [`WaitingRoom`], [`future`] | the Tower layer, service and future |
-//! | [`config`] | settings, defaults, [`ConfigError`] |
-//! | [`queue_cookie`] | stage 1 |
-//! | [`proof_of_work`] | optional, between stages 1 and 3: a challenge to solve before joining the line |
-//! | [`admission_token`] | stage 2 |
-//! | [`store`] | stage 3: the [`Store`](store::Store) trait, the [`MemoryStore`](store::MemoryStore) and (feature `redis`) the `RedisStore` with its Lua script (`src/store/redis/room.lua`) |
-//! | [`signing`] | keys and rotation |
+//! | [`WaitingRoomLayer`], [`WaitingRoomBuilder`], [`WaitingRoom`], [`future`] | the Tower layer and its builder, the service (`poll_ready`/`call`) and its future (pass, ask the store, answer) |
+//! | `room` (private) | the three stages wired together: dispatch, who a visitor is, the endpoints, the store steps, the replies |
+//! | `token` (private; [`SigningKey`], [`Keyring`], [`KeyError`] public) | signed values: keys and rotation, the wire format, queue cookie (stage 1), admission token (stage 2), challenge |
+//! | [`store`] | stage 3: the [`Store`](store::Store) trait and its error, the [`MemoryStore`](store::MemoryStore) and (feature `redis`) the `RedisStore`: builder, protocol, breaker and its Lua script (`src/store/redis/room.lua`) |
+//! | [`config`] | settings, [`defaults`](config::defaults) in one place, validation, [`ConfigError`] |
+//! | [`client`] | who a request comes from: [`RequestInfo`], [`PeerAddr`], the client IP and the network prefixes |
+//! | [`defences`] | bypass rules, rate limits, [proof of work](defences::proof_of_work) |
 //! | [`outcome`], [`response`] | typed outcomes, the wait estimate, and how they are rendered (pages, templates, texts, JSON) |
-//! | [`limits`] | bypass rules and the in-memory rate limits (new entries per client, polls per session) |
 //! | [`clock`] | injectable time |
-//! | [`testing`] | helpers for testing handlers behind the layer |
+//! | [`testing`] | [`TestRoom`](testing::TestRoom) for testing handlers behind the layer; with the `testing` feature, the store conformance suite |
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations)]

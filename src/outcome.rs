@@ -114,7 +114,7 @@ pub enum Rejection {
     },
     /// Proof of work is on and the visitor has not solved its challenge yet: `403 Forbidden`
     /// with the challenge ([`RenderContext::challenge`](crate::response::RenderContext)); the
-    /// browser page solves it by itself. See [`proof_of_work`](crate::proof_of_work).
+    /// browser page solves it by itself. See [`proof_of_work`](crate::defences::proof_of_work).
     Challenge {
         /// Leading zero bits the solution's hash needs.
         difficulty: u8,

@@ -757,7 +757,7 @@ fn plan_for(
     roles: &mut Roles,
     rng: &mut Rng,
 ) -> (Plan, Option<Duration>) {
-    if arrival >= BLOCKERS && (arrival - BLOCKERS) % ROLE_BLOCK == 0 {
+    if arrival >= BLOCKERS && (arrival - BLOCKERS).is_multiple_of(ROLE_BLOCK) {
         *roles = Roles::draw(rng);
     }
     let extra = 1 + rng.below(3) as u32;

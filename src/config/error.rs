@@ -33,7 +33,7 @@ pub enum ConfigError {
     RefreshNotShorterThanActiveTtl,
     /// No signing key was given.
     MissingSigningKey,
-    /// A secret is shorter than [`MIN_SECRET_LEN`](crate::token::MIN_SECRET_LEN) bytes.
+    /// A secret is shorter than [`MIN_SECRET_LEN`](crate::config::MIN_SECRET_LEN) bytes.
     SecretTooShort {
         /// Id of the key.
         key_id: String,

@@ -18,12 +18,12 @@
 //! | `path_prefix` | `/__waitingroom` | where the room's own endpoints live |
 //! | cookies | `wr_{room}_q` / `wr_{room}_a`, `Path=/`, `Secure`, `HttpOnly`, `SameSite=Lax` | |
 //! | `session_header` / `token_header` | `waiting-room-session` / `waiting-room-token` | the same values as request and response headers, for apps without a cookie jar |
-//! | `new_visitor_limit` | 60 a minute per client (IPv4 address or IPv6 /64) | new queue entries per IP; see [`limits`](crate::limits) |
+//! | `new_visitor_limit` | 60 a minute per client (IPv4 address or IPv6 /64) | new queue entries per IP; see [`client`](crate::client) |
 //! | `poll_limit` | 30 per 10 s per session (3 a second on average) | store questions per session |
 //! | `client_ip_header` / `client_ip_with` | the connection's peer address | where the client IP comes from |
 //! | `bypass` | none | requests that skip the room entirely |
 //! | `bind_tokens_to_network` | off | admission tokens only admit from the network (IPv4 /24, IPv6 /48) they were issued to |
-//! | `proof_of_work` | off | a proof-of-work challenge (difficulty in bits, challenge TTL 5 min) before joining the line; see [`proof_of_work`](crate::proof_of_work) |
+//! | `proof_of_work` | off | a proof-of-work challenge (difficulty in bits, challenge TTL 5 min) before joining the line; see [`proof_of_work`](crate::defences::proof_of_work) |
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -36,6 +36,7 @@ pub mod defaults;
 mod error;
 pub(crate) mod validate;
 
+pub use crate::token::{MAX_KEY_ID_LEN, MIN_SECRET_LEN};
 pub use error::ConfigError;
 
 /// Longest room id accepted.

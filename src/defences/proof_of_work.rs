@@ -68,7 +68,7 @@ const MAX_REMEMBERED: usize = 65_536;
 ///
 /// ```
 /// use std::time::Duration;
-/// use tower_waiting_room::proof_of_work::ProofOfWork;
+/// use tower_waiting_room::ProofOfWork;
 ///
 /// let pow = ProofOfWork::new(18).with_challenge_ttl(Duration::from_secs(120));
 /// assert_eq!(pow.expected_tries(), 262_144);

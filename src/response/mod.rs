@@ -103,7 +103,7 @@ where
 /// The pages are made from three [`PageTemplate`]s ([`WAITING_TEMPLATE`], [`NOTICE_TEMPLATE`]
 /// for full, unavailable, busy, limited and the proof-of-work challenge, [`LEFT_TEMPLATE`]) and
 /// the words of a [`Texts`]; replace any of them. Each page is one self-contained document
-/// (inline CSS and JS, no external assets, about 8 KB), works without JavaScript (a `<noscript>`
+/// (inline CSS and JS, no external assets, about 9.1 KB), works without JavaScript (a `<noscript>`
 /// meta refresh; the proof-of-work challenge alone needs JavaScript), and is accessible:
 /// semantic markup, the position in a polite live region, AA contrast.
 ///
@@ -330,7 +330,7 @@ pub(crate) fn group_thousands(n: u64, sep: &str) -> String {
     let digits = n.to_string();
     let mut out = String::with_capacity(digits.len() + digits.len() / 3 * sep.len());
     for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
             out.push_str(sep);
         }
         out.push(c);

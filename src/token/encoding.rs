@@ -34,7 +34,7 @@ fn nibble(c: u8) -> Option<u8> {
 
 /// Hex in either case, any even length: for secrets an operator pastes, not for signed values.
 pub(crate) fn decode_hex(s: &str) -> Option<Vec<u8>> {
-    if s.len() % 2 != 0 {
+    if !s.len().is_multiple_of(2) {
         return None;
     }
     (0..s.len())

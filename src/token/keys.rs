@@ -38,13 +38,13 @@ pub const MAX_KEY_ID_LEN: usize = 16;
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum KeyError {
-    /// The key id is empty, longer than [`MAX_KEY_ID_LEN`] or has characters outside
+    /// The key id is empty, longer than [`MAX_KEY_ID_LEN`](crate::config::MAX_KEY_ID_LEN) or has characters outside
     /// `[A-Za-z0-9_-]`.
     InvalidId {
         /// The refused id.
         id: String,
     },
-    /// The secret is shorter than [`MIN_SECRET_LEN`] bytes.
+    /// The secret is shorter than [`MIN_SECRET_LEN`](crate::config::MIN_SECRET_LEN) bytes.
     SecretTooShort {
         /// Id of the key.
         key_id: String,
@@ -86,8 +86,8 @@ pub struct SigningKey {
 }
 
 impl SigningKey {
-    /// A key from a secret of at least [`MIN_SECRET_LEN`] bytes and an id of 1 to
-    /// [`MAX_KEY_ID_LEN`] characters from `[A-Za-z0-9_-]`.
+    /// A key from a secret of at least [`MIN_SECRET_LEN`](crate::config::MIN_SECRET_LEN) bytes and an id of 1 to
+    /// [`MAX_KEY_ID_LEN`](crate::config::MAX_KEY_ID_LEN) characters from `[A-Za-z0-9_-]`.
     pub fn new(id: impl Into<String>, secret: impl AsRef<[u8]>) -> Result<Self, KeyError> {
         let id = id.into();
         if id.is_empty()

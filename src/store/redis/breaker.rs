@@ -1,10 +1,10 @@
-//! The circuit breaker shared by every clone of a [`RedisStore`](super::RedisStore), with the
+//! The circuit breaker shared by every clone of a [`RedisStore`](crate::store::RedisStore), with the
 //! store's counters.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-/// Counters of a [`RedisStore`]'s calls.
+/// Counters of a [`RedisStore`](crate::store::RedisStore)'s calls.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct RedisStoreMetrics {
