@@ -41,7 +41,7 @@ pub struct WaitingRoomBuilder {
     secure: bool,
     same_site: SameSite,
     path_prefix: String,
-    session_header: String,
+    queue_header: String,
     token_header: String,
     current_key: Option<Result<SigningKey, KeyError>>,
     previous_key: Option<Result<SigningKey, KeyError>>,
@@ -76,7 +76,7 @@ impl WaitingRoomBuilder {
             secure: defaults::SECURE_COOKIES,
             same_site: defaults::SAME_SITE,
             path_prefix: defaults::PATH_PREFIX.to_owned(),
-            session_header: defaults::SESSION_HEADER.to_owned(),
+            queue_header: defaults::QUEUE_HEADER.to_owned(),
             token_header: defaults::TOKEN_HEADER.to_owned(),
             current_key: None,
             previous_key: None,
@@ -186,9 +186,9 @@ impl WaitingRoomBuilder {
     }
 
     /// The header carrying the signed queue value for apps without a cookie jar. Default
-    /// [`waiting-room-session`](defaults::SESSION_HEADER).
-    pub fn session_header(mut self, name: impl Into<String>) -> Self {
-        self.session_header = name.into();
+    /// [`waiting-room-session`](defaults::QUEUE_HEADER).
+    pub fn queue_header(mut self, name: impl Into<String>) -> Self {
+        self.queue_header = name.into();
         self
     }
 
@@ -379,7 +379,7 @@ impl WaitingRoomBuilder {
     pub fn build(self) -> Result<WaitingRoomLayer, ConfigError> {
         let capacity = self.validate_numbers()?;
         let cookies = self.cookie_settings()?;
-        let (session_header, token_header) = self.headers()?;
+        let (queue_header, token_header) = self.headers()?;
         let keys = self.signing_keys()?;
         let client_ip = match (self.client_ip, self.client_ip_header) {
             (ClientIp::Peer, Some(name)) => {
@@ -411,7 +411,7 @@ impl WaitingRoomBuilder {
             fail_policy: self.fail_policy,
             cookies,
             path_prefix: self.path_prefix,
-            session_header,
+            queue_header,
             token_header,
             bind_tokens_to_network: self.bind_tokens_to_network,
         };
@@ -508,7 +508,7 @@ impl WaitingRoomBuilder {
 
     /// The session and token headers, which must differ.
     fn headers(&self) -> Result<(HeaderName, HeaderName), ConfigError> {
-        let session = header_name(&self.session_header, "session_header")?;
+        let session = header_name(&self.queue_header, "queue_header")?;
         let token = header_name(&self.token_header, "token_header")?;
         if session == token {
             return Err(ConfigError::InvalidHeaderName {

@@ -12,7 +12,7 @@ use tower_service::Service;
 
 use crate::body::ResponseBody;
 use crate::outcome::Admission;
-use crate::room::{finish, Issued, Next, Pending, Room};
+use crate::room::{with_room_headers, Issued, Next, Pending, Room};
 
 pin_project! {
     /// Response future of [`WaitingRoom`](crate::WaitingRoom): the inner service's future,
@@ -149,7 +149,7 @@ where
                 }
                 KindProj::Answer { response } => {
                     let res = response.take().expect("polled after completion");
-                    return Poll::Ready(Ok(finish(res).map(ResponseBody::room)));
+                    return Poll::Ready(Ok(with_room_headers(res).map(ResponseBody::room)));
                 }
                 KindProj::Failed { error } => {
                     return Poll::Ready(Err(error.take().expect("polled after completion")));

@@ -137,6 +137,30 @@ impl Rejection {
         }
     }
 
+    /// The visitor's place in line (1 is next), for `Waiting`.
+    pub fn position(&self) -> Option<u64> {
+        match *self {
+            Rejection::Waiting { position, .. } => Some(position),
+            _ => None,
+        }
+    }
+
+    /// How many wait in all, for `Waiting` and `Full`.
+    pub fn waiting(&self) -> Option<u64> {
+        match *self {
+            Rejection::Waiting { waiting, .. } | Rejection::Full { waiting, .. } => Some(waiting),
+            _ => None,
+        }
+    }
+
+    /// Leading zero bits a solution needs, for `Challenge`.
+    pub fn difficulty(&self) -> Option<u8> {
+        match *self {
+            Rejection::Challenge { difficulty, .. } => Some(difficulty),
+            _ => None,
+        }
+    }
+
     /// How many are ahead of the visitor in line (`position - 1`), for `Waiting`.
     pub fn ahead(&self) -> Option<u64> {
         match *self {

@@ -122,7 +122,7 @@ fn spans(cell: &str) -> Vec<String> {
 }
 
 /// The setting a row is about: its code spans without argument lists, joined by `/`
-/// (`session_header/token_header`), or the cell's text when it has none (`cookies`).
+/// (`queue_header/token_header`), or the cell's text when it has none (`cookies`).
 fn setting(cell: &str) -> String {
     let names: Vec<String> = spans(cell)
         .iter()
@@ -337,12 +337,12 @@ async fn check(setting: &str, default: &str) -> Result<(), String> {
             )
         }
         "path_prefix" => eq("path prefix", first_span(default)?, c.path_prefix().into()),
-        "session_header/token_header" => {
+        "queue_header/token_header" => {
             let s = spans(default);
             eq(
                 "headers",
                 s.join(" / "),
-                format!("{} / {}", c.session_header(), c.token_header()),
+                format!("{} / {}", c.queue_header(), c.token_header()),
             )
         }
         "cookies" => cookies_row(default).await,

@@ -725,7 +725,7 @@ async fn header_names_are_configurable_and_checked() {
     let site = Site::start(
         WaitingRoomLayer::builder("app")
             .capacity(1)
-            .session_header("x-place")
+            .queue_header("x-place")
             .token_header("x-pass"),
     )
     .await;
@@ -753,7 +753,7 @@ async fn header_names_are_configurable_and_checked() {
         let err = WaitingRoomLayer::builder("app")
             .capacity(1)
             .secret(SECRET)
-            .session_header(session)
+            .queue_header(session)
             .token_header(token)
             .build()
             .unwrap_err();

@@ -287,13 +287,13 @@ async fn an_expired_challenge_is_refused() {
 #[tokio::test]
 async fn an_api_client_without_cookies_solves_with_headers() {
     let site = site(5).await;
-    let session_header = HeaderName::from_static("waiting-room-session");
+    let queue_header = HeaderName::from_static("waiting-room-session");
     let token_header = HeaderName::from_static("waiting-room-token");
     let first = site.http.send(Method::GET, "/api/items", &[]).await;
     assert_eq!(first.status, StatusCode::FOUND);
-    let q = first.header(&session_header).unwrap().to_owned();
+    let q = first.header(&queue_header).unwrap().to_owned();
 
-    let with = |v: &str| (session_header.clone(), HeaderValue::from_str(v).unwrap());
+    let with = |v: &str| (queue_header.clone(), HeaderValue::from_str(v).unwrap());
     let r = site.http.send(Method::GET, "/api/items", &[with(&q)]).await;
     let challenge = assert_challenge(&site, &r, "header client");
     let text = format!("{challenge}:{}", solve(&challenge, DIFFICULTY));
@@ -304,7 +304,7 @@ async fn an_api_client_without_cookies_solves_with_headers() {
         .await;
     assert_eq!(r.status, StatusCode::OK, "{r:?}");
     let proven = r
-        .header(&session_header)
+        .header(&queue_header)
         .expect("the proven value")
         .to_owned();
     assert!(proven.starts_with("p1."), "{proven}");

@@ -23,9 +23,9 @@ pub const PATH_PREFIX: &str = "/__waitingroom";
 /// Request and response header with the signed queue value (the visitor's place in line),
 /// for apps without a cookie jar. The room reads it when the queue cookie is missing, and
 /// sends it back, with the value it issues, to clients that sent none of its cookies.
-pub const SESSION_HEADER: &str = "waiting-room-session";
+pub const QUEUE_HEADER: &str = "waiting-room-session";
 /// Request and response header with the signed admission token, for apps without a cookie
-/// jar; read and sent like [`SESSION_HEADER`].
+/// jar; read and sent like [`QUEUE_HEADER`].
 pub const TOKEN_HEADER: &str = "waiting-room-token";
 
 /// What new visitors get while the store is unreachable.

@@ -17,7 +17,7 @@
 //! | `fail_policy` | open | what new visitors get while the store is unreachable |
 //! | `path_prefix` | `/__waitingroom` | where the room's own endpoints live |
 //! | cookies | `wr_{room}_q` / `wr_{room}_a`, `Path=/`, `Secure`, `HttpOnly`, `SameSite=Lax` | |
-//! | `session_header` / `token_header` | `waiting-room-session` / `waiting-room-token` | the same values as request and response headers, for apps without a cookie jar |
+//! | `queue_header` / `token_header` | `waiting-room-session` / `waiting-room-token` | the same values as request and response headers, for apps without a cookie jar |
 //! | `new_visitor_limit` | 60 a minute per client (IPv4 address or IPv6 /64) | new queue entries per IP; see [`client`](crate::client) |
 //! | `poll_limit` | 30 per 10 s per session (3 a second on average) | store questions per session |
 //! | `client_ip_header` / `client_ip_with` | the connection's peer address | where the client IP comes from |
@@ -180,7 +180,7 @@ pub struct RoomConfig {
     pub(crate) fail_policy: FailPolicy,
     pub(crate) cookies: CookieSettings,
     pub(crate) path_prefix: String,
-    pub(crate) session_header: HeaderName,
+    pub(crate) queue_header: HeaderName,
     pub(crate) token_header: HeaderName,
     pub(crate) bind_tokens_to_network: bool,
 }
@@ -215,9 +215,9 @@ impl RoomConfig {
         &self.path_prefix
     }
     /// The header that carries the signed queue value (the place in line) for clients without
-    /// cookies; see [`defaults::SESSION_HEADER`].
-    pub fn session_header(&self) -> &HeaderName {
-        &self.session_header
+    /// cookies; see [`defaults::QUEUE_HEADER`].
+    pub fn queue_header(&self) -> &HeaderName {
+        &self.queue_header
     }
     /// The header that carries the signed admission token for clients without cookies; see
     /// [`defaults::TOKEN_HEADER`].

@@ -263,26 +263,16 @@ pub struct StatusBody<'a> {
 impl<'a> StatusBody<'a> {
     /// The body for a rejection.
     pub fn from_rejection(room: &'a str, rejection: &Rejection) -> Self {
-        let (position, waiting) = match *rejection {
-            Rejection::Waiting {
-                position, waiting, ..
-            } => (Some(position), Some(waiting)),
-            Rejection::Full { waiting, .. } => (None, Some(waiting)),
-            _ => (None, None),
-        };
         Self {
             room,
             state: rejection.state(),
-            position,
+            position: rejection.position(),
             ahead: rejection.ahead(),
-            waiting,
+            waiting: rejection.waiting(),
             eta_seconds: rejection.eta().map(|d| d.as_secs()),
             retry_after: Some(rejection.retry_after().as_secs()),
             challenge: None,
-            difficulty: match *rejection {
-                Rejection::Challenge { difficulty, .. } => Some(difficulty),
-                _ => None,
-            },
+            difficulty: rejection.difficulty(),
             proof_path: None,
         }
     }

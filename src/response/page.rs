@@ -223,13 +223,10 @@ pub(super) fn render(
         None => (&texts.left_title, &texts.left_message),
     };
     let retry = rejection.map_or(0, |r| r.retry_after().as_secs().max(1));
-    let (position, waiting) = match rejection {
-        Some(&Rejection::Waiting {
-            position, waiting, ..
-        }) => (Some(position), Some(waiting)),
-        Some(&Rejection::Full { waiting, .. }) => (None, Some(waiting)),
-        _ => (None, None),
-    };
+    let (position, waiting) = (
+        rejection.and_then(Rejection::position),
+        rejection.and_then(Rejection::waiting),
+    );
     let number = |n: Option<u64>| n.map(|n| texts.number(n)).unwrap_or_default();
     let (before, after) = texts.position_parts();
     let eta = rejection.map(|r| r.eta());
@@ -241,10 +238,7 @@ pub(super) fn render(
             "back": cx.return_to,
             "retry": retry,
             "challenge": cx.challenge,
-            "difficulty": match rejection {
-                Some(&Rejection::Challenge { difficulty, .. }) => Some(difficulty),
-                _ => None,
-            },
+            "difficulty": rejection.and_then(Rejection::difficulty),
             "proof": cx.proof_path,
             "proof_header": crate::defences::proof_of_work::PROOF_HEADER,
             "sep": texts.thousands_separator,

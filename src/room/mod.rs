@@ -24,7 +24,7 @@ use std::time::Duration;
 use http::Request;
 
 pub(crate) use self::pending::{Next, Pending};
-pub(crate) use self::reply::{finish, Issued};
+pub(crate) use self::reply::{with_room_headers, Issued};
 use self::visitor::Visitor;
 use crate::client::RequestInfo;
 use crate::clock::SharedClock;

@@ -68,13 +68,7 @@ impl Room {
         let value = cookie.sign(&self.keys, self.config.room());
         let max_age = secs_ceil(cookie.expires_at_ms().saturating_sub(now));
         let c = &self.config;
-        self.issue(
-            req,
-            &c.cookies.queue_name,
-            &c.session_header,
-            value,
-            max_age,
-        )
+        self.issue(req, &c.cookies.queue_name, &c.queue_header, value, max_age)
     }
 
     /// Stage 1: a signed queue cookie and a redirect to the same URL. A method other than GET or
@@ -93,7 +87,6 @@ impl Room {
             header::LOCATION,
             HeaderValue::from_str(&return_to(req)).unwrap_or(HeaderValue::from_static("/")),
         );
-        headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
         self.issue_queue_cookie(req, cookie, now).apply(headers);
         res
     }
@@ -218,8 +211,8 @@ fn with_retry_after(mut res: Response<Bytes>, rejection: &Rejection) -> Response
     res
 }
 
-/// Headers every answer of the room carries: not cached, not indexed.
-pub(crate) fn finish(mut res: Response<Bytes>) -> Response<Bytes> {
+/// The headers every answer of the room carries: `Cache-Control: no-store` (unless the answer has its own), `X-Robots-Tag: noindex`.
+pub(crate) fn with_room_headers(mut res: Response<Bytes>) -> Response<Bytes> {
     let headers = res.headers_mut();
     if !headers.contains_key(header::CACHE_CONTROL) {
         headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));

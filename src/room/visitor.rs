@@ -54,9 +54,8 @@ impl Room {
     /// A valid queue value from the cookie, or else from the session header.
     pub(super) fn queue_cookie<B>(&self, req: &Request<B>, now: u64) -> Option<QueueCookie> {
         let verify = |v: &str| QueueCookie::verify(&self.keys, self.config.room(), v, now);
-        cookies::find_valid(req.headers(), &self.config.cookies.queue_name, verify).or_else(|| {
-            header_value(req, &self.config.session_header).and_then(|v| verify(v.trim()))
-        })
+        cookies::find_valid(req.headers(), &self.config.cookies.queue_name, verify)
+            .or_else(|| header_value(req, &self.config.queue_header).and_then(|v| verify(v.trim())))
     }
 
     /// With network binding on, the request's network (the client IP's /24 or /48), which

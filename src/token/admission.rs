@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use super::format::{self, Claims, Kind};
+use super::format::{self, Claims, ValueKind};
 use super::keys::Keyring;
 use crate::client::network::Network;
 use crate::clock::duration_ms;
@@ -72,7 +72,7 @@ impl AdmissionToken {
     pub fn sign(&self, keys: &Keyring, room: &str) -> String {
         format::sign_with_network(
             keys,
-            Kind::Admission,
+            ValueKind::Admission,
             room,
             &Claims {
                 session: self.session,
@@ -86,7 +86,7 @@ impl AdmissionToken {
     /// The token, if `value` is an admission token of `room` signed by a key of the keyring and
     /// not expired at `now_ms`; anything else is `None`, exactly like no token.
     pub fn verify(keys: &Keyring, room: &str, value: &str, now_ms: u64) -> Option<Self> {
-        let (c, network) = format::verify_with_network(keys, Kind::Admission, room, value)?;
+        let (c, network) = format::verify_with_network(keys, ValueKind::Admission, room, value)?;
         (now_ms < c.expires_at_ms && c.issued_at_ms <= now_ms.saturating_add(60_000)).then_some(
             Self {
                 session: c.session,

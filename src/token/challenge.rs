@@ -1,7 +1,7 @@
 //! The proof-of-work challenge: a signed value (kind `c1`) that binds a challenge to a session
 //! and an expiry, so the room needs no memory to check a solution's challenge.
 
-use super::format::{self, Claims, Kind};
+use super::format::{self, Claims, ValueKind};
 use super::keys::Keyring;
 use crate::session::SessionId;
 
@@ -38,13 +38,13 @@ impl Challenge {
 
     /// The signed challenge text for `room`.
     pub fn sign(&self, keys: &Keyring, room: &str) -> String {
-        format::sign(keys, Kind::Challenge, room, &self.0)
+        format::sign(keys, ValueKind::Challenge, room, &self.0)
     }
 
     /// The challenge, if `value` is one of `room`, signed by a key of the keyring and not expired
     /// at `now_ms`; anything else is `None`.
     pub fn verify(keys: &Keyring, room: &str, value: &str, now_ms: u64) -> Option<Self> {
-        format::verify_unexpired(keys, Kind::Challenge, room, value, now_ms).map(Self)
+        format::verify_unexpired(keys, ValueKind::Challenge, room, value, now_ms).map(Self)
     }
 }
 

@@ -33,8 +33,9 @@ pub(crate) struct Claims {
     pub(crate) expires_at_ms: u64,
 }
 
+/// Which signed value a text is; its prefix also carries the format's version.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Kind {
+pub(crate) enum ValueKind {
     Queue,
     /// A queue cookie whose session has solved a proof-of-work challenge.
     ProvenQueue,
@@ -43,13 +44,13 @@ pub(crate) enum Kind {
     Challenge,
 }
 
-impl Kind {
+impl ValueKind {
     pub(crate) fn prefix(self) -> &'static str {
         match self {
-            Kind::Queue => "q1",
-            Kind::ProvenQueue => "p1",
-            Kind::Admission => "a1",
-            Kind::Challenge => "c1",
+            ValueKind::Queue => "q1",
+            ValueKind::ProvenQueue => "p1",
+            ValueKind::Admission => "a1",
+            ValueKind::Challenge => "c1",
         }
     }
 }
@@ -91,7 +92,7 @@ impl MessageBuf {
 /// can contain `|`, so a bound and an unbound message never coincide.
 fn message(
     m: &mut MessageBuf,
-    kind: Kind,
+    kind: ValueKind,
     room: &str,
     kid: &str,
     claims: &Claims,
@@ -120,7 +121,7 @@ fn message(
 
 /// Signs claims with the current key: `<kind>.<kid>.<session>.<iat>.<exp>.<tag>`, all characters
 /// safe in a cookie value and a header.
-pub(crate) fn sign(keyring: &Keyring, kind: Kind, room: &str, claims: &Claims) -> String {
+pub(crate) fn sign(keyring: &Keyring, kind: ValueKind, room: &str, claims: &Claims) -> String {
     sign_with_network(keyring, kind, room, claims, None)
 }
 
@@ -128,7 +129,7 @@ pub(crate) fn sign(keyring: &Keyring, kind: Kind, room: &str, claims: &Claims) -
 /// network signed too. Without one the text is exactly what [`sign`] writes.
 pub(crate) fn sign_with_network(
     keyring: &Keyring,
-    kind: Kind,
+    kind: ValueKind,
     room: &str,
     claims: &Claims,
     network: Option<Network>,
@@ -164,7 +165,12 @@ pub(crate) fn sign_with_network(
 /// Verifies a signed value of `kind` for `room`. Anything malformed, oversized, signed by an
 /// unknown key or for another room or kind gives `None`, exactly like no value at all. Expiry is
 /// checked by the caller, which knows the time.
-pub(crate) fn verify(keyring: &Keyring, kind: Kind, room: &str, value: &str) -> Option<Claims> {
+pub(crate) fn verify(
+    keyring: &Keyring,
+    kind: ValueKind,
+    room: &str,
+    value: &str,
+) -> Option<Claims> {
     match verify_with_network(keyring, kind, room, value)? {
         (claims, None) => Some(claims),
         (_, Some(_)) => None,
@@ -175,7 +181,7 @@ pub(crate) fn verify(keyring: &Keyring, kind: Kind, room: &str, value: &str) -> 
 /// its expiry): the check of the queue cookie and the proof-of-work challenge.
 pub(crate) fn verify_unexpired(
     keyring: &Keyring,
-    kind: Kind,
+    kind: ValueKind,
     room: &str,
     value: &str,
     now_ms: u64,
@@ -189,7 +195,7 @@ pub(crate) fn verify_unexpired(
 /// removed does not verify.
 pub(crate) fn verify_with_network(
     keyring: &Keyring,
-    kind: Kind,
+    kind: ValueKind,
     room: &str,
     value: &str,
 ) -> Option<(Claims, Option<Network>)> {
@@ -207,7 +213,7 @@ pub(crate) fn verify_with_network(
     let fifth = parts.next()?;
     let (network, tag_b64) = match parts.next() {
         None => (None, fifth),
-        Some(tag_b64) if kind == Kind::Admission => (Some(Network::parse(fifth)?), tag_b64),
+        Some(tag_b64) if kind == ValueKind::Admission => (Some(Network::parse(fifth)?), tag_b64),
         Some(_) => return None,
     };
     if parts.next().is_some() || tag_b64.len() != TAG_B64_LEN {
@@ -253,9 +259,12 @@ mod tests {
     #[test]
     fn round_trip() {
         let kr = keyring();
-        let v = sign(&kr, Kind::Admission, "shop", &claims());
+        let v = sign(&kr, ValueKind::Admission, "shop", &claims());
         assert!(v.starts_with("a1.k2."));
-        assert_eq!(verify(&kr, Kind::Admission, "shop", &v), Some(claims()));
+        assert_eq!(
+            verify(&kr, ValueKind::Admission, "shop", &v),
+            Some(claims())
+        );
     }
 
     #[test]
@@ -266,11 +275,11 @@ mod tests {
             issued_at_ms: 0,
             expires_at_ms: u64::MAX,
         };
-        let v = sign(&kr, Kind::Queue, "shop", &c);
+        let v = sign(&kr, ValueKind::Queue, "shop", &c);
         let (head, tag) = v.rsplit_once('.').unwrap();
         assert_eq!(head, format!("q1.k2.{}.0.{}", "0f".repeat(16), u64::MAX));
         let mut msg = MessageBuf::new();
-        message(&mut msg, Kind::Queue, "shop", "k2", &c, None).unwrap();
+        message(&mut msg, ValueKind::Queue, "shop", "k2", &c, None).unwrap();
         assert_eq!(
             msg.as_bytes(),
             format!("twr|q1|shop|k2|{}|0|{}", "0f".repeat(16), u64::MAX).as_bytes()
@@ -288,17 +297,17 @@ mod tests {
     #[test]
     fn other_room_or_kind_is_no_value() {
         let kr = keyring();
-        let v = sign(&kr, Kind::Admission, "shop", &claims());
-        assert_eq!(verify(&kr, Kind::Admission, "other", &v), None);
+        let v = sign(&kr, ValueKind::Admission, "shop", &claims());
+        assert_eq!(verify(&kr, ValueKind::Admission, "other", &v), None);
         // Same text with the kind prefix swapped does not verify either.
         let swapped = v.replacen("a1.", "q1.", 1);
-        assert_eq!(verify(&kr, Kind::Queue, "shop", &swapped), None);
+        assert_eq!(verify(&kr, ValueKind::Queue, "shop", &swapped), None);
     }
 
     #[test]
     fn every_single_byte_change_is_rejected() {
         let kr = keyring();
-        let v = sign(&kr, Kind::Queue, "shop", &claims());
+        let v = sign(&kr, ValueKind::Queue, "shop", &claims());
         for i in 0..v.len() {
             for replacement in [b'0', b'A', b'.', b'-', b'z'] {
                 let mut bytes = v.clone().into_bytes();
@@ -308,7 +317,7 @@ mod tests {
                 bytes[i] = replacement;
                 let tampered = String::from_utf8(bytes).unwrap();
                 assert_eq!(
-                    verify(&kr, Kind::Queue, "shop", &tampered),
+                    verify(&kr, ValueKind::Queue, "shop", &tampered),
                     None,
                     "byte {i} changed to {} still verified",
                     replacement as char
@@ -321,13 +330,13 @@ mod tests {
     fn every_single_byte_insertion_is_rejected() {
         // Found by the fuzzer: a leading zero inserted into a number was accepted.
         let kr = keyring();
-        let v = sign(&kr, Kind::Admission, "shop", &claims());
+        let v = sign(&kr, ValueKind::Admission, "shop", &claims());
         for i in 0..=v.len() {
             for inserted in ['0', '1', 'a', 'A', '.', '-', '_'] {
                 let mut changed = v.clone();
                 changed.insert(i, inserted);
                 assert_eq!(
-                    verify(&kr, Kind::Admission, "shop", &changed),
+                    verify(&kr, ValueKind::Admission, "shop", &changed),
                     None,
                     "{inserted:?} inserted at {i} still verified"
                 );
@@ -338,27 +347,27 @@ mod tests {
     #[test]
     fn truncated_and_oversized_are_rejected() {
         let kr = keyring();
-        let v = sign(&kr, Kind::Queue, "shop", &claims());
+        let v = sign(&kr, ValueKind::Queue, "shop", &claims());
         for end in 0..v.len() {
-            assert_eq!(verify(&kr, Kind::Queue, "shop", &v[..end]), None);
+            assert_eq!(verify(&kr, ValueKind::Queue, "shop", &v[..end]), None);
         }
         let long = format!("{v}{}", "A".repeat(MAX_SIGNED_LEN));
-        assert_eq!(verify(&kr, Kind::Queue, "shop", &long), None);
+        assert_eq!(verify(&kr, ValueKind::Queue, "shop", &long), None);
     }
 
     #[test]
     fn rotation_accepts_previous_and_refuses_retired() {
         let old = Keyring::new(SigningKey::new("k1", [1u8; 32]).unwrap());
-        let v = sign(&old, Kind::Admission, "shop", &claims());
+        let v = sign(&old, ValueKind::Admission, "shop", &claims());
         // k1 is now the previous key: still accepted.
-        assert!(verify(&keyring(), Kind::Admission, "shop", &v).is_some());
+        assert!(verify(&keyring(), ValueKind::Admission, "shop", &v).is_some());
         // k1 retired: the value is no value.
         let retired = Keyring::new(SigningKey::new("k3", [3u8; 32]).unwrap())
             .with_previous(SigningKey::new("k2", [2u8; 32]).unwrap());
-        assert_eq!(verify(&retired, Kind::Admission, "shop", &v), None);
+        assert_eq!(verify(&retired, ValueKind::Admission, "shop", &v), None);
         // A key with a known id but another secret does not verify.
         let impostor = Keyring::new(SigningKey::new("k1", [9u8; 32]).unwrap());
-        assert_eq!(verify(&impostor, Kind::Admission, "shop", &v), None);
+        assert_eq!(verify(&impostor, ValueKind::Admission, "shop", &v), None);
     }
 
     #[test]
@@ -369,32 +378,38 @@ mod tests {
             Network::V4([203, 0, 113]),
             Network::V6([0x20, 0x01, 0x0d, 0xb8, 0, 1]),
         ] {
-            let v = sign_with_network(&kr, Kind::Admission, "shop", &claims(), Some(net));
+            let v = sign_with_network(&kr, ValueKind::Admission, "shop", &claims(), Some(net));
             assert_eq!(v.split('.').count(), 7, "{v}");
             assert_eq!(
-                verify_with_network(&kr, Kind::Admission, "shop", &v),
+                verify_with_network(&kr, ValueKind::Admission, "shop", &v),
                 Some((claims(), Some(net)))
             );
             // A bound value is no value where no network is expected.
-            assert_eq!(verify(&kr, Kind::Admission, "shop", &v), None);
+            assert_eq!(verify(&kr, ValueKind::Admission, "shop", &v), None);
         }
         // Unbound: the very text `sign` writes, and verifies with no network.
-        let unbound = sign_with_network(&kr, Kind::Admission, "shop", &claims(), None);
-        assert_eq!(unbound, sign(&kr, Kind::Admission, "shop", &claims()));
+        let unbound = sign_with_network(&kr, ValueKind::Admission, "shop", &claims(), None);
+        assert_eq!(unbound, sign(&kr, ValueKind::Admission, "shop", &claims()));
         assert_eq!(
-            verify_with_network(&kr, Kind::Admission, "shop", &unbound),
+            verify_with_network(&kr, ValueKind::Admission, "shop", &unbound),
             Some((claims(), None))
         );
         // Queue cookies never carry a network.
-        let q = sign_with_network(&kr, Kind::Queue, "shop", &claims(), Some(Network::Unknown));
-        assert_eq!(verify_with_network(&kr, Kind::Queue, "shop", &q), None);
+        let q = sign_with_network(
+            &kr,
+            ValueKind::Queue,
+            "shop",
+            &claims(),
+            Some(Network::Unknown),
+        );
+        assert_eq!(verify_with_network(&kr, ValueKind::Queue, "shop", &q), None);
     }
 
     #[test]
     fn network_is_inside_the_mac() {
         let kr = keyring();
         let net = Network::V4([203, 0, 113]);
-        let v = sign_with_network(&kr, Kind::Admission, "shop", &claims(), Some(net));
+        let v = sign_with_network(&kr, ValueKind::Admission, "shop", &claims(), Some(net));
         let (head, tag) = v.rsplit_once('.').unwrap();
         let (head, text) = head.rsplit_once('.').unwrap();
         assert_eq!(text, "4cb0071");
@@ -402,21 +417,21 @@ mod tests {
         for other in ["4c63364", "4cb0070", "u", "620010db80001"] {
             let edited = format!("{head}.{other}.{tag}");
             assert_eq!(
-                verify_with_network(&kr, Kind::Admission, "shop", &edited),
+                verify_with_network(&kr, ValueKind::Admission, "shop", &edited),
                 None,
                 "{other}"
             );
         }
         let removed = format!("{head}.{tag}");
         assert_eq!(
-            verify_with_network(&kr, Kind::Admission, "shop", &removed),
+            verify_with_network(&kr, ValueKind::Admission, "shop", &removed),
             None
         );
-        let unbound = sign(&kr, Kind::Admission, "shop", &claims());
+        let unbound = sign(&kr, ValueKind::Admission, "shop", &claims());
         let (uhead, utag) = unbound.rsplit_once('.').unwrap();
         let added = format!("{uhead}.4cb0071.{utag}");
         assert_eq!(
-            verify_with_network(&kr, Kind::Admission, "shop", &added),
+            verify_with_network(&kr, ValueKind::Admission, "shop", &added),
             None
         );
         // Every single byte change or insertion.
@@ -427,7 +442,7 @@ mod tests {
                     bytes[i] = c;
                     let t = String::from_utf8(bytes).unwrap();
                     assert_eq!(
-                        verify_with_network(&kr, Kind::Admission, "shop", &t),
+                        verify_with_network(&kr, ValueKind::Admission, "shop", &t),
                         None,
                         "byte {i} -> {}",
                         c as char
@@ -436,7 +451,7 @@ mod tests {
                 let mut t = v.clone();
                 t.insert(i, c as char);
                 assert_eq!(
-                    verify_with_network(&kr, Kind::Admission, "shop", &t),
+                    verify_with_network(&kr, ValueKind::Admission, "shop", &t),
                     None,
                     "{} inserted at {i}",
                     c as char

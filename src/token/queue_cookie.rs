@@ -5,7 +5,7 @@
 //! the same URL. Only a request that comes back with a valid queue cookie ever reaches the store,
 //! so a flood of cookie-less requests costs one HMAC each and nothing else.
 
-use super::format::{self, Claims, Kind};
+use super::format::{self, Claims, ValueKind};
 use super::keys::Keyring;
 use crate::session::SessionId;
 
@@ -72,21 +72,21 @@ impl QueueCookie {
     /// The cookie, if `value` is a queue cookie of `room` signed by a key of the keyring and not
     /// expired at `now_ms`; anything else is `None`, exactly like no cookie.
     pub fn verify(keys: &Keyring, room: &str, value: &str, now_ms: u64) -> Option<Self> {
-        let proven = value.starts_with(Kind::ProvenQueue.prefix());
+        let proven = value.starts_with(ValueKind::ProvenQueue.prefix());
         let kind = if proven {
-            Kind::ProvenQueue
+            ValueKind::ProvenQueue
         } else {
-            Kind::Queue
+            ValueKind::Queue
         };
         let claims = format::verify_unexpired(keys, kind, room, value, now_ms)?;
         Some(Self { claims, proven })
     }
 
-    fn kind(&self) -> Kind {
+    fn kind(&self) -> ValueKind {
         if self.proven {
-            Kind::ProvenQueue
+            ValueKind::ProvenQueue
         } else {
-            Kind::Queue
+            ValueKind::Queue
         }
     }
 }
