@@ -21,6 +21,15 @@ use crate::room::{Room, RoomParts};
 use crate::store::{MemoryStore, Store};
 use crate::token::{KeyError, Keyring, SigningKey};
 
+// The layer's entry point lives here, beside the builder it starts, so that the layer does
+// not depend on its builder.
+impl WaitingRoomLayer {
+    /// Starts configuring the room `room` (`[A-Za-z0-9_-]{1,64}`).
+    pub fn builder(room: impl Into<String>) -> WaitingRoomBuilder {
+        WaitingRoomBuilder::new(room.into())
+    }
+}
+
 /// Configures a [`WaitingRoomLayer`]; [`build`](Self::build) validates everything and returns a
 /// [`ConfigError`] instead of panicking. Defaults are in the [`config`](crate::config) docs.
 #[must_use]

@@ -4,7 +4,6 @@ use std::sync::Arc;
 
 use tower_layer::Layer;
 
-use crate::builder::WaitingRoomBuilder;
 use crate::config::RoomConfig;
 use crate::room::Room;
 use crate::service::WaitingRoom;
@@ -12,7 +11,7 @@ use crate::store::{RoomStats, StoreFuture};
 
 /// Puts a waiting room in front of a service.
 ///
-/// Build one with [`WaitingRoomLayer::builder`]; clones share the room (configuration, keys,
+/// Build one with [`WaitingRoomLayer::builder`] (see [`WaitingRoomBuilder`](crate::WaitingRoomBuilder)); clones share the room (configuration, keys,
 /// store), so the layer can be applied to any number of services and cloned across workers.
 ///
 /// ```
@@ -35,11 +34,6 @@ pub struct WaitingRoomLayer {
 }
 
 impl WaitingRoomLayer {
-    /// Starts configuring the room `room` (`[A-Za-z0-9_-]{1,64}`).
-    pub fn builder(room: impl Into<String>) -> WaitingRoomBuilder {
-        WaitingRoomBuilder::new(room.into())
-    }
-
     /// The room's validated configuration.
     pub fn config(&self) -> &RoomConfig {
         self.room.config()

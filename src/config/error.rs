@@ -87,6 +87,7 @@ pub enum ConfigError {
 }
 
 impl fmt::Display for ConfigError {
+    // Long, but flat: one arm (one message) per variant.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             ConfigError::InvalidRoomId { room } => write!(

@@ -211,17 +211,7 @@ pub(super) fn render(
         Some(_) => Kind::Notice,
         None => Kind::Left,
     };
-    let (heading, message) = match rejection {
-        Some(Rejection::Waiting { .. }) => (&texts.waiting_title, &texts.auto_update),
-        Some(Rejection::Full { .. }) => (&texts.full_title, &texts.full_message),
-        Some(Rejection::Unavailable { .. }) => {
-            (&texts.unavailable_title, &texts.unavailable_message)
-        }
-        Some(Rejection::Busy { .. }) => (&texts.busy_title, &texts.busy_message),
-        Some(Rejection::Limited { .. }) => (&texts.limited_title, &texts.limited_message),
-        Some(Rejection::Challenge { .. }) => (&texts.challenge_title, &texts.challenge_message),
-        None => (&texts.left_title, &texts.left_message),
-    };
+    let (heading, message) = heading_and_message(texts, rejection);
     let retry = rejection.map_or(0, |r| r.retry_after().as_secs().max(1));
     let (position, waiting) = (
         rejection.and_then(Rejection::position),
@@ -230,37 +220,6 @@ pub(super) fn render(
     let number = |n: Option<u64>| n.map(|n| texts.number(n)).unwrap_or_default();
     let (before, after) = texts.position_parts();
     let eta = rejection.map(|r| r.eta());
-    let data = || {
-        json!({
-            "kind": kind.name(),
-            "status": cx.status_path,
-            "leave": cx.leave_path,
-            "back": cx.return_to,
-            "retry": retry,
-            "challenge": cx.challenge,
-            "difficulty": rejection.and_then(Rejection::difficulty),
-            "proof": cx.proof_path,
-            "proof_header": crate::defences::proof_of_work::PROOF_HEADER,
-            "sep": texts.thousands_separator,
-            "texts": {
-                "eta_almost_there": texts.eta_almost_there,
-                "eta_minutes": texts.eta_minutes,
-                "eta_hours": texts.eta_hours,
-                "eta_unknown": texts.eta_unknown,
-                "auto_update": texts.auto_update,
-                "error": texts.error,
-                "letting_in": texts.letting_in,
-                "left_title": texts.left_title,
-                "left_message": texts.left_message,
-                "back_to_site": texts.back_to_site,
-                "gone_title": texts.gone_title,
-                "gone_message": texts.gone_message,
-                "rejoin": texts.rejoin,
-                "challenge_unsupported": texts.challenge_unsupported,
-            },
-        })
-        .to_string()
-    };
     template.render(|field| match field {
         Field::Lang => texts.lang.clone(),
         Field::Title | Field::Heading => heading.clone(),
@@ -296,8 +255,65 @@ pub(super) fn render(
             Kind::Left => texts.back_to_site.clone(),
             _ => texts.try_again.clone(),
         },
-        Field::Data => data(),
+        Field::Data => page_data(kind, rejection, texts, cx, retry),
         Field::Style => STYLE.to_owned(),
         Field::Script => SCRIPT.to_owned(),
     })
+}
+
+/// The page's title and message for `rejection` (`None`: the page after leaving).
+fn heading_and_message<'t>(
+    texts: &'t Texts,
+    rejection: Option<&Rejection>,
+) -> (&'t String, &'t String) {
+    match rejection {
+        Some(Rejection::Waiting { .. }) => (&texts.waiting_title, &texts.auto_update),
+        Some(Rejection::Full { .. }) => (&texts.full_title, &texts.full_message),
+        Some(Rejection::Unavailable { .. }) => {
+            (&texts.unavailable_title, &texts.unavailable_message)
+        }
+        Some(Rejection::Busy { .. }) => (&texts.busy_title, &texts.busy_message),
+        Some(Rejection::Limited { .. }) => (&texts.limited_title, &texts.limited_message),
+        Some(Rejection::Challenge { .. }) => (&texts.challenge_title, &texts.challenge_message),
+        None => (&texts.left_title, &texts.left_message),
+    }
+}
+
+/// The JSON the page's script reads from `data-twr`: where to poll, what to say, when.
+fn page_data(
+    kind: Kind,
+    rejection: Option<&Rejection>,
+    texts: &Texts,
+    cx: &RenderContext<'_>,
+    retry: u64,
+) -> String {
+    json!({
+        "kind": kind.name(),
+        "status": cx.status_path,
+        "leave": cx.leave_path,
+        "back": cx.return_to,
+        "retry": retry,
+        "challenge": cx.challenge,
+        "difficulty": rejection.and_then(Rejection::difficulty),
+        "proof": cx.proof_path,
+        "proof_header": crate::defences::proof_of_work::PROOF_HEADER,
+        "sep": texts.thousands_separator,
+        "texts": {
+            "eta_almost_there": texts.eta_almost_there,
+            "eta_minutes": texts.eta_minutes,
+            "eta_hours": texts.eta_hours,
+            "eta_unknown": texts.eta_unknown,
+            "auto_update": texts.auto_update,
+            "error": texts.error,
+            "letting_in": texts.letting_in,
+            "left_title": texts.left_title,
+            "left_message": texts.left_message,
+            "back_to_site": texts.back_to_site,
+            "gone_title": texts.gone_title,
+            "gone_message": texts.gone_message,
+            "rejoin": texts.rejoin,
+            "challenge_unsupported": texts.challenge_unsupported,
+        },
+    })
+    .to_string()
 }

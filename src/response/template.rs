@@ -16,7 +16,7 @@ use std::fmt;
 /// | `{eyebrow}` | the small label above the heading ("Waiting room") |
 /// | `{message}` | the page's message (on the waiting page: that it updates by itself) |
 /// | `{room}` | the room's id |
-/// | `{state}` | `waiting`, `full`, `unavailable`, `busy` or `left` |
+/// | `{state}` | `waiting`, `full`, `unavailable`, `busy`, `limited`, `challenge` or `left` |
 /// | `{position}` | the place in line, formatted (`1,342`); empty on other pages |
 /// | `{position_text}` | the sentence "You are number 1,342 in line" |
 /// | `{position_before}`, `{position_after}` | that sentence's text before and after the number |

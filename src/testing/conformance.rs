@@ -294,6 +294,8 @@ pub async fn granted_slots_count_against_capacity(h: &Harness) {
     Harness::check_stats(h.stats(&p).await, 2, 0, 2);
 }
 
+// Long by design: one seeded random walk over every operation, with the reference model of
+// capacity and line kept beside it and checked after each step.
 /// Random enters, polls, heartbeats, releases and clock moves never leave more than `capacity`
 /// sessions holding a live slot, and every answer is consistent with what the store said before.
 pub async fn capacity_holds_under_random_operations(h: &Harness) {
@@ -991,6 +993,8 @@ pub async fn admission_rate_shared_by_promotions_and_direct(h: &Harness) {
     Harness::check_stats(h.stats(&p).await, 3, 3, 1);
 }
 
+// Long by design: builds a line of silent waiters, then checks step by step that each call
+// does bounded work and that the line still drains in order.
 /// Bounded work: with more silent waiters at the head than one call may skip, one call does not
 /// clear them all, repeated calls do, and the live waiter behind them is eventually admitted,
 /// before a newcomer who arrived while the line was still being cleared.
@@ -1089,6 +1093,7 @@ fn to_next_bucket(h: &Harness) {
     h.advance_ms(ADMISSION_BUCKET_MS - h.now() % ADMISSION_BUCKET_MS);
 }
 
+// Long by design: walks the clock through several buckets and checks each count on the way.
 /// Direct admissions and promotions' grants are counted; claims, heartbeats, polls, re-entries
 /// and releases are not. Counts cover complete 10-second buckets: an admission shows from the
 /// next bucket on, leaves the last minute after six buckets and the last five minutes after

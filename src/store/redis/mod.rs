@@ -14,7 +14,10 @@
 //! let store = RedisStore::builder().url("redis://127.0.0.1:6379/").build()?;
 //! let room = WaitingRoomLayer::builder("launch")
 //!     .capacity(500)
-//!     .secret(std::env::var("WAITING_ROOM_SECRET")?)
+//!     .secret(
+//!         std::env::var("WAITING_ROOM_SECRET")
+//!             .map_err(|_| "set WAITING_ROOM_SECRET to a secret of at least 32 bytes")?,
+//!     )
 //!     .store(store)
 //!     .build()?;
 //! # let _ = room;
