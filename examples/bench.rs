@@ -49,7 +49,7 @@ use http_body_util::{BodyExt, Empty, Full};
 use hyper_util::rt::TokioIo;
 use serde_json::{json, Map, Value};
 use tower::{Layer, Service};
-use tower_waiting_room::__private::{AdmissionToken, QueueCookie};
+use tower_waiting_room::__private::{room_script_numbers, AdmissionToken, QueueCookie};
 use tower_waiting_room::store::{Decision, MemoryStore, RedisStore, Store};
 use tower_waiting_room::{
     Admission, AdmittedBy, Keyring, RoomPolicy, SessionId, SigningKey, WaitingRoomLayer,
@@ -775,29 +775,19 @@ async fn script_scenarios(
             move |i: u64| {
                 let (mut conn, script, keys) = (conn.clone(), script.clone(), keys.clone());
                 let w = waiters[(i as usize * 7919) % waiters.len()];
-                let (capacity, active, grant, queue, max) = (
-                    p.capacity,
-                    p.active_ttl_ms,
-                    p.grant_ttl_ms,
-                    p.queue_ttl_ms,
-                    p.max_queue_len,
-                );
+                let numbers = room_script_numbers(&p);
                 async move {
                     let mut inv = script.prepare_invoke();
                     for k in &keys {
                         inv.key(k);
                     }
+                    // ARGV: op, session, now (0: the server's TIME), then the room's numbers.
                     inv.arg(if i.is_multiple_of(2) { "enter" } else { "poll" })
                         .arg(w.to_string())
-                        .arg(0)
-                        .arg(capacity)
-                        .arg(0)
-                        .arg(active)
-                        .arg(grant)
-                        .arg(queue)
-                        .arg(max)
-                        .arg(100)
-                        .arg(100);
+                        .arg(0);
+                    for n in numbers {
+                        inv.arg(n);
+                    }
                     matches!(inv.invoke_async::<Vec<i64>>(&mut conn).await, Ok(r) if r.first() == Some(&2))
                 }
             }

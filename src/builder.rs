@@ -8,7 +8,7 @@ use std::time::Duration;
 use http::HeaderName;
 
 use crate::client::{ClientIp, ClientIpFn, RequestInfo};
-use crate::clock::{duration_ms, Clock, SharedClock, SystemClock};
+use crate::clock::{Clock, SharedClock, SystemClock};
 use crate::config::{
     defaults, validate, ConfigError, CookieSettings, FailPolicy, RoomConfig, RoomPolicy, SameSite,
 };
@@ -459,8 +459,7 @@ impl WaitingRoomBuilder {
             ("refresh", self.refresh),
             ("session_ttl", self.session_ttl),
         ] {
-            // Whole milliseconds, and far from overflowing when added to a timestamp.
-            if d.as_millis() == 0 || duration_ms(d) > u64::MAX / 4 {
+            if !validate::valid_duration(d) {
                 return Err(ConfigError::InvalidDuration { setting });
             }
         }
@@ -476,11 +475,14 @@ impl WaitingRoomBuilder {
             ("new_visitor_limit", self.new_visitor_limit),
             ("poll_limit", self.poll_limit),
         ] {
-            if limit.is_some_and(|l| !l.is_valid()) {
+            if limit.is_some_and(|l| !validate::valid_rate_limit(&l)) {
                 return Err(ConfigError::InvalidRateLimit { setting });
             }
         }
-        if self.proof_of_work.is_some_and(|p| !p.is_valid()) {
+        if self
+            .proof_of_work
+            .is_some_and(|p| !validate::valid_proof_of_work(&p))
+        {
             return Err(ConfigError::InvalidProofOfWork);
         }
         Ok(capacity)

@@ -122,6 +122,12 @@ pub use token::{KeyError, Keyring, SigningKey};
 pub mod __private {
     pub use crate::token::{AdmissionToken, Challenge, QueueCookie};
 
+    /// `ARGV[4..=15]` of the Redis room script for `policy`, for the benchmark's raw `EVALSHA`.
+    #[cfg(feature = "redis")]
+    pub fn room_script_numbers(policy: &crate::RoomPolicy) -> [u64; 12] {
+        crate::store::redis_protocol_numbers(policy)
+    }
+
     /// Leading zero bits of a hash, as the proof-of-work check counts them.
     pub fn leading_zero_bits(hash: &[u8]) -> u32 {
         crate::defences::proof_of_work::leading_zero_bits(hash)

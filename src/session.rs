@@ -4,6 +4,8 @@ use std::fmt;
 
 use ring::rand::{SecureRandom, SystemRandom};
 
+use crate::token::encoding::{hex_into, lower_hex_to};
+
 /// A visitor's session id: 128 random bits, shown as 32 lowercase hex digits.
 ///
 /// It is created by the stateless cookie check on the first visit, carried in the signed queue
@@ -20,8 +22,6 @@ use ring::rand::{SecureRandom, SystemRandom};
 /// ```
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct SessionId([u8; 16]);
-
-const HEX: &[u8; 16] = b"0123456789abcdef";
 
 impl SessionId {
     /// A fresh random session id from the operating system's secure random source.
@@ -45,33 +45,16 @@ impl SessionId {
 
     /// Parses exactly 32 lowercase hex digits.
     pub fn from_hex(s: &str) -> Option<Self> {
-        let s = s.as_bytes();
-        if s.len() != 32 {
-            return None;
-        }
         let mut out = [0u8; 16];
-        for (i, pair) in s.chunks_exact(2).enumerate() {
-            out[i] = (nibble(pair[0])? << 4) | nibble(pair[1])?;
-        }
+        lower_hex_to(s.as_bytes(), &mut out)?;
         Some(Self(out))
     }
 
     /// The 32 hex digits as bytes, without allocating.
     pub(crate) fn hex(&self) -> [u8; 32] {
         let mut out = [0u8; 32];
-        for (i, b) in self.0.iter().enumerate() {
-            out[2 * i] = HEX[(b >> 4) as usize];
-            out[2 * i + 1] = HEX[(b & 0xf) as usize];
-        }
+        hex_into(&self.0, &mut out);
         out
-    }
-}
-
-fn nibble(c: u8) -> Option<u8> {
-    match c {
-        b'0'..=b'9' => Some(c - b'0'),
-        b'a'..=b'f' => Some(c - b'a' + 10),
-        _ => None,
     }
 }
 

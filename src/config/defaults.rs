@@ -50,3 +50,8 @@ pub const NEW_VISITORS_PER_IP: RateLimit = RateLimit::per_minute(60);
 /// up to 30 passes (a page whose admission token just expired may ask for a few resources
 /// at once). The waiting page asks every 2 to 30 s.
 pub const POLLS_PER_SESSION: RateLimit = RateLimit::new(30, Duration::from_secs(10));
+/// How long a proof-of-work challenge stays valid (see
+/// [`ProofOfWork::with_challenge_ttl`](crate::ProofOfWork::with_challenge_ttl)).
+pub const CHALLENGE_TTL: Duration = crate::defences::proof_of_work::DEFAULT_CHALLENGE_TTL;
+/// Most keys a limiter tracks per generation (see [`defences`](crate::defences)).
+pub const MAX_TRACKED: usize = crate::defences::MAX_TRACKED;

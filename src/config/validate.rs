@@ -1,6 +1,30 @@
-//! Checks of single settings, shared by the builder.
+//! Checks of single settings: every check the builder makes, in one place (keys check their own
+//! secrets and ids when they are made, since [`SigningKey`](crate::SigningKey) is built by users
+//! too).
+
+use std::time::Duration;
 
 use super::MAX_ROOM_ID_LEN;
+use crate::clock::duration_ms;
+use crate::defences::proof_of_work::{MAX_DIFFICULTY, MIN_DIFFICULTY};
+use crate::defences::{ProofOfWork, RateLimit};
+
+/// Whole milliseconds, and far from overflowing when added to a timestamp.
+pub(crate) fn valid_duration(d: Duration) -> bool {
+    d.as_millis() > 0 && duration_ms(d) <= u64::MAX / 4
+}
+
+/// At least one event per window of at least a millisecond.
+pub(crate) fn valid_rate_limit(limit: &RateLimit) -> bool {
+    limit.max() > 0 && valid_duration(limit.per())
+}
+
+/// A difficulty in range, and a challenge that lives at least a second.
+pub(crate) fn valid_proof_of_work(pow: &ProofOfWork) -> bool {
+    (MIN_DIFFICULTY..=MAX_DIFFICULTY).contains(&pow.difficulty())
+        && pow.challenge_ttl() >= Duration::from_secs(1)
+        && valid_duration(pow.challenge_ttl())
+}
 
 pub(crate) fn valid_room_id(room: &str) -> bool {
     !room.is_empty()
@@ -34,4 +58,32 @@ pub(crate) fn valid_cookie_attr(value: &str) -> bool {
         && value
             .bytes()
             .all(|b| (0x21..0x7f).contains(&b) && b != b';' && b != b',')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn proof_of_work_settings_are_validated() {
+        assert!(valid_proof_of_work(&ProofOfWork::new(1)));
+        assert!(valid_proof_of_work(&ProofOfWork::new(32)));
+        assert!(!valid_proof_of_work(&ProofOfWork::new(0)));
+        assert!(!valid_proof_of_work(&ProofOfWork::new(33)));
+        assert!(!valid_proof_of_work(
+            &ProofOfWork::new(10).with_challenge_ttl(Duration::from_millis(10))
+        ));
+    }
+
+    #[test]
+    fn rate_limits_and_durations_are_validated() {
+        assert!(valid_rate_limit(&RateLimit::per_second(1)));
+        assert!(!valid_rate_limit(&RateLimit::per_second(0)));
+        assert!(!valid_rate_limit(&RateLimit::new(
+            5,
+            Duration::from_micros(500)
+        )));
+        assert!(!valid_duration(Duration::ZERO));
+        assert!(!valid_duration(Duration::MAX));
+    }
 }

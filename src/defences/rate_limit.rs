@@ -41,10 +41,6 @@ impl RateLimit {
     pub fn per(&self) -> Duration {
         self.per
     }
-
-    pub(crate) fn is_valid(&self) -> bool {
-        self.max > 0 && self.per.as_millis() > 0 && duration_ms(self.per) < u64::MAX / 4
-    }
 }
 
 /// Counts events per key in a sliding window approximated by two generations, with a bounded

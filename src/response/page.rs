@@ -180,20 +180,20 @@ fetch(d.leave,{method:"POST",credentials:"same-origin",headers:{Accept:"applicat
 
 /// Which of the three pages.
 #[derive(Clone, Copy, PartialEq, Eq)]
-pub(super) enum Kind {
+pub(super) enum PageKind {
     Waiting,
     Notice,
     Challenge,
     Left,
 }
 
-impl Kind {
+impl PageKind {
     fn name(self) -> &'static str {
         match self {
-            Kind::Waiting => "waiting",
-            Kind::Notice => "notice",
-            Kind::Challenge => "challenge",
-            Kind::Left => "left",
+            PageKind::Waiting => "waiting",
+            PageKind::Notice => "notice",
+            PageKind::Challenge => "challenge",
+            PageKind::Left => "left",
         }
     }
 }
@@ -206,10 +206,10 @@ pub(super) fn render(
     cx: &RenderContext<'_>,
 ) -> String {
     let kind = match rejection {
-        Some(Rejection::Waiting { .. }) => Kind::Waiting,
-        Some(Rejection::Challenge { .. }) => Kind::Challenge,
-        Some(_) => Kind::Notice,
-        None => Kind::Left,
+        Some(Rejection::Waiting { .. }) => PageKind::Waiting,
+        Some(Rejection::Challenge { .. }) => PageKind::Challenge,
+        Some(_) => PageKind::Notice,
+        None => PageKind::Left,
     };
     let (heading, message) = heading_and_message(texts, rejection);
     let retry = rejection.map_or(0, |r| r.retry_after().as_secs().max(1));
@@ -238,7 +238,7 @@ pub(super) fn render(
         Field::WaitingLabel => texts.waiting_label.clone(),
         Field::Waiting => number(waiting),
         Field::Eta => match (kind, eta) {
-            (Kind::Waiting, Some(eta)) => texts.eta(eta),
+            (PageKind::Waiting, Some(eta)) => texts.eta(eta),
             _ => String::new(),
         },
         Field::EtaLabel => texts.eta_label.clone(),
@@ -252,7 +252,7 @@ pub(super) fn render(
         Field::ReturnTo => cx.return_to.to_owned(),
         Field::LeaveButton => texts.leave_button.clone(),
         Field::LinkText => match kind {
-            Kind::Left => texts.back_to_site.clone(),
+            PageKind::Left => texts.back_to_site.clone(),
             _ => texts.try_again.clone(),
         },
         Field::Data => page_data(kind, rejection, texts, cx, retry),
@@ -281,7 +281,7 @@ fn heading_and_message<'t>(
 
 /// The JSON the page's script reads from `data-twr`: where to poll, what to say, when.
 fn page_data(
-    kind: Kind,
+    kind: PageKind,
     rejection: Option<&Rejection>,
     texts: &Texts,
     cx: &RenderContext<'_>,

@@ -42,6 +42,8 @@ mod memory;
 mod redis;
 
 #[cfg(feature = "redis")]
+pub(crate) use self::redis::protocol_numbers as redis_protocol_numbers;
+#[cfg(feature = "redis")]
 pub use self::redis::{RedisStore, RedisStoreBuilder, RedisStoreMetrics};
 pub use error::{StoreError, StoreErrorKind};
 pub use memory::MemoryStore;

@@ -58,6 +58,7 @@ use redis::Script;
 use self::breaker::Breaker;
 pub use self::breaker::RedisStoreMetrics;
 pub use self::builder::RedisStoreBuilder;
+pub(crate) use self::protocol::numbers as protocol_numbers;
 use self::protocol::{decision, non_negative, protocol_error, reply, Op, NOW_FROM_SERVER};
 use super::{AdmissionCounts, Decision, RoomStats, Store, StoreError, StoreErrorKind, StoreFuture};
 use crate::clock::SharedClock;
