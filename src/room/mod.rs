@@ -133,11 +133,7 @@ impl Room {
         match self.visitor(req, now) {
             // Stage 2: a valid admission token, fresh enough to need no store call.
             Some(Visitor::Admitted(token)) if token.is_fresh(now, self.config.refresh) => {
-                Next::pass(self.admission(
-                    token.session(),
-                    token.expires_at_ms(),
-                    AdmittedBy::Token,
-                ))
+                Next::pass(self.token_admission(&token))
             }
             Some(Visitor::Admitted(token)) => self.ask_heartbeat(token),
             // Proof of work on and not yet solved: the challenge, no store call.

@@ -70,7 +70,6 @@ impl Pending {
         room: &Room,
         req: &Request<B>,
     ) -> Poll<Next> {
-        let now = room.now_ms();
         Poll::Ready(match self {
             Pending::Enter {
                 call,
@@ -78,11 +77,11 @@ impl Pending {
                 stale_token,
             } => {
                 let answer = ready!(call.as_mut().poll(cx));
-                room.after_enter(*session, *stale_token, answer, req, now)
+                room.after_enter(*session, *stale_token, answer, req, room.now_ms())
             }
             Pending::Heartbeat { call, token } => {
                 let answer = ready!(call.as_mut().poll(cx));
-                room.after_heartbeat(*token, answer, req, now)
+                room.after_heartbeat(*token, answer, req, room.now_ms())
             }
             Pending::Status { call } => {
                 Next::Answer(room.after_status(ready!(call.as_mut().poll(cx))))
