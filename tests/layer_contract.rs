@@ -605,3 +605,84 @@ fn a_64_character_room_id_builds() {
         .expect("a room id of 64 characters is valid");
     assert_eq!(layer.config().room(), room);
 }
+
+/// A store whose `enter` always fails (busy); everything else answers as the memory store does.
+#[derive(Clone)]
+struct EnterFails(tower_waiting_room::store::MemoryStore);
+
+impl tower_waiting_room::store::Store for EnterFails {
+    fn enter(
+        &self,
+        _: &tower_waiting_room::RoomPolicy,
+        _: tower_waiting_room::SessionId,
+    ) -> tower_waiting_room::store::StoreFuture<tower_waiting_room::store::Decision> {
+        use tower_waiting_room::store::{StoreError, StoreErrorKind};
+        Box::pin(std::future::ready(Err(StoreError::new(StoreErrorKind::Busy))))
+    }
+    fn poll(
+        &self,
+        p: &tower_waiting_room::RoomPolicy,
+        s: tower_waiting_room::SessionId,
+    ) -> tower_waiting_room::store::StoreFuture<tower_waiting_room::store::Decision> {
+        self.0.poll(p, s)
+    }
+    fn heartbeat(
+        &self,
+        p: &tower_waiting_room::RoomPolicy,
+        s: tower_waiting_room::SessionId,
+    ) -> tower_waiting_room::store::StoreFuture<tower_waiting_room::store::Decision> {
+        self.0.heartbeat(p, s)
+    }
+    fn release(
+        &self,
+        p: &tower_waiting_room::RoomPolicy,
+        s: tower_waiting_room::SessionId,
+    ) -> tower_waiting_room::store::StoreFuture<bool> {
+        self.0.release(p, s)
+    }
+    fn stats(
+        &self,
+        p: &tower_waiting_room::RoomPolicy,
+    ) -> tower_waiting_room::store::StoreFuture<tower_waiting_room::store::RoomStats> {
+        self.0.stats(p)
+    }
+}
+
+/// A token that outlived its slot, whose way back into the line fails (the store is busy): the
+/// answer removes the token too, as it does when the line answers, so the visitor does not pay
+/// a heartbeat on every request until the token expires.
+#[tokio::test]
+async fn a_stale_token_is_removed_whatever_the_line_answers() {
+    use tower_waiting_room::__private::AdmissionToken;
+    use tower_waiting_room::clock::{Clock, ManualClock};
+    use tower_waiting_room::{Keyring, SessionId, SigningKey};
+
+    let clock = ManualClock::new(1_767_225_600_000);
+    let key = SigningKey::new("k1", [7u8; 32]).unwrap();
+    let layer = WaitingRoomLayer::builder("stale")
+        .capacity(1)
+        .signing_key(key.clone())
+        .secure_cookies(false)
+        .clock(clock.clone())
+        .store(EnterFails(tower_waiting_room::store::MemoryStore::with_clock(
+            clock.clone(),
+        )))
+        .build()
+        .unwrap();
+    let now = clock.now_ms();
+    // Issued 20 s ago (older than `refresh`), unexpired; the store holds no slot for it.
+    let token = AdmissionToken::new(SessionId::random(), now - 20_000, now + 280_000)
+        .sign(&Keyring::new(key), "stale");
+    let cookie = HeaderValue::from_str(&format!("wr_stale_a={token}")).unwrap();
+    let svc = ServiceBuilder::new().layer(layer).service(tower::service_fn(
+        |_req: Request<()>| async { Ok::<_, Infallible>(Response::new(Full::new(Bytes::new()))) },
+    ));
+    let res = svc.oneshot(get_with(Some(cookie))).await.unwrap();
+    assert_eq!(res.status(), StatusCode::SERVICE_UNAVAILABLE, "busy");
+    let cleared = res
+        .headers()
+        .get_all(header::SET_COOKIE)
+        .iter()
+        .any(|v| v.to_str().unwrap().starts_with("wr_stale_a=;"));
+    assert!(cleared, "the stale token is removed: {:?}", res.headers());
+}

@@ -9,8 +9,8 @@ use arbitrary::Arbitrary;
 use http::{HeaderName, HeaderValue, Method, Request, Response, StatusCode};
 use libfuzzer_sys::fuzz_target;
 use tower::{service_fn, Layer, ServiceExt};
+use tower_waiting_room::__private::Challenge;
 use tower_waiting_room::defences::proof_of_work::{solve, ProofOfWork, PROOF_HEADER};
-use tower_waiting_room::__private::{Challenge};
 use tower_waiting_room::testing::{TestRoom, TEST_EPOCH_MS};
 use tower_waiting_room::{Keyring, SigningKey, WaitingRoomLayer};
 

@@ -3,7 +3,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use tower_waiting_room::defences::proof_of_work::Challenge;
+use tower_waiting_room::__private::Challenge;
 use tower_waiting_room::__private::{AdmissionToken, QueueCookie};
 use tower_waiting_room::{Keyring, SessionId, SigningKey};
 

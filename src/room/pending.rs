@@ -130,7 +130,7 @@ impl Room {
         req: &Request<B>,
         now: u64,
     ) -> Next {
-        let rejection = match answer {
+        let mut next = match answer {
             Ok(Decision::Admitted { expires_at_ms }) => {
                 return self.admitted(session, expires_at_ms, now, req)
             }
@@ -138,23 +138,26 @@ impl Room {
                 position,
                 waiting,
                 recent,
-            }) => waiting_rejection(position, waiting, recent),
-            Ok(Decision::Full { waiting }) => full_rejection(waiting),
+            }) => Next::Answer(self.reject(&waiting_rejection(position, waiting, recent), req)),
+            Ok(Decision::Full { waiting }) => {
+                Next::Answer(self.reject(&full_rejection(waiting), req))
+            }
             Ok(Decision::Unknown) => {
                 let e = StoreError::new(StoreErrorKind::Protocol);
-                return self.store_failed(session, e, req, now);
+                self.store_failed(session, e, req, now)
             }
-            Err(e) => return self.store_failed(session, e, req, now),
+            Err(e) => self.store_failed(session, e, req, now),
         };
-        let mut res = self.reject(&rejection, req);
-        if stale_token {
+        // Any answer here (waiting, full, busy, closed) to a visitor whose token outlived its
+        // slot also removes the token, so it stops costing a heartbeat on every request.
+        if let (true, Next::Answer(res)) = (stale_token, &mut next) {
             let c = &self.config.cookies;
             res.headers_mut().append(
                 header::SET_COOKIE,
                 cookies::clear_cookie(c, &c.admission_name),
             );
         }
-        Next::Answer(res)
+        next
     }
 
     fn after_heartbeat<B>(
