@@ -3,7 +3,7 @@
 use http::{HeaderMap, HeaderValue};
 
 use crate::config::CookieSettings;
-use crate::token::encoding::push_u64;
+use crate::encoding::push_u64;
 
 /// How many cookies of the same name are tried (a sibling subdomain can plant a second one).
 const MAX_CANDIDATES: usize = 4;

@@ -87,6 +87,7 @@ pub mod client;
 pub mod clock;
 pub mod config;
 mod cookies;
+mod encoding;
 pub mod defences;
 pub mod future;
 mod layer;

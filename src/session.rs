@@ -4,7 +4,7 @@ use std::fmt;
 
 use ring::rand::{SecureRandom, SystemRandom};
 
-use crate::token::encoding::{hex_into, lower_hex_to};
+use crate::encoding::{hex_into, lower_hex_to};
 
 /// A visitor's session id: 128 random bits, shown as 32 lowercase hex digits.
 ///

@@ -326,13 +326,14 @@ async fn waiters_are_answered_while_the_app_is_saturated() {
 }
 
 #[tokio::test]
-async fn a_store_check_calls_the_inner_that_was_readied() {
+async fn a_store_check_readies_the_inner_only_when_the_request_passes() {
     let room = TestRoom::new("mock", 1);
     let (mut svc, mut handle) = mock::spawn_layer::<MockReq, MockRes, _>(room.layer());
     handle.allow(2);
 
-    // A queued visitor: the store check runs in the response future; the readied inner goes
-    // with it (the mock panics if a service is called without having been readied).
+    // A queued visitor: the store check runs in the response future, and only once the store
+    // lets the request pass is the inner readied and called (the mock panics if a service is
+    // called without having been readied).
     assert!(matches!(svc.poll_ready(), Poll::Ready(Ok(()))));
     let (session, cookie) = room.queue_cookie();
     let fut = svc.call(get_with(Some(cookie)));
@@ -363,8 +364,18 @@ async fn a_store_check_calls_the_inner_that_was_readied() {
         .unwrap();
     assert_eq!(res.status(), StatusCode::TOO_MANY_REQUESTS);
     assert!(handle.poll_request().is_pending());
-    // ... and the inner's remaining budget was not spent on it.
-    assert!(matches!(svc.poll_ready(), Poll::Ready(Ok(()))));
+    // ... and the inner's remaining budget (one call) was not spent on it: an admitted visitor
+    // still gets through.
+    let (_, token) = room.token_without_slot();
+    let fut = svc.call(get_with(Some(token)));
+    let mut fut = std::pin::pin!(fut);
+    let pending = std::future::poll_fn(|cx| Poll::Ready(fut.as_mut().poll(cx).is_pending())).await;
+    assert!(pending, "waiting for the inner's response");
+    let Poll::Ready(Some((_, send))) = handle.poll_request() else {
+        panic!("the inner's budget was spent on a visitor it never saw");
+    };
+    send.send_response(Response::new(Full::new(Bytes::new())));
+    assert_eq!(fut.await.unwrap().status(), StatusCode::OK);
 }
 
 // ===== axum and plain hyper =====

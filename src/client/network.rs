@@ -6,14 +6,11 @@
 
 use std::net::{IpAddr, Ipv6Addr};
 
-use crate::token::encoding::{hex_into, lower_hex_to};
 
 /// The network an admission token is bound to: the /24 of an IPv4 address, the /48 of an IPv6
 /// address (an IPv4-mapped IPv6 address counts as IPv4), or `Unknown` when the client IP could
 /// not be found. It is signed into the token (inside the MAC), so it cannot be edited.
-///
-/// Text form, fixed length and lowercase hex so that exactly one spelling exists: `u`, `4` and
-/// the 3 prefix bytes (`4cb0071` for 203.0.113.0/24), or `6` and the 6 prefix bytes.
+/// Its text form inside a token is written and read by the token format.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) enum Network {
     /// No client IP was known.
@@ -24,8 +21,6 @@ pub(crate) enum Network {
     V6([u8; 6]),
 }
 
-/// Longest text form of a [`Network`]: `6` and 12 hex digits.
-pub(crate) const NETWORK_TEXT_LEN: usize = 13;
 
 impl Network {
     /// The network of a client IP, or `Unknown` without one.
@@ -40,38 +35,6 @@ impl Network {
                 let o = v6.octets();
                 Network::V6([o[0], o[1], o[2], o[3], o[4], o[5]])
             }
-        }
-    }
-
-    /// The text form, written into `out`; returns its length.
-    pub(crate) fn encode(self, out: &mut [u8; NETWORK_TEXT_LEN]) -> usize {
-        let (tag, bytes): (u8, &[u8]) = match &self {
-            Network::Unknown => (b'u', &[]),
-            Network::V4(b) => (b'4', b),
-            Network::V6(b) => (b'6', b),
-        };
-        out[0] = tag;
-        let len = 1 + 2 * bytes.len();
-        hex_into(bytes, &mut out[1..len]);
-        len
-    }
-
-    /// Strict parse of the text form: only the exact spelling [`encode`](Self::encode) writes.
-    pub(crate) fn parse(s: &str) -> Option<Self> {
-        let (tag, rest) = s.as_bytes().split_first()?;
-        match tag {
-            b'u' if rest.is_empty() => Some(Network::Unknown),
-            b'4' => {
-                let mut b = [0u8; 3];
-                lower_hex_to(rest, &mut b)?;
-                Some(Network::V4(b))
-            }
-            b'6' => {
-                let mut b = [0u8; 6];
-                lower_hex_to(rest, &mut b)?;
-                Some(Network::V6(b))
-            }
-            _ => None,
         }
     }
 }
@@ -119,26 +82,6 @@ mod tests {
             Network::of(ip("2001:db8:2::1"))
         );
         assert_eq!(Network::of(None), Network::Unknown);
-    }
-
-    #[test]
-    fn network_text_is_canonical() {
-        for (net, text) in [
-            (Network::Unknown, "u"),
-            (Network::V4([203, 0, 113]), "4cb0071"),
-            (Network::V6([0x20, 0x01, 0x0d, 0xb8, 0, 1]), "620010db80001"),
-        ] {
-            let mut buf = [0u8; NETWORK_TEXT_LEN];
-            let n = net.encode(&mut buf);
-            assert_eq!(&buf[..n], text.as_bytes());
-            assert_eq!(Network::parse(text), Some(net));
-        }
-        for bad in [
-            "", "U", "u0", "4", "4CB0071", "4cb007", "4cb00710", "6cb0071", "x", "4cb007g",
-            "+cb0071",
-        ] {
-            assert_eq!(Network::parse(bad), None, "{bad:?}");
-        }
     }
 
     fn addr(s: &str) -> IpAddr {

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use super::MAX_ROOM_ID_LEN;
 use crate::clock::duration_ms;
+use crate::encoding::is_plain_id;
 use crate::defences::proof_of_work::{MAX_DIFFICULTY, MIN_DIFFICULTY};
 use crate::defences::{ProofOfWork, RateLimit};
 
@@ -27,11 +28,7 @@ pub(crate) fn valid_proof_of_work(pow: &ProofOfWork) -> bool {
 }
 
 pub(crate) fn valid_room_id(room: &str) -> bool {
-    !room.is_empty()
-        && room.len() <= MAX_ROOM_ID_LEN
-        && room
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+    is_plain_id(room, MAX_ROOM_ID_LEN)
 }
 
 pub(crate) fn valid_path_prefix(prefix: &str) -> bool {

@@ -49,7 +49,7 @@ use ring::digest;
 use super::generations::Generations;
 use crate::clock::duration_ms;
 use crate::session::SessionId;
-use crate::token::encoding::{decimal, parse_u64};
+use crate::encoding::{decimal, parse_u64};
 use crate::token::{Challenge, Keyring, MAX_SIGNED_LEN};
 
 /// The lowest difficulty accepted, in leading zero bits.

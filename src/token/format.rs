@@ -12,9 +12,10 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
 use ring::hmac;
 
-use super::encoding::{decimal, parse_u64, push_u64};
+use crate::encoding::{decimal, parse_u64, push_u64};
 use super::keys::Keyring;
-use crate::client::network::{Network, NETWORK_TEXT_LEN};
+use crate::client::network::Network;
+use crate::encoding::{hex_into, lower_hex_to};
 use crate::session::SessionId;
 
 /// Signed values longer than this are rejected before any parsing.
@@ -22,6 +23,8 @@ pub(crate) const MAX_SIGNED_LEN: usize = 256;
 
 const TAG_LEN: usize = 32;
 const TAG_B64_LEN: usize = 43;
+/// Longest text form of a [`Network`]: `6` and 12 hex digits.
+const NETWORK_TEXT_LEN: usize = 13;
 
 /// What a signed value says. `kind` separates queue cookies from admission tokens, and the room
 /// is part of the signed message (not of the text), so a value of one room or kind never verifies
@@ -112,7 +115,7 @@ fn message(
     m.push_u64(claims.expires_at_ms)?;
     if let Some(network) = network {
         let mut text = [0u8; NETWORK_TEXT_LEN];
-        let n = network.encode(&mut text);
+        let n = encode_network(network, &mut text);
         m.push(b"|")?;
         m.push(&text[..n])?;
     }
@@ -154,7 +157,7 @@ pub(crate) fn sign_with_network(
     out.push('.');
     if let Some(network) = network {
         let mut text = [0u8; NETWORK_TEXT_LEN];
-        let n = network.encode(&mut text);
+        let n = encode_network(network, &mut text);
         out.push_str(std::str::from_utf8(&text[..n]).expect("ASCII"));
         out.push('.');
     }
@@ -213,7 +216,7 @@ pub(crate) fn verify_with_network(
     let fifth = parts.next()?;
     let (network, tag_b64) = match parts.next() {
         None => (None, fifth),
-        Some(tag_b64) if kind == ValueKind::Admission => (Some(Network::parse(fifth)?), tag_b64),
+        Some(tag_b64) if kind == ValueKind::Admission => (Some(parse_network(fifth)?), tag_b64),
         Some(_) => return None,
     };
     if parts.next().is_some() || tag_b64.len() != TAG_B64_LEN {
@@ -236,6 +239,40 @@ pub(crate) fn verify_with_network(
     message(&mut msg, kind, room, kid, &claims, network)?;
     hmac::verify(key.hmac(), msg.as_bytes(), &tag[..TAG_LEN]).ok()?;
     Some((claims, network))
+}
+
+/// A network's text form, written into `out`; returns its length. Fixed length and lowercase hex
+/// so that exactly one spelling exists: `u`, `4` and the 3 prefix bytes (`4cb0071` for
+/// 203.0.113.0/24), or `6` and the 6 prefix bytes.
+fn encode_network(network: Network, out: &mut [u8; NETWORK_TEXT_LEN]) -> usize {
+    let (tag, bytes): (u8, &[u8]) = match &network {
+        Network::Unknown => (b'u', &[]),
+        Network::V4(b) => (b'4', b),
+        Network::V6(b) => (b'6', b),
+    };
+    out[0] = tag;
+    let len = 1 + 2 * bytes.len();
+    hex_into(bytes, &mut out[1..len]);
+    len
+}
+
+/// Strict parse of the text form: only the exact spelling [`encode_network`] writes.
+fn parse_network(s: &str) -> Option<Network> {
+    let (tag, rest) = s.as_bytes().split_first()?;
+    match tag {
+        b'u' if rest.is_empty() => Some(Network::Unknown),
+        b'4' => {
+            let mut b = [0u8; 3];
+            lower_hex_to(rest, &mut b)?;
+            Some(Network::V4(b))
+        }
+        b'6' => {
+            let mut b = [0u8; 6];
+            lower_hex_to(rest, &mut b)?;
+            Some(Network::V6(b))
+        }
+        _ => None,
+    }
 }
 
 #[cfg(test)]
@@ -457,6 +494,26 @@ mod tests {
                     c as char
                 );
             }
+        }
+    }
+
+    #[test]
+    fn network_text_is_canonical() {
+        for (net, text) in [
+            (Network::Unknown, "u"),
+            (Network::V4([203, 0, 113]), "4cb0071"),
+            (Network::V6([0x20, 0x01, 0x0d, 0xb8, 0, 1]), "620010db80001"),
+        ] {
+            let mut buf = [0u8; NETWORK_TEXT_LEN];
+            let n = encode_network(net, &mut buf);
+            assert_eq!(&buf[..n], text.as_bytes());
+            assert_eq!(parse_network(text), Some(net));
+        }
+        for bad in [
+            "", "U", "u0", "4", "4CB0071", "4cb007", "4cb00710", "6cb0071", "x", "4cb007g",
+            "+cb0071",
+        ] {
+            assert_eq!(parse_network(bad), None, "{bad:?}");
         }
     }
 }

@@ -26,7 +26,7 @@ use std::fmt;
 use ring::hmac;
 use ring::rand::{SecureRandom, SystemRandom};
 
-use super::encoding::decode_hex;
+use crate::encoding::{decode_hex, is_plain_id};
 
 /// The shortest secret accepted, in bytes.
 pub const MIN_SECRET_LEN: usize = 32;
@@ -90,12 +90,7 @@ impl SigningKey {
     /// [`MAX_KEY_ID_LEN`](crate::config::MAX_KEY_ID_LEN) characters from `[A-Za-z0-9_-]`.
     pub fn new(id: impl Into<String>, secret: impl AsRef<[u8]>) -> Result<Self, KeyError> {
         let id = id.into();
-        if id.is_empty()
-            || id.len() > MAX_KEY_ID_LEN
-            || !id
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
-        {
+        if !is_plain_id(&id, MAX_KEY_ID_LEN) {
             return Err(KeyError::InvalidId { id });
         }
         let secret = secret.as_ref();

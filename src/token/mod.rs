@@ -7,14 +7,12 @@
 //! | `queue_cookie` | stage 1's [`QueueCookie`] |
 //! | `admission` | stage 2's [`AdmissionToken`] |
 //! | `challenge` | the proof-of-work [`Challenge`] |
-//! | `encoding` | hex and canonical decimal, the one spelling each |
 //!
 //! The wire formats are private to the crate: only the room writes and reads them, so a format
 //! can change (under a new version prefix) without breaking anyone's code.
 
 mod admission;
 mod challenge;
-pub(crate) mod encoding;
 mod format;
 mod keys;
 mod queue_cookie;

@@ -1,8 +1,17 @@
-//! The one place text is turned into numbers and bytes and back for signed values: lowercase hex
-//! and canonical decimal. Signed values verify only in the exact spelling that was signed, so
-//! every parser here accepts exactly one spelling.
+//! The one place text is turned into numbers and bytes and back: lowercase hex and canonical
+//! decimal for signed values and session ids, and the plain ids of rooms and keys. Signed values
+//! verify only in the exact spelling that was signed, so every parser here accepts exactly one
+//! spelling.
 
 const HEX: &[u8; 16] = b"0123456789abcdef";
+
+/// 1 to `max_len` characters from `[A-Za-z0-9_-]`: a room id or a key id.
+pub(crate) fn is_plain_id(s: &str, max_len: usize) -> bool {
+    !s.is_empty()
+        && s.len() <= max_len
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
 
 /// `bytes` as lowercase hex into `out`, which must be twice as long.
 pub(crate) fn hex_into(bytes: &[u8], out: &mut [u8]) {
