@@ -49,7 +49,7 @@ use http_body_util::{BodyExt, Empty, Full};
 use hyper_util::rt::TokioIo;
 use serde_json::{json, Map, Value};
 use tower::{Layer, Service};
-use tower_waiting_room::__private::{room_script_numbers, AdmissionToken, QueueCookie};
+use tower_waiting_room::__private::{redis_keys, room_script_numbers, AdmissionToken, QueueCookie};
 use tower_waiting_room::store::{Decision, MemoryStore, RedisStore, Store};
 use tower_waiting_room::{
     Admission, AdmittedBy, Keyring, RoomPolicy, SessionId, SigningKey, WaitingRoomLayer,
@@ -736,7 +736,7 @@ async fn script_scenarios(
     let conn = client.get_connection_manager().await?;
     let trivial = Arc::new(redis::Script::new("return 1"));
     let room_script = Arc::new(redis::Script::new(ROOM_SCRIPT));
-    let keys = store.keys(SCRIPT_ROOM);
+    let keys = redis_keys(&store, SCRIPT_ROOM);
 
     let mut script_runs = Vec::new();
     let mut raw_runs = Vec::new();
@@ -894,7 +894,7 @@ async fn scale_scenarios(
         .url(redis.url())
         .timeout(Duration::from_secs(5))
         .build()?;
-    let keys = store.keys(SCALE_ROOM);
+    let keys = redis_keys(&store, SCALE_ROOM);
     let client = redis::Client::open(redis.url())?;
     let mut conn = client
         .get_multiplexed_async_connection_with_config(

@@ -5,12 +5,10 @@ use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use http::HeaderName;
-
 use crate::client::{ClientIp, ClientIpFn, RequestInfo};
 use crate::clock::{Clock, SharedClock, SystemClock};
 use crate::config::{
-    defaults, validate, ConfigError, CookieSettings, FailPolicy, RoomConfig, RoomPolicy, SameSite,
+    defaults, validate, ConfigError, FailPolicy, RoomConfig, RoomPolicy, SameSite,
 };
 use crate::defences::{
     BypassFn, Defences, Limiter, ProofGate, ProofOfWork, RateLimit, MAX_TRACKED,
@@ -97,7 +95,7 @@ impl WaitingRoomBuilder {
             client_ip_header: None,
             new_visitor_limit: Some(defaults::NEW_VISITORS_PER_IP),
             poll_limit: Some(defaults::POLLS_PER_SESSION),
-            bind_tokens_to_network: false,
+            bind_tokens_to_network: defaults::BIND_TOKENS_TO_NETWORK,
             proof_of_work: None,
         }
     }
@@ -385,15 +383,31 @@ impl WaitingRoomBuilder {
 
     /// Validates the configuration and builds the layer. Nothing is half-built: every
     /// setting is checked first, and the first one refused is the error.
+    // A little over 60 lines, in one straight line: validate everything, then assemble.
     pub fn build(self) -> Result<WaitingRoomLayer, ConfigError> {
-        let capacity = self.validate_numbers()?;
-        let cookies = self.cookie_settings()?;
-        let (queue_header, token_header) = self.headers()?;
-        let keys = self.signing_keys()?;
-        let client_ip = match (self.client_ip, self.client_ip_header) {
-            (ClientIp::Peer, Some(name)) => {
-                ClientIp::Header(header_name(&name, "client_ip_header")?)
-            }
+        // Validate: every check, before anything is assembled.
+        let capacity = self.check_settings()?;
+        let cookies = validate::cookie_settings(
+            &self.room,
+            self.cookie_name.as_deref(),
+            &self.cookie_path,
+            self.cookie_domain.as_deref(),
+            self.secure,
+            self.same_site,
+        )?;
+        let (queue_header, token_header) =
+            validate::value_headers(&self.queue_header, &self.token_header)?;
+        self.check_defences()?;
+        let client_ip_header = self
+            .client_ip_header
+            .as_deref()
+            .map(|name| validate::header_name(name, "client_ip_header"))
+            .transpose()?;
+        let keys = validate::keyring(self.current_key, self.previous_key)?;
+
+        // Assemble.
+        let client_ip = match (self.client_ip, client_ip_header) {
+            (ClientIp::Peer, Some(name)) => ClientIp::Header(name),
             (client_ip, _) => client_ip,
         };
         let defences = Defences {
@@ -403,7 +417,6 @@ impl WaitingRoomBuilder {
             polls: self.poll_limit.map(|l| Limiter::new(l, MAX_TRACKED)),
             proof: self.proof_of_work.map(ProofGate::new),
             warned_no_ip: Default::default(),
-            warned_unknown_network: Default::default(),
         };
         let clock: SharedClock = self.clock.unwrap_or_else(|| Arc::new(SystemClock));
         let store = self
@@ -435,8 +448,9 @@ impl WaitingRoomBuilder {
         Ok(WaitingRoomLayer::from_room(Arc::new(room)))
     }
 
-    /// The room id, capacity, rates, durations, limits and proof of work; returns the capacity.
-    fn validate_numbers(&self) -> Result<u32, ConfigError> {
+    /// The room id, capacity, admission rate, line length, durations and path prefix. Returns the
+    /// capacity.
+    fn check_settings(&self) -> Result<u32, ConfigError> {
         if !validate::valid_room_id(&self.room) {
             return Err(ConfigError::InvalidRoomId {
                 room: self.room.clone(),
@@ -471,6 +485,11 @@ impl WaitingRoomBuilder {
                 prefix: self.path_prefix.clone(),
             });
         }
+        Ok(capacity)
+    }
+
+    /// The rate limits and proof of work.
+    fn check_defences(&self) -> Result<(), ConfigError> {
         for (setting, limit) in [
             ("new_visitor_limit", self.new_visitor_limit),
             ("poll_limit", self.poll_limit),
@@ -485,68 +504,8 @@ impl WaitingRoomBuilder {
         {
             return Err(ConfigError::InvalidProofOfWork);
         }
-        Ok(capacity)
+        Ok(())
     }
-
-    fn cookie_settings(&self) -> Result<CookieSettings, ConfigError> {
-        let base = match &self.cookie_name {
-            Some(name) => name.clone(),
-            None => format!("wr_{}", self.room),
-        };
-        if !validate::valid_cookie_name(&base) {
-            return Err(ConfigError::InvalidCookieSetting { setting: "name" });
-        }
-        if !validate::valid_cookie_attr(&self.cookie_path) || !self.cookie_path.starts_with('/') {
-            return Err(ConfigError::InvalidCookieSetting { setting: "path" });
-        }
-        if let Some(domain) = &self.cookie_domain {
-            if !validate::valid_cookie_attr(domain) {
-                return Err(ConfigError::InvalidCookieSetting { setting: "domain" });
-            }
-        }
-        if self.same_site == SameSite::None && !self.secure {
-            return Err(ConfigError::SameSiteNoneNeedsSecure);
-        }
-        Ok(CookieSettings {
-            queue_name: format!("{base}_q"),
-            admission_name: format!("{base}_a"),
-            path: self.cookie_path.clone(),
-            domain: self.cookie_domain.clone(),
-            secure: self.secure,
-            same_site: self.same_site,
-        })
-    }
-
-    /// The session and token headers, which must differ.
-    fn headers(&self) -> Result<(HeaderName, HeaderName), ConfigError> {
-        let session = header_name(&self.queue_header, "queue_header")?;
-        let token = header_name(&self.token_header, "token_header")?;
-        if session == token {
-            return Err(ConfigError::InvalidHeaderName {
-                setting: "token_header",
-            });
-        }
-        Ok((session, token))
-    }
-
-    fn signing_keys(&self) -> Result<Keyring, ConfigError> {
-        let current = self
-            .current_key
-            .clone()
-            .ok_or(ConfigError::MissingSigningKey)??;
-        let mut keys = Keyring::new(current);
-        if let Some(previous) = self.previous_key.clone() {
-            keys = keys.with_previous(previous?);
-        }
-        if let Some(id) = keys.duplicate_id() {
-            return Err(ConfigError::DuplicateKeyId { id: id.to_owned() });
-        }
-        Ok(keys)
-    }
-}
-
-fn header_name(name: &str, setting: &'static str) -> Result<HeaderName, ConfigError> {
-    HeaderName::from_bytes(name.as_bytes()).map_err(|_| ConfigError::InvalidHeaderName { setting })
 }
 
 impl std::fmt::Debug for WaitingRoomBuilder {

@@ -1,4 +1,4 @@
-//! [`WaitingRoomLayer`] and its builder.
+//! [`WaitingRoomLayer`]: the Tower layer, shared by every clone (its builder is in `builder.rs`).
 
 use std::sync::Arc;
 
@@ -50,13 +50,6 @@ impl WaitingRoomLayer {
 
     pub(crate) fn room(&self) -> &Arc<Room> {
         &self.room
-    }
-
-    /// How many keys the new-visitor (per IP) and poll (per session) limiters track, for tests
-    /// that check their memory stays bounded. Not a stable API.
-    #[doc(hidden)]
-    pub fn limiter_sizes(&self) -> (usize, usize) {
-        self.room.limiter_sizes()
     }
 }
 

@@ -4,45 +4,31 @@
 //! can handle (`capacity`), in the order they arrived, and tells everyone else their place in
 //! line honestly.
 //!
-//! ```
-//! use axum::{routing::get, Router};
-//! use tower_waiting_room::WaitingRoomLayer;
-//!
-//! # fn main() -> Result<(), tower_waiting_room::ConfigError> {
-//! let room = WaitingRoomLayer::builder("drop")
-//!     .capacity(1_000)
-//!     .secret(*b"a secret of at least thirty-two bytes!!")
-//!     .build()?;
-//! let app: Router = Router::new().route("/", get(|| async { "you are in" })).layer(room);
-//! # let _ = app;
-//! # Ok(())
-//! # }
-//! ```
-//!
 //! # The three stages
 //!
 //! Every request passes the cheapest check that can decide it:
 //!
 //! ```text
-//!   request ─► bypass? ───────────────────────────────────────────────────────► app
-//!      │        (defences)
+//!   request ──► bypass rule matches? ── yes ──────────────────────────────────────► app
+//!      │         (defences)                                         (no Admission, no cookie)
 //!      ▼
-//!   room endpoint? ─► {prefix}/{room}/status | leave | proof        (room/endpoints)
+//!   {prefix}/{room}/status | leave | proof ? ── yes ──► answered here   (room/endpoints)
 //!      │
 //!      ▼
-//!   ② admission token valid and fresh? ── yes ─────────────────────────────► app
-//!      │  (token/admission: one HMAC, no store)          (with an Admission)
-//!      │ no, or older than `refresh` ─► heartbeat ─┐
-//!      ▼                                           │
-//!   ① queue cookie valid? ── no ─► 302 + signed queue cookie  (token/queue_cookie,
-//!      │                           (per-IP limit; nothing stored)   defences)
-//!      │ yes (and proven, with proof of work on; else 403 + challenge)
-//!      ▼                                           │
-//!   ③ the store, one atomic step ◄─────────────────┘       (store: memory | redis + room.lua)
-//!      │  (per-session poll limit first)
-//!      ├─ admitted ─► app, with a fresh admission token          (room/pending)
-//!      ├─ waiting / full ─► 429 page or JSON with position and ETA   (room/reply, response)
-//!      └─ unreachable ─► the fail policy: open ─► app; closed or OOM ─► 503
+//!   ② valid admission token? (token/admission: one HMAC, no store)
+//!      ├─ fresh (younger than `refresh`) ──────────────────────────────────────► app
+//!      ├─ older ─► ③ heartbeat ─┬─ slot still held ─► app, with a fresh token
+//!      │                        └─ slot gone ─► ③ enter, as a queued visitor (below)
+//!      ▼ no token
+//!   ① valid queue cookie? (token/queue_cookie)
+//!      ├─ no ─► 302 + a signed queue cookie; nothing stored   (per-IP limit: defences)
+//!      ├─ not proven while proof of work is on ─► 403 + a signed challenge, no store call
+//!      ▼ yes (per-session poll limit first: defences)
+//!   ③ the store, one atomic step  (store: memory | redis + room.lua; room/pending)
+//!      ├─ admitted ─────────────────────────────► app, with a fresh admission token
+//!      ├─ waiting ─► 429, page or JSON with position and ETA     (room/reply, response)
+//!      ├─ full ─► 503
+//!      └─ out of memory ─► 503 busy; unreachable ─► the fail policy: open ─► app, closed ─► 503
 //! ```
 //!
 //! 1. **Stateless cookie check**: a visitor without a valid signed queue cookie gets one and a
@@ -62,6 +48,23 @@
 //! The room's own answers never wait for the inner service: [`WaitingRoom`] is always ready, and
 //! only a request that passes readies the inner service, so waiters are answered while the app
 //! is saturated.
+//!
+//! # Getting started
+//!
+//! ```
+//! use axum::{routing::get, Router};
+//! use tower_waiting_room::WaitingRoomLayer;
+//!
+//! # fn main() -> Result<(), tower_waiting_room::ConfigError> {
+//! let room = WaitingRoomLayer::builder("drop")
+//!     .capacity(1_000)
+//!     .secret(*b"a secret of at least thirty-two bytes!!")
+//!     .build()?;
+//! let app: Router = Router::new().route("/", get(|| async { "you are in" })).layer(room);
+//! # let _ = app;
+//! # Ok(())
+//! # }
+//! ```
 //!
 //! # Layout
 //!
@@ -87,8 +90,8 @@ pub mod client;
 pub mod clock;
 pub mod config;
 mod cookies;
-mod encoding;
 pub mod defences;
+mod encoding;
 pub mod future;
 mod layer;
 pub mod outcome;
@@ -127,6 +130,19 @@ pub mod __private {
     #[cfg(feature = "redis")]
     pub fn room_script_numbers(policy: &crate::RoomPolicy) -> [u64; 12] {
         crate::store::redis_protocol_numbers(policy)
+    }
+
+    /// The keys of `room` in `store`, in the Redis script's order, for the crate's fault tests and
+    /// benchmark.
+    #[cfg(feature = "redis")]
+    pub fn redis_keys(store: &crate::store::RedisStore, room: &str) -> [String; 7] {
+        store.keys(room)
+    }
+
+    /// How many keys the new-visitor (per IP) and poll (per session) limiters of `layer` track,
+    /// for the tests that check their memory stays bounded.
+    pub fn limiter_sizes(layer: &crate::WaitingRoomLayer) -> (usize, usize) {
+        layer.room().limiter_sizes()
     }
 
     /// Leading zero bits of a hash, as the proof-of-work check counts them.

@@ -16,6 +16,22 @@ use crate::room::{Issued, Next, Room};
 ///
 /// Requests the room answers itself (first visits, waiting visitors, the room's endpoints) get
 /// a response, never an error: `Error` is `S::Error`.
+///
+/// # Readiness
+///
+/// The room is always ready ([`poll_ready`](Service::poll_ready) returns `Ready(Ok(()))` at
+/// once): its own answers must not wait for the app, which is saturated exactly when waiters ask
+/// most. Only a request that passes readies the inner service, in `call` when it is ready right
+/// away (then it is called at once, without a clone) or else in the response future, which waits
+/// for it. So:
+///
+/// - behind a `ConcurrencyLimit` or a `Buffer`, waiters are answered while every permit is taken,
+///   and an admitted request waits its turn inside its response future;
+/// - an error from the inner's `poll_ready` comes out of the response future of the request that
+///   needed it, not out of the room's `poll_ready`;
+/// - a layer *outside* the room that reacts to readiness (`LoadShed`, a balancer's ready cache)
+///   never sees the app as busy: put load shedding *inside* the room (between the room and the
+///   app), where it sheds only admitted requests.
 pub struct WaitingRoom<S> {
     inner: S,
     room: Arc<Room>,

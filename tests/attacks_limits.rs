@@ -166,7 +166,10 @@ async fn a_flood_from_one_ipv6_64_with_a_new_address_per_request_is_limited_like
     assert_eq!(r.status, StatusCode::FOUND, "{r:?}");
     assert!(r.cookie_value(&site.q()).is_some());
     // Two clients, two keys, however many addresses the first one used.
-    assert_eq!(site.layer.limiter_sizes().0, 2);
+    assert_eq!(
+        tower_waiting_room::__private::limiter_sizes(&site.layer).0,
+        2
+    );
     assert_eq!(site.store.calls(), calls, "the flood reached the store");
     same_inside(stats, site.stats().await, "IPv6 flood");
 
@@ -222,7 +225,7 @@ async fn the_peer_address_from_axum_connect_info_is_limited() {
         "untrusted X-Forwarded-For",
     );
     assert_eq!(store.calls().total(), 0);
-    assert_eq!(layer.limiter_sizes().0, 1);
+    assert_eq!(tower_waiting_room::__private::limiter_sizes(&layer).0, 1);
 }
 
 /// The app in process, with each request's `PeerAddr` set as a plain hyper server would.
@@ -261,7 +264,7 @@ async fn a_hundred_thousand_addresses_do_not_grow_memory_without_bound() {
             clock.advance(Duration::from_millis(10));
         }
     }
-    let (ips, sessions) = layer.limiter_sizes();
+    let (ips, sessions) = tower_waiting_room::__private::limiter_sizes(&layer);
     assert!(
         ips <= 2 * tower_waiting_room::defences::MAX_TRACKED,
         "{ips} addresses tracked"
@@ -383,7 +386,7 @@ async fn bypassed_requests_skip_the_room_entirely() {
     let (mut w1, _w2) = busy_room(&site).await;
     let stats = site.stats().await;
     let calls = site.store.calls();
-    let sizes = site.layer.limiter_sizes();
+    let sizes = tower_waiting_room::__private::limiter_sizes(&site.layer);
 
     let mut queued = w1.clone();
     for i in 0..500 {
@@ -414,7 +417,10 @@ async fn bypassed_requests_skip_the_room_entirely() {
     }
     // Not counted anywhere: no store call, no limiter entry.
     assert_eq!(site.store.calls(), calls);
-    assert_eq!(site.layer.limiter_sizes(), sizes);
+    assert_eq!(
+        tower_waiting_room::__private::limiter_sizes(&site.layer),
+        sizes
+    );
     same_inside(stats, site.stats().await, "bypass");
 
     // The rules match only what they say: a GET to the webhook is queued like any page.

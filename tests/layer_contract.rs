@@ -628,7 +628,9 @@ impl tower_waiting_room::store::Store for EnterFails {
         _: tower_waiting_room::SessionId,
     ) -> tower_waiting_room::store::StoreFuture<tower_waiting_room::store::Decision> {
         use tower_waiting_room::store::{StoreError, StoreErrorKind};
-        Box::pin(std::future::ready(Err(StoreError::new(StoreErrorKind::Busy))))
+        Box::pin(std::future::ready(Err(StoreError::new(
+            StoreErrorKind::Busy,
+        ))))
     }
     fn poll(
         &self,
@@ -675,9 +677,9 @@ async fn a_stale_token_is_removed_whatever_the_line_answers() {
         .signing_key(key.clone())
         .secure_cookies(false)
         .clock(clock.clone())
-        .store(EnterFails(tower_waiting_room::store::MemoryStore::with_clock(
-            clock.clone(),
-        )))
+        .store(EnterFails(
+            tower_waiting_room::store::MemoryStore::with_clock(clock.clone()),
+        ))
         .build()
         .unwrap();
     let now = clock.now_ms();
@@ -685,9 +687,11 @@ async fn a_stale_token_is_removed_whatever_the_line_answers() {
     let token = AdmissionToken::new(SessionId::random(), now - 20_000, now + 280_000)
         .sign(&Keyring::new(key), "stale");
     let cookie = HeaderValue::from_str(&format!("wr_stale_a={token}")).unwrap();
-    let svc = ServiceBuilder::new().layer(layer).service(tower::service_fn(
-        |_req: Request<()>| async { Ok::<_, Infallible>(Response::new(Full::new(Bytes::new()))) },
-    ));
+    let svc = ServiceBuilder::new()
+        .layer(layer)
+        .service(tower::service_fn(|_req: Request<()>| async {
+            Ok::<_, Infallible>(Response::new(Full::new(Bytes::new())))
+        }));
     let res = svc.oneshot(get_with(Some(cookie))).await.unwrap();
     assert_eq!(res.status(), StatusCode::SERVICE_UNAVAILABLE, "busy");
     let cleared = res

@@ -6,7 +6,6 @@
 
 use std::net::{IpAddr, Ipv6Addr};
 
-
 /// The network an admission token is bound to: the /24 of an IPv4 address, the /48 of an IPv6
 /// address (an IPv4-mapped IPv6 address counts as IPv4), or `Unknown` when the client IP could
 /// not be found. It is signed into the token (inside the MAC), so it cannot be edited.
@@ -20,7 +19,6 @@ pub(crate) enum Network {
     /// An IPv6 /48.
     V6([u8; 6]),
 }
-
 
 impl Network {
     /// The network of a client IP, or `Unknown` without one.

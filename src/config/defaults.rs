@@ -1,5 +1,8 @@
 //! The documented defaults, in one place: the builder starts from these, and a test checks the
-//! table in the [`config`](crate::config) docs against them.
+//! table in the [`config`](crate::config) docs against them. Two defaults live with the types
+//! they belong to: a proof-of-work challenge's lifetime
+//! ([`DEFAULT_CHALLENGE_TTL`](crate::defences::proof_of_work::DEFAULT_CHALLENGE_TTL)) and how many
+//! keys a limiter tracks ([`MAX_TRACKED`](crate::defences::MAX_TRACKED)).
 
 use std::time::Duration;
 
@@ -50,8 +53,6 @@ pub const NEW_VISITORS_PER_IP: RateLimit = RateLimit::per_minute(60);
 /// up to 30 passes (a page whose admission token just expired may ask for a few resources
 /// at once). The waiting page asks every 2 to 30 s.
 pub const POLLS_PER_SESSION: RateLimit = RateLimit::new(30, Duration::from_secs(10));
-/// How long a proof-of-work challenge stays valid (see
-/// [`ProofOfWork::with_challenge_ttl`](crate::ProofOfWork::with_challenge_ttl)).
-pub const CHALLENGE_TTL: Duration = crate::defences::proof_of_work::DEFAULT_CHALLENGE_TTL;
-/// Most keys a limiter tracks per generation (see [`defences`](crate::defences)).
-pub const MAX_TRACKED: usize = crate::defences::MAX_TRACKED;
+/// Admission tokens are not bound to the visitor's network unless turned on (see
+/// [`bind_tokens_to_network`](crate::WaitingRoomBuilder::bind_tokens_to_network)).
+pub const BIND_TOKENS_TO_NETWORK: bool = false;

@@ -67,7 +67,7 @@ pub enum ConfigError {
     },
     /// `SameSite=None` without `Secure` is refused by browsers.
     SameSiteNoneNeedsSecure,
-    /// A header name is not a valid HTTP header name, or the session and token headers are the
+    /// A header name is not a valid HTTP header name, or the queue and token headers are the
     /// same.
     InvalidHeaderName {
         /// The setting's name.

@@ -4,11 +4,14 @@
 
 use std::time::Duration;
 
-use super::MAX_ROOM_ID_LEN;
+use http::HeaderName;
+
+use super::{ConfigError, CookieSettings, SameSite, MAX_ROOM_ID_LEN};
 use crate::clock::duration_ms;
-use crate::encoding::is_plain_id;
 use crate::defences::proof_of_work::{MAX_DIFFICULTY, MIN_DIFFICULTY};
 use crate::defences::{ProofOfWork, RateLimit};
+use crate::encoding::is_plain_id;
+use crate::token::{KeyError, Keyring, SigningKey};
 
 /// Whole milliseconds, and far from overflowing when added to a timestamp.
 pub(crate) fn valid_duration(d: Duration) -> bool {
@@ -55,6 +58,74 @@ pub(crate) fn valid_cookie_attr(value: &str) -> bool {
         && value
             .bytes()
             .all(|b| (0x21..0x7f).contains(&b) && b != b';' && b != b',')
+}
+
+/// The room's cookie settings: `{name}_q` and `{name}_a` (name `wr_{room}` unless given), with
+/// their attributes checked.
+pub(crate) fn cookie_settings(
+    room: &str,
+    name: Option<&str>,
+    path: &str,
+    domain: Option<&str>,
+    secure: bool,
+    same_site: SameSite,
+) -> Result<CookieSettings, ConfigError> {
+    let base = name.map_or_else(|| format!("wr_{room}"), str::to_owned);
+    if !valid_cookie_name(&base) {
+        return Err(ConfigError::InvalidCookieSetting { setting: "name" });
+    }
+    if !valid_cookie_attr(path) || !path.starts_with('/') {
+        return Err(ConfigError::InvalidCookieSetting { setting: "path" });
+    }
+    if domain.is_some_and(|d| !valid_cookie_attr(d)) {
+        return Err(ConfigError::InvalidCookieSetting { setting: "domain" });
+    }
+    if same_site == SameSite::None && !secure {
+        return Err(ConfigError::SameSiteNoneNeedsSecure);
+    }
+    Ok(CookieSettings {
+        queue_name: format!("{base}_q"),
+        admission_name: format!("{base}_a"),
+        path: path.to_owned(),
+        domain: domain.map(str::to_owned),
+        secure,
+        same_site,
+    })
+}
+
+/// A header name from a setting.
+pub(crate) fn header_name(name: &str, setting: &'static str) -> Result<HeaderName, ConfigError> {
+    HeaderName::from_bytes(name.as_bytes()).map_err(|_| ConfigError::InvalidHeaderName { setting })
+}
+
+/// The queue and token headers, which must differ.
+pub(crate) fn value_headers(
+    queue: &str,
+    token: &str,
+) -> Result<(HeaderName, HeaderName), ConfigError> {
+    let queue = header_name(queue, "queue_header")?;
+    let token = header_name(token, "token_header")?;
+    if queue == token {
+        return Err(ConfigError::InvalidHeaderName {
+            setting: "token_header",
+        });
+    }
+    Ok((queue, token))
+}
+
+/// The keyring from the current and the previous key, which must have different ids.
+pub(crate) fn keyring(
+    current: Option<Result<SigningKey, KeyError>>,
+    previous: Option<Result<SigningKey, KeyError>>,
+) -> Result<Keyring, ConfigError> {
+    let mut keys = Keyring::new(current.ok_or(ConfigError::MissingSigningKey)??);
+    if let Some(previous) = previous {
+        keys = keys.with_previous(previous?);
+    }
+    if let Some(id) = keys.duplicate_id() {
+        return Err(ConfigError::DuplicateKeyId { id: id.to_owned() });
+    }
+    Ok(keys)
 }
 
 #[cfg(test)]

@@ -19,7 +19,7 @@
 //! Both limits count in a sliding window approximated by two generations of counters, and keep
 //! at most [`MAX_TRACKED`] keys per generation: a flood of distinct clients rotates the
 //! generations early instead of growing memory.
-//!//! - **Proof of work** ([`proof_of_work`], off by default): a challenge a visitor solves before
+//! - **Proof of work** ([`proof_of_work`], off by default): a challenge a visitor solves before
 //!   joining the line.
 //!
 //! Where the client IP comes from is described in [`client`](crate::client).
@@ -55,8 +55,6 @@ pub(crate) struct Defences {
     pub(crate) proof: Option<ProofGate>,
     /// Whether the room has warned that it found no client IP for the new-visitor limit.
     pub(crate) warned_no_ip: AtomicBool,
-    /// Whether the room has warned that it binds tokens without knowing the client IP.
-    pub(crate) warned_unknown_network: AtomicBool,
 }
 
 impl Defences {

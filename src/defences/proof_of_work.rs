@@ -4,7 +4,7 @@
 //! The stateless cookie check makes a place in line cost a round trip, and the per-IP limit makes
 //! it cost addresses; neither costs a bot much CPU. With proof of work on
 //! ([`WaitingRoomBuilder::proof_of_work`](crate::WaitingRoomBuilder::proof_of_work)), a visitor
-//! whose queue cookie is not yet *proven* does not reach the store: it gets a [`Challenge`]
+//! whose queue cookie is not yet *proven* does not reach the store: it gets a challenge
 //! instead, a value signed by the room, bound to the visitor's session and expiring after
 //! [`ProofOfWork::challenge_ttl`]. The visitor must find a `nonce` such that
 //!
@@ -15,10 +15,8 @@
 //! starts with at least [`ProofOfWork::difficulty`] zero bits (on average `2^difficulty`
 //! tries), and send `<challenge>:<nonce>` in the `waiting-room-proof` header of a `POST` to
 //! `{prefix}/{room}/proof`. The room checks it without any store (one HMAC, one SHA-256), and
-//! answers with the same queue cookie marked proven
-//! ; only then does the visitor
-//! join the line. Browsers do all this by themselves: the challenge page solves
-//! it with WebCrypto. API clients get the challenge in the JSON answer and solve it themselves,
+//! answers with the same queue cookie marked proven; only then does the visitor join the line.
+//! Browsers do all this by themselves: the challenge page solves it with WebCrypto. API clients get the challenge in the JSON answer and solve it themselves,
 //! for example with [`solve`].
 //!
 //! A solution is bound to its session (the session id is signed into the challenge) and
@@ -28,12 +26,11 @@
 //!
 //! What it costs, measured, is in `docs/security.md`.
 //!
-//!
 //! ```
 //! use tower_waiting_room::defences::proof_of_work::{is_solution, solve};
 //!
-//! // A challenge as the room hands it out (the JSON's `challenge`); its text is opaque.
-//! let challenge = "c1.k1.00112233445566778899aabbccddeeff.1000.301000.tag";
+//! // A challenge as the room hands it out (the JSON's `challenge`): opaque text to a client.
+//! let challenge = "<the challenge from the room's JSON answer>";
 //! // What a client does: find a nonce (about 2^8 tries at difficulty 8)...
 //! let nonce = solve(challenge, 8);
 //! assert!(is_solution(challenge, nonce, 8));
@@ -48,8 +45,8 @@ use ring::digest;
 
 use super::generations::Generations;
 use crate::clock::duration_ms;
-use crate::session::SessionId;
 use crate::encoding::{decimal, parse_u64};
+use crate::session::SessionId;
 use crate::token::{Challenge, Keyring, MAX_SIGNED_LEN};
 
 /// The lowest difficulty accepted, in leading zero bits.

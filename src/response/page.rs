@@ -198,7 +198,8 @@ impl PageKind {
     }
 }
 
-/// Renders `template` for `rejection` (`None`: the page after leaving).
+/// Renders `template` for `rejection` (`None`: the page after leaving). Long but flat: one arm
+/// per template field.
 pub(super) fn render(
     template: &PageTemplate,
     texts: &Texts,

@@ -18,6 +18,8 @@ mod pending;
 mod reply;
 mod visitor;
 
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -56,6 +58,8 @@ pub(crate) struct Room {
     renderer: Arc<dyn Render>,
     defences: Defences,
     paths: EndpointPaths,
+    /// Whether the room has warned that it binds tokens to networks without knowing the IP.
+    warned_unknown_network: AtomicBool,
 }
 
 /// `{prefix}/{room}/status`, `…/leave`, `…/proof`, made once.
@@ -89,6 +93,7 @@ impl Room {
             renderer,
             defences,
             paths,
+            warned_unknown_network: AtomicBool::new(false),
         }
     }
 
@@ -166,14 +171,10 @@ impl Room {
         let Some(limiter) = &self.defences.new_visitors else {
             return Ok(());
         };
-        match self.defences.client_ip.find(&RequestInfo::new(req)) {
+        match self.client_ip(req) {
             Some(ip) => limiter.check_client(ip, now),
             None => {
-                if !self
-                    .defences
-                    .warned_no_ip
-                    .swap(true, std::sync::atomic::Ordering::Relaxed)
-                {
+                if !self.defences.warned_no_ip.swap(true, Ordering::Relaxed) {
                     tracing::warn!(
                         room = self.config.room(),
                         "no client IP for a request (no PeerAddr or SocketAddr in its extensions, \
@@ -184,6 +185,11 @@ impl Room {
                 Ok(())
             }
         }
+    }
+
+    /// The client IP, from wherever the room was told to find it (see [`client`](crate::client)).
+    fn client_ip<B>(&self, req: &Request<B>) -> Option<IpAddr> {
+        self.defences.client_ip.find(&RequestInfo::new(req))
     }
 
     /// Whether this queue cookie must solve a proof-of-work challenge before it joins the line.

@@ -7,7 +7,6 @@ use http::{HeaderName, Request};
 
 use super::Room;
 use crate::client::network::Network;
-use crate::client::RequestInfo;
 use crate::cookies;
 use crate::session::SessionId;
 use crate::token::{AdmissionToken, QueueCookie};
@@ -51,7 +50,7 @@ impl Room {
             .or_else(|| header_value(req, &self.config.token_header).and_then(|v| verify(v.trim())))
     }
 
-    /// A valid queue value from the cookie, or else from the session header.
+    /// A valid queue value from the cookie, or else from the queue header.
     pub(super) fn queue_cookie<B>(&self, req: &Request<B>, now: u64) -> Option<QueueCookie> {
         let verify = |v: &str| QueueCookie::verify(&self.keys, self.config.room(), v, now);
         cookies::find_valid(req.headers(), &self.config.cookies.queue_name, verify)
@@ -65,9 +64,8 @@ impl Room {
         if !self.config.bind_tokens_to_network {
             return None;
         }
-        let ip = self.defences.client_ip.find(&RequestInfo::new(req));
-        let warned = &self.defences.warned_unknown_network;
-        if ip.is_none() && !warned.swap(true, Ordering::Relaxed) {
+        let ip = self.client_ip(req);
+        if ip.is_none() && !self.warned_unknown_network.swap(true, Ordering::Relaxed) {
             tracing::warn!(
                 room = self.config.room(),
                 "no client IP for a request while admission tokens are bound to networks: \

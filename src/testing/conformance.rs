@@ -59,7 +59,7 @@ use crate::store::{
 use crate::{RoomPolicy, SessionId};
 
 /// A good time for a harness clock to start at: 2026-01-01T00:00:00Z.
-pub const START_MS: u64 = 1_767_225_600_000;
+pub const START_MS: u64 = super::TEST_EPOCH_MS;
 
 /// Slot lifetime of the suite's rooms.
 pub const ACTIVE_TTL: Duration = Duration::from_secs(60);

@@ -176,7 +176,7 @@ mod tests {
         let checked = AdmissionToken::verify(&keys, "shop", &text, 12_000).unwrap();
         assert!(checked.is_fresh(12_000, Duration::from_secs(15)));
         assert!(!checked.is_fresh(26_000, Duration::from_secs(15)));
+        // Expired.
         assert_eq!(AdmissionToken::verify(&keys, "shop", &text, 310_000), None);
-        // expired
     }
 }

@@ -12,9 +12,9 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
 use ring::hmac;
 
-use crate::encoding::{decimal, parse_u64, push_u64};
 use super::keys::Keyring;
 use crate::client::network::Network;
+use crate::encoding::{decimal, parse_u64, push_u64};
 use crate::encoding::{hex_into, lower_hex_to};
 use crate::session::SessionId;
 

@@ -35,7 +35,7 @@ impl QueueCookie {
     }
 
     /// The same cookie, marked as belonging to a session that has solved a proof-of-work
-    /// challenge ([`crate::proof_of_work`]). The mark is signed: a cookie without it cannot be
+    /// challenge ([`crate::defences::proof_of_work`]). The mark is signed: a cookie without it cannot be
     /// edited into one with it.
     pub fn into_proven(self) -> Self {
         Self {

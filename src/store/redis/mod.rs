@@ -105,10 +105,8 @@ impl RedisStore {
         }
     }
 
-    /// The keys of `room`, in the script's order. Not API: the key layout is private to the
-    /// store (the crate's own fault tests and benchmark reach into it).
-    #[doc(hidden)]
-    pub fn keys(&self, room: &str) -> [String; 7] {
+    /// The keys of `room`, in the script's order.
+    pub(crate) fn keys(&self, room: &str) -> [String; 7] {
         protocol::keys(&self.prefix, room)
     }
 
