@@ -85,6 +85,9 @@ pub async fn serve(router: Router) -> Http {
     Http::new(addr)
 }
 
+/// A transport error: the connection failed or the answer was cut off.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
 /// An answer, read to the end.
 #[derive(Debug)]
 pub struct Reply {
@@ -108,24 +111,38 @@ impl Http {
         path: &str,
         headers: &[(HeaderName, HeaderValue)],
     ) -> Reply {
+        self.exchange(self.request(method, path, headers))
+            .await
+            .expect("the server answers (no panic, no dropped connection)")
+    }
+
+    /// The request [`send`](Self::send) makes: `method path` to this server with the given
+    /// headers and an empty body.
+    pub fn request(
+        &self,
+        method: Method,
+        path: &str,
+        headers: &[(HeaderName, HeaderValue)],
+    ) -> Request<Full<Bytes>> {
         let mut req = Request::builder()
             .method(method)
             .uri(format!("http://{}{}", self.addr, path));
         for (k, v) in headers {
             req = req.header(k, v.clone());
         }
-        let res = self
-            .client
-            .request(req.body(Full::new(Bytes::new())).unwrap())
-            .await
-            .expect("the server answers (no panic, no dropped connection)");
+        req.body(Full::new(Bytes::new())).unwrap()
+    }
+
+    /// Sends `req` and reads the answer to the end; a transport error is returned, not a panic.
+    pub async fn exchange(&self, req: Request<Full<Bytes>>) -> Result<Reply, BoxError> {
+        let res = self.client.request(req).await?;
         let (parts, body) = res.into_parts();
-        let body = body.collect().await.unwrap().to_bytes();
-        Reply {
+        let body = body.collect().await?.to_bytes();
+        Ok(Reply {
             status: parts.status,
             headers: parts.headers,
             body,
-        }
+        })
     }
 
     /// A request carrying the jar's cookies; the answer's `Set-Cookie`s go into the jar.
