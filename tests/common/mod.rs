@@ -49,13 +49,27 @@ pub fn clock() -> ManualClock {
 /// A router whose every path answers with what the handler saw: the `Admission` (read with
 /// axum's `Extension` extractor, so a request without one would be a 500), method and URI.
 pub fn app(layer: WaitingRoomLayer) -> Router {
+    app_seeing(layer, |_, _| {})
+}
+
+/// Like [`app`], and `see` is told of every request that reaches the handler (its `Admission`
+/// and headers) before the handler answers.
+pub fn app_seeing(
+    layer: WaitingRoomLayer,
+    see: impl Fn(&Admission, &HeaderMap) + Clone + Send + Sync + 'static,
+) -> Router {
+    let handler =
+        move |Extension(a): Extension<Admission>, method: Method, uri: Uri, headers: HeaderMap| {
+            see(&a, &headers);
+            echo(a, method, uri)
+        };
     Router::new()
-        .route("/", any(echo))
-        .route("/{*rest}", any(echo))
+        .route("/", any(handler.clone()))
+        .route("/{*rest}", any(handler))
         .layer(layer)
 }
 
-async fn echo(Extension(a): Extension<Admission>, method: Method, uri: Uri) -> Json<Value> {
+async fn echo(a: Admission, method: Method, uri: Uri) -> Json<Value> {
     Json(json!({
         "room": a.room(),
         "session": a.session().to_string(),
