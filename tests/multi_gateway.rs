@@ -26,35 +26,26 @@
 //! 4. everyone who keeps waiting gets in, and the room empties by itself.
 #![cfg(feature = "redis")]
 
+mod common;
 mod redis_harness;
 
-use std::collections::{BTreeMap, HashMap};
-use std::net::SocketAddr;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use axum::extract::Extension;
-use axum::routing::get;
-use axum::{Json, Router};
-use bytes::Bytes;
-use http::{header, HeaderMap, Method, Request, StatusCode};
-use http_body_util::{BodyExt, Full};
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::client::legacy::Client;
-use hyper_util::rt::TokioExecutor;
+use common::{app_seeing, cookie, keys, serve, Http, Jar, Reply, PREFIX, SECRET};
+use http::header::{self, HeaderValue};
+use http::{HeaderMap, Method, StatusCode};
 use redis_harness::Server;
-use serde_json::{json, Value};
+use serde_json::Value;
 use tower_waiting_room::__private::QueueCookie;
 use tower_waiting_room::store::{RedisStore, RoomStats};
-use tower_waiting_room::{
-    Admission, AdmittedBy, FailPolicy, Keyring, SessionId, SigningKey, WaitingRoomLayer,
-};
+use tower_waiting_room::{AdmittedBy, FailPolicy, Keyring, SessionId, WaitingRoomLayer};
 
 const ROOM: &str = "launch";
 const QUEUE_COOKIE: &str = "wr_launch_q";
 const ADMISSION_COOKIE: &str = "wr_launch_a";
-const SECRET: [u8; 32] = [0x5a; 32];
 
 const GATEWAYS: usize = 4;
 const CAPACITY: u32 = 20;
@@ -128,54 +119,9 @@ fn wall_ms() -> u64 {
         .as_millis() as u64
 }
 
-fn keys() -> Keyring {
-    Keyring::new(SigningKey::new("k1", SECRET).expect("valid key"))
-}
-
-/// A cookie jar kept by hand.
-#[derive(Clone, Default)]
-struct Jar(BTreeMap<String, String>);
-
-impl Jar {
-    fn header(&self) -> Option<String> {
-        (!self.0.is_empty()).then(|| {
-            self.0
-                .iter()
-                .map(|(k, v)| format!("{k}={v}"))
-                .collect::<Vec<_>>()
-                .join("; ")
-        })
-    }
-
-    fn get(&self, name: &str) -> Option<&str> {
-        self.0.get(name).map(String::as_str)
-    }
-
-    fn absorb(&mut self, answer: &Answer) {
-        for line in &answer.set_cookies {
-            let pair = line.split(';').next().unwrap_or_default();
-            let Some((name, value)) = pair.split_once('=') else {
-                continue;
-            };
-            let (name, value) = (name.trim(), value.trim());
-            let cleared = value.is_empty()
-                || line
-                    .split(';')
-                    .any(|a| a.trim().eq_ignore_ascii_case("Max-Age=0"));
-            if cleared {
-                self.0.remove(name);
-            } else {
-                self.0.insert(name.to_owned(), value.to_owned());
-            }
-        }
-    }
-}
-
-/// One HTTP exchange, read to the end.
+/// One HTTP exchange, read to the end, and when it happened.
 struct Answer {
-    status: StatusCode,
-    set_cookies: Vec<String>,
-    body: Bytes,
+    reply: Reply,
     /// Taken just before the request was handed to the client.
     sent: Instant,
     /// Taken once the whole answer was in.
@@ -183,29 +129,31 @@ struct Answer {
 }
 
 impl Answer {
+    /// The body as JSON, or `null` (a malformed body shows up as a missing field).
     fn json(&self) -> Value {
-        serde_json::from_slice(&self.body).unwrap_or(Value::Null)
+        serde_json::from_slice(&self.reply.body).unwrap_or(Value::Null)
     }
 
     /// A non-empty admission cookie set by this answer.
     fn sets_admission(&self) -> bool {
-        let prefix = format!("{ADMISSION_COOKIE}=");
-        self.set_cookies.iter().any(|c| {
-            c.strip_prefix(&prefix)
-                .is_some_and(|rest| !rest.starts_with(';') && !rest.is_empty())
-        })
+        self.reply
+            .cookie_value(ADMISSION_COOKIE)
+            .is_some_and(|v| !v.is_empty())
     }
 
     fn describe(&self) -> String {
-        format!("{} {}", self.status, String::from_utf8_lossy(&self.body))
+        format!(
+            "{} {}",
+            self.reply.status,
+            String::from_utf8_lossy(&self.reply.body)
+        )
     }
 }
 
-/// The visitors' side of the network: one HTTP client for all of them.
+/// The visitors' side of the network: a client for each gateway, shared by all of them.
 #[derive(Clone)]
 struct Net {
-    client: Client<HttpConnector, Full<Bytes>>,
-    gateways: Arc<Vec<SocketAddr>>,
+    gateways: Arc<Vec<Http>>,
     /// Requests sent.
     sent: Arc<AtomicU64>,
 }
@@ -216,40 +164,22 @@ impl Net {
         gateway: usize,
         method: Method,
         path: &str,
-        cookie: Option<&str>,
+        cookie: Option<&HeaderValue>,
     ) -> Result<Answer, String> {
-        let mut req = Request::builder()
-            .method(method)
-            .uri(format!("http://{}{path}", self.gateways[gateway]))
-            .header(header::ACCEPT, "application/json");
-        if let Some(c) = cookie {
-            req = req.header(header::COOKIE, c);
-        }
-        let req = req.body(Full::new(Bytes::new())).expect("a valid request");
+        let gateway = &self.gateways[gateway];
+        let mut headers = vec![(header::ACCEPT, HeaderValue::from_static("application/json"))];
+        headers.extend(cookie.map(|c| (header::COOKIE, c.clone())));
+        let req = gateway.request(method, path, &headers);
         let sent = Instant::now();
         self.sent.fetch_add(1, Ordering::Relaxed);
-        let exchange = async {
-            let res = self.client.request(req).await.map_err(|e| e.to_string())?;
-            let (parts, body) = res.into_parts();
-            let body = body.collect().await.map_err(|e| e.to_string())?.to_bytes();
-            Ok::<_, String>((parts, body))
-        };
-        let (parts, body) = tokio::time::timeout(REQUEST_TIMEOUT, exchange)
+        let reply = tokio::time::timeout(REQUEST_TIMEOUT, gateway.exchange(req))
             .await
-            .map_err(|_| format!("no answer within {REQUEST_TIMEOUT:?}"))??;
-        let received = Instant::now();
-        let set_cookies = parts
-            .headers
-            .get_all(header::SET_COOKIE)
-            .iter()
-            .filter_map(|v| v.to_str().ok().map(str::to_owned))
-            .collect();
+            .map_err(|_| format!("no answer within {REQUEST_TIMEOUT:?}"))?
+            .map_err(|e| e.to_string())?;
         Ok(Answer {
-            status: parts.status,
-            set_cookies,
-            body,
+            reply,
             sent,
-            received,
+            received: Instant::now(),
         })
     }
 }
@@ -292,7 +222,7 @@ fn layer(redis_url: &str, capacity: u32) -> WaitingRoomLayer {
         .expect("the store builds");
     WaitingRoomLayer::builder(ROOM)
         .capacity(capacity)
-        .signing_key(SigningKey::new("k1", SECRET).expect("valid key"))
+        .secret(SECRET)
         .active_ttl(ACTIVE_TTL)
         .refresh(REFRESH)
         .grant_ttl(GRANT_TTL)
@@ -304,44 +234,19 @@ fn layer(redis_url: &str, capacity: u32) -> WaitingRoomLayer {
         .expect("the layer builds")
 }
 
-/// Serves the app behind `layer` on an ephemeral loopback port.
-async fn serve(
-    layer: WaitingRoomLayer,
-    gateway: usize,
-    log: Log,
-) -> (SocketAddr, tokio::task::JoinHandle<()>) {
-    let app = Router::new()
-        .route(
-            "/",
-            get(
-                move |Extension(a): Extension<Admission>, headers: HeaderMap| async move {
-                    log.lock().unwrap().push(Seen {
-                        session: a.session(),
-                        by: a.admitted_by(),
-                        with_token: carries_cookie(&headers, ADMISSION_COOKIE),
-                        gateway,
-                        at: Instant::now(),
-                    });
-                    Json(json!({
-                        "session": a.session().to_string(),
-                        "by": format!("{:?}", a.admitted_by()),
-                        "expires_at_ms": a.expires_at_ms(),
-                        "gateway": gateway,
-                    }))
-                },
-            ),
-        )
-        .layer(layer);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind a loopback port");
-    let addr = listener.local_addr().unwrap();
-    let server = tokio::spawn(async move {
-        axum::serve(listener, app)
-            .await
-            .expect("the gateway serves");
-    });
-    (addr, server)
+/// Serves the app behind `layer` on an ephemeral loopback port; every request that gets
+/// through is logged.
+async fn serve_gateway(layer: WaitingRoomLayer, gateway: usize, log: Log) -> Http {
+    serve(app_seeing(layer, move |a, headers| {
+        log.lock().unwrap().push(Seen {
+            session: a.session(),
+            by: a.admitted_by(),
+            with_token: carries_cookie(headers, ADMISSION_COOKIE),
+            gateway,
+            at: Instant::now(),
+        });
+    }))
+    .await
 }
 
 // ===== who is inside, as the visitors see it =====
@@ -483,7 +388,7 @@ async fn request(
     rng: &mut Rng,
     method: Method,
     path: &str,
-    cookie: Option<&str>,
+    cookie: Option<&HeaderValue>,
 ) -> Option<Answer> {
     for _ in 0..MAX_RETRIES {
         match shared
@@ -491,7 +396,7 @@ async fn request(
             .send(rng.gateway(), method.clone(), path, cookie)
             .await
         {
-            Ok(a) if a.status == StatusCode::SERVICE_UNAVAILABLE => v.unavailable += 1,
+            Ok(a) if a.reply.status == StatusCode::SERVICE_UNAVAILABLE => v.unavailable += 1,
             Ok(a) => return Some(a),
             Err(e) => {
                 v.errors += 1;
@@ -513,12 +418,12 @@ async fn request(
 /// One more request from inside. `false` if the visitor should stop browsing: its slot is gone
 /// (it was stalled past the slot's expiry), or there was no usable answer.
 async fn browse(shared: &Shared, v: &mut Visitor, jar: &mut Jar, rng: &mut Rng) -> bool {
-    let cookie = jar.header();
+    let cookies = jar.header();
     let had_token = jar.get(ADMISSION_COOKIE).is_some();
-    let Some(r) = request(shared, v, rng, Method::GET, "/", cookie.as_deref()).await else {
+    let Some(r) = request(shared, v, rng, Method::GET, "/", cookies.as_ref()).await else {
         return false;
     };
-    match r.status {
+    match r.reply.status {
         StatusCode::OK => {
             if r.sets_admission() {
                 if had_token {
@@ -527,7 +432,7 @@ async fn browse(shared: &Shared, v: &mut Visitor, jar: &mut Jar, rng: &mut Rng) 
                     v.fresh_admissions += 1;
                 }
             }
-            jar.absorb(&r);
+            jar.absorb(&r.reply);
             let body = r.json();
             if body["session"].as_str() != Some(&v.session.to_string()) {
                 v.problems
@@ -570,7 +475,7 @@ async fn live(
     let mut polls = 0;
     let (mut last_position, mut interval) = (u64::MAX, Duration::ZERO);
     loop {
-        match answer.status {
+        match answer.reply.status {
             StatusCode::OK => break,
             StatusCode::TOO_MANY_REQUESTS => {
                 v.waits += 1;
@@ -599,14 +504,14 @@ async fn live(
         interval = poll_interval(position, position < last_position, interval, &mut rng);
         last_position = position;
         tokio::time::sleep(interval).await;
-        let cookie = jar.header();
+        let cookies = jar.header();
         let Some(next) = request(
             &shared,
             &mut v,
             &mut rng,
             Method::GET,
             "/",
-            cookie.as_deref(),
+            cookies.as_ref(),
         )
         .await
         else {
@@ -644,7 +549,7 @@ async fn live(
         v.problems
             .push("first admission without an admission cookie".to_owned());
     }
-    jar.absorb(&answer);
+    jar.absorb(&answer.reply);
     let expires = body["expires_at_ms"].as_u64().unwrap_or(0);
     shared.inside.lock().unwrap().observe(v.arrival, expires);
 
@@ -687,33 +592,33 @@ async fn live(
     // --- leave ---
     shared.inside.lock().unwrap().remove(v.arrival);
     v.gone_at = Some(Instant::now());
-    let cookie = jar.header();
-    let leave = format!("/__waitingroom/{ROOM}/leave");
+    let cookies = jar.header();
+    let leave = format!("{PREFIX}/{ROOM}/leave");
     let Some(r) = request(
         &shared,
         &mut v,
         &mut rng,
         Method::POST,
         &leave,
-        cookie.as_deref(),
+        cookies.as_ref(),
     )
     .await
     else {
         return v;
     };
-    if r.status != StatusCode::OK || r.json()["state"] != "left" {
+    if r.reply.status != StatusCode::OK || r.json()["state"] != "left" {
         v.problems
             .push(format!("leave: unexpected {}", r.describe()));
     }
-    jar.absorb(&r);
+    jar.absorb(&r.reply);
     if jar.get(QUEUE_COOKIE).is_some() || jar.get(ADMISSION_COOKIE).is_some() {
         v.problems
             .push("leave did not clear the cookies".to_owned());
     }
     // The departed session must be gone from the store: neither a slot nor a place in line.
     // (Asked with the queue cookie only; the token would be answered without the store.)
-    let probe = format!("{QUEUE_COOKIE}={}", v.queue_cookie);
-    let status = format!("/__waitingroom/{ROOM}/status");
+    let probe = cookie(QUEUE_COOKIE, &v.queue_cookie);
+    let status = format!("{PREFIX}/{ROOM}/status");
     if let Some(r) = request(
         &shared,
         &mut v,
@@ -814,12 +719,12 @@ async fn arrive(
         .await
         .expect("the first visit is answered");
     assert_eq!(
-        first.status,
+        first.reply.status,
         StatusCode::FOUND,
         "a first visit is redirected: {}",
         first.describe()
     );
-    jar.absorb(&first);
+    jar.absorb(&first.reply);
     v.queue_cookie = jar
         .get(QUEUE_COOKIE)
         .expect("a queue cookie on the first visit")
@@ -839,12 +744,12 @@ async fn join(
     abandon: Option<Duration>,
     rng: &mut Rng,
 ) -> (Visitor, Jar, Answer) {
-    let cookie = jar.header();
-    let answer = request(shared, &mut v, rng, Method::GET, "/", cookie.as_deref())
+    let cookies = jar.header();
+    let answer = request(shared, &mut v, rng, Method::GET, "/", cookies.as_ref())
         .await
         .expect("the first store answer");
     // Abandoning is planned only among those known to wait: a first answer "waiting".
-    if let (Some(after), StatusCode::TOO_MANY_REQUESTS) = (abandon, answer.status) {
+    if let (Some(after), StatusCode::TOO_MANY_REQUESTS) = (abandon, answer.reply.status) {
         v.plan = Plan::Abandon { after };
     }
     (v, jar, answer)
@@ -905,20 +810,14 @@ async fn several_gateways_share_one_fair_queue() {
     let redis = Server::start(&[]);
     let log: Log = Arc::default();
     let mut layers = Vec::new();
-    let mut addrs = Vec::new();
-    let mut servers = Vec::new();
+    let mut gateways = Vec::new();
     for g in 0..GATEWAYS {
         let layer = layer(&redis.url(), CAPACITY);
-        let (addr, server) = serve(layer.clone(), g, log.clone()).await;
+        gateways.push(serve_gateway(layer.clone(), g, log.clone()).await);
         layers.push(layer);
-        addrs.push(addr);
-        servers.push(server);
     }
     let net = Net {
-        client: Client::builder(TokioExecutor::new())
-            .pool_idle_timeout(Duration::from_secs(30))
-            .build_http(),
-        gateways: Arc::new(addrs),
+        gateways: Arc::new(gateways),
         sent: Arc::default(),
     };
     let shared = Arc::new(Shared {
@@ -994,8 +893,8 @@ async fn several_gateways_share_one_fair_queue() {
     // cookie only, through the status endpoint (which creates nothing).
     let mut lingering = Vec::new();
     for v in visitors.iter().filter(|v| v.after_leave.is_none()) {
-        let probe = format!("{QUEUE_COOKIE}={}", v.queue_cookie);
-        let path = format!("/__waitingroom/{ROOM}/status");
+        let probe = cookie(QUEUE_COOKIE, &v.queue_cookie);
+        let path = format!("{PREFIX}/{ROOM}/status");
         let r = shared
             .net
             .send(v.arrival % GATEWAYS, Method::GET, &path, Some(&probe))
@@ -1007,9 +906,6 @@ async fn several_gateways_share_one_fair_queue() {
         }
     }
     let total = started.elapsed();
-    for s in servers {
-        s.abort();
-    }
 
     // ===== report =====
     let log = std::mem::take(&mut *log.lock().unwrap());

@@ -2,23 +2,18 @@
 //! a flushed script cache, cookie-less floods, and a million waiters.
 #![cfg(feature = "redis")]
 
+mod common;
 mod redis_harness;
 
 use std::time::{Duration, Instant};
 
-use axum::body::Body;
-use axum::routing::get;
-use axum::{Extension, Router};
-use http::{header, Request, StatusCode};
-use http_body_util::BodyExt;
+use axum::Router;
+use common::{call, Jar, Reply, SECRET};
+use http::header::{self, HeaderValue};
+use http::{Method, StatusCode};
 use redis_harness::Server;
-use tower::ServiceExt;
 use tower_waiting_room::store::{Decision, RedisStore, Store, StoreErrorKind};
-use tower_waiting_room::{
-    Admission, AdmittedBy, FailPolicy, RoomPolicy, SessionId, SigningKey, WaitingRoomLayer,
-};
-
-const SECRET: [u8; 32] = [0x42; 32];
+use tower_waiting_room::{AdmittedBy, FailPolicy, RoomPolicy, SessionId, WaitingRoomLayer};
 
 fn store(server: &Server) -> RedisStore {
     RedisStore::builder()
@@ -33,59 +28,33 @@ fn store(server: &Server) -> RedisStore {
 fn app(room: &str, store: RedisStore, policy: FailPolicy) -> Router {
     let layer = WaitingRoomLayer::builder(room)
         .capacity(1)
-        .signing_key(SigningKey::new("k1", SECRET).unwrap())
+        .secret(SECRET)
         .secure_cookies(false)
         .fail_policy(policy)
         .store(store)
         .build()
         .unwrap();
-    Router::new()
-        .route(
-            "/",
-            get(|Extension(a): Extension<Admission>| async move {
-                format!("{:?}", a.admitted_by())
-            }),
-        )
-        .layer(layer)
+    common::app(layer)
 }
 
-struct Reply {
-    status: StatusCode,
-    cookies: Vec<String>,
-    body: String,
-}
-
-async fn get_with(app: &Router, cookie: Option<&str>) -> Reply {
-    let mut req = Request::get("/").header(header::ACCEPT, "application/json");
-    if let Some(c) = cookie {
-        req = req.header(header::COOKIE, c);
-    }
-    let res = app
-        .clone()
-        .oneshot(req.body(Body::empty()).unwrap())
-        .await
-        .unwrap();
-    let status = res.status();
-    let cookies = res
-        .headers()
-        .get_all(header::SET_COOKIE)
-        .iter()
-        .map(|v| v.to_str().unwrap().split(';').next().unwrap().to_owned())
-        .collect();
-    let body =
-        String::from_utf8(res.into_body().collect().await.unwrap().to_bytes().to_vec()).unwrap();
-    Reply {
-        status,
-        cookies,
-        body,
-    }
+/// `GET /` in process, asking for JSON, with the jar's cookies (the answer's are not kept).
+async fn get_with(app: &Router, jar: &Jar) -> Reply {
+    let mut headers = vec![(header::ACCEPT, HeaderValue::from_static("application/json"))];
+    headers.extend(jar.header().map(|c| (header::COOKIE, c)));
+    call(app, Method::GET, "/", &headers).await
 }
 
 /// A visitor's cookie jar after the stateless redirect.
-async fn join(app: &Router) -> String {
-    let first = get_with(app, None).await;
+async fn join(app: &Router) -> Jar {
+    let first = get_with(app, &Jar::new()).await;
     assert_eq!(first.status, StatusCode::FOUND);
-    first.cookies[0].clone()
+    assert!(
+        !first.set_cookies().is_empty(),
+        "no queue cookie: {first:?}"
+    );
+    let mut jar = Jar::new();
+    jar.absorb(&first);
+    jar
 }
 
 async fn wait_until_store_answers(store: &RedisStore, policy: &RoomPolicy) {
@@ -109,7 +78,7 @@ async fn cookie_less_flood_never_reaches_redis() {
     let app = app("flood", store.clone(), FailPolicy::Closed);
     let before = server.dbsize();
     for _ in 0..5_000 {
-        let r = get_with(&app, None).await;
+        let r = get_with(&app, &Jar::new()).await;
         assert_eq!(r.status, StatusCode::FOUND);
     }
     assert_eq!(server.dbsize(), before, "no key was written");
@@ -123,10 +92,11 @@ async fn out_of_memory_is_busy_and_never_lets_anyone_in() {
     let open = app("oom", store.clone(), FailPolicy::Open);
 
     // One visitor gets in while memory is fine.
-    let jar = join(&open).await;
-    let inside = get_with(&open, Some(&jar)).await;
+    let mut jar = join(&open).await;
+    let inside = get_with(&open, &jar).await;
     assert_eq!(inside.status, StatusCode::OK);
-    let token = inside.cookies[0].clone();
+    assert!(!inside.set_cookies().is_empty(), "no admission token");
+    jar.absorb(&inside);
 
     // Memory is now exhausted: every write is refused with OOM.
     server
@@ -141,19 +111,19 @@ async fn out_of_memory_is_busy_and_never_lets_anyone_in() {
 
     // Fail-open does not mean "let everyone in" when Redis is merely full.
     let newcomer = join(&open).await;
-    let r = get_with(&open, Some(&newcomer)).await;
+    let r = get_with(&open, &newcomer).await;
     assert_eq!(r.status, StatusCode::SERVICE_UNAVAILABLE);
-    assert!(r.body.contains("\"state\":\"busy\""), "{}", r.body);
+    assert!(r.text().contains("\"state\":\"busy\""), "{}", r.text());
     assert!(!store.metrics().breaker_open, "OOM is not an outage");
 
     // The visitor already inside keeps going on the fast path.
-    let r = get_with(&open, Some(&format!("{jar}; {token}"))).await;
+    let r = get_with(&open, &jar).await;
     assert_eq!(r.status, StatusCode::OK);
 
     server
         .command(&["CONFIG", "SET", "maxmemory", "0"])
         .unwrap();
-    let r = get_with(&open, Some(&newcomer)).await;
+    let r = get_with(&open, &newcomer).await;
     assert_eq!(
         r.status,
         StatusCode::TOO_MANY_REQUESTS,
@@ -171,35 +141,37 @@ async fn outage_fail_policies_breaker_and_recovery_with_queue_order_kept() {
     let policy = RoomPolicy::new(room, 1);
 
     // A is inside, B and C wait in that order.
-    let a = join(&open).await;
-    let a_in = get_with(&open, Some(&a)).await;
+    let mut a = join(&open).await;
+    let a_in = get_with(&open, &a).await;
     assert_eq!(a_in.status, StatusCode::OK);
-    let a_jar = format!("{a}; {}", a_in.cookies[0]);
+    assert!(!a_in.set_cookies().is_empty(), "no admission token");
+    a.absorb(&a_in);
     let b = join(&open).await;
     let c = join(&open).await;
-    assert!(get_with(&open, Some(&b))
-        .await
-        .body
-        .contains("\"position\":1"));
-    assert!(get_with(&open, Some(&c))
-        .await
-        .body
-        .contains("\"position\":2"));
+    assert!(get_with(&open, &b).await.text().contains("\"position\":1"));
+    assert!(get_with(&open, &c).await.text().contains("\"position\":2"));
 
     server.stop();
 
     // Fail-closed: a waiting visitor is told to try again; fail-open lets them in.
-    let r = get_with(&closed, Some(&c)).await;
+    let r = get_with(&closed, &c).await;
     assert_eq!(r.status, StatusCode::SERVICE_UNAVAILABLE);
-    assert!(r.body.contains("\"state\":\"unavailable\""), "{}", r.body);
-    let r = get_with(&open, Some(&c)).await;
+    assert!(
+        r.text().contains("\"state\":\"unavailable\""),
+        "{}",
+        r.text()
+    );
+    let r = get_with(&open, &c).await;
     assert_eq!(r.status, StatusCode::OK);
-    assert_eq!(r.body, format!("{:?}", AdmittedBy::FailOpen));
-    assert!(r.cookies.is_empty(), "no admission token without a slot");
+    assert_eq!(r.handler_saw()["by"], format!("{:?}", AdmittedBy::FailOpen));
+    assert!(
+        r.set_cookies().is_empty(),
+        "no admission token without a slot"
+    );
 
     // The token holder keeps access under both policies.
-    assert_eq!(get_with(&open, Some(&a_jar)).await.status, StatusCode::OK);
-    assert_eq!(get_with(&closed, Some(&a_jar)).await.status, StatusCode::OK);
+    assert_eq!(get_with(&open, &a).await.status, StatusCode::OK);
+    assert_eq!(get_with(&closed, &a).await.status, StatusCode::OK);
 
     // The breaker: a burst during the outage costs at most a probe, not a call each.
     let before = store.metrics();
@@ -221,10 +193,10 @@ async fn outage_fail_policies_breaker_and_recovery_with_queue_order_kept() {
     server.restart();
     wait_until_store_answers(&store, &policy).await;
     assert!(!store.metrics().breaker_open);
-    let r = get_with(&closed, Some(&b)).await;
-    assert!(r.body.contains("\"position\":1"), "{}", r.body);
-    let r = get_with(&closed, Some(&c)).await;
-    assert!(r.body.contains("\"position\":2"), "{}", r.body);
+    let r = get_with(&closed, &b).await;
+    assert!(r.text().contains("\"position\":1"), "{}", r.text());
+    let r = get_with(&closed, &c).await;
+    assert!(r.text().contains("\"position\":2"), "{}", r.text());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -18,6 +18,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tower::ServiceExt;
 use tower_waiting_room::__private::{AdmissionToken, QueueCookie};
 use tower_waiting_room::clock::ManualClock;
 use tower_waiting_room::store::{
@@ -49,13 +50,27 @@ pub fn clock() -> ManualClock {
 /// A router whose every path answers with what the handler saw: the `Admission` (read with
 /// axum's `Extension` extractor, so a request without one would be a 500), method and URI.
 pub fn app(layer: WaitingRoomLayer) -> Router {
+    app_seeing(layer, |_, _| {})
+}
+
+/// Like [`app`], and `see` is told of every request that reaches the handler (its `Admission`
+/// and headers) before the handler answers.
+pub fn app_seeing(
+    layer: WaitingRoomLayer,
+    see: impl Fn(&Admission, &HeaderMap) + Clone + Send + Sync + 'static,
+) -> Router {
+    let handler =
+        move |Extension(a): Extension<Admission>, method: Method, uri: Uri, headers: HeaderMap| {
+            see(&a, &headers);
+            echo(a, method, uri)
+        };
     Router::new()
-        .route("/", any(echo))
-        .route("/{*rest}", any(echo))
+        .route("/", any(handler.clone()))
+        .route("/{*rest}", any(handler))
         .layer(layer)
 }
 
-async fn echo(Extension(a): Extension<Admission>, method: Method, uri: Uri) -> Json<Value> {
+async fn echo(a: Admission, method: Method, uri: Uri) -> Json<Value> {
     Json(json!({
         "room": a.room(),
         "session": a.session().to_string(),
@@ -85,6 +100,40 @@ pub async fn serve(router: Router) -> Http {
     Http::new(addr)
 }
 
+/// Sends one request to `router` in process (no server, no connection), as
+/// [`Http::send`] does over loopback.
+pub async fn call(
+    router: &Router,
+    method: Method,
+    path: &str,
+    headers: &[(HeaderName, HeaderValue)],
+) -> Reply {
+    let res = router
+        .clone()
+        .oneshot(request(method, path, headers))
+        .await
+        .expect("a router never fails");
+    Reply::read(res)
+        .await
+        .expect("the app's body reads to the end")
+}
+
+/// `method uri` with the given headers and an empty body.
+fn request(
+    method: Method,
+    uri: &str,
+    headers: &[(HeaderName, HeaderValue)],
+) -> Request<Full<Bytes>> {
+    let mut req = Request::builder().method(method).uri(uri);
+    for (k, v) in headers {
+        req = req.header(k, v.clone());
+    }
+    req.body(Full::new(Bytes::new())).unwrap()
+}
+
+/// A transport error: the connection failed or the answer was cut off.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
 /// An answer, read to the end.
 #[derive(Debug)]
 pub struct Reply {
@@ -108,24 +157,25 @@ impl Http {
         path: &str,
         headers: &[(HeaderName, HeaderValue)],
     ) -> Reply {
-        let mut req = Request::builder()
-            .method(method)
-            .uri(format!("http://{}{}", self.addr, path));
-        for (k, v) in headers {
-            req = req.header(k, v.clone());
-        }
-        let res = self
-            .client
-            .request(req.body(Full::new(Bytes::new())).unwrap())
+        self.exchange(self.request(method, path, headers))
             .await
-            .expect("the server answers (no panic, no dropped connection)");
-        let (parts, body) = res.into_parts();
-        let body = body.collect().await.unwrap().to_bytes();
-        Reply {
-            status: parts.status,
-            headers: parts.headers,
-            body,
-        }
+            .expect("the server answers (no panic, no dropped connection)")
+    }
+
+    /// The request [`send`](Self::send) makes: `method path` to this server with the given
+    /// headers and an empty body.
+    pub fn request(
+        &self,
+        method: Method,
+        path: &str,
+        headers: &[(HeaderName, HeaderValue)],
+    ) -> Request<Full<Bytes>> {
+        request(method, &format!("http://{}{}", self.addr, path), headers)
+    }
+
+    /// Sends `req` and reads the answer to the end; a transport error is returned, not a panic.
+    pub async fn exchange(&self, req: Request<Full<Bytes>>) -> Result<Reply, BoxError> {
+        Ok(Reply::read(self.client.request(req).await?).await?)
     }
 
     /// A request carrying the jar's cookies; the answer's `Set-Cookie`s go into the jar.
@@ -168,6 +218,17 @@ impl Http {
 }
 
 impl Reply {
+    /// Reads `res` to the end.
+    pub async fn read<B: http_body::Body>(res: http::Response<B>) -> Result<Reply, B::Error> {
+        let (parts, body) = res.into_parts();
+        let body = body.collect().await?.to_bytes();
+        Ok(Reply {
+            status: parts.status,
+            headers: parts.headers,
+            body,
+        })
+    }
+
     /// A header as text.
     pub fn header(&self, name: impl http::header::AsHeaderName) -> Option<&str> {
         self.headers.get(name).map(|v| v.to_str().unwrap())
