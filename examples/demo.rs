@@ -26,8 +26,9 @@ use axum::http::StatusCode;
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
 use axum::{Extension, Json, Router};
-use tower_waiting_room::ProofOfWork;
-use tower_waiting_room::{Admission, AdmittedBy, FailPolicy, SigningKey, WaitingRoomLayer};
+use tower_waiting_room::{
+    Admission, AdmittedBy, ConfigError, FailPolicy, ProofOfWork, SigningKey, WaitingRoomLayer,
+};
 
 const USAGE: &str = "\
 tower-waiting-room demo: an axum app behind a fair virtual waiting room.
@@ -251,7 +252,8 @@ fn build_layer(opts: &Options) -> Result<WaitingRoomLayer, String> {
                     "--secret needs at least 64 hex digits (32 bytes), got {digits}"
                 ));
             }
-            SigningKey::from_hex("k1", hex).map_err(|e| format!("--secret: {e}"))?
+            SigningKey::from_hex("k1", hex)
+                .map_err(|e| format!("--secret: {}", ConfigError::from(e)))?
         }
         None => {
             println!(

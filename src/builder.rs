@@ -206,7 +206,10 @@ impl WaitingRoomBuilder {
         self
     }
 
-    /// The secret of the current signing key, with key id `k1`; at least 32 bytes.
+    /// The secret of the current signing key: at least 32 bytes, used as they are (a hex string
+    /// is not decoded; for that, use [`signing_key`](Self::signing_key) with
+    /// [`SigningKey::from_hex`]). Its key id is [`k1`](defaults::KEY_ID); name your own keys
+    /// with [`SigningKey::new`] to rotate them.
     pub fn secret(mut self, secret: impl AsRef<[u8]>) -> Self {
         self.current_key = Some(SigningKey::new(defaults::KEY_ID, secret));
         self

@@ -210,7 +210,8 @@ impl RoomConfig {
     pub fn cookies(&self) -> &CookieSettings {
         &self.cookies
     }
-    /// Where the room's own endpoints live (`{prefix}/{room}/status`, `{prefix}/{room}/leave`).
+    /// Where the room's own endpoints live (`{prefix}/{room}/status`, `{prefix}/{room}/leave`,
+    /// and with proof of work on, `{prefix}/{room}/proof`).
     pub fn path_prefix(&self) -> &str {
         &self.path_prefix
     }
