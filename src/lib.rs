@@ -77,7 +77,7 @@
 //! | [`config`] | settings, [`defaults`](config::defaults) in one place, validation, [`ConfigError`] |
 //! | [`client`] | who a request comes from: [`RequestInfo`], [`PeerAddr`], the client IP and the network prefixes |
 //! | [`defences`] | bypass rules, rate limits, [proof of work](defences::proof_of_work) |
-//! | [`outcome`], [`response`] | typed outcomes, the wait estimate, and how they are rendered (pages, templates, texts, JSON) |
+//! | [`outcome`], [`eta`], [`response`] | typed outcomes, the wait estimate, and how they are rendered (pages, templates, texts, JSON) |
 //! | [`clock`] | injectable time |
 //! | [`testing`] | [`TestRoom`](testing::TestRoom) for testing handlers behind the layer; with the `testing` feature, the store conformance suite |
 
@@ -92,6 +92,7 @@ pub mod config;
 mod cookies;
 pub mod defences;
 mod encoding;
+pub mod eta;
 pub mod future;
 mod layer;
 pub mod outcome;

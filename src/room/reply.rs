@@ -11,9 +11,10 @@ use http::{HeaderMap, Method, Request, Response, StatusCode};
 use super::Room;
 use crate::clock::{duration_ms, secs_ceil};
 use crate::cookies;
+use crate::eta::estimate_wait;
 use crate::outcome::{
-    estimate_wait, retry_after_for, Rejection, BUSY_RETRY_AFTER, CHALLENGE_RETRY_AFTER,
-    FULL_RETRY_AFTER, UNAVAILABLE_RETRY_AFTER,
+    retry_after_for, Rejection, BUSY_RETRY_AFTER, CHALLENGE_RETRY_AFTER, FULL_RETRY_AFTER,
+    UNAVAILABLE_RETRY_AFTER,
 };
 use crate::response::{json_response, RenderContext, StatusBody};
 use crate::session::SessionId;
