@@ -71,27 +71,22 @@ struct EndpointPaths {
 
 impl Room {
     pub(crate) fn new(parts: RoomParts) -> Self {
-        let RoomParts {
-            config,
-            keys,
-            store,
-            clock,
-            renderer,
-            defences,
-        } = parts;
-        let endpoint = |name: &str| format!("{}/{}/{name}", config.path_prefix, config.room());
+        let endpoint = |name: &str| {
+            let c = &parts.config;
+            format!("{}/{}/{name}", c.path_prefix, c.room())
+        };
         let paths = EndpointPaths {
             status: endpoint("status"),
             leave: endpoint("leave"),
             proof: endpoint("proof"),
         };
         Self {
-            config,
-            keys,
-            store,
-            clock,
-            renderer,
-            defences,
+            config: parts.config,
+            keys: parts.keys,
+            store: parts.store,
+            clock: parts.clock,
+            renderer: parts.renderer,
+            defences: parts.defences,
             paths,
             warned_unknown_network: AtomicBool::new(false),
         }
