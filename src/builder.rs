@@ -413,6 +413,9 @@ impl WaitingRoomBuilder {
             (ClientIp::Peer, Some(name)) => ClientIp::Header(name),
             (client_ip, _) => client_ip,
         };
+        if self.new_visitor_limit.is_some() || self.bind_tokens_to_network {
+            client_ip.log_source(&self.room);
+        }
         let defences = Defences {
             bypass: self.bypass,
             client_ip,

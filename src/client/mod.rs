@@ -3,41 +3,58 @@
 //!
 //! # Where the client IP comes from
 //!
-//! In this order, the first that is configured or present:
+//! From the first source that is configured, and only from it:
 //!
 //! 1. your extractor, [`client_ip_with`](crate::WaitingRoomBuilder::client_ip_with);
-//! 2. a trusted header, [`client_ip_header`](crate::WaitingRoomBuilder::client_ip_header): the
-//!    **right-most** address in it (the one your own proxy appended), so that addresses a client
-//!    writes into the header itself are ignored;
-//! 3. the connection: a [`PeerAddr`] or a plain [`SocketAddr`] in the request's extensions.
+//! 2. else a trusted header, [`client_ip_header`](crate::WaitingRoomBuilder::client_ip_header):
+//!    the **right-most** address in it (the one your own proxy appended), so that addresses a
+//!    client writes into the header itself are ignored. A request without a usable address in
+//!    that header has no IP: the room does not fall back to the connection, whose address behind
+//!    a proxy is the proxy's, one shared budget that a single bot could use up for everyone;
+//! 3. else (the default) the connection, from the request's extensions, the first present of:
+//!    a [`PeerAddr`]; axum's `ConnectInfo<SocketAddr>` (with the `axum` cargo feature, on by
+//!    default); a plain [`SocketAddr`].
 //!
-//! axum keeps the peer in `ConnectInfo<SocketAddr>`, a type this crate cannot name without
-//! depending on axum; pass it with one line:
+//! **Served directly** (no reverse proxy in front), the connection's address is the client's,
+//! and the default finds it once the server puts it in the extensions:
 //!
-//! ```
-//! use std::net::SocketAddr;
-//! use axum::extract::ConnectInfo;
-//! use tower_waiting_room::WaitingRoomLayer;
+//! - **axum**: serve with connect info; with the `axum` feature that is all:
 //!
-//! let builder = WaitingRoomLayer::builder("shop").client_ip_with(|req| {
-//!     req.extensions().get::<ConnectInfo<SocketAddr>>().map(|c| c.0.ip())
-//! });
-//! // ... serve with `app.into_make_service_with_connect_info::<SocketAddr>()`.
-//! # let _ = builder;
-//! ```
+//!   ```no_run
+//!   # async fn run(app: axum::Router) -> std::io::Result<()> {
+//!   use std::net::SocketAddr;
 //!
-//! A plain hyper server inserts a [`PeerAddr`] with the address `accept` returned.
+//!   let listener = tokio::net::TcpListener::bind("0.0.0.0:3000").await?;
+//!   axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>()).await
+//!   # }
+//!   ```
 //!
+//!   Plain `axum::serve(listener, app)` puts no address anywhere, and the room finds none.
+//!   Without the `axum` feature (or with another axum version than 0.8), pass it yourself:
+//!   `.client_ip_with(|req| req.extensions().get::<ConnectInfo<SocketAddr>>().map(|c| c.0.ip()))`.
+//! - **hyper** (or any server of your own): insert a [`PeerAddr`] with the address `accept`
+//!   returned into each request (`examples/hyper_server.rs` does it with
+//!   `tower::util::MapRequestLayer`).
+//!
+//! **Behind a reverse proxy** (nginx, a load balancer, a CDN), every connection comes from the
+//! proxy: configure the header it appends the client's address to, `client_ip_header("x-forwarded-for")`.
 //! **A header is only as trustworthy as the proxy that sets it.** Configure `client_ip_header`
 //! only when every request reaches the service through a proxy that overwrites or appends to
 //! that header; otherwise anyone can send `X-Forwarded-For: <random address>` and get a fresh
-//! budget with every request.
+//! budget with every request. Behind several proxies, skip your own ones' addresses in a
+//! `client_ip_with` extractor.
 //!
-//! **No IP, no limit.** When no address can be found (no extractor, no header, nothing in the
-//! extensions), the new-visitor limit does not apply, and the room logs one warning. One shared
-//! bucket for every such request would let a single bot lock every new visitor out, and would
-//! turn a forgotten `ConnectInfo` into an outage; the poll limit (per session) applies either way.
+//! **No IP, no limit.** When no address can be found, the new-visitor limit does not apply to
+//! that request. One shared bucket for every such request would let a single bot lock every new
+//! visitor out, and would turn a forgotten `ConnectInfo` into an outage; the poll limit (per
+//! session) applies either way. The room says so in its log (with [`tracing`]):
 //!
+//! - at `build()`, at `INFO`, where the room will look for the client IP (it cannot know yet
+//!   whether the server puts anything there);
+//! - at the first request without an IP, **once** per room, at `WARN`, with what to change.
+//!
+//! Install a subscriber (`tracing_subscriber::fmt::init()`, as the demo does) to see them.
+
 //! # IPv6 clients are grouped by /64
 //!
 //! The new-visitor limit counts per client, and a client is:
@@ -64,7 +81,8 @@ use std::net::{IpAddr, SocketAddr};
 use http::{Extensions, HeaderMap, HeaderName, Method, Uri};
 
 /// The peer address of the connection a request came on. Servers that do not use axum insert it
-/// into each request's extensions, so that the per-IP limit sees the client:
+/// into each request's extensions, so that the per-IP limit sees the client (see
+/// [where the client IP comes from](crate::client#where-the-client-ip-comes-from)):
 ///
 /// ```
 /// use std::net::SocketAddr;
@@ -142,13 +160,78 @@ impl ClientIp {
         match self {
             ClientIp::With(f) => f(req),
             ClientIp::Header(name) => right_most_ip(req.headers(), name),
-            ClientIp::Peer => req
-                .extensions()
-                .get::<PeerAddr>()
-                .map(|p| p.0.ip())
-                .or_else(|| req.extensions().get::<SocketAddr>().map(SocketAddr::ip)),
+            ClientIp::Peer => connection_ip(req.extensions()),
         }
     }
+
+    /// Where this room looks for the client IP, for the log at start-up.
+    pub(crate) fn source(&self) -> String {
+        match self {
+            ClientIp::With(_) => "your client_ip_with extractor".to_owned(),
+            ClientIp::Header(name) => format!(
+                "the right-most address of the {name} header (only behind a proxy that sets it)"
+            ),
+            ClientIp::Peer if cfg!(feature = "axum") => "the connection: a PeerAddr, axum's \
+                ConnectInfo<SocketAddr> or a SocketAddr in each request's extensions"
+                .to_owned(),
+            ClientIp::Peer => "the connection: a PeerAddr or a SocketAddr in each request's \
+                extensions (axum's ConnectInfo is not read: the `axum` feature is off)"
+                .to_owned(),
+        }
+    }
+
+    /// Logs, at start-up, where the room `room` looks for the client IP.
+    pub(crate) fn log_source(&self, room: &str) {
+        tracing::info!(room, "the client IP comes from {}", self.source());
+    }
+
+    /// What to change when no client IP was found for a request, for the warning.
+    pub(crate) fn remedy(&self) -> String {
+        match self {
+            ClientIp::With(_) => "your client_ip_with extractor returned None".to_owned(),
+            ClientIp::Header(name) => format!(
+                "no address in its {name} header (client_ip_header): does every request come \
+                 through the proxy that sets it?"
+            ),
+            ClientIp::Peer => {
+                let axum = if cfg!(feature = "axum") {
+                    "axum, serve `app.into_make_service_with_connect_info::<SocketAddr>()`"
+                } else {
+                    "axum, turn on this crate's `axum` feature and serve \
+                     `app.into_make_service_with_connect_info::<SocketAddr>()`"
+                };
+                format!(
+                    "nothing in its extensions gives the connection's address. Served directly \
+                     with {axum}; with hyper, insert a PeerAddr into each request. Behind a \
+                     reverse proxy: set client_ip_header(\"x-forwarded-for\") (or the header \
+                     it appends the client's address to)"
+                )
+            }
+        }
+    }
+
+    /// Logs, once per room (the caller keeps the flag), that a request came without a client IP.
+    pub(crate) fn warn_not_found(&self, room: &str) {
+        tracing::warn!(
+            room,
+            "no client IP for a request, so the per-IP limit on new visitors does not apply to \
+             such requests (said once): {}",
+            self.remedy()
+        );
+    }
+}
+
+/// The connection's address, from the extensions: a [`PeerAddr`], axum's
+/// `ConnectInfo<SocketAddr>` (with the `axum` feature) or a [`SocketAddr`], the first present.
+fn connection_ip(extensions: &Extensions) -> Option<IpAddr> {
+    if let Some(peer) = extensions.get::<PeerAddr>() {
+        return Some(peer.0.ip());
+    }
+    #[cfg(feature = "axum")]
+    if let Some(info) = extensions.get::<axum::extract::ConnectInfo<SocketAddr>>() {
+        return Some(info.0.ip());
+    }
+    extensions.get::<SocketAddr>().map(SocketAddr::ip)
 }
 
 /// The right-most address in the last line of header `name`: `1.2.3.4`, `1.2.3.4:80`, `::1` or
@@ -182,5 +265,47 @@ mod tests {
         assert_eq!(right_most_ip(&h, &name), "2001:db8::1".parse().ok());
         h.insert(&name, "unknown".parse().unwrap());
         assert_eq!(right_most_ip(&h, &name), None);
+    }
+
+    fn from(extensions: Extensions) -> Option<IpAddr> {
+        let mut req = http::Request::new(());
+        *req.extensions_mut() = extensions;
+        ClientIp::Peer.find(&RequestInfo::new(&req))
+    }
+
+    #[test]
+    fn the_connection_address_first_peer_addr_then_connect_info_then_socket_addr() {
+        let addr = |s: &str| s.parse::<SocketAddr>().unwrap();
+        let mut ext = Extensions::new();
+        assert_eq!(from(ext.clone()), None);
+        ext.insert(addr("192.0.2.3:1"));
+        assert_eq!(from(ext.clone()), "192.0.2.3".parse().ok());
+        #[cfg(feature = "axum")]
+        {
+            ext.insert(axum::extract::ConnectInfo(addr("192.0.2.2:1")));
+            assert_eq!(from(ext.clone()), "192.0.2.2".parse().ok());
+        }
+        ext.insert(PeerAddr(addr("192.0.2.1:1")));
+        assert_eq!(from(ext.clone()), "192.0.2.1".parse().ok());
+    }
+
+    #[cfg(feature = "axum")]
+    #[test]
+    fn axum_connect_info_alone_is_the_client_ip() {
+        let mut ext = Extensions::new();
+        ext.insert(axum::extract::ConnectInfo(
+            "[2001:db8::7]:443".parse::<SocketAddr>().unwrap(),
+        ));
+        assert_eq!(from(ext), "2001:db8::7".parse().ok());
+    }
+
+    #[test]
+    fn the_warning_says_what_to_change() {
+        let peer = ClientIp::Peer.remedy();
+        assert!(peer.contains("into_make_service_with_connect_info::<SocketAddr>()"));
+        assert!(peer.contains("PeerAddr") && peer.contains("client_ip_header"));
+        assert_eq!(peer.contains("`axum` feature"), !cfg!(feature = "axum"));
+        let header = ClientIp::Header(HeaderName::from_static("x-real-ip")).remedy();
+        assert!(header.contains("x-real-ip") && header.contains("proxy"));
     }
 }

@@ -170,12 +170,7 @@ impl Room {
             Some(ip) => limiter.check_client(ip, now),
             None => {
                 if !self.defences.warned_no_ip.swap(true, Ordering::Relaxed) {
-                    tracing::warn!(
-                        room = self.config.room(),
-                        "no client IP for a request (no PeerAddr or SocketAddr in its extensions, \
-                         no client_ip_header or client_ip_with configured): the per-IP limit \
-                         on new visitors does not apply to such requests"
-                    );
+                    self.defences.client_ip.warn_not_found(self.config.room());
                 }
                 Ok(())
             }
