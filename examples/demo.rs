@@ -17,6 +17,11 @@
 //!   operator route like this one lives on an outer router without the layer, merged with the
 //!   layered one.
 //! - `GET|POST /__waitingroom/{room}/status|leave`: answered by the room itself.
+//!
+//! It serves with `into_make_service_with_connect_info::<SocketAddr>()`, so the room sees each
+//! visitor's address and limits new visitors per IP (60 a minute by default), and it logs (the
+//! room's start-up line, and a warning if it ever finds no client IP) on stderr at `info`;
+//! `RUST_LOG` changes the level.
 
 use std::net::{Ipv4Addr, SocketAddr};
 use std::process::ExitCode;
@@ -81,7 +86,7 @@ ROUTES:
 
 /// What the command line asked for.
 #[derive(Debug)]
-struct Options {
+pub(crate) struct Options {
     port: u16,
     capacity: u32,
     rate: Option<u32>,
@@ -120,7 +125,9 @@ impl Default for Options {
 }
 
 /// `Ok(None)` means `--help` was asked for.
-fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Option<Options>, String> {
+pub(crate) fn parse_args(
+    args: impl IntoIterator<Item = String>,
+) -> Result<Option<Options>, String> {
     let mut opts = Options::default();
     let mut args = args.into_iter();
     while let Some(arg) = args.next() {
@@ -194,7 +201,7 @@ fn positive<T: std::str::FromStr + PartialEq + Default>(flag: &str, v: &str) -> 
 }
 
 /// Builds the room from the options; an error is for the user, not a panic.
-fn build_layer(opts: &Options) -> Result<WaitingRoomLayer, String> {
+pub(crate) fn build_layer(opts: &Options) -> Result<WaitingRoomLayer, String> {
     let mut builder = WaitingRoomLayer::builder(opts.room.clone()).capacity(opts.capacity);
 
     // ---- Store selection -------------------------------------------------------------------
@@ -344,6 +351,21 @@ fn app(layer: WaitingRoomLayer) -> Router {
     open.merge(protected)
 }
 
+/// Serves the app on `listener` until `shutdown` completes, with each connection's address
+/// (`ConnectInfo<SocketAddr>`) in its requests: the room takes the client IP for its per-IP limit
+/// on new visitors from there. Plain `axum::serve(listener, app)` would leave the room blind to
+/// who is who, and the limit off.
+pub(crate) async fn serve(
+    listener: tokio::net::TcpListener,
+    layer: WaitingRoomLayer,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let app = app(layer).into_make_service_with_connect_info::<SocketAddr>();
+    axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown)
+        .await
+}
+
 async fn shutdown_signal() {
     let ctrl_c = async {
         let _ = tokio::signal::ctrl_c().await;
@@ -366,8 +388,21 @@ async fn shutdown_signal() {
     println!("shutting down");
 }
 
+/// The room's log (and any other crate's) on stderr, at `info` unless `RUST_LOG` says otherwise;
+/// stdout keeps the lines meant for people and scripts (`open http://...`).
+fn init_logging() {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .init();
+}
+
 #[tokio::main]
 async fn main() -> ExitCode {
+    init_logging();
     let opts = match parse_args(std::env::args().skip(1)) {
         Ok(Some(opts)) => opts,
         Ok(None) => {
@@ -416,10 +451,7 @@ async fn main() -> ExitCode {
     println!("room stats (not queued): http://{local}/stats");
     println!("open http://{local}/");
 
-    if let Err(e) = axum::serve(listener, app(layer))
-        .with_graceful_shutdown(shutdown_signal())
-        .await
-    {
+    if let Err(e) = serve(listener, layer, shutdown_signal()).await {
         eprintln!("error: server failed: {e}");
         return ExitCode::FAILURE;
     }

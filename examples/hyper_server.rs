@@ -9,11 +9,17 @@
 //! the Tower service into one hyper can serve on each connection. Capacity is 1 so a second
 //! client (another browser profile, or curl with a second cookie jar) waits in line.
 //!
+//! Each connection's requests carry its peer address as a [`PeerAddr`], which is where the room
+//! finds the client IP for its per-IP limit on new visitors (hyper puts no address anywhere by
+//! itself).
+//!
 //! Cookies are sent without `Secure` because this example speaks plain http on 127.0.0.1;
 //! keep the default (`Secure`) in production.
 
 use std::convert::Infallible;
+use std::future::Future;
 use std::net::{Ipv4Addr, SocketAddr};
+use std::pin::pin;
 use std::process::ExitCode;
 
 use bytes::Bytes;
@@ -24,7 +30,7 @@ use hyper::server::conn::http1;
 use hyper_util::rt::TokioIo;
 use hyper_util::service::TowerToHyperService;
 use tower::ServiceBuilder;
-use tower_waiting_room::{Admission, ConfigError, SigningKey, WaitingRoomLayer};
+use tower_waiting_room::{Admission, ConfigError, PeerAddr, SigningKey, WaitingRoomLayer};
 
 const USAGE: &str = "\
 tower-waiting-room hyper example: a plain hyper server behind the waiting room (capacity 1).
@@ -88,25 +94,13 @@ async fn main() -> ExitCode {
         }
     };
 
-    // A random key for this process; several servers sharing one queue must share a secret.
-    let room = SigningKey::generate("k1")
-        .map_err(ConfigError::from)
-        .and_then(|key| {
-            WaitingRoomLayer::builder("hyper")
-                .capacity(1)
-                .signing_key(key)
-                .secure_cookies(false)
-                .build()
-        });
-    let room = match room {
+    let room = match room() {
         Ok(room) => room,
         Err(e) => {
             eprintln!("error: {e}");
             return ExitCode::from(2);
         }
     };
-
-    let service = ServiceBuilder::new().layer(room).service_fn(handle);
 
     let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
     let listener = match tokio::net::TcpListener::bind(addr).await {
@@ -118,8 +112,36 @@ async fn main() -> ExitCode {
     };
     println!("open http://{}/", listener.local_addr().unwrap_or(addr));
 
+    serve(listener, room, async {
+        let _ = tokio::signal::ctrl_c().await;
+    })
+    .await;
+    println!("shutting down");
+    ExitCode::SUCCESS
+}
+
+/// The room: capacity 1, a random key for this process (several servers sharing one queue must
+/// share a secret), cookies without `Secure` for plain http.
+pub(crate) fn room() -> Result<WaitingRoomLayer, ConfigError> {
+    let key = SigningKey::generate("k1")?;
+    WaitingRoomLayer::builder("hyper")
+        .capacity(1)
+        .signing_key(key)
+        .secure_cookies(false)
+        .build()
+}
+
+/// Serves [`handle`] behind `room` on `listener`, one task per connection, until `shutdown`
+/// completes.
+pub(crate) async fn serve(
+    listener: tokio::net::TcpListener,
+    room: WaitingRoomLayer,
+    shutdown: impl Future<Output = ()>,
+) {
+    let service = ServiceBuilder::new().layer(room).service_fn(handle);
+    let mut shutdown = pin!(shutdown);
     loop {
-        let (stream, _) = tokio::select! {
+        let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok(conn) => conn,
                 Err(e) => {
@@ -129,12 +151,19 @@ async fn main() -> ExitCode {
                     continue;
                 }
             },
-            _ = tokio::signal::ctrl_c() => {
-                println!("shutting down");
-                return ExitCode::SUCCESS;
-            }
+            () = &mut shutdown => return,
         };
-        let service = TowerToHyperService::new(service.clone());
+        // The client IP for the room's per-IP limit on new visitors: the address this
+        // connection came from, as a `PeerAddr` in each of its requests. Without it the room
+        // sees no IP and that limit is off. (Behind a reverse proxy, every connection is the
+        // proxy's: configure `client_ip_header` instead.)
+        let service = ServiceBuilder::new()
+            .map_request(move |mut req: Request<Incoming>| {
+                req.extensions_mut().insert(PeerAddr(peer));
+                req
+            })
+            .service(service.clone());
+        let service = TowerToHyperService::new(service);
         tokio::spawn(async move {
             if let Err(e) = http1::Builder::new()
                 .serve_connection(TokioIo::new(stream), service)
