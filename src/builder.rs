@@ -317,9 +317,9 @@ impl WaitingRoomBuilder {
         self
     }
 
-    /// Find the client IP with your own function (for example from axum's
-    /// `ConnectInfo<SocketAddr>`; see [`client`](crate::client)). Overrides
-    /// [`client_ip_header`](Self::client_ip_header).
+    /// Find the client IP with your own function (for example behind several proxies, or from
+    /// axum's `ConnectInfo<SocketAddr>` without the `axum` feature; see
+    /// [`client`](crate::client)). Overrides [`client_ip_header`](Self::client_ip_header).
     pub fn client_ip_with<F>(mut self, find: F) -> Self
     where
         F: Fn(&RequestInfo<'_>) -> Option<IpAddr> + Send + Sync + 'static,
