@@ -16,8 +16,7 @@ use tower_waiting_room::WaitingRoomLayer;
 
 use common::{app, call, clock, Http, SECRET};
 
-/// First visits sent from one address (127.0.0.1, a new connection each time), more than twice
-/// the default limit.
+/// First visits sent from one address (127.0.0.1), more than twice the default limit.
 const VISITS: u32 = 150;
 
 /// Sends [`VISITS`] first visits (no cookie) and checks that exactly the default limit of them

@@ -31,14 +31,24 @@
 //!
 //!   Plain `axum::serve(listener, app)` puts no address anywhere, and the room finds none.
 //!   Without the `axum` feature (or with another axum version than 0.8), pass it yourself:
-//!   `.client_ip_with(|req| req.extensions().get::<ConnectInfo<SocketAddr>>().map(|c| c.0.ip()))`.
+//!
+//!   ```
+//!   use std::net::SocketAddr;
+//!   use axum::extract::ConnectInfo;
+//!   use tower_waiting_room::WaitingRoomLayer;
+//!
+//!   let builder = WaitingRoomLayer::builder("shop").client_ip_with(|req| {
+//!       req.extensions().get::<ConnectInfo<SocketAddr>>().map(|c| c.0.ip())
+//!   });
+//!   # let _ = builder;
+//!   ```
 //! - **hyper** (or any server of your own): insert a [`PeerAddr`] with the address `accept`
-//!   returned into each request (`examples/hyper_server.rs` does it with
-//!   `tower::util::MapRequestLayer`).
+//!   returned into each request (`examples/hyper_server.rs` does it with tower's
+//!   `ServiceBuilder::map_request`).
 //!
 //! **Behind a reverse proxy** (nginx, a load balancer, a CDN), every connection comes from the
-//! proxy: configure the header it appends the client's address to, `client_ip_header("x-forwarded-for")`.
-//! **A header is only as trustworthy as the proxy that sets it.** Configure `client_ip_header`
+//! proxy: configure the header it appends the client's address to,
+//! `client_ip_header("x-forwarded-for")`. **A header is only as trustworthy as the proxy that sets it.** Configure `client_ip_header`
 //! only when every request reaches the service through a proxy that overwrites or appends to
 //! that header; otherwise anyone can send `X-Forwarded-For: <random address>` and get a fresh
 //! budget with every request. Behind several proxies, skip your own ones' addresses in a
@@ -53,8 +63,9 @@
 //!   whether the server puts anything there);
 //! - at the first request without an IP, **once** per room, at `WARN`, with what to change.
 //!
-//! Install a subscriber (`tracing_subscriber::fmt::init()`, as the demo does) to see them.
-
+//! Install a subscriber (for example `tracing_subscriber::fmt::init()`; the demo does) to see
+//! them.
+//!
 //! # IPv6 clients are grouped by /64
 //!
 //! The new-visitor limit counts per client, and a client is:
