@@ -307,3 +307,170 @@ async fn a_million_waiters_do_not_make_a_call_slow() {
     // A generous bound, checked once: the real numbers are in the benchmark.
     assert!(took < Duration::from_millis(250), "two calls took {took:?}");
 }
+
+// ===== issue 11: the breaker's probe, and an error model by code =====
+
+/// A store with a short cooldown, for the breaker tests.
+fn quick_store(url: &str) -> RedisStore {
+    RedisStore::builder()
+        .url(url)
+        .timeout(Duration::from_millis(300))
+        .breaker_cooldown(Duration::from_millis(300))
+        .build()
+        .expect("store builds")
+}
+
+/// The server's process id (ask before stopping it: a stopped server answers nothing).
+fn pid(server: &Server) -> String {
+    server
+        .info_field("server", "process_id")
+        .expect("INFO server has process_id")
+}
+
+/// Sends `signal` (`STOP`, `CONT`) to process `pid`: a stopped server keeps its connections
+/// open and answers nothing, like a hung host.
+fn signal(pid: &str, signal: &str) {
+    let status = std::process::Command::new("kill")
+        .arg(format!("-{signal}"))
+        .arg(pid)
+        .status()
+        .expect("run kill");
+    assert!(status.success(), "kill -{signal} failed");
+}
+
+/// Opens the breaker with one timeout (the server is stopped), then waits out the cooldown:
+/// the next call is the half-open probe. The server is left stopped; its pid is returned.
+async fn half_open_on_a_stopped_server(
+    server: &Server,
+    store: &RedisStore,
+    policy: &RoomPolicy,
+) -> String {
+    store.stats(policy).await.expect("connected");
+    let pid = pid(server);
+    signal(&pid, "STOP");
+    let e = store.stats(policy).await.unwrap_err();
+    assert_eq!(e.kind(), StoreErrorKind::Timeout);
+    assert!(store.metrics().breaker_open);
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    pid
+}
+
+/// Calls `stats` until it succeeds, for at most `within`.
+async fn answers_within(store: &RedisStore, policy: &RoomPolicy, within: Duration) -> bool {
+    let deadline = Instant::now() + within;
+    while Instant::now() < deadline {
+        if store.stats(policy).await.is_ok() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    false
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_probe_does_not_leave_the_breaker_half_open_forever() {
+    let server = Server::start(&[]);
+    let store = quick_store(&server.url());
+    let policy = RoomPolicy::new("dropped-probe", 1);
+    let pid = half_open_on_a_stopped_server(&server, &store, &policy).await;
+
+    // The probe goes out and its caller gives up first (a visitor left, an outer timeout):
+    // its future is dropped mid-call.
+    let attempts = store.metrics().attempts;
+    let gave_up = tokio::time::timeout(Duration::from_millis(50), store.stats(&policy)).await;
+    assert!(
+        gave_up.is_err(),
+        "the probe was still waiting on the stopped server"
+    );
+    assert_eq!(store.metrics().attempts, attempts + 1, "it was the probe");
+
+    signal(&pid, "CONT");
+    // The next call becomes the probe, and the server's answer closes the breaker.
+    assert!(
+        answers_within(&store, &policy, Duration::from_secs(3)).await,
+        "the store never recovered: {:?}",
+        store.metrics()
+    );
+    assert!(!store.metrics().breaker_open);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_probe_answered_out_of_memory_closes_the_breaker() {
+    let server = Server::start(&["--maxmemory-policy", "noeviction"]);
+    let store = quick_store(&server.url());
+    let policy = RoomPolicy::new("oom-probe", 1);
+    let pid = half_open_on_a_stopped_server(&server, &store, &policy).await;
+    signal(&pid, "CONT");
+    server
+        .command(&["CONFIG", "SET", "maxmemory", "1"])
+        .unwrap();
+
+    // The probe reaches a full Redis: it answered, so it is reachable.
+    let e = store.enter(&policy, SessionId::random()).await.unwrap_err();
+    assert_eq!(e.kind(), StoreErrorKind::Busy);
+    assert!(
+        !store.metrics().breaker_open,
+        "OOM is an answer: the breaker closes"
+    );
+    let attempts = store.metrics().attempts;
+    let e = store.enter(&policy, SessionId::random()).await.unwrap_err();
+    assert_eq!(e.kind(), StoreErrorKind::Busy, "sent, not skipped");
+    assert_eq!(store.metrics().attempts, attempts + 1);
+
+    server
+        .command(&["CONFIG", "SET", "maxmemory", "0"])
+        .unwrap();
+    assert!(matches!(
+        store.enter(&policy, SessionId::random()).await.unwrap(),
+        Decision::Admitted { .. }
+    ));
+}
+
+/// Waits until `replica` has synced with its primary.
+fn wait_replica_synced(replica: &Server) {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while replica
+        .info_field("replication", "master_link_status")
+        .as_deref()
+        != Some("up")
+    {
+        assert!(Instant::now() < deadline, "the replica did not sync");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_only_replica_is_unavailable_and_opens_the_breaker() {
+    // A store pointed at a replica gets what a store gets from a primary demoted by a
+    // failover: READONLY on every write.
+    let primary = Server::start(&[]);
+    let port = primary.port.to_string();
+    let replica = Server::start(&["--replicaof", "127.0.0.1", &port]);
+    wait_replica_synced(&replica);
+    let store = quick_store(&replica.url());
+    let policy = RoomPolicy::new("readonly", 1);
+
+    let e = store.enter(&policy, SessionId::random()).await.unwrap_err();
+    assert_eq!(e.kind(), StoreErrorKind::Unavailable, "{e}");
+    assert!(
+        store.metrics().breaker_open,
+        "each request must not wait on a replica"
+    );
+    let e = store.enter(&policy, SessionId::random()).await.unwrap_err();
+    assert_eq!(e.kind(), StoreErrorKind::Unavailable);
+    assert_eq!(store.metrics().skipped, 1, "skipped by the breaker");
+
+    // The layer follows the fail policy: open lets the newcomer in, closed says "try again".
+    let open = app("readonly", store.clone(), FailPolicy::Open);
+    let closed = app("readonly", store.clone(), FailPolicy::Closed);
+    let visitor = join(&open).await;
+    let r = get_with(&open, &visitor).await;
+    assert_eq!(r.handler_saw()["by"], format!("{:?}", AdmittedBy::FailOpen));
+    let r = get_with(&closed, &visitor).await;
+    assert_eq!(r.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert!(
+        r.text().contains("\"state\":\"unavailable\""),
+        "{}",
+        r.text()
+    );
+}

@@ -136,8 +136,10 @@ impl RedisStoreBuilder {
             prefix: prefix.into(),
             timeout,
             clock: self.clock,
+            // A probe that has not finished within two deadlines was never polled to its end.
             breaker: Arc::new(Breaker::new(
                 self.breaker_cooldown.unwrap_or(DEFAULT_BREAKER_COOLDOWN),
+                timeout * 2,
             )),
         })
     }

@@ -47,7 +47,6 @@ mod breaker;
 mod builder;
 mod protocol;
 
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -55,8 +54,8 @@ use redis::aio::ConnectionManager;
 use redis::cluster_async::ClusterConnection;
 use redis::Script;
 
-use self::breaker::Breaker;
 pub use self::breaker::RedisStoreMetrics;
+use self::breaker::{Breaker, ErrorClass};
 pub use self::builder::RedisStoreBuilder;
 pub(crate) use self::protocol::numbers as protocol_numbers;
 use self::protocol::{decision, non_negative, protocol_error, reply, Op, NOW_FROM_SERVER};
@@ -96,13 +95,7 @@ impl RedisStore {
 
     /// Counters of this store's calls, shared by its clones.
     pub fn metrics(&self) -> RedisStoreMetrics {
-        let b = &self.breaker;
-        RedisStoreMetrics {
-            attempts: b.attempts.load(Ordering::Relaxed),
-            skipped: b.skipped.load(Ordering::Relaxed),
-            transport_failures: b.failures.load(Ordering::Relaxed),
-            breaker_open: b.open_until.load(Ordering::Acquire) != 0,
-        }
+        self.breaker.metrics()
     }
 
     /// The keys of `room`, in the script's order.
@@ -122,14 +115,8 @@ impl RedisStore {
         let now = self.clock.as_ref().map_or(NOW_FROM_SERVER, |c| c.now_ms());
         let numbers = protocol::numbers(policy);
         Box::pin(async move {
-            if !store.breaker.allow() {
-                store.breaker.skipped.fetch_add(1, Ordering::Relaxed);
-                return Err(StoreError::with_source(
-                    StoreErrorKind::Unavailable,
-                    "circuit breaker open after a recent store failure",
-                ));
-            }
-            store.breaker.attempts.fetch_add(1, Ordering::Relaxed);
+            // Held across the call: a probe whose future is dropped frees the half-open state.
+            let permit = store.breaker.allow()?;
             let mut invocation = store.script.prepare_invoke();
             for key in &keys {
                 invocation.key(key);
@@ -147,17 +134,24 @@ impl RedisStore {
             let result = match tokio::time::timeout(store.timeout, run).await {
                 Ok(Ok(reply)) => Ok(reply),
                 Ok(Err(e)) => Err(protocol::classify(e)),
-                Err(_) => Err(StoreError::with_source(
-                    StoreErrorKind::Timeout,
-                    format!("no answer within {:?}", store.timeout),
+                Err(_) => Err((
+                    ErrorClass::Timeout,
+                    StoreError::with_source(
+                        StoreErrorKind::Timeout,
+                        format!("no answer within {:?}", store.timeout),
+                    ),
                 )),
             };
-            match &result {
-                Err(e) if is_transport(e) => store.breaker.trip(),
-                Err(_) => {}
-                Ok(_) => store.breaker.success(),
+            match result {
+                Ok(reply) => {
+                    permit.finish(Ok(()));
+                    Ok(reply)
+                }
+                Err((class, e)) => {
+                    permit.finish(Err(class));
+                    Err(e)
+                }
             }
-            result
         })
     }
 
@@ -165,13 +159,6 @@ impl RedisStore {
         let call = self.call(op, policy, Some(session));
         Box::pin(async move { decision(&call.await?) })
     }
-}
-
-fn is_transport(e: &StoreError) -> bool {
-    matches!(
-        e.kind(),
-        StoreErrorKind::Unavailable | StoreErrorKind::Timeout
-    )
 }
 
 impl Store for RedisStore {
