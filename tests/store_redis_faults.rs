@@ -474,3 +474,140 @@ async fn a_read_only_replica_is_unavailable_and_opens_the_breaker() {
         r.text()
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_user_without_scripting_is_misconfigured_and_opens_the_breaker() {
+    let server = Server::start(&[]);
+    let created = server
+        .command(&[
+            "ACL",
+            "SETUSER",
+            "noscript",
+            "on",
+            ">s3cret-pw",
+            "~*",
+            "+@all",
+            "-@scripting",
+        ])
+        .unwrap();
+    assert!(created.starts_with("+OK"), "{created}");
+    let url = format!("redis://noscript:s3cret-pw@127.0.0.1:{}/", server.port);
+    let store = quick_store(&url);
+    let policy = RoomPolicy::new("noperm", 1);
+
+    let e = store.enter(&policy, SessionId::random()).await.unwrap_err();
+    assert_eq!(e.kind(), StoreErrorKind::Misconfigured, "{e}");
+    assert!(!e.to_string().contains("s3cret-pw"), "{e}");
+    let m = store.metrics();
+    assert_eq!((m.misconfigured, m.transport_failures), (1, 0));
+    assert!(
+        m.breaker_open,
+        "a refusing store is not asked on every request"
+    );
+    let e = store.enter(&policy, SessionId::random()).await.unwrap_err();
+    assert_eq!(
+        e.kind(),
+        StoreErrorKind::Misconfigured,
+        "skipped, same kind"
+    );
+    assert_eq!(store.metrics().skipped, 1);
+    assert!(!format!("{store:?}").contains("s3cret-pw"));
+
+    // The layer follows the fail policy, as for an outage.
+    let open = app("noperm", store.clone(), FailPolicy::Open);
+    let visitor = join(&open).await;
+    let r = get_with(&open, &visitor).await;
+    assert_eq!(r.handler_saw()["by"], format!("{:?}", AdmittedBy::FailOpen));
+
+    // Wrong credentials are a misconfiguration too, not an outage.
+    let wrong = quick_store(&format!(
+        "redis://noscript:wrong-pw@127.0.0.1:{}/",
+        server.port
+    ));
+    let e = wrong.enter(&policy, SessionId::random()).await.unwrap_err();
+    assert_eq!(e.kind(), StoreErrorKind::Misconfigured, "{e}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_script_elsewhere_is_busy_and_never_opens_the_breaker() {
+    let server = Server::start(&["--busy-reply-threshold", "100"]);
+    let store = quick_store(&server.url());
+    let policy = RoomPolicy::new("script-busy", 1);
+    store.stats(&policy).await.expect("connected");
+
+    // Another client runs a script that never ends (its reply never comes).
+    let mut hog = std::net::TcpStream::connect(("127.0.0.1", server.port)).unwrap();
+    std::io::Write::write_all(
+        &mut hog,
+        b"*3\r\n$4\r\nEVAL\r\n$17\r\nwhile true do end\r\n$1\r\n0\r\n",
+    )
+    .unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    let e = store.enter(&policy, SessionId::random()).await.unwrap_err();
+    assert_eq!(e.kind(), StoreErrorKind::Busy, "{e}");
+    let m = store.metrics();
+    assert_eq!(m.script_busy, 1);
+    assert!(!m.breaker_open, "BUSY is a quick answer, not an outage");
+
+    // Fail-open does not let anyone in while Redis is busy.
+    let open = app("script-busy", store.clone(), FailPolicy::Open);
+    let newcomer = join(&open).await;
+    let r = get_with(&open, &newcomer).await;
+    assert_eq!(r.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert!(r.text().contains("\"state\":\"busy\""), "{}", r.text());
+
+    let killed = server.command(&["SCRIPT", "KILL"]).unwrap();
+    assert!(killed.starts_with("+OK"), "{killed}");
+    assert!(answers_within(&store, &policy, Duration::from_secs(3)).await);
+    assert!(matches!(
+        store.enter(&policy, SessionId::random()).await.unwrap(),
+        Decision::Admitted { .. }
+    ));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_loading_its_data_is_unavailable() {
+    // `key-load-delay` (microseconds per key) makes loading 20 000 keys take about 2 s.
+    let mut server = Server::start(&[
+        "--key-load-delay",
+        "100",
+        "--enable-debug-command",
+        "local",
+        // Answer clients often while loading (the default is every 2 MB read).
+        "--loading-process-events-interval-bytes",
+        "1024",
+    ]);
+    let populated = server.command(&["DEBUG", "POPULATE", "20000"]).unwrap();
+    assert!(populated.starts_with("+OK"), "{populated}");
+    let saved = server.command(&["SAVE"]).unwrap();
+    assert!(saved.starts_with("+OK"), "{saved}");
+    let store = quick_store(&server.url());
+    let policy = RoomPolicy::new("loading", 1);
+    store.stats(&policy).await.expect("connected");
+
+    // Restart (the harness waits until loading is over) while the store is called.
+    let port = server.port;
+    let restart = tokio::task::spawn_blocking(move || {
+        server.restart();
+        server
+    });
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut seen = None;
+    while Instant::now() < deadline && !restart.is_finished() {
+        // Every call waits for the breaker, so each one reaches the server.
+        tokio::time::sleep(Duration::from_millis(350)).await;
+        if let Err(e) = store.stats(&policy).await {
+            if store.metrics().failover_errors > 0 {
+                seen = Some(e);
+                break;
+            }
+        }
+    }
+    let e =
+        seen.unwrap_or_else(|| panic!("never saw LOADING on port {port}: {:?}", store.metrics()));
+    assert_eq!(e.kind(), StoreErrorKind::Unavailable, "{e}");
+    assert!(store.metrics().breaker_open);
+    let _server = restart.await.unwrap();
+    assert!(answers_within(&store, &policy, Duration::from_secs(5)).await);
+}

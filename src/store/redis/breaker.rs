@@ -132,9 +132,6 @@ impl ErrorClass {
 /// How often an error class that keeps happening is logged again (with its count).
 pub(crate) const REPORT_EVERY: Duration = Duration::from_secs(60);
 
-/// `open_class` when the breaker has never opened.
-const NO_CLASS: u8 = u8::MAX;
-
 /// The circuit breaker shared by every clone of a store, with the store's counters.
 pub(super) struct Breaker {
     attempts: AtomicU64,
@@ -183,7 +180,7 @@ impl Breaker {
             start: Instant::now(),
             open_until: AtomicU64::new(0),
             probe_started: AtomicU64::new(0),
-            open_class: AtomicU8::new(NO_CLASS),
+            open_class: AtomicU8::new(ErrorClass::Connection as u8),
             skipped_at_open: AtomicU64::new(0),
             failed_probes: AtomicU64::new(0),
         }
@@ -217,10 +214,13 @@ impl Breaker {
             }
         }
         self.skipped.fetch_add(1, Ordering::Relaxed);
-        let class = self.open_class.load(Ordering::Relaxed);
-        let kind = ErrorClass::ALL
-            .get(usize::from(class))
-            .map_or(StoreErrorKind::Unavailable, |c| c.kind());
+        // A skipped call did not wait: it is `Unavailable`, unless Redis refuses the room by
+        // configuration, which stays loud.
+        let kind = if self.open_class.load(Ordering::Relaxed) == ErrorClass::Misconfigured as u8 {
+            StoreErrorKind::Misconfigured
+        } else {
+            StoreErrorKind::Unavailable
+        };
         Err(StoreError::with_source(
             kind,
             "circuit breaker open after a recent store failure",
