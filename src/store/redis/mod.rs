@@ -27,17 +27,38 @@
 //!
 //! # Bad days
 //!
+//! The error model, in full in `docs/redis.md`:
+//!
 //! - Every call has its own deadline ([`RedisStoreBuilder::timeout`], default 250 ms), enforced
 //!   with a Tokio timeout, not left to the client library.
-//! - Errors are classified by code, never by message text: `OOM` is
-//!   [`Busy`](super::StoreErrorKind::Busy) (visitors are told to try again soon; a full Redis is
-//!   never taken for a dead one); I/O errors, refused or dropped connections and `LOADING`,
-//!   `TRYAGAIN`, `CLUSTERDOWN`, `MASTERDOWN` are [`Unavailable`](super::StoreErrorKind::Unavailable);
-//!   a missed deadline is [`Timeout`](super::StoreErrorKind::Timeout). The room's fail policy
-//!   decides what new visitors get; visitors with a valid admission token keep getting through.
-//! - A **circuit breaker** shared by every clone: after a transport failure the store is not
+//! - Errors are classified by code, never by message text (Valkey's texts differ):
+//!   - unreachable (I/O errors, refused or dropped connections) and failover in progress
+//!     (`READONLY` from a demoted primary, `LOADING`, `MASTERDOWN`, `TRYAGAIN`, `CLUSTERDOWN`,
+//!     `NOREPLICAS`) are [`Unavailable`](super::StoreErrorKind::Unavailable), a missed deadline
+//!     is [`Timeout`](super::StoreErrorKind::Timeout): the room's fail policy decides what new
+//!     visitors get, and the circuit breaker opens;
+//!   - `OOM` and `BUSY` (another script runs too long) are [`Busy`](super::StoreErrorKind::Busy):
+//!     visitors are told to try again soon, under either fail policy; a full or busy Redis is
+//!     never taken for a dead one, and the breaker stays closed (Redis answered at once);
+//!   - configuration faults (`NOPERM`, failed authentication, `WRONGTYPE` under the room's
+//!     prefix, `MISCONF`, a `NOSCRIPT` that survives reloading the script, a master name the
+//!     sentinels do not know) are [`Misconfigured`](super::StoreErrorKind::Misconfigured): the
+//!     fail policy applies, the breaker opens so requests do not each ask a Redis that will
+//!     refuse them, and the store logs at `ERROR`;
+//!   - anything else (a generic `ERR`, an unexpected reply) is
+//!     [`Protocol`](super::StoreErrorKind::Protocol): the fail policy applies; the breaker is
+//!     left alone.
+//!
+//!   Visitors with a valid admission token keep getting through whatever the kind.
+//! - A **circuit breaker** shared by every clone: after an error that opens it the store is not
 //!   called for [`RedisStoreBuilder::breaker_cooldown`] (default 3 s); then one probe goes
-//!   through, and its success closes the breaker.
+//!   through. Every outcome of the probe ends the half-open state: success or any quick answer
+//!   (`OOM`, `BUSY`, a protocol error) closes the breaker, another opening error re-opens it,
+//!   and a probe whose future is dropped (the client left) lets the next call probe.
+//! - Logs say what changed, never one line per request: the breaker opening (with the error
+//!   class) and closing (with the calls skipped meanwhile), and each error class when first
+//!   seen, then at most once a minute with its count. [`RedisStore::metrics`] counts calls by
+//!   error class.
 //! - A `NOSCRIPT` after a restart or failover is answered by loading the script and retrying
 //!   (`redis::Script::invoke_async`).
 //! - The connection is made lazily: a Redis that is down when the process starts does not stop
