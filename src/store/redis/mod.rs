@@ -67,6 +67,8 @@
 mod breaker;
 mod builder;
 mod protocol;
+mod sentinel;
+mod url;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -80,6 +82,7 @@ use self::breaker::{Breaker, ErrorClass};
 pub use self::builder::RedisStoreBuilder;
 pub(crate) use self::protocol::numbers as protocol_numbers;
 use self::protocol::{decision, non_negative, protocol_error, reply, Op, NOW_FROM_SERVER};
+use self::sentinel::SentinelConnection;
 use super::{AdmissionCounts, Decision, RoomStats, Store, StoreError, StoreErrorKind, StoreFuture};
 use crate::clock::SharedClock;
 use crate::config::RoomPolicy;
@@ -89,6 +92,8 @@ use crate::session::SessionId;
 enum Connection {
     Single(ConnectionManager),
     Cluster(ClusterConnection),
+    /// The primary named by Redis Sentinel.
+    Sentinel(SentinelConnection),
 }
 
 /// A [`Store`] on Redis or Valkey, single node or cluster. Clones share one multiplexed
@@ -150,6 +155,10 @@ impl RedisStore {
                 match store.conn.clone() {
                     Connection::Single(mut c) => invocation.invoke_async::<Vec<i64>>(&mut c).await,
                     Connection::Cluster(mut c) => invocation.invoke_async::<Vec<i64>>(&mut c).await,
+                    Connection::Sentinel(s) => {
+                        let mut c = s.get().await?;
+                        invocation.invoke_async::<Vec<i64>>(&mut c).await
+                    }
                 }
             };
             let result = match tokio::time::timeout(store.timeout, run).await {
@@ -163,6 +172,15 @@ impl RedisStore {
                     ),
                 )),
             };
+            if let (Err((class, _)), Connection::Sentinel(s)) = (&result, &store.conn) {
+                // The node is gone or no longer the primary: ask the sentinels next time.
+                if matches!(
+                    class,
+                    ErrorClass::Connection | ErrorClass::Timeout | ErrorClass::Failover
+                ) {
+                    s.forget();
+                }
+            }
             match result {
                 Ok(reply) => {
                     permit.finish(Ok(()));
@@ -231,6 +249,7 @@ impl std::fmt::Debug for RedisStore {
                 &match self.conn {
                     Connection::Single(_) => "single",
                     Connection::Cluster(_) => "cluster",
+                    Connection::Sentinel(_) => "sentinel",
                 },
             )
             .field("prefix", &self.prefix)
