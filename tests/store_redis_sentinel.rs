@@ -1,0 +1,126 @@
+//! The Redis store behind Redis Sentinel, against real servers: a primary, a replica and a
+//! sentinel. The primary dies mid-run; the store follows the failover and the line keeps its
+//! order.
+#![cfg(feature = "redis")]
+
+mod redis_harness;
+#[path = "common/sentinel.rs"]
+mod sentinel;
+
+use std::time::{Duration, Instant};
+
+use redis_harness::Server;
+use sentinel::{Sentinel, MASTER};
+use tower_waiting_room::store::{Decision, RedisStore, Store};
+use tower_waiting_room::{RoomPolicy, SessionId};
+
+fn waiting_at(d: Decision) -> u64 {
+    match d {
+        Decision::Waiting { position, .. } => position,
+        other => panic!("not waiting: {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failover_is_followed_and_the_line_keeps_its_order() {
+    let primary = Server::start(&[]);
+    let primary_port = primary.port.to_string();
+    let replica = Server::start(&["--replicaof", "127.0.0.1", &primary_port]);
+    let sentinel = Sentinel::start(primary.port, 1);
+    assert_eq!(sentinel.primary_port(), Some(primary.port));
+
+    let store = RedisStore::builder()
+        .url(format!(
+            "redis+sentinel://127.0.0.1:{}/{MASTER}",
+            sentinel.port
+        ))
+        .timeout(Duration::from_millis(300))
+        .breaker_cooldown(Duration::from_millis(200))
+        .build()
+        .expect("store builds");
+    let policy = RoomPolicy::new("failover", 1);
+
+    // A is inside; B, C, D wait in that order.
+    let a = SessionId::random();
+    assert!(matches!(
+        store.enter(&policy, a).await.unwrap(),
+        Decision::Admitted { .. }
+    ));
+    let line: Vec<SessionId> = (0..3).map(|_| SessionId::random()).collect();
+    for (i, s) in line.iter().enumerate() {
+        assert_eq!(
+            waiting_at(store.enter(&policy, *s).await.unwrap()),
+            i as u64 + 1
+        );
+    }
+
+    // The replica has every write before the primary dies (asynchronous replication would
+    // otherwise lose the tail of the line: that is Redis's trade-off, not the store's).
+    let mut conn = redis::Client::open(primary.url())
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let acked: i64 = redis::cmd("WAIT")
+        .arg(1)
+        .arg(5000)
+        .query(&mut conn)
+        .unwrap();
+    assert_eq!(acked, 1, "the replica acknowledged the line");
+
+    // The primary crashes (SIGKILL: no goodbye to anyone).
+    let pid = primary
+        .info_field("server", "process_id")
+        .expect("INFO server has process_id");
+    let killed = std::process::Command::new("kill")
+        .args(["-KILL", &pid])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let died = Instant::now();
+
+    // Calls fail while the sentinel notices (1 s) and promotes the replica, then the store
+    // finds the new primary by itself.
+    let deadline = died + Duration::from_secs(30);
+    let second = loop {
+        match store.poll(&policy, line[0]).await {
+            Ok(d) => break d,
+            Err(_) if Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Err(e) => panic!(
+                "no answer {:?} after the primary died: {e}; metrics {:?}; sentinel log:\n{}",
+                died.elapsed(),
+                store.metrics(),
+                sentinel.log()
+            ),
+        }
+    };
+    let took = died.elapsed();
+    println!("store answered again {took:?} after the primary died");
+    assert_eq!(
+        sentinel.primary_port(),
+        Some(replica.port),
+        "the replica was promoted"
+    );
+    let m = store.metrics();
+    assert!(m.transport_failures > 0, "{m:?}");
+    assert!(!m.breaker_open, "{m:?}");
+
+    // The line kept its order, A keeps the slot, and a newcomer queues at the end.
+    assert_eq!(waiting_at(second), 1);
+    for (i, s) in line.iter().enumerate() {
+        assert_eq!(
+            waiting_at(store.poll(&policy, *s).await.unwrap()),
+            i as u64 + 1
+        );
+    }
+    assert!(matches!(
+        store.heartbeat(&policy, a).await.unwrap(),
+        Decision::Admitted { .. }
+    ));
+    assert_eq!(
+        waiting_at(store.enter(&policy, SessionId::random()).await.unwrap()),
+        4
+    );
+    assert!(took < Duration::from_secs(20), "failover took {took:?}");
+}
