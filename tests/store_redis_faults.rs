@@ -12,7 +12,7 @@ use common::{call, Jar, Reply, SECRET};
 use http::header::{self, HeaderValue};
 use http::{Method, StatusCode};
 use redis_harness::Server;
-use tower_waiting_room::store::{Decision, RedisStore, Store, StoreErrorKind};
+use tower_waiting_room::store::{Decision, RedisCheckError, RedisStore, Store, StoreErrorKind};
 use tower_waiting_room::{AdmittedBy, FailPolicy, RoomPolicy, SessionId, WaitingRoomLayer};
 
 fn store(server: &Server) -> RedisStore {
@@ -610,4 +610,130 @@ async fn a_server_loading_its_data_is_unavailable() {
     assert!(store.metrics().breaker_open);
     let _server = restart.await.unwrap();
     assert!(answers_within(&store, &policy, Duration::from_secs(5)).await);
+}
+
+// ===== issue 11: the start-up check =====
+
+/// Whether `server`'s script cache holds `sha1` (`SCRIPT EXISTS`).
+fn script_loaded(server: &Server, sha1: &str) -> bool {
+    let mut c = redis::Client::open(server.url())
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let exists: Vec<bool> = redis::cmd("SCRIPT")
+        .arg("EXISTS")
+        .arg(sha1)
+        .query(&mut c)
+        .unwrap();
+    exists == [true]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_reports_the_server_and_loads_the_script() {
+    let server = Server::start(&["--maxmemory-policy", "volatile-lru"]);
+    let store = quick_store(&server.url());
+    let info = store.check().await.expect("a healthy server passes");
+    let expected = if redis_harness::server_bin().contains("valkey") {
+        "valkey"
+    } else {
+        "redis"
+    };
+    assert_eq!(info.server, expected, "{info}");
+    assert!(info.version.is_some(), "{info}");
+    assert!(!info.cluster && !info.replica, "{info}");
+    // volatile-* evicts only keys with a TTL, and the room's keys have none.
+    assert_eq!(info.maxmemory_policy.as_deref(), Some("volatile-lru"));
+    assert!(
+        script_loaded(&server, &info.script_sha1),
+        "script not loaded"
+    );
+    assert!(
+        info.to_string().contains("maxmemory-policy volatile-lru"),
+        "{info}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_refuses_a_policy_that_evicts_the_line() {
+    let server = Server::start(&["--maxmemory-policy", "allkeys-lru"]);
+    let store = quick_store(&server.url());
+    match store.check().await {
+        Err(RedisCheckError::EvictingPolicy { policy, .. }) => assert_eq!(policy, "allkeys-lru"),
+        other => panic!("{other:?}"),
+    }
+    let e = store.check().await.unwrap_err();
+    assert_eq!(e.kind(), StoreErrorKind::Misconfigured);
+    assert!(e.to_string().contains("allkeys-lru"), "{e}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_reports_an_unknown_policy_when_info_and_config_are_refused() {
+    let server = Server::start(&["--maxmemory-policy", "allkeys-lru"]);
+    let created = server
+        .command(&[
+            "ACL", "SETUSER", "app", "on", ">app-pw", "~*", "+@all", "-info", "-config",
+        ])
+        .unwrap();
+    assert!(created.starts_with("+OK"), "{created}");
+    let store = quick_store(&format!("redis://app:app-pw@127.0.0.1:{}/", server.port));
+    let info = store
+        .check()
+        .await
+        .expect("a refused CONFIG is not a failure");
+    assert_eq!(info.maxmemory_policy, None);
+    assert_eq!(info.server, "unknown");
+    assert!(
+        info.to_string().contains("maxmemory-policy unknown"),
+        "{info}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_fails_on_a_replica_an_acl_without_scripting_and_a_dead_server() {
+    let primary = Server::start(&[]);
+    let port = primary.port.to_string();
+    let replica = Server::start(&["--replicaof", "127.0.0.1", &port]);
+    let e = quick_store(&replica.url()).check().await.unwrap_err();
+    assert!(matches!(e, RedisCheckError::Replica { .. }), "{e:?}");
+
+    primary
+        .command(&[
+            "ACL",
+            "SETUSER",
+            "noscript",
+            "on",
+            ">pw",
+            "~*",
+            "+@all",
+            "-@scripting",
+        ])
+        .unwrap();
+    let url = format!("redis://noscript:pw@127.0.0.1:{}/", primary.port);
+    let e = quick_store(&url).check().await.unwrap_err();
+    assert_eq!(e.kind(), StoreErrorKind::Misconfigured, "{e}");
+    assert!(matches!(e, RedisCheckError::Store(_)), "{e:?}");
+
+    let nobody = format!("redis://127.0.0.1:{}/", redis_harness::free_port());
+    let e = quick_store(&nobody).check().await.unwrap_err();
+    assert_eq!(e.kind(), StoreErrorKind::Unavailable, "{e}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_on_a_cluster_loads_the_script_on_every_node() {
+    let cluster = redis_harness::Cluster::start();
+    let store = RedisStore::builder()
+        .cluster_nodes(cluster.urls())
+        .timeout(Duration::from_millis(500))
+        .build()
+        .unwrap();
+    let info = store.check().await.expect("a healthy cluster passes");
+    assert!(info.cluster && !info.replica, "{info}");
+    assert_eq!(info.maxmemory_policy.as_deref(), Some("noeviction"));
+    for node in &cluster.nodes {
+        assert!(
+            script_loaded(node, &info.script_sha1),
+            "not loaded on {}",
+            node.port
+        );
+    }
 }

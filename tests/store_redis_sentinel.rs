@@ -39,6 +39,11 @@ async fn a_failover_is_followed_and_the_line_keeps_its_order() {
         .build()
         .expect("store builds");
     let policy = RoomPolicy::new("failover", 1);
+    let info = store
+        .check()
+        .await
+        .expect("the sentinel's primary passes the check");
+    assert!(!info.replica && !info.cluster, "{info}");
 
     // A is inside; B, C, D wait in that order.
     let a = SessionId::random();

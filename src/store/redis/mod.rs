@@ -66,6 +66,7 @@
 
 mod breaker;
 mod builder;
+mod check;
 mod protocol;
 mod sentinel;
 mod url;
@@ -80,6 +81,7 @@ use redis::Script;
 pub use self::breaker::RedisStoreMetrics;
 use self::breaker::{Breaker, ErrorClass};
 pub use self::builder::RedisStoreBuilder;
+pub use self::check::{RedisCheckError, RedisServerInfo};
 pub(crate) use self::protocol::numbers as protocol_numbers;
 use self::protocol::{decision, non_negative, protocol_error, reply, Op, NOW_FROM_SERVER};
 use self::sentinel::SentinelConnection;
