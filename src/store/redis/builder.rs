@@ -47,8 +47,9 @@ impl std::fmt::Debug for RedisStoreBuilder {
 }
 
 impl RedisStoreBuilder {
-    /// A single node, `redis://[[user]:password@]host[:port][/db]` (or `rediss://`, `valkey://`,
-    /// `unix:///path`), or the primary named by Redis Sentinel,
+    /// A single node, `redis://[[user]:password@]host[:port][/db]` (or `valkey://`,
+    /// `unix:///path`; `rediss://` is refused, as redis-rs is built without TLS here), or the
+    /// primary named by Redis Sentinel,
     /// `redis+sentinel://[[user]:password@]host[:port][,host[:port]…]/<master name>[/db]`
     /// (sentinels' default port 26379; the credentials are the primary's): a failover is
     /// followed as soon as the sentinels promote a replica.
@@ -255,6 +256,11 @@ mod tests {
         let m = message("redis://:hunter2@localhost:99999");
         assert!(m.contains("`redis://:***@localhost:99999`"), "{m}");
         assert!(m.contains("port 99999 is out of range"), "{m}");
+        let m = message("rediss://:hunter2@localhost");
+        assert!(
+            m.contains("`rediss://:***@localhost`") && m.contains("TLS"),
+            "{m}"
+        );
         let m = message("redis:/localhost");
         assert!(m.contains("missing `//`"), "{m}");
         let m = message("redis+sentinel://:hunter2@localhost:26379");

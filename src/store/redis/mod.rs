@@ -10,8 +10,13 @@
 //! use tower_waiting_room::WaitingRoomLayer;
 //!
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
-//! // Single node (or `.cluster_nodes([...])` for a Redis Cluster).
+//! // Single node (or `redis+sentinel://host:26379/mymaster` for the primary named by Redis
+//! // Sentinel, or `.cluster_nodes([...])` for a Redis Cluster).
 //! let store = RedisStore::builder().url("redis://127.0.0.1:6379/").build()?;
+//! // Optional: fail at start-up on an unreachable Redis, an ACL without scripting, a replica or
+//! // an eviction policy that could drop the line.
+//! let server = store.check().await?;
+//! println!("waiting room store: {server}");
 //! let room = WaitingRoomLayer::builder("launch")
 //!     .capacity(500)
 //!     .secret(
@@ -62,7 +67,10 @@
 //! - A `NOSCRIPT` after a restart or failover is answered by loading the script and retrying
 //!   (`redis::Script::invoke_async`).
 //! - The connection is made lazily: a Redis that is down when the process starts does not stop
-//!   it from starting.
+//!   it from starting. [`RedisStore::check`] is the opposite, on request: a start-up check of the
+//!   server (reachable, script loaded, not a replica, no `allkeys-*` eviction).
+//! - Behind Redis Sentinel (`redis+sentinel://`), a failover is followed: after a connection
+//!   error, a timeout or `READONLY` the next call asks the sentinels for the primary again.
 
 mod breaker;
 mod builder;
