@@ -70,7 +70,9 @@
 //!   it from starting. [`RedisStore::check`] is the opposite, on request: a start-up check of the
 //!   server (reachable, script loaded, not a replica, no `allkeys-*` eviction).
 //! - Behind Redis Sentinel (`redis+sentinel://`), a failover is followed: after a connection
-//!   error, a timeout or `READONLY` the next call asks the sentinels for the primary again.
+//!   error, a timeout or `READONLY` the next call asks the sentinels for the primary again, and a
+//!   watcher asks them every second, so a planned failover is followed before the old primary
+//!   is demoted.
 
 mod breaker;
 mod builder;
