@@ -108,8 +108,8 @@ enum Connection {
     Sentinel(SentinelConnection),
 }
 
-/// A [`Store`] on Redis or Valkey, single node or cluster. Clones share one multiplexed
-/// connection, one script and one circuit breaker.
+/// A [`Store`] on Redis or Valkey: single node, primary behind Redis Sentinel, or cluster.
+/// Clones share one multiplexed connection, one script and one circuit breaker.
 #[derive(Clone)]
 pub struct RedisStore {
     conn: Connection,
