@@ -12,14 +12,24 @@ pub enum StoreErrorKind {
     Unavailable,
     /// The call did not finish before its deadline: treated like `Unavailable`.
     Timeout,
-    /// The store is up but refuses writes for lack of memory: visitors are told to try again
-    /// soon. Never treated as "down, let everyone in".
+    /// The store is up but cannot serve now: out of memory (`OOM`), or busy running another
+    /// script (`BUSY`). Visitors are told to try again soon. Never treated as "down, let
+    /// everyone in".
     Busy,
-    /// The store answered something this crate did not expect.
+    /// The store answered something this crate did not expect (a reply of another script
+    /// version, a generic `ERR` of the server). Follows the fail policy like `Unavailable`.
     Protocol,
     /// The store's own configuration is invalid (a bad URL, an empty key prefix…); returned by
     /// store builders, never at request time.
     Config,
+    /// The store is reachable but refuses this crate's calls because of how it is set up: a
+    /// user without the right to run scripts (`NOPERM`), failed authentication, a key of another
+    /// type under the room's prefix (`WRONGTYPE`), a script cache that will not keep the script,
+    /// persistence that stops writes (`MISCONF`). Nothing gets better by itself: an operator
+    /// must act. The layer treats it like `Unavailable` (the fail policy applies); stores
+    /// report it loudly (the Redis store logs it at `ERROR` and opens its circuit breaker, so
+    /// requests do not each wait on a store that will refuse them).
+    Misconfigured,
 }
 
 /// The one error type of every store.
@@ -57,9 +67,10 @@ impl fmt::Display for StoreError {
         let what = match self.kind {
             StoreErrorKind::Unavailable => "store unavailable",
             StoreErrorKind::Timeout => "store call timed out",
-            StoreErrorKind::Busy => "store busy (out of memory)",
+            StoreErrorKind::Busy => "store busy (out of memory or running a long script)",
             StoreErrorKind::Protocol => "unexpected store answer",
             StoreErrorKind::Config => "invalid store configuration",
+            StoreErrorKind::Misconfigured => "store misconfigured",
         };
         match &self.source {
             Some(source) => write!(f, "{what}: {source}"),

@@ -44,7 +44,9 @@ mod redis;
 #[cfg(feature = "redis")]
 pub(crate) use self::redis::protocol_numbers as redis_protocol_numbers;
 #[cfg(feature = "redis")]
-pub use self::redis::{RedisStore, RedisStoreBuilder, RedisStoreMetrics};
+pub use self::redis::{
+    RedisCheckError, RedisServerInfo, RedisStore, RedisStoreBuilder, RedisStoreMetrics,
+};
 pub use error::{StoreError, StoreErrorKind};
 pub use memory::MemoryStore;
 

@@ -5,10 +5,12 @@ use std::time::Duration;
 
 use redis::aio::ConnectionManagerConfig;
 use redis::cluster::ClusterClient;
-use redis::{RedisError, Script};
+use redis::{AsyncConnectionConfig, RedisError, Script};
 
 use super::breaker::Breaker;
 use super::protocol::SCRIPT;
+use super::sentinel::SentinelConnection;
+use super::url::{self, Target};
 use super::{Connection, RedisStore};
 use crate::clock::{Clock, SharedClock};
 use crate::store::{StoreError, StoreErrorKind};
@@ -45,7 +47,15 @@ impl std::fmt::Debug for RedisStoreBuilder {
 }
 
 impl RedisStoreBuilder {
-    /// A single node: `redis://[:password@]host:port[/db]` or `rediss://…`.
+    /// A single node, `redis://[[user]:password@]host[:port][/db]` (or `valkey://`,
+    /// `unix:///path`; `rediss://` is refused, as redis-rs is built without TLS here), or the
+    /// primary named by Redis Sentinel,
+    /// `redis+sentinel://[[user]:password@]host[:port][,host[:port]…]/<master name>[/db]`
+    /// (sentinels' default port 26379; the credentials are the primary's): a failover is
+    /// followed as soon as the sentinels promote a replica.
+    ///
+    /// A URL that does not parse is a [`Config`](StoreErrorKind::Config) error of
+    /// [`build`](Self::build) naming the URL (password removed) and what is wrong with it.
     pub fn url(mut self, url: impl Into<String>) -> Self {
         self.url = Some(url.into());
         self
@@ -101,25 +111,42 @@ impl RedisStoreBuilder {
             ));
         }
         let conn = match (self.url, self.cluster_nodes.is_empty()) {
-            (Some(url), true) => {
-                let client = redis::Client::open(url).map_err(config)?;
-                let manager_config = ConnectionManagerConfig::new()
-                    .set_connection_timeout(Some(timeout))
-                    .set_response_timeout(Some(timeout))
-                    .set_number_of_retries(1);
-                Connection::Single(
-                    client
-                        .get_connection_manager_lazy(manager_config)
-                        .map_err(config)?,
-                )
-            }
+            (Some(url), true) => match checked(&url)? {
+                Target::Node => {
+                    let client = redis::Client::open(url.as_str()).map_err(refused(&url))?;
+                    let manager_config = ConnectionManagerConfig::new()
+                        .set_connection_timeout(Some(timeout))
+                        .set_response_timeout(Some(timeout))
+                        .set_number_of_retries(1);
+                    Connection::Single(
+                        client
+                            .get_connection_manager_lazy(manager_config)
+                            .map_err(refused(&url))?,
+                    )
+                }
+                Target::Sentinel(target) => {
+                    let config = AsyncConnectionConfig::new()
+                        .set_connection_timeout(Some(timeout))
+                        .set_response_timeout(Some(timeout));
+                    Connection::Sentinel(
+                        SentinelConnection::new(target, config).map_err(refused(&url))?,
+                    )
+                }
+            },
             (None, false) => {
+                for node in &self.cluster_nodes {
+                    if let Target::Sentinel(_) = checked(node)? {
+                        return Err(config_error(
+                            "a cluster node is a redis:// URL; redis+sentinel:// goes to url(..)",
+                        ));
+                    }
+                }
                 let client = ClusterClient::builder(self.cluster_nodes)
                     .connection_timeout(timeout)
                     .response_timeout(timeout)
                     .retries(2)
                     .build()
-                    .map_err(config)?;
+                    .map_err(|e| StoreError::with_source(StoreErrorKind::Config, e))?;
                 Connection::Cluster(
                     client.get_pending_async_connection_with_config(
                         redis::cluster::ClusterConfig::new()
@@ -136,15 +163,35 @@ impl RedisStoreBuilder {
             prefix: prefix.into(),
             timeout,
             clock: self.clock,
+            // A probe that has not finished within two deadlines was never polled to its end.
             breaker: Arc::new(Breaker::new(
                 self.breaker_cooldown.unwrap_or(DEFAULT_BREAKER_COOLDOWN),
+                timeout * 2,
             )),
         })
     }
 }
 
-fn config(e: RedisError) -> StoreError {
-    StoreError::with_source(StoreErrorKind::Config, e)
+/// Checks `url` with this crate's parser, so that a mistake is named with the URL (password
+/// removed).
+fn checked(url: &str) -> Result<Target, StoreError> {
+    url::parse(url).map_err(|what| {
+        StoreError::with_source(
+            StoreErrorKind::Config,
+            format!("invalid Redis URL `{}`: {what}", url::redact(url)),
+        )
+    })
+}
+
+/// redis-rs refused a URL this crate's parser took (a TLS URL without TLS support, a bad
+/// socket path…).
+fn refused(url: &str) -> impl Fn(RedisError) -> StoreError + '_ {
+    move |e| {
+        StoreError::with_source(
+            StoreErrorKind::Config,
+            format!("invalid Redis URL `{}`: {e}", url::redact(url)),
+        )
+    }
 }
 
 #[cfg(test)]
@@ -165,6 +212,10 @@ mod tests {
             StoreErrorKind::Config
         );
         assert_eq!(
+            kind(RedisStore::builder().cluster_nodes(["redis://h:1", "redis://h:99999"])),
+            StoreErrorKind::Config
+        );
+        assert_eq!(
             kind(
                 RedisStore::builder()
                     .url("redis://127.0.0.1/")
@@ -180,5 +231,52 @@ mod tests {
             ),
             StoreErrorKind::Config
         );
+    }
+
+    #[test]
+    fn url_errors_name_the_url_without_its_password_and_what_is_wrong() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let _guard = rt.enter();
+        let message = |url: &str| {
+            let e = RedisStore::builder().url(url).build().unwrap_err();
+            assert_eq!(e.kind(), StoreErrorKind::Config);
+            let m = e.to_string();
+            assert!(!m.contains("hunter2"), "the password leaked: {m}");
+            m
+        };
+        let m = message("http://:hunter2@localhost:6379/");
+        assert!(m.contains("`http://:***@localhost:6379/`"), "{m}");
+        assert!(m.contains("scheme `http`"), "{m}");
+        let m = message("redis//:hunter2@localhost");
+        assert!(m.contains("`redis//:***@localhost`"), "{m}");
+        assert!(m.contains("missing `:`"), "{m}");
+        let m = message("redis://:hunter2@localhost:99999");
+        assert!(m.contains("`redis://:***@localhost:99999`"), "{m}");
+        assert!(m.contains("port 99999 is out of range"), "{m}");
+        let m = message("rediss://:hunter2@localhost");
+        assert!(
+            m.contains("`rediss://:***@localhost`") && m.contains("TLS"),
+            "{m}"
+        );
+        let m = message("redis:/localhost");
+        assert!(m.contains("missing `//`"), "{m}");
+        let m = message("redis+sentinel://:hunter2@localhost:26379");
+        assert!(m.contains("no master name"), "{m}");
+        let m = RedisStore::builder()
+            .cluster_nodes(["redis://a:hunter2@h:1", "redis://a:hunter2@h:99999"])
+            .build()
+            .unwrap_err()
+            .to_string();
+        assert!(
+            m.contains("`redis://a:***@h:99999`") && m.contains("out of range"),
+            "{m}"
+        );
+        assert!(RedisStore::builder()
+            .url("redis+sentinel://127.0.0.1:26379,127.0.0.1:26380/shop/0")
+            .build()
+            .is_ok());
     }
 }

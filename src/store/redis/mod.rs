@@ -10,8 +10,13 @@
 //! use tower_waiting_room::WaitingRoomLayer;
 //!
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
-//! // Single node (or `.cluster_nodes([...])` for a Redis Cluster).
+//! // Single node (or `redis+sentinel://host:26379/mymaster` for the primary named by Redis
+//! // Sentinel, or `.cluster_nodes([...])` for a Redis Cluster).
 //! let store = RedisStore::builder().url("redis://127.0.0.1:6379/").build()?;
+//! // Optional: fail at start-up on an unreachable Redis, an ACL without scripting, a replica or
+//! // an eviction policy that could drop the line.
+//! let server = store.check().await?;
+//! println!("waiting room store: {server}");
 //! let room = WaitingRoomLayer::builder("launch")
 //!     .capacity(500)
 //!     .secret(
@@ -27,27 +32,55 @@
 //!
 //! # Bad days
 //!
+//! The error model, in full in `docs/redis.md`:
+//!
 //! - Every call has its own deadline ([`RedisStoreBuilder::timeout`], default 250 ms), enforced
 //!   with a Tokio timeout, not left to the client library.
-//! - Errors are classified by code, never by message text: `OOM` is
-//!   [`Busy`](super::StoreErrorKind::Busy) (visitors are told to try again soon; a full Redis is
-//!   never taken for a dead one); I/O errors, refused or dropped connections and `LOADING`,
-//!   `TRYAGAIN`, `CLUSTERDOWN`, `MASTERDOWN` are [`Unavailable`](super::StoreErrorKind::Unavailable);
-//!   a missed deadline is [`Timeout`](super::StoreErrorKind::Timeout). The room's fail policy
-//!   decides what new visitors get; visitors with a valid admission token keep getting through.
-//! - A **circuit breaker** shared by every clone: after a transport failure the store is not
+//! - Errors are classified by code, never by message text (Valkey's texts differ):
+//!   - unreachable (I/O errors, refused or dropped connections) and failover in progress
+//!     (`READONLY` from a demoted primary, `LOADING`, `MASTERDOWN`, `TRYAGAIN`, `CLUSTERDOWN`,
+//!     `NOREPLICAS`) are [`Unavailable`](super::StoreErrorKind::Unavailable), a missed deadline
+//!     is [`Timeout`](super::StoreErrorKind::Timeout): the room's fail policy decides what new
+//!     visitors get, and the circuit breaker opens;
+//!   - `OOM` and `BUSY` (another script runs too long) are [`Busy`](super::StoreErrorKind::Busy):
+//!     visitors are told to try again soon, under either fail policy; a full or busy Redis is
+//!     never taken for a dead one, and the breaker stays closed (Redis answered at once);
+//!   - configuration faults (`NOPERM`, failed authentication, `WRONGTYPE` under the room's
+//!     prefix, `MISCONF`, a `NOSCRIPT` that survives reloading the script, a master name the
+//!     sentinels do not know) are [`Misconfigured`](super::StoreErrorKind::Misconfigured): the
+//!     fail policy applies, the breaker opens so requests do not each ask a Redis that will
+//!     refuse them, and the store logs at `ERROR`;
+//!   - anything else (a generic `ERR`, an unexpected reply) is
+//!     [`Protocol`](super::StoreErrorKind::Protocol): the fail policy applies; the breaker is
+//!     left alone.
+//!
+//!   Visitors with a valid admission token keep getting through whatever the kind.
+//! - A **circuit breaker** shared by every clone: after an error that opens it the store is not
 //!   called for [`RedisStoreBuilder::breaker_cooldown`] (default 3 s); then one probe goes
-//!   through, and its success closes the breaker.
+//!   through. Every outcome of the probe ends the half-open state: success or any quick answer
+//!   (`OOM`, `BUSY`, a protocol error) closes the breaker, another opening error re-opens it,
+//!   and a probe whose future is dropped (the client left) lets the next call probe.
+//! - Logs say what changed, never one line per request: the breaker opening (with the error
+//!   class) and closing (with the calls skipped meanwhile), and each error class when first
+//!   seen, then at most once a minute with its count. [`RedisStore::metrics`] counts calls by
+//!   error class.
 //! - A `NOSCRIPT` after a restart or failover is answered by loading the script and retrying
 //!   (`redis::Script::invoke_async`).
 //! - The connection is made lazily: a Redis that is down when the process starts does not stop
-//!   it from starting.
+//!   it from starting. [`RedisStore::check`] is the opposite, on request: a start-up check of the
+//!   server (reachable, script loaded, not a replica, no `allkeys-*` eviction).
+//! - Behind Redis Sentinel (`redis+sentinel://`), a failover is followed: after a connection
+//!   error, a timeout or `READONLY` the next call asks the sentinels for the primary again, and a
+//!   watcher asks them every second, so a planned failover is followed before the old primary
+//!   is demoted.
 
 mod breaker;
 mod builder;
+mod check;
 mod protocol;
+mod sentinel;
+mod url;
 
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -55,11 +88,13 @@ use redis::aio::ConnectionManager;
 use redis::cluster_async::ClusterConnection;
 use redis::Script;
 
-use self::breaker::Breaker;
 pub use self::breaker::RedisStoreMetrics;
+use self::breaker::{Breaker, ErrorClass};
 pub use self::builder::RedisStoreBuilder;
+pub use self::check::{RedisCheckError, RedisServerInfo};
 pub(crate) use self::protocol::numbers as protocol_numbers;
 use self::protocol::{decision, non_negative, protocol_error, reply, Op, NOW_FROM_SERVER};
+use self::sentinel::SentinelConnection;
 use super::{AdmissionCounts, Decision, RoomStats, Store, StoreError, StoreErrorKind, StoreFuture};
 use crate::clock::SharedClock;
 use crate::config::RoomPolicy;
@@ -69,10 +104,12 @@ use crate::session::SessionId;
 enum Connection {
     Single(ConnectionManager),
     Cluster(ClusterConnection),
+    /// The primary named by Redis Sentinel.
+    Sentinel(SentinelConnection),
 }
 
-/// A [`Store`] on Redis or Valkey, single node or cluster. Clones share one multiplexed
-/// connection, one script and one circuit breaker.
+/// A [`Store`] on Redis or Valkey: single node, primary behind Redis Sentinel, or cluster.
+/// Clones share one multiplexed connection, one script and one circuit breaker.
 #[derive(Clone)]
 pub struct RedisStore {
     conn: Connection,
@@ -96,13 +133,7 @@ impl RedisStore {
 
     /// Counters of this store's calls, shared by its clones.
     pub fn metrics(&self) -> RedisStoreMetrics {
-        let b = &self.breaker;
-        RedisStoreMetrics {
-            attempts: b.attempts.load(Ordering::Relaxed),
-            skipped: b.skipped.load(Ordering::Relaxed),
-            transport_failures: b.failures.load(Ordering::Relaxed),
-            breaker_open: b.open_until.load(Ordering::Acquire) != 0,
-        }
+        self.breaker.metrics()
     }
 
     /// The keys of `room`, in the script's order.
@@ -122,14 +153,8 @@ impl RedisStore {
         let now = self.clock.as_ref().map_or(NOW_FROM_SERVER, |c| c.now_ms());
         let numbers = protocol::numbers(policy);
         Box::pin(async move {
-            if !store.breaker.allow() {
-                store.breaker.skipped.fetch_add(1, Ordering::Relaxed);
-                return Err(StoreError::with_source(
-                    StoreErrorKind::Unavailable,
-                    "circuit breaker open after a recent store failure",
-                ));
-            }
-            store.breaker.attempts.fetch_add(1, Ordering::Relaxed);
+            // Held across the call: a probe whose future is dropped frees the half-open state.
+            let permit = store.breaker.allow()?;
             let mut invocation = store.script.prepare_invoke();
             for key in &keys {
                 invocation.key(key);
@@ -142,22 +167,42 @@ impl RedisStore {
                 match store.conn.clone() {
                     Connection::Single(mut c) => invocation.invoke_async::<Vec<i64>>(&mut c).await,
                     Connection::Cluster(mut c) => invocation.invoke_async::<Vec<i64>>(&mut c).await,
+                    Connection::Sentinel(s) => {
+                        let mut c = s.get().await?;
+                        invocation.invoke_async::<Vec<i64>>(&mut c).await
+                    }
                 }
             };
             let result = match tokio::time::timeout(store.timeout, run).await {
                 Ok(Ok(reply)) => Ok(reply),
                 Ok(Err(e)) => Err(protocol::classify(e)),
-                Err(_) => Err(StoreError::with_source(
-                    StoreErrorKind::Timeout,
-                    format!("no answer within {:?}", store.timeout),
+                Err(_) => Err((
+                    ErrorClass::Timeout,
+                    StoreError::with_source(
+                        StoreErrorKind::Timeout,
+                        format!("no answer within {:?}", store.timeout),
+                    ),
                 )),
             };
-            match &result {
-                Err(e) if is_transport(e) => store.breaker.trip(),
-                Err(_) => {}
-                Ok(_) => store.breaker.success(),
+            if let (Err((class, _)), Connection::Sentinel(s)) = (&result, &store.conn) {
+                // The node is gone or no longer the primary: ask the sentinels next time.
+                if matches!(
+                    class,
+                    ErrorClass::Connection | ErrorClass::Timeout | ErrorClass::Failover
+                ) {
+                    s.forget();
+                }
             }
-            result
+            match result {
+                Ok(reply) => {
+                    permit.finish(Ok(()));
+                    Ok(reply)
+                }
+                Err((class, e)) => {
+                    permit.finish(Err(class));
+                    Err(e)
+                }
+            }
         })
     }
 
@@ -165,13 +210,6 @@ impl RedisStore {
         let call = self.call(op, policy, Some(session));
         Box::pin(async move { decision(&call.await?) })
     }
-}
-
-fn is_transport(e: &StoreError) -> bool {
-    matches!(
-        e.kind(),
-        StoreErrorKind::Unavailable | StoreErrorKind::Timeout
-    )
 }
 
 impl Store for RedisStore {
@@ -223,6 +261,7 @@ impl std::fmt::Debug for RedisStore {
                 &match self.conn {
                     Connection::Single(_) => "single",
                     Connection::Cluster(_) => "cluster",
+                    Connection::Sentinel(_) => "sentinel",
                 },
             )
             .field("prefix", &self.prefix)

@@ -4,6 +4,8 @@
 
 use redis::{ErrorKind, RedisError, ServerErrorKind};
 
+use super::breaker::ErrorClass;
+
 use crate::config::RoomPolicy;
 use crate::store::{
     AdmissionCounts, Decision, StoreError, StoreErrorKind, ADMISSION_BUCKETS, ADMISSION_BUCKET_MS,
@@ -114,22 +116,41 @@ pub(crate) fn decision(reply: &[i64]) -> Result<Decision, StoreError> {
     }
 }
 
-/// Classifies a Redis error by its kind and code, never by its message.
-pub(crate) fn classify(e: RedisError) -> StoreError {
-    let kind = match e.kind() {
-        ErrorKind::Extension if e.code() == Some("OOM") => StoreErrorKind::Busy,
-        ErrorKind::Io if e.is_timeout() => StoreErrorKind::Timeout,
-        ErrorKind::Io | ErrorKind::ClusterConnectionNotFound => StoreErrorKind::Unavailable,
+/// Classifies a Redis error by its kind and code, never by its message (Valkey's texts differ
+/// from Redis's, and texts change between versions). The table is in `docs/redis.md`.
+pub(crate) fn classify(e: RedisError) -> (ErrorClass, StoreError) {
+    let class = match e.kind() {
+        ErrorKind::Io if e.is_timeout() => ErrorClass::Timeout,
+        ErrorKind::Io | ErrorKind::ClusterConnectionNotFound => ErrorClass::Connection,
+        // A failover or restart in progress: a demoted primary (`READONLY`), a server loading
+        // its data set, a replica that lost its primary, a cluster re-sharding or down.
         ErrorKind::Server(
-            ServerErrorKind::BusyLoading
+            ServerErrorKind::ReadOnly
+            | ServerErrorKind::BusyLoading
             | ServerErrorKind::TryAgain
             | ServerErrorKind::ClusterDown
             | ServerErrorKind::MasterDown,
-        ) => StoreErrorKind::Unavailable,
-        _ if e.is_connection_dropped() || e.is_connection_refusal() => StoreErrorKind::Unavailable,
-        _ => StoreErrorKind::Protocol,
+        ) => ErrorClass::Failover,
+        // `NOSCRIPT` reaches us only when loading the script and retrying did not help.
+        ErrorKind::Server(ServerErrorKind::NoPerm | ServerErrorKind::NoScript)
+        | ErrorKind::AuthenticationFailed
+        | ErrorKind::MasterNameNotFoundBySentinel
+        | ErrorKind::EmptySentinelList
+        | ErrorKind::InvalidClientConfig => ErrorClass::Misconfigured,
+        ErrorKind::Extension => match e.code() {
+            Some("OOM") => ErrorClass::OutOfMemory,
+            Some("BUSY") => ErrorClass::ScriptBusy,
+            // `min-replicas-to-write` not met: the primary lost its replicas (a failover).
+            Some("NOREPLICAS") => ErrorClass::Failover,
+            // Credentials, a key of another type under the room's prefix, persistence that
+            // stops writes: an operator must act.
+            Some("NOAUTH" | "WRONGPASS" | "WRONGTYPE" | "MISCONF") => ErrorClass::Misconfigured,
+            _ => ErrorClass::Protocol,
+        },
+        _ if e.is_connection_dropped() || e.is_connection_refusal() => ErrorClass::Connection,
+        _ => ErrorClass::Protocol,
     };
-    StoreError::with_source(kind, e)
+    (class, StoreError::with_source(class.kind(), e))
 }
 
 #[cfg(test)]
@@ -165,5 +186,79 @@ mod tests {
         assert_eq!(decision(&[3, 0, 9]).unwrap(), Decision::Full { waiting: 9 });
         assert_eq!(decision(&[0, 0, 0]).unwrap(), Decision::Unknown);
         assert_eq!(decision(&[7]).unwrap_err().kind(), StoreErrorKind::Protocol);
+    }
+
+    fn server_error(line: &str) -> RedisError {
+        // Parse a real RESP error line, as the client would receive it.
+        let frame = format!("-{line}\r\n");
+        match redis::parse_redis_value(frame.as_bytes()) {
+            Ok(redis::Value::ServerError(e)) => e.into(),
+            other => panic!("not a server error: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn errors_are_classified_by_code() {
+        let cases = [
+            (
+                "READONLY You can't write against a read only replica.",
+                ErrorClass::Failover,
+            ),
+            (
+                "LOADING Redis is loading the dataset in memory",
+                ErrorClass::Failover,
+            ),
+            ("MASTERDOWN Link with MASTER is down", ErrorClass::Failover),
+            (
+                "TRYAGAIN Multiple keys request during rehashing",
+                ErrorClass::Failover,
+            ),
+            ("CLUSTERDOWN The cluster is down", ErrorClass::Failover),
+            (
+                "NOREPLICAS Not enough good replicas to write.",
+                ErrorClass::Failover,
+            ),
+            (
+                "OOM command not allowed when used memory > 'maxmemory'.",
+                ErrorClass::OutOfMemory,
+            ),
+            (
+                "BUSY Redis is busy running a script.",
+                ErrorClass::ScriptBusy,
+            ),
+            (
+                "NOPERM this user has no permissions to run the 'evalsha' command",
+                ErrorClass::Misconfigured,
+            ),
+            ("NOAUTH Authentication required.", ErrorClass::Misconfigured),
+            (
+                "WRONGPASS invalid username-password pair",
+                ErrorClass::Misconfigured,
+            ),
+            (
+                "WRONGTYPE Operation against a key holding the wrong kind of value",
+                ErrorClass::Misconfigured,
+            ),
+            (
+                "MISCONF Redis is configured to save RDB snapshots",
+                ErrorClass::Misconfigured,
+            ),
+            ("NOSCRIPT No matching script.", ErrorClass::Misconfigured),
+            (
+                "ERR user_script:1: something went wrong",
+                ErrorClass::Protocol,
+            ),
+            // The code decides, never the text.
+            ("ERR READONLY OOM NOPERM", ErrorClass::Protocol),
+        ];
+        for (line, class) in cases {
+            let (got, e) = classify(server_error(line));
+            assert_eq!(got, class, "{line}");
+            assert_eq!(e.kind(), class.kind(), "{line}");
+        }
+        let io = RedisError::from(std::io::Error::from(std::io::ErrorKind::ConnectionRefused));
+        assert_eq!(classify(io).0, ErrorClass::Connection);
+        let timeout = RedisError::from(std::io::Error::from(std::io::ErrorKind::TimedOut));
+        assert_eq!(classify(timeout).0, ErrorClass::Timeout);
     }
 }
