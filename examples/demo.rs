@@ -400,6 +400,43 @@ fn init_logging() {
         .init();
 }
 
+/// `url` with its user and password (if any) replaced by `***`, for printing.
+fn without_password(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            format!("{}***{}", &url[..scheme + 3], &url[at..])
+        }
+        _ => url.to_owned(),
+    }
+}
+
+/// With `--redis`, checks the server before the first visitor (`RedisStore::check`): a policy
+/// that can evict the line, a replica, a user without scripting or a bad password stop the demo
+/// here, with the reason. A Redis that is down is only reported: the room starts anyway and
+/// follows its fail policy until Redis is back.
+async fn check_store(opts: &Options) -> Result<(), String> {
+    #[cfg(feature = "redis")]
+    if let Some(url) = &opts.redis {
+        use tower_waiting_room::store::{RedisStore, StoreErrorKind};
+        let store = RedisStore::from_url(url).map_err(|e| format!("--redis {url}: {e}"))?;
+        match store.check().await {
+            Ok(server) => println!("Redis store checked: {server}"),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    StoreErrorKind::Unavailable | StoreErrorKind::Timeout
+                ) =>
+            {
+                tracing::warn!(error = %e, "Redis is not reachable yet; starting anyway");
+            }
+            Err(e) => return Err(format!("--redis: {e}")),
+        }
+    }
+    #[cfg(not(feature = "redis"))]
+    let _ = opts;
+    Ok(())
+}
+
 #[tokio::main]
 async fn main() -> ExitCode {
     init_logging();
@@ -422,6 +459,11 @@ async fn main() -> ExitCode {
         }
     };
 
+    if let Err(e) = check_store(&opts).await {
+        eprintln!("error: {e}");
+        return ExitCode::from(2);
+    }
+
     let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, opts.port));
     let listener = match tokio::net::TcpListener::bind(addr).await {
         Ok(l) => l,
@@ -437,7 +479,7 @@ async fn main() -> ExitCode {
         config.room(),
         config.policy().capacity,
         match &opts.redis {
-            Some(url) => format!("Redis store at {url}"),
+            Some(url) => format!("Redis store at {}", without_password(url)),
             None => "embedded store".to_owned(),
         }
     );
@@ -495,6 +537,11 @@ mod tests {
             ..Options::default()
         };
         assert!(build_layer(&redis).unwrap_err().contains("--redis"));
+        assert_eq!(
+            without_password("redis://:hunter2@127.0.0.1:6379/"),
+            "redis://***@127.0.0.1:6379/"
+        );
+        assert_eq!(without_password("redis://h:1/"), "redis://h:1/");
         assert!(parse(&["--proof-of-work", "many"]).is_err());
         let too_hard = parse(&["--proof-of-work", "40"]).unwrap().unwrap();
         assert!(build_layer(&too_hard)
