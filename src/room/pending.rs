@@ -50,11 +50,13 @@ pub(crate) enum Pending {
         call: StoreFuture<Decision>,
         session: SessionId,
         stale_token: bool,
+        uses_headers: bool,
     },
     /// An admitted visitor whose token is past `refresh` but not expired.
     Heartbeat {
         call: StoreFuture<Decision>,
         token: AdmissionToken,
+        uses_headers: bool,
     },
     /// The status endpoint.
     Status { call: StoreFuture<Decision> },
@@ -75,13 +77,28 @@ impl Pending {
                 call,
                 session,
                 stale_token,
+                uses_headers,
             } => {
                 let answer = ready!(call.as_mut().poll(cx));
-                room.after_enter(*session, *stale_token, answer, req, room.now_ms())
+                let asked = Asked {
+                    session: *session,
+                    uses_headers: *uses_headers,
+                    now: room.now_ms(),
+                };
+                room.after_enter(asked, *stale_token, answer, req)
             }
-            Pending::Heartbeat { call, token } => {
+            Pending::Heartbeat {
+                call,
+                token,
+                uses_headers,
+            } => {
                 let answer = ready!(call.as_mut().poll(cx));
-                room.after_heartbeat(*token, answer, req, room.now_ms())
+                let asked = Asked {
+                    session: token.session(),
+                    uses_headers: *uses_headers,
+                    now: room.now_ms(),
+                };
+                room.after_heartbeat(asked, *token, answer, req)
             }
             Pending::Status { call } => {
                 Next::Answer(room.after_status(ready!(call.as_mut().poll(cx))))
@@ -94,19 +111,36 @@ impl Pending {
     }
 }
 
+/// Who a store answer is for, and when it came.
+#[derive(Clone, Copy)]
+struct Asked {
+    session: SessionId,
+    /// Whether the visitor carries the room's values in headers (read with the request's
+    /// cookies, before the store was asked).
+    uses_headers: bool,
+    now: u64,
+}
+
 impl Room {
-    pub(super) fn ask_enter(&self, session: SessionId, stale_token: bool) -> Next {
+    pub(super) fn ask_enter(
+        &self,
+        session: SessionId,
+        stale_token: bool,
+        uses_headers: bool,
+    ) -> Next {
         Next::Ask(Pending::Enter {
             call: self.store.enter(&self.config.policy, session),
             session,
             stale_token,
+            uses_headers,
         })
     }
 
-    pub(super) fn ask_heartbeat(&self, token: AdmissionToken) -> Next {
+    pub(super) fn ask_heartbeat(&self, token: AdmissionToken, uses_headers: bool) -> Next {
         Next::Ask(Pending::Heartbeat {
             call: self.store.heartbeat(&self.config.policy, token.session()),
             token,
+            uses_headers,
         })
     }
 
@@ -124,15 +158,14 @@ impl Room {
 
     fn after_enter<B>(
         &self,
-        session: SessionId,
+        asked: Asked,
         stale_token: bool,
         answer: Result<Decision, StoreError>,
         req: &Request<B>,
-        now: u64,
     ) -> Next {
         let mut next = match answer {
             Ok(Decision::Admitted { expires_at_ms }) => {
-                return self.admitted(session, expires_at_ms, now, req)
+                return self.admitted(asked, expires_at_ms, req)
             }
             Ok(Decision::Waiting {
                 position,
@@ -144,9 +177,9 @@ impl Room {
             }
             Ok(Decision::Unknown) => {
                 let e = StoreError::new(StoreErrorKind::Protocol);
-                self.store_failed(session, e, req, now)
+                self.store_failed(asked, e, req)
             }
-            Err(e) => self.store_failed(session, e, req, now),
+            Err(e) => self.store_failed(asked, e, req),
         };
         // Any answer here (waiting, full, busy, closed) to a visitor whose token outlived its
         // slot also removes the token, so it stops costing a heartbeat on every request.
@@ -162,17 +195,15 @@ impl Room {
 
     fn after_heartbeat<B>(
         &self,
+        asked: Asked,
         token: AdmissionToken,
         answer: Result<Decision, StoreError>,
         req: &Request<B>,
-        now: u64,
     ) -> Next {
         match answer {
-            Ok(Decision::Admitted { expires_at_ms }) => {
-                self.admitted(token.session(), expires_at_ms, now, req)
-            }
+            Ok(Decision::Admitted { expires_at_ms }) => self.admitted(asked, expires_at_ms, req),
             // The slot is gone (expired or released): back to stage 3 as a queued visitor.
-            Ok(_) => self.ask_enter(token.session(), true),
+            Ok(_) => self.ask_enter(asked.session, true, asked.uses_headers),
             // The token is valid and its check needs no store: keep letting it through.
             Err(e) => {
                 tracing::warn!(room = self.config.room(), error = %e, "heartbeat failed; token still honoured");
@@ -207,41 +238,34 @@ impl Room {
     }
 
     /// A failed store call for a visitor without a valid token: busy, or the fail policy.
-    fn store_failed<B>(
-        &self,
-        session: SessionId,
-        e: StoreError,
-        req: &Request<B>,
-        now: u64,
-    ) -> Next {
+    fn store_failed<B>(&self, asked: Asked, e: StoreError, req: &Request<B>) -> Next {
         tracing::warn!(room = self.config.room(), error = %e, "waiting room store call failed");
         match (e.kind(), self.config.fail_policy) {
             (StoreErrorKind::Busy, _) | (_, FailPolicy::Closed) => {
                 Next::Answer(self.reject(&error_rejection(&e), req))
             }
             (_, FailPolicy::Open) => Next::pass(self.admission(
-                session,
-                now + duration_ms(self.config.refresh),
+                asked.session,
+                asked.now + duration_ms(self.config.refresh),
                 AdmittedBy::FailOpen,
             )),
         }
     }
 
     /// The store granted or extended the slot: pass, with a fresh admission token.
-    fn admitted<B>(
-        &self,
-        session: SessionId,
-        expires_at_ms: u64,
-        now: u64,
-        req: &Request<B>,
-    ) -> Next {
+    fn admitted<B>(&self, asked: Asked, expires_at_ms: u64, req: &Request<B>) -> Next {
+        let Asked {
+            session,
+            uses_headers,
+            now,
+        } = asked;
         let mut token = AdmissionToken::new(session, now, expires_at_ms);
         if let Some(network) = self.network_binding(req) {
             token = token.bound_to(network);
         }
         let value = token.sign(&self.keys, self.config.room());
         let issued = self.issue(
-            req,
+            uses_headers,
             &self.config.cookies.admission_name,
             &self.config.token_header,
             value,
