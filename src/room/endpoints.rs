@@ -66,13 +66,18 @@ impl Room {
         }
     }
 
-    /// `POST`: frees the visitor's place or slot now and removes both cookies.
+    /// `POST`: frees the visitor's place or slot now and removes both cookies. A store call, so
+    /// within the session's poll limit.
     fn leave<B>(&self, req: &Request<B>, carried: &Carried<'_>, now: u64) -> Next {
         if req.method() != Method::POST {
             return Next::Answer(method_not_allowed("POST"));
         }
         match self.visitor(req, carried, now) {
-            Some(visitor) => self.ask_leave(visitor.session()),
+            Some(visitor) => match self.check_polls(visitor.session(), now) {
+                Ok(()) => self.ask_leave(visitor.session()),
+                // Both cookies are kept: the place or slot is still held, try again later.
+                Err(wait) => Next::Answer(self.limited(wait, req)),
+            },
             None => Next::Answer(self.left(req)),
         }
     }

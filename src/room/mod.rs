@@ -138,7 +138,12 @@ impl Room {
             Some(Visitor::Admitted(token)) if token.is_fresh(now, self.config.refresh) => {
                 Next::pass(self.token_admission(&token))
             }
-            Some(Visitor::Admitted(token)) => self.ask_heartbeat(token, uses_headers),
+            // Past refresh: a heartbeat, within the session's poll limit. Over it, the token is
+            // still valid and the fast path needs no store: it passes, not renewed.
+            Some(Visitor::Admitted(token)) => match self.check_polls(token.session(), now) {
+                Ok(()) => self.ask_heartbeat(token, uses_headers),
+                Err(_) => Next::pass(self.token_admission(&token)),
+            },
             // Proof of work on and not yet solved: the challenge, no store call.
             Some(Visitor::Queued(cookie)) if self.needs_proof(&cookie) => {
                 Next::Answer(self.challenge(req, cookie.session(), now))
@@ -155,7 +160,9 @@ impl Room {
         }
     }
 
-    /// The per-session limit on store questions (stage 3 and the status endpoint).
+    /// The per-session limit on store questions: every store call a session can cause goes
+    /// through it (entering, heartbeats, the entry after a heartbeat that found no slot, the
+    /// status and leave endpoints), and so do proof submissions. A refused check counts nothing.
     fn check_polls(&self, session: SessionId, now: u64) -> Result<(), Duration> {
         match &self.defences.polls {
             Some(limiter) => limiter.check(session, now),

@@ -163,7 +163,7 @@ impl Room {
         answer: Result<Decision, StoreError>,
         req: &Request<B>,
     ) -> Next {
-        let mut next = match answer {
+        let next = match answer {
             Ok(Decision::Admitted { expires_at_ms }) => {
                 return self.admitted(asked, expires_at_ms, req)
             }
@@ -183,14 +183,20 @@ impl Room {
         };
         // Any answer here (waiting, full, busy, closed) to a visitor whose token outlived its
         // slot also removes the token, so it stops costing a heartbeat on every request.
-        if let (true, Next::Answer(res)) = (stale_token, &mut next) {
-            let c = &self.config.cookies;
-            res.headers_mut().append(
-                header::SET_COOKIE,
-                cookies::clear_cookie(c, &c.admission_name),
-            );
+        match next {
+            Next::Answer(res) if stale_token => Next::Answer(self.without_token(res)),
+            next => next,
         }
-        next
+    }
+
+    /// `res`, also removing the admission token cookie.
+    fn without_token(&self, mut res: Response<Bytes>) -> Response<Bytes> {
+        let c = &self.config.cookies;
+        res.headers_mut().append(
+            header::SET_COOKIE,
+            cookies::clear_cookie(c, &c.admission_name),
+        );
+        res
     }
 
     fn after_heartbeat<B>(
@@ -202,8 +208,13 @@ impl Room {
     ) -> Next {
         match answer {
             Ok(Decision::Admitted { expires_at_ms }) => self.admitted(asked, expires_at_ms, req),
-            // The slot is gone (expired or released): back to stage 3 as a queued visitor.
-            Ok(_) => self.ask_enter(asked.session, true, asked.uses_headers),
+            // The slot is gone (expired or released): back to stage 3 as a queued visitor, a
+            // second store call, so a second count against the poll limit. Over it, the token
+            // (whose slot is known to be gone) is removed, and no store call is made.
+            Ok(_) => match self.check_polls(asked.session, asked.now) {
+                Ok(()) => self.ask_enter(asked.session, true, asked.uses_headers),
+                Err(wait) => Next::Answer(self.without_token(self.limited(wait, req))),
+            },
             // The token is valid and its check needs no store: keep letting it through.
             Err(e) => {
                 tracing::warn!(room = self.config.room(), error = %e, "heartbeat failed; token still honoured");
