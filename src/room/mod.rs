@@ -25,6 +25,7 @@ use std::time::Duration;
 
 use http::Request;
 
+use self::pending::FailureLog;
 pub(crate) use self::pending::{Next, Pending};
 pub(crate) use self::reply::{with_room_headers, Issued};
 use self::visitor::Visitor;
@@ -60,6 +61,8 @@ pub(crate) struct Room {
     paths: EndpointPaths,
     /// Whether the room has warned that it binds tokens to networks without knowing the IP.
     warned_unknown_network: AtomicBool,
+    /// Failed store calls, reported at most once per interval.
+    store_failures: FailureLog,
 }
 
 /// `{prefix}/{room}/status`, `…/leave`, `…/proof`, made once.
@@ -89,6 +92,7 @@ impl Room {
             defences: parts.defences,
             paths,
             warned_unknown_network: AtomicBool::new(false),
+            store_failures: FailureLog::new(),
         }
     }
 

@@ -2,6 +2,7 @@
 //! answer needs, and turns the answer into the [`Next`] thing to do, so a step can never be
 //! paired with another step's answer.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{ready, Context, Poll};
 
 use bytes::Bytes;
@@ -105,7 +106,12 @@ impl Pending {
             }
             Pending::Leave { call } => Next::Answer(match ready!(call.as_mut().poll(cx)) {
                 Ok(_) => room.left(req),
-                Err(e) => store_error_json(room.config.room(), &e),
+                // Both cookies kept, whatever the fail policy: the place or slot may still be
+                // held, and leaving again later frees it.
+                Err(e) => {
+                    room.log_store_failure(&e);
+                    store_error_json(room.config.room(), &e)
+                }
             }),
         })
     }
@@ -217,7 +223,7 @@ impl Room {
             },
             // The token is valid and its check needs no store: keep letting it through.
             Err(e) => {
-                tracing::warn!(room = self.config.room(), error = %e, "heartbeat failed; token still honoured");
+                self.log_store_failure(&e);
                 Next::pass(self.token_admission(&token))
             }
         }
@@ -244,22 +250,66 @@ impl Room {
             Ok(Decision::Unknown) => {
                 json_response(StatusCode::OK, &StatusBody::plain(room, "unknown"))
             }
-            Err(e) => store_error_json(room, &e),
+            Err(e) => self.status_failed(&e),
+        }
+    }
+
+    /// A failed status question gets at least what a newcomer would: the people who waited
+    /// longest must not be the only ones kept out. Failing open, newcomers are let in, so the
+    /// waiting page is told `admitted`: it reloads the page it was for, which passes the same
+    /// way (stage 3 fails, the policy lets it in). Busy, or failing closed: `503`, as for a
+    /// newcomer.
+    fn status_failed(&self, e: &StoreError) -> Response<Bytes> {
+        self.log_store_failure(e);
+        let room = self.config.room();
+        if self.fails_open(e) {
+            json_response(StatusCode::OK, &StatusBody::plain(room, "admitted"))
+        } else {
+            store_error_json(room, e)
+        }
+    }
+
+    /// Whether a failed store call lets the visitor in. Busy (out of memory) is the store
+    /// saying "not now", never "down, let everyone in"; every other kind (unreachable, timed
+    /// out, an unexpected answer, a configuration fault, and kinds added later) means the store
+    /// cannot decide, and the fail policy decides instead.
+    fn fails_open(&self, e: &StoreError) -> bool {
+        match e.kind() {
+            StoreErrorKind::Busy => false,
+            _ => self.config.fail_policy == FailPolicy::Open,
+        }
+    }
+
+    /// Reports a failed store call: a warning for the first, then at most one per
+    /// [`FAILURE_LOG_INTERVAL_MS`] with the number of failures since the last one, so that an
+    /// outage (when every request fails) does not write a line per request. Each failure is
+    /// also logged at debug level.
+    pub(super) fn log_store_failure(&self, e: &StoreError) {
+        let room = self.config.room();
+        match self.store_failures.note(self.now_ms()) {
+            Some(unreported) => tracing::warn!(
+                room,
+                error = %e,
+                unreported,
+                "waiting room store call failed ({unreported} more failures since the last \
+                 report; at most one report per {} s)",
+                FAILURE_LOG_INTERVAL_MS / 1000
+            ),
+            None => tracing::debug!(room, error = %e, "waiting room store call failed"),
         }
     }
 
     /// A failed store call for a visitor without a valid token: busy, or the fail policy.
     fn store_failed<B>(&self, asked: Asked, e: StoreError, req: &Request<B>) -> Next {
-        tracing::warn!(room = self.config.room(), error = %e, "waiting room store call failed");
-        match (e.kind(), self.config.fail_policy) {
-            (StoreErrorKind::Busy, _) | (_, FailPolicy::Closed) => {
-                Next::Answer(self.reject(&error_rejection(&e), req))
-            }
-            (_, FailPolicy::Open) => Next::pass(self.admission(
+        self.log_store_failure(&e);
+        if self.fails_open(&e) {
+            Next::pass(self.admission(
                 asked.session,
                 asked.now + duration_ms(self.config.refresh),
                 AdmittedBy::FailOpen,
-            )),
+            ))
+        } else {
+            Next::Answer(self.reject(&error_rejection(&e), req))
         }
     }
 
@@ -286,5 +336,65 @@ impl Room {
             admission: self.admission(session, expires_at_ms, AdmittedBy::Store),
             set_cookie: Some(issued),
         }
+    }
+}
+
+/// At most one warning about failed store calls per this long, per room.
+pub(super) const FAILURE_LOG_INTERVAL_MS: u64 = 10_000;
+
+/// When the room last reported a failed store call, and how many failed since.
+pub(super) struct FailureLog {
+    /// Time of the last report (ms), or [`u64::MAX`] before the first.
+    last_ms: AtomicU64,
+    unreported: AtomicU64,
+}
+
+impl FailureLog {
+    pub(super) fn new() -> Self {
+        Self {
+            last_ms: AtomicU64::new(u64::MAX),
+            unreported: AtomicU64::new(0),
+        }
+    }
+
+    /// Counts a failure at `now`. `Some(n)` when it is to be reported, with the `n` failures
+    /// not reported since the last report; `None` when it is only counted. Of concurrent
+    /// failures that find a report due, exactly one reports (the one whose swap succeeds). A
+    /// clock that went back by an interval reports too, rather than staying silent until it
+    /// catches up.
+    fn note(&self, now: u64) -> Option<u64> {
+        let last = self.last_ms.load(Ordering::Acquire);
+        let due = last == u64::MAX || now.abs_diff(last) >= FAILURE_LOG_INTERVAL_MS;
+        if due
+            && self
+                .last_ms
+                .compare_exchange(last, now, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+        {
+            return Some(self.unreported.swap(0, Ordering::AcqRel));
+        }
+        self.unreported.fetch_add(1, Ordering::AcqRel);
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failures_are_reported_first_then_once_per_interval_with_a_count() {
+        let log = FailureLog::new();
+        let t = 1_000_000;
+        assert_eq!(log.note(t), Some(0), "the first is reported at once");
+        for i in 1..50 {
+            assert_eq!(log.note(t + i * 100), None);
+        }
+        assert_eq!(log.note(t + FAILURE_LOG_INTERVAL_MS), Some(49));
+        assert_eq!(log.note(t + FAILURE_LOG_INTERVAL_MS + 1), None);
+        // Long quiet: the next failure is reported at once, with the one counted meanwhile.
+        assert_eq!(log.note(t + 100 * FAILURE_LOG_INTERVAL_MS), Some(1));
+        // A clock that jumped back does not silence the log.
+        assert_eq!(log.note(t), Some(0));
     }
 }
