@@ -335,7 +335,9 @@ mod tests {
 
     #[test]
     fn the_scan_is_linear_in_the_header_length() {
-        let shapes: [(&str, fn(usize) -> String); 5] = [
+        /// A header of about `n` bytes.
+        type Shape = fn(usize) -> String;
+        let shapes: [(&str, Shape); 5] = [
             ("names without separators", |n| "wr_x_q".repeat(n / 6)),
             ("names after spaces", |n| {
                 format!("{}{}", " ".repeat(n / 2), "wr_x_a ".repeat(n / 14))
