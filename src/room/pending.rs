@@ -109,7 +109,7 @@ impl Pending {
                 // Both cookies kept, whatever the fail policy: the place or slot may still be
                 // held, and leaving again later frees it.
                 Err(e) => {
-                    room.log_store_failure(&e);
+                    room.log_store_failure(&e, "leave");
                     store_error_json(room.config.room(), &e)
                 }
             }),
@@ -223,7 +223,7 @@ impl Room {
             },
             // The token is valid and its check needs no store: keep letting it through.
             Err(e) => {
-                self.log_store_failure(&e);
+                self.log_store_failure(&e, "heartbeat (the valid token passes)");
                 Next::pass(self.token_admission(&token))
             }
         }
@@ -260,7 +260,7 @@ impl Room {
     /// way (stage 3 fails, the policy lets it in). Busy, or failing closed: `503`, as for a
     /// newcomer.
     fn status_failed(&self, e: &StoreError) -> Response<Bytes> {
-        self.log_store_failure(e);
+        self.log_store_failure(e, "status");
         let room = self.config.room();
         if self.fails_open(e) {
             json_response(StatusCode::OK, &StatusBody::plain(room, "admitted"))
@@ -283,25 +283,27 @@ impl Room {
     /// Reports a failed store call: a warning for the first, then at most one per
     /// [`FAILURE_LOG_INTERVAL_MS`] with the number of failures since the last one, so that an
     /// outage (when every request fails) does not write a line per request. Each failure is
-    /// also logged at debug level.
-    pub(super) fn log_store_failure(&self, e: &StoreError) {
+    /// also logged at debug level. `call` names the store call that failed (the reported one:
+    /// those counted in between may have been others).
+    pub(super) fn log_store_failure(&self, e: &StoreError, call: &'static str) {
         let room = self.config.room();
         match self.store_failures.note(self.now_ms()) {
             Some(unreported) => tracing::warn!(
                 room,
+                call,
                 error = %e,
                 unreported,
                 "waiting room store call failed ({unreported} more failures since the last \
                  report; at most one report per {} s)",
                 FAILURE_LOG_INTERVAL_MS / 1000
             ),
-            None => tracing::debug!(room, error = %e, "waiting room store call failed"),
+            None => tracing::debug!(room, call, error = %e, "waiting room store call failed"),
         }
     }
 
     /// A failed store call for a visitor without a valid token: busy, or the fail policy.
     fn store_failed<B>(&self, asked: Asked, e: StoreError, req: &Request<B>) -> Next {
-        self.log_store_failure(&e);
+        self.log_store_failure(&e, "enter");
         if self.fails_open(&e) {
             Next::pass(self.admission(
                 asked.session,
