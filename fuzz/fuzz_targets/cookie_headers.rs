@@ -60,7 +60,11 @@ fn room() -> &'static TestRoom {
 fn tampered(value: &str, at: u8, by: u8) -> Vec<u8> {
     let mut bytes = value.as_bytes().to_vec();
     let i = at as usize % bytes.len();
-    bytes[i] = if bytes[i] == by { by.wrapping_add(1) } else { by };
+    bytes[i] = if bytes[i] == by {
+        by.wrapping_add(1)
+    } else {
+        by
+    };
     bytes
 }
 
@@ -90,7 +94,9 @@ fuzz_target!(|input: Input| {
             }
         }
         // Repeated, up to 256 times and `MAX_HEADER` bytes: the same hostile shape, huge.
-        let copies = (1 + *repeat as usize).min(MAX_HEADER / one.len().max(1)).max(1);
+        let copies = (1 + *repeat as usize)
+            .min(MAX_HEADER / one.len().max(1))
+            .max(1);
         headers.push(one.repeat(copies));
     }
     // The genuine values, each as a pair of its own inside the chosen header (or in a header of
@@ -102,7 +108,13 @@ fuzz_target!(|input: Input| {
         match headers.get_mut(i) {
             Some(header) if HeaderValue::from_bytes(header).is_ok() => {
                 let middle = header.len() / 2;
-                let spliced = [&header[..middle], b";", pair.as_bytes(), b";", &header[middle..]];
+                let spliced = [
+                    &header[..middle],
+                    b";",
+                    pair.as_bytes(),
+                    b";",
+                    &header[middle..],
+                ];
                 *header = spliced.concat();
             }
             _ => loose.push(pair.as_bytes().to_vec()),
