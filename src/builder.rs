@@ -298,10 +298,11 @@ impl WaitingRoomBuilder {
         self
     }
 
-    /// How many store questions (stage 3 and the status endpoint) one session may cause; over
-    /// it the answer is `429` with `Retry-After` and the store is not asked. Default
-    /// [`POLLS_PER_SESSION`](defaults::POLLS_PER_SESSION) (30 per 10 s); `None` turns it
-    /// off. Admitted visitors' token checks are never limited.
+    /// How many store questions one session may cause: stage 3, heartbeats of admission tokens
+    /// past `refresh` (and the entry when the slot is gone), the status and leave endpoints.
+    /// Over it the store is not asked: the answer is `429` with `Retry-After`, except that a
+    /// valid admission token passes without its heartbeat (it needs no store). Default
+    /// [`POLLS_PER_SESSION`](defaults::POLLS_PER_SESSION) (30 per 10 s); `None` turns it off.
     pub fn poll_limit(mut self, limit: impl Into<Option<RateLimit>>) -> Self {
         self.poll_limit = limit.into();
         self

@@ -5,118 +5,123 @@ use http::{HeaderMap, HeaderValue};
 use crate::config::CookieSettings;
 use crate::encoding::push_u64;
 
-/// How many cookies of the same name are tried (a sibling subdomain can plant a second one).
-const MAX_CANDIDATES: usize = 4;
+/// A cookie the room reads: its name, and a cheap test (no parsing, no HMAC) of whether a value
+/// could be the room's at all, so that junk under the name is never kept or verified.
+#[derive(Clone, Copy)]
+pub(crate) struct Wanted<'n> {
+    pub(crate) name: &'n str,
+    pub(crate) could_be: fn(&str) -> bool,
+}
 
-/// The first value of cookie `name` that `accept` takes, trying each cookie of that name.
-/// Allocates nothing.
-pub(crate) fn find_valid<T>(
-    headers: &HeaderMap,
-    name: &str,
-    mut accept: impl FnMut(&str) -> Option<T>,
-) -> Option<T> {
-    let mut tried = 0;
+/// The values of one of the room's cookies in a request, in header order, that could be the
+/// room's. Every one of them is kept, however many there are: a sibling subdomain can plant
+/// cookies of the same name before the visitor's own, and stopping after a few would let it send
+/// the visitor to the back of the line. The header's size bounds how many there are.
+#[derive(Debug, Default)]
+pub(crate) struct Candidates<'h> {
+    /// The first one, kept without allocating: nearly every request has at most one.
+    first: Option<&'h str>,
+    more: Vec<&'h str>,
+    /// Whether the name came with any UTF-8 value at all, one that could not be the room's
+    /// included.
+    present: bool,
+}
+
+impl<'h> Candidates<'h> {
+    fn push(&mut self, value: &'h str) {
+        match self.first {
+            None => self.first = Some(value),
+            Some(_) => self.more.push(value),
+        }
+    }
+
+    /// Whether the request sent this cookie at all (any UTF-8 value).
+    pub(crate) fn is_present(&self) -> bool {
+        self.present
+    }
+
+    /// The first value `accept` takes, trying them in order.
+    pub(crate) fn find_valid<T>(&self, accept: impl FnMut(&'h str) -> Option<T>) -> Option<T> {
+        self.first
+            .into_iter()
+            .chain(self.more.iter().copied())
+            .find_map(accept)
+    }
+}
+
+/// The values of the `wanted` cookies in all the request's `Cookie` headers, read in one pass
+/// whose work is linear in the headers' length: each header is split at `;` once, and each pair
+/// at its first `=`, never looking back.
+///
+/// A pair is `[ws] name [ws] = value`; the value is trimmed of whitespace and double quotes. A
+/// value that is not UTF-8 cannot be the room's and counts as absent. Other pairs may hold
+/// anything (browsers send UTF-8 as is): they never hide the room's cookies.
+pub(crate) fn read<'h, const N: usize>(
+    headers: &'h HeaderMap,
+    wanted: [Wanted<'_>; N],
+) -> [Candidates<'h>; N] {
+    #[cfg(test)]
+    steps::count_read();
+    let mut found = std::array::from_fn(|_| Candidates::default());
     for header in headers.get_all(http::header::COOKIE) {
-        let bytes = header.as_bytes();
-        // Nearly every `Cookie` header is valid UTF-8 (visible ASCII): there, jump from one
-        // occurrence of the name to the next instead of splitting every pair of a long header.
-        let found = match std::str::from_utf8(bytes) {
-            Ok(text) if !name.is_empty() => scan_text(text, name, &mut accept, &mut tried),
-            _ => scan_bytes(bytes, name, &mut accept, &mut tried),
-        };
-        match found {
-            Scan::Found(found) => return Some(found),
-            Scan::GiveUp => return None,
-            Scan::NotHere => {}
-        }
-    }
-    None
-}
-
-enum Scan<T> {
-    Found(T),
-    /// [`MAX_CANDIDATES`] values of the name were refused.
-    GiveUp,
-    NotHere,
-}
-
-/// One value of the cookie: accepted, or counted as tried.
-fn offer<T>(value: &str, accept: &mut impl FnMut(&str) -> Option<T>, tried: &mut usize) -> Scan<T> {
-    if let Some(found) = accept(value.trim().trim_matches('"')) {
-        return Scan::Found(found);
-    }
-    *tried += 1;
-    if *tried >= MAX_CANDIDATES {
-        Scan::GiveUp
-    } else {
-        Scan::NotHere
-    }
-}
-
-/// [`scan_bytes`] for a header that is valid UTF-8, with the same result: a pair is
-/// `[ws] name [ws] = value` between semicolons. Cookie names never hold `;`, `=` or
-/// whitespace, so each occurrence of the name lies inside one pair, and it is that pair's key
-/// exactly when only whitespace stands before it in the pair and whitespace then `=` after it.
-fn scan_text<T>(
-    text: &str,
-    name: &str,
-    accept: &mut impl FnMut(&str) -> Option<T>,
-    tried: &mut usize,
-) -> Scan<T> {
-    let mut from = 0;
-    while let Some(i) = text[from..].find(name) {
-        let start = from + i;
-        from = start + name.len();
-        let pair_start = text[..start].rfind(';').map_or(0, |j| j + 1);
-        if !text.as_bytes()[pair_start..start]
-            .iter()
-            .all(u8::is_ascii_whitespace)
-        {
-            continue;
-        }
-        let Some(after_eq) = text[from..].trim_ascii_start().strip_prefix('=') else {
-            continue;
-        };
-        let value = after_eq.split(';').next().unwrap_or_default();
-        from = text.len() - after_eq.len() + value.len();
-        match offer(value, accept, tried) {
-            Scan::NotHere => {}
-            done => return done,
-        }
-    }
-    Scan::NotHere
-}
-
-/// Any header: split the raw bytes. Other cookies of the site may hold non-ASCII bytes
-/// (browsers send UTF-8 as is), and must not hide the room's cookies in the same header.
-fn scan_bytes<T>(
-    bytes: &[u8],
-    name: &str,
-    accept: &mut impl FnMut(&str) -> Option<T>,
-    tried: &mut usize,
-) -> Scan<T> {
-    for pair in bytes.split(|&b| b == b';') {
-        let Some(eq) = pair.iter().position(|&b| b == b'=') else {
-            continue;
-        };
-        if pair[..eq].trim_ascii() != name.as_bytes() {
-            continue;
-        }
-        let Ok(value) = std::str::from_utf8(&pair[eq + 1..]) else {
-            // A value that is not UTF-8 is tried, and refused.
-            *tried += 1;
-            if *tried >= MAX_CANDIDATES {
-                return Scan::GiveUp;
+        for pair in header.as_bytes().split(|&b| b == b';') {
+            steps::count(pair.len() + 1);
+            let eq = pair.iter().position(|&b| b == b'=');
+            steps::count(eq.map_or(pair.len(), |eq| eq + 1));
+            let Some(eq) = eq else {
+                continue;
+            };
+            let key = pair[..eq].trim_ascii();
+            for (w, candidates) in wanted.iter().zip(found.iter_mut()) {
+                if key != w.name.as_bytes() {
+                    continue;
+                }
+                steps::count(pair.len() - eq);
+                let Ok(value) = std::str::from_utf8(&pair[eq + 1..]) else {
+                    continue;
+                };
+                let value = value.trim().trim_matches('"');
+                candidates.present = true;
+                if (w.could_be)(value) {
+                    candidates.push(value);
+                }
             }
-            continue;
-        };
-        match offer(value, accept, tried) {
-            Scan::NotHere => {}
-            done => return done,
         }
     }
-    Scan::NotHere
+    found
 }
+
+/// A count of the bytes the scan walks (and of the scans), in tests: the evidence that its work
+/// is linear in the header's length and that a request is read once. Nothing outside tests.
+mod steps {
+    #[cfg(test)]
+    thread_local! {
+        static STEPS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+        static READS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+    }
+
+    /// `n` more bytes walked: to find a pair's end, its `=`, and (for the room's names) to read
+    /// its value. Trimming and comparing a key walk at most as far as finding its `=` did.
+    #[inline(always)]
+    pub(super) fn count(_n: usize) {
+        #[cfg(test)]
+        STEPS.with(|s| s.set(s.get() + _n));
+    }
+
+    #[cfg(test)]
+    pub(super) fn count_read() {
+        READS.with(|r| r.set(r.get() + 1));
+    }
+
+    /// Bytes walked and scans on this thread so far.
+    #[cfg(test)]
+    pub(crate) fn so_far() -> (usize, usize) {
+        (STEPS.with(|s| s.get()), READS.with(|r| r.get()))
+    }
+}
+
+#[cfg(test)]
+pub(crate) use steps::so_far as steps_so_far;
 
 /// A `Set-Cookie` value with the room's attributes; always `HttpOnly`.
 pub(crate) fn set_cookie(
@@ -167,47 +172,25 @@ mod tests {
         }
     }
 
-    #[test]
-    fn finds_the_first_accepted_value_across_headers() {
-        let mut headers = HeaderMap::new();
-        headers.append("cookie", HeaderValue::from_static("x=1; a=bad"));
-        headers.append("cookie", HeaderValue::from_static("a = good ; y=2"));
-        let got = find_valid(&headers, "a", |v| (v == "good").then(|| v.to_owned()));
-        assert_eq!(got.as_deref(), Some("good"));
-        assert_eq!(find_valid(&headers, "zz", |v| Some(v.to_owned())), None);
+    fn any(_: &str) -> bool {
+        true
     }
 
-    #[test]
-    fn non_ascii_headers_are_skipped_not_fatal() {
-        let mut headers = HeaderMap::new();
-        headers.append("cookie", HeaderValue::from_bytes(b"a=\xff\xfe").unwrap());
-        headers.append("cookie", HeaderValue::from_static("a=ok"));
-        assert_eq!(
-            find_valid(&headers, "a", |v| Some(v.to_owned())).as_deref(),
-            Some("ok")
+    /// Every value of `name` that `read` keeps from these headers, in order.
+    fn offered(headers: &[&[u8]], name: &str) -> Vec<String> {
+        let mut map = HeaderMap::new();
+        for h in headers {
+            map.append("cookie", HeaderValue::from_bytes(h).unwrap());
+        }
+        let [found] = read(
+            &map,
+            [Wanted {
+                name,
+                could_be: any,
+            }],
         );
-    }
-
-    #[test]
-    fn non_ascii_neighbours_do_not_hide_a_cookie() {
-        let mut headers = HeaderMap::new();
-        headers.append(
-            "cookie",
-            HeaderValue::from_bytes(b"theme=caf\xc3\xa9; a=ok; b=\xff").unwrap(),
-        );
-        assert_eq!(
-            find_valid(&headers, "a", |v| Some(v.to_owned())).as_deref(),
-            Some("ok")
-        );
-        assert_eq!(find_valid(&headers, "b", |v| Some(v.to_owned())), None);
-    }
-
-    /// Every value of `name` offered to `accept`, in order (at most [`MAX_CANDIDATES`]).
-    fn offered(header: &[u8], name: &str) -> Vec<String> {
-        let mut headers = HeaderMap::new();
-        headers.append("cookie", HeaderValue::from_bytes(header).unwrap());
         let mut seen = Vec::new();
-        let none: Option<()> = find_valid(&headers, name, |v| {
+        let none: Option<()> = found.find_valid(|v| {
             seen.push(v.to_owned());
             None
         });
@@ -215,24 +198,90 @@ mod tests {
         seen
     }
 
-    /// The same, always through the byte-splitting path.
-    fn offered_by_bytes(header: &[u8], name: &str) -> Vec<String> {
-        let mut seen = Vec::new();
-        let mut tried = 0;
-        let _ = scan_bytes(
-            header,
-            name,
-            &mut |v: &str| -> Option<()> {
-                seen.push(v.to_owned());
-                None
-            },
-            &mut tried,
-        );
-        seen
+    /// The obvious reading, for comparison: split every header at `;`, every pair at its first
+    /// `=`.
+    fn naive(headers: &[&[u8]], name: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        for h in headers {
+            for pair in h.split(|&b| b == b';') {
+                let Some(eq) = pair.iter().position(|&b| b == b'=') else {
+                    continue;
+                };
+                if pair[..eq].trim_ascii() != name.as_bytes() {
+                    continue;
+                }
+                if let Ok(v) = std::str::from_utf8(&pair[eq + 1..]) {
+                    out.push(v.trim().trim_matches('"').to_owned());
+                }
+            }
+        }
+        out
     }
 
     #[test]
-    fn the_text_scan_finds_exactly_what_splitting_finds() {
+    fn finds_the_first_accepted_value_across_headers() {
+        let mut headers = HeaderMap::new();
+        headers.append("cookie", HeaderValue::from_static("x=1; a=bad"));
+        headers.append("cookie", HeaderValue::from_static("a = good ; y=2"));
+        let [a, zz] = read(
+            &headers,
+            [
+                Wanted {
+                    name: "a",
+                    could_be: any,
+                },
+                Wanted {
+                    name: "zz",
+                    could_be: any,
+                },
+            ],
+        );
+        let got = a.find_valid(|v| (v == "good").then(|| v.to_owned()));
+        assert_eq!(got.as_deref(), Some("good"));
+        assert!(a.is_present());
+        assert_eq!(zz.find_valid(|v| Some(v.to_owned())), None);
+        assert!(!zz.is_present());
+    }
+
+    #[test]
+    fn non_ascii_values_are_absent_and_non_ascii_neighbours_hide_nothing() {
+        assert_eq!(offered(&[b"a=\xff\xfe", b"a=ok"], "a"), ["ok"]);
+        assert_eq!(offered(&[b"theme=caf\xc3\xa9; a=ok; b=\xff"], "a"), ["ok"]);
+        assert!(offered(&[b"theme=caf\xc3\xa9; a=ok; b=\xff"], "b").is_empty());
+        let mut headers = HeaderMap::new();
+        headers.append("cookie", HeaderValue::from_bytes(b"a=\xff").unwrap());
+        let [a] = read(
+            &headers,
+            [Wanted {
+                name: "a",
+                could_be: any,
+            }],
+        );
+        assert!(!a.is_present(), "a value that is not UTF-8 is no value");
+    }
+
+    #[test]
+    fn values_that_could_not_be_the_rooms_are_present_but_not_kept() {
+        let mut headers = HeaderMap::new();
+        headers.append("cookie", HeaderValue::from_static("a=junk; a=; a=q1.real"));
+        let [a] = read(
+            &headers,
+            [Wanted {
+                name: "a",
+                could_be: |v| v.starts_with("q1."),
+            }],
+        );
+        assert!(a.is_present());
+        let mut kept = Vec::new();
+        let _: Option<()> = a.find_valid(|v| {
+            kept.push(v);
+            None
+        });
+        assert_eq!(kept, ["q1.real"]);
+    }
+
+    #[test]
+    fn reads_exactly_what_splitting_finds() {
         let cases: &[&[u8]] = &[
             b"a=1",
             b" a = 1 ; b=2",
@@ -250,20 +299,68 @@ mod tests {
             b"=a; a==; ;a=;",
             b"_site=v; wr_bench_a=tok; wr_bench_q=q",
             b"theme=caf\xc3\xa9; a=ok",
+            b"a=\xff; a=after",
         ];
         for case in cases {
             for name in ["a", "aa", "wr_bench_a", "b"] {
                 assert_eq!(
-                    offered(case, name),
-                    offered_by_bytes(case, name),
+                    offered(&[case], name),
+                    naive(&[case], name),
                     "{name} in {:?}",
                     String::from_utf8_lossy(case)
                 );
             }
         }
-        assert_eq!(offered(b"xa=1; a=2; a = 3 ", "a"), ["2", "3"]);
-        assert_eq!(offered(b"b=a=1; a=3", "a"), ["3"]);
-        assert_eq!(offered(b"a=1;a=2;a=3;a=4;a=5", "a").len(), MAX_CANDIDATES);
+        assert_eq!(offered(&[b"xa=1; a=2; a = 3 "], "a"), ["2", "3"]);
+        assert_eq!(offered(&[b"b=a=1; a=3"], "a"), ["3"]);
+        assert_eq!(
+            offered(&[b"a=1;a=2;a=3;a=4;a=5", b"a=6"], "a"),
+            ["1", "2", "3", "4", "5", "6"],
+            "every copy is kept, however many"
+        );
+    }
+
+    /// Bytes walked reading `header` for two names.
+    fn steps_for(header: &str) -> usize {
+        let mut headers = HeaderMap::new();
+        headers.append("cookie", HeaderValue::from_str(header).unwrap());
+        let (before, _) = steps_so_far();
+        let wanted = |name| Wanted {
+            name,
+            could_be: any,
+        };
+        let _ = read(&headers, [wanted("wr_x_q"), wanted("wr_x_a")]);
+        steps_so_far().0 - before
+    }
+
+    #[test]
+    fn the_scan_is_linear_in_the_header_length() {
+        /// A header of about `n` bytes.
+        type Shape = fn(usize) -> String;
+        let shapes: [(&str, Shape); 5] = [
+            ("names without separators", |n| "wr_x_q".repeat(n / 6)),
+            ("names after spaces", |n| {
+                format!("{}{}", " ".repeat(n / 2), "wr_x_a ".repeat(n / 14))
+            }),
+            ("pairs", |n| "wr_x_q=v;".repeat(n / 9)),
+            ("separators only", |n| ";".repeat(n)),
+            ("one long value", |n| format!("wr_x_q={}", "v".repeat(n))),
+        ];
+        for (what, make) in shapes {
+            let small = make(100_000);
+            let large = make(400_000);
+            let (s, l) = (steps_for(&small), steps_for(&large));
+            // At most three steps per byte (a pair's end, its `=`, its value), and four times the
+            // bytes take four times the steps.
+            assert!(
+                s <= 3 * small.len() + 3 && l <= 3 * large.len() + 3,
+                "{what}: {s} {l}"
+            );
+            assert!(
+                l * 100 <= 4 * s * 101,
+                "{what}: 100 kB took {s} steps, 400 kB {l}"
+            );
+        }
     }
 
     #[test]

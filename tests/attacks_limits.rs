@@ -17,6 +17,7 @@ use http::header::{self, HeaderName, HeaderValue};
 use http::{Method, Request, StatusCode};
 use serde_json::{json, Value};
 use tower::ServiceExt;
+use tower_waiting_room::store::Store;
 use tower_waiting_room::{Admission, PeerAddr, RateLimit, WaitingRoomLayer};
 
 use common::*;
@@ -355,6 +356,89 @@ async fn a_poll_storm_from_one_session_is_limited_without_store_calls() {
     // The limit is per window: later, the stormer is answered again, still first in line.
     site.clock.advance(Duration::from_secs(20));
     assert_eq!(place(&site, &mut w1).await, (1, 2));
+}
+
+/// The default poll limit: store questions per session per 10 s.
+const POLLS: usize = 30;
+
+#[tokio::test]
+async fn a_replayed_stale_token_whose_slot_is_gone_costs_at_most_the_poll_limit() {
+    let site = Site::start(WaitingRoomLayer::builder("stale").capacity(1)).await;
+    let v = site.admit().await;
+    let session =
+        tower_waiting_room::SessionId::from_hex(&session_in(v.get(&site.a()).unwrap())).unwrap();
+    site.store
+        .inner()
+        .release(site.layer.config().policy(), session)
+        .await
+        .unwrap();
+    // Someone else takes the slot: the stale token's holder can only wait in line.
+    site.admit().await;
+    // Past `refresh` (15 s), well within `active_ttl`: the token is valid but needs the store.
+    site.clock.advance(Duration::from_secs(20));
+    let calls = site.store.calls();
+
+    // A client that replays the same cookies and never takes the answers' `Set-Cookie`.
+    let replay = [(header::COOKIE, v.header().unwrap())];
+    let mut statuses = std::collections::BTreeMap::new();
+    for _ in 0..100 {
+        let r = site.http.send(Method::GET, "/", &replay).await;
+        assert!(!r.status.is_server_error(), "{r:?}");
+        *statuses.entry(r.status.as_u16()).or_insert(0) += 1;
+    }
+    let spent = site.store.calls().total() - calls.total();
+    assert!(
+        spent <= POLLS,
+        "100 requests with a stale token made {spent} store calls ({:?} -> {:?}); answers {statuses:?}",
+        calls,
+        site.store.calls()
+    );
+}
+
+#[tokio::test]
+async fn a_replayed_stale_token_whose_slot_is_held_passes_with_at_most_the_poll_limit() {
+    let site = Site::start(WaitingRoomLayer::builder("stale").capacity(5)).await;
+    let v = site.admit().await;
+    site.clock.advance(Duration::from_secs(20));
+    let calls = site.store.calls();
+    let replay = [(header::COOKIE, v.header().unwrap())];
+    for i in 0..100 {
+        let r = site.http.send(Method::GET, "/", &replay).await;
+        // A valid token passes whether or not its heartbeat was asked: the fast path needs no
+        // store, the limit only spares the store.
+        assert!(r.handler_saw()["by"].is_string(), "request {i}: {r:?}");
+    }
+    let now = site.store.calls();
+    assert!(
+        now.heartbeat - calls.heartbeat <= POLLS,
+        "100 requests made {} heartbeats",
+        now.heartbeat - calls.heartbeat
+    );
+    assert_eq!(now.total() - calls.total(), now.heartbeat - calls.heartbeat);
+}
+
+#[tokio::test]
+async fn a_leave_storm_costs_at_most_the_poll_limit() {
+    let site = Site::start(WaitingRoomLayer::builder("stale").capacity(5)).await;
+    let v = site.admit().await;
+    let calls = site.store.calls();
+    let replay = [(header::COOKIE, v.header().unwrap())];
+    let mut limited = 0;
+    for _ in 0..100 {
+        let r = site
+            .http
+            .send(Method::POST, &site.leave_path(), &replay)
+            .await;
+        if r.status == StatusCode::TOO_MANY_REQUESTS {
+            assert_limited(&r, "leave");
+            limited += 1;
+        } else {
+            assert_eq!(r.json()["state"], "left", "{r:?}");
+        }
+    }
+    let spent = site.store.calls().release - calls.release;
+    assert!(spent <= POLLS, "100 leaves made {spent} release calls");
+    assert_eq!(limited, 100 - spent);
 }
 
 #[tokio::test]

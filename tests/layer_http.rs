@@ -542,6 +542,159 @@ async fn fail_closed_answers_503_unavailable() {
     assert_eq!(r.handler_saw()["by"], "Store");
 }
 
+/// Every kind of store failure but `Busy` follows the fail policy.
+const DOWN: [StoreErrorKind; 4] = [
+    StoreErrorKind::Unavailable,
+    StoreErrorKind::Timeout,
+    StoreErrorKind::Protocol,
+    StoreErrorKind::Config,
+];
+
+/// A room with one visitor inside and `waiter` in line behind them.
+async fn a_waiter(policy: FailPolicy) -> (Site, Jar) {
+    let site = Site::start(
+        WaitingRoomLayer::builder("drop")
+            .capacity(1)
+            .fail_policy(policy),
+    )
+    .await;
+    site.admit().await;
+    let mut waiter = site.arrive("/").await;
+    let r = site.http.visit(&mut waiter, Method::GET, "/").await;
+    assert_eq!(r.json()["state"], "waiting", "{r:?}");
+    (site, waiter)
+}
+
+#[tokio::test]
+async fn fail_open_tells_a_polling_waiter_to_come_in_and_lets_them_in() {
+    for kind in DOWN {
+        let (site, mut waiter) = a_waiter(FailPolicy::Open).await;
+        site.store.fail_with(Some(kind));
+        // A newcomer is let in while the store is down...
+        let mut newcomer = site.arrive("/").await;
+        let r = site.http.visit(&mut newcomer, Method::GET, "/").await;
+        assert_eq!(r.handler_saw()["by"], "FailOpen", "{kind:?}");
+
+        // ...and so the waiting page's poll is told to go in, not that the room is down.
+        let r = site
+            .http
+            .visit(&mut waiter, Method::GET, &site.status_path())
+            .await;
+        assert_eq!(r.status, StatusCode::OK, "{kind:?}: {r:?}");
+        assert_eq!(r.json()["state"], "admitted", "{kind:?}: {r:?}");
+        // The page then reloads the page it was for, which lets them in.
+        let r = site.http.visit(&mut waiter, Method::GET, "/").await;
+        assert_eq!(r.handler_saw()["by"], "FailOpen", "{kind:?}");
+        assert_eq!(
+            r.handler_saw()["session"],
+            session_in(waiter.get(&site.q()).unwrap())
+        );
+    }
+}
+
+#[tokio::test]
+async fn fail_closed_tells_waiters_and_newcomers_alike_that_the_room_is_down() {
+    for kind in DOWN {
+        let (site, mut waiter) = a_waiter(FailPolicy::Closed).await;
+        site.store.fail_with(Some(kind));
+        let mut newcomer = site.arrive("/").await;
+        let r = site.http.visit(&mut newcomer, Method::GET, "/").await;
+        assert_eq!(r.status, StatusCode::SERVICE_UNAVAILABLE, "{kind:?}");
+        assert_eq!(r.json()["state"], "unavailable", "{kind:?}");
+        let r = site
+            .http
+            .visit(&mut waiter, Method::GET, &site.status_path())
+            .await;
+        assert_eq!(r.status, StatusCode::SERVICE_UNAVAILABLE, "{kind:?}");
+        assert_eq!(r.json()["state"], "unavailable", "{kind:?}");
+        let r = site.http.visit(&mut waiter, Method::GET, "/").await;
+        assert_eq!(r.status, StatusCode::SERVICE_UNAVAILABLE, "{kind:?}");
+    }
+}
+
+#[tokio::test]
+async fn busy_is_busy_for_waiters_polling_under_both_policies() {
+    for policy in [FailPolicy::Open, FailPolicy::Closed] {
+        let (site, mut waiter) = a_waiter(policy).await;
+        site.store.fail_with(Some(StoreErrorKind::Busy));
+        let r = site
+            .http
+            .visit(&mut waiter, Method::GET, &site.status_path())
+            .await;
+        assert_eq!(r.status, StatusCode::SERVICE_UNAVAILABLE, "{policy:?}");
+        assert_eq!(r.json()["state"], "busy", "{policy:?}");
+    }
+}
+
+/// Counts the WARN (and worse) events emitted on this thread while it is the default subscriber.
+#[derive(Clone, Default)]
+struct CountWarnings(std::sync::Arc<std::sync::Mutex<Vec<String>>>);
+
+impl tracing::Subscriber for CountWarnings {
+    fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
+        true
+    }
+    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+        tracing::span::Id::from_u64(1)
+    }
+    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+    fn event(&self, event: &tracing::Event<'_>) {
+        struct Text(String);
+        impl tracing::field::Visit for Text {
+            fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+                self.0.push_str(&format!("{}={value:?} ", field.name()));
+            }
+        }
+        if *event.metadata().level() <= tracing::Level::WARN {
+            let mut text = Text(String::new());
+            event.record(&mut text);
+            self.0.lock().unwrap().push(text.0);
+        }
+    }
+    fn enter(&self, _: &tracing::span::Id) {}
+    fn exit(&self, _: &tracing::span::Id) {}
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_store_outage_is_logged_once_per_interval_not_once_per_request() {
+    let warnings = CountWarnings::default();
+    let _guard = tracing::subscriber::set_default(warnings.clone());
+    let clock = clock();
+    let store = TestStore::new(clock.clone());
+    let layer = WaitingRoomLayer::builder("drop")
+        .capacity(1)
+        .secret(SECRET)
+        .clock(clock.clone())
+        .store(store.clone())
+        .build()
+        .unwrap();
+    let router = app(layer.clone());
+    let q = layer.config().cookies().queue_name().to_owned();
+    let visitor = |_| {
+        let value = queue_value(&keys(), "drop", SessionId::random(), T0, 3_600_000);
+        [(header::COOKIE, cookie(&q, &value))]
+    };
+    store.fail_with(Some(StoreErrorKind::Unavailable));
+    for i in 0..100 {
+        let r = call(&router, Method::GET, "/", &visitor(i)).await;
+        assert_eq!(r.handler_saw()["by"], "FailOpen");
+    }
+    let lines = warnings.0.lock().unwrap().clone();
+    assert_eq!(lines.len(), 1, "{lines:#?}");
+    // Later, one more line, which counts the failures it stands for.
+    clock.advance(Duration::from_secs(61));
+    for i in 0..10 {
+        call(&router, Method::GET, "/", &visitor(i)).await;
+    }
+    let lines = warnings.0.lock().unwrap().clone();
+    assert_eq!(lines.len(), 2, "{lines:#?}");
+    assert!(
+        lines[1].contains("99"),
+        "the 99 failures since the first line: {lines:#?}"
+    );
+}
+
 #[tokio::test]
 async fn busy_is_busy_under_both_policies() {
     for policy in [FailPolicy::Open, FailPolicy::Closed] {

@@ -12,9 +12,12 @@
 //!   `Retry-After` and no cookie. A client is an IPv4 address, or an IPv6 **/64** (see
 //!   [`client`](crate::client#ipv6-clients-are-grouped-by-64)).
 //! - **Polls per session** ([`poll_limit`](crate::WaitingRoomBuilder::poll_limit), default
-//!   [`POLLS_PER_SESSION`](crate::config::defaults::POLLS_PER_SESSION)): how many store questions (the status endpoint, and stage 3
-//!   for a visitor in line) one session may cause per window. Over it: `429` with `Retry-After`,
-//!   and no store call.
+//!   [`POLLS_PER_SESSION`](crate::config::defaults::POLLS_PER_SESSION)): how many store
+//!   questions one session may cause per window: every one it can cause counts (stage 3 for a
+//!   visitor in line, the heartbeat of an admission token past `refresh` and, when that finds
+//!   the slot gone, the entry after it, the status and leave endpoints), and so do proof
+//!   submissions. Over it: `429` with `Retry-After`, and no store call; an admission token past
+//!   `refresh` passes without its heartbeat instead, since a valid token needs no store.
 //!
 //! Both limits count in a sliding window approximated by two generations of counters, and keep
 //! at most [`MAX_TRACKED`] keys per generation: a flood of distinct clients rotates the

@@ -5,24 +5,29 @@ use bytes::Bytes;
 use http::{HeaderName, Method, Request, Response, StatusCode};
 
 use super::reply::method_not_allowed;
-use super::visitor::{header_value, Visitor};
+use super::visitor::{header_value, Carried, Visitor};
 use super::{Next, Room};
 use crate::defences::proof_of_work::PROOF_HEADER;
 use crate::response::{json_response, StatusBody};
 
 impl Room {
     /// The endpoint `req` is for, answered or asked of the store; `None` when it is for none.
-    pub(super) fn endpoint<B>(&self, req: &Request<B>, now: u64) -> Option<Next> {
+    pub(super) fn endpoint<B>(
+        &self,
+        req: &Request<B>,
+        carried: &Carried<'_>,
+        now: u64,
+    ) -> Option<Next> {
         let path = req.uri().path();
         if !path.starts_with(&self.config.path_prefix) {
             return None;
         }
         if path == self.paths.status {
-            Some(self.status(req, now))
+            Some(self.status(req, carried, now))
         } else if path == self.paths.leave {
-            Some(self.leave(req, now))
+            Some(self.leave(req, carried, now))
         } else if path == self.paths.proof && self.defences.proof.is_some() {
-            Some(Next::Answer(self.prove(req, now)))
+            Some(Next::Answer(self.prove(req, carried, now)))
         } else {
             None
         }
@@ -30,12 +35,12 @@ impl Room {
 
     /// `GET` (or `HEAD`): the visitor's state as JSON. Admitted visitors and visitors with a
     /// challenge to solve are answered without the store.
-    fn status<B>(&self, req: &Request<B>, now: u64) -> Next {
+    fn status<B>(&self, req: &Request<B>, carried: &Carried<'_>, now: u64) -> Next {
         if req.method() != Method::GET && req.method() != Method::HEAD {
             return Next::Answer(method_not_allowed("GET, HEAD"));
         }
         let room = self.config.room();
-        match self.visitor(req, now) {
+        match self.visitor(req, carried, now) {
             Some(Visitor::Admitted(_)) => Next::Answer(json_response(
                 StatusCode::OK,
                 &StatusBody::plain(room, "admitted"),
@@ -61,13 +66,18 @@ impl Room {
         }
     }
 
-    /// `POST`: frees the visitor's place or slot now and removes both cookies.
-    fn leave<B>(&self, req: &Request<B>, now: u64) -> Next {
+    /// `POST`: frees the visitor's place or slot now and removes both cookies. A store call, so
+    /// within the session's poll limit.
+    fn leave<B>(&self, req: &Request<B>, carried: &Carried<'_>, now: u64) -> Next {
         if req.method() != Method::POST {
             return Next::Answer(method_not_allowed("POST"));
         }
-        match self.visitor(req, now) {
-            Some(visitor) => self.ask_leave(visitor.session()),
+        match self.visitor(req, carried, now) {
+            Some(visitor) => match self.check_polls(visitor.session(), now) {
+                Ok(()) => self.ask_leave(visitor.session()),
+                // Both cookies are kept: the place or slot is still held, try again later.
+                Err(wait) => Next::Answer(self.limited(wait, req)),
+            },
             None => Next::Answer(self.left(req)),
         }
     }
@@ -76,12 +86,12 @@ impl Room {
     /// solution turns the visitor's queue cookie into a proven one (`200`,
     /// `{"state":"proven"}`); anything else gets `403` and a fresh challenge. Each submission
     /// counts against the per-session poll limit, so the room cannot be made to check guesses.
-    fn prove<B>(&self, req: &Request<B>, now: u64) -> Response<Bytes> {
+    fn prove<B>(&self, req: &Request<B>, carried: &Carried<'_>, now: u64) -> Response<Bytes> {
         if req.method() != Method::POST {
             return method_not_allowed("POST");
         }
         let room = self.config.room();
-        let Some(cookie) = self.queue_cookie(req, now) else {
+        let Some(cookie) = self.queue_cookie(req, carried, now) else {
             return json_response(StatusCode::FORBIDDEN, &StatusBody::plain(room, "unknown"));
         };
         if cookie.is_proven() {
@@ -105,7 +115,7 @@ impl Room {
             return self.challenge(req, cookie.session(), now);
         }
         let mut res = json_response(StatusCode::OK, &StatusBody::plain(room, "proven"));
-        self.issue_queue_cookie(req, cookie.into_proven(), now)
+        self.issue_queue_cookie(carried.uses_headers(), cookie.into_proven(), now)
             .apply(res.headers_mut());
         res
     }

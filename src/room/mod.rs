@@ -25,6 +25,7 @@ use std::time::Duration;
 
 use http::Request;
 
+use self::pending::FailureLog;
 pub(crate) use self::pending::{Next, Pending};
 pub(crate) use self::reply::{with_room_headers, Issued};
 use self::visitor::Visitor;
@@ -60,6 +61,8 @@ pub(crate) struct Room {
     paths: EndpointPaths,
     /// Whether the room has warned that it binds tokens to networks without knowing the IP.
     warned_unknown_network: AtomicBool,
+    /// Failed store calls, reported at most once per interval.
+    store_failures: FailureLog,
 }
 
 /// `{prefix}/{room}/status`, `…/leave`, `…/proof`, made once.
@@ -89,6 +92,7 @@ impl Room {
             defences: parts.defences,
             paths,
             warned_unknown_network: AtomicBool::new(false),
+            store_failures: FailureLog::new(),
         }
     }
 
@@ -127,32 +131,42 @@ impl Room {
     /// Stages 1 and 2, and the room's own endpoints.
     pub(crate) fn classify<B>(&self, req: &Request<B>) -> Next {
         let now = self.clock.now_ms();
-        if let Some(next) = self.endpoint(req, now) {
+        // The one read of the request's cookies; everything below works from it.
+        let carried = self.carried(req);
+        if let Some(next) = self.endpoint(req, &carried, now) {
             return next;
         }
-        match self.visitor(req, now) {
+        let uses_headers = carried.uses_headers();
+        match self.visitor(req, &carried, now) {
             // Stage 2: a valid admission token, fresh enough to need no store call.
             Some(Visitor::Admitted(token)) if token.is_fresh(now, self.config.refresh) => {
                 Next::pass(self.token_admission(&token))
             }
-            Some(Visitor::Admitted(token)) => self.ask_heartbeat(token),
+            // Past refresh: a heartbeat, within the session's poll limit. Over it, the token is
+            // still valid and the fast path needs no store: it passes, not renewed.
+            Some(Visitor::Admitted(token)) => match self.check_polls(token.session(), now) {
+                Ok(()) => self.ask_heartbeat(token, uses_headers),
+                Err(_) => Next::pass(self.token_admission(&token)),
+            },
             // Proof of work on and not yet solved: the challenge, no store call.
             Some(Visitor::Queued(cookie)) if self.needs_proof(&cookie) => {
                 Next::Answer(self.challenge(req, cookie.session(), now))
             }
             Some(Visitor::Queued(cookie)) => match self.check_polls(cookie.session(), now) {
-                Ok(()) => self.ask_enter(cookie.session(), false),
+                Ok(()) => self.ask_enter(cookie.session(), false, uses_headers),
                 Err(wait) => Next::Answer(self.limited(wait, req)),
             },
             // Stage 1: no queue cookie, no state: sign one and send the visitor back here.
             None => match self.check_new_visitor(req, now) {
-                Ok(()) => Next::Answer(self.first_visit(req, now)),
+                Ok(()) => Next::Answer(self.first_visit(req, uses_headers, now)),
                 Err(wait) => Next::Answer(self.limited(wait, req)),
             },
         }
     }
 
-    /// The per-session limit on store questions (stage 3 and the status endpoint).
+    /// The per-session limit on store questions: every store call a session can cause goes
+    /// through it (entering, heartbeats, the entry after a heartbeat that found no slot, the
+    /// status and leave endpoints), and so do proof submissions. A refused check counts nothing.
     fn check_polls(&self, session: SessionId, now: u64) -> Result<(), Duration> {
         match &self.defences.polls {
             Some(limiter) => limiter.check(session, now),
@@ -199,5 +213,62 @@ impl Room {
     /// An admission that the token alone vouches for.
     fn token_admission(&self, token: &AdmissionToken) -> Admission {
         self.admission(token.session(), token.expires_at_ms(), AdmittedBy::Token)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use http::{header, HeaderValue, Request, Response, StatusCode};
+    use tower::{service_fn, Layer, ServiceExt};
+
+    use crate::cookies::steps_so_far;
+    use crate::testing::TestRoom;
+
+    /// Sends `req` through the room and says how many times its cookies were read.
+    async fn reads(room: &TestRoom, path: &str, method: &str, cookies: &[&HeaderValue]) -> usize {
+        let mut req = Request::builder().method(method).uri(path);
+        for c in cookies {
+            req = req.header(header::COOKIE, (*c).clone());
+        }
+        let svc = room.layer().layer(service_fn(|_req: Request<()>| async {
+            Ok::<_, std::convert::Infallible>(Response::new(String::new()))
+        }));
+        let before = steps_so_far().1;
+        let res = svc.oneshot(req.body(()).unwrap()).await.unwrap();
+        assert!(res.status() != StatusCode::INTERNAL_SERVER_ERROR);
+        steps_so_far().1 - before
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn each_request_reads_its_cookies_once() {
+        let room = TestRoom::new("once", 1);
+        let (_, inside) = room.admit().await;
+        let (_, queued) = room.queue_cookie();
+        let (_, stale) = room.token_without_slot();
+        let status = "/__waitingroom/once/status";
+        let leave = "/__waitingroom/once/leave";
+        let cases: [(&str, &str, &str, Vec<&HeaderValue>); 7] = [
+            ("first visit", "/", "GET", vec![]),
+            ("fresh token", "/", "GET", vec![&inside]),
+            ("in line", "/", "GET", vec![&queued]),
+            ("status", status, "GET", vec![&queued]),
+            ("leave", leave, "POST", vec![&queued]),
+            (
+                "in line again, headers of its own",
+                "/",
+                "GET",
+                vec![&queued, &queued],
+            ),
+            ("stale token and place", "/", "GET", vec![&inside, &queued]),
+        ];
+        for (what, path, method, cookies) in &cases {
+            assert_eq!(reads(&room, path, method, cookies).await, 1, "{what}");
+        }
+        // Past refresh: a heartbeat, then (no slot) an entry, then an answer.
+        room.clock().advance(Duration::from_secs(20));
+        assert_eq!(reads(&room, "/", "GET", &[&stale]).await, 1, "stale token");
+        assert_eq!(reads(&room, "/", "GET", &[&inside]).await, 1, "heartbeat");
     }
 }

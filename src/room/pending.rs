@@ -2,6 +2,7 @@
 //! answer needs, and turns the answer into the [`Next`] thing to do, so a step can never be
 //! paired with another step's answer.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{ready, Context, Poll};
 
 use bytes::Bytes;
@@ -50,11 +51,13 @@ pub(crate) enum Pending {
         call: StoreFuture<Decision>,
         session: SessionId,
         stale_token: bool,
+        uses_headers: bool,
     },
     /// An admitted visitor whose token is past `refresh` but not expired.
     Heartbeat {
         call: StoreFuture<Decision>,
         token: AdmissionToken,
+        uses_headers: bool,
     },
     /// The status endpoint.
     Status { call: StoreFuture<Decision> },
@@ -75,38 +78,75 @@ impl Pending {
                 call,
                 session,
                 stale_token,
+                uses_headers,
             } => {
                 let answer = ready!(call.as_mut().poll(cx));
-                room.after_enter(*session, *stale_token, answer, req, room.now_ms())
+                let asked = Asked {
+                    session: *session,
+                    uses_headers: *uses_headers,
+                    now: room.now_ms(),
+                };
+                room.after_enter(asked, *stale_token, answer, req)
             }
-            Pending::Heartbeat { call, token } => {
+            Pending::Heartbeat {
+                call,
+                token,
+                uses_headers,
+            } => {
                 let answer = ready!(call.as_mut().poll(cx));
-                room.after_heartbeat(*token, answer, req, room.now_ms())
+                let asked = Asked {
+                    session: token.session(),
+                    uses_headers: *uses_headers,
+                    now: room.now_ms(),
+                };
+                room.after_heartbeat(asked, *token, answer, req)
             }
             Pending::Status { call } => {
                 Next::Answer(room.after_status(ready!(call.as_mut().poll(cx))))
             }
             Pending::Leave { call } => Next::Answer(match ready!(call.as_mut().poll(cx)) {
                 Ok(_) => room.left(req),
-                Err(e) => store_error_json(room.config.room(), &e),
+                // Both cookies kept, whatever the fail policy: the place or slot may still be
+                // held, and leaving again later frees it.
+                Err(e) => {
+                    room.log_store_failure(&e, "leave");
+                    store_error_json(room.config.room(), &e)
+                }
             }),
         })
     }
 }
 
+/// Who a store answer is for, and when it came.
+#[derive(Clone, Copy)]
+struct Asked {
+    session: SessionId,
+    /// Whether the visitor carries the room's values in headers (read with the request's
+    /// cookies, before the store was asked).
+    uses_headers: bool,
+    now: u64,
+}
+
 impl Room {
-    pub(super) fn ask_enter(&self, session: SessionId, stale_token: bool) -> Next {
+    pub(super) fn ask_enter(
+        &self,
+        session: SessionId,
+        stale_token: bool,
+        uses_headers: bool,
+    ) -> Next {
         Next::Ask(Pending::Enter {
             call: self.store.enter(&self.config.policy, session),
             session,
             stale_token,
+            uses_headers,
         })
     }
 
-    pub(super) fn ask_heartbeat(&self, token: AdmissionToken) -> Next {
+    pub(super) fn ask_heartbeat(&self, token: AdmissionToken, uses_headers: bool) -> Next {
         Next::Ask(Pending::Heartbeat {
             call: self.store.heartbeat(&self.config.policy, token.session()),
             token,
+            uses_headers,
         })
     }
 
@@ -124,15 +164,14 @@ impl Room {
 
     fn after_enter<B>(
         &self,
-        session: SessionId,
+        asked: Asked,
         stale_token: bool,
         answer: Result<Decision, StoreError>,
         req: &Request<B>,
-        now: u64,
     ) -> Next {
-        let mut next = match answer {
+        let next = match answer {
             Ok(Decision::Admitted { expires_at_ms }) => {
-                return self.admitted(session, expires_at_ms, now, req)
+                return self.admitted(asked, expires_at_ms, req)
             }
             Ok(Decision::Waiting {
                 position,
@@ -144,38 +183,47 @@ impl Room {
             }
             Ok(Decision::Unknown) => {
                 let e = StoreError::new(StoreErrorKind::Protocol);
-                self.store_failed(session, e, req, now)
+                self.store_failed(asked, e, req)
             }
-            Err(e) => self.store_failed(session, e, req, now),
+            Err(e) => self.store_failed(asked, e, req),
         };
         // Any answer here (waiting, full, busy, closed) to a visitor whose token outlived its
         // slot also removes the token, so it stops costing a heartbeat on every request.
-        if let (true, Next::Answer(res)) = (stale_token, &mut next) {
-            let c = &self.config.cookies;
-            res.headers_mut().append(
-                header::SET_COOKIE,
-                cookies::clear_cookie(c, &c.admission_name),
-            );
+        match next {
+            Next::Answer(res) if stale_token => Next::Answer(self.without_token(res)),
+            next => next,
         }
-        next
+    }
+
+    /// `res`, also removing the admission token cookie.
+    fn without_token(&self, mut res: Response<Bytes>) -> Response<Bytes> {
+        let c = &self.config.cookies;
+        res.headers_mut().append(
+            header::SET_COOKIE,
+            cookies::clear_cookie(c, &c.admission_name),
+        );
+        res
     }
 
     fn after_heartbeat<B>(
         &self,
+        asked: Asked,
         token: AdmissionToken,
         answer: Result<Decision, StoreError>,
         req: &Request<B>,
-        now: u64,
     ) -> Next {
         match answer {
-            Ok(Decision::Admitted { expires_at_ms }) => {
-                self.admitted(token.session(), expires_at_ms, now, req)
-            }
-            // The slot is gone (expired or released): back to stage 3 as a queued visitor.
-            Ok(_) => self.ask_enter(token.session(), true),
+            Ok(Decision::Admitted { expires_at_ms }) => self.admitted(asked, expires_at_ms, req),
+            // The slot is gone (expired or released): back to stage 3 as a queued visitor, a
+            // second store call, so a second count against the poll limit. Over it, the token
+            // (whose slot is known to be gone) is removed, and no store call is made.
+            Ok(_) => match self.check_polls(asked.session, asked.now) {
+                Ok(()) => self.ask_enter(asked.session, true, asked.uses_headers),
+                Err(wait) => Next::Answer(self.without_token(self.limited(wait, req))),
+            },
             // The token is valid and its check needs no store: keep letting it through.
             Err(e) => {
-                tracing::warn!(room = self.config.room(), error = %e, "heartbeat failed; token still honoured");
+                self.log_store_failure(&e, "heartbeat (the valid token passes)");
                 Next::pass(self.token_admission(&token))
             }
         }
@@ -202,46 +250,85 @@ impl Room {
             Ok(Decision::Unknown) => {
                 json_response(StatusCode::OK, &StatusBody::plain(room, "unknown"))
             }
-            Err(e) => store_error_json(room, &e),
+            Err(e) => self.status_failed(&e),
+        }
+    }
+
+    /// A failed status question gets at least what a newcomer would: the people who waited
+    /// longest must not be the only ones kept out. Failing open, newcomers are let in, so the
+    /// waiting page is told `admitted`: it reloads the page it was for, which passes the same
+    /// way (stage 3 fails, the policy lets it in). Busy, or failing closed: `503`, as for a
+    /// newcomer.
+    fn status_failed(&self, e: &StoreError) -> Response<Bytes> {
+        self.log_store_failure(e, "status");
+        let room = self.config.room();
+        if self.fails_open(e) {
+            json_response(StatusCode::OK, &StatusBody::plain(room, "admitted"))
+        } else {
+            store_error_json(room, e)
+        }
+    }
+
+    /// Whether a failed store call lets the visitor in. Busy (out of memory) is the store
+    /// saying "not now", never "down, let everyone in"; every other kind (unreachable, timed
+    /// out, an unexpected answer, a configuration fault, and kinds added later) means the store
+    /// cannot decide, and the fail policy decides instead.
+    fn fails_open(&self, e: &StoreError) -> bool {
+        match e.kind() {
+            StoreErrorKind::Busy => false,
+            _ => self.config.fail_policy == FailPolicy::Open,
+        }
+    }
+
+    /// Reports a failed store call: a warning for the first, then at most one per
+    /// [`FAILURE_LOG_INTERVAL_MS`] with the number of failures since the last one, so that an
+    /// outage (when every request fails) does not write a line per request. Each failure is
+    /// also logged at debug level. `call` names the store call that failed (the reported one:
+    /// those counted in between may have been others).
+    pub(super) fn log_store_failure(&self, e: &StoreError, call: &'static str) {
+        let room = self.config.room();
+        match self.store_failures.note(self.now_ms()) {
+            Some(unreported) => tracing::warn!(
+                room,
+                call,
+                error = %e,
+                unreported,
+                "waiting room store call failed ({unreported} more failures since the last \
+                 report; at most one report per {} s)",
+                FAILURE_LOG_INTERVAL_MS / 1000
+            ),
+            None => tracing::debug!(room, call, error = %e, "waiting room store call failed"),
         }
     }
 
     /// A failed store call for a visitor without a valid token: busy, or the fail policy.
-    fn store_failed<B>(
-        &self,
-        session: SessionId,
-        e: StoreError,
-        req: &Request<B>,
-        now: u64,
-    ) -> Next {
-        tracing::warn!(room = self.config.room(), error = %e, "waiting room store call failed");
-        match (e.kind(), self.config.fail_policy) {
-            (StoreErrorKind::Busy, _) | (_, FailPolicy::Closed) => {
-                Next::Answer(self.reject(&error_rejection(&e), req))
-            }
-            (_, FailPolicy::Open) => Next::pass(self.admission(
-                session,
-                now + duration_ms(self.config.refresh),
+    fn store_failed<B>(&self, asked: Asked, e: StoreError, req: &Request<B>) -> Next {
+        self.log_store_failure(&e, "enter");
+        if self.fails_open(&e) {
+            Next::pass(self.admission(
+                asked.session,
+                asked.now + duration_ms(self.config.refresh),
                 AdmittedBy::FailOpen,
-            )),
+            ))
+        } else {
+            Next::Answer(self.reject(&error_rejection(&e), req))
         }
     }
 
     /// The store granted or extended the slot: pass, with a fresh admission token.
-    fn admitted<B>(
-        &self,
-        session: SessionId,
-        expires_at_ms: u64,
-        now: u64,
-        req: &Request<B>,
-    ) -> Next {
+    fn admitted<B>(&self, asked: Asked, expires_at_ms: u64, req: &Request<B>) -> Next {
+        let Asked {
+            session,
+            uses_headers,
+            now,
+        } = asked;
         let mut token = AdmissionToken::new(session, now, expires_at_ms);
         if let Some(network) = self.network_binding(req) {
             token = token.bound_to(network);
         }
         let value = token.sign(&self.keys, self.config.room());
         let issued = self.issue(
-            req,
+            uses_headers,
             &self.config.cookies.admission_name,
             &self.config.token_header,
             value,
@@ -251,5 +338,65 @@ impl Room {
             admission: self.admission(session, expires_at_ms, AdmittedBy::Store),
             set_cookie: Some(issued),
         }
+    }
+}
+
+/// At most one warning about failed store calls per this long, per room.
+pub(super) const FAILURE_LOG_INTERVAL_MS: u64 = 10_000;
+
+/// When the room last reported a failed store call, and how many failed since.
+pub(super) struct FailureLog {
+    /// Time of the last report (ms), or [`u64::MAX`] before the first.
+    last_ms: AtomicU64,
+    unreported: AtomicU64,
+}
+
+impl FailureLog {
+    pub(super) fn new() -> Self {
+        Self {
+            last_ms: AtomicU64::new(u64::MAX),
+            unreported: AtomicU64::new(0),
+        }
+    }
+
+    /// Counts a failure at `now`. `Some(n)` when it is to be reported, with the `n` failures
+    /// not reported since the last report; `None` when it is only counted. Of concurrent
+    /// failures that find a report due, exactly one reports (the one whose swap succeeds). A
+    /// clock that went back by an interval reports too, rather than staying silent until it
+    /// catches up.
+    fn note(&self, now: u64) -> Option<u64> {
+        let last = self.last_ms.load(Ordering::Acquire);
+        let due = last == u64::MAX || now.abs_diff(last) >= FAILURE_LOG_INTERVAL_MS;
+        if due
+            && self
+                .last_ms
+                .compare_exchange(last, now, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+        {
+            return Some(self.unreported.swap(0, Ordering::AcqRel));
+        }
+        self.unreported.fetch_add(1, Ordering::AcqRel);
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failures_are_reported_first_then_once_per_interval_with_a_count() {
+        let log = FailureLog::new();
+        let t = 1_000_000;
+        assert_eq!(log.note(t), Some(0), "the first is reported at once");
+        for i in 1..50 {
+            assert_eq!(log.note(t + i * 100), None);
+        }
+        assert_eq!(log.note(t + FAILURE_LOG_INTERVAL_MS), Some(49));
+        assert_eq!(log.note(t + FAILURE_LOG_INTERVAL_MS + 1), None);
+        // Long quiet: the next failure is reported at once, with the one counted meanwhile.
+        assert_eq!(log.note(t + 100 * FAILURE_LOG_INTERVAL_MS), Some(1));
+        // A clock that jumped back does not silence the log.
+        assert_eq!(log.note(t), Some(0));
     }
 }

@@ -41,18 +41,18 @@ impl Issued {
 
 impl Room {
     /// A signed value as cookie `cookie_name` (for `max_age_secs`), and in header `header_name`
-    /// too when the client uses headers instead of cookies.
-    pub(super) fn issue<B>(
+    /// too when the client uses headers instead of cookies (see
+    /// [`Carried::uses_headers`](super::visitor::Carried::uses_headers)).
+    pub(super) fn issue(
         &self,
-        req: &Request<B>,
+        uses_headers: bool,
         cookie_name: &str,
         header_name: &HeaderName,
         value: String,
         max_age_secs: u64,
     ) -> Issued {
         let cookie = cookies::set_cookie(&self.config.cookies, cookie_name, &value, max_age_secs);
-        let header = self
-            .uses_headers(req)
+        let header = uses_headers
             .then(|| HeaderValue::try_from(value).ok())
             .flatten()
             .map(|v| (header_name.clone(), v));
@@ -60,21 +60,32 @@ impl Room {
     }
 
     /// A queue cookie, signed and issued (see [`issue`](Self::issue)).
-    pub(super) fn issue_queue_cookie<B>(
+    pub(super) fn issue_queue_cookie(
         &self,
-        req: &Request<B>,
+        uses_headers: bool,
         cookie: QueueCookie,
         now: u64,
     ) -> Issued {
         let value = cookie.sign(&self.keys, self.config.room());
         let max_age = secs_ceil(cookie.expires_at_ms().saturating_sub(now));
         let c = &self.config;
-        self.issue(req, &c.cookies.queue_name, &c.queue_header, value, max_age)
+        self.issue(
+            uses_headers,
+            &c.cookies.queue_name,
+            &c.queue_header,
+            value,
+            max_age,
+        )
     }
 
     /// Stage 1: a signed queue cookie and a redirect to the same URL. A method other than GET or
     /// HEAD gets `307`, so the browser repeats it as it was instead of turning it into a GET.
-    pub(super) fn first_visit<B>(&self, req: &Request<B>, now: u64) -> Response<Bytes> {
+    pub(super) fn first_visit<B>(
+        &self,
+        req: &Request<B>,
+        uses_headers: bool,
+        now: u64,
+    ) -> Response<Bytes> {
         let cookie = QueueCookie::issue(now, duration_ms(self.config.session_ttl));
         let status = if req.method() == Method::GET || req.method() == Method::HEAD {
             StatusCode::FOUND
@@ -88,7 +99,8 @@ impl Room {
             header::LOCATION,
             HeaderValue::from_str(&return_to(req)).unwrap_or(HeaderValue::from_static("/")),
         );
-        self.issue_queue_cookie(req, cookie, now).apply(headers);
+        self.issue_queue_cookie(uses_headers, cookie, now)
+            .apply(headers);
         res
     }
 

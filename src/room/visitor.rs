@@ -7,7 +7,7 @@ use http::{HeaderName, Request};
 
 use super::Room;
 use crate::client::network::Network;
-use crate::cookies;
+use crate::cookies::{self, Candidates, Wanted};
 use crate::session::SessionId;
 use crate::token::{AdmissionToken, QueueCookie};
 
@@ -28,32 +28,90 @@ impl Visitor {
     }
 }
 
+/// The room's cookies in a request, read from its `Cookie` headers once: every value of the
+/// queue cookie's and the admission cookie's names that could be one, not yet verified.
+pub(super) struct Carried<'r> {
+    queue: Candidates<'r>,
+    admission: Candidates<'r>,
+}
+
+impl Carried<'_> {
+    /// Whether the client carries the room's values in headers rather than cookies: it sent
+    /// neither room cookie (with any value). Values the room issues are then also sent back in
+    /// response headers. A browser, once it has the queue cookie, always sends it, so its
+    /// (`HttpOnly`) tokens are never exposed in a header that the page's scripts could read.
+    pub(super) fn uses_headers(&self) -> bool {
+        !self.queue.is_present() && !self.admission.is_present()
+    }
+}
+
 impl Room {
+    /// The room's cookies in `req`: the one pass over its `Cookie` headers, whose result
+    /// everything else about the request reads.
+    pub(super) fn carried<'r, B>(&self, req: &'r Request<B>) -> Carried<'r> {
+        let c = &self.config.cookies;
+        let [queue, admission] = cookies::read(
+            req.headers(),
+            [
+                Wanted {
+                    name: &c.queue_name,
+                    could_be: QueueCookie::could_be,
+                },
+                Wanted {
+                    name: &c.admission_name,
+                    could_be: AdmissionToken::could_be,
+                },
+            ],
+        );
+        Carried { queue, admission }
+    }
+
     /// Who the request comes from: an admitted visitor (a valid admission token), or else one
     /// with a valid queue cookie.
-    pub(super) fn visitor<B>(&self, req: &Request<B>, now: u64) -> Option<Visitor> {
-        match self.admission_token(req, now) {
+    pub(super) fn visitor<B>(
+        &self,
+        req: &Request<B>,
+        carried: &Carried<'_>,
+        now: u64,
+    ) -> Option<Visitor> {
+        match self.admission_token(req, carried, now) {
             Some(token) => Some(Visitor::Admitted(token)),
-            None => self.queue_cookie(req, now).map(Visitor::Queued),
+            None => self.queue_cookie(req, carried, now).map(Visitor::Queued),
         }
     }
 
-    /// A valid admission token from the cookie, or else from the token header. With network
-    /// binding on, a token bound to another network (or not bound at all) is no token.
-    fn admission_token<B>(&self, req: &Request<B>, now: u64) -> Option<AdmissionToken> {
+    /// A valid admission token from the cookie (the first valid one of any number sent), or
+    /// else from the token header. With network binding on, a token bound to another network
+    /// (or not bound at all) is no token.
+    fn admission_token<B>(
+        &self,
+        req: &Request<B>,
+        carried: &Carried<'_>,
+        now: u64,
+    ) -> Option<AdmissionToken> {
         let expected = self.network_binding(req);
         let verify = |v: &str| {
             AdmissionToken::verify(&self.keys, self.config.room(), v, now)
                 .filter(|t| expected.is_none() || t.network() == expected)
         };
-        cookies::find_valid(req.headers(), &self.config.cookies.admission_name, verify)
+        carried
+            .admission
+            .find_valid(verify)
             .or_else(|| header_value(req, &self.config.token_header).and_then(|v| verify(v.trim())))
     }
 
-    /// A valid queue value from the cookie, or else from the queue header.
-    pub(super) fn queue_cookie<B>(&self, req: &Request<B>, now: u64) -> Option<QueueCookie> {
+    /// A valid queue value from the cookie (the first valid one of any number sent), or else
+    /// from the queue header.
+    pub(super) fn queue_cookie<B>(
+        &self,
+        req: &Request<B>,
+        carried: &Carried<'_>,
+        now: u64,
+    ) -> Option<QueueCookie> {
         let verify = |v: &str| QueueCookie::verify(&self.keys, self.config.room(), v, now);
-        cookies::find_valid(req.headers(), &self.config.cookies.queue_name, verify)
+        carried
+            .queue
+            .find_valid(verify)
             .or_else(|| header_value(req, &self.config.queue_header).and_then(|v| verify(v.trim())))
     }
 
@@ -73,16 +131,6 @@ impl Room {
             );
         }
         Some(Network::of(ip))
-    }
-
-    /// Whether the client carries the room's values in headers rather than cookies: it sent
-    /// neither room cookie. Values the room issues are then also sent back in response headers.
-    /// A browser, once it has the queue cookie, always sends it, so its (`HttpOnly`) tokens are
-    /// never exposed in a header that the page's scripts could read.
-    pub(super) fn uses_headers<B>(&self, req: &Request<B>) -> bool {
-        let c = &self.config.cookies;
-        let has = |name: &str| cookies::find_valid(req.headers(), name, |_| Some(())).is_some();
-        !has(&c.queue_name) && !has(&c.admission_name)
     }
 }
 

@@ -83,6 +83,12 @@ impl AdmissionToken {
         )
     }
 
+    /// Whether `value` could be an admission token at all, by its prefix and length: a cheap
+    /// test, no parsing, no HMAC.
+    pub(crate) fn could_be(value: &str) -> bool {
+        format::could_be(ValueKind::Admission, value)
+    }
+
     /// The token, if `value` is an admission token of `room` signed by a key of the keyring and
     /// not expired at `now_ms`; anything else is `None`, exactly like no token.
     pub fn verify(keys: &Keyring, room: &str, value: &str, now_ms: u64) -> Option<Self> {

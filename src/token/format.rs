@@ -165,6 +165,18 @@ pub(crate) fn sign_with_network(
     out
 }
 
+/// Shortest signed value: `q1.k.<32 hex digits>.0.0.<tag>`.
+const MIN_SIGNED_LEN: usize = 2 + 1 + 1 + 1 + 32 + 1 + 1 + 1 + 1 + 1 + TAG_B64_LEN;
+
+/// Whether `value` could be a signed value of `kind` at all, by its prefix and length: the
+/// cheap test that keeps junk (planted cookies of the same name, say) from being kept for
+/// [`verify`], which parses and then computes an HMAC.
+pub(crate) fn could_be(kind: ValueKind, value: &str) -> bool {
+    (MIN_SIGNED_LEN..=MAX_SIGNED_LEN).contains(&value.len())
+        && value.as_bytes()[..2] == *kind.prefix().as_bytes()
+        && value.as_bytes()[2] == b'.'
+}
+
 /// Verifies a signed value of `kind` for `room`. Anything malformed, oversized, signed by an
 /// unknown key or for another room or kind gives `None`, exactly like no value at all. Expiry is
 /// checked by the caller, which knows the time.
@@ -279,6 +291,49 @@ fn parse_network(s: &str) -> Option<Network> {
 mod tests {
     use super::*;
     use crate::token::keys::SigningKey;
+
+    #[test]
+    fn every_signed_value_could_be_one_and_the_shortest_is_the_minimum() {
+        let short = Keyring::new(SigningKey::new("k", [3u8; 32]).unwrap());
+        let zero = Claims {
+            session: SessionId::from_bytes([0; 16]),
+            issued_at_ms: 0,
+            expires_at_ms: 0,
+        };
+        for kind in [
+            ValueKind::Queue,
+            ValueKind::ProvenQueue,
+            ValueKind::Admission,
+            ValueKind::Challenge,
+        ] {
+            let shortest = sign(&short, kind, "r", &zero);
+            assert_eq!(shortest.len(), MIN_SIGNED_LEN, "{shortest}");
+            assert!(could_be(kind, &shortest));
+            let value = sign(&keyring(), kind, "room", &claims());
+            assert!(could_be(kind, &value), "{value}");
+            let other = if kind == ValueKind::Queue {
+                ValueKind::Admission
+            } else {
+                ValueKind::Queue
+            };
+            assert!(!could_be(other, &value), "{value}");
+            assert!(!could_be(kind, &value[..MIN_SIGNED_LEN - 1]));
+            assert!(!could_be(
+                kind,
+                &format!("{value}{}", "x".repeat(MAX_SIGNED_LEN))
+            ));
+        }
+        let bound = Network::of(Some("2001:db8::1".parse().unwrap()));
+        let value = sign_with_network(
+            &keyring(),
+            ValueKind::Admission,
+            "room",
+            &claims(),
+            Some(bound),
+        );
+        assert!(could_be(ValueKind::Admission, &value), "{value}");
+        assert!(!could_be(ValueKind::Queue, "q1"), "shorter than a prefix");
+    }
 
     fn keyring() -> Keyring {
         Keyring::new(SigningKey::new("k2", [2u8; 32]).unwrap())

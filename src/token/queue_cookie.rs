@@ -82,6 +82,12 @@ impl QueueCookie {
         Some(Self { claims, proven })
     }
 
+    /// Whether `value` could be a queue cookie (proven or not) at all, by its prefix and length:
+    /// a cheap test, no parsing, no HMAC.
+    pub(crate) fn could_be(value: &str) -> bool {
+        format::could_be(ValueKind::Queue, value) || format::could_be(ValueKind::ProvenQueue, value)
+    }
+
     fn kind(&self) -> ValueKind {
         if self.proven {
             ValueKind::ProvenQueue
