@@ -42,8 +42,12 @@ pub use error::ConfigError;
 /// Longest room id accepted.
 pub const MAX_ROOM_ID_LEN: usize = 64;
 
-/// What new visitors get while the store cannot be reached. Visitors holding a valid admission
-/// token are let through either way: their check needs no store.
+/// What new visitors get while the store cannot be reached (unreachable, timed out, failing
+/// over, or refusing the room by configuration). Visitors holding a valid admission token are
+/// let through either way: their check needs no store. Waiters get at least what a newcomer
+/// gets: under `Open` the status endpoint tells the waiting page to come in. A store that is up
+/// but full (`OOM`, a busy script) is never a reason to fail open: everyone is told "busy, try
+/// again soon" under either policy.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum FailPolicy {

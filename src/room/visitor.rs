@@ -127,7 +127,8 @@ impl Room {
             tracing::warn!(
                 room = self.config.room(),
                 "no client IP for a request while admission tokens are bound to networks: \
-                 tokens issued without an IP admit only requests without an IP"
+                 tokens issued without an IP admit only requests without an IP (said once): {}",
+                self.defences.client_ip.remedy()
             );
         }
         Some(Network::of(ip))
