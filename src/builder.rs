@@ -544,3 +544,51 @@ impl std::fmt::Debug for WaitingRoomBuilder {
             .finish_non_exhaustive()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use crate::{ConfigError, WaitingRoomLayer};
+
+    fn room() -> super::WaitingRoomBuilder {
+        WaitingRoomLayer::builder("shop")
+            .capacity(1)
+            .secret([7u8; 32])
+    }
+
+    #[test]
+    fn abandon_after_is_at_least_queue_ttl() {
+        let minute = Duration::from_secs(60);
+        let err = room()
+            .queue_ttl(2 * minute)
+            .abandon_after(minute)
+            .build()
+            .err();
+        assert_eq!(err, Some(ConfigError::AbandonAfterShorterThanQueueTtl));
+        let err = room().abandon_after(Duration::ZERO).build().err();
+        assert_eq!(
+            err,
+            Some(ConfigError::InvalidDuration {
+                setting: "abandon_after"
+            })
+        );
+        let ok = room().queue_ttl(minute).abandon_after(minute).build();
+        assert_eq!(ok.unwrap().config().policy().abandon_after_ms, 60_000);
+    }
+
+    #[test]
+    fn the_default_abandon_after_stretches_to_a_longer_queue_ttl() {
+        let p = room().build().unwrap().config().policy().clone();
+        assert_eq!(p.abandon_after_ms, 30 * 60 * 1_000);
+        let hours = Duration::from_secs(2 * 3_600);
+        let p = room()
+            .queue_ttl(hours)
+            .build()
+            .unwrap()
+            .config()
+            .policy()
+            .clone();
+        assert_eq!(p.abandon_after_ms, 2 * 3_600 * 1_000);
+    }
+}
