@@ -49,6 +49,8 @@ impl ZSet {
         self.score.len()
     }
 
+    // Only the damage hook (and the tests) lose parts of a room.
+    #[cfg(any(test, feature = "testing"))]
     pub(super) fn clear(&mut self) {
         *self = Self::default();
     }
@@ -162,6 +164,8 @@ impl Line {
 
     /// Forgets every place, keeping the last sequence number (as a Redis `DEL` of the line
     /// would).
+    // Only the damage hook (and the tests) lose parts of a room.
+    #[cfg(any(test, feature = "testing"))]
     pub(super) fn clear_places(&mut self) {
         *self = Self {
             last_seq: self.last_seq,
@@ -170,6 +174,8 @@ impl Line {
     }
 
     /// Forgets the last sequence number handed out (as a Redis `DEL` of `seq` would).
+    // Only the damage hook (and the tests) lose parts of a room.
+    #[cfg(any(test, feature = "testing"))]
     pub(super) fn forget_last_seq(&mut self) {
         self.last_seq = 0;
     }
