@@ -16,7 +16,7 @@ use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 
-use self::sets::{Line, ZSet};
+use self::sets::{CheckIns, Line, ZSet};
 
 use super::{
     AdmissionRing, Decision, RoomStats, Store, StoreFuture, MAX_PROMOTIONS_PER_CALL,
@@ -181,8 +181,8 @@ impl Store for MemoryStore {
             if let Some(d) = room.claim_or_extend(session, policy, now) {
                 return d;
             }
-            if room.line.contains(session) {
-                return room.touch(session, now);
+            if let Some(position) = room.line.position(session) {
+                return room.touch(session, position, now);
             }
             if room.line.is_empty()
                 && room.free_slots(policy) > 0
@@ -212,8 +212,8 @@ impl Store for MemoryStore {
             if let Some(expires_at_ms) = room.slot(session) {
                 return Decision::Admitted { expires_at_ms };
             }
-            if room.line.contains(session) {
-                return room.touch(session, now);
+            if let Some(position) = room.line.position(session) {
+                return room.touch(session, position, now);
             }
             // No place: a check-in without one is damage; drop it (only on this rare path).
             room.seen.remove(session);
@@ -259,7 +259,7 @@ struct RoomState {
     /// The line, by sequence number (`seq` and `line`).
     line: Line,
     /// Waiters' last check-ins (`seen`), for skipping at their turn and the abandoned sweep.
-    seen: ZSet,
+    seen: CheckIns,
     /// Claimed slots by expiry (`active`).
     active: ZSet,
     /// Granted, unclaimed slots by expiry (`granted`).
@@ -302,11 +302,8 @@ impl RoomState {
             }
         }
         let abandoned = now.saturating_sub(policy.effective_abandon_after_ms());
-        for _ in 0..MAX_SWEEP_PER_CALL {
-            match self.seen.first() {
-                Some((seen, session)) if seen < abandoned => self.remove_waiter(session),
-                _ => break,
-            }
+        for session in self.seen.take_older_than(abandoned, MAX_SWEEP_PER_CALL) {
+            self.line.remove(session);
         }
         self.promote(policy, now);
     }
@@ -360,11 +357,11 @@ impl RoomState {
         })
     }
 
-    /// A waiter checks in and learns their position, in O(log n).
-    fn touch(&mut self, session: SessionId, now: u64) -> Decision {
+    /// A waiter at `position` checks in and learns it (the position is O(log n)).
+    fn touch(&mut self, session: SessionId, position: u64, now: u64) -> Decision {
         self.seen.add(session, now);
         Decision::Waiting {
-            position: self.line.position(session).unwrap_or(0),
+            position,
             waiting: self.line.len() as u64,
             recent: self.admissions.counts(now),
         }

@@ -1,12 +1,15 @@
 //! The embedded store's two containers, shaped like the Redis sorted sets of the room script so
 //! that both stores hold the same facts the same way (and can be damaged the same way in tests):
 //!
-//! - [`ZSet`]: sessions by score (check-ins by time, slots by expiry): O(log n) add, remove,
-//!   lookup and smallest score;
+//! - [`ZSet`]: sessions by score (slots by expiry): O(log n) add, remove, lookup and smallest
+//!   score;
+//! - [`CheckIns`]: the same facts as a sorted set of check-ins by time, made for a check-in on
+//!   every poll: O(1) expected per check-in (a hash map and a queue in time order, no tree to
+//!   rebalance), the oldest found by dropping outdated queue entries;
 //! - [`Line`]: sessions by sequence number, with the rank (the position in line) in O(log n) from
-//!   a Fenwick tree over the sequence numbers, compacted as the line moves.
+//!   a bitmap and a Fenwick tree over the sequence numbers, renumbered as the line moves.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 
 use crate::session::SessionId;
 
@@ -56,28 +59,102 @@ impl ZSet {
     }
 }
 
+/// Each waiter's last check-in, like the script's `seen` sorted set, for the two questions asked
+/// of it: "when did this waiter last check in" (at their turn) and "who checked in longest ago"
+/// (the sweep of abandoned waiters).
+///
+/// A sorted tree would cost a removal and an insertion, with cache misses all the way down, on
+/// every poll. Instead every check-in is appended to a queue in time order, and the map says
+/// which queue entry is a waiter's current one; outdated entries are dropped when they reach the
+/// front, and the queue is compacted when it outgrows twice the map (amortised O(1) per
+/// check-in). The room's time is read under its lock, so it only goes back if the clock does:
+/// then an entry can sit behind later ones and be swept late, never early.
+#[derive(Debug, Default)]
+pub(super) struct CheckIns {
+    at: HashMap<SessionId, u64>,
+    queue: VecDeque<(u64, SessionId)>,
+}
+
+impl CheckIns {
+    /// Records a check-in of `s` at `t`.
+    pub(super) fn add(&mut self, s: SessionId, t: u64) {
+        if self.at.insert(s, t) == Some(t) {
+            // The current entry says the same (same millisecond).
+            return;
+        }
+        self.queue.push_back((t, s));
+        if self.queue.len() > 2 * self.at.len() + SLACK {
+            self.compact();
+        }
+    }
+
+    pub(super) fn remove(&mut self, s: SessionId) -> bool {
+        self.at.remove(&s).is_some()
+    }
+
+    pub(super) fn score(&self, s: SessionId) -> Option<u64> {
+        self.at.get(&s).copied()
+    }
+
+    /// Removes and returns up to `max` sessions whose check-in is older than `before`, oldest
+    /// first; bounded work: at most `4 * max` outdated entries are dropped on the way (the rest
+    /// wait for the next call or the next compaction).
+    pub(super) fn take_older_than(&mut self, before: u64, max: u32) -> Vec<SessionId> {
+        let mut out = Vec::new();
+        let mut outdated = 0;
+        while out.len() < max as usize && outdated < 4 * max {
+            let Some(&(t, s)) = self.queue.front() else {
+                break;
+            };
+            if self.at.get(&s) != Some(&t) {
+                self.queue.pop_front();
+                outdated += 1;
+                continue;
+            }
+            if t >= before {
+                break;
+            }
+            self.queue.pop_front();
+            self.at.remove(&s);
+            out.push(s);
+        }
+        out
+    }
+
+    #[cfg(any(test, feature = "testing"))]
+    pub(super) fn clear(&mut self) {
+        *self = Self::default();
+    }
+
+    /// Keeps only each session's current entry, in order.
+    fn compact(&mut self) {
+        let mut kept = HashSet::with_capacity(self.at.len());
+        let at = &self.at;
+        self.queue
+            .retain(|&(t, s)| at.get(&s) == Some(&t) && kept.insert(s));
+    }
+}
+
 /// The line: sessions in order of a sequence number, with each one's position in O(log n).
 ///
-/// Positions come from a Fenwick tree (binary indexed tree) of 0/1 over the sequence numbers
-/// `base..`: the position of the waiter with sequence number `q` is the prefix sum up to `q`.
-/// Joining appends to the tree (O(log n)), leaving clears one entry (O(log n)). Sequence numbers
-/// of people who left stay in the tree as zeros, so when the tree has grown to more than twice
-/// the line (plus a constant), the line is renumbered 1..=n and the tree rebuilt in O(n): that
-/// happens at most once per n joins or n/2 departures, O(1) amortised per call.
+/// Positions come from [`Ranks`] over the sequence numbers `base..`: the position of the waiter
+/// with sequence number `q` is the number of waiters at or before `q`. Joining sets one bit,
+/// leaving clears one (O(log n) each). Sequence numbers of people who left stay as cleared bits,
+/// so when the ranks cover more than twice the line (plus a constant), the line is renumbered
+/// from `base` = 1 and the ranks rebuilt in O(n): that happens at most once per n joins or n/2
+/// departures, O(1) amortised per call.
 #[derive(Debug, Default)]
 pub(super) struct Line {
     /// Last sequence number handed out (the Redis script's `seq` key).
     last_seq: u64,
     by_seq: BTreeMap<u64, SessionId>,
     seq_of: HashMap<SessionId, u64>,
-    /// 1-based Fenwick tree; `tree[i]` covers sequence numbers `base + i - lowbit(i) ..= base +
-    /// i - 1`. `tree[0]` is unused.
-    tree: Vec<u32>,
-    /// The sequence number at tree index 1.
+    ranks: Ranks,
+    /// The sequence number of rank slot 0.
     base: u64,
 }
 
-/// Slack before a renumbering, so small lines do not renumber on every departure.
+/// Slack before a renumbering or a compaction, so small lines do not redo them on every call.
 const SLACK: usize = 64;
 
 fn lowbit(i: usize) -> usize {
@@ -111,24 +188,10 @@ impl Line {
         let seq = self.last_seq.max(last) + 1;
         self.last_seq = seq;
         if self.by_seq.is_empty() {
-            self.tree = vec![0];
+            self.ranks = Ranks::default();
             self.base = seq;
         }
-        let index = (seq - self.base + 1) as usize;
-        if index < self.tree.len() {
-            // A reused sequence number (after `forget_last_seq`): its index is already there.
-            let mut i = index;
-            while i < self.tree.len() {
-                self.tree[i] += 1;
-                i += lowbit(i);
-            }
-        } else {
-            // Indices for sequence numbers never in the tree are appended as zeros.
-            while self.tree.len() < index {
-                self.append(0);
-            }
-            self.append(1);
-        }
+        self.ranks.set((seq - self.base) as usize);
         self.by_seq.insert(seq, s);
         self.seq_of.insert(s, seq);
     }
@@ -139,12 +202,8 @@ impl Line {
             return false;
         };
         self.by_seq.remove(&seq);
-        let mut i = (seq - self.base + 1) as usize;
-        while i < self.tree.len() {
-            self.tree[i] -= 1;
-            i += lowbit(i);
-        }
-        if self.tree.len() - 1 > 2 * self.len() + SLACK {
+        self.ranks.clear((seq - self.base) as usize);
+        if self.ranks.slots() > 2 * self.len() + SLACK {
             self.renumber();
         }
         true
@@ -153,13 +212,7 @@ impl Line {
     /// The 1-based position of `s`, if in line.
     pub(super) fn position(&self, s: SessionId) -> Option<u64> {
         let seq = *self.seq_of.get(&s)?;
-        let mut i = (seq - self.base + 1) as usize;
-        let mut sum = 0u64;
-        while i > 0 {
-            sum += u64::from(self.tree[i]);
-            i -= lowbit(i);
-        }
-        Some(sum)
+        Some(self.ranks.rank((seq - self.base) as usize))
     }
 
     /// Forgets every place, keeping the last sequence number (as a Redis `DEL` of the line
@@ -174,28 +227,12 @@ impl Line {
     }
 
     /// Forgets the last sequence number handed out (as a Redis `DEL` of `seq` would).
-    // Only the damage hook (and the tests) lose parts of a room.
     #[cfg(any(test, feature = "testing"))]
     pub(super) fn forget_last_seq(&mut self) {
         self.last_seq = 0;
     }
 
-    /// Appends one index holding `value`: its node covers `(i - lowbit(i), i]`, the sum of
-    /// which is `value` plus the prefix sums' difference over the indices already there.
-    fn append(&mut self, value: u32) {
-        let i = self.tree.len();
-        let below = i - lowbit(i);
-        let mut sum = value;
-        let mut j = i - 1;
-        while j > below {
-            sum += self.tree[j];
-            j -= lowbit(j);
-        }
-        self.tree.push(sum);
-    }
-
-    /// Renumbers the line 1..=n in order and rebuilds the tree (all ones: node `i` holds
-    /// `lowbit(i)`).
+    /// Renumbers the line 1..=n in order and rebuilds the ranks.
     fn renumber(&mut self) {
         let line = std::mem::take(&mut self.by_seq);
         self.by_seq = line
@@ -207,9 +244,105 @@ impl Line {
             })
             .collect();
         let n = self.by_seq.len();
-        self.tree = (0..=n).map(|i| lowbit(i) as u32).collect();
+        self.ranks = Ranks::ones(n);
         self.base = 1;
         self.last_seq = n as u64;
+    }
+}
+
+/// A set of slots 0.. with the rank of each (set slots at or before it) in O(log n): a bitmap
+/// of 64 slots per word, and a Fenwick tree (binary indexed tree) over the words' counts. The
+/// tree is 64 times smaller than one over the slots (1 600 entries for 100 000 waiters), so a
+/// rank touches a few cache lines: one word and a walk through a tree that stays in cache.
+#[derive(Debug, Default)]
+struct Ranks {
+    words: Vec<u64>,
+    /// 1-based; `tree[i]` is the count of words `i - lowbit(i) .. i` (0-based); `tree[0]` is
+    /// unused.
+    tree: Vec<u32>,
+}
+
+impl Ranks {
+    /// All of slots `0..n` set.
+    fn ones(n: usize) -> Self {
+        let mut words = vec![u64::MAX; n / 64];
+        if !n.is_multiple_of(64) {
+            words.push(u64::MAX >> (64 - n % 64));
+        }
+        // The linear construction: each node passes its sum on to its parent.
+        let mut tree = vec![0u32; words.len() + 1];
+        for i in 1..tree.len() {
+            tree[i] += words[i - 1].count_ones();
+            let parent = i + lowbit(i);
+            if parent < tree.len() {
+                tree[parent] += tree[i];
+            }
+        }
+        Self { words, tree }
+    }
+
+    /// How many slots the ranks cover.
+    fn slots(&self) -> usize {
+        self.words.len() * 64
+    }
+
+    fn set(&mut self, k: usize) {
+        let (w, bit) = (k / 64, 1u64 << (k % 64));
+        while self.words.len() <= w {
+            self.push_word();
+        }
+        if self.words[w] & bit == 0 {
+            self.words[w] |= bit;
+            self.add(w + 1, |c| c + 1);
+        }
+    }
+
+    fn clear(&mut self, k: usize) {
+        let (w, bit) = (k / 64, 1u64 << (k % 64));
+        if self.words.get(w).is_some_and(|word| word & bit != 0) {
+            self.words[w] &= !bit;
+            self.add(w + 1, |c| c - 1);
+        }
+    }
+
+    /// Set slots among `0..=k`.
+    fn rank(&self, k: usize) -> u64 {
+        let w = k / 64;
+        let Some(word) = self.words.get(w) else {
+            return self.prefix(self.words.len());
+        };
+        let within = word & (u64::MAX >> (63 - k % 64));
+        self.prefix(w) + u64::from(within.count_ones())
+    }
+
+    /// The count of words `0..w`.
+    fn prefix(&self, mut i: usize) -> u64 {
+        let mut sum = 0u64;
+        while i > 0 {
+            sum += u64::from(self.tree[i]);
+            i -= lowbit(i);
+        }
+        sum
+    }
+
+    fn add(&mut self, mut i: usize, f: impl Fn(u32) -> u32) {
+        while i < self.tree.len() {
+            self.tree[i] = f(self.tree[i]);
+            i += lowbit(i);
+        }
+    }
+
+    /// Appends an empty word: its node covers words `(i - lowbit(i), i]` (1-based), the sum of
+    /// which is the difference of two prefix sums of the words already there.
+    fn push_word(&mut self) {
+        if self.tree.is_empty() {
+            self.tree.push(0);
+        }
+        let i = self.tree.len();
+        let below = i - lowbit(i);
+        let sum = self.prefix(i - 1) - self.prefix(below);
+        self.words.push(0);
+        self.tree.push(sum as u32);
     }
 }
 
@@ -255,7 +388,7 @@ mod tests {
             let x = SessionId::random();
             line.push(x);
             assert!(line.remove(x));
-            assert!(line.tree.len() - 1 <= 2 * line.len() + SLACK + 1);
+            assert!(line.ranks.slots() <= 2 * line.len() + SLACK + 64);
         }
         // And a head that moves on: everyone is served in turn.
         let more = sessions(1_000);
@@ -265,7 +398,7 @@ mod tests {
         for (i, &x) in keep.iter().chain(&more).enumerate() {
             assert_eq!(line.head(), Some(x), "served in order, #{i}");
             assert!(line.remove(x));
-            assert!(line.tree.len() - 1 <= 2 * line.len() + SLACK + 1);
+            assert!(line.ranks.slots() <= 2 * line.len() + SLACK + 64);
         }
         assert!(line.is_empty());
     }
@@ -283,6 +416,72 @@ mod tests {
         assert!(line.is_empty());
         line.push(s[0]);
         assert_eq!(line.position(s[0]), Some(1));
+    }
+
+    #[test]
+    fn check_ins_sweep_the_oldest_current_ones() {
+        let s = sessions(4);
+        let mut c = CheckIns::default();
+        c.add(s[0], 10);
+        c.add(s[1], 20);
+        c.add(s[2], 30);
+        c.add(s[0], 40); // checks in again: no longer the oldest
+        c.add(s[3], 40);
+        c.add(s[3], 40); // the same millisecond twice: one entry
+        assert_eq!(c.queue.len(), 5);
+        assert!(c.remove(s[2]));
+        assert_eq!(c.score(s[0]), Some(40));
+        assert_eq!(c.take_older_than(35, 100), vec![s[1]]);
+        assert_eq!(c.take_older_than(35, 100), vec![]);
+        assert_eq!(c.take_older_than(41, 1), vec![s[0]]);
+        assert_eq!(c.take_older_than(41, 1), vec![s[3]]);
+        assert_eq!(c.score(s[3]), None);
+        assert!(c.queue.is_empty());
+    }
+
+    #[test]
+    fn check_ins_stay_within_twice_the_waiters() {
+        let s = sessions(10);
+        let mut c = CheckIns::default();
+        for t in 0..10_000u64 {
+            c.add(s[(t % 10) as usize], t);
+            assert!(c.queue.len() <= 2 * 10 + SLACK + 1);
+        }
+        // A session removed and added again at the same time is not doubled by a compaction.
+        for _ in 0..1_000 {
+            c.remove(s[0]);
+            c.add(s[0], 20_000);
+        }
+        assert!(c.queue.len() <= 2 * 10 + SLACK + 1);
+        let old: Vec<_> = c.take_older_than(u64::MAX, 100);
+        assert_eq!(old.len(), 10);
+    }
+
+    #[test]
+    fn ranks_count_set_slots() {
+        let mut r = Ranks::default();
+        for k in [0, 5, 63, 64, 200, 1_000] {
+            r.set(k);
+        }
+        r.set(5); // twice: once
+        assert_eq!(r.rank(0), 1);
+        assert_eq!(r.rank(4), 1);
+        assert_eq!(r.rank(5), 2);
+        assert_eq!(r.rank(63), 3);
+        assert_eq!(r.rank(64), 4);
+        assert_eq!(r.rank(999), 5);
+        assert_eq!(r.rank(1_000), 6);
+        assert_eq!(r.rank(5_000), 6, "past the end: everything");
+        r.clear(64);
+        r.clear(64);
+        r.clear(9_999);
+        assert_eq!(r.rank(1_000), 5);
+        for n in [0, 1, 63, 64, 65, 1_000] {
+            let o = Ranks::ones(n);
+            for k in 0..n {
+                assert_eq!(o.rank(k), k as u64 + 1, "ones({n}), rank({k})");
+            }
+        }
     }
 
     #[test]
