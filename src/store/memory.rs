@@ -1,7 +1,7 @@
 //! The embedded in-memory store: the default, for one process, demos and tests.
 //!
-//! Each room holds the same facts as the Redis script's keys, in the same shapes ([`ZSet`]s for
-//! check-ins and slots, a [`Line`] with O(log n) positions), and runs the same steps, so the two
+//! Each room holds the same facts as the Redis script's keys ([`ZSet`]s for slots, [`Waiters`]
+//! for the line and check-ins, with O(log n) positions), and runs the same steps, so the two
 //! stores agree to the letter (the conformance suite checks it), including on how a damaged
 //! room heals (see the script's header).
 //!
@@ -16,7 +16,7 @@ use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 
-use self::sets::{CheckIns, Line, ZSet};
+use self::sets::{Waiters, ZSet};
 
 use super::{
     AdmissionRing, Decision, RoomStats, Store, StoreFuture, MAX_PROMOTIONS_PER_CALL,
@@ -125,9 +125,9 @@ impl MemoryStore {
         let mut r = lock(&room);
         match damage {
             Damage::Lost(part) => match part {
-                Part::Seq => r.line.forget_last_seq(),
-                Part::Line => r.line.clear_places(),
-                Part::Seen => r.seen.clear(),
+                Part::Seq => r.waiters.forget_last_seq(),
+                Part::Line => r.waiters.clear_places(),
+                Part::Seen => r.waiters.clear_check_ins(),
                 Part::Active => r.active.clear(),
                 Part::Granted => r.granted.clear(),
                 Part::Bucket => r.bucket = Bucket::default(),
@@ -137,11 +137,9 @@ impl MemoryStore {
             Damage::BucketFieldLost => {
                 return Err("the embedded budget is one Rust value: it has no field to lose")
             }
-            Damage::CheckInLost(s) => {
-                r.seen.remove(s);
-            }
-            Damage::StrayCheckIn(s, at) => r.seen.add(s, at),
-            Damage::SlotHolderInLine(s) => r.line.push(s),
+            Damage::CheckInLost(s) => r.waiters.remove_check_in(s),
+            Damage::StrayCheckIn(s, at) => r.waiters.check_in(s, at),
+            Damage::SlotHolderInLine(s) => r.waiters.push(s),
         }
         Ok(())
     }
@@ -181,10 +179,10 @@ impl Store for MemoryStore {
             if let Some(d) = room.claim_or_extend(session, policy, now) {
                 return d;
             }
-            if let Some(position) = room.line.position(session) {
-                return room.touch(session, position, now);
+            if let Some(position) = room.waiters.touch(session, now) {
+                return room.waiting(position, now);
             }
-            if room.line.is_empty()
+            if room.waiters.is_empty()
                 && room.free_slots(policy) > 0
                 && room.bucket.take(policy.admission_rate, now)
             {
@@ -193,12 +191,12 @@ impl Store for MemoryStore {
                 room.admissions.count(now);
                 return Decision::Admitted { expires_at_ms };
             }
-            let waiting = room.line.len() as u64;
+            let waiting = room.waiters.len() as u64;
             if waiting >= policy.max_queue_len {
                 return Decision::Full { waiting };
             }
-            room.line.push(session);
-            room.seen.add(session, now);
+            room.waiters.push(session);
+            room.waiters.check_in(session, now);
             Decision::Waiting {
                 position: waiting + 1,
                 waiting: waiting + 1,
@@ -212,11 +210,11 @@ impl Store for MemoryStore {
             if let Some(expires_at_ms) = room.slot(session) {
                 return Decision::Admitted { expires_at_ms };
             }
-            if let Some(position) = room.line.position(session) {
-                return room.touch(session, position, now);
+            if let Some(position) = room.waiters.touch(session, now) {
+                return room.waiting(position, now);
             }
             // No place: a check-in without one is damage; drop it (only on this rare path).
-            room.seen.remove(session);
+            room.waiters.remove_check_in(session);
             Decision::Unknown
         })
     }
@@ -231,10 +229,7 @@ impl Store for MemoryStore {
     fn release(&self, policy: &RoomPolicy, session: SessionId) -> StoreFuture<bool> {
         self.run(policy, move |room, policy, now| {
             let had_slot = room.active.remove(session) | room.granted.remove(session);
-            let released = had_slot || {
-                room.seen.remove(session);
-                room.line.remove(session)
-            };
+            let released = had_slot || room.waiters.remove(session);
             if released {
                 room.promote(policy, now);
             }
@@ -246,7 +241,7 @@ impl Store for MemoryStore {
         self.run(policy, |room, policy, now| RoomStats {
             admitted: room.active.len() as u64,
             granted: room.granted.len() as u64,
-            waiting: room.line.len() as u64,
+            waiting: room.waiters.len() as u64,
             capacity: u64::from(policy.capacity),
             recent: room.admissions.counts(now),
         })
@@ -256,10 +251,9 @@ impl Store for MemoryStore {
 /// One room: the Redis script's keys, as Rust values.
 #[derive(Default)]
 struct RoomState {
-    /// The line, by sequence number (`seq` and `line`).
-    line: Line,
-    /// Waiters' last check-ins (`seen`), for skipping at their turn and the abandoned sweep.
-    seen: CheckIns,
+    /// The line and the waiters' last check-ins (`seq`, `line` and `seen`), for positions,
+    /// skipping at their turn and the abandoned sweep.
+    waiters: Waiters,
     /// Claimed slots by expiry (`active`).
     active: ZSet,
     /// Granted, unclaimed slots by expiry (`granted`).
@@ -285,11 +279,6 @@ impl RoomState {
             .or_else(|| self.granted.score(session))
     }
 
-    fn remove_waiter(&mut self, session: SessionId) {
-        self.line.remove(session);
-        self.seen.remove(session);
-    }
-
     /// Expire slots, sweep abandoned waiters, promote.
     fn housekeeping(&mut self, policy: &RoomPolicy, now: u64) {
         self.promotions_left = MAX_PROMOTIONS_PER_CALL;
@@ -302,9 +291,7 @@ impl RoomState {
             }
         }
         let abandoned = now.saturating_sub(policy.effective_abandon_after_ms());
-        for session in self.seen.take_older_than(abandoned, MAX_SWEEP_PER_CALL) {
-            self.line.remove(session);
-        }
+        self.waiters.sweep_older_than(abandoned, MAX_SWEEP_PER_CALL);
         self.promote(policy, now);
     }
 
@@ -314,26 +301,26 @@ impl RoomState {
     fn promote(&mut self, policy: &RoomPolicy, now: u64) {
         let cutoff = now.saturating_sub(policy.queue_ttl_ms);
         while self.promotions_left > 0 && self.free_slots(policy) > 0 {
-            let Some(head) = self.line.head() else {
+            let Some(head) = self.waiters.head() else {
                 break;
             };
             if self.slot(head).is_some() {
                 // Damage: a slot holder with a place too. The slot wins; no second slot.
-                self.remove_waiter(head);
+                self.waiters.remove(head);
             } else {
-                let seen = self.seen.score(head).unwrap_or_else(|| {
+                let seen = self.waiters.seen(head).unwrap_or_else(|| {
                     // Damage: a place without a check-in. Counted as seen now: they keep
                     // their turn.
-                    self.seen.add(head, now);
+                    self.waiters.check_in(head, now);
                     now
                 });
                 if seen < cutoff {
-                    self.remove_waiter(head);
+                    self.waiters.remove(head);
                 } else {
                     if !self.bucket.take(policy.admission_rate, now) {
                         break;
                     }
-                    self.remove_waiter(head);
+                    self.waiters.remove(head);
                     self.granted.add(head, now + policy.grant_ttl_ms);
                     self.admissions.count(now);
                 }
@@ -357,12 +344,11 @@ impl RoomState {
         })
     }
 
-    /// A waiter at `position` checks in and learns it (the position is O(log n)).
-    fn touch(&mut self, session: SessionId, position: u64, now: u64) -> Decision {
-        self.seen.add(session, now);
+    /// The answer to a waiter at `position` (who just checked in).
+    fn waiting(&self, position: u64, now: u64) -> Decision {
         Decision::Waiting {
             position,
-            waiting: self.line.len() as u64,
+            waiting: self.waiters.len() as u64,
             recent: self.admissions.counts(now),
         }
     }

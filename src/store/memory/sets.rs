@@ -1,13 +1,12 @@
-//! The embedded store's two containers, shaped like the Redis sorted sets of the room script so
-//! that both stores hold the same facts the same way (and can be damaged the same way in tests):
+//! The embedded store's containers, holding the same facts as the Redis sorted sets of the room
+//! script (so both stores can be damaged, and heal, the same way in tests):
 //!
 //! - [`ZSet`]: sessions by score (slots by expiry): O(log n) add, remove, lookup and smallest
 //!   score;
-//! - [`CheckIns`]: the same facts as a sorted set of check-ins by time, made for a check-in on
-//!   every poll: O(1) expected per check-in (a hash map and a queue in time order, no tree to
-//!   rebalance), the oldest found by dropping outdated queue entries;
-//! - [`Line`]: sessions by sequence number, with the rank (the position in line) in O(log n) from
-//!   a bitmap and a Fenwick tree over the sequence numbers, renumbered as the line moves.
+//! - [`Waiters`]: the script's `seq`, `line` and `seen`: each waiter's place (a sequence number,
+//!   with the position in O(log n) from a bitmap and a Fenwick tree) and last check-in (with the
+//!   oldest found through a queue in time order), in one record per waiter, so a waiter's poll
+//!   is one hash lookup and a rank.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 
@@ -59,99 +58,44 @@ impl ZSet {
     }
 }
 
-/// Each waiter's last check-in, like the script's `seen` sorted set, for the two questions asked
-/// of it: "when did this waiter last check in" (at their turn) and "who checked in longest ago"
-/// (the sweep of abandoned waiters).
-///
-/// A sorted tree would cost a removal and an insertion, with cache misses all the way down, on
-/// every poll. Instead every check-in is appended to a queue in time order, and the map says
-/// which queue entry is a waiter's current one; outdated entries are dropped when they reach the
-/// front, and the queue is compacted when it outgrows twice the map (amortised O(1) per
-/// check-in). The room's time is read under its lock, so it only goes back if the clock does:
-/// then an entry can sit behind later ones and be swept late, never early.
-#[derive(Debug, Default)]
-pub(super) struct CheckIns {
-    at: HashMap<SessionId, u64>,
-    queue: VecDeque<(u64, SessionId)>,
+/// A waiter's record: a place in line (sequence number) and a last check-in, either of which
+/// can be missing in a damaged room (the script's `line` and `seen` are two keys).
+#[derive(Clone, Copy, Debug, Default)]
+struct Entry {
+    seq: Option<u64>,
+    seen: Option<u64>,
 }
 
-impl CheckIns {
-    /// Records a check-in of `s` at `t`.
-    pub(super) fn add(&mut self, s: SessionId, t: u64) {
-        if self.at.insert(s, t) == Some(t) {
-            // The current entry says the same (same millisecond).
-            return;
-        }
-        self.queue.push_back((t, s));
-        if self.queue.len() > 2 * self.at.len() + SLACK {
-            self.compact();
-        }
-    }
-
-    pub(super) fn remove(&mut self, s: SessionId) -> bool {
-        self.at.remove(&s).is_some()
-    }
-
-    pub(super) fn score(&self, s: SessionId) -> Option<u64> {
-        self.at.get(&s).copied()
-    }
-
-    /// Removes and returns up to `max` sessions whose check-in is older than `before`, oldest
-    /// first; bounded work: at most `4 * max` outdated entries are dropped on the way (the rest
-    /// wait for the next call or the next compaction).
-    pub(super) fn take_older_than(&mut self, before: u64, max: u32) -> Vec<SessionId> {
-        let mut out = Vec::new();
-        let mut outdated = 0;
-        while out.len() < max as usize && outdated < 4 * max {
-            let Some(&(t, s)) = self.queue.front() else {
-                break;
-            };
-            if self.at.get(&s) != Some(&t) {
-                self.queue.pop_front();
-                outdated += 1;
-                continue;
-            }
-            if t >= before {
-                break;
-            }
-            self.queue.pop_front();
-            self.at.remove(&s);
-            out.push(s);
-        }
-        out
-    }
-
-    #[cfg(any(test, feature = "testing"))]
-    pub(super) fn clear(&mut self) {
-        *self = Self::default();
-    }
-
-    /// Keeps only each session's current entry, in order.
-    fn compact(&mut self) {
-        let mut kept = HashSet::with_capacity(self.at.len());
-        let at = &self.at;
-        self.queue
-            .retain(|&(t, s)| at.get(&s) == Some(&t) && kept.insert(s));
-    }
-}
-
-/// The line: sessions in order of a sequence number, with each one's position in O(log n).
+/// The waiters of a room: the script's `seq`, `line` and `seen`.
 ///
-/// Positions come from [`Ranks`] over the sequence numbers `base..`: the position of the waiter
-/// with sequence number `q` is the number of waiters at or before `q`. Joining sets one bit,
-/// leaving clears one (O(log n) each). Sequence numbers of people who left stay as cleared bits,
-/// so when the ranks cover more than twice the line (plus a constant), the line is renumbered
-/// from `base` = 1 and the ranks rebuilt in O(n): that happens at most once per n joins or n/2
-/// departures, O(1) amortised per call.
+/// Places: a sequence number each, in a map and in order (`by_seq`, for the head). Positions
+/// come from [`Ranks`] over the sequence numbers `base..`: the position of sequence number `q`
+/// is the number of places at or before it. Joining sets one bit, leaving clears one (O(log n)
+/// each). Sequence numbers of people who left stay as cleared bits, so when the ranks cover more
+/// than twice the line (plus a constant), the line is renumbered from 1 and the ranks rebuilt in
+/// O(n): at most once per n joins or n/2 departures, O(1) amortised per call.
+///
+/// Check-ins: the last one in each record, and every check-in appended to a queue in time order
+/// for the sweep of the oldest (a sorted tree would cost a removal and an insertion, with cache
+/// misses all the way down, on every poll). A queue entry is current while the record says the
+/// same time; outdated ones are dropped when they reach the front, and the queue is compacted
+/// when it outgrows twice the check-ins (amortised O(1) per check-in). The room's time is read
+/// under its lock, so it only goes back if the clock does: then an entry can sit behind later
+/// ones and be swept late, never early.
 #[derive(Debug, Default)]
-pub(super) struct Line {
-    /// Last sequence number handed out (the Redis script's `seq` key).
+pub(super) struct Waiters {
+    entries: HashMap<SessionId, Entry>,
+    /// Records with a place.
+    places: usize,
+    /// Records with a check-in.
+    check_ins: usize,
+    /// Last sequence number handed out (the script's `seq` key).
     last_seq: u64,
     by_seq: BTreeMap<u64, SessionId>,
-    seq_of: HashMap<SessionId, u64>,
     ranks: Ranks,
     /// The sequence number of rank slot 0.
     base: u64,
+    queue: VecDeque<(u64, SessionId)>,
 }
 
 /// Slack before a renumbering or a compaction, so small lines do not redo them on every call.
@@ -161,17 +105,14 @@ fn lowbit(i: usize) -> usize {
     i & i.wrapping_neg()
 }
 
-impl Line {
+impl Waiters {
+    /// Waiters with a place in line.
     pub(super) fn len(&self) -> usize {
-        self.seq_of.len()
+        self.places
     }
 
     pub(super) fn is_empty(&self) -> bool {
-        self.seq_of.is_empty()
-    }
-
-    pub(super) fn contains(&self, s: SessionId) -> bool {
-        self.seq_of.contains_key(&s)
+        self.places == 0
     }
 
     /// The first in line.
@@ -179,13 +120,34 @@ impl Line {
         self.by_seq.first_key_value().map(|(_, &s)| s)
     }
 
-    /// Appends `s` (which must not be in line) at the back.
+    /// The 1-based position of `s`, if in line (the store asks [`touch`](Self::touch)).
+    #[cfg(test)]
+    pub(super) fn position(&self, s: SessionId) -> Option<u64> {
+        let seq = self.entries.get(&s)?.seq?;
+        Some(self.rank(seq))
+    }
+
+    /// Checks `s` in at `t` if it has a place, and returns the position: a waiter's poll, in
+    /// one lookup.
+    pub(super) fn touch(&mut self, s: SessionId, t: u64) -> Option<u64> {
+        let entry = self.entries.get_mut(&s)?;
+        let seq = entry.seq?;
+        Self::record_check_in(entry, &mut self.check_ins, &mut self.queue, s, t);
+        self.compact_if_needed();
+        Some(self.rank(seq))
+    }
+
+    /// Appends `s` at the back of the line (if it has no place yet).
     pub(super) fn push(&mut self, s: SessionId) {
-        debug_assert!(!self.contains(s));
+        let entry = self.entries.entry(s).or_default();
+        if entry.seq.is_some() {
+            return;
+        }
         // After the last waiter even if `last_seq` was reset (the Redis script does the same
         // for a lost `seq` key): a newcomer never goes ahead of the line.
         let last = self.by_seq.last_key_value().map_or(0, |(&q, _)| q);
         let seq = self.last_seq.max(last) + 1;
+        entry.seq = Some(seq);
         self.last_seq = seq;
         if self.by_seq.is_empty() {
             self.ranks = Ranks::default();
@@ -193,37 +155,97 @@ impl Line {
         }
         self.ranks.set((seq - self.base) as usize);
         self.by_seq.insert(seq, s);
-        self.seq_of.insert(s, seq);
+        self.places += 1;
     }
 
-    /// Takes `s` out of the line; `false` if it was not in it.
+    /// The last check-in of `s`.
+    pub(super) fn seen(&self, s: SessionId) -> Option<u64> {
+        self.entries.get(&s)?.seen
+    }
+
+    /// Records a check-in of `s` at `t` (with or without a place).
+    pub(super) fn check_in(&mut self, s: SessionId, t: u64) {
+        let entry = self.entries.entry(s).or_default();
+        Self::record_check_in(entry, &mut self.check_ins, &mut self.queue, s, t);
+        self.compact_if_needed();
+    }
+
+    /// Takes `s` out of the line and forgets its check-in; `true` if it had a place.
     pub(super) fn remove(&mut self, s: SessionId) -> bool {
-        let Some(seq) = self.seq_of.remove(&s) else {
+        let Some(entry) = self.entries.remove(&s) else {
             return false;
         };
-        self.by_seq.remove(&seq);
-        self.ranks.clear((seq - self.base) as usize);
-        if self.ranks.slots() > 2 * self.len() + SLACK {
-            self.renumber();
+        if entry.seen.is_some() {
+            self.check_ins -= 1;
         }
-        true
+        match entry.seq {
+            Some(seq) => {
+                self.drop_place(seq);
+                true
+            }
+            None => false,
+        }
     }
 
-    /// The 1-based position of `s`, if in line.
-    pub(super) fn position(&self, s: SessionId) -> Option<u64> {
-        let seq = *self.seq_of.get(&s)?;
-        Some(self.ranks.rank((seq - self.base) as usize))
+    /// Forgets the check-in of `s`, keeping its place.
+    pub(super) fn remove_check_in(&mut self, s: SessionId) {
+        if let Some(entry) = self.entries.get_mut(&s) {
+            if entry.seen.take().is_some() {
+                self.check_ins -= 1;
+            }
+            if entry.seq.is_none() {
+                self.entries.remove(&s);
+            }
+        }
     }
 
-    /// Forgets every place, keeping the last sequence number (as a Redis `DEL` of the line
-    /// would).
+    /// Removes up to `max` waiters (place and check-in) whose check-in is older than `before`,
+    /// oldest first, and returns how many; bounded work: at most `4 * max` outdated queue
+    /// entries are dropped on the way (the rest wait for the next call or compaction).
+    pub(super) fn sweep_older_than(&mut self, before: u64, max: u32) -> u32 {
+        let (mut swept, mut outdated) = (0, 0);
+        while swept < max && outdated < 4 * max {
+            let Some(&(t, s)) = self.queue.front() else {
+                break;
+            };
+            if self.seen(s) != Some(t) {
+                self.queue.pop_front();
+                outdated += 1;
+                continue;
+            }
+            if t >= before {
+                break;
+            }
+            self.queue.pop_front();
+            self.remove(s);
+            swept += 1;
+        }
+        swept
+    }
+
+    /// Forgets every place, keeping the check-ins and the last sequence number (as a Redis
+    /// `DEL` of the line would).
     // Only the damage hook (and the tests) lose parts of a room.
     #[cfg(any(test, feature = "testing"))]
     pub(super) fn clear_places(&mut self) {
-        *self = Self {
-            last_seq: self.last_seq,
-            ..Self::default()
-        };
+        self.entries.retain(|_, e| {
+            e.seq = None;
+            e.seen.is_some()
+        });
+        self.by_seq.clear();
+        self.ranks = Ranks::default();
+        self.places = 0;
+    }
+
+    /// Forgets every check-in, keeping the places (as a Redis `DEL` of `seen` would).
+    #[cfg(any(test, feature = "testing"))]
+    pub(super) fn clear_check_ins(&mut self) {
+        self.entries.retain(|_, e| {
+            e.seen = None;
+            e.seq.is_some()
+        });
+        self.queue.clear();
+        self.check_ins = 0;
     }
 
     /// Forgets the last sequence number handed out (as a Redis `DEL` of `seq` would).
@@ -232,14 +254,57 @@ impl Line {
         self.last_seq = 0;
     }
 
+    fn record_check_in(
+        entry: &mut Entry,
+        check_ins: &mut usize,
+        queue: &mut VecDeque<(u64, SessionId)>,
+        s: SessionId,
+        t: u64,
+    ) {
+        match entry.seen.replace(t) {
+            // The current queue entry says the same (same millisecond).
+            Some(old) if old == t => return,
+            Some(_) => {}
+            None => *check_ins += 1,
+        }
+        queue.push_back((t, s));
+    }
+
+    fn compact_if_needed(&mut self) {
+        if self.queue.len() > 2 * self.check_ins + SLACK {
+            // Keeps each session's current entry (once), in order.
+            let mut kept = HashSet::with_capacity(self.check_ins);
+            let entries = &self.entries;
+            self.queue.retain(|&(t, s)| {
+                entries.get(&s).and_then(|e| e.seen) == Some(t) && kept.insert(s)
+            });
+        }
+    }
+
+    fn rank(&self, seq: u64) -> u64 {
+        self.ranks.rank((seq - self.base) as usize)
+    }
+
+    fn drop_place(&mut self, seq: u64) {
+        self.by_seq.remove(&seq);
+        self.ranks.clear((seq - self.base) as usize);
+        self.places -= 1;
+        if self.ranks.slots() > 2 * self.places + SLACK {
+            self.renumber();
+        }
+    }
+
     /// Renumbers the line 1..=n in order and rebuilds the ranks.
     fn renumber(&mut self) {
         let line = std::mem::take(&mut self.by_seq);
+        let entries = &mut self.entries;
         self.by_seq = line
             .into_values()
             .zip(1u64..)
             .map(|(s, seq)| {
-                self.seq_of.insert(s, seq);
+                if let Some(e) = entries.get_mut(&s) {
+                    e.seq = Some(seq);
+                }
                 (seq, s)
             })
             .collect();
@@ -355,13 +420,19 @@ mod tests {
         (0..n).map(|_| SessionId::random()).collect()
     }
 
+    fn line_of(s: &[SessionId]) -> Waiters {
+        let mut w = Waiters::default();
+        for (t, &x) in s.iter().enumerate() {
+            w.push(x);
+            w.check_in(x, t as u64);
+        }
+        w
+    }
+
     #[test]
     fn positions_follow_joins_and_departures() {
         let s = sessions(5);
-        let mut line = Line::default();
-        for &x in &s {
-            line.push(x);
-        }
+        let mut line = line_of(&s);
         assert_eq!(line.head(), Some(s[0]));
         for (i, &x) in s.iter().enumerate() {
             assert_eq!(line.position(x), Some(i as u64 + 1));
@@ -369,20 +440,19 @@ mod tests {
         assert!(line.remove(s[2]));
         assert!(!line.remove(s[2]));
         assert_eq!(line.position(s[2]), None);
-        assert_eq!(line.position(s[3]), Some(3));
+        assert_eq!(line.touch(s[3], 10), Some(3));
+        assert_eq!(line.seen(s[3]), Some(10));
         assert!(line.remove(s[0]));
         assert_eq!(line.head(), Some(s[1]));
         assert_eq!(line.position(s[4]), Some(3));
         assert_eq!(line.len(), 3);
+        assert_eq!(line.touch(SessionId::random(), 10), None);
     }
 
     #[test]
-    fn the_tree_stays_within_twice_the_line() {
-        let mut line = Line::default();
+    fn the_ranks_stay_within_twice_the_line() {
         let keep = sessions(10);
-        for &x in &keep {
-            line.push(x);
-        }
+        let mut line = line_of(&keep);
         // A long churn behind the same ten: people join at the back and leave.
         for _ in 0..10_000 {
             let x = SessionId::random();
@@ -401,60 +471,66 @@ mod tests {
             assert!(line.ranks.slots() <= 2 * line.len() + SLACK + 64);
         }
         assert!(line.is_empty());
+        assert!(line.entries.is_empty(), "no record left behind");
     }
 
     #[test]
-    fn a_forgotten_sequence_never_puts_a_newcomer_ahead() {
+    fn damaged_parts_are_independent() {
         let s = sessions(3);
-        let mut line = Line::default();
-        line.push(s[0]);
-        line.push(s[1]);
+        let mut line = line_of(&s[..2]);
         line.forget_last_seq();
         line.push(s[2]);
-        assert_eq!(line.position(s[2]), Some(3));
+        assert_eq!(line.position(s[2]), Some(3), "never ahead of the line");
+        line.remove_check_in(s[0]);
+        assert_eq!((line.position(s[0]), line.seen(s[0])), (Some(1), None));
         line.clear_places();
         assert!(line.is_empty());
+        assert_eq!(line.seen(s[1]), Some(1), "check-ins stay");
         line.push(s[0]);
         assert_eq!(line.position(s[0]), Some(1));
+        line.clear_check_ins();
+        assert_eq!((line.position(s[0]), line.seen(s[0])), (Some(1), None));
+        assert_eq!(line.entries.len(), 1);
     }
 
     #[test]
-    fn check_ins_sweep_the_oldest_current_ones() {
+    fn the_sweep_takes_the_oldest_current_check_ins() {
         let s = sessions(4);
-        let mut c = CheckIns::default();
-        c.add(s[0], 10);
-        c.add(s[1], 20);
-        c.add(s[2], 30);
-        c.add(s[0], 40); // checks in again: no longer the oldest
-        c.add(s[3], 40);
-        c.add(s[3], 40); // the same millisecond twice: one entry
-        assert_eq!(c.queue.len(), 5);
-        assert!(c.remove(s[2]));
-        assert_eq!(c.score(s[0]), Some(40));
-        assert_eq!(c.take_older_than(35, 100), vec![s[1]]);
-        assert_eq!(c.take_older_than(35, 100), vec![]);
-        assert_eq!(c.take_older_than(41, 1), vec![s[0]]);
-        assert_eq!(c.take_older_than(41, 1), vec![s[3]]);
-        assert_eq!(c.score(s[3]), None);
-        assert!(c.queue.is_empty());
+        let mut w = Waiters::default();
+        for &x in &s {
+            w.push(x);
+        }
+        w.check_in(s[0], 10);
+        w.check_in(s[1], 20);
+        w.check_in(s[2], 30);
+        w.check_in(s[0], 40); // checks in again: no longer the oldest
+        w.check_in(s[3], 40);
+        w.check_in(s[3], 40); // the same millisecond twice: one entry
+        assert_eq!(w.queue.len(), 5);
+        assert!(w.remove(s[2]));
+        assert_eq!(w.sweep_older_than(35, 100), 1);
+        assert_eq!(w.position(s[1]), None, "swept: place and check-in");
+        assert_eq!(w.sweep_older_than(35, 100), 0);
+        assert_eq!(w.sweep_older_than(41, 1), 1);
+        assert_eq!(w.sweep_older_than(41, 1), 1);
+        assert!(w.is_empty() && w.queue.is_empty() && w.entries.is_empty());
     }
 
     #[test]
-    fn check_ins_stay_within_twice_the_waiters() {
+    fn the_queue_stays_within_twice_the_check_ins() {
         let s = sessions(10);
-        let mut c = CheckIns::default();
+        let mut w = line_of(&s);
         for t in 0..10_000u64 {
-            c.add(s[(t % 10) as usize], t);
-            assert!(c.queue.len() <= 2 * 10 + SLACK + 1);
+            w.touch(s[(t % 10) as usize], t);
+            assert!(w.queue.len() <= 2 * 10 + SLACK + 1);
         }
         // A session removed and added again at the same time is not doubled by a compaction.
         for _ in 0..1_000 {
-            c.remove(s[0]);
-            c.add(s[0], 20_000);
+            w.remove_check_in(s[0]);
+            w.check_in(s[0], 20_000);
         }
-        assert!(c.queue.len() <= 2 * 10 + SLACK + 1);
-        let old: Vec<_> = c.take_older_than(u64::MAX, 100);
-        assert_eq!(old.len(), 10);
+        assert!(w.queue.len() <= 2 * 10 + SLACK + 1);
+        assert_eq!(w.sweep_older_than(u64::MAX, 100), 10);
     }
 
     #[test]
@@ -507,43 +583,67 @@ mod tests {
         Push,
         /// Remove the waiter at this index (modulo the line's length).
         Remove(usize),
+        /// Check in the waiter at this index, one millisecond later.
+        Touch(usize),
+        /// Sweep those not checked in for this many milliseconds.
+        Sweep(u8),
         ForgetSeq,
     }
 
     fn op() -> impl Strategy<Value = Op> {
         prop_oneof![
             5 => Just(Op::Push),
-            4 => any::<usize>().prop_map(Op::Remove),
+            3 => any::<usize>().prop_map(Op::Remove),
+            3 => any::<usize>().prop_map(Op::Touch),
+            1 => any::<u8>().prop_map(Op::Sweep),
             1 => Just(Op::ForgetSeq),
         ]
     }
 
     proptest! {
-        /// Against a naive model (a vector in order): the same head, length and position of
-        /// every waiter after every step.
+        /// Against a naive model (a vector in order, with each one's last check-in): the same
+        /// head, length, position and check-in of every waiter after every step, and the sweep
+        /// takes exactly those checked in before the cutoff (with a bound high enough).
         #[test]
-        fn line_matches_a_naive_model(ops in prop::collection::vec(op(), 1..400)) {
-            let mut line = Line::default();
-            let mut model: Vec<SessionId> = Vec::new();
+        fn waiters_match_a_naive_model(ops in prop::collection::vec(op(), 1..400)) {
+            let mut w = Waiters::default();
+            let mut model: Vec<(SessionId, u64)> = Vec::new();
+            let mut now = 0u64;
             for op in ops {
+                now += 1;
                 match op {
                     Op::Push => {
                         let s = SessionId::random();
-                        line.push(s);
-                        model.push(s);
+                        w.push(s);
+                        w.check_in(s, now);
+                        model.push((s, now));
                     }
                     Op::Remove(i) if !model.is_empty() => {
-                        let s = model.remove(i % model.len());
-                        prop_assert!(line.remove(s));
+                        let (s, _) = model.remove(i % model.len());
+                        prop_assert!(w.remove(s));
                     }
-                    Op::Remove(_) => prop_assert!(!line.remove(SessionId::random())),
-                    Op::ForgetSeq => line.forget_last_seq(),
+                    Op::Remove(_) => prop_assert!(!w.remove(SessionId::random())),
+                    Op::Touch(i) if !model.is_empty() => {
+                        let i = i % model.len();
+                        model[i].1 = now;
+                        prop_assert_eq!(w.touch(model[i].0, now), Some(i as u64 + 1));
+                    }
+                    Op::Touch(_) => {}
+                    Op::Sweep(age) => {
+                        let before = now.saturating_sub(u64::from(age));
+                        let gone = model.iter().filter(|(_, t)| *t < before).count();
+                        model.retain(|(_, t)| *t >= before);
+                        prop_assert_eq!(w.sweep_older_than(before, 1_000) as usize, gone);
+                    }
+                    Op::ForgetSeq => w.forget_last_seq(),
                 }
-                prop_assert_eq!(line.len(), model.len());
-                prop_assert_eq!(line.head(), model.first().copied());
-                for (i, &s) in model.iter().enumerate() {
-                    prop_assert_eq!(line.position(s), Some(i as u64 + 1));
+                prop_assert_eq!(w.len(), model.len());
+                prop_assert_eq!(w.head(), model.first().map(|m| m.0));
+                for (i, &(s, t)) in model.iter().enumerate() {
+                    prop_assert_eq!(w.position(s), Some(i as u64 + 1));
+                    prop_assert_eq!(w.seen(s), Some(t));
                 }
+                prop_assert_eq!(w.entries.len(), model.len(), "no stray records");
             }
         }
     }
