@@ -37,6 +37,14 @@
 //! # }
 //! ```
 //!
+//! The `heals_*` cases check that a store answers, and repairs what it can, after its room was
+//! damaged behind its back (a key lost to eviction, a value of the wrong type, a lost check-in:
+//! see [`Damage`]). They need a harness that can do the damage, given with
+//! [`Harness::with_damage`]; damage a harness cannot do (it answers `Err(reason)`) is skipped,
+//! and the reason printed on stderr. The crate's `MemoryStore` does what applies to typed Rust
+//! values through a hidden test hook; the Redis harness uses real commands (`DEL`, `SET`,
+//! `HSET`, `ZREM`, `ZADD`) on the room's keys.
+//!
 //! Rules for the cases (so that a shared, external store such as Redis can run them too):
 //! - time only moves through `harness.clock.advance(..)` (the store must read that clock, or be
 //!   sent its time); nothing ever sleeps;
@@ -830,10 +838,11 @@ pub async fn abandoned_waiters_are_swept(h: &Harness) {
     let p = h.policy(1);
     let a = h.enter_admitted(&p).await;
     let line = h.enter_waiters(&p, 4).await;
+    let entered = h.now();
     // line[1] and line[2] go silent; the head and the tail keep polling, the holder stays, so
     // nobody is promoted or skipped at the head.
     let step = QUEUE_MS / 3;
-    while h.now() + step < START_MS + ABANDON_MS {
+    while h.now() + step < entered + ABANDON_MS {
         h.advance_ms(step);
         admitted(h.heartbeat(&p, a).await, "the holder stays");
         waiting(h.poll(&p, line[0]).await, 1, 4, "the head polls");
@@ -844,7 +853,7 @@ pub async fn abandoned_waiters_are_swept(h: &Harness) {
             "before abandon_after, the silent still count",
         );
     }
-    h.advance_ms(START_MS + ABANDON_MS + 1_000 - h.now());
+    h.advance_ms(entered + ABANDON_MS + 1_000 - h.now());
     admitted(h.heartbeat(&p, a).await, "the holder stays");
     Harness::check_stats(h.stats(&p).await, 1, 0, 2);
     waiting(h.poll(&p, line[0]).await, 1, 2, "the head stays");
@@ -1596,7 +1605,7 @@ pub async fn heals_a_stray_check_in(h: &Harness) {
     if !h.damage(&p, Damage::StrayCheckIn(fresh, h.now())).await {
         return;
     }
-    if !h.damage(&p, Damage::StrayCheckIn(old, START_MS)).await {
+    if !h.damage(&p, Damage::StrayCheckIn(old, h.now())).await {
         return;
     }
     Harness::check_stats(h.stats(&p).await, 1, 0, 2);
