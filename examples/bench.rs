@@ -20,6 +20,8 @@
 //! 4. **queue poll**: waiting visitors polling the status endpoint, one script call each (Redis);
 //! 5. **script**: `RedisStore` enter/poll mix called directly, next to `EVALSHA "return 1"`;
 //! 6. **scale**: 1 000 / 100 000 / 1 000 000 waiters: p50/p99 of poll and enter, bytes per waiter;
+//!    and the embedded `MemoryStore` at 1 000 and 100 000 waiters: p50/p99 of poll and the p99
+//!    ratio (a poll is O(log n): target within 2x);
 //! 7. **micro**: token sign/verify, the layer's own work per request in-process, cookie scanning.
 //!
 //! The load generator is in-process: raw hyper HTTP/1.1 connections, a fixed number of them, each
@@ -97,6 +99,8 @@ const REQUIRED_KEYS: &[&str] = &[
     "enter_p50_us",
     "enter_p99_us",
     "bytes_per_waiter",
+    "memory_poll_p99_us",
+    "memory_poll_p99_ratio",
     "token_sign_ns",
     "token_verify_ns",
     "machine",
@@ -278,6 +282,7 @@ fn run(settings: &Settings, out: &std::path::Path) -> Result<(), BoxError> {
     let http = client_rt.block_on(http_scenarios(settings, &servers, &keyring, &cpu))?;
     let script = client_rt.block_on(script_scenarios(settings, &redis))?;
     let scale = client_rt.block_on(scale_scenarios(settings, &redis))?;
+    let memory_scale = memory_scale_scenarios(settings)?;
     let micro = micro_scenarios(settings, &keyring, &servers.fast_layer)?;
     drop(servers);
     server_rt.shutdown_timeout(Duration::from_secs(1));
@@ -294,7 +299,7 @@ fn run(settings: &Settings, out: &std::path::Path) -> Result<(), BoxError> {
         machine.get("cpu_model").cloned().unwrap_or(Value::Null),
     );
     summary.insert("machine".into(), Value::Object(machine));
-    for part in [http, script, scale, micro] {
+    for part in [http, script, scale, memory_scale, micro] {
         summary.extend(part);
     }
     summary.insert(
@@ -1030,6 +1035,74 @@ async fn scale_scenarios(
     Ok(m)
 }
 
+/// The embedded store's scales: its line is in process memory, so these are the same in every
+/// mode (the smoke run too: filling 100 000 takes about a second even in a debug build).
+const MEMORY_SCALES: [u64; 2] = [1_000, 100_000];
+
+/// The embedded store at [`MEMORY_SCALES`] waiters: p50/p99 of a poll of a random waiter (its
+/// position is checked), and the ratio of the p99s, largest to smallest. Called directly, in
+/// process: the store's futures are ready at once.
+fn memory_scale_scenarios(settings: &Settings) -> Result<Map<String, Value>, BoxError> {
+    let mut poll50 = Map::new();
+    let mut poll99 = Map::new();
+    // Polls are a microsecond or two: ten times the samples of the Redis scales, for a p99 that
+    // is not just the worst one.
+    let samples = settings.latency_samples * 10;
+    for n in MEMORY_SCALES {
+        let store = MemoryStore::new();
+        let hour = Duration::from_secs(3_600);
+        let policy = RoomPolicy::new("benchmemory", 1)
+            .with_ttls(hour, hour, hour)
+            .with_max_queue_len(n * 2);
+        let mut waiters = Vec::with_capacity(n as usize);
+        now_or_never(store.enter(&policy, SessionId::random()))?;
+        let t = Instant::now();
+        for i in 1..=n {
+            let s = SessionId::random();
+            match now_or_never(store.enter(&policy, s))? {
+                Decision::Waiting { position, .. } if position == i => waiters.push(s),
+                other => return Err(format!("memory enter {i} of {n}: {other:?}").into()),
+            }
+        }
+        let fill = t.elapsed();
+        let mut polls = Vec::with_capacity(samples);
+        let mut x = 0x9e37_79b9_7f4a_7c15_u64;
+        for _ in 0..samples {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let i = x % n;
+            // Fetched before the clock starts: the bench's own array is not the store's cost.
+            let s = std::hint::black_box(waiters[i as usize]);
+            let t = Instant::now();
+            let d = now_or_never(store.poll(&policy, s))?;
+            polls.push(t.elapsed().as_secs_f64() * 1e6);
+            match d {
+                Decision::Waiting { position, .. } if position == i + 1 => {}
+                other => return Err(format!("memory poll of waiter {i} of {n}: {other:?}").into()),
+            }
+        }
+        let key = n.to_string();
+        poll50.insert(key.clone(), json!(round(percentile(&polls, 50.0), 2)));
+        poll99.insert(key, json!(round(percentile(&polls, 99.0), 2)));
+        eprintln!(
+            "memory {n:>9}: poll p50 {:>6.2} us p99 {:>6.2} us (filled in {:.2} s)",
+            percentile(&polls, 50.0),
+            percentile(&polls, 99.0),
+            fill.as_secs_f64()
+        );
+    }
+    let first = MEMORY_SCALES[0].to_string();
+    let last = MEMORY_SCALES[MEMORY_SCALES.len() - 1].to_string();
+    let ratio =
+        poll99[&last].as_f64().unwrap_or(0.0) / poll99[&first].as_f64().unwrap_or(1.0).max(0.001);
+    let mut m = Map::new();
+    m.insert("memory_poll_p50_us".into(), Value::Object(poll50));
+    m.insert("memory_poll_p99_us".into(), Value::Object(poll99));
+    m.insert("memory_poll_p99_ratio".into(), json!(round(ratio, 2)));
+    Ok(m)
+}
+
 // ---------------------------------------------------------------------------------------------
 // Micro: in-process, no network
 
@@ -1420,6 +1493,20 @@ fn print_table(s: &Value) {
             );
         }
     }
+    println!();
+    println!("| MemoryStore waiters | poll p50 us | poll p99 us |");
+    println!("|---:|---:|---:|");
+    for n in MEMORY_SCALES {
+        let k = n.to_string();
+        println!(
+            "| {k} | {} | {} |",
+            s["memory_poll_p50_us"][&k], s["memory_poll_p99_us"][&k]
+        );
+    }
+    println!(
+        "| p99 ratio | | {} (target <= 2) |",
+        s["memory_poll_p99_ratio"]
+    );
     println!();
     println!("| micro | ns |");
     println!("|---|---:|");

@@ -38,6 +38,8 @@ pub struct WaitingRoomBuilder {
     active_ttl: Duration,
     grant_ttl: Duration,
     queue_ttl: Duration,
+    /// `None`: the default, or `queue_ttl` when that is longer.
+    abandon_after: Option<Duration>,
     refresh: Duration,
     session_ttl: Duration,
     max_queue_len: u64,
@@ -73,6 +75,7 @@ impl WaitingRoomBuilder {
             active_ttl: defaults::ACTIVE_TTL,
             grant_ttl: defaults::GRANT_TTL,
             queue_ttl: defaults::QUEUE_TTL,
+            abandon_after: None,
             refresh: defaults::REFRESH,
             session_ttl: defaults::SESSION_TTL,
             max_queue_len: defaults::MAX_QUEUE_LEN,
@@ -127,6 +130,16 @@ impl WaitingRoomBuilder {
     /// A waiter silent for longer is skipped when their turn comes. Default 120 s.
     pub fn queue_ttl(mut self, ttl: Duration) -> Self {
         self.queue_ttl = ttl;
+        self
+    }
+
+    /// A waiter silent for longer is dropped from the line wherever they stand, so the positions
+    /// others see do not count people long gone. Default 30 min (or `queue_ttl`, if that is
+    /// set longer); when set, it must be at least `queue_ttl`.
+    /// A waiter silent for longer than `queue_ttl` but back within `abandon_after` keeps their
+    /// place, unless their turn came while they were away.
+    pub fn abandon_after(mut self, after: Duration) -> Self {
+        self.abandon_after = Some(after);
         self
     }
 
@@ -407,6 +420,7 @@ impl WaitingRoomBuilder {
             .as_deref()
             .map(|name| validate::header_name(name, "client_ip_header"))
             .transpose()?;
+        let abandon_after = self.effective_abandon_after();
         let keys = validate::keyring(self.current_key, self.previous_key)?;
 
         // Assemble.
@@ -432,6 +446,7 @@ impl WaitingRoomBuilder {
         let policy = RoomPolicy::new(&self.room, capacity)
             .with_admission_rate(self.admission_rate)
             .with_ttls(self.active_ttl, self.grant_ttl, self.queue_ttl)
+            .with_abandon_after(abandon_after)
             .with_max_queue_len(self.max_queue_len);
         let config = RoomConfig {
             policy,
@@ -477,6 +492,7 @@ impl WaitingRoomBuilder {
             ("active_ttl", self.active_ttl),
             ("grant_ttl", self.grant_ttl),
             ("queue_ttl", self.queue_ttl),
+            ("abandon_after", self.effective_abandon_after()),
             ("refresh", self.refresh),
             ("session_ttl", self.session_ttl),
         ] {
@@ -487,12 +503,21 @@ impl WaitingRoomBuilder {
         if self.refresh >= self.active_ttl {
             return Err(ConfigError::RefreshNotShorterThanActiveTtl);
         }
+        if self.abandon_after.is_some_and(|a| a < self.queue_ttl) {
+            return Err(ConfigError::AbandonAfterShorterThanQueueTtl);
+        }
         if !validate::valid_path_prefix(&self.path_prefix) {
             return Err(ConfigError::InvalidPathPrefix {
                 prefix: self.path_prefix.clone(),
             });
         }
         Ok(capacity)
+    }
+
+    /// The abandonment time: as set, or the default stretched to `queue_ttl`.
+    fn effective_abandon_after(&self) -> Duration {
+        self.abandon_after
+            .unwrap_or_else(|| defaults::ABANDON_AFTER.max(self.queue_ttl))
     }
 
     /// The rate limits and proof of work.
@@ -521,5 +546,53 @@ impl std::fmt::Debug for WaitingRoomBuilder {
             .field("room", &self.room)
             .field("capacity", &self.capacity)
             .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use crate::{ConfigError, WaitingRoomLayer};
+
+    fn room() -> super::WaitingRoomBuilder {
+        WaitingRoomLayer::builder("shop")
+            .capacity(1)
+            .secret([7u8; 32])
+    }
+
+    #[test]
+    fn abandon_after_is_at_least_queue_ttl() {
+        let minute = Duration::from_secs(60);
+        let err = room()
+            .queue_ttl(2 * minute)
+            .abandon_after(minute)
+            .build()
+            .err();
+        assert_eq!(err, Some(ConfigError::AbandonAfterShorterThanQueueTtl));
+        let err = room().abandon_after(Duration::ZERO).build().err();
+        assert_eq!(
+            err,
+            Some(ConfigError::InvalidDuration {
+                setting: "abandon_after"
+            })
+        );
+        let ok = room().queue_ttl(minute).abandon_after(minute).build();
+        assert_eq!(ok.unwrap().config().policy().abandon_after_ms, 60_000);
+    }
+
+    #[test]
+    fn the_default_abandon_after_stretches_to_a_longer_queue_ttl() {
+        let p = room().build().unwrap().config().policy().clone();
+        assert_eq!(p.abandon_after_ms, 30 * 60 * 1_000);
+        let hours = Duration::from_secs(2 * 3_600);
+        let p = room()
+            .queue_ttl(hours)
+            .build()
+            .unwrap()
+            .config()
+            .policy()
+            .clone();
+        assert_eq!(p.abandon_after_ms, 2 * 3_600 * 1_000);
     }
 }

@@ -127,9 +127,9 @@ pub use token::{KeyError, Keyring, SigningKey};
 pub mod __private {
     pub use crate::token::{AdmissionToken, Challenge, QueueCookie};
 
-    /// `ARGV[4..=15]` of the Redis room script for `policy`, for the benchmark's raw `EVALSHA`.
+    /// `ARGV[4..=16]` of the Redis room script for `policy`, for the benchmark's raw `EVALSHA`.
     #[cfg(feature = "redis")]
-    pub fn room_script_numbers(policy: &crate::RoomPolicy) -> [u64; 12] {
+    pub fn room_script_numbers(policy: &crate::RoomPolicy) -> [u64; 13] {
         crate::store::redis_protocol_numbers(policy)
     }
 

@@ -9,7 +9,11 @@
 //!    a phone shares the place through the cookie; screenshots at phone and desktop widths go to
 //!    `target/screenshots/`; "Leave the line" gives the place up.
 //!
-//! 3. Proof of work on: the browser gets the challenge page, solves it with WebCrypto by itself
+//! 3. A tab that goes quiet: the waiting page is left (the tab navigates elsewhere, so its
+//!    polling stops) for longer than `queue_ttl`, and comes back before its turn: it still has
+//!    its place, ahead of the one who came after it, and gets in at its turn.
+//!
+//! 4. Proof of work on: the browser gets the challenge page, solves it with WebCrypto by itself
 //!    (in Web Workers, one per core), sends the solution, and joins the line; the page's own
 //!    measurement (workers, hashes tried, ms) is read and printed. `measure_proof_of_work_in_chromium` (ignored; run it by hand with
 //!    `cargo test --test browser -- --ignored --nocapture measure`) measures what solving takes
@@ -441,6 +445,116 @@ async fn far_back_in_a_moving_line_then_leaving() {
     assert_eq!(status["state"], "unknown", "{status}");
     browser.close().await.unwrap();
     phone.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tab_away_for_longer_than_queue_ttl_keeps_its_place() {
+    let _one = ONE_BROWSER.lock().await;
+    let hour = Duration::from_secs(3_600);
+    let queue_ttl = Duration::from_secs(60);
+    let site = Site::start_with(
+        WaitingRoomLayer::builder("quiet")
+            .capacity(1)
+            .active_ttl(hour)
+            .grant_ttl(hour)
+            .queue_ttl(queue_ttl)
+            .abandon_after(Duration::from_secs(30 * 60))
+            .secure_cookies(false),
+        shop,
+    )
+    .await;
+    let policy: RoomPolicy = site.layer.config().policy().clone();
+    let store = site.store.inner();
+    use tower_waiting_room::store::Store;
+
+    // Someone inside, someone waiting ahead of the browser, and (after it) someone behind.
+    let mut holder = admit(&site).await;
+    let ahead = SessionId::random();
+    store.enter(&policy, ahead).await.unwrap();
+    let driver = Driver::start().await;
+    let browser = driver.browser(1280, 800).await;
+    let base = format!("http://{}", site.http.addr);
+    browser.goto(&format!("{base}/shop")).await.unwrap();
+    assert_eq!(
+        text(&browser, "#twr-position-number").await.as_deref(),
+        Some("2"),
+        "page: {}",
+        browser.source().await.unwrap()
+    );
+    let behind = SessionId::random();
+    store.enter(&policy, behind).await.unwrap();
+
+    // The tab goes elsewhere (a page that is not the site): the waiting page and its polling
+    // stop. Meanwhile the others check in, and the clock runs to three times queue_ttl.
+    browser
+        .goto(&format!("{}/status", driver.url))
+        .await
+        .unwrap();
+    let polls = site.store.calls().poll;
+    for _ in 0..6 {
+        site.clock.advance(queue_ttl / 2);
+        for s in [ahead, behind] {
+            store.poll(&policy, s).await.unwrap();
+        }
+        let stats = site.stats().await;
+        assert_eq!(
+            (stats.admitted, stats.waiting),
+            (1, 3),
+            "the quiet tab still counts"
+        );
+    }
+    assert_eq!(site.store.calls().poll, polls, "the tab was really quiet");
+
+    // Back before its turn: the same place, ahead of the one who came after it, and the page
+    // carries on polling from there.
+    browser.back().await.unwrap();
+    eventually(Duration::from_secs(5), "the page is back", || async {
+        text(&browser, "#twr-position-number").await.is_some()
+    })
+    .await;
+    assert_eq!(
+        text(&browser, "#twr-position-number").await.as_deref(),
+        Some("2"),
+        "back after {:?} away: the same place",
+        queue_ttl * 3
+    );
+    assert_eq!(site.stats().await.waiting, 3);
+    let polls = site.store.calls().poll;
+    eventually(Duration::from_secs(10), "the page polls again", || async {
+        site.store.calls().poll > polls
+    })
+    .await;
+    assert_eq!(
+        text(&browser, "#twr-position-number").await.as_deref(),
+        Some("2")
+    );
+
+    // Its turn comes: the one ahead gets the first slot, the browser the next, by itself.
+    let r = site
+        .http
+        .visit(&mut holder, Method::POST, &site.leave_path())
+        .await;
+    assert_eq!(r.status, StatusCode::OK);
+    assert!(matches!(
+        store.enter(&policy, ahead).await.unwrap(),
+        tower_waiting_room::store::Decision::Admitted { .. }
+    ));
+    eventually(Duration::from_secs(8), "the page moves up", || async {
+        text(&browser, "#twr-position-number").await.as_deref() == Some("1")
+    })
+    .await;
+    assert!(store.release(&policy, ahead).await.unwrap());
+    eventually(Duration::from_secs(8), "the browser is let in", || async {
+        text(&browser, "h1").await.as_deref() == Some("You are in")
+    })
+    .await;
+    let stats = site.stats().await;
+    assert_eq!(
+        (stats.admitted, stats.granted, stats.waiting),
+        (1, 0, 1),
+        "the browser holds the slot; the one behind still waits"
+    );
+    browser.close().await.unwrap();
 }
 
 // ===== proof of work =====

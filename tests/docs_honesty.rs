@@ -312,6 +312,11 @@ async fn check(setting: &str, default: &str) -> Result<(), String> {
         ),
         "grant_ttl" => eq("grant_ttl", ms(dur()?), p.grant_ttl_ms.to_string() + " ms"),
         "queue_ttl" => eq("queue_ttl", ms(dur()?), p.queue_ttl_ms.to_string() + " ms"),
+        "abandon_after" => eq(
+            "abandon_after",
+            ms(dur()?),
+            p.abandon_after_ms.to_string() + " ms",
+        ),
         "refresh" => eq("refresh", ms(dur()?), ms(c.refresh())),
         "session_ttl" => eq("session_ttl", ms(dur()?), ms(c.session_ttl())),
         "max_queue_len" => eq(

@@ -8,7 +8,77 @@ use tower_waiting_room::testing::conformance;
 
 async fn make_harness() -> conformance::Harness {
     let clock = ManualClock::new(conformance::START_MS);
-    conformance::Harness::new(Arc::new(MemoryStore::with_clock(clock.clone())), clock)
+    let store = MemoryStore::with_clock(clock.clone());
+    let damaged = store.clone();
+    conformance::Harness::new(Arc::new(store), clock).with_damage(move |policy, damage| {
+        let done = damaged.__damage(&policy.room, damage);
+        Box::pin(std::future::ready(done))
+    })
 }
 
 conformance::conformance_tests!(make_harness);
+
+/// A waiter's poll is O(log n): at the back of a line of 100 000 it costs about what it costs in
+/// a line of 1 000 (it used to count everyone ahead, O(position): about 100 times more). Timed
+/// as the best of several rounds, so a busy machine does not fail it; the bound is loose
+/// (5x) next to both the old cost and the new one (about 1.5x).
+#[test]
+fn poll_cost_does_not_grow_with_the_line() {
+    use std::time::{Duration, Instant};
+    use tower_waiting_room::store::{Decision, Store};
+    use tower_waiting_room::{RoomPolicy, SessionId};
+
+    fn per_poll(n: usize) -> Duration {
+        let clock = ManualClock::new(conformance::START_MS);
+        let store = MemoryStore::with_clock(clock.clone());
+        let hour = Duration::from_secs(3_600);
+        let policy = RoomPolicy::new("big", 1)
+            .with_ttls(hour, hour, hour)
+            .with_max_queue_len(u64::MAX / 2);
+        let ready = |f: tower_waiting_room::store::StoreFuture<Decision>| {
+            futures_now(f).expect("the embedded store does not fail")
+        };
+        ready(store.enter(&policy, SessionId::random()));
+        let line: Vec<SessionId> = (0..n).map(|_| SessionId::random()).collect();
+        for &s in &line {
+            ready(store.enter(&policy, s));
+        }
+        // The back quarter of the line, where counting everyone ahead costs the most.
+        let back = &line[n * 3 / 4..];
+        let rounds = 7;
+        let per_round = 300;
+        let mut best = Duration::MAX;
+        for r in 0..rounds {
+            let started = Instant::now();
+            for k in 0..per_round {
+                let i = (r * per_round + k) * 7919 % back.len();
+                let d = ready(store.poll(&policy, back[i]));
+                assert!(matches!(d, Decision::Waiting { .. }), "{d:?}");
+            }
+            best = best.min(started.elapsed() / per_round as u32);
+        }
+        best
+    }
+
+    let small = per_poll(1_000);
+    let big = per_poll(100_000);
+    let ratio = big.as_secs_f64() / small.as_secs_f64();
+    eprintln!("poll: {small:?} at 1 000 waiters, {big:?} at 100 000 (x{ratio:.2})");
+    assert!(
+        ratio < 5.0,
+        "a poll at 100 000 waiters costs {ratio:.1} times one at 1 000 ({big:?} vs {small:?})"
+    );
+}
+
+/// The embedded store's futures are ready at once.
+fn futures_now<T>(
+    f: tower_waiting_room::store::StoreFuture<T>,
+) -> Result<T, tower_waiting_room::store::StoreError> {
+    let waker = std::task::Waker::noop();
+    let mut cx = std::task::Context::from_waker(waker);
+    let mut f = f;
+    match f.as_mut().poll(&mut cx) {
+        std::task::Poll::Ready(out) => out,
+        std::task::Poll::Pending => panic!("the embedded store's future was not ready"),
+    }
+}

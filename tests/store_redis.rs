@@ -1,5 +1,8 @@
 //! The store conformance suite against real servers: a single Redis (or Valkey, with
 //! `TWR_REDIS_SERVER` naming its binary) and a 3-node Redis Cluster, both started here.
+//!
+//! The damage cases (`heals_*`) damage a room with real Redis commands (`DEL`, `SET`, `HSET`,
+//! `ZREM`, `ZADD`) on the room's own keys, as an eviction or an operator would.
 #![cfg(feature = "redis")]
 
 mod redis_harness;
@@ -7,22 +10,129 @@ mod redis_harness;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tower_waiting_room::clock::ManualClock;
-use tower_waiting_room::store::RedisStore;
-use tower_waiting_room::testing::conformance;
+use redis::aio::ConnectionLike;
+use tower_waiting_room::__private::redis_keys;
+use tower_waiting_room::clock::{Clock, ManualClock};
+use tower_waiting_room::store::{RedisStore, ADMISSION_BUCKETS, ADMISSION_BUCKET_MS};
+use tower_waiting_room::testing::conformance::{self, Damage, DamageFuture, Part};
+use tower_waiting_room::RoomPolicy;
 
 /// The script is sent the manual clock's time, so the suite can move time as it does for the
 /// embedded store. (In production the script reads Redis `TIME`.)
-fn harness(
+fn harness<C>(
     store: tower_waiting_room::store::RedisStoreBuilder,
     clock: ManualClock,
-) -> conformance::Harness {
+    conn: C,
+) -> conformance::Harness
+where
+    C: ConnectionLike + Clone + Send + Sync + 'static,
+{
     let store = store
         .timeout(Duration::from_secs(2))
         .clock(clock.clone())
         .build()
         .expect("store builds");
-    conformance::Harness::new(Arc::new(store), clock)
+    let damaged = store.clone();
+    let time = clock.clone();
+    conformance::Harness::new(Arc::new(store), clock).with_damage(
+        move |policy: &RoomPolicy, damage: Damage| -> DamageFuture {
+            let keys = redis_keys(&damaged, &policy.room);
+            let now = time.now_ms();
+            let mut conn = conn.clone();
+            Box::pin(async move {
+                for cmd in damage_commands(&keys, damage, now)? {
+                    let _: redis::Value = cmd
+                        .query_async(&mut conn)
+                        .await
+                        .unwrap_or_else(|e| panic!("damage {damage:?}: {e}"));
+                }
+                Ok(())
+            })
+        },
+    )
+}
+
+/// The Redis commands that do `damage` to the room whose keys are `keys` (in the script's order).
+fn damage_commands(
+    keys: &[String; 7],
+    damage: Damage,
+    now: u64,
+) -> Result<Vec<redis::Cmd>, &'static str> {
+    let key = |part: Part| keys[Part::ALL.iter().position(|p| *p == part).unwrap()].clone();
+    let mut cmds = Vec::new();
+    match damage {
+        Damage::Lost(part) => cmds.push(redis::cmd("DEL").arg(key(part)).clone()),
+        Damage::WrongType(part) => {
+            cmds.push(redis::cmd("DEL").arg(key(part)).clone());
+            if part == Part::Seq {
+                cmds.push(redis::cmd("HSET").arg(key(part)).arg("f").arg(1).clone());
+            } else {
+                cmds.push(redis::cmd("SET").arg(key(part)).arg("garbage").clone());
+            }
+        }
+        Damage::NotANumber(Part::Seq) => {
+            cmds.push(redis::cmd("SET").arg(key(Part::Seq)).arg("x").clone());
+        }
+        Damage::NotANumber(Part::Bucket) => cmds.push(
+            redis::cmd("HSET")
+                .arg(key(Part::Bucket))
+                .arg("milli")
+                .arg("x")
+                .arg("last")
+                .arg("x")
+                .clone(),
+        ),
+        Damage::NotANumber(Part::Admitted) => {
+            let bucket = now / ADMISSION_BUCKET_MS;
+            let slot = bucket % ADMISSION_BUCKETS;
+            cmds.push(
+                redis::cmd("HSET")
+                    .arg(key(Part::Admitted))
+                    .arg(format!("t{slot}"))
+                    .arg(bucket)
+                    .arg(format!("n{slot}"))
+                    .arg("x")
+                    .clone(),
+            );
+        }
+        Damage::NotANumber(_) => return Err("that part holds no number but sorted-set scores"),
+        Damage::BucketFieldLost => {
+            cmds.push(
+                redis::cmd("HDEL")
+                    .arg(key(Part::Bucket))
+                    .arg("last")
+                    .clone(),
+            );
+        }
+        Damage::CheckInLost(s) => cmds.push(
+            redis::cmd("ZREM")
+                .arg(key(Part::Seen))
+                .arg(s.to_string())
+                .clone(),
+        ),
+        Damage::StrayCheckIn(s, at) => cmds.push(
+            redis::cmd("ZADD")
+                .arg(key(Part::Seen))
+                .arg(at)
+                .arg(s.to_string())
+                .clone(),
+        ),
+        Damage::SlotHolderInLine(s) => {
+            // At the back: one more than the highest sequence number handed out.
+            cmds.push(redis::cmd("INCR").arg(key(Part::Seq)).clone());
+            cmds.push(
+                redis::cmd("EVAL")
+                    .arg("return redis.call('ZADD', KEYS[1], redis.call('GET', KEYS[2]), ARGV[1])")
+                    .arg(2)
+                    .arg(key(Part::Line))
+                    .arg(key(Part::Seq))
+                    .arg(s.to_string())
+                    .clone(),
+            );
+        }
+        _ => return Err("damage this harness does not know"),
+    }
+    Ok(cmds)
 }
 
 mod single {
@@ -31,7 +141,12 @@ mod single {
     async fn make_harness() -> conformance::Harness {
         let server = redis_harness::shared_server();
         let clock = ManualClock::new(conformance::START_MS);
-        harness(RedisStore::builder().url(server.url()), clock)
+        let conn = redis::Client::open(server.url())
+            .unwrap()
+            .get_multiplexed_async_connection()
+            .await
+            .expect("a connection for the damage hook");
+        harness(RedisStore::builder().url(server.url()), clock, conn)
     }
 
     conformance::conformance_tests!(make_harness);
@@ -45,7 +160,16 @@ mod cluster {
             .await
             .unwrap();
         let clock = ManualClock::new(conformance::START_MS);
-        harness(RedisStore::builder().cluster_nodes(cluster.urls()), clock)
+        let conn = redis::cluster::ClusterClient::new(cluster.urls())
+            .unwrap()
+            .get_async_connection()
+            .await
+            .expect("a cluster connection for the damage hook");
+        harness(
+            RedisStore::builder().cluster_nodes(cluster.urls()),
+            clock,
+            conn,
+        )
     }
 
     conformance::conformance_tests!(make_harness);

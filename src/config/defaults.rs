@@ -15,6 +15,10 @@ pub const ACTIVE_TTL: Duration = Duration::from_secs(300);
 pub const GRANT_TTL: Duration = Duration::from_secs(30);
 /// A waiter silent for longer is skipped when their turn comes.
 pub const QUEUE_TTL: Duration = Duration::from_secs(120);
+/// A waiter silent for longer is dropped from the line wherever they stand, so positions do not
+/// count people long gone and the line's memory stays bounded. Much longer than
+/// [`QUEUE_TTL`]: a visitor whose tab slept for a few minutes keeps their place until their turn.
+pub const ABANDON_AFTER: Duration = Duration::from_secs(30 * 60);
 /// Age under which an admission token is trusted without any store call.
 pub const REFRESH: Duration = Duration::from_secs(15);
 /// Lifetime of the signed queue cookie.

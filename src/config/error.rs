@@ -31,6 +31,9 @@ pub enum ConfigError {
     /// `refresh` must be shorter than `active_ttl`, or an admission would outlive its slot
     /// without ever being checked.
     RefreshNotShorterThanActiveTtl,
+    /// `abandon_after` must be at least `queue_ttl`: a waiter is skipped at their turn after
+    /// `queue_ttl` of silence, and dropped from anywhere in the line only after `abandon_after`.
+    AbandonAfterShorterThanQueueTtl,
     /// No signing key was given.
     MissingSigningKey,
     /// A secret is shorter than [`MIN_SECRET_LEN`](crate::config::MIN_SECRET_LEN) bytes.
@@ -107,6 +110,9 @@ impl fmt::Display for ConfigError {
             }
             ConfigError::RefreshNotShorterThanActiveTtl => {
                 f.write_str("refresh must be shorter than active_ttl")
+            }
+            ConfigError::AbandonAfterShorterThanQueueTtl => {
+                f.write_str("abandon_after must be at least queue_ttl")
             }
             ConfigError::MissingSigningKey => f.write_str(
                 "a signing key is required: set .secret(..) (32 bytes or more) or .signing_key(..)",

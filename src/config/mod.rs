@@ -11,6 +11,7 @@
 //! | `active_ttl` | 300 s | slot lifetime, extended by activity |
 //! | `grant_ttl` | 30 s | time a promoted visitor has to come back and claim the slot |
 //! | `queue_ttl` | 120 s | a waiter silent for longer is skipped when their turn comes |
+//! | `abandon_after` | 30 min | a waiter silent for longer is dropped from the line wherever they stand; at least `queue_ttl` (the default stretches to it) |
 //! | `refresh` | 15 s | age under which an admission token is trusted without a store call |
 //! | `max_queue_len` | 100 000 | waiters beyond this get the "full" answer |
 //! | `session_ttl` | 24 h | lifetime of the signed queue cookie |
@@ -136,6 +137,9 @@ pub struct RoomPolicy {
     pub grant_ttl_ms: u64,
     /// A waiter silent for longer is skipped when their turn comes, in milliseconds.
     pub queue_ttl_ms: u64,
+    /// A waiter silent for longer is dropped from the line wherever they stand, in milliseconds.
+    /// Stores use the larger of this and `queue_ttl_ms`.
+    pub abandon_after_ms: u64,
     /// Waiters beyond this get [`Decision::Full`](crate::store::Decision::Full).
     pub max_queue_len: u64,
 }
@@ -150,6 +154,7 @@ impl RoomPolicy {
             active_ttl_ms: duration_ms(defaults::ACTIVE_TTL),
             grant_ttl_ms: duration_ms(defaults::GRANT_TTL),
             queue_ttl_ms: duration_ms(defaults::QUEUE_TTL),
+            abandon_after_ms: duration_ms(defaults::ABANDON_AFTER),
             max_queue_len: defaults::MAX_QUEUE_LEN,
         }
     }
@@ -166,6 +171,20 @@ impl RoomPolicy {
         self.grant_ttl_ms = duration_ms(grant);
         self.queue_ttl_ms = duration_ms(queue);
         self
+    }
+
+    /// Sets the abandonment time: a waiter silent for longer is dropped from the line wherever
+    /// they stand (a waiter silent for longer than `queue_ttl` only is skipped when their turn
+    /// comes, and keeps their place if back before then).
+    pub fn with_abandon_after(mut self, after: Duration) -> Self {
+        self.abandon_after_ms = duration_ms(after);
+        self
+    }
+
+    /// The abandonment time stores go by: never shorter than `queue_ttl`, whatever a policy
+    /// built by hand says.
+    pub fn effective_abandon_after_ms(&self) -> u64 {
+        self.abandon_after_ms.max(self.queue_ttl_ms)
     }
 
     /// Sets the longest line.

@@ -1,8 +1,22 @@
 //! The embedded in-memory store: the default, for one process, demos and tests.
+//!
+//! Each room holds the same facts as the Redis script's keys ([`ZSet`]s for slots, [`Waiters`]
+//! for the line and check-ins, with O(log n) positions), and runs the same steps, so the two
+//! stores agree to the letter (the conformance suite checks it), including on how a damaged
+//! room heals (see the script's header).
+//!
+//! Locking: the map of rooms is behind an `RwLock` held only to find (or, once per room, add) a
+//! room; each room has its own `Mutex`, held for one call's work, which is O(log n) in the room's
+//! size (plus the bounded sweep and promotions, and the line's amortised O(1) renumbering). A
+//! busy room never stalls the others.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+mod sets;
+
+use std::collections::HashMap;
 use std::fmt;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
+
+use self::sets::{Waiters, ZSet};
 
 use super::{
     AdmissionRing, Decision, RoomStats, Store, StoreFuture, MAX_PROMOTIONS_PER_CALL,
@@ -39,7 +53,7 @@ use crate::session::SessionId;
 /// ```
 #[derive(Clone)]
 pub struct MemoryStore {
-    rooms: Arc<Mutex<HashMap<Arc<str>, RoomState>>>,
+    rooms: Arc<Rooms>,
     clock: SharedClock,
 }
 
@@ -61,20 +75,73 @@ impl MemoryStore {
         }
     }
 
+    /// The room's state, created empty on first use. The map's lock is held only for the
+    /// lookup (a read lock, shared by every caller) or, once per room, the insertion.
+    fn room(&self, room: &Arc<str>) -> Arc<Mutex<RoomState>> {
+        let found = self
+            .rooms
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(room)
+            .cloned();
+        found.unwrap_or_else(|| {
+            self.rooms
+                .write()
+                .unwrap_or_else(PoisonError::into_inner)
+                .entry(room.clone())
+                .or_default()
+                .clone()
+        })
+    }
+
     fn run<T: Send + 'static>(
         &self,
         policy: &RoomPolicy,
         op: impl FnOnce(&mut RoomState, &RoomPolicy, u64) -> T,
     ) -> StoreFuture<T> {
+        let room = self.room(&policy.room);
+        let mut room = lock(&room);
+        // Read under the room's lock, so a room's calls see time in the order they run.
         let now = self.clock.now_ms();
-        let mut rooms = lock(&self.rooms);
-        let room = match rooms.get_mut(&policy.room) {
-            Some(room) => room,
-            None => rooms.entry(policy.room.clone()).or_default(),
-        };
         room.housekeeping(policy, now);
-        let out = op(room, policy, now);
+        let out = op(&mut room, policy, now);
         Box::pin(std::future::ready(Ok(out)))
+    }
+
+    /// Test hook for the conformance suite's damage cases: does `damage` to `room`'s state,
+    /// as the Redis harness does with real commands. `Err(reason)` for damage a store of typed
+    /// Rust values cannot suffer.
+    #[cfg(feature = "testing")]
+    #[doc(hidden)]
+    pub fn __damage(
+        &self,
+        room: &str,
+        damage: crate::testing::conformance::Damage,
+    ) -> Result<(), &'static str> {
+        use crate::testing::conformance::{Damage, Part};
+        const TYPED: &str = "the embedded store's parts are typed Rust values: they cannot hold \
+                             a value of the wrong type or a number that is not a number";
+        let room = self.room(&Arc::from(room));
+        let mut r = lock(&room);
+        match damage {
+            Damage::Lost(part) => match part {
+                Part::Seq => r.waiters.forget_last_seq(),
+                Part::Line => r.waiters.clear_places(),
+                Part::Seen => r.waiters.clear_check_ins(),
+                Part::Active => r.active.clear(),
+                Part::Granted => r.granted.clear(),
+                Part::Bucket => r.bucket = Bucket::default(),
+                Part::Admitted => r.admissions = AdmissionRing::default(),
+            },
+            Damage::WrongType(_) | Damage::NotANumber(_) => return Err(TYPED),
+            Damage::BucketFieldLost => {
+                return Err("the embedded budget is one Rust value: it has no field to lose")
+            }
+            Damage::CheckInLost(s) => r.waiters.remove_check_in(s),
+            Damage::StrayCheckIn(s, at) => r.waiters.check_in(s, at),
+            Damage::SlotHolderInLine(s) => r.waiters.push(s),
+        }
+        Ok(())
     }
 }
 
@@ -86,16 +153,24 @@ impl Default for MemoryStore {
 
 impl fmt::Debug for MemoryStore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let rooms = self
+            .rooms
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len();
         f.debug_struct("MemoryStore")
-            .field("rooms", &lock(&self.rooms).len())
+            .field("rooms", &rooms)
             .finish()
     }
 }
 
+/// Every room by id, each behind its own lock.
+type Rooms = RwLock<HashMap<Arc<str>, Arc<Mutex<RoomState>>>>;
+
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // A panic while holding the lock cannot leave a room half-updated in a way that breaks the
-    // invariants badly enough to stop serving; keep going.
-    m.lock().unwrap_or_else(|e| e.into_inner())
+    // A panic while holding the lock can leave a room's parts out of step with each other; every
+    // step tolerates that (and repairs it as the Redis script does), so keep going.
+    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl Store for MemoryStore {
@@ -104,15 +179,15 @@ impl Store for MemoryStore {
             if let Some(d) = room.claim_or_extend(session, policy, now) {
                 return d;
             }
-            if room.waiters.contains_key(&session) {
-                return room.touch(session, now);
+            if let Some(position) = room.waiters.touch(session, now) {
+                return room.waiting(position, now);
             }
-            if room.line.is_empty()
+            if room.waiters.is_empty()
                 && room.free_slots(policy) > 0
                 && room.bucket.take(policy.admission_rate, now)
             {
                 let expires_at_ms = now + policy.active_ttl_ms;
-                room.put_slot(session, expires_at_ms, true);
+                room.active.add(session, expires_at_ms);
                 room.admissions.count(now);
                 return Decision::Admitted { expires_at_ms };
             }
@@ -120,16 +195,8 @@ impl Store for MemoryStore {
             if waiting >= policy.max_queue_len {
                 return Decision::Full { waiting };
             }
-            room.seq += 1;
-            room.line.insert(room.seq, session);
-            room.seen.insert((now, session));
-            room.waiters.insert(
-                session,
-                Waiter {
-                    seq: room.seq,
-                    last_seen_ms: now,
-                },
-            );
+            room.waiters.push(session);
+            room.waiters.check_in(session, now);
             Decision::Waiting {
                 position: waiting + 1,
                 waiting: waiting + 1,
@@ -140,14 +207,14 @@ impl Store for MemoryStore {
 
     fn poll(&self, policy: &RoomPolicy, session: SessionId) -> StoreFuture<Decision> {
         self.run(policy, move |room, _, now| {
-            if let Some(slot) = room.slots.get(&session) {
-                return Decision::Admitted {
-                    expires_at_ms: slot.expires_at_ms,
-                };
+            if let Some(expires_at_ms) = room.slot(session) {
+                return Decision::Admitted { expires_at_ms };
             }
-            if room.waiters.contains_key(&session) {
-                return room.touch(session, now);
+            if let Some(position) = room.waiters.touch(session, now) {
+                return room.waiting(position, now);
             }
+            // No place: a check-in without one is damage; drop it (only on this rare path).
+            room.waiters.remove_check_in(session);
             Decision::Unknown
         })
     }
@@ -161,7 +228,8 @@ impl Store for MemoryStore {
 
     fn release(&self, policy: &RoomPolicy, session: SessionId) -> StoreFuture<bool> {
         self.run(policy, move |room, policy, now| {
-            let released = room.remove_slot(session) || room.remove_waiter(session);
+            let had_slot = room.active.remove(session) | room.granted.remove(session);
+            let released = had_slot || room.waiters.remove(session);
             if released {
                 room.promote(policy, now);
             }
@@ -170,99 +238,93 @@ impl Store for MemoryStore {
     }
 
     fn stats(&self, policy: &RoomPolicy) -> StoreFuture<RoomStats> {
-        self.run(policy, |room, policy, now| {
-            let granted = room.slots.values().filter(|s| !s.claimed).count() as u64;
-            RoomStats {
-                admitted: room.slots.len() as u64 - granted,
-                granted,
-                waiting: room.waiters.len() as u64,
-                capacity: u64::from(policy.capacity),
-                recent: room.admissions.counts(now),
-            }
+        self.run(policy, |room, policy, now| RoomStats {
+            admitted: room.active.len() as u64,
+            granted: room.granted.len() as u64,
+            waiting: room.waiters.len() as u64,
+            capacity: u64::from(policy.capacity),
+            recent: room.admissions.counts(now),
         })
     }
 }
 
+/// One room: the Redis script's keys, as Rust values.
 #[derive(Default)]
 struct RoomState {
-    /// Last sequence number handed out; the line is ordered by it.
-    seq: u64,
-    /// The line: sequence → session.
-    line: BTreeMap<u64, SessionId>,
-    /// Waiters by session.
-    waiters: HashMap<SessionId, Waiter>,
-    /// Waiters by last check-in, for the sweep.
-    seen: BTreeSet<(u64, SessionId)>,
-    /// Slots (claimed and granted) by session.
-    slots: HashMap<SessionId, Slot>,
-    /// Slots by expiry.
-    expiry: BTreeSet<(u64, SessionId)>,
+    /// The line and the waiters' last check-ins (`seq`, `line` and `seen`), for positions,
+    /// skipping at their turn and the abandoned sweep.
+    waiters: Waiters,
+    /// Claimed slots by expiry (`active`).
+    active: ZSet,
+    /// Granted, unclaimed slots by expiry (`granted`).
+    granted: ZSet,
     bucket: Bucket,
     /// Promotions (or skips of silent waiters) left in the current call: reset by
     /// `housekeeping`, shared by every `promote` of the call so a `release` that promotes again
     /// stays within [`MAX_PROMOTIONS_PER_CALL`].
     promotions_left: u32,
-    /// Admissions per 10-second bucket, for the wait estimate.
+    /// Admissions per 10-second bucket, for the wait estimate (`admitted`).
     admissions: AdmissionRing,
-}
-
-struct Waiter {
-    seq: u64,
-    last_seen_ms: u64,
-}
-
-struct Slot {
-    expires_at_ms: u64,
-    /// `false` while granted to a promoted visitor who has not come back yet.
-    claimed: bool,
 }
 
 impl RoomState {
     fn free_slots(&self, policy: &RoomPolicy) -> u64 {
-        u64::from(policy.capacity).saturating_sub(self.slots.len() as u64)
+        u64::from(policy.capacity).saturating_sub((self.active.len() + self.granted.len()) as u64)
     }
 
-    /// Expire slots, sweep silent waiters, promote.
+    /// The expiry of the session's slot, claimed or granted.
+    fn slot(&self, session: SessionId) -> Option<u64> {
+        self.active
+            .score(session)
+            .or_else(|| self.granted.score(session))
+    }
+
+    /// Expire slots, sweep abandoned waiters, promote.
     fn housekeeping(&mut self, policy: &RoomPolicy, now: u64) {
         self.promotions_left = MAX_PROMOTIONS_PER_CALL;
-        while let Some(&(expires, session)) = self.expiry.first() {
-            if expires > now {
-                break;
-            }
-            self.remove_slot(session);
-        }
-        let cutoff = now.saturating_sub(policy.queue_ttl_ms);
-        for _ in 0..MAX_SWEEP_PER_CALL {
-            match self.seen.first() {
-                Some(&(seen, session)) if seen < cutoff => {
-                    self.remove_waiter(session);
+        for slots in [&mut self.active, &mut self.granted] {
+            while let Some((expires, session)) = slots.first() {
+                if expires > now {
+                    break;
                 }
-                _ => break,
+                slots.remove(session);
             }
         }
+        let abandoned = now.saturating_sub(policy.effective_abandon_after_ms());
+        self.waiters.sweep_older_than(abandoned, MAX_SWEEP_PER_CALL);
         self.promote(policy, now);
     }
 
-    /// Grants free slots to the head of the line, skipping silent waiters; bounded work: at most
-    /// [`MAX_PROMOTIONS_PER_CALL`] promotions and skips per call, however often it runs in it.
+    /// Grants free slots to the head of the line, skipping waiters silent (for longer than
+    /// `queue_ttl`) at their turn; bounded work: at most [`MAX_PROMOTIONS_PER_CALL`] promotions
+    /// and skips per call, however often it runs in it.
     fn promote(&mut self, policy: &RoomPolicy, now: u64) {
         let cutoff = now.saturating_sub(policy.queue_ttl_ms);
-        while self.promotions_left > 0 {
-            let Some((_, &session)) = self.line.first_key_value() else {
+        while self.promotions_left > 0 && self.free_slots(policy) > 0 {
+            let Some(head) = self.waiters.head() else {
                 break;
             };
-            let silent = self.waiters[&session].last_seen_ms < cutoff;
-            if silent {
-                self.remove_waiter(session);
-                self.promotions_left -= 1;
-                continue;
+            if self.slot(head).is_some() {
+                // Damage: a slot holder with a place too. The slot wins; no second slot.
+                self.waiters.remove(head);
+            } else {
+                let seen = self.waiters.seen(head).unwrap_or_else(|| {
+                    // Damage: a place without a check-in. Counted as seen now: they keep
+                    // their turn.
+                    self.waiters.check_in(head, now);
+                    now
+                });
+                if seen < cutoff {
+                    self.waiters.remove(head);
+                } else {
+                    if !self.bucket.take(policy.admission_rate, now) {
+                        break;
+                    }
+                    self.waiters.remove(head);
+                    self.granted.add(head, now + policy.grant_ttl_ms);
+                    self.admissions.count(now);
+                }
             }
-            if self.free_slots(policy) == 0 || !self.bucket.take(policy.admission_rate, now) {
-                break;
-            }
-            self.remove_waiter(session);
-            self.put_slot(session, now + policy.grant_ttl_ms, false);
-            self.admissions.count(now);
             self.promotions_left -= 1;
         }
     }
@@ -274,59 +336,20 @@ impl RoomState {
         policy: &RoomPolicy,
         now: u64,
     ) -> Option<Decision> {
-        self.slots.contains_key(&session).then(|| {
+        self.slot(session).map(|_| {
             let expires_at_ms = now + policy.active_ttl_ms;
-            self.put_slot(session, expires_at_ms, true);
+            self.granted.remove(session);
+            self.active.add(session, expires_at_ms);
             Decision::Admitted { expires_at_ms }
         })
     }
 
-    fn touch(&mut self, session: SessionId, now: u64) -> Decision {
-        let waiter = self.waiters.get_mut(&session).expect("caller checked");
-        self.seen.remove(&(waiter.last_seen_ms, session));
-        waiter.last_seen_ms = now;
-        self.seen.insert((now, session));
-        let seq = waiter.seq;
-        // O(position): fine for the embedded store's sizes; the Redis store ranks in O(log n).
-        let ahead = self.line.range(..seq).count() as u64;
+    /// The answer to a waiter at `position` (who just checked in).
+    fn waiting(&self, position: u64, now: u64) -> Decision {
         Decision::Waiting {
-            position: ahead + 1,
+            position,
             waiting: self.waiters.len() as u64,
             recent: self.admissions.counts(now),
-        }
-    }
-
-    fn put_slot(&mut self, session: SessionId, expires_at_ms: u64, claimed: bool) {
-        if let Some(old) = self.slots.insert(
-            session,
-            Slot {
-                expires_at_ms,
-                claimed,
-            },
-        ) {
-            self.expiry.remove(&(old.expires_at_ms, session));
-        }
-        self.expiry.insert((expires_at_ms, session));
-    }
-
-    fn remove_slot(&mut self, session: SessionId) -> bool {
-        match self.slots.remove(&session) {
-            Some(slot) => {
-                self.expiry.remove(&(slot.expires_at_ms, session));
-                true
-            }
-            None => false,
-        }
-    }
-
-    fn remove_waiter(&mut self, session: SessionId) -> bool {
-        match self.waiters.remove(&session) {
-            Some(w) => {
-                self.line.remove(&w.seq);
-                self.seen.remove(&(w.last_seen_ms, session));
-                true
-            }
-            None => false,
         }
     }
 }
@@ -361,5 +384,70 @@ impl Bucket {
             self.milli = Some(refilled);
             false
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::ManualClock;
+
+    fn now<T>(f: StoreFuture<T>) -> T {
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        let mut f = f;
+        match f.as_mut().poll(&mut cx) {
+            std::task::Poll::Ready(out) => out.expect("the embedded store does not fail"),
+            std::task::Poll::Pending => panic!("not ready"),
+        }
+    }
+
+    /// A room busy with a call (its lock held) does not stall calls to other rooms: the map of
+    /// rooms is locked only to find a room.
+    #[test]
+    fn a_busy_room_does_not_stall_the_others() {
+        let store = MemoryStore::with_clock(ManualClock::new(1_000_000));
+        let (busy, other) = (RoomPolicy::new("busy", 1), RoomPolicy::new("other", 1));
+        now(store.stats(&busy));
+        let room = store.room(&busy.room);
+        let held = lock(&room);
+        let (tx, rx) = std::sync::mpsc::channel();
+        let s = store.clone();
+        let t = std::thread::spawn(move || {
+            let d = now(s.enter(&other, SessionId::random()));
+            tx.send(d).unwrap();
+        });
+        let d = rx
+            .recv_timeout(std::time::Duration::from_secs(10))
+            .expect("a call to another room waited for the busy room's lock");
+        assert!(matches!(d, Decision::Admitted { .. }));
+        drop(held);
+        t.join().unwrap();
+    }
+
+    /// The same room from many threads: one lock per room keeps its calls in order, and the
+    /// capacity holds.
+    #[test]
+    fn one_room_from_many_threads() {
+        let store = MemoryStore::with_clock(ManualClock::new(1_000_000));
+        let policy = RoomPolicy::new("shared", 3);
+        let threads: Vec<_> = (0..8)
+            .map(|_| {
+                let (store, policy) = (store.clone(), policy.clone());
+                std::thread::spawn(move || {
+                    for _ in 0..200 {
+                        let s = SessionId::random();
+                        now(store.enter(&policy, s));
+                        let st = now(store.stats(&policy));
+                        assert!(st.admitted + st.granted <= 3, "{st:?}");
+                        now(store.release(&policy, s));
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        let st = now(store.stats(&policy));
+        assert_eq!((st.admitted, st.granted, st.waiting), (0, 0, 0), "{st:?}");
     }
 }

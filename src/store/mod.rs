@@ -1,7 +1,7 @@
 //! Stage 3: the store, which holds the line and the slots and decides.
 //!
 //! A [`Store`] has five operations, all of which first do the room's housekeeping (expire slots,
-//! sweep silent waiters, promote from the head of the line into free slots) and then answer:
+//! sweep abandoned waiters, promote from the head of the line into free slots) and then answer:
 //!
 //! | operation | for | answer |
 //! |---|---|---|
@@ -17,8 +17,17 @@
 //!   nobody is waiting and a slot (and the admission-rate budget) is free; re-entering keeps the
 //!   old place;
 //! - promotion grants a slot for `grant_ttl`, which becomes `active_ttl` when the visitor comes
-//!   back; waiters silent for longer than `queue_ttl` are skipped; work per call is bounded
-//!   ([`MAX_PROMOTIONS_PER_CALL`], [`MAX_SWEEP_PER_CALL`]);
+//!   back; work per call is bounded ([`MAX_PROMOTIONS_PER_CALL`], [`MAX_SWEEP_PER_CALL`]);
+//! - absence: a waiter silent for longer than `queue_ttl` keeps their place until their turn
+//!   comes (they are at the head and a slot is free) and is skipped then; back before it, they
+//!   carry on from the same place. A waiter silent for longer than `abandon_after` (never less
+//!   than `queue_ttl`) is dropped from anywhere in the line, so positions do not count people
+//!   long gone and a line's memory stays bounded;
+//! - a damaged room heals: a part lost (a Redis key evicted or deleted) counts as empty, a part
+//!   of the wrong type is dropped, a place without a check-in counts as seen now, a check-in
+//!   without a place is dropped, a slot holder with a place keeps the slot and loses the place,
+//!   a damaged budget counts as full, a newcomer always goes after the last waiter. A store
+//!   answers every call, never fails on its own data (the conformance suite's `heals_*` cases);
 //! - slots expire by time, never by trusting the browser; `release` frees at once;
 //! - the admission rate, when set, is a token bucket of one second's admissions, spent in the
 //!   same step as capacity by promotions and direct admissions alike;
@@ -52,7 +61,8 @@ pub use memory::MemoryStore;
 
 /// Most waiters promoted (or skipped as silent) in one call.
 pub const MAX_PROMOTIONS_PER_CALL: u32 = 100;
-/// Most silent waiters swept from anywhere in the line in one call.
+/// Most abandoned waiters (silent for longer than `abandon_after`) swept from anywhere in the
+/// line in one call.
 pub const MAX_SWEEP_PER_CALL: u32 = 100;
 
 /// Width of one admission-counting bucket, in milliseconds.

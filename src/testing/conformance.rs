@@ -37,6 +37,14 @@
 //! # }
 //! ```
 //!
+//! The `heals_*` cases check that a store answers, and repairs what it can, after its room was
+//! damaged behind its back (a key lost to eviction, a value of the wrong type, a lost check-in:
+//! see [`Damage`]). They need a harness that can do the damage, given with
+//! [`Harness::with_damage`]; damage a harness cannot do (it answers `Err(reason)`) is skipped,
+//! and the reason printed on stderr. The crate's `MemoryStore` does what applies to typed Rust
+//! values through a hidden test hook; the Redis harness uses real commands (`DEL`, `SET`,
+//! `HSET`, `ZREM`, `ZADD`) on the room's keys.
+//!
 //! Rules for the cases (so that a shared, external store such as Redis can run them too):
 //! - time only moves through `harness.clock.advance(..)` (the store must read that clock, or be
 //!   sent its time); nothing ever sleeps;
@@ -68,32 +76,137 @@ pub const GRANT_TTL: Duration = Duration::from_secs(10);
 /// Queue check-in lifetime of the suite's rooms.
 pub const QUEUE_TTL: Duration = Duration::from_secs(30);
 
+/// Abandonment time of the suite's rooms: a waiter silent for longer is dropped from anywhere in
+/// the line.
+pub const ABANDON_AFTER: Duration = Duration::from_secs(300);
+
 const ACTIVE_MS: u64 = ACTIVE_TTL.as_millis() as u64;
 const GRANT_MS: u64 = GRANT_TTL.as_millis() as u64;
 const QUEUE_MS: u64 = QUEUE_TTL.as_millis() as u64;
+const ABANDON_MS: u64 = ABANDON_AFTER.as_millis() as u64;
 
-/// What every case runs against: a store and the clock it reads.
+/// What every case runs against: a store, the clock it reads and, for the cases that check a
+/// store heals, a way to damage a room behind the store's back ([`Harness::with_damage`]).
 pub struct Harness {
     /// The store under test.
     pub store: Arc<dyn Store>,
     /// The clock the store decides by; the only way time moves.
     pub clock: ManualClock,
+    damage: Option<Arc<DamageHook>>,
 }
 
 impl fmt::Debug for Harness {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Harness")
             .field("clock", &self.clock)
+            .field("damage", &self.damage.is_some())
             .finish_non_exhaustive()
     }
 }
+
+/// A part of a room's state in a store, named after the Redis keys of the room (see
+/// `docs/redis.md`); other stores map them to whatever holds the same facts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Part {
+    /// The last sequence number handed out.
+    Seq,
+    /// The line: waiters in order of arrival.
+    Line,
+    /// The waiters' last check-ins.
+    Seen,
+    /// Claimed slots and their expiries.
+    Active,
+    /// Granted, not yet claimed slots and their expiries.
+    Granted,
+    /// The admission-rate budget.
+    Bucket,
+    /// The admission counts (the ring of time buckets).
+    Admitted,
+}
+
+impl Part {
+    /// Every part, in the order of the Redis script's `KEYS`.
+    pub const ALL: [Part; 7] = [
+        Part::Seq,
+        Part::Line,
+        Part::Seen,
+        Part::Active,
+        Part::Granted,
+        Part::Bucket,
+        Part::Admitted,
+    ];
+}
+
+/// Damage done to a room's state behind the store's back, as a lost key (eviction, a stray
+/// `DEL`), an operator's hand edit or a half-applied bug would do it. A store must answer every
+/// call after it (repairing what it can), never fail.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Damage {
+    /// The part is gone (Redis: `DEL` of the key).
+    Lost(Part),
+    /// The part holds a value of the wrong type (Redis: a string where a sorted set or a hash
+    /// belongs, a hash where the sequence string belongs).
+    WrongType(Part),
+    /// A number in the part is not a number: the sequence (`Seq`), both fields of the budget
+    /// (`Bucket`), or the current bucket's admission count (`Admitted`).
+    NotANumber(Part),
+    /// The admission-rate budget lost one of its fields (Redis: `HDEL` of `last`).
+    BucketFieldLost,
+    /// The session keeps its place in line, but its check-in is gone.
+    CheckInLost(SessionId),
+    /// A check-in at the given time (ms) for a session that has no place in line.
+    StrayCheckIn(SessionId, u64),
+    /// A session holding a slot also gets a place at the back of the line.
+    SlotHolderInLine(SessionId),
+}
+
+/// The future a damage hook returns: `Err(reason)` when the harness's store cannot suffer that
+/// damage (for example, a value of the wrong type in a store of typed Rust values); the case
+/// then skips that damage, saying why.
+pub type DamageFuture = Pin<Box<dyn Future<Output = Result<(), &'static str>> + Send + 'static>>;
+
+/// Does [`Damage`] to a room of the harness's store: see [`Harness::with_damage`].
+pub type DamageHook = dyn Fn(&RoomPolicy, Damage) -> DamageFuture + Send + Sync;
 
 static ROOM_COUNTER: AtomicU64 = AtomicU64::new(0);
 
 impl Harness {
     /// A harness for `store`, which must read (or be sent the time of) `clock`.
     pub fn new(store: Arc<dyn Store>, clock: ManualClock) -> Self {
-        Self { store, clock }
+        Self {
+            store,
+            clock,
+            damage: None,
+        }
+    }
+
+    /// Gives the harness a way to damage a room's state behind the store's back, for the cases
+    /// that check the store heals (`heals_*`). Without it those cases skip every damage (and say
+    /// so on stderr).
+    pub fn with_damage<F>(mut self, hook: F) -> Self
+    where
+        F: Fn(&RoomPolicy, Damage) -> DamageFuture + Send + Sync + 'static,
+    {
+        self.damage = Some(Arc::new(hook));
+        self
+    }
+
+    /// Does `damage` to the room of `policy`: `true` if done, `false` if the harness cannot do
+    /// it (the reason goes to stderr, and the case skips that damage).
+    pub async fn damage(&self, policy: &RoomPolicy, damage: Damage) -> bool {
+        let Some(hook) = &self.damage else {
+            eprintln!("skipped {damage:?}: the harness has no damage hook");
+            return false;
+        };
+        match hook(policy, damage).await {
+            Ok(()) => true,
+            Err(why) => {
+                eprintln!("skipped {damage:?}: {why}");
+                false
+            }
+        }
     }
 
     /// A room id no other case, process or earlier run uses.
@@ -103,9 +216,12 @@ impl Harness {
         format!("conf-{n}-{}", &random[..16])
     }
 
-    /// A fresh room of `capacity` with the suite's TTLs, no admission rate, default max line.
+    /// A fresh room of `capacity` with the suite's TTLs and abandonment time, no admission rate,
+    /// default max line.
     pub fn policy(&self, capacity: u32) -> RoomPolicy {
-        RoomPolicy::new(&self.room_id(), capacity).with_ttls(ACTIVE_TTL, GRANT_TTL, QUEUE_TTL)
+        RoomPolicy::new(&self.room_id(), capacity)
+            .with_ttls(ACTIVE_TTL, GRANT_TTL, QUEUE_TTL)
+            .with_abandon_after(ABANDON_AFTER)
     }
 
     /// The store clock's time.
@@ -642,28 +758,137 @@ pub async fn silent_waiter_is_skipped(h: &Harness) {
     );
 }
 
-/// The sweep removes silent waiters from anywhere in the line, not only at the head.
-pub async fn sweep_removes_silent_waiters(h: &Harness) {
+/// A waiter silent for longer than queue_ttl (but not abandon_after) who comes back before their
+/// turn keeps their place: from the middle of the line, and from its head while no slot has
+/// freed yet.
+pub async fn returning_waiter_keeps_place(h: &Harness) {
     let p = h.policy(1);
-    let _a = h.enter_admitted(&p).await;
-    let line = h.enter_waiters(&p, 4).await;
-    // line[1] and line[2] go silent; the head and the tail keep polling. The holder's slot
-    // (active_ttl 60 s) outlives the test, so nobody is promoted or skipped at the head.
-    for _ in 0..3 {
-        h.advance_ms(QUEUE_MS / 3 + 1_000);
-        assert!(matches!(
-            h.poll(&p, line[0]).await,
-            Decision::Waiting { position: 1, .. }
-        ));
-        assert!(matches!(
-            h.poll(&p, line[3]).await,
-            Decision::Waiting { .. }
-        ));
+    let a = h.enter_admitted(&p).await;
+    let line = h.enter_waiters(&p, 3).await;
+    // The head and the second go away for twice queue_ttl; the third keeps polling.
+    for _ in 0..6 {
+        h.advance_ms(QUEUE_MS / 3);
+        admitted(h.heartbeat(&p, a).await, "the holder stays");
+        waiting(h.poll(&p, line[2]).await, 3, 3, "the absent still count");
     }
+    Harness::check_stats(h.stats(&p).await, 1, 0, 3);
+    waiting(
+        h.poll(&p, line[1]).await,
+        2,
+        3,
+        "back in the middle: same place",
+    );
+    waiting(
+        h.poll(&p, line[0]).await,
+        1,
+        3,
+        "back at the head before any slot freed: same place",
+    );
+    assert!(h.release(&p, a).await);
+    admitted(h.poll(&p, line[0]).await, "the returned head gets the slot");
+    waiting(
+        h.poll(&p, line[1]).await,
+        1,
+        2,
+        "the returned second moves up",
+    );
+    waiting(h.poll(&p, line[2]).await, 2, 2, "the third moves up");
+}
+
+/// A waiter who went silent in the middle of the line and is still silent (for longer than
+/// queue_ttl) when their turn comes is skipped then: the slot goes to the next live waiter.
+pub async fn silent_at_their_turn_is_skipped(h: &Harness) {
+    let p = h.policy(1);
+    let a = h.enter_admitted(&p).await;
+    let line = h.enter_waiters(&p, 3).await;
+    let (first, silent, last) = (line[0], line[1], line[2]);
+    for _ in 0..4 {
+        h.advance_ms(QUEUE_MS / 3);
+        admitted(h.heartbeat(&p, a).await, "the holder stays");
+        waiting(h.poll(&p, first).await, 1, 3, "the head polls");
+        waiting(h.poll(&p, last).await, 3, 3, "the tail polls");
+    }
+    assert!(h.release(&p, a).await);
+    admitted(
+        h.enter(&p, first).await,
+        "the live head gets the slot and claims",
+    );
+    waiting(
+        h.poll(&p, last).await,
+        2,
+        2,
+        "the silent one is at the head now, but it is not their turn",
+    );
+    assert!(h.release(&p, first).await);
+    admitted(
+        h.poll(&p, last).await,
+        "at the silent one's turn, the slot goes to the next live waiter",
+    );
+    assert_eq!(
+        h.poll(&p, silent).await,
+        Decision::Unknown,
+        "the silent one lost their place"
+    );
+    Harness::check_stats(h.stats(&p).await, 0, 1, 0);
+}
+
+/// A waiter silent for longer than abandon_after is dropped from anywhere in the line: the
+/// positions of those behind and the line's length no longer count them.
+pub async fn abandoned_waiters_are_swept(h: &Harness) {
+    let p = h.policy(1);
+    let a = h.enter_admitted(&p).await;
+    let line = h.enter_waiters(&p, 4).await;
+    let entered = h.now();
+    // line[1] and line[2] go silent; the head and the tail keep polling, the holder stays, so
+    // nobody is promoted or skipped at the head.
+    let step = QUEUE_MS / 3;
+    while h.now() + step < entered + ABANDON_MS {
+        h.advance_ms(step);
+        admitted(h.heartbeat(&p, a).await, "the holder stays");
+        waiting(h.poll(&p, line[0]).await, 1, 4, "the head polls");
+        waiting(
+            h.poll(&p, line[3]).await,
+            4,
+            4,
+            "before abandon_after, the silent still count",
+        );
+    }
+    h.advance_ms(entered + ABANDON_MS + 1_000 - h.now());
+    admitted(h.heartbeat(&p, a).await, "the holder stays");
     Harness::check_stats(h.stats(&p).await, 1, 0, 2);
+    waiting(h.poll(&p, line[0]).await, 1, 2, "the head stays");
     waiting(h.poll(&p, line[3]).await, 2, 2, "the tail moved up");
     assert_eq!(h.poll(&p, line[1]).await, Decision::Unknown, "swept");
     assert_eq!(h.poll(&p, line[2]).await, Decision::Unknown, "swept");
+}
+
+/// The sweep of abandoned waiters is bounded: at most [`MAX_SWEEP_PER_CALL`] per call, and no
+/// waiter silent for less than abandon_after is swept with them.
+pub async fn abandoned_sweep_is_bounded(h: &Harness) {
+    let per_call = u64::from(MAX_SWEEP_PER_CALL);
+    let n = 2 * per_call + 50;
+    let hour = Duration::from_secs(3_600);
+    let p = h
+        .policy(1)
+        .with_ttls(hour, GRANT_TTL, QUEUE_TTL)
+        .with_abandon_after(ABANDON_AFTER);
+    let _a = h.enter_admitted(&p).await;
+    h.enter_waiters(&p, n).await;
+    h.advance_ms(ABANDON_MS / 2);
+    let live = h.enter_waiters(&p, 1).await[0];
+    h.advance_ms(ABANDON_MS / 2 + 1_000);
+    let mut left = n + 1;
+    for call in 1..=3 {
+        let now_left = h.stats(&p).await.waiting;
+        assert!(
+            now_left < left && now_left + per_call >= left,
+            "call {call} swept {} abandoned waiters; at most {per_call} allowed",
+            left as i64 - now_left as i64
+        );
+        left = now_left;
+    }
+    assert_eq!(left, 1, "only the live waiter is left");
+    waiting(h.poll(&p, live).await, 1, 1, "the live waiter moved up");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1196,6 +1421,226 @@ pub async fn admission_counts_follow_a_steady_drain(h: &Harness) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Bad days: state damaged behind the store's back
+// ---------------------------------------------------------------------------------------------
+
+/// A room in a known state for the damage cases, capacity 3 with a generous admission rate (so
+/// the budget exists but never limits): `a` and `b` hold claimed slots, `g` a granted one, `w1`
+/// and `w2` wait in that order, and a few admissions have been counted.
+struct Damaged {
+    p: RoomPolicy,
+    a: SessionId,
+    b: SessionId,
+    g: SessionId,
+    w1: SessionId,
+    w2: SessionId,
+}
+
+impl Damaged {
+    async fn new(h: &Harness) -> Self {
+        let p = h.policy(3).with_admission_rate(Some(1_000));
+        let a = h.enter_admitted(&p).await;
+        let b = h.enter_admitted(&p).await;
+        let c = h.enter_admitted(&p).await;
+        let line = h.enter_waiters(&p, 3).await;
+        h.advance_ms(ADMISSION_BUCKET_MS);
+        assert!(h.release(&p, c).await);
+        Harness::check_stats(h.stats(&p).await, 2, 1, 2);
+        Self {
+            p,
+            a,
+            b,
+            g: line[0],
+            w1: line[1],
+            w2: line[2],
+        }
+    }
+}
+
+/// After `part` was lost (or held a value of the wrong type, which a store treats as lost), the
+/// room answers every call and behaves as if that part had been empty; FIFO and capacity hold
+/// for what is left.
+async fn behaves_as_if_empty(h: &Harness, d: &Damaged, part: Part, what: &str) {
+    let p = &d.p;
+    match part {
+        Part::Seq | Part::Bucket | Part::Admitted => {
+            // Nothing a visitor can see, except that a newcomer must still go to the back.
+            let n = SessionId::random();
+            waiting(h.enter(p, n).await, 3, 3, what);
+            waiting(h.poll(p, d.w1).await, 1, 3, what);
+            assert!(h.release(p, d.a).await, "{what}: release");
+            admitted(h.poll(p, d.w1).await, what);
+            waiting(h.poll(p, d.w2).await, 1, 2, what);
+            waiting(h.poll(p, n).await, 2, 2, what);
+            Harness::check_stats(h.stats(p).await, 1, 2, 2);
+        }
+        Part::Line => {
+            // Every place is gone: the waiters are unknown and join again at the back.
+            assert_eq!(h.poll(p, d.w1).await, Decision::Unknown, "{what}");
+            Harness::check_stats(h.stats(p).await, 2, 1, 0);
+            waiting(h.enter(p, d.w2).await, 1, 1, what);
+            waiting(h.enter(p, d.w1).await, 2, 2, what);
+            assert!(h.release(p, d.a).await, "{what}: release");
+            admitted(h.poll(p, d.w2).await, what);
+            Harness::check_stats(h.stats(p).await, 1, 2, 1);
+        }
+        Part::Seen => {
+            // The check-ins are gone: the waiters keep their places (counted as seen now).
+            assert!(h.release(p, d.a).await, "{what}: release");
+            admitted(h.poll(p, d.w1).await, what);
+            waiting(h.poll(p, d.w2).await, 1, 1, what);
+            Harness::check_stats(h.stats(p).await, 1, 2, 1);
+        }
+        Part::Active => {
+            // The claimed slots are forgotten: their capacity goes to the line at once.
+            admitted(h.poll(p, d.w1).await, what);
+            admitted(h.poll(p, d.w2).await, what);
+            assert_eq!(h.heartbeat(p, d.a).await, Decision::Unknown, "{what}");
+            assert_eq!(h.heartbeat(p, d.b).await, Decision::Unknown, "{what}");
+            Harness::check_stats(h.stats(p).await, 0, 3, 0);
+        }
+        Part::Granted => {
+            // The grant is forgotten: the slot goes to the next in line.
+            admitted(h.poll(p, d.w1).await, what);
+            assert_eq!(h.poll(p, d.g).await, Decision::Unknown, "{what}");
+            admitted(h.heartbeat(p, d.a).await, what);
+            Harness::check_stats(h.stats(p).await, 2, 1, 1);
+        }
+    }
+    let stats = h.stats(p).await;
+    assert!(
+        stats.admitted + stats.granted <= 3,
+        "{what}: over capacity: {stats:?}"
+    );
+}
+
+/// Every part of a room lost, one at a time (a Redis key evicted or deleted by hand): the store
+/// answers every call and carries on as if the part had been empty.
+pub async fn heals_lost_parts(h: &Harness) {
+    for part in Part::ALL {
+        let d = Damaged::new(h).await;
+        if h.damage(&d.p, Damage::Lost(part)).await {
+            behaves_as_if_empty(h, &d, part, &format!("after {part:?} was lost")).await;
+        }
+    }
+}
+
+/// Every part of a room holding a value of the wrong type, one at a time: the store drops it
+/// (it is the room's own key) and carries on as if it had been empty.
+pub async fn heals_parts_of_the_wrong_type(h: &Harness) {
+    for part in Part::ALL {
+        let d = Damaged::new(h).await;
+        if h.damage(&d.p, Damage::WrongType(part)).await {
+            behaves_as_if_empty(h, &d, part, &format!("after {part:?} got the wrong type")).await;
+        }
+    }
+}
+
+/// A sequence, a budget or an admission count that is not a number: the store answers, a
+/// newcomer still goes to the back, and admissions are still counted.
+pub async fn heals_values_that_are_not_numbers(h: &Harness) {
+    for part in [Part::Seq, Part::Bucket, Part::Admitted] {
+        let d = Damaged::new(h).await;
+        if h.damage(&d.p, Damage::NotANumber(part)).await {
+            behaves_as_if_empty(h, &d, part, &format!("after {part:?} became not a number")).await;
+            // The release above admitted (promoted) one more: counted from the next bucket.
+            h.advance_ms(ADMISSION_BUCKET_MS);
+            assert!(
+                h.stats(&d.p).await.recent.last_minute >= 1,
+                "after {part:?} became not a number: the admission was not counted"
+            );
+        }
+    }
+}
+
+/// An admission-rate budget that lost a field counts as full (at most one second's worth of
+/// admissions more than the rate), and is spent again from there.
+pub async fn heals_a_budget_missing_a_field(h: &Harness) {
+    let p = h.policy(10).with_admission_rate(Some(1));
+    h.enter_admitted(&p).await;
+    let w = SessionId::random();
+    waiting(h.enter(&p, w).await, 1, 1, "the budget is spent");
+    if !h.damage(&p, Damage::BucketFieldLost).await {
+        return;
+    }
+    admitted(h.poll(&p, w).await, "the damaged budget counts as full");
+    waiting(
+        h.enter(&p, SessionId::random()).await,
+        1,
+        1,
+        "and is spent again",
+    );
+}
+
+/// A waiter whose check-in is lost keeps their place: counted as seen at the moment the store
+/// notices, so they get their turn.
+pub async fn heals_a_lost_check_in(h: &Harness) {
+    let p = h.policy(1);
+    let a = h.enter_admitted(&p).await;
+    let line = h.enter_waiters(&p, 3).await;
+    if !h.damage(&p, Damage::CheckInLost(line[0])).await {
+        return;
+    }
+    if !h.damage(&p, Damage::CheckInLost(line[1])).await {
+        return;
+    }
+    waiting(h.poll(&p, line[2]).await, 3, 3, "the others are untouched");
+    waiting(h.poll(&p, line[1]).await, 2, 3, "a poll checks in again");
+    assert!(h.release(&p, a).await);
+    admitted(
+        h.poll(&p, line[0]).await,
+        "the head without a check-in gets their turn",
+    );
+    waiting(h.poll(&p, line[1]).await, 1, 2, "moved up");
+    Harness::check_stats(h.stats(&p).await, 0, 1, 2);
+}
+
+/// A check-in of a session without a place in line changes nothing: the session is unknown,
+/// counts nowhere, and joins at the back when it enters; an old one is swept.
+pub async fn heals_a_stray_check_in(h: &Harness) {
+    let p = h.policy(1);
+    h.enter_admitted(&p).await;
+    let line = h.enter_waiters(&p, 2).await;
+    let (fresh, old) = (SessionId::random(), SessionId::random());
+    if !h.damage(&p, Damage::StrayCheckIn(fresh, h.now())).await {
+        return;
+    }
+    if !h.damage(&p, Damage::StrayCheckIn(old, h.now())).await {
+        return;
+    }
+    Harness::check_stats(h.stats(&p).await, 1, 0, 2);
+    assert_eq!(h.poll(&p, fresh).await, Decision::Unknown);
+    waiting(h.enter(&p, fresh).await, 3, 3, "joins at the back");
+    assert!(h.release(&p, fresh).await, "and leaves");
+    // Long after, the old stray check-in is swept with the abandoned waiters (and the holder's
+    // slot has expired): the room is simply empty.
+    h.advance_ms(ABANDON_MS + 1_000);
+    assert_eq!(h.poll(&p, old).await, Decision::Unknown);
+    Harness::check_stats(h.stats(&p).await, 0, 0, 0);
+    h.enter_admitted(&p).await;
+    waiting(h.enter(&p, line[0]).await, 1, 1, "the line works");
+}
+
+/// A session that holds a slot and also has a place in line keeps its slot and loses the place
+/// when it reaches the head: it is never granted a second slot, and the slot freed meanwhile
+/// goes to the next waiter.
+pub async fn heals_a_slot_holder_in_line(h: &Harness) {
+    let p = h.policy(2);
+    let a = h.enter_admitted(&p).await;
+    let b = h.enter_admitted(&p).await;
+    if !h.damage(&p, Damage::SlotHolderInLine(a)).await {
+        return;
+    }
+    let w = SessionId::random();
+    assert!(matches!(h.enter(&p, w).await, Decision::Waiting { .. }));
+    assert!(h.release(&p, b).await);
+    admitted(h.poll(&p, w).await, "the freed slot goes to the waiter");
+    let e = admitted(h.heartbeat(&p, a).await, "the holder keeps the slot");
+    assert_eq!(e, h.now() + ACTIVE_MS, "a claimed slot, extended");
+    Harness::check_stats(h.stats(&p).await, 1, 1, 0);
+}
+
+// ---------------------------------------------------------------------------------------------
 // Stats and rooms
 // ---------------------------------------------------------------------------------------------
 
@@ -1471,7 +1916,10 @@ macro_rules! __conformance_suite {
                 poll_unknown_creates_nothing,
                 polling_waiter_is_not_skipped,
                 silent_waiter_is_skipped,
-                sweep_removes_silent_waiters,
+                returning_waiter_keeps_place,
+                silent_at_their_turn_is_skipped,
+                abandoned_waiters_are_swept,
+                abandoned_sweep_is_bounded,
                 unclaimed_grant_expires_to_next,
                 claim_within_grant_ttl,
                 active_slot_expires,
@@ -1488,6 +1936,13 @@ macro_rules! __conformance_suite {
                 bounded_work_in_release,
                 admissions_are_counted_in_buckets,
                 admission_counts_follow_a_steady_drain,
+                heals_lost_parts,
+                heals_parts_of_the_wrong_type,
+                heals_values_that_are_not_numbers,
+                heals_a_budget_missing_a_field,
+                heals_a_lost_check_in,
+                heals_a_stray_check_in,
+                heals_a_slot_holder_in_line,
                 stats_counts,
                 rooms_are_independent,
             ];

@@ -52,8 +52,8 @@ impl Op {
     }
 }
 
-/// `ARGV[4]` to `ARGV[15]`, in order: the room's policy and the crate's bounds.
-pub(crate) fn numbers(policy: &RoomPolicy) -> [u64; 12] {
+/// `ARGV[4]` to `ARGV[16]`, in order: the room's policy and the crate's bounds.
+pub(crate) fn numbers(policy: &RoomPolicy) -> [u64; 13] {
     [
         u64::from(policy.capacity),
         u64::from(policy.admission_rate.unwrap_or(0)),
@@ -67,6 +67,7 @@ pub(crate) fn numbers(policy: &RoomPolicy) -> [u64; 12] {
         ADMISSION_BUCKETS,
         MINUTE_BUCKETS,
         FIVE_MINUTE_BUCKETS,
+        policy.effective_abandon_after_ms(),
     ]
 }
 

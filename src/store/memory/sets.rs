@@ -1,0 +1,650 @@
+//! The embedded store's containers, holding the same facts as the Redis sorted sets of the room
+//! script (so both stores can be damaged, and heal, the same way in tests):
+//!
+//! - [`ZSet`]: sessions by score (slots by expiry): O(log n) add, remove, lookup and smallest
+//!   score;
+//! - [`Waiters`]: the script's `seq`, `line` and `seen`: each waiter's place (a sequence number,
+//!   with the position in O(log n) from a bitmap and a Fenwick tree) and last check-in (with the
+//!   oldest found through a queue in time order), in one record per waiter, so a waiter's poll
+//!   is one hash lookup and a rank.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
+
+use crate::session::SessionId;
+
+/// Sessions by score, like a Redis sorted set.
+#[derive(Debug, Default)]
+pub(super) struct ZSet {
+    score: HashMap<SessionId, u64>,
+    order: BTreeSet<(u64, SessionId)>,
+}
+
+impl ZSet {
+    /// Adds `s` with `score`, or moves it there.
+    pub(super) fn add(&mut self, s: SessionId, score: u64) {
+        if let Some(old) = self.score.insert(s, score) {
+            self.order.remove(&(old, s));
+        }
+        self.order.insert((score, s));
+    }
+
+    pub(super) fn remove(&mut self, s: SessionId) -> bool {
+        match self.score.remove(&s) {
+            Some(old) => {
+                self.order.remove(&(old, s));
+                true
+            }
+            None => false,
+        }
+    }
+
+    pub(super) fn score(&self, s: SessionId) -> Option<u64> {
+        self.score.get(&s).copied()
+    }
+
+    /// The member with the smallest score.
+    pub(super) fn first(&self) -> Option<(u64, SessionId)> {
+        self.order.first().copied()
+    }
+
+    pub(super) fn len(&self) -> usize {
+        self.score.len()
+    }
+
+    // Only the damage hook (and the tests) lose parts of a room.
+    #[cfg(any(test, feature = "testing"))]
+    pub(super) fn clear(&mut self) {
+        *self = Self::default();
+    }
+}
+
+/// A waiter's record: a place in line (sequence number) and a last check-in, either of which
+/// can be missing in a damaged room (the script's `line` and `seen` are two keys).
+#[derive(Clone, Copy, Debug, Default)]
+struct Entry {
+    seq: Option<u64>,
+    seen: Option<u64>,
+}
+
+/// The waiters of a room: the script's `seq`, `line` and `seen`.
+///
+/// Places: a sequence number each, in a map and in order (`by_seq`, for the head). Positions
+/// come from [`Ranks`] over the sequence numbers `base..`: the position of sequence number `q`
+/// is the number of places at or before it. Joining sets one bit, leaving clears one (O(log n)
+/// each). Sequence numbers of people who left stay as cleared bits, so when the ranks cover more
+/// than twice the line (plus a constant), the line is renumbered from 1 and the ranks rebuilt in
+/// O(n): at most once per n joins or n/2 departures, O(1) amortised per call.
+///
+/// Check-ins: the last one in each record, and every check-in appended to a queue in time order
+/// for the sweep of the oldest (a sorted tree would cost a removal and an insertion, with cache
+/// misses all the way down, on every poll). A queue entry is current while the record says the
+/// same time; outdated ones are dropped when they reach the front, and the queue is compacted
+/// when it outgrows twice the check-ins (amortised O(1) per check-in). The room's time is read
+/// under its lock, so it only goes back if the clock does: then an entry can sit behind later
+/// ones and be swept late, never early.
+#[derive(Debug, Default)]
+pub(super) struct Waiters {
+    entries: HashMap<SessionId, Entry>,
+    /// Records with a place.
+    places: usize,
+    /// Records with a check-in.
+    check_ins: usize,
+    /// Last sequence number handed out (the script's `seq` key).
+    last_seq: u64,
+    by_seq: BTreeMap<u64, SessionId>,
+    ranks: Ranks,
+    /// The sequence number of rank slot 0.
+    base: u64,
+    queue: VecDeque<(u64, SessionId)>,
+}
+
+/// Slack before a renumbering or a compaction, so small lines do not redo them on every call.
+const SLACK: usize = 64;
+
+fn lowbit(i: usize) -> usize {
+    i & i.wrapping_neg()
+}
+
+impl Waiters {
+    /// Waiters with a place in line.
+    pub(super) fn len(&self) -> usize {
+        self.places
+    }
+
+    pub(super) fn is_empty(&self) -> bool {
+        self.places == 0
+    }
+
+    /// The first in line.
+    pub(super) fn head(&self) -> Option<SessionId> {
+        self.by_seq.first_key_value().map(|(_, &s)| s)
+    }
+
+    /// The 1-based position of `s`, if in line (the store asks [`touch`](Self::touch)).
+    #[cfg(test)]
+    pub(super) fn position(&self, s: SessionId) -> Option<u64> {
+        let seq = self.entries.get(&s)?.seq?;
+        Some(self.rank(seq))
+    }
+
+    /// Checks `s` in at `t` if it has a place, and returns the position: a waiter's poll, in
+    /// one lookup.
+    pub(super) fn touch(&mut self, s: SessionId, t: u64) -> Option<u64> {
+        let entry = self.entries.get_mut(&s)?;
+        let seq = entry.seq?;
+        Self::record_check_in(entry, &mut self.check_ins, &mut self.queue, s, t);
+        self.compact_if_needed();
+        Some(self.rank(seq))
+    }
+
+    /// Appends `s` at the back of the line (if it has no place yet).
+    pub(super) fn push(&mut self, s: SessionId) {
+        let entry = self.entries.entry(s).or_default();
+        if entry.seq.is_some() {
+            return;
+        }
+        // After the last waiter even if `last_seq` was reset (the Redis script does the same
+        // for a lost `seq` key): a newcomer never goes ahead of the line.
+        let last = self.by_seq.last_key_value().map_or(0, |(&q, _)| q);
+        let seq = self.last_seq.max(last) + 1;
+        entry.seq = Some(seq);
+        self.last_seq = seq;
+        if self.by_seq.is_empty() {
+            self.ranks = Ranks::default();
+            self.base = seq;
+        }
+        self.ranks.set((seq - self.base) as usize);
+        self.by_seq.insert(seq, s);
+        self.places += 1;
+    }
+
+    /// The last check-in of `s`.
+    pub(super) fn seen(&self, s: SessionId) -> Option<u64> {
+        self.entries.get(&s)?.seen
+    }
+
+    /// Records a check-in of `s` at `t` (with or without a place).
+    pub(super) fn check_in(&mut self, s: SessionId, t: u64) {
+        let entry = self.entries.entry(s).or_default();
+        Self::record_check_in(entry, &mut self.check_ins, &mut self.queue, s, t);
+        self.compact_if_needed();
+    }
+
+    /// Takes `s` out of the line and forgets its check-in; `true` if it had a place.
+    pub(super) fn remove(&mut self, s: SessionId) -> bool {
+        let Some(entry) = self.entries.remove(&s) else {
+            return false;
+        };
+        if entry.seen.is_some() {
+            self.check_ins -= 1;
+        }
+        match entry.seq {
+            Some(seq) => {
+                self.drop_place(seq);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Forgets the check-in of `s`, keeping its place.
+    pub(super) fn remove_check_in(&mut self, s: SessionId) {
+        if let Some(entry) = self.entries.get_mut(&s) {
+            if entry.seen.take().is_some() {
+                self.check_ins -= 1;
+            }
+            if entry.seq.is_none() {
+                self.entries.remove(&s);
+            }
+        }
+    }
+
+    /// Removes up to `max` waiters (place and check-in) whose check-in is older than `before`,
+    /// oldest first, and returns how many; bounded work: at most `4 * max` outdated queue
+    /// entries are dropped on the way (the rest wait for the next call or compaction).
+    pub(super) fn sweep_older_than(&mut self, before: u64, max: u32) -> u32 {
+        let (mut swept, mut outdated) = (0, 0);
+        while swept < max && outdated < 4 * max {
+            let Some(&(t, s)) = self.queue.front() else {
+                break;
+            };
+            if self.seen(s) != Some(t) {
+                self.queue.pop_front();
+                outdated += 1;
+                continue;
+            }
+            if t >= before {
+                break;
+            }
+            self.queue.pop_front();
+            self.remove(s);
+            swept += 1;
+        }
+        swept
+    }
+
+    /// Forgets every place, keeping the check-ins and the last sequence number (as a Redis
+    /// `DEL` of the line would).
+    // Only the damage hook (and the tests) lose parts of a room.
+    #[cfg(any(test, feature = "testing"))]
+    pub(super) fn clear_places(&mut self) {
+        self.entries.retain(|_, e| {
+            e.seq = None;
+            e.seen.is_some()
+        });
+        self.by_seq.clear();
+        self.ranks = Ranks::default();
+        self.places = 0;
+    }
+
+    /// Forgets every check-in, keeping the places (as a Redis `DEL` of `seen` would).
+    #[cfg(any(test, feature = "testing"))]
+    pub(super) fn clear_check_ins(&mut self) {
+        self.entries.retain(|_, e| {
+            e.seen = None;
+            e.seq.is_some()
+        });
+        self.queue.clear();
+        self.check_ins = 0;
+    }
+
+    /// Forgets the last sequence number handed out (as a Redis `DEL` of `seq` would).
+    #[cfg(any(test, feature = "testing"))]
+    pub(super) fn forget_last_seq(&mut self) {
+        self.last_seq = 0;
+    }
+
+    fn record_check_in(
+        entry: &mut Entry,
+        check_ins: &mut usize,
+        queue: &mut VecDeque<(u64, SessionId)>,
+        s: SessionId,
+        t: u64,
+    ) {
+        match entry.seen.replace(t) {
+            // The current queue entry says the same (same millisecond).
+            Some(old) if old == t => return,
+            Some(_) => {}
+            None => *check_ins += 1,
+        }
+        queue.push_back((t, s));
+    }
+
+    fn compact_if_needed(&mut self) {
+        if self.queue.len() > 2 * self.check_ins + SLACK {
+            // Keeps each session's current entry (once), in order.
+            let mut kept = HashSet::with_capacity(self.check_ins);
+            let entries = &self.entries;
+            self.queue.retain(|&(t, s)| {
+                entries.get(&s).and_then(|e| e.seen) == Some(t) && kept.insert(s)
+            });
+        }
+    }
+
+    fn rank(&self, seq: u64) -> u64 {
+        self.ranks.rank((seq - self.base) as usize)
+    }
+
+    fn drop_place(&mut self, seq: u64) {
+        self.by_seq.remove(&seq);
+        self.ranks.clear((seq - self.base) as usize);
+        self.places -= 1;
+        if self.ranks.slots() > 2 * self.places + SLACK {
+            self.renumber();
+        }
+    }
+
+    /// Renumbers the line 1..=n in order and rebuilds the ranks.
+    fn renumber(&mut self) {
+        let line = std::mem::take(&mut self.by_seq);
+        let entries = &mut self.entries;
+        self.by_seq = line
+            .into_values()
+            .zip(1u64..)
+            .map(|(s, seq)| {
+                if let Some(e) = entries.get_mut(&s) {
+                    e.seq = Some(seq);
+                }
+                (seq, s)
+            })
+            .collect();
+        let n = self.by_seq.len();
+        self.ranks = Ranks::ones(n);
+        self.base = 1;
+        self.last_seq = n as u64;
+    }
+}
+
+/// A set of slots 0.. with the rank of each (set slots at or before it) in O(log n): a bitmap
+/// of 64 slots per word, and a Fenwick tree (binary indexed tree) over the words' counts. The
+/// tree is 64 times smaller than one over the slots (1 600 entries for 100 000 waiters), so a
+/// rank touches a few cache lines: one word and a walk through a tree that stays in cache.
+#[derive(Debug, Default)]
+struct Ranks {
+    words: Vec<u64>,
+    /// 1-based; `tree[i]` is the count of words `i - lowbit(i) .. i` (0-based); `tree[0]` is
+    /// unused.
+    tree: Vec<u32>,
+}
+
+impl Ranks {
+    /// All of slots `0..n` set.
+    fn ones(n: usize) -> Self {
+        let mut words = vec![u64::MAX; n / 64];
+        if !n.is_multiple_of(64) {
+            words.push(u64::MAX >> (64 - n % 64));
+        }
+        // The linear construction: each node passes its sum on to its parent.
+        let mut tree = vec![0u32; words.len() + 1];
+        for i in 1..tree.len() {
+            tree[i] += words[i - 1].count_ones();
+            let parent = i + lowbit(i);
+            if parent < tree.len() {
+                tree[parent] += tree[i];
+            }
+        }
+        Self { words, tree }
+    }
+
+    /// How many slots the ranks cover.
+    fn slots(&self) -> usize {
+        self.words.len() * 64
+    }
+
+    fn set(&mut self, k: usize) {
+        let (w, bit) = (k / 64, 1u64 << (k % 64));
+        while self.words.len() <= w {
+            self.push_word();
+        }
+        if self.words[w] & bit == 0 {
+            self.words[w] |= bit;
+            self.add(w + 1, |c| c + 1);
+        }
+    }
+
+    fn clear(&mut self, k: usize) {
+        let (w, bit) = (k / 64, 1u64 << (k % 64));
+        if self.words.get(w).is_some_and(|word| word & bit != 0) {
+            self.words[w] &= !bit;
+            self.add(w + 1, |c| c - 1);
+        }
+    }
+
+    /// Set slots among `0..=k`.
+    fn rank(&self, k: usize) -> u64 {
+        let w = k / 64;
+        let Some(word) = self.words.get(w) else {
+            return self.prefix(self.words.len());
+        };
+        let within = word & (u64::MAX >> (63 - k % 64));
+        self.prefix(w) + u64::from(within.count_ones())
+    }
+
+    /// The count of words `0..w`.
+    fn prefix(&self, mut i: usize) -> u64 {
+        let mut sum = 0u64;
+        while i > 0 {
+            sum += u64::from(self.tree[i]);
+            i -= lowbit(i);
+        }
+        sum
+    }
+
+    fn add(&mut self, mut i: usize, f: impl Fn(u32) -> u32) {
+        while i < self.tree.len() {
+            self.tree[i] = f(self.tree[i]);
+            i += lowbit(i);
+        }
+    }
+
+    /// Appends an empty word: its node covers words `(i - lowbit(i), i]` (1-based), the sum of
+    /// which is the difference of two prefix sums of the words already there.
+    fn push_word(&mut self) {
+        if self.tree.is_empty() {
+            self.tree.push(0);
+        }
+        let i = self.tree.len();
+        let below = i - lowbit(i);
+        let sum = self.prefix(i - 1) - self.prefix(below);
+        self.words.push(0);
+        self.tree.push(sum as u32);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn sessions(n: usize) -> Vec<SessionId> {
+        (0..n).map(|_| SessionId::random()).collect()
+    }
+
+    fn line_of(s: &[SessionId]) -> Waiters {
+        let mut w = Waiters::default();
+        for (t, &x) in s.iter().enumerate() {
+            w.push(x);
+            w.check_in(x, t as u64);
+        }
+        w
+    }
+
+    #[test]
+    fn positions_follow_joins_and_departures() {
+        let s = sessions(5);
+        let mut line = line_of(&s);
+        assert_eq!(line.head(), Some(s[0]));
+        for (i, &x) in s.iter().enumerate() {
+            assert_eq!(line.position(x), Some(i as u64 + 1));
+        }
+        assert!(line.remove(s[2]));
+        assert!(!line.remove(s[2]));
+        assert_eq!(line.position(s[2]), None);
+        assert_eq!(line.touch(s[3], 10), Some(3));
+        assert_eq!(line.seen(s[3]), Some(10));
+        assert!(line.remove(s[0]));
+        assert_eq!(line.head(), Some(s[1]));
+        assert_eq!(line.position(s[4]), Some(3));
+        assert_eq!(line.len(), 3);
+        assert_eq!(line.touch(SessionId::random(), 10), None);
+    }
+
+    #[test]
+    fn the_ranks_stay_within_twice_the_line() {
+        let keep = sessions(10);
+        let mut line = line_of(&keep);
+        // A long churn behind the same ten: people join at the back and leave.
+        for _ in 0..10_000 {
+            let x = SessionId::random();
+            line.push(x);
+            assert!(line.remove(x));
+            assert!(line.ranks.slots() <= 2 * line.len() + SLACK + 64);
+        }
+        // And a head that moves on: everyone is served in turn.
+        let more = sessions(1_000);
+        for &x in &more {
+            line.push(x);
+        }
+        for (i, &x) in keep.iter().chain(&more).enumerate() {
+            assert_eq!(line.head(), Some(x), "served in order, #{i}");
+            assert!(line.remove(x));
+            assert!(line.ranks.slots() <= 2 * line.len() + SLACK + 64);
+        }
+        assert!(line.is_empty());
+        assert!(line.entries.is_empty(), "no record left behind");
+    }
+
+    #[test]
+    fn damaged_parts_are_independent() {
+        let s = sessions(3);
+        let mut line = line_of(&s[..2]);
+        line.forget_last_seq();
+        line.push(s[2]);
+        assert_eq!(line.position(s[2]), Some(3), "never ahead of the line");
+        line.remove_check_in(s[0]);
+        assert_eq!((line.position(s[0]), line.seen(s[0])), (Some(1), None));
+        line.clear_places();
+        assert!(line.is_empty());
+        assert_eq!(line.seen(s[1]), Some(1), "check-ins stay");
+        line.push(s[0]);
+        assert_eq!(line.position(s[0]), Some(1));
+        line.clear_check_ins();
+        assert_eq!((line.position(s[0]), line.seen(s[0])), (Some(1), None));
+        assert_eq!(line.entries.len(), 1);
+    }
+
+    #[test]
+    fn the_sweep_takes_the_oldest_current_check_ins() {
+        let s = sessions(4);
+        let mut w = Waiters::default();
+        for &x in &s {
+            w.push(x);
+        }
+        w.check_in(s[0], 10);
+        w.check_in(s[1], 20);
+        w.check_in(s[2], 30);
+        w.check_in(s[0], 40); // checks in again: no longer the oldest
+        w.check_in(s[3], 40);
+        w.check_in(s[3], 40); // the same millisecond twice: one entry
+        assert_eq!(w.queue.len(), 5);
+        assert!(w.remove(s[2]));
+        assert_eq!(w.sweep_older_than(35, 100), 1);
+        assert_eq!(w.position(s[1]), None, "swept: place and check-in");
+        assert_eq!(w.sweep_older_than(35, 100), 0);
+        assert_eq!(w.sweep_older_than(41, 1), 1);
+        assert_eq!(w.sweep_older_than(41, 1), 1);
+        assert!(w.is_empty() && w.queue.is_empty() && w.entries.is_empty());
+    }
+
+    #[test]
+    fn the_queue_stays_within_twice_the_check_ins() {
+        let s = sessions(10);
+        let mut w = line_of(&s);
+        for t in 0..10_000u64 {
+            w.touch(s[(t % 10) as usize], t);
+            assert!(w.queue.len() <= 2 * 10 + SLACK + 1);
+        }
+        // A session removed and added again at the same time is not doubled by a compaction.
+        for _ in 0..1_000 {
+            w.remove_check_in(s[0]);
+            w.check_in(s[0], 20_000);
+        }
+        assert!(w.queue.len() <= 2 * 10 + SLACK + 1);
+        assert_eq!(w.sweep_older_than(u64::MAX, 100), 10);
+    }
+
+    #[test]
+    fn ranks_count_set_slots() {
+        let mut r = Ranks::default();
+        for k in [0, 5, 63, 64, 200, 1_000] {
+            r.set(k);
+        }
+        r.set(5); // twice: once
+        assert_eq!(r.rank(0), 1);
+        assert_eq!(r.rank(4), 1);
+        assert_eq!(r.rank(5), 2);
+        assert_eq!(r.rank(63), 3);
+        assert_eq!(r.rank(64), 4);
+        assert_eq!(r.rank(999), 5);
+        assert_eq!(r.rank(1_000), 6);
+        assert_eq!(r.rank(5_000), 6, "past the end: everything");
+        r.clear(64);
+        r.clear(64);
+        r.clear(9_999);
+        assert_eq!(r.rank(1_000), 5);
+        for n in [0, 1, 63, 64, 65, 1_000] {
+            let o = Ranks::ones(n);
+            for k in 0..n {
+                assert_eq!(o.rank(k), k as u64 + 1, "ones({n}), rank({k})");
+            }
+        }
+    }
+
+    #[test]
+    fn zset_orders_by_score() {
+        let s = sessions(3);
+        let mut z = ZSet::default();
+        z.add(s[0], 5);
+        z.add(s[1], 3);
+        z.add(s[2], 9);
+        assert_eq!(z.first(), Some((3, s[1])));
+        z.add(s[1], 10);
+        assert_eq!(z.first(), Some((5, s[0])));
+        assert_eq!(z.score(s[1]), Some(10));
+        assert!(z.remove(s[0]));
+        assert!(!z.remove(s[0]));
+        assert_eq!(z.len(), 2);
+        z.clear();
+        assert_eq!(z.first(), None);
+    }
+
+    #[derive(Clone, Debug)]
+    enum Op {
+        Push,
+        /// Remove the waiter at this index (modulo the line's length).
+        Remove(usize),
+        /// Check in the waiter at this index, one millisecond later.
+        Touch(usize),
+        /// Sweep those not checked in for this many milliseconds.
+        Sweep(u8),
+        ForgetSeq,
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            5 => Just(Op::Push),
+            3 => any::<usize>().prop_map(Op::Remove),
+            3 => any::<usize>().prop_map(Op::Touch),
+            1 => any::<u8>().prop_map(Op::Sweep),
+            1 => Just(Op::ForgetSeq),
+        ]
+    }
+
+    proptest! {
+        /// Against a naive model (a vector in order, with each one's last check-in): the same
+        /// head, length, position and check-in of every waiter after every step, and the sweep
+        /// takes exactly those checked in before the cutoff (with a bound high enough).
+        #[test]
+        fn waiters_match_a_naive_model(ops in prop::collection::vec(op(), 1..400)) {
+            let mut w = Waiters::default();
+            let mut model: Vec<(SessionId, u64)> = Vec::new();
+            let mut now = 0u64;
+            for op in ops {
+                now += 1;
+                match op {
+                    Op::Push => {
+                        let s = SessionId::random();
+                        w.push(s);
+                        w.check_in(s, now);
+                        model.push((s, now));
+                    }
+                    Op::Remove(i) if !model.is_empty() => {
+                        let (s, _) = model.remove(i % model.len());
+                        prop_assert!(w.remove(s));
+                    }
+                    Op::Remove(_) => prop_assert!(!w.remove(SessionId::random())),
+                    Op::Touch(i) if !model.is_empty() => {
+                        let i = i % model.len();
+                        model[i].1 = now;
+                        prop_assert_eq!(w.touch(model[i].0, now), Some(i as u64 + 1));
+                    }
+                    Op::Touch(_) => {}
+                    Op::Sweep(age) => {
+                        let before = now.saturating_sub(u64::from(age));
+                        let gone = model.iter().filter(|(_, t)| *t < before).count();
+                        model.retain(|(_, t)| *t >= before);
+                        prop_assert_eq!(w.sweep_older_than(before, 1_000) as usize, gone);
+                    }
+                    Op::ForgetSeq => w.forget_last_seq(),
+                }
+                prop_assert_eq!(w.len(), model.len());
+                prop_assert_eq!(w.head(), model.first().map(|m| m.0));
+                for (i, &(s, t)) in model.iter().enumerate() {
+                    prop_assert_eq!(w.position(s), Some(i as u64 + 1));
+                    prop_assert_eq!(w.seen(s), Some(t));
+                }
+                prop_assert_eq!(w.entries.len(), model.len(), "no stray records");
+            }
+        }
+    }
+}
