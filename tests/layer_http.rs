@@ -581,7 +581,7 @@ async fn fail_open_tells_a_polling_waiter_to_come_in_and_lets_them_in() {
             .visit(&mut waiter, Method::GET, &site.status_path())
             .await;
         assert_eq!(r.status, StatusCode::OK, "{kind:?}: {r:?}");
-        assert_eq!(r.json()["state"], "admitted", "{kind:?}: {r:?}");
+        assert_eq!(r.json()["state"], "open", "{kind:?}: {r:?}");
         // The page then reloads the page it was for, which lets them in.
         let r = site.http.visit(&mut waiter, Method::GET, "/").await;
         assert_eq!(r.handler_saw()["by"], "FailOpen", "{kind:?}");

@@ -166,7 +166,7 @@ set("twr-note",t.error.replace("{seconds}",Math.round(s)));later(poll,s)}
 function poll(){if(done)return;
 fetch(d.status,{credentials:"same-origin",cache:"no-store",headers:{Accept:"application/json"}})
 .then(function(r){return r.json()}).then(function(j){if(done)return;
-if(j.state==="admitted"){done=true;set("twr-note",t.letting_in);location.replace(d.back);return}
+if(j.state==="admitted"||j.state==="open"){done=true;set("twr-note",t.letting_in);location.replace(d.back);return}
 if(j.state==="waiting"){fails=0;set("twr-position-number",num(j.position));set("twr-ahead",num(j.ahead));set("twr-waiting",num(j.waiting));
 set("twr-eta",eta(j.eta_seconds));set("twr-note",t.auto_update);later(poll,j.retry_after||d.retry);return}
 if(j.state==="unknown"||j.state==="left"){end(t.gone_title,t.gone_message,t.rejoin,d.back);return}

@@ -256,14 +256,15 @@ impl Room {
 
     /// A failed status question gets at least what a newcomer would: the people who waited
     /// longest must not be the only ones kept out. Failing open, newcomers are let in, so the
-    /// waiting page is told `admitted`: it reloads the page it was for, which passes the same
-    /// way (stage 3 fails, the policy lets it in). Busy, or failing closed: `503`, as for a
-    /// newcomer.
+    /// waiting page is told `open` (the line is not enforced right now; distinct from
+    /// `admitted`, which means the store holds a slot for them): it reloads the page it was
+    /// for, which passes the same way (stage 3 fails, the policy lets it in). Busy, or failing
+    /// closed: `503`, as for a newcomer.
     fn status_failed(&self, e: &StoreError) -> Response<Bytes> {
         self.log_store_failure(e, "status");
         let room = self.config.room();
         if self.fails_open(e) {
-            json_response(StatusCode::OK, &StatusBody::plain(room, "admitted"))
+            json_response(StatusCode::OK, &StatusBody::plain(room, "open"))
         } else {
             store_error_json(room, e)
         }
