@@ -98,6 +98,15 @@ impl Rng {
     }
 }
 
+/// When the run started (ms since the epoch), for readable times in the report.
+static START: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+
+/// `t` as seconds since the start of the run.
+fn rel(t: u64) -> String {
+    let start = START.get().copied().unwrap_or(0);
+    format!("+{:.3}s", t.saturating_sub(start) as f64 / 1_000.0)
+}
+
 fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -286,10 +295,11 @@ fn injector(
             let hold = Duration::from_millis(rng.between(300, 2_500));
             let w = target.inject(fault, hold, &keys, &mut rng);
             eprintln!(
-                "chaos: {} {}{} ms",
+                "chaos: {} {}{} to {}",
                 fault.name(),
                 w.key.map(|k| format!("{k} ")).unwrap_or_default(),
-                w.end - w.start
+                rel(w.start),
+                rel(w.end)
             );
             windows.push(w);
             std::thread::sleep(Duration::from_millis(rng.between(800, 2_500)));
@@ -530,6 +540,8 @@ struct Story {
     stuck: bool,
     /// Admitted as a session other than its own, and other surprises.
     problems: Vec<String>,
+    /// Every request and its answer, for the report on a visitor named in a violation.
+    trace: Vec<String>,
 }
 
 struct Shared {
@@ -588,15 +600,27 @@ impl Shared {
         method: Method,
         path: &str,
         cookies: Option<HeaderValue>,
+        trace: &mut Vec<String>,
     ) -> Option<Answer> {
-        let http = &self.gateways[rng.below(GATEWAYS as u64) as usize];
+        let g = rng.below(GATEWAYS as u64) as usize;
+        let http = &self.gateways[g];
         let mut headers = vec![(header::ACCEPT, HeaderValue::from_static("application/json"))];
         headers.extend(cookies.map(|c| (header::COOKIE, c)));
         let req = http.request(method.clone(), path, &headers);
         let sent = now_ms();
         self.tally.requests.fetch_add(1, Ordering::Relaxed);
         let limit = if plan.impatient { IMPATIENT } else { PATIENT };
-        let reply = match tokio::time::timeout(limit, http.exchange(req)).await {
+        let result = tokio::time::timeout(limit, http.exchange(req)).await;
+        trace.push(format!(
+            "{} g{g} {method} {path} -> {}",
+            rel(sent),
+            match &result {
+                Ok(Ok(r)) => format!("{} {}", r.status.as_u16(), String::from_utf8_lossy(&r.body)),
+                Ok(Err(e)) => format!("error {e}"),
+                Err(_) => "no answer in time".to_owned(),
+            }
+        ));
+        let reply = match result {
             Ok(Ok(reply)) => reply,
             Ok(Err(e)) => {
                 let n = self.tally.transport_errors.fetch_add(1, Ordering::Relaxed);
@@ -696,7 +720,10 @@ async fn visitor(shared: Arc<Shared>, id: usize, plan: Plan, mut rng: Rng) -> St
             s.problems.push("no queue cookie before the end".into());
             return s;
         }
-        match shared.send(&mut rng, &plan, Method::GET, "/", None).await {
+        match shared
+            .send(&mut rng, &plan, Method::GET, "/", None, &mut s.trace)
+            .await
+        {
             Some(a) if a.reply.status == StatusCode::FOUND => {
                 jar.absorb(&a.reply);
                 break;
@@ -742,7 +769,14 @@ async fn visitor(shared: Arc<Shared>, id: usize, plan: Plan, mut rng: Rng) -> St
                     sleep_ms(pause).await;
                     let had_token = jar.get(ADMISSION_COOKIE).is_some();
                     let Some(a) = shared
-                        .send(&mut rng, &plan, Method::GET, path, jar.header())
+                        .send(
+                            &mut rng,
+                            &plan,
+                            Method::GET,
+                            path,
+                            jar.header(),
+                            &mut s.trace,
+                        )
                         .await
                     else {
                         pause = backoff(&mut rng);
@@ -841,7 +875,14 @@ async fn visitor(shared: Arc<Shared>, id: usize, plan: Plan, mut rng: Rng) -> St
         for _ in 0..plan.browse {
             sleep_ms(rng.between(80, 400)).await;
             let Some(a) = shared
-                .send(&mut rng, &plan, Method::GET, "/", jar.header())
+                .send(
+                    &mut rng,
+                    &plan,
+                    Method::GET,
+                    "/",
+                    jar.header(),
+                    &mut s.trace,
+                )
                 .await
             else {
                 continue;
@@ -890,7 +931,7 @@ async fn leave(shared: &Shared, s: &mut Story, jar: &mut Jar, plan: &Plan, rng: 
             return;
         }
         match shared
-            .send(rng, &plan, Method::POST, LEAVE, jar.header())
+            .send(rng, &plan, Method::POST, LEAVE, jar.header(), &mut s.trace)
             .await
         {
             Some(a) if a.reply.status == StatusCode::OK && a.state() == "left" => {
@@ -913,7 +954,14 @@ async fn leave(shared: &Shared, s: &mut Story, jar: &mut Jar, plan: &Plan, rng: 
     let probe = cookie(QUEUE_COOKIE, &s.queue_cookie);
     while now_ms() < shared.deadline {
         match shared
-            .send(rng, &plan, Method::GET, STATUS, Some(probe.clone()))
+            .send(
+                rng,
+                &plan,
+                Method::GET,
+                STATUS,
+                Some(probe.clone()),
+                &mut s.trace,
+            )
             .await
         {
             Some(a) if a.reply.status == StatusCode::OK => {
@@ -1037,7 +1085,7 @@ fn check_capacity(
                 over_since = Some(t);
                 v.add(
                     V_CAPACITY,
-                    format!("{inside} inside at {t} (capacity {capacity})"),
+                    format!("{inside} inside at {} (capacity {capacity})", rel(t)),
                 );
             }
         } else {
@@ -1117,8 +1165,14 @@ fn check_fifo(stories: &[Story], windows: &[Window], v: &mut Violations) -> usiz
                 v.add(
                     V_PLACE,
                     format!(
-                        "visitor {}: place went back from {} to {} at {}",
-                        e.visitor, w[0].1, w[1].1, w[1].0
+                        "visitor {}: place went back from {} (asked at {}) to {} (asked at {}), \
+                         joined at {}",
+                        e.visitor,
+                        w[0].1,
+                        rel(w[0].0),
+                        w[1].1,
+                        rel(w[1].0),
+                        rel(e.join_sent)
                     ),
                 );
             }
@@ -1130,7 +1184,7 @@ fn check_fifo(stories: &[Story], windows: &[Window], v: &mut Violations) -> usiz
         {
             v.add(
                 V_PLACE,
-                format!("visitor {}: status says no place at {t}", e.visitor),
+                format!("visitor {}: status says no place at {}", e.visitor, rel(t)),
             );
         }
     }
@@ -1158,10 +1212,11 @@ fn check_fifo(stories: &[Story], windows: &[Window], v: &mut Violations) -> usiz
             v.add(
                 V_FIFO,
                 format!(
-                    "visitor {} (joined at {}) got in at {admitted}, but visitor {i}, who joined \
+                    "visitor {} (joined at {}) got in at {}, but visitor {i}, who joined \
                      earlier, was still told \"waiting\" for a request sent {} ms later",
                     j.visitor,
-                    j.join_sent,
+                    rel(j.join_sent),
+                    rel(admitted),
                     wait - admitted
                 ),
             );
@@ -1189,7 +1244,8 @@ fn check_fail_open(
                 V_FAIL_OPEN,
                 format!(
                     "fail-open admission outside a fail-open window at {} (gateway {})",
-                    s.at, s.gateway
+                    rel(s.at),
+                    s.gateway
                 ),
             );
         }
@@ -1239,6 +1295,7 @@ async fn run(settings: Settings) {
     let keys = tower_waiting_room::__private::redis_keys(&gateways[0].store, ROOM);
 
     let start = now_ms();
+    let _ = START.set(start);
     let faults_until = start + settings.fault_secs * 1_000;
     let deadline = faults_until + settings.recovery.as_millis() as u64;
     let shared = Arc::new(Shared {
@@ -1271,7 +1328,7 @@ async fn run(settings: Settings) {
                             "the store counts {} admitted + {} granted at {}",
                             s.admitted,
                             s.granted,
-                            now_ms()
+                            rel(now_ms())
                         ));
                     }
                 }
@@ -1349,17 +1406,24 @@ async fn run(settings: Settings) {
     }
     check_once(&log, &stories, &mut v);
     let fifo_checked = check_fifo(&stories, &windows, &mut v);
-    for s in stories.iter().filter(|s| s.stuck) {
+    // A waiter who (re)joined too close to the end had no fair chance; everyone else still
+    // polling at the deadline had at least half the recovery time with a healthy store.
+    let joined_by = deadline - settings.recovery.as_millis() as u64 / 2;
+    for s in stories
+        .iter()
+        .filter(|s| s.stuck && s.episodes.last().is_some_and(|e| e.join_sent <= joined_by))
+    {
         let ep = s.episodes.last();
         v.add(
             V_LIVENESS,
             format!(
-                "visitor {} still waiting {} s after the faults stopped (joined at +{} ms, last \
+                "visitor {} still waiting {} s after the faults stopped (joined at {}, last \
                  place {:?})",
                 s.id,
                 settings.recovery.as_secs(),
-                ep.map_or(0, |e| e.join_sent.saturating_sub(start)),
+                rel(ep.map_or(0, |e| e.join_sent)),
                 ep.and_then(|e| e.positions.last())
+                    .map(|&(t, p)| format!("{p} at {}", rel(t)))
             ),
         );
     }
@@ -1444,6 +1508,29 @@ async fn run(settings: Settings) {
         println!("\n{kind} ({}):", list.len());
         for item in list.iter().take(8) {
             println!("  {item}");
+        }
+    }
+    // The whole story of the first visitors named by each kind of violation.
+    let traced = env_u64("CHAOS_TRACE").unwrap_or(1) as usize;
+    for (kind, list) in &v.0 {
+        let named: Vec<usize> = list
+            .iter()
+            .filter_map(|m| {
+                m.strip_prefix("visitor ")?
+                    .split([' ', ':'])
+                    .next()?
+                    .parse()
+                    .ok()
+            })
+            .take(traced)
+            .collect();
+        for id in named {
+            if let Some(st) = stories.get(id) {
+                println!("\ntrace of visitor {id} ({kind}), {:?}:", st.session);
+                for line in &st.trace {
+                    println!("  {line}");
+                }
+            }
         }
     }
     let commit = Command::new("git")
