@@ -445,6 +445,9 @@ struct Episode {
     /// Back from a silence while waiting: whether its old place was kept is not known, so when
     /// it joined is not known either.
     returned: bool,
+    /// When the place it waits in may have been made: `join_sent`, or for a visitor back from a
+    /// silence, when its earlier episode joined.
+    place_since: u64,
 }
 
 impl Episode {
@@ -461,6 +464,7 @@ impl Episode {
             positions: Vec::new(),
             unknown_at: Vec::new(),
             returned: false,
+            place_since: sent,
         }
     }
 
@@ -753,6 +757,9 @@ async fn visitor(shared: Arc<Shared>, id: usize, plan: Plan, mut rng: Rng) -> St
         // ----- waiting -----
         let mut ep = Episode::new(id, carried.as_ref().map_or_else(now_ms, |a| a.sent));
         ep.returned = std::mem::take(&mut returned);
+        if ep.returned {
+            ep.place_since = s.episodes.last().map_or(ep.join_sent, |e| e.place_since);
+        }
         let mut polls = 0u32;
         let mut next_is_status = false;
         let mut pause = 0;
@@ -1139,7 +1146,7 @@ fn ordered(ep: &Episode, reorders: &[u64]) -> bool {
         && ep.join_received != 0
         && !reorders
             .iter()
-            .any(|&d| ep.join_sent <= d && d <= ep.end().min(ep.last_touch_sent + LAPSE_MS))
+            .any(|&d| ep.place_since <= d && d <= ep.end().min(ep.last_touch_sent + LAPSE_MS))
 }
 
 /// First come, first served among waiters who kept polling. Episode `i` joined before `j` when
