@@ -13,8 +13,9 @@
 //! and the invariants are checked on the whole history afterwards; `docs/reliability.md` says
 //! what each check means and why it is sound. Two modes:
 //!
-//! - `cargo test --test chaos` (short, in CI): 20 s of faults, then recovery.
-//! - `CHAOS_SECS=600 cargo test --release --test chaos -- --ignored --nocapture` (long).
+//! - `cargo test --all-features --test chaos` (short, in CI): 20 s of faults, then recovery.
+//! - `CHAOS_SECS=600 cargo test --release --all-features --test chaos -- --ignored --nocapture`
+//!   (long).
 //!
 //! `CHAOS_SEED` replays a run (the seed is printed), `CHAOS_VISITORS` overrides the number of
 //! visitors, `CHAOS_FAULTS=kill,pause,oom,del` restricts the fault kinds.
@@ -1598,14 +1599,14 @@ async fn chaos_short() {
 /// The long run, by hand: `CHAOS_SECS` seconds of faults (default 600), with as many visitors
 /// as the room can serve meanwhile.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "long: CHAOS_SECS=600 cargo test --release --test chaos -- --ignored --nocapture"]
+#[ignore = "long: CHAOS_SECS=600 cargo test --release --all-features --test chaos -- --ignored"]
 async fn chaos_long() {
     let secs = env_u64("CHAOS_SECS").unwrap_or(600);
     run(Settings {
         mode: "long",
         fault_secs: secs,
         recovery: RECOVERY_LONG,
-        visitors: env_u64("CHAOS_VISITORS").unwrap_or(secs * 40) as usize,
+        visitors: env_u64("CHAOS_VISITORS").unwrap_or(secs * 25) as usize,
         capacity: 60,
     })
     .await;
