@@ -46,7 +46,7 @@ const QUEUE_COOKIE: &str = "wr_chaos_q";
 const ADMISSION_COOKIE: &str = "wr_chaos_a";
 const GATEWAYS: usize = 4;
 
-const ACTIVE_TTL: Duration = Duration::from_secs(3);
+const ACTIVE_TTL: Duration = Duration::from_secs(6);
 const REFRESH: Duration = Duration::from_secs(1);
 const GRANT_TTL: Duration = Duration::from_secs(8);
 const QUEUE_TTL: Duration = Duration::from_secs(8);
@@ -57,6 +57,10 @@ const BREAKER_COOLDOWN: Duration = Duration::from_millis(500);
 /// A waiter whose consecutive store check-ins were this far apart may legitimately have lost its
 /// place (`min(queue_ttl, grant_ttl)` less a margin): it is not held to the ordering checks.
 const LAPSE_MS: u64 = 7_000;
+/// The same after a request whose outcome the visitor never learned (a deadline, a lost
+/// request): if it claimed the visitor's grant, the slot lapses after `active_ttl`, and the
+/// visitor queues again, legitimately. `active_ttl` (6 s) less a margin.
+const AMBIGUOUS_LAPSE_MS: u64 = 5_500;
 /// Longest pause of a waiter between polls (before jitter).
 const POLL_CAP_MS: u64 = 1_500;
 /// A patient client waits this long for an answer; an impatient one gives up (and drops the
@@ -443,6 +447,9 @@ struct Episode {
     positions: Vec<(u64, u64)>,
     /// The status endpoint said `unknown` while waiting (sent).
     unknown_at: Vec<u64>,
+    /// A request since the last check-in may have been run by the store without the visitor
+    /// learning the outcome (sent).
+    ambiguous_since: Option<u64>,
     /// Back from a silence while waiting: whether its old place was kept is not known, so when
     /// it joined is not known either.
     returned: bool,
@@ -464,6 +471,7 @@ impl Episode {
             stopped: false,
             positions: Vec::new(),
             unknown_at: Vec::new(),
+            ambiguous_since: None,
             returned: false,
             place_since: sent,
         }
@@ -475,12 +483,22 @@ impl Episode {
 
     /// A store answer to a request sent at `sent`, received at `received`.
     fn touch(&mut self, sent: u64, received: u64) {
+        let claimed_slot_lapsed = self
+            .ambiguous_since
+            .take()
+            .is_some_and(|t| received.saturating_sub(t) >= AMBIGUOUS_LAPSE_MS);
         if self.join_received == 0 {
             self.join_received = received;
-        } else if received.saturating_sub(self.last_touch_sent) >= LAPSE_MS {
+        } else if claimed_slot_lapsed || received.saturating_sub(self.last_touch_sent) >= LAPSE_MS {
             self.lapsed = true;
         }
         self.last_touch_sent = sent;
+    }
+
+    /// A request sent at `sent` got no answer from the store, or a deadline answer: the store
+    /// may have run it, and a grant it claimed lives only `active_ttl` unless renewed.
+    fn ambiguous(&mut self, sent: u64) {
+        self.ambiguous_since.get_or_insert(sent);
     }
 }
 
@@ -521,9 +539,10 @@ fn plan(rng: &mut Rng, arrival_ms: u64) -> Plan {
         impatient: rng.chance(10),
         silent_waiting,
         leave_waiting: rng.chance(5).then(|| rng.between(1, 5) as u32),
-        silent_inside: rng
-            .chance(5)
-            .then(|| rng.between(ACTIVE_TTL.as_millis() as u64 + 500, 6_000)),
+        silent_inside: rng.chance(5).then(|| {
+            let slot = ACTIVE_TTL.as_millis() as u64;
+            rng.between(slot + 500, slot + 3_000)
+        }),
         browse: rng.between(1, 6) as u32,
         vanish: rng.chance(10),
     }
@@ -787,6 +806,8 @@ async fn visitor(shared: Arc<Shared>, id: usize, plan: Plan, mut rng: Rng) -> St
                         )
                         .await
                     else {
+                        // Lost on the way: the store may have acted on it.
+                        ep.ambiguous(now_ms());
                         pause = backoff(&mut rng);
                         continue;
                     };
@@ -847,6 +868,11 @@ async fn visitor(shared: Arc<Shared>, id: usize, plan: Plan, mut rng: Rng) -> St
                     continue;
                 }
                 Meaning::TryLater => {
+                    // "unavailable" may be a deadline missed by a script that still ran (and
+                    // claimed a grant); "busy" and "full" are refusals.
+                    if a.state() == "unavailable" {
+                        ep.ambiguous(a.sent);
+                    }
                     pause = backoff(&mut rng);
                     continue;
                 }
