@@ -97,6 +97,19 @@ impl Rng {
         lo + self.below(hi - lo + 1)
     }
 
+    /// The next card of `deck`, dealt from a fresh seeded shuffle of `all` when it runs out:
+    /// every kind comes up once per round.
+    fn deal(&mut self, deck: &mut Vec<usize>, all: std::ops::Range<usize>) -> usize {
+        if deck.is_empty() {
+            deck.extend(all);
+            for i in (1..deck.len()).rev() {
+                let j = self.below(i as u64 + 1) as usize;
+                deck.swap(i, j);
+            }
+        }
+        deck.pop().expect("a non-empty deck")
+    }
+
     /// True with probability `percent` %.
     fn chance(&mut self, percent: u64) -> bool {
         self.below(100) < percent
@@ -205,6 +218,8 @@ struct Window {
 struct Target {
     server: Server,
     paused: bool,
+    /// Which keys are still to be deleted in this round.
+    key_deck: Vec<usize>,
 }
 
 impl Target {
@@ -257,7 +272,7 @@ impl Target {
                 self.command(&["CONFIG", "SET", "maxmemory", "0"]);
             }
             Fault::DelKey => {
-                let i = rng.below(7) as usize;
+                let i = rng.deal(&mut self.key_deck, 0..keys.len());
                 self.command(&["DEL", &keys[i]]);
                 key = Some(KEY_NAMES[i]);
             }
@@ -294,9 +309,10 @@ fn injector(
 ) -> std::thread::JoinHandle<(Target, Vec<Window>)> {
     std::thread::spawn(move || {
         let mut windows = Vec::new();
+        let mut deck = Vec::new();
         std::thread::sleep(Duration::from_millis(1_000));
         while now_ms() < until && !stop.load(Ordering::SeqCst) {
-            let fault = faults[rng.below(faults.len() as u64) as usize];
+            let fault = faults[rng.deal(&mut deck, 0..faults.len())];
             let hold = Duration::from_millis(rng.between(300, 2_500));
             let w = target.inject(fault, hold, &keys, &mut rng);
             eprintln!(
@@ -1388,6 +1404,7 @@ async fn run(settings: Settings) {
     let target = Target {
         server,
         paused: false,
+        key_deck: Vec::new(),
     };
     let injector_stop = Arc::new(AtomicBool::new(false));
     let injector = injector(
@@ -1609,15 +1626,15 @@ fn date() -> String {
         .unwrap_or_default()
 }
 
-/// The short run of every `cargo test`: 20 s of faults over 1 200 visitors.
+/// The short run of every `cargo test`: 20 s of faults over 1 000 visitors.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chaos_short() {
     run(Settings {
         mode: "short",
         fault_secs: env_u64("CHAOS_SHORT_SECS").unwrap_or(20),
         recovery: RECOVERY_SHORT,
-        visitors: env_u64("CHAOS_VISITORS").unwrap_or(1_200) as usize,
-        capacity: 60,
+        visitors: env_u64("CHAOS_VISITORS").unwrap_or(1_000) as usize,
+        capacity: 80,
     })
     .await;
 }
@@ -1632,8 +1649,8 @@ async fn chaos_long() {
         mode: "long",
         fault_secs: secs,
         recovery: RECOVERY_LONG,
-        visitors: env_u64("CHAOS_VISITORS").unwrap_or(secs * 25) as usize,
-        capacity: 60,
+        visitors: env_u64("CHAOS_VISITORS").unwrap_or(secs * 20) as usize,
+        capacity: 80,
     })
     .await;
 }
