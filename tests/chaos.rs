@@ -310,9 +310,15 @@ fn injector(
     std::thread::spawn(move || {
         let mut windows = Vec::new();
         let mut deck = Vec::new();
+        // A deletion is over at once and there are seven keys: two per round.
+        let cards: Vec<Fault> = faults
+            .iter()
+            .chain(faults.iter().filter(|&&f| f == Fault::DelKey))
+            .copied()
+            .collect();
         std::thread::sleep(Duration::from_millis(1_000));
         while now_ms() < until && !stop.load(Ordering::SeqCst) {
-            let fault = faults[rng.deal(&mut deck, 0..faults.len())];
+            let fault = cards[rng.deal(&mut deck, 0..cards.len())];
             let hold = Duration::from_millis(rng.between(300, 2_500));
             let w = target.inject(fault, hold, &keys, &mut rng);
             eprintln!(
@@ -323,7 +329,14 @@ fn injector(
                 rel(w.end)
             );
             windows.push(w);
-            std::thread::sleep(Duration::from_millis(rng.between(800, 2_500)));
+            // Now and then the next fault follows at once, while the breakers are still open
+            // and probing: a server that comes back hung, or full.
+            let gap = if rng.chance(30) {
+                0
+            } else {
+                rng.between(800, 2_500)
+            };
+            std::thread::sleep(Duration::from_millis(gap));
         }
         (target, windows)
     })
@@ -552,7 +565,7 @@ fn plan(rng: &mut Rng, arrival_ms: u64) -> Plan {
     Plan {
         arrival_ms,
         status_poller: rng.chance(50),
-        impatient: rng.chance(10),
+        impatient: rng.chance(20),
         silent_waiting,
         leave_waiting: rng.chance(5).then(|| rng.between(1, 5) as u32),
         silent_inside: rng.chance(5).then(|| {
