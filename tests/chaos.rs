@@ -1065,7 +1065,8 @@ const V_5XX: &str = "5xx";
 const V_FAIL_OPEN: &str = "fail-open";
 const V_BREAKER: &str = "breaker";
 const V_VISITOR: &str = "unexpected-answer";
-const KINDS: [&str; 9] = [
+const V_THIN: &str = "thin-run";
+const KINDS: [&str; 10] = [
     V_CAPACITY,
     V_ONCE,
     V_FIFO,
@@ -1075,6 +1076,7 @@ const KINDS: [&str; 9] = [
     V_FAIL_OPEN,
     V_BREAKER,
     V_VISITOR,
+    V_THIN,
 ];
 
 /// Never more than `capacity` inside: each store admission (`AdmittedBy::Store`, a new slot or
@@ -1318,6 +1320,14 @@ fn check_fail_open(
 
 // ===== the run =====
 
+/// What the store's own counts showed.
+#[derive(Default)]
+struct Sampled {
+    over: Vec<String>,
+    longest_line: u64,
+    line_at_faults_end: u64,
+}
+
 struct Settings {
     mode: &'static str,
     fault_secs: u64,
@@ -1368,26 +1378,43 @@ async fn run(settings: Settings) {
         deadline,
     });
 
-    // Visitors arrive over the first 85 % of the fault period.
-    let arrive_over = settings.fault_secs * 850;
+    // Launch-day arrivals: 40 % in the first tenth of the fault period, the rest spread over
+    // the following three quarters, so the line is long while the faults hit and has drained
+    // (if all is well) before the recovery time is over.
+    let fault_ms = settings.fault_secs * 1_000;
     let mut tasks = Vec::with_capacity(settings.visitors);
     for id in 0..settings.visitors {
-        let arrival = rng.below(arrive_over);
+        let arrival = if rng.chance(40) {
+            rng.below(fault_ms / 10)
+        } else {
+            fault_ms / 10 + rng.below(fault_ms * 3 / 4)
+        };
         let p = plan(&mut rng, arrival);
         let vr = Rng(rng.next());
         tasks.push(tokio::spawn(visitor(shared.clone(), id, p, vr)));
     }
 
-    // The store, as its own counts say: never more than capacity slots (admitted + granted).
+    // The store, as its own counts say (through a store of its own, so that its calls are
+    // nobody's breaker probes): never more than capacity slots (admitted + granted).
     let stop = Arc::new(AtomicBool::new(false));
     let sampler = {
-        let (layer, stop, capacity) = (gateways[0].closed.clone(), stop.clone(), settings.capacity);
+        let store = RedisStore::builder()
+            .url(&url)
+            .timeout(STORE_TIMEOUT)
+            .build()
+            .expect("the store builds");
+        let layer = layer(store, settings.capacity, FailPolicy::Closed);
+        let (stop, capacity) = (stop.clone(), settings.capacity);
         tokio::spawn(async move {
-            let mut over = Vec::new();
+            let mut seen = Sampled::default();
             while !stop.load(Ordering::SeqCst) {
                 if let Ok(s) = layer.stats().await {
+                    seen.longest_line = seen.longest_line.max(s.waiting);
+                    if now_ms() <= faults_until {
+                        seen.line_at_faults_end = s.waiting;
+                    }
                     if s.admitted + s.granted > u64::from(capacity) {
-                        over.push(format!(
+                        seen.over.push(format!(
                             "the store counts {} admitted + {} granted at {}",
                             s.admitted,
                             s.granted,
@@ -1397,7 +1424,7 @@ async fn run(settings: Settings) {
                 }
                 sleep_ms(100).await;
             }
-            over
+            seen
         })
     };
 
@@ -1440,7 +1467,7 @@ async fn run(settings: Settings) {
         .unwrap()
         .expect("the fault injector panicked");
     stop.store(true, Ordering::SeqCst);
-    let store_over = sampler.await.expect("sampler");
+    let mut store_over = sampler.await.expect("sampler");
 
     // The breaker closes again on every gateway: a few store calls give each its probe.
     let mut breaker_open = Vec::new();
@@ -1465,7 +1492,7 @@ async fn run(settings: Settings) {
     let mut v = Violations::default();
     let (most_inside, ghosts) =
         check_capacity(&log, &stories, &windows, settings.capacity as usize, &mut v);
-    for o in store_over {
+    for o in std::mem::take(&mut store_over.over) {
         v.add(V_CAPACITY, o);
     }
     check_once(&log, &stories, &mut v);
@@ -1497,6 +1524,22 @@ async fn run(settings: Settings) {
     let fail_open = check_fail_open(&log, &windows, open_phase, &mut v);
     for b in breaker_open {
         v.add(V_BREAKER, b);
+    }
+    // The run must have exercised what it checks: a full room and a real line.
+    if most_inside < settings.capacity as usize {
+        v.add(
+            V_THIN,
+            format!("the room was never full (at most {most_inside} inside)"),
+        );
+    }
+    if store_over.longest_line < u64::from(settings.capacity) {
+        v.add(
+            V_THIN,
+            format!(
+                "the line was never long (at most {})",
+                store_over.longest_line
+            ),
+        );
     }
     for s in &stories {
         for p in s.problems.iter().filter(|p| !p.contains("another session")) {
@@ -1560,6 +1603,10 @@ async fn run(settings: Settings) {
     println!("| store admissions (new slot or grant claimed) | {store_admissions} |");
     println!("| fail-open admissions | {fail_open} |");
     println!("| most inside at once (app's count) | {most_inside} |");
+    println!(
+        "| longest line (store) | {} |\n| line when the faults stopped | {} |",
+        store_over.longest_line, store_over.line_at_faults_end
+    );
     println!("| token requests after their slot's key was deleted (ghosts) | {ghosts} |");
     println!("| visitors who left | {left} |");
     println!("| admissions checked for first come, first served | {fifo_checked} |");
