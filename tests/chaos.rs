@@ -1096,10 +1096,11 @@ fn check_capacity(
         .iter()
         .filter_map(|s| Some((s.session?, s.leave_sent?)))
         .collect();
-    let slot_losses: Vec<u64> = windows
+    // When exactly `DEL` ran inside its window is not known: any time in it.
+    let slot_losses: Vec<(u64, u64)> = windows
         .iter()
         .filter(|w| w.key.is_some_and(key_loss_frees_slots))
-        .map(|w| w.start)
+        .map(|w| (w.start, w.end))
         .collect();
     let mut edges: Vec<(u64, i64, SessionId)> = Vec::new();
     let mut by_session: HashMap<SessionId, Vec<(u64, u64)>> = HashMap::new();
@@ -1108,8 +1109,11 @@ fn check_capacity(
         if let Some(&l) = leave_at.get(&s.session) {
             end = end.min(l);
         }
-        if let Some(&d) = slot_losses.iter().find(|&&d| s.at <= d && d < end) {
-            end = d;
+        if let Some(&(from, _)) = slot_losses
+            .iter()
+            .find(|&&(from, to)| s.at <= to && from < end)
+        {
+            end = from.max(s.at);
         }
         if s.at < end {
             by_session.entry(s.session).or_default().push((s.at, end));
@@ -1199,12 +1203,13 @@ fn check_once(log: &[Seen], stories: &[Story], v: &mut Violations) {
 
 /// Whether an episode is held to the ordering checks: it kept polling (never `LAPSE_MS`
 /// between check-ins) and no key whose loss reorders the line was deleted while it waited.
-fn ordered(ep: &Episode, reorders: &[u64]) -> bool {
+fn ordered(ep: &Episode, reorders: &[(u64, u64)]) -> bool {
+    let waited_until = ep.end().min(ep.last_touch_sent + LAPSE_MS);
     !ep.lapsed
         && ep.join_received != 0
         && !reorders
             .iter()
-            .any(|&d| ep.place_since <= d && d <= ep.end().min(ep.last_touch_sent + LAPSE_MS))
+            .any(|&(from, to)| ep.place_since <= to && from <= waited_until)
 }
 
 /// First come, first served among waiters who kept polling. Episode `i` joined before `j` when
@@ -1214,10 +1219,10 @@ fn ordered(ep: &Episode, reorders: &[u64]) -> bool {
 /// and as `j`. Also, an ordered waiter's place never goes back, and the status endpoint never
 /// says it has none.
 fn check_fifo(stories: &[Story], windows: &[Window], v: &mut Violations) -> usize {
-    let reorders: Vec<u64> = windows
+    let reorders: Vec<(u64, u64)> = windows
         .iter()
         .filter(|w| w.key.is_some_and(key_loss_reorders))
-        .map(|w| w.start)
+        .map(|w| (w.start, w.end))
         .collect();
     let eps: Vec<&Episode> = stories
         .iter()
