@@ -1269,6 +1269,53 @@ fn check_fifo(stories: &[Story], windows: &[Window], v: &mut Violations) -> usiz
         let prev = latest.last().copied().unwrap_or((0, usize::MAX));
         latest.push(if wait > prev.0 { (wait, who) } else { prev });
     }
+    // A waiter who went silent keeps its place until its turn: silent waiters are skipped when
+    // their turn comes (README), not before. If a waiter who joined before it and kept polling
+    // still waited after it came back, its turn had not come: it must find its place again
+    // (the status endpoint knows it, and its place has not gone back).
+    for st in stories {
+        for pair in st.episodes.windows(2) {
+            let (before, back) = (&pair[0], &pair[1]);
+            let intact = before.stopped
+                && back.returned
+                && !before.lapsed
+                && before.join_received != 0
+                && back.join_received != 0
+                && !reorders
+                    .iter()
+                    .any(|&(from, to)| before.place_since <= to && from <= back.join_received);
+            let Some(&(_, was)) = before.positions.last() else {
+                continue;
+            };
+            if !intact {
+                continue;
+            }
+            let first_position = back.positions.first().copied();
+            let lost = match (back.unknown_at.first(), first_position) {
+                (Some(&u), Some((t, _))) if u < t => Some("no place".to_owned()),
+                (Some(_), None) => Some("no place".to_owned()),
+                (_, Some((_, now))) if now > was => Some(format!("place {now}")),
+                _ => None,
+            };
+            let n = earlier.partition_point(|&(joined, _, _)| joined < before.place_since);
+            if let (Some(lost), true) = (lost, n > 0) {
+                let (wait, i) = latest[n - 1];
+                if wait > back.join_received && i != st.id {
+                    v.add(
+                        V_PLACE,
+                        format!(
+                            "visitor {}: silent from {} to {}, came back to {lost} (was {was}), \
+                             while visitor {i}, ahead of it, still waited at {}",
+                            st.id,
+                            rel(before.last_touch_sent),
+                            rel(back.join_sent),
+                            rel(wait)
+                        ),
+                    );
+                }
+            }
+        }
+    }
     let mut checked = 0;
     for j in eps.iter().filter(|e| e.admitted.is_some() && !e.returned) {
         let admitted = j.end();
