@@ -61,6 +61,8 @@ const LAPSE_MS: u64 = 7_000;
 /// request): if it claimed the visitor's grant, the slot lapses after `active_ttl`, and the
 /// visitor queues again, legitimately. `active_ttl` (6 s) less a margin.
 const AMBIGUOUS_LAPSE_MS: u64 = 5_500;
+/// A waiter goes silent for longer than `queue_ttl` only from this far back in line.
+const FAR_BACK: u64 = 120;
 /// Longest pause of a waiter between polls (before jitter).
 const POLL_CAP_MS: u64 = 1_500;
 /// A patient client waits this long for an answer; an impatient one gives up (and drops the
@@ -552,13 +554,15 @@ struct Plan {
 }
 
 fn plan(rng: &mut Rng, arrival_ms: u64) -> Plan {
-    let silent_waiting = rng.chance(12).then(|| {
+    let silent_waiting = rng.chance(15).then(|| {
         let back = rng.chance(60);
-        // Half come back within queue_ttl (keep the place), half after (lose it).
+        // Half come back within queue_ttl, half after it (from far back in line, so that their
+        // turn has often not come yet: they keep their place all the same).
         let ms = if rng.chance(50) {
             rng.between(500, 4_000)
         } else {
-            rng.between(QUEUE_TTL.as_millis() as u64 + 1_000, 14_000)
+            let ttl = QUEUE_TTL.as_millis() as u64;
+            rng.between(ttl + 500, ttl + 2_500)
         };
         (rng.between(1, 6) as u32, ms, back)
     });
@@ -919,7 +923,10 @@ async fn visitor(shared: Arc<Shared>, id: usize, plan: Plan, mut rng: Rng) -> St
                 leave(&shared, &mut s, &mut jar, &plan, &mut rng).await;
                 return s;
             }
-            if let Some((_, ms, back)) = silent_waiting.filter(|&(n, _, _)| polls >= n) {
+            let far_back = ep.positions.last().is_some_and(|&(_, p)| p >= FAR_BACK);
+            if let Some((_, ms, back)) = silent_waiting
+                .filter(|&(n, ms, _)| polls >= n && (far_back || ms < QUEUE_TTL.as_millis() as u64))
+            {
                 silent_waiting = None;
                 leave_waiting = None;
                 ep.stopped = true;
@@ -1218,7 +1225,7 @@ fn ordered(ep: &Episode, reorders: &[(u64, u64)]) -> bool {
 /// while `i` was ahead of it in line: a violation. Only ordered episodes are compared, as `i`
 /// and as `j`. Also, an ordered waiter's place never goes back, and the status endpoint never
 /// says it has none.
-fn check_fifo(stories: &[Story], windows: &[Window], v: &mut Violations) -> usize {
+fn check_fifo(stories: &[Story], windows: &[Window], v: &mut Violations) -> (usize, usize) {
     let reorders: Vec<(u64, u64)> = windows
         .iter()
         .filter(|w| w.key.is_some_and(key_loss_reorders))
@@ -1269,6 +1276,7 @@ fn check_fifo(stories: &[Story], windows: &[Window], v: &mut Violations) -> usiz
         let prev = latest.last().copied().unwrap_or((0, usize::MAX));
         latest.push(if wait > prev.0 { (wait, who) } else { prev });
     }
+    let mut returners = 0;
     // A waiter who went silent keeps its place until its turn: silent waiters are skipped when
     // their turn comes (README), not before. If a waiter who joined before it and kept polling
     // still waited after it came back, its turn had not come: it must find its place again
@@ -1298,9 +1306,11 @@ fn check_fifo(stories: &[Story], windows: &[Window], v: &mut Violations) -> usiz
                 _ => None,
             };
             let n = earlier.partition_point(|&(joined, _, _)| joined < before.place_since);
-            if let (Some(lost), true) = (lost, n > 0) {
+            let ahead_waits = n > 0 && latest[n - 1].0 > back.join_received;
+            returners += usize::from(ahead_waits);
+            if let (Some(lost), true) = (lost, ahead_waits) {
                 let (wait, i) = latest[n - 1];
-                if wait > back.join_received && i != st.id {
+                if i != st.id {
                     v.add(
                         V_PLACE,
                         format!(
@@ -1339,7 +1349,7 @@ fn check_fifo(stories: &[Story], windows: &[Window], v: &mut Violations) -> usiz
             );
         }
     }
-    checked
+    (checked, returners)
 }
 
 /// Fail-open admissions only while the store is away during the fail-open phase.
@@ -1548,7 +1558,7 @@ async fn run(settings: Settings) {
         v.add(V_CAPACITY, o);
     }
     check_once(&log, &stories, &mut v);
-    let fifo_checked = check_fifo(&stories, &windows, &mut v);
+    let (fifo_checked, returners) = check_fifo(&stories, &windows, &mut v);
     // A waiter who (re)joined too close to the end had no fair chance; everyone else still
     // polling at the deadline had at least half the recovery time with a healthy store.
     let joined_by = deadline - settings.recovery.as_millis() as u64 / 2;
@@ -1662,6 +1672,7 @@ async fn run(settings: Settings) {
     println!("| token requests after their slot's key was deleted (ghosts) | {ghosts} |");
     println!("| visitors who left | {left} |");
     println!("| admissions checked for first come, first served | {fifo_checked} |");
+    println!("| waiters back from a silence before their turn, checked | {returners} |");
     println!();
     println!("| violations | count |\n|---|---|");
     for k in KINDS {
