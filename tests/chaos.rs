@@ -814,7 +814,8 @@ async fn visitor(shared: Arc<Shared>, id: usize, plan: Plan, mut rng: Rng) -> St
             ep.place_since = s.episodes.last().map_or(ep.join_sent, |e| e.place_since);
         }
         let mut polls = 0u32;
-        let mut next_is_status = false;
+        // Back from a silence, a visitor first asks where it stands (which creates nothing).
+        let mut next_is_status = ep.returned;
         let mut pause = 0;
         loop {
             if now_ms() > shared.deadline {
