@@ -1255,10 +1255,11 @@ fn check_fifo(stories: &[Story], windows: &[Window], v: &mut Violations) -> (usi
                 );
             }
         }
+        // (The first answer after a silence is about the old place: judged below.)
         for &t in e
             .unknown_at
             .iter()
-            .filter(|&&t| t < e.last_touch_sent + LAPSE_MS)
+            .filter(|&&t| !(e.returned && t <= e.join_received))
         {
             v.add(
                 V_PLACE,
