@@ -1390,6 +1390,8 @@ struct Sampled {
     over: Vec<String>,
     longest_line: u64,
     line_at_faults_end: u64,
+    /// Most slots held at once (admitted + granted).
+    most_slots: u64,
 }
 
 struct Settings {
@@ -1442,17 +1444,21 @@ async fn run(settings: Settings) {
         deadline,
     });
 
-    // Launch-day arrivals: 40 % in the first tenth of the fault period, the rest spread over
-    // the following three quarters, so the line is long while the faults hit and has drained
-    // (if all is well) before the recovery time is over.
+    // Launch-day arrivals, in waves of 20 s (one in the short run): in each, 40 % in the first
+    // tenth, the rest spread over the following three quarters, so the line is long while the
+    // faults hit and has drained (if all is well) before the recovery time is over.
     let fault_ms = settings.fault_secs * 1_000;
+    let wave_ms = fault_ms.min(20_000);
+    let waves = (fault_ms / wave_ms).max(1);
     let mut tasks = Vec::with_capacity(settings.visitors);
     for id in 0..settings.visitors {
-        let arrival = if rng.chance(40) {
-            rng.below(fault_ms / 10)
-        } else {
-            fault_ms / 10 + rng.below(fault_ms * 3 / 4)
-        };
+        let wave = rng.below(waves) * wave_ms;
+        let arrival = wave
+            + if rng.chance(40) {
+                rng.below(wave_ms / 10)
+            } else {
+                wave_ms / 10 + rng.below(wave_ms * 3 / 4)
+            };
         let p = plan(&mut rng, arrival);
         let vr = Rng(rng.next());
         tasks.push(tokio::spawn(visitor(shared.clone(), id, p, vr)));
@@ -1474,6 +1480,7 @@ async fn run(settings: Settings) {
             while !stop.load(Ordering::SeqCst) {
                 if let Ok(s) = layer.stats().await {
                     seen.longest_line = seen.longest_line.max(s.waiting);
+                    seen.most_slots = seen.most_slots.max(s.admitted + s.granted);
                     if now_ms() <= faults_until {
                         seen.line_at_faults_end = s.waiting;
                     }
@@ -1668,8 +1675,9 @@ async fn run(settings: Settings) {
     println!("| fail-open admissions | {fail_open} |");
     println!("| most inside at once (app's count) | {most_inside} |");
     println!(
-        "| longest line (store) | {} |\n| line when the faults stopped | {} |",
-        store_over.longest_line, store_over.line_at_faults_end
+        "| most slots at once (store: admitted + granted) | {} |\n| longest line (store) | {} \
+         |\n| line when the faults stopped | {} |",
+        store_over.most_slots, store_over.longest_line, store_over.line_at_faults_end
     );
     println!("| token requests after their slot's key was deleted (ghosts) | {ghosts} |");
     println!("| visitors who left | {left} |");
@@ -1774,7 +1782,7 @@ async fn chaos_long() {
         mode: "long",
         fault_secs: secs,
         recovery: RECOVERY_LONG,
-        visitors: env_u64("CHAOS_VISITORS").unwrap_or(secs * 20) as usize,
+        visitors: env_u64("CHAOS_VISITORS").unwrap_or(secs * 30) as usize,
         capacity: 80,
     })
     .await;
