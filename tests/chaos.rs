@@ -145,7 +145,9 @@ fn env_u64(name: &str) -> Option<u64> {
 // ===== faults =====
 
 /// What the injector does to Redis. `Failover` (through Sentinel) is planned: it needs the
-/// store's `redis+sentinel://` URLs, which are not in yet; until then it is never scheduled.
+/// store's `redis+sentinel://` URLs and a test sentinel, which this branch does not have yet
+/// (`main` does: `tests/common/sentinel.rs`); until then it is never scheduled. The steps left
+/// are in `docs/reliability.md`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 enum Fault {
     /// SIGKILL, then a restart from the AOF (`appendfsync always`: no acknowledged write lost).
@@ -156,7 +158,8 @@ enum Fault {
     Oom,
     /// `DEL` of one of the room's keys, chosen by the seed.
     DelKey,
-    /// TODO(sentinel): `SENTINEL FAILOVER` with every gateway on a `redis+sentinel://` URL.
+    /// TODO(sentinel): `SENTINEL FAILOVER` with every gateway on a `redis+sentinel://` URL, and
+    /// every other fault aimed at whichever server is the primary.
     Failover,
 }
 
