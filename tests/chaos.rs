@@ -487,6 +487,10 @@ struct Episode {
     /// Back from a silence while waiting: whether its old place was kept is not known, so when
     /// it joined is not known either.
     returned: bool,
+    /// It began with an admission token in the jar (back from a silence inside): the slot may
+    /// still be held (a heartbeat it never heard of may have renewed it), so a store admission
+    /// may be that slot's, not a new one.
+    with_token: bool,
     /// When the place it waits in may have been made: `join_sent`, or for a visitor back from a
     /// silence, when its earlier episode joined.
     place_since: u64,
@@ -507,6 +511,7 @@ impl Episode {
             unknown_at: Vec::new(),
             ambiguous_since: None,
             returned: false,
+            with_token: false,
             place_since: sent,
         }
     }
@@ -813,6 +818,7 @@ async fn visitor(shared: Arc<Shared>, id: usize, plan: Plan, mut rng: Rng) -> St
         // ----- waiting -----
         let mut ep = Episode::new(id, carried.as_ref().map_or_else(now_ms, |a| a.sent));
         ep.returned = std::mem::take(&mut returned);
+        ep.with_token = carried.is_none() && jar.get(ADMISSION_COOKIE).is_some();
         if ep.returned {
             ep.place_since = s.episodes.last().map_or(ep.join_sent, |e| e.place_since);
         }
@@ -1340,7 +1346,10 @@ fn check_fifo(stories: &[Story], windows: &[Window], v: &mut Violations) -> (usi
         }
     }
     let mut checked = 0;
-    for j in eps.iter().filter(|e| e.admitted.is_some() && !e.returned) {
+    for j in eps
+        .iter()
+        .filter(|e| e.admitted.is_some() && !e.returned && !e.with_token)
+    {
         let admitted = j.end();
         let n = earlier.partition_point(|&(joined, _, _)| joined < j.join_sent);
         if n == 0 {
