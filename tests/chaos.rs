@@ -743,7 +743,8 @@ fn meaning(a: &Answer, status_endpoint: bool) -> Meaning {
             _ => Meaning::Other,
         },
         (StatusCode::OK, true) => match a.state().as_str() {
-            "admitted" => Meaning::StatusAdmitted,
+            // "open": the store failed and the room fails open; go in (without a slot).
+            "admitted" | "open" => Meaning::StatusAdmitted,
             "waiting" => Meaning::Waiting(a.json()["position"].as_u64().unwrap_or(0)),
             "unknown" => Meaning::Unknown,
             _ => Meaning::Other,
@@ -897,9 +898,9 @@ async fn visitor(shared: Arc<Shared>, id: usize, plan: Plan, mut rng: Rng) -> St
                     next_is_status = plan.status_poller;
                 }
                 Meaning::StatusAdmitted => {
-                    // Not counted as a check-in: failing open, the status endpoint says
-                    // "admitted" without asking the store. Claim it now: a real grant answers
-                    // the claim from the store.
+                    // "open" is not a check-in: failing open, the status endpoint says so
+                    // without the store. Either way, claim it now: a real grant answers the
+                    // claim from the store.
                     next_is_status = false;
                     pause = 0;
                     continue;
@@ -1048,10 +1049,11 @@ async fn leave(shared: &Shared, s: &mut Story, jar: &mut Jar, plan: &Plan, rng: 
         {
             Some(a) if a.reply.status == StatusCode::OK => {
                 s.after_leave = Some(a.state());
-                // Failing open, the status endpoint tells everyone to come in without asking
-                // the store: only a store that keeps saying so for a few seconds holds the slot.
+                // Failing open, the status endpoint answers "open" (the store was not asked):
+                // ask again. Only a store that keeps saying "admitted" for a few seconds holds
+                // the slot.
                 admitted_answers += u32::from(a.state() == "admitted");
-                if a.state() != "admitted" || admitted_answers >= 10 {
+                if !matches!(a.state().as_str(), "admitted" | "open") || admitted_answers >= 10 {
                     return;
                 }
             }
