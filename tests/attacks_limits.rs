@@ -198,18 +198,7 @@ async fn the_peer_address_from_axum_connect_info_is_limited() {
         })
         .build()
         .unwrap();
-    let router = app(layer.clone());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        axum::serve(
-            listener,
-            router.into_make_service_with_connect_info::<SocketAddr>(),
-        )
-        .await
-        .unwrap();
-    });
-    let http = Http::new(addr);
+    let http = serve_with_connect_info(app(layer.clone())).await;
     for _ in 0..5 {
         assert_eq!(
             http.send(Method::GET, "/", &[]).await.status,

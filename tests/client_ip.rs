@@ -5,16 +5,14 @@
 mod common;
 
 use std::io;
-use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
-use axum::Router;
 use http::{Method, StatusCode};
 use serde_json::Value;
 use tower_waiting_room::config::defaults::NEW_VISITORS_PER_IP;
 use tower_waiting_room::WaitingRoomLayer;
 
-use common::{app, call, clock, Http, SECRET};
+use common::{app, call, clock, serve_with_connect_info, Http, SECRET};
 
 /// First visits sent from one address (127.0.0.1), more than twice the default limit.
 const VISITS: u32 = 150;
@@ -43,21 +41,6 @@ async fn first_visits_are_limited(http: &Http, what: &str) {
         placed, max as usize,
         "{what}: {VISITS} first visits from one address, {placed} got a place; the limit is {max}"
     );
-}
-
-/// Serves `router` the way the README says: `axum::serve` with connect info.
-async fn serve_with_connect_info(router: Router) -> Http {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        axum::serve(
-            listener,
-            router.into_make_service_with_connect_info::<SocketAddr>(),
-        )
-        .await
-        .unwrap();
-    });
-    Http::new(addr)
 }
 
 #[tokio::test]
@@ -143,6 +126,10 @@ async fn a_room_without_a_client_ip_says_where_it_looked_and_what_to_change_once
         .with_ansi(false)
         .finish();
     let _guard = tracing::subscriber::set_default(subscriber);
+    // Other tests of this binary run on other threads without a subscriber: a callsite first
+    // hit there while this one was being set can keep "nobody listens" cached. Recompute it now
+    // that this thread's subscriber is registered.
+    tracing::callsite::rebuild_interest_cache();
 
     let layer = WaitingRoomLayer::builder("blind")
         .capacity(1)

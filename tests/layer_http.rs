@@ -660,6 +660,10 @@ impl tracing::Subscriber for CountWarnings {
 async fn a_store_outage_is_logged_once_per_interval_not_once_per_request() {
     let warnings = CountWarnings::default();
     let _guard = tracing::subscriber::set_default(warnings.clone());
+    // Other tests of this binary run on other threads without a subscriber: a callsite first
+    // hit there while this one was being set can keep "nobody listens" cached. Recompute it now
+    // that this thread's subscriber is registered.
+    tracing::callsite::rebuild_interest_cache();
     let clock = clock();
     let store = TestStore::new(clock.clone());
     let layer = WaitingRoomLayer::builder("drop")

@@ -100,6 +100,18 @@ pub async fn serve(router: Router) -> Http {
     Http::new(addr)
 }
 
+/// Serves `router` the way the README says: `axum::serve` with connect info, so the room sees
+/// each connection's address (the client IP) with no extractor in the app.
+pub async fn serve_with_connect_info(router: Router) -> Http {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        let service = router.into_make_service_with_connect_info::<SocketAddr>();
+        axum::serve(listener, service).await.unwrap();
+    });
+    Http::new(addr)
+}
+
 /// Sends one request to `router` in process (no server, no connection), as
 /// [`Http::send`] does over loopback.
 pub async fn call(
