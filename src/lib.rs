@@ -18,7 +18,8 @@
 //!   ② valid admission token? (token/admission: one HMAC, no store)
 //!      ├─ fresh (younger than `refresh`) ──────────────────────────────────────► app
 //!      ├─ older ─► ③ heartbeat ─┬─ slot still held ─► app, with a fresh token
-//!      │                        └─ slot gone ─► ③ enter, as a queued visitor (below)
+//!      │   (poll limit first;   └─ slot gone ─► ③ enter, as a queued visitor (below)
+//!      │    over it: app, no store call)
 //!      ▼ no token
 //!   ① valid queue cookie? (token/queue_cookie)
 //!      ├─ no ─► 302 + a signed queue cookie; nothing stored   (per-IP limit: defences)
@@ -28,7 +29,8 @@
 //!      ├─ admitted ─────────────────────────────► app, with a fresh admission token
 //!      ├─ waiting ─► 429, page or JSON with position and ETA     (room/reply, response)
 //!      ├─ full ─► 503
-//!      └─ out of memory ─► 503 busy; unreachable ─► the fail policy: open ─► app, closed ─► 503
+//!      └─ out of memory ─► 503 busy; unreachable (or refused) ─► the fail policy:
+//!                          open ─► app (and waiters polling are told "open"), closed ─► 503
 //! ```
 //!
 //! 1. **Stateless cookie check**: a visitor without a valid signed queue cookie gets one and a
