@@ -821,6 +821,9 @@ struct Episode {
     /// store wrote or read it then. A place confirmed by a primary that a failover then
     /// replaced may be lost; one confirmed earlier or later is not (see `loss_windows`).
     place_made: (u64, u64),
+    /// Every store answer (sent, received), to find again the gaps between check-ins when some
+    /// of them may have been lost in a failover.
+    touches: Vec<(u64, u64)>,
 }
 
 impl Episode {
@@ -842,6 +845,7 @@ impl Episode {
             with_token: false,
             place_since: sent,
             place_made: (0, 0),
+            touches: Vec::new(),
         }
     }
 
@@ -851,6 +855,7 @@ impl Episode {
 
     /// A store answer to a request sent at `sent`, received at `received`.
     fn touch(&mut self, sent: u64, received: u64) {
+        self.touches.push((sent, received));
         let claimed_slot_lapsed = self
             .ambiguous_since
             .take()
@@ -1595,12 +1600,29 @@ fn check_once(log: &[Seen], stories: &[Story], windows: &[Window], v: &mut Viola
 /// its place was not written while a write may be lost in a failover.
 fn ordered(ep: &Episode, reorders: &[(u64, u64)], losses: &[(u64, u64)]) -> bool {
     let waited_until = ep.end().min(ep.last_touch_sent + LAPSE_MS);
-    !ep.lapsed
+    !lapsed(ep, losses)
         && ep.join_received != 0
         && !place_maybe_lost(ep, losses)
         && !reorders
             .iter()
             .any(|&(from, to)| ep.place_since <= to && from <= waited_until)
+}
+
+/// The episode may have lost its place for silence: two consecutive check-ins `LAPSE_MS` apart
+/// (or a lapse after an ambiguous request, `Episode::lapsed`), counting only the check-ins that
+/// no failover may have lost. A check-in the old primary answered and the new one never saw
+/// leaves the waiter silent since the one before, as far as the store knows.
+fn lapsed(ep: &Episode, losses: &[(u64, u64)]) -> bool {
+    if ep.lapsed {
+        return true;
+    }
+    let kept: Vec<&(u64, u64)> = ep
+        .touches
+        .iter()
+        .filter(|&&(sent, received)| !maybe_lost(losses, sent, received))
+        .collect();
+    kept.windows(2)
+        .any(|w| w[1].1.saturating_sub(w[0].0) >= LAPSE_MS)
 }
 
 /// The request that made the episode's place (its join, or for a visitor back from a silence,
@@ -1718,7 +1740,7 @@ fn check_fifo(
             let (before, back) = (&pair[0], &pair[1]);
             let intact = before.stopped
                 && back.returned
-                && !before.lapsed
+                && !lapsed(before, &losses)
                 && before.join_received != 0
                 && back.join_received != 0
                 && !place_maybe_lost(before, &losses)
@@ -2162,17 +2184,20 @@ async fn run(settings: Settings) {
     // The whole story of the first visitors named by each kind of violation.
     let traced = env_u64("CHAOS_TRACE").unwrap_or(1) as usize;
     for (kind, list) in &v.0 {
-        let named: Vec<usize> = list
-            .iter()
-            .filter_map(|m| {
-                m.strip_prefix("visitor ")?
-                    .split([' ', ':'])
-                    .next()?
-                    .parse()
-                    .ok()
-            })
-            .take(traced)
-            .collect();
+        // Every visitor a message names (a `fifo` one names two: the one let in, and the one
+        // who joined before it and still waited).
+        let mut named: Vec<usize> = Vec::new();
+        for m in list.iter().take(traced) {
+            for part in m.split("visitor ").skip(1) {
+                let id = part
+                    .split([' ', ':', ','])
+                    .next()
+                    .and_then(|n| n.parse().ok());
+                if let Some(id) = id.filter(|id| !named.contains(id)) {
+                    named.push(id);
+                }
+            }
+        }
         for id in named {
             if let Some(st) = stories.get(id) {
                 println!("\ntrace of visitor {id} ({kind}), {:?}:", st.session);
