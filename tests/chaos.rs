@@ -222,7 +222,7 @@ fn key_loss_frees_slots(key: &str) -> bool {
 /// primary writes the stream to the replica in the same event-loop turn as the answer to the
 /// client; what the replica has not read yet when it is promoted (or when a killed primary's
 /// socket is reset) is lost. The injector measures how long the replica takes to catch up
-/// (`Target::catch_up`, round trips included: 1–5 ms, up to about 220 ms seen on a busy 2-core
+/// (`Target::catch_up`, round trips included: 1–5 ms, up to about 400 ms seen on a busy 2-core
 /// machine) and the run fails as `thin-run` if that ever exceeds this.
 const REPL_LAG_MS: u64 = 1_000;
 
