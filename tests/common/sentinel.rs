@@ -94,6 +94,29 @@ impl Sentinel {
         addr.get(1)?.parse().ok()
     }
 
+    /// `SENTINEL FAILOVER`: a planned failover. An error while another is in progress
+    /// (`INPROG`) or when no replica is fit to be promoted (`NOGOODSLAVE`).
+    pub fn failover(&self) -> redis::RedisResult<()> {
+        let mut c = self.connection()?;
+        redis::cmd("SENTINEL")
+            .arg("FAILOVER")
+            .arg(MASTER)
+            .query::<()>(&mut c)
+    }
+
+    /// The sentinel's flags for the primary (`SENTINEL MASTER`): `master` when all is well,
+    /// with `s_down`, `o_down`, `failover_in_progress`… while it is not.
+    pub fn master_flags(&self) -> Option<String> {
+        let mut c = self.connection().ok()?;
+        let fields: Vec<String> = redis::cmd("SENTINEL")
+            .arg("MASTER")
+            .arg(MASTER)
+            .query(&mut c)
+            .ok()?;
+        let at = fields.iter().position(|f| f == "flags")?;
+        fields.get(at + 1).cloned()
+    }
+
     fn known_replicas(&self) -> usize {
         let Ok(mut c) = self.connection() else {
             return 0;
