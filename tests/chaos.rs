@@ -39,7 +39,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use axum::extract::Request;
 use axum::Router;
-use common::{app_seeing, cookie, serve, session_in, Http, Jar, Reply, SECRET};
+use common::{app_seeing, carries_cookie, cookie, serve, session_in, Http, Jar, Reply, SECRET};
 use http::header::{self, HeaderValue};
 use http::{HeaderMap, Method, StatusCode};
 use redis_harness::Server;
@@ -682,18 +682,6 @@ struct Seen {
 }
 
 type Log = Arc<Mutex<Vec<Seen>>>;
-
-fn carries_cookie(headers: &HeaderMap, name: &str) -> bool {
-    headers
-        .get_all(header::COOKIE)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(';'))
-        .any(|pair| {
-            pair.split_once('=')
-                .is_some_and(|(k, v)| k.trim() == name && !v.trim().is_empty())
-        })
-}
 
 fn layer(store: RedisStore, capacity: u32, policy: FailPolicy) -> WaitingRoomLayer {
     WaitingRoomLayer::builder(ROOM)

@@ -34,9 +34,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use common::{app_seeing, cookie, keys, serve, Http, Jar, Reply, PREFIX, SECRET};
+use common::{app_seeing, carries_cookie, cookie, keys, serve, Http, Jar, Reply, PREFIX, SECRET};
 use http::header::{self, HeaderValue};
-use http::{HeaderMap, Method, StatusCode};
+use http::{Method, StatusCode};
 use redis_harness::Server;
 use serde_json::Value;
 use tower_waiting_room::__private::QueueCookie;
@@ -198,18 +198,6 @@ struct Seen {
 }
 
 type Log = Arc<Mutex<Vec<Seen>>>;
-
-fn carries_cookie(headers: &HeaderMap, name: &str) -> bool {
-    headers
-        .get_all(header::COOKIE)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(';'))
-        .any(|pair| {
-            pair.split_once('=')
-                .is_some_and(|(k, v)| k.trim() == name && !v.trim().is_empty())
-        })
-}
 
 fn layer(redis_url: &str, capacity: u32) -> WaitingRoomLayer {
     // Production-like: no clock override, Redis TIME is the clock of every gateway. A generous

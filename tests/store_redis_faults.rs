@@ -426,19 +426,6 @@ async fn a_probe_answered_out_of_memory_closes_the_breaker() {
     ));
 }
 
-/// Waits until `replica` has synced with its primary.
-fn wait_replica_synced(replica: &Server) {
-    let deadline = Instant::now() + Duration::from_secs(15);
-    while replica
-        .info_field("replication", "master_link_status")
-        .as_deref()
-        != Some("up")
-    {
-        assert!(Instant::now() < deadline, "the replica did not sync");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_read_only_replica_is_unavailable_and_opens_the_breaker() {
     // A store pointed at a replica gets what a store gets from a primary demoted by a
@@ -446,7 +433,7 @@ async fn a_read_only_replica_is_unavailable_and_opens_the_breaker() {
     let primary = Server::start(&[]);
     let port = primary.port.to_string();
     let replica = Server::start(&["--replicaof", "127.0.0.1", &port]);
-    wait_replica_synced(&replica);
+    replica.wait_synced();
     let store = quick_store(&replica.url());
     let policy = RoomPolicy::new("readonly", 1);
 

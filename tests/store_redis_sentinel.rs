@@ -14,18 +14,24 @@ use sentinel::{Sentinel, MASTER};
 use tower_waiting_room::store::{Decision, RedisStore, Store};
 use tower_waiting_room::{RoomPolicy, SessionId};
 
-/// Waits until `replica` has synced with its primary (a sentinel that meets a replica whose
-/// link is down does not take it as a candidate until its next `INFO`, 10 s later).
-fn wait_synced(replica: &Server) {
-    let deadline = Instant::now() + Duration::from_secs(15);
-    while replica
-        .info_field("replication", "master_link_status")
-        .as_deref()
-        != Some("up")
-    {
-        assert!(Instant::now() < deadline, "the replica did not sync");
-        std::thread::sleep(Duration::from_millis(25));
-    }
+/// A primary, its synced replica and one sentinel watching them, and a store on the sentinel's
+/// URL.
+fn primary_replica_sentinel() -> (Server, Server, Sentinel, RedisStore) {
+    let primary = Server::start(&[]);
+    let primary_port = primary.port.to_string();
+    let replica = Server::start(&["--replicaof", "127.0.0.1", &primary_port]);
+    replica.wait_synced();
+    let sentinel = Sentinel::start(primary.port, 1);
+    let store = RedisStore::builder()
+        .url(format!(
+            "redis+sentinel://127.0.0.1:{}/{MASTER}",
+            sentinel.port
+        ))
+        .timeout(Duration::from_millis(300))
+        .breaker_cooldown(Duration::from_millis(200))
+        .build()
+        .expect("store builds");
+    (primary, replica, sentinel, store)
 }
 
 fn waiting_at(d: Decision) -> u64 {
@@ -37,22 +43,8 @@ fn waiting_at(d: Decision) -> u64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failover_is_followed_and_the_line_keeps_its_order() {
-    let primary = Server::start(&[]);
-    let primary_port = primary.port.to_string();
-    let replica = Server::start(&["--replicaof", "127.0.0.1", &primary_port]);
-    wait_synced(&replica);
-    let sentinel = Sentinel::start(primary.port, 1);
+    let (primary, replica, sentinel, store) = primary_replica_sentinel();
     assert_eq!(sentinel.primary_port(), Some(primary.port));
-
-    let store = RedisStore::builder()
-        .url(format!(
-            "redis+sentinel://127.0.0.1:{}/{MASTER}",
-            sentinel.port
-        ))
-        .timeout(Duration::from_millis(300))
-        .breaker_cooldown(Duration::from_millis(200))
-        .build()
-        .expect("store builds");
     let policy = RoomPolicy::new("failover", 1);
     let info = store
         .check()
@@ -149,20 +141,7 @@ async fn a_failover_is_followed_and_the_line_keeps_its_order() {
 async fn a_demoted_primary_is_left_for_the_promoted_one() {
     // A planned failover (SENTINEL FAILOVER): the old primary stays up as a replica and answers
     // READONLY, which must send the store back to the sentinels rather than fail until a restart.
-    let primary = Server::start(&[]);
-    let primary_port = primary.port.to_string();
-    let replica = Server::start(&["--replicaof", "127.0.0.1", &primary_port]);
-    wait_synced(&replica);
-    let sentinel = Sentinel::start(primary.port, 1);
-    let store = RedisStore::builder()
-        .url(format!(
-            "redis+sentinel://127.0.0.1:{}/{MASTER}",
-            sentinel.port
-        ))
-        .timeout(Duration::from_millis(300))
-        .breaker_cooldown(Duration::from_millis(200))
-        .build()
-        .expect("store builds");
+    let (primary, replica, sentinel, store) = primary_replica_sentinel();
     let policy = RoomPolicy::new("planned", 1);
     let a = SessionId::random();
     let b = SessionId::random();

@@ -90,6 +90,19 @@ pub struct Http {
     client: Client<HttpConnector, Full<Bytes>>,
 }
 
+/// Whether a request carries a non-empty cookie `name` (what the app behind a gateway records).
+pub fn carries_cookie(headers: &HeaderMap, name: &str) -> bool {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .any(|pair| {
+            pair.split_once('=')
+                .is_some_and(|(k, v)| k.trim() == name && !v.trim().is_empty())
+        })
+}
+
 /// Serves `router` with `axum::serve` on an ephemeral loopback port.
 pub async fn serve(router: Router) -> Http {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

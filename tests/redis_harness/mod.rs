@@ -135,6 +135,24 @@ impl Server {
         })
     }
 
+    /// Waits until this replica has synced with its primary (`master_link_status:up`): a
+    /// sentinel that meets a replica whose link is down does not take it as a candidate until
+    /// its next `INFO`, 10 s later.
+    pub fn wait_synced(&self) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+        while self
+            .info_field("replication", "master_link_status")
+            .as_deref()
+            != Some("up")
+        {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the replica did not sync"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(25));
+        }
+    }
+
     /// Bytes of memory the server uses (`INFO memory`, `used_memory`).
     pub fn used_memory(&self) -> u64 {
         self.info_field("memory", "used_memory")
