@@ -394,6 +394,53 @@ async fn a_dropped_probe_does_not_leave_the_breaker_half_open_forever() {
     assert!(!store.metrics().breaker_open);
 }
 
+/// A waiter who kept polling while Redis was away has failed check-ins, not silence: after an
+/// outage longer than `queue_ttl`, their turn is still theirs (the first calls after it must not
+/// skip every head of the line). Found by the chaos run (a waiter polling through a failover and
+/// a kill lost their place).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_polling_through_an_outage_keeps_their_turn() {
+    let mut server = Server::start(&["--appendonly", "yes", "--appendfsync", "always"]);
+    let store = quick_store(&server.url());
+    let minute = Duration::from_secs(60);
+    let policy = RoomPolicy::new("outage-silence", 1).with_ttls(
+        minute,
+        minute,
+        Duration::from_millis(1_500),
+    );
+    let (a, b) = (SessionId::random(), SessionId::random());
+    assert!(matches!(
+        store.enter(&policy, a).await.unwrap(),
+        Decision::Admitted { .. }
+    ));
+    assert!(matches!(
+        store.enter(&policy, b).await.unwrap(),
+        Decision::Waiting { position: 1, .. }
+    ));
+
+    // Redis is down for longer than queue_ttl (then restarts from its AOF); the waiter keeps
+    // polling, and every poll fails. (A paused Redis would run the timed-out polls when it
+    // resumes, checking the waiter in: a crash or a failover loses them.)
+    server.stop();
+    let down = Instant::now();
+    while down.elapsed() < Duration::from_millis(2_500) {
+        assert!(store.poll(&policy, b).await.is_err(), "Redis is down");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    server.restart();
+    assert!(answers_within(&store, &policy, Duration::from_secs(5)).await);
+
+    // The slot frees: the head of the line, silent only because Redis was away, gets it.
+    assert!(store.release(&policy, a).await.unwrap());
+    assert!(
+        matches!(
+            store.poll(&policy, b).await.unwrap(),
+            Decision::Admitted { .. }
+        ),
+        "the waiter who polled through the outage lost their turn"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_probe_answered_out_of_memory_closes_the_breaker() {
     let server = Server::start(&["--maxmemory-policy", "noeviction"]);

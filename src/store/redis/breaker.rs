@@ -152,6 +152,9 @@ pub(super) struct Breaker {
     probe_started: AtomicU64,
     /// The class of the error that opened the breaker, for the calls it skips.
     open_class: AtomicU8,
+    /// Milliseconds since `start` of the last call that failed for a class that trips, or was
+    /// skipped; 0 when none.
+    last_failure: AtomicU64,
     /// `skipped` and the probes that failed when the breaker last opened, for the closing log.
     skipped_at_open: AtomicU64,
     failed_probes: AtomicU64,
@@ -181,6 +184,7 @@ impl Breaker {
             open_until: AtomicU64::new(0),
             probe_started: AtomicU64::new(0),
             open_class: AtomicU8::new(ErrorClass::Connection as u8),
+            last_failure: AtomicU64::new(0),
             skipped_at_open: AtomicU64::new(0),
             failed_probes: AtomicU64::new(0),
         }
@@ -214,6 +218,7 @@ impl Breaker {
             }
         }
         self.skipped.fetch_add(1, Ordering::Relaxed);
+        self.last_failure.store(self.now(), Ordering::Relaxed);
         // A skipped call did not wait: it is `Unavailable`, unless Redis refuses the room by
         // configuration, which stays loud.
         let kind = if self.open_class.load(Ordering::Relaxed) == ErrorClass::Misconfigured as u8 {
@@ -236,7 +241,16 @@ impl Breaker {
     }
 
     /// Opens (or re-opens) the breaker for a cooldown after an error of `class`.
+    /// Whether a call failed (or was skipped) within the last `window_ms`: the waiters'
+    /// check-ins through this store failed meanwhile, so their silence is the outage's, not
+    /// theirs (the room script then skips nobody for silence).
+    pub(super) fn failed_within(&self, window_ms: u64) -> bool {
+        let last = self.last_failure.load(Ordering::Relaxed);
+        last != 0 && self.now().saturating_sub(last) <= window_ms
+    }
+
     fn open(&self, class: ErrorClass, probe: bool) {
+        self.last_failure.store(self.now(), Ordering::Relaxed);
         let until = self.now() + self.cooldown.as_millis() as u64;
         self.open_class.store(class as u8, Ordering::Relaxed);
         if probe {

@@ -152,6 +152,7 @@ impl RedisStore {
         let session = session.map(|s| s.to_string()).unwrap_or_default();
         let now = self.clock.as_ref().map_or(NOW_FROM_SERVER, |c| c.now_ms());
         let numbers = protocol::numbers(policy);
+        let queue_ttl_ms = policy.queue_ttl_ms;
         Box::pin(async move {
             // Held across the call: a probe whose future is dropped frees the half-open state.
             let permit = store.breaker.allow()?;
@@ -163,6 +164,9 @@ impl RedisStore {
             for n in numbers {
                 invocation.arg(n);
             }
+            // ARGV 17: this store could not reach Redis within the last queue_ttl, so the
+            // waiters' check-ins failed meanwhile: nobody is skipped or swept for silence now.
+            invocation.arg(u8::from(store.breaker.failed_within(queue_ttl_ms)));
             let run = async {
                 match store.conn.clone() {
                     Connection::Single(mut c) => invocation.invoke_async::<Vec<i64>>(&mut c).await,

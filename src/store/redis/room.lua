@@ -27,6 +27,8 @@
 --   12 admission bucket width in ms   13 buckets in the ring
 --   14 complete buckets in the "last minute" count   15 ... in the "last five minutes" count
 --   16 abandon_after_ms (the script uses at least queue_ttl_ms)
+--   17 1 if the calling gateway failed to reach the store within the last queue_ttl (an
+--      outage: every check-in through it failed), else 0 or absent: silence is then excused
 -- Reply: {code, a, b, ...}
 --   {1, expires_at_ms, 0} admitted     {2, position, waiting, last_minute, last_five_minutes} waiting
 --   {3, 0, waiting} full               {0, 0, 0} unknown
@@ -36,7 +38,9 @@
 -- Absence: a waiter silent for longer than queue_ttl keeps their place until their turn comes
 -- (a slot is free and they are at the head), and is skipped then; one silent for longer than
 -- abandon_after is swept from anywhere in the line (at most max_sweep per call), so positions do
--- not count people long gone.
+-- not count people long gone. Silence during an outage is not held against anyone: a call from
+-- a gateway that could not reach the store within the last queue_ttl (ARGV 17) skips nobody for
+-- silence and sweeps nobody; a silent head is granted instead, and the grant expires unclaimed.
 --
 -- Bad days: the keys are the room's own, and a lost or damaged one (eviction, a stray DEL, a hand
 -- edit) must never make the room fail on every call. The script repairs or skips, and answers:
@@ -76,6 +80,7 @@ local minute_buckets = tonumber(ARGV[14])
 local five_minute_buckets = tonumber(ARGV[15])
 local abandon = tonumber(ARGV[16])
 if abandon < queue_ttl then abandon = queue_ttl end
+local excused = ARGV[17] == '1'
 
 if now == 0 then
   local t = redis.call('TIME')
@@ -175,7 +180,7 @@ local function promote()
         seen_at = now
         redis.call('ZADD', k_seen, now, head)
       end
-      if seen_at < cutoff then
+      if seen_at < cutoff and not excused then
         remove_waiter(head)
       else
         if not take() then return end
@@ -224,9 +229,11 @@ local function main()
   -- Housekeeping before every answer: expire slots, sweep abandoned waiters, promote.
   redis.call('ZREMRANGEBYSCORE', k_active, '-inf', now)
   redis.call('ZREMRANGEBYSCORE', k_granted, '-inf', now)
-  local gone = redis.call('ZRANGEBYSCORE', k_seen, '-inf', '(' .. abandoned, 'LIMIT', 0, max_sweep)
-  for _, w in ipairs(gone) do
-    remove_waiter(w)
+  if not excused then
+    local gone = redis.call('ZRANGEBYSCORE', k_seen, '-inf', '(' .. abandoned, 'LIMIT', 0, max_sweep)
+    for _, w in ipairs(gone) do
+      remove_waiter(w)
+    end
   end
   promote()
 
