@@ -138,7 +138,7 @@ pub mod __private {
     /// The keys of `room` in `store`, in the Redis script's order, for the crate's fault tests and
     /// benchmark.
     #[cfg(feature = "redis")]
-    pub fn redis_keys(store: &crate::store::RedisStore, room: &str) -> [String; 7] {
+    pub fn redis_keys(store: &crate::store::RedisStore, room: &str) -> [String; 10] {
         store.keys(room)
     }
 

@@ -87,6 +87,20 @@ pub enum Rejection {
         eta: Option<Duration>,
         /// When to ask again.
         retry_after: Duration,
+        /// The room is paused by its operators: the line does not move until it resumes (no
+        /// estimate meanwhile).
+        paused: bool,
+    },
+    /// The sale is closed by its operators (`503`, state `closed`): nobody is let in. A waiter
+    /// keeps their place for a reopening while they keep asking.
+    Closed {
+        /// When to ask again.
+        retry_after: Duration,
+    },
+    /// The visitor's session was banned by the room's operators (`403`, state `banned`).
+    Banned {
+        /// When to look again (a ban ends; a new session is a new visitor).
+        retry_after: Duration,
     },
     /// The line is at its maximum length: come back later.
     Full {
@@ -123,11 +137,13 @@ pub enum Rejection {
 }
 
 impl Rejection {
-    /// The state's name as in the JSON answers: `waiting`, `full`, `unavailable`, `busy`,
-    /// `limited` or `challenge`.
+    /// The state's name as in the JSON answers: `waiting`, `closed`, `banned`, `full`,
+    /// `unavailable`, `busy`, `limited` or `challenge`.
     pub fn state(&self) -> &'static str {
         match self {
             Rejection::Waiting { .. } => "waiting",
+            Rejection::Closed { .. } => "closed",
+            Rejection::Banned { .. } => "banned",
             Rejection::Full { .. } => "full",
             Rejection::Unavailable { .. } => "unavailable",
             Rejection::Busy { .. } => "busy",
@@ -168,6 +184,11 @@ impl Rejection {
         }
     }
 
+    /// Whether the line is paused, for `Waiting`.
+    pub fn paused(&self) -> bool {
+        matches!(self, Rejection::Waiting { paused: true, .. })
+    }
+
     /// The estimated wait, for `Waiting` when the line is moving.
     pub fn eta(&self) -> Option<Duration> {
         match *self {
@@ -181,6 +202,8 @@ impl Rejection {
         match *self {
             Rejection::Waiting { retry_after, .. }
             | Rejection::Full { retry_after, .. }
+            | Rejection::Closed { retry_after }
+            | Rejection::Banned { retry_after }
             | Rejection::Unavailable { retry_after }
             | Rejection::Busy { retry_after }
             | Rejection::Limited { retry_after }
@@ -188,13 +211,14 @@ impl Rejection {
         }
     }
 
-    /// The HTTP status: 429 while waiting or limited, 403 for a challenge, 503 otherwise.
+    /// The HTTP status: 429 while waiting or limited, 403 for a challenge or a ban, 503
+    /// otherwise (closed included).
     pub fn status(&self) -> http::StatusCode {
         match self {
             Rejection::Waiting { .. } | Rejection::Limited { .. } => {
                 http::StatusCode::TOO_MANY_REQUESTS
             }
-            Rejection::Challenge { .. } => http::StatusCode::FORBIDDEN,
+            Rejection::Challenge { .. } | Rejection::Banned { .. } => http::StatusCode::FORBIDDEN,
             _ => http::StatusCode::SERVICE_UNAVAILABLE,
         }
     }
@@ -210,6 +234,13 @@ pub(crate) fn retry_after_for(position: u64) -> Duration {
 pub(crate) const FULL_RETRY_AFTER: Duration = Duration::from_secs(30);
 pub(crate) const UNAVAILABLE_RETRY_AFTER: Duration = Duration::from_secs(5);
 pub(crate) const BUSY_RETRY_AFTER: Duration = Duration::from_secs(2);
+/// A closed room is asked again this often: often enough to keep a waiter's place (well within
+/// `queue_ttl`) and to see a reopening soon.
+pub(crate) const CLOSED_RETRY_AFTER: Duration = Duration::from_secs(30);
+/// A banned session is told to look again this late.
+pub(crate) const BANNED_RETRY_AFTER: Duration = Duration::from_secs(300);
+/// A waiter in a paused room asks again this often.
+pub(crate) const PAUSED_RETRY_AFTER: Duration = Duration::from_secs(10);
 /// A client that cannot solve a challenge (no JavaScript, no WebCrypto) looks again this late.
 pub(crate) const CHALLENGE_RETRY_AFTER: Duration = Duration::from_secs(30);
 

@@ -247,6 +247,9 @@ pub struct StatusBody<'a> {
     pub waiting: Option<u64>,
     /// Estimated wait in seconds while waiting and the line moves.
     pub eta_seconds: Option<u64>,
+    /// `true` while waiting in a paused room (the line does not move); left out otherwise.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub paused: bool,
     /// Seconds until the client should ask again.
     pub retry_after: Option<u64>,
     /// The proof-of-work challenge, in `challenge` answers.
@@ -270,6 +273,7 @@ impl<'a> StatusBody<'a> {
             ahead: rejection.ahead(),
             waiting: rejection.waiting(),
             eta_seconds: rejection.eta().map(|d| d.as_secs()),
+            paused: rejection.paused(),
             retry_after: Some(rejection.retry_after().as_secs()),
             challenge: None,
             difficulty: rejection.difficulty(),
@@ -296,6 +300,7 @@ impl<'a> StatusBody<'a> {
             ahead: None,
             waiting: None,
             eta_seconds: None,
+            paused: false,
             retry_after: None,
             challenge: None,
             difficulty: None,

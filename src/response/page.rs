@@ -168,8 +168,9 @@ fetch(d.status,{credentials:"same-origin",cache:"no-store",headers:{Accept:"appl
 .then(function(r){return r.json()}).then(function(j){if(done)return;
 if(j.state==="admitted"||j.state==="open"){done=true;set("twr-note",t.letting_in);location.replace(d.back);return}
 if(j.state==="waiting"){fails=0;set("twr-position-number",num(j.position));set("twr-ahead",num(j.ahead));set("twr-waiting",num(j.waiting));
-set("twr-eta",eta(j.eta_seconds));set("twr-note",t.auto_update);later(poll,j.retry_after||d.retry);return}
+set("twr-eta",j.paused?t.eta_paused:eta(j.eta_seconds));set("twr-note",t.auto_update);later(poll,j.retry_after||d.retry);return}
 if(j.state==="unknown"||j.state==="left"){end(t.gone_title,t.gone_message,t.rejoin,d.back);return}
+if(j.state==="closed"||j.state==="banned"){done=true;location.replace(d.back);return}
 fail(j.retry_after)}).catch(function(){fail()})}
 later(poll,d.retry);
 var form=el("twr-leave");if(form)form.addEventListener("submit",function(e){e.preventDefault();
@@ -239,6 +240,9 @@ pub(super) fn render(
         Field::WaitingLabel => texts.waiting_label.clone(),
         Field::Waiting => number(waiting),
         Field::Eta => match (kind, eta) {
+            (PageKind::Waiting, _) if rejection.is_some_and(Rejection::paused) => {
+                texts.eta_paused.clone()
+            }
             (PageKind::Waiting, Some(eta)) => texts.eta(eta),
             _ => String::new(),
         },
@@ -270,6 +274,8 @@ fn heading_and_message<'t>(
     match rejection {
         Some(Rejection::Waiting { .. }) => (&texts.waiting_title, &texts.auto_update),
         Some(Rejection::Full { .. }) => (&texts.full_title, &texts.full_message),
+        Some(Rejection::Closed { .. }) => (&texts.closed_title, &texts.closed_message),
+        Some(Rejection::Banned { .. }) => (&texts.banned_title, &texts.banned_message),
         Some(Rejection::Unavailable { .. }) => {
             (&texts.unavailable_title, &texts.unavailable_message)
         }
@@ -304,6 +310,7 @@ fn page_data(
             "eta_minutes": texts.eta_minutes,
             "eta_hours": texts.eta_hours,
             "eta_unknown": texts.eta_unknown,
+            "eta_paused": texts.eta_paused,
             "auto_update": texts.auto_update,
             "error": texts.error,
             "letting_in": texts.letting_in,

@@ -70,6 +70,16 @@ pub struct Texts {
     pub gone_message: String,
     /// Link to join the line again.
     pub rejoin: String,
+    /// The estimate while the room is paused: "Paused: the line moves again soon".
+    pub eta_paused: String,
+    /// Heading when the sale is closed: "The sale is closed".
+    pub closed_title: String,
+    /// Message when the sale is closed.
+    pub closed_message: String,
+    /// Heading when the visitor's session was banned: "You cannot enter".
+    pub banned_title: String,
+    /// Message when the visitor's session was banned.
+    pub banned_message: String,
     /// Heading when the line is full.
     pub full_title: String,
     /// Message when the line is full.
@@ -134,6 +144,12 @@ impl Default for Texts {
             unavailable_title: s("Please try again soon"),
             unavailable_message: s("The waiting room cannot be reached right now. This page \
                                     tries again by itself."),
+            eta_paused: s("Paused: the line moves again soon"),
+            closed_title: s("The sale is closed"),
+            closed_message: s("The sale is not open right now. If you were in line, you keep \
+                               your place while this page stays open; it looks again by itself."),
+            banned_title: s("You cannot enter"),
+            banned_message: s("The site's operators ended your visit."),
             busy_title: s("Very busy right now"),
             busy_message: s("The waiting room is very busy. This page tries again in a moment."),
             limited_title: s("Too many requests"),

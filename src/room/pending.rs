@@ -8,7 +8,10 @@ use std::task::{ready, Context, Poll};
 use bytes::Bytes;
 use http::{header, Request, Response, StatusCode};
 
-use super::reply::{error_rejection, full_rejection, store_error_json, waiting_rejection, Issued};
+use super::reply::{
+    banned_rejection, closed_rejection, error_rejection, full_rejection, rejection_json,
+    store_error_json, waiting_rejection, Issued,
+};
 use super::Room;
 use crate::clock::{duration_ms, secs_ceil};
 use crate::config::FailPolicy;
@@ -177,10 +180,16 @@ impl Room {
                 position,
                 waiting,
                 recent,
-            }) => Next::Answer(self.reject(&waiting_rejection(position, waiting, recent), req)),
+                paused,
+            }) => Next::Answer(self.reject(
+                &waiting_rejection(position, waiting, recent, paused),
+                req,
+            )),
             Ok(Decision::Full { waiting }) => {
                 Next::Answer(self.reject(&full_rejection(waiting), req))
             }
+            Ok(Decision::Closed) => Next::Answer(self.reject(&closed_rejection(), req)),
+            Ok(Decision::Banned) => Next::Answer(self.reject(&banned_rejection(), req)),
             Ok(Decision::Unknown) => {
                 let e = StoreError::new(StoreErrorKind::Protocol);
                 self.store_failed(asked, e, req)
@@ -240,10 +249,15 @@ impl Room {
                 position,
                 waiting,
                 recent,
+                paused,
             }) => json_response(
                 StatusCode::OK,
-                &body(&waiting_rejection(position, waiting, recent)),
+                &body(&waiting_rejection(position, waiting, recent, paused)),
             ),
+            // As a request to the site would get: 503 closed, 403 banned (the page then reloads
+            // and shows why).
+            Ok(Decision::Closed) => rejection_json(room, &closed_rejection()),
+            Ok(Decision::Banned) => rejection_json(room, &banned_rejection()),
             Ok(Decision::Full { waiting }) => {
                 json_response(StatusCode::OK, &body(&full_rejection(waiting)))
             }

@@ -13,8 +13,8 @@ use crate::clock::{duration_ms, secs_ceil};
 use crate::cookies;
 use crate::eta::estimate_wait;
 use crate::outcome::{
-    retry_after_for, Rejection, BUSY_RETRY_AFTER, CHALLENGE_RETRY_AFTER, FULL_RETRY_AFTER,
-    UNAVAILABLE_RETRY_AFTER,
+    retry_after_for, Rejection, BANNED_RETRY_AFTER, BUSY_RETRY_AFTER, CHALLENGE_RETRY_AFTER,
+    CLOSED_RETRY_AFTER, FULL_RETRY_AFTER, PAUSED_RETRY_AFTER, UNAVAILABLE_RETRY_AFTER,
 };
 use crate::response::{json_response, RenderContext, StatusBody};
 use crate::session::SessionId;
@@ -234,12 +234,40 @@ pub(crate) fn with_room_headers(mut res: Response<Bytes>) -> Response<Bytes> {
     res
 }
 
-pub(super) fn waiting_rejection(position: u64, waiting: u64, recent: AdmissionCounts) -> Rejection {
+pub(super) fn waiting_rejection(
+    position: u64,
+    waiting: u64,
+    recent: AdmissionCounts,
+    paused: bool,
+) -> Rejection {
+    if paused {
+        // The line does not move: no estimate, and no reason to ask often.
+        return Rejection::Waiting {
+            position,
+            waiting,
+            eta: None,
+            retry_after: retry_after_for(position).max(PAUSED_RETRY_AFTER),
+            paused,
+        };
+    }
     Rejection::Waiting {
         position,
         waiting,
         eta: estimate_wait(position, recent),
         retry_after: retry_after_for(position),
+        paused,
+    }
+}
+
+pub(super) fn closed_rejection() -> Rejection {
+    Rejection::Closed {
+        retry_after: CLOSED_RETRY_AFTER,
+    }
+}
+
+pub(super) fn banned_rejection() -> Rejection {
+    Rejection::Banned {
+        retry_after: BANNED_RETRY_AFTER,
     }
 }
 
@@ -263,12 +291,13 @@ pub(super) fn error_rejection(e: &StoreError) -> Rejection {
 
 /// A failed store call of an endpoint, as JSON (`busy` or `unavailable`) with `Retry-After`.
 pub(super) fn store_error_json(room: &str, e: &StoreError) -> Response<Bytes> {
-    let rejection = error_rejection(e);
-    let res = json_response(
-        rejection.status(),
-        &StatusBody::from_rejection(room, &rejection),
-    );
-    with_retry_after(res, &rejection)
+    rejection_json(room, &error_rejection(e))
+}
+
+/// `rejection` as JSON, with its status and `Retry-After`.
+pub(super) fn rejection_json(room: &str, rejection: &Rejection) -> Response<Bytes> {
+    let res = json_response(rejection.status(), &StatusBody::from_rejection(room, rejection));
+    with_retry_after(res, rejection)
 }
 
 pub(super) fn method_not_allowed(allow: &'static str) -> Response<Bytes> {

@@ -19,8 +19,8 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 use self::sets::{Waiters, ZSet};
 
 use super::{
-    AdmissionRing, Decision, RoomStats, Store, StoreFuture, MAX_PROMOTIONS_PER_CALL,
-    MAX_SWEEP_PER_CALL,
+    AdmissionRing, Decision, RoomSettings, RoomStats, SettingsChange, Store, StoreFuture,
+    MAX_ADMIT_NEXT_PER_CALL, MAX_PROMOTIONS_PER_CALL, MAX_SWEEP_PER_CALL,
 };
 use crate::clock::{Clock, SharedClock, SystemClock};
 use crate::config::RoomPolicy;
@@ -103,6 +103,10 @@ impl MemoryStore {
         let mut room = lock(&room);
         // Read under the room's lock, so a room's calls see time in the order they run.
         let now = self.clock.now_ms();
+        if room.settings.is_none() {
+            // A room first seen (or its settings lost): the builder's values, as the script.
+            room.settings = Some(RoomSettings::from_policy(policy));
+        }
         room.housekeeping(policy, now);
         let out = op(&mut room, policy, now);
         Box::pin(std::future::ready(Ok(out)))
@@ -179,12 +183,22 @@ impl Store for MemoryStore {
             if let Some(d) = room.claim_or_extend(session, policy, now) {
                 return d;
             }
+            if !room.live().open {
+                // Closed: a waiter keeps their place (checked in) for a reopening; a
+                // newcomer is not added.
+                room.waiters.touch(session, now);
+                return Decision::Closed;
+            }
             if let Some(position) = room.waiters.touch(session, now) {
                 return room.waiting(position, now);
             }
-            if room.waiters.is_empty()
-                && room.free_slots(policy) > 0
-                && room.bucket.take(policy.admission_rate, now)
+            if room.is_banned(session, now) {
+                return Decision::Banned;
+            }
+            if room.live().admits()
+                && room.waiters.is_empty()
+                && room.free_slots() > 0
+                && room.bucket.take(room.live().admission_rate, now)
             {
                 let expires_at_ms = now + policy.active_ttl_ms;
                 room.active.add(session, expires_at_ms);
@@ -195,12 +209,13 @@ impl Store for MemoryStore {
             if waiting >= policy.max_queue_len {
                 return Decision::Full { waiting };
             }
-            room.waiters.push(session);
+            room.waiters.push_at(session, Some(now));
             room.waiters.check_in(session, now);
             Decision::Waiting {
                 position: waiting + 1,
                 waiting: waiting + 1,
                 recent: room.admissions.counts(now),
+                paused: room.live().paused,
             }
         })
     }
@@ -211,10 +226,19 @@ impl Store for MemoryStore {
                 return Decision::Admitted { expires_at_ms };
             }
             if let Some(position) = room.waiters.touch(session, now) {
+                if !room.live().open {
+                    return Decision::Closed;
+                }
                 return room.waiting(position, now);
             }
             // No place: a check-in without one is damage; drop it (only on this rare path).
             room.waiters.remove_check_in(session);
+            if room.is_banned(session, now) {
+                return Decision::Banned;
+            }
+            if !room.live().open {
+                return Decision::Closed;
+            }
             Decision::Unknown
         })
     }
@@ -228,8 +252,7 @@ impl Store for MemoryStore {
 
     fn release(&self, policy: &RoomPolicy, session: SessionId) -> StoreFuture<bool> {
         self.run(policy, move |room, policy, now| {
-            let had_slot = room.active.remove(session) | room.granted.remove(session);
-            let released = had_slot || room.waiters.remove(session);
+            let released = room.drop_session(session);
             if released {
                 room.promote(policy, now);
             }
@@ -238,12 +261,72 @@ impl Store for MemoryStore {
     }
 
     fn stats(&self, policy: &RoomPolicy) -> StoreFuture<RoomStats> {
-        self.run(policy, |room, policy, now| RoomStats {
+        self.run(policy, |room, _, now| RoomStats {
             admitted: room.active.len() as u64,
             granted: room.granted.len() as u64,
             waiting: room.waiters.len() as u64,
-            capacity: u64::from(policy.capacity),
+            capacity: u64::from(room.live().capacity),
             recent: room.admissions.counts(now),
+            settings: room.live(),
+            oldest_wait_ms: room.waiters.head_joined().map(|t| now.saturating_sub(t)),
+            admissions_per_minute: room.admissions.per_minute(now),
+        })
+    }
+
+    fn configure(
+        &self,
+        policy: &RoomPolicy,
+        change: SettingsChange,
+    ) -> StoreFuture<RoomSettings> {
+        self.run(policy, move |room, policy, now| {
+            room.settings = Some(room.live().with(&change));
+            if change.ends_slots() {
+                room.active.clear();
+                room.granted.clear();
+            }
+            // A raised capacity or a resume lets people in now, not at the next call.
+            room.promote(policy, now);
+            room.live()
+        })
+    }
+
+    fn admit_next(&self, policy: &RoomPolicy, count: u32) -> StoreFuture<u64> {
+        self.run(policy, move |room, policy, now| {
+            let cutoff = now.saturating_sub(policy.queue_ttl_ms);
+            let mut admitted = 0;
+            let mut steps = 0;
+            while admitted < u64::from(count.min(MAX_ADMIT_NEXT_PER_CALL))
+                && steps < 2 * MAX_ADMIT_NEXT_PER_CALL
+            {
+                let Some(head) = room.waiters.head() else {
+                    break;
+                };
+                steps += 1;
+                let seen = room.waiters.seen(head);
+                room.waiters.remove(head);
+                if room.slot(head).is_some() || seen.is_some_and(|t| t < cutoff) {
+                    // A slot holder's stray place, or a waiter silent at their turn: skipped.
+                    continue;
+                }
+                room.granted.add(head, now + policy.grant_ttl_ms);
+                room.admissions.count(now);
+                admitted += 1;
+            }
+            admitted
+        })
+    }
+
+    fn ban(&self, policy: &RoomPolicy, session: SessionId, until_ms: u64) -> StoreFuture<bool> {
+        self.run(policy, move |room, policy, now| {
+            room.banned.retain(|_, until| *until > now);
+            if until_ms > now {
+                room.banned.insert(session, until_ms);
+            }
+            let had = room.drop_session(session);
+            if had {
+                room.promote(policy, now);
+            }
+            had
         })
     }
 }
@@ -265,11 +348,40 @@ struct RoomState {
     promotions_left: u32,
     /// Admissions per 10-second bucket, for the wait estimate (`admitted`).
     admissions: AdmissionRing,
+    /// The live settings (`settings`): written from a call's policy when missing (a new room,
+    /// or the damage hook's lost part).
+    settings: Option<RoomSettings>,
+    /// Banned sessions and when each ban ends (`banned`).
+    banned: HashMap<SessionId, u64>,
 }
 
 impl RoomState {
-    fn free_slots(&self, policy: &RoomPolicy) -> u64 {
-        u64::from(policy.capacity).saturating_sub((self.active.len() + self.granted.len()) as u64)
+    /// The live settings (written by [`MemoryStore::run`] before any step).
+    fn live(&self) -> RoomSettings {
+        self.settings.unwrap_or_default()
+    }
+
+    fn free_slots(&self) -> u64 {
+        u64::from(self.live().capacity)
+            .saturating_sub((self.active.len() + self.granted.len()) as u64)
+    }
+
+    /// Frees the session's slot, or else its place. `true` if it had one.
+    fn drop_session(&mut self, session: SessionId) -> bool {
+        let had_slot = self.active.remove(session) | self.granted.remove(session);
+        had_slot || self.waiters.remove(session)
+    }
+
+    /// Whether `session` is banned at `now` (an ended ban is forgotten).
+    fn is_banned(&mut self, session: SessionId, now: u64) -> bool {
+        match self.banned.get(&session) {
+            Some(&until) if until > now => true,
+            Some(_) => {
+                self.banned.remove(&session);
+                false
+            }
+            None => false,
+        }
     }
 
     /// The expiry of the session's slot, claimed or granted.
@@ -299,8 +411,11 @@ impl RoomState {
     /// `queue_ttl`) at their turn; bounded work: at most [`MAX_PROMOTIONS_PER_CALL`] promotions
     /// and skips per call, however often it runs in it.
     fn promote(&mut self, policy: &RoomPolicy, now: u64) {
+        if !self.live().admits() {
+            return;
+        }
         let cutoff = now.saturating_sub(policy.queue_ttl_ms);
-        while self.promotions_left > 0 && self.free_slots(policy) > 0 {
+        while self.promotions_left > 0 && self.free_slots() > 0 {
             let Some(head) = self.waiters.head() else {
                 break;
             };
@@ -317,7 +432,7 @@ impl RoomState {
                 if seen < cutoff {
                     self.waiters.remove(head);
                 } else {
-                    if !self.bucket.take(policy.admission_rate, now) {
+                    if !self.bucket.take(self.live().admission_rate, now) {
                         break;
                     }
                     self.waiters.remove(head);
@@ -336,12 +451,17 @@ impl RoomState {
         policy: &RoomPolicy,
         now: u64,
     ) -> Option<Decision> {
-        self.slot(session).map(|_| {
-            let expires_at_ms = now + policy.active_ttl_ms;
-            self.granted.remove(session);
-            self.active.add(session, expires_at_ms);
-            Decision::Admitted { expires_at_ms }
-        })
+        let current = self.slot(session)?;
+        if !self.live().open {
+            // Closed: slots run out; neither claimed anew nor extended.
+            return Some(Decision::Admitted {
+                expires_at_ms: current,
+            });
+        }
+        let expires_at_ms = now + policy.active_ttl_ms;
+        self.granted.remove(session);
+        self.active.add(session, expires_at_ms);
+        Some(Decision::Admitted { expires_at_ms })
     }
 
     /// The answer to a waiter at `position` (who just checked in).
@@ -350,6 +470,7 @@ impl RoomState {
             position,
             waiting: self.waiters.len() as u64,
             recent: self.admissions.counts(now),
+            paused: self.live().paused,
         }
     }
 }

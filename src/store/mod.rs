@@ -9,7 +9,10 @@
 //! | [`poll`](Store::poll) | the status endpoint | where the visitor stands; creates nothing |
 //! | [`heartbeat`](Store::heartbeat) | an admitted visitor whose token is older than `refresh` | extends the slot, or says it is gone |
 //! | [`release`](Store::release) | the leave endpoint | frees the place or slot now |
-//! | [`stats`](Store::stats) | operators | counts |
+//! | [`stats`](Store::stats) | operators | counts, settings, the oldest wait, admissions per minute |
+//! | [`configure`](Store::configure) | operators | reads or changes the room's live [settings](RoomSettings) |
+//! | [`admit_next`](Store::admit_next) | operators | lets the first `n` of the line in now, whatever the capacity |
+//! | [`ban`](Store::ban) | operators | drops a session's place or slot and refuses it until a time |
 //!
 //! The semantics every store implements exactly (the [`MemoryStore`] is the reference):
 //! - never more than `capacity` slots at once, counting granted-but-unclaimed ones;
@@ -34,8 +37,21 @@
 //! - every admission (a direct admission of a newcomer or a promotion's grant; not a claim, not a
 //!   heartbeat) is counted in [`ADMISSION_BUCKET_MS`] time buckets, kept for
 //!   [`ADMISSION_BUCKETS`] buckets in a fixed ring (bounded memory, old buckets overwritten).
-//!   Every `Waiting` answer carries the counts of the last complete minute and five minutes
-//!   ([`AdmissionCounts`]), from which the layer estimates the wait. All gateways share them.
+//!   [`stats`](Store::stats) reads [`HISTORY_MINUTES`] minutes of them, per minute. Every
+//!   `Waiting` answer carries the counts of the last complete minute and five minutes
+//!   ([`AdmissionCounts`]), from which the layer estimates the wait. All gateways share them;
+//! - live settings ([`RoomSettings`]: capacity, admission rate, paused, open) are the store's,
+//!   read by every call in the same step: written from the call's [`RoomPolicy`] when the store
+//!   first sees the room (or lost them), changed only by [`configure`](Store::configure). Paused:
+//!   no promotion and no direct admission, newcomers join the line, claims of granted slots and
+//!   heartbeats go on. Closed: [`Decision::Closed`] for everyone without a slot (nothing is
+//!   stored for newcomers; a waiter's poll still checks them in, so they keep their place for a
+//!   reopening), no promotion, and slots are neither claimed anew nor extended: they run out;
+//! - a banned session ([`ban`](Store::ban)) gets [`Decision::Banned`] instead of a place until
+//!   the ban ends; bans are few (operators make them), so they are kept in full and dropped once
+//!   past;
+//! - the oldest wait: how long the head of the line has waited since joining (a store may round
+//!   it up by at most [`OLDEST_WAIT_GRANULARITY_MS`]).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -49,6 +65,7 @@ mod error;
 mod memory;
 #[cfg(feature = "redis")]
 mod redis;
+mod settings;
 
 #[cfg(feature = "redis")]
 pub(crate) use self::redis::protocol_numbers as redis_protocol_numbers;
@@ -58,6 +75,7 @@ pub use self::redis::{
 };
 pub use error::{StoreError, StoreErrorKind};
 pub use memory::MemoryStore;
+pub use settings::{RoomSettings, SettingsChange, SETTINGS_VERSION};
 
 /// Most waiters promoted (or skipped as silent) in one call.
 pub const MAX_PROMOTIONS_PER_CALL: u32 = 100;
@@ -65,11 +83,23 @@ pub const MAX_PROMOTIONS_PER_CALL: u32 = 100;
 /// line in one call.
 pub const MAX_SWEEP_PER_CALL: u32 = 100;
 
+/// Most waiters [`admit_next`](Store::admit_next) lets in per call; callers ask again for more.
+pub const MAX_ADMIT_NEXT_PER_CALL: u32 = 1_000;
+
+/// How much a store may round up [`RoomStats::oldest_wait_ms`]: the Redis store notes the time of
+/// the first arrival of each second, not of every arrival.
+pub const OLDEST_WAIT_GRANULARITY_MS: u64 = 1_000;
+
+/// Minutes of admissions [`RoomStats::admissions_per_minute`] covers.
+pub const HISTORY_MINUTES: usize = 30;
+
 /// Width of one admission-counting bucket, in milliseconds.
 pub const ADMISSION_BUCKET_MS: u64 = 10_000;
-/// Buckets kept in a room's admission ring: the five minutes counted, the current bucket and one
-/// spare.
-pub const ADMISSION_BUCKETS: u64 = 32;
+/// Buckets kept in a room's admission ring: the [`HISTORY_MINUTES`] shown to operators, the
+/// current bucket and one spare.
+pub const ADMISSION_BUCKETS: u64 = HISTORY_BUCKETS + 2;
+/// Complete buckets in the operators' history.
+pub(crate) const HISTORY_BUCKETS: u64 = HISTORY_MINUTES as u64 * MINUTE_BUCKETS;
 /// Complete buckets in the "last minute" count.
 pub(crate) const MINUTE_BUCKETS: u64 = 6;
 /// Complete buckets in the "last five minutes" count.
@@ -95,6 +125,19 @@ pub trait Store: Send + Sync + 'static {
     fn release(&self, policy: &RoomPolicy, session: SessionId) -> StoreFuture<bool>;
     /// Counts for the room.
     fn stats(&self, policy: &RoomPolicy) -> StoreFuture<RoomStats>;
+    /// Applies `change` to the room's live settings in one step and answers the settings after
+    /// it (an empty change reads them). Raising the capacity or resuming promotes at once;
+    /// closing with [`SettingsChange::end_slots`] ends every slot.
+    fn configure(&self, policy: &RoomPolicy, change: SettingsChange)
+        -> StoreFuture<RoomSettings>;
+    /// Grants a slot to the first `count` waiters now (at most [`MAX_ADMIT_NEXT_PER_CALL`] per
+    /// call), whatever the capacity, the rate, a pause or a close; waiters silent for longer
+    /// than `queue_ttl` are skipped (dropped) as at their turn. Answers how many were let in:
+    /// fewer than asked when the line ran out.
+    fn admit_next(&self, policy: &RoomPolicy, count: u32) -> StoreFuture<u64>;
+    /// Drops the session's place or slot (the next in line is promoted) and refuses it
+    /// ([`Decision::Banned`]) until `until_ms`. `true` if it had a place or a slot.
+    fn ban(&self, policy: &RoomPolicy, session: SessionId, until_ms: u64) -> StoreFuture<bool>;
 }
 
 /// What the store decided for one visitor.
@@ -114,6 +157,8 @@ pub enum Decision {
         waiting: u64,
         /// How many were admitted lately, for the wait estimate.
         recent: AdmissionCounts,
+        /// The room is paused: the line does not move until it resumes.
+        paused: bool,
     },
     /// The line is at `max_queue_len`; the visitor was not added.
     Full {
@@ -122,6 +167,11 @@ pub enum Decision {
     },
     /// The visitor has neither a place nor a slot.
     Unknown,
+    /// The sale is closed ([`RoomSettings::open`] is `false`): nobody is admitted. A waiter who
+    /// asked keeps their place (checked in); a newcomer was not added.
+    Closed,
+    /// The session is banned ([`Store::ban`]).
+    Banned,
 }
 
 /// How many visitors a room admitted lately (direct admissions and promotions' grants), shared
@@ -170,11 +220,20 @@ pub struct RoomStats {
     pub granted: u64,
     /// Visitors in line.
     pub waiting: u64,
-    /// The room's capacity.
+    /// The room's capacity (the live one, as in `settings`).
     pub capacity: u64,
     /// Admissions lately.
     pub recent: AdmissionCounts,
+    /// The room's live settings.
+    pub settings: RoomSettings,
+    /// How long the first in line has waited since joining, in ms (rounded up by at most
+    /// [`OLDEST_WAIT_GRANULARITY_MS`]); `None` when nobody waits (or the store lost track).
+    pub oldest_wait_ms: Option<u64>,
+    /// Admissions in each of the last [`HISTORY_MINUTES`] complete minutes, oldest first (each
+    /// minute is six complete buckets; the last ends where the current bucket begins).
+    pub admissions_per_minute: [u64; HISTORY_MINUTES],
 }
+
 
 /// The admission ring of one room: bucket `i` (time `i * ADMISSION_BUCKET_MS`) lives in slot
 /// `i % ADMISSION_BUCKETS`, tagged with `i` so a stale slot reads as zero. Fixed size, O(1)
@@ -201,6 +260,22 @@ impl AdmissionRing {
             *slot = (bucket, 0);
         }
         slot.1 += 1;
+    }
+
+    /// Admissions per minute over the [`HISTORY_MINUTES`] complete minutes before the bucket
+    /// holding `now_ms`, oldest first.
+    pub(crate) fn per_minute(&self, now_ms: u64) -> [u64; HISTORY_MINUTES] {
+        let current = now_ms / ADMISSION_BUCKET_MS;
+        let mut out = [0; HISTORY_MINUTES];
+        for back in 1..=HISTORY_BUCKETS.min(current) {
+            let bucket = current - back;
+            let (tag, n) = self.slots[(bucket % ADMISSION_BUCKETS) as usize];
+            if tag == bucket {
+                let minute = ((back - 1) / MINUTE_BUCKETS) as usize;
+                out[HISTORY_MINUTES - 1 - minute] += n;
+            }
+        }
+        out
     }
 
     /// The counts of the complete buckets before the one holding `now_ms`.

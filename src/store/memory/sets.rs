@@ -64,6 +64,8 @@ impl ZSet {
 struct Entry {
     seq: Option<u64>,
     seen: Option<u64>,
+    /// When the place was taken (for the oldest wait); `None` if unknown.
+    joined: Option<u64>,
 }
 
 /// The waiters of a room: the script's `seq`, `line` and `seen`.
@@ -137,12 +139,24 @@ impl Waiters {
         Some(self.rank(seq))
     }
 
-    /// Appends `s` at the back of the line (if it has no place yet).
+    /// Appends `s` at the back of the line (if it has no place yet), with no time of joining.
+    #[cfg(any(test, feature = "testing"))]
     pub(super) fn push(&mut self, s: SessionId) {
+        self.push_at(s, None);
+    }
+
+    /// When the first in line joined, if known.
+    pub(super) fn head_joined(&self) -> Option<u64> {
+        self.entries.get(&self.head()?)?.joined
+    }
+
+    /// Appends `s` at the back of the line (if it has no place yet), joining at `t`.
+    pub(super) fn push_at(&mut self, s: SessionId, t: Option<u64>) {
         let entry = self.entries.entry(s).or_default();
         if entry.seq.is_some() {
             return;
         }
+        entry.joined = t;
         // After the last waiter even if `last_seq` was reset (the Redis script does the same
         // for a lost `seq` key): a newcomer never goes ahead of the line.
         let last = self.by_seq.last_key_value().map_or(0, |(&q, _)| q);

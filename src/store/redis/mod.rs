@@ -95,7 +95,10 @@ pub use self::check::{RedisCheckError, RedisServerInfo};
 pub(crate) use self::protocol::numbers as protocol_numbers;
 use self::protocol::{decision, non_negative, protocol_error, reply, Op, NOW_FROM_SERVER};
 use self::sentinel::SentinelConnection;
-use super::{AdmissionCounts, Decision, RoomStats, Store, StoreError, StoreErrorKind, StoreFuture};
+use super::{
+    Decision, RoomSettings, RoomStats, SettingsChange, Store, StoreError, StoreErrorKind,
+    StoreFuture, HISTORY_MINUTES, MAX_ADMIT_NEXT_PER_CALL,
+};
 use crate::clock::SharedClock;
 use crate::config::RoomPolicy;
 use crate::session::SessionId;
@@ -137,7 +140,7 @@ impl RedisStore {
     }
 
     /// The keys of `room`, in the script's order.
-    pub(crate) fn keys(&self, room: &str) -> [String; 7] {
+    pub(crate) fn keys(&self, room: &str) -> [String; protocol::KEY_COUNT] {
         protocol::keys(&self.prefix, room)
     }
 
@@ -147,6 +150,18 @@ impl RedisStore {
         policy: &RoomPolicy,
         session: Option<SessionId>,
     ) -> StoreFuture<Vec<i64>> {
+        self.call_with(op, policy, session, &[])
+    }
+
+    /// A script call with the operation's own arguments (`ARGV[18]` on).
+    fn call_with(
+        &self,
+        op: Op,
+        policy: &RoomPolicy,
+        session: Option<SessionId>,
+        extra: &[i64],
+    ) -> StoreFuture<Vec<i64>> {
+        let extra = extra.to_vec();
         let store = self.clone();
         let keys = self.keys(&policy.room);
         let session = session.map(|s| s.to_string()).unwrap_or_default();
@@ -167,6 +182,9 @@ impl RedisStore {
             // ARGV 17: this store could not reach Redis within the last queue_ttl, so the
             // waiters' check-ins failed meanwhile: nobody is skipped or swept for silence now.
             invocation.arg(u8::from(store.breaker.failed_within(queue_ttl_ms)));
+            for n in &extra {
+                invocation.arg(*n);
+            }
             let run = async {
                 match store.conn.clone() {
                     Connection::Single(mut c) => invocation.invoke_async::<Vec<i64>>(&mut c).await,
@@ -240,17 +258,41 @@ impl Store for RedisStore {
     }
 
     fn stats(&self, policy: &RoomPolicy) -> StoreFuture<RoomStats> {
-        let call = self.call(Op::Stats, policy, None);
-        let capacity = u64::from(policy.capacity);
+        let call = self.call_with(Op::Stats, policy, None, &[HISTORY_MINUTES as i64]);
+        Box::pin(async move { protocol::stats(&call.await?) })
+    }
+
+    fn configure(
+        &self,
+        policy: &RoomPolicy,
+        change: SettingsChange,
+    ) -> StoreFuture<RoomSettings> {
+        let call = self.call_with(Op::Configure, policy, None, &protocol::change_args(&change));
         Box::pin(async move {
             match *call.await? {
-                [reply::STATS, admitted, granted, waiting, minute, five] => Ok(RoomStats {
-                    admitted: non_negative(admitted),
-                    granted: non_negative(granted),
-                    waiting: non_negative(waiting),
-                    capacity,
-                    recent: AdmissionCounts::new(non_negative(minute), non_negative(five)),
-                }),
+                [reply::SETTINGS, ref fields @ ..] => protocol::settings(fields),
+                ref other => Err(protocol_error(other)),
+            }
+        })
+    }
+
+    fn admit_next(&self, policy: &RoomPolicy, count: u32) -> StoreFuture<u64> {
+        let count = count.min(MAX_ADMIT_NEXT_PER_CALL);
+        let call = self.call_with(Op::AdmitNext, policy, None, &[i64::from(count)]);
+        Box::pin(async move {
+            match *call.await? {
+                [reply::ADMITTED_NEXT, n] => Ok(non_negative(n)),
+                ref other => Err(protocol_error(other)),
+            }
+        })
+    }
+
+    fn ban(&self, policy: &RoomPolicy, session: SessionId, until_ms: u64) -> StoreFuture<bool> {
+        let until = i64::try_from(until_ms).unwrap_or(i64::MAX);
+        let call = self.call_with(Op::Ban, policy, Some(session), &[until]);
+        Box::pin(async move {
+            match *call.await? {
+                [reply::BANNED_NOW, had] => Ok(had == 1),
                 ref other => Err(protocol_error(other)),
             }
         })

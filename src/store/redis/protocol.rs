@@ -8,8 +8,9 @@ use super::breaker::ErrorClass;
 
 use crate::config::RoomPolicy;
 use crate::store::{
-    AdmissionCounts, Decision, StoreError, StoreErrorKind, ADMISSION_BUCKETS, ADMISSION_BUCKET_MS,
-    FIVE_MINUTE_BUCKETS, MAX_PROMOTIONS_PER_CALL, MAX_SWEEP_PER_CALL, MINUTE_BUCKETS,
+    AdmissionCounts, Decision, RoomSettings, RoomStats, SettingsChange, StoreError,
+    StoreErrorKind, ADMISSION_BUCKETS, ADMISSION_BUCKET_MS, FIVE_MINUTE_BUCKETS, HISTORY_MINUTES,
+    MAX_PROMOTIONS_PER_CALL, MAX_SWEEP_PER_CALL, MINUTE_BUCKETS,
 };
 
 /// The room script, loaded with `include_str!`.
@@ -17,12 +18,16 @@ pub(crate) const SCRIPT: &str = include_str!("room.lua");
 
 /// The room's keys in the script's `KEYS` order, each `{prefix}:{room}:{name}` with the room as
 /// the hash tag (the braces are literal), so a Redis Cluster keeps a room in one slot.
-pub(crate) const KEY_NAMES: [&str; 7] = [
-    "seq", "line", "seen", "active", "granted", "bucket", "admitted",
+pub(crate) const KEY_NAMES: [&str; KEY_COUNT] = [
+    "seq", "line", "seen", "active", "granted", "bucket", "admitted", "settings", "arrivals",
+    "banned",
 ];
 
+/// How many keys a room has.
+pub(crate) const KEY_COUNT: usize = 10;
+
 /// The keys of `room` under `prefix`, in [`KEY_NAMES`] order.
-pub(crate) fn keys(prefix: &str, room: &str) -> [String; 7] {
+pub(crate) fn keys(prefix: &str, room: &str) -> [String; KEY_COUNT] {
     KEY_NAMES.map(|k| format!("{prefix}:{{{room}}}:{k}"))
 }
 
@@ -38,6 +43,9 @@ pub(crate) enum Op {
     Heartbeat,
     Release,
     Stats,
+    Configure,
+    AdmitNext,
+    Ban,
 }
 
 impl Op {
@@ -48,6 +56,9 @@ impl Op {
             Op::Heartbeat => "heartbeat",
             Op::Release => "release",
             Op::Stats => "stats",
+            Op::Configure => "configure",
+            Op::AdmitNext => "admit_next",
+            Op::Ban => "ban",
         }
     }
 }
@@ -77,14 +88,79 @@ pub(crate) mod reply {
     pub(crate) const UNKNOWN: i64 = 0;
     /// `{1, expires_at_ms, 0}`.
     pub(crate) const ADMITTED: i64 = 1;
-    /// `{2, position, waiting, last_minute, last_five_minutes}`.
+    /// `{2, position, waiting, last_minute, last_five_minutes, paused}`.
     pub(crate) const WAITING: i64 = 2;
     /// `{3, 0, waiting}`.
     pub(crate) const FULL: i64 = 3;
     /// `{4, released (0 or 1), 0}`.
     pub(crate) const RELEASED: i64 = 4;
-    /// `{5, admitted, granted, waiting, last_minute, last_five_minutes}`.
+    /// `{5, admitted, granted, waiting, last_minute, last_five_minutes, capacity, rate, paused,
+    /// open, oldest_wait_ms or -1, admissions per minute...}`.
     pub(crate) const STATS: i64 = 5;
+    /// `{6, 0, 0}`: the room is closed.
+    pub(crate) const CLOSED: i64 = 6;
+    /// `{7, 0, 0}`: the session is banned.
+    pub(crate) const BANNED: i64 = 7;
+    /// `{8, capacity, rate, paused, open}`.
+    pub(crate) const SETTINGS: i64 = 8;
+    /// `{9, admitted}`.
+    pub(crate) const ADMITTED_NEXT: i64 = 9;
+    /// `{10, had a place or slot}`.
+    pub(crate) const BANNED_NOW: i64 = 10;
+}
+
+/// The operation's own arguments, `ARGV[18]` on.
+pub(crate) fn change_args(change: &SettingsChange) -> [i64; 5] {
+    let unchanged = -1;
+    let flag = |b: Option<bool>| b.map_or(unchanged, i64::from);
+    [
+        change.capacity.map_or(0, |c| i64::from(c.max(1))),
+        change
+            .admission_rate
+            .map_or(unchanged, |r| i64::from(r.unwrap_or(0))),
+        flag(change.paused),
+        flag(change.open),
+        i64::from(change.ends_slots()),
+    ]
+}
+
+/// The settings in a reply's fields `capacity, rate, paused, open`.
+pub(crate) fn settings(fields: &[i64]) -> Result<RoomSettings, StoreError> {
+    match *fields {
+        [capacity, rate, paused @ (0 | 1), open @ (0 | 1)] => Ok(RoomSettings {
+            capacity: u32::try_from(capacity).unwrap_or(u32::MAX).max(1),
+            admission_rate: u32::try_from(rate).ok().filter(|&r| r > 0),
+            paused: paused == 1,
+            open: open == 1,
+        }),
+        _ => Err(protocol_error(fields)),
+    }
+}
+
+/// The counts in a stats reply.
+pub(crate) fn stats(reply: &[i64]) -> Result<RoomStats, StoreError> {
+    let [reply::STATS, admitted, granted, waiting, minute, five, c, r, p, o, oldest, ref history @ ..] =
+        *reply
+    else {
+        return Err(protocol_error(reply));
+    };
+    let settings = settings(&[c, r, p, o])?;
+    let admissions_per_minute: [u64; HISTORY_MINUTES] = history
+        .iter()
+        .map(|&n| non_negative(n))
+        .collect::<Vec<_>>()
+        .try_into()
+        .map_err(|_| protocol_error(reply))?;
+    Ok(RoomStats {
+        admitted: non_negative(admitted),
+        granted: non_negative(granted),
+        waiting: non_negative(waiting),
+        capacity: u64::from(settings.capacity),
+        recent: AdmissionCounts::new(non_negative(minute), non_negative(five)),
+        settings,
+        oldest_wait_ms: u64::try_from(oldest).ok(),
+        admissions_per_minute,
+    })
 }
 
 pub(crate) fn protocol_error(reply: &[i64]) -> StoreError {
@@ -104,11 +180,16 @@ pub(crate) fn decision(reply: &[i64]) -> Result<Decision, StoreError> {
         [reply::ADMITTED, expires_at_ms, ..] => Ok(Decision::Admitted {
             expires_at_ms: non_negative(expires_at_ms),
         }),
-        [reply::WAITING, position, waiting, minute, five] => Ok(Decision::Waiting {
-            position: non_negative(position),
-            waiting: non_negative(waiting),
-            recent: AdmissionCounts::new(non_negative(minute), non_negative(five)),
-        }),
+        [reply::WAITING, position, waiting, minute, five, paused @ (0 | 1)] => {
+            Ok(Decision::Waiting {
+                position: non_negative(position),
+                waiting: non_negative(waiting),
+                recent: AdmissionCounts::new(non_negative(minute), non_negative(five)),
+                paused: paused == 1,
+            })
+        }
+        [reply::CLOSED, ..] => Ok(Decision::Closed),
+        [reply::BANNED, ..] => Ok(Decision::Banned),
         [reply::FULL, _, waiting, ..] => Ok(Decision::Full {
             waiting: non_negative(waiting),
         }),
@@ -146,6 +227,8 @@ pub(crate) fn classify(e: RedisError) -> (ErrorClass, StoreError) {
             // Credentials, a key of another type under the room's prefix, persistence that
             // stops writes: an operator must act.
             Some("NOAUTH" | "WRONGPASS" | "WRONGTYPE" | "MISCONF") => ErrorClass::Misconfigured,
+            // The room's settings were written by another version of the crate (room.lua).
+            Some("WRSETTINGS") => ErrorClass::Misconfigured,
             _ => ErrorClass::Protocol,
         },
         _ if e.is_connection_dropped() || e.is_connection_refusal() => ErrorClass::Connection,
@@ -162,7 +245,7 @@ mod tests {
     fn keys_share_the_room_hash_tag() {
         let keys = keys("twr", "shop");
         assert!(keys.iter().all(|k| k.starts_with("twr:{shop}:")));
-        assert_eq!(keys.len(), 7);
+        assert_eq!(keys.len(), KEY_COUNT);
     }
 
     #[test]
@@ -172,13 +255,21 @@ mod tests {
             Decision::Admitted { expires_at_ms: 5 }
         );
         assert_eq!(
-            decision(&[2, 3, 9, 4, 20]).unwrap(),
+            decision(&[2, 3, 9, 4, 20, 1]).unwrap(),
             Decision::Waiting {
                 position: 3,
                 waiting: 9,
                 recent: AdmissionCounts::new(4, 20),
+                paused: true,
             }
         );
+        assert_eq!(
+            decision(&[2, 3, 9, 4, 20]).unwrap_err().kind(),
+            StoreErrorKind::Protocol,
+            "a waiting reply without the paused flag is from another script version"
+        );
+        assert_eq!(decision(&[6, 0, 0]).unwrap(), Decision::Closed);
+        assert_eq!(decision(&[7, 0, 0]).unwrap(), Decision::Banned);
         assert_eq!(
             decision(&[2, 3, 9]).unwrap_err().kind(),
             StoreErrorKind::Protocol,
@@ -251,6 +342,10 @@ mod tests {
             ),
             // The code decides, never the text.
             ("ERR READONLY OOM NOPERM", ErrorClass::Protocol),
+            (
+                "WRSETTINGS room settings of version 2, this crate reads version 1",
+                ErrorClass::Misconfigured,
+            ),
         ];
         for (line, class) in cases {
             let (got, e) = classify(server_error(line));

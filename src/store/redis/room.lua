@@ -17,11 +17,17 @@
 --   6 bucket   hash    admission-rate budget: milli (thousandths of an admission), last (ms)
 --   7 admitted hash    admission counts, a ring of time buckets: slot i holds t<i> (the bucket's
 --                      number, now // bucket_ms) and n<i> (its count); at most 2 * ring fields
+--   8 settings hash    the live settings: v (SETTINGS_VERSION), capacity, rate (0 = none),
+--                      paused (0|1), open (0|1); written from ARGV 4-5 when missing
+--   9 arrivals zset    the first arrival of each second: member = its time in ms, score = its
+--                      sequence number; entries before the head's are trimmed (oldest wait)
+--  10 banned   zset    banned sessions, score = the end of the ban in ms
 -- ARGV:
 --   1 op (enter | poll | heartbeat | release | stats)
 --   2 session id ('' for stats)
 --   3 now in ms, or 0 (NOW_FROM_SERVER) to use the server's TIME (shared by every gateway)
---   4 capacity   5 admission rate per second (0 = none)
+--   4 capacity   5 admission rate per second (0 = none): the defaults for the settings key only;
+--     the room's live values are the ones in it
 --   6 active_ttl_ms   7 grant_ttl_ms   8 queue_ttl_ms   9 max_queue_len
 --   10 max promotions per call   11 max sweep per call
 --   12 admission bucket width in ms   13 buckets in the ring
@@ -29,11 +35,29 @@
 --   16 abandon_after_ms (the script uses at least queue_ttl_ms)
 --   17 1 if the calling gateway failed to reach the store within the last queue_ttl (an
 --      outage: every check-in through it failed), else 0 or absent: silence is then excused
+--   18.. the operation's own: configure: 18 capacity (0 = unchanged), 19 rate (-1 = unchanged,
+--      0 = none), 20 paused (-1 = unchanged, 0, 1), 21 open (-1 = unchanged, 0, 1), 22 end
+--      slots on closing (0|1); admit_next: 18 count; ban: 18 end of the ban in ms; stats: 18
+--      minutes of admissions history
 -- Reply: {code, a, b, ...}
---   {1, expires_at_ms, 0} admitted     {2, position, waiting, last_minute, last_five_minutes} waiting
+--   {1, expires_at_ms, 0} admitted
+--   {2, position, waiting, last_minute, last_five_minutes, paused (0|1)} waiting
 --   {3, 0, waiting} full               {0, 0, 0} unknown
+--   {6, 0, 0} closed                   {7, 0, 0} banned
 --   {4, released (0|1), 0} release
---   {5, admitted, granted, waiting, last_minute, last_five_minutes} stats
+--   {5, admitted, granted, waiting, last_minute, last_five_minutes, capacity, rate, paused,
+--    open, oldest wait in ms (-1 = nobody waits), admissions of each of the last
+--    history_minutes minutes, oldest first ...} stats
+--   {8, capacity, rate, paused, open} configure (the settings after the change)
+--   {9, admitted} admit_next            {10, had a place or slot (0|1)} ban
+--   an error reply `WRSETTINGS ...` when the settings key holds another version (see below)
+--
+-- Settings: the operator's live values, read by every call in the same step as the admission
+-- they govern. Paused: no promotion, no direct admission. Closed: {6} for everyone without a
+-- slot (a waiter's check-in is still recorded: they keep their place for a reopening), no
+-- promotion, slots neither claimed anew nor extended. A settings key of another version is
+-- refused with an error (a newer crate's fields may change who is admitted; guessing is worse
+-- than stopping); a damaged field is rewritten with its default.
 --
 -- Absence: a waiter silent for longer than queue_ttl keeps their place until their turn comes
 -- (a slot is free and they are at the head), and is skipped then; one silent for longer than
@@ -63,10 +87,14 @@
 
 local k_seq, k_line, k_seen, k_active, k_granted, k_bucket, k_admitted =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
+local k_settings, k_arrivals, k_banned = KEYS[8], KEYS[9], KEYS[10]
+local SETTINGS_VERSION = 1
 local op, s = ARGV[1], ARGV[2]
 local now = tonumber(ARGV[3])
-local capacity = tonumber(ARGV[4])
-local rate = tonumber(ARGV[5])
+local default_capacity = tonumber(ARGV[4])
+local default_rate = tonumber(ARGV[5])
+-- The live settings, read by `load_settings` at the start of every run.
+local capacity, rate, paused, open = default_capacity, default_rate, false, true
 local active_ttl = tonumber(ARGV[6])
 local grant_ttl = tonumber(ARGV[7])
 local queue_ttl = tonumber(ARGV[8])
@@ -91,6 +119,69 @@ local cutoff = now - queue_ttl
 if cutoff < 0 then cutoff = 0 end
 local abandoned = now - abandon
 if abandoned < 0 then abandoned = 0 end
+
+-- Reads the live settings, writing the defaults for a missing key or field. Returns an error
+-- reply for a key of another version, else nil.
+local function load_settings()
+  local v = redis.call('HMGET', k_settings, 'v', 'capacity', 'rate', 'paused', 'open')
+  local ver = tonumber(v[1])
+  if v[1] and ver ~= SETTINGS_VERSION then
+    return redis.error_reply('WRSETTINGS room settings of version ' .. tostring(v[1]) ..
+      ', this crate reads version ' .. SETTINGS_VERSION)
+  end
+  local c, r = tonumber(v[2]), tonumber(v[3])
+  local p, o = tonumber(v[4]), tonumber(v[5])
+  if ver == nil or c == nil or c < 1 or r == nil or r < 0 or (p ~= 0 and p ~= 1)
+      or (o ~= 0 and o ~= 1) then
+    -- A new room, a lost key, or a damaged field: the defaults where nothing valid is held.
+    if c == nil or c < 1 then c = default_capacity end
+    if r == nil or r < 0 then r = default_rate end
+    if p ~= 0 and p ~= 1 then p = 0 end
+    if o ~= 0 and o ~= 1 then o = 1 end
+    redis.call('HSET', k_settings, 'v', SETTINGS_VERSION, 'capacity', c, 'rate', r,
+      'paused', p, 'open', o)
+  end
+  capacity, rate, paused, open = c, r, p == 1, o == 1
+  return nil
+end
+
+local function settings_reply(code)
+  return {code, capacity, rate, paused and 1 or 0, open and 1 or 0}
+end
+
+local function banned(w)
+  local until_ms = tonumber(redis.call('ZSCORE', k_banned, w))
+  if until_ms == nil then return false end
+  if until_ms > now then return true end
+  redis.call('ZREM', k_banned, w)
+  return false
+end
+
+-- Notes the first arrival of each second (sequence number and time), dropping notes before the
+-- head's, for the oldest wait: at most one note per second of the line's age.
+local function note_arrival(seq)
+  local last = redis.call('ZRANGE', k_arrivals, -1, -1)[1]
+  if last and math.floor((tonumber(last) or 0) / 1000) == math.floor(now / 1000) then return end
+  local head = redis.call('ZRANGE', k_line, 0, 0, 'WITHSCORES')[2]
+  if head then
+    local before = redis.call('ZREVRANGEBYSCORE', k_arrivals, head, '-inf', 'WITHSCORES',
+      'LIMIT', 0, 1)[2]
+    if before then redis.call('ZREMRANGEBYSCORE', k_arrivals, '-inf', '(' .. before) end
+  else
+    redis.call('DEL', k_arrivals)
+  end
+  redis.call('ZADD', k_arrivals, seq, now)
+end
+
+-- How long the head of the line has waited (ms), from the last note at or before its
+-- sequence number; -1 when nobody waits or no note covers the head.
+local function oldest_wait()
+  local head = redis.call('ZRANGE', k_line, 0, 0, 'WITHSCORES')[2]
+  if not head then return -1 end
+  local at = tonumber(redis.call('ZREVRANGEBYSCORE', k_arrivals, head, '-inf', 'LIMIT', 0, 1)[1])
+  if at == nil then return -1 end
+  return math.max(0, now - at)
+end
 
 local function slots()
   return redis.call('ZCARD', k_active) + redis.call('ZCARD', k_granted)
@@ -166,6 +257,7 @@ end
 -- work: at most max_promote promotions and skips per call, however often promote runs in it.
 local promotions_left = max_promote
 local function promote()
+  if paused or not open then return end
   while promotions_left > 0 do
     if capacity - slots() <= 0 then return end
     local head = redis.call('ZRANGE', k_line, 0, 0)[1]
@@ -194,7 +286,12 @@ local function promote()
 end
 
 local function claim_or_extend()
-  if has_slot(s) then
+  local exp = has_slot(s)
+  if exp and not open then
+    -- Closed: slots run out, neither claimed anew nor extended.
+    return {1, tonumber(exp), 0}
+  end
+  if exp then
     redis.call('ZREM', k_granted, s)
     redis.call('ZADD', k_active, now + active_ttl, s)
     return {1, now + active_ttl, 0}
@@ -205,8 +302,9 @@ end
 local function touch()
   redis.call('ZADD', k_seen, now, s)
   local rank = redis.call('ZRANK', k_line, s)
+  if not open then return {6, 0, 0} end
   local minute, five = recent()
-  return {2, rank + 1, redis.call('ZCARD', k_line), minute, five}
+  return {2, rank + 1, redis.call('ZCARD', k_line), minute, five, paused and 1 or 0}
 end
 
 -- The next sequence number: after the last waiter's even if seq was lost or reset, so a
@@ -218,7 +316,34 @@ local function next_seq()
     seq = tonumber(tail) + 1
     redis.call('SET', k_seq, seq)
   end
+  note_arrival(seq)
   return seq
+end
+
+-- Admissions per minute over the last history_minutes complete minutes, oldest first.
+local function history(history_minutes)
+  local fields = {}
+  local n = math.min(history_minutes * minute_buckets, current_bucket)
+  if n == 0 then
+    local zeros = {}
+    for i = 1, history_minutes do zeros[i] = 0 end
+    return zeros
+  end
+  for back = 1, n do
+    local slot = (current_bucket - back) % ring
+    fields[#fields + 1] = 't' .. slot
+    fields[#fields + 1] = 'n' .. slot
+  end
+  local v = redis.call('HMGET', k_admitted, unpack(fields))
+  local out = {}
+  for i = 1, history_minutes do out[i] = 0 end
+  for back = 1, n do
+    if tonumber(v[2 * back - 1]) == current_bucket - back then
+      local i = history_minutes - math.floor((back - 1) / minute_buckets)
+      out[i] = out[i] + (tonumber(v[2 * back]) or 0)
+    end
+  end
+  return out
 end
 
 -- Whether this call released something: kept outside `main`, so that a second, repaired run
@@ -226,6 +351,8 @@ end
 local released = 0
 
 local function main()
+  local refused = load_settings()
+  if refused then return refused end
   -- Housekeeping before every answer: expire slots, sweep abandoned waiters, promote.
   redis.call('ZREMRANGEBYSCORE', k_active, '-inf', now)
   redis.call('ZREMRANGEBYSCORE', k_granted, '-inf', now)
@@ -241,8 +368,10 @@ local function main()
     local r = claim_or_extend()
     if r then return r end
     if redis.call('ZSCORE', k_line, s) then return touch() end
+    if not open then return {6, 0, 0} end
+    if banned(s) then return {7, 0, 0} end
     local waiting = redis.call('ZCARD', k_line)
-    if waiting == 0 and capacity - slots() > 0 and take() then
+    if not paused and waiting == 0 and capacity - slots() > 0 and take() then
       redis.call('ZADD', k_active, now + active_ttl, s)
       count_admission()
       return {1, now + active_ttl, 0}
@@ -251,13 +380,15 @@ local function main()
     redis.call('ZADD', k_line, next_seq(), s)
     redis.call('ZADD', k_seen, now, s)
     local minute, five = recent()
-    return {2, waiting + 1, waiting + 1, minute, five}
+    return {2, waiting + 1, waiting + 1, minute, five, paused and 1 or 0}
   elseif op == 'poll' then
     local exp = has_slot(s)
     if exp then return {1, tonumber(exp), 0} end
     if redis.call('ZSCORE', k_line, s) then return touch() end
     -- No place: a check-in without one is damage; drop it (only on this rare path).
     redis.call('ZREM', k_seen, s)
+    if banned(s) then return {7, 0, 0} end
+    if not open then return {6, 0, 0} end
     return {0, 0, 0}
   elseif op == 'heartbeat' then
     return claim_or_extend() or {0, 0, 0}
@@ -272,8 +403,56 @@ local function main()
     return {4, released, 0}
   elseif op == 'stats' then
     local minute, five = recent()
-    return {5, redis.call('ZCARD', k_active), redis.call('ZCARD', k_granted),
-      redis.call('ZCARD', k_line), minute, five}
+    local out = {5, redis.call('ZCARD', k_active), redis.call('ZCARD', k_granted),
+      redis.call('ZCARD', k_line), minute, five, capacity, rate, paused and 1 or 0,
+      open and 1 or 0, oldest_wait()}
+    for _, n in ipairs(history(tonumber(ARGV[18]))) do out[#out + 1] = n end
+    return out
+  elseif op == 'configure' then
+    local c, r = tonumber(ARGV[18]), tonumber(ARGV[19])
+    local p, o = tonumber(ARGV[20]), tonumber(ARGV[21])
+    if c > 0 then capacity = c end
+    if r >= 0 then rate = r end
+    if p >= 0 then paused = p == 1 end
+    if o >= 0 then open = o == 1 end
+    redis.call('HSET', k_settings, 'v', SETTINGS_VERSION, 'capacity', capacity, 'rate', rate,
+      'paused', paused and 1 or 0, 'open', open and 1 or 0)
+    if o == 0 and ARGV[22] == '1' then
+      redis.call('DEL', k_active, k_granted)
+    end
+    -- A raised capacity or a resume lets people in now, not at the next call.
+    promote()
+    return settings_reply(8)
+  elseif op == 'admit_next' then
+    local want = tonumber(ARGV[18])
+    local admitted, steps = 0, 0
+    while admitted < want and steps < 2 * want do
+      local head = redis.call('ZRANGE', k_line, 0, 0)[1]
+      if not head then break end
+      steps = steps + 1
+      local seen_at = tonumber(redis.call('ZSCORE', k_seen, head))
+      local holder = has_slot(head)
+      remove_waiter(head)
+      -- A slot holder's stray place, or a waiter silent at their turn: skipped.
+      if not holder and not (seen_at and seen_at < cutoff) then
+        redis.call('ZADD', k_granted, now + grant_ttl, head)
+        count_admission()
+        admitted = admitted + 1
+      end
+    end
+    return {9, admitted}
+  elseif op == 'ban' then
+    local until_ms = tonumber(ARGV[18])
+    redis.call('ZREMRANGEBYSCORE', k_banned, '-inf', now)
+    if until_ms > now then redis.call('ZADD', k_banned, until_ms, s) end
+    local n = redis.call('ZREM', k_active, s) + redis.call('ZREM', k_granted, s)
+    if n == 0 then
+      n = redis.call('ZREM', k_line, s)
+      redis.call('ZREM', k_seen, s)
+    end
+    if n > 0 then released = 1 end
+    if released == 1 then promote() end
+    return {10, released}
   end
   return redis.error_reply('ERR unknown waiting room operation')
 end
@@ -282,7 +461,8 @@ end
 local function repair()
   local want = {
     {k_seq, 'string'}, {k_line, 'zset'}, {k_seen, 'zset'}, {k_active, 'zset'},
-    {k_granted, 'zset'}, {k_bucket, 'hash'}, {k_admitted, 'hash'},
+    {k_granted, 'zset'}, {k_bucket, 'hash'}, {k_admitted, 'hash'}, {k_settings, 'hash'},
+    {k_arrivals, 'zset'}, {k_banned, 'zset'},
   }
   for _, kt in ipairs(want) do
     local t = redis.call('TYPE', kt[1])
