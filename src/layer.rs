@@ -5,6 +5,7 @@ use std::sync::Arc;
 use tower_layer::Layer;
 
 use crate::config::RoomConfig;
+use crate::control::RoomControl;
 use crate::room::Room;
 use crate::service::WaitingRoom;
 use crate::store::{RoomStats, StoreFuture};
@@ -42,6 +43,12 @@ impl WaitingRoomLayer {
     /// Counts for the room, from the store.
     pub fn stats(&self) -> StoreFuture<RoomStats> {
         self.room.stats()
+    }
+
+    /// The operator's handle on the room: live capacity, rate, pause, open and close, release
+    /// and bans, shared by every gateway through the store. See [`RoomControl`].
+    pub fn control(&self) -> RoomControl {
+        RoomControl::new(self.room.clone())
     }
 
     pub(crate) fn from_room(room: Arc<Room>) -> Self {

@@ -91,6 +91,7 @@ mod builder;
 pub mod client;
 pub mod clock;
 pub mod config;
+pub mod control;
 mod cookies;
 pub mod defences;
 mod encoding;

@@ -1,0 +1,332 @@
+//! The operator's handle on a running room: [`RoomControl`], from
+//! [`WaitingRoomLayer::control`](crate::WaitingRoomLayer::control).
+//!
+//! Every change goes to the store in one atomic step and is enforced by every gateway of the
+//! room on its next store call (see [`RoomSettings`]): raise the capacity when the backend
+//! holds, pause when checkout breaks, let a batch in, close at the end.
+//!
+//! ```
+//! use tower_waiting_room::testing::TestRoom;
+//!
+//! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+//! let room = TestRoom::new("drop", 1);
+//! let control = room.layer().control();
+//! let (_, _inside) = room.admit().await; // the one slot is taken
+//! let (_, _waiting) = room.queue_cookie();
+//!
+//! control.set_capacity(2).await?; // from now on, two inside at once, on every gateway
+//! control.pause().await?; // nobody new gets in; those inside stay
+//! let status = control.status().await?;
+//! assert_eq!((status.capacity, status.paused, status.inside), (2, true, 1));
+//! control.resume().await?;
+//! # Ok::<_, tower_waiting_room::control::ControlError>(())
+//! # }).unwrap();
+//! ```
+//!
+//! Changes are logged at `info` level (room, what changed, the settings after it); every
+//! method answers a [`ControlError`] rather than panicking: a bad value
+//! ([`ControlError::Invalid`]) never reaches the store.
+
+use std::fmt;
+use std::sync::Arc;
+
+use serde::Serialize;
+
+use crate::eta::estimate_wait;
+use crate::room::Room;
+use crate::session::SessionId;
+use crate::store::{
+    RoomSettings, RoomStats, SettingsChange, StoreError, HISTORY_MINUTES, MAX_ADMIT_NEXT_PER_CALL,
+};
+
+/// A handle on one room's live settings, shared by every gateway through the store. Cheap to
+/// clone.
+#[derive(Clone)]
+pub struct RoomControl {
+    room: Arc<Room>,
+}
+
+impl fmt::Debug for RoomControl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RoomControl")
+            .field("room", &self.room.config().room())
+            .finish()
+    }
+}
+
+/// What went wrong with an operator's request.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum ControlError {
+    /// A value the room cannot run with (capacity 0); nothing was changed.
+    Invalid(&'static str),
+    /// The store could not be asked; nothing is known to have changed.
+    Store(StoreError),
+}
+
+impl fmt::Display for ControlError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ControlError::Invalid(why) => f.write_str(why),
+            ControlError::Store(e) => write!(f, "the room's store failed: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for ControlError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ControlError::Invalid(_) => None,
+            ControlError::Store(e) => Some(e),
+        }
+    }
+}
+
+impl From<StoreError> for ControlError {
+    fn from(e: StoreError) -> Self {
+        ControlError::Store(e)
+    }
+}
+
+/// Whether closing ends the slots of those inside.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Closing {
+    /// Those inside keep their slots until they expire (not extended while closed).
+    #[default]
+    KeepInside,
+    /// Every slot ends now: those inside are out at their next request after their admission
+    /// token's `refresh` (the token alone is trusted until then).
+    EndSlots,
+}
+
+/// A room as an operator sees it: settings, counts and the wait a newcomer faces. The admin
+/// API's `GET /rooms/{room}` body.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[non_exhaustive]
+pub struct RoomStatus {
+    /// The room id.
+    pub room: String,
+    /// Whether the sale is open.
+    pub open: bool,
+    /// Whether admissions are paused.
+    pub paused: bool,
+    /// Visitors inside at once.
+    pub capacity: u32,
+    /// Admissions per second, if limited.
+    pub rate: Option<u32>,
+    /// Visitors holding a claimed slot.
+    pub inside: u64,
+    /// Slots granted to promoted visitors who have not come back yet.
+    pub granted: u64,
+    /// Visitors in line.
+    pub waiting: u64,
+    /// Admissions in the last complete minute.
+    pub admitted_last_minute: u64,
+    /// Admissions in the last complete five minutes.
+    pub admitted_last_five_minutes: u64,
+    /// The estimated wait of a newcomer joining now, in seconds; `None` when the line does not
+    /// move (nobody let in lately, paused or closed).
+    pub eta_seconds: Option<u64>,
+    /// How long the first in line has waited, in seconds; `None` when nobody waits.
+    pub oldest_wait_seconds: Option<u64>,
+    /// Admissions in each of the last 30 complete minutes, oldest first.
+    pub admissions_per_minute: Vec<u64>,
+}
+
+impl RoomStatus {
+    fn new(room: &str, stats: &RoomStats) -> Self {
+        let s = stats.settings;
+        let eta = if s.admits() {
+            estimate_wait(stats.waiting + 1, stats.recent).map(|d| d.as_secs())
+        } else {
+            None
+        };
+        debug_assert_eq!(stats.admissions_per_minute.len(), HISTORY_MINUTES);
+        Self {
+            room: room.to_owned(),
+            open: s.open,
+            paused: s.paused,
+            capacity: s.capacity,
+            rate: s.admission_rate,
+            inside: stats.admitted,
+            granted: stats.granted,
+            waiting: stats.waiting,
+            admitted_last_minute: stats.recent.last_minute,
+            admitted_last_five_minutes: stats.recent.last_five_minutes,
+            eta_seconds: eta,
+            oldest_wait_seconds: stats.oldest_wait_ms.map(|ms| ms / 1000),
+            admissions_per_minute: stats.admissions_per_minute.to_vec(),
+        }
+    }
+}
+
+impl RoomControl {
+    pub(crate) fn new(room: Arc<Room>) -> Self {
+        Self { room }
+    }
+
+    /// The room id.
+    pub fn room(&self) -> &str {
+        self.room.config().room()
+    }
+
+    /// The room's counts, settings and history, from the store.
+    pub async fn stats(&self) -> Result<RoomStats, ControlError> {
+        Ok(self.room.stats().await?)
+    }
+
+    /// The room as an operator sees it (the admin API's body).
+    pub async fn status(&self) -> Result<RoomStatus, ControlError> {
+        let stats = self.stats().await?;
+        Ok(RoomStatus::new(self.room(), &stats))
+    }
+
+    /// The room's live settings.
+    pub async fn settings(&self) -> Result<RoomSettings, ControlError> {
+        self.change(SettingsChange::new()).await
+    }
+
+    /// Applies `change` in one atomic step and answers the settings after it. A capacity of 0
+    /// is refused ([`ControlError::Invalid`]); an empty change only reads.
+    pub async fn change(&self, change: SettingsChange) -> Result<RoomSettings, ControlError> {
+        if change.capacity == Some(0) {
+            return Err(ControlError::Invalid("capacity must be at least 1"));
+        }
+        let policy = &self.room.config().policy;
+        let before = if change.is_empty() {
+            None
+        } else {
+            Some(self.room.store().configure(policy, SettingsChange::new()))
+        };
+        let before = match before {
+            Some(read) => Some(read.await?),
+            None => None,
+        };
+        let after = self.room.store().configure(policy, change).await?;
+        if let Some(before) = before {
+            log_change(self.room(), &before, &after, &change);
+        }
+        Ok(after)
+    }
+
+    /// Sets the capacity (at least 1). Raising it lets the next in line in at once; lowering it
+    /// sends nobody out: those inside keep their slots, and nobody is let in until fewer than
+    /// the new capacity are inside.
+    pub async fn set_capacity(&self, capacity: u32) -> Result<RoomSettings, ControlError> {
+        self.change(SettingsChange::new().capacity(capacity)).await
+    }
+
+    /// Sets the admission rate per second; `None` (or 0) removes the limit.
+    pub async fn set_rate(&self, per_second: Option<u32>) -> Result<RoomSettings, ControlError> {
+        self.change(SettingsChange::new().admission_rate(per_second))
+            .await
+    }
+
+    /// Pauses admissions: nobody new is let in (newcomers join the line even with free slots);
+    /// those inside keep their slots.
+    pub async fn pause(&self) -> Result<RoomSettings, ControlError> {
+        self.change(SettingsChange::new().paused(true)).await
+    }
+
+    /// Resumes admissions: free slots go to the head of the line at once.
+    pub async fn resume(&self) -> Result<RoomSettings, ControlError> {
+        self.change(SettingsChange::new().paused(false)).await
+    }
+
+    /// Opens the sale (the line moves again where it stood).
+    pub async fn open(&self) -> Result<RoomSettings, ControlError> {
+        self.change(SettingsChange::new().open(true)).await
+    }
+
+    /// Closes the sale: newcomers and waiters are told `closed` (`503`); waiters who keep the
+    /// page open keep their place for a reopening; those inside keep their slots until they
+    /// expire, or lose them now with [`Closing::EndSlots`].
+    pub async fn close(&self, closing: Closing) -> Result<RoomSettings, ControlError> {
+        let mut change = SettingsChange::new().open(false);
+        if closing == Closing::EndSlots {
+            change = change.end_slots();
+        }
+        self.change(change).await
+    }
+
+    /// Lets the first `count` of the line in now, whatever the capacity, rate, pause or close
+    /// (an emergency release). Answers how many were let in: the whole line if it is shorter.
+    /// Silent waiters at the head are skipped as at their turn. Done in steps of at most
+    /// [`MAX_ADMIT_NEXT_PER_CALL`] per store call, each atomic.
+    pub async fn release(&self, count: u64) -> Result<u64, ControlError> {
+        let policy = &self.room.config().policy;
+        let mut released = 0;
+        while released < count {
+            let step = u32::try_from(count - released)
+                .unwrap_or(u32::MAX)
+                .min(MAX_ADMIT_NEXT_PER_CALL);
+            let n = self.room.store().admit_next(policy, step).await?;
+            released += n;
+            if n < u64::from(step) {
+                break;
+            }
+        }
+        if released > 0 || count > 0 {
+            tracing::info!(
+                room = self.room(),
+                asked = count,
+                released,
+                "waiting room released waiters"
+            );
+        }
+        Ok(released)
+    }
+
+    /// Drops one session (a ban): its place or slot is freed now (the next in line is
+    /// promoted) and the session is refused (`403 banned`) until its queue cookie would have
+    /// expired (`session_ttl`). An admission token it holds is trusted until `refresh`, so it is
+    /// out at its next request after that. `true` if it had a place or a slot.
+    pub async fn drop_session(&self, session: SessionId) -> Result<bool, ControlError> {
+        let config = self.room.config();
+        let until = self.room.now_ms() + crate::clock::duration_ms(config.session_ttl);
+        let had = self.room.store().ban(&config.policy, session, until).await?;
+        tracing::info!(
+            room = self.room(),
+            had_place_or_slot = had,
+            "waiting room dropped a session"
+        );
+        Ok(had)
+    }
+
+    /// Ends a visitor's slot (or place) now, as the app's end-of-visit header does: the next in
+    /// line is promoted at once. `true` if there was one. No ban: the visitor can join again.
+    pub async fn end_slot(&self, session: SessionId) -> Result<bool, ControlError> {
+        let policy = &self.room.config().policy;
+        Ok(self.room.store().release(policy, session).await?)
+    }
+}
+
+/// One `info` line per change of settings, with what changed; opening and closing, pausing and
+/// resuming have lines of their own words, so an operator can grep the log of a sale.
+fn log_change(room: &str, before: &RoomSettings, after: &RoomSettings, change: &SettingsChange) {
+    if before.open != after.open {
+        if after.open {
+            tracing::info!(room, "waiting room opened");
+        } else {
+            tracing::info!(room, end_slots = change.ends_slots(), "waiting room closed");
+        }
+    }
+    if before.paused != after.paused {
+        if after.paused {
+            tracing::info!(room, "waiting room paused");
+        } else {
+            tracing::info!(room, "waiting room resumed");
+        }
+    }
+    if before.capacity != after.capacity || before.admission_rate != after.admission_rate {
+        tracing::info!(
+            room,
+            capacity = after.capacity,
+            previous_capacity = before.capacity,
+            rate = ?after.admission_rate,
+            previous_rate = ?before.admission_rate,
+            "waiting room settings changed"
+        );
+    }
+}
