@@ -54,7 +54,7 @@ where
 
 /// The Redis commands that do `damage` to the room whose keys are `keys` (in the script's order).
 fn damage_commands(
-    keys: &[String; 7],
+    keys: &[String; 10],
     damage: Damage,
     now: u64,
 ) -> Result<Vec<redis::Cmd>, &'static str> {
@@ -95,7 +95,21 @@ fn damage_commands(
                     .clone(),
             );
         }
+        Damage::NotANumber(Part::Settings) => cmds.push(
+            redis::cmd("HSET")
+                .arg(key(Part::Settings))
+                .arg("capacity")
+                .arg("x")
+                .clone(),
+        ),
         Damage::NotANumber(_) => return Err("that part holds no number but sorted-set scores"),
+        Damage::SettingsVersion(v) => cmds.push(
+            redis::cmd("HSET")
+                .arg(key(Part::Settings))
+                .arg("v")
+                .arg(v)
+                .clone(),
+        ),
         Damage::BucketFieldLost => {
             cmds.push(
                 redis::cmd("HDEL")

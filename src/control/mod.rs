@@ -285,7 +285,11 @@ impl RoomControl {
     pub async fn drop_session(&self, session: SessionId) -> Result<bool, ControlError> {
         let config = self.room.config();
         let until = self.room.now_ms() + crate::clock::duration_ms(config.session_ttl);
-        let had = self.room.store().ban(&config.policy, session, until).await?;
+        let had = self
+            .room
+            .store()
+            .ban(&config.policy, session, until)
+            .await?;
         tracing::info!(
             room = self.room(),
             had_place_or_slot = had,

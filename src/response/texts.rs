@@ -146,8 +146,10 @@ impl Default for Texts {
                                     tries again by itself."),
             eta_paused: s("Paused: the line moves again soon"),
             closed_title: s("The sale is closed"),
-            closed_message: s("The sale is not open right now. If you were in line, you keep \
-                               your place while this page stays open; it looks again by itself."),
+            closed_message: s(
+                "The sale is not open right now. If you were in line, you keep \
+                               your place while this page stays open; it looks again by itself.",
+            ),
             banned_title: s("You cannot enter"),
             banned_message: s("The site's operators ended your visit."),
             busy_title: s("Very busy right now"),

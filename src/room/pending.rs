@@ -181,10 +181,9 @@ impl Room {
                 waiting,
                 recent,
                 paused,
-            }) => Next::Answer(self.reject(
-                &waiting_rejection(position, waiting, recent, paused),
-                req,
-            )),
+            }) => Next::Answer(
+                self.reject(&waiting_rejection(position, waiting, recent, paused), req),
+            ),
             Ok(Decision::Full { waiting }) => {
                 Next::Answer(self.reject(&full_rejection(waiting), req))
             }

@@ -296,7 +296,10 @@ pub(super) fn store_error_json(room: &str, e: &StoreError) -> Response<Bytes> {
 
 /// `rejection` as JSON, with its status and `Retry-After`.
 pub(super) fn rejection_json(room: &str, rejection: &Rejection) -> Response<Bytes> {
-    let res = json_response(rejection.status(), &StatusBody::from_rejection(room, rejection));
+    let res = json_response(
+        rejection.status(),
+        &StatusBody::from_rejection(room, rejection),
+    );
     with_retry_after(res, rejection)
 }
 

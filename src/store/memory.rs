@@ -136,8 +136,16 @@ impl MemoryStore {
                 Part::Granted => r.granted.clear(),
                 Part::Bucket => r.bucket = Bucket::default(),
                 Part::Admitted => r.admissions = AdmissionRing::default(),
+                Part::Settings => r.settings = None,
+                Part::Banned => r.banned.clear(),
+                Part::Arrivals => {
+                    return Err("the embedded store keeps each waiter's arrival with its place")
+                }
             },
             Damage::WrongType(_) | Damage::NotANumber(_) => return Err(TYPED),
+            Damage::SettingsVersion(_) => {
+                return Err("the embedded store's settings are this crate's own Rust value")
+            }
             Damage::BucketFieldLost => {
                 return Err("the embedded budget is one Rust value: it has no field to lose")
             }
@@ -273,11 +281,7 @@ impl Store for MemoryStore {
         })
     }
 
-    fn configure(
-        &self,
-        policy: &RoomPolicy,
-        change: SettingsChange,
-    ) -> StoreFuture<RoomSettings> {
+    fn configure(&self, policy: &RoomPolicy, change: SettingsChange) -> StoreFuture<RoomSettings> {
         self.run(policy, move |room, policy, now| {
             room.settings = Some(room.live().with(&change));
             if change.ends_slots() {

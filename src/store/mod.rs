@@ -128,8 +128,7 @@ pub trait Store: Send + Sync + 'static {
     /// Applies `change` to the room's live settings in one step and answers the settings after
     /// it (an empty change reads them). Raising the capacity or resuming promotes at once;
     /// closing with [`SettingsChange::end_slots`] ends every slot.
-    fn configure(&self, policy: &RoomPolicy, change: SettingsChange)
-        -> StoreFuture<RoomSettings>;
+    fn configure(&self, policy: &RoomPolicy, change: SettingsChange) -> StoreFuture<RoomSettings>;
     /// Grants a slot to the first `count` waiters now (at most [`MAX_ADMIT_NEXT_PER_CALL`] per
     /// call), whatever the capacity, the rate, a pause or a close; waiters silent for longer
     /// than `queue_ttl` are skipped (dropped) as at their turn. Answers how many were let in:
@@ -233,7 +232,6 @@ pub struct RoomStats {
     /// minute is six complete buckets; the last ends where the current bucket begins).
     pub admissions_per_minute: [u64; HISTORY_MINUTES],
 }
-
 
 /// The admission ring of one room: bucket `i` (time `i * ADMISSION_BUCKET_MS`) lives in slot
 /// `i % ADMISSION_BUCKETS`, tagged with `i` so a stale slot reads as zero. Fixed size, O(1)

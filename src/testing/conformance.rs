@@ -66,6 +66,9 @@ use crate::store::{
 };
 use crate::{RoomPolicy, SessionId};
 
+mod operations;
+pub use self::operations::*;
+
 /// A good time for a harness clock to start at: 2026-01-01T00:00:00Z.
 pub const START_MS: u64 = super::TEST_EPOCH_MS;
 
@@ -123,11 +126,17 @@ pub enum Part {
     Bucket,
     /// The admission counts (the ring of time buckets).
     Admitted,
+    /// The live settings (capacity, rate, paused, open).
+    Settings,
+    /// The times of arrival (for the oldest wait).
+    Arrivals,
+    /// The banned sessions.
+    Banned,
 }
 
 impl Part {
     /// Every part, in the order of the Redis script's `KEYS`.
-    pub const ALL: [Part; 7] = [
+    pub const ALL: [Part; 10] = [
         Part::Seq,
         Part::Line,
         Part::Seen,
@@ -135,6 +144,9 @@ impl Part {
         Part::Granted,
         Part::Bucket,
         Part::Admitted,
+        Part::Settings,
+        Part::Arrivals,
+        Part::Banned,
     ];
 }
 
@@ -150,8 +162,11 @@ pub enum Damage {
     /// belongs, a hash where the sequence string belongs).
     WrongType(Part),
     /// A number in the part is not a number: the sequence (`Seq`), both fields of the budget
-    /// (`Bucket`), or the current bucket's admission count (`Admitted`).
+    /// (`Bucket`), the current bucket's admission count (`Admitted`), or the capacity in the
+    /// settings (`Settings`).
     NotANumber(Part),
+    /// The settings were written by another version of the crate (Redis: `HSET settings v n`).
+    SettingsVersion(u32),
     /// The admission-rate budget lost one of its fields (Redis: `HDEL` of `last`).
     BucketFieldLost,
     /// The session keeps its place in line, but its check-in is gone.
@@ -1463,7 +1478,13 @@ impl Damaged {
 async fn behaves_as_if_empty(h: &Harness, d: &Damaged, part: Part, what: &str) {
     let p = &d.p;
     match part {
-        Part::Seq | Part::Bucket | Part::Admitted => {
+        // Settings lost: written again from the policy, which the room ran with anyway.
+        Part::Seq
+        | Part::Bucket
+        | Part::Admitted
+        | Part::Settings
+        | Part::Arrivals
+        | Part::Banned => {
             // Nothing a visitor can see, except that a newcomer must still go to the back.
             let n = SessionId::random();
             waiting(h.enter(p, n).await, 3, 3, what);
@@ -1539,7 +1560,7 @@ pub async fn heals_parts_of_the_wrong_type(h: &Harness) {
 /// A sequence, a budget or an admission count that is not a number: the store answers, a
 /// newcomer still goes to the back, and admissions are still counted.
 pub async fn heals_values_that_are_not_numbers(h: &Harness) {
-    for part in [Part::Seq, Part::Bucket, Part::Admitted] {
+    for part in [Part::Seq, Part::Bucket, Part::Admitted, Part::Settings] {
         let d = Damaged::new(h).await;
         if h.damage(&d.p, Damage::NotANumber(part)).await {
             behaves_as_if_empty(h, &d, part, &format!("after {part:?} became not a number")).await;
@@ -1945,6 +1966,22 @@ macro_rules! __conformance_suite {
                 heals_a_slot_holder_in_line,
                 stats_counts,
                 rooms_are_independent,
+                settings_start_from_the_policy,
+                stored_settings_win_over_a_gateways_policy,
+                capacity_raised_promotes_at_once,
+                capacity_lowered_sends_nobody_out,
+                paused_queues_newcomers_and_keeps_those_inside,
+                a_grant_is_claimed_while_paused,
+                closed_room_admits_nobody_and_keeps_the_line,
+                closing_can_end_every_slot,
+                admit_next_ignores_capacity_and_keeps_order,
+                admit_next_larger_than_the_line_lets_everyone_in,
+                admit_next_skips_silent_waiters,
+                admit_next_works_while_paused_or_closed,
+                ban_drops_and_refuses_until_it_ends,
+                oldest_wait_follows_the_head,
+                admissions_per_minute_history,
+                refuses_settings_of_another_version,
             ];
             multi_thread: [
                 concurrent_never_exceeds_capacity,

@@ -262,11 +262,7 @@ impl Store for RedisStore {
         Box::pin(async move { protocol::stats(&call.await?) })
     }
 
-    fn configure(
-        &self,
-        policy: &RoomPolicy,
-        change: SettingsChange,
-    ) -> StoreFuture<RoomSettings> {
+    fn configure(&self, policy: &RoomPolicy, change: SettingsChange) -> StoreFuture<RoomSettings> {
         let call = self.call_with(Op::Configure, policy, None, &protocol::change_args(&change));
         Box::pin(async move {
             match *call.await? {

@@ -8,8 +8,8 @@ use super::breaker::ErrorClass;
 
 use crate::config::RoomPolicy;
 use crate::store::{
-    AdmissionCounts, Decision, RoomSettings, RoomStats, SettingsChange, StoreError,
-    StoreErrorKind, ADMISSION_BUCKETS, ADMISSION_BUCKET_MS, FIVE_MINUTE_BUCKETS, HISTORY_MINUTES,
+    AdmissionCounts, Decision, RoomSettings, RoomStats, SettingsChange, StoreError, StoreErrorKind,
+    ADMISSION_BUCKETS, ADMISSION_BUCKET_MS, FIVE_MINUTE_BUCKETS, HISTORY_MINUTES,
     MAX_PROMOTIONS_PER_CALL, MAX_SWEEP_PER_CALL, MINUTE_BUCKETS,
 };
 
