@@ -23,7 +23,8 @@ use http_body_util::BodyExt;
 use tower::ServiceExt;
 use tower_waiting_room::clock::ManualClock;
 use tower_waiting_room::store::{
-    Decision, RoomStats, Store, StoreError, StoreErrorKind, StoreFuture,
+    Decision, RoomSettings, RoomStats, SettingsChange, Store, StoreError, StoreErrorKind,
+    StoreFuture,
 };
 use tower_waiting_room::{
     ConfigError, FailPolicy, PeerAddr, RoomPolicy, SessionId, SigningKey, WaitingRoomBuilder,
@@ -746,6 +747,15 @@ impl Store for FailingStore {
         self.fail()
     }
     fn stats(&self, _: &RoomPolicy) -> StoreFuture<RoomStats> {
+        self.fail()
+    }
+    fn configure(&self, _: &RoomPolicy, _: SettingsChange) -> StoreFuture<RoomSettings> {
+        self.fail()
+    }
+    fn admit_next(&self, _: &RoomPolicy, _: u32) -> StoreFuture<u64> {
+        self.fail()
+    }
+    fn ban(&self, _: &RoomPolicy, _: SessionId, _: u64) -> StoreFuture<bool> {
         self.fail()
     }
 }

@@ -4,8 +4,8 @@
 
 use super::{admitted, waiting, Damage, Harness, ABANDON_MS, ACTIVE_MS, QUEUE_MS};
 use crate::store::{
-    Decision, RoomSettings, SettingsChange, Store, StoreErrorKind, ADMISSION_BUCKET_MS,
-    HISTORY_MINUTES, OLDEST_WAIT_GRANULARITY_MS,
+    Decision, RoomSettings, SettingsChange, StoreErrorKind, ADMISSION_BUCKET_MS, HISTORY_MINUTES,
+    OLDEST_WAIT_GRANULARITY_MS,
 };
 use crate::{RoomPolicy, SessionId};
 
