@@ -529,3 +529,110 @@ async fn proof_of_work_from_the_file_challenges_new_visitors() {
         .unwrap();
     assert_eq!(second.status(), StatusCode::FORBIDDEN, "a challenge");
 }
+
+// ===== docs/configuration.md =====
+
+fn configuration_md() -> String {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/configuration.md");
+    std::fs::read_to_string(path).expect("docs/configuration.md")
+}
+
+/// The keys of the docs' `| key | default | value |` table.
+fn documented_keys(md: &str) -> Vec<String> {
+    md.lines()
+        .skip_while(|l| !l.starts_with("| key | default |"))
+        .skip(2)
+        .take_while(|l| l.starts_with('|'))
+        .map(|l| l.split('`').nth(1).expect("a `key` in the row").to_owned())
+        .collect()
+}
+
+/// The keys serde knows, from its "unknown field" error.
+fn known_keys() -> Vec<String> {
+    let err = parse("room = \"shop\"\nno_such_key = 1").unwrap_err();
+    let message = err.message().to_owned();
+    let list = message
+        .split("expected one of ")
+        .nth(1)
+        .expect("serde lists the fields");
+    list.split(", ")
+        .map(|k| k.trim_matches('`').to_owned())
+        // Refused whenever present: not a key to document as one.
+        .filter(|k| k != "secret")
+        .collect()
+}
+
+#[test]
+fn the_docs_table_lists_every_key() {
+    let mut documented = documented_keys(&configuration_md());
+    let mut known = known_keys();
+    documented.sort();
+    known.sort();
+    assert_eq!(documented, known);
+}
+
+#[test]
+fn the_docs_complete_file_builds_and_has_every_key() {
+    let md = configuration_md();
+    let file: String = md
+        .split("```toml\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .expect("a toml block in docs/configuration.md")
+        .to_owned();
+    let secret = temp_file("docs-secret", SECRET.as_bytes());
+    let file = file.replace("/run/secrets/waiting-room", secret.to_str().unwrap());
+    let layer = parse(&file)
+        .expect("the docs' file parses")
+        .builder()
+        .expect("a builder")
+        .build()
+        .expect("the docs' file is a valid room");
+    assert_eq!(layer.config().room(), "shop");
+    for key in known_keys() {
+        let secret_key = key == "secret_env";
+        assert!(
+            secret_key || file.lines().any(|l| l.starts_with(&format!("{key} = "))),
+            "the complete file has no {key}"
+        );
+    }
+    std::fs::remove_file(secret).ok();
+}
+
+#[test]
+fn the_docs_defaults_are_the_rooms() {
+    // Not visible in the room's config (the same defaults as in the config module's table).
+    const NOT_VISIBLE: &[&str] = &[
+        "new_visitor_limit",
+        "poll_limit",
+        "proof_of_work_challenge_ttl",
+    ];
+    let md = configuration_md();
+    let default_room = format!("{:?}", build("room = \"shop\"\ncapacity = 1").config());
+    let mut checked = 0;
+    for row in md
+        .lines()
+        .skip_while(|l| !l.starts_with("| key | default |"))
+        .skip(2)
+        .take_while(|l| l.starts_with('|'))
+    {
+        let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+        let key = cells[1].trim_matches('`');
+        // Defaults written as a value: a cell that starts with a code span.
+        let Some(default) = cells[2].strip_prefix('`').and_then(|c| c.split('`').next()) else {
+            continue;
+        };
+        if NOT_VISIBLE.contains(&key) {
+            continue;
+        }
+        let default = default.replace("{room}", "shop");
+        let room = build(&format!("room = \"shop\"\ncapacity = 1\n{key} = {default}"));
+        assert_eq!(
+            format!("{:?}", room.config()),
+            default_room,
+            "docs/configuration.md: {key} = {default} is not the default"
+        );
+        checked += 1;
+    }
+    assert!(checked >= 15, "only {checked} defaults checked");
+}
