@@ -258,7 +258,7 @@ fn the_secret_file_loses_one_line_ending_only() {
 fn an_unreadable_secret_is_a_settings_error() {
     let missing = std::env::temp_dir().join("tower-waiting-room-no-such-secret-file");
     let settings = parse(&format!("room = \"shop\"\nsecret_file = {missing:?}")).unwrap();
-    let err = settings.builder().err().expect("an error");
+    let err = settings.builder().expect_err("an error");
     assert!(
         matches!(&err, SettingsError::SecretFile { path, .. } if *path == missing),
         "{err:?}"
@@ -268,7 +268,7 @@ fn an_unreadable_secret_is_a_settings_error() {
     let settings =
         parse("room = \"shop\"\nsecret_env = \"TOWER_WAITING_ROOM_TEST_SURELY_UNSET_7F3A\"")
             .unwrap();
-    let err = settings.builder().err().expect("an error");
+    let err = settings.builder().expect_err("an error");
     assert!(
         err.to_string()
             .contains("TOWER_WAITING_ROOM_TEST_SURELY_UNSET_7F3A"),
