@@ -17,13 +17,13 @@ use std::process::ExitCode;
 use axum::extract::Extension;
 use axum::routing::get;
 use axum::Router;
-use tower_waiting_room::config::RoomSettings;
+use tower_waiting_room::config::RoomFile;
 use tower_waiting_room::{Admission, WaitingRoomLayer};
 
 /// Reads the settings file and builds the layer; the error says which step failed, and why.
 fn load(path: &str) -> Result<WaitingRoomLayer, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {path}: {e}"))?;
-    let settings: RoomSettings = toml::from_str(&text).map_err(|e| {
+    let settings: RoomFile = toml::from_str(&text).map_err(|e| {
         // TOML's full error quotes the offending line, which could hold a secret someone
         // pasted in by mistake: print the line number and the message only.
         let line = e
@@ -98,12 +98,12 @@ mod tests {
     fn the_example_file_loads() {
         let path = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/room.toml");
         let text = std::fs::read_to_string(path).unwrap();
-        let settings: RoomSettings = toml::from_str(&text).unwrap();
+        let settings: RoomFile = toml::from_str(&text).unwrap();
         assert_eq!(settings.room(), "demo");
         // Its secret comes from the environment; here, the same settings with one in code.
         let without = text.replace("secret_env = \"WAITING_ROOM_SECRET\"", "");
         assert_ne!(without, text);
-        let settings: RoomSettings = toml::from_str(&without).unwrap();
+        let settings: RoomFile = toml::from_str(&without).unwrap();
         let layer = settings
             .builder()
             .unwrap()

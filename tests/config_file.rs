@@ -1,4 +1,4 @@
-//! Settings from a file or the environment ([`RoomSettings`]): every key reaches the room, durations
+//! Settings from a file or the environment ([`RoomFile`]): every key reaches the room, durations
 //! are readable, typos and bad values are refused with the key's or variable's name, and the
 //! secret is read from where the settings point and never shown.
 
@@ -10,7 +10,7 @@ use axum::routing::get;
 use axum::Router;
 use http::{header, Request, StatusCode};
 use tower::ServiceExt;
-use tower_waiting_room::config::{RoomSettings, SettingsError};
+use tower_waiting_room::config::{RoomFile, RoomFileError};
 use tower_waiting_room::{ConfigError, FailPolicy, SameSite, WaitingRoomLayer};
 
 const SECRET: &str = "0123456789abcdef0123456789abcdef-a-test-secret";
@@ -25,7 +25,7 @@ fn temp_file(name: &str, contents: &[u8]) -> PathBuf {
     path
 }
 
-fn parse(text: &str) -> Result<RoomSettings, toml::de::Error> {
+fn parse(text: &str) -> Result<RoomFile, toml::de::Error> {
     toml::from_str(text)
 }
 
@@ -229,7 +229,7 @@ fn a_challenge_ttl_needs_proof_of_work() {
     let settings = parse("room = \"shop\"\nproof_of_work_challenge_ttl = \"1m\"").unwrap();
     assert!(matches!(
         settings.builder(),
-        Err(SettingsError::ChallengeTtlWithoutProofOfWork)
+        Err(RoomFileError::ChallengeTtlWithoutProofOfWork)
     ));
 }
 
@@ -260,7 +260,7 @@ fn an_unreadable_secret_is_a_settings_error() {
     let settings = parse(&format!("room = \"shop\"\nsecret_file = {missing:?}")).unwrap();
     let err = settings.builder().expect_err("an error");
     assert!(
-        matches!(&err, SettingsError::SecretFile { path, .. } if *path == missing),
+        matches!(&err, RoomFileError::SecretFile { path, .. } if *path == missing),
         "{err:?}"
     );
     assert!(std::error::Error::source(&err).is_some());
@@ -278,17 +278,16 @@ fn an_unreadable_secret_is_a_settings_error() {
     let settings = parse("room = \"shop\"\nsecret_env = \"A\"\nsecret_file = \"b\"").unwrap();
     assert!(matches!(
         settings.builder(),
-        Err(SettingsError::ConflictingSecrets)
+        Err(RoomFileError::ConflictingSecrets)
     ));
 }
 
 #[test]
 fn a_secret_in_the_file_is_refused_without_being_repeated() {
     // JSON's errors quote no source line, so the message is only this crate's.
-    let err = serde_json::from_str::<RoomSettings>(&format!(
-        r#"{{"room": "shop", "secret": "{SECRET}"}}"#
-    ))
-    .unwrap_err();
+    let err =
+        serde_json::from_str::<RoomFile>(&format!(r#"{{"room": "shop", "secret": "{SECRET}"}}"#))
+            .unwrap_err();
     let message = err.to_string();
     assert!(message.contains("secret_env"), "{message}");
     assert!(!message.contains(SECRET), "{message}");
@@ -299,7 +298,7 @@ fn a_secret_in_the_file_is_refused_without_being_repeated() {
 
 #[test]
 fn the_secret_never_shows_in_debug() {
-    let settings = RoomSettings::from_env_vars(
+    let settings = RoomFile::from_env_vars(
         "WR",
         [
             ("WR_ROOM", "shop"),
@@ -323,7 +322,7 @@ fn the_secret_never_shows_in_debug() {
 
 #[test]
 fn environment_variables_map_to_the_keys() {
-    let layer = RoomSettings::from_env_vars(
+    let layer = RoomFile::from_env_vars(
         "WR",
         [
             ("WR_ROOM", "env-room"),
@@ -388,10 +387,10 @@ fn environment_variables_map_to_the_keys() {
 
 #[test]
 fn a_bad_number_names_the_variable() {
-    let err = RoomSettings::from_env_vars("WR", [("WR_ROOM", "shop"), ("WR_CAPACITY", "ten")])
-        .unwrap_err();
+    let err =
+        RoomFile::from_env_vars("WR", [("WR_ROOM", "shop"), ("WR_CAPACITY", "ten")]).unwrap_err();
     assert!(
-        matches!(&err, SettingsError::InvalidValue { variable, value, .. }
+        matches!(&err, RoomFileError::InvalidValue { variable, value, .. }
             if variable == "WR_CAPACITY" && value == "ten"),
         "{err:?}"
     );
@@ -405,8 +404,8 @@ fn a_bad_number_names_the_variable() {
         ("WR_SAME_SITE", "loose"),
         ("WR_POLL_LIMIT", "fast"),
     ] {
-        let err = RoomSettings::from_env_vars("WR", [("WR_ROOM", "shop"), (name, value)])
-            .expect_err(name);
+        let err =
+            RoomFile::from_env_vars("WR", [("WR_ROOM", "shop"), (name, value)]).expect_err(name);
         assert!(
             err.to_string().starts_with(&format!("{name}: `{value}`")),
             "{err}"
@@ -417,28 +416,28 @@ fn a_bad_number_names_the_variable() {
 #[test]
 fn an_unknown_variable_with_the_prefix_is_refused() {
     let err =
-        RoomSettings::from_env_vars("WR", [("WR_ROOM", "shop"), ("WR_CAPACTY", "5")]).unwrap_err();
+        RoomFile::from_env_vars("WR", [("WR_ROOM", "shop"), ("WR_CAPACTY", "5")]).unwrap_err();
     assert!(
-        matches!(&err, SettingsError::UnknownVariable { variable } if variable == "WR_CAPACTY"),
+        matches!(&err, RoomFileError::UnknownVariable { variable } if variable == "WR_CAPACTY"),
         "{err:?}"
     );
     assert!(err.to_string().contains("WR_CAPACTY"), "{err}");
-    let err = RoomSettings::from_env_vars("WR", [("WR_CAPACITY", "5")]).unwrap_err();
+    let err = RoomFile::from_env_vars("WR", [("WR_CAPACITY", "5")]).unwrap_err();
     assert!(
-        matches!(&err, SettingsError::MissingVariable { variable } if variable == "WR_ROOM"),
+        matches!(&err, RoomFileError::MissingVariable { variable } if variable == "WR_ROOM"),
         "{err:?}"
     );
     // A trailing `_` on the prefix is the same prefix; an empty one is refused.
-    assert!(RoomSettings::from_env_vars("WR_", [("WR_ROOM", "shop")]).is_ok());
+    assert!(RoomFile::from_env_vars("WR_", [("WR_ROOM", "shop")]).is_ok());
     assert!(matches!(
-        RoomSettings::from_env_vars("", [("ROOM", "shop")]),
-        Err(SettingsError::EmptyPrefix)
+        RoomFile::from_env_vars("", [("ROOM", "shop")]),
+        Err(RoomFileError::EmptyPrefix)
     ));
 }
 
 #[test]
 fn a_too_short_secret_from_the_environment_is_the_builders_config_error() {
-    let settings = RoomSettings::from_env_vars(
+    let settings = RoomFile::from_env_vars(
         "WR",
         [
             ("WR_ROOM", "shop"),
@@ -455,7 +454,7 @@ fn a_too_short_secret_from_the_environment_is_the_builders_config_error() {
             len: 5
         })
     );
-    let both = RoomSettings::from_env_vars(
+    let both = RoomFile::from_env_vars(
         "WR",
         [
             ("WR_ROOM", "shop"),
@@ -466,7 +465,7 @@ fn a_too_short_secret_from_the_environment_is_the_builders_config_error() {
     .unwrap();
     assert!(matches!(
         both.builder(),
-        Err(SettingsError::ConflictingSecrets)
+        Err(RoomFileError::ConflictingSecrets)
     ));
 }
 

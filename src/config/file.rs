@@ -1,4 +1,4 @@
-//! [`RoomSettings`]: the room's settings from a file or the environment, with readable
+//! [`RoomFile`]: the room's settings from a file or the environment, with readable
 //! durations. The documentation is on the type, since this module is private.
 
 use std::fmt;
@@ -24,9 +24,9 @@ use crate::{WaitingRoomBuilder, WaitingRoomLayer};
 ///
 /// ```
 /// use std::time::Duration;
-/// use tower_waiting_room::config::RoomSettings;
+/// use tower_waiting_room::config::RoomFile;
 ///
-/// let settings: RoomSettings = toml::from_str(
+/// let settings: RoomFile = toml::from_str(
 ///     r#"
 ///     room = "shop"
 ///     capacity = 500
@@ -44,7 +44,7 @@ use crate::{WaitingRoomBuilder, WaitingRoomLayer};
 /// assert_eq!(layer.config().session_ttl(), Duration::from_secs(12 * 3600));
 ///
 /// // The same from environment variables (here a list; `from_env` reads the process's).
-/// let settings = RoomSettings::from_env_vars(
+/// let settings = RoomFile::from_env_vars(
 ///     "WR",
 ///     [
 ///         ("WR_ROOM", "shop"),
@@ -122,7 +122,7 @@ use crate::{WaitingRoomBuilder, WaitingRoomLayer};
 /// without the prefix.
 #[derive(Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct RoomSettings {
+pub struct RoomFile {
     room: String,
     #[serde(default)]
     capacity: Option<u32>,
@@ -196,10 +196,10 @@ impl fmt::Debug for Secret {
     }
 }
 
-impl fmt::Debug for RoomSettings {
+impl fmt::Debug for RoomFile {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         // Every field but the secret, which shows only its length.
-        f.debug_struct("RoomSettings")
+        f.debug_struct("RoomFile")
             .field("room", &self.room)
             .field("capacity", &self.capacity)
             .field("admission_rate", &self.admission_rate)
@@ -240,7 +240,7 @@ impl fmt::Debug for RoomSettings {
 /// [`ConfigError`](crate::ConfigError) instead. No variant holds a secret.
 #[derive(Debug)]
 #[non_exhaustive]
-pub enum SettingsError {
+pub enum RoomFileError {
     /// A variable's value does not parse.
     InvalidValue {
         /// The variable (`WR_QUEUE_TTL`).
@@ -285,53 +285,53 @@ pub enum SettingsError {
     ChallengeTtlWithoutProofOfWork,
 }
 
-impl fmt::Display for SettingsError {
+impl fmt::Display for RoomFileError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            SettingsError::InvalidValue {
+            RoomFileError::InvalidValue {
                 variable,
                 value,
                 problem,
             } => write!(f, "{variable}: `{value}` {problem}"),
-            SettingsError::UnknownVariable { variable } => write!(
+            RoomFileError::UnknownVariable { variable } => write!(
                 f,
                 "{variable} is not a setting of the waiting room (a typo?); \
-                 see the keys in tower_waiting_room::config::RoomSettings"
+                 see the keys in tower_waiting_room::config::RoomFile"
             ),
-            SettingsError::NotUnicode { variable } => {
+            RoomFileError::NotUnicode { variable } => {
                 write!(f, "{variable} is not valid unicode")
             }
-            SettingsError::MissingVariable { variable } => write!(f, "{variable} is not set"),
-            SettingsError::EmptyPrefix => {
+            RoomFileError::MissingVariable { variable } => write!(f, "{variable} is not set"),
+            RoomFileError::EmptyPrefix => {
                 f.write_str("the prefix of the environment variables is empty")
             }
-            SettingsError::ConflictingSecrets => f.write_str(
+            RoomFileError::ConflictingSecrets => f.write_str(
                 "set only one of secret_env and secret_file (and, in the environment, the secret)",
             ),
-            SettingsError::SecretEnv { variable } => write!(
+            RoomFileError::SecretEnv { variable } => write!(
                 f,
                 "secret_env: the environment variable {variable} is not set or not valid unicode"
             ),
-            SettingsError::SecretFile { path, source } => {
+            RoomFileError::SecretFile { path, source } => {
                 write!(f, "secret_file: cannot read {}: {source}", path.display())
             }
-            SettingsError::ChallengeTtlWithoutProofOfWork => {
+            RoomFileError::ChallengeTtlWithoutProofOfWork => {
                 f.write_str("proof_of_work_challenge_ttl is set but proof_of_work is not")
             }
         }
     }
 }
 
-impl std::error::Error for SettingsError {
+impl std::error::Error for RoomFileError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            SettingsError::SecretFile { source, .. } => Some(source),
+            RoomFileError::SecretFile { source, .. } => Some(source),
             _ => None,
         }
     }
 }
 
-impl RoomSettings {
+impl RoomFile {
     /// The room id.
     pub fn room(&self) -> &str {
         &self.room
@@ -339,16 +339,16 @@ impl RoomSettings {
 
     /// Reads the settings from the process environment: `{prefix}_ROOM` (required),
     /// `{prefix}_CAPACITY`, `{prefix}_QUEUE_TTL`, ... (see
-    /// [environment variables](RoomSettings#environment-variables)). Other variables are
+    /// [environment variables](RoomFile#environment-variables)). Other variables are
     /// ignored; one with the prefix that is not a setting is an error.
-    pub fn from_env(prefix: &str) -> Result<Self, SettingsError> {
+    pub fn from_env(prefix: &str) -> Result<Self, RoomFileError> {
         let mut vars = Vec::new();
         let wanted = format!("{}_", prefix.trim_end_matches('_'));
         for (name, value) in std::env::vars_os() {
             let Some(name) = name.to_str().map(str::to_owned) else {
                 let lossy = name.to_string_lossy();
                 if lossy.starts_with(&wanted) {
-                    return Err(SettingsError::NotUnicode {
+                    return Err(RoomFileError::NotUnicode {
                         variable: lossy.into_owned(),
                     });
                 }
@@ -359,7 +359,7 @@ impl RoomSettings {
             }
             match value.into_string() {
                 Ok(value) => vars.push((name, value)),
-                Err(_) => return Err(SettingsError::NotUnicode { variable: name }),
+                Err(_) => return Err(RoomFileError::NotUnicode { variable: name }),
             }
         }
         Self::from_env_vars(prefix, vars)
@@ -368,7 +368,7 @@ impl RoomSettings {
     /// [`from_env`](Self::from_env) on the given `(name, value)` pairs instead of the process
     /// environment: for tests, or variables gathered elsewhere. The prefix is given without
     /// its `_` (a trailing one is ignored).
-    pub fn from_env_vars<I, K, V>(prefix: &str, vars: I) -> Result<Self, SettingsError>
+    pub fn from_env_vars<I, K, V>(prefix: &str, vars: I) -> Result<Self, RoomFileError>
     where
         I: IntoIterator<Item = (K, V)>,
         K: AsRef<str>,
@@ -376,10 +376,10 @@ impl RoomSettings {
     {
         let prefix = prefix.trim_end_matches('_');
         if prefix.is_empty() {
-            return Err(SettingsError::EmptyPrefix);
+            return Err(RoomFileError::EmptyPrefix);
         }
         let mut room = None;
-        let mut s = RoomSettings::new(String::new());
+        let mut s = RoomFile::new(String::new());
         for (name, value) in vars {
             let (name, value) = (name.as_ref(), value.as_ref());
             let Some(key) = name
@@ -394,7 +394,7 @@ impl RoomSettings {
             }
             s.set_from_env(key, name, value)?;
         }
-        s.room = room.ok_or_else(|| SettingsError::MissingVariable {
+        s.room = room.ok_or_else(|| RoomFileError::MissingVariable {
             variable: format!("{prefix}_ROOM"),
         })?;
         Ok(s)
@@ -441,8 +441,8 @@ impl RoomSettings {
         key: &str,
         variable: &str,
         value: &str,
-    ) -> Result<(), SettingsError> {
-        let invalid = |problem: String| SettingsError::InvalidValue {
+    ) -> Result<(), RoomFileError> {
+        let invalid = |problem: String| RoomFileError::InvalidValue {
             variable: variable.to_owned(),
             value: value.to_owned(),
             problem,
@@ -491,7 +491,7 @@ impl RoomSettings {
             "SECRET_FILE" => self.secret_file = Some(PathBuf::from(value)),
             "SECRET" => self.secret = Some(Secret(value.as_bytes().to_vec())),
             _ => {
-                return Err(SettingsError::UnknownVariable {
+                return Err(RoomFileError::UnknownVariable {
                     variable: variable.to_owned(),
                 })
             }
@@ -504,7 +504,7 @@ impl RoomSettings {
     /// usual. Reads the secret named by `secret_env` or `secret_file` now; without one, `build`
     /// asks for a key ([`MissingSigningKey`](crate::ConfigError::MissingSigningKey)) unless you
     /// add one to the builder.
-    pub fn builder(&self) -> Result<WaitingRoomBuilder, SettingsError> {
+    pub fn builder(&self) -> Result<WaitingRoomBuilder, RoomFileError> {
         self.builder_with_env(|name| std::env::var(name).ok())
     }
 
@@ -512,10 +512,10 @@ impl RoomSettings {
     fn builder_with_env(
         &self,
         env: impl Fn(&str) -> Option<String>,
-    ) -> Result<WaitingRoomBuilder, SettingsError> {
+    ) -> Result<WaitingRoomBuilder, RoomFileError> {
         let secret = self.read_secret(env)?;
         let proof_of_work = match (self.proof_of_work, self.proof_of_work_challenge_ttl) {
-            (None, Some(_)) => return Err(SettingsError::ChallengeTtlWithoutProofOfWork),
+            (None, Some(_)) => return Err(RoomFileError::ChallengeTtlWithoutProofOfWork),
             (None, None) => None,
             (Some(bits), None) => Some(ProofOfWork::new(bits)),
             (Some(bits), Some(ttl)) => Some(ProofOfWork::new(bits).with_challenge_ttl(ttl)),
@@ -565,14 +565,14 @@ impl RoomSettings {
     fn read_secret(
         &self,
         env: impl Fn(&str) -> Option<String>,
-    ) -> Result<Option<Secret>, SettingsError> {
+    ) -> Result<Option<Secret>, RoomFileError> {
         let sources = [
             self.secret.is_some(),
             self.secret_env.is_some(),
             self.secret_file.is_some(),
         ];
         if sources.iter().filter(|s| **s).count() > 1 {
-            return Err(SettingsError::ConflictingSecrets);
+            return Err(RoomFileError::ConflictingSecrets);
         }
         if let Some(secret) = &self.secret {
             return Ok(Some(secret.clone()));
@@ -580,7 +580,7 @@ impl RoomSettings {
         if let Some(variable) = &self.secret_env {
             return match env(variable) {
                 Some(value) => Ok(Some(Secret(value.into_bytes()))),
-                None => Err(SettingsError::SecretEnv {
+                None => Err(RoomFileError::SecretEnv {
                     variable: variable.clone(),
                 }),
             };
@@ -592,8 +592,8 @@ impl RoomSettings {
     }
 }
 
-fn read_secret_file(path: &Path) -> Result<Secret, SettingsError> {
-    let mut bytes = std::fs::read(path).map_err(|source| SettingsError::SecretFile {
+fn read_secret_file(path: &Path) -> Result<Secret, RoomFileError> {
+    let mut bytes = std::fs::read(path).map_err(|source| RoomFileError::SecretFile {
         path: path.to_owned(),
         source,
     })?;
@@ -959,10 +959,10 @@ mod tests {
 
     #[test]
     fn the_secret_from_secret_env_reaches_the_builder() {
-        let settings = RoomSettings {
+        let settings = RoomFile {
             capacity: Some(1),
             secret_env: Some("TEST_SECRET".to_owned()),
-            ..RoomSettings::new("shop".to_owned())
+            ..RoomFile::new("shop".to_owned())
         };
         let env = |name: &str| (name == "TEST_SECRET").then(|| "s".repeat(32));
         assert!(settings.builder_with_env(env).unwrap().build().is_ok());
@@ -977,7 +977,7 @@ mod tests {
         );
         let err = settings.builder_with_env(|_| None).err().unwrap();
         assert!(
-            matches!(err, SettingsError::SecretEnv { ref variable } if variable == "TEST_SECRET")
+            matches!(err, RoomFileError::SecretEnv { ref variable } if variable == "TEST_SECRET")
         );
     }
 }

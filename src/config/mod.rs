@@ -27,7 +27,7 @@
 //! | `proof_of_work` | off | a proof-of-work challenge (difficulty in bits, challenge TTL 5 min) before joining the line; see [`proof_of_work`](crate::defences::proof_of_work) |
 //!
 //! The same settings load from a file (TOML, JSON...) or from environment variables, with
-//! readable durations (`"30s"`, `"5m"`), through [`RoomSettings`].
+//! readable durations (`"30s"`, `"5m"`), through [`RoomFile`].
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -43,7 +43,7 @@ pub(crate) mod validate;
 
 pub use crate::token::{MAX_KEY_ID_LEN, MIN_SECRET_LEN};
 pub use error::ConfigError;
-pub use file::{RoomSettings, SettingsError};
+pub use file::{RoomFile, RoomFileError};
 
 /// Longest room id accepted.
 pub const MAX_ROOM_ID_LEN: usize = 64;
