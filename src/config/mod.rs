@@ -25,6 +25,9 @@
 //! | `bypass` | none | requests that skip the room entirely |
 //! | `bind_tokens_to_network` | off | admission tokens only admit from the network (IPv4 /24, IPv6 /48) they were issued to |
 //! | `proof_of_work` | off | a proof-of-work challenge (difficulty in bits, challenge TTL 5 min) before joining the line; see [`proof_of_work`](crate::defences::proof_of_work) |
+//!
+//! The same settings load from a file (TOML, JSON...) or from environment variables, with
+//! readable durations (`"30s"`, `"5m"`), through [`RoomFile`].
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -35,10 +38,12 @@ use crate::clock::duration_ms;
 
 pub mod defaults;
 mod error;
+mod file;
 pub(crate) mod validate;
 
 pub use crate::token::{MAX_KEY_ID_LEN, MIN_SECRET_LEN};
 pub use error::ConfigError;
+pub use file::{RoomFile, RoomFileError};
 
 /// Longest room id accepted.
 pub const MAX_ROOM_ID_LEN: usize = 64;
