@@ -659,6 +659,28 @@ impl tower_waiting_room::store::Store for EnterFails {
     ) -> tower_waiting_room::store::StoreFuture<tower_waiting_room::store::RoomStats> {
         self.0.stats(p)
     }
+    fn configure(
+        &self,
+        p: &tower_waiting_room::RoomPolicy,
+        change: tower_waiting_room::store::SettingsChange,
+    ) -> tower_waiting_room::store::StoreFuture<tower_waiting_room::store::RoomSettings> {
+        self.0.configure(p, change)
+    }
+    fn admit_next(
+        &self,
+        p: &tower_waiting_room::RoomPolicy,
+        count: u32,
+    ) -> tower_waiting_room::store::StoreFuture<u64> {
+        self.0.admit_next(p, count)
+    }
+    fn ban(
+        &self,
+        p: &tower_waiting_room::RoomPolicy,
+        s: tower_waiting_room::SessionId,
+        until_ms: u64,
+    ) -> tower_waiting_room::store::StoreFuture<bool> {
+        self.0.ban(p, s, until_ms)
+    }
 }
 
 /// A token that outlived its slot, whose way back into the line fails (the store is busy): the
