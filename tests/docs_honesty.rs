@@ -817,6 +817,30 @@ async fn api_status_endpoint_table_matches_a_live_room() {
         }
     }
 
+    // Operators: a closed room, a banned session.
+    {
+        let layer = builder()
+            .clock(ManualClock::new(T0_MS))
+            .build()
+            .expect("valid room");
+        let app = crate::app(layer.clone());
+        let (_, cookie) = first_visit(&app).await;
+        let session = cookie.split('=').nth(1).unwrap();
+        // The value is `<kind>.<kid>.<session>.<iat>.<exp>.<tag>`.
+        let session = SessionId::from_hex(session.split('.').nth(2).unwrap()).expect("a session");
+        layer
+            .control()
+            .close(tower_waiting_room::control::Closing::KeepInside)
+            .await
+            .unwrap();
+        let a = send(&app, request(Method::GET, status_path(), Some(&cookie))).await;
+        record("a closed room", a);
+        layer.control().open().await.unwrap();
+        layer.control().drop_session(session).await.unwrap();
+        let a = send(&app, request(Method::GET, status_path(), Some(&cookie))).await;
+        record("a banned session", a);
+    }
+
     let observed: BTreeSet<u16> = seen.iter().map(|(s, _, _)| *s).collect();
     assert_eq!(
         documented, observed,
