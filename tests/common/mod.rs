@@ -22,7 +22,8 @@ use tower::ServiceExt;
 use tower_waiting_room::__private::{AdmissionToken, QueueCookie};
 use tower_waiting_room::clock::ManualClock;
 use tower_waiting_room::store::{
-    Decision, MemoryStore, RoomStats, Store, StoreError, StoreErrorKind, StoreFuture,
+    Decision, MemoryStore, RoomSettings, RoomStats, SettingsChange, Store, StoreError,
+    StoreErrorKind, StoreFuture,
 };
 use tower_waiting_room::{
     Admission, Keyring, RoomPolicy, SessionId, SigningKey, WaitingRoomBuilder, WaitingRoomLayer,
@@ -534,6 +535,21 @@ impl Store for TestStore {
 
     fn stats(&self, policy: &RoomPolicy) -> StoreFuture<RoomStats> {
         self.inner.stats(policy)
+    }
+
+    fn configure(&self, policy: &RoomPolicy, change: SettingsChange) -> StoreFuture<RoomSettings> {
+        self.failure()
+            .unwrap_or_else(|| self.inner.configure(policy, change))
+    }
+
+    fn admit_next(&self, policy: &RoomPolicy, count: u32) -> StoreFuture<u64> {
+        self.failure()
+            .unwrap_or_else(|| self.inner.admit_next(policy, count))
+    }
+
+    fn ban(&self, policy: &RoomPolicy, session: SessionId, until_ms: u64) -> StoreFuture<bool> {
+        self.failure()
+            .unwrap_or_else(|| self.inner.ban(policy, session, until_ms))
     }
 }
 
