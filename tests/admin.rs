@@ -1037,3 +1037,44 @@ async fn mounted_with_full_paths_or_nested_or_behind_the_apps_own_auth() {
     let s = client.patch(json!({"rate": null})).await;
     assert_eq!(s["rate"], Value::Null);
 }
+
+// The demo's own serving code, included as a module: what it runs is what is tested.
+#[allow(dead_code)]
+#[path = "../examples/demo.rs"]
+mod demo;
+
+#[tokio::test]
+async fn the_demo_serves_the_admin_only_with_a_token() {
+    for with_token in [true, false] {
+        let mut args = vec!["--insecure-cookies".to_owned()];
+        if with_token {
+            args.extend(["--admin-token".to_owned(), TOKEN.to_owned()]);
+        }
+        let opts = demo::parse_args(args).unwrap().unwrap();
+        let layer = demo::build_layer(&opts).unwrap();
+        let admin = demo::build_admin(&opts, &layer, None).unwrap();
+        assert_eq!(admin.is_some(), with_token);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let http = Http::new(listener.local_addr().unwrap());
+        tokio::spawn(demo::serve_with_admin(
+            listener,
+            layer,
+            admin,
+            std::future::pending(),
+        ));
+        let r = Admin::new(&http)
+            .send(Method::GET, "/admin/rooms/demo", None, b"")
+            .await;
+        if with_token {
+            assert_eq!(
+                (r.status, r.json()["room"].as_str()),
+                (StatusCode::OK, Some("demo"))
+            );
+            let page = http.send(Method::GET, "/admin/", &[]).await;
+            assert!(page.text().contains("<title>Waiting room admin</title>"));
+        } else {
+            // No admin at all: the path is one more page behind the room.
+            assert_eq!(r.status, StatusCode::FOUND, "{}", r.text());
+        }
+    }
+}
