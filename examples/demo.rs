@@ -386,6 +386,8 @@ fn app(layer: WaitingRoomLayer) -> Router {
 /// (`ConnectInfo<SocketAddr>`) in its requests: the room takes the client IP for its per-IP limit
 /// on new visitors from there. Plain `axum::serve(listener, app)` would leave the room blind to
 /// who is who, and the limit off.
+// Without an admin: what tests/client_ip.rs runs (main itself calls `serve_with_admin`).
+#[allow(dead_code)]
 pub(crate) async fn serve(
     listener: tokio::net::TcpListener,
     layer: WaitingRoomLayer,

@@ -429,6 +429,16 @@ async fn two_layers_on_one_embedded_store_enforce_every_change_made_through_one_
 
 // ===== bad requests =====
 
+/// A request (method, path, content type, body) and what it must get (status, part of the error).
+type Case<'a> = (
+    Method,
+    &'a str,
+    Option<&'a str>,
+    Vec<u8>,
+    StatusCode,
+    &'a str,
+);
+
 /// The settings part of a status (what a bad request must leave as it was).
 fn settings(s: &Value) -> Value {
     json!([
@@ -457,7 +467,7 @@ async fn bad_values_are_400_with_a_message_and_change_nothing() {
     let json_ct = Some("application/json");
     let not_hex = format!("{room}/sessions/not-hex");
     let short_hex = format!("{room}/sessions/{}", "ab".repeat(15));
-    let cases: Vec<(Method, &str, Option<&str>, Vec<u8>, StatusCode, &str)> = vec![
+    let cases: Vec<Case> = vec![
         (
             Method::PATCH,
             &room,

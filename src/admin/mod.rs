@@ -12,7 +12,7 @@
 //!     .secret(*b"a secret of at least thirty-two bytes!!")
 //!     .build()?;
 //! let admin = AdminService::builder()
-//!     .bearer_token("an operator token of at least 32 bytes")
+//!     .bearer_token("an-operator-token-of-at-least-32-bytes")
 //!     .room(room.control())
 //!     .build()?;
 //! let shop: Router = Router::new() /* .route(...) */.layer(room);
