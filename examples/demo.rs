@@ -17,6 +17,9 @@
 //!   operator route like this one lives on an outer router without the layer, merged with the
 //!   layered one.
 //! - `GET|POST /__waitingroom/{room}/status|leave`: answered by the room itself.
+//! - `/admin/...` (NOT behind the room), only with `--admin-token <TOKEN>` (or `ADMIN_TOKEN`):
+//!   the [`AdminService`]: the dashboard at `/admin/` and the admin API (`docs/api.md`, "Admin
+//!   API"). Without a token there is no admin at all.
 //!
 //! It serves with `into_make_service_with_connect_info::<SocketAddr>()`, so the room sees each
 //! visitor's address and limits new visitors per IP (60 a minute by default), and it logs (the
@@ -31,6 +34,7 @@ use axum::http::StatusCode;
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
 use axum::{Extension, Json, Router};
+use tower_waiting_room::admin::AdminService;
 use tower_waiting_room::{
     Admission, AdmittedBy, ConfigError, FailPolicy, ProofOfWork, SigningKey, WaitingRoomLayer,
 };
@@ -74,6 +78,10 @@ FLAGS:
                           challenge (1-32 leading zero bits; measured in headless
                           Chromium: 16 bits under a second, 20 bits several seconds)
                           before joining the line (default: off)
+    --admin-token <TOKEN> serve the admin dashboard and API at /admin (not behind the
+                          room), for callers sending `Authorization: Bearer <TOKEN>`; at
+                          least 32 characters. Also read from ADMIN_TOKEN. Without it,
+                          there is no admin at all.
     -h, --help            print this help
 
 ROUTES:
@@ -82,6 +90,8 @@ ROUTES:
     GET  /__waitingroom/{room}/status   where you stand, as JSON
     POST /__waitingroom/{room}/leave    give up your place or slot
     POST /__waitingroom/{room}/proof    a proof-of-work solution (with --proof-of-work)
+    GET  /admin/                    the admin dashboard (with --admin-token)
+    /admin/rooms/...                the admin API (with --admin-token; docs/api.md)
 ";
 
 /// What the command line asked for.
@@ -101,6 +111,7 @@ pub(crate) struct Options {
     insecure_cookies: bool,
     redis: Option<String>,
     proof_of_work: Option<u8>,
+    admin_token: Option<String>,
 }
 
 impl Default for Options {
@@ -120,6 +131,7 @@ impl Default for Options {
             insecure_cookies: false,
             redis: None,
             proof_of_work: None,
+            admin_token: None,
         }
     }
 }
@@ -162,6 +174,7 @@ pub(crate) fn parse_args(
             "--room" => opts.room = value(&flag)?,
             "--secret" => opts.secret = Some(value(&flag)?),
             "--redis" => opts.redis = Some(value(&flag)?),
+            "--admin-token" => opts.admin_token = Some(value(&flag)?),
             "--proof-of-work" => {
                 let bits = value(&flag)?;
                 opts.proof_of_work = Some(bits.parse().map_err(|_| {
@@ -278,6 +291,24 @@ pub(crate) fn build_layer(opts: &Options) -> Result<WaitingRoomLayer, String> {
         .map_err(|e| format!("invalid room configuration: {e}"))
 }
 
+/// The admin service, when a token is given (`--admin-token`, or `ADMIN_TOKEN` when `env` has
+/// it): `Ok(None)` means no admin at all. A token too short is an error for the user.
+pub(crate) fn build_admin(
+    opts: &Options,
+    layer: &WaitingRoomLayer,
+    env: Option<String>,
+) -> Result<Option<AdminService>, String> {
+    let Some(token) = opts.admin_token.clone().or(env) else {
+        return Ok(None);
+    };
+    AdminService::builder()
+        .bearer_token(token)
+        .room(layer.control())
+        .build()
+        .map(Some)
+        .map_err(|e| format!("--admin-token: {e}"))
+}
+
 /// The protected page: who you are, how you got in, when your slot expires, and a leave button.
 async fn home(admission: Option<Extension<Admission>>, leave_path: String) -> Response {
     let Some(Extension(a)) = admission else {
@@ -355,12 +386,29 @@ fn app(layer: WaitingRoomLayer) -> Router {
 /// (`ConnectInfo<SocketAddr>`) in its requests: the room takes the client IP for its per-IP limit
 /// on new visitors from there. Plain `axum::serve(listener, app)` would leave the room blind to
 /// who is who, and the limit off.
+// Without an admin: what tests/client_ip.rs runs (main itself calls `serve_with_admin`).
+#[allow(dead_code)]
 pub(crate) async fn serve(
     listener: tokio::net::TcpListener,
     layer: WaitingRoomLayer,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let app = app(layer).into_make_service_with_connect_info::<SocketAddr>();
+    serve_with_admin(listener, layer, None, shutdown).await
+}
+
+/// [`serve`], with the admin at `/admin` when there is one: next to the room, not behind it, so
+/// operators are never queued.
+pub(crate) async fn serve_with_admin(
+    listener: tokio::net::TcpListener,
+    layer: WaitingRoomLayer,
+    admin: Option<AdminService>,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let mut app = app(layer);
+    if let Some(admin) = admin {
+        app = app.nest_service("/admin", admin);
+    }
+    let app = app.into_make_service_with_connect_info::<SocketAddr>();
     axum::serve(listener, app)
         .with_graceful_shutdown(shutdown)
         .await
@@ -459,6 +507,14 @@ async fn main() -> ExitCode {
         }
     };
 
+    let admin = match build_admin(&opts, &layer, std::env::var("ADMIN_TOKEN").ok()) {
+        Ok(admin) => admin,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+
     if let Err(e) = check_store(&opts).await {
         eprintln!("error: {e}");
         return ExitCode::from(2);
@@ -491,9 +547,12 @@ async fn main() -> ExitCode {
         );
     }
     println!("room stats (not queued): http://{local}/stats");
+    if admin.is_some() {
+        println!("admin dashboard (not queued; asks for the token): http://{local}/admin/");
+    }
     println!("open http://{local}/");
 
-    if let Err(e) = serve(listener, layer, shutdown_signal()).await {
+    if let Err(e) = serve_with_admin(listener, layer, admin, shutdown_signal()).await {
         eprintln!("error: server failed: {e}");
         return ExitCode::FAILURE;
     }
@@ -549,5 +608,19 @@ mod tests {
             .contains("proof_of_work"));
         let pow = parse(&["--proof-of-work", "16"]).unwrap().unwrap();
         assert!(build_layer(&pow).is_ok());
+        let layer = build_layer(&Options::default()).unwrap();
+        let short = parse(&["--admin-token", "hunter2"]).unwrap().unwrap();
+        let err = build_admin(&short, &layer, None).unwrap_err();
+        assert!(
+            err.contains("--admin-token") && !err.contains("hunter2"),
+            "{err}"
+        );
+        assert!(build_admin(&Options::default(), &layer, None)
+            .unwrap()
+            .is_none());
+        let from_env = Some("an-admin-token-of-at-least-32-bytes".to_owned());
+        assert!(build_admin(&Options::default(), &layer, from_env)
+            .unwrap()
+            .is_some());
     }
 }

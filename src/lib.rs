@@ -80,12 +80,14 @@
 //! | [`client`] | who a request comes from: [`RequestInfo`], [`PeerAddr`], (feature `axum`, on by default) axum's `ConnectInfo`, the client IP and the network prefixes |
 //! | [`defences`] | bypass rules, rate limits, [proof of work](defences::proof_of_work) |
 //! | [`outcome`], [`eta`], [`response`] | typed outcomes, the wait estimate, and how they are rendered (pages, templates, texts, JSON) |
+//! | [`control`], [`admin`] | the operator's handle on a running room ([`RoomControl`](control::RoomControl)), and its HTTP API and dashboard ([`AdminService`](admin::AdminService)) |
 //! | [`clock`] | injectable time |
 //! | [`testing`] | [`TestRoom`](testing::TestRoom) for testing handlers behind the layer; with the `testing` feature, the store conformance suite |
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations)]
 
+pub mod admin;
 mod body;
 mod builder;
 pub mod client;

@@ -1,0 +1,224 @@
+//! [`AdminBuilder`]: who may use the admin service, which rooms it controls, where it is mounted.
+
+use std::fmt;
+use std::sync::Arc;
+
+use ring::hmac;
+use ring::rand::SystemRandom;
+
+use super::service::{AdminService, Auth, Inner};
+use crate::control::RoomControl;
+
+/// The shortest bearer token [`AdminBuilder::bearer_token`] accepts, in bytes: 32 random bytes
+/// (64 hex digits, or 43 characters of base64) cannot be guessed, and a shorter token is more
+/// likely a password someone chose.
+pub const MIN_TOKEN_LEN: usize = 32;
+
+/// The largest request body the admin service reads by default: 16 KiB, far more than any of
+/// its JSON bodies needs.
+pub const DEFAULT_BODY_LIMIT: usize = 16 * 1024;
+
+/// Builds an [`AdminService`]: [`AdminService::builder`].
+///
+/// ```
+/// use tower_waiting_room::admin::{AdminConfigError, AdminService};
+/// use tower_waiting_room::testing::TestRoom;
+///
+/// let room = TestRoom::new("drop", 10);
+/// let short = AdminService::builder()
+///     .bearer_token("hunter2")
+///     .room(room.layer().control())
+///     .build();
+/// assert!(matches!(short, Err(AdminConfigError::TokenTooShort { len: 7 })));
+///
+/// let admin = AdminService::builder()
+///     .bearer_token("0123456789abcdef0123456789abcdef")
+///     .room(room.layer().control())
+///     .build()
+///     .unwrap();
+/// assert!(!format!("{admin:?}").contains("0123456789abcdef"));
+/// ```
+pub struct AdminBuilder {
+    auth: Option<Result<Vec<u8>, ()>>,
+    rooms: Vec<RoomControl>,
+    prefix: Option<String>,
+    body_limit: usize,
+}
+
+impl fmt::Debug for AdminBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let auth = match &self.auth {
+            None => "not chosen",
+            Some(Ok(_)) => "bearer token",
+            Some(Err(())) => "none (the app's own auth in front)",
+        };
+        f.debug_struct("AdminBuilder")
+            .field("auth", &auth)
+            .field("rooms", &self.rooms)
+            .field("prefix", &self.prefix)
+            .field("body_limit", &self.body_limit)
+            .finish()
+    }
+}
+
+/// Why [`AdminBuilder::build`] refused. Never holds the token.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum AdminConfigError {
+    /// The bearer token is shorter than [`MIN_TOKEN_LEN`] bytes.
+    TokenTooShort {
+        /// Its length in bytes.
+        len: usize,
+    },
+    /// The bearer token has a character a client cannot send in an `Authorization` header
+    /// (only visible ASCII, no spaces).
+    TokenNotSendable,
+    /// Neither [`bearer_token`](AdminBuilder::bearer_token) nor
+    /// [`without_token`](AdminBuilder::without_token) was chosen.
+    NoAuth,
+    /// No room to control.
+    NoRooms,
+    /// Two rooms with the same id.
+    DuplicateRoom(String),
+    /// The prefix is not a path (`/admin`: starts with `/`, does not end with one, no `?` or
+    /// `#`).
+    BadPrefix(String),
+}
+
+impl fmt::Display for AdminConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AdminConfigError::TokenTooShort { len } => write!(
+                f,
+                "admin bearer token: {len} bytes, at least {MIN_TOKEN_LEN} are needed"
+            ),
+            AdminConfigError::TokenNotSendable => f.write_str(
+                "admin bearer token: only visible ASCII characters (no spaces) can be sent in \
+                 an Authorization header",
+            ),
+            AdminConfigError::NoAuth => f.write_str(
+                "admin service: choose bearer_token(..), or without_token() if your own auth \
+                 layer is in front of it",
+            ),
+            AdminConfigError::NoRooms => f.write_str("admin service: no room to control"),
+            AdminConfigError::DuplicateRoom(room) => {
+                write!(f, "admin service: room {room:?} given twice")
+            }
+            AdminConfigError::BadPrefix(prefix) => write!(
+                f,
+                "admin prefix {prefix:?}: a path like \"/admin\" is needed (a leading `/`, no \
+                 trailing `/`)"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for AdminConfigError {}
+
+impl Default for AdminBuilder {
+    fn default() -> Self {
+        Self {
+            auth: None,
+            rooms: Vec::new(),
+            prefix: None,
+            body_limit: DEFAULT_BODY_LIMIT,
+        }
+    }
+}
+
+impl AdminBuilder {
+    /// Every call but the dashboard's HTML needs `Authorization: Bearer <token>`. At least
+    /// [`MIN_TOKEN_LEN`] bytes of visible ASCII; checked by [`build`](Self::build). The token
+    /// is kept only as an HMAC under a random key of this process (compared in constant time),
+    /// and never shown by `Debug` or logged.
+    pub fn bearer_token(mut self, token: impl AsRef<[u8]>) -> Self {
+        self.auth = Some(Ok(token.as_ref().to_vec()));
+        self
+    }
+
+    /// No token: **you put your own auth in front** of the service (a layer of your app that
+    /// lets only operators through). Anyone who reaches the service can change the room.
+    pub fn without_token(mut self) -> Self {
+        self.auth = Some(Err(()));
+        self
+    }
+
+    /// A room to control (call once per room). Get it from
+    /// [`WaitingRoomLayer::control`](crate::WaitingRoomLayer::control).
+    pub fn room(mut self, control: RoomControl) -> Self {
+        self.rooms.push(control);
+        self
+    }
+
+    /// Where the service is mounted, for servers that hand it full paths (a bare hyper server,
+    /// axum's `route_service`): a request path starting with `prefix` has it removed; any
+    /// other path is taken as already relative (as axum's `nest_service` hands it).
+    pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.prefix = Some(prefix.into());
+        self
+    }
+
+    /// The largest request body read, in bytes (default [`DEFAULT_BODY_LIMIT`]); a larger one is
+    /// answered `413`.
+    pub fn body_limit(mut self, bytes: usize) -> Self {
+        self.body_limit = bytes;
+        self
+    }
+
+    /// The service, or why not.
+    pub fn build(self) -> Result<AdminService, AdminConfigError> {
+        let auth = match self.auth {
+            None => return Err(AdminConfigError::NoAuth),
+            Some(Err(())) => Auth::None,
+            Some(Ok(token)) => {
+                if token.len() < MIN_TOKEN_LEN {
+                    return Err(AdminConfigError::TokenTooShort { len: token.len() });
+                }
+                if !token.iter().all(|b| b.is_ascii_graphic()) {
+                    return Err(AdminConfigError::TokenNotSendable);
+                }
+                // Only an HMAC of the token is kept: comparing two tags of equal length in
+                // constant time tells an attacker neither the token's bytes nor its length.
+                let key = hmac::Key::generate(hmac::HMAC_SHA256, &SystemRandom::new())
+                    .expect("the system random source works");
+                let tag = hmac::sign(&key, &token);
+                Auth::Bearer {
+                    key,
+                    tag: tag.as_ref().to_vec(),
+                }
+            }
+        };
+        if self.rooms.is_empty() {
+            return Err(AdminConfigError::NoRooms);
+        }
+        let mut ids: Vec<&str> = self.rooms.iter().map(RoomControl::room).collect();
+        ids.sort_unstable();
+        if let Some(w) = ids.windows(2).find(|w| w[0] == w[1]) {
+            return Err(AdminConfigError::DuplicateRoom(w[0].to_owned()));
+        }
+        let prefix = match self.prefix {
+            None => None,
+            Some(p) => {
+                let ok = p.starts_with('/')
+                    && p.len() > 1
+                    && !p.ends_with('/')
+                    && !p.contains(['?', '#'])
+                    // "/rooms" would make `/rooms/x` ambiguous: the room or the prefix?
+                    && p != "/rooms"
+                    && !p.starts_with("/rooms/");
+                if !ok {
+                    return Err(AdminConfigError::BadPrefix(p));
+                }
+                Some(p)
+            }
+        };
+        Ok(AdminService {
+            inner: Arc::new(Inner {
+                auth,
+                rooms: self.rooms,
+                prefix,
+                body_limit: self.body_limit,
+            }),
+        })
+    }
+}

@@ -1,0 +1,584 @@
+//! What each admin request gets: routing, the token check, reading and checking bodies, and the
+//! answers.
+
+use std::future::poll_fn;
+use std::sync::{Arc, OnceLock};
+
+use bytes::{Buf, Bytes, BytesMut};
+use http::header::{self, HeaderMap, HeaderValue};
+use http::{Method, Request, Response, StatusCode};
+use http_body::Body;
+use serde::Serialize;
+use serde_json::{json, Map, Value};
+
+use super::service::Inner;
+use super::{AdminBody, DASHBOARD};
+use crate::control::{ControlError, RoomControl};
+use crate::session::SessionId;
+use crate::store::{SettingsChange, StoreError};
+
+/// What a (relative) path names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Route<'a> {
+    Dashboard,
+    Rooms,
+    Room(&'a str),
+    Release(&'a str),
+    Session(&'a str, &'a str),
+}
+
+impl Route<'_> {
+    fn allow(&self) -> &'static str {
+        match self {
+            Route::Dashboard | Route::Rooms => "GET, HEAD",
+            Route::Room(_) => "GET, HEAD, PATCH",
+            Route::Release(_) => "POST",
+            Route::Session(..) => "DELETE",
+        }
+    }
+
+    fn allows(&self, method: &Method) -> bool {
+        match self {
+            Route::Dashboard | Route::Rooms => *method == Method::GET || *method == Method::HEAD,
+            Route::Room(_) => matches!(*method, Method::GET | Method::HEAD | Method::PATCH),
+            Route::Release(_) => *method == Method::POST,
+            Route::Session(..) => *method == Method::DELETE,
+        }
+    }
+}
+
+/// The route of `path`, relative to the mount point: `prefix` removed when the path starts with
+/// it (a server handing full paths), taken as it is otherwise (`nest_service` removed it
+/// already). Empty segments are ignored, so a trailing slash does not matter.
+fn route<'a>(path: &'a str, prefix: Option<&str>) -> Option<Route<'a>> {
+    let relative = match prefix {
+        Some(p) => match path.strip_prefix(p) {
+            Some(rest) if rest.is_empty() || rest.starts_with('/') => rest,
+            _ => path,
+        },
+        None => path,
+    };
+    let segments: Vec<&str> = relative.split('/').filter(|s| !s.is_empty()).collect();
+    match segments.as_slice() {
+        [] => Some(Route::Dashboard),
+        ["rooms"] => Some(Route::Rooms),
+        ["rooms", room] => Some(Route::Room(room)),
+        ["rooms", room, "release"] => Some(Route::Release(room)),
+        ["rooms", room, "sessions", session] => Some(Route::Session(room, session)),
+        _ => None,
+    }
+}
+
+/// The answer to `req`, with the headers every answer has.
+pub(super) async fn answer<B>(inner: Arc<Inner>, req: Request<B>) -> Response<AdminBody>
+where
+    B: Body + Send + 'static,
+{
+    let head = req.method() == Method::HEAD;
+    let mut res = dispatch(&inner, req).await;
+    let headers = res.headers_mut();
+    // Operator data must not linger in a shared cache, nor be sniffed into something else.
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    if head {
+        *res.body_mut() = AdminBody::empty();
+    }
+    res
+}
+
+async fn dispatch<B>(inner: &Inner, req: Request<B>) -> Response<AdminBody>
+where
+    B: Body + Send + 'static,
+{
+    let (parts, body) = req.into_parts();
+    let route = route(parts.uri.path(), inner.prefix.as_deref());
+    // The page itself holds no data: anyone may load it; it asks for the token.
+    if route != Some(Route::Dashboard) {
+        if let Some(res) = unauthorized(inner, &parts.headers) {
+            return res;
+        }
+    }
+    let Some(route) = route else {
+        return error(StatusCode::NOT_FOUND, "no such admin path");
+    };
+    if !route.allows(&parts.method) {
+        let mut res = error(
+            StatusCode::METHOD_NOT_ALLOWED,
+            &format!(
+                "{} is not allowed here; allowed: {}",
+                parts.method,
+                route.allow()
+            ),
+        );
+        res.headers_mut()
+            .insert(header::ALLOW, HeaderValue::from_static(route.allow()));
+        return res;
+    }
+    let room = match route {
+        Route::Dashboard => return dashboard(),
+        Route::Rooms => {
+            let rooms: Vec<&str> = inner.rooms.iter().map(RoomControl::room).collect();
+            return json_response(StatusCode::OK, &json!({ "rooms": rooms }));
+        }
+        Route::Room(room) | Route::Release(room) | Route::Session(room, _) => room,
+    };
+    let Some(control) = inner.rooms.iter().find(|c| c.room() == room) else {
+        return error(StatusCode::NOT_FOUND, &format!("no room {room:?} here"));
+    };
+    match (route, &parts.method) {
+        (Route::Room(_), &Method::PATCH) => {
+            let body = match read_json(inner, &parts.headers, body).await {
+                Ok(v) => v,
+                Err(res) => return res,
+            };
+            match settings_change(body) {
+                Ok(change) => change_settings(control, change).await,
+                Err(why) => error(StatusCode::BAD_REQUEST, &why),
+            }
+        }
+        (Route::Room(_), _) => match control.status().await {
+            Ok(status) => json_response(StatusCode::OK, &status),
+            Err(e) => control_error(control, e),
+        },
+        (Route::Release(_), _) => {
+            let body = match read_json(inner, &parts.headers, body).await {
+                Ok(v) => v,
+                Err(res) => return res,
+            };
+            match release_count(body) {
+                Ok(count) => match control.release(count).await {
+                    Ok(released) => json_response(StatusCode::OK, &json!({ "released": released })),
+                    Err(e) => control_error(control, e),
+                },
+                Err(why) => error(StatusCode::BAD_REQUEST, &why),
+            }
+        }
+        (Route::Session(_, session), _) => drop_session(control, session).await,
+        (Route::Dashboard | Route::Rooms, _) => unreachable!("answered above"),
+    }
+}
+
+/// `None` if the request may go on; otherwise the `401`.
+fn unauthorized(inner: &Inner, headers: &HeaderMap) -> Option<Response<AdminBody>> {
+    if !inner.auth.required() {
+        return None;
+    }
+    let sent = headers
+        .get(header::AUTHORIZATION)
+        .map(|v| bearer_token(v.as_bytes()));
+    if inner.auth.accepts(sent.flatten()) {
+        return None;
+    }
+    // RFC 6750: a request without credentials gets the bare challenge; one with a wrong token
+    // is told it was invalid.
+    let (message, challenge) = match sent {
+        None => (
+            "an operator token is needed: Authorization: Bearer <token>",
+            "Bearer realm=\"waiting room admin\"",
+        ),
+        Some(_) => (
+            "the operator token is wrong",
+            "Bearer realm=\"waiting room admin\", error=\"invalid_token\"",
+        ),
+    };
+    let mut res = error(StatusCode::UNAUTHORIZED, message);
+    res.headers_mut().insert(
+        header::WWW_AUTHENTICATE,
+        HeaderValue::from_static(challenge),
+    );
+    Some(res)
+}
+
+/// The token of an `Authorization: Bearer <token>` value (the scheme in any case).
+fn bearer_token(value: &[u8]) -> Option<&[u8]> {
+    let space = value.iter().position(|&b| b == b' ')?;
+    let (scheme, rest) = value.split_at(space);
+    if !scheme.eq_ignore_ascii_case(b"bearer") {
+        return None;
+    }
+    let token = rest.trim_ascii();
+    (!token.is_empty()).then_some(token)
+}
+
+/// Reads a `PATCH` or `POST` body as JSON: `415` unless it is sent as JSON, `413` over the
+/// limit, `400` unreadable or not JSON.
+async fn read_json<B>(
+    inner: &Inner,
+    headers: &HeaderMap,
+    body: B,
+) -> Result<Value, Response<AdminBody>>
+where
+    B: Body + Send + 'static,
+{
+    // Only JSON: a cross-site HTML form cannot send it, so a browser session of an operator
+    // (behind the app's own cookie auth) cannot be made to change the room by another site.
+    let is_json = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|t| t.trim().eq_ignore_ascii_case("application/json"));
+    if !is_json {
+        return Err(error(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "send the body as Content-Type: application/json",
+        ));
+    }
+    let too_large = || {
+        error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            &format!("the body is larger than {} bytes", inner.body_limit),
+        )
+    };
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > inner.body_limit as u64) {
+        return Err(too_large());
+    }
+    let bytes = match collect(body, inner.body_limit).await {
+        Ok(b) => b,
+        Err(Collect::TooLarge) => return Err(too_large()),
+        Err(Collect::Failed) => {
+            return Err(error(StatusCode::BAD_REQUEST, "the body could not be read"))
+        }
+    };
+    if bytes.is_empty() {
+        return Err(error(
+            StatusCode::BAD_REQUEST,
+            "the body is empty: send a JSON object",
+        ));
+    }
+    serde_json::from_slice(&bytes).map_err(|e| {
+        error(
+            StatusCode::BAD_REQUEST,
+            &format!("the body is not JSON: {e}"),
+        )
+    })
+}
+
+enum Collect {
+    TooLarge,
+    Failed,
+}
+
+/// The whole body, or `TooLarge` as soon as more than `limit` bytes came (the rest is not read).
+async fn collect<B: Body>(body: B, limit: usize) -> Result<Bytes, Collect> {
+    let mut body = std::pin::pin!(body);
+    let mut out = BytesMut::new();
+    loop {
+        let frame = poll_fn(|cx| body.as_mut().poll_frame(cx)).await;
+        match frame {
+            None => return Ok(out.freeze()),
+            Some(Err(_)) => return Err(Collect::Failed),
+            Some(Ok(frame)) => {
+                if let Ok(mut data) = frame.into_data() {
+                    if out.len() + data.remaining() > limit {
+                        return Err(Collect::TooLarge);
+                    }
+                    while data.has_remaining() {
+                        let chunk = data.chunk();
+                        out.extend_from_slice(chunk);
+                        let n = chunk.len();
+                        data.advance(n);
+                    }
+                }
+                // Trailers carry nothing the admin reads.
+            }
+        }
+    }
+}
+
+const FIELDS: &str = "capacity, rate, paused, open and end_slots";
+
+/// The change a `PATCH` body asks for, or a message saying what is wrong with it (and then
+/// nothing is changed).
+fn settings_change(body: Value) -> Result<SettingsChange, String> {
+    let Value::Object(fields) = body else {
+        return Err("the body must be a JSON object, such as {\"capacity\": 100}".to_owned());
+    };
+    if fields.is_empty() {
+        return Err(format!("nothing to change: give any of {FIELDS}"));
+    }
+    let mut change = SettingsChange::new();
+    let mut end_slots = false;
+    for (name, value) in &fields {
+        change =
+            match name.as_str() {
+                "capacity" => change.capacity(match value.as_u64() {
+                    Some(0) => return Err("capacity must be at least 1".to_owned()),
+                    Some(n) if n <= u64::from(u32::MAX) => n as u32,
+                    _ => {
+                        return Err(format!(
+                            "capacity must be a whole number from 1 to {}, not {value}",
+                            u32::MAX
+                        ))
+                    }
+                }),
+                "rate" => change.admission_rate(match value {
+                    Value::Null => None,
+                    v => match v.as_u64() {
+                        Some(0) => return Err(
+                            "rate must be at least 1 admission per second; null removes the limit"
+                                .to_owned(),
+                        ),
+                        Some(n) if n <= u64::from(u32::MAX) => Some(n as u32),
+                        _ => {
+                            return Err(format!(
+                            "rate must be a whole number of admissions per second, or null for \
+                             no limit, not {value}"
+                        ))
+                        }
+                    },
+                }),
+                "paused" => change.paused(boolean(name, value)?),
+                "open" => change.open(boolean(name, value)?),
+                "end_slots" => {
+                    end_slots = boolean(name, value)?;
+                    change
+                }
+                other => return Err(format!("unknown field {other:?}: the fields are {FIELDS}")),
+            };
+    }
+    if end_slots {
+        if change.get_open() != Some(false) {
+            return Err(
+                "end_slots goes with \"open\": false (it ends every slot on closing)".into(),
+            );
+        }
+        change = change.end_slots();
+    }
+    Ok(change)
+}
+
+fn boolean(name: &str, value: &Value) -> Result<bool, String> {
+    value
+        .as_bool()
+        .ok_or_else(|| format!("{name} must be true or false, not {value}"))
+}
+
+/// The `count` of a release body.
+fn release_count(body: Value) -> Result<u64, String> {
+    const SHAPE: &str = "the body must be {\"count\": n}, n at least 1";
+    let Value::Object(mut fields) = body else {
+        return Err(SHAPE.to_owned());
+    };
+    let count = fields.remove("count");
+    if let Some(other) = fields.keys().next() {
+        return Err(format!("unknown field {other:?}: {SHAPE}"));
+    }
+    match count.as_ref().map(|v| (v, v.as_u64())) {
+        None => Err(format!("count is missing: {SHAPE}")),
+        Some((_, Some(0))) => Err("count must be at least 1".to_owned()),
+        Some((_, Some(n))) => Ok(n),
+        Some((v, None)) => Err(format!(
+            "count must be a whole number of at least 1, not {v}"
+        )),
+    }
+}
+
+async fn change_settings(control: &RoomControl, change: SettingsChange) -> Response<AdminBody> {
+    if let Err(e) = control.change(change).await {
+        return control_error(control, e);
+    }
+    match control.status().await {
+        Ok(status) => json_response(StatusCode::OK, &status),
+        Err(e) => control_error(control, e),
+    }
+}
+
+async fn drop_session(control: &RoomControl, session: &str) -> Response<AdminBody> {
+    let Some(id) = SessionId::from_hex(&session.to_ascii_lowercase()) else {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "the session must be 32 hex digits, as the room shows it",
+        );
+    };
+    match control.drop_session(id).await {
+        Ok(true) => json_response(
+            StatusCode::OK,
+            &json!({ "dropped": true, "session": id.to_string() }),
+        ),
+        Ok(false) => error(
+            StatusCode::NOT_FOUND,
+            &format!(
+                "session {id} has no place or slot in room {:?}; it is refused from now on all \
+                 the same",
+                control.room()
+            ),
+        ),
+        Err(e) => control_error(control, e),
+    }
+}
+
+fn control_error(control: &RoomControl, e: ControlError) -> Response<AdminBody> {
+    match e {
+        ControlError::Invalid(why) => error(StatusCode::BAD_REQUEST, why),
+        ControlError::Store(e) => {
+            tracing::warn!(room = control.room(), error = %e, "admin request: the room's store failed");
+            // The kind only: the full error may name hosts, which the log has.
+            let kind = StoreError::new(e.kind());
+            error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                &format!("the room's store failed ({kind}); a change may or may not have been made: read the room again"),
+            )
+        }
+    }
+}
+
+fn error(status: StatusCode, message: &str) -> Response<AdminBody> {
+    let mut body = Map::new();
+    body.insert("error".to_owned(), Value::from(message));
+    json_response(status, &body)
+}
+
+fn json_response(status: StatusCode, body: &impl Serialize) -> Response<AdminBody> {
+    let bytes = serde_json::to_vec(body).expect("admin bodies serialize");
+    let mut res = Response::new(AdminBody::from(Bytes::from(bytes)));
+    *res.status_mut() = status;
+    res.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    res
+}
+
+/// The dashboard, with a policy that lets it run its own inline script and style, talk only to
+/// its own origin, and never be framed (its buttons must not be clickjacked).
+fn dashboard() -> Response<AdminBody> {
+    static CSP: OnceLock<HeaderValue> = OnceLock::new();
+    let csp = CSP.get_or_init(|| {
+        let script = inline(DASHBOARD, "<script>", "</script>");
+        let style = inline(DASHBOARD, "<style>", "</style>");
+        let policy = format!(
+            "default-src 'none'; script-src '{}'; style-src '{}'; connect-src 'self'; \
+             img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+            sha256_source(script),
+            sha256_source(style),
+        );
+        HeaderValue::from_str(&policy).expect("a CSP is a header value")
+    });
+    let mut res = Response::new(AdminBody::from(DASHBOARD));
+    let headers = res.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/html; charset=utf-8"),
+    );
+    headers.insert(header::CONTENT_SECURITY_POLICY, csp.clone());
+    headers.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
+    headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    res
+}
+
+/// The text between the first `open` and the `close` after it.
+fn inline<'a>(page: &'a str, open: &str, close: &str) -> &'a str {
+    let start = page.find(open).expect("the dashboard has the element") + open.len();
+    let len = page[start..].find(close).expect("the element is closed");
+    &page[start..start + len]
+}
+
+fn sha256_source(text: &str) -> String {
+    use base64::Engine as _;
+    let digest = ring::digest::digest(&ring::digest::SHA256, text.as_bytes());
+    format!(
+        "sha256-{}",
+        base64::engine::general_purpose::STANDARD.encode(digest.as_ref())
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn routes_relative_and_with_a_prefix() {
+        assert_eq!(route("/", None), Some(Route::Dashboard));
+        assert_eq!(route("", None), Some(Route::Dashboard));
+        assert_eq!(route("/rooms/", None), Some(Route::Rooms));
+        assert_eq!(route("/rooms/a", None), Some(Route::Room("a")));
+        assert_eq!(route("/rooms/a/release", None), Some(Route::Release("a")));
+        assert_eq!(
+            route("/rooms/a/sessions/ff", None),
+            Some(Route::Session("a", "ff"))
+        );
+        assert_eq!(route("/rooms/a/other", None), None);
+        assert_eq!(route("/admin/rooms", None), None);
+        let p = Some("/admin");
+        assert_eq!(route("/admin", p), Some(Route::Dashboard));
+        assert_eq!(route("/admin/", p), Some(Route::Dashboard));
+        assert_eq!(route("/admin/rooms/a", p), Some(Route::Room("a")));
+        // Already relative (nest_service took the prefix off): as it is.
+        assert_eq!(route("/rooms/a", p), Some(Route::Room("a")));
+        // Not a segment boundary: not the prefix.
+        assert_eq!(route("/administer/rooms", p), None);
+    }
+
+    #[test]
+    fn bearer_tokens() {
+        assert_eq!(bearer_token(b"Bearer abc"), Some(&b"abc"[..]));
+        assert_eq!(bearer_token(b"bearer  abc "), Some(&b"abc"[..]));
+        assert_eq!(bearer_token(b"Basic abc"), None);
+        assert_eq!(bearer_token(b"Bearer "), None);
+        assert_eq!(bearer_token(b"Bearer"), None);
+    }
+
+    #[test]
+    fn patch_bodies() {
+        let ok = settings_change(json!({"capacity": 5, "rate": null, "paused": true})).unwrap();
+        assert_eq!(ok.get_capacity(), Some(5));
+        assert_eq!(ok.get_admission_rate(), Some(None));
+        assert_eq!(ok.get_paused(), Some(true));
+        let close = settings_change(json!({"open": false, "end_slots": true})).unwrap();
+        assert!(close.ends_slots());
+        for bad in [
+            json!({}),
+            json!([]),
+            json!({"capacity": 0}),
+            json!({"capacity": -1}),
+            json!({"capacity": 1.5}),
+            json!({"capacity": "5"}),
+            json!({"capacity": 4_294_967_296u64}),
+            json!({"rate": 0}),
+            json!({"rate": "fast"}),
+            json!({"paused": 1}),
+            json!({"capcity": 5}),
+            json!({"end_slots": true}),
+            json!({"open": true, "end_slots": true}),
+        ] {
+            assert!(settings_change(bad.clone()).is_err(), "{bad} was accepted");
+        }
+    }
+
+    #[test]
+    fn release_bodies() {
+        assert_eq!(release_count(json!({"count": 3})), Ok(3));
+        for bad in [
+            json!({}),
+            json!({"count": 0}),
+            json!({"count": -2}),
+            json!({"count": "3"}),
+            json!({"count": 3, "all": true}),
+            json!(3),
+        ] {
+            assert!(release_count(bad.clone()).is_err(), "{bad} was accepted");
+        }
+    }
+
+    #[test]
+    fn the_dashboard_is_self_contained() {
+        for external in ["http://", "https://", "src=\"//", "href=\"//", "@import"] {
+            assert!(!DASHBOARD.contains(external), "{external} in the dashboard");
+        }
+        let res = dashboard();
+        let csp = res.headers()[header::CONTENT_SECURITY_POLICY]
+            .to_str()
+            .unwrap();
+        assert!(csp.contains("script-src 'sha256-"), "{csp}");
+    }
+}
