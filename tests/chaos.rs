@@ -203,8 +203,11 @@ impl Fault {
 }
 
 /// The room's keys in the script's order (`redis_keys`), and what losing each one may cost.
-const KEY_NAMES: [&str; 7] = [
-    "seq", "line", "seen", "active", "granted", "bucket", "admitted",
+/// Losing `settings` brings back the builder's values, which every gateway here shares; losing
+/// `arrivals` or `banned` changes no admission (the oldest wait; no bans in a chaos run).
+const KEY_NAMES: [&str; 10] = [
+    "seq", "line", "seen", "active", "granted", "bucket", "admitted", "settings", "arrivals",
+    "banned",
 ];
 
 /// Losing this key may reorder the line (waiters re-queued at the back, sequence restarted).
@@ -461,7 +464,7 @@ impl Target {
         &mut self,
         fault: Fault,
         hold: Duration,
-        keys: &[String; 7],
+        keys: &[String; 10],
         rng: &mut Rng,
     ) -> Window {
         let before = self.primary;
@@ -569,7 +572,7 @@ impl Drop for Target {
 /// between faults (ms; `u64::MAX` for a replica that did not catch up within 2 s).
 fn injector(
     mut target: Target,
-    keys: [String; 7],
+    keys: [String; 10],
     faults: Vec<Fault>,
     mut rng: Rng,
     until: u64,
