@@ -14,6 +14,11 @@ use tower_waiting_room::WaitingRoomLayer;
 
 use common::{app, call, clock, serve_with_connect_info, Http, SECRET};
 
+/// Held by every test of this file: tracing's interest cache is global, and a layer built on
+/// another test thread at the moment the log test sets its subscriber can leave the build-time
+/// line's callsite cached as "nobody listens" (seen under load in CI). The tests are short.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// First visits sent from one address (127.0.0.1), more than twice the default limit.
 const VISITS: u32 = 150;
 
@@ -45,6 +50,7 @@ async fn first_visits_are_limited(http: &Http, what: &str) {
 
 #[tokio::test]
 async fn axum_connect_info_limits_first_visits_with_no_extractor() {
+    let _serial = SERIAL.lock().await;
     // The builder as the README's minimal example uses it: no client_ip_with, no header.
     let layer = WaitingRoomLayer::builder("axum")
         .capacity(1)
@@ -73,6 +79,7 @@ async fn loopback() -> (tokio::net::TcpListener, Http) {
 
 #[tokio::test]
 async fn the_demo_gives_the_room_the_client_ip() {
+    let _serial = SERIAL.lock().await;
     let opts = demo::parse_args(["--insecure-cookies".to_owned()])
         .unwrap()
         .unwrap();
@@ -84,6 +91,7 @@ async fn the_demo_gives_the_room_the_client_ip() {
 
 #[tokio::test]
 async fn the_hyper_example_gives_the_room_the_client_ip() {
+    let _serial = SERIAL.lock().await;
     let (listener, http) = loopback().await;
     tokio::spawn(hyper_server::serve(
         listener,
@@ -119,6 +127,7 @@ impl Log {
 
 #[tokio::test]
 async fn a_room_without_a_client_ip_says_where_it_looked_and_what_to_change_once() {
+    let _serial = SERIAL.lock().await;
     let log = Log::default();
     let writer = log.clone();
     let subscriber = tracing_subscriber::fmt()

@@ -23,7 +23,7 @@ use http_body_util::BodyExt;
 use tower::ServiceExt;
 use tower_waiting_room::clock::ManualClock;
 use tower_waiting_room::store::{
-    Decision, RoomSettings, RoomStats, SettingsChange, Store, StoreError, StoreErrorKind,
+    Decision, RoomStats, SettingsChange, SettingsUpdate, Store, StoreError, StoreErrorKind,
     StoreFuture,
 };
 use tower_waiting_room::{
@@ -749,7 +749,7 @@ impl Store for FailingStore {
     fn stats(&self, _: &RoomPolicy) -> StoreFuture<RoomStats> {
         self.fail()
     }
-    fn configure(&self, _: &RoomPolicy, _: SettingsChange) -> StoreFuture<RoomSettings> {
+    fn configure(&self, _: &RoomPolicy, _: SettingsChange) -> StoreFuture<SettingsUpdate> {
         self.fail()
     }
     fn admit_next(&self, _: &RoomPolicy, _: u32) -> StoreFuture<u64> {

@@ -663,7 +663,7 @@ impl tower_waiting_room::store::Store for EnterFails {
         &self,
         p: &tower_waiting_room::RoomPolicy,
         change: tower_waiting_room::store::SettingsChange,
-    ) -> tower_waiting_room::store::StoreFuture<tower_waiting_room::store::RoomSettings> {
+    ) -> tower_waiting_room::store::StoreFuture<tower_waiting_room::store::SettingsUpdate> {
         self.0.configure(p, change)
     }
     fn admit_next(

@@ -13,6 +13,11 @@ use tower_waiting_room::{FailPolicy, SessionId, WaitingRoomLayer};
 
 use common::*;
 
+/// Held by every test of this file: tracing's interest cache is global, and a callsite first hit
+/// on another test thread while the log test sets its subscriber can stay cached as "nobody
+/// listens" (seen under load). The tests are short.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 fn html() -> [(header::HeaderName, HeaderValue); 1] {
     [(
         header::ACCEPT,
@@ -24,6 +29,7 @@ fn html() -> [(header::HeaderName, HeaderValue); 1] {
 
 #[tokio::test]
 async fn curl_story_with_capacity_two() {
+    let _serial = SERIAL.lock().await;
     let site = Site::start(WaitingRoomLayer::builder("drop").capacity(2)).await;
     let (q, a) = (site.q(), site.a());
     assert_eq!((q.as_str(), a.as_str()), ("wr_drop_q", "wr_drop_a"));
@@ -108,6 +114,7 @@ async fn curl_story_with_capacity_two() {
 
 #[tokio::test]
 async fn an_expired_slot_lets_the_next_visitor_in() {
+    let _serial = SERIAL.lock().await;
     let site = Site::start(
         WaitingRoomLayer::builder("drop")
             .capacity(2)
@@ -149,6 +156,7 @@ async fn an_expired_slot_lets_the_next_visitor_in() {
 
 #[tokio::test]
 async fn secure_can_be_turned_off_for_plain_http() {
+    let _serial = SERIAL.lock().await;
     let site = Site::start(
         WaitingRoomLayer::builder("dev")
             .capacity(1)
@@ -165,6 +173,7 @@ async fn secure_can_be_turned_off_for_plain_http() {
 
 #[tokio::test]
 async fn a_waiting_browser_gets_the_html_page_with_its_position() {
+    let _serial = SERIAL.lock().await;
     let site = Site::start(WaitingRoomLayer::builder("tickets").capacity(1)).await;
     let _v1 = site.admit().await;
 
@@ -224,6 +233,7 @@ async fn a_waiting_browser_gets_the_html_page_with_its_position() {
 
 #[tokio::test]
 async fn first_visit_redirect_keeps_method_and_query() {
+    let _serial = SERIAL.lock().await;
     let site = Site::start(WaitingRoomLayer::builder("shop").capacity(5)).await;
     let path = "/api/cart?item=42&qty=2&note=a%20b";
     for (method, status) in [
@@ -258,6 +268,7 @@ async fn first_visit_redirect_keeps_method_and_query() {
 
 #[tokio::test]
 async fn status_endpoint_reports_unknown_admitted_and_waiting() {
+    let _serial = SERIAL.lock().await;
     let site = Site::start(WaitingRoomLayer::builder("drop").capacity(1)).await;
     let status = site.status_path();
 
@@ -313,6 +324,7 @@ async fn status_endpoint_reports_unknown_admitted_and_waiting() {
 
 #[tokio::test]
 async fn endpoints_refuse_the_wrong_method() {
+    let _serial = SERIAL.lock().await;
     let site = Site::start(WaitingRoomLayer::builder("drop").capacity(1)).await;
     let _v1 = site.admit().await;
     let mut v2 = site.arrive("/").await;
@@ -347,6 +359,7 @@ async fn endpoints_refuse_the_wrong_method() {
 
 #[tokio::test]
 async fn leave_clears_both_cookies_and_the_place() {
+    let _serial = SERIAL.lock().await;
     let site = Site::start(WaitingRoomLayer::builder("drop").capacity(1)).await;
     let (q, a) = (site.q(), site.a());
     let mut v1 = site.admit().await;
@@ -416,6 +429,7 @@ async fn leave_clears_both_cookies_and_the_place() {
 
 #[tokio::test]
 async fn fresh_tokens_skip_the_store_and_old_ones_heartbeat_once() {
+    let _serial = SERIAL.lock().await;
     let site = Site::start(WaitingRoomLayer::builder("drop").capacity(5)).await;
     let a = site.a();
     let mut v = site.arrive("/").await;
@@ -478,6 +492,7 @@ async fn fresh_tokens_skip_the_store_and_old_ones_heartbeat_once() {
 
 #[tokio::test]
 async fn fail_open_lets_a_queued_visitor_through() {
+    let _serial = SERIAL.lock().await;
     let site = Site::start(WaitingRoomLayer::builder("drop").capacity(1)).await;
     for kind in [StoreErrorKind::Unavailable, StoreErrorKind::Timeout] {
         site.store.fail_with(None);
@@ -499,6 +514,7 @@ async fn fail_open_lets_a_queued_visitor_through() {
 
 #[tokio::test]
 async fn fail_closed_answers_503_unavailable() {
+    let _serial = SERIAL.lock().await;
     let site = Site::start(
         WaitingRoomLayer::builder("drop")
             .capacity(1)
@@ -567,6 +583,7 @@ async fn a_waiter(policy: FailPolicy) -> (Site, Jar) {
 
 #[tokio::test]
 async fn fail_open_tells_a_polling_waiter_to_come_in_and_lets_them_in() {
+    let _serial = SERIAL.lock().await;
     for kind in DOWN {
         let (site, mut waiter) = a_waiter(FailPolicy::Open).await;
         site.store.fail_with(Some(kind));
@@ -594,6 +611,7 @@ async fn fail_open_tells_a_polling_waiter_to_come_in_and_lets_them_in() {
 
 #[tokio::test]
 async fn fail_closed_tells_waiters_and_newcomers_alike_that_the_room_is_down() {
+    let _serial = SERIAL.lock().await;
     for kind in DOWN {
         let (site, mut waiter) = a_waiter(FailPolicy::Closed).await;
         site.store.fail_with(Some(kind));
@@ -614,6 +632,7 @@ async fn fail_closed_tells_waiters_and_newcomers_alike_that_the_room_is_down() {
 
 #[tokio::test]
 async fn busy_is_busy_for_waiters_polling_under_both_policies() {
+    let _serial = SERIAL.lock().await;
     for policy in [FailPolicy::Open, FailPolicy::Closed] {
         let (site, mut waiter) = a_waiter(policy).await;
         site.store.fail_with(Some(StoreErrorKind::Busy));
@@ -658,6 +677,7 @@ impl tracing::Subscriber for CountWarnings {
 
 #[tokio::test(flavor = "current_thread")]
 async fn a_store_outage_is_logged_once_per_interval_not_once_per_request() {
+    let _serial = SERIAL.lock().await;
     let warnings = CountWarnings::default();
     let _guard = tracing::subscriber::set_default(warnings.clone());
     // Other tests of this binary run on other threads without a subscriber: a callsite first
@@ -701,6 +721,7 @@ async fn a_store_outage_is_logged_once_per_interval_not_once_per_request() {
 
 #[tokio::test]
 async fn busy_is_busy_under_both_policies() {
+    let _serial = SERIAL.lock().await;
     for policy in [FailPolicy::Open, FailPolicy::Closed] {
         let site = Site::start(
             WaitingRoomLayer::builder("drop")
@@ -724,6 +745,7 @@ async fn busy_is_busy_under_both_policies() {
 
 #[tokio::test]
 async fn admitted_visitors_keep_going_while_the_store_is_down() {
+    let _serial = SERIAL.lock().await;
     for kind in [StoreErrorKind::Unavailable, StoreErrorKind::Busy] {
         let site = Site::start(
             WaitingRoomLayer::builder("drop")
@@ -760,6 +782,7 @@ async fn admitted_visitors_keep_going_while_the_store_is_down() {
 
 #[tokio::test]
 async fn a_token_whose_slot_was_released_is_removed_when_the_visitor_queues_again() {
+    let _serial = SERIAL.lock().await;
     let site = Site::start(WaitingRoomLayer::builder("gone").capacity(1)).await;
     let (q, a) = (site.q(), site.a());
     let mut v1 = Jar::new();
@@ -794,6 +817,7 @@ async fn a_token_whose_slot_was_released_is_removed_when_the_visitor_queues_agai
 
 #[tokio::test]
 async fn apps_can_carry_the_place_and_the_token_in_headers() {
+    let _serial = SERIAL.lock().await;
     let site = Site::start(WaitingRoomLayer::builder("app").capacity(1)).await;
     let (sh, th) = ("waiting-room-session", "waiting-room-token");
 
@@ -879,6 +903,7 @@ async fn apps_can_carry_the_place_and_the_token_in_headers() {
 
 #[tokio::test]
 async fn header_names_are_configurable_and_checked() {
+    let _serial = SERIAL.lock().await;
     let site = Site::start(
         WaitingRoomLayer::builder("app")
             .capacity(1)

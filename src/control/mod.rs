@@ -194,20 +194,9 @@ impl RoomControl {
             return Err(ControlError::Invalid("capacity must be at least 1"));
         }
         let policy = &self.room.config().policy;
-        let before = if change.is_empty() {
-            None
-        } else {
-            Some(self.room.store().configure(policy, SettingsChange::new()))
-        };
-        let before = match before {
-            Some(read) => Some(read.await?),
-            None => None,
-        };
-        let after = self.room.store().configure(policy, change).await?;
-        if let Some(before) = before {
-            log_change(self.room(), &before, &after, &change);
-        }
-        Ok(after)
+        let update = self.room.store().configure(policy, change).await?;
+        log_change(self.room(), &update.before, &update.after, &change);
+        Ok(update.after)
     }
 
     /// Sets the capacity (at least 1). Raising it lets the next in line in at once; lowering it

@@ -19,8 +19,8 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 use self::sets::{Waiters, ZSet};
 
 use super::{
-    AdmissionRing, Decision, RoomSettings, RoomStats, SettingsChange, Store, StoreFuture,
-    MAX_ADMIT_NEXT_PER_CALL, MAX_PROMOTIONS_PER_CALL, MAX_SWEEP_PER_CALL,
+    AdmissionRing, Decision, RoomSettings, RoomStats, SettingsChange, SettingsUpdate, Store,
+    StoreFuture, MAX_ADMIT_NEXT_PER_CALL, MAX_PROMOTIONS_PER_CALL, MAX_SWEEP_PER_CALL,
 };
 use crate::clock::{Clock, SharedClock, SystemClock};
 use crate::config::RoomPolicy;
@@ -281,16 +281,21 @@ impl Store for MemoryStore {
         })
     }
 
-    fn configure(&self, policy: &RoomPolicy, change: SettingsChange) -> StoreFuture<RoomSettings> {
+    fn configure(
+        &self,
+        policy: &RoomPolicy,
+        change: SettingsChange,
+    ) -> StoreFuture<SettingsUpdate> {
         self.run(policy, move |room, policy, now| {
-            room.settings = Some(room.live().with(&change));
+            let before = room.live();
+            room.settings = Some(before.with(&change));
             if change.ends_slots() {
                 room.active.clear();
                 room.granted.clear();
             }
             // A raised capacity or a resume lets people in now, not at the next call.
             room.promote(policy, now);
-            room.live()
+            SettingsUpdate::new(before, room.live())
         })
     }
 

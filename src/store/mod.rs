@@ -75,7 +75,7 @@ pub use self::redis::{
 };
 pub use error::{StoreError, StoreErrorKind};
 pub use memory::MemoryStore;
-pub use settings::{RoomSettings, SettingsChange, SETTINGS_VERSION};
+pub use settings::{RoomSettings, SettingsChange, SettingsUpdate, SETTINGS_VERSION};
 
 /// Most waiters promoted (or skipped as silent) in one call.
 pub const MAX_PROMOTIONS_PER_CALL: u32 = 100;
@@ -125,10 +125,11 @@ pub trait Store: Send + Sync + 'static {
     fn release(&self, policy: &RoomPolicy, session: SessionId) -> StoreFuture<bool>;
     /// Counts for the room.
     fn stats(&self, policy: &RoomPolicy) -> StoreFuture<RoomStats>;
-    /// Applies `change` to the room's live settings in one step and answers the settings after
-    /// it (an empty change reads them). Raising the capacity or resuming promotes at once;
-    /// closing with [`SettingsChange::end_slots`] ends every slot.
-    fn configure(&self, policy: &RoomPolicy, change: SettingsChange) -> StoreFuture<RoomSettings>;
+    /// Applies `change` to the room's live settings in one step and answers the settings before
+    /// and after it (an empty change reads them). Raising the capacity or resuming promotes at
+    /// once; closing with [`SettingsChange::end_slots`] ends every slot.
+    fn configure(&self, policy: &RoomPolicy, change: SettingsChange)
+        -> StoreFuture<SettingsUpdate>;
     /// Grants a slot to the first `count` waiters now (at most [`MAX_ADMIT_NEXT_PER_CALL`] per
     /// call), whatever the capacity, the rate, a pause or a close; waiters silent for longer
     /// than `queue_ttl` are skipped (dropped) as at their turn. Answers how many were let in:

@@ -68,6 +68,25 @@ impl RoomSettings {
     }
 }
 
+/// What [`Store::configure`](crate::store::Store::configure) answers: the settings just before
+/// the change and just after it, read in the same atomic step (so a log of the change is never
+/// confused by another operator's change in between).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct SettingsUpdate {
+    /// The settings before the change.
+    pub before: RoomSettings,
+    /// The settings after the change (the same for an empty change).
+    pub after: RoomSettings,
+}
+
+impl SettingsUpdate {
+    /// An update from `before` to `after`.
+    pub fn new(before: RoomSettings, after: RoomSettings) -> Self {
+        Self { before, after }
+    }
+}
+
 impl Default for RoomSettings {
     /// Capacity 1, no rate limit, running, open.
     fn default() -> Self {

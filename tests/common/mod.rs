@@ -22,7 +22,7 @@ use tower::ServiceExt;
 use tower_waiting_room::__private::{AdmissionToken, QueueCookie};
 use tower_waiting_room::clock::ManualClock;
 use tower_waiting_room::store::{
-    Decision, MemoryStore, RoomSettings, RoomStats, SettingsChange, Store, StoreError,
+    Decision, MemoryStore, RoomStats, SettingsChange, SettingsUpdate, Store, StoreError,
     StoreErrorKind, StoreFuture,
 };
 use tower_waiting_room::{
@@ -537,7 +537,11 @@ impl Store for TestStore {
         self.inner.stats(policy)
     }
 
-    fn configure(&self, policy: &RoomPolicy, change: SettingsChange) -> StoreFuture<RoomSettings> {
+    fn configure(
+        &self,
+        policy: &RoomPolicy,
+        change: SettingsChange,
+    ) -> StoreFuture<SettingsUpdate> {
         self.failure()
             .unwrap_or_else(|| self.inner.configure(policy, change))
     }

@@ -96,7 +96,7 @@ pub(crate) use self::protocol::numbers as protocol_numbers;
 use self::protocol::{decision, non_negative, protocol_error, reply, Op, NOW_FROM_SERVER};
 use self::sentinel::SentinelConnection;
 use super::{
-    Decision, RoomSettings, RoomStats, SettingsChange, Store, StoreError, StoreErrorKind,
+    Decision, RoomStats, SettingsChange, SettingsUpdate, Store, StoreError, StoreErrorKind,
     StoreFuture, HISTORY_MINUTES, MAX_ADMIT_NEXT_PER_CALL,
 };
 use crate::clock::SharedClock;
@@ -262,11 +262,18 @@ impl Store for RedisStore {
         Box::pin(async move { protocol::stats(&call.await?) })
     }
 
-    fn configure(&self, policy: &RoomPolicy, change: SettingsChange) -> StoreFuture<RoomSettings> {
+    fn configure(
+        &self,
+        policy: &RoomPolicy,
+        change: SettingsChange,
+    ) -> StoreFuture<SettingsUpdate> {
         let call = self.call_with(Op::Configure, policy, None, &protocol::change_args(&change));
         Box::pin(async move {
             match *call.await? {
-                [reply::SETTINGS, ref fields @ ..] => protocol::settings(fields),
+                [reply::SETTINGS, c, r, p, o, c0, r0, p0, o0] => Ok(SettingsUpdate::new(
+                    protocol::settings(&[c0, r0, p0, o0])?,
+                    protocol::settings(&[c, r, p, o])?,
+                )),
                 ref other => Err(protocol_error(other)),
             }
         })

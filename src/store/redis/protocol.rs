@@ -101,7 +101,7 @@ pub(crate) mod reply {
     pub(crate) const CLOSED: i64 = 6;
     /// `{7, 0, 0}`: the session is banned.
     pub(crate) const BANNED: i64 = 7;
-    /// `{8, capacity, rate, paused, open}`.
+    /// `{8, capacity, rate, paused, open}` after the change, then the same four before it.
     pub(crate) const SETTINGS: i64 = 8;
     /// `{9, admitted}`.
     pub(crate) const ADMITTED_NEXT: i64 = 9;
@@ -188,8 +188,8 @@ pub(crate) fn decision(reply: &[i64]) -> Result<Decision, StoreError> {
                 paused: paused == 1,
             })
         }
-        [reply::CLOSED, ..] => Ok(Decision::Closed),
-        [reply::BANNED, ..] => Ok(Decision::Banned),
+        [reply::CLOSED, 0, 0] => Ok(Decision::Closed),
+        [reply::BANNED, 0, 0] => Ok(Decision::Banned),
         [reply::FULL, _, waiting, ..] => Ok(Decision::Full {
             waiting: non_negative(waiting),
         }),
@@ -278,6 +278,10 @@ mod tests {
         assert_eq!(decision(&[3, 0, 9]).unwrap(), Decision::Full { waiting: 9 });
         assert_eq!(decision(&[0, 0, 0]).unwrap(), Decision::Unknown);
         assert_eq!(decision(&[7]).unwrap_err().kind(), StoreErrorKind::Protocol);
+        assert_eq!(
+            decision(&[42, 0, 0]).unwrap_err().kind(),
+            StoreErrorKind::Protocol
+        );
     }
 
     fn server_error(line: &str) -> RedisError {

@@ -48,7 +48,7 @@
 --   {5, admitted, granted, waiting, last_minute, last_five_minutes, capacity, rate, paused,
 --    open, oldest wait in ms (-1 = nobody waits), admissions of each of the last
 --    history_minutes minutes, oldest first ...} stats
---   {8, capacity, rate, paused, open} configure (the settings after the change)
+--   {8, capacity, rate, paused, open, and the same four before the change} configure
 --   {9, admitted} admit_next            {10, had a place or slot (0|1)} ban
 --   an error reply `WRSETTINGS ...` when the settings key holds another version (see below)
 --
@@ -411,6 +411,7 @@ local function main()
   elseif op == 'configure' then
     local c, r = tonumber(ARGV[18]), tonumber(ARGV[19])
     local p, o = tonumber(ARGV[20]), tonumber(ARGV[21])
+    local before = settings_reply(8)
     if c > 0 then capacity = c end
     if r >= 0 then rate = r end
     if p >= 0 then paused = p == 1 end
@@ -422,7 +423,9 @@ local function main()
     end
     -- A raised capacity or a resume lets people in now, not at the next call.
     promote()
-    return settings_reply(8)
+    local out = settings_reply(8)
+    for i = 2, 5 do out[#out + 1] = before[i] end
+    return out
   elseif op == 'admit_next' then
     local want = tonumber(ARGV[18])
     local admitted, steps = 0, 0

@@ -16,6 +16,7 @@ impl Harness {
             .configure(policy, change)
             .await
             .unwrap_or_else(|e| panic!("configure failed: {e}"))
+            .after
     }
 
     /// `admit_next`, failing the test on a store error.
@@ -96,8 +97,16 @@ pub async fn capacity_raised_promotes_at_once(h: &Harness) {
     let p = h.policy(1);
     h.enter_admitted(&p).await;
     let line = h.enter_waiters(&p, 3).await;
-    let s = h.configure(&p, SettingsChange::new().capacity(3)).await;
-    assert_eq!(s.capacity, 3);
+    let update = h
+        .store
+        .configure(&p, SettingsChange::new().capacity(3))
+        .await
+        .expect("configure");
+    assert_eq!(
+        (update.before.capacity, update.after.capacity),
+        (1, 3),
+        "before and after: {update:?}"
+    );
     Harness::check_stats(h.stats(&p).await, 1, 2, 1);
     admitted(h.poll(&p, line[0]).await, "first waiter");
     admitted(h.poll(&p, line[1]).await, "second waiter");
