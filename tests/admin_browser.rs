@@ -17,150 +17,31 @@
 //! Chromium and chromedriver are required: without them these tests FAIL (they never pass by
 //! skipping), as in `tests/browser.rs`. `scripts/test` installs them.
 
+#[path = "common/browser.rs"]
+mod browser;
 mod common;
 
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use axum::Router;
-use fantoccini::{Client, ClientBuilder, Locator};
+use fantoccini::{Client, Locator};
 use http::header::{self, HeaderName, HeaderValue};
 use http::{Method, StatusCode};
-use hyper_util::client::legacy::connect::HttpConnector;
 use serde_json::json;
 use tower_waiting_room::admin::AdminService;
 use tower_waiting_room::clock::ManualClock;
 use tower_waiting_room::store::{Decision, MemoryStore, Store};
 use tower_waiting_room::{SessionId, WaitingRoomBuilder, WaitingRoomLayer};
 
+use browser::Driver;
 use common::*;
 
 /// One browser at a time: the machine is small, and two Chromiums at once only slow both.
 static ONE_BROWSER: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 const TOKEN: &str = "op-token-0123456789abcdef0123456789abcdef";
-
-fn find_program(names: &[&str], also: &[&str]) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    names
-        .iter()
-        .flat_map(|n| std::env::split_paths(&path).map(move |d| d.join(n)))
-        .chain(also.iter().map(PathBuf::from))
-        .find(|p| p.is_file())
-}
-
-/// A chromedriver on a free loopback port, killed on drop, with a fresh profile directory.
-struct Driver {
-    child: Child,
-    url: String,
-    profile: PathBuf,
-    chromium: PathBuf,
-}
-
-impl Driver {
-    async fn start() -> Self {
-        let chromium = find_program(
-            &["chromium", "chromium-browser"],
-            &["/usr/lib/chromium/chromium"],
-        )
-        .expect(
-            "the browser test needs Debian's chromium: apt-get install chromium chromium-driver \
-             (scripts/test installs it)",
-        );
-        let driver = find_program(&["chromedriver"], &["/usr/lib/chromium/chromedriver"]).expect(
-            "the browser test needs chromedriver: apt-get install chromium-driver \
-             (scripts/test installs it)",
-        );
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let child = Command::new(&driver)
-            .arg(format!("--port={port}"))
-            .arg("--allowed-ips=127.0.0.1")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot start {}: {e}", driver.display()));
-        let started = Instant::now();
-        while tokio::net::TcpStream::connect(("127.0.0.1", port))
-            .await
-            .is_err()
-        {
-            assert!(
-                started.elapsed() < Duration::from_secs(20),
-                "chromedriver did not listen on port {port} within 20 s"
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        let profile = std::env::temp_dir().join(format!(
-            "twr-chromium-{}-{}",
-            std::process::id(),
-            SessionId::random()
-        ));
-        Self {
-            child,
-            url: format!("http://127.0.0.1:{port}"),
-            profile,
-            chromium,
-        }
-    }
-
-    /// A new desktop browser session with a fresh profile and the given window size.
-    async fn browser(&self, width: u32, height: u32) -> Client {
-        self.session(width, height, false).await
-    }
-
-    /// A new phone-sized session (mobile emulation: the viewport is `width` CSS pixels wide at
-    /// twice the density, as on a phone; a desktop window cannot be made that narrow).
-    async fn phone(&self, width: u32, height: u32) -> Client {
-        self.session(width, height, true).await
-    }
-
-    async fn session(&self, width: u32, height: u32, phone: bool) -> Client {
-        let profile = self.profile.join(SessionId::random().to_string());
-        let args = vec![
-            "--headless".to_owned(),
-            "--no-sandbox".to_owned(),
-            "--disable-gpu".to_owned(),
-            "--disable-dev-shm-usage".to_owned(),
-            "--disable-quic".to_owned(),
-            "--no-first-run".to_owned(),
-            "--disable-background-networking".to_owned(),
-            "--disable-component-update".to_owned(),
-            "--disable-sync".to_owned(),
-            "--hide-scrollbars".to_owned(),
-            format!("--window-size={width},{height}"),
-            format!("--user-data-dir={}", profile.display()),
-        ];
-        let mut options = json!({"binary": self.chromium, "args": args});
-        if phone {
-            options["mobileEmulation"] = json!({
-                "deviceMetrics": {"width": width, "height": height, "pixelRatio": 2.0, "touch": true},
-            });
-        }
-        let caps = json!({"browserName": "chrome", "goog:chromeOptions": options});
-        let serde_json::Value::Object(caps) = caps else {
-            unreachable!()
-        };
-        ClientBuilder::new(HttpConnector::new())
-            .capabilities(caps)
-            .connect(&self.url)
-            .await
-            .unwrap_or_else(|e| panic!("chromium did not start through chromedriver: {e}"))
-    }
-}
-
-impl Drop for Driver {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.profile);
-    }
-}
 
 // ===== small tools =====
 

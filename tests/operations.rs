@@ -250,21 +250,5 @@ async fn the_status_of_a_room_for_operators() {
     assert_eq!(status.oldest_wait_seconds, Some(12));
     assert!(status.eta_seconds.is_some(), "{status:?}");
     assert_eq!(status.admissions_per_minute.len(), 30);
-    let json = serde_json::to_value(&status).unwrap();
-    for field in [
-        "room",
-        "open",
-        "paused",
-        "capacity",
-        "rate",
-        "inside",
-        "granted",
-        "waiting",
-        "admitted_last_minute",
-        "admitted_last_five_minutes",
-        "eta_seconds",
-        "oldest_wait_seconds",
-    ] {
-        assert!(json.get(field).is_some(), "{field} missing: {json}");
-    }
+    // The JSON fields are the admin API's: tests/admin.rs checks them over HTTP.
 }

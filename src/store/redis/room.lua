@@ -350,6 +350,17 @@ end
 -- still reports what the first one removed.
 local released = 0
 
+-- Frees the session's slot, or else its place, and promotes into what was freed (release, ban).
+local function free_session()
+  local n = redis.call('ZREM', k_active, s) + redis.call('ZREM', k_granted, s)
+  if n == 0 then
+    n = redis.call('ZREM', k_line, s)
+    redis.call('ZREM', k_seen, s)
+  end
+  if n > 0 then released = 1 end
+  if released == 1 then promote() end
+end
+
 local function main()
   local refused = load_settings()
   if refused then return refused end
@@ -393,13 +404,7 @@ local function main()
   elseif op == 'heartbeat' then
     return claim_or_extend() or {0, 0, 0}
   elseif op == 'release' then
-    local n = redis.call('ZREM', k_active, s) + redis.call('ZREM', k_granted, s)
-    if n == 0 then
-      n = redis.call('ZREM', k_line, s)
-      redis.call('ZREM', k_seen, s)
-    end
-    if n > 0 then released = 1 end
-    if released == 1 then promote() end
+    free_session()
     return {4, released, 0}
   elseif op == 'stats' then
     local minute, five = recent()
@@ -448,13 +453,7 @@ local function main()
     local until_ms = tonumber(ARGV[18])
     redis.call('ZREMRANGEBYSCORE', k_banned, '-inf', now)
     if until_ms > now then redis.call('ZADD', k_banned, until_ms, s) end
-    local n = redis.call('ZREM', k_active, s) + redis.call('ZREM', k_granted, s)
-    if n == 0 then
-      n = redis.call('ZREM', k_line, s)
-      redis.call('ZREM', k_seen, s)
-    end
-    if n > 0 then released = 1 end
-    if released == 1 then promote() end
+    free_session()
     return {10, released}
   end
   return redis.error_reply('ERR unknown waiting room operation')
