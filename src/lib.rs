@@ -81,6 +81,7 @@
 //! | [`defences`] | bypass rules, rate limits, [proof of work](defences::proof_of_work) |
 //! | [`outcome`], [`eta`], [`response`] | typed outcomes, the wait estimate, and how they are rendered (pages, templates, texts, JSON) |
 //! | [`clock`] | injectable time |
+//! | [`telemetry`] | metric names (feature `metrics`, on by default) and the per-request `tracing` span |
 //! | [`testing`] | [`TestRoom`](testing::TestRoom) for testing handlers behind the layer; with the `testing` feature, the store conformance suite |
 
 #![forbid(unsafe_code)]
@@ -103,6 +104,7 @@ mod room;
 mod service;
 mod session;
 pub mod store;
+pub mod telemetry;
 pub mod testing;
 mod token;
 
