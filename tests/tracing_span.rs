@@ -13,9 +13,12 @@ use tracing::Subscriber;
 use tracing_subscriber::layer::{Context, SubscriberExt};
 use tracing_subscriber::registry::LookupSpan;
 
-/// Every span's name and fields as recorded so far, by span id.
+/// A span's name and its fields as recorded so far.
+type Seen = (String, BTreeMap<String, String>);
+
+/// Every span, by span id.
 #[derive(Clone, Default)]
-struct Spans(Arc<Mutex<BTreeMap<u64, (String, BTreeMap<String, String>)>>>);
+struct Spans(Arc<Mutex<BTreeMap<u64, Seen>>>);
 
 struct Fields<'a>(&'a mut BTreeMap<String, String>);
 
