@@ -36,7 +36,13 @@
 
 use std::sync::Arc;
 
-use crate::store::{RoomStats, StoreError, StoreErrorKind, StoreFuture};
+#[cfg(feature = "metrics")]
+use crate::config::RoomPolicy;
+#[cfg(feature = "metrics")]
+use crate::session::SessionId;
+#[cfg(feature = "metrics")]
+use crate::store::Decision;
+use crate::store::{RoomStats, Store, StoreError, StoreErrorKind, StoreFuture};
 
 /// Requests the room handled, by `stage` (where it decided: `fast_path`, `cookie_check`,
 /// `store`, `endpoint`, `bypass`) and `outcome` (`admitted`, `waiting`, `full`, `closed`,
@@ -300,6 +306,54 @@ pub(crate) fn breaker_state(store: &Arc<str>, state: BreakerState) {
         .set(state as u8 as f64);
     #[cfg(not(feature = "metrics"))]
     let _ = (store, state);
+}
+
+/// `store`, each of its calls counted and timed in `metrics` (and its `stats` answers setting the
+/// room's gauges). Without the feature, `store` itself.
+pub(crate) fn metered(store: Arc<dyn Store>, metrics: &Arc<RoomMetrics>) -> Arc<dyn Store> {
+    #[cfg(feature = "metrics")]
+    {
+        Arc::new(Metered {
+            inner: store,
+            metrics: metrics.clone(),
+        })
+    }
+    #[cfg(not(feature = "metrics"))]
+    {
+        let _ = metrics;
+        store
+    }
+}
+
+/// A store whose calls are counted and timed: wrapped once by the room, so every store (the
+/// embedded one, Redis, the app's own) is measured the same way.
+#[cfg(feature = "metrics")]
+struct Metered {
+    inner: Arc<dyn Store>,
+    metrics: Arc<RoomMetrics>,
+}
+
+#[cfg(feature = "metrics")]
+impl Store for Metered {
+    fn enter(&self, policy: &RoomPolicy, session: SessionId) -> StoreFuture<Decision> {
+        let call = self.inner.enter(policy, session);
+        self.metrics.timed(StoreOp::Enter, call)
+    }
+    fn poll(&self, policy: &RoomPolicy, session: SessionId) -> StoreFuture<Decision> {
+        let call = self.inner.poll(policy, session);
+        self.metrics.timed(StoreOp::Poll, call)
+    }
+    fn heartbeat(&self, policy: &RoomPolicy, session: SessionId) -> StoreFuture<Decision> {
+        let call = self.inner.heartbeat(policy, session);
+        self.metrics.timed(StoreOp::Heartbeat, call)
+    }
+    fn release(&self, policy: &RoomPolicy, session: SessionId) -> StoreFuture<bool> {
+        let call = self.inner.release(policy, session);
+        self.metrics.timed(StoreOp::Release, call)
+    }
+    fn stats(&self, policy: &RoomPolicy) -> StoreFuture<RoomStats> {
+        self.metrics.stats_call(self.inner.stats(policy))
+    }
 }
 
 #[cfg(feature = "metrics")]

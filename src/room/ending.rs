@@ -14,7 +14,7 @@ use crate::cookies;
 use crate::outcome::{Admission, AdmittedBy};
 use crate::session::SessionId;
 use crate::store::{StoreError, StoreFuture};
-use crate::telemetry::{EndedBy, StoreOp};
+use crate::telemetry::EndedBy;
 
 /// The slot a passing request holds, and the flag its [`Admission`] shares with the layer.
 pub(crate) struct Slot {
@@ -69,8 +69,7 @@ impl Room {
             cookies::clear_cookie(c, &c.admission_name),
         );
         self.metrics.ended(by);
-        let call = self.store.release(&self.config.policy, slot.session);
-        self.metrics.timed(StoreOp::Release, call)
+        self.store.release(&self.config.policy, slot.session)
     }
 
     /// The store's answer to ending a slot. A failure is logged and otherwise ignored: the

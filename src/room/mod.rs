@@ -40,7 +40,7 @@ use crate::outcome::{Admission, AdmittedBy};
 use crate::response::Render;
 use crate::session::SessionId;
 use crate::store::{RoomStats, Store, StoreFuture};
-use crate::telemetry::{Outcome, RoomMetrics, Stage};
+use crate::telemetry::{self, Outcome, RoomMetrics, Stage};
 use crate::token::{AdmissionToken, Keyring, QueueCookie};
 
 /// What the builder assembles a room from.
@@ -92,7 +92,8 @@ impl Room {
         Self {
             config: parts.config,
             keys: parts.keys,
-            store: parts.store,
+            // Every store call the room makes is counted and timed, whatever the store.
+            store: telemetry::metered(parts.store, &metrics),
             clock: parts.clock,
             renderer: parts.renderer,
             defences: parts.defences,
@@ -117,8 +118,7 @@ impl Room {
 
     /// Counts for the room, from the store.
     pub(crate) fn stats(&self) -> StoreFuture<RoomStats> {
-        self.metrics
-            .stats_call(self.store.stats(&self.config.policy))
+        self.store.stats(&self.config.policy)
     }
 
     pub(crate) fn metrics(&self) -> &RoomMetrics {

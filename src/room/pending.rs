@@ -17,7 +17,7 @@ use crate::outcome::{Admission, AdmittedBy};
 use crate::response::{json_response, StatusBody};
 use crate::session::SessionId;
 use crate::store::{Decision, StoreError, StoreErrorKind, StoreFuture};
-use crate::telemetry::{Outcome, Stage, StoreOp};
+use crate::telemetry::{Outcome, Stage};
 use crate::token::AdmissionToken;
 
 /// What to do with a request.
@@ -138,10 +138,7 @@ impl Room {
         uses_headers: bool,
     ) -> Next {
         Next::Ask(Pending::Enter {
-            call: self.metrics.timed(
-                StoreOp::Enter,
-                self.store.enter(&self.config.policy, session),
-            ),
+            call: self.store.enter(&self.config.policy, session),
             session,
             stale_token,
             uses_headers,
@@ -150,10 +147,7 @@ impl Room {
 
     pub(super) fn ask_heartbeat(&self, token: AdmissionToken, uses_headers: bool) -> Next {
         Next::Ask(Pending::Heartbeat {
-            call: self.metrics.timed(
-                StoreOp::Heartbeat,
-                self.store.heartbeat(&self.config.policy, token.session()),
-            ),
+            call: self.store.heartbeat(&self.config.policy, token.session()),
             token,
             uses_headers,
         })
@@ -161,18 +155,13 @@ impl Room {
 
     pub(super) fn ask_status(&self, session: SessionId) -> Next {
         Next::Ask(Pending::Status {
-            call: self
-                .metrics
-                .timed(StoreOp::Poll, self.store.poll(&self.config.policy, session)),
+            call: self.store.poll(&self.config.policy, session),
         })
     }
 
     pub(super) fn ask_leave(&self, session: SessionId) -> Next {
         Next::Ask(Pending::Leave {
-            call: self.metrics.timed(
-                StoreOp::Release,
-                self.store.release(&self.config.policy, session),
-            ),
+            call: self.store.release(&self.config.policy, session),
         })
     }
 
