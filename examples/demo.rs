@@ -16,6 +16,8 @@
 //!   [`WaitingRoomLayer::stats`]. Every route behind the layer is queued like any page, so an
 //!   operator route like this one lives on an outer router without the layer, merged with the
 //!   layered one.
+//! - `GET /metrics` (NOT behind the room): the room's metrics in Prometheus' text format
+//!   (`metrics-exporter-prometheus`; the names are in docs/operations.md).
 //! - `GET|POST /__waitingroom/{room}/status|leave`: answered by the room itself.
 //! - `/admin/...` (NOT behind the room), only with `--admin-token <TOKEN>` (or `ADMIN_TOKEN`):
 //!   the [`AdminService`]: the dashboard at `/admin/` and the admin API (`docs/api.md`, "Admin
@@ -87,6 +89,7 @@ FLAGS:
 ROUTES:
     GET  /                          the protected page (behind the room)
     GET  /stats                     the room's counts as JSON (NOT behind the room)
+    GET  /metrics                   the room's metrics, Prometheus text (NOT behind the room)
     GET  /__waitingroom/{room}/status   where you stand, as JSON
     POST /__waitingroom/{room}/leave    give up your place or slot
     POST /__waitingroom/{room}/proof    a proof-of-work solution (with --proof-of-work)
@@ -364,6 +367,27 @@ async fn stats(layer: WaitingRoomLayer) -> Response {
     }
 }
 
+/// The process's Prometheus recorder, installed on first use (once per process: `main` does it
+/// before building the room, so the metrics' help texts are in it).
+fn prometheus() -> &'static metrics_exporter_prometheus::PrometheusHandle {
+    static HANDLE: std::sync::OnceLock<metrics_exporter_prometheus::PrometheusHandle> =
+        std::sync::OnceLock::new();
+    HANDLE.get_or_init(|| {
+        metrics_exporter_prometheus::PrometheusBuilder::new()
+            .install_recorder()
+            .expect("the only metrics recorder of the process")
+    })
+}
+
+/// The metrics, with the room's gauges refreshed from the store first; mounted outside the layer.
+async fn metrics(layer: WaitingRoomLayer) -> String {
+    // A store failure is counted in the store-call metrics themselves; the rest still renders.
+    let _ = layer.stats().await;
+    let handle = prometheus();
+    handle.run_upkeep();
+    handle.render()
+}
+
 fn app(layer: WaitingRoomLayer) -> Router {
     let config = layer.config();
     let leave_path = format!("{}/{}/leave", config.path_prefix(), config.room());
@@ -377,7 +401,15 @@ fn app(layer: WaitingRoomLayer) -> Router {
         .layer(layer.clone());
 
     // Not behind the room: operator routes that must answer even when the room is full.
-    let open = Router::new().route("/stats", get(move || stats(layer.clone())));
+    let open = Router::new()
+        .route(
+            "/stats",
+            get({
+                let layer = layer.clone();
+                move || stats(layer.clone())
+            }),
+        )
+        .route("/metrics", get(move || metrics(layer.clone())));
 
     open.merge(protected)
 }
@@ -488,6 +520,7 @@ async fn check_store(opts: &Options) -> Result<(), String> {
 #[tokio::main]
 async fn main() -> ExitCode {
     init_logging();
+    prometheus();
     let opts = match parse_args(std::env::args().skip(1)) {
         Ok(Some(opts)) => opts,
         Ok(None) => {
@@ -547,6 +580,7 @@ async fn main() -> ExitCode {
         );
     }
     println!("room stats (not queued): http://{local}/stats");
+    println!("metrics (not queued): http://{local}/metrics");
     if admin.is_some() {
         println!("admin dashboard (not queued; asks for the token): http://{local}/admin/");
     }

@@ -12,17 +12,22 @@ use tower_service::Service;
 
 use crate::body::ResponseBody;
 use crate::outcome::Admission;
-use crate::room::{with_room_headers, Issued, Next, Pending, Room};
+use crate::room::{strip_end_slot, with_room_headers, Issued, Next, Pending, Room, Slot};
+use crate::store::StoreFuture;
 
 pin_project! {
     /// Response future of [`WaitingRoom`](crate::WaitingRoom): the inner service's future,
-    /// the room's own answer, or a store check that ends in one of the two.
+    /// the room's own answer, or a store check that ends in one of the two; and when the app
+    /// ends the visitor's slot, the store call that frees it.
     pub struct ResponseFuture<S, ReqBody>
     where
         S: Service<Request<ReqBody>>,
     {
         #[pin]
         kind: Kind<S, ReqBody>,
+        // The request's `waiting_room` span (none when DEBUG is off), entered while polled so
+        // that the room's and the app's events are inside it.
+        span: tracing::Span,
     }
 }
 
@@ -32,11 +37,13 @@ pin_project! {
     where
         S: Service<Request<ReqBody>>,
     {
-        /// The request goes through: the inner service's future.
+        /// The request goes through: the inner service's future. `slot`: the slot the request
+        /// holds, which the app may end.
         PassThrough {
             #[pin]
             future: S::Future,
             set_cookie: Option<Issued>,
+            slot: Option<(Slot, Arc<Room>)>,
         },
         /// The request goes through once the inner service is ready (it was not when the
         /// request came, or the request waited for the store first).
@@ -44,12 +51,21 @@ pin_project! {
             inner: S,
             request: Option<Request<ReqBody>>,
             set_cookie: Option<Issued>,
+            slot: Option<(Slot, Arc<Room>)>,
         },
         /// Waiting for the store, with the request and a service to call if it passes.
         Checking {
             pending: Pending,
             request: Option<Request<ReqBody>>,
             inner: Option<S>,
+            room: Arc<Room>,
+        },
+        /// The app ended the visitor's slot: its response waits for the store to free the slot,
+        /// so that the next in line can come in by the time the visitor sees it. The inner
+        /// service is done with; nothing here readies or calls it.
+        Ending {
+            response: Option<S::Response>,
+            call: StoreFuture<bool>,
             room: Arc<Room>,
         },
         /// The room answers.
@@ -67,38 +83,53 @@ impl<S, ReqBody> ResponseFuture<S, ReqBody>
 where
     S: Service<Request<ReqBody>>,
 {
-    pub(crate) fn pass(future: S::Future, set_cookie: Option<Issued>) -> Self {
+    fn new(kind: Kind<S, ReqBody>) -> Self {
         Self {
-            kind: Kind::PassThrough { future, set_cookie },
+            kind,
+            span: tracing::Span::none(),
         }
+    }
+
+    /// The same future, polled inside `span`.
+    pub(crate) fn in_span(mut self, span: tracing::Span) -> Self {
+        self.span = span;
+        self
+    }
+
+    pub(crate) fn pass(
+        future: S::Future,
+        set_cookie: Option<Issued>,
+        slot: Option<(Slot, Arc<Room>)>,
+    ) -> Self {
+        Self::new(Kind::PassThrough {
+            future,
+            set_cookie,
+            slot,
+        })
     }
 
     pub(crate) fn ready_then_call(
         inner: S,
         request: Request<ReqBody>,
         set_cookie: Option<Issued>,
+        slot: Option<(Slot, Arc<Room>)>,
     ) -> Self {
-        Self {
-            kind: Kind::Readying {
-                inner,
-                request: Some(request),
-                set_cookie,
-            },
-        }
+        Self::new(Kind::Readying {
+            inner,
+            request: Some(request),
+            set_cookie,
+            slot,
+        })
     }
 
     pub(crate) fn answer(response: Response<Bytes>) -> Self {
-        Self {
-            kind: Kind::Answer {
-                response: Some(response),
-            },
-        }
+        Self::new(Kind::Answer {
+            response: Some(response),
+        })
     }
 
     pub(crate) fn failed(error: S::Error) -> Self {
-        Self {
-            kind: Kind::Failed { error: Some(error) },
-        }
+        Self::new(Kind::Failed { error: Some(error) })
     }
 
     pub(crate) fn ask(
@@ -107,14 +138,12 @@ where
         inner: S,
         room: Arc<Room>,
     ) -> Self {
-        Self {
-            kind: Kind::Checking {
-                pending,
-                request: Some(request),
-                inner: Some(inner),
-                room,
-            },
-        }
+        Self::new(Kind::Checking {
+            pending,
+            request: Some(request),
+            inner: Some(inner),
+            room,
+        })
     }
 }
 
@@ -126,25 +155,56 @@ where
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut this = self.project();
+        let _entered = this.span.enter();
         loop {
             let next = match this.kind.as_mut().project() {
-                KindProj::PassThrough { future, set_cookie } => {
+                KindProj::PassThrough {
+                    future,
+                    set_cookie,
+                    slot,
+                } => {
                     let mut res = ready!(future.poll(cx))?;
-                    if let Some(issued) = set_cookie.take() {
-                        issued.apply(res.headers_mut());
+                    let header = strip_end_slot(res.headers_mut());
+                    let ending = slot.take().and_then(|(slot, room)| {
+                        let by = room.slot_end(&slot, header)?;
+                        Some((slot, room, by))
+                    });
+                    match ending {
+                        // The fresh token of a slot that ends now is not sent.
+                        Some((slot, room, by)) => Kind::Ending {
+                            call: room.end_slot(&slot, by, res.headers_mut()),
+                            response: Some(res),
+                            room,
+                        },
+                        None => {
+                            if let Some(issued) = set_cookie.take() {
+                                issued.apply(res.headers_mut());
+                            }
+                            return Poll::Ready(Ok(res.map(ResponseBody::inner)));
+                        }
                     }
+                }
+                KindProj::Ending {
+                    response,
+                    call,
+                    room,
+                } => {
+                    room.slot_ended(ready!(call.as_mut().poll(cx)));
+                    let res = response.take().expect("polled after completion");
                     return Poll::Ready(Ok(res.map(ResponseBody::inner)));
                 }
                 KindProj::Readying {
                     inner,
                     request,
                     set_cookie,
+                    slot,
                 } => {
                     ready!(inner.poll_ready(cx))?;
                     let req = request.take().expect("polled after completion");
                     Kind::PassThrough {
                         future: inner.call(req),
                         set_cookie: set_cookie.take(),
+                        slot: slot.take(),
                     }
                 }
                 KindProj::Answer { response } => {
@@ -165,11 +225,15 @@ where
                         Next::Pass {
                             admission,
                             set_cookie,
-                        } => Kind::Readying {
-                            inner: inner.take().expect("polled after completion"),
-                            request: request.take().map(|req| with_admission(req, admission)),
-                            set_cookie,
-                        },
+                        } => {
+                            let slot = Slot::of(&admission).map(|slot| (slot, room.clone()));
+                            Kind::Readying {
+                                inner: inner.take().expect("polled after completion"),
+                                request: request.take().map(|req| with_admission(req, admission)),
+                                set_cookie,
+                                slot,
+                            }
+                        }
                         Next::Answer(response) => Kind::Answer {
                             response: Some(response),
                         },

@@ -82,6 +82,7 @@
 //! | [`outcome`], [`eta`], [`response`] | typed outcomes, the wait estimate, and how they are rendered (pages, templates, texts, JSON) |
 //! | [`control`], [`admin`] | the operator's handle on a running room ([`RoomControl`](control::RoomControl)), and its HTTP API and dashboard ([`AdminService`](admin::AdminService)) |
 //! | [`clock`] | injectable time |
+//! | [`telemetry`] | metric names (feature `metrics`, on by default) and the per-request `tracing` span |
 //! | [`testing`] | [`TestRoom`](testing::TestRoom) for testing handlers behind the layer; with the `testing` feature, the store conformance suite |
 
 #![forbid(unsafe_code)]
@@ -106,6 +107,7 @@ mod room;
 mod service;
 mod session;
 pub mod store;
+pub mod telemetry;
 pub mod testing;
 mod token;
 

@@ -16,7 +16,73 @@
 //! }
 //! # assert_eq!(who(&Request::new(())), "not behind the waiting room");
 //! ```
+//!
+//! # Ending a slot (checkout finished)
+//!
+//! A visitor's slot normally ends by itself, `active_ttl` after their last request. When the app
+//! knows the visitor is done (the order is placed), it can end the slot at once, so the next in
+//! line is promoted at once instead of minutes later. Two ways, with the same effect:
+//!
+//! - a response header [`END_SLOT_HEADER`](crate::config::defaults::END_SLOT_HEADER)
+//!   (`waiting-room-end-slot`, any value) on the app's response, for apps in any language
+//!   behind a proxy as well as Rust handlers; the layer always strips it, so it never reaches
+//!   the browser;
+//! - [`Admission::end_slot`] from Rust, on the `Admission` in the request's extensions.
+//!
+//! Once the app's response is ready, the layer frees the slot in the store (a
+//! [`release`](crate::store::Store::release)) **before** sending the response, so by the time
+//! the browser sees it the slot is free and the next visitor's next request (or status poll)
+//! lets them in. The response also removes the admission cookie (and carries no fresh token).
+//! The queue cookie is kept, but its place was consumed when the visitor got in: a visitor who
+//! comes back afterwards goes to the back of the line like anyone new, without the first-visit
+//! redirect or a new proof of work. A client that keeps its admission token anyway (headers
+//! instead of cookies, or a client that ignores the cleared cookie) keeps passing on the token
+//! alone for at most `refresh` (15 s by default); its first heartbeat after that finds no slot.
+//!
+//! If the store fails while ending the slot, the failure is logged, the app's response is sent
+//! all the same, and the slot expires by itself. A visitor let in without a slot
+//! ([`AdmittedBy::FailOpen`]) has no slot to end: the header is stripped, nothing else happens.
+//!
+//! ```
+//! use axum::{http::HeaderMap, routing::post, Extension, Router};
+//! use tower_waiting_room::config::defaults::END_SLOT_HEADER;
+//! use tower_waiting_room::{testing::TestRoom, Admission};
+//!
+//! // From Rust: the handler has the admission at hand.
+//! async fn checkout(Extension(admission): Extension<Admission>) -> &'static str {
+//!     // ... take the order ...
+//!     admission.end_slot();
+//!     "thank you for your order"
+//! }
+//!
+//! // By a header: works from any handler (or a proxied app in another language).
+//! async fn checkout_by_header() -> (HeaderMap, &'static str) {
+//!     let mut headers = HeaderMap::new();
+//!     headers.insert(END_SLOT_HEADER, "1".parse().unwrap());
+//!     (headers, "thank you for your order")
+//! }
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() {
+//! # use axum::body::Body;
+//! # use http::{header, Request};
+//! # use tower::ServiceExt;
+//! let room = TestRoom::new("shop", 1);
+//! let app = Router::new()
+//!     .route("/checkout", post(checkout))
+//!     .route("/checkout-by-header", post(checkout_by_header))
+//!     .layer(room.layer());
+//! let (_, cookie) = room.admit().await;
+//! let req = Request::post("/checkout").header(header::COOKIE, cookie).body(Body::empty()).unwrap();
+//! let res = app.oneshot(req).await.unwrap();
+//! // The slot is free already, and the admission cookie is removed.
+//! # let stats = room.layer().stats().await.unwrap();
+//! # assert_eq!(stats.admitted, 0);
+//! # assert!(res.headers().get(header::SET_COOKIE).unwrap().to_str().unwrap().contains("Max-Age=0"));
+//! # }
+//! ```
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -35,13 +101,30 @@ pub enum AdmittedBy {
 }
 
 /// A visitor who is inside: put into the request's extensions for handlers behind the layer.
-#[derive(Clone, Debug, PartialEq, Eq)]
+///
+/// Two admissions are equal when they say the same thing (room, session, expiry, how); whether
+/// [`end_slot`](Self::end_slot) was called does not count.
+#[derive(Clone, Debug)]
 pub struct Admission {
     pub(crate) room: Arc<str>,
     pub(crate) session: SessionId,
     pub(crate) expires_at_ms: u64,
     pub(crate) by: AdmittedBy,
+    /// Set by [`end_slot`](Self::end_slot), read by the layer once the app's response is ready.
+    /// Shared by every clone, so a handler can end the slot through any of them.
+    pub(crate) ended: Arc<AtomicBool>,
 }
+
+impl PartialEq for Admission {
+    fn eq(&self, other: &Self) -> bool {
+        self.room == other.room
+            && self.session == other.session
+            && self.expires_at_ms == other.expires_at_ms
+            && self.by == other.by
+    }
+}
+
+impl Eq for Admission {}
 
 impl Admission {
     /// The room's id.
@@ -68,6 +151,20 @@ impl Admission {
     /// How the visitor got in.
     pub fn admitted_by(&self) -> AdmittedBy {
         self.by
+    }
+
+    /// Ends the visitor's slot once the app's response to this request is ready (checkout
+    /// finished): the layer frees the slot in the store before sending the response, and
+    /// removes the admission cookie; the next in line is let in at once. See
+    /// [ending a slot](self#ending-a-slot-checkout-finished). Does nothing for
+    /// [`AdmittedBy::FailOpen`] (there is no slot), nor once the response has left the layer.
+    pub fn end_slot(&self) {
+        self.ended.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether [`end_slot`](Self::end_slot) was called on this admission (or a clone).
+    pub fn is_slot_ended(&self) -> bool {
+        self.ended.load(Ordering::Relaxed)
     }
 }
 

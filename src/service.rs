@@ -9,7 +9,8 @@ use tower_service::Service;
 
 use crate::body::ResponseBody;
 use crate::future::{with_admission, ResponseFuture};
-use crate::room::{Issued, Next, Room};
+use crate::room::{Issued, Next, Room, Slot};
+use crate::telemetry::{Outcome, Stage};
 
 /// Middleware that puts a waiting room in front of `S`. Made by
 /// [`WaitingRoomLayer`](crate::WaitingRoomLayer).
@@ -96,15 +97,40 @@ where
     }
 
     fn call(&mut self, req: Request<ReqBody>) -> Self::Future {
+        // Disabled (no allocation, nothing recorded) unless a subscriber wants DEBUG here.
+        let span = tracing::debug_span!(
+            "waiting_room",
+            room = self.room.config().room(),
+            stage = tracing::field::Empty,
+            outcome = tracing::field::Empty,
+        );
+        let future = {
+            let _entered = span.enter();
+            self.decide(req)
+        };
+        future.in_span(span)
+    }
+}
+
+impl<S> WaitingRoom<S> {
+    /// What [`call`](Service::call) does, inside the request's span.
+    fn decide<ReqBody, ResBody>(&mut self, req: Request<ReqBody>) -> ResponseFuture<S, ReqBody>
+    where
+        S: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone,
+    {
         if self.room.bypasses(&req) {
             // Not the room's business: straight to the inner service.
-            return self.pass(req, None);
+            self.room.metrics().request(Stage::Bypass, Outcome::Passed);
+            return self.pass(req, None, None);
         }
         match self.room.classify(&req) {
             Next::Pass {
                 admission,
                 set_cookie,
-            } => self.pass(with_admission(req, admission), set_cookie),
+            } => {
+                let slot = Slot::of(&admission).map(|slot| (slot, self.room.clone()));
+                self.pass(with_admission(req, admission), set_cookie, slot)
+            }
             // The inner service is neither readied nor called: it reserves nothing.
             Next::Answer(res) => ResponseFuture::answer(res),
             // A clone goes with the request, readied only if the store lets the request pass,
@@ -126,18 +152,19 @@ impl<S: Clone> WaitingRoom<S> {
         &mut self,
         req: Request<ReqBody>,
         set_cookie: Option<Issued>,
+        slot: Option<(Slot, Arc<Room>)>,
     ) -> ResponseFuture<S, ReqBody>
     where
         S: Service<Request<ReqBody>>,
     {
         let mut cx = Context::from_waker(Waker::noop());
         match self.inner.poll_ready(&mut cx) {
-            Poll::Ready(Ok(())) => ResponseFuture::pass(self.inner.call(req), set_cookie),
+            Poll::Ready(Ok(())) => ResponseFuture::pass(self.inner.call(req), set_cookie, slot),
             Poll::Ready(Err(e)) => ResponseFuture::failed(e),
             Poll::Pending => {
                 let clone = self.inner.clone();
                 let inner = std::mem::replace(&mut self.inner, clone);
-                ResponseFuture::ready_then_call(inner, req, set_cookie)
+                ResponseFuture::ready_then_call(inner, req, set_cookie, slot)
             }
         }
     }

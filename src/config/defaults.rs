@@ -35,6 +35,13 @@ pub const QUEUE_HEADER: &str = "waiting-room-session";
 /// jar; read and sent like [`QUEUE_HEADER`].
 pub const TOKEN_HEADER: &str = "waiting-room-token";
 
+/// Response header with which the app behind the layer ends the visitor's slot (checkout
+/// finished), any value: the layer frees the slot before sending the response, removes the
+/// admission cookie, and always strips the header, so clients never see it. The same as
+/// [`Admission::end_slot`](crate::Admission::end_slot); see
+/// [ending a slot](crate::outcome#ending-a-slot-checkout-finished).
+pub const END_SLOT_HEADER: &str = "waiting-room-end-slot";
+
 /// What new visitors get while the store is unreachable.
 pub const FAIL_POLICY: FailPolicy = FailPolicy::Open;
 /// `Path` of the room's cookies.

@@ -9,6 +9,7 @@ use super::visitor::{header_value, Carried, Visitor};
 use super::{Next, Room};
 use crate::defences::proof_of_work::PROOF_HEADER;
 use crate::response::{json_response, StatusBody};
+use crate::telemetry::{Outcome, Stage};
 
 impl Room {
     /// The endpoint `req` is for, answered or asked of the store; `None` when it is for none.
@@ -41,10 +42,14 @@ impl Room {
         }
         let room = self.config.room();
         match self.visitor(req, carried, now) {
-            Some(Visitor::Admitted(_)) => Next::Answer(json_response(
-                StatusCode::OK,
-                &StatusBody::plain(room, "admitted"),
-            )),
+            Some(Visitor::Admitted(_)) => self.counted(
+                Stage::Endpoint,
+                Outcome::Admitted,
+                Next::Answer(json_response(
+                    StatusCode::OK,
+                    &StatusBody::plain(room, "admitted"),
+                )),
+            ),
             // Proof of work to do first: the challenge, always as JSON here, no store call.
             Some(Visitor::Queued(cookie)) if self.needs_proof(&cookie) => {
                 let (rejection, challenge) = self.new_challenge(cookie.session(), now);
@@ -53,16 +58,21 @@ impl Room {
                     proof_path: Some(&self.paths.proof),
                     ..StatusBody::from_rejection(room, &rejection)
                 };
-                Next::Answer(json_response(StatusCode::OK, &body))
+                let res = json_response(StatusCode::OK, &body);
+                self.counted(Stage::Endpoint, Outcome::Challenge, Next::Answer(res))
             }
             Some(Visitor::Queued(cookie)) => match self.check_polls(cookie.session(), now) {
                 Ok(()) => self.ask_status(cookie.session()),
-                Err(wait) => Next::Answer(self.limited(wait, req)),
+                Err(wait) => self.endpoint_limited(wait, req),
             },
-            None => Next::Answer(json_response(
-                StatusCode::OK,
-                &StatusBody::plain(room, "unknown"),
-            )),
+            None => self.counted(
+                Stage::Endpoint,
+                Outcome::Unknown,
+                Next::Answer(json_response(
+                    StatusCode::OK,
+                    &StatusBody::plain(room, "unknown"),
+                )),
+            ),
         }
     }
 
@@ -76,9 +86,9 @@ impl Room {
             Some(visitor) => match self.check_polls(visitor.session(), now) {
                 Ok(()) => self.ask_leave(visitor.session()),
                 // Both cookies are kept: the place or slot is still held, try again later.
-                Err(wait) => Next::Answer(self.limited(wait, req)),
+                Err(wait) => self.endpoint_limited(wait, req),
             },
-            None => Next::Answer(self.left(req)),
+            None => self.counted(Stage::Endpoint, Outcome::Left, Next::Answer(self.left(req))),
         }
     }
 
@@ -92,13 +102,15 @@ impl Room {
         }
         let room = self.config.room();
         let Some(cookie) = self.queue_cookie(req, carried, now) else {
-            return json_response(StatusCode::FORBIDDEN, &StatusBody::plain(room, "unknown"));
+            let res = json_response(StatusCode::FORBIDDEN, &StatusBody::plain(room, "unknown"));
+            return self.counted(Stage::Endpoint, Outcome::Unknown, res);
         };
         if cookie.is_proven() {
-            return json_response(StatusCode::OK, &StatusBody::plain(room, "proven"));
+            let res = json_response(StatusCode::OK, &StatusBody::plain(room, "proven"));
+            return self.counted(Stage::Endpoint, Outcome::Passed, res);
         }
         if let Err(wait) = self.check_polls(cookie.session(), now) {
-            return self.limited(wait, req);
+            return self.counted(Stage::Endpoint, Outcome::Limited, self.limited(wait, req));
         }
         let gate = self
             .defences
@@ -112,11 +124,18 @@ impl Room {
             tracing::debug!(room, ?why, "proof of work refused");
         }
         if !matches!(accepted, Some(Ok(()))) {
-            return self.challenge(req, cookie.session(), now);
+            let res = self.challenge(req, cookie.session(), now);
+            return self.counted(Stage::Endpoint, Outcome::Challenge, res);
         }
         let mut res = json_response(StatusCode::OK, &StatusBody::plain(room, "proven"));
         self.issue_queue_cookie(carried.uses_headers(), cookie.into_proven(), now)
             .apply(res.headers_mut());
-        res
+        self.counted(Stage::Endpoint, Outcome::Passed, res)
+    }
+
+    /// An endpoint's question over the session's poll limit.
+    fn endpoint_limited<B>(&self, wait: std::time::Duration, req: &Request<B>) -> Next {
+        let res = self.limited(wait, req);
+        self.counted(Stage::Endpoint, Outcome::Limited, Next::Answer(res))
     }
 }

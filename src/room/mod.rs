@@ -13,7 +13,9 @@
 //! | `pending` | the store steps and what each answer means, the fail policy included |
 //! | `reply` | redirects, rejections, issued cookies, the headers every answer carries |
 
+mod ending;
 mod endpoints;
+mod observe;
 mod pending;
 mod reply;
 mod visitor;
@@ -25,6 +27,7 @@ use std::time::Duration;
 
 use http::Request;
 
+pub(crate) use self::ending::{strip_end_slot, Slot};
 use self::pending::FailureLog;
 pub(crate) use self::pending::{Next, Pending};
 pub(crate) use self::reply::{with_room_headers, Issued};
@@ -37,6 +40,7 @@ use crate::outcome::{Admission, AdmittedBy};
 use crate::response::Render;
 use crate::session::SessionId;
 use crate::store::{RoomStats, Store, StoreFuture};
+use crate::telemetry::{self, Outcome, RoomMetrics, Stage};
 use crate::token::{AdmissionToken, Keyring, QueueCookie};
 
 /// What the builder assembles a room from.
@@ -63,6 +67,7 @@ pub(crate) struct Room {
     warned_unknown_network: AtomicBool,
     /// Failed store calls, reported at most once per interval.
     store_failures: FailureLog,
+    metrics: Arc<RoomMetrics>,
 }
 
 /// `{prefix}/{room}/status`, `…/leave`, `…/proof`, made once.
@@ -83,16 +88,19 @@ impl Room {
             leave: endpoint("leave"),
             proof: endpoint("proof"),
         };
+        let metrics = Arc::new(RoomMetrics::new(&parts.config.policy.room));
         Self {
             config: parts.config,
             keys: parts.keys,
-            store: parts.store,
+            // Every store call the room makes is counted and timed, whatever the store.
+            store: telemetry::metered(parts.store, &metrics),
             clock: parts.clock,
             renderer: parts.renderer,
             defences: parts.defences,
             paths,
             warned_unknown_network: AtomicBool::new(false),
             store_failures: FailureLog::new(),
+            metrics,
         }
     }
 
@@ -115,6 +123,10 @@ impl Room {
     /// Counts for the room, from the store.
     pub(crate) fn stats(&self) -> StoreFuture<RoomStats> {
         self.store.stats(&self.config.policy)
+    }
+
+    pub(crate) fn metrics(&self) -> &RoomMetrics {
+        &self.metrics
     }
 
     /// Keys tracked by the new-visitor and the poll limiters.
@@ -143,27 +155,48 @@ impl Room {
         let uses_headers = carried.uses_headers();
         match self.visitor(req, &carried, now) {
             // Stage 2: a valid admission token, fresh enough to need no store call.
-            Some(Visitor::Admitted(token)) if token.is_fresh(now, self.config.refresh) => {
-                Next::pass(self.token_admission(&token))
-            }
+            Some(Visitor::Admitted(token)) if token.is_fresh(now, self.config.refresh) => self
+                .counted(
+                    Stage::FastPath,
+                    Outcome::Passed,
+                    Next::pass(self.token_admission(&token)),
+                ),
             // Past refresh: a heartbeat, within the session's poll limit. Over it, the token is
             // still valid and the fast path needs no store: it passes, not renewed.
             Some(Visitor::Admitted(token)) => match self.check_polls(token.session(), now) {
                 Ok(()) => self.ask_heartbeat(token, uses_headers),
-                Err(_) => Next::pass(self.token_admission(&token)),
+                Err(_) => self.counted(
+                    Stage::FastPath,
+                    Outcome::Passed,
+                    Next::pass(self.token_admission(&token)),
+                ),
             },
             // Proof of work on and not yet solved: the challenge, no store call.
-            Some(Visitor::Queued(cookie)) if self.needs_proof(&cookie) => {
-                Next::Answer(self.challenge(req, cookie.session(), now))
-            }
+            Some(Visitor::Queued(cookie)) if self.needs_proof(&cookie) => self.counted(
+                Stage::CookieCheck,
+                Outcome::Challenge,
+                Next::Answer(self.challenge(req, cookie.session(), now)),
+            ),
             Some(Visitor::Queued(cookie)) => match self.check_polls(cookie.session(), now) {
                 Ok(()) => self.ask_enter(cookie.session(), false, uses_headers),
-                Err(wait) => Next::Answer(self.limited(wait, req)),
+                Err(wait) => self.counted(
+                    Stage::CookieCheck,
+                    Outcome::Limited,
+                    Next::Answer(self.limited(wait, req)),
+                ),
             },
             // Stage 1: no queue cookie, no state: sign one and send the visitor back here.
             None => match self.check_new_visitor(req, now) {
-                Ok(()) => Next::Answer(self.first_visit(req, uses_headers, now)),
-                Err(wait) => Next::Answer(self.limited(wait, req)),
+                Ok(()) => self.counted(
+                    Stage::CookieCheck,
+                    Outcome::NewVisitor,
+                    Next::Answer(self.first_visit(req, uses_headers, now)),
+                ),
+                Err(wait) => self.counted(
+                    Stage::CookieCheck,
+                    Outcome::Limited,
+                    Next::Answer(self.limited(wait, req)),
+                ),
             },
         }
     }
@@ -211,6 +244,7 @@ impl Room {
             session,
             expires_at_ms,
             by,
+            ended: Default::default(),
         }
     }
 

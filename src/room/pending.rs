@@ -20,6 +20,7 @@ use crate::outcome::{Admission, AdmittedBy};
 use crate::response::{json_response, StatusBody};
 use crate::session::SessionId;
 use crate::store::{Decision, StoreError, StoreErrorKind, StoreFuture};
+use crate::telemetry::{Outcome, Stage};
 use crate::token::AdmissionToken;
 
 /// What to do with a request.
@@ -108,11 +109,13 @@ impl Pending {
                 Next::Answer(room.after_status(ready!(call.as_mut().poll(cx))))
             }
             Pending::Leave { call } => Next::Answer(match ready!(call.as_mut().poll(cx)) {
-                Ok(_) => room.left(req),
+                Ok(_) => room.counted(Stage::Endpoint, Outcome::Left, room.left(req)),
                 // Both cookies kept, whatever the fail policy: the place or slot may still be
                 // held, and leaving again later frees it.
                 Err(e) => {
                     room.log_store_failure(&e, "leave");
+                    room.metrics
+                        .request(Stage::Endpoint, Outcome::of_error(&e, false));
                     store_error_json(room.config.room(), &e)
                 }
             }),
@@ -172,6 +175,7 @@ impl Room {
         answer: Result<Decision, StoreError>,
         req: &Request<B>,
     ) -> Next {
+        self.count_answer(Stage::Store, &answer);
         let next = match answer {
             Ok(Decision::Admitted { expires_at_ms }) => {
                 return self.admitted(asked, expires_at_ms, req)
@@ -221,23 +225,36 @@ impl Room {
         req: &Request<B>,
     ) -> Next {
         match answer {
-            Ok(Decision::Admitted { expires_at_ms }) => self.admitted(asked, expires_at_ms, req),
+            Ok(Decision::Admitted { expires_at_ms }) => self.counted(
+                Stage::Store,
+                Outcome::Admitted,
+                self.admitted(asked, expires_at_ms, req),
+            ),
             // The slot is gone (expired or released): back to stage 3 as a queued visitor, a
             // second store call, so a second count against the poll limit. Over it, the token
             // (whose slot is known to be gone) is removed, and no store call is made.
             Ok(_) => match self.check_polls(asked.session, asked.now) {
                 Ok(()) => self.ask_enter(asked.session, true, asked.uses_headers),
-                Err(wait) => Next::Answer(self.without_token(self.limited(wait, req))),
+                Err(wait) => Next::Answer(self.counted(
+                    Stage::Store,
+                    Outcome::Limited,
+                    self.without_token(self.limited(wait, req)),
+                )),
             },
             // The token is valid and its check needs no store: keep letting it through.
             Err(e) => {
                 self.log_store_failure(&e, "heartbeat (the valid token passes)");
-                Next::pass(self.token_admission(&token))
+                self.counted(
+                    Stage::Store,
+                    Outcome::Passed,
+                    Next::pass(self.token_admission(&token)),
+                )
             }
         }
     }
 
     fn after_status(&self, answer: Result<Decision, StoreError>) -> Response<Bytes> {
+        self.count_answer(Stage::Endpoint, &answer);
         let room = self.config.room();
         let body = |rejection| StatusBody::from_rejection(room, rejection);
         match answer {
@@ -287,7 +304,7 @@ impl Room {
     /// saying "not now", never "down, let everyone in"; every other kind (unreachable, timed
     /// out, an unexpected answer, a configuration fault, and kinds added later) means the store
     /// cannot decide, and the fail policy decides instead.
-    fn fails_open(&self, e: &StoreError) -> bool {
+    pub(super) fn fails_open(&self, e: &StoreError) -> bool {
         match e.kind() {
             StoreErrorKind::Busy => false,
             _ => self.config.fail_policy == FailPolicy::Open,

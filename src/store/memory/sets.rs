@@ -51,8 +51,7 @@ impl ZSet {
         self.score.len()
     }
 
-    // Only the damage hook (and the tests) lose parts of a room.
-    #[cfg(any(test, feature = "testing"))]
+    /// Forgets every member (closing with `end_slots`, and the damage hook).
     pub(super) fn clear(&mut self) {
         *self = Self::default();
     }

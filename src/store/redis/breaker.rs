@@ -20,9 +20,11 @@
 //! [`REPORT_EVERY`] with the count.
 
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::store::{StoreError, StoreErrorKind};
+use crate::telemetry::{self, BreakerState};
 
 /// Counters of a [`RedisStore`](crate::store::RedisStore)'s calls, by outcome. Every failed call
 /// is counted in exactly one error class.
@@ -158,6 +160,9 @@ pub(super) struct Breaker {
     /// `skipped` and the probes that failed when the breaker last opened, for the closing log.
     skipped_at_open: AtomicU64,
     failed_probes: AtomicU64,
+    /// The store's name in the breaker's gauge: its key prefix, never its URL (which may hold
+    /// a password).
+    id: Arc<str>,
 }
 
 /// The right to send one call; every call that got one reports its outcome with
@@ -187,7 +192,15 @@ impl Breaker {
             last_failure: AtomicU64::new(0),
             skipped_at_open: AtomicU64::new(0),
             failed_probes: AtomicU64::new(0),
+            id: Arc::from(""),
         }
+    }
+
+    /// The breaker of the store with key prefix `id`, for its gauge.
+    pub(super) fn named(mut self, id: Arc<str>) -> Self {
+        self.id = id;
+        telemetry::breaker_state(&self.id, BreakerState::Closed);
+        self
     }
 
     fn now(&self) -> u64 {
@@ -214,6 +227,7 @@ impl Breaker {
                     .compare_exchange(started, now, Ordering::AcqRel, Ordering::Acquire)
                     .is_ok()
             {
+                telemetry::breaker_state(&self.id, BreakerState::HalfOpen);
                 return Ok(self.permit(Some(now)));
             }
         }
@@ -256,7 +270,12 @@ impl Breaker {
         if probe {
             self.failed_probes.fetch_add(1, Ordering::Relaxed);
         }
-        if self.open_until.swap(until, Ordering::AcqRel) == 0 {
+        let was_closed = self.open_until.swap(until, Ordering::AcqRel) == 0;
+        if was_closed || probe {
+            // Closed or half-open to open; a second failure while open changes nothing.
+            telemetry::breaker_state(&self.id, BreakerState::Open);
+        }
+        if was_closed {
             // A change: closed to open. A failed probe or a second failure while open is not.
             self.skipped_at_open
                 .store(self.skipped.load(Ordering::Relaxed), Ordering::Relaxed);
@@ -281,6 +300,7 @@ impl Breaker {
         if self.open_until.load(Ordering::Acquire) != 0
             && self.open_until.swap(0, Ordering::AcqRel) != 0
         {
+            telemetry::breaker_state(&self.id, BreakerState::Closed);
             let skipped =
                 self.skipped.load(Ordering::Relaxed) - self.skipped_at_open.load(Ordering::Relaxed);
             let failed_probes = self.failed_probes.load(Ordering::Relaxed);

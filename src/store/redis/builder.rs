@@ -157,17 +157,21 @@ impl RedisStoreBuilder {
             }
             _ => return Err(config_error("give either a URL or cluster nodes")),
         };
+        let prefix: Arc<str> = prefix.into();
         Ok(RedisStore {
             conn,
             script: Arc::new(Script::new(SCRIPT)),
-            prefix: prefix.into(),
+            prefix: prefix.clone(),
             timeout,
             clock: self.clock,
             // A probe that has not finished within two deadlines was never polled to its end.
-            breaker: Arc::new(Breaker::new(
-                self.breaker_cooldown.unwrap_or(DEFAULT_BREAKER_COOLDOWN),
-                timeout * 2,
-            )),
+            breaker: Arc::new(
+                Breaker::new(
+                    self.breaker_cooldown.unwrap_or(DEFAULT_BREAKER_COOLDOWN),
+                    timeout * 2,
+                )
+                .named(prefix),
+            ),
         })
     }
 }

@@ -1,0 +1,82 @@
+//! The app behind the layer ends a visitor's slot (checkout finished): by the response header
+//! [`END_SLOT_HEADER`] or [`Admission::end_slot`](crate::Admission::end_slot). The response
+//! future carries a [`Slot`] for each request that holds one and, once the app's response is
+//! ready, asks here whether to end it.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use http::{header, HeaderMap, HeaderName};
+
+use super::Room;
+use crate::config::defaults::END_SLOT_HEADER;
+use crate::cookies;
+use crate::outcome::{Admission, AdmittedBy};
+use crate::session::SessionId;
+use crate::store::{StoreError, StoreFuture};
+use crate::telemetry::EndedBy;
+
+/// The slot a passing request holds, and the flag its [`Admission`] shares with the layer.
+pub(crate) struct Slot {
+    session: SessionId,
+    ended: Arc<AtomicBool>,
+}
+
+impl Slot {
+    /// The slot behind `admission`; `None` for a visitor let in without one (fail open).
+    pub(crate) fn of(admission: &Admission) -> Option<Self> {
+        (admission.by != AdmittedBy::FailOpen).then(|| Slot {
+            session: admission.session,
+            ended: admission.ended.clone(),
+        })
+    }
+}
+
+static END_SLOT: HeaderName = HeaderName::from_static(END_SLOT_HEADER);
+
+/// Removes the end-slot header from the app's response, always: it is meant for the layer
+/// only, whatever the request (bypassed, failed open, or holding a slot). Whether it was there.
+pub(crate) fn strip_end_slot(headers: &mut HeaderMap) -> bool {
+    // Every value goes (a header repeated is still one request to end the slot).
+    headers.remove(&END_SLOT).is_some()
+}
+
+impl Room {
+    /// Whether the app ended `slot` (its response had the header, or a handler called
+    /// `end_slot`), and how. Both together count as the header.
+    pub(crate) fn slot_end(&self, slot: &Slot, header: bool) -> Option<EndedBy> {
+        if header {
+            Some(EndedBy::Header)
+        } else if slot.ended.load(Ordering::Relaxed) {
+            Some(EndedBy::Admission)
+        } else {
+            None
+        }
+    }
+
+    /// Frees the slot the app ended, and removes the admission cookie on its response: the
+    /// token of a slot that is gone would otherwise cost a heartbeat on every request. The queue
+    /// cookie stays, its place used up: back later, the visitor joins the end of the line.
+    pub(crate) fn end_slot(
+        &self,
+        slot: &Slot,
+        by: EndedBy,
+        headers: &mut HeaderMap,
+    ) -> StoreFuture<bool> {
+        let c = &self.config.cookies;
+        headers.append(
+            header::SET_COOKIE,
+            cookies::clear_cookie(c, &c.admission_name),
+        );
+        self.metrics.ended(by);
+        self.store.release(&self.config.policy, slot.session)
+    }
+
+    /// The store's answer to ending a slot. A failure is logged and otherwise ignored: the
+    /// app's response goes out all the same, and the slot expires by itself.
+    pub(crate) fn slot_ended(&self, answer: Result<bool, StoreError>) {
+        if let Err(e) = answer {
+            self.log_store_failure(&e, "release (the app ended the slot; it will expire)");
+        }
+    }
+}

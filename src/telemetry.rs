@@ -1,0 +1,610 @@
+//! What the room tells operators: metrics through the [`metrics`](https://docs.rs/metrics) facade
+//! (feature `metrics`, on by default) and a `tracing` span per request.
+//!
+//! # Metrics
+//!
+//! The room records through whatever recorder the application installs (for Prometheus,
+//! `metrics-exporter-prometheus`); with none installed, recording costs a thread-local read and
+//! nothing else: every key the room records on a request is made once, when the room is built,
+//! so no label is formatted or allocated per request. Call [`describe`] after installing a
+//! recorder to give every metric its help text and unit. Every metric is labelled with `room`;
+//! the table, with the meaning of each label value, is in `docs/operations.md`.
+//!
+//! | name | type | labels |
+//! |---|---|---|
+//! | [`REQUESTS_TOTAL`] | counter | `room`, `stage`, `outcome` |
+//! | [`STORE_CALLS_TOTAL`] | counter | `room`, `op`, `result` |
+//! | [`STORE_CALL_SECONDS`] | histogram | `room`, `op` |
+//! | [`SLOTS_ENDED_TOTAL`] | counter | `room`, `by` |
+//! | [`WAITING`], [`INSIDE`], [`GRANTED`] | gauge | `room` |
+//! | [`BREAKER_STATE`] | gauge | `store` (the Redis key prefix; never the URL) |
+//!
+//! With the feature off, the record functions compile to nothing.
+//!
+//! # Tracing
+//!
+//! Each request the room sees runs in a `waiting_room` span at `DEBUG` level with the fields
+//! `room`, `stage` and `outcome` (the same values as the labels above), recorded when the room
+//! decides. The span is entered while the response future is polled, so the app's own events
+//! under the layer are inside it. No field ever holds a cookie, a token or a secret; the
+//! visitor's session id is not in it either (a request's span is not a place to correlate
+//! visitors). Changes of state are logged at `INFO`/`WARN` (the store's breaker opening and
+//! closing, the first failed store call of an outage), never one line per request.
+
+// Without the feature, the label tables are only for the span and its tests.
+#![cfg_attr(not(feature = "metrics"), allow(dead_code))]
+
+use std::sync::Arc;
+
+#[cfg(feature = "metrics")]
+use crate::config::RoomPolicy;
+#[cfg(feature = "metrics")]
+use crate::session::SessionId;
+#[cfg(feature = "metrics")]
+use crate::store::{Decision, SettingsChange, SettingsUpdate};
+use crate::store::{RoomStats, Store, StoreError, StoreErrorKind, StoreFuture};
+
+/// Requests the room handled, by `stage` (where it decided: `fast_path`, `cookie_check`,
+/// `store`, `endpoint`, `bypass`) and `outcome` (`admitted`, `waiting`, `full`, `closed`,
+/// `busy`, `unavailable`, `limited`, `challenge`, `new_visitor`, `fail_open`, `passed`,
+/// `left`, `unknown`). Counter.
+pub const REQUESTS_TOTAL: &str = "waiting_room_requests_total";
+/// Store calls by `op` (`enter`, `poll`, `heartbeat`, `release`, `stats`) and `result` (`ok`,
+/// or the [`StoreErrorKind`] in snake case: `unavailable`, `timeout`, `busy`, `protocol`,
+/// `config`, `misconfigured`). Counter.
+pub const STORE_CALLS_TOTAL: &str = "waiting_room_store_calls_total";
+/// How long store calls took, by `op`, in seconds, failed ones included. Histogram.
+pub const STORE_CALL_SECONDS: &str = "waiting_room_store_call_seconds";
+/// Slots the app ended (checkout finished), `by` the response header (`header`) or
+/// [`Admission::end_slot`](crate::Admission::end_slot) (`admission`). Counter.
+pub const SLOTS_ENDED_TOTAL: &str = "waiting_room_slots_ended_total";
+/// Visitors in line, from the last store answer that said (a waiting visitor's answer, or
+/// [`WaitingRoomLayer::stats`](crate::WaitingRoomLayer::stats)). Gauge.
+pub const WAITING: &str = "waiting_room_waiting";
+/// Visitors holding a claimed slot, from the last
+/// [`WaitingRoomLayer::stats`](crate::WaitingRoomLayer::stats). Gauge.
+pub const INSIDE: &str = "waiting_room_inside";
+/// Slots granted to promoted visitors who have not come back yet, from the last
+/// [`WaitingRoomLayer::stats`](crate::WaitingRoomLayer::stats). Gauge.
+pub const GRANTED: &str = "waiting_room_granted";
+/// The Redis store's circuit breaker, labelled `store` with the store's key prefix: 0 closed,
+/// 1 open, 2 half-open (one probe in flight). Set on each change. Gauge.
+pub const BREAKER_STATE: &str = "waiting_room_store_breaker_state";
+
+/// Gives every metric of the room its help text and unit, in the recorder installed now (a
+/// recorder installed later does not have them). Rooms call it when they are built; call it
+/// yourself when you install the recorder after building the layer. Without the `metrics`
+/// feature it does nothing.
+pub fn describe() {
+    #[cfg(feature = "metrics")]
+    {
+        use metrics::{describe_counter, describe_gauge, describe_histogram, Unit};
+        describe_counter!(
+            REQUESTS_TOTAL,
+            "Requests the waiting room handled, by the stage that decided and the outcome."
+        );
+        describe_counter!(
+            STORE_CALLS_TOTAL,
+            "Waiting room store calls, by operation and result."
+        );
+        describe_histogram!(
+            STORE_CALL_SECONDS,
+            Unit::Seconds,
+            "How long waiting room store calls took, by operation."
+        );
+        describe_counter!(
+            SLOTS_ENDED_TOTAL,
+            "Slots the app ended (checkout finished), by the header or from Rust."
+        );
+        describe_gauge!(WAITING, "Visitors in line, from the store's last answer.");
+        describe_gauge!(
+            INSIDE,
+            "Visitors holding a claimed slot, from the last stats."
+        );
+        describe_gauge!(
+            GRANTED,
+            "Slots granted to promoted visitors not back yet, from the last stats."
+        );
+        describe_gauge!(
+            BREAKER_STATE,
+            "The store's circuit breaker: 0 closed, 1 open, 2 half-open."
+        );
+    }
+}
+
+/// Where the room decided a request (the `stage` label).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Stage {
+    /// A valid admission token: no store call.
+    FastPath,
+    /// Stage 1: the queue cookie (first visit, proof of work, the per-session limit).
+    CookieCheck,
+    /// Stage 3: the store decided (or could not).
+    Store,
+    /// The room's own endpoints (status, leave, proof).
+    Endpoint,
+    /// A bypass rule matched.
+    Bypass,
+}
+
+impl Stage {
+    const ALL: [Stage; 5] = [
+        Stage::FastPath,
+        Stage::CookieCheck,
+        Stage::Store,
+        Stage::Endpoint,
+        Stage::Bypass,
+    ];
+
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Stage::FastPath => "fast_path",
+            Stage::CookieCheck => "cookie_check",
+            Stage::Store => "store",
+            Stage::Endpoint => "endpoint",
+            Stage::Bypass => "bypass",
+        }
+    }
+}
+
+/// What the room decided (the `outcome` label).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Outcome {
+    /// The store granted or extended a slot (for the status endpoint: it holds one).
+    Admitted,
+    /// In line.
+    Waiting,
+    /// The line is full.
+    Full,
+    /// The room is closed.
+    Closed,
+    /// The session was banned by an operator.
+    Banned,
+    /// The store is out of memory (or busy running another script).
+    Busy,
+    /// The store cannot decide and the room fails closed.
+    Unavailable,
+    /// Over a limit of the room's own (new visitors per IP, store questions per session).
+    Limited,
+    /// A proof-of-work challenge.
+    Challenge,
+    /// The first-visit redirect, with a new queue cookie.
+    NewVisitor,
+    /// The store cannot decide and the room fails open: let in without a slot.
+    FailOpen,
+    /// Let through with no new decision: a fresh token, a bypass, a valid token whose
+    /// heartbeat failed or was over the limit, a solved challenge.
+    Passed,
+    /// The leave endpoint freed the place or slot.
+    Left,
+    /// The status endpoint found the visitor nowhere.
+    Unknown,
+}
+
+impl Outcome {
+    const ALL: [Outcome; 14] = [
+        Outcome::Admitted,
+        Outcome::Waiting,
+        Outcome::Full,
+        Outcome::Closed,
+        Outcome::Banned,
+        Outcome::Busy,
+        Outcome::Unavailable,
+        Outcome::Limited,
+        Outcome::Challenge,
+        Outcome::NewVisitor,
+        Outcome::FailOpen,
+        Outcome::Passed,
+        Outcome::Left,
+        Outcome::Unknown,
+    ];
+
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Admitted => "admitted",
+            Outcome::Waiting => "waiting",
+            Outcome::Full => "full",
+            Outcome::Closed => "closed",
+            Outcome::Banned => "banned",
+            Outcome::Busy => "busy",
+            Outcome::Unavailable => "unavailable",
+            Outcome::Limited => "limited",
+            Outcome::Challenge => "challenge",
+            Outcome::NewVisitor => "new_visitor",
+            Outcome::FailOpen => "fail_open",
+            Outcome::Passed => "passed",
+            Outcome::Left => "left",
+            Outcome::Unknown => "unknown",
+        }
+    }
+
+    /// A failed store call's outcome: busy, or the fail policy's.
+    pub(crate) fn of_error(e: &StoreError, fails_open: bool) -> Self {
+        match (e.kind(), fails_open) {
+            (StoreErrorKind::Busy, _) => Outcome::Busy,
+            (_, true) => Outcome::FailOpen,
+            (_, false) => Outcome::Unavailable,
+        }
+    }
+}
+
+/// A store operation (the `op` label).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum StoreOp {
+    Enter,
+    Poll,
+    Heartbeat,
+    Release,
+    Stats,
+    Configure,
+    AdmitNext,
+    Ban,
+}
+
+impl StoreOp {
+    const ALL: [StoreOp; 8] = [
+        StoreOp::Enter,
+        StoreOp::Poll,
+        StoreOp::Heartbeat,
+        StoreOp::Release,
+        StoreOp::Stats,
+        StoreOp::Configure,
+        StoreOp::AdmitNext,
+        StoreOp::Ban,
+    ];
+
+    fn as_str(self) -> &'static str {
+        match self {
+            StoreOp::Enter => "enter",
+            StoreOp::Poll => "poll",
+            StoreOp::Heartbeat => "heartbeat",
+            StoreOp::Release => "release",
+            StoreOp::Stats => "stats",
+            StoreOp::Configure => "configure",
+            StoreOp::AdmitNext => "admit_next",
+            StoreOp::Ban => "ban",
+        }
+    }
+}
+
+/// A store call's result (the `result` label): `ok` or the error's kind.
+#[cfg(feature = "metrics")]
+const RESULTS: [&str; 7] = [
+    "ok",
+    "unavailable",
+    "timeout",
+    "busy",
+    "protocol",
+    "config",
+    "misconfigured",
+];
+
+#[cfg(feature = "metrics")]
+fn result_index(kind: StoreErrorKind) -> usize {
+    match kind {
+        StoreErrorKind::Unavailable => 1,
+        StoreErrorKind::Timeout => 2,
+        StoreErrorKind::Busy => 3,
+        StoreErrorKind::Protocol => 4,
+        StoreErrorKind::Config => 5,
+        StoreErrorKind::Misconfigured => 6,
+    }
+}
+
+/// How the app ended a slot (the `by` label).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum EndedBy {
+    /// The response header.
+    Header,
+    /// [`Admission::end_slot`](crate::Admission::end_slot).
+    Admission,
+}
+
+/// The states of [`BREAKER_STATE`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(not(feature = "redis"), allow(dead_code))]
+pub(crate) enum BreakerState {
+    Closed = 0,
+    Open = 1,
+    HalfOpen = 2,
+}
+
+/// Sets [`BREAKER_STATE`] of the store whose key prefix is `store`. Only on a change of state,
+/// so its label is made here.
+#[cfg_attr(not(feature = "redis"), allow(dead_code))]
+pub(crate) fn breaker_state(store: &Arc<str>, state: BreakerState) {
+    #[cfg(feature = "metrics")]
+    metrics::gauge!(BREAKER_STATE, "store" => metrics::SharedString::from(store.clone()))
+        .set(state as u8 as f64);
+    #[cfg(not(feature = "metrics"))]
+    let _ = (store, state);
+}
+
+/// `store`, each of its calls counted and timed in `metrics` (and its `stats` answers setting the
+/// room's gauges). Without the feature, `store` itself.
+pub(crate) fn metered(store: Arc<dyn Store>, metrics: &Arc<RoomMetrics>) -> Arc<dyn Store> {
+    #[cfg(feature = "metrics")]
+    {
+        Arc::new(Metered {
+            inner: store,
+            metrics: metrics.clone(),
+        })
+    }
+    #[cfg(not(feature = "metrics"))]
+    {
+        let _ = metrics;
+        store
+    }
+}
+
+/// A store whose calls are counted and timed: wrapped once by the room, so every store (the
+/// embedded one, Redis, the app's own) is measured the same way.
+#[cfg(feature = "metrics")]
+struct Metered {
+    inner: Arc<dyn Store>,
+    metrics: Arc<RoomMetrics>,
+}
+
+#[cfg(feature = "metrics")]
+impl Store for Metered {
+    fn enter(&self, policy: &RoomPolicy, session: SessionId) -> StoreFuture<Decision> {
+        let call = self.inner.enter(policy, session);
+        self.metrics.timed(StoreOp::Enter, call)
+    }
+    fn poll(&self, policy: &RoomPolicy, session: SessionId) -> StoreFuture<Decision> {
+        let call = self.inner.poll(policy, session);
+        self.metrics.timed(StoreOp::Poll, call)
+    }
+    fn heartbeat(&self, policy: &RoomPolicy, session: SessionId) -> StoreFuture<Decision> {
+        let call = self.inner.heartbeat(policy, session);
+        self.metrics.timed(StoreOp::Heartbeat, call)
+    }
+    fn release(&self, policy: &RoomPolicy, session: SessionId) -> StoreFuture<bool> {
+        let call = self.inner.release(policy, session);
+        self.metrics.timed(StoreOp::Release, call)
+    }
+    fn stats(&self, policy: &RoomPolicy) -> StoreFuture<RoomStats> {
+        self.metrics.stats_call(self.inner.stats(policy))
+    }
+    fn configure(
+        &self,
+        policy: &RoomPolicy,
+        change: SettingsChange,
+    ) -> StoreFuture<SettingsUpdate> {
+        let call = self.inner.configure(policy, change);
+        self.metrics.timed(StoreOp::Configure, call)
+    }
+    fn admit_next(&self, policy: &RoomPolicy, count: u32) -> StoreFuture<u64> {
+        let call = self.inner.admit_next(policy, count);
+        self.metrics.timed(StoreOp::AdmitNext, call)
+    }
+    fn ban(&self, policy: &RoomPolicy, session: SessionId, until_ms: u64) -> StoreFuture<bool> {
+        let call = self.inner.ban(policy, session, until_ms);
+        self.metrics.timed(StoreOp::Ban, call)
+    }
+}
+
+#[cfg(feature = "metrics")]
+static METADATA: metrics::Metadata<'static> =
+    metrics::Metadata::new(module_path!(), metrics::Level::INFO, Some(module_path!()));
+
+/// One room's metric keys, made once when the room is built: recording a request clones no
+/// label and allocates nothing.
+pub(crate) struct RoomMetrics {
+    #[cfg(feature = "metrics")]
+    keys: Keys,
+}
+
+#[cfg(feature = "metrics")]
+struct Keys {
+    /// By `stage * Outcome::ALL.len() + outcome`.
+    requests: Vec<metrics::Key>,
+    /// By `op * RESULTS.len() + result`.
+    store_calls: Vec<metrics::Key>,
+    /// By `op`.
+    store_seconds: Vec<metrics::Key>,
+    /// By [`EndedBy`].
+    ended: [metrics::Key; 2],
+    waiting: metrics::Key,
+    inside: metrics::Key,
+    granted: metrics::Key,
+}
+
+impl RoomMetrics {
+    pub(crate) fn new(room: &Arc<str>) -> Self {
+        describe();
+        #[cfg(not(feature = "metrics"))]
+        let _ = room;
+        Self {
+            #[cfg(feature = "metrics")]
+            keys: Keys::new(room),
+        }
+    }
+
+    /// The room decided a request: counted, and written on the request's span.
+    #[inline]
+    pub(crate) fn request(&self, stage: Stage, outcome: Outcome) {
+        #[cfg(feature = "metrics")]
+        {
+            let i = stage as usize * Outcome::ALL.len() + outcome as usize;
+            counter(&self.keys.requests[i]);
+        }
+        // The span is at DEBUG: below that level there is none to write on, and looking up the
+        // current span would cost more than the rest.
+        if tracing::level_enabled!(tracing::Level::DEBUG) {
+            let span = tracing::Span::current();
+            span.record("stage", stage.as_str());
+            span.record("outcome", outcome.as_str());
+        }
+    }
+
+    /// A store answer said how many wait.
+    #[inline]
+    pub(crate) fn waiting(&self, waiting: u64) {
+        #[cfg(feature = "metrics")]
+        gauge(&self.keys.waiting, waiting);
+        #[cfg(not(feature = "metrics"))]
+        let _ = waiting;
+    }
+
+    /// The room's counts, from the store.
+    pub(crate) fn stats(&self, stats: &RoomStats) {
+        #[cfg(feature = "metrics")]
+        {
+            gauge(&self.keys.waiting, stats.waiting);
+            gauge(&self.keys.inside, stats.admitted);
+            gauge(&self.keys.granted, stats.granted);
+        }
+        #[cfg(not(feature = "metrics"))]
+        let _ = stats;
+    }
+
+    /// The app ended a slot.
+    pub(crate) fn ended(&self, by: EndedBy) {
+        #[cfg(feature = "metrics")]
+        counter(&self.keys.ended[by as usize]);
+        #[cfg(not(feature = "metrics"))]
+        let _ = by;
+    }
+
+    /// A `stats` call, counted and timed, whose answer sets the room's gauges.
+    pub(crate) fn stats_call(
+        self: &Arc<Self>,
+        call: StoreFuture<RoomStats>,
+    ) -> StoreFuture<RoomStats> {
+        #[cfg(feature = "metrics")]
+        {
+            let this = self.clone();
+            let call = self.timed(StoreOp::Stats, call);
+            Box::pin(async move {
+                let stats = call.await?;
+                this.stats(&stats);
+                Ok(stats)
+            })
+        }
+        #[cfg(not(feature = "metrics"))]
+        call
+    }
+
+    /// `call`, counted and timed as store operation `op` when it finishes. Without the feature,
+    /// `call` itself.
+    pub(crate) fn timed<T: Send + 'static>(
+        self: &Arc<Self>,
+        op: StoreOp,
+        call: StoreFuture<T>,
+    ) -> StoreFuture<T> {
+        #[cfg(feature = "metrics")]
+        {
+            let this = self.clone();
+            let start = std::time::Instant::now();
+            Box::pin(async move {
+                let answer = call.await;
+                let result = answer
+                    .as_ref()
+                    .map_or_else(|e| result_index(e.kind()), |_| 0);
+                let keys = &this.keys;
+                counter(&keys.store_calls[op as usize * RESULTS.len() + result]);
+                metrics::with_recorder(|r| {
+                    r.register_histogram(&keys.store_seconds[op as usize], &METADATA)
+                        .record(start.elapsed().as_secs_f64())
+                });
+                answer
+            })
+        }
+        #[cfg(not(feature = "metrics"))]
+        {
+            let _ = op;
+            call
+        }
+    }
+}
+
+#[cfg(feature = "metrics")]
+impl Keys {
+    fn new(room: &Arc<str>) -> Self {
+        use metrics::{Key, Label, SharedString};
+        let room_label = || Label::new("room", SharedString::from(room.clone()));
+        let key = |name: &'static str, more: &[(&'static str, &'static str)]| {
+            let mut labels = vec![room_label()];
+            labels.extend(more.iter().map(|&(k, v)| Label::from_static_parts(k, v)));
+            Key::from_parts(name, labels)
+        };
+        let mut requests = Vec::new();
+        for stage in Stage::ALL {
+            for outcome in Outcome::ALL {
+                let labels = [("stage", stage.as_str()), ("outcome", outcome.as_str())];
+                requests.push(key(REQUESTS_TOTAL, &labels));
+            }
+        }
+        let mut store_calls = Vec::new();
+        for op in StoreOp::ALL {
+            for result in RESULTS {
+                store_calls.push(key(
+                    STORE_CALLS_TOTAL,
+                    &[("op", op.as_str()), ("result", result)],
+                ));
+            }
+        }
+        let store_seconds = StoreOp::ALL
+            .iter()
+            .map(|op| key(STORE_CALL_SECONDS, &[("op", op.as_str())]))
+            .collect();
+        Self {
+            requests,
+            store_calls,
+            store_seconds,
+            ended: [
+                key(SLOTS_ENDED_TOTAL, &[("by", "header")]),
+                key(SLOTS_ENDED_TOTAL, &[("by", "admission")]),
+            ],
+            waiting: key(WAITING, &[]),
+            inside: key(INSIDE, &[]),
+            granted: key(GRANTED, &[]),
+        }
+    }
+}
+
+#[cfg(feature = "metrics")]
+#[inline]
+fn counter(key: &metrics::Key) {
+    metrics::with_recorder(|r| r.register_counter(key, &METADATA).increment(1));
+}
+
+#[cfg(feature = "metrics")]
+fn gauge(key: &metrics::Key, value: u64) {
+    metrics::with_recorder(|r| r.register_gauge(key, &METADATA).set(value as f64));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn label_tables_follow_the_enums() {
+        for (i, stage) in Stage::ALL.iter().enumerate() {
+            assert_eq!(*stage as usize, i);
+        }
+        for (i, outcome) in Outcome::ALL.iter().enumerate() {
+            assert_eq!(*outcome as usize, i);
+        }
+        for (i, op) in StoreOp::ALL.iter().enumerate() {
+            assert_eq!(*op as usize, i);
+        }
+    }
+
+    #[cfg(feature = "metrics")]
+    #[test]
+    fn results_are_the_error_kinds_in_snake_case() {
+        for kind in [
+            StoreErrorKind::Unavailable,
+            StoreErrorKind::Timeout,
+            StoreErrorKind::Busy,
+            StoreErrorKind::Protocol,
+            StoreErrorKind::Config,
+            StoreErrorKind::Misconfigured,
+        ] {
+            let snake = format!("{kind:?}").to_lowercase();
+            assert_eq!(RESULTS[result_index(kind)], snake);
+        }
+    }
+}

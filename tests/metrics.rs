@@ -1,0 +1,149 @@
+//! The room's metrics, scraped as an operator would: a Prometheus recorder installed for this
+//! test binary, the room served over loopback with `GET /metrics` outside it, and requests of
+//! every kind sent through the room.
+
+mod common;
+
+use std::sync::OnceLock;
+
+use axum::routing::get;
+use axum::Router;
+use http::{Method, StatusCode};
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+use tower_waiting_room::telemetry::{
+    GRANTED, INSIDE, REQUESTS_TOTAL, STORE_CALLS_TOTAL, STORE_CALL_SECONDS, WAITING,
+};
+use tower_waiting_room::WaitingRoomLayer;
+
+use common::*;
+
+/// The binary's one global recorder (each test uses its own room, so their series differ).
+fn prometheus() -> &'static PrometheusHandle {
+    static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
+    HANDLE.get_or_init(|| PrometheusBuilder::new().install_recorder().unwrap())
+}
+
+/// The value of the series `name` whose labels include every one of `labels`, if rendered.
+fn value(text: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+    text.lines()
+        .filter(|l| l.starts_with(&format!("{name}{{")) || l.starts_with(&format!("{name} ")))
+        .find(|l| {
+            labels
+                .iter()
+                .all(|(k, v)| l.contains(&format!("{k}=\"{v}\"")))
+        })
+        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+}
+
+#[tokio::test]
+async fn the_rooms_metrics_are_scraped_from_outside_the_room() {
+    let handle = prometheus();
+    let site = Site::start_with(WaitingRoomLayer::builder("metered").capacity(1), |layer| {
+        let scrape = {
+            let layer = layer.clone();
+            move || async move {
+                let _ = layer.stats().await;
+                handle.run_upkeep();
+                handle.render()
+            }
+        };
+        Router::new()
+            .route("/metrics", get(scrape))
+            .merge(app(layer))
+    })
+    .await;
+
+    // A: first visit (302), enter (admitted), then the fast path.
+    let mut a = site.arrive("/").await;
+    let r = site.http.visit(&mut a, Method::GET, "/").await;
+    assert_eq!(r.handler_saw()["by"], "Store");
+    let r = site.http.visit(&mut a, Method::GET, "/").await;
+    assert_eq!(r.handler_saw()["by"], "Token");
+    // B: first visit, waiting twice, and the status endpoint.
+    let mut b = site.arrive("/").await;
+    for _ in 0..2 {
+        let r = site.http.visit(&mut b, Method::GET, "/").await;
+        assert_eq!(r.status, StatusCode::TOO_MANY_REQUESTS);
+    }
+    let r = site
+        .http
+        .visit(&mut b, Method::GET, &site.status_path())
+        .await;
+    assert_eq!(r.json()["state"], "waiting");
+
+    let text = site.http.send(Method::GET, "/metrics", &[]).await.text();
+    let room = ("room", "metered");
+    let requests = |stage, outcome| {
+        value(
+            &text,
+            REQUESTS_TOTAL,
+            &[room, ("stage", stage), ("outcome", outcome)],
+        )
+    };
+    assert_eq!(requests("cookie_check", "new_visitor"), Some(2.0), "{text}");
+    assert_eq!(requests("store", "admitted"), Some(1.0), "{text}");
+    assert_eq!(requests("fast_path", "passed"), Some(1.0), "{text}");
+    assert_eq!(requests("store", "waiting"), Some(2.0), "{text}");
+    assert_eq!(requests("endpoint", "waiting"), Some(1.0), "{text}");
+    assert_eq!(requests("store", "full"), None, "never happened: {text}");
+
+    let calls = |op| {
+        value(
+            &text,
+            STORE_CALLS_TOTAL,
+            &[room, ("op", op), ("result", "ok")],
+        )
+    };
+    assert_eq!(calls("enter"), Some(3.0), "{text}");
+    assert_eq!(calls("poll"), Some(1.0), "{text}");
+    assert_eq!(calls("stats"), Some(1.0), "{text}");
+    assert_eq!(
+        value(
+            &format!("{text}\n"),
+            &format!("{STORE_CALL_SECONDS}_count"),
+            &[room, ("op", "enter")]
+        ),
+        Some(3.0),
+        "{text}"
+    );
+    assert_eq!(value(&text, WAITING, &[room]), Some(1.0), "{text}");
+    assert_eq!(value(&text, INSIDE, &[room]), Some(1.0), "{text}");
+    assert_eq!(value(&text, GRANTED, &[room]), Some(0.0), "{text}");
+    // Help texts, given when the room was built (after the recorder was installed).
+    assert!(
+        text.contains(&format!("# HELP {REQUESTS_TOTAL} ")),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn store_failures_are_counted_by_kind_and_outcome() {
+    let handle = prometheus();
+    let site = Site::start(WaitingRoomLayer::builder("failing").capacity(1)).await;
+    let mut v = site.arrive("/").await;
+    site.store
+        .fail_with(Some(tower_waiting_room::store::StoreErrorKind::Timeout));
+    let r = site.http.visit(&mut v, Method::GET, "/").await;
+    assert_eq!(r.handler_saw()["by"], "FailOpen");
+
+    let text = handle.render();
+    let room = ("room", "failing");
+    assert_eq!(
+        value(
+            &text,
+            STORE_CALLS_TOTAL,
+            &[room, ("op", "enter"), ("result", "timeout")]
+        ),
+        Some(1.0),
+        "{text}"
+    );
+    assert_eq!(
+        value(
+            &text,
+            REQUESTS_TOTAL,
+            &[room, ("stage", "store"), ("outcome", "fail_open")]
+        ),
+        Some(1.0),
+        "{text}"
+    );
+}
