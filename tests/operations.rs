@@ -250,5 +250,13 @@ async fn the_status_of_a_room_for_operators() {
     assert_eq!(status.oldest_wait_seconds, Some(12));
     assert!(status.eta_seconds.is_some(), "{status:?}");
     assert_eq!(status.admissions_per_minute.len(), 30);
+    // Nobody waiting and a slot free: a newcomer's wait is nothing, whatever the history.
+    site.http
+        .visit(&mut waiter, Method::POST, &site.leave_path())
+        .await;
+    site.layer.control().set_capacity(2).await.unwrap();
+    let status = site.layer.control().status().await.unwrap();
+    assert_eq!((status.waiting, status.inside), (0, 1), "{status:?}");
+    assert_eq!(status.eta_seconds, Some(0), "{status:?}");
     // The JSON fields are the admin API's: tests/admin.rs checks them over HTTP.
 }

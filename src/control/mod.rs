@@ -125,8 +125,9 @@ pub struct RoomStatus {
     pub admitted_last_minute: u64,
     /// Admissions in the last complete five minutes.
     pub admitted_last_five_minutes: u64,
-    /// The estimated wait of a newcomer joining now, in seconds; `None` when the line does not
-    /// move (nobody let in lately, paused or closed).
+    /// The estimated wait of a newcomer joining now, in seconds: 0 when nobody waits and a slot
+    /// is free (they are let in at once); `None` when the line does not move (nobody let in
+    /// lately, paused or closed).
     pub eta_seconds: Option<u64>,
     /// How long the first in line has waited, in seconds; `None` when nobody waits.
     pub oldest_wait_seconds: Option<u64>,
@@ -137,10 +138,14 @@ pub struct RoomStatus {
 impl RoomStatus {
     fn new(room: &str, stats: &RoomStats) -> Self {
         let s = stats.settings;
-        let eta = if s.admits() {
-            estimate_wait(stats.waiting + 1, stats.recent).map(|d| d.as_secs())
-        } else {
+        let free = u64::from(s.capacity).saturating_sub(stats.admitted + stats.granted);
+        let eta = if !s.admits() {
             None
+        } else if stats.waiting == 0 && free > 0 {
+            // Nobody waits and a slot is free: a newcomer is let in at once.
+            Some(0)
+        } else {
+            estimate_wait(stats.waiting + 1, stats.recent).map(|d| d.as_secs())
         };
         debug_assert_eq!(stats.admissions_per_minute.len(), HISTORY_MINUTES);
         Self {
@@ -271,6 +276,9 @@ impl RoomControl {
     /// promoted) and the session is refused (`403 banned`) until its queue cookie would have
     /// expired (`session_ttl`). An admission token it holds is trusted until `refresh`, so it is
     /// out at its next request after that. `true` if it had a place or a slot.
+    ///
+    /// The ban is of the session, not of the person: a visitor who drops their cookies comes
+    /// back as a new visitor, at the back of the line (within the per-IP limit on new places).
     pub async fn drop_session(&self, session: SessionId) -> Result<bool, ControlError> {
         let config = self.room.config();
         let until = self.room.now_ms() + crate::clock::duration_ms(config.session_ttl);

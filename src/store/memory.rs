@@ -460,12 +460,13 @@ impl RoomState {
         policy: &RoomPolicy,
         now: u64,
     ) -> Option<Decision> {
-        let current = self.slot(session)?;
+        self.slot(session)?;
         if !self.live().open {
-            // Closed: slots run out; neither claimed anew nor extended.
-            return Some(Decision::Admitted {
-                expires_at_ms: current,
-            });
+            // Closed: claimed slots run out, not extended. A granted slot is still claimed: its
+            // visitor was let in before the close, or by an operator's release.
+            if let Some(expires_at_ms) = self.active.score(session) {
+                return Some(Decision::Admitted { expires_at_ms });
+            }
         }
         let expires_at_ms = now + policy.active_ttl_ms;
         self.granted.remove(session);

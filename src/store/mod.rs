@@ -46,7 +46,8 @@
 //!   no promotion and no direct admission, newcomers join the line, claims of granted slots and
 //!   heartbeats go on. Closed: [`Decision::Closed`] for everyone without a slot (nothing is
 //!   stored for newcomers; a waiter's poll still checks them in, so they keep their place for a
-//!   reopening), no promotion, and slots are neither claimed anew nor extended: they run out;
+//!   reopening), no promotion, and claimed slots are not extended: they run out. A granted slot
+//!   is still claimed (its visitor was let in before the close, or by [`admit_next`](Store::admit_next));
 //! - a banned session ([`ban`](Store::ban)) gets [`Decision::Banned`] instead of a place until
 //!   the ban ends; bans are few (operators make them), so they are kept in full and dropped once
 //!   past;

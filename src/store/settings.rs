@@ -29,7 +29,7 @@ pub struct RoomSettings {
     pub paused: bool,
     /// `false`: the sale is closed. Newcomers and waiters are told so (`503`, `closed`); nobody
     /// is admitted; waiters who keep polling keep their place for a reopening; those inside keep
-    /// their slots until they expire, not extended.
+    /// their slots until they expire, not extended (a granted slot is still claimed).
     pub open: bool,
 }
 

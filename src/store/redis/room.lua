@@ -55,7 +55,7 @@
 -- Settings: the operator's live values, read by every call in the same step as the admission
 -- they govern. Paused: no promotion, no direct admission. Closed: {6} for everyone without a
 -- slot (a waiter's check-in is still recorded: they keep their place for a reopening), no
--- promotion, slots neither claimed anew nor extended. A settings key of another version is
+-- promotion, claimed slots not extended (a granted one is still claimed). A settings key of another version is
 -- refused with an error (a newer crate's fields may change who is admitted; guessing is worse
 -- than stopping); a damaged field is rewritten with its default.
 --
@@ -288,8 +288,10 @@ end
 local function claim_or_extend()
   local exp = has_slot(s)
   if exp and not open then
-    -- Closed: slots run out, neither claimed anew nor extended.
-    return {1, tonumber(exp), 0}
+    -- Closed: claimed slots run out, not extended. A granted slot is still claimed: its visitor
+    -- was let in before the close, or by an operator's release.
+    local active = redis.call('ZSCORE', k_active, s)
+    if active then return {1, tonumber(active), 0} end
   end
   if exp then
     redis.call('ZREM', k_granted, s)

@@ -187,8 +187,8 @@ pub async fn a_grant_is_claimed_while_paused(h: &Harness) {
 }
 
 /// Closed: newcomers are told so and not added; waiters are told so and keep their place as
-/// long as they keep asking (longer than `abandon_after`); nobody is promoted; slots are not
-/// extended and run out. Reopening lets the head in at once.
+/// long as they keep asking (longer than `abandon_after`); nobody is promoted; claimed slots are
+/// not extended and run out. Reopening lets the head in at once.
 pub async fn closed_room_admits_nobody_and_keeps_the_line(h: &Harness) {
     let p = h.policy(1);
     let a = h.enter_admitted(&p).await;
@@ -317,6 +317,24 @@ pub async fn admit_next_works_while_paused_or_closed(h: &Harness) {
     h.configure(&p, SettingsChange::new().open(false)).await;
     assert_eq!(h.admit_next(&p, 1).await, 1, "while closed");
     admitted(h.poll(&p, b).await, "released while closed");
+    // Released while closed, the visitor claims a whole slot (not the grant's few seconds)...
+    assert_eq!(
+        h.enter(&p, b).await,
+        Decision::Admitted {
+            expires_at_ms: h.now() + ACTIVE_MS
+        },
+        "claiming a slot released while closed"
+    );
+    // ...which, the room being closed, runs out rather than being extended.
+    h.advance_ms(ACTIVE_MS / 2);
+    let claimed_until = h.now() + ACTIVE_MS / 2;
+    assert_eq!(
+        h.heartbeat(&p, b).await,
+        Decision::Admitted {
+            expires_at_ms: claimed_until
+        },
+        "not extended while closed"
+    );
 }
 
 /// A ban frees the session's slot (the next in line is promoted) and refuses the session until
