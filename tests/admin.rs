@@ -557,6 +557,31 @@ async fn bad_values_are_400_with_a_message_and_change_nothing() {
             StatusCode::BAD_REQUEST,
             "capacity",
         ),
+        // A field given twice is refused, not read as its last value.
+        (
+            Method::PATCH,
+            &room,
+            json_ct,
+            br#"{"capacity": 0, "capacity": 7}"#.to_vec(),
+            StatusCode::BAD_REQUEST,
+            "`capacity` given twice",
+        ),
+        (
+            Method::PATCH,
+            &room,
+            json_ct,
+            br#"{"paused": true, "paused": false}"#.to_vec(),
+            StatusCode::BAD_REQUEST,
+            "`paused` given twice",
+        ),
+        (
+            Method::POST,
+            &release,
+            json_ct,
+            br#"{"count": 1, "count": 2}"#.to_vec(),
+            StatusCode::BAD_REQUEST,
+            "`count` given twice",
+        ),
         (
             Method::PATCH,
             &room,

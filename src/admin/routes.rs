@@ -8,6 +8,7 @@ use bytes::{Buf, Bytes, BytesMut};
 use http::header::{self, HeaderMap, HeaderValue};
 use http::{Method, Request, Response, StatusCode};
 use http_body::Body;
+use serde::de::{Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::Serialize;
 use serde_json::{json, Map, Value};
 
@@ -203,13 +204,105 @@ fn bearer_token(value: &[u8]) -> Option<&[u8]> {
     (!token.is_empty()).then_some(token)
 }
 
+/// A body's JSON: an object's members in the order sent, **every one of them** (a key given
+/// twice is there twice, where `serde_json::Value` would keep only the last), or another value.
+#[derive(Debug, PartialEq)]
+enum Json {
+    Object(Vec<(String, Value)>),
+    Other(Value),
+}
+
+impl<'de> Deserialize<'de> for Json {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct JsonVisitor;
+
+        impl<'de> Visitor<'de> for JsonVisitor {
+            type Value = Json;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("any JSON value")
+            }
+
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Json, A::Error> {
+                let mut members = Vec::new();
+                while let Some(member) = map.next_entry::<String, Value>()? {
+                    members.push(member);
+                }
+                Ok(Json::Object(members))
+            }
+
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Json, A::Error> {
+                let mut items = Vec::new();
+                while let Some(item) = seq.next_element::<Value>()? {
+                    items.push(item);
+                }
+                Ok(Json::Other(Value::Array(items)))
+            }
+
+            fn visit_bool<E>(self, b: bool) -> Result<Json, E> {
+                Ok(Json::Other(Value::Bool(b)))
+            }
+
+            fn visit_i64<E>(self, n: i64) -> Result<Json, E> {
+                Ok(Json::Other(Value::from(n)))
+            }
+
+            fn visit_u64<E>(self, n: u64) -> Result<Json, E> {
+                Ok(Json::Other(Value::from(n)))
+            }
+
+            fn visit_f64<E>(self, n: f64) -> Result<Json, E> {
+                Ok(Json::Other(Value::from(n)))
+            }
+
+            fn visit_str<E>(self, s: &str) -> Result<Json, E> {
+                Ok(Json::Other(Value::from(s)))
+            }
+
+            fn visit_unit<E>(self) -> Result<Json, E> {
+                Ok(Json::Other(Value::Null))
+            }
+        }
+
+        deserializer.deserialize_any(JsonVisitor)
+    }
+}
+
+#[cfg(test)]
+impl From<Value> for Json {
+    fn from(value: Value) -> Self {
+        match value {
+            Value::Object(fields) => Json::Object(fields.into_iter().collect()),
+            other => Json::Other(other),
+        }
+    }
+}
+
+/// The members of an object body, or the message for a body that is not one, or that gives a
+/// key twice (JSON leaves duplicates to the reader; read as the last, they would hide a
+/// mistake: `{"capacity": 0, "capacity": 7}` is refused, not taken as 7).
+fn members(body: Json, shape: &str) -> Result<Vec<(String, Value)>, String> {
+    let Json::Object(members) = body else {
+        return Err(shape.to_owned());
+    };
+    for (i, (name, _)) in members.iter().enumerate() {
+        if members[..i].iter().any(|(seen, _)| seen == name) {
+            return Err(format!(
+                "`{}` given twice: give each field once",
+                capped(name)
+            ));
+        }
+    }
+    Ok(members)
+}
+
 /// Reads a `PATCH` or `POST` body as JSON: `415` unless it is sent as JSON, `413` over the
 /// limit, `400` unreadable or not JSON.
 async fn read_json<B>(
     inner: &Inner,
     headers: &HeaderMap,
     body: B,
-) -> Result<Value, Response<AdminBody>>
+) -> Result<Json, Response<AdminBody>>
 where
     B: Body + Send + 'static,
 {
@@ -296,10 +389,11 @@ const FIELDS: &str = "capacity, rate, paused, open and end_slots";
 
 /// The change a `PATCH` body asks for, or a message saying what is wrong with it (and then
 /// nothing is changed).
-fn settings_change(body: Value) -> Result<SettingsChange, String> {
-    let Value::Object(fields) = body else {
-        return Err("the body must be a JSON object, such as {\"capacity\": 100}".to_owned());
-    };
+fn settings_change(body: Json) -> Result<SettingsChange, String> {
+    let fields = members(
+        body,
+        "the body must be a JSON object, such as {\"capacity\": 100}",
+    )?;
     if fields.is_empty() {
         return Err(format!("nothing to change: give any of {FIELDS}"));
     }
@@ -340,7 +434,12 @@ fn settings_change(body: Value) -> Result<SettingsChange, String> {
                     end_slots = boolean(name, value)?;
                     change
                 }
-                other => return Err(format!("unknown field {other:?}: the fields are {FIELDS}")),
+                other => {
+                    return Err(format!(
+                        "unknown field {:?}: the fields are {FIELDS}",
+                        capped(other)
+                    ))
+                }
             };
     }
     if end_slots {
@@ -361,14 +460,14 @@ fn boolean(name: &str, value: &Value) -> Result<bool, String> {
 }
 
 /// The `count` of a release body.
-fn release_count(body: Value) -> Result<u64, String> {
+fn release_count(body: Json) -> Result<u64, String> {
     const SHAPE: &str = "the body must be {\"count\": n}, n at least 1";
-    let Value::Object(mut fields) = body else {
-        return Err(SHAPE.to_owned());
-    };
-    let count = fields.remove("count");
-    if let Some(other) = fields.keys().next() {
-        return Err(format!("unknown field {other:?}: {SHAPE}"));
+    let mut count = None;
+    for (name, value) in members(body, SHAPE)? {
+        if name != "count" {
+            return Err(format!("unknown field {:?}: {SHAPE}", capped(&name)));
+        }
+        count = Some(value);
     }
     match count.as_ref().map(|v| (v, v.as_u64())) {
         None => Err(format!("count is missing: {SHAPE}")),
@@ -426,6 +525,16 @@ fn control_error(control: &RoomControl, e: ControlError) -> Response<AdminBody> 
                 &format!("the room's store failed ({kind}); a change may or may not have been made: read the room again"),
             )
         }
+    }
+}
+
+/// `text` as an answer shows it: at most its first 64 characters, then `…` if there was more
+/// (what a caller sent is echoed to say what was wrong, not repeated at any length).
+fn capped(text: &str) -> std::borrow::Cow<'_, str> {
+    const MAX: usize = 64;
+    match text.char_indices().nth(MAX) {
+        None => text.into(),
+        Some((end, _)) => format!("{}…", &text[..end]).into(),
     }
 }
 
@@ -530,11 +639,12 @@ mod tests {
 
     #[test]
     fn patch_bodies() {
-        let ok = settings_change(json!({"capacity": 5, "rate": null, "paused": true})).unwrap();
+        let ok =
+            settings_change(json!({"capacity": 5, "rate": null, "paused": true}).into()).unwrap();
         assert_eq!(ok.get_capacity(), Some(5));
         assert_eq!(ok.get_admission_rate(), Some(None));
         assert_eq!(ok.get_paused(), Some(true));
-        let close = settings_change(json!({"open": false, "end_slots": true})).unwrap();
+        let close = settings_change(json!({"open": false, "end_slots": true}).into()).unwrap();
         assert!(close.ends_slots());
         for bad in [
             json!({}),
@@ -551,13 +661,16 @@ mod tests {
             json!({"end_slots": true}),
             json!({"open": true, "end_slots": true}),
         ] {
-            assert!(settings_change(bad.clone()).is_err(), "{bad} was accepted");
+            assert!(
+                settings_change(bad.clone().into()).is_err(),
+                "{bad} was accepted"
+            );
         }
     }
 
     #[test]
     fn release_bodies() {
-        assert_eq!(release_count(json!({"count": 3})), Ok(3));
+        assert_eq!(release_count(json!({"count": 3}).into()), Ok(3));
         for bad in [
             json!({}),
             json!({"count": 0}),
@@ -566,8 +679,65 @@ mod tests {
             json!({"count": 3, "all": true}),
             json!(3),
         ] {
-            assert!(release_count(bad.clone()).is_err(), "{bad} was accepted");
+            assert!(
+                release_count(bad.clone().into()).is_err(),
+                "{bad} was accepted"
+            );
         }
+    }
+
+    /// A body as the service reads it, duplicate keys and all.
+    fn parse(body: &str) -> Json {
+        serde_json::from_str(body).unwrap()
+    }
+
+    #[test]
+    fn bodies_keep_every_member() {
+        assert_eq!(
+            parse(r#"{"a": 1, "a": [2], "b": null}"#),
+            Json::Object(vec![
+                ("a".to_owned(), json!(1)),
+                ("a".to_owned(), json!([2])),
+                ("b".to_owned(), Value::Null)
+            ])
+        );
+        for other in ["[1, {\"a\": 2}]", "true", "-3", "7", "2.5", "\"x\"", "null"] {
+            let value: Value = serde_json::from_str(other).unwrap();
+            assert_eq!(parse(other), Json::Other(value), "{other}");
+        }
+        assert!(serde_json::from_str::<Json>("{\"a\": 1} x").is_err());
+    }
+
+    #[test]
+    fn a_key_given_twice_is_refused() {
+        for (body, name) in [
+            (r#"{"capacity": 0, "capacity": 7}"#, "capacity"),
+            (r#"{"paused": true, "paused": false}"#, "paused"),
+            (r#"{"capacity": 5, "rate": 1, "rate": null}"#, "rate"),
+            (
+                r#"{"open": false, "end_slots": true, "end_slots": true}"#,
+                "end_slots",
+            ),
+            (r#"{"nope": 1, "nope": 2}"#, "nope"),
+        ] {
+            let why = settings_change(parse(body)).unwrap_err();
+            assert!(
+                why.contains(&format!("`{name}` given twice")),
+                "{body}: {why}"
+            );
+        }
+        let why = release_count(parse(r#"{"count": 1, "count": 2}"#)).unwrap_err();
+        assert!(why.contains("`count` given twice"), "{why}");
+        assert_eq!(release_count(parse(r#"{"count": 2}"#)), Ok(2));
+    }
+
+    #[test]
+    fn echoes_are_capped() {
+        assert_eq!(capped("short"), "short");
+        let exact = "é".repeat(64);
+        assert_eq!(capped(&exact), exact);
+        let long = "é".repeat(5000);
+        assert_eq!(capped(&long), format!("{}…", "é".repeat(64)));
     }
 
     #[test]
