@@ -582,6 +582,31 @@ async fn bad_values_are_400_with_a_message_and_change_nothing() {
             StatusCode::BAD_REQUEST,
             "`count` given twice",
         ),
+        // `end_slots` is `true` with `"open": false` or nothing: never a silent no-op.
+        (
+            Method::PATCH,
+            &room,
+            json_ct,
+            br#"{"end_slots": false}"#.to_vec(),
+            StatusCode::BAD_REQUEST,
+            "end_slots",
+        ),
+        (
+            Method::PATCH,
+            &room,
+            json_ct,
+            br#"{"open": true, "end_slots": false}"#.to_vec(),
+            StatusCode::BAD_REQUEST,
+            "end_slots",
+        ),
+        (
+            Method::PATCH,
+            &room,
+            json_ct,
+            br#"{"open": false, "end_slots": false}"#.to_vec(),
+            StatusCode::BAD_REQUEST,
+            "end_slots",
+        ),
         (
             Method::PATCH,
             &room,

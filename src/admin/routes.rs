@@ -430,8 +430,16 @@ fn settings_change(body: Json) -> Result<SettingsChange, String> {
                 }),
                 "paused" => change.paused(boolean(name, value)?),
                 "open" => change.open(boolean(name, value)?),
+                // Only ever `true`: `false` would be a change that changes nothing.
                 "end_slots" => {
-                    end_slots = boolean(name, value)?;
+                    if *value != Value::Bool(true) {
+                        return Err(format!(
+                            "end_slots can only be true, with \"open\": false (it ends every \
+                             slot on closing); leave it out otherwise, not {}",
+                            capped(&value.to_string())
+                        ));
+                    }
+                    end_slots = true;
                     change
                 }
                 other => {
@@ -729,6 +737,25 @@ mod tests {
         let why = release_count(parse(r#"{"count": 1, "count": 2}"#)).unwrap_err();
         assert!(why.contains("`count` given twice"), "{why}");
         assert_eq!(release_count(parse(r#"{"count": 2}"#)), Ok(2));
+    }
+
+    #[test]
+    fn end_slots_is_true_with_closing_or_absent() {
+        for bad in [
+            json!({"end_slots": false}),
+            json!({"open": true, "end_slots": false}),
+            json!({"open": false, "end_slots": false}),
+            json!({"capacity": 5, "end_slots": false}),
+            json!({"open": false, "end_slots": null}),
+            json!({"open": false, "end_slots": 1}),
+            json!({"paused": true, "end_slots": true}),
+        ] {
+            let why = settings_change(bad.clone().into()).unwrap_err();
+            assert!(why.contains("end_slots"), "{bad}: {why}");
+        }
+        assert!(!settings_change(json!({"open": false}).into())
+            .unwrap()
+            .ends_slots());
     }
 
     #[test]
