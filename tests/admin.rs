@@ -508,6 +508,40 @@ async fn bad_values_are_400_with_a_message_and_change_nothing() {
             StatusCode::BAD_REQUEST,
             "capacity must be a whole number",
         ),
+        // Whole numbers written as decimals are refused, saying so.
+        (
+            Method::PATCH,
+            &room,
+            json_ct,
+            br#"{"capacity": 1e3}"#.to_vec(),
+            StatusCode::BAD_REQUEST,
+            "capacity must be a whole number from 1 to 4294967295, written without a decimal \
+             point or exponent (as 1000), not 1000.0",
+        ),
+        (
+            Method::PATCH,
+            &room,
+            json_ct,
+            br#"{"capacity": -0}"#.to_vec(),
+            StatusCode::BAD_REQUEST,
+            "written without a decimal point or exponent, not -0.0",
+        ),
+        (
+            Method::PATCH,
+            &room,
+            json_ct,
+            br#"{"rate": 20.0}"#.to_vec(),
+            StatusCode::BAD_REQUEST,
+            "written without a decimal point or exponent (as 20)",
+        ),
+        (
+            Method::POST,
+            &release,
+            json_ct,
+            br#"{"count": 2E0}"#.to_vec(),
+            StatusCode::BAD_REQUEST,
+            "written without a decimal point or exponent (as 2)",
+        ),
         (
             Method::PATCH,
             &room,

@@ -407,8 +407,10 @@ fn settings_change(body: Json) -> Result<SettingsChange, String> {
                     Some(n) if n <= u64::from(u32::MAX) => n as u32,
                     _ => {
                         return Err(format!(
-                            "capacity must be a whole number from 1 to {}, not {value}",
-                            u32::MAX
+                            "capacity must be a whole number from 1 to {}{}, not {}",
+                            u32::MAX,
+                            written(value, |n| (1..=u64::from(u32::MAX)).contains(&n)),
+                            shown(value)
                         ))
                     }
                 }),
@@ -422,9 +424,11 @@ fn settings_change(body: Json) -> Result<SettingsChange, String> {
                         Some(n) if n <= u64::from(u32::MAX) => Some(n as u32),
                         _ => {
                             return Err(format!(
-                            "rate must be a whole number of admissions per second, or null for \
-                             no limit, not {value}"
-                        ))
+                                "rate must be a whole number of admissions per second{}, or \
+                                 null for no limit, not {}",
+                                written(value, |n| (1..=u64::from(u32::MAX)).contains(&n)),
+                                shown(value)
+                            ))
                         }
                     },
                 }),
@@ -461,10 +465,33 @@ fn settings_change(body: Json) -> Result<SettingsChange, String> {
     Ok(change)
 }
 
+/// For a whole number sent as a decimal (`1000.0`, `1e3`, `-0`: JSON reads them as floats,
+/// which are refused), the words that say how to write it, with the number to send when it
+/// `fits`; nothing for any other value.
+fn written(value: &Value, fits: impl Fn(u64) -> bool) -> String {
+    const WRITTEN: &str = ", written without a decimal point or exponent";
+    match value.as_f64() {
+        Some(f) if value.is_f64() && f.fract() == 0.0 => {
+            // Below 2^64 (`u64::MAX as f64` is 2^64), the cast is exact.
+            if (0.0..u64::MAX as f64).contains(&f) && fits(f as u64) {
+                format!("{WRITTEN} (as {})", f as u64)
+            } else {
+                WRITTEN.to_owned()
+            }
+        }
+        _ => String::new(),
+    }
+}
+
+/// A value sent, as JSON writes it, capped.
+fn shown(value: &Value) -> String {
+    capped(&value.to_string()).into_owned()
+}
+
 fn boolean(name: &str, value: &Value) -> Result<bool, String> {
     value
         .as_bool()
-        .ok_or_else(|| format!("{name} must be true or false, not {value}"))
+        .ok_or_else(|| format!("{name} must be true or false, not {}", shown(value)))
 }
 
 /// The `count` of a release body.
@@ -482,7 +509,9 @@ fn release_count(body: Json) -> Result<u64, String> {
         Some((_, Some(0))) => Err("count must be at least 1".to_owned()),
         Some((_, Some(n))) => Ok(n),
         Some((v, None)) => Err(format!(
-            "count must be a whole number of at least 1, not {v}"
+            "count must be a whole number of at least 1{}, not {}",
+            written(v, |n| n >= 1),
+            shown(v)
         )),
     }
 }
@@ -756,6 +785,70 @@ mod tests {
         assert!(!settings_change(json!({"open": false}).into())
             .unwrap()
             .ends_slots());
+    }
+
+    #[test]
+    fn whole_numbers_written_as_decimals_are_refused_saying_so() {
+        let why = |body: &str| settings_change(parse(body)).unwrap_err();
+        let written = "written without a decimal point or exponent";
+        for body in [
+            r#"{"capacity": 1e3}"#,
+            r#"{"capacity": 1000.0}"#,
+            r#"{"capacity": 10E2}"#,
+        ] {
+            assert_eq!(
+                why(body),
+                format!(
+                    "capacity must be a whole number from 1 to 4294967295, {written} (as 1000), \
+                     not 1000.0"
+                ),
+                "{body}"
+            );
+        }
+        // Out of range, or no admissible whole number at all: no suggestion.
+        assert_eq!(
+            why(r#"{"capacity": -0}"#),
+            format!("capacity must be a whole number from 1 to 4294967295, {written}, not -0.0")
+        );
+        assert!(why(r#"{"capacity": 1e10}"#).ends_with(&format!("{written}, not 10000000000.0")));
+        assert!(why(r#"{"capacity": -2.0}"#).ends_with(&format!("{written}, not -2.0")));
+        assert_eq!(
+            why(r#"{"rate": 2e1}"#),
+            format!(
+                "rate must be a whole number of admissions per second, {written} (as 20), or \
+                 null for no limit, not 20.0"
+            )
+        );
+        assert!(why(r#"{"rate": -0.0}"#).contains(&format!("{written}, or null")));
+        // 2^64: no u64, so no suggestion (a saturating cast would suggest u64::MAX).
+        assert_eq!(
+            release_count(parse(r#"{"count": 18446744073709551616.0}"#)),
+            Err(format!(
+                "count must be a whole number of at least 1, {written}, not 1.8446744073709552e+19"
+            ))
+        );
+        assert_eq!(
+            release_count(parse(r#"{"count": 3.0}"#)),
+            Err(format!(
+                "count must be a whole number of at least 1, {written} (as 3), not 3.0"
+            ))
+        );
+        // Not whole, or not numbers: as before, without the clause.
+        assert_eq!(
+            why(r#"{"capacity": 2.5}"#),
+            "capacity must be a whole number from 1 to 4294967295, not 2.5"
+        );
+        assert_eq!(
+            release_count(parse(r#"{"count": "3"}"#)),
+            Err("count must be a whole number of at least 1, not \"3\"".to_owned())
+        );
+        // Whole numbers as whole numbers are fine.
+        assert_eq!(
+            settings_change(parse(r#"{"capacity": 1000}"#))
+                .unwrap()
+                .get_capacity(),
+            Some(1000)
+        );
     }
 
     #[test]
