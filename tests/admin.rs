@@ -949,6 +949,41 @@ async fn the_token_is_needed_and_never_shown() {
     );
 }
 
+/// RFC 6750, 3.1: no credentials (no header, or another scheme) get the bare challenge; a bearer
+/// header without a token is a malformed request; a token that is not the one is invalid.
+#[tokio::test]
+async fn the_challenge_says_what_was_wrong_as_rfc_6750_has_it() {
+    let (g, _layer) = memory_gateway().await;
+    let bare = "Bearer realm=\"waiting room admin\"";
+    let request = "Bearer realm=\"waiting room admin\", error=\"invalid_request\"";
+    let token = "Bearer realm=\"waiting room admin\", error=\"invalid_token\"";
+    let basic = format!("Basic {TOKEN}");
+    for (authorization, challenge) in [
+        (None, bare),
+        (Some(&basic[..]), bare),
+        (Some("Digest username=\"op\""), bare),
+        (Some("Bearerish abc"), bare),
+        (Some("Bearer"), request),
+        (Some("bearer"), request),
+        (Some("Bearer    "), request),
+        (Some("Bearer wrong"), token),
+        (Some("BEARER wrong"), token),
+    ] {
+        let headers: Vec<(HeaderName, HeaderValue)> = authorization
+            .map(|a| (header::AUTHORIZATION, HeaderValue::from_str(a).unwrap()))
+            .into_iter()
+            .collect();
+        let r = g.send(Method::GET, &room_path(), &headers).await;
+        assert_eq!(r.status, StatusCode::UNAUTHORIZED, "{authorization:?}");
+        assert_eq!(
+            r.header(header::WWW_AUTHENTICATE),
+            Some(challenge),
+            "{authorization:?}"
+        );
+        assert!(r.json()["error"].is_string(), "{authorization:?}");
+    }
+}
+
 #[test]
 fn the_builder_refuses_what_cannot_work() {
     let layer = room_builder().build().unwrap();

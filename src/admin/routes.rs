@@ -167,20 +167,25 @@ fn unauthorized(inner: &Inner, headers: &HeaderMap) -> Option<Response<AdminBody
     if !inner.auth.required() {
         return None;
     }
-    let sent = headers
-        .get(header::AUTHORIZATION)
-        .map(|v| bearer_token(v.as_bytes()));
-    if inner.auth.accepts(sent.flatten()) {
+    let sent = credentials(headers);
+    if inner.auth.accepts(match sent {
+        Credentials::Token(t) => Some(t),
+        _ => None,
+    }) {
         return None;
     }
-    // RFC 6750: a request without credentials gets the bare challenge; one with a wrong token
-    // is told it was invalid.
+    // RFC 6750, 3.1: a request without bearer credentials gets the bare challenge, with no
+    // error code; a bearer header without a token is malformed; a wrong token is invalid.
     let (message, challenge) = match sent {
-        None => (
+        Credentials::None => (
             "an operator token is needed: Authorization: Bearer <token>",
             "Bearer realm=\"waiting room admin\"",
         ),
-        Some(_) => (
+        Credentials::Empty => (
+            "the bearer token is empty: Authorization: Bearer <token>",
+            "Bearer realm=\"waiting room admin\", error=\"invalid_request\"",
+        ),
+        Credentials::Token(_) => (
             "the operator token is wrong",
             "Bearer realm=\"waiting room admin\", error=\"invalid_token\"",
         ),
@@ -191,6 +196,35 @@ fn unauthorized(inner: &Inner, headers: &HeaderMap) -> Option<Response<AdminBody
         HeaderValue::from_static(challenge),
     );
     Some(res)
+}
+
+/// What a request's `Authorization` offers.
+#[derive(Debug, PartialEq, Eq)]
+enum Credentials<'a> {
+    /// No header, or another scheme (`Basic`, ...).
+    None,
+    /// The `Bearer` scheme without a token.
+    Empty,
+    /// `Bearer <token>`.
+    Token(&'a [u8]),
+}
+
+fn credentials(headers: &HeaderMap) -> Credentials<'_> {
+    let Some(value) = headers
+        .get(header::AUTHORIZATION)
+        .map(HeaderValue::as_bytes)
+    else {
+        return Credentials::None;
+    };
+    if let Some(token) = bearer_token(value) {
+        return Credentials::Token(token);
+    }
+    let scheme = value.split(|&b| b == b' ').next().unwrap_or_default();
+    if scheme.eq_ignore_ascii_case(b"bearer") {
+        Credentials::Empty
+    } else {
+        Credentials::None
+    }
 }
 
 /// The token of an `Authorization: Bearer <token>` value (the scheme in any case).
@@ -672,6 +706,32 @@ mod tests {
         assert_eq!(bearer_token(b"Basic abc"), None);
         assert_eq!(bearer_token(b"Bearer "), None);
         assert_eq!(bearer_token(b"Bearer"), None);
+    }
+
+    #[test]
+    fn credentials_by_scheme() {
+        let of = |value: &'static str| {
+            let mut headers = HeaderMap::new();
+            headers.insert(header::AUTHORIZATION, HeaderValue::from_static(value));
+            credentials(&headers).kind()
+        };
+        assert_eq!(credentials(&HeaderMap::new()), Credentials::None);
+        assert_eq!(of("Basic abc"), "none");
+        assert_eq!(of("Bearerish abc"), "none");
+        assert_eq!(of(""), "none");
+        assert_eq!(of("Bearer"), "empty");
+        assert_eq!(of("bearer   "), "empty");
+        assert_eq!(of("Bearer abc"), "token abc");
+    }
+
+    impl Credentials<'_> {
+        fn kind(&self) -> String {
+            match self {
+                Credentials::None => "none".to_owned(),
+                Credentials::Empty => "empty".to_owned(),
+                Credentials::Token(t) => format!("token {}", String::from_utf8_lossy(t)),
+            }
+        }
     }
 
     #[test]
