@@ -984,6 +984,48 @@ async fn the_challenge_says_what_was_wrong_as_rfc_6750_has_it() {
     }
 }
 
+/// A `HEAD` answer has the `Content-Length` of the `GET` body and no body (without it a client
+/// such as `curl -X HEAD` waits for a body until the connection closes).
+#[tokio::test]
+async fn head_answers_have_the_length_of_the_get_body() {
+    let (g, _layer) = memory_gateway().await;
+    let admin = Admin::new(&g);
+    for path in ["/admin/".to_owned(), "/admin/rooms".to_owned(), room_path()] {
+        let get = admin.send(Method::GET, &path, None, b"").await;
+        let head = admin.send(Method::HEAD, &path, None, b"").await;
+        assert_eq!(
+            (get.status, head.status),
+            (StatusCode::OK, StatusCode::OK),
+            "{path}"
+        );
+        assert!(!get.body.is_empty(), "{path}");
+        assert_eq!(head.body.len(), 0, "HEAD {path}");
+        assert_eq!(
+            head.header(header::CONTENT_LENGTH),
+            Some(&get.body.len().to_string()[..]),
+            "HEAD {path}"
+        );
+        assert_eq!(
+            head.header(header::CONTENT_TYPE),
+            get.header(header::CONTENT_TYPE),
+            "HEAD {path}"
+        );
+    }
+    // Refusals too: the length of the error the GET would get.
+    let nobody = Admin {
+        http: g.clone(),
+        token: None,
+    };
+    let get = nobody.send(Method::GET, &room_path(), None, b"").await;
+    let head = nobody.send(Method::HEAD, &room_path(), None, b"").await;
+    assert_eq!(head.status, StatusCode::UNAUTHORIZED);
+    assert_eq!(head.body.len(), 0);
+    assert_eq!(
+        head.header(header::CONTENT_LENGTH),
+        Some(&get.body.len().to_string()[..])
+    );
+}
+
 #[test]
 fn the_builder_refuses_what_cannot_work() {
     let layer = room_builder().build().unwrap();

@@ -85,6 +85,11 @@ where
         HeaderValue::from_static("nosniff"),
     );
     if head {
+        // The length of the body a GET gets, and no body: without it a client such as
+        // `curl -X HEAD` waits for a body until the connection closes.
+        let len = res.body().size_hint().exact().unwrap_or_default();
+        res.headers_mut()
+            .insert(header::CONTENT_LENGTH, HeaderValue::from(len));
         *res.body_mut() = AdminBody::empty();
     }
     res
