@@ -1026,6 +1026,58 @@ async fn head_answers_have_the_length_of_the_get_body() {
     );
 }
 
+/// What a caller put in the path (or the method) is echoed to say what was wrong, but capped:
+/// the first 64 characters and `…`, never thousands.
+#[tokio::test]
+async fn long_path_segments_are_echoed_capped() {
+    let (g, _layer) = memory_gateway().await;
+    let admin = Admin::new(&g);
+    let long_room = "r".repeat(5000);
+    let long_session = "z".repeat(5000);
+    let long_method = Method::from_bytes("M".repeat(3000).as_bytes()).unwrap();
+    for (method, path, status, echo) in [
+        (
+            Method::GET,
+            format!("/admin/rooms/{long_room}"),
+            StatusCode::NOT_FOUND,
+            format!("no room \"{}…\" here", "r".repeat(64)),
+        ),
+        (
+            Method::DELETE,
+            format!("{}/sessions/{long_session}", room_path()),
+            StatusCode::BAD_REQUEST,
+            format!("\"{}…\"", "z".repeat(64)),
+        ),
+        (
+            long_method,
+            room_path(),
+            StatusCode::METHOD_NOT_ALLOWED,
+            format!("{}… is not allowed here", "M".repeat(64)),
+        ),
+    ] {
+        let r = admin.send(method, &path, None, b"").await;
+        assert_eq!(r.status, status, "{}", r.text());
+        let error = r.json()["error"].as_str().unwrap().to_owned();
+        let start: String = error.chars().take(200).collect();
+        assert!(error.contains(&echo), "{start:?}... lacks {echo:?}");
+        assert!(error.len() < 400, "{} bytes: {start:?}...", error.len());
+    }
+    // Short ones in full, as before.
+    let r = admin
+        .send(
+            Method::DELETE,
+            &format!("{}/sessions/xyz", room_path()),
+            None,
+            b"",
+        )
+        .await;
+    let error = r.json()["error"].as_str().unwrap().to_owned();
+    assert!(
+        error.contains("32 hex digits") && error.contains("\"xyz\""),
+        "{error:?}"
+    );
+}
+
 #[test]
 fn the_builder_refuses_what_cannot_work() {
     let layer = room_builder().build().unwrap();

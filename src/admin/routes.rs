@@ -115,7 +115,7 @@ where
             StatusCode::METHOD_NOT_ALLOWED,
             &format!(
                 "{} is not allowed here; allowed: {}",
-                parts.method,
+                capped(parts.method.as_str()),
                 route.allow()
             ),
         );
@@ -132,7 +132,10 @@ where
         Route::Room(room) | Route::Release(room) | Route::Session(room, _) => room,
     };
     let Some(control) = inner.rooms.iter().find(|c| c.room() == room) else {
-        return error(StatusCode::NOT_FOUND, &format!("no room {room:?} here"));
+        return error(
+            StatusCode::NOT_FOUND,
+            &format!("no room {:?} here", capped(room)),
+        );
     };
     match (route, &parts.method) {
         (Route::Room(_), &Method::PATCH) => {
@@ -569,7 +572,10 @@ async fn drop_session(control: &RoomControl, session: &str) -> Response<AdminBod
     let Some(id) = SessionId::from_hex(&session.to_ascii_lowercase()) else {
         return error(
             StatusCode::BAD_REQUEST,
-            "the session must be 32 hex digits, as the room shows it",
+            &format!(
+                "the session must be 32 hex digits, as the room shows it, not {:?}",
+                capped(session)
+            ),
         );
     };
     match control.drop_session(id).await {
