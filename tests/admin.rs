@@ -508,6 +508,40 @@ async fn bad_values_are_400_with_a_message_and_change_nothing() {
             StatusCode::BAD_REQUEST,
             "capacity must be a whole number",
         ),
+        // Whole numbers written as decimals are refused, saying so.
+        (
+            Method::PATCH,
+            &room,
+            json_ct,
+            br#"{"capacity": 1e3}"#.to_vec(),
+            StatusCode::BAD_REQUEST,
+            "capacity must be a whole number from 1 to 4294967295, written without a decimal \
+             point or exponent (as 1000), not 1000.0",
+        ),
+        (
+            Method::PATCH,
+            &room,
+            json_ct,
+            br#"{"capacity": -0}"#.to_vec(),
+            StatusCode::BAD_REQUEST,
+            "written without a decimal point or exponent, not -0.0",
+        ),
+        (
+            Method::PATCH,
+            &room,
+            json_ct,
+            br#"{"rate": 20.0}"#.to_vec(),
+            StatusCode::BAD_REQUEST,
+            "written without a decimal point or exponent (as 20)",
+        ),
+        (
+            Method::POST,
+            &release,
+            json_ct,
+            br#"{"count": 2E0}"#.to_vec(),
+            StatusCode::BAD_REQUEST,
+            "written without a decimal point or exponent (as 2)",
+        ),
         (
             Method::PATCH,
             &room,
@@ -556,6 +590,56 @@ async fn bad_values_are_400_with_a_message_and_change_nothing() {
             br#"{"paused": true, "capacity": 0}"#.to_vec(),
             StatusCode::BAD_REQUEST,
             "capacity",
+        ),
+        // A field given twice is refused, not read as its last value.
+        (
+            Method::PATCH,
+            &room,
+            json_ct,
+            br#"{"capacity": 0, "capacity": 7}"#.to_vec(),
+            StatusCode::BAD_REQUEST,
+            "`capacity` given twice",
+        ),
+        (
+            Method::PATCH,
+            &room,
+            json_ct,
+            br#"{"paused": true, "paused": false}"#.to_vec(),
+            StatusCode::BAD_REQUEST,
+            "`paused` given twice",
+        ),
+        (
+            Method::POST,
+            &release,
+            json_ct,
+            br#"{"count": 1, "count": 2}"#.to_vec(),
+            StatusCode::BAD_REQUEST,
+            "`count` given twice",
+        ),
+        // `end_slots` is `true` with `"open": false` or nothing: never a silent no-op.
+        (
+            Method::PATCH,
+            &room,
+            json_ct,
+            br#"{"end_slots": false}"#.to_vec(),
+            StatusCode::BAD_REQUEST,
+            "end_slots",
+        ),
+        (
+            Method::PATCH,
+            &room,
+            json_ct,
+            br#"{"open": true, "end_slots": false}"#.to_vec(),
+            StatusCode::BAD_REQUEST,
+            "end_slots",
+        ),
+        (
+            Method::PATCH,
+            &room,
+            json_ct,
+            br#"{"open": false, "end_slots": false}"#.to_vec(),
+            StatusCode::BAD_REQUEST,
+            "end_slots",
         ),
         (
             Method::PATCH,
@@ -862,6 +946,135 @@ async fn the_token_is_needed_and_never_shown() {
     assert!(
         shown.contains("bearer token") && shown.contains(ROOM),
         "{shown}"
+    );
+}
+
+/// RFC 6750, 3.1: no credentials (no header, or another scheme) get the bare challenge; a bearer
+/// header without a token is a malformed request; a token that is not the one is invalid.
+#[tokio::test]
+async fn the_challenge_says_what_was_wrong_as_rfc_6750_has_it() {
+    let (g, _layer) = memory_gateway().await;
+    let bare = "Bearer realm=\"waiting room admin\"";
+    let request = "Bearer realm=\"waiting room admin\", error=\"invalid_request\"";
+    let token = "Bearer realm=\"waiting room admin\", error=\"invalid_token\"";
+    let basic = format!("Basic {TOKEN}");
+    for (authorization, challenge) in [
+        (None, bare),
+        (Some(&basic[..]), bare),
+        (Some("Digest username=\"op\""), bare),
+        (Some("Bearerish abc"), bare),
+        (Some("Bearer"), request),
+        (Some("bearer"), request),
+        (Some("Bearer    "), request),
+        (Some("Bearer wrong"), token),
+        (Some("BEARER wrong"), token),
+    ] {
+        let headers: Vec<(HeaderName, HeaderValue)> = authorization
+            .map(|a| (header::AUTHORIZATION, HeaderValue::from_str(a).unwrap()))
+            .into_iter()
+            .collect();
+        let r = g.send(Method::GET, &room_path(), &headers).await;
+        assert_eq!(r.status, StatusCode::UNAUTHORIZED, "{authorization:?}");
+        assert_eq!(
+            r.header(header::WWW_AUTHENTICATE),
+            Some(challenge),
+            "{authorization:?}"
+        );
+        assert!(r.json()["error"].is_string(), "{authorization:?}");
+    }
+}
+
+/// A `HEAD` answer has the `Content-Length` of the `GET` body and no body (without it a client
+/// such as `curl -X HEAD` waits for a body until the connection closes).
+#[tokio::test]
+async fn head_answers_have_the_length_of_the_get_body() {
+    let (g, _layer) = memory_gateway().await;
+    let admin = Admin::new(&g);
+    for path in ["/admin/".to_owned(), "/admin/rooms".to_owned(), room_path()] {
+        let get = admin.send(Method::GET, &path, None, b"").await;
+        let head = admin.send(Method::HEAD, &path, None, b"").await;
+        assert_eq!(
+            (get.status, head.status),
+            (StatusCode::OK, StatusCode::OK),
+            "{path}"
+        );
+        assert!(!get.body.is_empty(), "{path}");
+        assert_eq!(head.body.len(), 0, "HEAD {path}");
+        assert_eq!(
+            head.header(header::CONTENT_LENGTH),
+            Some(&get.body.len().to_string()[..]),
+            "HEAD {path}"
+        );
+        assert_eq!(
+            head.header(header::CONTENT_TYPE),
+            get.header(header::CONTENT_TYPE),
+            "HEAD {path}"
+        );
+    }
+    // Refusals too: the length of the error the GET would get.
+    let nobody = Admin {
+        http: g.clone(),
+        token: None,
+    };
+    let get = nobody.send(Method::GET, &room_path(), None, b"").await;
+    let head = nobody.send(Method::HEAD, &room_path(), None, b"").await;
+    assert_eq!(head.status, StatusCode::UNAUTHORIZED);
+    assert_eq!(head.body.len(), 0);
+    assert_eq!(
+        head.header(header::CONTENT_LENGTH),
+        Some(&get.body.len().to_string()[..])
+    );
+}
+
+/// What a caller put in the path (or the method) is echoed to say what was wrong, but capped:
+/// the first 64 characters and `…`, never thousands.
+#[tokio::test]
+async fn long_path_segments_are_echoed_capped() {
+    let (g, _layer) = memory_gateway().await;
+    let admin = Admin::new(&g);
+    let long_room = "r".repeat(5000);
+    let long_session = "z".repeat(5000);
+    let long_method = Method::from_bytes("M".repeat(3000).as_bytes()).unwrap();
+    for (method, path, status, echo) in [
+        (
+            Method::GET,
+            format!("/admin/rooms/{long_room}"),
+            StatusCode::NOT_FOUND,
+            format!("no room \"{}…\" here", "r".repeat(64)),
+        ),
+        (
+            Method::DELETE,
+            format!("{}/sessions/{long_session}", room_path()),
+            StatusCode::BAD_REQUEST,
+            format!("\"{}…\"", "z".repeat(64)),
+        ),
+        (
+            long_method,
+            room_path(),
+            StatusCode::METHOD_NOT_ALLOWED,
+            format!("{}… is not allowed here", "M".repeat(64)),
+        ),
+    ] {
+        let r = admin.send(method, &path, None, b"").await;
+        assert_eq!(r.status, status, "{}", r.text());
+        let error = r.json()["error"].as_str().unwrap().to_owned();
+        let start: String = error.chars().take(200).collect();
+        assert!(error.contains(&echo), "{start:?}... lacks {echo:?}");
+        assert!(error.len() < 400, "{} bytes: {start:?}...", error.len());
+    }
+    // Short ones in full, as before.
+    let r = admin
+        .send(
+            Method::DELETE,
+            &format!("{}/sessions/xyz", room_path()),
+            None,
+            b"",
+        )
+        .await;
+    let error = r.json()["error"].as_str().unwrap().to_owned();
+    assert!(
+        error.contains("32 hex digits") && error.contains("\"xyz\""),
+        "{error:?}"
     );
 }
 
