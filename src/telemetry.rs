@@ -42,7 +42,7 @@ use crate::config::RoomPolicy;
 use crate::session::SessionId;
 #[cfg(feature = "metrics")]
 use crate::store::{Decision, SettingsChange, SettingsUpdate};
-use crate::store::{RoomStats, Store, StoreError, StoreErrorKind, StoreFuture};
+use crate::store::{RoomStats, Store, StoreError, StoreErrorKind, StoreFuture, StoreOp};
 
 /// Requests the room handled, by `stage` (where it decided: `fast_path`, `cookie_check`,
 /// `store`, `endpoint`, `bypass`) and `outcome` (`admitted`, `waiting`, `full`, `closed`,
@@ -224,45 +224,6 @@ impl Outcome {
             (StoreErrorKind::Busy, _) => Outcome::Busy,
             (_, true) => Outcome::FailOpen,
             (_, false) => Outcome::Unavailable,
-        }
-    }
-}
-
-/// A store operation (the `op` label).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum StoreOp {
-    Enter,
-    Poll,
-    Heartbeat,
-    Release,
-    Stats,
-    Configure,
-    AdmitNext,
-    Ban,
-}
-
-impl StoreOp {
-    const ALL: [StoreOp; 8] = [
-        StoreOp::Enter,
-        StoreOp::Poll,
-        StoreOp::Heartbeat,
-        StoreOp::Release,
-        StoreOp::Stats,
-        StoreOp::Configure,
-        StoreOp::AdmitNext,
-        StoreOp::Ban,
-    ];
-
-    fn as_str(self) -> &'static str {
-        match self {
-            StoreOp::Enter => "enter",
-            StoreOp::Poll => "poll",
-            StoreOp::Heartbeat => "heartbeat",
-            StoreOp::Release => "release",
-            StoreOp::Stats => "stats",
-            StoreOp::Configure => "configure",
-            StoreOp::AdmitNext => "admit_next",
-            StoreOp::Ban => "ban",
         }
     }
 }

@@ -141,7 +141,50 @@ pub trait Store: Send + Sync + 'static {
     fn ban(&self, policy: &RoomPolicy, session: SessionId, until_ms: u64) -> StoreFuture<bool>;
 }
 
-/// What the store decided for one visitor.
+/// A store operation: the Redis script's `ARGV[1]` and the metrics' `op` label.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum StoreOp {
+    Enter,
+    Poll,
+    Heartbeat,
+    Release,
+    Stats,
+    Configure,
+    AdmitNext,
+    Ban,
+}
+
+impl StoreOp {
+    /// Every operation, in the order of the metrics' keys.
+    #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
+    pub(crate) const ALL: [StoreOp; 8] = [
+        StoreOp::Enter,
+        StoreOp::Poll,
+        StoreOp::Heartbeat,
+        StoreOp::Release,
+        StoreOp::Stats,
+        StoreOp::Configure,
+        StoreOp::AdmitNext,
+        StoreOp::Ban,
+    ];
+
+    /// The operation's name, as the script and the metrics spell it.
+    #[cfg_attr(not(any(feature = "metrics", feature = "redis")), allow(dead_code))]
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            StoreOp::Enter => "enter",
+            StoreOp::Poll => "poll",
+            StoreOp::Heartbeat => "heartbeat",
+            StoreOp::Release => "release",
+            StoreOp::Stats => "stats",
+            StoreOp::Configure => "configure",
+            StoreOp::AdmitNext => "admit_next",
+            StoreOp::Ban => "ban",
+        }
+    }
+}
+
+/// What a store decided for one visitor.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Decision {

@@ -35,33 +35,8 @@ pub(crate) fn keys(prefix: &str, room: &str) -> [String; KEY_COUNT] {
 /// clock for every gateway.
 pub(crate) const NOW_FROM_SERVER: u64 = 0;
 
-/// The operation, `ARGV[1]`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Op {
-    Enter,
-    Poll,
-    Heartbeat,
-    Release,
-    Stats,
-    Configure,
-    AdmitNext,
-    Ban,
-}
-
-impl Op {
-    pub(crate) fn as_str(self) -> &'static str {
-        match self {
-            Op::Enter => "enter",
-            Op::Poll => "poll",
-            Op::Heartbeat => "heartbeat",
-            Op::Release => "release",
-            Op::Stats => "stats",
-            Op::Configure => "configure",
-            Op::AdmitNext => "admit_next",
-            Op::Ban => "ban",
-        }
-    }
-}
+/// The operation, `ARGV[1]`: [`StoreOp::as_str`].
+pub(crate) use crate::store::StoreOp as Op;
 
 /// `ARGV[4]` to `ARGV[16]`, in order: the room's policy and the crate's bounds.
 pub(crate) fn numbers(policy: &RoomPolicy) -> [u64; 13] {
