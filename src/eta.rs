@@ -1,69 +1,279 @@
-//! The wait estimate shown to waiters: how long until their turn, from the room's recent
-//! admissions, which every gateway shares through the store.
+//! The wait estimate shown to waiters: how long until their turn, from what the room has
+//! actually observed, which every gateway shares through the store.
+//!
+//! One function, [`estimate`], from one small input, [`EtaInput`]: the waiter's position, the
+//! room's admission counts and what they were measured over ([`RoomPace`]), and whether the room
+//! is paused. Whatever feeds the position (a store answer today, a snapshot later) and whatever
+//! moves the pace (operators' capacity changes, a pause) reaches the estimate through it.
+//!
+//! How it estimates (`docs/eta.md` has the method and its measured accuracy):
+//! - **The window the room has**: admissions are counted over the last minute and the last five
+//!   minutes, *including the current bucket*, each divided by the time it really covers: never
+//!   more than the room's age (a room 20 s old is not five minutes old).
+//! - **Throughput of slots**: in a young room, the first `capacity` admissions filled empty slots
+//!   at once; they are not the pace at which slots free up, so they are left out of the rate
+//!   (Little's law: the line moves at the rate slots are freed).
+//! - **Smoothing** that follows a change within a minute: the last minute's rate weighs
+//!   [`RECENT_WEIGHT`], the five minutes' the rest, once the last minute has enough admissions.
+//! - **A margin sized from the uncertainty**, not a fixed factor: a rate counted from `n`
+//!   admissions is off by about `1/sqrt(n)`, and the wait of the `p`-th admission to come varies
+//!   by about `1/sqrt(p)`; the shown estimate adds [`MARGIN_Z`] times that, and the range spans it.
+//! - **No false precision**: with no basis (a room younger than [`MIN_OBSERVED_MS`], or fewer
+//!   than [`MIN_EVENTS`] admissions) the answer is [`Eta::Estimating`]; a room that let nobody in
+//!   for five minutes is [`Eta::Stalled`]; a paused one [`Eta::Paused`].
 
 use std::time::Duration;
 
-use crate::store::AdmissionCounts;
+use crate::store::{AdmissionCounts, RoomPace, ADMISSION_BUCKET_MS};
 
-/// Estimates are multiplied by this, so that they err on the long side: a visitor let in early is
-/// pleased, one kept past the promised time is not.
-pub const ETA_SAFETY_FACTOR: f64 = 1.25;
+/// Weight of the last minute's rate once it counts at least [`MIN_RECENT_EVENTS`] admissions
+/// (the rest is the last five minutes').
+pub const RECENT_WEIGHT: f64 = 0.7;
+/// Admissions the last minute needs before its rate is trusted more than the five minutes'.
+pub const MIN_RECENT_EVENTS: f64 = 4.0;
+/// How many standard deviations of the estimate's own uncertainty the shown value adds.
+pub const MARGIN_Z: f64 = 1.0;
+/// A room younger than this has no basis for an estimate yet.
+pub const MIN_OBSERVED_MS: u64 = 5_000;
+/// Admissions (beyond the initial fill) needed before a rate is estimated.
+pub const MIN_EVENTS: f64 = 2.0;
+/// The longest estimate given: beyond it the number means nothing.
+const MAX_SECS: f64 = 365.0 * 86_400.0;
 
-/// Weight of the last minute's admission rate in the blend (the rest is the last five minutes').
-const ETA_RECENT_WEIGHT: f64 = 0.5;
+/// What an estimate is made from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct EtaInput {
+    /// The waiter's 1-based position.
+    pub position: u64,
+    /// The room's admissions in its complete buckets.
+    pub recent: AdmissionCounts,
+    /// What they were measured over.
+    pub pace: RoomPace,
+    /// Whether the room is paused.
+    pub paused: bool,
+}
 
-/// The estimated wait of the visitor at `position`, from the room's recent admissions (Little's
-/// law: wait = people ahead, and the visitor, / admission rate).
-///
-/// The rate blends the last minute's and the last five minutes' rates half and half, so a sudden
-/// stall or burst moves the estimate gradually instead of making it jump; the result is multiplied
-/// by [`ETA_SAFETY_FACTOR`] and rounded up to whole seconds. `None` when nobody was admitted in the
-/// last five minutes: there is no rate to estimate from, and the honest answer is "not moving".
+impl EtaInput {
+    /// An input from its parts.
+    pub const fn new(position: u64, recent: AdmissionCounts, pace: RoomPace, paused: bool) -> Self {
+        Self {
+            position,
+            recent,
+            pace,
+            paused,
+        }
+    }
+}
+
+/// The wait a waiter is told.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Eta {
+    /// An estimate: `shown` is the value to show (on the safe side of the most likely wait, by
+    /// the estimate's own uncertainty), within the range `low..=high`.
+    Known {
+        /// The value a page shows.
+        shown: Duration,
+        /// The short end of the likely range.
+        low: Duration,
+        /// The long end of the likely range.
+        high: Duration,
+    },
+    /// The room is too young, or has let too few in, to know its pace yet.
+    Estimating,
+    /// Nobody was let in for five minutes: the line is not moving.
+    Stalled,
+    /// The room is paused: the line does not move until it resumes.
+    Paused,
+}
+
+impl Eta {
+    /// The value to show, if known.
+    pub fn shown(&self) -> Option<Duration> {
+        match *self {
+            Eta::Known { shown, .. } => Some(shown),
+            _ => None,
+        }
+    }
+
+    /// The likely range, if known.
+    pub fn range(&self) -> Option<(Duration, Duration)> {
+        match *self {
+            Eta::Known { low, high, .. } => Some((low, high)),
+            _ => None,
+        }
+    }
+}
+
+/// The admissions (beyond the initial fill) over a window of `window_ms` ending now, and that
+/// window, as the room has observed it.
+fn rate(count: u64, window_ms: u64, pace: &RoomPace) -> (f64, f64) {
+    let window_ms = window_ms.min(pace.observed_ms).max(1);
+    // A window reaching back to the room's first moments holds the initial fill: slots empty
+    // at the opening, filled at once, not freed by anyone leaving.
+    let fill = if window_ms >= pace.observed_ms {
+        count.min(u64::from(pace.capacity))
+    } else {
+        0
+    };
+    let events = count.saturating_sub(fill) as f64;
+    (events, events / (window_ms as f64 / 1000.0))
+}
+
+/// The wait of the waiter described by `input`; see the [module docs](self).
 ///
 /// ```
 /// use std::time::Duration;
-/// use tower_waiting_room::eta::estimate_wait;
-/// use tower_waiting_room::store::AdmissionCounts;
+/// use tower_waiting_room::eta::{estimate, Eta, EtaInput};
+/// use tower_waiting_room::store::{AdmissionCounts, RoomPace};
 ///
-/// // One admission every 2 s for five minutes: 30 a minute, 150 in five.
-/// let steady = AdmissionCounts::new(30, 150);
-/// assert_eq!(estimate_wait(100, steady), Some(Duration::from_secs(250))); // 200 s, +25 %
-/// assert_eq!(estimate_wait(100, AdmissionCounts::new(0, 0)), None);
-/// // A stall in the last minute lengthens the estimate, it does not erase it.
-/// assert!(estimate_wait(100, AdmissionCounts::new(0, 120)).unwrap() > Duration::from_secs(250));
+/// // A room 10 minutes old letting one in a second, 100 in line ahead.
+/// let pace = RoomPace::new(5, 5_000, 600_000, 10);
+/// let steady = EtaInput::new(100, AdmissionCounts::new(60, 300), pace, false);
+/// let eta = estimate(&steady);
+/// let shown = eta.shown().unwrap();
+/// assert!(shown >= Duration::from_secs(100) && shown < Duration::from_secs(130), "{eta:?}");
+/// // A room three seconds old does not know its pace yet; a paused one says so.
+/// let young = EtaInput::new(100, AdmissionCounts::new(0, 0), RoomPace::new(3, 3_000, 3_000, 10), false);
+/// assert_eq!(estimate(&young), Eta::Estimating);
+/// assert_eq!(estimate(&EtaInput::new(100, AdmissionCounts::new(60, 300), pace, true)), Eta::Paused);
 /// ```
-pub fn estimate_wait(position: u64, recent: AdmissionCounts) -> Option<Duration> {
-    let rate = ETA_RECENT_WEIGHT * recent.per_second_last_minute()
-        + (1.0 - ETA_RECENT_WEIGHT) * recent.per_second_last_five_minutes();
-    if recent.last_five_minutes == 0 || rate <= 0.0 {
-        return None;
+pub fn estimate(input: &EtaInput) -> Eta {
+    if input.paused {
+        return Eta::Paused;
     }
-    let secs = (position.max(1) as f64 / rate * ETA_SAFETY_FACTOR).ceil();
-    // Capped at a year: beyond that the number means nothing, and it keeps the cast exact.
-    Some(Duration::from_secs(secs.min(365.0 * 86_400.0) as u64))
+    let pace = &input.pace;
+    let minute = 6 * ADMISSION_BUCKET_MS + pace.into_bucket_ms;
+    let five = 30 * ADMISSION_BUCKET_MS + pace.into_bucket_ms;
+    let (slow_n, slow_rate) = rate(input.recent.last_five_minutes + pace.current, five, pace);
+    let (fast_n, fast_rate) = rate(input.recent.last_minute + pace.current, minute, pace);
+    if pace.observed_ms < MIN_OBSERVED_MS || slow_n < MIN_EVENTS {
+        return if pace.observed_ms >= five {
+            Eta::Stalled
+        } else {
+            Eta::Estimating
+        };
+    }
+    let (n, per_second) = if fast_n >= MIN_RECENT_EVENTS {
+        (
+            fast_n.max(slow_n * RECENT_WEIGHT),
+            RECENT_WEIGHT * fast_rate + (1.0 - RECENT_WEIGHT) * slow_rate,
+        )
+    } else {
+        (slow_n, slow_rate)
+    };
+    if per_second <= 0.0 {
+        return Eta::Stalled;
+    }
+    let position = input.position.max(1) as f64;
+    let likely = position / per_second;
+    // Relative uncertainty: of the rate (counted from n admissions) and of the wait itself (the
+    // sum of `position` gaps between admissions).
+    let spread = (1.0 / n + 1.0 / position).sqrt();
+    let secs = |x: f64| Duration::from_secs(x.clamp(0.0, MAX_SECS).ceil() as u64);
+    Eta::Known {
+        shown: secs(likely * (1.0 + MARGIN_Z * spread)),
+        low: secs(likely * (1.0 - spread).max(0.25)),
+        high: secs(likely * (1.0 + 2.0 * spread)),
+    }
+}
+
+/// The estimated wait to show the visitor at `position`, from the counts alone (a room at least
+/// five minutes old, no pause): [`estimate`] with a pace that has seen the whole window. `None`
+/// when there is no basis.
+pub fn estimate_wait(position: u64, recent: AdmissionCounts) -> Option<Duration> {
+    let pace = RoomPace::new(0, 0, 30 * ADMISSION_BUCKET_MS, 0);
+    estimate(&EtaInput::new(position, recent, pace, false)).shown()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn pace(current: u64, into: u64, observed: u64, capacity: u32) -> RoomPace {
+        RoomPace::new(current, into, observed, capacity)
+    }
+
     #[test]
-    fn estimates_blend_and_are_conservative() {
-        // 1/s steady: 60 a minute, 300 in five.
-        let steady = AdmissionCounts::new(60, 300);
-        let eta = estimate_wait(60, steady).unwrap().as_secs();
-        assert_eq!(eta, 75, "60 ahead at 1/s is 60 s, shown as 75 s");
-        // A burst in the last minute shortens it, but only halfway.
-        let burst = AdmissionCounts::new(240, 480);
-        let e = estimate_wait(60, burst).unwrap().as_secs();
-        assert!(e < eta && e > 60 / 4, "{e}");
-        // Position 0 (never given by a store) is treated as 1.
-        assert_eq!(estimate_wait(0, steady), estimate_wait(1, steady));
-        // A trickle far back stays finite.
-        let trickle = AdmissionCounts::new(0, 1);
+    fn a_young_room_divides_by_its_age_not_five_minutes() {
+        // 20 s old, capacity 5 filled at once, then 10 more let in: 0.5 a second.
+        let input = EtaInput::new(
+            10,
+            AdmissionCounts::new(12, 12),
+            pace(3, 0, 20_000, 5),
+            false,
+        );
+        let shown = estimate(&input).shown().unwrap().as_secs();
+        // 10 ahead at 0.5/s is 20 s; the margin adds a share of it, not a factor of 5.
+        assert!((20..=35).contains(&shown), "{shown}");
+    }
+
+    #[test]
+    fn the_current_bucket_counts() {
+        // 8 s old: nothing complete yet, but 3 let in beyond the fill of 2.
+        let input = EtaInput::new(
+            4,
+            AdmissionCounts::new(0, 0),
+            pace(5, 8_000, 8_000, 2),
+            false,
+        );
+        assert!(estimate(&input).shown().is_some(), "{:?}", estimate(&input));
+    }
+
+    #[test]
+    fn no_basis_says_estimating_and_a_still_line_says_stalled() {
+        let young = EtaInput::new(
+            4,
+            AdmissionCounts::new(0, 0),
+            pace(2, 3_000, 3_000, 5),
+            false,
+        );
+        assert_eq!(estimate(&young), Eta::Estimating);
+        let only_fill = EtaInput::new(4, AdmissionCounts::new(5, 5), pace(0, 0, 30_000, 5), false);
+        assert_eq!(estimate(&only_fill), Eta::Estimating);
+        let still = EtaInput::new(
+            4,
+            AdmissionCounts::new(0, 0),
+            pace(0, 0, 3_600_000, 5),
+            false,
+        );
+        assert_eq!(estimate(&still), Eta::Stalled);
+    }
+
+    #[test]
+    fn the_range_holds_the_shown_value_and_narrows_with_more_evidence() {
+        let few = estimate(&EtaInput::new(
+            20,
+            AdmissionCounts::new(6, 6),
+            pace(0, 0, 70_000, 1),
+            false,
+        ));
+        let many = estimate(&EtaInput::new(
+            20,
+            AdmissionCounts::new(600, 3_000),
+            pace(0, 0, 3_600_000, 1),
+            false,
+        ));
+        for eta in [few, many] {
+            let (low, high) = eta.range().unwrap();
+            let shown = eta.shown().unwrap();
+            assert!(low <= shown && shown <= high, "{eta:?}");
+        }
+        let width = |e: Eta| {
+            let (l, h) = e.range().unwrap();
+            h.as_secs_f64() / l.as_secs_f64().max(1.0)
+        };
+        assert!(width(many) < width(few), "{few:?} {many:?}");
+    }
+
+    #[test]
+    fn estimates_stay_finite() {
+        let trickle = AdmissionCounts::new(0, 3);
         assert_eq!(
             estimate_wait(u64::MAX, trickle),
             Some(Duration::from_secs(365 * 86_400))
         );
+        assert_eq!(estimate_wait(0, trickle), estimate_wait(1, trickle));
     }
 }

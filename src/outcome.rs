@@ -182,6 +182,12 @@ pub enum Rejection {
         /// rate. `None` when nobody was admitted in the last five minutes: the line is not
         /// moving, and no number is made up.
         eta: Option<Duration>,
+        /// The likely range of the wait (`eta` lies in it), when there is an estimate: a page
+        /// shows "2-4 min" rather than a false precision when the range is wide.
+        eta_range: Option<(Duration, Duration)>,
+        /// There is no estimate yet because the room is too young (or has let too few in) to
+        /// know its pace: "estimating", not "the line is not moving".
+        estimating: bool,
         /// When to ask again.
         retry_after: Duration,
         /// The room is paused by its operators: the line does not move until it resumes (no
@@ -279,6 +285,25 @@ impl Rejection {
             Rejection::Waiting { position, .. } => Some(position.saturating_sub(1)),
             _ => None,
         }
+    }
+
+    /// The likely range of the wait, for `Waiting` with an estimate.
+    pub fn eta_range(&self) -> Option<(Duration, Duration)> {
+        match *self {
+            Rejection::Waiting { eta_range, .. } => eta_range,
+            _ => None,
+        }
+    }
+
+    /// Whether the room is still estimating its pace (no estimate yet), for `Waiting`.
+    pub fn estimating(&self) -> bool {
+        matches!(
+            self,
+            Rejection::Waiting {
+                estimating: true,
+                ..
+            }
+        )
     }
 
     /// Whether the line is paused, for `Waiting`.

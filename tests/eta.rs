@@ -137,22 +137,25 @@ async fn a_line_that_does_not_move_gets_no_made_up_number() {
     let r = site.http.visit(&mut waiter, Method::GET, "/").await;
     assert_eq!(r.status, StatusCode::TOO_MANY_REQUESTS);
 
-    // Ten seconds on, the admission above is in a complete bucket: there is a (long) estimate.
+    // Ten seconds on, the only admission is the one that filled the empty room at its opening:
+    // nobody has left, so the room has no pace to go by yet. It says it is estimating, and
+    // makes up no number (issue 15: not "nobody let in for minutes", not a guess).
     site.clock.advance(Duration::from_secs(10));
     let r = site
         .http
         .visit(&mut waiter, Method::GET, &site.status_path())
         .await;
-    let eta = r.json()["eta_seconds"].as_u64().expect("an estimate");
-    assert!(eta >= 60, "{eta}");
+    assert_eq!(r.json()["eta_seconds"], Value::Null, "{}", r.json());
+    assert_eq!(r.json()["estimating"], true, "{}", r.json());
 
-    // Five minutes with nobody let in: no estimate, and the page says why.
+    // Five minutes with nobody let in: no estimate, no longer "estimating", and the page says why.
     site.clock.advance(Duration::from_secs(300));
     let r = site
         .http
         .visit(&mut waiter, Method::GET, &site.status_path())
         .await;
     assert_eq!(r.json()["eta_seconds"], Value::Null);
+    assert_eq!(r.json().get("estimating"), None, "{}", r.json());
     let r = site
         .http
         .visit_with(

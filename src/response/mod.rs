@@ -247,6 +247,13 @@ pub struct StatusBody<'a> {
     pub waiting: Option<u64>,
     /// Estimated wait in seconds while waiting and the line moves.
     pub eta_seconds: Option<u64>,
+    /// The short end of the likely wait, in seconds, with `eta_seconds`.
+    pub eta_low_seconds: Option<u64>,
+    /// The long end of the likely wait, in seconds, with `eta_seconds`.
+    pub eta_high_seconds: Option<u64>,
+    /// `true` while the room is too young to estimate (no `eta_seconds` yet); left out otherwise.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub estimating: bool,
     /// `true` while waiting in a paused room (the line does not move); left out otherwise.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub paused: bool,
@@ -273,6 +280,9 @@ impl<'a> StatusBody<'a> {
             ahead: rejection.ahead(),
             waiting: rejection.waiting(),
             eta_seconds: rejection.eta().map(|d| d.as_secs()),
+            eta_low_seconds: rejection.eta_range().map(|(low, _)| low.as_secs()),
+            eta_high_seconds: rejection.eta_range().map(|(_, high)| high.as_secs()),
+            estimating: rejection.estimating(),
             paused: rejection.paused(),
             retry_after: Some(rejection.retry_after().as_secs()),
             challenge: None,
@@ -300,6 +310,9 @@ impl<'a> StatusBody<'a> {
             ahead: None,
             waiting: None,
             eta_seconds: None,
+            eta_low_seconds: None,
+            eta_high_seconds: None,
+            estimating: false,
             paused: false,
             retry_after: None,
             challenge: None,

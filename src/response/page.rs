@@ -126,6 +126,10 @@ var d=JSON.parse(root.getAttribute("data-twr")),t=d.texts,fails=0,done=false;
 function el(id){return document.getElementById(id)}
 function set(id,s){var e=el(id);if(e&&e.textContent!==s)e.textContent=s}
 function num(n){return String(n).replace(/\B(?=(\d{3})+(?!\d))/g,d.sep)}
+function etaOf(j){if(j.eta_seconds==null)return j.estimating?t.eta_estimating:t.eta_unknown;
+var lo=Math.max(1,Math.ceil(j.eta_low_seconds/60)),hi=Math.ceil(j.eta_high_seconds/60);
+if(j.eta_seconds>=60&&hi<60&&hi>lo)return t.eta_range.replace("{low}",num(lo)).replace("{high}",num(hi));
+return eta(j.eta_seconds)}
 function eta(s){if(s==null)return t.eta_unknown;if(s<60)return t.eta_almost_there;
 var m=Math.ceil(s/60);if(m<60)return t.eta_minutes.replace("{minutes}",num(m));
 return t.eta_hours.replace("{hours}",num(Math.floor(m/60))).replace("{minutes}",m%60)}
@@ -168,7 +172,7 @@ fetch(d.status,{credentials:"same-origin",cache:"no-store",headers:{Accept:"appl
 .then(function(r){return r.json()}).then(function(j){if(done)return;
 if(j.state==="admitted"||j.state==="open"){done=true;set("twr-note",t.letting_in);location.replace(d.back);return}
 if(j.state==="waiting"){fails=0;set("twr-position-number",num(j.position));set("twr-ahead",num(j.ahead));set("twr-waiting",num(j.waiting));
-set("twr-eta",j.paused?t.eta_paused:eta(j.eta_seconds));set("twr-note",t.auto_update);later(poll,j.retry_after||d.retry);return}
+set("twr-eta",j.paused?t.eta_paused:etaOf(j));set("twr-note",t.auto_update);later(poll,j.retry_after||d.retry);return}
 if(j.state==="unknown"||j.state==="left"){end(t.gone_title,t.gone_message,t.rejoin,d.back);return}
 if(j.state==="closed"||j.state==="banned"){done=true;location.replace(d.back);return}
 fail(j.retry_after)}).catch(function(){fail()})}
@@ -243,7 +247,10 @@ pub(super) fn render(
             (PageKind::Waiting, _) if rejection.is_some_and(Rejection::paused) => {
                 texts.eta_paused.clone()
             }
-            (PageKind::Waiting, Some(eta)) => texts.eta(eta),
+            (PageKind::Waiting, Some(eta)) => {
+                let r = rejection.expect("a waiting page has its rejection");
+                texts.eta_of(eta, r.eta_range(), r.estimating())
+            }
             _ => String::new(),
         },
         Field::EtaLabel => texts.eta_label.clone(),
@@ -311,6 +318,8 @@ fn page_data(
             "eta_hours": texts.eta_hours,
             "eta_unknown": texts.eta_unknown,
             "eta_paused": texts.eta_paused,
+            "eta_estimating": texts.eta_estimating,
+            "eta_range": texts.eta_range,
             "auto_update": texts.auto_update,
             "error": texts.error,
             "letting_in": texts.letting_in,

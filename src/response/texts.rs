@@ -70,6 +70,10 @@ pub struct Texts {
     pub gone_message: String,
     /// Link to join the line again.
     pub rejoin: String,
+    /// The estimate while the room is too young to know its pace: "Estimating…".
+    pub eta_estimating: String,
+    /// An uncertain estimate as a range of minutes, with `{low}` and `{high}`: "{low}–{high} min".
+    pub eta_range: String,
     /// The estimate while the room is paused: "Paused: the line moves again soon".
     pub eta_paused: String,
     /// Heading when the sale is closed: "The sale is closed".
@@ -145,6 +149,8 @@ impl Default for Texts {
             unavailable_message: s("The waiting room cannot be reached right now. This page \
                                     tries again by itself."),
             eta_paused: s("Paused: the line moves again soon"),
+            eta_estimating: s("Estimating…"),
+            eta_range: s("{low}–{high} min"),
             closed_title: s("The sale is closed"),
             closed_message: s(
                 "The sale is not open right now. If you were in line, you keep \
@@ -178,6 +184,33 @@ impl Texts {
     /// `n` with the thousands separator: `1,342`.
     pub fn number(&self, n: u64) -> String {
         group_thousands(n, &self.thousands_separator)
+    }
+
+    /// The estimate of a waiting answer as people read it: [`eta`](Self::eta) of the shown value,
+    /// or a range of minutes ([`eta_range`](Self::eta_range)) when the likely range spans
+    /// several minutes below the hour; "estimating" when the room does not know its pace yet.
+    pub fn eta_of(
+        &self,
+        eta: Option<Duration>,
+        range: Option<(Duration, Duration)>,
+        estimating: bool,
+    ) -> String {
+        if eta.is_none() && estimating {
+            return self.eta_estimating.clone();
+        }
+        if let (Some(eta), Some((low, high))) = (eta, range) {
+            let (low, high) = (
+                low.as_secs().div_ceil(60).max(1),
+                high.as_secs().div_ceil(60),
+            );
+            if eta.as_secs() >= 60 && high < 60 && high > low {
+                return self
+                    .eta_range
+                    .replace("{low}", &self.number(low))
+                    .replace("{high}", &self.number(high));
+            }
+        }
+        self.eta(eta)
     }
 
     /// The estimated wait as people read it: under a minute "almost there", then whole minutes

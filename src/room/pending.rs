@@ -185,9 +185,11 @@ impl Room {
                 waiting,
                 recent,
                 paused,
-            }) => Next::Answer(
-                self.reject(&waiting_rejection(position, waiting, recent, paused), req),
-            ),
+                pace,
+            }) => Next::Answer(self.reject(
+                &waiting_rejection(position, waiting, recent, paused, pace),
+                req,
+            )),
             Ok(Decision::Full { waiting }) => {
                 Next::Answer(self.reject(&full_rejection(waiting), req))
             }
@@ -266,9 +268,10 @@ impl Room {
                 waiting,
                 recent,
                 paused,
+                pace,
             }) => json_response(
                 StatusCode::OK,
-                &body(&waiting_rejection(position, waiting, recent, paused)),
+                &body(&waiting_rejection(position, waiting, recent, paused, pace)),
             ),
             // As a request to the site would get: 503 closed, 403 banned (the page then reloads
             // and shows why).

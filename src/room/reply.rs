@@ -11,14 +11,14 @@ use http::{HeaderMap, Method, Request, Response, StatusCode};
 use super::Room;
 use crate::clock::{duration_ms, secs_ceil};
 use crate::cookies;
-use crate::eta::estimate_wait;
+use crate::eta::{estimate, Eta, EtaInput};
 use crate::outcome::{
     retry_after_for, Rejection, BANNED_RETRY_AFTER, BUSY_RETRY_AFTER, CHALLENGE_RETRY_AFTER,
     CLOSED_RETRY_AFTER, FULL_RETRY_AFTER, PAUSED_RETRY_AFTER, UNAVAILABLE_RETRY_AFTER,
 };
 use crate::response::{json_response, RenderContext, StatusBody};
 use crate::session::SessionId;
-use crate::store::{AdmissionCounts, StoreError, StoreErrorKind};
+use crate::store::{AdmissionCounts, RoomPace, StoreError, StoreErrorKind};
 use crate::token::QueueCookie;
 
 /// A freshly signed value for a response: its `Set-Cookie`, and for clients that use headers
@@ -239,22 +239,22 @@ pub(super) fn waiting_rejection(
     waiting: u64,
     recent: AdmissionCounts,
     paused: bool,
+    pace: RoomPace,
 ) -> Rejection {
-    if paused {
-        // The line does not move: no estimate, and no reason to ask often.
-        return Rejection::Waiting {
-            position,
-            waiting,
-            eta: None,
-            retry_after: retry_after_for(position).max(PAUSED_RETRY_AFTER),
-            paused,
-        };
-    }
+    let eta = estimate(&EtaInput::new(position, recent, pace, paused));
+    let retry_after = if paused {
+        // The line does not move: no reason to ask often.
+        retry_after_for(position).max(PAUSED_RETRY_AFTER)
+    } else {
+        retry_after_for(position)
+    };
     Rejection::Waiting {
         position,
         waiting,
-        eta: estimate_wait(position, recent),
-        retry_after: retry_after_for(position),
+        eta: eta.shown(),
+        eta_range: eta.range(),
+        estimating: eta == Eta::Estimating,
+        retry_after,
         paused,
     }
 }

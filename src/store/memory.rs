@@ -19,8 +19,9 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 use self::sets::{Waiters, ZSet};
 
 use super::{
-    AdmissionRing, Decision, RoomSettings, RoomStats, SettingsChange, SettingsUpdate, Store,
-    StoreFuture, MAX_ADMIT_NEXT_PER_CALL, MAX_PROMOTIONS_PER_CALL, MAX_SWEEP_PER_CALL,
+    AdmissionRing, Decision, RoomPace, RoomSettings, RoomStats, SettingsChange, SettingsUpdate,
+    Store, StoreFuture, ADMISSION_BUCKET_MS, MAX_ADMIT_NEXT_PER_CALL, MAX_PROMOTIONS_PER_CALL,
+    MAX_SWEEP_PER_CALL,
 };
 use crate::clock::{Clock, SharedClock, SystemClock};
 use crate::config::RoomPolicy;
@@ -107,6 +108,10 @@ impl MemoryStore {
             // A room first seen (or its settings lost): the builder's values, as the script.
             room.settings = Some(RoomSettings::from_policy(policy));
         }
+        if room.born.is_none_or(|born| born > now) {
+            // As the script: when the room was first seen (a clock gone back: now).
+            room.born = Some(now);
+        }
         room.housekeeping(policy, now);
         let out = op(&mut room, policy, now);
         Box::pin(std::future::ready(Ok(out)))
@@ -136,7 +141,10 @@ impl MemoryStore {
                 Part::Granted => r.granted.clear(),
                 Part::Bucket => r.bucket = Bucket::default(),
                 Part::Admitted => r.admissions = AdmissionRing::default(),
-                Part::Settings => r.settings = None,
+                Part::Settings => {
+                    r.settings = None;
+                    r.born = None;
+                }
                 Part::Banned => r.banned.clear(),
                 Part::Arrivals => {
                     return Err("the embedded store keeps each waiter's arrival with its place")
@@ -224,6 +232,7 @@ impl Store for MemoryStore {
                 waiting: waiting + 1,
                 recent: room.admissions.counts(now),
                 paused: room.live().paused,
+                pace: room.pace(now),
             }
         })
     }
@@ -362,6 +371,8 @@ struct RoomState {
     settings: Option<RoomSettings>,
     /// Banned sessions and when each ban ends (`banned`).
     banned: HashMap<SessionId, u64>,
+    /// When the room was first seen (the script's `born` in `settings`).
+    born: Option<u64>,
 }
 
 impl RoomState {
@@ -481,7 +492,18 @@ impl RoomState {
             waiting: self.waiters.len() as u64,
             recent: self.admissions.counts(now),
             paused: self.live().paused,
+            pace: self.pace(now),
         }
+    }
+
+    /// What the admission counts were measured over at `now`.
+    fn pace(&self, now: u64) -> RoomPace {
+        RoomPace::new(
+            self.admissions.current(now),
+            now % ADMISSION_BUCKET_MS,
+            now.saturating_sub(self.born.unwrap_or(now)),
+            self.live().capacity,
+        )
     }
 }
 

@@ -203,6 +203,8 @@ pub enum Decision {
         recent: AdmissionCounts,
         /// The room is paused: the line does not move until it resumes.
         paused: bool,
+        /// What the admission counts were measured over, for the wait estimate.
+        pace: RoomPace,
     },
     /// The line is at `max_queue_len`; the visitor was not added.
     Full {
@@ -251,6 +253,35 @@ impl AdmissionCounts {
     /// Admissions per second over the last five minutes.
     pub fn per_second_last_five_minutes(&self) -> f64 {
         self.last_five_minutes as f64 / (FIVE_MINUTE_BUCKETS * ADMISSION_BUCKET_MS / 1000) as f64
+    }
+}
+
+/// What a room's admission counts were measured over, beyond the complete buckets of
+/// [`AdmissionCounts`]: the wait estimate ([`crate::eta`]) needs it to use the window the room
+/// has actually seen (a young room is not five minutes old) and the admissions of the current
+/// bucket (the last complete one can be ten seconds old).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct RoomPace {
+    /// Admissions in the current, incomplete bucket.
+    pub current: u64,
+    /// How far into the current bucket the store's clock is, in ms.
+    pub into_bucket_ms: u64,
+    /// How long ago the store first saw the room, in ms.
+    pub observed_ms: u64,
+    /// The room's live capacity.
+    pub capacity: u32,
+}
+
+impl RoomPace {
+    /// A pace from its parts.
+    pub const fn new(current: u64, into_bucket_ms: u64, observed_ms: u64, capacity: u32) -> Self {
+        Self {
+            current,
+            into_bucket_ms,
+            observed_ms,
+            capacity,
+        }
     }
 }
 
@@ -319,6 +350,17 @@ impl AdmissionRing {
             }
         }
         out
+    }
+
+    /// Admissions in the bucket holding `now_ms` (incomplete).
+    pub(crate) fn current(&self, now_ms: u64) -> u64 {
+        let bucket = now_ms / ADMISSION_BUCKET_MS;
+        let (tag, n) = self.slots[(bucket % ADMISSION_BUCKETS) as usize];
+        if tag == bucket {
+            n
+        } else {
+            0
+        }
     }
 
     /// The counts of the complete buckets before the one holding `now_ms`.

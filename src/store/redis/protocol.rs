@@ -8,8 +8,8 @@ use super::breaker::ErrorClass;
 
 use crate::config::RoomPolicy;
 use crate::store::{
-    AdmissionCounts, Decision, RoomSettings, RoomStats, SettingsChange, StoreError, StoreErrorKind,
-    ADMISSION_BUCKETS, ADMISSION_BUCKET_MS, FIVE_MINUTE_BUCKETS, HISTORY_MINUTES,
+    AdmissionCounts, Decision, RoomPace, RoomSettings, RoomStats, SettingsChange, StoreError,
+    StoreErrorKind, ADMISSION_BUCKETS, ADMISSION_BUCKET_MS, FIVE_MINUTE_BUCKETS, HISTORY_MINUTES,
     MAX_PROMOTIONS_PER_CALL, MAX_SWEEP_PER_CALL, MINUTE_BUCKETS,
 };
 
@@ -155,12 +155,18 @@ pub(crate) fn decision(reply: &[i64]) -> Result<Decision, StoreError> {
         [reply::ADMITTED, expires_at_ms, ..] => Ok(Decision::Admitted {
             expires_at_ms: non_negative(expires_at_ms),
         }),
-        [reply::WAITING, position, waiting, minute, five, paused @ (0 | 1)] => {
+        [reply::WAITING, position, waiting, minute, five, paused @ (0 | 1), current, into, observed, capacity] => {
             Ok(Decision::Waiting {
                 position: non_negative(position),
                 waiting: non_negative(waiting),
                 recent: AdmissionCounts::new(non_negative(minute), non_negative(five)),
                 paused: paused == 1,
+                pace: RoomPace::new(
+                    non_negative(current),
+                    non_negative(into),
+                    non_negative(observed),
+                    u32::try_from(capacity).unwrap_or(u32::MAX),
+                ),
             })
         }
         [reply::CLOSED, 0, 0] => Ok(Decision::Closed),
@@ -230,13 +236,19 @@ mod tests {
             Decision::Admitted { expires_at_ms: 5 }
         );
         assert_eq!(
-            decision(&[2, 3, 9, 4, 20, 1]).unwrap(),
+            decision(&[2, 3, 9, 4, 20, 1, 2, 500, 60_000, 5]).unwrap(),
             Decision::Waiting {
                 position: 3,
                 waiting: 9,
                 recent: AdmissionCounts::new(4, 20),
                 paused: true,
+                pace: RoomPace::new(2, 500, 60_000, 5),
             }
+        );
+        assert_eq!(
+            decision(&[2, 3, 9, 4, 20, 1]).unwrap_err().kind(),
+            StoreErrorKind::Protocol,
+            "a waiting reply without the pace is from another script version"
         );
         assert_eq!(
             decision(&[2, 3, 9, 4, 20]).unwrap_err().kind(),

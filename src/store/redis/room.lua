@@ -18,7 +18,8 @@
 --   7 admitted hash    admission counts, a ring of time buckets: slot i holds t<i> (the bucket's
 --                      number, now // bucket_ms) and n<i> (its count); at most 2 * ring fields
 --   8 settings hash    the live settings: v (SETTINGS_VERSION), capacity, rate (0 = none),
---                      paused (0|1), open (0|1); written from ARGV 4-5 when missing
+--                      paused (0|1), open (0|1); written from ARGV 4-5 when missing; and born
+--                      (ms), when the room was first seen, for the wait estimate's window
 --   9 arrivals zset    the first arrival of each second: member = its time in ms, score = its
 --                      sequence number; entries before the head's are trimmed (oldest wait)
 --  10 banned   zset    banned sessions, score = the end of the ban in ms
@@ -41,7 +42,8 @@
 --      minutes of admissions history
 -- Reply: {code, a, b, ...}
 --   {1, expires_at_ms, 0} admitted
---   {2, position, waiting, last_minute, last_five_minutes, paused (0|1)} waiting
+--   {2, position, waiting, last_minute, last_five_minutes, paused (0|1), admissions in the
+--    current bucket, ms into it, ms since the room was first seen, capacity} waiting
 --   {3, 0, waiting} full               {0, 0, 0} unknown
 --   {6, 0, 0} closed                   {7, 0, 0} banned
 --   {4, released (0|1), 0} release
@@ -93,8 +95,10 @@ local op, s = ARGV[1], ARGV[2]
 local now = tonumber(ARGV[3])
 local default_capacity = tonumber(ARGV[4])
 local default_rate = tonumber(ARGV[5])
--- The live settings, read by `load_settings` at the start of every run.
+-- The live settings, read by `load_settings` at the start of every run, and when the room was
+-- first seen.
 local capacity, rate, paused, open = default_capacity, default_rate, false, true
+local born = 0
 local active_ttl = tonumber(ARGV[6])
 local grant_ttl = tonumber(ARGV[7])
 local queue_ttl = tonumber(ARGV[8])
@@ -123,7 +127,7 @@ if abandoned < 0 then abandoned = 0 end
 -- Reads the live settings, writing the defaults for a missing key or field. Returns an error
 -- reply for a key of another version, else nil.
 local function load_settings()
-  local v = redis.call('HMGET', k_settings, 'v', 'capacity', 'rate', 'paused', 'open')
+  local v = redis.call('HMGET', k_settings, 'v', 'capacity', 'rate', 'paused', 'open', 'born')
   local ver = tonumber(v[1])
   if v[1] and ver ~= SETTINGS_VERSION then
     return redis.error_reply('WRSETTINGS room settings of version ' .. tostring(v[1]) ..
@@ -142,6 +146,13 @@ local function load_settings()
       'paused', p, 'open', o)
   end
   capacity, rate, paused, open = c, r, p == 1, o == 1
+  born = tonumber(v[6])
+  if born == nil or born > now then
+    -- When the room was first seen (or its settings key was lost): what its pace is measured
+    -- over. A clock that went back counts the room as born now.
+    born = now
+    redis.call('HSET', k_settings, 'born', born)
+  end
   return nil
 end
 
@@ -226,6 +237,16 @@ local function count_admission()
   end
 end
 
+-- The room's pace beyond the complete buckets: {admissions in the current bucket, ms into it,
+-- ms since the room was first seen, capacity}.
+local function pace()
+  local slot = current_bucket % ring
+  local v = redis.call('HMGET', k_admitted, 't' .. slot, 'n' .. slot)
+  local current = 0
+  if tonumber(v[1]) == current_bucket then current = tonumber(v[2]) or 0 end
+  return current, now - current_bucket * bucket_ms, math.max(0, now - born), capacity
+end
+
 -- The counts of the complete buckets before the current one: {last minute, last five minutes}.
 local function recent()
   local fields = {}
@@ -306,7 +327,9 @@ local function touch()
   local rank = redis.call('ZRANK', k_line, s)
   if not open then return {6, 0, 0} end
   local minute, five = recent()
-  return {2, rank + 1, redis.call('ZCARD', k_line), minute, five, paused and 1 or 0}
+  local current, into, observed, cap = pace()
+  return {2, rank + 1, redis.call('ZCARD', k_line), minute, five, paused and 1 or 0, current, into,
+    observed, cap}
 end
 
 -- The next sequence number: after the last waiter's even if seq was lost or reset, so a
@@ -393,7 +416,9 @@ local function main()
     redis.call('ZADD', k_line, next_seq(), s)
     redis.call('ZADD', k_seen, now, s)
     local minute, five = recent()
-    return {2, waiting + 1, waiting + 1, minute, five, paused and 1 or 0}
+    local current, into, observed, cap = pace()
+    return {2, waiting + 1, waiting + 1, minute, five, paused and 1 or 0, current, into, observed,
+      cap}
   elseif op == 'poll' then
     local exp = has_slot(s)
     if exp then return {1, tonumber(exp), 0} end
