@@ -799,3 +799,60 @@ async fn the_harness_lets_everyone_in_in_order_and_records_estimates() {
         println!("{}", figures.row(name));
     }
 }
+
+/// The arithmetic of the figures, on a hand-made run: what each share counts.
+#[test]
+fn figures_count_what_they_say() {
+    let visitor = |arrived, admitted_at: Option<u64>| Visitor {
+        arrived,
+        jar: Jar::new(),
+        phase: if admitted_at.is_some() {
+            Phase::Left
+        } else {
+            Phase::GaveUp
+        },
+        gives_up_at: None,
+        admitted_at,
+    };
+    let shown = |visitor, at, eta, range: Option<(u64, u64)>| Shown {
+        visitor,
+        at,
+        eta,
+        low: range.map(|r| r.0),
+        high: range.map(|r| r.1),
+    };
+    let poll = |waited, estimate, paused| Poll {
+        waited,
+        estimate,
+        paused,
+    };
+    let run = Run {
+        // Visitor 0 is let in at 100 s, visitor 1 gives up.
+        visitors: vec![visitor(0, Some(100)), visitor(0, None)],
+        shown: vec![
+            shown(0, 0, 120, Some((80, 130))), // real 100: >=, error 20 %, in range
+            shown(0, 50, 40, Some((55, 60))),  // real 50: short, error 20 %, out of range
+            shown(0, 95, 1, None),             // real 5: short, error 4/10 = 40 %
+            shown(1, 10, 1_000, None),         // gave up: not scored
+        ],
+        polls: vec![
+            poll(10, false, false), // before 15 s: not counted
+            poll(15, true, false),
+            poll(20, false, false),
+            poll(30, false, true), // paused: not counted
+            poll(40, true, false),
+        ],
+        seconds: 100,
+    };
+    let f = run.figures();
+    assert_eq!(f.scored, 3);
+    assert!((f.at_least_real - 1.0 / 3.0).abs() < 1e-9, "{f:?}");
+    assert!((f.median_rel_error - 0.2).abs() < 1e-9, "{f:?}");
+    assert_eq!(f.late_polls, 3);
+    assert!((f.shown_after_15s - 2.0 / 3.0).abs() < 1e-9, "{f:?}");
+    assert_eq!(f.ranged, 2);
+    assert_eq!(f.within_range, Some(0.5));
+    let misses = f.misses(&TARGETS);
+    // Too short too often and too few shown; the median error (20 %) is within 25 %.
+    assert_eq!(misses.len(), 2, "{misses:?}");
+}
