@@ -12,7 +12,12 @@
 //!   more than the room's age (a room 20 s old is not five minutes old).
 //! - **Throughput of slots**: in a young room, the first `capacity` admissions filled empty slots
 //!   at once; they are not the pace at which slots free up, so they are left out of the rate
-//!   (Little's law: the line moves at the rate slots are freed).
+//!   (Little's law: the line moves at the rate slots are freed). Waiters skipped as silent at
+//!   their turn move the line too, and count.
+//! - **Operators' changes**: a capacity raised (or lowered) within the window scales the part of
+//!   the rate measured before the change by the new capacity over the old (Little's law again:
+//!   visits as long as before free slots in proportion to the capacity), and the slots a raise
+//!   filled at once are a fill, not a pace. A paused room says so instead of a number.
 //! - **Smoothing** that follows a change within a minute: the last minute's rate weighs
 //!   [`RECENT_WEIGHT`], the five minutes' the rest, once the last minute has enough admissions.
 //! - **A margin sized from the uncertainty**, not a fixed factor: a rate counted from `n`
@@ -106,19 +111,33 @@ impl Eta {
     }
 }
 
-/// The admissions (beyond the initial fill) over a window of `window_ms` ending now, and that
-/// window, as the room has observed it.
-fn rate(count: u64, window_ms: u64, pace: &RoomPace) -> (f64, f64) {
+/// How fast the line moved over a window of `window_ms` ending now, as the room has observed it:
+/// the movements counted (admissions beyond the fills, and waiters skipped as silent at their
+/// turn) and their rate per second at the room's live capacity.
+fn rate(admitted: u64, skipped: u64, window_ms: u64, pace: &RoomPace) -> (f64, f64) {
     let window_ms = window_ms.min(pace.observed_ms).max(1);
-    // A window reaching back to the room's first moments holds the initial fill: slots empty
-    // at the opening, filled at once, not freed by anyone leaving.
-    let fill = if window_ms >= pace.observed_ms {
-        count.min(u64::from(pace.capacity))
-    } else {
-        0
-    };
-    let events = count.saturating_sub(fill) as f64;
-    (events, events / (window_ms as f64 / 1000.0))
+    // Fills: slots that were empty and filled at once, not freed by anyone leaving. The room's
+    // opening, if the window reaches back to it; a raised capacity, if raised within it.
+    let mut fill = 0;
+    if window_ms >= pace.observed_ms {
+        fill += u64::from(pace.capacity.min(pace.capacity_before));
+    }
+    let changed = pace
+        .capacity_changed_ms_ago
+        .filter(|&ago| ago < window_ms && pace.capacity_before > 0);
+    if changed.is_some() {
+        fill += u64::from(pace.capacity.saturating_sub(pace.capacity_before));
+    }
+    let events = admitted.saturating_sub(fill) + skipped;
+    let mut per_second = events as f64 / (window_ms as f64 / 1000.0);
+    if let Some(ago) = changed {
+        // Little's law: with visits as long as before, slots free up in proportion to the
+        // capacity. The part of the window before the change ran at the old capacity.
+        let ratio = f64::from(pace.capacity) / f64::from(pace.capacity_before);
+        let before = (window_ms - ago) as f64 / window_ms as f64;
+        per_second *= ratio / (before + (1.0 - before) * ratio);
+    }
+    (events as f64, per_second)
 }
 
 /// The wait of the waiter described by `input`; see the [module docs](self).
@@ -146,8 +165,19 @@ pub fn estimate(input: &EtaInput) -> Eta {
     let pace = &input.pace;
     let minute = 6 * ADMISSION_BUCKET_MS + pace.into_bucket_ms;
     let five = 30 * ADMISSION_BUCKET_MS + pace.into_bucket_ms;
-    let (slow_n, slow_rate) = rate(input.recent.last_five_minutes + pace.current, five, pace);
-    let (fast_n, fast_rate) = rate(input.recent.last_minute + pace.current, minute, pace);
+    let skipped = &pace.skipped;
+    let (slow_n, slow_rate) = rate(
+        input.recent.last_five_minutes + pace.current,
+        skipped.last_five_minutes + pace.current_skipped,
+        five,
+        pace,
+    );
+    let (fast_n, fast_rate) = rate(
+        input.recent.last_minute + pace.current,
+        skipped.last_minute + pace.current_skipped,
+        minute,
+        pace,
+    );
     if pace.observed_ms < MIN_OBSERVED_MS || slow_n < MIN_EVENTS {
         return if pace.observed_ms >= five {
             Eta::Stalled

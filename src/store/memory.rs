@@ -144,6 +144,7 @@ impl MemoryStore {
                 Part::Settings => {
                     r.settings = None;
                     r.born = None;
+                    r.capacity_change = None;
                 }
                 Part::Banned => r.banned.clear(),
                 Part::Arrivals => {
@@ -298,6 +299,9 @@ impl Store for MemoryStore {
         self.run(policy, move |room, policy, now| {
             let before = room.live();
             room.settings = Some(before.with(&change));
+            if room.live().capacity != before.capacity {
+                room.capacity_change = Some((before.capacity, now));
+            }
             if change.ends_slots() {
                 room.active.clear();
                 room.granted.clear();
@@ -322,7 +326,11 @@ impl Store for MemoryStore {
                 steps += 1;
                 let seen = room.waiters.seen(head);
                 room.waiters.remove(head);
-                if room.slot(head).is_some() || seen.is_some_and(|t| t < cutoff) {
+                let holder = room.slot(head).is_some();
+                if !holder && seen.is_some_and(|t| t < cutoff) {
+                    room.admissions.count_skip(now);
+                }
+                if holder || seen.is_some_and(|t| t < cutoff) {
                     // A slot holder's stray place, or a waiter silent at their turn: skipped.
                     continue;
                 }
@@ -373,6 +381,8 @@ struct RoomState {
     banned: HashMap<SessionId, u64>,
     /// When the room was first seen (the script's `born` in `settings`).
     born: Option<u64>,
+    /// The capacity before its last change, and when (`cap_before`, `cap_at` in `settings`).
+    capacity_change: Option<(u32, u64)>,
 }
 
 impl RoomState {
@@ -451,6 +461,7 @@ impl RoomState {
                 });
                 if seen < cutoff {
                     self.waiters.remove(head);
+                    self.admissions.count_skip(now);
                 } else {
                     if !self.bucket.take(self.live().admission_rate, now) {
                         break;
@@ -498,12 +509,18 @@ impl RoomState {
 
     /// What the admission counts were measured over at `now`.
     fn pace(&self, now: u64) -> RoomPace {
-        RoomPace::new(
+        let (skipped, current_skipped) = self.admissions.skipped(now);
+        let pace = RoomPace::new(
             self.admissions.current(now),
             now % ADMISSION_BUCKET_MS,
             now.saturating_sub(self.born.unwrap_or(now)),
             self.live().capacity,
         )
+        .with_skipped(skipped, current_skipped);
+        match self.capacity_change {
+            Some((before, at)) => pace.with_capacity_change(before, now.saturating_sub(at)),
+            None => pace,
+        }
     }
 }
 

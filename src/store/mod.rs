@@ -271,17 +271,44 @@ pub struct RoomPace {
     pub observed_ms: u64,
     /// The room's live capacity.
     pub capacity: u32,
+    /// Waiters skipped as silent at their turn (the line moved without an admission), in the
+    /// same complete buckets as the admission counts.
+    pub skipped: AdmissionCounts,
+    /// Waiters skipped in the current bucket.
+    pub current_skipped: u64,
+    /// The capacity before its last change (the live one if it never changed).
+    pub capacity_before: u32,
+    /// How long ago the capacity last changed, in ms; `None` if it never did.
+    pub capacity_changed_ms_ago: Option<u64>,
 }
 
 impl RoomPace {
-    /// A pace from its parts.
+    /// A pace from its main parts: nobody skipped, the capacity never changed.
     pub const fn new(current: u64, into_bucket_ms: u64, observed_ms: u64, capacity: u32) -> Self {
         Self {
             current,
             into_bucket_ms,
             observed_ms,
             capacity,
+            skipped: AdmissionCounts::new(0, 0),
+            current_skipped: 0,
+            capacity_before: capacity,
+            capacity_changed_ms_ago: None,
         }
+    }
+
+    /// With waiters skipped as silent: in the complete buckets, and in the current one.
+    pub const fn with_skipped(mut self, skipped: AdmissionCounts, current: u64) -> Self {
+        self.skipped = skipped;
+        self.current_skipped = current;
+        self
+    }
+
+    /// With the capacity's last change: what it was before, and how long ago.
+    pub const fn with_capacity_change(mut self, before: u32, ms_ago: u64) -> Self {
+        self.capacity_before = before;
+        self.capacity_changed_ms_ago = Some(ms_ago);
+        self
     }
 }
 
@@ -315,12 +342,15 @@ pub struct RoomStats {
 #[derive(Clone, Debug)]
 pub(crate) struct AdmissionRing {
     slots: [(u64, u64); ADMISSION_BUCKETS as usize],
+    /// Waiters skipped as silent at their turn, per bucket (`k<i>` in the script's hash).
+    skips: [(u64, u64); ADMISSION_BUCKETS as usize],
 }
 
 impl Default for AdmissionRing {
     fn default() -> Self {
         Self {
             slots: [(u64::MAX, 0); ADMISSION_BUCKETS as usize],
+            skips: [(u64::MAX, 0); ADMISSION_BUCKETS as usize],
         }
     }
 }
@@ -350,6 +380,34 @@ impl AdmissionRing {
             }
         }
         out
+    }
+
+    /// Counts one waiter skipped as silent at their turn at `now_ms`.
+    pub(crate) fn count_skip(&mut self, now_ms: u64) {
+        let bucket = now_ms / ADMISSION_BUCKET_MS;
+        let slot = &mut self.skips[(bucket % ADMISSION_BUCKETS) as usize];
+        if slot.0 != bucket {
+            *slot = (bucket, 0);
+        }
+        slot.1 += 1;
+    }
+
+    /// Skipped waiters: in the complete buckets (as [`counts`](Self::counts)) and in the current.
+    pub(crate) fn skipped(&self, now_ms: u64) -> (AdmissionCounts, u64) {
+        let current = now_ms / ADMISSION_BUCKET_MS;
+        let mut out = AdmissionCounts::default();
+        for back in 1..=FIVE_MINUTE_BUCKETS.min(current) {
+            let bucket = current - back;
+            let (tag, n) = self.skips[(bucket % ADMISSION_BUCKETS) as usize];
+            if tag == bucket {
+                out.last_five_minutes += n;
+                if back <= MINUTE_BUCKETS {
+                    out.last_minute += n;
+                }
+            }
+        }
+        let (tag, n) = self.skips[(current % ADMISSION_BUCKETS) as usize];
+        (out, if tag == current { n } else { 0 })
     }
 
     /// Admissions in the bucket holding `now_ms` (incomplete).

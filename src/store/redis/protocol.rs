@@ -155,18 +155,27 @@ pub(crate) fn decision(reply: &[i64]) -> Result<Decision, StoreError> {
         [reply::ADMITTED, expires_at_ms, ..] => Ok(Decision::Admitted {
             expires_at_ms: non_negative(expires_at_ms),
         }),
-        [reply::WAITING, position, waiting, minute, five, paused @ (0 | 1), current, into, observed, capacity] => {
+        [reply::WAITING, position, waiting, minute, five, paused @ (0 | 1), current, into, observed, capacity, skipped_minute, skipped_five, current_skipped, capacity_before, changed_ago] => {
+            let capacity_of = |c: i64| u32::try_from(c).unwrap_or(u32::MAX);
+            let mut pace = RoomPace::new(
+                non_negative(current),
+                non_negative(into),
+                non_negative(observed),
+                capacity_of(capacity),
+            )
+            .with_skipped(
+                AdmissionCounts::new(non_negative(skipped_minute), non_negative(skipped_five)),
+                non_negative(current_skipped),
+            );
+            if let Ok(ago) = u64::try_from(changed_ago) {
+                pace = pace.with_capacity_change(capacity_of(capacity_before), ago);
+            }
             Ok(Decision::Waiting {
                 position: non_negative(position),
                 waiting: non_negative(waiting),
                 recent: AdmissionCounts::new(non_negative(minute), non_negative(five)),
                 paused: paused == 1,
-                pace: RoomPace::new(
-                    non_negative(current),
-                    non_negative(into),
-                    non_negative(observed),
-                    u32::try_from(capacity).unwrap_or(u32::MAX),
-                ),
+                pace,
             })
         }
         [reply::CLOSED, 0, 0] => Ok(Decision::Closed),
@@ -236,7 +245,7 @@ mod tests {
             Decision::Admitted { expires_at_ms: 5 }
         );
         assert_eq!(
-            decision(&[2, 3, 9, 4, 20, 1, 2, 500, 60_000, 5]).unwrap(),
+            decision(&[2, 3, 9, 4, 20, 1, 2, 500, 60_000, 5, 0, 0, 0, 5, -1]).unwrap(),
             Decision::Waiting {
                 position: 3,
                 waiting: 9,
@@ -246,7 +255,7 @@ mod tests {
             }
         );
         assert_eq!(
-            decision(&[2, 3, 9, 4, 20, 1]).unwrap_err().kind(),
+            decision(&[2, 3, 9, 4, 20, 1, 2, 500, 60_000, 5]).unwrap_err().kind(),
             StoreErrorKind::Protocol,
             "a waiting reply without the pace is from another script version"
         );

@@ -16,10 +16,12 @@
 --   5 granted  zset    granted but unclaimed slots, score = expiry in ms
 --   6 bucket   hash    admission-rate budget: milli (thousandths of an admission), last (ms)
 --   7 admitted hash    admission counts, a ring of time buckets: slot i holds t<i> (the bucket's
---                      number, now // bucket_ms) and n<i> (its count); at most 2 * ring fields
+--                      number, now // bucket_ms), n<i> (its admissions) and k<i> (waiters
+--                      skipped as silent at their turn); at most 3 * ring fields
 --   8 settings hash    the live settings: v (SETTINGS_VERSION), capacity, rate (0 = none),
 --                      paused (0|1), open (0|1); written from ARGV 4-5 when missing; and born
---                      (ms), when the room was first seen, for the wait estimate's window
+--                      (ms), when the room was first seen, for the wait estimate's window;
+--                      cap_before and cap_at, the capacity before its last change and when
 --   9 arrivals zset    the first arrival of each second: member = its time in ms, score = its
 --                      sequence number; entries before the head's are trimmed (oldest wait)
 --  10 banned   zset    banned sessions, score = the end of the ban in ms
@@ -43,7 +45,9 @@
 -- Reply: {code, a, b, ...}
 --   {1, expires_at_ms, 0} admitted
 --   {2, position, waiting, last_minute, last_five_minutes, paused (0|1), admissions in the
---    current bucket, ms into it, ms since the room was first seen, capacity} waiting
+--    current bucket, ms into it, ms since the room was first seen, capacity, skipped in the last
+--    minute, skipped in five, skipped in the current bucket, capacity before its last change,
+--    ms since that change (-1: never)} waiting
 --   {3, 0, waiting} full               {0, 0, 0} unknown
 --   {6, 0, 0} closed                   {7, 0, 0} banned
 --   {4, released (0|1), 0} release
@@ -99,6 +103,8 @@ local default_rate = tonumber(ARGV[5])
 -- first seen.
 local capacity, rate, paused, open = default_capacity, default_rate, false, true
 local born = 0
+-- The capacity before its last change, and when that was (nil: never changed).
+local cap_before, cap_at = nil, nil
 local active_ttl = tonumber(ARGV[6])
 local grant_ttl = tonumber(ARGV[7])
 local queue_ttl = tonumber(ARGV[8])
@@ -127,7 +133,8 @@ if abandoned < 0 then abandoned = 0 end
 -- Reads the live settings, writing the defaults for a missing key or field. Returns an error
 -- reply for a key of another version, else nil.
 local function load_settings()
-  local v = redis.call('HMGET', k_settings, 'v', 'capacity', 'rate', 'paused', 'open', 'born')
+  local v = redis.call('HMGET', k_settings, 'v', 'capacity', 'rate', 'paused', 'open', 'born',
+    'cap_before', 'cap_at')
   local ver = tonumber(v[1])
   if v[1] and ver ~= SETTINGS_VERSION then
     return redis.error_reply('WRSETTINGS room settings of version ' .. tostring(v[1]) ..
@@ -146,6 +153,7 @@ local function load_settings()
       'paused', p, 'open', o)
   end
   capacity, rate, paused, open = c, r, p == 1, o == 1
+  cap_before, cap_at = tonumber(v[7]), tonumber(v[8])
   born = tonumber(v[6])
   if born == nil or born > now then
     -- When the room was first seen (or its settings key was lost): what its pace is measured
@@ -226,26 +234,65 @@ end
 -- something that is not a number) is reset first, so the ring never grows and never adds stale
 -- counts. HSET of the computed count rather than HINCRBY, which fails on a damaged value.
 local current_bucket = math.floor(now / bucket_ms)
-local function count_admission()
+-- `field` is n (admissions) or k (waiters skipped as silent at their turn: the line moved
+-- without an admission, which the wait estimate counts as movement).
+local function count_in_ring(field)
   local slot = current_bucket % ring
-  local v = redis.call('HMGET', k_admitted, 't' .. slot, 'n' .. slot)
+  local v = redis.call('HMGET', k_admitted, 't' .. slot, field .. slot)
   local n = tonumber(v[2])
   if tonumber(v[1]) ~= current_bucket or n == nil then
-    redis.call('HSET', k_admitted, 't' .. slot, current_bucket, 'n' .. slot, 1)
+    if field == 'n' then
+      redis.call('HSET', k_admitted, 't' .. slot, current_bucket, 'n' .. slot, 1, 'k' .. slot, 0)
+    elseif tonumber(v[1]) ~= current_bucket then
+      redis.call('HSET', k_admitted, 't' .. slot, current_bucket, 'n' .. slot, 0, 'k' .. slot, 1)
+    else
+      redis.call('HSET', k_admitted, 'k' .. slot, 1)
+    end
   else
-    redis.call('HSET', k_admitted, 'n' .. slot, n + 1)
+    redis.call('HSET', k_admitted, field .. slot, n + 1)
   end
 end
+
+local function count_admission() count_in_ring('n') end
+local function count_skip() count_in_ring('k') end
 
 -- The room's pace beyond the complete buckets: {admissions in the current bucket, ms into it,
 -- ms since the room was first seen, capacity}.
 local function pace()
   local slot = current_bucket % ring
-  local v = redis.call('HMGET', k_admitted, 't' .. slot, 'n' .. slot)
-  local current = 0
-  if tonumber(v[1]) == current_bucket then current = tonumber(v[2]) or 0 end
-  return current, now - current_bucket * bucket_ms, math.max(0, now - born), capacity
+  local v = redis.call('HMGET', k_admitted, 't' .. slot, 'n' .. slot, 'k' .. slot)
+  local current, skipped = 0, 0
+  if tonumber(v[1]) == current_bucket then
+    current, skipped = tonumber(v[2]) or 0, tonumber(v[3]) or 0
+  end
+  local ago = -1
+  if cap_at then ago = math.max(0, now - cap_at) end
+  return {current, now - current_bucket * bucket_ms, math.max(0, now - born), capacity, skipped,
+    cap_before or capacity, ago}
 end
+
+-- Waiters skipped as silent at their turn in the complete buckets: {last minute, five}.
+local function skipped_recent()
+  local fields = {}
+  local n = math.min(five_minute_buckets, current_bucket)
+  if n == 0 then return 0, 0 end
+  for back = 1, n do
+    local slot = (current_bucket - back) % ring
+    fields[#fields + 1] = 't' .. slot
+    fields[#fields + 1] = 'k' .. slot
+  end
+  local v = redis.call('HMGET', k_admitted, unpack(fields))
+  local minute, five = 0, 0
+  for back = 1, n do
+    if tonumber(v[2 * back - 1]) == current_bucket - back then
+      local c = tonumber(v[2 * back]) or 0
+      five = five + c
+      if back <= minute_buckets then minute = minute + c end
+    end
+  end
+  return minute, five
+end
+
 
 -- The counts of the complete buckets before the current one: {last minute, last five minutes}.
 local function recent()
@@ -267,6 +314,15 @@ local function recent()
     end
   end
   return minute, five
+end
+
+-- A waiting reply: {2, position, waiting, counts..., paused, pace...}.
+local function waiting_reply(position, waiting)
+  local minute, five = recent()
+  local p = pace()
+  local sm, sf = skipped_recent()
+  return {2, position, waiting, minute, five, paused and 1 or 0, p[1], p[2], p[3], p[4], sm, sf,
+    p[5], p[6], p[7]}
 end
 
 local function remove_waiter(w)
@@ -295,6 +351,7 @@ local function promote()
       end
       if seen_at < cutoff and not excused then
         remove_waiter(head)
+        count_skip()
       else
         if not take() then return end
         remove_waiter(head)
@@ -326,10 +383,7 @@ local function touch()
   redis.call('ZADD', k_seen, now, s)
   local rank = redis.call('ZRANK', k_line, s)
   if not open then return {6, 0, 0} end
-  local minute, five = recent()
-  local current, into, observed, cap = pace()
-  return {2, rank + 1, redis.call('ZCARD', k_line), minute, five, paused and 1 or 0, current, into,
-    observed, cap}
+  return waiting_reply(rank + 1, redis.call('ZCARD', k_line))
 end
 
 -- The next sequence number: after the last waiter's even if seq was lost or reset, so a
@@ -415,10 +469,7 @@ local function main()
     if waiting >= max_queue then return {3, 0, waiting} end
     redis.call('ZADD', k_line, next_seq(), s)
     redis.call('ZADD', k_seen, now, s)
-    local minute, five = recent()
-    local current, into, observed, cap = pace()
-    return {2, waiting + 1, waiting + 1, minute, five, paused and 1 or 0, current, into, observed,
-      cap}
+    return waiting_reply(waiting + 1, waiting + 1)
   elseif op == 'poll' then
     local exp = has_slot(s)
     if exp then return {1, tonumber(exp), 0} end
@@ -444,7 +495,12 @@ local function main()
     local c, r = tonumber(ARGV[18]), tonumber(ARGV[19])
     local p, o = tonumber(ARGV[20]), tonumber(ARGV[21])
     local before = settings_reply(8)
-    if c > 0 then capacity = c end
+    if c > 0 and c ~= capacity then
+      -- Remembered for the wait estimate: the pace measured before the change was at the old
+      -- capacity.
+      redis.call('HSET', k_settings, 'cap_before', capacity, 'cap_at', now)
+      capacity = c
+    end
     if r >= 0 then rate = r end
     if p >= 0 then paused = p == 1 end
     if o >= 0 then open = o == 1 end
@@ -469,6 +525,7 @@ local function main()
       local holder = has_slot(head)
       remove_waiter(head)
       -- A slot holder's stray place, or a waiter silent at their turn: skipped.
+      if not holder and seen_at and seen_at < cutoff then count_skip() end
       if not holder and not (seen_at and seen_at < cutoff) then
         redis.call('ZADD', k_granted, now + grant_ttl, head)
         count_admission()
