@@ -37,7 +37,7 @@ pub const RECENT_WEIGHT: f64 = 0.9;
 /// Admissions the last minute needs before its rate is trusted more than the five minutes'.
 pub const MIN_RECENT_EVENTS: f64 = 4.0;
 /// How many standard deviations of the estimate's own uncertainty the shown value adds.
-pub const MARGIN_Z: f64 = 0.5;
+pub const MARGIN_Z: f64 = 0.6;
 /// A room younger than this has no basis for an estimate yet.
 pub const MIN_OBSERVED_MS: u64 = 5_000;
 /// Admissions (beyond the initial fill) needed before a rate is estimated.

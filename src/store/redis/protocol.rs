@@ -155,7 +155,8 @@ pub(crate) fn decision(reply: &[i64]) -> Result<Decision, StoreError> {
         [reply::ADMITTED, expires_at_ms, ..] => Ok(Decision::Admitted {
             expires_at_ms: non_negative(expires_at_ms),
         }),
-        [reply::WAITING, position, waiting, minute, five, paused @ (0 | 1), current, into, observed, capacity, skipped_minute, skipped_five, current_skipped, capacity_before, changed_ago] => {
+        [reply::WAITING, position, waiting, minute, five, paused @ (0 | 1), current, into, observed, capacity, skipped_minute, skipped_five, current_skipped, capacity_before, changed_ago] =>
+        {
             let capacity_of = |c: i64| u32::try_from(c).unwrap_or(u32::MAX);
             let mut pace = RoomPace::new(
                 non_negative(current),
@@ -255,7 +256,9 @@ mod tests {
             }
         );
         assert_eq!(
-            decision(&[2, 3, 9, 4, 20, 1, 2, 500, 60_000, 5]).unwrap_err().kind(),
+            decision(&[2, 3, 9, 4, 20, 1, 2, 500, 60_000, 5])
+                .unwrap_err()
+                .kind(),
             StoreErrorKind::Protocol,
             "a waiting reply without the pace is from another script version"
         );
