@@ -80,7 +80,7 @@ async fn curl_story_with_capacity_two() {
     assert!(retry > 0);
     assert_eq!(
         r.json(),
-        json!({"room": "drop", "state": "waiting", "position": 1, "ahead": 0, "waiting": 1, "eta_seconds": null, "retry_after": retry})
+        json!({"room": "drop", "state": "waiting", "position": 1, "ahead": 0, "waiting": 1, "eta_seconds": null, "estimating": true, "eta_low_seconds": null, "eta_high_seconds": null, "retry_after": retry})
     );
     assert!(r.set_cookie(&a).is_none());
     let s = site.stats().await;
@@ -279,7 +279,7 @@ async fn status_endpoint_reports_unknown_admitted_and_waiting() {
     assert_eq!(r.header(header::CACHE_CONTROL), Some("no-store"));
     assert_eq!(
         r.json(),
-        json!({"room": "drop", "state": "unknown", "position": null, "ahead": null, "waiting": null, "eta_seconds": null, "retry_after": null})
+        json!({"room": "drop", "state": "unknown", "position": null, "ahead": null, "waiting": null, "eta_seconds": null, "eta_low_seconds": null, "eta_high_seconds": null, "retry_after": null})
     );
     assert!(r.set_cookies().is_empty(), "status sets no cookie");
     assert_eq!(site.store.calls(), Calls::default());
@@ -378,7 +378,7 @@ async fn leave_clears_both_cookies_and_the_place() {
     assert_eq!(r.status, StatusCode::OK);
     assert_eq!(
         r.json(),
-        json!({"room": "drop", "state": "left", "position": null, "ahead": null, "waiting": null, "eta_seconds": null, "retry_after": null})
+        json!({"room": "drop", "state": "left", "position": null, "ahead": null, "waiting": null, "eta_seconds": null, "eta_low_seconds": null, "eta_high_seconds": null, "retry_after": null})
     );
     for name in [&q, &a] {
         let sc = r.set_cookie(name).expect("the cookie is cleared");
@@ -530,7 +530,7 @@ async fn fail_closed_answers_503_unavailable() {
     assert_eq!(r.header(header::CACHE_CONTROL), Some("no-store"));
     assert_eq!(
         r.json(),
-        json!({"room": "drop", "state": "unavailable", "position": null, "ahead": null, "waiting": null, "eta_seconds": null, "retry_after": retry})
+        json!({"room": "drop", "state": "unavailable", "position": null, "ahead": null, "waiting": null, "eta_seconds": null, "eta_low_seconds": null, "eta_high_seconds": null, "retry_after": retry})
     );
     // A browser gets a page with the same status.
     let r = site
@@ -736,7 +736,7 @@ async fn busy_is_busy_under_both_policies() {
         let retry = r.retry_after();
         assert_eq!(
             r.json(),
-            json!({"room": "drop", "state": "busy", "position": null, "ahead": null, "waiting": null, "eta_seconds": null, "retry_after": retry}),
+            json!({"room": "drop", "state": "busy", "position": null, "ahead": null, "waiting": null, "eta_seconds": null, "eta_low_seconds": null, "eta_high_seconds": null, "retry_after": retry}),
             "{policy:?}"
         );
         assert!(r.set_cookie(&site.a()).is_none());
