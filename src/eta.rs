@@ -116,6 +116,10 @@ impl Eta {
 /// turn) and their rate per second at the room's live capacity.
 fn rate(admitted: u64, skipped: u64, window_ms: u64, pace: &RoomPace) -> (f64, f64) {
     let window_ms = window_ms.min(pace.observed_ms).max(1);
+    // A pause within the window moved nobody by the line's own pace: its time is left out.
+    let paused_ms = pace.last_pause_ms_ago.map_or(0, |(began, ended)| {
+        began.min(window_ms).saturating_sub(ended.min(window_ms))
+    });
     // Fills: slots that were empty and filled at once, not freed by anyone leaving. The room's
     // opening, if the window reaches back to it; a raised capacity, if raised within it.
     let mut fill = 0;
@@ -128,8 +132,16 @@ fn rate(admitted: u64, skipped: u64, window_ms: u64, pace: &RoomPace) -> (f64, f
     if changed.is_some() {
         fill += u64::from(pace.capacity.saturating_sub(pace.capacity_before));
     }
+    // Slots freed during a pause are filled at once when it ends: a fill too.
+    if pace
+        .last_pause_ms_ago
+        .is_some_and(|(_, ended)| ended < window_ms)
+    {
+        fill += u64::from(pace.capacity);
+    }
     let events = admitted.saturating_sub(fill) + skipped;
-    let mut per_second = events as f64 / (window_ms as f64 / 1000.0);
+    let running_ms = window_ms.saturating_sub(paused_ms).max(1);
+    let mut per_second = events as f64 / (running_ms as f64 / 1000.0);
     if let Some(ago) = changed {
         // Little's law: with visits as long as before, slots free up in proportion to the
         // capacity. The part of the window before the change ran at the old capacity.
@@ -188,7 +200,9 @@ pub fn estimate(input: &EtaInput) -> Eta {
     let (n, per_second) = if fast_n >= MIN_RECENT_EVENTS {
         (
             fast_n.max(slow_n * RECENT_WEIGHT),
-            RECENT_WEIGHT * fast_rate + (1.0 - RECENT_WEIGHT) * slow_rate,
+            // A slowdown is followed at once, a speed-up gradually: erring long is the lesser
+            // harm (a visitor let in early is pleased, one kept past the promise is not).
+            (RECENT_WEIGHT * fast_rate + (1.0 - RECENT_WEIGHT) * slow_rate).min(fast_rate),
         )
     } else {
         (slow_n, slow_rate)

@@ -145,6 +145,8 @@ impl MemoryStore {
                     r.settings = None;
                     r.born = None;
                     r.capacity_change = None;
+                    r.paused_at = None;
+                    r.last_pause = None;
                 }
                 Part::Banned => r.banned.clear(),
                 Part::Arrivals => {
@@ -302,6 +304,11 @@ impl Store for MemoryStore {
             if room.live().capacity != before.capacity {
                 room.capacity_change = Some((before.capacity, now));
             }
+            match (before.paused, room.live().paused) {
+                (false, true) => room.paused_at = Some(now),
+                (true, false) => room.last_pause = Some((room.paused_at.unwrap_or(now), now)),
+                _ => {}
+            }
             if change.ends_slots() {
                 room.active.clear();
                 room.granted.clear();
@@ -383,6 +390,10 @@ struct RoomState {
     born: Option<u64>,
     /// The capacity before its last change, and when (`cap_before`, `cap_at` in `settings`).
     capacity_change: Option<(u32, u64)>,
+    /// When the current pause began (`paused_at`), and the last pause that ended
+    /// (`pause_start`, `pause_end`).
+    paused_at: Option<u64>,
+    last_pause: Option<(u64, u64)>,
 }
 
 impl RoomState {
@@ -517,8 +528,14 @@ impl RoomState {
             self.live().capacity,
         )
         .with_skipped(skipped, current_skipped);
-        match self.capacity_change {
+        let pace = match self.capacity_change {
             Some((before, at)) => pace.with_capacity_change(before, now.saturating_sub(at)),
+            None => pace,
+        };
+        match self.last_pause {
+            Some((began, ended)) => {
+                pace.with_last_pause(now.saturating_sub(began), now.saturating_sub(ended))
+            }
             None => pace,
         }
     }

@@ -280,6 +280,8 @@ pub struct RoomPace {
     pub capacity_before: u32,
     /// How long ago the capacity last changed, in ms; `None` if it never did.
     pub capacity_changed_ms_ago: Option<u64>,
+    /// The last pause that ended: how long ago it began and ended, in ms.
+    pub last_pause_ms_ago: Option<(u64, u64)>,
 }
 
 impl RoomPace {
@@ -294,7 +296,14 @@ impl RoomPace {
             current_skipped: 0,
             capacity_before: capacity,
             capacity_changed_ms_ago: None,
+            last_pause_ms_ago: None,
         }
+    }
+
+    /// With the last pause that ended: how long ago it began and ended.
+    pub const fn with_last_pause(mut self, began_ms_ago: u64, ended_ms_ago: u64) -> Self {
+        self.last_pause_ms_ago = Some((began_ms_ago, ended_ms_ago));
+        self
     }
 
     /// With waiters skipped as silent: in the complete buckets, and in the current one.

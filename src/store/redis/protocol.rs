@@ -155,7 +155,7 @@ pub(crate) fn decision(reply: &[i64]) -> Result<Decision, StoreError> {
         [reply::ADMITTED, expires_at_ms, ..] => Ok(Decision::Admitted {
             expires_at_ms: non_negative(expires_at_ms),
         }),
-        [reply::WAITING, position, waiting, minute, five, paused @ (0 | 1), current, into, observed, capacity, skipped_minute, skipped_five, current_skipped, capacity_before, changed_ago] =>
+        [reply::WAITING, position, waiting, minute, five, paused @ (0 | 1), current, into, observed, capacity, skipped_minute, skipped_five, current_skipped, capacity_before, changed_ago, pause_began, pause_ended] =>
         {
             let capacity_of = |c: i64| u32::try_from(c).unwrap_or(u32::MAX);
             let mut pace = RoomPace::new(
@@ -170,6 +170,10 @@ pub(crate) fn decision(reply: &[i64]) -> Result<Decision, StoreError> {
             );
             if let Ok(ago) = u64::try_from(changed_ago) {
                 pace = pace.with_capacity_change(capacity_of(capacity_before), ago);
+            }
+            if let (Ok(began), Ok(ended)) = (u64::try_from(pause_began), u64::try_from(pause_ended))
+            {
+                pace = pace.with_last_pause(began, ended);
             }
             Ok(Decision::Waiting {
                 position: non_negative(position),
@@ -246,7 +250,7 @@ mod tests {
             Decision::Admitted { expires_at_ms: 5 }
         );
         assert_eq!(
-            decision(&[2, 3, 9, 4, 20, 1, 2, 500, 60_000, 5, 0, 0, 0, 5, -1]).unwrap(),
+            decision(&[2, 3, 9, 4, 20, 1, 2, 500, 60_000, 5, 0, 0, 0, 5, -1, -1, -1]).unwrap(),
             Decision::Waiting {
                 position: 3,
                 waiting: 9,

@@ -47,7 +47,8 @@
 --   {2, position, waiting, last_minute, last_five_minutes, paused (0|1), admissions in the
 --    current bucket, ms into it, ms since the room was first seen, capacity, skipped in the last
 --    minute, skipped in five, skipped in the current bucket, capacity before its last change,
---    ms since that change (-1: never)} waiting
+--    ms since that change (-1: never), ms since the last ended pause began and ended (-1, -1:
+--    none)} waiting
 --   {3, 0, waiting} full               {0, 0, 0} unknown
 --   {6, 0, 0} closed                   {7, 0, 0} banned
 --   {4, released (0|1), 0} release
@@ -105,6 +106,8 @@ local capacity, rate, paused, open = default_capacity, default_rate, false, true
 local born = 0
 -- The capacity before its last change, and when that was (nil: never changed).
 local cap_before, cap_at = nil, nil
+-- When the current pause began, and the last pause that ended (nil: none).
+local paused_at, pause_start, pause_end = nil, nil, nil
 local active_ttl = tonumber(ARGV[6])
 local grant_ttl = tonumber(ARGV[7])
 local queue_ttl = tonumber(ARGV[8])
@@ -134,7 +137,7 @@ if abandoned < 0 then abandoned = 0 end
 -- reply for a key of another version, else nil.
 local function load_settings()
   local v = redis.call('HMGET', k_settings, 'v', 'capacity', 'rate', 'paused', 'open', 'born',
-    'cap_before', 'cap_at')
+    'cap_before', 'cap_at', 'paused_at', 'pause_start', 'pause_end')
   local ver = tonumber(v[1])
   if v[1] and ver ~= SETTINGS_VERSION then
     return redis.error_reply('WRSETTINGS room settings of version ' .. tostring(v[1]) ..
@@ -154,6 +157,7 @@ local function load_settings()
   end
   capacity, rate, paused, open = c, r, p == 1, o == 1
   cap_before, cap_at = tonumber(v[7]), tonumber(v[8])
+  paused_at, pause_start, pause_end = tonumber(v[9]), tonumber(v[10]), tonumber(v[11])
   born = tonumber(v[6])
   if born == nil or born > now then
     -- When the room was first seen (or its settings key was lost): what its pace is measured
@@ -267,8 +271,12 @@ local function pace()
   end
   local ago = -1
   if cap_at then ago = math.max(0, now - cap_at) end
+  local ps, pe = -1, -1
+  if pause_start and pause_end then
+    ps, pe = math.max(0, now - pause_start), math.max(0, now - pause_end)
+  end
   return {current, now - current_bucket * bucket_ms, math.max(0, now - born), capacity, skipped,
-    cap_before or capacity, ago}
+    cap_before or capacity, ago, ps, pe}
 end
 
 -- Waiters skipped as silent at their turn in the complete buckets: {last minute, five}.
@@ -322,7 +330,7 @@ local function waiting_reply(position, waiting)
   local p = pace()
   local sm, sf = skipped_recent()
   return {2, position, waiting, minute, five, paused and 1 or 0, p[1], p[2], p[3], p[4], sm, sf,
-    p[5], p[6], p[7]}
+    p[5], p[6], p[7], p[8], p[9]}
 end
 
 local function remove_waiter(w)
@@ -502,7 +510,15 @@ local function main()
       capacity = c
     end
     if r >= 0 then rate = r end
-    if p >= 0 then paused = p == 1 end
+    if p >= 0 then
+      -- Remembered for the wait estimate: a pause is no measure of the line's pace.
+      if p == 1 and not paused then
+        redis.call('HSET', k_settings, 'paused_at', now)
+      elseif p == 0 and paused then
+        redis.call('HSET', k_settings, 'pause_start', paused_at or now, 'pause_end', now)
+      end
+      paused = p == 1
+    end
     if o >= 0 then open = o == 1 end
     redis.call('HSET', k_settings, 'v', SETTINGS_VERSION, 'capacity', capacity, 'rate', rate,
       'paused', paused and 1 or 0, 'open', open and 1 or 0)
