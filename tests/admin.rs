@@ -122,20 +122,12 @@ fn room_path() -> String {
 
 // ===== visitors =====
 
-fn json_accept() -> [(HeaderName, HeaderValue); 1] {
-    [(header::ACCEPT, HeaderValue::from_static("application/json"))]
-}
-
-async fn visit(g: &Http, jar: &mut Jar) -> Reply {
-    g.visit_with(jar, Method::GET, "/", &json_accept()).await
-}
-
 /// A newcomer on `g`: the redirect with a queue cookie, then the answer of the store.
 async fn arrive(g: &Http) -> (Jar, Reply) {
     let mut jar = Jar::new();
-    let first = visit(g, &mut jar).await;
+    let first = g.visit_json(&mut jar).await;
     assert_eq!(first.status, StatusCode::FOUND);
-    let r = visit(g, &mut jar).await;
+    let r = g.visit_json(&mut jar).await;
     (jar, r)
 }
 
@@ -157,7 +149,7 @@ async fn until_status(
 ) -> Reply {
     let started = Instant::now();
     loop {
-        let r = visit(g, jar).await;
+        let r = g.visit_json(jar).await;
         if r.status == status {
             return r;
         }
@@ -244,7 +236,7 @@ where
         "paused: {}",
         r.text()
     );
-    let r = visit(g2, &mut c).await;
+    let r = g2.visit_json(&mut c).await;
     assert_eq!(
         r.status,
         StatusCode::TOO_MANY_REQUESTS,
@@ -268,7 +260,7 @@ where
     assert_eq!(r.status, StatusCode::TOO_MANY_REQUESTS, "{}", r.text());
     let s = admin.patch(json!({"open": false})).await;
     assert_eq!(s["open"], false);
-    let r = visit(g2, &mut d).await;
+    let r = g2.visit_json(&mut d).await;
     assert_eq!(
         (r.status, state(&r)),
         (StatusCode::SERVICE_UNAVAILABLE, "closed".into()),
@@ -285,14 +277,14 @@ where
 
     // Reopened: the waiter is back in line where it stood, the newcomer joins behind.
     admin.patch(json!({"open": true})).await;
-    let r = visit(g2, &mut d).await;
+    let r = g2.visit_json(&mut d).await;
     assert_eq!(
         (r.status, r.json()["position"].as_u64()),
         (StatusCode::TOO_MANY_REQUESTS, Some(1)),
         "{}",
         r.text()
     );
-    let r = visit(g2, &mut e).await;
+    let r = g2.visit_json(&mut e).await;
     assert_eq!(
         (r.status, r.json()["position"].as_u64()),
         (StatusCode::TOO_MANY_REQUESTS, Some(2)),
@@ -335,7 +327,7 @@ where
         .await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.text());
     assert_eq!(r.json()["dropped"], true);
-    let r = visit(g2, &mut f).await;
+    let r = g2.visit_json(&mut f).await;
     assert_eq!(
         (r.status, state(&r)),
         (StatusCode::FORBIDDEN, "banned".into()),
@@ -357,7 +349,7 @@ where
     assert_eq!(r.status, StatusCode::OK, "{}", r.text());
     let mut a_without_token = a.clone();
     a_without_token.remove(A);
-    let r = visit(g2, &mut a_without_token).await;
+    let r = g2.visit_json(&mut a_without_token).await;
     assert_eq!(
         (r.status, state(&r)),
         (StatusCode::FORBIDDEN, "banned".into()),
@@ -365,7 +357,7 @@ where
         r.text()
     );
     after_refresh().await;
-    let r = visit(g2, &mut a).await;
+    let r = g2.visit_json(&mut a).await;
     assert_eq!(
         (r.status, state(&r)),
         (StatusCode::FORBIDDEN, "banned".into()),

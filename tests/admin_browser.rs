@@ -27,8 +27,7 @@ use std::time::{Duration, Instant};
 
 use axum::Router;
 use fantoccini::{Client, Locator};
-use http::header::{self, HeaderName, HeaderValue};
-use http::{Method, StatusCode};
+use http::StatusCode;
 use serde_json::json;
 use tower_waiting_room::admin::AdminService;
 use tower_waiting_room::clock::ManualClock;
@@ -160,19 +159,11 @@ async fn gateways(builder: impl Fn() -> WaitingRoomBuilder) -> Gateways {
     }
 }
 
-fn json_accept() -> [(HeaderName, HeaderValue); 1] {
-    [(header::ACCEPT, HeaderValue::from_static("application/json"))]
-}
-
-async fn visit(g: &Http, jar: &mut Jar) -> Reply {
-    g.visit_with(jar, Method::GET, "/", &json_accept()).await
-}
-
 /// A newcomer on `g`: the redirect with a queue cookie, then the store's answer.
 async fn arrive(g: &Http) -> (Jar, Reply) {
     let mut jar = Jar::new();
-    assert_eq!(visit(g, &mut jar).await.status, StatusCode::FOUND);
-    let r = visit(g, &mut jar).await;
+    assert_eq!(g.visit_json(&mut jar).await.status, StatusCode::FOUND);
+    let r = g.visit_json(&mut jar).await;
     (jar, r)
 }
 
@@ -184,7 +175,7 @@ fn state(r: &Reply) -> String {
 async fn until_status(g: &Http, jar: &mut Jar, status: StatusCode, what: &str) {
     let started = Instant::now();
     loop {
-        let r = visit(g, jar).await;
+        let r = g.visit_json(jar).await;
         if r.status == status {
             return;
         }
@@ -287,7 +278,7 @@ async fn an_operator_changes_the_room_through_the_page_and_the_other_gateway_enf
     click(&browser, "#open-close").await;
     click(&browser, "#confirm-yes").await;
     shows(&browser, "#state", "Closed").await;
-    let r = visit(&gw.g2, &mut newcomer).await;
+    let r = gw.g2.visit_json(&mut newcomer).await;
     assert_eq!(
         (r.status, state(&r)),
         (StatusCode::SERVICE_UNAVAILABLE, "closed".to_owned())

@@ -226,6 +226,12 @@ impl Http {
         reply
     }
 
+    /// `GET /` as an API client (`Accept: application/json`) with the jar's cookies.
+    pub async fn visit_json(&self, jar: &mut Jar) -> Reply {
+        let accept = [(header::ACCEPT, HeaderValue::from_static("application/json"))];
+        self.visit_with(jar, Method::GET, "/", &accept).await
+    }
+
     /// `GET path` with one `Cookie` header (or none).
     pub async fn get_with_cookie(&self, path: &str, cookie: Option<HeaderValue>) -> Reply {
         let headers: Vec<_> = cookie.into_iter().map(|c| (header::COOKIE, c)).collect();
