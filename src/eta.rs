@@ -29,15 +29,27 @@
 
 use std::time::Duration;
 
-use crate::store::{AdmissionCounts, RoomPace, ADMISSION_BUCKET_MS};
+use crate::store::{AdmissionCounts, RoomPace, ADMISSION_BUCKET_MS, PACE_MINUTES};
 
-/// Weight of the last minute's rate once it counts at least [`MIN_RECENT_EVENTS`] admissions
-/// (the rest is the last five minutes').
-pub const RECENT_WEIGHT: f64 = 0.9;
-/// Admissions the last minute needs before its rate is trusted more than the five minutes'.
-pub const MIN_RECENT_EVENTS: f64 = 4.0;
-/// How many standard deviations of the estimate's own uncertainty the shown value adds.
+/// A minute, in ms: the admission counts of a [`RoomPace`] are per minute.
+const MINUTE_MS: u64 = 6 * ADMISSION_BUCKET_MS;
+
+/// How many standard deviations of counting noise the older part of a window may differ from
+/// the last two minutes before the window counts as out of date.
+pub const CHANGE_Z: f64 = 2.0;
+/// How many standard deviations of the estimate's uncertainty the shown value adds.
 pub const MARGIN_Z: f64 = 0.6;
+/// The least relative uncertainty of a rate, however steady the room looked: what no count
+/// measures (the visits to come are not the visits gone).
+pub const MIN_RATE_ERROR: f64 = 0.1;
+/// The share of the time before the room's first movement that counts as running at its pace.
+pub const OPENING_SHARE: f64 = 0.5;
+/// Turns (admissions and skips) the last minute needs before its share of skips is used.
+const MIN_SKIP_TURNS: u64 = 10;
+/// Bounds of the measured dispersion of admissions (their variance over their mean; 1 for a
+/// Poisson pace): a few minutes' counts measure it roughly.
+const MIN_DISPERSION: f64 = 0.25;
+const MAX_DISPERSION: f64 = 4.0;
 /// A room younger than this has no basis for an estimate yet.
 pub const MIN_OBSERVED_MS: u64 = 5_000;
 /// Admissions (beyond the initial fill) needed before a rate is estimated.
@@ -51,6 +63,8 @@ const MAX_SECS: f64 = 365.0 * 86_400.0;
 pub struct EtaInput {
     /// The waiter's 1-based position.
     pub position: u64,
+    /// Everyone in line.
+    pub waiting: u64,
     /// The room's admissions in its complete buckets.
     pub recent: AdmissionCounts,
     /// What they were measured over.
@@ -61,9 +75,16 @@ pub struct EtaInput {
 
 impl EtaInput {
     /// An input from its parts.
-    pub const fn new(position: u64, recent: AdmissionCounts, pace: RoomPace, paused: bool) -> Self {
+    pub const fn new(
+        position: u64,
+        waiting: u64,
+        recent: AdmissionCounts,
+        pace: RoomPace,
+        paused: bool,
+    ) -> Self {
         Self {
             position,
+            waiting,
             recent,
             pace,
             paused,
@@ -112,9 +133,9 @@ impl Eta {
 }
 
 /// How fast the line moved over a window of `window_ms` ending now, as the room has observed it:
-/// the movements counted (admissions beyond the fills, and waiters skipped as silent at their
-/// turn) and their rate per second at the room's live capacity.
-fn rate(admitted: u64, skipped: u64, window_ms: u64, pace: &RoomPace) -> (f64, f64) {
+/// the admissions counted (beyond the fills), their rate per second at the room's live capacity,
+/// and the seconds the room ran (unpaused) in the window.
+fn rate(admitted: u64, window_ms: u64, pace: &RoomPace) -> (f64, f64, f64) {
     let window_ms = window_ms.min(pace.observed_ms).max(1);
     // A pause within the window moved nobody by the line's own pace: its time is left out.
     let paused_ms = pace.last_pause_ms_ago.map_or(0, |(began, ended)| {
@@ -139,8 +160,17 @@ fn rate(admitted: u64, skipped: u64, window_ms: u64, pace: &RoomPace) -> (f64, f
     {
         fill += u64::from(pace.capacity);
     }
-    let events = admitted.saturating_sub(fill) + skipped;
-    let running_ms = window_ms.saturating_sub(paused_ms).max(1);
+    let events = admitted.saturating_sub(fill);
+    // A window reaching back to the opening: nobody left until the shortest visits ended, which
+    // says little about the pace once slots turn over; all of that time would understate the
+    // pace, none of it overstate it (the first to leave are the quickest): a share counts.
+    let opening_ms = match pace.first_move_ms_ago {
+        Some(ago) if window_ms >= pace.observed_ms => {
+            (pace.observed_ms.saturating_sub(ago) as f64 * (1.0 - OPENING_SHARE)) as u64
+        }
+        _ => 0,
+    };
+    let running_ms = window_ms.saturating_sub(paused_ms + opening_ms).max(1);
     let mut per_second = events as f64 / (running_ms as f64 / 1000.0);
     if let Some(ago) = changed {
         // Little's law: with visits as long as before, slots free up in proportion to the
@@ -149,7 +179,7 @@ fn rate(admitted: u64, skipped: u64, window_ms: u64, pace: &RoomPace) -> (f64, f
         let before = (window_ms - ago) as f64 / window_ms as f64;
         per_second *= ratio / (before + (1.0 - before) * ratio);
     }
-    (events as f64, per_second)
+    (events as f64, per_second, running_ms as f64 / 1000.0)
 }
 
 /// The wait of the waiter described by `input`; see the [module docs](self).
@@ -175,46 +205,86 @@ pub fn estimate(input: &EtaInput) -> Eta {
         return Eta::Paused;
     }
     let pace = &input.pace;
-    let minute = 6 * ADMISSION_BUCKET_MS + pace.into_bucket_ms;
-    let five = 30 * ADMISSION_BUCKET_MS + pace.into_bucket_ms;
-    let skipped = &pace.skipped;
-    let (slow_n, slow_rate) = rate(
-        input.recent.last_five_minutes + pace.current,
-        skipped.last_five_minutes + pace.current_skipped,
-        five,
-        pace,
-    );
-    let (fast_n, fast_rate) = rate(
-        input.recent.last_minute + pace.current,
-        skipped.last_minute + pace.current_skipped,
-        minute,
-        pace,
-    );
+    // The rate over the last k minutes (and the current bucket), for k = 1..=5.
+    let window = |k: usize| {
+        let admitted = pace.minutes[..k].iter().sum::<u64>() + pace.current;
+        let window_ms = k as u64 * MINUTE_MS + pace.into_bucket_ms;
+        rate(admitted, window_ms, pace)
+    };
+    let (slow_n, _, _) = window(PACE_MINUTES);
     if pace.observed_ms < MIN_OBSERVED_MS || slow_n < MIN_EVENTS {
-        return if pace.observed_ms >= five {
+        return if pace.observed_ms >= PACE_MINUTES as u64 * MINUTE_MS {
             Eta::Stalled
         } else {
             Eta::Estimating
         };
     }
-    let (n, per_second) = if fast_n >= MIN_RECENT_EVENTS {
-        (
-            fast_n.max(slow_n * RECENT_WEIGHT),
-            // A slowdown is followed at once, a speed-up gradually: erring long is the lesser
-            // harm (a visitor let in early is pleased, one kept past the promise is not).
-            (RECENT_WEIGHT * fast_rate + (1.0 - RECENT_WEIGHT) * slow_rate).min(fast_rate),
-        )
+    // The longest window whose older part moved at the pace of the last two minutes, within the
+    // noise of counting: the most precise rate that still follows a change (the windows reaching
+    // back before it are set aside). Two rates from `n` admissions over `t` seconds differ by
+    // noise alone with a standard deviation of `sqrt(n_a / t_a² + n_b / t_b²)`.
+    let recent = window(2);
+    let (n, per_second) = (3..=PACE_MINUTES)
+        .rev()
+        .map(window)
+        .find(|&(n, per_second, secs)| {
+            let (older_n, older_secs) = (n - recent.0, secs - recent.2);
+            if older_secs < 1.0 {
+                return true; // the room is younger than the window: nothing older
+            }
+            let older_rate = (per_second * secs - recent.1 * recent.2) / older_secs;
+            let noise = (older_n.max(1.0) / older_secs.powi(2)
+                + recent.0.max(1.0) / recent.2.powi(2))
+            .sqrt();
+            (older_rate - recent.1).abs() <= CHANGE_Z * noise
+        })
+        .map_or((recent.0, recent.1), |(n, per_second, _)| (n, per_second));
+    // The last minute's, when slower: a slowdown is followed at once, noise or not (erring long
+    // is the lesser harm: a visitor let in early is pleased, one kept past the promise is not).
+    let (fast_n, fast_rate, _) = window(1);
+    let (n, per_second) = if fast_n >= MIN_EVENTS && fast_rate < per_second {
+        (fast_n, fast_rate)
     } else {
-        (slow_n, slow_rate)
+        (n, per_second)
     };
     if per_second <= 0.0 {
         return Eta::Stalled;
     }
-    let position = input.position.max(1) as f64;
-    let likely = position / per_second;
-    // Relative uncertainty: of the rate (counted from n admissions) and of the wait itself (the
-    // sum of `position` gaps between admissions).
-    let spread = (1.0 / n + 1.0 / position).sqrt();
+    // Waiters ahead who gave up are skipped at their turn and take none of the line's time.
+    // How many: at least those silent now (the room knows how many, not where: a share in
+    // proportion), and as many as the share of turns skipped lately says.
+    let position = input.position.max(1);
+    let before_me = (position - 1) as f64;
+    let silent_ahead = if input.waiting > 0 {
+        pace.silent.min(input.waiting) as f64 * before_me / input.waiting as f64
+    } else {
+        0.0
+    };
+    // (The last minute's share once it has seen enough turns: it follows a change.)
+    let share = |skipped: u64, admitted: u64| match skipped + admitted {
+        0 => 0.0,
+        turns => skipped as f64 / turns as f64,
+    };
+    let recent = (
+        pace.skipped.last_minute + pace.current_skipped,
+        pace.minutes[0] + pace.current,
+    );
+    let skip_share = if recent.0 + recent.1 >= MIN_SKIP_TURNS {
+        share(recent.0, recent.1)
+    } else {
+        share(
+            pace.skipped.last_five_minutes + pace.current_skipped,
+            pace.minutes.iter().sum::<u64>() + pace.current,
+        )
+    };
+    let ahead = (position as f64 - silent_ahead.max(skip_share * before_me)).max(1.0);
+    let likely = ahead / per_second;
+    // Relative uncertainty of the rate: as measured on the room's own minutes when it has them
+    // (else the counting noise of `n` admissions), never below `MIN_RATE_ERROR`; and of the
+    // wait itself, the sum of `ahead` gaps between admissions, as dispersed as measured.
+    let (rate_error, dispersion) = measured_error(pace).unwrap_or((1.0 / n.sqrt(), 1.0));
+    let rate_error = rate_error.max(MIN_RATE_ERROR);
+    let spread = (rate_error * rate_error + dispersion / ahead).sqrt();
     let secs = |x: f64| Duration::from_secs(x.clamp(0.0, MAX_SECS).ceil() as u64);
     Eta::Known {
         shown: secs(likely * (1.0 + MARGIN_Z * spread)),
@@ -223,12 +293,65 @@ pub fn estimate(input: &EtaInput) -> Eta {
     }
 }
 
+/// The error of the room's pace as a forecast, measured on its own complete minutes (those it
+/// ran through undisturbed: no fill, no pause; scaled to today's capacity): each minute as
+/// forecast by the (up to two) minutes before it. Answers the relative error of a rate (the
+/// forecasts' mean error when the pace has been falling, plus their spread: the waves of a room
+/// whose visitors came in together do not average out over a few minutes) and the dispersion
+/// of admissions (variance over mean; 1 for a Poisson pace). `None` with fewer than three
+/// such minutes.
+fn measured_error(pace: &RoomPace) -> Option<(f64, f64)> {
+    let mut counts = [0.0; PACE_MINUTES];
+    let mut k = 0;
+    for (back, &n) in pace.minutes.iter().enumerate() {
+        let newest = pace.into_bucket_ms + back as u64 * MINUTE_MS;
+        let oldest = newest + MINUTE_MS;
+        if oldest > pace.observed_ms {
+            break; // before the room was born, or its opening fill
+        }
+        let paused = pace
+            .last_pause_ms_ago
+            .is_some_and(|(began, ended)| began > newest && ended < oldest);
+        let mut n = n as f64;
+        if let Some(ago) = pace.capacity_changed_ms_ago {
+            if newest <= ago && ago < oldest {
+                continue; // a capacity change's fill
+            }
+            if ago < newest && pace.capacity_before > 0 {
+                n *= f64::from(pace.capacity) / f64::from(pace.capacity_before);
+            }
+        }
+        if !paused {
+            counts[k] = n;
+            k += 1;
+        }
+    }
+    let counts = &counts[..k];
+    let errors: Vec<f64> = (0..k.saturating_sub(1))
+        .filter_map(|j| {
+            let before = &counts[j + 1..(j + 3).min(k)];
+            let forecast = before.iter().sum::<f64>() / before.len() as f64;
+            (forecast > 0.0).then(|| (forecast - counts[j]) / forecast)
+        })
+        .collect();
+    if errors.len() < 2 {
+        return None;
+    }
+    let m = errors.len() as f64;
+    let bias = errors.iter().sum::<f64>() / m;
+    let variance = (errors.iter().map(|e| e * e).sum::<f64>() / m - bias * bias).max(0.0);
+    let mean = counts.iter().sum::<f64>() / k as f64;
+    // A forecast from two minutes errs by 1.5 times one minute's own variance.
+    let dispersion = (variance * mean / 1.5).clamp(MIN_DISPERSION, MAX_DISPERSION);
+    Some((bias.max(0.0) + variance.sqrt(), dispersion))
+}
+
 /// The estimated wait to show the visitor at `position`, from the counts alone (a room at least
 /// five minutes old, no pause): [`estimate`] with a pace that has seen the whole window. `None`
 /// when there is no basis.
 pub fn estimate_wait(position: u64, recent: AdmissionCounts) -> Option<Duration> {
     let pace = RoomPace::new(0, 0, 30 * ADMISSION_BUCKET_MS, 0);
-    estimate(&EtaInput::new(position, recent, pace, false)).shown()
+    estimate(&EtaInput::new(position, position, recent, pace, false)).shown()
 }
 
 #[cfg(test)]

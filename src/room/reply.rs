@@ -241,7 +241,7 @@ pub(super) fn waiting_rejection(
     paused: bool,
     pace: RoomPace,
 ) -> Rejection {
-    let eta = estimate(&EtaInput::new(position, recent, pace, paused));
+    let eta = estimate(&EtaInput::new(position, waiting, recent, pace, paused));
     let retry_after = if paused {
         // The line does not move: no reason to ask often.
         retry_after_for(position).max(PAUSED_RETRY_AFTER)

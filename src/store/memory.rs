@@ -209,7 +209,7 @@ impl Store for MemoryStore {
                 return Decision::Closed;
             }
             if let Some(position) = room.waiters.touch(session, now) {
-                return room.waiting(position, now);
+                return room.waiting(position, policy, now);
             }
             if room.is_banned(session, now) {
                 return Decision::Banned;
@@ -221,7 +221,7 @@ impl Store for MemoryStore {
             {
                 let expires_at_ms = now + policy.active_ttl_ms;
                 room.active.add(session, expires_at_ms);
-                room.admissions.count(now);
+                room.count_admission(now);
                 return Decision::Admitted { expires_at_ms };
             }
             let waiting = room.waiters.len() as u64;
@@ -235,13 +235,13 @@ impl Store for MemoryStore {
                 waiting: waiting + 1,
                 recent: room.admissions.counts(now),
                 paused: room.live().paused,
-                pace: room.pace(now),
+                pace: room.pace(policy, now),
             }
         })
     }
 
     fn poll(&self, policy: &RoomPolicy, session: SessionId) -> StoreFuture<Decision> {
-        self.run(policy, move |room, _, now| {
+        self.run(policy, move |room, policy, now| {
             if let Some(expires_at_ms) = room.slot(session) {
                 return Decision::Admitted { expires_at_ms };
             }
@@ -249,7 +249,7 @@ impl Store for MemoryStore {
                 if !room.live().open {
                     return Decision::Closed;
                 }
-                return room.waiting(position, now);
+                return room.waiting(position, policy, now);
             }
             // No place: a check-in without one is damage; drop it (only on this rare path).
             room.waiters.remove_check_in(session);
@@ -342,7 +342,7 @@ impl Store for MemoryStore {
                     continue;
                 }
                 room.granted.add(head, now + policy.grant_ttl_ms);
-                room.admissions.count(now);
+                room.count_admission(now);
                 admitted += 1;
             }
             admitted
@@ -394,9 +394,23 @@ struct RoomState {
     /// (`pause_start`, `pause_end`).
     paused_at: Option<u64>,
     last_pause: Option<(u64, u64)>,
+    admitted_early: u64,
+    first_move: Option<u64>,
 }
 
 impl RoomState {
+    /// Counts an admission; the first beyond the opening's capacity is the room's first
+    /// movement (`moved` in `settings`).
+    fn count_admission(&mut self, now: u64) {
+        self.admissions.count(now);
+        if self.first_move.is_none() {
+            self.admitted_early += 1;
+            if self.admitted_early > u64::from(self.live().capacity) {
+                self.first_move = Some(now);
+            }
+        }
+    }
+
     /// The live settings (written by [`MemoryStore::run`] before any step).
     fn live(&self) -> RoomSettings {
         self.settings.unwrap_or_default()
@@ -479,7 +493,7 @@ impl RoomState {
                     }
                     self.waiters.remove(head);
                     self.granted.add(head, now + policy.grant_ttl_ms);
-                    self.admissions.count(now);
+                    self.count_admission(now);
                 }
             }
             self.promotions_left -= 1;
@@ -508,18 +522,18 @@ impl RoomState {
     }
 
     /// The answer to a waiter at `position` (who just checked in).
-    fn waiting(&self, position: u64, now: u64) -> Decision {
+    fn waiting(&self, position: u64, policy: &RoomPolicy, now: u64) -> Decision {
         Decision::Waiting {
             position,
             waiting: self.waiters.len() as u64,
             recent: self.admissions.counts(now),
             paused: self.live().paused,
-            pace: self.pace(now),
+            pace: self.pace(policy, now),
         }
     }
 
     /// What the admission counts were measured over at `now`.
-    fn pace(&self, now: u64) -> RoomPace {
+    fn pace(&self, policy: &RoomPolicy, now: u64) -> RoomPace {
         let (skipped, current_skipped) = self.admissions.skipped(now);
         let pace = RoomPace::new(
             self.admissions.current(now),
@@ -527,7 +541,16 @@ impl RoomState {
             now.saturating_sub(self.born.unwrap_or(now)),
             self.live().capacity,
         )
-        .with_skipped(skipped, current_skipped);
+        .with_skipped(skipped, current_skipped)
+        .with_line(
+            self.admissions.last_minutes(now),
+            self.waiters
+                .silent_since(now.saturating_sub(policy.queue_ttl_ms)),
+        );
+        let pace = match self.first_move {
+            Some(at) => pace.with_first_move(now.saturating_sub(at)),
+            None => pace,
+        };
         let pace = match self.capacity_change {
             Some((before, at)) => pace.with_capacity_change(before, now.saturating_sub(at)),
             None => pace,

@@ -282,7 +282,20 @@ pub struct RoomPace {
     pub capacity_changed_ms_ago: Option<u64>,
     /// The last pause that ended: how long ago it began and ended, in ms.
     pub last_pause_ms_ago: Option<(u64, u64)>,
+    /// Admissions in each of the last [`PACE_MINUTES`] complete minutes, most recent first
+    /// (each six complete buckets; the first ends where the current bucket begins): how much
+    /// the pace varies from one minute to the next, for the estimate's margin.
+    pub minutes: [u64; PACE_MINUTES],
+    /// Waiters in line silent for longer than `queue_ttl`, to the second: unless they come back,
+    /// they are skipped at their turn, and move nobody's wait.
+    pub silent: u64,
+    /// How long ago the room first let someone in beyond its opening's capacity, in ms: when a
+    /// slot was first freed by someone leaving. `None` if not yet.
+    pub first_move_ms_ago: Option<u64>,
 }
+
+/// The minutes of admissions in a [`RoomPace`].
+pub const PACE_MINUTES: usize = 5;
 
 impl RoomPace {
     /// A pace from its main parts: nobody skipped, the capacity never changed.
@@ -297,7 +310,24 @@ impl RoomPace {
             capacity_before: capacity,
             capacity_changed_ms_ago: None,
             last_pause_ms_ago: None,
+            minutes: [0; PACE_MINUTES],
+            silent: 0,
+            first_move_ms_ago: None,
         }
+    }
+
+    /// With the time of the room's first movement.
+    pub const fn with_first_move(mut self, ms_ago: u64) -> Self {
+        self.first_move_ms_ago = Some(ms_ago);
+        self
+    }
+
+    /// With the admissions of the last [`PACE_MINUTES`] minutes (most recent first) and the
+    /// waiters silent for longer than `queue_ttl`.
+    pub const fn with_line(mut self, minutes: [u64; PACE_MINUTES], silent: u64) -> Self {
+        self.minutes = minutes;
+        self.silent = silent;
+        self
     }
 
     /// With the last pause that ended: how long ago it began and ended.
@@ -386,6 +416,21 @@ impl AdmissionRing {
             if tag == bucket {
                 let minute = ((back - 1) / MINUTE_BUCKETS) as usize;
                 out[HISTORY_MINUTES - 1 - minute] += n;
+            }
+        }
+        out
+    }
+
+    /// Admissions in each of the [`PACE_MINUTES`] complete minutes before the bucket holding
+    /// `now_ms`, most recent first.
+    pub(crate) fn last_minutes(&self, now_ms: u64) -> [u64; PACE_MINUTES] {
+        let current = now_ms / ADMISSION_BUCKET_MS;
+        let mut out = [0; PACE_MINUTES];
+        for back in 1..=FIVE_MINUTE_BUCKETS.min(current) {
+            let bucket = current - back;
+            let (tag, n) = self.slots[(bucket % ADMISSION_BUCKETS) as usize];
+            if tag == bucket {
+                out[((back - 1) / MINUTE_BUCKETS) as usize] += n;
             }
         }
         out

@@ -97,6 +97,9 @@ pub(super) struct Waiters {
     /// The sequence number of rank slot 0.
     base: u64,
     queue: VecDeque<(u64, SessionId)>,
+    /// Check-ins per second of their time, for [`silent_since`](Self::silent_since) (the
+    /// script's `ZCOUNT` of `seen`): an entry per second holding a current check-in.
+    per_second: BTreeMap<u64, usize>,
 }
 
 /// Slack before a renumbering or a compaction, so small lines do not redo them on every call.
@@ -104,6 +107,16 @@ const SLACK: usize = 64;
 
 fn lowbit(i: usize) -> usize {
     i & i.wrapping_neg()
+}
+
+/// One check-in at `t` fewer in `per_second`.
+fn uncount_second(per_second: &mut BTreeMap<u64, usize>, t: u64) {
+    if let std::collections::btree_map::Entry::Occupied(mut e) = per_second.entry(t / 1_000) {
+        *e.get_mut() -= 1;
+        if *e.get() == 0 {
+            e.remove();
+        }
+    }
 }
 
 impl Waiters {
@@ -133,7 +146,7 @@ impl Waiters {
     pub(super) fn touch(&mut self, s: SessionId, t: u64) -> Option<u64> {
         let entry = self.entries.get_mut(&s)?;
         let seq = entry.seq?;
-        Self::record_check_in(entry, &mut self.check_ins, &mut self.queue, s, t);
+        Self::record_check_in(entry, &mut self.check_ins, &mut self.queue, &mut self.per_second, s, t);
         self.compact_if_needed();
         Some(self.rank(seq))
     }
@@ -179,7 +192,7 @@ impl Waiters {
     /// Records a check-in of `s` at `t` (with or without a place).
     pub(super) fn check_in(&mut self, s: SessionId, t: u64) {
         let entry = self.entries.entry(s).or_default();
-        Self::record_check_in(entry, &mut self.check_ins, &mut self.queue, s, t);
+        Self::record_check_in(entry, &mut self.check_ins, &mut self.queue, &mut self.per_second, s, t);
         self.compact_if_needed();
     }
 
@@ -188,8 +201,9 @@ impl Waiters {
         let Some(entry) = self.entries.remove(&s) else {
             return false;
         };
-        if entry.seen.is_some() {
+        if let Some(seen) = entry.seen {
             self.check_ins -= 1;
+            uncount_second(&mut self.per_second, seen);
         }
         match entry.seq {
             Some(seq) => {
@@ -203,8 +217,9 @@ impl Waiters {
     /// Forgets the check-in of `s`, keeping its place.
     pub(super) fn remove_check_in(&mut self, s: SessionId) {
         if let Some(entry) = self.entries.get_mut(&s) {
-            if entry.seen.take().is_some() {
+            if let Some(seen) = entry.seen.take() {
                 self.check_ins -= 1;
+                uncount_second(&mut self.per_second, seen);
             }
             if entry.seq.is_none() {
                 self.entries.remove(&s);
@@ -258,6 +273,7 @@ impl Waiters {
             e.seq.is_some()
         });
         self.queue.clear();
+        self.per_second.clear();
         self.check_ins = 0;
     }
 
@@ -271,19 +287,29 @@ impl Waiters {
         entry: &mut Entry,
         check_ins: &mut usize,
         queue: &mut VecDeque<(u64, SessionId)>,
+        per_second: &mut BTreeMap<u64, usize>,
         s: SessionId,
         t: u64,
     ) {
         match entry.seen.replace(t) {
             // The current queue entry says the same (same millisecond).
             Some(old) if old == t => return,
-            Some(_) => {}
+            Some(old) => uncount_second(per_second, old),
             None => *check_ins += 1,
         }
+        *per_second.entry(t / 1_000).or_default() += 1;
         queue.push_back((t, s));
     }
 
+    /// How many check-ins are older than `t` (to the second: those of `t`'s own second count
+    /// as recent): the waiters silent since then. O(seconds from `t` to the newest check-in).
+    pub(super) fn silent_since(&self, t: u64) -> u64 {
+        let recent: usize = self.per_second.range(t / 1_000..).map(|(_, n)| n).sum();
+        self.check_ins.saturating_sub(recent) as u64
+    }
+
     fn compact_if_needed(&mut self) {
+        // (`per_second` needs no compaction: an entry goes when its last check-in does.)
         if self.queue.len() > 2 * self.check_ins + SLACK {
             // Keeps each session's current entry (once), in order.
             let mut kept = HashSet::with_capacity(self.check_ins);
