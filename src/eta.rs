@@ -29,7 +29,7 @@
 
 use std::time::Duration;
 
-use crate::store::{AdmissionCounts, RoomPace, ADMISSION_BUCKET_MS, PACE_MINUTES};
+use crate::store::{RoomPace, ADMISSION_BUCKET_MS, PACE_MINUTES};
 
 /// A minute, in ms: the admission counts of a [`RoomPace`] are per minute.
 const MINUTE_MS: u64 = 6 * ADMISSION_BUCKET_MS;
@@ -65,9 +65,7 @@ pub struct EtaInput {
     pub position: u64,
     /// Everyone in line.
     pub waiting: u64,
-    /// The room's admissions in its complete buckets.
-    pub recent: AdmissionCounts,
-    /// What they were measured over.
+    /// The room's admissions and what they were measured over.
     pub pace: RoomPace,
     /// Whether the room is paused.
     pub paused: bool,
@@ -75,17 +73,10 @@ pub struct EtaInput {
 
 impl EtaInput {
     /// An input from its parts.
-    pub const fn new(
-        position: u64,
-        waiting: u64,
-        recent: AdmissionCounts,
-        pace: RoomPace,
-        paused: bool,
-    ) -> Self {
+    pub const fn new(position: u64, waiting: u64, pace: RoomPace, paused: bool) -> Self {
         Self {
             position,
             waiting,
-            recent,
             pace,
             paused,
         }
@@ -187,18 +178,19 @@ fn rate(admitted: u64, window_ms: u64, pace: &RoomPace) -> (f64, f64, f64) {
 /// ```
 /// use std::time::Duration;
 /// use tower_waiting_room::eta::{estimate, Eta, EtaInput};
-/// use tower_waiting_room::store::{AdmissionCounts, RoomPace};
+/// use tower_waiting_room::store::RoomPace;
 ///
-/// // A room 10 minutes old letting one in a second, 100 in line ahead.
-/// let pace = RoomPace::new(5, 5_000, 600_000, 10);
-/// let steady = EtaInput::new(100, AdmissionCounts::new(60, 300), pace, false);
-/// let eta = estimate(&steady);
+/// // A room 10 minutes old letting 60 in a minute, 100 in line ahead of this waiter.
+/// let pace = RoomPace::new(0, 0, 600_000, 10).with_line([60; 5], 0);
+/// let eta = estimate(&EtaInput::new(101, 150, pace, false));
 /// let shown = eta.shown().unwrap();
 /// assert!(shown >= Duration::from_secs(100) && shown < Duration::from_secs(130), "{eta:?}");
+/// let (low, high) = eta.range().unwrap();
+/// assert!(low <= shown && shown <= high);
 /// // A room three seconds old does not know its pace yet; a paused one says so.
-/// let young = EtaInput::new(100, AdmissionCounts::new(0, 0), RoomPace::new(3, 3_000, 3_000, 10), false);
-/// assert_eq!(estimate(&young), Eta::Estimating);
-/// assert_eq!(estimate(&EtaInput::new(100, AdmissionCounts::new(60, 300), pace, true)), Eta::Paused);
+/// let young = RoomPace::new(3, 3_000, 3_000, 10);
+/// assert_eq!(estimate(&EtaInput::new(101, 150, young, false)), Eta::Estimating);
+/// assert_eq!(estimate(&EtaInput::new(101, 150, pace, true)), Eta::Paused);
 /// ```
 pub fn estimate(input: &EtaInput) -> Eta {
     if input.paused {
@@ -346,80 +338,136 @@ fn measured_error(pace: &RoomPace) -> Option<(f64, f64)> {
     Some((bias.max(0.0) + variance.sqrt(), dispersion))
 }
 
-/// The estimated wait to show the visitor at `position`, from the counts alone (a room at least
-/// five minutes old, no pause): [`estimate`] with a pace that has seen the whole window. `None`
-/// when there is no basis.
-pub fn estimate_wait(position: u64, recent: AdmissionCounts) -> Option<Duration> {
-    let pace = RoomPace::new(0, 0, 30 * ADMISSION_BUCKET_MS, 0);
-    estimate(&EtaInput::new(position, position, recent, pace, false)).shown()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::AdmissionCounts;
 
-    fn pace(current: u64, into: u64, observed: u64, capacity: u32) -> RoomPace {
-        RoomPace::new(current, into, observed, capacity)
+    const MIN: u64 = MINUTE_MS;
+
+    /// A room `observed_ms` old with `capacity`, `minutes` of admissions (most recent first)
+    /// and nothing in the current bucket, which it entered `into_ms` ago.
+    fn pace(observed_ms: u64, capacity: u32, minutes: [u64; PACE_MINUTES]) -> RoomPace {
+        RoomPace::new(0, 0, observed_ms, capacity).with_line(minutes, 0)
+    }
+
+    fn shown(position: u64, waiting: u64, pace: RoomPace) -> u64 {
+        let eta = estimate(&EtaInput::new(position, waiting, pace, false));
+        eta.shown().unwrap_or_else(|| panic!("{eta:?}")).as_secs()
+    }
+
+    #[test]
+    fn a_steady_room_is_about_right_and_on_the_safe_side() {
+        // 20 a minute for ten minutes: 60 ahead is about 3 minutes.
+        let steady = pace(10 * MIN, 10, [20; PACE_MINUTES]);
+        let s = shown(61, 100, steady);
+        assert!((180..=230).contains(&s), "{s}");
     }
 
     #[test]
     fn a_young_room_divides_by_its_age_not_five_minutes() {
-        // 20 s old, capacity 5 filled at once, then 10 more let in: 0.5 a second.
-        let input = EtaInput::new(
-            10,
-            AdmissionCounts::new(12, 12),
-            pace(3, 0, 20_000, 5),
-            false,
-        );
-        let shown = estimate(&input).shown().unwrap().as_secs();
-        // 10 ahead at 0.5/s is 20 s; the margin adds a share of it, not a factor of 5.
-        assert!((20..=35).contains(&shown), "{shown}");
+        // 40 s old, capacity 5 filled at once, then 10 more let in since its first movement
+        // 20 s ago: about 0.33 a second (half the still opening counts), not 10 / 300 s.
+        let young = RoomPace::new(15, 40_000 % MIN, 40_000, 5).with_first_move(20_000);
+        let s = shown(11, 11, young);
+        assert!((25..=60).contains(&s), "{s}");
     }
 
     #[test]
     fn the_current_bucket_counts() {
-        // 8 s old: nothing complete yet, but 3 let in beyond the fill of 2.
-        let input = EtaInput::new(
-            4,
-            AdmissionCounts::new(0, 0),
-            pace(5, 8_000, 8_000, 2),
-            false,
-        );
+        // 8 s old: no complete bucket yet, but 3 let in beyond the fill of 2.
+        let input = EtaInput::new(4, 4, RoomPace::new(5, 8_000, 8_000, 2), false);
         assert!(estimate(&input).shown().is_some(), "{:?}", estimate(&input));
     }
 
     #[test]
-    fn no_basis_says_estimating_and_a_still_line_says_stalled() {
-        let young = EtaInput::new(
-            4,
-            AdmissionCounts::new(0, 0),
-            pace(2, 3_000, 3_000, 5),
-            false,
-        );
+    fn no_basis_says_estimating_a_still_line_stalled_a_paused_one_paused() {
+        let young = EtaInput::new(4, 4, RoomPace::new(2, 3_000, 3_000, 5), false);
         assert_eq!(estimate(&young), Eta::Estimating);
-        let only_fill = EtaInput::new(4, AdmissionCounts::new(5, 5), pace(0, 0, 30_000, 5), false);
+        let only_fill = EtaInput::new(4, 4, pace(30_000, 5, [5, 0, 0, 0, 0]), false);
         assert_eq!(estimate(&only_fill), Eta::Estimating);
-        let still = EtaInput::new(
-            4,
-            AdmissionCounts::new(0, 0),
-            pace(0, 0, 3_600_000, 5),
-            false,
-        );
+        let still = EtaInput::new(4, 4, pace(60 * MIN, 5, [0; PACE_MINUTES]), false);
         assert_eq!(estimate(&still), Eta::Stalled);
+        let paused = EtaInput::new(4, 4, pace(10 * MIN, 5, [20; PACE_MINUTES]), true);
+        assert_eq!(estimate(&paused), Eta::Paused);
+    }
+
+    #[test]
+    fn a_slowdown_is_followed_at_once_and_a_speed_up_once_it_is_clear() {
+        let steady = shown(101, 200, pace(10 * MIN, 10, [20; PACE_MINUTES]));
+        // The last minute let in half as many: the estimate follows it.
+        let slower = shown(101, 200, pace(10 * MIN, 10, [10, 20, 20, 20, 20]));
+        assert!(slower as f64 > 1.7 * steady as f64, "{slower} vs {steady}");
+        // Twice as many for two minutes: the older three are set aside.
+        let faster = shown(101, 200, pace(10 * MIN, 10, [40, 40, 20, 20, 20]));
+        assert!(
+            (faster as f64) < 0.65 * steady as f64,
+            "{faster} vs {steady}"
+        );
+        // One busy minute among steady ones is noise, not a change: no shorter than steady.
+        let noisy = shown(101, 200, pace(10 * MIN, 10, [24, 20, 20, 20, 20]));
+        assert!(noisy as f64 >= 0.9 * steady as f64, "{noisy} vs {steady}");
+    }
+
+    #[test]
+    fn the_margin_grows_with_the_measured_error() {
+        let even = shown(101, 200, pace(10 * MIN, 10, [20; PACE_MINUTES]));
+        let uneven = shown(101, 200, pace(10 * MIN, 10, [20, 28, 12, 27, 13]));
+        assert!(uneven > even, "{uneven} vs {even}");
+    }
+
+    #[test]
+    fn waiters_who_gave_up_are_taken_off_the_line_ahead() {
+        let all = shown(101, 200, pace(10 * MIN, 10, [20; PACE_MINUTES]));
+        // Half the line silent: about half of those ahead will be skipped.
+        let silent = shown(
+            101,
+            200,
+            pace(10 * MIN, 10, [20; PACE_MINUTES]).with_line([20; PACE_MINUTES], 100),
+        );
+        assert!((silent as f64) < 0.6 * all as f64, "{silent} vs {all}");
+        // A quarter of the turns lately were skipped: so will a quarter of those ahead be.
+        let skipping = shown(
+            101,
+            200,
+            pace(10 * MIN, 10, [15; PACE_MINUTES]).with_skipped(AdmissionCounts::new(5, 25), 0),
+        );
+        let unskipped = shown(101, 200, pace(10 * MIN, 10, [15; PACE_MINUTES]));
+        assert!(
+            (skipping as f64) < 0.8 * unskipped as f64,
+            "{skipping} vs {unskipped}"
+        );
+    }
+
+    #[test]
+    fn a_raised_capacity_scales_the_pace_measured_before_it() {
+        // Capacity 5 -> 10 two and a half minutes ago (its fill of 5 in that minute), after
+        // minutes of 10: with visits as long as before, the line now moves at 20 a minute.
+        let raised = RoomPace::new(0, 0, 10 * MIN, 10)
+            .with_line([20, 20, 25, 10, 10], 0)
+            .with_capacity_change(5, 2 * MIN + MIN / 2);
+        let before = shown(101, 200, pace(10 * MIN, 5, [10; PACE_MINUTES]));
+        let after = shown(101, 200, raised);
+        let always = shown(101, 200, pace(10 * MIN, 10, [20; PACE_MINUTES]));
+        assert!((after as f64) < 0.6 * before as f64, "{after} vs {before}");
+        assert!(
+            (after as f64) < 1.15 * always as f64,
+            "{after} vs {always} at that capacity all along"
+        );
     }
 
     #[test]
     fn the_range_holds_the_shown_value_and_narrows_with_more_evidence() {
         let few = estimate(&EtaInput::new(
             20,
-            AdmissionCounts::new(6, 6),
-            pace(0, 0, 70_000, 1),
+            20,
+            RoomPace::new(0, 0, 70_000, 1).with_line([6, 0, 0, 0, 0], 0),
             false,
         ));
         let many = estimate(&EtaInput::new(
             20,
-            AdmissionCounts::new(600, 3_000),
-            pace(0, 0, 3_600_000, 1),
+            20,
+            pace(60 * MIN, 1, [100; PACE_MINUTES]),
             false,
         ));
         for eta in [few, many] {
@@ -436,11 +484,14 @@ mod tests {
 
     #[test]
     fn estimates_stay_finite() {
-        let trickle = AdmissionCounts::new(0, 3);
+        let trickle = pace(10 * MIN, 1, [0, 0, 1, 1, 1]);
         assert_eq!(
-            estimate_wait(u64::MAX, trickle),
+            estimate(&EtaInput::new(u64::MAX, u64::MAX, trickle, false)).shown(),
             Some(Duration::from_secs(365 * 86_400))
         );
-        assert_eq!(estimate_wait(0, trickle), estimate_wait(1, trickle));
+        assert_eq!(
+            estimate(&EtaInput::new(0, 0, trickle, false)),
+            estimate(&EtaInput::new(1, 0, trickle, false))
+        );
     }
 }

@@ -659,9 +659,11 @@ impl Run {
     /// unannounced change that their wait outlasted.
     fn scored(&self) -> impl Iterator<Item = &Shown> {
         self.shown.iter().filter(|s| {
-            self.visitors[s.visitor].admitted_at.is_some_and(|admitted_at| {
-                !self.changes.iter().any(|&c| s.at < c && c < admitted_at)
-            })
+            self.visitors[s.visitor]
+                .admitted_at
+                .is_some_and(|admitted_at| {
+                    !self.changes.iter().any(|&c| s.at < c && c < admitted_at)
+                })
         })
     }
 
@@ -798,7 +800,10 @@ fn trace(run: &Run) {
     let mut by_half_minute: std::collections::BTreeMap<u64, Vec<(u64, u64)>> = Default::default();
     for s in run.scored() {
         let real = run.visitors[s.visitor].admitted_at.unwrap() - s.at;
-        by_half_minute.entry(s.at / 30).or_default().push((s.eta, real));
+        by_half_minute
+            .entry(s.at / 30)
+            .or_default()
+            .push((s.eta, real));
         if all && s.at % 10 == 0 {
             println!(
                 "    at {} visitor {} position {} eta {} real {real}",
@@ -820,7 +825,11 @@ fn trace(run: &Run) {
     };
     for (half, v) in by_half_minute {
         let at_least = v.iter().filter(|(eta, real)| eta >= real).count();
-        let error = median(v.iter().map(|&(e, r)| e.abs_diff(r) as f64 / r.max(10) as f64).collect());
+        let error = median(
+            v.iter()
+                .map(|&(e, r)| e.abs_diff(r) as f64 / r.max(10) as f64)
+                .collect(),
+        );
         let ratio = median(v.iter().map(|&(e, r)| e as f64 / r.max(1) as f64).collect());
         println!(
             "  {:>5} s: {:>5} shown, {:>5.1} % >= real, median error {:>5.1} %, eta / real {ratio:.2}",

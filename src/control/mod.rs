@@ -32,11 +32,12 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-use crate::eta::estimate_wait;
+use crate::eta::{estimate, EtaInput};
 use crate::room::Room;
 use crate::session::SessionId;
 use crate::store::{
-    RoomSettings, RoomStats, SettingsChange, StoreError, HISTORY_MINUTES, MAX_ADMIT_NEXT_PER_CALL,
+    RoomPace, RoomSettings, RoomStats, SettingsChange, StoreError, ADMISSION_BUCKET_MS,
+    HISTORY_MINUTES, MAX_ADMIT_NEXT_PER_CALL, PACE_MINUTES,
 };
 
 /// A handle on one room's live settings, shared by every gateway through the store. Cheap to
@@ -135,6 +136,26 @@ pub struct RoomStatus {
     pub admissions_per_minute: Vec<u64>,
 }
 
+/// The wait of a newcomer joining now, in seconds: the waiters' [`estimate`] from the room's
+/// per-minute history (the stats carry no current bucket, check-ins or pause history: the
+/// complete minutes of a room at least as old as that history).
+fn newcomer_eta(stats: &RoomStats) -> Option<u64> {
+    let history = &stats.admissions_per_minute;
+    let mut minutes = [0; PACE_MINUTES];
+    for (minute, &n) in minutes.iter_mut().zip(history.iter().rev()) {
+        *minute = n;
+    }
+    let observed_ms = HISTORY_MINUTES as u64 * 6 * ADMISSION_BUCKET_MS;
+    let pace = RoomPace::new(0, 0, observed_ms, stats.settings.capacity).with_line(minutes, 0);
+    let input = EtaInput::new(
+        stats.waiting + 1,
+        stats.waiting + 1,
+        pace,
+        stats.settings.paused,
+    );
+    estimate(&input).shown().map(|d| d.as_secs())
+}
+
 impl RoomStatus {
     fn new(room: &str, stats: &RoomStats) -> Self {
         let s = stats.settings;
@@ -145,7 +166,7 @@ impl RoomStatus {
             // Nobody waits and a slot is free: a newcomer is let in at once.
             Some(0)
         } else {
-            estimate_wait(stats.waiting + 1, stats.recent).map(|d| d.as_secs())
+            newcomer_eta(stats)
         };
         debug_assert_eq!(stats.admissions_per_minute.len(), HISTORY_MINUTES);
         Self {

@@ -183,13 +183,12 @@ impl Room {
             Ok(Decision::Waiting {
                 position,
                 waiting,
-                recent,
                 paused,
                 pace,
-            }) => Next::Answer(self.reject(
-                &waiting_rejection(position, waiting, recent, paused, pace),
-                req,
-            )),
+                ..
+            }) => {
+                Next::Answer(self.reject(&waiting_rejection(position, waiting, paused, pace), req))
+            }
             Ok(Decision::Full { waiting }) => {
                 Next::Answer(self.reject(&full_rejection(waiting), req))
             }
@@ -266,12 +265,12 @@ impl Room {
             Ok(Decision::Waiting {
                 position,
                 waiting,
-                recent,
                 paused,
                 pace,
+                ..
             }) => json_response(
                 StatusCode::OK,
-                &body(&waiting_rejection(position, waiting, recent, paused, pace)),
+                &body(&waiting_rejection(position, waiting, paused, pace)),
             ),
             // As a request to the site would get: 503 closed, 403 banned (the page then reloads
             // and shows why).

@@ -18,7 +18,7 @@ use crate::outcome::{
 };
 use crate::response::{json_response, RenderContext, StatusBody};
 use crate::session::SessionId;
-use crate::store::{AdmissionCounts, RoomPace, StoreError, StoreErrorKind};
+use crate::store::{RoomPace, StoreError, StoreErrorKind};
 use crate::token::QueueCookie;
 
 /// A freshly signed value for a response: its `Set-Cookie`, and for clients that use headers
@@ -237,11 +237,10 @@ pub(crate) fn with_room_headers(mut res: Response<Bytes>) -> Response<Bytes> {
 pub(super) fn waiting_rejection(
     position: u64,
     waiting: u64,
-    recent: AdmissionCounts,
     paused: bool,
     pace: RoomPace,
 ) -> Rejection {
-    let eta = estimate(&EtaInput::new(position, waiting, recent, pace, paused));
+    let eta = estimate(&EtaInput::new(position, waiting, pace, paused));
     let retry_after = if paused {
         // The line does not move: no reason to ask often.
         retry_after_for(position).max(PAUSED_RETRY_AFTER)

@@ -109,8 +109,11 @@ impl MemoryStore {
             room.settings = Some(RoomSettings::from_policy(policy));
         }
         if room.born.is_none_or(|born| born > now) {
-            // As the script: when the room was first seen (a clock gone back: now).
+            // As the script: when the room was first seen (a clock gone back: now), and its
+            // first movement yet to come.
             room.born = Some(now);
+            room.admitted_early = 0;
+            room.first_move = None;
         }
         room.housekeeping(policy, now);
         let out = op(&mut room, policy, now);
@@ -147,6 +150,8 @@ impl MemoryStore {
                     r.capacity_change = None;
                     r.paused_at = None;
                     r.last_pause = None;
+                    r.admitted_early = 0;
+                    r.first_move = None;
                 }
                 Part::Banned => r.banned.clear(),
                 Part::Arrivals => {
@@ -394,6 +399,8 @@ struct RoomState {
     /// (`pause_start`, `pause_end`).
     paused_at: Option<u64>,
     last_pause: Option<(u64, u64)>,
+    /// Admissions since the room was first seen, until its first movement (`early`), and when
+    /// that was (`moved`): the first admission beyond the opening's capacity.
     admitted_early: u64,
     first_move: Option<u64>,
 }

@@ -67,7 +67,9 @@ use crate::store::{
 use crate::{RoomPolicy, SessionId};
 
 mod operations;
+mod pace;
 pub use self::operations::*;
+pub use self::pace::*;
 
 /// A good time for a harness clock to start at: 2026-01-01T00:00:00Z.
 pub const START_MS: u64 = super::TEST_EPOCH_MS;
@@ -1982,6 +1984,11 @@ macro_rules! __conformance_suite {
                 oldest_wait_follows_the_head,
                 admissions_per_minute_history,
                 refuses_settings_of_another_version,
+                pace_measures_the_room_from_its_first_sighting,
+                pace_notes_the_first_movement,
+                pace_counts_admissions_per_minute,
+                pace_counts_silent_waiters_and_skipped_turns,
+                pace_follows_capacity_changes_and_pauses,
             ];
             multi_thread: [
                 concurrent_never_exceeds_capacity,

@@ -146,7 +146,14 @@ impl Waiters {
     pub(super) fn touch(&mut self, s: SessionId, t: u64) -> Option<u64> {
         let entry = self.entries.get_mut(&s)?;
         let seq = entry.seq?;
-        Self::record_check_in(entry, &mut self.check_ins, &mut self.queue, &mut self.per_second, s, t);
+        Self::record_check_in(
+            entry,
+            &mut self.check_ins,
+            &mut self.queue,
+            &mut self.per_second,
+            s,
+            t,
+        );
         self.compact_if_needed();
         Some(self.rank(seq))
     }
@@ -192,7 +199,14 @@ impl Waiters {
     /// Records a check-in of `s` at `t` (with or without a place).
     pub(super) fn check_in(&mut self, s: SessionId, t: u64) {
         let entry = self.entries.entry(s).or_default();
-        Self::record_check_in(entry, &mut self.check_ins, &mut self.queue, &mut self.per_second, s, t);
+        Self::record_check_in(
+            entry,
+            &mut self.check_ins,
+            &mut self.queue,
+            &mut self.per_second,
+            s,
+            t,
+        );
         self.compact_if_needed();
     }
 

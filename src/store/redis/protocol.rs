@@ -155,7 +155,7 @@ pub(crate) fn decision(reply: &[i64]) -> Result<Decision, StoreError> {
         [reply::ADMITTED, expires_at_ms, ..] => Ok(Decision::Admitted {
             expires_at_ms: non_negative(expires_at_ms),
         }),
-        [reply::WAITING, position, waiting, minute, five, paused @ (0 | 1), current, into, observed, capacity, skipped_minute, skipped_five, current_skipped, capacity_before, changed_ago, pause_began, pause_ended] =>
+        [reply::WAITING, position, waiting, minute, five, paused @ (0 | 1), current, into, observed, capacity, skipped_minute, skipped_five, current_skipped, capacity_before, changed_ago, pause_began, pause_ended, m0, m1, m2, m3, m4, silent, moved_ago] =>
         {
             let capacity_of = |c: i64| u32::try_from(c).unwrap_or(u32::MAX);
             let mut pace = RoomPace::new(
@@ -167,7 +167,11 @@ pub(crate) fn decision(reply: &[i64]) -> Result<Decision, StoreError> {
             .with_skipped(
                 AdmissionCounts::new(non_negative(skipped_minute), non_negative(skipped_five)),
                 non_negative(current_skipped),
-            );
+            )
+            .with_line([m0, m1, m2, m3, m4].map(non_negative), non_negative(silent));
+            if let Ok(ago) = u64::try_from(moved_ago) {
+                pace = pace.with_first_move(ago);
+            }
             if let Ok(ago) = u64::try_from(changed_ago) {
                 pace = pace.with_capacity_change(capacity_of(capacity_before), ago);
             }
@@ -250,14 +254,45 @@ mod tests {
             Decision::Admitted { expires_at_ms: 5 }
         );
         assert_eq!(
-            decision(&[2, 3, 9, 4, 20, 1, 2, 500, 60_000, 5, 0, 0, 0, 5, -1, -1, -1]).unwrap(),
+            decision(&[
+                2, 3, 9, 4, 20, 1, 2, 500, 60_000, 5, 0, 0, 0, 5, -1, -1, -1, 4, 6, 5, 5, 0, 0, -1
+            ])
+            .unwrap(),
             Decision::Waiting {
                 position: 3,
                 waiting: 9,
                 recent: AdmissionCounts::new(4, 20),
                 paused: true,
-                pace: RoomPace::new(2, 500, 60_000, 5),
+                pace: RoomPace::new(2, 500, 60_000, 5).with_line([4, 6, 5, 5, 0], 0),
             }
+        );
+        assert_eq!(
+            decision(&[
+                2, 3, 9, 4, 20, 0, 2, 500, 60_000, 5, 1, 3, 0, 2, 7_000, 90_000, 30_000, 4, 6, 5,
+                5, 0, 2, 55_000
+            ])
+            .unwrap(),
+            Decision::Waiting {
+                position: 3,
+                waiting: 9,
+                recent: AdmissionCounts::new(4, 20),
+                paused: false,
+                pace: RoomPace::new(2, 500, 60_000, 5)
+                    .with_skipped(AdmissionCounts::new(1, 3), 0)
+                    .with_capacity_change(2, 7_000)
+                    .with_last_pause(90_000, 30_000)
+                    .with_line([4, 6, 5, 5, 0], 2)
+                    .with_first_move(55_000),
+            },
+            "every part of the pace"
+        );
+        assert_eq!(
+            decision(&[2, 3, 9, 4, 20, 1, 2, 500, 60_000, 5, 0, 0, 0, 5, -1, -1, -1])
+                .unwrap_err()
+                .kind(),
+            StoreErrorKind::Protocol,
+            "a waiting reply without the minutes, the silent and the first movement is from \
+             another script version"
         );
         assert_eq!(
             decision(&[2, 3, 9, 4, 20, 1, 2, 500, 60_000, 5])

@@ -21,7 +21,10 @@
 --   8 settings hash    the live settings: v (SETTINGS_VERSION), capacity, rate (0 = none),
 --                      paused (0|1), open (0|1); written from ARGV 4-5 when missing; and born
 --                      (ms), when the room was first seen, for the wait estimate's window;
---                      cap_before and cap_at, the capacity before its last change and when
+--                      cap_before and cap_at, the capacity before its last change and when;
+--                      paused_at, pause_start and pause_end, the current and the last pause;
+--                      early, the admissions since born until the first movement, and moved
+--                      (ms), that movement: the first admission beyond the opening's capacity
 --   9 arrivals zset    the first arrival of each second: member = its time in ms, score = its
 --                      sequence number; entries before the head's are trimmed (oldest wait)
 --  10 banned   zset    banned sessions, score = the end of the ban in ms
@@ -48,7 +51,9 @@
 --    current bucket, ms into it, ms since the room was first seen, capacity, skipped in the last
 --    minute, skipped in five, skipped in the current bucket, capacity before its last change,
 --    ms since that change (-1: never), ms since the last ended pause began and ended (-1, -1:
---    none)} waiting
+--    none), admissions in each of the last five minutes (most recent first), waiters silent
+--    for longer than queue_ttl (to the second; 0 while silence is excused), ms since the
+--    room's first movement (-1: not yet)} waiting
 --   {3, 0, waiting} full               {0, 0, 0} unknown
 --   {6, 0, 0} closed                   {7, 0, 0} banned
 --   {4, released (0|1), 0} release
@@ -104,6 +109,8 @@ local default_rate = tonumber(ARGV[5])
 -- first seen.
 local capacity, rate, paused, open = default_capacity, default_rate, false, true
 local born = 0
+-- The room's first movement (nil: not yet).
+local moved = nil
 -- The capacity before its last change, and when that was (nil: never changed).
 local cap_before, cap_at = nil, nil
 -- When the current pause began, and the last pause that ended (nil: none).
@@ -137,7 +144,7 @@ if abandoned < 0 then abandoned = 0 end
 -- reply for a key of another version, else nil.
 local function load_settings()
   local v = redis.call('HMGET', k_settings, 'v', 'capacity', 'rate', 'paused', 'open', 'born',
-    'cap_before', 'cap_at', 'paused_at', 'pause_start', 'pause_end')
+    'cap_before', 'cap_at', 'paused_at', 'pause_start', 'pause_end', 'moved')
   local ver = tonumber(v[1])
   if v[1] and ver ~= SETTINGS_VERSION then
     return redis.error_reply('WRSETTINGS room settings of version ' .. tostring(v[1]) ..
@@ -158,12 +165,13 @@ local function load_settings()
   capacity, rate, paused, open = c, r, p == 1, o == 1
   cap_before, cap_at = tonumber(v[7]), tonumber(v[8])
   paused_at, pause_start, pause_end = tonumber(v[9]), tonumber(v[10]), tonumber(v[11])
-  born = tonumber(v[6])
+  born, moved = tonumber(v[6]), tonumber(v[12])
   if born == nil or born > now then
     -- When the room was first seen (or its settings key was lost): what its pace is measured
-    -- over. A clock that went back counts the room as born now.
-    born = now
+    -- over. A clock that went back counts the room as born now, its first movement to come.
+    born, moved = now, nil
     redis.call('HSET', k_settings, 'born', born)
+    redis.call('HDEL', k_settings, 'early', 'moved')
   end
   return nil
 end
@@ -257,7 +265,21 @@ local function count_in_ring(field)
   end
 end
 
-local function count_admission() count_in_ring('n') end
+local function count_admission()
+  count_in_ring('n')
+  if moved == nil then
+    -- Until the first movement: counted, and the first admission beyond the opening's
+    -- capacity noted (a damaged count restarts).
+    local early = tonumber(redis.call('HGET', k_settings, 'early')) or 0
+    early = early + 1
+    if early > capacity then
+      moved = now
+      redis.call('HSET', k_settings, 'moved', now)
+    else
+      redis.call('HSET', k_settings, 'early', early)
+    end
+  end
+end
 local function count_skip() count_in_ring('k') end
 
 -- The room's pace beyond the complete buckets: {admissions in the current bucket, ms into it,
@@ -279,58 +301,54 @@ local function pace()
     cap_before or capacity, ago, ps, pe}
 end
 
--- Waiters skipped as silent at their turn in the complete buckets: {last minute, five}.
-local function skipped_recent()
-  local fields = {}
-  local n = math.min(five_minute_buckets, current_bucket)
-  if n == 0 then return 0, 0 end
-  for back = 1, n do
-    local slot = (current_bucket - back) % ring
-    fields[#fields + 1] = 't' .. slot
-    fields[#fields + 1] = 'k' .. slot
-  end
-  local v = redis.call('HMGET', k_admitted, unpack(fields))
-  local minute, five = 0, 0
-  for back = 1, n do
-    if tonumber(v[2 * back - 1]) == current_bucket - back then
-      local c = tonumber(v[2 * back]) or 0
-      five = five + c
-      if back <= minute_buckets then minute = minute + c end
-    end
-  end
-  return minute, five
-end
-
-
--- The counts of the complete buckets before the current one: {last minute, last five minutes}.
+-- The counts of the complete buckets before the current one, in one read: admissions in the
+-- last minute and the last five minutes, admissions in each of those five minutes (most recent
+-- first), and waiters skipped as silent at their turn in the last minute and five.
 local function recent()
-  local fields = {}
+  local per_minute = {}
+  for m = 1, five_minute_buckets / minute_buckets do per_minute[m] = 0 end
   local n = math.min(five_minute_buckets, current_bucket)
+  if n == 0 then return 0, 0, per_minute, 0, 0 end
+  local fields = {}
   for back = 1, n do
     local slot = (current_bucket - back) % ring
     fields[#fields + 1] = 't' .. slot
     fields[#fields + 1] = 'n' .. slot
+    fields[#fields + 1] = 'k' .. slot
   end
-  if n == 0 then return 0, 0 end
   local v = redis.call('HMGET', k_admitted, unpack(fields))
-  local minute, five = 0, 0
+  local minute, five, skipped_minute, skipped_five = 0, 0, 0, 0
   for back = 1, n do
-    if tonumber(v[2 * back - 1]) == current_bucket - back then
-      local c = tonumber(v[2 * back]) or 0
-      five = five + c
-      if back <= minute_buckets then minute = minute + c end
+    if tonumber(v[3 * back - 2]) == current_bucket - back then
+      local c, k = tonumber(v[3 * back - 1]) or 0, tonumber(v[3 * back]) or 0
+      five, skipped_five = five + c, skipped_five + k
+      if back <= minute_buckets then
+        minute, skipped_minute = minute + c, skipped_minute + k
+      end
+      local m = math.floor((back - 1) / minute_buckets) + 1
+      per_minute[m] = per_minute[m] + c
     end
   end
-  return minute, five
+  return minute, five, per_minute, skipped_minute, skipped_five
+end
+
+-- Waiters in line silent since before `cutoff`, to the second (as the embedded store): they
+-- are skipped at their turn unless they come back. None while silence is excused.
+local function silent()
+  if excused then return 0 end
+  return redis.call('ZCOUNT', k_seen, '-inf', '(' .. (math.floor(cutoff / 1000) * 1000))
 end
 
 -- A waiting reply: {2, position, waiting, counts..., paused, pace...}.
 local function waiting_reply(position, waiting)
-  local minute, five = recent()
+  local minute, five, per_minute, sm, sf = recent()
   local p = pace()
-  local sm, sf = skipped_recent()
-  return {2, position, waiting, minute, five, paused and 1 or 0, p[1], p[2], p[3], p[4], sm, sf,
-    p[5], p[6], p[7], p[8], p[9]}
+  local reply = {2, position, waiting, minute, five, paused and 1 or 0, p[1], p[2], p[3], p[4],
+    sm, sf, p[5], p[6], p[7], p[8], p[9]}
+  for _, c in ipairs(per_minute) do reply[#reply + 1] = c end
+  reply[#reply + 1] = silent()
+  reply[#reply + 1] = moved and math.max(0, now - moved) or -1
+  return reply
 end
 
 local function remove_waiter(w)
