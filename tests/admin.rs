@@ -186,6 +186,7 @@ where
         "admitted_last_minute",
         "admitted_last_five_minutes",
         "eta_seconds",
+        "estimating",
         "oldest_wait_seconds",
         "admissions_per_minute",
     ] {

@@ -32,12 +32,11 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-use crate::eta::{estimate, EtaInput};
+use crate::eta::{estimate, Eta, EtaInput};
 use crate::room::Room;
 use crate::session::SessionId;
 use crate::store::{
-    RoomPace, RoomSettings, RoomStats, SettingsChange, StoreError, ADMISSION_BUCKET_MS,
-    HISTORY_MINUTES, MAX_ADMIT_NEXT_PER_CALL, PACE_MINUTES,
+    RoomSettings, RoomStats, SettingsChange, StoreError, HISTORY_MINUTES, MAX_ADMIT_NEXT_PER_CALL,
 };
 
 /// A handle on one room's live settings, shared by every gateway through the store. Cheap to
@@ -126,47 +125,43 @@ pub struct RoomStatus {
     pub admitted_last_minute: u64,
     /// Admissions in the last complete five minutes.
     pub admitted_last_five_minutes: u64,
-    /// The estimated wait of a newcomer joining now, in seconds: 0 when nobody waits and a slot
-    /// is free (they are let in at once); `None` when the line does not move (nobody let in
-    /// lately, paused or closed).
+    /// The estimated wait of a newcomer joining now, in seconds, as the waiting page would show
+    /// it: 0 when nobody waits and a slot is free (they are let in at once); `None` when the
+    /// line does not move (nobody let in for five minutes, paused or closed) or while
+    /// [`estimating`](Self::estimating).
     pub eta_seconds: Option<u64>,
+    /// The room is too young, or has let too few in, to know its pace yet: waiters see
+    /// "Estimating…".
+    pub estimating: bool,
     /// How long the first in line has waited, in seconds; `None` when nobody waits.
     pub oldest_wait_seconds: Option<u64>,
     /// Admissions in each of the last 30 complete minutes, oldest first.
     pub admissions_per_minute: Vec<u64>,
 }
 
-/// The wait of a newcomer joining now, in seconds: the waiters' [`estimate`] from the room's
-/// per-minute history (the stats carry no current bucket, check-ins or pause history: the
-/// complete minutes of a room at least as old as that history).
-fn newcomer_eta(stats: &RoomStats) -> Option<u64> {
-    let history = &stats.admissions_per_minute;
-    let mut minutes = [0; PACE_MINUTES];
-    for (minute, &n) in minutes.iter_mut().zip(history.iter().rev()) {
-        *minute = n;
-    }
-    let observed_ms = HISTORY_MINUTES as u64 * 6 * ADMISSION_BUCKET_MS;
-    let pace = RoomPace::new(0, 0, observed_ms, stats.settings.capacity).with_line(minutes, 0);
-    let input = EtaInput::new(
-        stats.waiting + 1,
-        stats.waiting + 1,
-        pace,
+/// The wait of a newcomer joining now, as a waiter at the back of the line would be told.
+fn newcomer_eta(stats: &RoomStats) -> Eta {
+    let position = stats.waiting + 1;
+    estimate(&EtaInput::new(
+        position,
+        position,
+        stats.pace,
         stats.settings.paused,
-    );
-    estimate(&input).shown().map(|d| d.as_secs())
+    ))
 }
 
 impl RoomStatus {
     fn new(room: &str, stats: &RoomStats) -> Self {
         let s = stats.settings;
         let free = u64::from(s.capacity).saturating_sub(stats.admitted + stats.granted);
-        let eta = if !s.admits() {
-            None
+        let (eta, estimating) = if !s.admits() {
+            (None, false)
         } else if stats.waiting == 0 && free > 0 {
             // Nobody waits and a slot is free: a newcomer is let in at once.
-            Some(0)
+            (Some(0), false)
         } else {
-            newcomer_eta(stats)
+            let eta = newcomer_eta(stats);
+            (eta.shown().map(|d| d.as_secs()), eta == Eta::Estimating)
         };
         debug_assert_eq!(stats.admissions_per_minute.len(), HISTORY_MINUTES);
         Self {
@@ -181,6 +176,7 @@ impl RoomStatus {
             admitted_last_minute: stats.recent.last_minute,
             admitted_last_five_minutes: stats.recent.last_five_minutes,
             eta_seconds: eta,
+            estimating,
             oldest_wait_seconds: stats.oldest_wait_ms.map(|ms| ms / 1000),
             admissions_per_minute: stats.admissions_per_minute.to_vec(),
         }

@@ -286,7 +286,7 @@ impl Store for MemoryStore {
     }
 
     fn stats(&self, policy: &RoomPolicy) -> StoreFuture<RoomStats> {
-        self.run(policy, |room, _, now| RoomStats {
+        self.run(policy, |room, policy, now| RoomStats {
             admitted: room.active.len() as u64,
             granted: room.granted.len() as u64,
             waiting: room.waiters.len() as u64,
@@ -295,6 +295,7 @@ impl Store for MemoryStore {
             settings: room.live(),
             oldest_wait_ms: room.waiters.head_joined().map(|t| now.saturating_sub(t)),
             admissions_per_minute: room.admissions.per_minute(now),
+            pace: room.pace(policy, now),
         })
     }
 

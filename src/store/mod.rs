@@ -373,6 +373,8 @@ pub struct RoomStats {
     /// Admissions in each of the last [`HISTORY_MINUTES`] complete minutes, oldest first (each
     /// minute is six complete buckets; the last ends where the current bucket begins).
     pub admissions_per_minute: [u64; HISTORY_MINUTES],
+    /// The room's pace, as a waiting answer carries it (for the wait of a newcomer).
+    pub pace: RoomPace,
 }
 
 /// The admission ring of one room: bucket `i` (time `i * ADMISSION_BUCKET_MS`) lives in slot

@@ -120,12 +120,12 @@ pub(crate) fn stats(reply: &[i64]) -> Result<RoomStats, StoreError> {
         return Err(protocol_error(reply));
     };
     let settings = settings(&[c, r, p, o])?;
-    let admissions_per_minute: [u64; HISTORY_MINUTES] = history
-        .iter()
-        .map(|&n| non_negative(n))
-        .collect::<Vec<_>>()
-        .try_into()
-        .map_err(|_| protocol_error(reply))?;
+    if history.len() < HISTORY_MINUTES {
+        return Err(protocol_error(reply));
+    }
+    let (history, rest) = history.split_at(HISTORY_MINUTES);
+    let admissions_per_minute: [u64; HISTORY_MINUTES] =
+        std::array::from_fn(|i| non_negative(history[i]));
     Ok(RoomStats {
         admitted: non_negative(admitted),
         granted: non_negative(granted),
@@ -135,6 +135,7 @@ pub(crate) fn stats(reply: &[i64]) -> Result<RoomStats, StoreError> {
         settings,
         oldest_wait_ms: u64::try_from(oldest).ok(),
         admissions_per_minute,
+        pace: pace(rest).ok_or_else(|| protocol_error(reply))?,
     })
 }
 
@@ -149,42 +150,51 @@ pub(crate) fn non_negative(n: i64) -> u64 {
     u64::try_from(n).unwrap_or(0)
 }
 
+/// The room's pace, the tail of a waiting or stats reply (see the script's header); `None` for
+/// a tail of another length (another script version).
+fn pace(fields: &[i64]) -> Option<RoomPace> {
+    let [current, into, observed, capacity, skipped_minute, skipped_five, current_skipped, capacity_before, changed_ago, pause_began, pause_ended, m0, m1, m2, m3, m4, silent, moved_ago] =
+        *fields
+    else {
+        return None;
+    };
+    let capacity_of = |c: i64| u32::try_from(c).unwrap_or(u32::MAX);
+    let mut pace = RoomPace::new(
+        non_negative(current),
+        non_negative(into),
+        non_negative(observed),
+        capacity_of(capacity),
+    )
+    .with_skipped(
+        AdmissionCounts::new(non_negative(skipped_minute), non_negative(skipped_five)),
+        non_negative(current_skipped),
+    )
+    .with_line([m0, m1, m2, m3, m4].map(non_negative), non_negative(silent));
+    if let Ok(ago) = u64::try_from(moved_ago) {
+        pace = pace.with_first_move(ago);
+    }
+    if let Ok(ago) = u64::try_from(changed_ago) {
+        pace = pace.with_capacity_change(capacity_of(capacity_before), ago);
+    }
+    if let (Ok(began), Ok(ended)) = (u64::try_from(pause_began), u64::try_from(pause_ended)) {
+        pace = pace.with_last_pause(began, ended);
+    }
+    Some(pace)
+}
+
 /// The decision in a reply to enter, poll or heartbeat.
 pub(crate) fn decision(reply: &[i64]) -> Result<Decision, StoreError> {
     match *reply {
         [reply::ADMITTED, expires_at_ms, ..] => Ok(Decision::Admitted {
             expires_at_ms: non_negative(expires_at_ms),
         }),
-        [reply::WAITING, position, waiting, minute, five, paused @ (0 | 1), current, into, observed, capacity, skipped_minute, skipped_five, current_skipped, capacity_before, changed_ago, pause_began, pause_ended, m0, m1, m2, m3, m4, silent, moved_ago] =>
-        {
-            let capacity_of = |c: i64| u32::try_from(c).unwrap_or(u32::MAX);
-            let mut pace = RoomPace::new(
-                non_negative(current),
-                non_negative(into),
-                non_negative(observed),
-                capacity_of(capacity),
-            )
-            .with_skipped(
-                AdmissionCounts::new(non_negative(skipped_minute), non_negative(skipped_five)),
-                non_negative(current_skipped),
-            )
-            .with_line([m0, m1, m2, m3, m4].map(non_negative), non_negative(silent));
-            if let Ok(ago) = u64::try_from(moved_ago) {
-                pace = pace.with_first_move(ago);
-            }
-            if let Ok(ago) = u64::try_from(changed_ago) {
-                pace = pace.with_capacity_change(capacity_of(capacity_before), ago);
-            }
-            if let (Ok(began), Ok(ended)) = (u64::try_from(pause_began), u64::try_from(pause_ended))
-            {
-                pace = pace.with_last_pause(began, ended);
-            }
+        [reply::WAITING, position, waiting, minute, five, paused @ (0 | 1), ref rest @ ..] => {
             Ok(Decision::Waiting {
                 position: non_negative(position),
                 waiting: non_negative(waiting),
                 recent: AdmissionCounts::new(non_negative(minute), non_negative(five)),
                 paused: paused == 1,
-                pace,
+                pace: pace(rest).ok_or_else(|| protocol_error(reply))?,
             })
         }
         [reply::CLOSED, 0, 0] => Ok(Decision::Closed),

@@ -47,19 +47,19 @@
 --      minutes of admissions history
 -- Reply: {code, a, b, ...}
 --   {1, expires_at_ms, 0} admitted
---   {2, position, waiting, last_minute, last_five_minutes, paused (0|1), admissions in the
---    current bucket, ms into it, ms since the room was first seen, capacity, skipped in the last
---    minute, skipped in five, skipped in the current bucket, capacity before its last change,
---    ms since that change (-1: never), ms since the last ended pause began and ended (-1, -1:
---    none), admissions in each of the last five minutes (most recent first), waiters silent
---    for longer than queue_ttl (to the second; 0 while silence is excused), ms since the
---    room's first movement (-1: not yet)} waiting
+--   {2, position, waiting, last_minute, last_five_minutes, paused (0|1), pace...} waiting, where
+--    pace is: admissions in the current bucket, ms into it, ms since the room was first seen,
+--    capacity, skipped in the last minute, skipped in five, skipped in the current bucket,
+--    capacity before its last change, ms since that change (-1: never), ms since the last ended
+--    pause began and ended (-1, -1: none), admissions in each of the last five minutes (most
+--    recent first), waiters silent for longer than queue_ttl (to the second; 0 while silence is
+--    excused), ms since the room's first movement (-1: not yet)
 --   {3, 0, waiting} full               {0, 0, 0} unknown
 --   {6, 0, 0} closed                   {7, 0, 0} banned
 --   {4, released (0|1), 0} release
 --   {5, admitted, granted, waiting, last_minute, last_five_minutes, capacity, rate, paused,
 --    open, oldest wait in ms (-1 = nobody waits), admissions of each of the last
---    history_minutes minutes, oldest first ...} stats
+--    history_minutes minutes, oldest first ..., pace...} stats
 --   {8, capacity, rate, paused, open, and the same four before the change} configure
 --   {9, admitted} admit_next            {10, had a place or slot (0|1)} ban
 --   an error reply `WRSETTINGS ...` when the settings key holds another version (see below)
@@ -339,15 +339,29 @@ local function silent()
   return redis.call('ZCOUNT', k_seen, '-inf', '(' .. (math.floor(cutoff / 1000) * 1000))
 end
 
--- A waiting reply: {2, position, waiting, counts..., paused, pace...}.
-local function waiting_reply(position, waiting)
+-- Appends the room's pace to `reply` (the wait estimate's input, in waiting and stats replies):
+-- admissions in the current bucket, ms into it, ms since the room was first seen, capacity,
+-- skipped in the last minute, in five, in the current bucket, capacity before its last change,
+-- ms since that change (-1: never), ms since the last ended pause began and ended (-1, -1:
+-- none), admissions in each of the last five minutes (most recent first), waiters silent for
+-- longer than queue_ttl, ms since the room's first movement (-1: not yet). Returns the counts
+-- of the last minute and five.
+local function append_pace(reply)
   local minute, five, per_minute, sm, sf = recent()
   local p = pace()
-  local reply = {2, position, waiting, minute, five, paused and 1 or 0, p[1], p[2], p[3], p[4],
-    sm, sf, p[5], p[6], p[7], p[8], p[9]}
+  for _, v in ipairs({p[1], p[2], p[3], p[4], sm, sf, p[5], p[6], p[7], p[8], p[9]}) do
+    reply[#reply + 1] = v
+  end
   for _, c in ipairs(per_minute) do reply[#reply + 1] = c end
   reply[#reply + 1] = silent()
   reply[#reply + 1] = moved and math.max(0, now - moved) or -1
+  return minute, five
+end
+
+-- A waiting reply: {2, position, waiting, last minute, five, paused, pace...}.
+local function waiting_reply(position, waiting)
+  local reply = {2, position, waiting, 0, 0, paused and 1 or 0}
+  reply[4], reply[5] = append_pace(reply)
   return reply
 end
 
@@ -511,11 +525,11 @@ local function main()
     free_session()
     return {4, released, 0}
   elseif op == 'stats' then
-    local minute, five = recent()
     local out = {5, redis.call('ZCARD', k_active), redis.call('ZCARD', k_granted),
-      redis.call('ZCARD', k_line), minute, five, capacity, rate, paused and 1 or 0,
+      redis.call('ZCARD', k_line), 0, 0, capacity, rate, paused and 1 or 0,
       open and 1 or 0, oldest_wait()}
     for _, n in ipairs(history(tonumber(ARGV[18]))) do out[#out + 1] = n end
+    out[5], out[6] = append_pace(out)
     return out
   elseif op == 'configure' then
     local c, r = tonumber(ARGV[18]), tonumber(ARGV[19])

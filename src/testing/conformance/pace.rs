@@ -3,9 +3,7 @@
 //! each recent minute, the waiters gone silent, skipped turns, and the operators' changes.
 
 use super::{admitted, Harness, QUEUE_MS};
-use crate::store::{
-    AdmissionCounts, Decision, RoomPace, SettingsChange, ADMISSION_BUCKET_MS, PACE_MINUTES,
-};
+use crate::store::{AdmissionCounts, Decision, RoomPace, SettingsChange, ADMISSION_BUCKET_MS};
 use crate::{RoomPolicy, SessionId};
 
 const MINUTE_MS: u64 = 6 * ADMISSION_BUCKET_MS;
@@ -53,6 +51,10 @@ pub async fn pace_notes_the_first_movement(h: &Harness) {
     let pace = h.pace(&p, line[1], "after").await;
     assert_eq!(pace.first_move_ms_ago, Some(3_000), "{pace:?}");
     assert_eq!(pace.observed_ms, 10_000, "{pace:?}");
+    // The operators' stats carry the same pace (for the wait of a newcomer).
+    let stats = h.stats(&p).await;
+    assert_eq!(stats.pace.first_move_ms_ago, Some(3_000), "{stats:?}");
+    assert_eq!(stats.pace.observed_ms, 10_000, "{stats:?}");
     admitted(h.heartbeat(&p, holders[1]).await, "the other holder stays");
 }
 
@@ -62,7 +64,6 @@ pub async fn pace_counts_admissions_per_minute(h: &Harness) {
     let p = h.policy(1);
     // Start on a bucket's edge, so that minutes are whole.
     h.advance_ms(ADMISSION_BUCKET_MS - h.now() % ADMISSION_BUCKET_MS);
-    let start = h.now();
     let start = h.now();
     let mut holder = h.enter_admitted(&p).await;
     let line = h.enter_waiters(&p, 8).await;
