@@ -38,7 +38,7 @@ const MINUTE_MS: u64 = 6 * ADMISSION_BUCKET_MS;
 /// the last two minutes before the window counts as out of date.
 pub const CHANGE_Z: f64 = 2.0;
 /// How many standard deviations of the estimate's uncertainty the shown value adds.
-pub const MARGIN_Z: f64 = 0.6;
+pub const MARGIN_Z: f64 = 0.75;
 /// The least relative uncertainty of a rate, however steady the room looked: what no count
 /// measures (the visits to come are not the visits gone).
 pub const MIN_RATE_ERROR: f64 = 0.1;
@@ -53,7 +53,7 @@ const MAX_DISPERSION: f64 = 4.0;
 /// A room younger than this has no basis for an estimate yet.
 pub const MIN_OBSERVED_MS: u64 = 5_000;
 /// Admissions (beyond the initial fill) needed before a rate is estimated.
-pub const MIN_EVENTS: f64 = 2.0;
+pub const MIN_EVENTS: f64 = 10.0;
 /// The longest estimate given: beyond it the number means nothing.
 const MAX_SECS: f64 = 365.0 * 86_400.0;
 
@@ -269,7 +269,11 @@ pub fn estimate(input: &EtaInput) -> Eta {
             pace.minutes.iter().sum::<u64>() + pace.current,
         )
     };
-    let ahead = (position as f64 - silent_ahead.max(skip_share * before_me)).max(1.0);
+    let by_share = silent_ahead.max(skip_share * before_me);
+    // And as many as the rate of giving up says will go before their turn (the share of turns
+    // skipped lags it while the line's first waiters are still to reach the front).
+    let by_patience = silent_ahead + future_give_ups(input, before_me - silent_ahead, per_second);
+    let ahead = (position as f64 - by_share.max(by_patience)).max(1.0);
     let likely = ahead / per_second;
     // Relative uncertainty of the rate: as measured on the room's own minutes when it has them
     // (else the counting noise of `n` admissions), never below `MIN_RATE_ERROR`; and of the
@@ -283,6 +287,33 @@ pub fn estimate(input: &EtaInput) -> Eta {
         low: secs(likely * (1.0 - spread).max(0.25)),
         high: secs(likely * (1.0 + 2.0 * spread)),
     }
+}
+
+/// How many of the `live` waiters ahead (not silent now) will give up before their turn and be
+/// skipped at it: with the patience of queueing theory's model of abandonment (Erlang-A: each
+/// waiter gives up at a constant rate `h`, measured as the give-ups seen, silent now or skipped
+/// lately, over the time waited in which they could be seen), the one `d` places ahead has its
+/// turn in `d / rate` seconds and is skipped if gone for `queue_ttl` by then.
+fn future_give_ups(input: &EtaInput, live: f64, rate: f64) -> f64 {
+    let pace = &input.pace;
+    let ttl = pace.silent_after_ms as f64 / 1000.0;
+    let window = pace.observed_ms.min(PACE_MINUTES as u64 * MINUTE_MS) as f64 / 1000.0;
+    let skipped = (pace.skipped.last_five_minutes + pace.current_skipped) as f64;
+    let seen = pace.silent as f64 + skipped;
+    let exposure = (input.waiting as f64 + skipped) * (window - ttl);
+    if live < 1.0 || seen <= 0.0 || exposure <= 0.0 || rate <= 0.0 {
+        return 0.0;
+    }
+    let h = seen / exposure;
+    // Sum over d = d0 + 1 ..= live of 1 - exp(-a (d - d0)), a = h / rate, d0 = ttl * rate.
+    let a = h / rate;
+    let d0 = (ttl * rate).floor();
+    let n = (live - d0).max(0.0).floor();
+    if n <= 0.0 {
+        return 0.0;
+    }
+    let q = (-a).exp();
+    n - q * (1.0 - q.powf(n)) / (1.0 - q)
 }
 
 /// The error of the room's pace as a forecast, measured on its own complete minutes (those it
@@ -375,8 +406,8 @@ mod tests {
 
     #[test]
     fn the_current_bucket_counts() {
-        // 8 s old: no complete bucket yet, but 3 let in beyond the fill of 2.
-        let input = EtaInput::new(4, 4, RoomPace::new(5, 8_000, 8_000, 2), false);
+        // 8 s old: no complete bucket yet, but 12 let in beyond the fill of 2.
+        let input = EtaInput::new(4, 4, RoomPace::new(14, 8_000, 8_000, 2), false);
         assert!(estimate(&input).shown().is_some(), "{:?}", estimate(&input));
     }
 
@@ -440,6 +471,24 @@ mod tests {
     }
 
     #[test]
+    fn give_ups_seen_at_a_steady_rate_are_forecast_for_those_ahead() {
+        // 20 of the 100 waiting went silent over five minutes: as many again of those ahead
+        // will give up before their turn as their wait allows, not only the silent now.
+        let with_time_to_see = pace(5 * MIN, 10, [20; PACE_MINUTES])
+            .with_line([20; PACE_MINUTES], 20)
+            .with_silent_after(30_000);
+        // The same count, with no time to have seen anyone give up (silent after five
+        // minutes): only the silent now are taken off.
+        let without = with_time_to_see.with_silent_after(5 * MIN);
+        let forecast = shown(101, 100, with_time_to_see);
+        let silent_only = shown(101, 100, without);
+        assert!(
+            (forecast as f64) < 0.95 * silent_only as f64,
+            "{forecast} vs {silent_only}"
+        );
+    }
+
+    #[test]
     fn a_raised_capacity_scales_the_pace_measured_before_it() {
         // Capacity 5 -> 10 two and a half minutes ago (its fill of 5 in that minute), after
         // minutes of 10: with visits as long as before, the line now moves at 20 a minute.
@@ -461,7 +510,7 @@ mod tests {
         let few = estimate(&EtaInput::new(
             20,
             20,
-            RoomPace::new(0, 0, 70_000, 1).with_line([6, 0, 0, 0, 0], 0),
+            RoomPace::new(0, 0, 70_000, 1).with_line([12, 0, 0, 0, 0], 0),
             false,
         ));
         let many = estimate(&EtaInput::new(
@@ -484,7 +533,7 @@ mod tests {
 
     #[test]
     fn estimates_stay_finite() {
-        let trickle = pace(10 * MIN, 1, [0, 0, 1, 1, 1]);
+        let trickle = pace(10 * MIN, 1, [0, 0, 4, 4, 4]);
         assert_eq!(
             estimate(&EtaInput::new(u64::MAX, u64::MAX, trickle, false)).shown(),
             Some(Duration::from_secs(365 * 86_400))

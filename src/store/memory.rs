@@ -554,7 +554,8 @@ impl RoomState {
             self.admissions.last_minutes(now),
             self.waiters
                 .silent_since(now.saturating_sub(policy.queue_ttl_ms)),
-        );
+        )
+        .with_silent_after(policy.queue_ttl_ms);
         let pace = match self.first_move {
             Some(at) => pace.with_first_move(now.saturating_sub(at)),
             None => pace,

@@ -289,6 +289,9 @@ pub struct RoomPace {
     /// Waiters in line silent for longer than `queue_ttl`, to the second: unless they come back,
     /// they are skipped at their turn, and move nobody's wait.
     pub silent: u64,
+    /// The silence after which a waiter counts as [`silent`](Self::silent) (the room's
+    /// `queue_ttl`), in ms.
+    pub silent_after_ms: u64,
     /// How long ago the room first let someone in beyond its opening's capacity, in ms: when a
     /// slot was first freed by someone leaving. `None` if not yet.
     pub first_move_ms_ago: Option<u64>,
@@ -312,8 +315,15 @@ impl RoomPace {
             last_pause_ms_ago: None,
             minutes: [0; PACE_MINUTES],
             silent: 0,
+            silent_after_ms: 0,
             first_move_ms_ago: None,
         }
+    }
+
+    /// With the silence after which a waiter counts as silent (the room's `queue_ttl`).
+    pub const fn with_silent_after(mut self, ms: u64) -> Self {
+        self.silent_after_ms = ms;
+        self
     }
 
     /// With the time of the room's first movement.

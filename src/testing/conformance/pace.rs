@@ -112,10 +112,11 @@ pub async fn pace_counts_silent_waiters_and_skipped_turns(h: &Harness) {
         admitted(h.heartbeat(&p, holder).await, "the holder stays");
         h.poll(&p, live).await;
     }
+    let pace = h.pace(&p, live, "pace #5").await;
+    assert_eq!(pace.silent, 3, "the two gone and one more: {pace:?}");
     assert_eq!(
-        h.pace(&p, live, "pace #5").await.silent,
-        3,
-        "the two gone and one more"
+        pace.silent_after_ms, QUEUE_MS,
+        "silent is for longer than queue_ttl"
     );
     h.poll(&p, back).await;
     assert_eq!(
