@@ -6,26 +6,32 @@
 //! is paused. Whatever feeds the position (a store answer today, a snapshot later) and whatever
 //! moves the pace (operators' capacity changes, a pause) reaches the estimate through it.
 //!
-//! How it estimates (`docs/eta.md` has the method and its measured accuracy):
-//! - **The window the room has**: admissions are counted over the last minute and the last five
-//!   minutes, *including the current bucket*, each divided by the time it really covers: never
-//!   more than the room's age (a room 20 s old is not five minutes old).
-//! - **Throughput of slots**: in a young room, the first `capacity` admissions filled empty slots
-//!   at once; they are not the pace at which slots free up, so they are left out of the rate
-//!   (Little's law: the line moves at the rate slots are freed). Waiters skipped as silent at
-//!   their turn move the line too, and count.
-//! - **Operators' changes**: a capacity raised (or lowered) within the window scales the part of
-//!   the rate measured before the change by the new capacity over the old (Little's law again:
-//!   visits as long as before free slots in proportion to the capacity), and the slots a raise
-//!   filled at once are a fill, not a pace. A paused room says so instead of a number.
-//! - **Smoothing** that follows a change within a minute: the last minute's rate weighs
-//!   [`RECENT_WEIGHT`], the five minutes' the rest, once the last minute has enough admissions.
-//! - **A margin sized from the uncertainty**, not a fixed factor: a rate counted from `n`
-//!   admissions is off by about `1/sqrt(n)`, and the wait of the `p`-th admission to come varies
-//!   by about `1/sqrt(p)`; the shown estimate adds [`MARGIN_Z`] times that, and the range spans it.
+//! How it estimates (`docs/eta.md` has the method, the simulation and its measured accuracy):
+//! - **The window the room has**: the admissions of each of the last five minutes and of the
+//!   current bucket, divided by the time they really cover: never more than the room's age (a
+//!   room 20 s old is not five minutes old), less any pause.
+//! - **Throughput of slots** (Little's law: the line moves as fast as slots are freed): the
+//!   slots filled at once (the opening's, a raised capacity's, those freed during a pause) are
+//!   fills, not pace, and are left out. Until the room's first movement nobody leaves (the
+//!   shortest visits had to end first): only [`OPENING_SHARE`] of that time counts.
+//! - **Operators' changes**: a capacity raised (or lowered) within the window scales the part
+//!   measured before the change by the new capacity over the old (visits as long as before free
+//!   slots in proportion). A paused room says so instead of a number.
+//! - **Following a change within a minute**: the rate is that of the longest window (up to five
+//!   minutes) whose older part moved at the pace of the last two minutes, within
+//!   [`CHANGE_Z`] standard deviations of counting noise; the last minute's when it is slower
+//!   (a slowdown is followed at once: erring long is the lesser harm).
+//! - **The line ahead**: waiters silent for longer than `queue_ttl` are skipped at their turn
+//!   and take none of the line's time; so are those who will give up before it, forecast from
+//!   the share of turns skipped lately and from the rate at which waiters go silent (the
+//!   constant patience of queueing theory's Erlang-A model), whichever says more.
+//! - **A margin sized from the measured error**, not a fixed factor: the room's own minutes,
+//!   each forecast by the ones before, say how far its pace strays (its trend and its waves),
+//!   and how dispersed its admissions are; never less than [`MIN_RATE_ERROR`]. The shown value
+//!   adds [`MARGIN_Z`] times the resulting uncertainty of the wait; the range spans it.
 //! - **No false precision**: with no basis (a room younger than [`MIN_OBSERVED_MS`], or fewer
-//!   than [`MIN_EVENTS`] admissions) the answer is [`Eta::Estimating`]; a room that let nobody in
-//!   for five minutes is [`Eta::Stalled`]; a paused one [`Eta::Paused`].
+//!   than [`MIN_EVENTS`] admissions beyond the fills) the answer is [`Eta::Estimating`]; a room
+//!   that let nobody in for five minutes is [`Eta::Stalled`]; a paused one [`Eta::Paused`].
 
 use std::time::Duration;
 

@@ -227,7 +227,10 @@ impl Render for DefaultRenderer {
 /// | `position` | number or null | 1-based place in line while waiting |
 /// | `ahead` | number or null | how many are ahead while waiting (`position - 1`) |
 /// | `waiting` | number or null | how many are in line |
-/// | `eta_seconds` | number or null | estimated wait while waiting; null when nobody was admitted in the last five minutes |
+/// | `eta_seconds` | number or null | estimated wait while waiting, on the safe side of the most likely one; null while `estimating`, paused, or when nobody was admitted in the last five minutes |
+/// | `eta_low_seconds`, `eta_high_seconds` | number or null | the likely range of the wait, with `eta_seconds` |
+/// | `estimating` | `true`, or left out | the room is too young to know its pace |
+/// | `paused` | `true`, or left out | waiting in a paused room |
 /// | `retry_after` | number or null | seconds until the client should ask again |
 /// | `challenge` | string, only in `challenge` answers | the proof-of-work challenge to solve |
 /// | `difficulty` | number, only in `challenge` answers | leading zero bits the solution's hash needs |
