@@ -178,9 +178,9 @@ pub enum Rejection {
         position: u64,
         /// How many are in line in all.
         waiting: u64,
-        /// The estimated wait ([`estimate_wait`](crate::eta::estimate_wait)): conservative, from the measured admission
-        /// rate. `None` when nobody was admitted in the last five minutes: the line is not
-        /// moving, and no number is made up.
+        /// The estimated wait ([`estimate`](crate::eta::estimate)), on the safe side of the
+        /// most likely one. `None` while estimating, paused, or when nobody was admitted in the
+        /// last five minutes: the line is not moving, and no number is made up.
         eta: Option<Duration>,
         /// The likely range of the wait (`eta` lies in it), when there is an estimate: a page
         /// shows "2-4 min" rather than a false precision when the range is wide.
