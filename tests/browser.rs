@@ -563,8 +563,8 @@ async fn an_uncertain_estimate_shows_its_range_in_minutes() {
     let store = site.store.inner();
     use tower_waiting_room::store::Store;
 
-    // Eight in line ahead of the browser, in a room that opened this instant: estimating.
-    let line: Vec<SessionId> = (0..8).map(|_| SessionId::random()).collect();
+    // Sixteen in line ahead of the browser, in a room that opened this instant: estimating.
+    let line: Vec<SessionId> = (0..16).map(|_| SessionId::random()).collect();
     for &s in &line {
         store.enter(&policy, s).await.unwrap();
     }
@@ -574,7 +574,7 @@ async fn an_uncertain_estimate_shows_its_range_in_minutes() {
     browser.goto(&format!("{base}/")).await.unwrap();
     assert_eq!(
         text(&browser, "#twr-position-number").await.as_deref(),
-        Some("9"),
+        Some("17"),
         "page: {}",
         browser.source().await.unwrap()
     );
@@ -583,10 +583,10 @@ async fn an_uncertain_estimate_shows_its_range_in_minutes() {
         Some(ESTIMATING)
     );
 
-    // The line moves at one every 30 s for three minutes: six let in, the browser third. Few
-    // admissions and few ahead make an estimate of a minute or two whose likely range spans
-    // several minutes: the page shows the range, not one number.
-    for &next in &line[..6] {
+    // The line moves at one every 30 s for six and a half minutes: thirteen let in (enough to
+    // measure a pace by), the browser fourth. Few admissions and few ahead make an estimate of
+    // a minute or two whose likely range spans minutes: the page shows the range.
+    for &next in &line[..13] {
         site.clock.advance(Duration::from_secs(30));
         assert!(store.release(&policy, inside).await.unwrap());
         inside = next;
@@ -594,11 +594,11 @@ async fn an_uncertain_estimate_shows_its_range_in_minutes() {
     // The clock stands still from here, so every answer below is the same estimate; the page
     // gets it at its own next poll (its script's `etaOf`).
     eventually(Duration::from_secs(15), "the page moves up", || async {
-        text(&browser, "#twr-position-number").await.as_deref() == Some("3")
+        text(&browser, "#twr-position-number").await.as_deref() == Some("4")
     })
     .await;
     let status = status_in(&browser, &site).await;
-    assert_eq!(status["position"], 3, "{status}");
+    assert_eq!(status["position"], 4, "{status}");
     assert!(status.get("estimating").is_none(), "{status}");
     let secs = |field: &str| {
         status[field]
@@ -630,7 +630,7 @@ async fn an_uncertain_estimate_shows_its_range_in_minutes() {
     browser.refresh().await.unwrap();
     assert_eq!(
         text(&browser, "#twr-position-number").await.as_deref(),
-        Some("3")
+        Some("4")
     );
     assert_eq!(
         text(&browser, "#twr-eta").await.as_deref(),
