@@ -42,12 +42,12 @@ const MINUTE_MS: u64 = 6 * ADMISSION_BUCKET_MS;
 
 /// How many standard deviations of counting noise the older part of a window may differ from
 /// the last two minutes before the window counts as out of date.
-pub const CHANGE_Z: f64 = 2.0;
+pub const CHANGE_Z: f64 = 1.5;
 /// How many standard deviations of the estimate's uncertainty the shown value adds.
 pub const MARGIN_Z: f64 = 0.75;
 /// The least relative uncertainty of a rate, however steady the room looked: what no count
 /// measures (the visits to come are not the visits gone).
-pub const MIN_RATE_ERROR: f64 = 0.1;
+pub const MIN_RATE_ERROR: f64 = 0.05;
 /// The share of the time before the room's first movement that counts as running at its pace.
 pub const OPENING_SHARE: f64 = 0.5;
 /// Turns (admissions and skips) the last minute needs before its share of skips is used.
@@ -539,7 +539,7 @@ mod tests {
 
     #[test]
     fn estimates_stay_finite() {
-        let trickle = pace(10 * MIN, 1, [0, 0, 4, 4, 4]);
+        let trickle = pace(10 * MIN, 1, [3; PACE_MINUTES]);
         assert_eq!(
             estimate(&EtaInput::new(u64::MAX, u64::MAX, trickle, false)).shown(),
             Some(Duration::from_secs(365 * 86_400))

@@ -467,6 +467,28 @@ fetch(arguments[0], {credentials: "same-origin", cache: "no-store",
 
 /// A room of capacity 1 whose slot is held by a visitor let in over HTTP, with queue, grant and
 /// admission times long enough that only the test moves the line.
+/// A browser that joins the line of `site`, checked to be at `position` on a page that says
+/// "Estimating…" (the driver must outlive the browser).
+async fn join_estimating(site: &Site, position: &str) -> (Driver, Client) {
+    let driver = Driver::start().await;
+    let browser = driver.browser(1280, 800).await;
+    browser
+        .goto(&format!("http://{}/", site.http.addr))
+        .await
+        .unwrap();
+    assert_eq!(
+        text(&browser, "#twr-position-number").await.as_deref(),
+        Some(position),
+        "page: {}",
+        browser.source().await.unwrap()
+    );
+    assert_eq!(
+        text(&browser, "#twr-eta").await.as_deref(),
+        Some(ESTIMATING)
+    );
+    (driver, browser)
+}
+
 async fn held_room(room: &str) -> (Site, SessionId) {
     let hour = Duration::from_secs(3_600);
     let site = Site::start_with(
@@ -499,20 +521,7 @@ async fn a_room_too_young_to_know_its_pace_says_estimating() {
 
     // The room opened this instant (its first visitor took the one slot): the page says it is
     // estimating, not that nobody has been let in, and so does the JSON it is made from.
-    let driver = Driver::start().await;
-    let browser = driver.browser(1280, 800).await;
-    let base = format!("http://{}", site.http.addr);
-    browser.goto(&format!("{base}/")).await.unwrap();
-    assert_eq!(
-        text(&browser, "#twr-position-number").await.as_deref(),
-        Some("2"),
-        "page: {}",
-        browser.source().await.unwrap()
-    );
-    assert_eq!(
-        text(&browser, "#twr-eta").await.as_deref(),
-        Some(ESTIMATING)
-    );
+    let (_driver, browser) = join_estimating(&site, "2").await;
     let status = status_in(&browser, &site).await;
     assert_eq!(status["state"], "waiting", "{status}");
     assert_eq!(status["estimating"], true, "{status}");
@@ -568,20 +577,7 @@ async fn an_uncertain_estimate_shows_its_range_in_minutes() {
     for &s in &line {
         store.enter(&policy, s).await.unwrap();
     }
-    let driver = Driver::start().await;
-    let browser = driver.browser(1280, 800).await;
-    let base = format!("http://{}", site.http.addr);
-    browser.goto(&format!("{base}/")).await.unwrap();
-    assert_eq!(
-        text(&browser, "#twr-position-number").await.as_deref(),
-        Some("17"),
-        "page: {}",
-        browser.source().await.unwrap()
-    );
-    assert_eq!(
-        text(&browser, "#twr-eta").await.as_deref(),
-        Some(ESTIMATING)
-    );
+    let (_driver, browser) = join_estimating(&site, "17").await;
 
     // The line moves at one every 30 s for six and a half minutes: thirteen let in (enough to
     // measure a pace by), the browser fourth. Few admissions and few ahead make an estimate of

@@ -903,7 +903,6 @@ async fn steady_line() {
 }
 
 #[tokio::test]
-#[ignore = "misses issue 15's targets (docs/eta.md): run with --ignored"]
 async fn checkout_slows_mid_sale() {
     meets_targets(Scenario::slowdown()).await;
 }

@@ -406,29 +406,69 @@ impl Default for AdmissionRing {
     }
 }
 
+/// Adds one to the bucket holding `now_ms` in `ring`, resetting a slot that holds an older one.
+fn count_in(ring: &mut [(u64, u64); ADMISSION_BUCKETS as usize], now_ms: u64) {
+    let bucket = now_ms / ADMISSION_BUCKET_MS;
+    let slot = &mut ring[(bucket % ADMISSION_BUCKETS) as usize];
+    if slot.0 != bucket {
+        *slot = (bucket, 0);
+    }
+    slot.1 += 1;
+}
+
+/// The counts of the `buckets` complete buckets before the one holding `now_ms`, each with how
+/// many buckets back it is (1 = the last complete one); stale slots are skipped.
+fn complete_buckets(
+    ring: &[(u64, u64); ADMISSION_BUCKETS as usize],
+    now_ms: u64,
+    buckets: u64,
+) -> impl Iterator<Item = (u64, u64)> + '_ {
+    let current = now_ms / ADMISSION_BUCKET_MS;
+    (1..=buckets.min(current)).filter_map(move |back| {
+        let bucket = current - back;
+        let (tag, n) = ring[(bucket % ADMISSION_BUCKETS) as usize];
+        (tag == bucket).then_some((back, n))
+    })
+}
+
+/// The last minute's and the last five minutes' counts of `ring`'s complete buckets.
+fn recent_counts(ring: &[(u64, u64); ADMISSION_BUCKETS as usize], now_ms: u64) -> AdmissionCounts {
+    let mut out = AdmissionCounts::default();
+    for (back, n) in complete_buckets(ring, now_ms, FIVE_MINUTE_BUCKETS) {
+        out.last_five_minutes += n;
+        if back <= MINUTE_BUCKETS {
+            out.last_minute += n;
+        }
+    }
+    out
+}
+
+/// The count of the bucket holding `now_ms` (incomplete).
+fn current_count(ring: &[(u64, u64); ADMISSION_BUCKETS as usize], now_ms: u64) -> u64 {
+    let bucket = now_ms / ADMISSION_BUCKET_MS;
+    match ring[(bucket % ADMISSION_BUCKETS) as usize] {
+        (tag, n) if tag == bucket => n,
+        _ => 0,
+    }
+}
+
 impl AdmissionRing {
     /// Counts one admission at `now_ms`.
     pub(crate) fn count(&mut self, now_ms: u64) {
-        let bucket = now_ms / ADMISSION_BUCKET_MS;
-        let slot = &mut self.slots[(bucket % ADMISSION_BUCKETS) as usize];
-        if slot.0 != bucket {
-            *slot = (bucket, 0);
-        }
-        slot.1 += 1;
+        count_in(&mut self.slots, now_ms);
+    }
+
+    /// Counts one waiter skipped as silent at their turn at `now_ms`.
+    pub(crate) fn count_skip(&mut self, now_ms: u64) {
+        count_in(&mut self.skips, now_ms);
     }
 
     /// Admissions per minute over the [`HISTORY_MINUTES`] complete minutes before the bucket
     /// holding `now_ms`, oldest first.
     pub(crate) fn per_minute(&self, now_ms: u64) -> [u64; HISTORY_MINUTES] {
-        let current = now_ms / ADMISSION_BUCKET_MS;
         let mut out = [0; HISTORY_MINUTES];
-        for back in 1..=HISTORY_BUCKETS.min(current) {
-            let bucket = current - back;
-            let (tag, n) = self.slots[(bucket % ADMISSION_BUCKETS) as usize];
-            if tag == bucket {
-                let minute = ((back - 1) / MINUTE_BUCKETS) as usize;
-                out[HISTORY_MINUTES - 1 - minute] += n;
-            }
+        for (back, n) in complete_buckets(&self.slots, now_ms, HISTORY_BUCKETS) {
+            out[HISTORY_MINUTES - 1 - ((back - 1) / MINUTE_BUCKETS) as usize] += n;
         }
         out
     }
@@ -436,72 +476,29 @@ impl AdmissionRing {
     /// Admissions in each of the [`PACE_MINUTES`] complete minutes before the bucket holding
     /// `now_ms`, most recent first.
     pub(crate) fn last_minutes(&self, now_ms: u64) -> [u64; PACE_MINUTES] {
-        let current = now_ms / ADMISSION_BUCKET_MS;
         let mut out = [0; PACE_MINUTES];
-        for back in 1..=FIVE_MINUTE_BUCKETS.min(current) {
-            let bucket = current - back;
-            let (tag, n) = self.slots[(bucket % ADMISSION_BUCKETS) as usize];
-            if tag == bucket {
-                out[((back - 1) / MINUTE_BUCKETS) as usize] += n;
-            }
+        for (back, n) in complete_buckets(&self.slots, now_ms, FIVE_MINUTE_BUCKETS) {
+            out[((back - 1) / MINUTE_BUCKETS) as usize] += n;
         }
         out
-    }
-
-    /// Counts one waiter skipped as silent at their turn at `now_ms`.
-    pub(crate) fn count_skip(&mut self, now_ms: u64) {
-        let bucket = now_ms / ADMISSION_BUCKET_MS;
-        let slot = &mut self.skips[(bucket % ADMISSION_BUCKETS) as usize];
-        if slot.0 != bucket {
-            *slot = (bucket, 0);
-        }
-        slot.1 += 1;
     }
 
     /// Skipped waiters: in the complete buckets (as [`counts`](Self::counts)) and in the current.
     pub(crate) fn skipped(&self, now_ms: u64) -> (AdmissionCounts, u64) {
-        let current = now_ms / ADMISSION_BUCKET_MS;
-        let mut out = AdmissionCounts::default();
-        for back in 1..=FIVE_MINUTE_BUCKETS.min(current) {
-            let bucket = current - back;
-            let (tag, n) = self.skips[(bucket % ADMISSION_BUCKETS) as usize];
-            if tag == bucket {
-                out.last_five_minutes += n;
-                if back <= MINUTE_BUCKETS {
-                    out.last_minute += n;
-                }
-            }
-        }
-        let (tag, n) = self.skips[(current % ADMISSION_BUCKETS) as usize];
-        (out, if tag == current { n } else { 0 })
+        (
+            recent_counts(&self.skips, now_ms),
+            current_count(&self.skips, now_ms),
+        )
     }
 
     /// Admissions in the bucket holding `now_ms` (incomplete).
     pub(crate) fn current(&self, now_ms: u64) -> u64 {
-        let bucket = now_ms / ADMISSION_BUCKET_MS;
-        let (tag, n) = self.slots[(bucket % ADMISSION_BUCKETS) as usize];
-        if tag == bucket {
-            n
-        } else {
-            0
-        }
+        current_count(&self.slots, now_ms)
     }
 
     /// The counts of the complete buckets before the one holding `now_ms`.
     pub(crate) fn counts(&self, now_ms: u64) -> AdmissionCounts {
-        let current = now_ms / ADMISSION_BUCKET_MS;
-        let mut out = AdmissionCounts::default();
-        for back in 1..=FIVE_MINUTE_BUCKETS.min(current) {
-            let bucket = current - back;
-            let (tag, n) = self.slots[(bucket % ADMISSION_BUCKETS) as usize];
-            if tag == bucket {
-                out.last_five_minutes += n;
-                if back <= MINUTE_BUCKETS {
-                    out.last_minute += n;
-                }
-            }
-        }
-        out
+        recent_counts(&self.slots, now_ms)
     }
 }
 
