@@ -227,24 +227,12 @@ async fn the_page_lets_the_browser_in_by_itself_when_the_slot_frees() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn far_back_in_a_moving_line_then_leaving() {
     let _one = ONE_BROWSER.lock().await;
-    let hour = Duration::from_secs(3_600);
-    let site = Site::start_with(
-        WaitingRoomLayer::builder("launch")
-            .capacity(1)
-            .active_ttl(hour)
-            .grant_ttl(hour)
-            .queue_ttl(hour)
-            .secure_cookies(false),
-        shop,
-    )
-    .await;
+    let (site, mut inside) = held_room("launch").await;
     let policy: RoomPolicy = site.layer.config().policy().clone();
     let store = site.store.inner();
     use tower_waiting_room::store::Store;
 
     // A line that has moved at one admission every 5 s for five minutes, 1,341 still waiting.
-    let holder = admit(&site).await;
-    let mut inside = SessionId::from_hex(&session_in(holder.get(&site.q()).unwrap())).unwrap();
     let moved = 60;
     let line: Vec<SessionId> = (0..1_341 + moved).map(|_| SessionId::random()).collect();
     for &s in &line {
@@ -502,6 +490,8 @@ async fn join_estimating(site: &Site, position: &str) -> (Driver, Client) {
     (driver, browser)
 }
 
+/// A room of capacity 1 with hour-long timeouts (the tests move its clock by minutes), its one
+/// slot held by a visitor let in over HTTP, whose session is returned.
 async fn held_room(room: &str) -> (Site, SessionId) {
     let hour = Duration::from_secs(3_600);
     let site = Site::start_with(
