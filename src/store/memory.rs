@@ -235,13 +235,7 @@ impl Store for MemoryStore {
             }
             room.waiters.push_at(session, Some(now));
             room.waiters.check_in(session, now);
-            Decision::Waiting {
-                position: waiting + 1,
-                waiting: waiting + 1,
-                recent: room.admissions.counts(now),
-                paused: room.live().paused,
-                pace: room.pace(policy, now),
-            }
+            room.waiting(waiting + 1, policy, now)
         })
     }
 
