@@ -928,7 +928,7 @@ async fn many_waiters_give_up() {
 }
 
 #[tokio::test]
-#[ignore = "misses issue 15's targets (docs/eta.md): run with --ignored"]
+#[ignore = "beyond issue 15's list, misses its error target (docs/eta.md): run with --ignored"]
 async fn many_waiters_give_up_late() {
     meets_targets(Scenario::giving_up_late()).await;
 }
