@@ -245,6 +245,12 @@ pub fn estimate(input: &EtaInput) -> Eta {
     } else {
         (n, per_second)
     };
+    // No faster than the operators' admission rate, from the moment they set it: a pace
+    // measured before it was lowered is no promise.
+    let per_second = match pace.admission_rate {
+        Some(limit) => per_second.min(f64::from(limit)),
+        None => per_second,
+    };
     if per_second <= 0.0 {
         return Eta::Stalled;
     }
@@ -503,6 +509,18 @@ mod tests {
             (skipping as f64) < 0.9 * unskipped as f64,
             "{skipping} vs {unskipped}"
         );
+    }
+
+    #[test]
+    fn a_lowered_admission_rate_caps_the_pace_at_once() {
+        // 60 a minute measured; the operators now let in one a second at most.
+        let measured = pace(10 * MIN, 10, [60; PACE_MINUTES]);
+        let free = shown(121, 200, measured);
+        let limited = shown(121, 200, measured.with_admission_rate(Some(1)));
+        assert!(limited >= 120, "120 ahead at one a second: {limited}");
+        assert!(free < 130, "{free}");
+        // A limit above the measured pace changes nothing.
+        assert_eq!(shown(121, 200, measured.with_admission_rate(Some(5))), free);
     }
 
     #[test]

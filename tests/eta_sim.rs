@@ -190,6 +190,8 @@ struct Scenario {
     pause: Option<(u64, u64)>,
     /// The capacity becomes this at that second.
     capacity_change: Option<(u64, u32)>,
+    /// The operators limit admissions to this many a second from that second on.
+    rate_limit: Option<(u64, u32)>,
     give_up: Option<GiveUp>,
     queue_ttl: Duration,
     /// Each waiter polls the status endpoint every this many seconds.
@@ -208,6 +210,7 @@ impl Scenario {
             slower: None,
             pause: None,
             capacity_change: None,
+            rate_limit: None,
             give_up: None,
             queue_ttl: Duration::from_secs(120),
             poll_every: 1,
@@ -257,6 +260,20 @@ impl Scenario {
             arrivals: Arrivals::Poisson(0.3),
             capacity_change: Some((300, 15)),
             ..Self::base("capacity 5 -> 15 at 5 min")
+        }
+    }
+
+    /// Capacity 20 and visits of 10-20 s (the line moves at about 1.3 a second), newcomers at
+    /// 1.2 a second; from minute 5 the operators let in at most one a second, and the line
+    /// grows.
+    fn rate_limited() -> Self {
+        Self {
+            capacity: 20,
+            opening_crowd: 100,
+            arrivals: Arrivals::Poisson(1.2),
+            stay: (10, 20),
+            rate_limit: Some((300, 1)),
+            ..Self::base("rate limited to 1/s at 5 min")
         }
     }
 
@@ -395,6 +412,7 @@ impl Sim {
             scenario.slower.map(|(at, _)| at + scenario.stay.0),
             scenario.pause.map(|(at, _)| at),
             scenario.capacity_change.map(|(at, _)| at),
+            scenario.rate_limit.map(|(at, _)| at),
         );
         let clock = ManualClock::new(T0);
         let store = MemoryStore::with_clock(clock.clone());
@@ -423,10 +441,15 @@ impl Sim {
                 shown: Vec::new(),
                 polls: Vec::new(),
                 seconds: 0,
-                changes: [scenario_changes.0, scenario_changes.1, scenario_changes.2]
-                    .into_iter()
-                    .flatten()
-                    .collect(),
+                changes: [
+                    scenario_changes.0,
+                    scenario_changes.1,
+                    scenario_changes.2,
+                    scenario_changes.3,
+                ]
+                .into_iter()
+                .flatten()
+                .collect(),
             },
         }
     }
@@ -580,6 +603,11 @@ impl Sim {
         if let Some((at, capacity)) = self.scenario.capacity_change {
             if self.now == at {
                 control.set_capacity(capacity).await.unwrap();
+            }
+        }
+        if let Some((at, per_second)) = self.scenario.rate_limit {
+            if self.now == at {
+                control.set_rate(Some(per_second)).await.unwrap();
             }
         }
     }
@@ -920,6 +948,11 @@ async fn pause_and_resume() {
 #[tokio::test]
 async fn capacity_raised_mid_sale() {
     meets_targets(Scenario::capacity_raised()).await;
+}
+
+#[tokio::test]
+async fn admission_rate_lowered_mid_sale() {
+    meets_targets(Scenario::rate_limited()).await;
 }
 
 #[tokio::test]

@@ -549,7 +549,8 @@ impl RoomState {
             self.waiters
                 .silent_since(now.saturating_sub(policy.queue_ttl_ms)),
         )
-        .with_silent_after(policy.queue_ttl_ms);
+        .with_silent_after(policy.queue_ttl_ms)
+        .with_admission_rate(self.live().admission_rate);
         let pace = match self.first_move {
             Some(at) => pace.with_first_move(now.saturating_sub(at)),
             None => pace,

@@ -187,6 +187,11 @@ impl StoreOp {
 /// What a store decided for one visitor.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
+#[expect(
+    clippy::large_enum_variant,
+    reason = "made once per request and moved once, by value: a box would cost an allocation \
+              on every waiting poll to save copying a couple of hundred bytes, and lose `Copy`"
+)]
 pub enum Decision {
     /// The visitor holds a slot until `expires_at_ms` (store clock, ms since the epoch).
     Admitted {
@@ -295,6 +300,9 @@ pub struct RoomPace {
     /// How long ago the room first let someone in beyond its opening's capacity, in ms: when a
     /// slot was first freed by someone leaving. `None` if not yet.
     pub first_move_ms_ago: Option<u64>,
+    /// The room's live admission rate (per second), `None` if unlimited: the line moves no
+    /// faster, whatever its slots allow, from the moment an operator sets it.
+    pub admission_rate: Option<u32>,
 }
 
 /// The minutes of admissions in a [`RoomPace`].
@@ -317,6 +325,7 @@ impl RoomPace {
             silent: 0,
             silent_after_ms: 0,
             first_move_ms_ago: None,
+            admission_rate: None,
         }
     }
 
@@ -357,6 +366,12 @@ impl RoomPace {
     pub const fn with_capacity_change(mut self, before: u32, ms_ago: u64) -> Self {
         self.capacity_before = before;
         self.capacity_changed_ms_ago = Some(ms_ago);
+        self
+    }
+
+    /// With the live admission rate per second (`None`: unlimited).
+    pub const fn with_admission_rate(mut self, per_second: Option<u32>) -> Self {
+        self.admission_rate = per_second;
         self
     }
 }

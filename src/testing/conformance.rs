@@ -1989,6 +1989,7 @@ macro_rules! __conformance_suite {
                 pace_counts_admissions_per_minute,
                 pace_counts_silent_waiters_and_skipped_turns,
                 pace_follows_capacity_changes_and_pauses,
+                pace_carries_the_live_admission_rate,
             ];
             multi_thread: [
                 concurrent_never_exceeds_capacity,

@@ -153,7 +153,7 @@ pub(crate) fn non_negative(n: i64) -> u64 {
 /// The room's pace, the tail of a waiting or stats reply (see the script's header); `None` for
 /// a tail of another length (another script version).
 fn pace(fields: &[i64]) -> Option<RoomPace> {
-    let [current, into, observed, capacity, skipped_minute, skipped_five, current_skipped, capacity_before, changed_ago, pause_began, pause_ended, m0, m1, m2, m3, m4, silent, silent_after, moved_ago] =
+    let [current, into, observed, capacity, skipped_minute, skipped_five, current_skipped, capacity_before, changed_ago, pause_began, pause_ended, m0, m1, m2, m3, m4, silent, silent_after, moved_ago, rate] =
         *fields
     else {
         return None;
@@ -170,7 +170,9 @@ fn pace(fields: &[i64]) -> Option<RoomPace> {
         non_negative(current_skipped),
     )
     .with_line([m0, m1, m2, m3, m4].map(non_negative), non_negative(silent))
-    .with_silent_after(non_negative(silent_after));
+    .with_silent_after(non_negative(silent_after))
+    // 0: unlimited, as the settings hold it.
+    .with_admission_rate(u32::try_from(rate).ok().filter(|&r| r > 0));
     if let Ok(ago) = u64::try_from(moved_ago) {
         pace = pace.with_first_move(ago);
     }
@@ -267,7 +269,7 @@ mod tests {
         assert_eq!(
             decision(&[
                 2, 3, 9, 4, 20, 1, 2, 500, 60_000, 5, 0, 0, 0, 5, -1, -1, -1, 4, 6, 5, 5, 0, 0,
-                30_000, -1
+                30_000, -1, 0
             ])
             .unwrap(),
             Decision::Waiting {
@@ -283,7 +285,7 @@ mod tests {
         assert_eq!(
             decision(&[
                 2, 3, 9, 4, 20, 0, 2, 500, 60_000, 5, 1, 3, 0, 2, 7_000, 90_000, 30_000, 4, 6, 5,
-                5, 0, 2, 30_000, 55_000
+                5, 0, 2, 30_000, 55_000, 3
             ])
             .unwrap(),
             Decision::Waiting {
@@ -297,9 +299,20 @@ mod tests {
                     .with_last_pause(90_000, 30_000)
                     .with_line([4, 6, 5, 5, 0], 2)
                     .with_silent_after(30_000)
-                    .with_first_move(55_000),
+                    .with_first_move(55_000)
+                    .with_admission_rate(Some(3)),
             },
             "every part of the pace"
+        );
+        assert_eq!(
+            decision(&[
+                2, 3, 9, 4, 20, 1, 2, 500, 60_000, 5, 0, 0, 0, 5, -1, -1, -1, 4, 6, 5, 5, 0, 0,
+                30_000, -1
+            ])
+            .unwrap_err()
+            .kind(),
+            StoreErrorKind::Protocol,
+            "a waiting reply without the admission rate is from another script version"
         );
         assert_eq!(
             decision(&[2, 3, 9, 4, 20, 1, 2, 500, 60_000, 5, 0, 0, 0, 5, -1, -1, -1])

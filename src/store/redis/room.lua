@@ -53,7 +53,8 @@
 --    capacity before its last change, ms since that change (-1: never), ms since the last ended
 --    pause began and ended (-1, -1: none), admissions in each of the last five minutes (most
 --    recent first), waiters silent for longer than queue_ttl (to the second; 0 while silence is
---    excused), queue_ttl, ms since the room's first movement (-1: not yet)
+--    excused), queue_ttl, ms since the room's first movement (-1: not yet), the live admission
+--    rate per second (0: unlimited)
 --   {3, 0, waiting} full               {0, 0, 0} unknown
 --   {6, 0, 0} closed                   {7, 0, 0} banned
 --   {4, released (0|1), 0} release
@@ -344,9 +345,8 @@ end
 -- skipped in the last minute, in five, in the current bucket, capacity before its last change,
 -- ms since that change (-1: never), ms since the last ended pause began and ended (-1, -1:
 -- none), admissions in each of the last five minutes (most recent first), waiters silent for
--- longer than queue_ttl, queue_ttl, ms since the room's first movement (-1: not yet). Returns
--- the counts
--- of the last minute and five.
+-- longer than queue_ttl, queue_ttl, ms since the room's first movement (-1: not yet), the live
+-- admission rate per second (0: unlimited). Returns the counts of the last minute and five.
 local function append_pace(reply)
   local minute, five, per_minute, sm, sf = recent()
   local p = pace()
@@ -357,6 +357,7 @@ local function append_pace(reply)
   reply[#reply + 1] = silent()
   reply[#reply + 1] = queue_ttl
   reply[#reply + 1] = moved and math.max(0, now - moved) or -1
+  reply[#reply + 1] = rate
   return minute, five
 end
 

@@ -166,3 +166,20 @@ pub async fn pace_follows_capacity_changes_and_pauses(h: &Harness) {
     assert_eq!(pace.capacity_changed_ms_ago, Some(4_000), "{pace:?}");
     admitted(h.heartbeat(&p, holder).await, "the holder stays throughout");
 }
+
+/// A waiting answer and the stats carry the live admission rate (`None`: unlimited), so an
+/// operator's limit caps the estimate at once, on every gateway.
+pub async fn pace_carries_the_live_admission_rate(h: &Harness) {
+    let p = h.policy(1);
+    let holder = h.enter_admitted(&p).await;
+    let w = h.enter_waiters(&p, 1).await[0];
+    assert_eq!(h.pace(&p, w, "unlimited").await.admission_rate, None);
+    h.configure(&p, SettingsChange::new().admission_rate(Some(3)))
+        .await;
+    assert_eq!(h.pace(&p, w, "limited").await.admission_rate, Some(3));
+    assert_eq!(h.stats(&p).await.pace.admission_rate, Some(3));
+    h.configure(&p, SettingsChange::new().admission_rate(None))
+        .await;
+    assert_eq!(h.pace(&p, w, "lifted").await.admission_rate, None);
+    admitted(h.heartbeat(&p, holder).await, "the holder stays throughout");
+}
