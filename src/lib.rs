@@ -101,6 +101,7 @@ mod encoding;
 pub mod eta;
 pub mod future;
 mod layer;
+pub mod matching;
 pub mod outcome;
 pub mod response;
 mod room;
