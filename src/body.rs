@@ -83,3 +83,114 @@ impl<B> std::fmt::Debug for ResponseBody<B> {
         f.debug_struct("ResponseBody").field("kind", &kind).finish()
     }
 }
+
+/// A body in one chunk: the JSON or page a service of this crate answers by itself (the
+/// [admin API](crate::admin), [matching](crate::matching)).
+///
+/// ```
+/// use http_body::Body;
+/// use tower_waiting_room::FullBody;
+///
+/// let body = FullBody::from("{}");
+/// assert_eq!(body.size_hint().exact(), Some(2));
+/// ```
+#[derive(Debug, Default)]
+pub struct FullBody {
+    data: Option<Bytes>,
+}
+
+impl FullBody {
+    pub(crate) fn new(data: Bytes) -> Self {
+        Self {
+            data: (!data.is_empty()).then_some(data),
+        }
+    }
+
+    /// An empty body (the answer to `HEAD`).
+    pub fn empty() -> Self {
+        Self::default()
+    }
+}
+
+impl From<&'static str> for FullBody {
+    fn from(s: &'static str) -> Self {
+        Self::new(Bytes::from_static(s.as_bytes()))
+    }
+}
+
+impl From<Bytes> for FullBody {
+    fn from(b: Bytes) -> Self {
+        Self::new(b)
+    }
+}
+
+impl Body for FullBody {
+    type Data = Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        _cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        Poll::Ready(self.get_mut().data.take().map(|d| Ok(Frame::data(d))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.data.is_none()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        SizeHint::with_exact(self.data.as_ref().map_or(0, |d| d.len() as u64))
+    }
+}
+
+/// Why a request body was not read whole.
+pub(crate) enum Collect {
+    /// More than the limit came (the rest is not read).
+    TooLarge,
+    /// The body failed.
+    Failed,
+}
+
+/// The whole body, or `TooLarge` as soon as more than `limit` bytes came (the rest is not read).
+pub(crate) async fn collect_limited<B: Body>(body: B, limit: usize) -> Result<Bytes, Collect> {
+    use bytes::{Buf, BytesMut};
+    let mut body = std::pin::pin!(body);
+    let mut out = BytesMut::new();
+    loop {
+        let frame = std::future::poll_fn(|cx| body.as_mut().poll_frame(cx)).await;
+        match frame {
+            None => return Ok(out.freeze()),
+            Some(Err(_)) => return Err(Collect::Failed),
+            Some(Ok(frame)) => {
+                if let Ok(mut data) = frame.into_data() {
+                    if out.len() + data.remaining() > limit {
+                        return Err(Collect::TooLarge);
+                    }
+                    while data.has_remaining() {
+                        let chunk = data.chunk();
+                        out.extend_from_slice(chunk);
+                        let n = chunk.len();
+                        data.advance(n);
+                    }
+                }
+                // Trailers carry nothing these services read.
+            }
+        }
+    }
+}
+
+/// A JSON answer.
+pub(crate) fn json_response(
+    status: http::StatusCode,
+    body: &impl serde::Serialize,
+) -> http::Response<FullBody> {
+    let bytes = serde_json::to_vec(body).expect("the crate's JSON bodies serialize");
+    let mut res = http::Response::new(FullBody::from(Bytes::from(bytes)));
+    *res.status_mut() = status;
+    res.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/json"),
+    );
+    res
+}

@@ -117,7 +117,7 @@ mod token;
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
 
-pub use body::ResponseBody;
+pub use body::{FullBody, ResponseBody};
 pub use builder::WaitingRoomBuilder;
 pub use client::{PeerAddr, RequestInfo};
 pub use config::{ConfigError, FailPolicy, RoomConfig, RoomPolicy, SameSite};

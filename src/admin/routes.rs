@@ -1,19 +1,17 @@
 //! What each admin request gets: routing, the token check, reading and checking bodies, and the
 //! answers.
 
-use std::future::poll_fn;
 use std::sync::{Arc, OnceLock};
 
-use bytes::{Buf, Bytes, BytesMut};
 use http::header::{self, HeaderMap, HeaderValue};
 use http::{Method, Request, Response, StatusCode};
 use http_body::Body;
 use serde::de::{Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
-use serde::Serialize;
 use serde_json::{json, Map, Value};
 
 use super::service::Inner;
 use super::{AdminBody, DASHBOARD};
+use crate::body::{collect_limited, json_response, Collect};
 use crate::control::{ControlError, RoomControl};
 use crate::session::SessionId;
 use crate::store::{SettingsChange, StoreError};
@@ -374,7 +372,7 @@ where
     if declared.is_some_and(|n| n > inner.body_limit as u64) {
         return Err(too_large());
     }
-    let bytes = match collect(body, inner.body_limit).await {
+    let bytes = match collect_limited(body, inner.body_limit).await {
         Ok(b) => b,
         Err(Collect::TooLarge) => return Err(too_large()),
         Err(Collect::Failed) => {
@@ -393,38 +391,6 @@ where
             &format!("the body is not JSON: {e}"),
         )
     })
-}
-
-enum Collect {
-    TooLarge,
-    Failed,
-}
-
-/// The whole body, or `TooLarge` as soon as more than `limit` bytes came (the rest is not read).
-async fn collect<B: Body>(body: B, limit: usize) -> Result<Bytes, Collect> {
-    let mut body = std::pin::pin!(body);
-    let mut out = BytesMut::new();
-    loop {
-        let frame = poll_fn(|cx| body.as_mut().poll_frame(cx)).await;
-        match frame {
-            None => return Ok(out.freeze()),
-            Some(Err(_)) => return Err(Collect::Failed),
-            Some(Ok(frame)) => {
-                if let Ok(mut data) = frame.into_data() {
-                    if out.len() + data.remaining() > limit {
-                        return Err(Collect::TooLarge);
-                    }
-                    while data.has_remaining() {
-                        let chunk = data.chunk();
-                        out.extend_from_slice(chunk);
-                        let n = chunk.len();
-                        data.advance(n);
-                    }
-                }
-                // Trailers carry nothing the admin reads.
-            }
-        }
-    }
 }
 
 const FIELDS: &str = "capacity, rate, paused, open and end_slots";
@@ -624,17 +590,6 @@ fn error(status: StatusCode, message: &str) -> Response<AdminBody> {
     let mut body = Map::new();
     body.insert("error".to_owned(), Value::from(message));
     json_response(status, &body)
-}
-
-fn json_response(status: StatusCode, body: &impl Serialize) -> Response<AdminBody> {
-    let bytes = serde_json::to_vec(body).expect("admin bodies serialize");
-    let mut res = Response::new(AdminBody::from(Bytes::from(bytes)));
-    *res.status_mut() = status;
-    res.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    res
 }
 
 /// The dashboard, with a policy that lets it run its own inline script and style, talk only to
