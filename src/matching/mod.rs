@@ -12,7 +12,11 @@
 //! confirmed. See [`store`] for the rules: oldest first, a fallback to smaller groups after a
 //! wait, timeouts, and groups the application never confirmed going back to the front.
 
+mod matchmaker;
 pub mod store;
 mod types;
 
+pub use matchmaker::{
+    JoinError, MatchConfigError, Matchmaker, MatchmakerBuilder, Ticker, MAX_TICKED_QUEUES,
+};
 pub use types::*;
