@@ -1,4 +1,5 @@
-//! The response future of [`WaitingRoom`](crate::WaitingRoom).
+//! The response futures: [`WaitingRoom`](crate::WaitingRoom)'s, and [`AnswerFuture`] of the crate's
+//! own services.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -261,5 +262,38 @@ where
 {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ResponseFuture").finish_non_exhaustive()
+    }
+}
+
+type BoxedAnswer = Pin<Box<dyn Future<Output = Response<crate::FullBody>> + Send + 'static>>;
+
+/// Response future of the crate's own services, the [admin API](crate::admin) and
+/// [matching](crate::matching): reads the request's body (up to a limit), asks the store, and
+/// answers. Never fails.
+///
+/// Boxed: these calls are rare next to a visitor's request through the room, or wait on the
+/// store anyway, so one allocation per call buys a plain `async` implementation over a
+/// hand-written state machine.
+pub struct AnswerFuture {
+    inner: BoxedAnswer,
+}
+
+impl AnswerFuture {
+    pub(crate) fn new(f: impl Future<Output = Response<crate::FullBody>> + Send + 'static) -> Self {
+        Self { inner: Box::pin(f) }
+    }
+}
+
+impl Future for AnswerFuture {
+    type Output = Result<Response<crate::FullBody>, std::convert::Infallible>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        self.inner.as_mut().poll(cx).map(Ok)
+    }
+}
+
+impl std::fmt::Debug for AnswerFuture {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AnswerFuture").finish_non_exhaustive()
     }
 }

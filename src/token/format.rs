@@ -45,6 +45,9 @@ pub(crate) enum ValueKind {
     Admission,
     /// A proof-of-work challenge.
     Challenge,
+    /// A matching session: who a visitor is to [matching](crate::matching) when the
+    /// application does not say.
+    MatchSession,
 }
 
 impl ValueKind {
@@ -54,6 +57,7 @@ impl ValueKind {
             ValueKind::ProvenQueue => "p1",
             ValueKind::Admission => "a1",
             ValueKind::Challenge => "c1",
+            ValueKind::MatchSession => "m1",
         }
     }
 }
@@ -305,6 +309,7 @@ mod tests {
             ValueKind::ProvenQueue,
             ValueKind::Admission,
             ValueKind::Challenge,
+            ValueKind::MatchSession,
         ] {
             let shortest = sign(&short, kind, "r", &zero);
             assert_eq!(shortest.len(), MIN_SIGNED_LEN, "{shortest}");

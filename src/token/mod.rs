@@ -15,6 +15,7 @@ mod admission;
 mod challenge;
 mod format;
 mod keys;
+pub(crate) mod match_session;
 mod queue_cookie;
 
 pub use admission::AdmissionToken;
