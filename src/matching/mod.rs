@@ -3,7 +3,7 @@
 //! across servers.
 //!
 //! The same shape as the room: values checked at the edge ([`Topic`], [`GroupSize`],
-//! [`UserId`]), a [store](store) that makes every move in one atomic step (the embedded
+//! [`UserId`]), a [store] that makes every move in one atomic step (the embedded
 //! [`MemoryMatchStore`](store::MemoryMatchStore) and, with the `redis` feature, a Redis store),
 //! one conformance suite for both.
 //!
