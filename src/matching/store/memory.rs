@@ -86,7 +86,9 @@ impl MatchStore for MemoryMatchStore {
     fn status(&self, policy: &MatchPolicy, user: UserId) -> StoreFuture<MatchState> {
         let policy = *policy;
         self.step(move |state, now| {
-            state.settle_user(&policy, now, &user);
+            if let Some(queue) = state.housekeep_user(&policy, now, &user) {
+                state.form(&policy, now, &queue);
+            }
             state.state_of(now, &user)
         })
     }
@@ -180,16 +182,70 @@ impl State {
         }
     }
 
-    /// The housekeeping and formation of the queue `user` is in, if any.
-    fn settle_user(&mut self, policy: &MatchPolicy, now: u64, user: &UserId) {
-        if let Some(queue) = self.queue_of(user) {
-            self.settle(policy, now, &queue);
+    /// The housekeeping of the queue `user` is in, if any, their own expiry first (whatever
+    /// else is due there): answers that queue.
+    fn housekeep_user(&mut self, policy: &MatchPolicy, now: u64, user: &UserId) -> Option<Queue> {
+        let queue = self.queue_of(user)?;
+        match self.users.get(user).cloned() {
+            Some(Place::Waiting(_)) => {
+                let q = self.queue(&queue);
+                let due = q
+                    .line
+                    .iter()
+                    .find(|(_, w)| w.user == *user)
+                    .filter(|(_, w)| w.expires_ms <= now)
+                    .map(|(&seq, _)| seq);
+                if let Some(seq) = due {
+                    q.remove(seq);
+                    self.users.remove(user);
+                }
+            }
+            Some(Place::Group(id)) => self.expire_group(policy, now, &id),
+            None => {}
+        }
+        self.housekeep(policy, now, &queue);
+        Some(queue)
+    }
+
+    /// Group `id`, if its time is up: undone (pending) or dropped (confirmed).
+    fn expire_group(&mut self, policy: &MatchPolicy, now: u64, id: &GroupId) {
+        let q = self.queue(&id.queue);
+        if q.pending
+            .get(&id.number)
+            .is_some_and(|g| g.expires_ms <= now)
+        {
+            self.dissolve(policy, now, &id.queue, id.number, None);
+        } else if q
+            .confirmed
+            .get(&id.number)
+            .is_some_and(|g| g.expires_ms <= now)
+        {
+            self.drop_confirmed(&id.queue, id.number);
         }
     }
 
-    /// Timeouts, undone and expired groups, then formation, in `queue`: at most
-    /// `MAX_MATCH_WORK_PER_CALL` of each. Answers the groups formed.
+    /// Drops confirmed group `number`'s record: its members are idle.
+    fn drop_confirmed(&mut self, queue: &Queue, number: u64) {
+        let Some(record) = self.queue(queue).confirmed.remove(&number) else {
+            return;
+        };
+        let id = GroupId::new(queue.clone(), number);
+        for (_, user, _) in record.members {
+            if matches!(self.users.get(&user), Some(Place::Group(g)) if *g == id) {
+                self.users.remove(&user);
+            }
+        }
+    }
+
+    /// The housekeeping, then formation, of `queue`. Answers the groups formed.
     fn settle(&mut self, policy: &MatchPolicy, now: u64, queue: &Queue) -> u64 {
+        self.housekeep(policy, now, queue);
+        self.form(policy, now, queue)
+    }
+
+    /// Timeouts, undone and expired groups in `queue`: at most `MAX_MATCH_WORK_PER_CALL` of
+    /// each, the oldest first.
+    fn housekeep(&mut self, policy: &MatchPolicy, now: u64, queue: &Queue) {
         // Timeouts.
         for _ in 0..MAX_MATCH_WORK_PER_CALL {
             let q = self.queue(queue);
@@ -224,15 +280,8 @@ impl State {
             .take(MAX_MATCH_WORK_PER_CALL)
             .collect();
         for number in expired {
-            let record = self.queue(queue).confirmed.remove(&number).expect("listed");
-            let id = GroupId::new(queue.clone(), number);
-            for (_, user, _) in record.members {
-                if matches!(self.users.get(&user), Some(Place::Group(g)) if *g == id) {
-                    self.users.remove(&user);
-                }
-            }
+            self.drop_confirmed(queue, number);
         }
-        self.form(policy, now, queue)
     }
 
     /// Forms groups from the oldest waiters of `queue`: full ones, then a fallback one.
@@ -315,7 +364,9 @@ impl State {
     }
 
     fn join(&mut self, policy: &MatchPolicy, now: u64, user: UserId, queue: Queue) -> JoinOutcome {
-        self.settle_user(policy, now, &user);
+        if let Some(current) = self.housekeep_user(policy, now, &user) {
+            self.form(policy, now, &current);
+        }
         if self.users.contains_key(&user) {
             return JoinOutcome::Conflict(self.state_of(now, &user));
         }
@@ -336,8 +387,11 @@ impl State {
         JoinOutcome::Joined(self.state_of(now, &user))
     }
 
+    /// Housekeeping, the leave, then formation: nobody is put in a group by their own leave.
     fn leave(&mut self, policy: &MatchPolicy, now: u64, user: &UserId) -> MatchState {
-        self.settle_user(policy, now, user);
+        let Some(queue) = self.housekeep_user(policy, now, user) else {
+            return MatchState::Idle;
+        };
         let before = self.state_of(now, user);
         match self.users.get(user).cloned() {
             None => {}
@@ -356,12 +410,12 @@ impl State {
             Some(Place::Group(id)) => {
                 if self.queue(&id.queue).pending.contains_key(&id.number) {
                     self.dissolve(policy, now, &id.queue, id.number, Some(user));
-                    self.form(policy, now, &id.queue);
                 } else {
                     self.users.remove(user);
                 }
             }
         }
+        self.form(policy, now, &queue);
         before
     }
 
@@ -372,6 +426,8 @@ impl State {
         id: GroupId,
         app_id: AppGroupId,
     ) -> ConfirmOutcome {
+        // The group's own expiry first, whatever else is due in its queue.
+        self.expire_group(policy, now, &id);
         self.settle(policy, now, &id.queue);
         let q = self.queue(&id.queue);
         if let Some(mut record) = q.pending.remove(&id.number) {

@@ -18,21 +18,33 @@
 //!   groups take the oldest waiters, `size` at a time, as soon as `size` wait.
 //! - **fallback.** In a queue of size 3 or more, once its oldest waiter has waited
 //!   `fallback_after` and at least two wait, the oldest waiters (up to `size`) form a group.
-//! - **timeout.** A waiter not matched `timeout` after joining is dropped (idle).
+//!   A wait (the fallback's, [`Waiting::waited`](super::Waiting::waited)) counts from the
+//!   user's join, also after a group of theirs was undone or dissolved.
+//! - **timeout.** A waiter not matched `timeout` after joining is dropped (idle). Only
+//!   waiting times out: a matched user is not dropped when their wait would have.
 //! - **pending, then confirmed.** A group forms pending. The application confirms it with its
 //!   own id ([`AppGroupId`]) once it recorded it. A group not confirmed `confirm_ttl` after it
 //!   formed is undone: its members go back to the **front** of their queue, in their original
 //!   order (their sequence numbers are kept), with a fresh `timeout`, and may form a group at
-//!   once. A confirmed group's record is kept `keep_confirmed` for its members' status answers,
-//!   then they are idle.
+//!   once (as a new group, with a new number). A retried confirmation with the same id changes
+//!   nothing (the record's keeping counts from the first). A confirmed group's record is kept
+//!   `keep_confirmed` for its members' status answers, then they are idle.
 //! - **leaving.** A waiter leaves the queue. A member of a pending group dissolves it: the
 //!   others go back to the front of their queue, as when it is undone. A member of a confirmed
-//!   group drops their record of it (they are idle; the others keep theirs).
+//!   group drops their record of it (they are idle; the others keep theirs, unchanged, its
+//!   members included). A leave answers where the user stood after the housekeeping (their
+//!   group undone for want of confirmation, they stood waiting), and its formation runs after
+//!   they left: nobody is put in a group by their own leave.
 //! - **formation** runs in every step that touches a queue (join, status, leave, confirm,
 //!   tick), after its housekeeping (timeouts, undone groups, expired records), so a group forms
 //!   in the step that makes it possible; [`tick`](MatchStore::tick) lets a process form groups
 //!   (and undo them) when nobody polls. Work per step is bounded
-//!   ([`MAX_MATCH_WORK_PER_CALL`] expiries and groups).
+//!   ([`MAX_MATCH_WORK_PER_CALL`] expiries and groups), the oldest due first; but what a step is
+//!   about is brought up to date first, whatever else is due: the user's own wait, pending group
+//!   or confirmed record (join, status, leave), the group confirmed (confirm). So the times
+//!   above hold exactly for every answer, however far behind the queue's housekeeping is: a
+//!   confirmation at or after `confirm_ttl` is [`Unknown`](ConfirmOutcome::Unknown), a status at
+//!   or after `timeout` or `keep_confirmed` is idle.
 //! - **time** is the store's clock (the Redis server's, the embedded store's [`Clock`]).
 //!
 //! [`Clock`]: crate::clock::Clock
