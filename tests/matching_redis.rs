@@ -176,6 +176,7 @@ on_both!(
     a_finished_claim_is_replaced,
     concurrent_joins_never_put_anyone_in_two_groups,
     differential_against_the_memory_store,
+    differential_bounded_work_per_step,
 );
 
 async fn pair_forms_in_the_second_join(backend: Backend) {
@@ -567,15 +568,28 @@ impl Rng {
 /// The same seeded sequence of joins, polls, leaves, confirmations, ticks and clock moves on the
 /// embedded store and the Redis store, on one clock: every answer must be identical.
 async fn differential_against_the_memory_store(backend: Backend) {
-    for seed in [0x9e37_79b9_7f4a_7c15_u64, 42, 7_777_777] {
+    let slow = MatchPolicy::default()
+        .fallback_after(Duration::from_secs(5))
+        .timeout(Duration::from_secs(20))
+        .confirm_ttl(Duration::from_secs(8))
+        .keep_confirmed(Duration::from_secs(15));
+    // Everything expires within a few moves of the clock: timeouts, undone groups and dropped
+    // records on most steps.
+    let fast = MatchPolicy::default()
+        .fallback_after(Duration::from_secs(2))
+        .timeout(Duration::from_secs(6))
+        .confirm_ttl(Duration::from_secs(3))
+        .keep_confirmed(Duration::from_secs(4));
+    let mut seen = String::new();
+    for (seed, p) in [
+        (0x9e37_79b9_7f4a_7c15_u64, slow),
+        (42, slow),
+        (7_777_777, fast),
+        (123_456_789, fast),
+    ] {
         let clock = ManualClock::new(START_MS);
         let (redis_store, _) = store(backend, &clock).await;
         let memory = MemoryMatchStore::with_clock(clock.clone());
-        let p = MatchPolicy::default()
-            .fallback_after(Duration::from_secs(5))
-            .timeout(Duration::from_secs(20))
-            .confirm_ttl(Duration::from_secs(8))
-            .keep_confirmed(Duration::from_secs(15));
         let queues: Vec<Queue> = ["red", "green", "blue"]
             .iter()
             .flat_map(|t| [queue(t, 2), queue(t, 3)])
@@ -633,6 +647,7 @@ async fn differential_against_the_memory_store(backend: Backend) {
                 }
             };
             log.push(format!("{step}: {what} -> {mem}"));
+            seen.push_str(&mem);
             assert_eq!(
                 mem,
                 red,
@@ -649,5 +664,72 @@ async fn differential_against_the_memory_store(backend: Backend) {
                 }
             }
         }
+    }
+    // The sequences reached every kind of answer.
+    for kind in [
+        "Joined(Waiting",
+        "Joined(Matched",
+        "Conflict(Waiting",
+        "Conflict(Matched",
+        "Confirmed(",
+        "Conflict(Group",
+        "Unknown",
+        "Ok(Idle)",
+        "Ok(1)",
+    ] {
+        assert!(seen.contains(kind), "no {kind} in the sequences");
+    }
+}
+
+/// More expiries and groups than one step may handle: the embedded store and the Redis store
+/// catch up over the same steps.
+async fn differential_bounded_work_per_step(backend: Backend) {
+    let clock = ManualClock::new(START_MS);
+    let (redis_store, _) = store(backend, &clock).await;
+    let memory = MemoryMatchStore::with_clock(clock.clone());
+    let p = policy();
+    let (pairs, trios) = (queue("bulk", 2), queue("bulk", 3));
+    let users: Vec<UserId> = (0..250).map(|i| user(&format!("b{i:03}"))).collect();
+    macro_rules! same {
+        ($call:ident($($arg:expr),*)) => {{
+            let m = memory.$call(&p, $($arg.clone()),*).await.unwrap();
+            let r = redis_store.$call(&p, $($arg),*).await.unwrap();
+            assert_eq!(m, r, "{}", stringify!($call($($arg),*)));
+            m
+        }};
+    }
+    // 125 pending groups, all undone at the same time.
+    for u in &users {
+        same!(join(u.clone(), pairs.clone()));
+    }
+    let g = GroupId::new(pairs.clone(), 7);
+    same!(confirm(g, AppGroupId::new("seven").unwrap()));
+    clock.advance(Duration::from_secs(20));
+    for _ in 0..3 {
+        same!(tick(pairs.clone()));
+    }
+    for u in &users {
+        same!(status(u.clone()));
+    }
+    for u in &users {
+        same!(leave(u.clone()));
+    }
+    // A trio queue's fallback pair, then 150 lone waiters timing out at the same millisecond.
+    for u in users.iter().take(2) {
+        same!(join(u.clone(), trios.clone()));
+    }
+    clock.advance(Duration::from_secs(10));
+    same!(tick(trios.clone()));
+    for u in users.iter().take(2) {
+        same!(leave(u.clone()));
+    }
+    let lone: Vec<Queue> = (0..150).map(|i| queue(&format!("lone{i}"), 2)).collect();
+    for (u, q) in users.iter().zip(&lone) {
+        same!(join(u.clone(), q.clone()));
+    }
+    clock.advance(Duration::from_secs(60));
+    for (u, q) in users.iter().zip(&lone).take(20) {
+        same!(tick(q.clone()));
+        same!(status(u.clone()));
     }
 }

@@ -35,7 +35,7 @@
 //!   ([`MAX_MATCH_WORK_PER_CALL`] expiries and groups).
 //! - **time** is the store's clock (the Redis server's, the embedded store's [`Clock`]).
 //!
-//! [`Clock`]: crate::Clock
+//! [`Clock`]: crate::clock::Clock
 
 use std::time::Duration;
 
