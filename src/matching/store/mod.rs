@@ -58,6 +58,10 @@ use super::{AppGroupId, ConfirmOutcome, GroupId, JoinOutcome, MatchState, Queue,
 mod memory;
 
 pub use memory::MemoryMatchStore;
+#[cfg(feature = "redis")]
+mod redis;
+#[cfg(feature = "redis")]
+pub use self::redis::RedisMatchStore;
 
 /// The most expiries and groups formed in one step of one queue: a queue with more to do
 /// catches up over its next steps.

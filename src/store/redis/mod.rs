@@ -161,37 +161,59 @@ impl RedisStore {
         session: Option<SessionId>,
         extra: &[i64],
     ) -> StoreFuture<Vec<i64>> {
-        let extra = extra.to_vec();
-        let store = self.clone();
-        let keys = self.keys(&policy.room);
         let session = session.map(|s| s.to_string()).unwrap_or_default();
-        let now = self.clock.as_ref().map_or(NOW_FROM_SERVER, |c| c.now_ms());
-        let numbers = protocol::numbers(policy);
-        let queue_ttl_ms = policy.queue_ttl_ms;
+        let mut args = vec![op.as_str().to_owned(), session, self.now_arg().to_string()];
+        args.extend(protocol::numbers(policy).iter().map(u64::to_string));
+        // ARGV 17: this store could not reach Redis within the last queue_ttl, so the waiters'
+        // check-ins failed meanwhile: nobody is skipped or swept for silence now.
+        let excused = self.breaker.failed_within(policy.queue_ttl_ms);
+        args.push(u8::from(excused).to_string());
+        args.extend(extra.iter().map(i64::to_string));
+        let keys = self.keys(&policy.room).to_vec();
+        self.run_script(Arc::clone(&self.script), keys, args)
+    }
+
+    /// The key prefix, shared by every script of this store (the room's, matching's).
+    pub(crate) fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    /// The `now` argument of a script: the injected clock's time, or [`NOW_FROM_SERVER`] for
+    /// the script to read Redis `TIME`.
+    pub(crate) fn now_arg(&self) -> u64 {
+        self.clock.as_ref().map_or(NOW_FROM_SERVER, |c| c.now_ms())
+    }
+
+    /// Runs `script` with `keys` and `args` under this store's deadline and circuit breaker,
+    /// with its error classification: the one way every script of the crate reaches Redis, on a
+    /// single node, a cluster or behind Sentinel alike.
+    pub(crate) fn run_script<T>(
+        &self,
+        script: Arc<Script>,
+        keys: Vec<String>,
+        args: Vec<String>,
+    ) -> StoreFuture<T>
+    where
+        T: redis::FromRedisValue + Send + 'static,
+    {
+        let store = self.clone();
         Box::pin(async move {
             // Held across the call: a probe whose future is dropped frees the half-open state.
             let permit = store.breaker.allow()?;
-            let mut invocation = store.script.prepare_invoke();
+            let mut invocation = script.prepare_invoke();
             for key in &keys {
                 invocation.key(key);
             }
-            invocation.arg(op.as_str()).arg(&session).arg(now);
-            for n in numbers {
-                invocation.arg(n);
-            }
-            // ARGV 17: this store could not reach Redis within the last queue_ttl, so the
-            // waiters' check-ins failed meanwhile: nobody is skipped or swept for silence now.
-            invocation.arg(u8::from(store.breaker.failed_within(queue_ttl_ms)));
-            for n in &extra {
-                invocation.arg(*n);
+            for arg in &args {
+                invocation.arg(arg);
             }
             let run = async {
                 match store.conn.clone() {
-                    Connection::Single(mut c) => invocation.invoke_async::<Vec<i64>>(&mut c).await,
-                    Connection::Cluster(mut c) => invocation.invoke_async::<Vec<i64>>(&mut c).await,
+                    Connection::Single(mut c) => invocation.invoke_async::<T>(&mut c).await,
+                    Connection::Cluster(mut c) => invocation.invoke_async::<T>(&mut c).await,
                     Connection::Sentinel(s) => {
                         let mut c = s.get().await?;
-                        invocation.invoke_async::<Vec<i64>>(&mut c).await
+                        invocation.invoke_async::<T>(&mut c).await
                     }
                 }
             };
