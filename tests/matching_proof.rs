@@ -191,9 +191,6 @@ impl Rng {
 /// What one user went through.
 #[derive(Clone, Debug, Default)]
 struct Fate {
-    queue: (String, u64),
-    /// The order of the user's join within the queue (joins of a queue are made one by one).
-    order: usize,
     left: bool,
     joined_at: Option<Instant>,
     /// The confirmed group the user was last seen in.
@@ -223,14 +220,11 @@ async fn three_thousand_users_on_two_gateways_and_one_redis() {
     let mut queues: BTreeMap<(String, u64), Vec<usize>> = BTreeMap::new();
     for u in 0..USERS {
         let queue = (format!("topic-{}", rng.below(TOPICS)), 2 + rng.below(2));
-        let members = queues.entry(queue.clone()).or_default();
         fates.push(Fate {
-            queue,
-            order: members.len(),
             left: rng.below(20) == 0,
             ..Fate::default()
         });
-        members.push(u);
+        queues.entry(queue).or_default().push(u);
     }
     let fates = Arc::new(Mutex::new(fates));
     let confirmed: Arc<Mutex<HashSet<String>>> = Arc::default();
