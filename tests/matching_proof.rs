@@ -49,7 +49,8 @@ fn matchmaker_on(url: &str, b: MatchmakerBuilder) -> Matchmaker {
         .timeout(Duration::from_secs(5))
         .build()
         .expect("the store builds");
-    b.build(RedisMatchStore::new(&store)).expect("valid timings")
+    b.build(RedisMatchStore::new(&store))
+        .expect("valid timings")
 }
 
 /// Not a test: the body of a gateway process, started by the proofs as a child of this binary
@@ -240,7 +241,13 @@ async fn three_thousand_users_on_two_gateways_and_one_redis() {
             for (i, u) in users.into_iter().enumerate() {
                 let gw = &http[i % 2];
                 let name = format!("user-{u}");
-                let res = send(gw, Method::POST, &name, Some(json!({"topic": topic, "size": size}))).await;
+                let res = send(
+                    gw,
+                    Method::POST,
+                    &name,
+                    Some(json!({"topic": topic, "size": size})),
+                )
+                .await;
                 assert!(
                     res.status == StatusCode::ACCEPTED || res.status == StatusCode::OK,
                     "{name}: {} {}",
@@ -285,8 +292,12 @@ async fn three_thousand_users_on_two_gateways_and_one_redis() {
         let mut polls = Vec::new();
         for u in open {
             let permit = sem.clone().acquire_owned().await.unwrap();
-            let (gw, fates, app, confirmed) =
-                (http[u % 2].clone(), fates.clone(), app.clone(), confirmed.clone());
+            let (gw, fates, app, confirmed) = (
+                http[u % 2].clone(),
+                fates.clone(),
+                app.clone(),
+                confirmed.clone(),
+            );
             polls.push(tokio::spawn(async move {
                 let _permit = permit;
                 let res = send(&gw, Method::GET, &format!("user-{u}"), None).await;
@@ -324,8 +335,17 @@ async fn three_thousand_users_on_two_gateways_and_one_redis() {
     for (u, f) in fates.iter().enumerate() {
         if let Some(g) = &f.group {
             let members = groups.entry(g.clone()).or_insert_with(|| f.members.clone());
-            assert_eq!(*members, f.members, "{} sees group {g} as the others do", name(u));
-            assert!(members.contains(&name(u)), "{} is in its own group", name(u));
+            assert_eq!(
+                *members,
+                f.members,
+                "{} sees group {g} as the others do",
+                name(u)
+            );
+            assert!(
+                members.contains(&name(u)),
+                "{} is in its own group",
+                name(u)
+            );
         }
     }
     let mut seen = HashSet::new();
@@ -352,16 +372,27 @@ async fn three_thousand_users_on_two_gateways_and_one_redis() {
         formed.sort();
         for (_, members) in &formed {
             let n = members.len() as u64;
-            assert!(n == *size || (*size == 3 && n == 2), "a group of {n} in a queue of {size}");
+            assert!(
+                n == *size || (*size == 3 && n == 2),
+                "a group of {n} in a queue of {size}"
+            );
         }
         // Oldest first: the groups, in order, are the queue's joiners in order.
         let grouped: Vec<String> = formed.into_iter().flat_map(|(_, m)| m).collect();
-        let in_order: Vec<String> = stayed.iter().map(|&u| name(u)).take(grouped.len()).collect();
+        let in_order: Vec<String> = stayed
+            .iter()
+            .map(|&u| name(u))
+            .take(grouped.len())
+            .collect();
         assert_eq!(grouped, in_order, "groups formed in join order");
         // Nobody left behind: those not grouped are the last ones, too few to form a group
         // even with the fallback, and they timed out on time.
         let behind = &stayed[grouped.len()..];
-        assert!(behind.len() < 2, "{} left behind in a queue of {size}", behind.len());
+        assert!(
+            behind.len() < 2,
+            "{} left behind in a queue of {size}",
+            behind.len()
+        );
         for &u in behind {
             let f = &fates[u];
             let waited = f.idle_at.unwrap() - f.joined_at.unwrap();
@@ -380,7 +411,10 @@ async fn three_thousand_users_on_two_gateways_and_one_redis() {
         groups.len()
     );
     assert!(groups.len() > 1_000, "{} groups", groups.len());
-    assert!(leavers > 50, "{leavers} leavers: the leaving path was exercised");
+    assert!(
+        leavers > 50,
+        "{leavers} leavers: the leaving path was exercised"
+    );
 }
 
 /// The application's confirmation of the group in a `matched` answer (once per group).
@@ -390,10 +424,16 @@ async fn confirm(app: &Matchmaker, done: &Mutex<HashSet<String>>, answer: &Value
         return;
     }
     let outcome = app
-        .confirm(id.parse().unwrap(), AppGroupId::new(format!("app-{id}")).unwrap())
+        .confirm(
+            id.parse().unwrap(),
+            AppGroupId::new(format!("app-{id}")).unwrap(),
+        )
         .await
         .unwrap();
-    assert!(matches!(outcome, ConfirmOutcome::Confirmed(_)), "{id}: {outcome:?}");
+    assert!(
+        matches!(outcome, ConfirmOutcome::Confirmed(_)),
+        "{id}: {outcome:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -407,7 +447,13 @@ async fn a_group_whose_confirming_gateway_died_goes_back_to_the_front_in_order()
     let join = |gw: &Http, user: &'static str| {
         let gw = gw.clone();
         async move {
-            send(&gw, Method::POST, user, Some(json!({"topic": "crash", "size": 3}))).await
+            send(
+                &gw,
+                Method::POST,
+                user,
+                Some(json!({"topic": "crash", "size": 3})),
+            )
+            .await
         }
     };
     assert_eq!(join(&other.http, "u1").await.status, StatusCode::ACCEPTED);
@@ -432,25 +478,44 @@ async fn a_group_whose_confirming_gateway_died_goes_back_to_the_front_in_order()
     let again = send(&other.http, Method::GET, "u1", None).await.json();
     assert_eq!(again["state"], "matched", "{again}");
     assert_ne!(again["group"], first["group"], "a new group");
-    assert_eq!(again["members"], json!(["u1", "u2", "u3"]), "in their order");
+    assert_eq!(
+        again["members"],
+        json!(["u1", "u2", "u3"]),
+        "in their order"
+    );
     assert_eq!(again["confirmed"], false);
     let u4 = send(&other.http, Method::GET, "u4", None).await.json();
     assert_eq!(u4["state"], "waiting");
     assert_eq!(u4["position"], 1, "still behind them");
     // The dead gateway's group can no longer be confirmed; the new one can.
     let old: GroupId = first["group"].as_str().unwrap().parse().unwrap();
-    let outcome = app.confirm(old, AppGroupId::new("late").unwrap()).await.unwrap();
+    let outcome = app
+        .confirm(old, AppGroupId::new("late").unwrap())
+        .await
+        .unwrap();
     assert_eq!(outcome, ConfirmOutcome::Unknown);
     let new: GroupId = again["group"].as_str().unwrap().parse().unwrap();
-    let outcome = app.confirm(new, AppGroupId::new("app").unwrap()).await.unwrap();
-    assert!(matches!(outcome, ConfirmOutcome::Confirmed(_)), "{outcome:?}");
+    let outcome = app
+        .confirm(new, AppGroupId::new("app").unwrap())
+        .await
+        .unwrap();
+    assert!(
+        matches!(outcome, ConfirmOutcome::Confirmed(_)),
+        "{outcome:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_redis_down_a_join_is_told_to_wait_never_a_500() {
     let mut server = redis_harness::Server::start(&[]);
     let gateway = Gateway::start(&server.url(), (3_000, 8_000, 5_000), 0);
-    let ok = send(&gateway.http, Method::POST, "ann", Some(json!({"topic": "t", "size": 2}))).await;
+    let ok = send(
+        &gateway.http,
+        Method::POST,
+        "ann",
+        Some(json!({"topic": "t", "size": 2})),
+    )
+    .await;
     assert_eq!(ok.status, StatusCode::ACCEPTED);
     server.stop();
     for method in [Method::POST, Method::GET, Method::DELETE] {
@@ -460,7 +525,10 @@ async fn with_redis_down_a_join_is_told_to_wait_never_a_500() {
         let answer = res.json();
         assert_eq!(answer["state"], "waiting", "{method}");
         assert_eq!(answer["unavailable"], true, "{method}");
-        assert!(answer.get("group").is_none(), "no group that does not exist");
+        assert!(
+            answer.get("group").is_none(),
+            "no group that does not exist"
+        );
         assert!(res.retry_after() >= 1, "{method}");
     }
 }

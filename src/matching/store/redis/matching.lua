@@ -230,8 +230,20 @@ local function form()
   return formed
 end
 
--- Timeouts, undone and expired groups (at most max_work of each, oldest first), then formation.
-local function settle()
+-- Drops confirmed group `number`'s record: its members are idle.
+local function drop_confirmed(number)
+  local g = group(number)
+  redis.call('ZREM', k_confirmed, pad(number))
+  redis.call('HDEL', k_groups, int(number))
+  if g then
+    for _, m in ipairs(g.members) do
+      if in_group(m.user, number) then redis.call('HDEL', k_users, m.user) end
+    end
+  end
+end
+
+-- Timeouts, undone and expired groups: at most max_work of each, oldest first.
+local function housekeep()
   for _, m in ipairs(redis.call('ZRANGEBYSCORE', k_expiry, '-inf', int(now), 'LIMIT', 0,
       max_work)) do
     local u = string.sub(m, 21)
@@ -245,21 +257,43 @@ local function settle()
   end
   for _, n in ipairs(redis.call('ZRANGEBYSCORE', k_confirmed, '-inf', int(now), 'LIMIT', 0,
       max_work)) do
-    local number = tonumber(n)
-    local g = group(number)
-    redis.call('ZREM', k_confirmed, n)
-    redis.call('HDEL', k_groups, int(number))
-    if g then
-      for _, m in ipairs(g.members) do
-        if in_group(m.user, number) then redis.call('HDEL', k_users, m.user) end
-      end
-    end
+    drop_confirmed(tonumber(n))
   end
   -- Claims past remembering: bounded too.
   local old = redis.call('ZRANGEBYSCORE', k_used, '-inf', int(now - used_keep), 'LIMIT', 0,
     max_work)
   if #old > 0 then redis.call('ZREM', k_used, unpack(old)) end
+end
+
+-- The housekeeping, then formation. Answers the groups formed.
+local function settle()
+  housekeep()
   return form()
+end
+
+-- Group `number`, if its time is up: undone (pending) or dropped (confirmed). What a call is
+-- about comes first, so its timings hold exactly however much else is due (the bounded
+-- housekeeping may not reach it in this call).
+local function expire_group(number)
+  local pending = redis.call('ZSCORE', k_pending, pad(number))
+  if pending then
+    if tonumber(pending) <= now then dissolve(number, nil) end
+    return
+  end
+  local confirmed = redis.call('ZSCORE', k_confirmed, pad(number))
+  if confirmed and tonumber(confirmed) <= now then drop_confirmed(number) end
+end
+
+-- The user's own expiry (their wait, or their group's), then the housekeeping.
+local function housekeep_user(u)
+  local p = place(u)
+  if p ~= nil and p.kind == 'w' and p.expires <= now then
+    remove_waiter(u, p)
+    redis.call('HDEL', k_users, u)
+  elseif p ~= nil and p.kind == 'g' then
+    expire_group(p.number)
+  end
+  housekeep()
 end
 
 local function group_state(number, g)
@@ -282,10 +316,12 @@ local function state(u)
 end
 
 -- The user `u` under `claim`: 1 present under it, 2 present under another, 3 joined now,
--- 4 done, 5 expired (see the header).
-local function ensure(u, claim)
+-- 4 done, 5 expired (see the header). With `form_now`, groups form before the answer (a join,
+-- a status); a leave forms them after the leaver left, so nobody is grouped by their own leave.
+local function ensure(u, claim, form_now)
   if redis.call('HEXISTS', k_users, u) == 1 then
-    settle()
+    housekeep_user(u)
+    if form_now then form() end
     local p = place(u)
     if p ~= nil then
       if p.claim == claim then return 1 end
@@ -311,12 +347,15 @@ end
 
 if op == 'enter' then
   local u = ARGV[11]
-  local code = ensure(u, ARGV[12])
+  local code = ensure(u, ARGV[12], true)
   return reply(code, state(u))
 elseif op == 'leave' then
   local u = ARGV[11]
-  local code = ensure(u, ARGV[12])
-  if code > 3 then return reply(code, {'i'}) end
+  local code = ensure(u, ARGV[12], false)
+  if code > 3 then
+    form()
+    return reply(code, {'i'})
+  end
   local before = state(u)
   local p = place(u)
   if p.kind == 'w' then
@@ -324,14 +363,15 @@ elseif op == 'leave' then
     redis.call('HDEL', k_users, u)
   elseif redis.call('ZSCORE', k_pending, pad(p.number)) then
     dissolve(p.number, u)
-    form()
   else
     redis.call('HDEL', k_users, u)
   end
+  form()
   return reply(code, before)
 elseif op == 'confirm' then
-  settle()
   local number, app = tonumber(ARGV[11]), ARGV[12]
+  expire_group(number)
+  settle()
   local g = group(number)
   if g and redis.call('ZSCORE', k_pending, pad(number)) then
     g.app = app
