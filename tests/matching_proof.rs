@@ -69,7 +69,7 @@ async fn gateway_process() {
     let matchmaker = matchmaker_on(parts[0], builder(ms(1), ms(2), ms(3)));
     let auto_confirm = (ms(4) > 0).then(|| Duration::from_millis(ms(4)));
     let service = MatchingService::builder(matchmaker.clone())
-        .identify(|parts| UserId::new(parts.headers.get("x-user")?.to_str().ok()?).ok())
+        .identify(|parts| Some(parts.headers.get("x-user")?.to_str().ok()?.to_owned()))
         .build()
         .unwrap();
     let _ticker = matchmaker.spawn_ticker(Duration::from_millis(200));

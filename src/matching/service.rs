@@ -23,7 +23,8 @@ use serde_json::{json, Value};
 use tower_service::Service;
 
 use super::{
-    Group, GroupSize, JoinError, JoinOutcome, MatchState, Matchmaker, Queue, Topic, UserId, Waiting,
+    Group, GroupSize, InputError, JoinError, JoinOutcome, MatchState, Matchmaker, Queue, Topic,
+    UserId, Waiting,
 };
 use crate::body::{collect_limited, json_response, Collect};
 use crate::clock::{Clock, SystemClock};
@@ -41,7 +42,7 @@ pub const MATCHING_SESSION_TTL: Duration = Duration::from_secs(24 * 3_600);
 /// The matching session cookie's default name.
 pub const MATCHING_COOKIE: &str = "__twr_match";
 
-type Identify = dyn Fn(&Parts) -> Option<UserId> + Send + Sync;
+type Identify = dyn Fn(&Parts) -> Option<String> + Send + Sync;
 type TopicCheck = dyn Fn(&Topic) -> bool + Send + Sync;
 type BanCheck = dyn Fn(&UserId, &Parts) -> bool + Send + Sync;
 type Limit = dyn Fn(&UserId, &Parts) -> Option<Duration> + Send + Sync;
@@ -117,10 +118,11 @@ impl fmt::Debug for MatchingServiceBuilder {
 
 impl MatchingServiceBuilder {
     /// Users are who `identify` says, from the request (the application's authentication:
-    /// a session, a verified token); `None` answers `401`.
+    /// a session, a verified token): `None` answers `401`, an id that is not a valid
+    /// [`UserId`] (empty, too long, a control character) `400`.
     pub fn identify(
         mut self,
-        identify: impl Fn(&Parts) -> Option<UserId> + Send + Sync + 'static,
+        identify: impl Fn(&Parts) -> Option<String> + Send + Sync + 'static,
     ) -> Self {
         self.identity = Some(Ok(Identity::App(Arc::new(identify))));
         self
@@ -211,15 +213,12 @@ impl MatchingServiceBuilder {
 /// ```
 /// use tower_waiting_room::matching::service::MatchingService;
 /// use tower_waiting_room::matching::store::MemoryMatchStore;
-/// use tower_waiting_room::matching::{Matchmaker, UserId};
+/// use tower_waiting_room::matching::Matchmaker;
 ///
 /// let matchmaker = Matchmaker::builder().build(MemoryMatchStore::new()).unwrap();
 /// let service = MatchingService::builder(matchmaker)
 ///     // The app's own auth decides who the user is (here a header, for the example only).
-///     .identify(|parts| {
-///         let user = parts.headers.get("x-user")?.to_str().ok()?;
-///         UserId::new(user).ok()
-///     })
+///     .identify(|parts| Some(parts.headers.get("x-user")?.to_str().ok()?.to_owned()))
 ///     .build()
 ///     .unwrap();
 /// let app: axum::Router = axum::Router::new().route_service("/api/matching", service);
@@ -304,14 +303,18 @@ struct Who {
 }
 
 impl Inner {
-    /// The user, if the request says who it is; with `create`, a new session when it does not
-    /// (cookie identity only).
-    fn who(&self, parts: &Parts, create: bool) -> Option<Who> {
+    /// The user, if the request says who it is (an id the application gave that is not a
+    /// valid user id is an error); with `create`, a new session when it does not (cookie
+    /// identity only).
+    fn who(&self, parts: &Parts, create: bool) -> Result<Option<Who>, InputError> {
         match &self.identity {
-            Identity::App(identify) => identify(parts).map(|user| Who {
-                user,
-                set_cookie: None,
-            }),
+            Identity::App(identify) => match identify(parts) {
+                None => Ok(None),
+                Some(id) => Ok(Some(Who {
+                    user: UserId::new(id)?,
+                    set_cookie: None,
+                })),
+            },
             Identity::Cookie(session_cookie) => {
                 let SessionCookie {
                     keys,
@@ -330,7 +333,7 @@ impl Inner {
                 let (session, fresh) = match session {
                     Some(s) => (s, false),
                     None if create => (SessionId::random(), true),
-                    None => return None,
+                    None => return Ok(None),
                 };
                 let user = UserId::new(format!("s:{session}"))
                     .expect("a session's hex is a valid user id");
@@ -340,7 +343,7 @@ impl Inner {
                     let value = match_session::sign(keys, scope, session, now, now + ttl);
                     cookies::set_cookie(cookie, &cookie.queue_name, &value, ttl / 1000)
                 });
-                Some(Who { user, set_cookie })
+                Ok(Some(Who { user, set_cookie }))
             }
         }
     }
@@ -378,7 +381,11 @@ where
     } else {
         None
     };
-    let Some(who) = inner.who(&parts, method == Method::POST) else {
+    let who = match inner.who(&parts, method == Method::POST) {
+        Ok(who) => who,
+        Err(e) => return bad_request("user", e.reason()),
+    };
+    let Some(who) = who else {
         return match method {
             // No session: nothing to show or leave.
             Method::GET => json_response(StatusCode::NOT_FOUND, &json!({"state": "idle"})),
