@@ -27,7 +27,7 @@ use tower::ServiceExt;
 use tower_waiting_room::matching::service::MatchingService;
 use tower_waiting_room::matching::store::RedisMatchStore;
 use tower_waiting_room::matching::{
-    AppGroupId, ConfirmOutcome, GroupId, Matchmaker, MatchmakerBuilder, UserId,
+    AppGroupId, ConfirmOutcome, GroupId, Matchmaker, MatchmakerBuilder,
 };
 use tower_waiting_room::store::RedisStore;
 
