@@ -1801,55 +1801,10 @@ pub async fn concurrent_never_exceeds_capacity(h: &Harness) {
 // ---------------------------------------------------------------------------------------------
 
 /// The future a [`Case`] returns.
-pub type CaseFuture<'a> = Pin<Box<dyn Future<Output = ()> + Send + 'a>>;
+pub use super::case::CaseFuture;
 
 /// One case of the suite: its name and its function.
-#[derive(Clone, Copy)]
-pub struct Case {
-    name: &'static str,
-    multi_thread: bool,
-    run: for<'a> fn(&'a Harness) -> CaseFuture<'a>,
-}
-
-impl Case {
-    pub(crate) const fn new(
-        name: &'static str,
-        multi_thread: bool,
-        run: for<'a> fn(&'a Harness) -> CaseFuture<'a>,
-    ) -> Self {
-        Self {
-            name,
-            multi_thread,
-            run,
-        }
-    }
-
-    /// The case's name, which is also the name of its function in this module.
-    pub fn name(&self) -> &'static str {
-        self.name
-    }
-
-    /// Whether the case is about concurrency and is best run on a multi-thread runtime (as
-    /// [`conformance_tests!`](crate::conformance_tests) does). On a current-thread runtime it
-    /// still runs, its tasks interleaved on one thread.
-    pub fn multi_thread(&self) -> bool {
-        self.multi_thread
-    }
-
-    /// Runs the case on `harness`; the future panics if the store fails it.
-    pub fn run<'a>(&self, harness: &'a Harness) -> CaseFuture<'a> {
-        (self.run)(harness)
-    }
-}
-
-impl fmt::Debug for Case {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Case")
-            .field("name", &self.name)
-            .field("multi_thread", &self.multi_thread)
-            .finish_non_exhaustive()
-    }
-}
+pub type Case = super::case::Case<Harness>;
 
 /// Every case of the suite, in the order [`run_all`] runs them.
 pub const CASES: &[Case] = &crate::__conformance_suite! { @with_cases @list; };

@@ -55,8 +55,6 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -1517,54 +1515,10 @@ pub async fn concurrent_joins_of_one_user(h: &Harness) {
 // ---------------------------------------------------------------------------------------------
 
 /// The future a [`Case`] returns.
-pub type CaseFuture<'a> = Pin<Box<dyn Future<Output = ()> + Send + 'a>>;
+pub use super::case::CaseFuture;
 
 /// One case of the suite: its name and its function.
-#[derive(Clone, Copy)]
-pub struct Case {
-    name: &'static str,
-    multi_thread: bool,
-    run: for<'a> fn(&'a Harness) -> CaseFuture<'a>,
-}
-
-impl Case {
-    pub(crate) const fn new(
-        name: &'static str,
-        multi_thread: bool,
-        run: for<'a> fn(&'a Harness) -> CaseFuture<'a>,
-    ) -> Self {
-        Self {
-            name,
-            multi_thread,
-            run,
-        }
-    }
-
-    /// The case's name, which is also the name of its function in this module.
-    pub fn name(&self) -> &'static str {
-        self.name
-    }
-
-    /// Whether the case is about concurrency and is best run on a multi-thread runtime (as
-    /// [`matching_conformance_tests!`](crate::matching_conformance_tests) does).
-    pub fn multi_thread(&self) -> bool {
-        self.multi_thread
-    }
-
-    /// Runs the case on `harness`; the future panics if the store fails it.
-    pub fn run<'a>(&self, harness: &'a Harness) -> CaseFuture<'a> {
-        (self.run)(harness)
-    }
-}
-
-impl fmt::Debug for Case {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Case")
-            .field("name", &self.name)
-            .field("multi_thread", &self.multi_thread)
-            .finish_non_exhaustive()
-    }
-}
+pub type Case = super::case::Case<Harness>;
 
 /// Every case of the suite, in the order [`run_all`] runs them.
 pub const CASES: &[Case] = &crate::__matching_suite! { @with_cases @list; };

@@ -47,6 +47,8 @@ use crate::store::{Decision, MemoryStore, Store};
 use crate::token::{AdmissionToken, QueueCookie, SigningKey};
 
 #[cfg(feature = "testing")]
+mod case;
+#[cfg(feature = "testing")]
 pub mod conformance;
 #[cfg(feature = "testing")]
 pub mod matching;

@@ -1,0 +1,65 @@
+//! One case of a conformance suite ([`conformance`](super::conformance) for rooms,
+//! [`matching`](super::matching) for matching): its name and its function over the suite's
+//! harness `H`.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+
+/// The future a [`Case`] returns.
+pub type CaseFuture<'a> = Pin<Box<dyn Future<Output = ()> + Send + 'a>>;
+
+/// One case of a suite: its name and its function.
+pub struct Case<H: 'static> {
+    name: &'static str,
+    multi_thread: bool,
+    run: for<'a> fn(&'a H) -> CaseFuture<'a>,
+}
+
+impl<H> Clone for Case<H> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<H> Copy for Case<H> {}
+
+impl<H> Case<H> {
+    pub(crate) const fn new(
+        name: &'static str,
+        multi_thread: bool,
+        run: for<'a> fn(&'a H) -> CaseFuture<'a>,
+    ) -> Self {
+        Self {
+            name,
+            multi_thread,
+            run,
+        }
+    }
+
+    /// The case's name, which is also the name of its function in the suite's module.
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// Whether the case is about concurrency and is best run on a multi-thread runtime (as the
+    /// suite's test macro does). On a current-thread runtime it still runs, its tasks
+    /// interleaved on one thread.
+    pub fn multi_thread(&self) -> bool {
+        self.multi_thread
+    }
+
+    /// Runs the case on `harness`; the future panics if the store fails it.
+    pub fn run<'a>(&self, harness: &'a H) -> CaseFuture<'a> {
+        (self.run)(harness)
+    }
+}
+
+impl<H> fmt::Debug for Case<H> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Case")
+            .field("name", &self.name)
+            .field("multi_thread", &self.multi_thread)
+            .finish_non_exhaustive()
+    }
+}
