@@ -495,7 +495,7 @@ function show(s) {
   } else if (s.state === "matched") {
     $("headline").textContent = s.confirmed
       ? "Matched: your conversation is ready"
-      : "Matched: the app is recording your conversation";
+      : "Matched: waiting for the app to confirm the group";
     row("Group", s.group);
     row("Topic", s.topic);
     row("Members", s.members.join(", "));
