@@ -84,13 +84,18 @@ async fn two_users_are_matched_and_the_app_confirms_their_group() {
     assert!(html.contains("X-User") && html.contains("<option value=\"rust\">rust</option>"));
     assert!(!html.contains("innerHTML"), "data goes in as textContent");
 
-    let no_user = join(&http, "", "rust", 2).await;
+    let body = json!({"topic": "rust", "size": 2}).to_string();
+    let no_user = api(&http, Method::POST, None, &body).await;
     assert_eq!(
         no_user.status,
         StatusCode::UNAUTHORIZED,
         "{}",
         no_user.text()
     );
+    let empty_user = join(&http, "", "rust", 2).await;
+    assert_eq!(empty_user.status, StatusCode::BAD_REQUEST);
+    assert_eq!(empty_user.json()["field"], "user");
+    assert_eq!(empty_user.json()["reason"], "empty");
     let unknown = join(&http, "ann", "cobol", 2).await;
     assert_eq!(unknown.status, StatusCode::BAD_REQUEST);
     assert_eq!(unknown.json()["error"], "unknown_topic");
