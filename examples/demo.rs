@@ -28,6 +28,9 @@
 //! room's start-up line, and a warning if it ever finds no client IP) on stderr at `info`;
 //! `RUST_LOG` changes the level.
 
+#[path = "shared/mod.rs"]
+mod shared;
+
 use std::net::{Ipv4Addr, SocketAddr};
 use std::process::ExitCode;
 use std::time::{Duration, SystemTime};
@@ -468,28 +471,6 @@ async fn shutdown_signal() {
     println!("shutting down");
 }
 
-/// The room's log (and any other crate's) on stderr, at `info` unless `RUST_LOG` says otherwise;
-/// stdout keeps the lines meant for people and scripts (`open http://...`).
-fn init_logging() {
-    use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
-}
-
-/// `url` with its user and password (if any) replaced by `***`, for printing.
-fn without_password(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(scheme), Some(at)) if at > scheme => {
-            format!("{}***{}", &url[..scheme + 3], &url[at..])
-        }
-        _ => url.to_owned(),
-    }
-}
-
 /// With `--redis`, checks the server before the first visitor (`RedisStore::check`): a policy
 /// that can evict the line, a replica, a user without scripting or a bad password stop the demo
 /// here, with the reason. A Redis that is down is only reported: the room starts anyway and
@@ -519,7 +500,7 @@ async fn check_store(opts: &Options) -> Result<(), String> {
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    init_logging();
+    shared::init_logging();
     prometheus();
     let opts = match parse_args(std::env::args().skip(1)) {
         Ok(Some(opts)) => opts,
@@ -568,7 +549,7 @@ async fn main() -> ExitCode {
         config.room(),
         config.policy().capacity,
         match &opts.redis {
-            Some(url) => format!("Redis store at {}", without_password(url)),
+            Some(url) => format!("Redis store at {}", shared::without_password(url)),
             None => "embedded store".to_owned(),
         }
     );
@@ -630,11 +611,6 @@ mod tests {
             ..Options::default()
         };
         assert!(build_layer(&redis).unwrap_err().contains("--redis"));
-        assert_eq!(
-            without_password("redis://:hunter2@127.0.0.1:6379/"),
-            "redis://***@127.0.0.1:6379/"
-        );
-        assert_eq!(without_password("redis://h:1/"), "redis://h:1/");
         assert!(parse(&["--proof-of-work", "many"]).is_err());
         let too_hard = parse(&["--proof-of-work", "40"]).unwrap().unwrap();
         assert!(build_layer(&too_hard)

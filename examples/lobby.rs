@@ -26,6 +26,9 @@
 //! authentication, for this example only. Anybody can send any `X-User`; a real app identifies
 //! users from its session or a verified token (or uses the service's signed `session_cookie`).
 
+#[path = "shared/mod.rs"]
+mod shared;
+
 use std::collections::HashSet;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::process::ExitCode;
@@ -555,31 +558,9 @@ async fn shutdown_signal() {
     println!("shutting down");
 }
 
-/// Warnings (a failed tick, a failed store call) on stderr at `info` unless `RUST_LOG` says
-/// otherwise; stdout keeps the lines meant for people.
-fn init_logging() {
-    use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
-}
-
-/// `url` with its user and password (if any) replaced by `***`, for printing.
-fn without_password(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(scheme), Some(at)) if at > scheme => {
-            format!("{}***{}", &url[..scheme + 3], &url[at..])
-        }
-        _ => url.to_owned(),
-    }
-}
-
 #[tokio::main]
 async fn main() -> ExitCode {
-    init_logging();
+    shared::init_logging();
     let opts = match parse_args(std::env::args().skip(1)) {
         Ok(Some(opts)) => opts,
         Ok(None) => {
@@ -610,7 +591,7 @@ async fn main() -> ExitCode {
     println!(
         "lobby: {}; topics {}; sizes 2 and 3",
         match &opts.redis {
-            Some(url) => format!("Redis store at {}", without_password(url)),
+            Some(url) => format!("Redis store at {}", shared::without_password(url)),
             None => "embedded store (this process only)".to_owned(),
         },
         TOPICS.join(", ")
@@ -709,10 +690,6 @@ mod tests {
         ] {
             assert!(parse(bad).is_err(), "{bad:?}");
         }
-        assert_eq!(
-            without_password("redis://:hunter2@127.0.0.1:6379/"),
-            "redis://***@127.0.0.1:6379/"
-        );
     }
 
     #[test]

@@ -34,8 +34,13 @@ use tower_waiting_room::clock::ManualClock;
 use tower_waiting_room::store::{Decision, MemoryStore, Store};
 use tower_waiting_room::{SessionId, WaitingRoomBuilder, WaitingRoomLayer};
 
-use browser::Driver;
+use browser::{click, fill, text, Driver};
 use common::*;
+
+/// Waits until the element `css` shows `want`; a failure also says what `#message` showed.
+async fn shows(client: &Client, css: &str, want: &str) {
+    browser::shows(client, css, want, "#message").await
+}
 
 /// One browser at a time: the machine is small, and two Chromiums at once only slow both.
 static ONE_BROWSER: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
@@ -58,46 +63,6 @@ where
         assert!(started.elapsed() < within, "{what}: not within {within:?}");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-}
-
-async fn text(client: &Client, css: &str) -> String {
-    match client.find(Locator::Css(css)).await {
-        Ok(e) => e.text().await.unwrap_or_default(),
-        Err(_) => String::new(),
-    }
-}
-
-/// Waits until the element `css` shows `want` (its visible text contains it).
-async fn shows(client: &Client, css: &str, want: &str) {
-    let started = Instant::now();
-    loop {
-        let now = text(client, css).await;
-        if now.contains(want) {
-            return;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(10),
-            "{css} shows {now:?}, not {want:?}, after 10 s; message: {:?}",
-            text(client, "#message").await
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-async fn fill(client: &Client, css: &str, value: &str) {
-    let e = client.find(Locator::Css(css)).await.unwrap();
-    e.clear().await.unwrap();
-    e.send_keys(value).await.unwrap();
-}
-
-async fn click(client: &Client, css: &str) {
-    client
-        .find(Locator::Css(css))
-        .await
-        .unwrap_or_else(|e| panic!("{css}: {e}"))
-        .click()
-        .await
-        .unwrap_or_else(|e| panic!("click {css}: {e}"));
 }
 
 async fn visible(client: &Client, css: &str) -> bool {

@@ -17,48 +17,18 @@ mod common;
 mod lobby;
 
 use std::path::Path;
-use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use fantoccini::{Client, Locator};
 use http::{HeaderName, HeaderValue, Method, StatusCode};
 use http_body_util::Full;
 
-use browser::Driver;
+use browser::{click, Driver};
 use common::Http;
 
-async fn text(client: &Client, css: &str) -> String {
-    match client.find(Locator::Css(css)).await {
-        Ok(e) => e.text().await.unwrap_or_default(),
-        Err(_) => String::new(),
-    }
-}
-
-/// Waits until the element `css` shows `want` (its visible text contains it).
+/// Waits until the element `css` shows `want`; a failure also says what `#error` showed.
 async fn shows(client: &Client, css: &str, want: &str) {
-    let started = Instant::now();
-    loop {
-        let now = text(client, css).await;
-        if now.contains(want) {
-            return;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(10),
-            "{css} shows {now:?}, not {want:?}, after 10 s; error: {:?}",
-            text(client, "#error").await
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-async fn click(client: &Client, css: &str) {
-    client
-        .find(Locator::Css(css))
-        .await
-        .unwrap_or_else(|e| panic!("{css}: {e}"))
-        .click()
-        .await
-        .unwrap_or_else(|e| panic!("click {css}: {e}"));
+    browser::shows(client, css, want, "#error").await
 }
 
 /// Opens the lobby, enters `name`, picks `topic` and size `size`, presses Join.

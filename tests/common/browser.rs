@@ -1,12 +1,13 @@
-//! A headless Chromium for the browser tests (tests/browser.rs, tests/admin_browser.rs), driven
-//! through Debian's chromedriver on loopback: plain http, a fresh profile per session.
+//! A headless Chromium for the browser tests (tests/browser.rs, tests/admin_browser.rs,
+//! tests/lobby_browser.rs), driven through Debian's chromedriver on loopback: plain http, a fresh
+//! profile per session; and the page helpers they share (read, wait for, click, fill).
 #![allow(dead_code)]
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use fantoccini::{Client, ClientBuilder};
+use fantoccini::{Client, ClientBuilder, Locator};
 use hyper_util::client::legacy::connect::HttpConnector;
 use serde_json::json;
 use tower_waiting_room::SessionId;
@@ -129,4 +130,48 @@ impl Drop for Driver {
         let _ = self.child.wait();
         let _ = std::fs::remove_dir_all(&self.profile);
     }
+}
+
+/// The visible text of the element `css` ("" if there is none).
+pub async fn text(client: &Client, css: &str) -> String {
+    match client.find(Locator::Css(css)).await {
+        Ok(e) => e.text().await.unwrap_or_default(),
+        Err(_) => String::new(),
+    }
+}
+
+/// Waits (10 s at most) until the element `css` shows `want` (its visible text contains it);
+/// a failure also says what the page's element `message_css` showed.
+pub async fn shows(client: &Client, css: &str, want: &str, message_css: &str) {
+    let started = Instant::now();
+    loop {
+        let now = text(client, css).await;
+        if now.contains(want) {
+            return;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "{css} shows {now:?}, not {want:?}, after 10 s; {message_css}: {:?}",
+            text(client, message_css).await
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Clicks the element `css`.
+pub async fn click(client: &Client, css: &str) {
+    client
+        .find(Locator::Css(css))
+        .await
+        .unwrap_or_else(|e| panic!("{css}: {e}"))
+        .click()
+        .await
+        .unwrap_or_else(|e| panic!("click {css}: {e}"));
+}
+
+/// Replaces the value of the input `css` with `value`, as typed.
+pub async fn fill(client: &Client, css: &str, value: &str) {
+    let e = client.find(Locator::Css(css)).await.unwrap();
+    e.clear().await.unwrap();
+    e.send_keys(value).await.unwrap();
 }
