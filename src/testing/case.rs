@@ -63,3 +63,45 @@ impl<H> fmt::Debug for Case<H> {
             .finish_non_exhaustive()
     }
 }
+
+/// The parts of a suite's test macro that do not depend on the suite: one `#[test]` per case
+/// (on a current-thread runtime, or a multi-thread one for the concurrency cases) and the list
+/// of [`Case`]s, for the suite module `$suite` of `crate::testing`.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __suite_parts {
+    (@tests $suite:ident [$make:expr]; current: [$($case:ident),* $(,)?]; multi_thread: [$($mt:ident),* $(,)?]) => {
+        $(
+            #[test]
+            fn $case() {
+                $crate::testing::conformance::__block_on(false, async {
+                    let harness = ($make)().await;
+                    $crate::testing::$suite::$case(&harness).await;
+                });
+            }
+        )*
+        $(
+            #[test]
+            fn $mt() {
+                $crate::testing::conformance::__block_on(true, async {
+                    let harness = ($make)().await;
+                    $crate::testing::$suite::$mt(&harness).await;
+                });
+            }
+        )*
+    };
+    (@list $suite:ident; current: [$($case:ident),* $(,)?]; multi_thread: [$($mt:ident),* $(,)?]) => {
+        [
+            $($crate::testing::$suite::Case::new(
+                stringify!($case),
+                false,
+                |h| ::std::boxed::Box::pin($crate::testing::$suite::$case(h)),
+            ),)*
+            $($crate::testing::$suite::Case::new(
+                stringify!($mt),
+                true,
+                |h| ::std::boxed::Box::pin($crate::testing::$suite::$mt(h)),
+            ),)*
+        ]
+    };
+}

@@ -1952,38 +1952,10 @@ macro_rules! __conformance_suite {
         }
     };
     (@tests [$make:expr]; current: [$($case:ident),* $(,)?]; multi_thread: [$($mt:ident),* $(,)?]) => {
-        $(
-            #[test]
-            fn $case() {
-                $crate::testing::conformance::__block_on(false, async {
-                    let harness = ($make)().await;
-                    $crate::testing::conformance::$case(&harness).await;
-                });
-            }
-        )*
-        $(
-            #[test]
-            fn $mt() {
-                $crate::testing::conformance::__block_on(true, async {
-                    let harness = ($make)().await;
-                    $crate::testing::conformance::$mt(&harness).await;
-                });
-            }
-        )*
+        $crate::__suite_parts! { @tests conformance [$make]; current: [$($case),*]; multi_thread: [$($mt),*] }
     };
     (@list; current: [$($case:ident),* $(,)?]; multi_thread: [$($mt:ident),* $(,)?]) => {
-        [
-            $($crate::testing::conformance::Case::new(
-                stringify!($case),
-                false,
-                |h| ::std::boxed::Box::pin($crate::testing::conformance::$case(h)),
-            ),)*
-            $($crate::testing::conformance::Case::new(
-                stringify!($mt),
-                true,
-                |h| ::std::boxed::Box::pin($crate::testing::conformance::$mt(h)),
-            ),)*
-        ]
+        $crate::__suite_parts! { @list conformance; current: [$($case),*]; multi_thread: [$($mt),*] }
     };
 }
 

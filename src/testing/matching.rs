@@ -1589,38 +1589,10 @@ macro_rules! __matching_suite {
         }
     };
     (@tests [$make:expr]; current: [$($case:ident),* $(,)?]; multi_thread: [$($mt:ident),* $(,)?]) => {
-        $(
-            #[test]
-            fn $case() {
-                $crate::testing::conformance::__block_on(false, async {
-                    let harness = ($make)().await;
-                    $crate::testing::matching::$case(&harness).await;
-                });
-            }
-        )*
-        $(
-            #[test]
-            fn $mt() {
-                $crate::testing::conformance::__block_on(true, async {
-                    let harness = ($make)().await;
-                    $crate::testing::matching::$mt(&harness).await;
-                });
-            }
-        )*
+        $crate::__suite_parts! { @tests matching [$make]; current: [$($case),*]; multi_thread: [$($mt),*] }
     };
     (@list; current: [$($case:ident),* $(,)?]; multi_thread: [$($mt:ident),* $(,)?]) => {
-        [
-            $($crate::testing::matching::Case::new(
-                stringify!($case),
-                false,
-                |h| ::std::boxed::Box::pin($crate::testing::matching::$case(h)),
-            ),)*
-            $($crate::testing::matching::Case::new(
-                stringify!($mt),
-                true,
-                |h| ::std::boxed::Box::pin($crate::testing::matching::$mt(h)),
-            ),)*
-        ]
+        $crate::__suite_parts! { @list matching; current: [$($case),*]; multi_thread: [$($mt),*] }
     };
 }
 
