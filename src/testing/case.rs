@@ -64,6 +64,23 @@ impl<H> fmt::Debug for Case<H> {
     }
 }
 
+/// A small deterministic PRNG (xorshift64*), so failures reproduce: the
+/// suites' random cases draw from it.
+pub(crate) struct Rng(pub(crate) u64);
+
+impl Rng {
+    pub(crate) fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    pub(crate) fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
 /// The parts of a suite's test macro that do not depend on the suite: one `#[test]` per case
 /// (on a current-thread runtime, or a multi-thread one for the concurrency cases) and the list
 /// of [`Case`]s, for the suite module `$suite` of `crate::testing`.

@@ -360,22 +360,6 @@ fn recent_of(d: Decision, what: &str) -> AdmissionCounts {
     }
 }
 
-/// A small deterministic PRNG (xorshift64*), so failures reproduce.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
-
 // ---------------------------------------------------------------------------------------------
 // Capacity
 // ---------------------------------------------------------------------------------------------
@@ -437,7 +421,7 @@ pub async fn capacity_holds_under_random_operations(h: &Harness) {
     let sessions: Vec<SessionId> = (0..24).map(|_| SessionId::random()).collect();
     // What each session was last told it holds: (expires_at_ms, claimed).
     let mut held: HashMap<SessionId, (u64, bool)> = HashMap::new();
-    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    let mut rng = super::case::Rng(0x9e37_79b9_7f4a_7c15);
     for step in 0..3000 {
         let s = sessions[rng.below(sessions.len() as u64) as usize];
         let now = h.now();

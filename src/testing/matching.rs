@@ -303,22 +303,6 @@ fn matched(group: &Group) -> MatchState {
     MatchState::Matched(group.clone())
 }
 
-/// A small deterministic PRNG (xorshift64*), so failures reproduce.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
-
 // ---------------------------------------------------------------------------------------------
 // Joining and waiting
 // ---------------------------------------------------------------------------------------------
@@ -1256,7 +1240,7 @@ pub async fn concurrent_joins_keep_one_place_and_order(h: &Harness) {
         .flat_map(|t| [2, 3, 4].map(|s| h.queue(t, s)))
         .collect();
     let policy = h.policy();
-    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    let mut rng = super::case::Rng(0x9e37_79b9_7f4a_7c15);
     let mut tasks = tokio::task::JoinSet::new();
     let mut all: Vec<UserId> = Vec::new();
     let mut chains: Vec<(Queue, Vec<UserId>)> = Vec::new();
