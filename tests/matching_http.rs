@@ -76,6 +76,7 @@ async fn a_pair_forms_in_the_second_join_and_is_confirmed_then_left() {
 
     let ann = join(&http, "ann", "rust", 2).await;
     assert_eq!(ann.status, StatusCode::ACCEPTED, "{}", ann.text());
+    assert_eq!(ann.header("cache-control"), Some("no-store"));
     let body = ann.json();
     assert_eq!(body["state"], "waiting");
     assert_eq!(body["position"], 1);
@@ -85,7 +86,9 @@ async fn a_pair_forms_in_the_second_join_and_is_confirmed_then_left() {
     assert_eq!(body["expires_in_seconds"], 300);
 
     clock.advance(Duration::from_secs(4));
-    assert_eq!(get(&http, "ann").await.json()["waited_seconds"], 4);
+    let polled = get(&http, "ann").await;
+    assert_eq!(polled.status, StatusCode::OK, "a poll of a waiter is 200");
+    assert_eq!(polled.json()["waited_seconds"], 4);
 
     let bob = join(&http, "bob", "rust", 2).await;
     assert_eq!(bob.status, StatusCode::OK, "{}", bob.text());
@@ -289,7 +292,7 @@ async fn without_the_apps_identity_a_signed_cookie_says_who_and_a_tampered_one_i
         )
     };
     let mine = send(&http, Method::GET, &[cookie(&value)], "").await;
-    assert_eq!(mine.status, StatusCode::ACCEPTED, "{}", mine.text());
+    assert_eq!(mine.status, StatusCode::OK, "{}", mine.text());
     assert_eq!(mine.json()["position"], 1);
     // One flipped character: no session, not a 500.
     let mut tampered = value.clone().into_bytes();

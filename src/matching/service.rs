@@ -6,7 +6,8 @@
 //! | `GET` | `200` waiting or matched; `404` `{"state": "idle"}` |
 //! | `DELETE` | `200` `{"state": "idle", "was": "waiting" \| "matched" \| "idle"}`; leaving a pending group returns the others to the front of their queue |
 //!
-//! Other methods get `405` with `Allow`. Every error is JSON `{"error": "<code>", ...}`;
+//! Other methods get `405` with `Allow`. Every answer has `Cache-Control: no-store`. Every
+//! error is JSON `{"error": "<code>", ...}`;
 //! `docs/matching.md` has every field. A store that fails gets the configured
 //! [`MatchFailPolicy`], never a `500`.
 
@@ -360,6 +361,17 @@ async fn answer<B>(inner: Arc<Inner>, req: Request<B>) -> Response<FullBody>
 where
     B: http_body::Body + Send + 'static,
 {
+    let mut res = answer_uncached(inner, req).await;
+    // Every answer is one user's, of now: no cache (shared or the browser's) may keep it.
+    res.headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    res
+}
+
+async fn answer_uncached<B>(inner: Arc<Inner>, req: Request<B>) -> Response<FullBody>
+where
+    B: http_body::Body + Send + 'static,
+{
     let (parts, body) = req.into_parts();
     let method = parts.method.clone();
     if ![Method::GET, Method::POST, Method::DELETE].contains(&method) {
@@ -406,7 +418,9 @@ where
     let policy = inner.matchmaker.policy();
     let mut res = match (method, queue) {
         (Method::POST, Some(queue)) => match inner.matchmaker.join(who.user, queue).await {
-            Ok(JoinOutcome::Joined(state)) => state_response(&state, policy.fallback_after),
+            Ok(JoinOutcome::Joined(state)) => {
+                state_response(&state, StatusCode::ACCEPTED, policy.fallback_after)
+            }
             Ok(JoinOutcome::Conflict(state)) => error(
                 StatusCode::CONFLICT,
                 "conflict",
@@ -416,7 +430,7 @@ where
             Err(JoinError::Store(e)) => unavailable(&inner, &e),
         },
         (Method::GET, _) => match inner.matchmaker.status(who.user).await {
-            Ok(state) => state_response(&state, policy.fallback_after),
+            Ok(state) => state_response(&state, StatusCode::OK, policy.fallback_after),
             Err(e) => unavailable(&inner, &e),
         },
         (_, _) => match inner.matchmaker.leave(who.user).await {
@@ -495,10 +509,16 @@ fn unavailable(inner: &Inner, e: &crate::store::StoreError) -> Response<FullBody
     res
 }
 
-fn state_response(state: &MatchState, fallback_after: Duration) -> Response<FullBody> {
+/// A state's answer: `waiting` as the status of a waiting user (`202` to a join: accepted, not
+/// done; `200` to a poll), `200` matched, `404` idle.
+fn state_response(
+    state: &MatchState,
+    waiting: StatusCode,
+    fallback_after: Duration,
+) -> Response<FullBody> {
     let status = match state {
         MatchState::Idle => StatusCode::NOT_FOUND,
-        MatchState::Waiting(_) => StatusCode::ACCEPTED,
+        MatchState::Waiting(_) => waiting,
         _ => StatusCode::OK,
     };
     json_response(status, &state_json(state, fallback_after))
