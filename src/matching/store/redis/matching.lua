@@ -19,6 +19,8 @@
 --     claim: 2 now in ms (0: the server's TIME), 3 the expected value ('' = absent), 4 queue key,
 --            5 nonce, 6 TTL in ms. Sets a new claim if the pointer holds the expected value.
 --            Reply {1, claim} set; {0, current value ('' = absent)} not set.
+--     read:  2 unused (0), 3 TTL in ms. The current value, its TTL renewed if there is one.
+--            Reply {1, current value ('' = absent)}.
 --     drop:  2 expected value. Deletes the pointer if it holds it. Reply {1} deleted, {0} not.
 --     touch: 2 expected value, 3 TTL in ms. Renews the TTL if the pointer holds it. Reply {1}|{0}.
 --
@@ -91,6 +93,14 @@ if op == 'claim' then
   local claim = ARGV[4] .. '|' .. int(now) .. '|' .. ARGV[5]
   redis.call('SET', KEYS[1], claim, 'PX', ARGV[6])
   return {1, claim}
+elseif op == 'read' then
+  -- The current claim, its time to live renewed: a status or a leave reads it before the
+  -- queue's step, and a pointer in use must outlive its user's membership. (Renewing a claim
+  -- that turns out finished is harmless: the caller then drops it by compare-and-set.)
+  local current = redis.call('GET', KEYS[1])
+  if not current then return {1, ''} end
+  redis.call('PEXPIRE', KEYS[1], ARGV[3])
+  return {1, current}
 elseif op == 'drop' then
   if redis.call('GET', KEYS[1]) ~= ARGV[2] then return {0} end
   redis.call('DEL', KEYS[1])

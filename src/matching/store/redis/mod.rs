@@ -302,11 +302,11 @@ impl RedisMatchStore {
             .await
     }
 
-    /// The user's claim, `None` when the pointer is absent.
-    async fn read_claim(&self, user: &UserId) -> Result<Option<String>, StoreError> {
-        // `claim` expecting a value no claim has answers the current one without writing.
+    /// The user's claim, `None` when the pointer is absent; its time to live renewed to `ttl`
+    /// in the same call (one round trip for a status's read and renewal).
+    async fn read_claim(&self, user: &UserId, ttl: u64) -> Result<Option<String>, StoreError> {
         let reply = self
-            .pointer(user, vec!["claim".into(), "0".into(), "\n".into()])
+            .pointer(user, vec!["read".into(), "0".into(), ttl.to_string()])
             .await?;
         match reply.as_slice() {
             [_, current] => {
@@ -469,7 +469,7 @@ impl RedisMatchStore {
         user: UserId,
     ) -> Result<MatchState, StoreError> {
         let now = self.store.now_arg();
-        let Some(claim) = self.read_claim(&user).await? else {
+        let Some(claim) = self.read_claim(&user, Self::pointer_ttl(&policy)).await? else {
             return Ok(MatchState::Idle);
         };
         let Some(queue) = claim_queue(&claim) else {
@@ -478,11 +478,7 @@ impl RedisMatchStore {
         };
         let reply = self.enter(&queue, &policy, now, &user, &claim).await?;
         match reply.code {
-            code::PRESENT | code::PRESENT_OTHER | code::JOINED => {
-                self.touch(&user, &claim, Self::pointer_ttl(&policy))
-                    .await?;
-                reply.state(&queue)
-            }
+            code::PRESENT | code::PRESENT_OTHER | code::JOINED => reply.state(&queue),
             code::DONE | code::EXPIRED => {
                 // A finished claim: cleaned lazily, by compare-and-set on its exact value.
                 self.drop_claim(&user, &claim).await?;
@@ -498,7 +494,7 @@ impl RedisMatchStore {
         user: UserId,
     ) -> Result<MatchState, StoreError> {
         let now = self.store.now_arg();
-        let Some(claim) = self.read_claim(&user).await? else {
+        let Some(claim) = self.read_claim(&user, Self::pointer_ttl(&policy)).await? else {
             return Ok(MatchState::Idle);
         };
         let Some(queue) = claim_queue(&claim) else {
