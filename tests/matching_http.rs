@@ -237,8 +237,9 @@ async fn the_apps_hooks_ban_check_topics_and_limit() {
             .topics(|t: &Topic| ["go", "rust"].contains(&t.as_str()))
             .banned(|u: &UserId, _| u.as_str() == "mallory")
             .limit(move |u: &UserId, _| {
-                let n = counted.fetch_add(1, Ordering::SeqCst);
-                (u.as_str() == "eager" && n > 0).then_some(Duration::from_secs(7))
+                // Eager's second request onwards is over the limit.
+                (u.as_str() == "eager" && counted.fetch_add(1, Ordering::SeqCst) > 0)
+                    .then_some(Duration::from_secs(7))
             })
             .build()
             .unwrap(),
@@ -251,6 +252,10 @@ async fn the_apps_hooks_ban_check_topics_and_limit() {
     assert_eq!(banned.status, StatusCode::FORBIDDEN);
     assert_eq!(banned.json()["error"], "banned");
     assert_eq!(get(&http, "mallory").await.status, StatusCode::FORBIDDEN);
+    // Leaving is never refused: a ban must not keep anyone in line to be matched.
+    let left = send(&http, Method::DELETE, &[user("mallory")], "").await;
+    assert_eq!(left.status, StatusCode::OK);
+    assert_eq!(left.json()["was"], "idle");
     assert_eq!(
         join(&http, "eager", "go", 2).await.status,
         StatusCode::ACCEPTED

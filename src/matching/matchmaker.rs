@@ -225,12 +225,18 @@ impl Matchmaker {
         if !self.inner.sizes.contains(&queue.size) {
             return Err(JoinError::SizeNotAllowed(queue.size));
         }
-        self.saw(&queue);
-        self.inner
+        let outcome = self
+            .inner
             .store
             .join(&self.inner.policy, user, queue)
             .await
-            .map_err(JoinError::Store)
+            .map_err(JoinError::Store)?;
+        // Ticked from now on: the queue the user waits or was matched in (a conflict names
+        // theirs, so a client asking for queues it never joins adds nothing to tick).
+        match &outcome {
+            JoinOutcome::Joined(state) | JoinOutcome::Conflict(state) => self.saw_state(state),
+        }
+        Ok(outcome)
     }
 
     /// Where `user` stands.
@@ -264,7 +270,11 @@ impl Matchmaker {
     /// step); answers the groups formed. Queues whose tick failed are tried again next time.
     pub async fn tick(&self) -> Result<u64, StoreError> {
         let p = self.inner.policy;
-        let horizon = p.timeout + p.confirm_ttl + p.keep_confirmed;
+        // Saturating: `Duration::MAX` for "forever" must not panic the ticker.
+        let horizon = p
+            .timeout
+            .saturating_add(p.confirm_ttl)
+            .saturating_add(p.keep_confirmed);
         let queues: Vec<Queue> = {
             let mut seen = self.inner.seen.lock().unwrap_or_else(|e| e.into_inner());
             seen.retain(|_, at| at.elapsed() < horizon);
@@ -361,6 +371,17 @@ mod tests {
                 .unwrap_err(),
             MatchConfigError::FallbackAfterTimeout
         );
+    }
+
+    #[tokio::test]
+    async fn durations_meant_as_forever_do_not_break_the_tick() {
+        let m = Matchmaker::builder()
+            .keep_confirmed(Duration::MAX)
+            .build(MemoryMatchStore::new())
+            .unwrap();
+        let queue = Queue::new(Topic::new("t").unwrap(), GroupSize::PAIR);
+        m.join(UserId::new("u").unwrap(), queue).await.unwrap();
+        assert_eq!(m.tick().await.unwrap(), 0);
     }
 
     #[tokio::test]

@@ -407,7 +407,9 @@ where
             _ => error(StatusCode::UNAUTHORIZED, "unauthenticated", json!({})),
         };
     };
-    if inner.banned.as_ref().is_some_and(|b| b(&who.user, &parts)) {
+    // A banned user may still leave (a ban that came while they waited must not keep them in
+    // line to be matched); anything else is refused.
+    if method != Method::DELETE && inner.banned.as_ref().is_some_and(|b| b(&who.user, &parts)) {
         return error(StatusCode::FORBIDDEN, "banned", json!({}));
     }
     if let Some(retry) = inner.limit.as_ref().and_then(|l| l(&who.user, &parts)) {

@@ -239,6 +239,16 @@ impl Reply {
     }
 }
 
+/// The pointer's upkeep after a queue step that has already answered (dropping a finished
+/// claim, renewing a TTL): a failure is logged, not returned, so a step that succeeded is not
+/// reported as failed. A pointer not dropped is dropped by the next call that finds it finished;
+/// a TTL not renewed is renewed by the next status.
+fn best_effort(result: Result<(), StoreError>, what: &str) {
+    if let Err(e) = result {
+        tracing::warn!(error = %e, "matching: {what} failed; left for a later call");
+    }
+}
+
 /// The queue a claim (`<queue key>|<ms>|<nonce>`) names.
 fn claim_queue(claim: &str) -> Option<Queue> {
     Queue::from_key(claim.split('|').next()?).ok()
@@ -448,7 +458,10 @@ impl RedisMatchStore {
                     let reply = self.enter(&there, &policy, now, &user, &current).await?;
                     match reply.code {
                         code::PRESENT | code::PRESENT_OTHER | code::JOINED => {
-                            self.touch(&user, &current, ttl).await?;
+                            best_effort(
+                                self.touch(&user, &current, ttl).await,
+                                "renewing a pointer",
+                            );
                             return Ok(JoinOutcome::Conflict(reply.state(&there)?));
                         }
                         code::DONE | code::EXPIRED => expected = current,
@@ -473,7 +486,10 @@ impl RedisMatchStore {
             return Ok(MatchState::Idle);
         };
         let Some(queue) = claim_queue(&claim) else {
-            self.drop_claim(&user, &claim).await?;
+            best_effort(
+                self.drop_claim(&user, &claim).await,
+                "dropping a finished claim",
+            );
             return Ok(MatchState::Idle);
         };
         let reply = self.enter(&queue, &policy, now, &user, &claim).await?;
@@ -481,7 +497,10 @@ impl RedisMatchStore {
             code::PRESENT | code::PRESENT_OTHER | code::JOINED => reply.state(&queue),
             code::DONE | code::EXPIRED => {
                 // A finished claim: cleaned lazily, by compare-and-set on its exact value.
-                self.drop_claim(&user, &claim).await?;
+                best_effort(
+                    self.drop_claim(&user, &claim).await,
+                    "dropping a finished claim",
+                );
                 Ok(MatchState::Idle)
             }
             other => Err(protocol_error(format!("code {other}"))),
@@ -498,7 +517,10 @@ impl RedisMatchStore {
             return Ok(MatchState::Idle);
         };
         let Some(queue) = claim_queue(&claim) else {
-            self.drop_claim(&user, &claim).await?;
+            best_effort(
+                self.drop_claim(&user, &claim).await,
+                "dropping a finished claim",
+            );
             return Ok(MatchState::Idle);
         };
         let extra = [user.as_str().to_owned(), claim.clone()];
@@ -507,7 +529,10 @@ impl RedisMatchStore {
             .await?;
         // The user is out of the queue and the claim is used: it can never put them back, so
         // the pointer may go (unless another join replaced it meanwhile).
-        self.drop_claim(&user, &claim).await?;
+        best_effort(
+            self.drop_claim(&user, &claim).await,
+            "dropping a finished claim",
+        );
         match reply.code {
             code::PRESENT | code::PRESENT_OTHER | code::JOINED => reply.state(&queue),
             code::DONE | code::EXPIRED => Ok(MatchState::Idle),
