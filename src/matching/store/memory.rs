@@ -117,7 +117,8 @@ impl MatchStore for MemoryMatchStore {
 /// Where a user is.
 #[derive(Clone, Debug)]
 enum Place {
-    Waiting(Queue),
+    /// Waiting in the queue, with the waiter's sequence number there.
+    Waiting(Queue, u64),
     Group(GroupId),
 }
 
@@ -135,8 +136,50 @@ struct QueueState {
     line: BTreeMap<u64, Waiter>,
     /// (expires at, sequence) of every waiter.
     expiry: BTreeSet<(u64, u64)>,
-    pending: BTreeMap<u64, GroupRecord>,
-    confirmed: BTreeMap<u64, GroupRecord>,
+    pending: Records,
+    confirmed: Records,
+}
+
+/// Group records by number, with an index by expiry: the housekeeping finds what is due in
+/// O(log n), the earliest first (as the Redis store's sorted sets do).
+#[derive(Default)]
+struct Records {
+    by_number: BTreeMap<u64, GroupRecord>,
+    /// (expires at, number) of every record.
+    by_expiry: BTreeSet<(u64, u64)>,
+}
+
+impl Records {
+    fn insert(&mut self, number: u64, record: GroupRecord) {
+        self.by_expiry.insert((record.expires_ms, number));
+        if let Some(old) = self.by_number.insert(number, record) {
+            self.by_expiry.remove(&(old.expires_ms, number));
+        }
+    }
+
+    fn remove(&mut self, number: &u64) -> Option<GroupRecord> {
+        let record = self.by_number.remove(number)?;
+        self.by_expiry.remove(&(record.expires_ms, *number));
+        Some(record)
+    }
+
+    fn get(&self, number: &u64) -> Option<&GroupRecord> {
+        self.by_number.get(number)
+    }
+
+    fn contains_key(&self, number: &u64) -> bool {
+        self.by_number.contains_key(number)
+    }
+
+    /// The numbers of at most `max` records due at `now`, the earliest first.
+    fn due(&self, now: u64, max: usize) -> Vec<u64> {
+        self.by_expiry
+            .iter()
+            .take_while(|(expires, _)| *expires <= now)
+            .take(max)
+            .map(|&(_, number)| number)
+            .collect()
+    }
 }
 
 #[derive(Clone)]
@@ -177,7 +220,7 @@ impl State {
 
     fn queue_of(&self, user: &UserId) -> Option<Queue> {
         match self.users.get(user)? {
-            Place::Waiting(q) => Some(q.clone()),
+            Place::Waiting(q, _) => Some(q.clone()),
             Place::Group(id) => Some(id.queue.clone()),
         }
     }
@@ -187,15 +230,9 @@ impl State {
     fn housekeep_user(&mut self, policy: &MatchPolicy, now: u64, user: &UserId) -> Option<Queue> {
         let queue = self.queue_of(user)?;
         match self.users.get(user).cloned() {
-            Some(Place::Waiting(_)) => {
+            Some(Place::Waiting(_, seq)) => {
                 let q = self.queue(&queue);
-                let due = q
-                    .line
-                    .iter()
-                    .find(|(_, w)| w.user == *user)
-                    .filter(|(_, w)| w.expires_ms <= now)
-                    .map(|(&seq, _)| seq);
-                if let Some(seq) = due {
+                if q.line.get(&seq).is_some_and(|w| w.expires_ms <= now) {
                     q.remove(seq);
                     self.users.remove(user);
                 }
@@ -259,26 +296,15 @@ impl State {
             self.users.remove(&waiter.user);
         }
         // Pending groups not confirmed in time: undone, their members back at the front.
-        let undone: Vec<u64> = self
-            .queue(queue)
-            .pending
-            .iter()
-            .filter(|(_, g)| g.expires_ms <= now)
-            .map(|(&n, _)| n)
-            .take(MAX_MATCH_WORK_PER_CALL)
-            .collect();
+        let undone = self.queue(queue).pending.due(now, MAX_MATCH_WORK_PER_CALL);
         for number in undone {
             self.dissolve(policy, now, queue, number, None);
         }
         // Confirmed groups past their keeping: their members are idle.
-        let expired: Vec<u64> = self
+        let expired = self
             .queue(queue)
             .confirmed
-            .iter()
-            .filter(|(_, g)| g.expires_ms <= now)
-            .map(|(&n, _)| n)
-            .take(MAX_MATCH_WORK_PER_CALL)
-            .collect();
+            .due(now, MAX_MATCH_WORK_PER_CALL);
         for number in expired {
             self.drop_confirmed(queue, number);
         }
@@ -351,7 +377,7 @@ impl State {
                 continue;
             }
             self.users
-                .insert(user.clone(), Place::Waiting(queue.clone()));
+                .insert(user.clone(), Place::Waiting(queue.clone(), seq));
             self.queue(queue).add(
                 seq,
                 Waiter {
@@ -382,7 +408,7 @@ impl State {
             },
         );
         self.users
-            .insert(user.clone(), Place::Waiting(queue.clone()));
+            .insert(user.clone(), Place::Waiting(queue.clone(), seq));
         self.settle(policy, now, &queue);
         JoinOutcome::Joined(self.state_of(now, &user))
     }
@@ -395,16 +421,8 @@ impl State {
         let before = self.state_of(now, user);
         match self.users.get(user).cloned() {
             None => {}
-            Some(Place::Waiting(queue)) => {
-                let q = self.queue(&queue);
-                let seq = q
-                    .line
-                    .iter()
-                    .find(|(_, w)| w.user == *user)
-                    .map(|(&s, _)| s);
-                if let Some(seq) = seq {
-                    q.remove(seq);
-                }
+            Some(Place::Waiting(queue, seq)) => {
+                self.queue(&queue).remove(seq);
                 self.users.remove(user);
             }
             Some(Place::Group(id)) => {
@@ -468,15 +486,15 @@ impl State {
             Some(Place::Group(id)) => self
                 .group(now, id)
                 .map_or(MatchState::Idle, MatchState::Matched),
-            Some(Place::Waiting(queue)) => {
+            Some(Place::Waiting(queue, seq)) => {
                 let Some(q) = self.queues.get(queue) else {
                     return MatchState::Idle;
                 };
-                let Some((position, waiter)) =
-                    q.line.values().enumerate().find(|(_, w)| w.user == *user)
-                else {
+                let Some(waiter) = q.line.get(seq) else {
                     return MatchState::Idle;
                 };
+                // Those ahead, counted: O(position), the reference store's one linear step.
+                let position = q.line.range(..*seq).count();
                 MatchState::Waiting(Waiting {
                     queue: queue.clone(),
                     position: position as u64 + 1,

@@ -118,10 +118,6 @@ mod code {
 /// # Differences from the embedded store
 ///
 /// - Durations are capped at 2^50 ms (35,000 years), so that Lua's doubles stay exact.
-/// - When more than [`MAX_MATCH_WORK_PER_CALL`](crate::matching::store::MAX_MATCH_WORK_PER_CALL) groups expire
-///   in one step, the earliest-expiring are handled first (the embedded store: the lowest
-///   numbered); the two orders differ only when the policy changed between calls, or for
-///   confirmed groups confirmed out of order, and the rest follow in the next steps anyway.
 /// - With the server's clock (no injected clock), a join's two steps may read `TIME` on two
 ///   nodes of a cluster; a claim's age is always measured on its queue's node.
 #[derive(Clone)]
