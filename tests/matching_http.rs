@@ -232,8 +232,9 @@ async fn the_apps_hooks_ban_check_topics_and_limit() {
     let clock = ManualClock::new(1_000_000);
     let calls = Arc::new(AtomicU64::new(0));
     let counted = calls.clone();
+    let m = matchmaker(&clock);
     let http = start(
-        by_header(matchmaker(&clock))
+        by_header(m.clone())
             .topics(|t: &Topic| ["go", "rust"].contains(&t.as_str()))
             .banned(|u: &UserId, _| u.as_str() == "mallory")
             .limit(move |u: &UserId, _| {
@@ -264,6 +265,21 @@ async fn the_apps_hooks_ban_check_topics_and_limit() {
     assert_eq!(limited.status, StatusCode::TOO_MANY_REQUESTS);
     assert_eq!(limited.json()["error"], "rate_limited");
     assert_eq!(limited.retry_after(), 7);
+    // A limited join is refused before the store: eager stays where the first join put him,
+    // and nobody refused by a hook was written anywhere.
+    let again = join(&http, "eager", "rust", 2).await;
+    assert_eq!(again.status, StatusCode::TOO_MANY_REQUESTS);
+    let MatchState::Waiting(w) = m.status(UserId::new("eager").unwrap()).await.unwrap() else {
+        panic!("eager still waits in go")
+    };
+    assert_eq!(w.queue.topic.as_str(), "go");
+    for refused in ["ann", "mallory"] {
+        assert_eq!(
+            m.status(UserId::new(refused).unwrap()).await.unwrap(),
+            MatchState::Idle,
+            "{refused}: refused by a hook, nothing written"
+        );
+    }
 }
 
 #[tokio::test]
