@@ -472,20 +472,35 @@ impl RedisMatchStore {
         ))
     }
 
+    /// The user's claim and the queue it names (the pointer read and renewed); `None` when
+    /// there is none, or when it names no queue (a damaged pointer, dropped by the way).
+    async fn pointed(
+        &self,
+        user: &UserId,
+        policy: &MatchPolicy,
+    ) -> Result<Option<(String, Queue)>, StoreError> {
+        let Some(claim) = self.read_claim(user, Self::pointer_ttl(policy)).await? else {
+            return Ok(None);
+        };
+        match claim_queue(&claim) {
+            Some(queue) => Ok(Some((claim, queue))),
+            None => {
+                best_effort(
+                    self.drop_claim(user, &claim).await,
+                    "dropping a damaged claim",
+                );
+                Ok(None)
+            }
+        }
+    }
+
     async fn status_async(
         self,
         policy: MatchPolicy,
         user: UserId,
     ) -> Result<MatchState, StoreError> {
         let now = self.store.now_arg();
-        let Some(claim) = self.read_claim(&user, Self::pointer_ttl(&policy)).await? else {
-            return Ok(MatchState::Idle);
-        };
-        let Some(queue) = claim_queue(&claim) else {
-            best_effort(
-                self.drop_claim(&user, &claim).await,
-                "dropping a finished claim",
-            );
+        let Some((claim, queue)) = self.pointed(&user, &policy).await? else {
             return Ok(MatchState::Idle);
         };
         let reply = self.enter(&queue, &policy, now, &user, &claim).await?;
@@ -509,14 +524,7 @@ impl RedisMatchStore {
         user: UserId,
     ) -> Result<MatchState, StoreError> {
         let now = self.store.now_arg();
-        let Some(claim) = self.read_claim(&user, Self::pointer_ttl(&policy)).await? else {
-            return Ok(MatchState::Idle);
-        };
-        let Some(queue) = claim_queue(&claim) else {
-            best_effort(
-                self.drop_claim(&user, &claim).await,
-                "dropping a finished claim",
-            );
+        let Some((claim, queue)) = self.pointed(&user, &policy).await? else {
             return Ok(MatchState::Idle);
         };
         let extra = [user.as_str().to_owned(), claim.clone()];
