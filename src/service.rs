@@ -118,54 +118,78 @@ impl<S> WaitingRoom<S> {
     where
         S: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone,
     {
-        if self.room.bypasses(&req) {
-            // Not the room's business: straight to the inner service.
-            self.room.metrics().request(Stage::Bypass, Outcome::Passed);
-            return self.pass(req, None, None);
-        }
-        match self.room.classify(&req) {
-            Next::Pass {
-                admission,
-                set_cookie,
-            } => {
-                let slot = Slot::of(&admission).map(|slot| (slot, self.room.clone()));
-                self.pass(with_admission(req, admission), set_cookie, slot)
-            }
-            // The inner service is neither readied nor called: it reserves nothing.
-            Next::Answer(res) => ResponseFuture::answer(res),
-            // A clone goes with the request, readied only if the store lets the request pass,
-            // so a store round trip never holds the inner's capacity.
-            Next::Ask(pending) => {
-                ResponseFuture::ask(pending, req, self.inner.clone(), self.room.clone())
-            }
-        }
+        decide(&mut self.inner, &self.room, req)
     }
 }
 
-impl<S: Clone> WaitingRoom<S> {
-    /// Calls the inner service with a request that passes. The fast path: when the inner is
-    /// ready right now it is called at once, with no clone. Otherwise the inner (with whatever
-    /// place in line its `poll_ready` took) moves into the future, which readies it before the
-    /// call, and `self` keeps a fresh clone. Either way `self.inner` is left un-readied, holding
-    /// no reservation between requests.
-    fn pass<ReqBody>(
-        &mut self,
-        req: Request<ReqBody>,
-        set_cookie: Option<Issued>,
-        slot: Option<(Slot, Arc<Room>)>,
-    ) -> ResponseFuture<S, ReqBody>
-    where
-        S: Service<Request<ReqBody>>,
-    {
-        let mut cx = Context::from_waker(Waker::noop());
-        match self.inner.poll_ready(&mut cx) {
-            Poll::Ready(Ok(())) => ResponseFuture::pass(self.inner.call(req), set_cookie, slot),
-            Poll::Ready(Err(e)) => ResponseFuture::failed(e),
-            Poll::Pending => {
-                let clone = self.inner.clone();
-                let inner = std::mem::replace(&mut self.inner, clone);
-                ResponseFuture::ready_then_call(inner, req, set_cookie, slot)
-            }
+/// The dispatch of a request to `room` in front of `inner`: the room's bypass rules, then its
+/// endpoints and three stages. Shared by [`WaitingRoom`] and the several rooms of
+/// [`WaitingRooms`](crate::rooms::WaitingRooms), which has chosen the room.
+pub(crate) fn decide<S, ReqBody, ResBody>(
+    inner: &mut S,
+    room: &Arc<Room>,
+    req: Request<ReqBody>,
+) -> ResponseFuture<S, ReqBody>
+where
+    S: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone,
+{
+    if room.bypasses(&req) {
+        // Not the room's business: straight to the inner service.
+        room.metrics().request(Stage::Bypass, Outcome::Passed);
+        return pass(inner, req, None, None);
+    }
+    let next = room.classify(&req);
+    carry_out(inner, room, next, req)
+}
+
+/// Does what the room said: pass the request to `inner`, answer it, or ask the store first.
+pub(crate) fn carry_out<S, ReqBody, ResBody>(
+    inner: &mut S,
+    room: &Arc<Room>,
+    next: Next,
+    req: Request<ReqBody>,
+) -> ResponseFuture<S, ReqBody>
+where
+    S: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone,
+{
+    match next {
+        Next::Pass {
+            admission,
+            set_cookie,
+        } => {
+            let slot = Slot::of(&admission).map(|slot| (slot, room.clone()));
+            pass(inner, with_admission(req, admission), set_cookie, slot)
+        }
+        // The inner service is neither readied nor called: it reserves nothing.
+        Next::Answer(res) => ResponseFuture::answer(res),
+        // A clone goes with the request, readied only if the store lets the request pass,
+        // so a store round trip never holds the inner's capacity.
+        Next::Ask(pending) => ResponseFuture::ask(pending, req, inner.clone(), room.clone()),
+    }
+}
+
+/// Calls the inner service with a request that passes. The fast path: when the inner is ready
+/// right now it is called at once, with no clone. Otherwise the inner (with whatever place in
+/// line its `poll_ready` took) moves into the future, which readies it before the call, and
+/// `inner` is left a fresh clone. Either way `inner` is left un-readied, holding no reservation
+/// between requests.
+pub(crate) fn pass<S, ReqBody>(
+    inner: &mut S,
+    req: Request<ReqBody>,
+    set_cookie: Option<Issued>,
+    slot: Option<(Slot, Arc<Room>)>,
+) -> ResponseFuture<S, ReqBody>
+where
+    S: Service<Request<ReqBody>> + Clone,
+{
+    let mut cx = Context::from_waker(Waker::noop());
+    match inner.poll_ready(&mut cx) {
+        Poll::Ready(Ok(())) => ResponseFuture::pass(inner.call(req), set_cookie, slot),
+        Poll::Ready(Err(e)) => ResponseFuture::failed(e),
+        Poll::Pending => {
+            let clone = inner.clone();
+            let readied = std::mem::replace(inner, clone);
+            ResponseFuture::ready_then_call(readied, req, set_cookie, slot)
         }
     }
 }
