@@ -40,6 +40,11 @@ impl<'h> Candidates<'h> {
         self.present
     }
 
+    /// Every value, in header order.
+    pub(crate) fn values(&self) -> impl Iterator<Item = &'h str> + '_ {
+        self.first.into_iter().chain(self.more.iter().copied())
+    }
+
     /// The first value `accept` takes, trying them in order.
     pub(crate) fn find_valid<T>(&self, accept: impl FnMut(&'h str) -> Option<T>) -> Option<T> {
         self.first

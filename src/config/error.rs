@@ -87,6 +87,41 @@ pub enum ConfigError {
     /// [`MAX_DIFFICULTY`](crate::defences::proof_of_work::MAX_DIFFICULTY) bits, or its challenge TTL is
     /// under a second.
     InvalidProofOfWork,
+    /// Two rooms given to [`WaitingRooms`](crate::rooms::WaitingRooms) have the same id.
+    DuplicateRoom {
+        /// The id.
+        room: String,
+    },
+    /// Two rooms given to [`WaitingRooms`](crate::rooms::WaitingRooms) use the same cookie
+    /// name: a browser keeps one value per name, so one room's cookie would overwrite the
+    /// other's. Give one of them its own [`cookie_name`](crate::WaitingRoomBuilder::cookie_name).
+    SharedCookieName {
+        /// The cookie name.
+        name: String,
+    },
+    /// A gate names a room that was not given to the builder.
+    UnknownGateRoom {
+        /// The room id the gate names.
+        room: String,
+    },
+    /// A [`Rule`](crate::rooms::Rule) is malformed: a path not starting with `/` (or with a `*`
+    /// other than a trailing one), an empty host, no methods.
+    InvalidRule {
+        /// The rule, in words.
+        rule: String,
+    },
+    /// Two rules of different rooms (or two gates to different rooms) can match the same
+    /// request, so which room it goes to would depend on their order.
+    OverlappingRules {
+        /// The room of the first rule.
+        first_room: String,
+        /// The first rule, in words.
+        first_rule: String,
+        /// The room of the second rule.
+        second_room: String,
+        /// The second rule, in words.
+        second_rule: String,
+    },
 }
 
 impl fmt::Display for ConfigError {
@@ -170,6 +205,32 @@ impl fmt::Display for ConfigError {
                 "proof_of_work difficulty must be {} to {} bits, with a challenge TTL of at least 1 s",
                 crate::defences::proof_of_work::MIN_DIFFICULTY,
                 crate::defences::proof_of_work::MAX_DIFFICULTY
+            ),
+            ConfigError::DuplicateRoom { room } => {
+                write!(f, "two different rooms have the id {room:?}")
+            }
+            ConfigError::SharedCookieName { name } => write!(
+                f,
+                "two rooms use the cookie name {name:?}: give one of them its own cookie_name"
+            ),
+            ConfigError::UnknownGateRoom { room } => write!(
+                f,
+                "a gate names the room {room:?}, which was not given to the builder"
+            ),
+            ConfigError::InvalidRule { rule } => write!(
+                f,
+                "invalid rule ({rule}): paths start with '/' and may end in '*', hosts are \
+                 names or addresses, and at least one method"
+            ),
+            ConfigError::OverlappingRules {
+                first_room,
+                first_rule,
+                second_room,
+                second_rule,
+            } => write!(
+                f,
+                "the rule for room {first_room:?} ({first_rule}) and the rule for room \
+                 {second_room:?} ({second_rule}) can match the same request: make them disjoint"
             ),
         }
     }

@@ -235,6 +235,7 @@ impl Render for DefaultRenderer {
 /// | `challenge` | string, only in `challenge` answers | the proof-of-work challenge to solve |
 /// | `difficulty` | number, only in `challenge` answers | leading zero bits the solution's hash needs |
 /// | `proof_path` | string, only in `challenge` answers | where to `POST` the solution |
+/// | `ticket` | string, only in `admitted` answers to clients that use headers | the admission token, to send as `X-Admission-Ticket` to gated routes |
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[non_exhaustive]
 pub struct StatusBody<'a> {
@@ -271,6 +272,11 @@ pub struct StatusBody<'a> {
     /// Where to `POST` the solution, in `challenge` answers.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub proof_path: Option<&'a str>,
+    /// The admission token, in `admitted` status answers to clients that carry the room's
+    /// values in headers (never to browsers, whose tokens are `HttpOnly`): sent as
+    /// `X-Admission-Ticket`, it admits to the room's gated routes without cookies.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ticket: Option<&'a str>,
 }
 
 impl<'a> StatusBody<'a> {
@@ -291,6 +297,7 @@ impl<'a> StatusBody<'a> {
             challenge: None,
             difficulty: rejection.difficulty(),
             proof_path: None,
+            ticket: None,
         }
     }
 
@@ -321,8 +328,32 @@ impl<'a> StatusBody<'a> {
             challenge: None,
             difficulty: None,
             proof_path: None,
+            ticket: None,
         }
     }
+}
+
+/// The JSON body of a gated route's refusal (`403`): the request needs an admission of the
+/// room, and has none that is valid. Never a place in line: gated routes (API calls such as
+/// `POST /checkout`) are not queued. See `docs/api.md`.
+///
+/// | field | type | meaning |
+/// |---|---|---|
+/// | `error` | string | always `not_admitted` |
+/// | `room` | string | the room whose admission the route needs |
+/// | `status` | string | the room's status endpoint (`{prefix}/{room}/status`) |
+/// | `reason` | string | `missing` (no value), `invalid` (not a token of the room: garbage, tampered, unknown key), `expired`, `other_room` (a token of another room behind the same layer), `other_network` (bound to another network), `slot_gone` (the store no longer holds its slot) |
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct NotAdmittedBody<'a> {
+    /// Always `not_admitted`.
+    pub error: &'static str,
+    /// The room whose admission the route needs.
+    pub room: &'a str,
+    /// The room's status endpoint.
+    pub status: &'a str,
+    /// Why the request's admission (if any) was refused.
+    pub reason: &'static str,
 }
 
 pub(crate) fn json_response(status: StatusCode, body: &impl Serialize) -> Response<Bytes> {

@@ -2,13 +2,14 @@
 //! `leave` (give my place or slot back), and with proof of work on, `proof`.
 
 use bytes::Bytes;
-use http::{HeaderName, Method, Request, Response, StatusCode};
+use http::{HeaderName, HeaderValue, Method, Request, Response, StatusCode};
 
 use super::reply::method_not_allowed;
 use super::visitor::{header_value, Carried, Visitor};
 use super::{Next, Room};
 use crate::defences::proof_of_work::PROOF_HEADER;
 use crate::response::{json_response, StatusBody};
+use crate::rooms::ADMISSION_TICKET_HEADER;
 use crate::telemetry::{Outcome, Stage};
 
 impl Room {
@@ -42,14 +43,25 @@ impl Room {
         }
         let room = self.config.room();
         match self.visitor(req, carried, now) {
-            Some(Visitor::Admitted(_)) => self.counted(
-                Stage::Endpoint,
-                Outcome::Admitted,
-                Next::Answer(json_response(
-                    StatusCode::OK,
-                    &StatusBody::plain(room, "admitted"),
-                )),
-            ),
+            Some(Visitor::Admitted(token)) => {
+                // A client that uses headers (an app, another backend) gets its token as the
+                // ticket for gated routes; a browser never does: its token is `HttpOnly`, and
+                // must not reach the page's scripts. Re-signed as it is (same claims), so the
+                // ticket is worth no more than the token.
+                let ticket = carried
+                    .uses_headers()
+                    .then(|| token.sign(&self.keys, room));
+                let body = StatusBody {
+                    ticket: ticket.as_deref(),
+                    ..StatusBody::plain(room, "admitted")
+                };
+                let mut res = json_response(StatusCode::OK, &body);
+                if let Some(value) = ticket.and_then(|t| HeaderValue::try_from(t).ok()) {
+                    res.headers_mut()
+                        .insert(HeaderName::from_static(ADMISSION_TICKET_HEADER), value);
+                }
+                self.counted(Stage::Endpoint, Outcome::Admitted, Next::Answer(res))
+            }
             // Proof of work to do first: the challenge, always as JSON here, no store call.
             Some(Visitor::Queued(cookie)) if self.needs_proof(&cookie) => {
                 let (rejection, challenge) = self.new_challenge(cookie.session(), now);

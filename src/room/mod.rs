@@ -10,11 +10,13 @@
 //! | `mod.rs` | [`Room`] and the dispatch of a request |
 //! | `visitor` | who a request comes from: its admission token, queue cookie, network |
 //! | `endpoints` | the room's own endpoints: status, leave, proof |
+//! | `gate` | gated routes: admitted (by cookie, token header or ticket header) or `403 not_admitted` |
 //! | `pending` | the store steps and what each answer means, the fail policy included |
 //! | `reply` | redirects, rejections, issued cookies, the headers every answer carries |
 
 mod ending;
 mod endpoints;
+mod gate;
 mod observe;
 mod pending;
 mod reply;

@@ -12,6 +12,7 @@ use super::reply::{
     banned_rejection, closed_rejection, error_rejection, full_rejection, rejection_json,
     store_error_json, waiting_rejection, Issued,
 };
+use super::gate::GateHeartbeat;
 use super::Room;
 use crate::clock::{duration_ms, secs_ceil};
 use crate::config::FailPolicy;
@@ -67,6 +68,8 @@ pub(crate) enum Pending {
     Status { call: StoreFuture<Decision> },
     /// The leave endpoint.
     Leave { call: StoreFuture<bool> },
+    /// A valid admission token past `refresh` on a gated route (see `gate`).
+    Gate(GateHeartbeat),
 }
 
 impl Pending {
@@ -108,6 +111,7 @@ impl Pending {
             Pending::Status { call } => {
                 Next::Answer(room.after_status(ready!(call.as_mut().poll(cx))))
             }
+            Pending::Gate(step) => return step.poll_next(cx, room, req),
             Pending::Leave { call } => Next::Answer(match ready!(call.as_mut().poll(cx)) {
                 Ok(_) => room.counted(Stage::Endpoint, Outcome::Left, room.left(req)),
                 // Both cookies kept, whatever the fail policy: the place or slot may still be
@@ -209,7 +213,7 @@ impl Room {
     }
 
     /// `res`, also removing the admission token cookie.
-    fn without_token(&self, mut res: Response<Bytes>) -> Response<Bytes> {
+    pub(super) fn without_token(&self, mut res: Response<Bytes>) -> Response<Bytes> {
         let c = &self.config.cookies;
         res.headers_mut().append(
             header::SET_COOKIE,

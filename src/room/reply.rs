@@ -16,7 +16,7 @@ use crate::outcome::{
     retry_after_for, Rejection, BANNED_RETRY_AFTER, BUSY_RETRY_AFTER, CHALLENGE_RETRY_AFTER,
     CLOSED_RETRY_AFTER, FULL_RETRY_AFTER, PAUSED_RETRY_AFTER, UNAVAILABLE_RETRY_AFTER,
 };
-use crate::response::{json_response, RenderContext, StatusBody};
+use crate::response::{json_response, NotAdmittedBody, RenderContext, StatusBody};
 use crate::session::SessionId;
 use crate::store::{RoomPace, StoreError, StoreErrorKind};
 use crate::token::QueueCookie;
@@ -308,4 +308,18 @@ pub(super) fn method_not_allowed(allow: &'static str) -> Response<Bytes> {
     res.headers_mut()
         .insert(header::ALLOW, HeaderValue::from_static(allow));
     res
+}
+
+/// `403` JSON `{"error":"not_admitted",...}`: a gated route refused a request without a valid
+/// admission of `room` (see [`NotAdmittedBody`]).
+pub(super) fn not_admitted(room: &str, status_path: &str, reason: &'static str) -> Response<Bytes> {
+    json_response(
+        StatusCode::FORBIDDEN,
+        &NotAdmittedBody {
+            error: "not_admitted",
+            room,
+            status: status_path,
+            reason,
+        },
+    )
 }

@@ -32,7 +32,7 @@ impl Visitor {
 /// queue cookie's and the admission cookie's names that could be one, not yet verified.
 pub(super) struct Carried<'r> {
     queue: Candidates<'r>,
-    admission: Candidates<'r>,
+    pub(super) admission: Candidates<'r>,
 }
 
 impl Carried<'_> {

@@ -13,6 +13,16 @@ use crate::client::network::Network;
 use crate::clock::duration_ms;
 use crate::session::SessionId;
 
+/// Why [`AdmissionToken::check`] refused a value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum TokenFault {
+    /// Not an admission token of the room signed by one of its keys: garbage, tampered, another
+    /// kind of value, another room's, or signed by an unknown key.
+    Invalid,
+    /// Genuine, but past its expiry (or issued implausibly far in the future).
+    Expired,
+}
+
 /// Proof that a visitor holds a slot, until `expires_at_ms`.
 ///
 /// With [`bind_tokens_to_network`](crate::WaitingRoomBuilder::bind_tokens_to_network) the room
@@ -92,15 +102,31 @@ impl AdmissionToken {
     /// The token, if `value` is an admission token of `room` signed by a key of the keyring and
     /// not expired at `now_ms`; anything else is `None`, exactly like no token.
     pub fn verify(keys: &Keyring, room: &str, value: &str, now_ms: u64) -> Option<Self> {
-        let (c, network) = format::verify_with_network(keys, ValueKind::Admission, room, value)?;
-        (now_ms < c.expires_at_ms && c.issued_at_ms <= now_ms.saturating_add(60_000)).then_some(
-            Self {
+        Self::check(keys, room, value, now_ms).ok()
+    }
+
+    /// Like [`verify`](Self::verify), and says why a value is refused: not a token of `room`
+    /// under these keys at all, or a genuine one that has expired (or was issued too far in
+    /// the future). For answers that tell the client why (a gated route's `403`); the room's
+    /// own stages treat both alike, as no token.
+    pub(crate) fn check(
+        keys: &Keyring,
+        room: &str,
+        value: &str,
+        now_ms: u64,
+    ) -> Result<Self, TokenFault> {
+        let (c, network) = format::verify_with_network(keys, ValueKind::Admission, room, value)
+            .ok_or(TokenFault::Invalid)?;
+        if now_ms < c.expires_at_ms && c.issued_at_ms <= now_ms.saturating_add(60_000) {
+            Ok(Self {
                 session: c.session,
                 issued_at_ms: c.issued_at_ms,
                 expires_at_ms: c.expires_at_ms,
                 network,
-            },
-        )
+            })
+        } else {
+            Err(TokenFault::Expired)
+        }
     }
 }
 

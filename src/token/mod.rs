@@ -19,6 +19,7 @@ pub(crate) mod match_session;
 mod queue_cookie;
 
 pub use admission::AdmissionToken;
+pub(crate) use admission::TokenFault;
 pub use challenge::Challenge;
 pub(crate) use format::MAX_SIGNED_LEN;
 pub use keys::{KeyError, Keyring, SigningKey, MAX_KEY_ID_LEN, MIN_SECRET_LEN};

@@ -1,0 +1,245 @@
+//! Gated routes: requests that need an admission of the room and are never queued.
+//!
+//! A gated request (an API call such as `POST /checkout`) either carries a valid admission token
+//! of the gate's room and passes, like the fast path, or gets `403` JSON `not_admitted` with the
+//! reason and where the room's status is: never a queue cookie, never a place in line, never a
+//! store write. Only a valid token past `refresh` costs a store call: its heartbeat, as on any
+//! other route; a heartbeat that finds the slot gone is a `403 slot_gone`, not an entry into the
+//! line.
+//!
+//! [`Room::gate_admission`] is the one place that decides whether a gated request is admitted;
+//! other kinds of proof (single-use tickets) hook in there.
+
+use std::sync::Arc;
+use std::task::{ready, Context, Poll};
+
+use bytes::Bytes;
+use http::{HeaderName, Request, Response};
+
+use super::pending::{Next, Pending};
+use super::reply::not_admitted;
+use super::visitor::Carried;
+use super::Room;
+use crate::clock::secs_ceil;
+use crate::outcome::AdmittedBy;
+use crate::rooms::ADMISSION_TICKET_HEADER;
+use crate::store::{Decision, StoreError, StoreFuture};
+use crate::telemetry::{Outcome, Stage};
+use crate::token::{AdmissionToken, TokenFault};
+
+/// Why a gated request was refused: the `reason` of the `403 not_admitted` answer.
+///
+/// Ordered from the least to the most telling: of several values a request carries, the answer
+/// names the most telling refusal among them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Refusal {
+    /// No admission value at all: no admission cookie, no token header, no ticket header.
+    Missing,
+    /// A value that is no admission token of the room: garbage, tampered, signed by an unknown
+    /// key, or of another kind.
+    Invalid,
+    /// A genuine admission token of another room behind the same layer.
+    OtherRoom,
+    /// A genuine token of the room, bound to another network (with
+    /// [`bind_tokens_to_network`](crate::WaitingRoomBuilder::bind_tokens_to_network) on).
+    OtherNetwork,
+    /// A genuine token of the room, past its expiry.
+    Expired,
+    /// A genuine, unexpired token whose slot the store no longer holds (it was released, ended,
+    /// or expired there).
+    SlotGone,
+}
+
+impl Refusal {
+    /// The reason's name in the JSON answer.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Refusal::Missing => "missing",
+            Refusal::Invalid => "invalid",
+            Refusal::OtherRoom => "other_room",
+            Refusal::OtherNetwork => "other_network",
+            Refusal::Expired => "expired",
+            Refusal::SlotGone => "slot_gone",
+        }
+    }
+}
+
+/// Where a gated request's admission came from: a fresh token goes back the same way.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Source {
+    /// The room's admission cookie.
+    Cookie,
+    /// The room's token header.
+    TokenHeader,
+    /// The `X-Admission-Ticket` header.
+    Ticket,
+}
+
+/// A valid admission token past `refresh` on a gated route, waiting for its heartbeat.
+pub(crate) struct GateHeartbeat {
+    call: StoreFuture<Decision>,
+    token: AdmissionToken,
+    source: Source,
+    uses_headers: bool,
+}
+
+impl GateHeartbeat {
+    pub(super) fn poll_next<B>(
+        &mut self,
+        cx: &mut Context<'_>,
+        room: &Room,
+        req: &Request<B>,
+    ) -> Poll<Next> {
+        let answer = ready!(self.call.as_mut().poll(cx));
+        Poll::Ready(room.after_gate_heartbeat(self, answer, req))
+    }
+}
+
+impl Room {
+    /// A request to a route gated by this room. `others`: the other rooms behind the same layer,
+    /// so that a token of one of them is refused as `other_room` rather than `invalid`.
+    pub(crate) fn gate<B>(&self, req: &Request<B>, others: &[Arc<Room>]) -> Next {
+        let now = self.now_ms();
+        let carried = self.carried(req);
+        match self.gate_admission(req, &carried, others, now) {
+            Ok((token, _)) if token.is_fresh(now, self.config.refresh) => self.counted(
+                Stage::FastPath,
+                Outcome::Passed,
+                Next::pass(self.token_admission(&token)),
+            ),
+            // Past refresh: a heartbeat, within the session's poll limit; over it the token
+            // still passes (it needs no store), as on any route of the room.
+            Ok((token, source)) => match self.check_polls(token.session(), now) {
+                Ok(()) => Next::Ask(Pending::Gate(GateHeartbeat {
+                    call: self.store.heartbeat(&self.config.policy, token.session()),
+                    token,
+                    source,
+                    uses_headers: carried.uses_headers(),
+                })),
+                Err(_) => self.counted(
+                    Stage::FastPath,
+                    Outcome::Passed,
+                    Next::pass(self.token_admission(&token)),
+                ),
+            },
+            Err(refusal) => Next::Answer(self.refuse(refusal)),
+        }
+    }
+
+    /// The admission a gated request carries, or why it has none: a valid admission token of
+    /// this room from its admission cookie (any of the values sent), its token header, or the
+    /// `X-Admission-Ticket` header, in that order. Stateless: signatures and clocks only, no
+    /// store call, so refusing a forged value costs the store nothing.
+    pub(super) fn gate_admission<B>(
+        &self,
+        req: &Request<B>,
+        carried: &Carried<'_>,
+        others: &[Arc<Room>],
+        now: u64,
+    ) -> Result<(AdmissionToken, Source), Refusal> {
+        let expected = self.network_binding(req);
+        let room = self.config.room();
+        let consider = |value: &str| match AdmissionToken::check(&self.keys, room, value, now) {
+            Ok(token) if expected.is_none() || token.network() == expected => Ok(token),
+            Ok(_) => Err(Refusal::OtherNetwork),
+            Err(TokenFault::Expired) => Err(Refusal::Expired),
+            // Only on this path, the refusal's: another room's signatures, to say why.
+            Err(TokenFault::Invalid) if others.iter().any(|o| o.signed(value, now)) => {
+                Err(Refusal::OtherRoom)
+            }
+            Err(TokenFault::Invalid) => Err(Refusal::Invalid),
+        };
+        let mut refusal = Refusal::Missing;
+        if carried.admission.is_present() {
+            // A cookie of the room's name, even one whose values could not be tokens at all.
+            refusal = Refusal::Invalid;
+        }
+        for value in carried.admission.values() {
+            match consider(value) {
+                Ok(token) => return Ok((token, Source::Cookie)),
+                Err(why) => refusal = refusal.max(why),
+            }
+        }
+        let ticket = HeaderName::from_static(ADMISSION_TICKET_HEADER);
+        for (name, source) in [
+            (&self.config.token_header, Source::TokenHeader),
+            (&ticket, Source::Ticket),
+        ] {
+            for value in req.headers().get_all(name) {
+                match value.to_str().map_err(|_| Refusal::Invalid) {
+                    Ok(v) => match consider(v.trim()) {
+                        Ok(token) => return Ok((token, source)),
+                        Err(why) => refusal = refusal.max(why),
+                    },
+                    Err(why) => refusal = refusal.max(why),
+                }
+            }
+        }
+        Err(refusal)
+    }
+
+    /// Whether `value` is a valid admission token of this room (for another room's gate, to
+    /// tell `other_room` from `invalid`).
+    fn signed(&self, value: &str, now: u64) -> bool {
+        AdmissionToken::verify(&self.keys, self.config.room(), value, now).is_some()
+    }
+
+    /// `403` JSON `not_admitted`, with the reason and the room's status path.
+    fn refuse(&self, refusal: Refusal) -> Response<Bytes> {
+        tracing::debug!(
+            room = self.config.room(),
+            reason = refusal.as_str(),
+            "gated request refused"
+        );
+        not_admitted(self.config.room(), &self.paths.status, refusal.as_str())
+    }
+
+    fn after_gate_heartbeat<B>(
+        &self,
+        step: &GateHeartbeat,
+        answer: Result<Decision, StoreError>,
+        req: &Request<B>,
+    ) -> Next {
+        let token = &step.token;
+        match answer {
+            Ok(Decision::Admitted { expires_at_ms }) => {
+                let now = self.now_ms();
+                let mut fresh = AdmissionToken::new(token.session(), now, expires_at_ms);
+                if let Some(network) = self.network_binding(req) {
+                    fresh = fresh.bound_to(network);
+                }
+                let header = match step.source {
+                    Source::Ticket => HeaderName::from_static(ADMISSION_TICKET_HEADER),
+                    Source::Cookie | Source::TokenHeader => self.config.token_header.clone(),
+                };
+                let issued = self.issue(
+                    step.uses_headers,
+                    &self.config.cookies.admission_name,
+                    &header,
+                    fresh.sign(&self.keys, self.config.room()),
+                    secs_ceil(expires_at_ms.saturating_sub(now)),
+                );
+                self.counted(
+                    Stage::Store,
+                    Outcome::Admitted,
+                    Next::Pass {
+                        admission: self.admission(token.session(), expires_at_ms, AdmittedBy::Store),
+                        set_cookie: Some(issued),
+                    },
+                )
+            }
+            // The slot is gone: refused, never a place in line, and the dead token removed so
+            // it stops costing a heartbeat.
+            Ok(_) => Next::Answer(self.without_token(self.refuse(Refusal::SlotGone))),
+            // The token is valid and its check needs no store: keep letting it through.
+            Err(e) => {
+                self.log_store_failure(&e, "heartbeat (the valid token passes)");
+                self.counted(
+                    Stage::Store,
+                    Outcome::Passed,
+                    Next::pass(self.token_admission(token)),
+                )
+            }
+        }
+    }
+}

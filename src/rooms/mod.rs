@@ -1,0 +1,137 @@
+//! Several rooms in one app, and gated routes.
+//!
+//! One [`WaitingRooms`] layer holds several rooms, each built as a single room is
+//! ([`WaitingRoomLayer::builder`](crate::WaitingRoomLayer::builder)) with its own settings, keys,
+//! cookies (`wr_{room}_q`, `wr_{room}_a`), store keys and endpoints
+//! (`{prefix}/{room}/status`, ...). [Rules](Rule) (path prefix, path, host, methods, a
+//! predicate) send a request to a room, or **gate** it by one. Admission tokens are signed for
+//! their room, so a visitor admitted to one room is not admitted to another.
+//!
+//! # Where a request goes
+//!
+//! ```text
+//!   request ──► {prefix}/{room}/… of a known room? ── yes ──► that room (its endpoints)
+//!      │         (whatever the rules: the endpoints are always reachable)
+//!      ▼
+//!   a gate's rule? ── yes ──► the gate's room: valid admission ─► app
+//!      │                          (cookie, token header,      └─► 403 not_admitted, never queued
+//!      │                           X-Admission-Ticket)
+//!      ▼
+//!   a room's rule? ── yes ──► that room (its line, as a single room)
+//!      │   (rules without a predicate, which never overlap; then predicates, in order)
+//!      ▼
+//!   the default room, if any; else ─► app, untouched (no Admission, no cookie, no store call)
+//! ```
+//!
+//! A room's [bypass](crate::WaitingRoomBuilder::bypass) rules apply to every request that goes
+//! to it, gated ones included.
+//!
+//! # Gated routes
+//!
+//! A route such as `POST /checkout` or `/api/orders/*` is for visitors the room has admitted,
+//! and must never be queued: an API call cannot wait on a page. A gated request with a valid
+//! admission token of the gate's room passes as on the fast path (a token past `refresh` gets
+//! its heartbeat, as on any route of the room). Anything else gets `403` JSON, with no queue
+//! cookie and no store write:
+//!
+//! ```json
+//! {"error":"not_admitted","room":"drop","status":"/__waitingroom/drop/status","reason":"missing"}
+//! ```
+//!
+//! `reason` is `missing`, `invalid` (garbage, tampered, an unknown key), `expired`,
+//! `other_room` (a token of another room of the layer), `other_network`, or `slot_gone` (the
+//! heartbeat found the slot released or expired); see
+//! [`NotAdmittedBody`](crate::response::NotAdmittedBody). The admission is read from the room's
+//! admission cookie, its token header, or [`ADMISSION_TICKET_HEADER`]: the room's status
+//! endpoint hands admitted API clients (those that carry the room's values in headers, never
+//! browsers) their token as `"ticket"` and in that header, so a mobile app or another backend
+//! calls gated routes without cookies. A gate may name a room that is not in front of the
+//! route: the checkout gated by the "drop" room while the shop's pages are open to all.
+//!
+//! # With axum: the one way
+//!
+//! Apply the layer **last, around the whole app**: after every `merge`, `nest`, `route` and
+//! `fallback`, as a Tower layer over the finished `Router` (`rooms.layer(app)`), and serve
+//! that. Then every request, routed or not, passes the rooms first, so every room's endpoints
+//! answer however the app is composed, and the rules (not axum's routing) decide the room.
+//!
+//! ```no_run
+//! use std::net::SocketAddr;
+//!
+//! use axum::{routing::{get, post}, Router, ServiceExt as _};
+//! use tower::Layer;
+//! use tower_waiting_room::rooms::{Rule, WaitingRooms};
+//! use tower_waiting_room::WaitingRoomLayer;
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let secret = *b"a secret of at least thirty-two bytes!!";
+//! let shop = WaitingRoomLayer::builder("shop").capacity(1_000).secret(secret).build()?;
+//! let vip = WaitingRoomLayer::builder("vip").capacity(50).secret(secret).build()?;
+//! let rooms = WaitingRooms::builder()
+//!     .room(Rule::path_prefix("/vip"), vip)
+//!     .default_room(shop)
+//!     .gate(Rule::post("/checkout"), "shop")
+//!     .build()?;
+//!
+//! let pages = Router::new().route("/", get(|| async { "shop" }));
+//! let vip_pages = Router::new().route("/", get(|| async { "vip" }));
+//! let api = Router::new().route("/checkout", post(|| async { "paid" }));
+//! let app = pages
+//!     .nest("/vip", vip_pages)
+//!     .merge(api)
+//!     .fallback(|| async { "not here" });
+//!
+//! let service = rooms.layer(app);
+//! let listener = tokio::net::TcpListener::bind("127.0.0.1:3000").await?;
+//! axum::serve(listener, service.into_make_service_with_connect_info::<SocketAddr>()).await?;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! The traps this avoids (each reproduced in `tests/rooms_axum.rs`): a room layered onto one
+//! part of the app sees only the requests axum routes to that part, so its endpoints answer
+//! `404` from the outer router's fallback, or reach another room's layer and get its redirect;
+//! and two parts that each carry a fallback (as a room's endpoints would need) cannot be merged
+//! at all (axum panics: "Cannot merge two `Router`s that both have a fallback").
+//!
+//! # A single room with gates
+//!
+//! One room and gates to it are a [`WaitingRooms`] with that room as the default:
+//!
+//! ```
+//! use tower_waiting_room::rooms::{Rule, WaitingRooms};
+//! use tower_waiting_room::WaitingRoomLayer;
+//!
+//! # fn main() -> Result<(), tower_waiting_room::ConfigError> {
+//! let drop = WaitingRoomLayer::builder("drop")
+//!     .capacity(100)
+//!     .secret(*b"a secret of at least thirty-two bytes!!")
+//!     .build()?;
+//! let rooms = WaitingRooms::builder()
+//!     .default_room(drop)
+//!     .gate(Rule::path("/api/orders/*"), "drop")
+//!     .build()?;
+//! # let _ = rooms;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! | file | what |
+//! |---|---|
+//! | `rule.rs` | [`Rule`]: what a request must be to go to a room or a gate, and the overlap check |
+//! | `layer.rs` | [`WaitingRooms`] and [`WaitingRoomsBuilder`]: the rooms, their rules, the dispatch order |
+//! | `service.rs` | [`WaitingRoomsService`]: the service, with a single room's readiness contract |
+
+mod layer;
+mod rule;
+mod service;
+
+pub use layer::{WaitingRooms, WaitingRoomsBuilder};
+pub use rule::Rule;
+pub use service::WaitingRoomsService;
+
+/// The request header that carries an admission token to gated routes, for clients without
+/// cookies (a mobile app, another backend); the status endpoint hands it to admitted clients
+/// that use headers, in its JSON (`"ticket"`) and in this response header.
+pub const ADMISSION_TICKET_HEADER: &str = "x-admission-ticket";
