@@ -48,9 +48,7 @@ impl Room {
                 // ticket for gated routes; a browser never does: its token is `HttpOnly`, and
                 // must not reach the page's scripts. Re-signed as it is (same claims), so the
                 // ticket is worth no more than the token.
-                let ticket = carried
-                    .uses_headers()
-                    .then(|| token.sign(&self.keys, room));
+                let ticket = carried.uses_headers().then(|| token.sign(&self.keys, room));
                 let body = StatusBody {
                     ticket: ticket.as_deref(),
                     ..StatusBody::plain(room, "admitted")

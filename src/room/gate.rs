@@ -223,7 +223,11 @@ impl Room {
                     Stage::Store,
                     Outcome::Admitted,
                     Next::Pass {
-                        admission: self.admission(token.session(), expires_at_ms, AdmittedBy::Store),
+                        admission: self.admission(
+                            token.session(),
+                            expires_at_ms,
+                            AdmittedBy::Store,
+                        ),
                         set_cookie: Some(issued),
                     },
                 )

@@ -8,11 +8,11 @@ use std::task::{ready, Context, Poll};
 use bytes::Bytes;
 use http::{header, Request, Response, StatusCode};
 
+use super::gate::GateHeartbeat;
 use super::reply::{
     banned_rejection, closed_rejection, error_rejection, full_rejection, rejection_json,
     store_error_json, waiting_rejection, Issued,
 };
-use super::gate::GateHeartbeat;
 use super::Room;
 use crate::clock::{duration_ms, secs_ceil};
 use crate::config::FailPolicy;

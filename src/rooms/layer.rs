@@ -18,7 +18,6 @@ use crate::room::Room;
 ///
 /// ```
 /// use axum::{routing::get, Router};
-/// use tower::Layer;
 /// use tower_waiting_room::rooms::{Rule, WaitingRooms};
 /// use tower_waiting_room::WaitingRoomLayer;
 ///
@@ -33,10 +32,10 @@ use crate::room::Room;
 ///     .build()?;
 /// let app: Router = Router::new()
 ///     .route("/", get(|| async { "shop" }))
-///     .route("/vip", get(|| async { "vip" }));
-/// // Last, around the whole app: every room's endpoints answer whatever the app's routes.
-/// let service = rooms.layer(app);
-/// # let _ = service;
+///     .route("/vip", get(|| async { "vip" }))
+///     // Last, over the whole app: every room's endpoints answer, whatever the app's routes.
+///     .layer(rooms);
+/// # let _ = app;
 /// # Ok(())
 /// # }
 /// ```
@@ -136,11 +135,17 @@ impl std::fmt::Debug for WaitingRooms {
             .field("rooms", &self.room_ids().collect::<Vec<_>>())
             .field(
                 "routes",
-                &r.routes.iter().map(|(rule, i)| (rule, id(i))).collect::<Vec<_>>(),
+                &r.routes
+                    .iter()
+                    .map(|(rule, i)| (rule, id(i)))
+                    .collect::<Vec<_>>(),
             )
             .field(
                 "gates",
-                &r.gates.iter().map(|(rule, i)| (rule, id(i))).collect::<Vec<_>>(),
+                &r.gates
+                    .iter()
+                    .map(|(rule, i)| (rule, id(i)))
+                    .collect::<Vec<_>>(),
             )
             .field("default", &r.default.as_ref().map(id))
             .finish()
@@ -202,7 +207,10 @@ impl WaitingRoomsBuilder {
         let mut all: Vec<Arc<Room>> = Vec::new();
         for layer in &self.rooms {
             let room = layer.room();
-            match all.iter().find(|r| r.config().room() == room.config().room()) {
+            match all
+                .iter()
+                .find(|r| r.config().room() == room.config().room())
+            {
                 Some(known) if Arc::ptr_eq(known, room) => {}
                 Some(_) => {
                     return Err(ConfigError::DuplicateRoom {
@@ -273,7 +281,8 @@ fn check_cookie_names(all: &[Arc<Room>]) -> Result<(), ConfigError> {
 
 /// No two structured rules for different rooms can match the same request.
 fn check_overlaps(rules: &[(Rule, usize)], all: &[Arc<Room>]) -> Result<(), ConfigError> {
-    let structured: Vec<&(Rule, usize)> = rules.iter().filter(|(r, _)| !r.has_predicate()).collect();
+    let structured: Vec<&(Rule, usize)> =
+        rules.iter().filter(|(r, _)| !r.has_predicate()).collect();
     for (n, (a, i)) in structured.iter().enumerate() {
         for (b, j) in &structured[n + 1..] {
             if i != j && a.may_overlap(b) {

@@ -50,16 +50,17 @@
 //!
 //! # With axum: the one way
 //!
-//! Apply the layer **last, around the whole app**: after every `merge`, `nest`, `route` and
-//! `fallback`, as a Tower layer over the finished `Router` (`rooms.layer(app)`), and serve
-//! that. Then every request, routed or not, passes the rooms first, so every room's endpoints
-//! answer however the app is composed, and the rules (not axum's routing) decide the room.
+//! Layer the rooms onto the **whole composed app, as the router's last call**: after every
+//! `route`, `merge`, `nest` and `fallback`, `app.layer(rooms)`, and serve that with
+//! `into_make_service_with_connect_info::<SocketAddr>()` (the client IP for the rooms' limits).
+//! In axum 0.8 `Router::layer` wraps every route and the fallback (the default one too), so
+//! every request, routed or not, passes the rooms first: every room's endpoints answer however
+//! the app is composed, and the rules (not axum's routing) decide the room.
 //!
 //! ```no_run
 //! use std::net::SocketAddr;
 //!
-//! use axum::{routing::{get, post}, Router, ServiceExt as _};
-//! use tower::Layer;
+//! use axum::{routing::{get, post}, Router};
 //! use tower_waiting_room::rooms::{Rule, WaitingRooms};
 //! use tower_waiting_room::WaitingRoomLayer;
 //!
@@ -80,20 +81,23 @@
 //! let app = pages
 //!     .nest("/vip", vip_pages)
 //!     .merge(api)
-//!     .fallback(|| async { "not here" });
+//!     .fallback(|| async { "not here" })
+//!     .layer(rooms); // last
 //!
-//! let service = rooms.layer(app);
 //! let listener = tokio::net::TcpListener::bind("127.0.0.1:3000").await?;
-//! axum::serve(listener, service.into_make_service_with_connect_info::<SocketAddr>()).await?;
+//! axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>()).await?;
 //! # Ok(())
 //! # }
 //! ```
 //!
 //! The traps this avoids (each reproduced in `tests/rooms_axum.rs`): a room layered onto one
 //! part of the app sees only the requests axum routes to that part, so its endpoints answer
-//! `404` from the outer router's fallback, or reach another room's layer and get its redirect;
-//! and two parts that each carry a fallback (as a room's endpoints would need) cannot be merged
-//! at all (axum panics: "Cannot merge two `Router`s that both have a fallback").
+//! `404` (outside every `nest`), or reach another room's layer through the merged fallback and
+//! get that room's redirect; two parts that each carry a fallback (as a room's endpoints would
+//! need) cannot be merged at all (axum panics: "Cannot merge two `Router`s that both have a
+//! fallback"); and a `fallback` set after `layer` replaces the layered fallback, silently, so
+//! the endpoints answer the app's fallback. Outside axum, the layer goes around the whole
+//! service as any Tower layer (`ServiceBuilder::new().layer(rooms).service(app)`).
 //!
 //! # A single room with gates
 //!

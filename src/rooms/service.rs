@@ -7,7 +7,7 @@ use bytes::Bytes;
 use http::{Request, Response};
 use tower_service::Service;
 
-use super::layer::{Route, Rooms};
+use super::layer::{Rooms, Route};
 use crate::body::ResponseBody;
 use crate::future::ResponseFuture;
 use crate::room::Room;
