@@ -143,8 +143,5 @@ async fn an_admission_from_one_gateway_passes_a_gate_on_another_and_a_forged_one
     let reply = two.visit(&mut newcomer, Method::GET, "/drop").await;
     assert_eq!(reply.status, StatusCode::OK);
     let after = writes_and_keys(&redis);
-    assert!(
-        after.0 > before.0 && after.1 > before.1,
-        "{before:?} -> {after:?}"
-    );
+    assert!(after.0 > before.0, "{before:?} -> {after:?}");
 }
