@@ -1,4 +1,4 @@
-//! A small axum app behind the waiting room, on the embedded store (or Redis with `--redis`).
+//! A small axum app behind two waiting rooms, on the embedded store (or Redis with `--redis`).
 //!
 //! ```text
 //! cargo run --example demo -- --insecure-cookies
@@ -6,12 +6,22 @@
 //!
 //! then open <http://127.0.0.1:3000> in three browser profiles (or one normal and two private
 //! windows): with the default capacity of 2, the first two get in and the third waits in line
-//! until one of the others presses "Leave" (or their slot expires). Run with `--help` for all
-//! flags.
+//! until one of the others presses "Leave" (or their slot expires). `/vip` is a room of its
+//! own, with its own capacity (`--vip-capacity`, default 1) and line: being inside one room does
+//! not let anyone into the other. Run with `--help` for all flags.
+//!
+//! The rooms are one [`WaitingRooms`] layer: the default room (`--room`, default "demo") for
+//! every page no other rule takes, "vip" for `/vip`, and `POST /checkout` gated by the default
+//! room (never queued: `403 not_admitted` JSON without an admission). The layer is the last call
+//! on the router that holds the pages and the app's fallback, so every room's endpoints reach it.
 //!
 //! Routes:
-//! - `GET /` (behind the room): who you are, how you were admitted, when your slot expires, and
-//!   a button that posts to the room's leave endpoint `/__waitingroom/{room}/leave`.
+//! - `GET /` (behind the default room): who you are, how you were admitted, when your slot
+//!   expires, and a button that posts to the room's leave endpoint `/__waitingroom/{room}/leave`.
+//! - `GET /vip` (behind the "vip" room): the same page, for the VIP room.
+//! - `POST /checkout` (gated by the default room): `200` JSON for an admitted visitor (admission
+//!   cookie, token header, or the `X-Admission-Ticket` header that the status endpoint hands to
+//!   clients without cookies); `403` JSON `not_admitted` with the reason for anyone else.
 //! - `GET /stats` (NOT behind the room): the room's counts as JSON, from
 //!   [`WaitingRoomLayer::stats`]. Every route behind the layer is queued like any page, so an
 //!   operator route like this one lives on an outer router without the layer, merged with the
@@ -37,9 +47,10 @@ use std::time::{Duration, SystemTime};
 
 use axum::http::StatusCode;
 use axum::response::{Html, IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{get, post};
 use axum::{Extension, Json, Router};
 use tower_waiting_room::admin::AdminService;
+use tower_waiting_room::rooms::{Rule, WaitingRooms};
 use tower_waiting_room::{
     Admission, AdmittedBy, ConfigError, FailPolicy, ProofOfWork, SigningKey, WaitingRoomLayer,
 };
@@ -53,6 +64,7 @@ USAGE:
 FLAGS:
     --port <N>            port to listen on, on 127.0.0.1 (default 3000; 0 picks a free one)
     --capacity <N>        visitors inside at once (default 2)
+    --vip-capacity <N>    visitors inside the \"vip\" room (/vip) at once (default 1)
     --rate <N>            at most N admissions per second (default: no limit)
     --active-ttl <SECS>   slot lifetime, extended by activity (default 300)
     --grant-ttl <SECS>    time a promoted visitor has to claim the slot (default 30)
@@ -60,7 +72,8 @@ FLAGS:
     --refresh <SECS>      admission token trusted without a store call while younger
                           than this; must be shorter than --active-ttl (default 15)
     --max-queue <N>       longest line; beyond it visitors get \"full\" (default 100000)
-    --room <ID>           room id, [A-Za-z0-9_-]{1,64} (default \"demo\")
+    --room <ID>           the default room's id, [A-Za-z0-9_-]{1,64}, not \"vip\"
+                          (default \"demo\")
     --secret <HEX>        signing secret, at least 64 hex digits (32 bytes). Default: a
                           random key for this process only. Gateways that share a queue
                           must share this secret.
@@ -90,10 +103,15 @@ FLAGS:
     -h, --help            print this help
 
 ROUTES:
-    GET  /                          the protected page (behind the room)
+    GET  /                          the protected page (behind the default room)
+    GET  /vip                       the VIP page (behind the \"vip\" room)
+    POST /checkout                  gated by the default room: 200 JSON when admitted,
+                                    403 {\"error\":\"not_admitted\",...} otherwise; never queued
     GET  /stats                     the room's counts as JSON (NOT behind the room)
     GET  /metrics                   the room's metrics, Prometheus text (NOT behind the room)
-    GET  /__waitingroom/{room}/status   where you stand, as JSON
+    GET  /__waitingroom/{room}/status   where you stand, as JSON (room: the default room
+                                        or vip; clients without cookies that are admitted
+                                        get their \"ticket\" for /checkout)
     POST /__waitingroom/{room}/leave    give up your place or slot
     POST /__waitingroom/{room}/proof    a proof-of-work solution (with --proof-of-work)
     GET  /admin/                    the admin dashboard (with --admin-token)
@@ -105,6 +123,7 @@ ROUTES:
 pub(crate) struct Options {
     port: u16,
     capacity: u32,
+    vip_capacity: u32,
     rate: Option<u32>,
     active_ttl: Option<u64>,
     grant_ttl: Option<u64>,
@@ -125,6 +144,7 @@ impl Default for Options {
         Self {
             port: 3000,
             capacity: 2,
+            vip_capacity: 1,
             rate: None,
             active_ttl: None,
             grant_ttl: None,
@@ -171,6 +191,7 @@ pub(crate) fn parse_args(
             "-h" | "--help" => return Ok(None),
             "--port" => opts.port = number(&flag, &value(&flag)?)?,
             "--capacity" => opts.capacity = positive(&flag, &value(&flag)?)?,
+            "--vip-capacity" => opts.vip_capacity = positive(&flag, &value(&flag)?)?,
             "--rate" => opts.rate = Some(positive(&flag, &value(&flag)?)?),
             "--active-ttl" => opts.active_ttl = Some(positive(&flag, &value(&flag)?)?),
             "--grant-ttl" => opts.grant_ttl = Some(positive(&flag, &value(&flag)?)?),
@@ -219,10 +240,45 @@ fn positive<T: std::str::FromStr + PartialEq + Default>(flag: &str, v: &str) -> 
     Ok(n)
 }
 
-/// Builds the room from the options; an error is for the user, not a panic.
+/// Builds the default room from the options; an error is for the user, not a panic.
 pub(crate) fn build_layer(opts: &Options) -> Result<WaitingRoomLayer, String> {
-    let mut builder = WaitingRoomLayer::builder(opts.room.clone()).capacity(opts.capacity);
+    let builder = WaitingRoomLayer::builder(opts.room.clone()).capacity(opts.capacity);
+    configure(builder, opts, true)
+}
 
+/// The id of the demo's second room, served at `/vip`.
+pub(crate) const VIP_ROOM: &str = "vip";
+
+/// Builds the "vip" room: the same settings as the default room, its own capacity
+/// (`--vip-capacity`), and (without `--secret`) its own random key.
+pub(crate) fn build_vip_layer(opts: &Options) -> Result<WaitingRoomLayer, String> {
+    let builder = WaitingRoomLayer::builder(VIP_ROOM).capacity(opts.vip_capacity);
+    configure(builder, opts, false)
+}
+
+/// The rooms of the demo: the default room for every page no other rule takes, `vip` (when
+/// given) for `/vip` and under it, and `POST /checkout` gated by the default room.
+pub(crate) fn build_rooms(
+    main: &WaitingRoomLayer,
+    vip: Option<&WaitingRoomLayer>,
+) -> Result<WaitingRooms, String> {
+    let mut rooms = WaitingRooms::builder().default_room(main.clone());
+    if let Some(vip) = vip {
+        rooms = rooms.room(Rule::path_prefix("/vip"), vip.clone());
+    }
+    rooms
+        .gate(Rule::post("/checkout"), main.config().room())
+        .build()
+        .map_err(|e| format!("invalid rooms: {e}"))
+}
+
+/// Every setting but the room id and capacity, from the options. `note`: say so when the key
+/// is a random one (once per process is enough).
+fn configure(
+    mut builder: tower_waiting_room::WaitingRoomBuilder,
+    opts: &Options,
+    note: bool,
+) -> Result<WaitingRoomLayer, String> {
     // ---- Store selection -------------------------------------------------------------------
     // The embedded (in-process) store is the builder's default; `--redis <url>` shares one
     // queue between every process pointed at the same Redis (with the same --room and --secret).
@@ -282,11 +338,13 @@ pub(crate) fn build_layer(opts: &Options) -> Result<WaitingRoomLayer, String> {
                 .map_err(|e| format!("--secret: {}", ConfigError::from(e)))?
         }
         None => {
-            println!(
+            if note {
+                println!(
                 "note: no --secret given, so this process signs with a random key of its own.\n      \
                  Cookies die with the process, and gateways that share a queue need a shared\n      \
                  secret (--secret <64+ hex digits>)."
-            );
+                );
+            }
             SigningKey::generate("k1").map_err(|e| e.to_string())?
         }
     };
@@ -316,7 +374,7 @@ pub(crate) fn build_admin(
 }
 
 /// The protected page: who you are, how you got in, when your slot expires, and a leave button.
-async fn home(admission: Option<Extension<Admission>>, leave_path: String) -> Response {
+async fn home(admission: Option<Extension<Admission>>, prefix: String) -> Response {
     let Some(Extension(a)) = admission else {
         // Only if the page were mounted without the layer.
         return (
@@ -343,6 +401,7 @@ async fn home(admission: Option<Extension<Admission>>, leave_path: String) -> Re
              requests after the refresh time extend it."
         )
     };
+    let leave_path = format!("{prefix}/{}/leave", a.room());
     // The room id and session id are `[A-Za-z0-9_-]` and hex: nothing to escape.
     Html(format!(
         r#"<!doctype html><html lang="en"><head><meta charset="utf-8">
@@ -354,12 +413,22 @@ code{{background:#f0f0f0;padding:0 .25rem}}button{{font:inherit;padding:.4rem 1r
 <p>You were admitted {how}.</p>
 <p>{expiry}</p>
 <form method="post" action="{leave_path}"><button type="submit">Leave and give my place to the next visitor</button></form>
-<p><a href="/stats">Room stats (JSON)</a></p>
+<p><a href="/">The shop</a> · <a href="/vip">The VIP room</a> · <a href="/stats">Room stats (JSON)</a></p>
 </body></html>"#,
         room = a.room(),
         session = a.session(),
     ))
     .into_response()
+}
+
+/// The checkout, gated by the default room: only an admitted visitor gets here (everyone else
+/// got `403 not_admitted` from the rooms).
+async fn checkout(Extension(a): Extension<Admission>) -> Json<serde_json::Value> {
+    Json(serde_json::json!({
+        "ordered": true,
+        "room": a.room(),
+        "session": a.session().to_string(),
+    }))
 }
 
 /// The room's counts; mounted outside the layer so operators are never queued.
@@ -391,17 +460,24 @@ async fn metrics(layer: WaitingRoomLayer) -> String {
     handle.render()
 }
 
-fn app(layer: WaitingRoomLayer) -> Router {
-    let config = layer.config();
-    let leave_path = format!("{}/{}/leave", config.path_prefix(), config.room());
+fn app(layer: WaitingRoomLayer, rooms: WaitingRooms) -> Router {
+    let prefix = layer.config().path_prefix().to_owned();
 
-    // Everything here is behind the room. The explicit fallback matters: the room's own
-    // endpoints (`/__waitingroom/...`) are not routes, so they reach the layer through the
-    // fallback, and a router with its own fallback keeps it whichever way round it is merged.
+    // Everything here is behind the rooms: the rooms' layer is this router's last call, and the
+    // router holds the app's fallback, so every path that no open route below takes (every
+    // room's endpoints, `/__waitingroom/{room}/...`, included) reaches the rooms.
     let protected = Router::new()
-        .route("/", get(move |a| home(a, leave_path.clone())))
+        .route(
+            "/",
+            get({
+                let prefix = prefix.clone();
+                move |a| home(a, prefix.clone())
+            }),
+        )
+        .route("/vip", get(move |a| home(a, prefix.clone())))
+        .route("/checkout", post(checkout))
         .fallback(|| async { (StatusCode::NOT_FOUND, "not found") })
-        .layer(layer.clone());
+        .layer(rooms);
 
     // Not behind the room: operator routes that must answer even when the room is full.
     let open = Router::new()
@@ -439,7 +515,19 @@ pub(crate) async fn serve_with_admin(
     admin: Option<AdminService>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let mut app = app(layer);
+    let rooms = build_rooms(&layer, None).map_err(std::io::Error::other)?;
+    serve_rooms(listener, layer, rooms, admin, shutdown).await
+}
+
+/// [`serve_with_admin`], with the rooms given: what `main` runs (with the "vip" room).
+pub(crate) async fn serve_rooms(
+    listener: tokio::net::TcpListener,
+    layer: WaitingRoomLayer,
+    rooms: WaitingRooms,
+    admin: Option<AdminService>,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let mut app = app(layer, rooms);
     if let Some(admin) = admin {
         app = app.nest_service("/admin", admin);
     }
@@ -521,6 +609,14 @@ async fn main() -> ExitCode {
         }
     };
 
+    let rooms = match build_vip_layer(&opts).and_then(|vip| build_rooms(&layer, Some(&vip))) {
+        Ok(rooms) => rooms,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+
     let admin = match build_admin(&opts, &layer, std::env::var("ADMIN_TOKEN").ok()) {
         Ok(admin) => admin,
         Err(e) => {
@@ -553,6 +649,11 @@ async fn main() -> ExitCode {
             None => "embedded store".to_owned(),
         }
     );
+    println!(
+        "waiting room {VIP_ROOM:?}: capacity {}, at /vip; POST /checkout is gated by {:?}",
+        opts.vip_capacity,
+        config.room()
+    );
     if !opts.insecure_cookies {
         println!(
             "hint: cookies are `Secure`. Browsers keep them on http://127.0.0.1, but some \
@@ -567,7 +668,7 @@ async fn main() -> ExitCode {
     }
     println!("open http://{local}/");
 
-    if let Err(e) = serve_with_admin(listener, layer, admin, shutdown_signal()).await {
+    if let Err(e) = serve_rooms(listener, layer, rooms, admin, shutdown_signal()).await {
         eprintln!("error: server failed: {e}");
         return ExitCode::FAILURE;
     }
@@ -586,6 +687,9 @@ mod tests {
     fn defaults_and_flags() {
         let o = parse(&[]).unwrap().unwrap();
         assert_eq!((o.port, o.capacity, o.room.as_str()), (3000, 2, "demo"));
+        assert_eq!(o.vip_capacity, 1);
+        let o = parse(&["--vip-capacity", "3"]).unwrap().unwrap();
+        assert_eq!(o.vip_capacity, 3);
         let o = parse(&["--port=8080", "--capacity", "5", "--fail-closed"])
             .unwrap()
             .unwrap();
@@ -599,6 +703,12 @@ mod tests {
         assert!(parse(&["--port"]).is_err());
         assert!(parse(&["--port", "x"]).is_err());
         assert!(parse(&["--capacity", "0"]).is_err());
+        assert!(parse(&["--vip-capacity", "0"]).is_err());
+        // The default room cannot be the VIP room: two rooms, one id.
+        let clash = parse(&["--room", "vip"]).unwrap().unwrap();
+        let main = build_layer(&clash).unwrap();
+        let vip = build_vip_layer(&clash).unwrap();
+        assert!(build_rooms(&main, Some(&vip)).unwrap_err().contains("vip"));
         assert!(parse(&["--what"]).is_err());
         assert!(parse(&["--fail-open", "--fail-closed"]).is_err());
         let short = Options {
