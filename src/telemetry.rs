@@ -125,15 +125,18 @@ pub(crate) enum Stage {
     Endpoint,
     /// A bypass rule matched.
     Bypass,
+    /// A gated route (several rooms' gates): admitted, or refused.
+    Gate,
 }
 
 impl Stage {
-    const ALL: [Stage; 5] = [
+    const ALL: [Stage; 6] = [
         Stage::FastPath,
         Stage::CookieCheck,
         Stage::Store,
         Stage::Endpoint,
         Stage::Bypass,
+        Stage::Gate,
     ];
 
     pub(crate) fn as_str(self) -> &'static str {
@@ -143,6 +146,7 @@ impl Stage {
             Stage::Store => "store",
             Stage::Endpoint => "endpoint",
             Stage::Bypass => "bypass",
+            Stage::Gate => "gate",
         }
     }
 }

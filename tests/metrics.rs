@@ -147,3 +147,58 @@ async fn store_failures_are_counted_by_kind_and_outcome() {
         "{text}"
     );
 }
+
+/// A gate counts every request it decides at stage `gate`: let through (`passed`) or refused
+/// with `403 not_admitted` (`unknown`).
+#[tokio::test]
+async fn a_gate_counts_its_requests_at_stage_gate() {
+    use axum::routing::post;
+    use http::header::{self, HeaderValue};
+    use tower_waiting_room::clock::Clock;
+    use tower_waiting_room::rooms::{Rule, WaitingRooms};
+    use tower_waiting_room::SessionId;
+
+    let handle = prometheus();
+    let clock = clock();
+    let layer = WaitingRoomLayer::builder("gated")
+        .capacity(1)
+        .secret(SECRET)
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    let rooms = WaitingRooms::builder()
+        .gate_only_room(layer)
+        .gate(Rule::post("/checkout"), "gated")
+        .build()
+        .unwrap();
+    let router = Router::new()
+        .route("/checkout", post(|| async { "ordered" }))
+        .layer(rooms);
+    let now = clock.now_ms();
+    let token = admission_value(&keys(), "gated", SessionId::random(), now, now + 60_000);
+    let admitted = [(header::COOKIE, cookie("wr_gated_a", &token))];
+    let forged = [(
+        header::COOKIE,
+        HeaderValue::from_static("wr_gated_a=forged"),
+    )];
+    for (headers, status) in [
+        (&admitted[..], StatusCode::OK),
+        (&admitted[..], StatusCode::OK),
+        (&forged[..], StatusCode::FORBIDDEN),
+        (&[][..], StatusCode::FORBIDDEN),
+        (&[][..], StatusCode::FORBIDDEN),
+    ] {
+        let reply = call(&router, Method::POST, "/checkout", headers).await;
+        assert_eq!(reply.status, status, "{}", reply.text());
+    }
+    let text = handle.render();
+    let requests = |outcome| {
+        value(
+            &text,
+            REQUESTS_TOTAL,
+            &[("room", "gated"), ("stage", "gate"), ("outcome", outcome)],
+        )
+    };
+    assert_eq!(requests("passed"), Some(2.0), "{text}");
+    assert_eq!(requests("unknown"), Some(3.0), "{text}");
+}

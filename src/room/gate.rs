@@ -103,7 +103,7 @@ impl Room {
         let carried = self.carried(req);
         match self.gate_admission(req, &carried, others, now) {
             Ok((token, _)) if token.is_fresh(now, self.config.refresh) => self.counted(
-                Stage::FastPath,
+                Stage::Gate,
                 Outcome::Passed,
                 Next::pass(self.token_admission(&token)),
             ),
@@ -117,7 +117,7 @@ impl Room {
                     uses_headers: carried.uses_headers(),
                 })),
                 Err(_) => self.counted(
-                    Stage::FastPath,
+                    Stage::Gate,
                     Outcome::Passed,
                     Next::pass(self.token_admission(&token)),
                 ),
@@ -186,6 +186,7 @@ impl Room {
 
     /// `403` JSON `not_admitted`, with the reason and the room's status path.
     fn refuse(&self, refusal: Refusal) -> Response<Bytes> {
+        self.metrics.request(Stage::Gate, Outcome::Unknown);
         tracing::debug!(
             room = self.config.room(),
             reason = refusal.as_str(),
@@ -220,7 +221,7 @@ impl Room {
                     secs_ceil(expires_at_ms.saturating_sub(now)),
                 );
                 self.counted(
-                    Stage::Store,
+                    Stage::Gate,
                     Outcome::Admitted,
                     Next::Pass {
                         admission: self.admission(
@@ -239,7 +240,7 @@ impl Room {
             Err(e) => {
                 self.log_store_failure(&e, "heartbeat (the valid token passes)");
                 self.counted(
-                    Stage::Store,
+                    Stage::Gate,
                     Outcome::Passed,
                     Next::pass(self.token_admission(token)),
                 )
