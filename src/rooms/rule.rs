@@ -58,6 +58,9 @@ enum PathMatch {
     Exact(String),
     /// Every path that starts with this text (a pattern that ended in `*`).
     Starts(String),
+    /// A path prefix that names no path (empty, or not starting with `/`), as given: refused
+    /// by the builder.
+    Malformed(String),
 }
 
 impl Rule {
@@ -128,11 +131,11 @@ impl Rule {
     /// The same rule, only under the path `prefix` (replacing any path it had).
     pub fn with_path_prefix(mut self, prefix: impl Into<String>) -> Self {
         let prefix = prefix.into();
-        self.path = PathMatch::Prefix(prefix.trim_end_matches('/').to_owned());
-        // `""` alone would also be the root: keep a prefix that was empty invalid.
-        if prefix.is_empty() {
-            self.path = PathMatch::Prefix("\u{0}".to_owned());
-        }
+        self.path = if prefix.starts_with('/') {
+            PathMatch::Prefix(prefix.trim_end_matches('/').to_owned())
+        } else {
+            PathMatch::Malformed(prefix)
+        };
         self
     }
 
@@ -170,6 +173,7 @@ impl Rule {
             PathMatch::Any => true,
             PathMatch::Prefix(p) => p.is_empty() || valid_path(p),
             PathMatch::Exact(p) | PathMatch::Starts(p) => valid_path(p),
+            PathMatch::Malformed(_) => false,
         };
         let host_ok = self.host.as_deref().is_none_or(|h| {
             !h.is_empty()
@@ -227,6 +231,7 @@ impl PathMatch {
             PathMatch::Prefix(p) => under(path, p),
             PathMatch::Exact(p) => path == p,
             PathMatch::Starts(p) => path.starts_with(p.as_str()),
+            PathMatch::Malformed(_) => false,
         }
     }
 
@@ -234,6 +239,7 @@ impl PathMatch {
     fn may_overlap(&self, other: &PathMatch) -> bool {
         use PathMatch::*;
         match (self, other) {
+            (Malformed(_), _) | (_, Malformed(_)) => false,
             (Any, _) | (_, Any) => true,
             (Exact(a), b) | (b, Exact(a)) => b.matches(a),
             (Prefix(a), Prefix(b)) => under(a, b) || under(b, a),
@@ -302,6 +308,7 @@ impl Rule {
             PathMatch::Prefix(p) => parts.push(format!("path prefix {p}")),
             PathMatch::Exact(p) => parts.push(format!("path {p}")),
             PathMatch::Starts(p) => parts.push(format!("path {p}*")),
+            PathMatch::Malformed(p) => parts.push(format!("path prefix {p:?}")),
         }
         if let Some(methods) = &self.methods {
             let names: Vec<&str> = methods.iter().map(Method::as_str).collect();
@@ -421,6 +428,7 @@ mod tests {
     fn bad_rules_are_invalid() {
         for bad in [
             Rule::path_prefix(""),
+            Rule::path_prefix("vip"),
             Rule::path("vip"),
             Rule::path("/a*b*"),
             Rule::path("/a b"),
