@@ -16,6 +16,7 @@ use crate::defences::{
 use crate::layer::WaitingRoomLayer;
 use crate::response::{DefaultRenderer, Render};
 use crate::room::{Room, RoomParts};
+use crate::rooms::Rule;
 use crate::store::{MemoryStore, Store};
 use crate::token::{KeyError, Keyring, SigningKey};
 
@@ -64,6 +65,7 @@ pub struct WaitingRoomBuilder {
     poll_limit: Option<RateLimit>,
     bind_tokens_to_network: bool,
     proof_of_work: Option<ProofOfWork>,
+    gates: Vec<Rule>,
 }
 
 impl WaitingRoomBuilder {
@@ -100,6 +102,7 @@ impl WaitingRoomBuilder {
             poll_limit: Some(defaults::POLLS_PER_SESSION),
             bind_tokens_to_network: defaults::BIND_TOKENS_TO_NETWORK,
             proof_of_work: None,
+            gates: Vec::new(),
         }
     }
 
@@ -398,6 +401,38 @@ impl WaitingRoomBuilder {
         self
     }
 
+    /// Requests matching `rule` are gated by this room: they pass with a valid admission of
+    /// the room (its admission cookie, its token header, or the `X-Admission-Ticket` header) and
+    /// are otherwise refused with `403` JSON `not_admitted`; never queued, never a store write.
+    /// For API routes of the site behind the room (`POST /checkout`, `/api/orders/*`). Several
+    /// gates: a request matching any of them is gated. The room's endpoints are never gated.
+    /// See [`rooms`](crate::rooms) for the answers, and for gates to a room that is not in front
+    /// of the route ([`WaitingRoomsBuilder::gate`](crate::rooms::WaitingRoomsBuilder::gate)).
+    ///
+    /// ```
+    /// use tower_waiting_room::rooms::Rule;
+    /// use tower_waiting_room::{ConfigError, WaitingRoomLayer};
+    ///
+    /// let room = WaitingRoomLayer::builder("drop")
+    ///     .capacity(100)
+    ///     .secret([7u8; 32])
+    ///     .gate(Rule::post("/checkout"))
+    ///     .gate(Rule::path("/api/orders/*"))
+    ///     .build();
+    /// assert!(room.is_ok());
+    ///
+    /// let bad = WaitingRoomLayer::builder("drop")
+    ///     .capacity(100)
+    ///     .secret([7u8; 32])
+    ///     .gate(Rule::path("checkout"))
+    ///     .build();
+    /// assert!(matches!(bad, Err(ConfigError::InvalidRule { .. })));
+    /// ```
+    pub fn gate(mut self, rule: Rule) -> Self {
+        self.gates.push(rule);
+        self
+    }
+
     /// Validates the configuration and builds the layer. Nothing is half-built: every
     /// setting is checked first, and the first one refused is the error.
     // A little over 60 lines, in one straight line: validate everything, then assemble.
@@ -415,6 +450,11 @@ impl WaitingRoomBuilder {
         let (queue_header, token_header) =
             validate::value_headers(&self.queue_header, &self.token_header)?;
         self.check_defences()?;
+        if let Some(rule) = self.gates.iter().find(|rule| !rule.is_valid()) {
+            return Err(ConfigError::InvalidRule {
+                rule: rule.describe(),
+            });
+        }
         let client_ip_header = self
             .client_ip_header
             .as_deref()
@@ -466,6 +506,7 @@ impl WaitingRoomBuilder {
             clock,
             renderer: self.renderer,
             defences,
+            gates: self.gates,
         });
         Ok(WaitingRoomLayer::from_room(Arc::new(room)))
     }

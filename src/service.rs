@@ -118,16 +118,18 @@ impl<S> WaitingRoom<S> {
     where
         S: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone,
     {
-        decide(&mut self.inner, &self.room, req)
+        decide(&mut self.inner, &self.room, &[], req)
     }
 }
 
 /// The dispatch of a request to `room` in front of `inner`: the room's bypass rules, then its
-/// endpoints and three stages. Shared by [`WaitingRoom`] and the several rooms of
-/// [`WaitingRooms`](crate::rooms::WaitingRooms), which has chosen the room.
+/// gated routes, its endpoints and three stages. Shared by [`WaitingRoom`] and the several
+/// rooms of [`WaitingRooms`](crate::rooms::WaitingRooms), which has chosen the room. `others`:
+/// the other rooms behind the same layer, for a gate to tell `other_room` from `invalid`.
 pub(crate) fn decide<S, ReqBody, ResBody>(
     inner: &mut S,
     room: &Arc<Room>,
+    others: &[Arc<Room>],
     req: Request<ReqBody>,
 ) -> ResponseFuture<S, ReqBody>
 where
@@ -138,7 +140,11 @@ where
         room.metrics().request(Stage::Bypass, Outcome::Passed);
         return pass(inner, req, None, None);
     }
-    let next = room.classify(&req);
+    let next = if room.is_gated(&req) {
+        room.gate(&req, others)
+    } else {
+        room.classify(&req)
+    };
     carry_out(inner, room, next, req)
 }
 

@@ -596,6 +596,34 @@ async fn an_api_client_gets_a_ticket_from_status_and_uses_it_without_cookies() {
     assert_eq!(status.header(TICKET), None);
 }
 
+/// A single room gates routes of its own (`WaitingRoomBuilder::gate`): refused without an
+/// admission, passed with one; the room's pages are queued as ever and its endpoints are never
+/// gated, even by a rule that covers them.
+#[tokio::test]
+async fn a_single_room_gates_its_own_routes() {
+    let clock = clock();
+    let store = TestStore::new(clock.clone());
+    let layer = builder("drop", 5, &clock)
+        .store(store.clone())
+        .gate(Rule::post("/checkout"))
+        .gate(Rule::path("/__waitingroom/*"))
+        .build()
+        .unwrap();
+    let http = serve_with_connect_info(pages().merge(api()).layer(layer)).await;
+
+    let reply = http.send(Method::POST, "/checkout", &[]).await;
+    assert_refused(&reply, "missing");
+    assert_eq!(store.calls().total(), 0);
+    let reply = http.send(Method::GET, &status_of("drop"), &[]).await;
+    assert_status_of(&reply, "drop", "the status endpoint, under a gate's rule");
+
+    let mut jar = Jar::new();
+    enter(&http, &mut jar, "/page").await;
+    let reply = http.visit(&mut jar, Method::POST, "/checkout").await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.text());
+    assert_eq!(reply.json()["admitted_to"], "drop");
+}
+
 // ===== build errors =====
 
 #[test]

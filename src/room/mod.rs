@@ -40,6 +40,7 @@ use crate::config::RoomConfig;
 use crate::defences::{Defences, Limiter};
 use crate::outcome::{Admission, AdmittedBy};
 use crate::response::Render;
+use crate::rooms::Rule;
 use crate::session::SessionId;
 use crate::store::{RoomStats, Store, StoreFuture};
 use crate::telemetry::{self, Outcome, RoomMetrics, Stage};
@@ -53,6 +54,8 @@ pub(crate) struct RoomParts {
     pub(crate) clock: SharedClock,
     pub(crate) renderer: Arc<dyn Render>,
     pub(crate) defences: Defences,
+    /// Routes of the room that are gated: admitted or refused, never queued.
+    pub(crate) gates: Vec<Rule>,
 }
 
 /// One room: its configuration, keys, store, clock, renderer and defences, and the paths of
@@ -64,6 +67,7 @@ pub(crate) struct Room {
     clock: SharedClock,
     renderer: Arc<dyn Render>,
     defences: Defences,
+    gates: Vec<Rule>,
     paths: EndpointPaths,
     /// Whether the room has warned that it binds tokens to networks without knowing the IP.
     warned_unknown_network: AtomicBool,
@@ -99,6 +103,7 @@ impl Room {
             clock: parts.clock,
             renderer: parts.renderer,
             defences: parts.defences,
+            gates: parts.gates,
             paths,
             warned_unknown_network: AtomicBool::new(false),
             store_failures: FailureLog::new(),
@@ -144,6 +149,22 @@ impl Room {
     /// cookie, no store call, not counted by any limit).
     pub(crate) fn bypasses<B>(&self, req: &Request<B>) -> bool {
         !self.defences.bypass.is_empty() && self.defences.bypasses(&RequestInfo::new(req))
+    }
+
+    /// Whether `req` is for one of the room's gated routes (never one of its endpoints).
+    pub(crate) fn is_gated<B>(&self, req: &Request<B>) -> bool {
+        !self.gates.is_empty()
+            && !self.is_endpoint_path(req.uri().path())
+            && self.gates.iter().any(|rule| rule.matches(req))
+    }
+
+    /// Whether `path` is under `{prefix}/{room}/`, where the room's endpoints are.
+    fn is_endpoint_path(&self, path: &str) -> bool {
+        let c = &self.config;
+        path.strip_prefix(c.path_prefix.as_str())
+            .and_then(|rest| rest.strip_prefix('/'))
+            .and_then(|rest| rest.strip_prefix(c.room()))
+            .is_some_and(|rest| rest.starts_with('/'))
     }
 
     /// Stages 1 and 2, and the room's own endpoints.

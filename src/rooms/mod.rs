@@ -101,25 +101,27 @@
 //!
 //! # A single room with gates
 //!
-//! One room and gates to it are a [`WaitingRooms`] with that room as the default:
+//! One room gates routes of its own with
+//! [`WaitingRoomBuilder::gate`](crate::WaitingRoomBuilder::gate), no [`WaitingRooms`] needed:
 //!
 //! ```
-//! use tower_waiting_room::rooms::{Rule, WaitingRooms};
+//! use tower_waiting_room::rooms::Rule;
 //! use tower_waiting_room::WaitingRoomLayer;
 //!
 //! # fn main() -> Result<(), tower_waiting_room::ConfigError> {
 //! let drop = WaitingRoomLayer::builder("drop")
 //!     .capacity(100)
 //!     .secret(*b"a secret of at least thirty-two bytes!!")
+//!     .gate(Rule::post("/checkout"))
+//!     .gate(Rule::path("/api/orders/*"))
 //!     .build()?;
-//! let rooms = WaitingRooms::builder()
-//!     .default_room(drop)
-//!     .gate(Rule::path("/api/orders/*"), "drop")
-//!     .build()?;
-//! # let _ = rooms;
+//! # let _ = drop;
 //! # Ok(())
 //! # }
 //! ```
+//!
+//! Behind a [`WaitingRooms`] layer such a room's own gates apply to the requests that go to it;
+//! [`WaitingRoomsBuilder::gate`] gates routes by a room whatever room (or none) they go to.
 //!
 //! | file | what |
 //! |---|---|

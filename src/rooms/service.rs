@@ -103,7 +103,7 @@ where
             if gated {
                 gate(&mut self.inner, &room, self.rooms.all(), req)
             } else {
-                decide(&mut self.inner, &room, req)
+                decide(&mut self.inner, &room, self.rooms.all(), req)
             }
         };
         future.in_span(span)
