@@ -809,3 +809,76 @@ async fn rooms_answer_while_the_app_is_saturated() {
     assert_eq!(res.into_body().collect().await.unwrap().to_bytes(), "inner");
     assert_eq!(calls.load(Ordering::SeqCst), 2);
 }
+
+/// A gated request past `refresh` asks the store first (its heartbeat), and only once the
+/// store lets it pass is the inner service readied and called (the mock panics on a call
+/// without readiness); a heartbeat that finds no slot never reaches the inner at all.
+#[tokio::test]
+async fn a_gates_heartbeat_readies_the_inner_only_when_the_request_passes() {
+    use std::future::Future;
+    use std::task::Poll;
+    use tower_test::mock;
+    use tower_waiting_room::store::{Decision, Store};
+
+    let clock = clock();
+    let store = TestStore::new(clock.clone());
+    let drop = builder("drop", 5, &clock)
+        .store(store.clone())
+        .build()
+        .unwrap();
+    let rooms = WaitingRooms::builder()
+        .gate_only_room(drop.clone())
+        .gate(Rule::post("/checkout"), "drop")
+        .build()
+        .unwrap();
+    let (mut svc, mut handle) = mock::spawn_layer::<Request<()>, Response<Full<Bytes>>, _>(rooms);
+    handle.allow(1);
+    let checkout = |value: &str| {
+        Request::post("/checkout")
+            .header(header::COOKIE, cookie("wr_drop_a", value))
+            .body(())
+            .unwrap()
+    };
+
+    // A visitor holding a slot, whose token is now past refresh.
+    let holder = SessionId::random();
+    let policy = drop.config().policy();
+    let granted = store.inner().enter(policy, holder).await.unwrap();
+    let Decision::Admitted { expires_at_ms } = granted else {
+        panic!("{granted:?}");
+    };
+    let issued = clock.now_ms();
+    let token = admission_value(&keys(), "drop", holder, issued, expires_at_ms);
+    let stranger = admission_value(&keys(), "drop", SessionId::random(), issued, expires_at_ms);
+    clock.advance(Duration::from_secs(20));
+
+    // No slot: the heartbeat says so, 403, and the inner is neither readied nor called.
+    assert!(matches!(svc.poll_ready(), Poll::Ready(Ok(()))));
+    let res = svc.call(checkout(&stranger)).await.unwrap();
+    assert_eq!(res.status(), StatusCode::FORBIDDEN);
+    assert!(handle.poll_request().is_pending());
+
+    // The holder: nothing reaches the inner before the store answers; then it is called.
+    assert!(matches!(svc.poll_ready(), Poll::Ready(Ok(()))));
+    let fut = svc.call(checkout(&token));
+    assert!(handle.poll_request().is_pending());
+    let mut fut = std::pin::pin!(fut);
+    let pending = std::future::poll_fn(|cx| Poll::Ready(fut.as_mut().poll(cx).is_pending())).await;
+    assert!(pending, "waiting for the inner's response");
+    let Poll::Ready(Some((req, send))) = handle.poll_request() else {
+        panic!("the inner was not called after the heartbeat");
+    };
+    assert_eq!(
+        req.extensions().get::<Admission>().unwrap().session(),
+        holder
+    );
+    send.send_response(Response::new(Full::new(Bytes::new())));
+    let res = fut.await.unwrap();
+    assert_eq!(res.status(), StatusCode::OK);
+    assert!(res
+        .headers()
+        .get_all(header::SET_COOKIE)
+        .iter()
+        .any(|v| v.to_str().unwrap().starts_with("wr_drop_a=")));
+    assert_eq!(store.calls().heartbeat, 2);
+}
