@@ -366,6 +366,9 @@ impl Store for Metered {
         let call = self.inner.redeem_ticket(policy, session, nonce);
         self.metrics.timed(StoreOp::RedeemTicket, call)
     }
+    fn keeps_tickets(&self) -> bool {
+        self.inner.keeps_tickets()
+    }
 }
 
 #[cfg(feature = "metrics")]

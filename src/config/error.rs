@@ -87,6 +87,10 @@ pub enum ConfigError {
     /// [`MAX_DIFFICULTY`](crate::defences::proof_of_work::MAX_DIFFICULTY) bits, or its challenge TTL is
     /// under a second.
     InvalidProofOfWork,
+    /// [`single_use_tickets`](crate::WaitingRoomBuilder::single_use_tickets) is on, but the
+    /// store does not keep tickets ([`Store::keeps_tickets`](crate::store::Store::keeps_tickets)
+    /// is `false`: it does not implement `mint_ticket` and `redeem_ticket`).
+    StoreWithoutTickets,
 }
 
 impl fmt::Display for ConfigError {
@@ -170,6 +174,10 @@ impl fmt::Display for ConfigError {
                 "proof_of_work difficulty must be {} to {} bits, with a challenge TTL of at least 1 s",
                 crate::defences::proof_of_work::MIN_DIFFICULTY,
                 crate::defences::proof_of_work::MAX_DIFFICULTY
+            ),
+            ConfigError::StoreWithoutTickets => f.write_str(
+                "single_use_tickets needs a store that keeps tickets (Store::mint_ticket and \
+                 Store::redeem_ticket), such as the embedded store or the Redis store",
             ),
         }
     }

@@ -12,12 +12,14 @@
 //! | `endpoints` | the room's own endpoints: status, leave, proof |
 //! | `pending` | the store steps and what each answer means, the fail policy included |
 //! | `reply` | redirects, rejections, issued cookies, the headers every answer carries |
+//! | `ticket` | single-use checkout tickets: minted at admission and on the status endpoint, and the redeem step of a gated route |
 
 mod ending;
 mod endpoints;
 mod observe;
 mod pending;
 mod reply;
+mod ticket;
 mod visitor;
 
 use std::net::IpAddr;

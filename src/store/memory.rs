@@ -394,6 +394,10 @@ impl Store for MemoryStore {
         let redeemed = tickets.redeem(&policy.room, session, nonce, now);
         Box::pin(std::future::ready(Ok(redeemed)))
     }
+
+    fn keeps_tickets(&self) -> bool {
+        true
+    }
 }
 
 /// One room: the Redis script's keys, as Rust values.

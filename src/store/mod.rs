@@ -161,8 +161,9 @@ pub trait Store: Send + Sync + 'static {
     /// however often it is asked; see [`tickets`](self::tickets).
     ///
     /// The default answers a [`Misconfigured`](StoreErrorKind::Misconfigured) error: a store of
-    /// your own must implement both ticket operations before a room with
-    /// [`single_use_tickets`](crate::WaitingRoomBuilder::single_use_tickets) can use it.
+    /// your own must implement both ticket operations (and [`keeps_tickets`](Self::keeps_tickets))
+    /// before a room with [`single_use_tickets`](crate::WaitingRoomBuilder::single_use_tickets)
+    /// can use it.
     fn mint_ticket(
         &self,
         policy: &RoomPolicy,
@@ -187,6 +188,15 @@ pub trait Store: Send + Sync + 'static {
     ) -> StoreFuture<Redeemed> {
         let _ = (policy, session, nonce);
         tickets_unsupported()
+    }
+
+    /// Whether this store implements [`mint_ticket`](Self::mint_ticket) and
+    /// [`redeem_ticket`](Self::redeem_ticket): a room with
+    /// [`single_use_tickets`](crate::WaitingRoomBuilder::single_use_tickets) on refuses to build
+    /// on a store that does not ([`ConfigError::StoreWithoutTickets`](crate::ConfigError::StoreWithoutTickets)).
+    /// `false` by default; the embedded and the Redis store say `true`.
+    fn keeps_tickets(&self) -> bool {
+        false
     }
 }
 

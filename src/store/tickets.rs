@@ -19,9 +19,9 @@
 //! let session = SessionId::random();
 //! // Minting is idempotent while the record lives: the second mint answers the first nonce.
 //! let first = store.mint_ticket(&policy, session, TicketNonce::random(), 61_000).await?;
-//! let Minted::Ticket(nonce) = first else { panic!("a fresh record") };
-//! let again = store.mint_ticket(&policy, session, TicketNonce::random(), 61_000).await?;
-//! assert_eq!(again, Minted::Ticket(nonce));
+//! let Minted::Ticket { nonce, .. } = first else { panic!("a fresh record") };
+//! let again = store.mint_ticket(&policy, session, TicketNonce::random(), 90_000).await?;
+//! assert_eq!(again, Minted::Ticket { nonce, expires_at_ms: 61_000 });
 //! // Exactly one redeem is accepted; a replay is told the ticket was used.
 //! assert_eq!(store.redeem_ticket(&policy, session, nonce).await?, Redeemed::Accepted);
 //! assert_eq!(store.redeem_ticket(&policy, session, nonce).await?, Redeemed::Used);
@@ -104,8 +104,14 @@ impl fmt::Debug for TicketNonce {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Minted {
-    /// The session's unused ticket: the nonce given (a new record) or the one already held.
-    Ticket(TicketNonce),
+    /// The session's unused ticket: the nonce and expiry given (a new record), or those of the
+    /// record already held.
+    Ticket {
+        /// The record's nonce.
+        nonce: TicketNonce,
+        /// When the record ends (ms since the epoch): the signed ticket's expiry.
+        expires_at_ms: u64,
+    },
     /// The session's ticket of this admission was already used: no new one until the record
     /// expires.
     Used,

@@ -64,7 +64,10 @@ impl Tickets {
             return if record.used {
                 Minted::Used
             } else {
-                Minted::Ticket(record.nonce)
+                Minted::Ticket {
+                    nonce: record.nonce,
+                    expires_at_ms: record.expires_at_ms,
+                }
             };
         }
         if expires_at_ms > now {
@@ -80,7 +83,10 @@ impl Tickets {
             );
         }
         // An expiry already past: as in Redis, the record is gone as soon as it is made.
-        Minted::Ticket(fresh)
+        Minted::Ticket {
+            nonce: fresh,
+            expires_at_ms,
+        }
     }
 
     pub(super) fn redeem(

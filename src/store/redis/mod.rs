@@ -342,6 +342,10 @@ impl Store for RedisStore {
     ) -> StoreFuture<Redeemed> {
         self.redeem(policy, session, nonce)
     }
+
+    fn keeps_tickets(&self) -> bool {
+        true
+    }
 }
 
 impl std::fmt::Debug for RedisStore {

@@ -17,7 +17,8 @@
 --   3 now in ms, or 0 to use the server's TIME (shared by every gateway)
 --   4 mint only: the record's expiry in ms (the slot's expiry)
 -- Reply:
---   mint:   {'ticket', nonce} the live unused record's nonce (or the new one)   {'used'}
+--   mint:   {'ticket', nonce, expires_at_ms} the live unused record's (or the new one's)
+--           {'used'}
 --   redeem: {'accepted'} (the record is now used)   {'used'}   {'unknown'} (no live record of
 --           that nonce)
 --
@@ -52,18 +53,18 @@ local function live()
 end
 
 if op == 'mint' then
-  local state, n = live()
+  local state, n, exp = live()
   if state == 'u' then
     return {'used'}
   elseif state == 'n' then
-    return {'ticket', n}
+    return {'ticket', n, exp}
   end
   local exp = tonumber(ARGV[4])
   if exp and exp > now then
     redis.call('SET', key, 'n:' .. nonce .. ':' .. ARGV[4], 'PX', exp - now)
   end
   -- An expiry already past: nothing is stored, as the record would be gone at once.
-  return {'ticket', nonce}
+  return {'ticket', nonce, ARGV[4]}
 elseif op == 'redeem' then
   local state, n, exp = live()
   if not state or n ~= nonce then

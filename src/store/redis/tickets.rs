@@ -54,9 +54,15 @@ impl RedisStore {
             let reply = call.await?;
             match reply.as_slice() {
                 [state] if state == "used" => Ok(Minted::Used),
-                [state, nonce] if state == "ticket" => TicketNonce::from_hex(nonce)
-                    .map(Minted::Ticket)
-                    .ok_or_else(|| unexpected(&reply)),
+                [state, nonce, expires] if state == "ticket" => {
+                    match (TicketNonce::from_hex(nonce), expires.parse()) {
+                        (Some(nonce), Ok(expires_at_ms)) => Ok(Minted::Ticket {
+                            nonce,
+                            expires_at_ms,
+                        }),
+                        _ => Err(unexpected(&reply)),
+                    }
+                }
                 _ => Err(unexpected(&reply)),
             }
         })

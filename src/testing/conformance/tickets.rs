@@ -42,27 +42,33 @@ impl Harness {
         let fresh = TicketNonce::random();
         let expires = self.now() + ACTIVE_MS;
         let minted = self.mint_ticket(policy, session, fresh, expires).await;
-        assert_eq!(
-            minted,
-            Minted::Ticket(fresh),
-            "a first mint stores its nonce"
-        );
+        let stored = Minted::Ticket {
+            nonce: fresh,
+            expires_at_ms: expires,
+        };
+        assert_eq!(minted, stored, "a first mint stores its nonce and expiry");
         fresh
     }
 }
 
-/// Minting again while the record lives answers the first nonce, not the new one: two
-/// gateways minting at once agree on one ticket, and a reload does not make a second.
+/// Minting again while the record lives answers the first nonce and expiry, not the new ones:
+/// two gateways minting at once agree on one ticket, and a reload does not make a second (nor
+/// stretch the first).
 pub async fn ticket_mint_is_idempotent(h: &Harness) {
     let p = h.policy(1);
     let s = SessionId::random();
+    let expires = h.now() + ACTIVE_MS;
     let first = h.fresh_ticket(&p, s).await;
     h.advance_ms(1_000);
     for _ in 0..3 {
         let again = h
             .mint_ticket(&p, s, TicketNonce::random(), h.now() + ACTIVE_MS)
             .await;
-        assert_eq!(again, Minted::Ticket(first), "a second mint");
+        let want = Minted::Ticket {
+            nonce: first,
+            expires_at_ms: expires,
+        };
+        assert_eq!(again, want, "a second mint");
     }
     // Another session gets a ticket of its own.
     let other = h.fresh_ticket(&p, SessionId::random()).await;
@@ -146,7 +152,10 @@ pub async fn ticket_records_expire(h: &Harness) {
     let now = h.now();
     assert_eq!(
         h.mint_ticket(&p, late, fresh, now).await,
-        Minted::Ticket(fresh)
+        Minted::Ticket {
+            nonce: fresh,
+            expires_at_ms: now
+        }
     );
     assert_eq!(h.redeem_ticket(&p, late, fresh).await, Redeemed::Unknown);
 }
