@@ -395,3 +395,568 @@ fn ticket_refused(problem: TicketProblem) -> Response<Bytes> {
         },
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use std::future::poll_fn;
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use http::{HeaderValue, Request, StatusCode};
+    use tower::{service_fn, Layer, ServiceExt};
+
+    use super::*;
+    use crate::clock::{Clock, ManualClock};
+    use crate::config::{FailPolicy, RoomPolicy};
+    use crate::store::{
+        Decision, MemoryStore, RoomStats, SettingsChange, SettingsUpdate, Store, StoreErrorKind,
+        StoreFuture,
+    };
+    use crate::testing::TEST_EPOCH_MS;
+    use crate::token::{Keyring, SigningKey};
+    use crate::{SessionId, WaitingRoomBuilder, WaitingRoomLayer};
+
+    /// The embedded store, whose ticket calls are counted and can be made to fail.
+    #[derive(Clone, Default)]
+    struct Tickets {
+        inner: MemoryStore,
+        mints: Arc<AtomicUsize>,
+        redeems: Arc<AtomicUsize>,
+        fail: Arc<AtomicBool>,
+    }
+
+    impl Tickets {
+        fn on(clock: &ManualClock) -> Self {
+            Self {
+                inner: MemoryStore::with_clock(clock.clone()),
+                ..Self::default()
+            }
+        }
+
+        fn failing<T: Send + 'static>(&self) -> Option<StoreFuture<T>> {
+            self.fail.load(Ordering::SeqCst).then(|| {
+                let e = StoreError::new(StoreErrorKind::Unavailable);
+                Box::pin(std::future::ready(Err(e))) as StoreFuture<T>
+            })
+        }
+    }
+
+    impl Store for Tickets {
+        fn enter(&self, p: &RoomPolicy, s: SessionId) -> StoreFuture<Decision> {
+            self.inner.enter(p, s)
+        }
+        fn poll(&self, p: &RoomPolicy, s: SessionId) -> StoreFuture<Decision> {
+            self.inner.poll(p, s)
+        }
+        fn heartbeat(&self, p: &RoomPolicy, s: SessionId) -> StoreFuture<Decision> {
+            self.inner.heartbeat(p, s)
+        }
+        fn release(&self, p: &RoomPolicy, s: SessionId) -> StoreFuture<bool> {
+            self.inner.release(p, s)
+        }
+        fn stats(&self, p: &RoomPolicy) -> StoreFuture<RoomStats> {
+            self.inner.stats(p)
+        }
+        fn configure(&self, p: &RoomPolicy, c: SettingsChange) -> StoreFuture<SettingsUpdate> {
+            self.inner.configure(p, c)
+        }
+        fn admit_next(&self, p: &RoomPolicy, n: u32) -> StoreFuture<u64> {
+            self.inner.admit_next(p, n)
+        }
+        fn ban(&self, p: &RoomPolicy, s: SessionId, until: u64) -> StoreFuture<bool> {
+            self.inner.ban(p, s, until)
+        }
+        fn mint_ticket(
+            &self,
+            p: &RoomPolicy,
+            s: SessionId,
+            fresh: TicketNonce,
+            expires_at_ms: u64,
+        ) -> StoreFuture<Minted> {
+            self.mints.fetch_add(1, Ordering::SeqCst);
+            self.failing()
+                .unwrap_or_else(|| self.inner.mint_ticket(p, s, fresh, expires_at_ms))
+        }
+        fn redeem_ticket(
+            &self,
+            p: &RoomPolicy,
+            s: SessionId,
+            nonce: TicketNonce,
+        ) -> StoreFuture<Redeemed> {
+            self.redeems.fetch_add(1, Ordering::SeqCst);
+            self.failing()
+                .unwrap_or_else(|| self.inner.redeem_ticket(p, s, nonce))
+        }
+        fn keeps_tickets(&self) -> bool {
+            true
+        }
+    }
+
+    const KEY: [u8; 32] = [0x5e; 32];
+
+    fn builder(room: &str) -> WaitingRoomBuilder {
+        WaitingRoomLayer::builder(room)
+            .capacity(10)
+            .signing_key(SigningKey::new("test", KEY).unwrap())
+            .secure_cookies(false)
+            .single_use_tickets(true)
+    }
+
+    /// A room with tickets on, on `store` and `clock`.
+    fn room_on(b: WaitingRoomBuilder, store: &Tickets, clock: &ManualClock) -> WaitingRoomLayer {
+        b.clock(clock.clone()).store(store.clone()).build().unwrap()
+    }
+
+    fn site() -> (WaitingRoomLayer, Tickets, ManualClock) {
+        let clock = ManualClock::new(TEST_EPOCH_MS);
+        let store = Tickets::on(&clock);
+        (room_on(builder("shop"), &store, &clock), store, clock)
+    }
+
+    /// `req` through the layer, in front of an app that answers `200 app`.
+    async fn send(layer: &WaitingRoomLayer, req: Request<()>) -> Response<String> {
+        let svc = layer.layer(service_fn(|_req: Request<()>| async {
+            Ok::<_, std::convert::Infallible>(Response::new("app".to_owned()))
+        }));
+        let res = svc.oneshot(req).await.unwrap();
+        let (parts, body) = res.into_parts();
+        let bytes = http_body_util::BodyExt::collect(body)
+            .await
+            .unwrap()
+            .to_bytes();
+        Response::from_parts(parts, String::from_utf8(bytes.to_vec()).unwrap())
+    }
+
+    /// The value of the `name` cookie set by `res`.
+    fn set_cookie<'r, B>(res: &'r Response<B>, name: &str) -> Option<&'r str> {
+        res.headers()
+            .get_all(header::SET_COOKIE)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .find_map(|v| v.strip_prefix(name)?.strip_prefix('='))
+            .map(|v| v.split(';').next().unwrap())
+    }
+
+    /// A visitor the store admits through the layer, as a browser (cookies): their admission
+    /// token and ticket cookie values.
+    async fn admitted_browser(layer: &WaitingRoomLayer) -> (String, Option<String>) {
+        let first = send(layer, Request::get("/").body(()).unwrap()).await;
+        let queue = set_cookie(&first, "wr_shop_q").unwrap().to_owned();
+        let req = Request::get("/")
+            .header(header::COOKIE, format!("wr_shop_q={queue}"))
+            .body(())
+            .unwrap();
+        let res = send(layer, req).await;
+        assert_eq!(
+            res.status(),
+            StatusCode::OK,
+            "admitted: {:?}",
+            res.headers()
+        );
+        assert!(
+            res.headers().get(TICKET_HEADER).is_none(),
+            "browsers get no header"
+        );
+        let token = set_cookie(&res, "wr_shop_a").unwrap().to_owned();
+        (token, set_cookie(&res, "wr_shop_t").map(str::to_owned))
+    }
+
+    /// The redeem step for `req`, run to its end as the service future would.
+    async fn redeem(layer: &WaitingRoomLayer, req: &Request<()>) -> Next {
+        let room = layer.room();
+        let mut next = room.redeem_ticket(req);
+        while let Next::Ask(mut pending) = next {
+            next = poll_fn(|cx| pending.poll_next(cx, room, req)).await;
+        }
+        next
+    }
+
+    fn with_ticket_cookie(ticket: &str) -> Request<()> {
+        Request::post("/checkout")
+            .header(header::COOKIE, format!("other=1; wr_shop_t={ticket}"))
+            .body(())
+            .unwrap()
+    }
+
+    fn with_ticket_header(ticket: &str) -> Request<()> {
+        Request::post("/checkout")
+            .header(TICKET_HEADER, ticket)
+            .body(())
+            .unwrap()
+    }
+
+    #[track_caller]
+    fn refused(next: Next, status: StatusCode, body: &str) {
+        match next {
+            Next::Answer(res) => {
+                assert_eq!(res.status(), status);
+                assert_eq!(std::str::from_utf8(res.body()).unwrap(), body);
+            }
+            Next::Pass { .. } => panic!("passed, expected {status} {body}"),
+            Next::Ask(_) => panic!("still asking"),
+        }
+    }
+
+    #[track_caller]
+    fn passed(next: Next, session: SessionId) -> Option<Issued> {
+        match next {
+            Next::Pass {
+                admission,
+                set_cookie,
+            } => {
+                assert_eq!(admission.by, AdmittedBy::Ticket);
+                assert_eq!(admission.session, session);
+                set_cookie
+            }
+            Next::Answer(res) => panic!("answered {} {:?}", res.status(), res.body()),
+            Next::Ask(_) => panic!("still asking"),
+        }
+    }
+
+    fn ticket_of(layer: &WaitingRoomLayer, value: &str) -> AdmissionTicket {
+        let now = layer.room().now_ms();
+        AdmissionTicket::verify(layer.room().keys(), "shop", value, now).unwrap()
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn an_admission_mints_a_ticket_that_passes_exactly_once() {
+        let (layer, store, _) = site();
+        let (token, ticket) = admitted_browser(&layer).await;
+        let ticket = ticket.expect("a ticket cookie at admission");
+        assert_eq!(store.mints.load(Ordering::SeqCst), 1);
+        let t = ticket_of(&layer, &ticket);
+        let now = layer.room().now_ms();
+        let token = crate::token::AdmissionToken::verify(layer.room().keys(), "shop", &token, now);
+        let token = token.unwrap();
+        assert_eq!(t.session(), token.session());
+        assert_eq!(
+            t.expires_at_ms(),
+            token.expires_at_ms(),
+            "expires with the slot"
+        );
+
+        let issued = passed(
+            redeem(&layer, &with_ticket_cookie(&ticket)).await,
+            t.session(),
+        );
+        // The used ticket's cookie is removed.
+        let mut headers = http::HeaderMap::new();
+        issued.expect("a cookie removal").apply(&mut headers);
+        let removal = headers.get(header::SET_COOKIE).unwrap().to_str().unwrap();
+        assert!(removal.starts_with("wr_shop_t=; ") && removal.contains("Max-Age=0"));
+        for _ in 0..3 {
+            let replay = redeem(&layer, &with_ticket_cookie(&ticket)).await;
+            refused(replay, StatusCode::FORBIDDEN, r#"{"error":"ticket_used"}"#);
+            let by_header = redeem(&layer, &with_ticket_header(&ticket)).await;
+            refused(
+                by_header,
+                StatusCode::FORBIDDEN,
+                r#"{"error":"ticket_used"}"#,
+            );
+        }
+        assert_eq!(store.redeems.load(Ordering::SeqCst), 7);
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn bad_tickets_get_403_with_the_reason_and_no_store_call() {
+        let (layer, store, clock) = site();
+        let (_, ticket) = admitted_browser(&layer).await;
+        let ticket = ticket.unwrap();
+        let missing = r#"{"error":"not_admitted","reason":"ticket_missing"}"#;
+        let invalid = r#"{"error":"not_admitted","reason":"ticket_invalid"}"#;
+        let expired = r#"{"error":"not_admitted","reason":"ticket_expired"}"#;
+        let forbidden = StatusCode::FORBIDDEN;
+
+        let none = Request::post("/checkout").body(()).unwrap();
+        refused(redeem(&layer, &none).await, forbidden, missing);
+        // An admission token in the ticket header is not a ticket.
+        let token_header = with_ticket_header("a1.test.0.0.0.x");
+        refused(redeem(&layer, &token_header).await, forbidden, missing);
+
+        // Tampered: every byte of the ticket changed in turn. In the header, a value that no
+        // longer starts `t1.` is no ticket (the header may carry other values on gated routes).
+        for i in 0..ticket.len() {
+            let mut bytes = ticket.clone().into_bytes();
+            bytes[i] = if bytes[i] == b'0' { b'1' } else { b'0' };
+            let tampered = String::from_utf8(bytes).unwrap();
+            refused(
+                redeem(&layer, &with_ticket_cookie(&tampered)).await,
+                forbidden,
+                invalid,
+            );
+            let in_header = if i < 3 { missing } else { invalid };
+            refused(
+                redeem(&layer, &with_ticket_header(&tampered)).await,
+                forbidden,
+                in_header,
+            );
+        }
+        // Junk under the cookie's name; a ticket of another room; a forged one.
+        refused(
+            redeem(&layer, &with_ticket_cookie("junk")).await,
+            forbidden,
+            invalid,
+        );
+        let t = ticket_of(&layer, &ticket);
+        let keys = layer.room().keys();
+        let elsewhere = t.sign(keys, "other");
+        refused(
+            redeem(&layer, &with_ticket_cookie(&elsewhere)).await,
+            forbidden,
+            invalid,
+        );
+        let forger = Keyring::new(SigningKey::new("test", [1u8; 32]).unwrap());
+        let forged = t.sign(&forger, "shop");
+        refused(
+            redeem(&layer, &with_ticket_header(&forged)).await,
+            forbidden,
+            invalid,
+        );
+        assert_eq!(store.redeems.load(Ordering::SeqCst), 0, "no store call");
+
+        // Expired: told apart, still no store call; a junk value beside it does not hide it.
+        clock.advance(Duration::from_millis(t.expires_at_ms() - clock.now_ms()));
+        refused(
+            redeem(&layer, &with_ticket_cookie(&ticket)).await,
+            forbidden,
+            expired,
+        );
+        let both = Request::post("/checkout")
+            .header(
+                header::COOKIE,
+                format!("wr_shop_t=junk; wr_shop_t={ticket}"),
+            )
+            .body(())
+            .unwrap();
+        refused(redeem(&layer, &both).await, forbidden, expired);
+        assert_eq!(store.redeems.load(Ordering::SeqCst), 0, "no store call");
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_valid_ticket_beside_junk_is_found() {
+        let (layer, _, _) = site();
+        let (_, ticket) = admitted_browser(&layer).await;
+        let ticket = ticket.unwrap();
+        let session = ticket_of(&layer, &ticket).session();
+        // A planted cookie of the same name first, and junk in the header: the real one counts.
+        let req = Request::post("/checkout")
+            .header(
+                header::COOKIE,
+                format!("wr_shop_t=t1.x; wr_shop_t={ticket}"),
+            )
+            .header(TICKET_HEADER, "t1.junk")
+            .body(())
+            .unwrap();
+        passed(redeem(&layer, &req).await, session);
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_store_failure_on_redeem_is_503_under_either_policy_and_keeps_the_ticket() {
+        for policy in [FailPolicy::Open, FailPolicy::Closed] {
+            let clock = ManualClock::new(TEST_EPOCH_MS);
+            let store = Tickets::on(&clock);
+            let layer = room_on(builder("shop").fail_policy(policy), &store, &clock);
+            let (_, ticket) = admitted_browser(&layer).await;
+            let ticket = ticket.unwrap();
+            store.fail.store(true, Ordering::SeqCst);
+            match redeem(&layer, &with_ticket_cookie(&ticket)).await {
+                Next::Answer(res) => {
+                    assert_eq!(res.status(), StatusCode::SERVICE_UNAVAILABLE, "{policy:?}");
+                    assert!(res.headers().contains_key(header::RETRY_AFTER));
+                }
+                _ => panic!("{policy:?}: a ticket passed without the store"),
+            }
+            // Nothing was used: once the store is back, the ticket passes, once.
+            store.fail.store(false, Ordering::SeqCst);
+            let session = ticket_of(&layer, &ticket).session();
+            passed(redeem(&layer, &with_ticket_cookie(&ticket)).await, session);
+            let replay = redeem(&layer, &with_ticket_cookie(&ticket)).await;
+            refused(replay, StatusCode::FORBIDDEN, r#"{"error":"ticket_used"}"#);
+        }
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_failed_mint_still_admits_and_the_status_endpoint_hands_the_ticket_later() {
+        let (layer, store, _) = site();
+        store.fail.store(true, Ordering::SeqCst);
+        let (token, ticket) = admitted_browser(&layer).await;
+        assert_eq!(ticket, None, "no ticket while the store cannot mint");
+        store.fail.store(false, Ordering::SeqCst);
+        let status = |token: &str| {
+            Request::get("/__waitingroom/shop/status")
+                .header(header::COOKIE, format!("wr_shop_a={token}"))
+                .body(())
+                .unwrap()
+        };
+        let res = send(&layer, status(&token)).await;
+        assert_eq!(res.status(), StatusCode::OK);
+        let body: serde_json::Value = serde_json::from_str(res.body()).unwrap();
+        assert_eq!(body["state"], "admitted");
+        // A browser's ticket is never in the JSON (page scripts could read it), nor a header.
+        assert!(body.get("ticket").is_none(), "{body}");
+        assert!(res.headers().get(TICKET_HEADER).is_none());
+        let ticket = set_cookie(&res, "wr_shop_t").unwrap().to_owned();
+        // Asked again: the same ticket (one per admission).
+        let again = send(&layer, status(&token)).await;
+        let same = ticket_of(&layer, set_cookie(&again, "wr_shop_t").unwrap());
+        assert_eq!(same.nonce(), ticket_of(&layer, &ticket).nonce());
+        // Used: the status says so, and sets no ticket.
+        let session = same.session();
+        passed(redeem(&layer, &with_ticket_cookie(&ticket)).await, session);
+        let used = send(&layer, status(&token)).await;
+        let body: serde_json::Value = serde_json::from_str(used.body()).unwrap();
+        assert_eq!(body["state"], "admitted");
+        assert_eq!(body["ticket_used"], true, "{body}");
+        assert_eq!(set_cookie(&used, "wr_shop_t"), None);
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn header_clients_get_the_ticket_in_a_header_and_in_the_status_json() {
+        let (layer, _, _) = site();
+        let first = send(&layer, Request::get("/").body(()).unwrap()).await;
+        let queue = first.headers()["waiting-room-session"].clone();
+        let res = send(
+            &layer,
+            Request::get("/")
+                .header("waiting-room-session", queue)
+                .body(())
+                .unwrap(),
+        )
+        .await;
+        assert_eq!(res.status(), StatusCode::OK);
+        let ticket = res.headers()[TICKET_HEADER].to_str().unwrap().to_owned();
+        let token: HeaderValue = res.headers()["waiting-room-token"].clone();
+        let status = send(
+            &layer,
+            Request::get("/__waitingroom/shop/status")
+                .header("waiting-room-token", token)
+                .body(())
+                .unwrap(),
+        )
+        .await;
+        let body: serde_json::Value = serde_json::from_str(status.body()).unwrap();
+        assert_eq!(body["state"], "admitted");
+        assert_eq!(body["ticket"], ticket.as_str(), "{body}");
+        assert_eq!(status.headers()[TICKET_HEADER], ticket.as_str());
+        let session = ticket_of(&layer, &ticket).session();
+        passed(redeem(&layer, &with_ticket_header(&ticket)).await, session);
+        let replay = redeem(&layer, &with_ticket_header(&ticket)).await;
+        refused(replay, StatusCode::FORBIDDEN, r#"{"error":"ticket_used"}"#);
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn heartbeats_mint_nothing_and_tickets_off_mint_nothing() {
+        let (layer, store, clock) = site();
+        let (token, _) = admitted_browser(&layer).await;
+        assert_eq!(store.mints.load(Ordering::SeqCst), 1);
+        // Past refresh: a heartbeat extends the slot; no new ticket.
+        clock.advance(Duration::from_secs(20));
+        let req = Request::get("/")
+            .header(header::COOKIE, format!("wr_shop_a={token}"))
+            .body(())
+            .unwrap();
+        let res = send(&layer, req).await;
+        assert_eq!(res.status(), StatusCode::OK);
+        assert!(set_cookie(&res, "wr_shop_a").is_some(), "a fresh token");
+        assert_eq!(set_cookie(&res, "wr_shop_t"), None);
+        assert_eq!(store.mints.load(Ordering::SeqCst), 1);
+
+        let off = room_on(builder("shop").single_use_tickets(false), &store, &clock);
+        let (token, ticket) = admitted_browser(&off).await;
+        assert_eq!(ticket, None);
+        let status = Request::get("/__waitingroom/shop/status")
+            .header(header::COOKIE, format!("wr_shop_a={token}"))
+            .body(())
+            .unwrap();
+        let res = send(&off, status).await;
+        assert_eq!(res.status(), StatusCode::OK);
+        assert_eq!(set_cookie(&res, "wr_shop_t"), None);
+        assert_eq!(store.mints.load(Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn fifty_concurrent_uses_through_three_gateways_pass_once() {
+        let clock = ManualClock::new(TEST_EPOCH_MS);
+        let store = Tickets::on(&clock);
+        let gateways: Vec<_> = (0..3)
+            .map(|_| room_on(builder("shop"), &store, &clock))
+            .collect();
+        let (_, ticket) = admitted_browser(&gateways[0]).await;
+        let ticket = ticket.unwrap();
+        let mut uses = tokio::task::JoinSet::new();
+        for i in 0..50 {
+            let (layer, ticket) = (gateways[i % 3].clone(), ticket.clone());
+            uses.spawn(async move {
+                let req = if i % 2 == 0 {
+                    with_ticket_cookie(&ticket)
+                } else {
+                    with_ticket_header(&ticket)
+                };
+                match redeem(&layer, &req).await {
+                    Next::Pass { .. } => StatusCode::OK,
+                    Next::Answer(res) => res.status(),
+                    Next::Ask(_) => unreachable!(),
+                }
+            });
+        }
+        let mut statuses = Vec::new();
+        while let Some(status) = uses.join_next().await {
+            statuses.push(status.unwrap());
+        }
+        let passed = statuses.iter().filter(|s| s.is_success()).count();
+        let used = statuses
+            .iter()
+            .filter(|s| **s == StatusCode::FORBIDDEN)
+            .count();
+        assert_eq!((passed, used), (1, 49), "{statuses:?}");
+    }
+
+    #[test]
+    fn a_store_without_tickets_is_refused_at_build() {
+        use crate::testing::conformance::START_MS;
+        struct Plain(MemoryStore);
+        impl Store for Plain {
+            fn enter(&self, p: &RoomPolicy, s: SessionId) -> StoreFuture<Decision> {
+                self.0.enter(p, s)
+            }
+            fn poll(&self, p: &RoomPolicy, s: SessionId) -> StoreFuture<Decision> {
+                self.0.poll(p, s)
+            }
+            fn heartbeat(&self, p: &RoomPolicy, s: SessionId) -> StoreFuture<Decision> {
+                self.0.heartbeat(p, s)
+            }
+            fn release(&self, p: &RoomPolicy, s: SessionId) -> StoreFuture<bool> {
+                self.0.release(p, s)
+            }
+            fn stats(&self, p: &RoomPolicy) -> StoreFuture<RoomStats> {
+                self.0.stats(p)
+            }
+            fn configure(&self, p: &RoomPolicy, c: SettingsChange) -> StoreFuture<SettingsUpdate> {
+                self.0.configure(p, c)
+            }
+            fn admit_next(&self, p: &RoomPolicy, n: u32) -> StoreFuture<u64> {
+                self.0.admit_next(p, n)
+            }
+            fn ban(&self, p: &RoomPolicy, s: SessionId, until: u64) -> StoreFuture<bool> {
+                self.0.ban(p, s, until)
+            }
+        }
+        let plain = || Plain(MemoryStore::with_clock(ManualClock::new(START_MS)));
+        let err = builder("shop").store(plain()).build().err();
+        assert_eq!(err, Some(crate::ConfigError::StoreWithoutTickets));
+        assert!(builder("shop")
+            .single_use_tickets(false)
+            .store(plain())
+            .build()
+            .is_ok());
+        // Its ticket calls answer a typed error, never a panic.
+        let p = RoomPolicy::new("shop", 1);
+        let call = plain().redeem_ticket(&p, SessionId::random(), TicketNonce::random());
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let e = rt.block_on(call).unwrap_err();
+        assert_eq!(e.kind(), StoreErrorKind::Misconfigured);
+    }
+}
