@@ -914,7 +914,6 @@ mod tests {
 
     #[test]
     fn a_store_without_tickets_is_refused_at_build() {
-        use crate::testing::conformance::START_MS;
         struct Plain(MemoryStore);
         impl Store for Plain {
             fn enter(&self, p: &RoomPolicy, s: SessionId) -> StoreFuture<Decision> {
@@ -942,7 +941,7 @@ mod tests {
                 self.0.ban(p, s, until)
             }
         }
-        let plain = || Plain(MemoryStore::with_clock(ManualClock::new(START_MS)));
+        let plain = || Plain(MemoryStore::with_clock(ManualClock::new(TEST_EPOCH_MS)));
         let err = builder("shop").store(plain()).build().err();
         assert_eq!(err, Some(crate::ConfigError::StoreWithoutTickets));
         assert!(builder("shop")

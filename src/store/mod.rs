@@ -55,7 +55,7 @@
 //!   past;
 //! - the oldest wait: how long the head of the line has waited since joining (a store may round
 //!   it up by at most [`OLDEST_WAIT_GRANULARITY_MS`]).
-//! - single-use tickets ([`tickets`](self::tickets)) are records of their own, one per session
+//! - single-use tickets ([`tickets`]) are records of their own, one per session
 //!   and room, that touch nothing of the line or the slots (no housekeeping runs for them):
 //!   `mint_ticket` answers the session's live record (its nonce while unused, [`Minted::Used`]
 //!   once used) or creates one with the given nonce, expiring at the given time;
@@ -158,7 +158,7 @@ pub trait Store: Send + Sync + 'static {
     /// The session's single-use ticket of this admission: the nonce of its live unused record,
     /// [`Minted::Used`] if that record was used, or else a new record holding `fresh`,
     /// expiring at `expires_at_ms` (the slot's expiry). One ticket per admission window,
-    /// however often it is asked; see [`tickets`](self::tickets).
+    /// however often it is asked; see [`tickets`].
     ///
     /// The default answers a [`Misconfigured`](StoreErrorKind::Misconfigured) error: a store of
     /// your own must implement both ticket operations (and [`keeps_tickets`](Self::keeps_tickets))
