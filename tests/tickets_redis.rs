@@ -9,7 +9,7 @@ mod redis_harness;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use redis::AsyncCommands;
-use tower_waiting_room::store::{Minted, Redeemed, RedisStore, Store, TicketNonce};
+use tower_waiting_room::store::{Decision, Minted, Redeemed, RedisStore, Store, TicketNonce};
 use tower_waiting_room::{RoomPolicy, SessionId};
 
 const GATEWAYS: usize = 3;
@@ -55,14 +55,15 @@ async fn cluster_gateways() -> Vec<RedisStore> {
         .collect()
 }
 
-/// A ticket minted through the first gateway, for a slot of a minute.
+/// `s` admitted through the first gateway, and its ticket minted there, expiring with the slot
+/// (as a room does at admission).
 async fn mint(gateways: &[RedisStore], p: &RoomPolicy, s: SessionId) -> TicketNonce {
+    let expires = match gateways[0].enter(p, s).await.unwrap() {
+        Decision::Admitted { expires_at_ms } => expires_at_ms,
+        other => panic!("not admitted: {other:?}"),
+    };
     let fresh = TicketNonce::random();
-    match gateways[0]
-        .mint_ticket(p, s, fresh, now_ms() + 60_000)
-        .await
-        .unwrap()
-    {
+    match gateways[0].mint_ticket(p, s, fresh, expires).await.unwrap() {
         Minted::Ticket { nonce, .. } => {
             assert_eq!(nonce, fresh, "a first mint keeps the nonce it was given");
             nonce
@@ -171,6 +172,11 @@ async fn ticket_keys_live_with_the_room_expire_and_heal() {
     let p = policy();
     let s = SessionId::random();
     let key = format!("tktest:{{{}}}:tk:{s}", p.room);
+    let admitted = store.enter(&p, s).await.unwrap();
+    assert!(
+        matches!(admitted, Decision::Admitted { .. }),
+        "{admitted:?}"
+    );
     let expires = now_ms() + 30_000;
     let nonce = TicketNonce::random();
     store.mint_ticket(&p, s, nonce, expires).await.unwrap();

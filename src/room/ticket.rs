@@ -15,6 +15,7 @@
 //! | none in the request | `403 {"error":"not_admitted","reason":"ticket_missing"}` |
 //! | forged, tampered, of another room (the room is inside the MAC, so it reads as forged), or unknown to the store | `403 {"error":"not_admitted","reason":"ticket_invalid"}` |
 //! | past its expiry | `403 {"error":"not_admitted","reason":"ticket_expired"}` |
+//! | unused, but its visitor's slot has ended (left, dropped, closed out, or ended by the app) | `403 {"error":"not_admitted","reason":"slot_ended"}`; the ticket stays unused |
 //! | the store failed | `503` with `Retry-After` (`busy` or `unavailable`), under either fail policy |
 //! | over the session's poll limit | `429` with `Retry-After` |
 
@@ -52,6 +53,8 @@ pub(crate) enum TicketProblem {
     Invalid,
     /// A genuine ticket past its expiry.
     Expired,
+    /// A genuine unused ticket whose session no longer holds its slot.
+    SlotEnded,
 }
 
 impl TicketProblem {
@@ -60,6 +63,7 @@ impl TicketProblem {
             TicketProblem::Missing => "ticket_missing",
             TicketProblem::Invalid => "ticket_invalid",
             TicketProblem::Expired => "ticket_expired",
+            TicketProblem::SlotEnded => "slot_ended",
         }
     }
 }
@@ -319,6 +323,9 @@ impl Room {
                 }
                 Next::Answer(res)
             }
+            // The visitor left (or was dropped, or the app ended the slot): the ticket would let
+            // someone past the capacity, so it is refused (and stays unused).
+            Ok(Redeemed::SlotEnded) => Next::Answer(ticket_refused(TicketProblem::SlotEnded)),
             // A genuine ticket the store does not hold: its record was lost (an eviction, a
             // flushed store), or ended on the store's clock before the gateway's. It cannot be
             // shown unused, so it is refused.
@@ -731,6 +738,24 @@ mod tests {
             .unwrap();
         refused(redeem(&layer, &both).await, forbidden, expired);
         assert_eq!(store.redeems.load(Ordering::SeqCst), 0, "no store call");
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn the_ticket_of_a_visitor_who_left_is_refused_and_stays_unused() {
+        let (layer, store, _) = site();
+        let (token, ticket) = admitted_browser(&layer).await;
+        let ticket = ticket.unwrap();
+        let leave = Request::post("/__waitingroom/shop/leave")
+            .header(header::COOKIE, format!("wr_shop_a={token}"))
+            .body(())
+            .unwrap();
+        assert_eq!(send(&layer, leave).await.status(), StatusCode::OK);
+        let slot_ended = r#"{"error":"not_admitted","reason":"slot_ended"}"#;
+        for _ in 0..2 {
+            let next = redeem(&layer, &with_ticket_cookie(&ticket)).await;
+            refused(next, StatusCode::FORBIDDEN, slot_ended);
+        }
+        assert_eq!(store.redeems.load(Ordering::SeqCst), 2);
     }
 
     #[tokio::test(flavor = "current_thread")]

@@ -389,9 +389,18 @@ impl Store for MemoryStore {
         session: SessionId,
         nonce: TicketNonce,
     ) -> StoreFuture<Redeemed> {
+        // The room's lock, then the tickets': the slot cannot end between its check and the
+        // use (only this call takes both, always in this order).
+        let room = self.room(&policy.room);
+        let room = lock(&room);
         let mut tickets = lock(&self.tickets);
         let now = self.clock.now_ms();
-        let redeemed = tickets.redeem(&policy.room, session, nonce, now);
+        // A claimed slot, not yet expired (housekeeping may not have dropped it yet).
+        let holds_slot = room
+            .active
+            .score(session)
+            .is_some_and(|expires| expires > now);
+        let redeemed = tickets.redeem(&policy.room, session, nonce, holds_slot, now);
         Box::pin(std::future::ready(Ok(redeemed)))
     }
 

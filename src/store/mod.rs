@@ -62,7 +62,8 @@
 //!   `redeem_ticket` turns a live unused record with the same nonce into a used one (kept until
 //!   it expires, so a replay is told [`Redeemed::Used`]), atomically: of any number of
 //!   concurrent redeems of one ticket through any number of gateways exactly one is
-//!   [`Redeemed::Accepted`]. A record past its expiry counts as none; expired records are
+//!   [`Redeemed::Accepted`]; and only while the session holds a claimed slot that has not
+//!   expired ([`Redeemed::SlotEnded`] otherwise, the record left unused). A record past its expiry counts as none; expired records are
 //!   dropped as the store goes (at most [`MAX_TICKET_SWEEP_PER_CALL`] a call) or expire by
 //!   themselves, so their memory stays bounded. A record that cannot be read (damaged) counts
 //!   as none.
@@ -177,7 +178,8 @@ pub trait Store: Send + Sync + 'static {
 
     /// Uses the session's ticket `nonce`, atomically: [`Redeemed::Accepted`] exactly once (the
     /// record becomes used), then [`Redeemed::Used`]; [`Redeemed::Unknown`] without a live
-    /// record of that nonce. The default answers a
+    /// record of that nonce; [`Redeemed::SlotEnded`] for an unused ticket whose session holds no
+    /// claimed slot any more. The default answers a
     /// [`Misconfigured`](StoreErrorKind::Misconfigured) error, as for
     /// [`mint_ticket`](Self::mint_ticket).
     fn redeem_ticket(

@@ -6,17 +6,20 @@
 //! store for a ticket when it admits a visitor. The store keeps one record per session while the
 //! admission lasts: the ticket's nonce, unused or used. Redeeming turns an unused record into a
 //! used one in one atomic step, so of any number of concurrent uses of one ticket, on any number
-//! of gateways, exactly one is accepted.
+//! of gateways, exactly one is accepted; and only while the session still holds its claimed
+//! slot, so a ticket never lets anyone past the room's capacity after its visitor left.
 //!
 //! ```
 //! use tower_waiting_room::clock::ManualClock;
-//! use tower_waiting_room::store::{MemoryStore, Minted, Redeemed, Store, TicketNonce};
+//! use tower_waiting_room::store::{Decision, MemoryStore, Minted, Redeemed, Store, TicketNonce};
 //! use tower_waiting_room::{RoomPolicy, SessionId};
 //!
 //! # tokio_test_block_on(async {
 //! let store = MemoryStore::with_clock(ManualClock::new(1_000));
 //! let policy = RoomPolicy::new("shop", 10);
 //! let session = SessionId::random();
+//! // Tickets come with an admission: the session holds a slot.
+//! assert!(matches!(store.enter(&policy, session).await?, Decision::Admitted { .. }));
 //! // Minting is idempotent while the record lives: the second mint answers the first nonce.
 //! let first = store.mint_ticket(&policy, session, TicketNonce::random(), 61_000).await?;
 //! let Minted::Ticket { nonce, .. } = first else { panic!("a fresh record") };
@@ -125,6 +128,10 @@ pub enum Redeemed {
     Accepted,
     /// The ticket was used before.
     Used,
+    /// The ticket is unused, but its session no longer holds a claimed slot (it left, was
+    /// dropped or closed out, or the app ended the slot): refused, and left unused. A ticket
+    /// works only while the admission it came with does.
+    SlotEnded,
     /// The store holds no such ticket: none for the session, another nonce, or expired.
     Unknown,
 }

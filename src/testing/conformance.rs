@@ -1935,6 +1935,7 @@ macro_rules! __conformance_suite {
                 ticket_is_redeemed_exactly_once,
                 ticket_of_another_nonce_session_or_room_is_unknown,
                 ticket_records_expire,
+                ticket_needs_its_sessions_slot,
             ];
             multi_thread: [
                 concurrent_never_exceeds_capacity,

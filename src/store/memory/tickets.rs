@@ -94,6 +94,7 @@ impl Tickets {
         room: &Arc<str>,
         session: SessionId,
         nonce: TicketNonce,
+        holds_slot: bool,
         now: u64,
     ) -> Redeemed {
         self.sweep(now);
@@ -101,6 +102,8 @@ impl Tickets {
             Some(record) if record.nonce == nonce => {
                 if record.used {
                     Redeemed::Used
+                } else if !holds_slot {
+                    Redeemed::SlotEnded
                 } else {
                     record.used = true;
                     Redeemed::Accepted
@@ -132,7 +135,13 @@ mod tests {
         assert_eq!(t.len(), 1_000);
         // Every call past their expiry drops up to the bound; ten calls drop them all.
         for _ in 0..10 {
-            t.redeem(&room, SessionId::random(), TicketNonce::random(), 5_000);
+            t.redeem(
+                &room,
+                SessionId::random(),
+                TicketNonce::random(),
+                true,
+                5_000,
+            );
         }
         assert_eq!(t.len(), 0);
         assert!(t.by_expiry.is_empty());

@@ -6,21 +6,24 @@
 -- script, so a ticket redeemed through any number of gateways at once is accepted exactly once:
 -- Redis runs one script at a time, and the first to find the record unused marks it used.
 --
--- KEYS (one; it shares the room's hash tag, so a Redis Cluster keeps it in the room's slot):
+-- KEYS (they share the room's hash tag, so a Redis Cluster keeps them in the room's slot):
 --   1 ticket   string  `{prefix}:{room}:tk:<session>`, value `<state>:<nonce>:<expires_at_ms>`,
 --                      state `n` (unused) or `u` (used), with a TTL that ends it at its expiry
 --                      (on the server's clock; the expiry in the value is the one that counts)
+--   2 active   zset    redeem only: the room's claimed slots by expiry (room.lua's KEYS[4]),
+--                      only read: a ticket is used only while its session holds its slot
 -- ARGV:
 --   1 op (mint | redeem)
 --   2 nonce (32 lowercase hex digits): mint: the fresh one to store if there is no record;
 --     redeem: the one the ticket names
 --   3 now in ms, or 0 to use the server's TIME (shared by every gateway)
---   4 mint only: the record's expiry in ms (the slot's expiry)
+--   4 mint: the record's expiry in ms (the slot's expiry); redeem: the session id
 -- Reply:
 --   mint:   {'ticket', nonce, expires_at_ms} the live unused record's (or the new one's)
 --           {'used'}
 --   redeem: {'accepted'} (the record is now used)   {'used'}   {'unknown'} (no live record of
---           that nonce)
+--           that nonce)   {'slot_ended'} (unused, but the session holds no claimed slot: the
+--           record is left unused)
 --
 -- Damage heals as in the room's script: a key of another type, or a value this script did not
 -- write, counts as no record and is dropped. A record past its expiry counts as none (the TTL
@@ -71,6 +74,11 @@ elseif op == 'redeem' then
     return {'unknown'}
   elseif state == 'u' then
     return {'used'}
+  end
+  -- Expired slots are dropped by the room's own calls; one past its time counts as gone here.
+  local slot = tonumber(redis.call('ZSCORE', KEYS[2], ARGV[4]))
+  if not slot or slot <= now then
+    return {'slot_ended'}
   end
   -- Kept, used, until the ticket's own expiry: a replay is told "used", not "unknown".
   redis.call('SET', key, 'u:' .. n .. ':' .. exp, 'PX', tonumber(exp) - now)

@@ -23,6 +23,11 @@ pub(crate) fn ticket_key(prefix: &str, room: &str, session: SessionId) -> String
     format!("{prefix}:{{{room}}}:tk:{session}")
 }
 
+/// The room's claimed slots (the room script's `active` key), which a redeem reads.
+fn active_key(prefix: &str, room: &str) -> String {
+    format!("{prefix}:{{{room}}}:active")
+}
+
 impl RedisStore {
     fn ticket_call(
         &self,
@@ -78,14 +83,21 @@ impl RedisStore {
             "redeem".to_owned(),
             nonce.to_string(),
             self.now_arg().to_string(),
+            session.to_string(),
         ];
-        let call = self.ticket_call(policy, session, args);
+        let keys = vec![
+            ticket_key(self.prefix(), &policy.room, session),
+            active_key(self.prefix(), &policy.room),
+        ];
+        let call: StoreFuture<Vec<String>> =
+            self.run_script(Arc::clone(&TICKET_SCRIPT), keys, args);
         Box::pin(async move {
             let reply = call.await?;
             match reply.as_slice() {
                 [state] if state == "accepted" => Ok(Redeemed::Accepted),
                 [state] if state == "used" => Ok(Redeemed::Used),
                 [state] if state == "unknown" => Ok(Redeemed::Unknown),
+                [state] if state == "slot_ended" => Ok(Redeemed::SlotEnded),
                 _ => Err(unexpected(&reply)),
             }
         })
@@ -108,7 +120,13 @@ mod tests {
         let session = SessionId::from_bytes([0xab; 16]);
         let key = ticket_key("twr", "shop", session);
         assert_eq!(key, format!("twr:{{shop}}:tk:{}", "ab".repeat(16)));
-        let room_key = &crate::store::redis::protocol::keys("twr", "shop")[0];
-        assert!(room_key.starts_with("twr:{shop}:"), "{room_key}");
+        let room_keys = crate::store::redis::protocol::keys("twr", "shop");
+        assert!(room_keys[0].starts_with("twr:{shop}:"), "{}", room_keys[0]);
+        // The redeem reads the very key the room script keeps its claimed slots in.
+        let active = crate::store::redis::protocol::KEY_NAMES
+            .iter()
+            .position(|k| *k == "active")
+            .unwrap();
+        assert_eq!(active_key("twr", "shop"), room_keys[active]);
     }
 }
