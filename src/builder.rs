@@ -66,6 +66,7 @@ pub struct WaitingRoomBuilder {
     bind_tokens_to_network: bool,
     proof_of_work: Option<ProofOfWork>,
     gates: Vec<Rule>,
+    single_use_tickets: bool,
 }
 
 impl WaitingRoomBuilder {
@@ -103,6 +104,7 @@ impl WaitingRoomBuilder {
             bind_tokens_to_network: defaults::BIND_TOKENS_TO_NETWORK,
             proof_of_work: None,
             gates: Vec::new(),
+            single_use_tickets: defaults::SINGLE_USE_TICKETS,
         }
     }
 
@@ -433,6 +435,38 @@ impl WaitingRoomBuilder {
         self
     }
 
+    /// Mint a **single-use checkout ticket** at admission, for routes that must be used once
+    /// per admission (a checkout, a purchase): a gated route consumes it atomically in the
+    /// store, so a ticket shared or replayed goes through exactly once across all gateways.
+    /// Default **off**; on, each admission (a new slot or a claimed grant, not a heartbeat)
+    /// costs one more store call.
+    ///
+    /// The ticket is signed for the room (kind `t1`) and expires with the slot as it was at
+    /// minting. Browsers get it as the `HttpOnly` cookie `wr_{room}_t` (the
+    /// [cookie name](Self::cookie_name) with `_t`), clients that use headers in the
+    /// `X-Admission-Ticket` response header. If the store cannot mint it at admission the
+    /// visitor still gets in, without a ticket; the status endpoint hands it out later
+    /// (idempotently: one ticket per admission, however often asked; `"ticket_used": true`
+    /// once used). The store must implement [`Store::mint_ticket`] and
+    /// [`Store::redeem_ticket`] (the embedded store and the Redis store do).
+    ///
+    /// ```
+    /// use tower_waiting_room::WaitingRoomLayer;
+    ///
+    /// let layer = WaitingRoomLayer::builder("shop")
+    ///     .capacity(100)
+    ///     .secret(b"an example secret of at least thirty-two bytes".to_vec())
+    ///     .single_use_tickets(true)
+    ///     .build()
+    ///     .unwrap();
+    /// assert!(layer.config().single_use_tickets());
+    /// assert_eq!(layer.config().cookies().ticket_name(), "wr_shop_t");
+    /// ```
+    pub fn single_use_tickets(mut self, on: bool) -> Self {
+        self.single_use_tickets = on;
+        self
+    }
+
     /// Validates the configuration and builds the layer. Nothing is half-built: every
     /// setting is checked first, and the first one refused is the error.
     // A little over 60 lines, in one straight line: validate everything, then assemble.
@@ -483,6 +517,9 @@ impl WaitingRoomBuilder {
         let store = self
             .store
             .unwrap_or_else(|| Arc::new(MemoryStore::with_shared_clock(clock.clone())));
+        if self.single_use_tickets && !store.keeps_tickets() {
+            return Err(ConfigError::StoreWithoutTickets);
+        }
         let policy = RoomPolicy::new(&self.room, capacity)
             .with_admission_rate(self.admission_rate)
             .with_ttls(self.active_ttl, self.grant_ttl, self.queue_ttl)
@@ -498,6 +535,7 @@ impl WaitingRoomBuilder {
             queue_header,
             token_header,
             bind_tokens_to_network: self.bind_tokens_to_network,
+            single_use_tickets: self.single_use_tickets,
         };
         let room = Room::new(RoomParts {
             config,

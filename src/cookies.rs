@@ -223,6 +223,7 @@ mod tests {
         CookieSettings {
             queue_name: "q".into(),
             admission_name: "a".into(),
+            ticket_name: "t".into(),
             path: "/".into(),
             domain: None,
             secure: true,

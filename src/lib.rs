@@ -135,7 +135,7 @@ pub use token::{KeyError, Keyring, SigningKey};
 /// documented as stable.
 #[doc(hidden)]
 pub mod __private {
-    pub use crate::token::{AdmissionToken, Challenge, QueueCookie};
+    pub use crate::token::{AdmissionTicket, AdmissionToken, Challenge, QueueCookie};
 
     /// `ARGV[4..=16]` of the Redis room script for `policy`, for the benchmark's raw `EVALSHA`.
     #[cfg(feature = "redis")]

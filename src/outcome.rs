@@ -98,6 +98,9 @@ pub enum AdmittedBy {
     Store,
     /// The store could not be reached and the room fails open: let in without a slot.
     FailOpen,
+    /// A single-use checkout ticket, just accepted by the store (a gated route); the admission
+    /// expires when the ticket does.
+    Ticket,
 }
 
 /// A visitor who is inside: put into the request's extensions for handlers behind the layer.

@@ -42,6 +42,8 @@ use crate::config::RoomPolicy;
 use crate::session::SessionId;
 #[cfg(feature = "metrics")]
 use crate::store::{Decision, SettingsChange, SettingsUpdate};
+#[cfg(feature = "metrics")]
+use crate::store::{Minted, Redeemed, TicketNonce};
 use crate::store::{RoomStats, Store, StoreError, StoreErrorKind, StoreFuture, StoreOp};
 
 /// Requests the room handled, by `stage` (where it decided: `fast_path`, `cookie_check`,
@@ -346,6 +348,30 @@ impl Store for Metered {
     fn ban(&self, policy: &RoomPolicy, session: SessionId, until_ms: u64) -> StoreFuture<bool> {
         let call = self.inner.ban(policy, session, until_ms);
         self.metrics.timed(StoreOp::Ban, call)
+    }
+    fn mint_ticket(
+        &self,
+        policy: &RoomPolicy,
+        session: SessionId,
+        fresh: TicketNonce,
+        expires_at_ms: u64,
+    ) -> StoreFuture<Minted> {
+        let call = self
+            .inner
+            .mint_ticket(policy, session, fresh, expires_at_ms);
+        self.metrics.timed(StoreOp::MintTicket, call)
+    }
+    fn redeem_ticket(
+        &self,
+        policy: &RoomPolicy,
+        session: SessionId,
+        nonce: TicketNonce,
+    ) -> StoreFuture<Redeemed> {
+        let call = self.inner.redeem_ticket(policy, session, nonce);
+        self.metrics.timed(StoreOp::RedeemTicket, call)
+    }
+    fn keeps_tickets(&self) -> bool {
+        self.inner.keeps_tickets()
     }
 }
 

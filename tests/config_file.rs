@@ -68,6 +68,7 @@ fn a_full_file_reaches_the_room() {
         poll_limit = "off"
         client_ip_header = "x-forwarded-for"
         bind_tokens_to_network = true
+        single_use_tickets = true
         proof_of_work = 12
         proof_of_work_challenge_ttl = "2m"
         secret_file = {secret:?}
@@ -104,6 +105,8 @@ fn a_full_file_reaches_the_room() {
     assert_eq!(c.queue_header().as_str(), "x-line");
     assert_eq!(c.token_header().as_str(), "x-pass");
     assert!(c.bind_tokens_to_network());
+    assert!(c.single_use_tickets());
+    assert_eq!(cookies.ticket_name(), "line_t");
     std::fs::remove_file(secret).ok();
 }
 
@@ -124,6 +127,8 @@ fn missing_keys_keep_the_builders_defaults() {
     assert_eq!(f.queue_header(), c.queue_header());
     assert_eq!(f.token_header(), c.token_header());
     assert_eq!(f.bind_tokens_to_network(), c.bind_tokens_to_network());
+    assert_eq!(f.single_use_tickets(), c.single_use_tickets());
+    assert!(!f.single_use_tickets());
     assert_eq!(f.cookies().queue_name(), c.cookies().queue_name());
     assert_eq!(f.cookies().path(), c.cookies().path());
     assert_eq!(f.cookies().domain(), c.cookies().domain());
@@ -348,6 +353,7 @@ fn environment_variables_map_to_the_keys() {
             ("WR_POLL_LIMIT", "10/1s"),
             ("WR_CLIENT_IP_HEADER", "x-real-ip"),
             ("WR_BIND_TOKENS_TO_NETWORK", "1"),
+            ("WR_SINGLE_USE_TICKETS", "true"),
             ("WR_PROOF_OF_WORK", "8"),
             ("WR_PROOF_OF_WORK_CHALLENGE_TTL", "30s"),
             ("WR_SECRET", SECRET),
@@ -383,6 +389,7 @@ fn environment_variables_map_to_the_keys() {
     assert_eq!(c.queue_header().as_str(), "x-q");
     assert_eq!(c.token_header().as_str(), "x-t");
     assert!(c.bind_tokens_to_network());
+    assert!(c.single_use_tickets());
 }
 
 #[test]

@@ -411,6 +411,18 @@ async fn check(setting: &str, default: &str) -> Result<(), String> {
                 c.bind_tokens_to_network().to_string(),
             )
         }
+        "single_use_tickets" => {
+            let doc = match default.trim_matches('`') {
+                "off" | "false" => false,
+                "on" | "true" => true,
+                other => return Err(format!("not on/off: {other:?}")),
+            };
+            eq(
+                "single-use tickets",
+                doc.to_string(),
+                c.single_use_tickets().to_string(),
+            )
+        }
         "new_visitor_limit" => new_visitor_limit(default).await,
         "poll_limit" => poll_limit(default).await,
         "client_ip_header/client_ip_with" => client_ip_default(default).await,

@@ -2,8 +2,9 @@
 
 use proptest::prelude::*;
 use tower_waiting_room::__private::Challenge;
-use tower_waiting_room::__private::{AdmissionToken, QueueCookie};
+use tower_waiting_room::__private::{AdmissionTicket, AdmissionToken, QueueCookie};
 use tower_waiting_room::defences::proof_of_work::{is_solution, solve};
+use tower_waiting_room::store::TicketNonce;
 use tower_waiting_room::{Keyring, SessionId, SigningKey};
 
 fn keyring(secret: [u8; 32]) -> Keyring {
@@ -169,6 +170,72 @@ proptest! {
         prop_assert!(is_solution(&text, nonce, difficulty));
         // `solve` finds the smallest solution: nothing before it solves.
         prop_assert!((0..nonce).all(|n| !is_solution(&text, n, difficulty)));
+    }
+
+    #[test]
+    fn tickets_round_trip_and_keep_their_kind(
+        secret in any::<[u8; 32]>(),
+        session in any::<[u8; 16]>(),
+        nonce in any::<[u8; 16]>(),
+        room in room(),
+        issued in 0u64..4_000_000_000_000,
+        lifetime in 1u64..100_000_000,
+        age in 0u64..100_000_000,
+    ) {
+        let keys = keyring(secret);
+        let ticket = AdmissionTicket::new(
+            SessionId::from_bytes(session),
+            TicketNonce::from_bytes(nonce),
+            issued,
+            issued + lifetime,
+        );
+        let text = ticket.sign(&keys, &room);
+        let now = issued + age.min(lifetime - 1);
+        prop_assert_eq!(AdmissionTicket::verify(&keys, &room, &text, now), Some(ticket));
+        prop_assert_eq!(AdmissionTicket::verify(&keys, &room, &text, issued + lifetime), None);
+        let other = format!("{room}x");
+        prop_assert_eq!(AdmissionTicket::verify(&keys, &other, &text, now), None);
+        // Neither an admission token nor a queue cookie.
+        prop_assert_eq!(AdmissionToken::verify(&keys, &room, &text, now), None);
+        prop_assert_eq!(QueueCookie::verify(&keys, &room, &text, now), None);
+    }
+
+    #[test]
+    fn any_byte_change_or_insertion_in_a_ticket_is_rejected(
+        secret in any::<[u8; 32]>(),
+        session in any::<[u8; 16]>(),
+        nonce in any::<[u8; 16]>(),
+        at in any::<prop::sample::Index>(),
+        byte in 0x21u8..0x7f,
+    ) {
+        let keys = keyring(secret);
+        let now = 1_767_225_600_000;
+        let ticket = AdmissionTicket::new(
+            SessionId::from_bytes(session),
+            TicketNonce::from_bytes(nonce),
+            now,
+            now + 300_000,
+        );
+        let text = ticket.sign(&keys, "room");
+        let i = at.index(text.len());
+        if text.as_bytes()[i] != byte {
+            let mut bytes = text.clone().into_bytes();
+            bytes[i] = byte;
+            let changed = String::from_utf8(bytes).unwrap();
+            prop_assert_eq!(AdmissionTicket::verify(&keys, "room", &changed, now), None);
+        }
+        let mut bytes = text.into_bytes();
+        bytes.insert(at.index(bytes.len() + 1), byte);
+        let inserted = String::from_utf8(bytes).unwrap();
+        prop_assert_eq!(AdmissionTicket::verify(&keys, "room", &inserted, now), None);
+    }
+
+    #[test]
+    fn arbitrary_strings_are_never_tickets(s in "\\PC{0,300}") {
+        let keys = keyring([9; 32]);
+        prop_assert_eq!(AdmissionTicket::verify(&keys, "room", &s, 0), None);
+        let t1 = format!("t1.{s}");
+        prop_assert_eq!(AdmissionTicket::verify(&keys, "room", &t1, 0), None);
     }
 
     #[test]

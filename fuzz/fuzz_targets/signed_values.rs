@@ -1,10 +1,11 @@
-//! Queue cookies, admission tokens and proof-of-work challenges from arbitrary bytes: never a
-//! panic, and nothing that was not signed by the keyring ever verifies.
+//! Queue cookies, admission tokens, proof-of-work challenges and single-use tickets from
+//! arbitrary bytes: never a panic, and nothing that was not signed by the keyring ever verifies.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 use tower_waiting_room::__private::Challenge;
-use tower_waiting_room::__private::{AdmissionToken, QueueCookie};
+use tower_waiting_room::__private::{AdmissionTicket, AdmissionToken, QueueCookie};
+use tower_waiting_room::store::TicketNonce;
 use tower_waiting_room::{Keyring, SessionId, SigningKey};
 
 fuzz_target!(|data: &[u8]| {
@@ -18,6 +19,7 @@ fuzz_target!(|data: &[u8]| {
     assert!(QueueCookie::verify(&keys, "room", text, now).is_none());
     assert!(AdmissionToken::verify(&keys, "room", text, now).is_none());
     assert!(Challenge::verify(&keys, "room", text, now).is_none());
+    assert!(AdmissionTicket::verify(&keys, "room", text, now).is_none());
 
     // A real value with the input spliced in somewhere is rejected unless unchanged.
     let token = AdmissionToken::new(SessionId::from_bytes([7; 16]), now, now + 300_000);
@@ -46,7 +48,9 @@ fuzz_target!(|data: &[u8]| {
         .into_proven()
         .sign(&keys, "room");
     let challenge = Challenge::issue(session, now, 300_000).sign(&keys, "room");
-    for signed in [proven, challenge] {
+    let ticket = AdmissionTicket::new(session, TicketNonce::from_bytes([5; 16]), now, now + 300_000)
+        .sign(&keys, "room");
+    for signed in [proven, challenge, ticket] {
         let at = data[0] as usize % (signed.len() + 1);
         let mutated = format!("{}{rest}{}", &signed[..at], &signed[at..]);
         if mutated != signed {
@@ -57,6 +61,10 @@ fuzz_target!(|data: &[u8]| {
             assert!(
                 Challenge::verify(&keys, "room", &mutated, now).is_none(),
                 "a changed value verified as a challenge: {mutated:?}"
+            );
+            assert!(
+                AdmissionTicket::verify(&keys, "room", &mutated, now).is_none(),
+                "a changed value verified as a ticket: {mutated:?}"
             );
         }
     }

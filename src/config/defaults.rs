@@ -67,3 +67,6 @@ pub const POLLS_PER_SESSION: RateLimit = RateLimit::new(30, Duration::from_secs(
 /// Admission tokens are not bound to the visitor's network unless turned on (see
 /// [`bind_tokens_to_network`](crate::WaitingRoomBuilder::bind_tokens_to_network)).
 pub const BIND_TOKENS_TO_NETWORK: bool = false;
+/// Rooms mint no single-use checkout tickets unless turned on (see
+/// [`single_use_tickets`](crate::WaitingRoomBuilder::single_use_tickets)).
+pub const SINGLE_USE_TICKETS: bool = false;

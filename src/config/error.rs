@@ -122,6 +122,10 @@ pub enum ConfigError {
         /// The second rule, in words.
         second_rule: String,
     },
+    /// [`single_use_tickets`](crate::WaitingRoomBuilder::single_use_tickets) is on, but the
+    /// store does not keep tickets ([`Store::keeps_tickets`](crate::store::Store::keeps_tickets)
+    /// is `false`: it does not implement `mint_ticket` and `redeem_ticket`).
+    StoreWithoutTickets,
 }
 
 impl fmt::Display for ConfigError {
@@ -231,6 +235,10 @@ impl fmt::Display for ConfigError {
                 f,
                 "the rule for room {first_room:?} ({first_rule}) and the rule for room \
                  {second_room:?} ({second_rule}) can match the same request: make them disjoint"
+            ),
+            ConfigError::StoreWithoutTickets => f.write_str(
+                "single_use_tickets needs a store that keeps tickets (Store::mint_ticket and \
+                 Store::redeem_ticket), such as the embedded store or the Redis store",
             ),
         }
     }

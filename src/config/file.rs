@@ -77,6 +77,7 @@ use crate::{WaitingRoomBuilder, WaitingRoomLayer};
 /// | `path_prefix`, `queue_header`, `token_header`, `client_ip_header` | strings |
 /// | `new_visitor_limit`, `poll_limit` | `"<max>/<duration>"` (`"60/1m"`, `"5/s"`), or `"off"` |
 /// | `bind_tokens_to_network` | `true` or `false` |
+/// | `single_use_tickets` | `true` or `false` |
 /// | `proof_of_work` | the difficulty in bits (turns proof of work on) |
 /// | `proof_of_work_challenge_ttl` | a duration; needs `proof_of_work` |
 /// | `secret_env` | the name of the environment variable holding the signing secret |
@@ -171,6 +172,8 @@ pub struct RoomFile {
     #[serde(default)]
     bind_tokens_to_network: Option<bool>,
     #[serde(default)]
+    single_use_tickets: Option<bool>,
+    #[serde(default)]
     proof_of_work: Option<u8>,
     #[serde(default, deserialize_with = "field::proof_of_work_challenge_ttl")]
     proof_of_work_challenge_ttl: Option<Duration>,
@@ -223,6 +226,7 @@ impl fmt::Debug for RoomFile {
             .field("poll_limit", &self.poll_limit)
             .field("client_ip_header", &self.client_ip_header)
             .field("bind_tokens_to_network", &self.bind_tokens_to_network)
+            .field("single_use_tickets", &self.single_use_tickets)
             .field("proof_of_work", &self.proof_of_work)
             .field(
                 "proof_of_work_challenge_ttl",
@@ -425,6 +429,7 @@ impl RoomFile {
             poll_limit: None,
             client_ip_header: None,
             bind_tokens_to_network: None,
+            single_use_tickets: None,
             proof_of_work: None,
             proof_of_work_challenge_ttl: None,
             secret_env: None,
@@ -480,6 +485,9 @@ impl RoomFile {
             "CLIENT_IP_HEADER" => self.client_ip_header = text(),
             "BIND_TOKENS_TO_NETWORK" => {
                 self.bind_tokens_to_network = Some(parse_bool(value).map_err(invalid)?)
+            }
+            "SINGLE_USE_TICKETS" => {
+                self.single_use_tickets = Some(parse_bool(value).map_err(invalid)?)
             }
             "PROOF_OF_WORK" => {
                 self.proof_of_work = Some(parse_number(value, u8::MAX.into()).map_err(invalid)?)
@@ -552,6 +560,7 @@ impl RoomFile {
             poll_limit => poll_limit,
             client_ip_header => client_ip_header,
             bind_tokens_to_network => bind_tokens_to_network,
+            single_use_tickets => single_use_tickets,
         }
         if let Some(p) = proof_of_work {
             b = b.proof_of_work(p);

@@ -25,6 +25,7 @@
 //! | `bypass` | none | requests that skip the room entirely |
 //! | `bind_tokens_to_network` | off | admission tokens only admit from the network (IPv4 /24, IPv6 /48) they were issued to |
 //! | `proof_of_work` | off | a proof-of-work challenge (difficulty in bits, challenge TTL 5 min) before joining the line; see [`proof_of_work`](crate::defences::proof_of_work) |
+//! | `single_use_tickets` | off | at admission, a one-time checkout ticket (cookie `wr_{room}_t`, or the `X-Admission-Ticket` header) that a gated route accepts exactly once across all gateways |
 //!
 //! The same settings load from a file (TOML, JSON...) or from environment variables, with
 //! readable durations (`"30s"`, `"5m"`), through [`RoomFile`].
@@ -93,6 +94,8 @@ impl SameSite {
 pub struct CookieSettings {
     pub(crate) queue_name: String,
     pub(crate) admission_name: String,
+    /// `{name}_t`: the single-use ticket, with [`RoomConfig::single_use_tickets`] on.
+    pub(crate) ticket_name: String,
     pub(crate) path: String,
     pub(crate) domain: Option<String>,
     pub(crate) secure: bool,
@@ -107,6 +110,11 @@ impl CookieSettings {
     /// Name of the admission token cookie.
     pub fn admission_name(&self) -> &str {
         &self.admission_name
+    }
+    /// Name of the single-use ticket cookie (`wr_{room}_t` by default), set with
+    /// [`single_use_tickets`](crate::WaitingRoomBuilder::single_use_tickets) on.
+    pub fn ticket_name(&self) -> &str {
+        &self.ticket_name
     }
     /// `Path` attribute.
     pub fn path(&self) -> &str {
@@ -211,6 +219,7 @@ pub struct RoomConfig {
     pub(crate) queue_header: HeaderName,
     pub(crate) token_header: HeaderName,
     pub(crate) bind_tokens_to_network: bool,
+    pub(crate) single_use_tickets: bool,
 }
 
 impl RoomConfig {
@@ -257,5 +266,10 @@ impl RoomConfig {
     /// [`bind_tokens_to_network`](crate::WaitingRoomBuilder::bind_tokens_to_network).
     pub fn bind_tokens_to_network(&self) -> bool {
         self.bind_tokens_to_network
+    }
+    /// Whether the room mints a single-use checkout ticket at admission; see
+    /// [`single_use_tickets`](crate::WaitingRoomBuilder::single_use_tickets).
+    pub fn single_use_tickets(&self) -> bool {
+        self.single_use_tickets
     }
 }

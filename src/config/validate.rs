@@ -60,8 +60,8 @@ pub(crate) fn valid_cookie_attr(value: &str) -> bool {
             .all(|b| (0x21..0x7f).contains(&b) && b != b';' && b != b',')
 }
 
-/// The room's cookie settings: `{name}_q` and `{name}_a` (name `wr_{room}` unless given), with
-/// their attributes checked.
+/// The room's cookie settings: `{name}_q`, `{name}_a` and `{name}_t` (name `wr_{room}` unless
+/// given), with their attributes checked.
 pub(crate) fn cookie_settings(
     room: &str,
     name: Option<&str>,
@@ -86,6 +86,7 @@ pub(crate) fn cookie_settings(
     Ok(CookieSettings {
         queue_name: format!("{base}_q"),
         admission_name: format!("{base}_a"),
+        ticket_name: format!("{base}_t"),
         path: path.to_owned(),
         domain: domain.map(str::to_owned),
         secure,

@@ -142,6 +142,7 @@ impl MatchingServiceBuilder {
                         cookie: CookieSettings {
                             queue_name: MATCHING_COOKIE.to_owned(),
                             admission_name: String::new(),
+                            ticket_name: String::new(),
                             path: "/".to_owned(),
                             domain: None,
                             secure,

@@ -35,7 +35,8 @@ impl Room {
         }
     }
 
-    /// `GET` (or `HEAD`): the visitor's state as JSON. Admitted visitors and visitors with a
+    /// `GET` (or `HEAD`): the visitor's state as JSON. Admitted visitors (unless the room
+    /// mints single-use tickets: then their ticket is minted or found) and visitors with a
     /// challenge to solve are answered without the store.
     fn status<B>(&self, req: &Request<B>, carried: &Carried<'_>, now: u64) -> Next {
         if req.method() != Method::GET && req.method() != Method::HEAD {
@@ -43,6 +44,18 @@ impl Room {
         }
         let room = self.config.room();
         match self.visitor(req, carried, now) {
+            // Single-use tickets on: the visitor's ticket, minted or found (a store call).
+            Some(Visitor::Admitted(token)) if self.mints_tickets() => {
+                match self.check_polls(token.session(), now) {
+                    Ok(()) => self.ask_status_ticket(
+                        token.session(),
+                        token.expires_at_ms(),
+                        carried.uses_headers(),
+                        now,
+                    ),
+                    Err(wait) => self.endpoint_limited(wait, req),
+                }
+            }
             Some(Visitor::Admitted(token)) => {
                 // A client that uses headers (an app, another backend) gets its token as the
                 // ticket for gated routes; a browser never does: its token is `HttpOnly`, and

@@ -13,6 +13,7 @@
 //! | `gate` | gated routes: admitted (by cookie, token header or ticket header) or `403 not_admitted` |
 //! | `pending` | the store steps and what each answer means, the fail policy included |
 //! | `reply` | redirects, rejections, issued cookies, the headers every answer carries |
+//! | `ticket` | single-use checkout tickets: minted at admission and on the status endpoint, and the redeem step of a gated route |
 
 mod ending;
 mod endpoints;
@@ -20,6 +21,7 @@ mod gate;
 mod observe;
 mod pending;
 mod reply;
+mod ticket;
 mod visitor;
 
 use std::net::IpAddr;

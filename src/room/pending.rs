@@ -13,6 +13,7 @@ use super::reply::{
     banned_rejection, closed_rejection, error_rejection, full_rejection, rejection_json,
     store_error_json, waiting_rejection, Issued,
 };
+use super::ticket::{Minting, Presented};
 use super::Room;
 use crate::clock::{duration_ms, secs_ceil};
 use crate::config::FailPolicy;
@@ -20,7 +21,7 @@ use crate::cookies;
 use crate::outcome::{Admission, AdmittedBy};
 use crate::response::{json_response, StatusBody};
 use crate::session::SessionId;
-use crate::store::{Decision, StoreError, StoreErrorKind, StoreFuture};
+use crate::store::{Decision, Minted, Redeemed, StoreError, StoreErrorKind, StoreFuture};
 use crate::telemetry::{Outcome, Stage};
 use crate::token::AdmissionToken;
 
@@ -70,6 +71,25 @@ pub(crate) enum Pending {
     Leave { call: StoreFuture<bool> },
     /// A valid admission token past `refresh` on a gated route (see `gate`).
     Gate(GateHeartbeat),
+    /// Single-use tickets on: the store just admitted the visitor (a new slot or a claimed
+    /// grant, not a heartbeat), and is asked for their ticket before the request passes.
+    MintAtAdmission {
+        call: StoreFuture<Minted>,
+        admission: Admission,
+        /// The fresh admission token.
+        token: Option<Issued>,
+        minting: Minting,
+    },
+    /// The status endpoint for a visitor with a valid admission token, single-use tickets on.
+    StatusTicket {
+        call: StoreFuture<Minted>,
+        minting: Minting,
+    },
+    /// A gated route's single-use ticket, being used.
+    Redeem {
+        call: StoreFuture<Redeemed>,
+        presented: Presented,
+    },
 }
 
 impl Pending {
@@ -112,6 +132,21 @@ impl Pending {
                 Next::Answer(room.after_status(ready!(call.as_mut().poll(cx))))
             }
             Pending::Gate(step) => return step.poll_next(cx, room, req),
+            Pending::MintAtAdmission {
+                call,
+                admission,
+                token,
+                minting,
+            } => {
+                let answer = ready!(call.as_mut().poll(cx));
+                room.after_mint_at_admission(answer, admission.clone(), token.take(), *minting)
+            }
+            Pending::StatusTicket { call, minting } => {
+                Next::Answer(room.after_status_ticket(ready!(call.as_mut().poll(cx)), *minting))
+            }
+            Pending::Redeem { call, presented } => {
+                room.after_redeem(ready!(call.as_mut().poll(cx)), *presented)
+            }
             Pending::Leave { call } => Next::Answer(match ready!(call.as_mut().poll(cx)) {
                 Ok(_) => room.counted(Stage::Endpoint, Outcome::Left, room.left(req)),
                 // Both cookies kept, whatever the fail policy: the place or slot may still be
@@ -182,7 +217,9 @@ impl Room {
         self.count_answer(Stage::Store, &answer);
         let next = match answer {
             Ok(Decision::Admitted { expires_at_ms }) => {
-                return self.admitted(asked, expires_at_ms, req)
+                // A new slot or a claimed grant: with tickets on, the visitor's ticket too.
+                let pass = self.admitted(asked, expires_at_ms, req);
+                return self.with_ticket(pass, expires_at_ms, asked.uses_headers, asked.now);
             }
             Ok(Decision::Waiting {
                 position,

@@ -22,19 +22,42 @@ use crate::store::{RoomPace, StoreError, StoreErrorKind};
 use crate::token::QueueCookie;
 
 /// A freshly signed value for a response: its `Set-Cookie`, and for clients that use headers
-/// instead of cookies, the same value in the room's response header.
+/// instead of cookies, the same value in the room's response header. With single-use tickets,
+/// an admission issues two values (the token and the ticket): the second rides in `more`.
 #[derive(Debug)]
 pub(crate) struct Issued {
     cookie: HeaderValue,
     header: Option<(HeaderName, HeaderValue)>,
+    more: Option<Box<Issued>>,
 }
 
 impl Issued {
-    /// Adds the value to a response's headers.
+    /// Adds the value (and the ones issued with it) to a response's headers.
     pub(crate) fn apply(self, headers: &mut HeaderMap) {
         headers.append(header::SET_COOKIE, self.cookie);
         if let Some((name, value)) = self.header {
             headers.insert(name, value);
+        }
+        if let Some(more) = self.more {
+            more.apply(headers);
+        }
+    }
+
+    /// This value and `other`, both for the same response.
+    pub(super) fn and(mut self, other: Issued) -> Issued {
+        self.more = Some(Box::new(match self.more.take() {
+            Some(more) => more.and(other),
+            None => other,
+        }));
+        self
+    }
+
+    /// Only a `Set-Cookie` header (one that removes a cookie, say).
+    pub(super) fn cookie_only(cookie: HeaderValue) -> Issued {
+        Issued {
+            cookie,
+            header: None,
+            more: None,
         }
     }
 }
@@ -56,7 +79,11 @@ impl Room {
             .then(|| HeaderValue::try_from(value).ok())
             .flatten()
             .map(|v| (header_name.clone(), v));
-        Issued { cookie, header }
+        Issued {
+            cookie,
+            header,
+            more: None,
+        }
     }
 
     /// A queue cookie, signed and issued (see [`issue`](Self::issue)).

@@ -11,17 +11,19 @@
 //! busy room never stalls the others.
 
 mod sets;
+mod tickets;
 
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 
 use self::sets::{Waiters, ZSet};
+use self::tickets::Tickets;
 
 use super::{
-    AdmissionRing, Decision, RoomPace, RoomSettings, RoomStats, SettingsChange, SettingsUpdate,
-    Store, StoreFuture, ADMISSION_BUCKET_MS, MAX_ADMIT_NEXT_PER_CALL, MAX_PROMOTIONS_PER_CALL,
-    MAX_SWEEP_PER_CALL,
+    AdmissionRing, Decision, Minted, Redeemed, RoomPace, RoomSettings, RoomStats, SettingsChange,
+    SettingsUpdate, Store, StoreFuture, TicketNonce, ADMISSION_BUCKET_MS, MAX_ADMIT_NEXT_PER_CALL,
+    MAX_PROMOTIONS_PER_CALL, MAX_SWEEP_PER_CALL,
 };
 use crate::clock::{Clock, SharedClock, SystemClock};
 use crate::config::RoomPolicy;
@@ -56,6 +58,9 @@ use crate::session::SessionId;
 pub struct MemoryStore {
     rooms: Arc<Rooms>,
     clock: SharedClock,
+    /// Single-use ticket records of every room: apart from the rooms, as the Redis store keeps
+    /// them in keys of their own, since no ticket call touches the line or the slots.
+    tickets: Arc<Mutex<Tickets>>,
 }
 
 impl MemoryStore {
@@ -73,6 +78,7 @@ impl MemoryStore {
         Self {
             rooms: Arc::default(),
             clock,
+            tickets: Arc::default(),
         }
     }
 
@@ -361,6 +367,45 @@ impl Store for MemoryStore {
             }
             had
         })
+    }
+
+    fn mint_ticket(
+        &self,
+        policy: &RoomPolicy,
+        session: SessionId,
+        fresh: TicketNonce,
+        expires_at_ms: u64,
+    ) -> StoreFuture<Minted> {
+        let mut tickets = lock(&self.tickets);
+        // Read under the lock, so ticket calls see time in the order they run.
+        let now = self.clock.now_ms();
+        let minted = tickets.mint(&policy.room, session, fresh, expires_at_ms, now);
+        Box::pin(std::future::ready(Ok(minted)))
+    }
+
+    fn redeem_ticket(
+        &self,
+        policy: &RoomPolicy,
+        session: SessionId,
+        nonce: TicketNonce,
+    ) -> StoreFuture<Redeemed> {
+        // The room's lock, then the tickets': the slot cannot end between its check and the
+        // use (only this call takes both, always in this order).
+        let room = self.room(&policy.room);
+        let room = lock(&room);
+        let mut tickets = lock(&self.tickets);
+        let now = self.clock.now_ms();
+        // A claimed slot, not yet expired (housekeeping may not have dropped it yet).
+        let holds_slot = room
+            .active
+            .score(session)
+            .is_some_and(|expires| expires > now);
+        let redeemed = tickets.redeem(&policy.room, session, nonce, holds_slot, now);
+        Box::pin(std::future::ready(Ok(redeemed)))
+    }
+
+    fn keeps_tickets(&self) -> bool {
+        true
     }
 }
 

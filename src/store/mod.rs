@@ -13,6 +13,8 @@
 //! | [`configure`](Store::configure) | operators | reads or changes the room's live [settings](RoomSettings) |
 //! | [`admit_next`](Store::admit_next) | operators | lets the first `n` of the line in now, whatever the capacity |
 //! | [`ban`](Store::ban) | operators | drops a session's place or slot and refuses it until a time |
+//! | [`mint_ticket`](Store::mint_ticket) | a room with single-use tickets, at admission and on the status endpoint | the session's one ticket of this admission, or "used" |
+//! | [`redeem_ticket`](Store::redeem_ticket) | a gated route presenting a ticket | accepted exactly once, then "used" |
 //!
 //! The semantics every store implements exactly (the [`MemoryStore`] is the reference):
 //! - never more than `capacity` slots at once, counting granted-but-unclaimed ones;
@@ -53,6 +55,18 @@
 //!   past;
 //! - the oldest wait: how long the head of the line has waited since joining (a store may round
 //!   it up by at most [`OLDEST_WAIT_GRANULARITY_MS`]).
+//! - single-use tickets ([`tickets`]) are records of their own, one per session
+//!   and room, that touch nothing of the line or the slots (no housekeeping runs for them):
+//!   `mint_ticket` answers the session's live record (its nonce while unused, [`Minted::Used`]
+//!   once used) or creates one with the given nonce, expiring at the given time;
+//!   `redeem_ticket` turns a live unused record with the same nonce into a used one (kept until
+//!   it expires, so a replay is told [`Redeemed::Used`]), atomically: of any number of
+//!   concurrent redeems of one ticket through any number of gateways exactly one is
+//!   [`Redeemed::Accepted`]; and only while the session holds a claimed slot that has not
+//!   expired ([`Redeemed::SlotEnded`] otherwise, the record left unused). A record past its expiry counts as none; expired records are
+//!   dropped as the store goes (at most [`MAX_TICKET_SWEEP_PER_CALL`] a call) or expire by
+//!   themselves, so their memory stays bounded. A record that cannot be read (damaged) counts
+//!   as none.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -67,6 +81,7 @@ mod memory;
 #[cfg(feature = "redis")]
 mod redis;
 mod settings;
+pub mod tickets;
 
 #[cfg(feature = "redis")]
 pub(crate) use self::redis::protocol_numbers as redis_protocol_numbers;
@@ -77,6 +92,7 @@ pub use self::redis::{
 pub use error::{StoreError, StoreErrorKind};
 pub use memory::MemoryStore;
 pub use settings::{RoomSettings, SettingsChange, SettingsUpdate, SETTINGS_VERSION};
+pub use tickets::{Minted, Redeemed, TicketNonce, MAX_TICKET_SWEEP_PER_CALL};
 
 /// Most waiters promoted (or skipped as silent) in one call.
 pub const MAX_PROMOTIONS_PER_CALL: u32 = 100;
@@ -139,6 +155,60 @@ pub trait Store: Send + Sync + 'static {
     /// Drops the session's place or slot (the next in line is promoted) and refuses it
     /// ([`Decision::Banned`]) until `until_ms`. `true` if it had a place or a slot.
     fn ban(&self, policy: &RoomPolicy, session: SessionId, until_ms: u64) -> StoreFuture<bool>;
+
+    /// The session's single-use ticket of this admission: the nonce of its live unused record,
+    /// [`Minted::Used`] if that record was used, or else a new record holding `fresh`,
+    /// expiring at `expires_at_ms` (the slot's expiry). One ticket per admission window,
+    /// however often it is asked; see [`tickets`].
+    ///
+    /// The default answers a [`Misconfigured`](StoreErrorKind::Misconfigured) error: a store of
+    /// your own must implement both ticket operations (and [`keeps_tickets`](Self::keeps_tickets))
+    /// before a room with [`single_use_tickets`](crate::WaitingRoomBuilder::single_use_tickets)
+    /// can use it.
+    fn mint_ticket(
+        &self,
+        policy: &RoomPolicy,
+        session: SessionId,
+        fresh: TicketNonce,
+        expires_at_ms: u64,
+    ) -> StoreFuture<Minted> {
+        let _ = (policy, session, fresh, expires_at_ms);
+        tickets_unsupported()
+    }
+
+    /// Uses the session's ticket `nonce`, atomically: [`Redeemed::Accepted`] exactly once (the
+    /// record becomes used), then [`Redeemed::Used`]; [`Redeemed::Unknown`] without a live
+    /// record of that nonce; [`Redeemed::SlotEnded`] for an unused ticket whose session holds no
+    /// claimed slot any more. The default answers a
+    /// [`Misconfigured`](StoreErrorKind::Misconfigured) error, as for
+    /// [`mint_ticket`](Self::mint_ticket).
+    fn redeem_ticket(
+        &self,
+        policy: &RoomPolicy,
+        session: SessionId,
+        nonce: TicketNonce,
+    ) -> StoreFuture<Redeemed> {
+        let _ = (policy, session, nonce);
+        tickets_unsupported()
+    }
+
+    /// Whether this store implements [`mint_ticket`](Self::mint_ticket) and
+    /// [`redeem_ticket`](Self::redeem_ticket): a room with
+    /// [`single_use_tickets`](crate::WaitingRoomBuilder::single_use_tickets) on refuses to build
+    /// on a store that does not ([`ConfigError::StoreWithoutTickets`](crate::ConfigError::StoreWithoutTickets)).
+    /// `false` by default; the embedded and the Redis store say `true`.
+    fn keeps_tickets(&self) -> bool {
+        false
+    }
+}
+
+/// The answer of a store without single-use tickets.
+fn tickets_unsupported<T: Send + 'static>() -> StoreFuture<T> {
+    Box::pin(std::future::ready(Err(StoreError::with_source(
+        StoreErrorKind::Misconfigured,
+        "this store does not implement single-use tickets (Store::mint_ticket and \
+         Store::redeem_ticket)",
+    ))))
 }
 
 /// A store operation: the Redis script's `ARGV[1]` and the metrics' `op` label.
@@ -152,12 +222,14 @@ pub(crate) enum StoreOp {
     Configure,
     AdmitNext,
     Ban,
+    MintTicket,
+    RedeemTicket,
 }
 
 impl StoreOp {
     /// Every operation, in the order of the metrics' keys.
     #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
-    pub(crate) const ALL: [StoreOp; 8] = [
+    pub(crate) const ALL: [StoreOp; 10] = [
         StoreOp::Enter,
         StoreOp::Poll,
         StoreOp::Heartbeat,
@@ -166,6 +238,8 @@ impl StoreOp {
         StoreOp::Configure,
         StoreOp::AdmitNext,
         StoreOp::Ban,
+        StoreOp::MintTicket,
+        StoreOp::RedeemTicket,
     ];
 
     /// The operation's name, as the script and the metrics spell it.
@@ -180,6 +254,8 @@ impl StoreOp {
             StoreOp::Configure => "configure",
             StoreOp::AdmitNext => "admit_next",
             StoreOp::Ban => "ban",
+            StoreOp::MintTicket => "mint_ticket",
+            StoreOp::RedeemTicket => "redeem_ticket",
         }
     }
 }

@@ -68,8 +68,10 @@ use crate::{RoomPolicy, SessionId};
 
 mod operations;
 mod pace;
+mod tickets;
 pub use self::operations::*;
 pub use self::pace::*;
+pub use self::tickets::*;
 
 /// A good time for a harness clock to start at: 2026-01-01T00:00:00Z.
 pub const START_MS: u64 = super::TEST_EPOCH_MS;
@@ -1929,9 +1931,15 @@ macro_rules! __conformance_suite {
                 pace_counts_silent_waiters_and_skipped_turns,
                 pace_follows_capacity_changes_and_pauses,
                 pace_carries_the_live_admission_rate,
+                ticket_mint_is_idempotent,
+                ticket_is_redeemed_exactly_once,
+                ticket_of_another_nonce_session_or_room_is_unknown,
+                ticket_records_expire,
+                ticket_needs_its_sessions_slot,
             ];
             multi_thread: [
                 concurrent_never_exceeds_capacity,
+                concurrent_redeems_accept_exactly_once,
             ]
         }
     };

@@ -1,10 +1,11 @@
 //! The signed-claims wire format shared by the queue cookie, the admission token and the
 //! proof-of-work challenge.
 //!
-//! A value is `<kind>.<kid>.<session>.<iat>.<exp>[.<network>].<tag>`: the kind carries the format
-//! version (`q1`, `p1`, `a1`, `c1`; a new format would be a new prefix, verified beside the old one
-//! while values in the old one live), `kid` names the [`SigningKey`](super::SigningKey), and the tag
-//! is the HMAC-SHA256 of `twr|<kind>|<room>|<kid>|<session>|<iat>|<exp>[|<network>]`. The room is
+//! A value is `<kind>.<kid>.<session>.<iat>.<exp>[.<extra>].<tag>`: the kind carries the format
+//! version (`q1`, `p1`, `a1`, `c1`, `m1`, `t1`; a new format would be a new prefix, verified beside
+//! the old one while values in the old one live), `kid` names the [`SigningKey`](super::SigningKey),
+//! `extra` is an admission token's network or a ticket's nonce, and the tag is the HMAC-SHA256 of
+//! `twr|<kind>|<room>|<kid>|<session>|<iat>|<exp>[|<extra>]`. The room is
 //! signed but not written, so a value of one room or kind never verifies as another. The format is
 //! private to the crate: nothing outside reads or writes it.
 
@@ -48,6 +49,8 @@ pub(crate) enum ValueKind {
     /// A matching session: who a visitor is to [matching](crate::matching) when the
     /// application does not say.
     MatchSession,
+    /// A single-use checkout ticket; its nonce is the signed extra field.
+    Ticket,
 }
 
 impl ValueKind {
@@ -58,7 +61,14 @@ impl ValueKind {
             ValueKind::Admission => "a1",
             ValueKind::Challenge => "c1",
             ValueKind::MatchSession => "m1",
+            ValueKind::Ticket => "t1",
         }
+    }
+
+    /// Whether values of this kind may carry the extra field: an admission token's network
+    /// (optional), a ticket's nonce (required, checked by the ticket).
+    fn has_extra(self) -> bool {
+        matches!(self, ValueKind::Admission | ValueKind::Ticket)
     }
 }
 
@@ -94,16 +104,17 @@ impl MessageBuf {
     }
 }
 
-/// The signed message, `twr|<kind>|<room>|<kid>|<session>|<iat>|<exp>`, and `|<network>` for a
-/// token bound to a network, written into `m` (in place: the buffer is never moved). No field
-/// can contain `|`, so a bound and an unbound message never coincide.
+/// The signed message, `twr|<kind>|<room>|<kid>|<session>|<iat>|<exp>`, and `|<extra>` for a
+/// token bound to a network or a ticket's nonce, written into `m` (in place: the buffer is never
+/// moved). No field can contain `|` (an extra is alphanumeric), so a message with an extra and
+/// one without never coincide.
 fn message(
     m: &mut MessageBuf,
     kind: ValueKind,
     room: &str,
     kid: &str,
     claims: &Claims,
-    network: Option<Network>,
+    extra: Option<&[u8]>,
 ) -> Option<()> {
     m.push(b"twr|")?;
     m.push(kind.prefix().as_bytes())?;
@@ -117,11 +128,9 @@ fn message(
     m.push_u64(claims.issued_at_ms)?;
     m.push(b"|")?;
     m.push_u64(claims.expires_at_ms)?;
-    if let Some(network) = network {
-        let mut text = [0u8; NETWORK_TEXT_LEN];
-        let n = encode_network(network, &mut text);
+    if let Some(extra) = extra {
         m.push(b"|")?;
-        m.push(&text[..n])?;
+        m.push(extra)?;
     }
     Some(())
 }
@@ -141,13 +150,38 @@ pub(crate) fn sign_with_network(
     claims: &Claims,
     network: Option<Network>,
 ) -> String {
+    let mut text = [0u8; NETWORK_TEXT_LEN];
+    let extra = network.map(|network| {
+        let n = encode_network(network, &mut text);
+        std::str::from_utf8(&text[..n]).expect("ASCII")
+    });
+    sign_with_extra(keyring, kind, room, claims, extra)
+}
+
+/// Like [`sign`], and with an extra field (alphanumeric, at most [`MAX_EXTRA_LEN`] bytes):
+/// `<kind>.<kid>.<session>.<iat>.<exp>.<extra>.<tag>`, the extra signed too.
+pub(crate) fn sign_with_extra(
+    keyring: &Keyring,
+    kind: ValueKind,
+    room: &str,
+    claims: &Claims,
+    extra: Option<&str>,
+) -> String {
+    debug_assert!(extra.is_none_or(valid_extra), "{extra:?}");
     let key = keyring.current();
     let mut msg = MessageBuf::new();
-    message(&mut msg, kind, room, key.id(), claims, network)
-        .expect("room and key id lengths are validated");
+    message(
+        &mut msg,
+        kind,
+        room,
+        key.id(),
+        claims,
+        extra.map(str::as_bytes),
+    )
+    .expect("room and key id lengths are validated");
     let tag = hmac::sign(key.hmac(), msg.as_bytes());
     let mut out = String::with_capacity(
-        2 + 1 + key.id().len() + 1 + 32 + 2 * 21 + NETWORK_TEXT_LEN + 1 + TAG_B64_LEN,
+        2 + 1 + key.id().len() + 1 + 32 + 2 * 21 + MAX_EXTRA_LEN + 1 + TAG_B64_LEN,
     );
     out.push_str(kind.prefix());
     out.push('.');
@@ -159,10 +193,8 @@ pub(crate) fn sign_with_network(
     out.push('.');
     push_u64(&mut out, claims.expires_at_ms);
     out.push('.');
-    if let Some(network) = network {
-        let mut text = [0u8; NETWORK_TEXT_LEN];
-        let n = encode_network(network, &mut text);
-        out.push_str(std::str::from_utf8(&text[..n]).expect("ASCII"));
+    if let Some(extra) = extra {
+        out.push_str(extra);
         out.push('.');
     }
     URL_SAFE_NO_PAD.encode_string(tag.as_ref(), &mut out);
@@ -190,7 +222,7 @@ pub(crate) fn verify(
     room: &str,
     value: &str,
 ) -> Option<Claims> {
-    match verify_with_network(keyring, kind, room, value)? {
+    match verify_with_extra(keyring, kind, room, value)? {
         (claims, None) => Some(claims),
         (_, Some(_)) => None,
     }
@@ -218,6 +250,33 @@ pub(crate) fn verify_with_network(
     room: &str,
     value: &str,
 ) -> Option<(Claims, Option<Network>)> {
+    if kind != ValueKind::Admission {
+        return verify(keyring, kind, room, value).map(|claims| (claims, None));
+    }
+    match verify_with_extra(keyring, kind, room, value)? {
+        (claims, None) => Some((claims, None)),
+        (claims, Some(text)) => Some((claims, Some(parse_network(text)?))),
+    }
+}
+
+/// Longest extra field: a ticket's nonce (32 hex digits); a network's text is shorter.
+const MAX_EXTRA_LEN: usize = 32;
+
+/// An extra field is 1 to [`MAX_EXTRA_LEN`] ASCII letters and digits: it can hold neither the
+/// text's `.` nor the message's `|`.
+fn valid_extra(extra: &str) -> bool {
+    (1..=MAX_EXTRA_LEN).contains(&extra.len()) && extra.bytes().all(|b| b.is_ascii_alphanumeric())
+}
+
+/// Like [`verify`], and also accepts a value with a signed extra field (the kinds that have
+/// one: admission tokens, tickets), which it returns as written. The extra is inside the MAC:
+/// a value whose extra was edited, added or removed does not verify.
+pub(crate) fn verify_with_extra<'v>(
+    keyring: &Keyring,
+    kind: ValueKind,
+    room: &str,
+    value: &'v str,
+) -> Option<(Claims, Option<&'v str>)> {
     if value.len() > MAX_SIGNED_LEN {
         return None;
     }
@@ -230,9 +289,9 @@ pub(crate) fn verify_with_network(
     let issued_at_ms = parse_u64(parts.next()?)?;
     let expires_at_ms = parse_u64(parts.next()?)?;
     let fifth = parts.next()?;
-    let (network, tag_b64) = match parts.next() {
+    let (extra, tag_b64) = match parts.next() {
         None => (None, fifth),
-        Some(tag_b64) if kind == ValueKind::Admission => (Some(parse_network(fifth)?), tag_b64),
+        Some(tag_b64) if kind.has_extra() && valid_extra(fifth) => (Some(fifth), tag_b64),
         Some(_) => return None,
     };
     if parts.next().is_some() || tag_b64.len() != TAG_B64_LEN {
@@ -252,9 +311,9 @@ pub(crate) fn verify_with_network(
         expires_at_ms,
     };
     let mut msg = MessageBuf::new();
-    message(&mut msg, kind, room, kid, &claims, network)?;
+    message(&mut msg, kind, room, kid, &claims, extra.map(str::as_bytes))?;
     hmac::verify(key.hmac(), msg.as_bytes(), &tag[..TAG_LEN]).ok()?;
-    Some((claims, network))
+    Some((claims, extra))
 }
 
 /// A network's text form, written into `out`; returns its length. Fixed length and lowercase hex
@@ -310,6 +369,7 @@ mod tests {
             ValueKind::Admission,
             ValueKind::Challenge,
             ValueKind::MatchSession,
+            ValueKind::Ticket,
         ] {
             let shortest = sign(&short, kind, "r", &zero);
             assert_eq!(shortest.len(), MIN_SIGNED_LEN, "{shortest}");

@@ -7,6 +7,7 @@
 //! | `queue_cookie` | stage 1's [`QueueCookie`] |
 //! | `admission` | stage 2's [`AdmissionToken`] |
 //! | `challenge` | the proof-of-work [`Challenge`] |
+//! | `ticket` | the single-use checkout [`AdmissionTicket`] |
 //!
 //! The wire formats are private to the crate: only the room writes and reads them, so a format
 //! can change (under a new version prefix) without breaking anyone's code.
@@ -17,6 +18,7 @@ mod format;
 mod keys;
 pub(crate) mod match_session;
 mod queue_cookie;
+mod ticket;
 
 pub use admission::AdmissionToken;
 pub(crate) use admission::TokenFault;
@@ -24,3 +26,4 @@ pub use challenge::Challenge;
 pub(crate) use format::MAX_SIGNED_LEN;
 pub use keys::{KeyError, Keyring, SigningKey, MAX_KEY_ID_LEN, MIN_SECRET_LEN};
 pub use queue_cookie::QueueCookie;
+pub use ticket::{AdmissionTicket, TicketRefusal};

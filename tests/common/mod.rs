@@ -25,6 +25,7 @@ use tower_waiting_room::store::{
     Decision, MemoryStore, RoomStats, SettingsChange, SettingsUpdate, Store, StoreError,
     StoreErrorKind, StoreFuture,
 };
+use tower_waiting_room::store::{Minted, Redeemed, TicketNonce};
 use tower_waiting_room::{
     Admission, Keyring, RoomPolicy, SessionId, SigningKey, WaitingRoomBuilder, WaitingRoomLayer,
 };
@@ -560,6 +561,33 @@ impl Store for TestStore {
     fn ban(&self, policy: &RoomPolicy, session: SessionId, until_ms: u64) -> StoreFuture<bool> {
         self.failure()
             .unwrap_or_else(|| self.inner.ban(policy, session, until_ms))
+    }
+
+    fn mint_ticket(
+        &self,
+        policy: &RoomPolicy,
+        session: SessionId,
+        fresh: TicketNonce,
+        expires_at_ms: u64,
+    ) -> StoreFuture<Minted> {
+        self.failure().unwrap_or_else(|| {
+            self.inner
+                .mint_ticket(policy, session, fresh, expires_at_ms)
+        })
+    }
+
+    fn redeem_ticket(
+        &self,
+        policy: &RoomPolicy,
+        session: SessionId,
+        nonce: TicketNonce,
+    ) -> StoreFuture<Redeemed> {
+        self.failure()
+            .unwrap_or_else(|| self.inner.redeem_ticket(policy, session, nonce))
+    }
+
+    fn keeps_tickets(&self) -> bool {
+        true
     }
 }
 

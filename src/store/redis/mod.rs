@@ -79,6 +79,7 @@ mod builder;
 mod check;
 mod protocol;
 mod sentinel;
+mod tickets;
 mod url;
 
 use std::sync::Arc;
@@ -96,8 +97,8 @@ pub(crate) use self::protocol::numbers as protocol_numbers;
 use self::protocol::{decision, non_negative, protocol_error, reply, Op, NOW_FROM_SERVER};
 use self::sentinel::SentinelConnection;
 use super::{
-    Decision, RoomStats, SettingsChange, SettingsUpdate, Store, StoreError, StoreErrorKind,
-    StoreFuture, HISTORY_MINUTES, MAX_ADMIT_NEXT_PER_CALL,
+    Decision, Minted, Redeemed, RoomStats, SettingsChange, SettingsUpdate, Store, StoreError,
+    StoreErrorKind, StoreFuture, TicketNonce, HISTORY_MINUTES, MAX_ADMIT_NEXT_PER_CALL,
 };
 use crate::clock::SharedClock;
 use crate::config::RoomPolicy;
@@ -321,6 +322,29 @@ impl Store for RedisStore {
                 ref other => Err(protocol_error(other)),
             }
         })
+    }
+
+    fn mint_ticket(
+        &self,
+        policy: &RoomPolicy,
+        session: SessionId,
+        fresh: TicketNonce,
+        expires_at_ms: u64,
+    ) -> StoreFuture<Minted> {
+        self.mint(policy, session, fresh, expires_at_ms)
+    }
+
+    fn redeem_ticket(
+        &self,
+        policy: &RoomPolicy,
+        session: SessionId,
+        nonce: TicketNonce,
+    ) -> StoreFuture<Redeemed> {
+        self.redeem(policy, session, nonce)
+    }
+
+    fn keeps_tickets(&self) -> bool {
+        true
     }
 }
 

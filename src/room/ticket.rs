@@ -1,0 +1,986 @@
+//! Single-use checkout tickets in the room (with
+//! [`single_use_tickets`](crate::WaitingRoomBuilder::single_use_tickets) on): minting one when
+//! the store admits a visitor and on the status endpoint, and the redeem step a gated route
+//! runs to let a request through on a ticket exactly once.
+//!
+//! A ticket is checked at the gateway first (MAC, room, expiry: no store call for a forged,
+//! tampered, other-room or expired one), then used in the store in one atomic step
+//! ([`Store::redeem_ticket`](crate::store::Store::redeem_ticket)), so of any number of uses of
+//! one ticket through any number of gateways exactly one passes. The answers:
+//!
+//! | ticket | answer |
+//! |---|---|
+//! | accepted by the store | pass, admitted [`AdmittedBy::Ticket`]; the ticket cookie is removed |
+//! | used before | `403 {"error":"ticket_used"}` |
+//! | none in the request | `403 {"error":"not_admitted","reason":"ticket_missing"}` |
+//! | forged, tampered, of another room (the room is inside the MAC, so it reads as forged), or unknown to the store | `403 {"error":"not_admitted","reason":"ticket_invalid"}` |
+//! | past its expiry | `403 {"error":"not_admitted","reason":"ticket_expired"}` |
+//! | unused, but its visitor's slot has ended (left, dropped, closed out, or ended by the app) | `403 {"error":"not_admitted","reason":"slot_ended"}`; the ticket stays unused |
+//! | the store failed | `503` with `Retry-After` (`busy` or `unavailable`), under either fail policy |
+//! | over the session's poll limit | `429` with `Retry-After` |
+
+use std::ops::Not;
+
+use bytes::Bytes;
+use http::header::{self, HeaderName};
+use http::{Request, Response, StatusCode};
+use serde::Serialize;
+
+use super::pending::{Next, Pending};
+use super::reply::{store_error_json, Issued};
+use super::visitor::header_value;
+use super::Room;
+use crate::clock::secs_ceil;
+use crate::cookies::{self, Wanted};
+use crate::outcome::{Admission, AdmittedBy};
+use crate::response::{json_response, StatusBody};
+use crate::session::SessionId;
+use crate::store::{Minted, Redeemed, StoreError, TicketNonce};
+use crate::telemetry::{Outcome, Stage};
+use crate::token::{AdmissionTicket, TicketRefusal};
+
+/// The header that carries a ticket for clients that use headers instead of cookies: the room
+/// sends it on admission and on the status endpoint, and a gated route reads a ticket (`t1.`)
+/// from it.
+pub(crate) const TICKET_HEADER: HeaderName = HeaderName::from_static("x-admission-ticket");
+
+/// Why a request's ticket cannot be used, before any store call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum TicketProblem {
+    /// No ticket in the request.
+    Missing,
+    /// Forged, tampered with, of another room, or unknown to the store.
+    Invalid,
+    /// A genuine ticket past its expiry.
+    Expired,
+    /// A genuine unused ticket whose session no longer holds its slot.
+    SlotEnded,
+}
+
+impl TicketProblem {
+    fn reason(self) -> &'static str {
+        match self {
+            TicketProblem::Missing => "ticket_missing",
+            TicketProblem::Invalid => "ticket_invalid",
+            TicketProblem::Expired => "ticket_expired",
+            TicketProblem::SlotEnded => "slot_ended",
+        }
+    }
+}
+
+/// A valid ticket found in a request, and whether it came in the ticket cookie (which the
+/// answer then removes: the ticket is of no further use).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Presented {
+    ticket: AdmissionTicket,
+    from_cookie: bool,
+}
+
+/// What minting a ticket needs to issue it once the store answers.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Minting {
+    session: SessionId,
+    /// The slot's expiry: the ticket's, and its record's.
+    expires_at_ms: u64,
+    uses_headers: bool,
+    now: u64,
+}
+
+/// The body of a refused ticket: `{"error":"ticket_used"}`, or `{"error":"not_admitted",
+/// "reason":...}`.
+#[derive(Serialize)]
+struct TicketRefused {
+    error: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reason: Option<&'static str>,
+}
+
+/// The status endpoint's answer to an admitted visitor with tickets on: the usual body, and
+/// the ticket (for clients that use headers only: a page's scripts must not read a browser's
+/// `HttpOnly` ticket) or the note that it was used.
+#[derive(Serialize)]
+struct TicketStatus<'a> {
+    #[serde(flatten)]
+    status: StatusBody<'a>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ticket: Option<&'a str>,
+    #[serde(skip_serializing_if = "Not::not")]
+    ticket_used: bool,
+}
+
+impl Room {
+    /// Whether the room mints single-use tickets.
+    pub(super) fn mints_tickets(&self) -> bool {
+        self.config.single_use_tickets
+    }
+
+    /// The store admitted the visitor (`pass`, with its fresh admission token): with tickets
+    /// on, one more store call mints their ticket before the request passes; otherwise `pass`.
+    pub(super) fn with_ticket(
+        &self,
+        pass: Next,
+        expires_at_ms: u64,
+        uses_headers: bool,
+        now: u64,
+    ) -> Next {
+        match pass {
+            Next::Pass {
+                admission,
+                set_cookie,
+            } if self.mints_tickets() => {
+                let minting = Minting {
+                    session: admission.session,
+                    expires_at_ms,
+                    uses_headers,
+                    now,
+                };
+                Next::Ask(Pending::MintAtAdmission {
+                    call: self.mint(&minting),
+                    admission,
+                    token: set_cookie,
+                    minting,
+                })
+            }
+            next => next,
+        }
+    }
+
+    fn mint(&self, m: &Minting) -> crate::store::StoreFuture<Minted> {
+        self.store.mint_ticket(
+            &self.config.policy,
+            m.session,
+            TicketNonce::random(),
+            m.expires_at_ms,
+        )
+    }
+
+    /// The mint at admission answered: pass, with the ticket when there is one. A failed mint
+    /// still passes: the admission is real, and the status endpoint hands the ticket out later.
+    pub(super) fn after_mint_at_admission(
+        &self,
+        answer: Result<Minted, StoreError>,
+        admission: Admission,
+        token: Option<Issued>,
+        minting: Minting,
+    ) -> Next {
+        let ticket = match answer {
+            Ok(Minted::Ticket {
+                nonce,
+                expires_at_ms,
+            }) => Some(self.issue_ticket(&minting, nonce, expires_at_ms)),
+            Ok(_) => None,
+            Err(e) => {
+                self.log_store_failure(&e, "mint_ticket (admitted without a ticket for now)");
+                None
+            }
+        };
+        let set_cookie = match (token, ticket) {
+            (Some(token), Some(ticket)) => Some(token.and(ticket)),
+            (token, ticket) => token.or(ticket),
+        };
+        Next::Pass {
+            admission,
+            set_cookie,
+        }
+    }
+
+    /// The ticket `nonce` of `m`'s session, expiring with its store record at `expires_at_ms`,
+    /// signed and issued: the ticket cookie, and the ticket header for clients that use headers.
+    fn issue_ticket(&self, m: &Minting, nonce: TicketNonce, expires_at_ms: u64) -> Issued {
+        let value = self.sign_ticket(m, nonce, expires_at_ms);
+        self.issue_ticket_value(m, value, expires_at_ms)
+    }
+
+    fn issue_ticket_value(&self, m: &Minting, value: String, expires_at_ms: u64) -> Issued {
+        self.issue(
+            m.uses_headers,
+            &self.config.cookies.ticket_name,
+            &TICKET_HEADER,
+            value,
+            secs_ceil(expires_at_ms.saturating_sub(m.now)),
+        )
+    }
+
+    /// The signed ticket: the record's expiry, not the one asked for, so a ticket found (made
+    /// by an earlier mint) ends with its record.
+    fn sign_ticket(&self, m: &Minting, nonce: TicketNonce, expires_at_ms: u64) -> String {
+        AdmissionTicket::new(m.session, nonce, m.now, expires_at_ms)
+            .sign(&self.keys, self.config.room())
+    }
+
+    /// The status endpoint for a visitor with a valid admission token, tickets on: mints (or
+    /// finds) their ticket, within the session's poll limit like every store question.
+    pub(super) fn ask_status_ticket(
+        &self,
+        session: SessionId,
+        expires_at_ms: u64,
+        uses_headers: bool,
+        now: u64,
+    ) -> Next {
+        let minting = Minting {
+            session,
+            expires_at_ms,
+            uses_headers,
+            now,
+        };
+        Next::Ask(Pending::StatusTicket {
+            call: self.mint(&minting),
+            minting,
+        })
+    }
+
+    /// `200 {"state":"admitted",...}`, with the ticket (cookie; and header and `"ticket"` for
+    /// header clients), or `"ticket_used": true`. A failed mint answers without a ticket: the
+    /// visitor is admitted all the same, and can ask again.
+    pub(super) fn after_status_ticket(
+        &self,
+        answer: Result<Minted, StoreError>,
+        minting: Minting,
+    ) -> Response<Bytes> {
+        let room = self.config.room();
+        let mut body = TicketStatus {
+            status: StatusBody::plain(room, "admitted"),
+            ticket: None,
+            ticket_used: false,
+        };
+        let mut issued = None;
+        let value;
+        match answer {
+            Ok(Minted::Ticket {
+                nonce,
+                expires_at_ms,
+            }) => {
+                value = self.sign_ticket(&minting, nonce, expires_at_ms);
+                if minting.uses_headers {
+                    body.ticket = Some(&value);
+                }
+                issued = Some(self.issue_ticket_value(&minting, value.clone(), expires_at_ms));
+            }
+            Ok(_) => body.ticket_used = true,
+            Err(e) => self.log_store_failure(&e, "mint_ticket (status without a ticket)"),
+        }
+        let mut res = json_response(StatusCode::OK, &body);
+        if let Some(issued) = issued {
+            issued.apply(res.headers_mut());
+        }
+        self.counted(Stage::Endpoint, Outcome::Admitted, res)
+    }
+
+    /// The redeem step of a gated route: the request's ticket, checked here (MAC, room,
+    /// expiry) and then used in the store. Says [`Next::Pass`] (admitted
+    /// [`AdmittedBy::Ticket`]) exactly once per ticket across all gateways, and otherwise
+    /// answers `403` with the reason, `429` over the session's poll limit, or `503` when the
+    /// store fails (see the [module docs](self)). Nothing is asked of the store for a missing,
+    /// forged, tampered, other-room or expired ticket.
+    #[cfg_attr(not(test), allow(dead_code))] // Called by the gates, wired in by the lead.
+    pub(crate) fn redeem_ticket<B>(&self, req: &Request<B>) -> Next {
+        let now = self.now_ms();
+        let presented = match self.presented_ticket(req, now) {
+            Ok(presented) => presented,
+            Err(problem) => return Next::Answer(ticket_refused(problem)),
+        };
+        let session = presented.ticket.session();
+        if let Err(wait) = self.check_polls(session, now) {
+            return Next::Answer(self.limited(wait, req));
+        }
+        Next::Ask(Pending::Redeem {
+            call: self
+                .store
+                .redeem_ticket(&self.config.policy, session, presented.ticket.nonce()),
+            presented,
+        })
+    }
+
+    /// The store's answer to a redeem.
+    pub(super) fn after_redeem(
+        &self,
+        answer: Result<Redeemed, StoreError>,
+        presented: Presented,
+    ) -> Next {
+        let ticket = presented.ticket;
+        match answer {
+            Ok(Redeemed::Accepted) => Next::Pass {
+                admission: self.admission(
+                    ticket.session(),
+                    ticket.expires_at_ms(),
+                    AdmittedBy::Ticket,
+                ),
+                set_cookie: presented
+                    .from_cookie
+                    .then(|| Issued::cookie_only(self.clear_ticket_cookie())),
+            },
+            Ok(Redeemed::Used) => {
+                let mut res = json_response(
+                    StatusCode::FORBIDDEN,
+                    &TicketRefused {
+                        error: "ticket_used",
+                        reason: None,
+                    },
+                );
+                if presented.from_cookie {
+                    res.headers_mut()
+                        .append(header::SET_COOKIE, self.clear_ticket_cookie());
+                }
+                Next::Answer(res)
+            }
+            // The visitor left (or was dropped, or the app ended the slot): the ticket would let
+            // someone past the capacity, so it is refused (and stays unused).
+            Ok(Redeemed::SlotEnded) => Next::Answer(ticket_refused(TicketProblem::SlotEnded)),
+            // A genuine ticket the store does not hold: its record was lost (an eviction, a
+            // flushed store), or ended on the store's clock before the gateway's. It cannot be
+            // shown unused, so it is refused.
+            Ok(_) => Next::Answer(ticket_refused(TicketProblem::Invalid)),
+            // A single-use ticket cannot be honoured without the store: only the store knows
+            // whether it was used, and letting it through (fail open) would let every copy of
+            // it through. So `503` under either fail policy; the ticket stays unused (nothing
+            // was written), and the visitor can try again.
+            Err(e) => {
+                self.log_store_failure(&e, "redeem_ticket");
+                Next::Answer(store_error_json(self.config.room(), &e))
+            }
+        }
+    }
+
+    /// The ticket of `req`: the first valid one of the ticket cookie's values, or else the
+    /// ticket header's when it holds a ticket (`t1.`; the same header may carry other values on
+    /// gated routes). Refused: the most telling problem found (expired before invalid before
+    /// missing).
+    fn presented_ticket<B>(&self, req: &Request<B>, now: u64) -> Result<Presented, TicketProblem> {
+        let c = &self.config.cookies;
+        let [cookie] = cookies::read(
+            req.headers(),
+            [Wanted {
+                name: &c.ticket_name,
+                could_be: AdmissionTicket::could_be,
+            }],
+        );
+        let mut problem = if cookie.is_present() {
+            TicketProblem::Invalid
+        } else {
+            TicketProblem::Missing
+        };
+        let mut check = |value: &str| {
+            match AdmissionTicket::check(&self.keys, self.config.room(), value, now) {
+                Ok(ticket) => return Some(ticket),
+                Err(TicketRefusal::Expired) => problem = TicketProblem::Expired,
+                Err(_) if problem == TicketProblem::Missing => problem = TicketProblem::Invalid,
+                Err(_) => {}
+            }
+            None
+        };
+        if let Some(ticket) = cookie.find_valid(&mut check) {
+            return Ok(Presented {
+                ticket,
+                from_cookie: true,
+            });
+        }
+        let header = header_value(req, &TICKET_HEADER)
+            .map(str::trim)
+            .filter(|v| v.starts_with("t1."));
+        match header.and_then(&mut check) {
+            Some(ticket) => Ok(Presented {
+                ticket,
+                from_cookie: false,
+            }),
+            None => Err(problem),
+        }
+    }
+
+    fn clear_ticket_cookie(&self) -> http::HeaderValue {
+        let c = &self.config.cookies;
+        cookies::clear_cookie(c, &c.ticket_name)
+    }
+}
+
+/// `403` with the reason a ticket cannot be used.
+fn ticket_refused(problem: TicketProblem) -> Response<Bytes> {
+    json_response(
+        StatusCode::FORBIDDEN,
+        &TicketRefused {
+            error: "not_admitted",
+            reason: Some(problem.reason()),
+        },
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use std::future::poll_fn;
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use http::{HeaderValue, Request, StatusCode};
+    use tower::{service_fn, Layer, ServiceExt};
+
+    use super::*;
+    use crate::clock::{Clock, ManualClock};
+    use crate::config::{FailPolicy, RoomPolicy};
+    use crate::store::{
+        Decision, MemoryStore, RoomStats, SettingsChange, SettingsUpdate, Store, StoreErrorKind,
+        StoreFuture,
+    };
+    use crate::testing::TEST_EPOCH_MS;
+    use crate::token::{Keyring, SigningKey};
+    use crate::{SessionId, WaitingRoomBuilder, WaitingRoomLayer};
+
+    /// The embedded store, whose ticket calls are counted and can be made to fail.
+    #[derive(Clone, Default)]
+    struct Tickets {
+        inner: MemoryStore,
+        mints: Arc<AtomicUsize>,
+        redeems: Arc<AtomicUsize>,
+        fail: Arc<AtomicBool>,
+    }
+
+    impl Tickets {
+        fn on(clock: &ManualClock) -> Self {
+            Self {
+                inner: MemoryStore::with_clock(clock.clone()),
+                ..Self::default()
+            }
+        }
+
+        fn failing<T: Send + 'static>(&self) -> Option<StoreFuture<T>> {
+            self.fail.load(Ordering::SeqCst).then(|| {
+                let e = StoreError::new(StoreErrorKind::Unavailable);
+                Box::pin(std::future::ready(Err(e))) as StoreFuture<T>
+            })
+        }
+    }
+
+    impl Store for Tickets {
+        fn enter(&self, p: &RoomPolicy, s: SessionId) -> StoreFuture<Decision> {
+            self.inner.enter(p, s)
+        }
+        fn poll(&self, p: &RoomPolicy, s: SessionId) -> StoreFuture<Decision> {
+            self.inner.poll(p, s)
+        }
+        fn heartbeat(&self, p: &RoomPolicy, s: SessionId) -> StoreFuture<Decision> {
+            self.inner.heartbeat(p, s)
+        }
+        fn release(&self, p: &RoomPolicy, s: SessionId) -> StoreFuture<bool> {
+            self.inner.release(p, s)
+        }
+        fn stats(&self, p: &RoomPolicy) -> StoreFuture<RoomStats> {
+            self.inner.stats(p)
+        }
+        fn configure(&self, p: &RoomPolicy, c: SettingsChange) -> StoreFuture<SettingsUpdate> {
+            self.inner.configure(p, c)
+        }
+        fn admit_next(&self, p: &RoomPolicy, n: u32) -> StoreFuture<u64> {
+            self.inner.admit_next(p, n)
+        }
+        fn ban(&self, p: &RoomPolicy, s: SessionId, until: u64) -> StoreFuture<bool> {
+            self.inner.ban(p, s, until)
+        }
+        fn mint_ticket(
+            &self,
+            p: &RoomPolicy,
+            s: SessionId,
+            fresh: TicketNonce,
+            expires_at_ms: u64,
+        ) -> StoreFuture<Minted> {
+            self.mints.fetch_add(1, Ordering::SeqCst);
+            self.failing()
+                .unwrap_or_else(|| self.inner.mint_ticket(p, s, fresh, expires_at_ms))
+        }
+        fn redeem_ticket(
+            &self,
+            p: &RoomPolicy,
+            s: SessionId,
+            nonce: TicketNonce,
+        ) -> StoreFuture<Redeemed> {
+            self.redeems.fetch_add(1, Ordering::SeqCst);
+            self.failing()
+                .unwrap_or_else(|| self.inner.redeem_ticket(p, s, nonce))
+        }
+        fn keeps_tickets(&self) -> bool {
+            true
+        }
+    }
+
+    const KEY: [u8; 32] = [0x5e; 32];
+
+    fn builder(room: &str) -> WaitingRoomBuilder {
+        WaitingRoomLayer::builder(room)
+            .capacity(10)
+            .signing_key(SigningKey::new("test", KEY).unwrap())
+            .secure_cookies(false)
+            .single_use_tickets(true)
+    }
+
+    /// A room with tickets on, on `store` and `clock`.
+    fn room_on(b: WaitingRoomBuilder, store: &Tickets, clock: &ManualClock) -> WaitingRoomLayer {
+        b.clock(clock.clone()).store(store.clone()).build().unwrap()
+    }
+
+    fn site() -> (WaitingRoomLayer, Tickets, ManualClock) {
+        let clock = ManualClock::new(TEST_EPOCH_MS);
+        let store = Tickets::on(&clock);
+        (room_on(builder("shop"), &store, &clock), store, clock)
+    }
+
+    /// `req` through the layer, in front of an app that answers `200 app`.
+    async fn send(layer: &WaitingRoomLayer, req: Request<()>) -> Response<String> {
+        let svc = layer.layer(service_fn(|_req: Request<()>| async {
+            Ok::<_, std::convert::Infallible>(Response::new("app".to_owned()))
+        }));
+        let res = svc.oneshot(req).await.unwrap();
+        let (parts, body) = res.into_parts();
+        let bytes = http_body_util::BodyExt::collect(body)
+            .await
+            .unwrap()
+            .to_bytes();
+        Response::from_parts(parts, String::from_utf8(bytes.to_vec()).unwrap())
+    }
+
+    /// The value of the `name` cookie set by `res`.
+    fn set_cookie<'r, B>(res: &'r Response<B>, name: &str) -> Option<&'r str> {
+        res.headers()
+            .get_all(header::SET_COOKIE)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .find_map(|v| v.strip_prefix(name)?.strip_prefix('='))
+            .map(|v| v.split(';').next().unwrap())
+    }
+
+    /// A visitor the store admits through the layer, as a browser (cookies): their admission
+    /// token and ticket cookie values.
+    async fn admitted_browser(layer: &WaitingRoomLayer) -> (String, Option<String>) {
+        let first = send(layer, Request::get("/").body(()).unwrap()).await;
+        let queue = set_cookie(&first, "wr_shop_q").unwrap().to_owned();
+        let req = Request::get("/")
+            .header(header::COOKIE, format!("wr_shop_q={queue}"))
+            .body(())
+            .unwrap();
+        let res = send(layer, req).await;
+        assert_eq!(
+            res.status(),
+            StatusCode::OK,
+            "admitted: {:?}",
+            res.headers()
+        );
+        assert!(
+            res.headers().get(TICKET_HEADER).is_none(),
+            "browsers get no header"
+        );
+        let token = set_cookie(&res, "wr_shop_a").unwrap().to_owned();
+        (token, set_cookie(&res, "wr_shop_t").map(str::to_owned))
+    }
+
+    /// The redeem step for `req`, run to its end as the service future would.
+    async fn redeem(layer: &WaitingRoomLayer, req: &Request<()>) -> Next {
+        let room = layer.room();
+        let mut next = room.redeem_ticket(req);
+        while let Next::Ask(mut pending) = next {
+            next = poll_fn(|cx| pending.poll_next(cx, room, req)).await;
+        }
+        next
+    }
+
+    fn with_ticket_cookie(ticket: &str) -> Request<()> {
+        Request::post("/checkout")
+            .header(header::COOKIE, format!("other=1; wr_shop_t={ticket}"))
+            .body(())
+            .unwrap()
+    }
+
+    fn with_ticket_header(ticket: &str) -> Request<()> {
+        Request::post("/checkout")
+            .header(TICKET_HEADER, ticket)
+            .body(())
+            .unwrap()
+    }
+
+    #[track_caller]
+    fn refused(next: Next, status: StatusCode, body: &str) {
+        match next {
+            Next::Answer(res) => {
+                assert_eq!(res.status(), status);
+                assert_eq!(std::str::from_utf8(res.body()).unwrap(), body);
+            }
+            Next::Pass { .. } => panic!("passed, expected {status} {body}"),
+            Next::Ask(_) => panic!("still asking"),
+        }
+    }
+
+    #[track_caller]
+    fn passed(next: Next, session: SessionId) -> Option<Issued> {
+        match next {
+            Next::Pass {
+                admission,
+                set_cookie,
+            } => {
+                assert_eq!(admission.by, AdmittedBy::Ticket);
+                assert_eq!(admission.session, session);
+                set_cookie
+            }
+            Next::Answer(res) => panic!("answered {} {:?}", res.status(), res.body()),
+            Next::Ask(_) => panic!("still asking"),
+        }
+    }
+
+    fn ticket_of(layer: &WaitingRoomLayer, value: &str) -> AdmissionTicket {
+        let now = layer.room().now_ms();
+        AdmissionTicket::verify(layer.room().keys(), "shop", value, now).unwrap()
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn an_admission_mints_a_ticket_that_passes_exactly_once() {
+        let (layer, store, _) = site();
+        let (token, ticket) = admitted_browser(&layer).await;
+        let ticket = ticket.expect("a ticket cookie at admission");
+        assert_eq!(store.mints.load(Ordering::SeqCst), 1);
+        let t = ticket_of(&layer, &ticket);
+        let now = layer.room().now_ms();
+        let token = crate::token::AdmissionToken::verify(layer.room().keys(), "shop", &token, now);
+        let token = token.unwrap();
+        assert_eq!(t.session(), token.session());
+        assert_eq!(
+            t.expires_at_ms(),
+            token.expires_at_ms(),
+            "expires with the slot"
+        );
+
+        let issued = passed(
+            redeem(&layer, &with_ticket_cookie(&ticket)).await,
+            t.session(),
+        );
+        // The used ticket's cookie is removed.
+        let mut headers = http::HeaderMap::new();
+        issued.expect("a cookie removal").apply(&mut headers);
+        let removal = headers.get(header::SET_COOKIE).unwrap().to_str().unwrap();
+        assert!(removal.starts_with("wr_shop_t=; ") && removal.contains("Max-Age=0"));
+        for _ in 0..3 {
+            let replay = redeem(&layer, &with_ticket_cookie(&ticket)).await;
+            refused(replay, StatusCode::FORBIDDEN, r#"{"error":"ticket_used"}"#);
+            let by_header = redeem(&layer, &with_ticket_header(&ticket)).await;
+            refused(
+                by_header,
+                StatusCode::FORBIDDEN,
+                r#"{"error":"ticket_used"}"#,
+            );
+        }
+        assert_eq!(store.redeems.load(Ordering::SeqCst), 7);
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn bad_tickets_get_403_with_the_reason_and_no_store_call() {
+        let (layer, store, clock) = site();
+        let (_, ticket) = admitted_browser(&layer).await;
+        let ticket = ticket.unwrap();
+        let missing = r#"{"error":"not_admitted","reason":"ticket_missing"}"#;
+        let invalid = r#"{"error":"not_admitted","reason":"ticket_invalid"}"#;
+        let expired = r#"{"error":"not_admitted","reason":"ticket_expired"}"#;
+        let forbidden = StatusCode::FORBIDDEN;
+
+        let none = Request::post("/checkout").body(()).unwrap();
+        refused(redeem(&layer, &none).await, forbidden, missing);
+        // An admission token in the ticket header is not a ticket.
+        let token_header = with_ticket_header("a1.test.0.0.0.x");
+        refused(redeem(&layer, &token_header).await, forbidden, missing);
+
+        // Tampered: every byte of the ticket changed in turn. In the header, a value that no
+        // longer starts `t1.` is no ticket (the header may carry other values on gated routes).
+        for i in 0..ticket.len() {
+            let mut bytes = ticket.clone().into_bytes();
+            bytes[i] = if bytes[i] == b'0' { b'1' } else { b'0' };
+            let tampered = String::from_utf8(bytes).unwrap();
+            refused(
+                redeem(&layer, &with_ticket_cookie(&tampered)).await,
+                forbidden,
+                invalid,
+            );
+            let in_header = if i < 3 { missing } else { invalid };
+            refused(
+                redeem(&layer, &with_ticket_header(&tampered)).await,
+                forbidden,
+                in_header,
+            );
+        }
+        // Junk under the cookie's name; a ticket of another room; a forged one.
+        refused(
+            redeem(&layer, &with_ticket_cookie("junk")).await,
+            forbidden,
+            invalid,
+        );
+        let t = ticket_of(&layer, &ticket);
+        let keys = layer.room().keys();
+        let elsewhere = t.sign(keys, "other");
+        refused(
+            redeem(&layer, &with_ticket_cookie(&elsewhere)).await,
+            forbidden,
+            invalid,
+        );
+        let forger = Keyring::new(SigningKey::new("test", [1u8; 32]).unwrap());
+        let forged = t.sign(&forger, "shop");
+        refused(
+            redeem(&layer, &with_ticket_header(&forged)).await,
+            forbidden,
+            invalid,
+        );
+        assert_eq!(store.redeems.load(Ordering::SeqCst), 0, "no store call");
+
+        // Expired: told apart, still no store call; a junk value beside it does not hide it.
+        clock.advance(Duration::from_millis(t.expires_at_ms() - clock.now_ms()));
+        refused(
+            redeem(&layer, &with_ticket_cookie(&ticket)).await,
+            forbidden,
+            expired,
+        );
+        let both = Request::post("/checkout")
+            .header(
+                header::COOKIE,
+                format!("wr_shop_t=junk; wr_shop_t={ticket}"),
+            )
+            .body(())
+            .unwrap();
+        refused(redeem(&layer, &both).await, forbidden, expired);
+        assert_eq!(store.redeems.load(Ordering::SeqCst), 0, "no store call");
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn the_ticket_of_a_visitor_who_left_is_refused_and_stays_unused() {
+        let (layer, store, _) = site();
+        let (token, ticket) = admitted_browser(&layer).await;
+        let ticket = ticket.unwrap();
+        let leave = Request::post("/__waitingroom/shop/leave")
+            .header(header::COOKIE, format!("wr_shop_a={token}"))
+            .body(())
+            .unwrap();
+        assert_eq!(send(&layer, leave).await.status(), StatusCode::OK);
+        let slot_ended = r#"{"error":"not_admitted","reason":"slot_ended"}"#;
+        for _ in 0..2 {
+            let next = redeem(&layer, &with_ticket_cookie(&ticket)).await;
+            refused(next, StatusCode::FORBIDDEN, slot_ended);
+        }
+        assert_eq!(store.redeems.load(Ordering::SeqCst), 2);
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_valid_ticket_beside_junk_is_found() {
+        let (layer, _, _) = site();
+        let (_, ticket) = admitted_browser(&layer).await;
+        let ticket = ticket.unwrap();
+        let session = ticket_of(&layer, &ticket).session();
+        // A planted cookie of the same name first, and junk in the header: the real one counts.
+        let req = Request::post("/checkout")
+            .header(
+                header::COOKIE,
+                format!("wr_shop_t=t1.x; wr_shop_t={ticket}"),
+            )
+            .header(TICKET_HEADER, "t1.junk")
+            .body(())
+            .unwrap();
+        passed(redeem(&layer, &req).await, session);
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_store_failure_on_redeem_is_503_under_either_policy_and_keeps_the_ticket() {
+        for policy in [FailPolicy::Open, FailPolicy::Closed] {
+            let clock = ManualClock::new(TEST_EPOCH_MS);
+            let store = Tickets::on(&clock);
+            let layer = room_on(builder("shop").fail_policy(policy), &store, &clock);
+            let (_, ticket) = admitted_browser(&layer).await;
+            let ticket = ticket.unwrap();
+            store.fail.store(true, Ordering::SeqCst);
+            match redeem(&layer, &with_ticket_cookie(&ticket)).await {
+                Next::Answer(res) => {
+                    assert_eq!(res.status(), StatusCode::SERVICE_UNAVAILABLE, "{policy:?}");
+                    assert!(res.headers().contains_key(header::RETRY_AFTER));
+                }
+                _ => panic!("{policy:?}: a ticket passed without the store"),
+            }
+            // Nothing was used: once the store is back, the ticket passes, once.
+            store.fail.store(false, Ordering::SeqCst);
+            let session = ticket_of(&layer, &ticket).session();
+            passed(redeem(&layer, &with_ticket_cookie(&ticket)).await, session);
+            let replay = redeem(&layer, &with_ticket_cookie(&ticket)).await;
+            refused(replay, StatusCode::FORBIDDEN, r#"{"error":"ticket_used"}"#);
+        }
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_failed_mint_still_admits_and_the_status_endpoint_hands_the_ticket_later() {
+        let (layer, store, _) = site();
+        store.fail.store(true, Ordering::SeqCst);
+        let (token, ticket) = admitted_browser(&layer).await;
+        assert_eq!(ticket, None, "no ticket while the store cannot mint");
+        store.fail.store(false, Ordering::SeqCst);
+        let status = |token: &str| {
+            Request::get("/__waitingroom/shop/status")
+                .header(header::COOKIE, format!("wr_shop_a={token}"))
+                .body(())
+                .unwrap()
+        };
+        let res = send(&layer, status(&token)).await;
+        assert_eq!(res.status(), StatusCode::OK);
+        let body: serde_json::Value = serde_json::from_str(res.body()).unwrap();
+        assert_eq!(body["state"], "admitted");
+        // A browser's ticket is never in the JSON (page scripts could read it), nor a header.
+        assert!(body.get("ticket").is_none(), "{body}");
+        assert!(res.headers().get(TICKET_HEADER).is_none());
+        let ticket = set_cookie(&res, "wr_shop_t").unwrap().to_owned();
+        // Asked again: the same ticket (one per admission).
+        let again = send(&layer, status(&token)).await;
+        let same = ticket_of(&layer, set_cookie(&again, "wr_shop_t").unwrap());
+        assert_eq!(same.nonce(), ticket_of(&layer, &ticket).nonce());
+        // Used: the status says so, and sets no ticket.
+        let session = same.session();
+        passed(redeem(&layer, &with_ticket_cookie(&ticket)).await, session);
+        let used = send(&layer, status(&token)).await;
+        let body: serde_json::Value = serde_json::from_str(used.body()).unwrap();
+        assert_eq!(body["state"], "admitted");
+        assert_eq!(body["ticket_used"], true, "{body}");
+        assert_eq!(set_cookie(&used, "wr_shop_t"), None);
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn header_clients_get_the_ticket_in_a_header_and_in_the_status_json() {
+        let (layer, _, _) = site();
+        let first = send(&layer, Request::get("/").body(()).unwrap()).await;
+        let queue = first.headers()["waiting-room-session"].clone();
+        let res = send(
+            &layer,
+            Request::get("/")
+                .header("waiting-room-session", queue)
+                .body(())
+                .unwrap(),
+        )
+        .await;
+        assert_eq!(res.status(), StatusCode::OK);
+        let ticket = res.headers()[TICKET_HEADER].to_str().unwrap().to_owned();
+        let token: HeaderValue = res.headers()["waiting-room-token"].clone();
+        let status = send(
+            &layer,
+            Request::get("/__waitingroom/shop/status")
+                .header("waiting-room-token", token)
+                .body(())
+                .unwrap(),
+        )
+        .await;
+        let body: serde_json::Value = serde_json::from_str(status.body()).unwrap();
+        assert_eq!(body["state"], "admitted");
+        assert_eq!(body["ticket"], ticket.as_str(), "{body}");
+        assert_eq!(status.headers()[TICKET_HEADER], ticket.as_str());
+        let session = ticket_of(&layer, &ticket).session();
+        passed(redeem(&layer, &with_ticket_header(&ticket)).await, session);
+        let replay = redeem(&layer, &with_ticket_header(&ticket)).await;
+        refused(replay, StatusCode::FORBIDDEN, r#"{"error":"ticket_used"}"#);
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn heartbeats_mint_nothing_and_tickets_off_mint_nothing() {
+        let (layer, store, clock) = site();
+        let (token, _) = admitted_browser(&layer).await;
+        assert_eq!(store.mints.load(Ordering::SeqCst), 1);
+        // Past refresh: a heartbeat extends the slot; no new ticket.
+        clock.advance(Duration::from_secs(20));
+        let req = Request::get("/")
+            .header(header::COOKIE, format!("wr_shop_a={token}"))
+            .body(())
+            .unwrap();
+        let res = send(&layer, req).await;
+        assert_eq!(res.status(), StatusCode::OK);
+        assert!(set_cookie(&res, "wr_shop_a").is_some(), "a fresh token");
+        assert_eq!(set_cookie(&res, "wr_shop_t"), None);
+        assert_eq!(store.mints.load(Ordering::SeqCst), 1);
+
+        let off = room_on(builder("shop").single_use_tickets(false), &store, &clock);
+        let (token, ticket) = admitted_browser(&off).await;
+        assert_eq!(ticket, None);
+        let status = Request::get("/__waitingroom/shop/status")
+            .header(header::COOKIE, format!("wr_shop_a={token}"))
+            .body(())
+            .unwrap();
+        let res = send(&off, status).await;
+        assert_eq!(res.status(), StatusCode::OK);
+        assert_eq!(set_cookie(&res, "wr_shop_t"), None);
+        assert_eq!(store.mints.load(Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn fifty_concurrent_uses_through_three_gateways_pass_once() {
+        let clock = ManualClock::new(TEST_EPOCH_MS);
+        let store = Tickets::on(&clock);
+        let gateways: Vec<_> = (0..3)
+            .map(|_| room_on(builder("shop"), &store, &clock))
+            .collect();
+        let (_, ticket) = admitted_browser(&gateways[0]).await;
+        let ticket = ticket.unwrap();
+        let mut uses = tokio::task::JoinSet::new();
+        for i in 0..50 {
+            let (layer, ticket) = (gateways[i % 3].clone(), ticket.clone());
+            uses.spawn(async move {
+                let req = if i % 2 == 0 {
+                    with_ticket_cookie(&ticket)
+                } else {
+                    with_ticket_header(&ticket)
+                };
+                match redeem(&layer, &req).await {
+                    Next::Pass { .. } => StatusCode::OK,
+                    Next::Answer(res) => res.status(),
+                    Next::Ask(_) => unreachable!(),
+                }
+            });
+        }
+        let mut statuses = Vec::new();
+        while let Some(status) = uses.join_next().await {
+            statuses.push(status.unwrap());
+        }
+        let passed = statuses.iter().filter(|s| s.is_success()).count();
+        let used = statuses
+            .iter()
+            .filter(|s| **s == StatusCode::FORBIDDEN)
+            .count();
+        assert_eq!((passed, used), (1, 49), "{statuses:?}");
+    }
+
+    #[test]
+    fn a_store_without_tickets_is_refused_at_build() {
+        struct Plain(MemoryStore);
+        impl Store for Plain {
+            fn enter(&self, p: &RoomPolicy, s: SessionId) -> StoreFuture<Decision> {
+                self.0.enter(p, s)
+            }
+            fn poll(&self, p: &RoomPolicy, s: SessionId) -> StoreFuture<Decision> {
+                self.0.poll(p, s)
+            }
+            fn heartbeat(&self, p: &RoomPolicy, s: SessionId) -> StoreFuture<Decision> {
+                self.0.heartbeat(p, s)
+            }
+            fn release(&self, p: &RoomPolicy, s: SessionId) -> StoreFuture<bool> {
+                self.0.release(p, s)
+            }
+            fn stats(&self, p: &RoomPolicy) -> StoreFuture<RoomStats> {
+                self.0.stats(p)
+            }
+            fn configure(&self, p: &RoomPolicy, c: SettingsChange) -> StoreFuture<SettingsUpdate> {
+                self.0.configure(p, c)
+            }
+            fn admit_next(&self, p: &RoomPolicy, n: u32) -> StoreFuture<u64> {
+                self.0.admit_next(p, n)
+            }
+            fn ban(&self, p: &RoomPolicy, s: SessionId, until: u64) -> StoreFuture<bool> {
+                self.0.ban(p, s, until)
+            }
+        }
+        let plain = || Plain(MemoryStore::with_clock(ManualClock::new(TEST_EPOCH_MS)));
+        let err = builder("shop").store(plain()).build().err();
+        assert_eq!(err, Some(crate::ConfigError::StoreWithoutTickets));
+        assert!(builder("shop")
+            .single_use_tickets(false)
+            .store(plain())
+            .build()
+            .is_ok());
+        // Its ticket calls answer a typed error, never a panic.
+        let p = RoomPolicy::new("shop", 1);
+        let call = plain().redeem_ticket(&p, SessionId::random(), TicketNonce::random());
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let e = rt.block_on(call).unwrap_err();
+        assert_eq!(e.kind(), StoreErrorKind::Misconfigured);
+    }
+}

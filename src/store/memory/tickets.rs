@@ -1,0 +1,149 @@
+//! The embedded store's single-use ticket records: the same facts as the Redis store's ticket
+//! keys (nonce, used or not, expiry), with an index by expiry so that expired records are
+//! dropped oldest first, a bounded number per call.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+
+use crate::session::SessionId;
+use crate::store::{Minted, Redeemed, TicketNonce, MAX_TICKET_SWEEP_PER_CALL};
+
+/// One session's ticket in one room.
+#[derive(Clone, Copy)]
+struct Record {
+    nonce: TicketNonce,
+    used: bool,
+    expires_at_ms: u64,
+}
+
+/// Every room's ticket records. A record past its expiry counts as none, whether or not it
+/// has been dropped yet.
+#[derive(Default)]
+pub(super) struct Tickets {
+    records: HashMap<(Arc<str>, SessionId), Record>,
+    /// The records by expiry, for the sweep.
+    by_expiry: BTreeSet<(u64, Arc<str>, SessionId)>,
+}
+
+impl Tickets {
+    /// Drops up to [`MAX_TICKET_SWEEP_PER_CALL`] expired records, oldest first. Each call adds
+    /// at most one record, so expired ones never pile up.
+    fn sweep(&mut self, now: u64) {
+        for _ in 0..MAX_TICKET_SWEEP_PER_CALL {
+            match self.by_expiry.first() {
+                Some((expires, _, _)) if *expires <= now => {}
+                _ => break,
+            }
+            let (_, room, session) = self.by_expiry.pop_first().expect("just seen");
+            self.records.remove(&(room, session));
+        }
+    }
+
+    /// The live record of `session` in `room`; an expired one is dropped.
+    fn live(&mut self, key: &(Arc<str>, SessionId), now: u64) -> Option<&mut Record> {
+        let expires = self.records.get(key)?.expires_at_ms;
+        if expires <= now {
+            self.records.remove(key);
+            self.by_expiry.remove(&(expires, key.0.clone(), key.1));
+            return None;
+        }
+        self.records.get_mut(key)
+    }
+
+    pub(super) fn mint(
+        &mut self,
+        room: &Arc<str>,
+        session: SessionId,
+        fresh: TicketNonce,
+        expires_at_ms: u64,
+        now: u64,
+    ) -> Minted {
+        self.sweep(now);
+        let key = (room.clone(), session);
+        if let Some(record) = self.live(&key, now) {
+            return if record.used {
+                Minted::Used
+            } else {
+                Minted::Ticket {
+                    nonce: record.nonce,
+                    expires_at_ms: record.expires_at_ms,
+                }
+            };
+        }
+        if expires_at_ms > now {
+            self.by_expiry
+                .insert((expires_at_ms, room.clone(), session));
+            self.records.insert(
+                key,
+                Record {
+                    nonce: fresh,
+                    used: false,
+                    expires_at_ms,
+                },
+            );
+        }
+        // An expiry already past: as in Redis, the record is gone as soon as it is made.
+        Minted::Ticket {
+            nonce: fresh,
+            expires_at_ms,
+        }
+    }
+
+    pub(super) fn redeem(
+        &mut self,
+        room: &Arc<str>,
+        session: SessionId,
+        nonce: TicketNonce,
+        holds_slot: bool,
+        now: u64,
+    ) -> Redeemed {
+        self.sweep(now);
+        match self.live(&(room.clone(), session), now) {
+            Some(record) if record.nonce == nonce => {
+                if record.used {
+                    Redeemed::Used
+                } else if !holds_slot {
+                    Redeemed::SlotEnded
+                } else {
+                    record.used = true;
+                    Redeemed::Accepted
+                }
+            }
+            _ => Redeemed::Unknown,
+        }
+    }
+
+    /// How many records are held, expired or not (for the test of bounded memory).
+    #[cfg(test)]
+    pub(super) fn len(&self) -> usize {
+        self.records.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn expired_records_are_dropped_as_calls_go() {
+        let mut t = Tickets::default();
+        let room: Arc<str> = Arc::from("r");
+        for i in 0..1_000u64 {
+            let s = SessionId::from_bytes((i as u128).to_be_bytes());
+            t.mint(&room, s, TicketNonce::random(), 1_000 + i, 0);
+        }
+        assert_eq!(t.len(), 1_000);
+        // Every call past their expiry drops up to the bound; ten calls drop them all.
+        for _ in 0..10 {
+            t.redeem(
+                &room,
+                SessionId::random(),
+                TicketNonce::random(),
+                true,
+                5_000,
+            );
+        }
+        assert_eq!(t.len(), 0);
+        assert!(t.by_expiry.is_empty());
+    }
+}

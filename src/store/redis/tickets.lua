@@ -1,0 +1,87 @@
+#!lua
+-- tower-waiting-room: one session's single-use checkout ticket, atomically inside Redis/Valkey.
+--
+-- The semantics are exactly those of the embedded MemoryStore's tickets
+-- (src/store/memory/tickets.rs); the conformance suite runs against both. One call is one
+-- script, so a ticket redeemed through any number of gateways at once is accepted exactly once:
+-- Redis runs one script at a time, and the first to find the record unused marks it used.
+--
+-- KEYS (they share the room's hash tag, so a Redis Cluster keeps them in the room's slot):
+--   1 ticket   string  `{prefix}:{room}:tk:<session>`, value `<state>:<nonce>:<expires_at_ms>`,
+--                      state `n` (unused) or `u` (used), with a TTL that ends it at its expiry
+--                      (on the server's clock; the expiry in the value is the one that counts)
+--   2 active   zset    redeem only: the room's claimed slots by expiry (room.lua's KEYS[4]),
+--                      only read: a ticket is used only while its session holds its slot
+-- ARGV:
+--   1 op (mint | redeem)
+--   2 nonce (32 lowercase hex digits): mint: the fresh one to store if there is no record;
+--     redeem: the one the ticket names
+--   3 now in ms, or 0 to use the server's TIME (shared by every gateway)
+--   4 mint: the record's expiry in ms (the slot's expiry); redeem: the session id
+-- Reply:
+--   mint:   {'ticket', nonce, expires_at_ms} the live unused record's (or the new one's)
+--           {'used'}
+--   redeem: {'accepted'} (the record is now used)   {'used'}   {'unknown'} (no live record of
+--           that nonce)   {'slot_ended'} (unused, but the session holds no claimed slot: the
+--           record is left unused)
+--
+-- Damage heals as in the room's script: a key of another type, or a value this script did not
+-- write, counts as no record and is dropped. A record past its expiry counts as none (the TTL
+-- may not have fired yet, or a gateway sends its own clock).
+
+local key = KEYS[1]
+local op, nonce = ARGV[1], ARGV[2]
+local now = tonumber(ARGV[3])
+if not now or now == 0 then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- The live record: state, nonce and expiry (as written); nil if there is none.
+local function live()
+  local kind = redis.call('TYPE', key)['ok']
+  if kind == 'none' then
+    return nil
+  end
+  if kind ~= 'string' then
+    redis.call('DEL', key)
+    return nil
+  end
+  local state, n, exp = string.match(redis.call('GET', key), '^([nu]):(%x+):(%d+)$')
+  if not state or tonumber(exp) <= now then
+    redis.call('DEL', key)
+    return nil
+  end
+  return state, n, exp
+end
+
+if op == 'mint' then
+  local state, n, exp = live()
+  if state == 'u' then
+    return {'used'}
+  elseif state == 'n' then
+    return {'ticket', n, exp}
+  end
+  local exp = tonumber(ARGV[4])
+  if exp and exp > now then
+    redis.call('SET', key, 'n:' .. nonce .. ':' .. ARGV[4], 'PX', exp - now)
+  end
+  -- An expiry already past: nothing is stored, as the record would be gone at once.
+  return {'ticket', nonce, ARGV[4]}
+elseif op == 'redeem' then
+  local state, n, exp = live()
+  if not state or n ~= nonce then
+    return {'unknown'}
+  elseif state == 'u' then
+    return {'used'}
+  end
+  -- Expired slots are dropped by the room's own calls; one past its time counts as gone here.
+  local slot = tonumber(redis.call('ZSCORE', KEYS[2], ARGV[4]))
+  if not slot or slot <= now then
+    return {'slot_ended'}
+  end
+  -- Kept, used, until the ticket's own expiry: a replay is told "used", not "unknown".
+  redis.call('SET', key, 'u:' .. n .. ':' .. exp, 'PX', tonumber(exp) - now)
+  return {'accepted'}
+end
+return redis.error_reply('ERR tower-waiting-room tickets: unknown operation')

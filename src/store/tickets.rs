@@ -1,0 +1,141 @@
+//! Single-use checkout tickets in the store: [`TicketNonce`], and the answers of
+//! [`Store::mint_ticket`](super::Store::mint_ticket) ([`Minted`]) and
+//! [`Store::redeem_ticket`](super::Store::redeem_ticket) ([`Redeemed`]).
+//!
+//! A room with [`single_use_tickets`](crate::WaitingRoomBuilder::single_use_tickets) on asks the
+//! store for a ticket when it admits a visitor. The store keeps one record per session while the
+//! admission lasts: the ticket's nonce, unused or used. Redeeming turns an unused record into a
+//! used one in one atomic step, so of any number of concurrent uses of one ticket, on any number
+//! of gateways, exactly one is accepted; and only while the session still holds its claimed
+//! slot, so a ticket never lets anyone past the room's capacity after its visitor left.
+//!
+//! ```
+//! use tower_waiting_room::clock::ManualClock;
+//! use tower_waiting_room::store::{Decision, MemoryStore, Minted, Redeemed, Store, TicketNonce};
+//! use tower_waiting_room::{RoomPolicy, SessionId};
+//!
+//! # tokio_test_block_on(async {
+//! let store = MemoryStore::with_clock(ManualClock::new(1_000));
+//! let policy = RoomPolicy::new("shop", 10);
+//! let session = SessionId::random();
+//! // Tickets come with an admission: the session holds a slot.
+//! assert!(matches!(store.enter(&policy, session).await?, Decision::Admitted { .. }));
+//! // Minting is idempotent while the record lives: the second mint answers the first nonce.
+//! let first = store.mint_ticket(&policy, session, TicketNonce::random(), 61_000).await?;
+//! let Minted::Ticket { nonce, .. } = first else { panic!("a fresh record") };
+//! let again = store.mint_ticket(&policy, session, TicketNonce::random(), 90_000).await?;
+//! assert_eq!(again, Minted::Ticket { nonce, expires_at_ms: 61_000 });
+//! // Exactly one redeem is accepted; a replay is told the ticket was used.
+//! assert_eq!(store.redeem_ticket(&policy, session, nonce).await?, Redeemed::Accepted);
+//! assert_eq!(store.redeem_ticket(&policy, session, nonce).await?, Redeemed::Used);
+//! // No second ticket for the same admission.
+//! let after = store.mint_ticket(&policy, session, TicketNonce::random(), 61_000).await?;
+//! assert_eq!(after, Minted::Used);
+//! # Ok::<_, tower_waiting_room::store::StoreError>(())
+//! # }).unwrap();
+//! # fn tokio_test_block_on<F: std::future::Future>(f: F) -> F::Output {
+//! #     tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(f)
+//! # }
+//! ```
+
+use std::fmt;
+
+use ring::rand::{SecureRandom, SystemRandom};
+
+use crate::encoding::{hex_into, lower_hex_to};
+
+/// A ticket's nonce: 128 random bits, shown as 32 lowercase hex digits. Which ticket of a
+/// session a signed ticket stands for: the store's record holds it, and a redeem must name it.
+///
+/// The room draws a fresh one for every mint and the store keeps the first one it was given
+/// for a session, so two gateways minting at once agree on one ticket.
+///
+/// ```
+/// use tower_waiting_room::store::TicketNonce;
+///
+/// let nonce = TicketNonce::random();
+/// assert_eq!(TicketNonce::from_hex(&nonce.to_string()), Some(nonce));
+/// assert_eq!(TicketNonce::from_hex("not hex"), None);
+/// ```
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct TicketNonce([u8; 16]);
+
+impl TicketNonce {
+    /// A fresh nonce from the operating system's secure random source.
+    pub fn random() -> Self {
+        let mut bytes = [0u8; 16];
+        SystemRandom::new()
+            .fill(&mut bytes)
+            .expect("the system random source failed");
+        Self(bytes)
+    }
+
+    /// A nonce from raw bytes.
+    pub const fn from_bytes(bytes: [u8; 16]) -> Self {
+        Self(bytes)
+    }
+
+    /// Parses exactly 32 lowercase hex digits.
+    pub fn from_hex(s: &str) -> Option<Self> {
+        let mut out = [0u8; 16];
+        lower_hex_to(s.as_bytes(), &mut out)?;
+        Some(Self(out))
+    }
+
+    /// The 32 hex digits as bytes, without allocating.
+    pub(crate) fn hex(&self) -> [u8; 32] {
+        let mut out = [0u8; 32];
+        hex_into(&self.0, &mut out);
+        out
+    }
+}
+
+impl fmt::Display for TicketNonce {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let hex = self.hex();
+        f.write_str(std::str::from_utf8(&hex).expect("hex digits are ASCII"))
+    }
+}
+
+impl fmt::Debug for TicketNonce {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "TicketNonce({self})")
+    }
+}
+
+/// What [`Store::mint_ticket`](super::Store::mint_ticket) answers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Minted {
+    /// The session's unused ticket: the nonce and expiry given (a new record), or those of the
+    /// record already held.
+    Ticket {
+        /// The record's nonce.
+        nonce: TicketNonce,
+        /// When the record ends (ms since the epoch): the signed ticket's expiry.
+        expires_at_ms: u64,
+    },
+    /// The session's ticket of this admission was already used: no new one until the record
+    /// expires.
+    Used,
+}
+
+/// What [`Store::redeem_ticket`](super::Store::redeem_ticket) answers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Redeemed {
+    /// The ticket was unused and is now used: this use, and no other, goes through.
+    Accepted,
+    /// The ticket was used before.
+    Used,
+    /// The ticket is unused, but its session no longer holds a claimed slot (it left, was
+    /// dropped or closed out, or the app ended the slot): refused, and left unused. A ticket
+    /// works only while the admission it came with does.
+    SlotEnded,
+    /// The store holds no such ticket: none for the session, another nonce, or expired.
+    Unknown,
+}
+
+/// Most expired ticket records a store drops in one call, so a call's work stays bounded
+/// (records also expire by themselves in Redis).
+pub const MAX_TICKET_SWEEP_PER_CALL: u32 = 100;
