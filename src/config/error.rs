@@ -87,6 +87,8 @@ pub enum ConfigError {
     /// [`MAX_DIFFICULTY`](crate::defences::proof_of_work::MAX_DIFFICULTY) bits, or its challenge TTL is
     /// under a second.
     InvalidProofOfWork,
+    /// `closes_at` is not after `opens_at`: the event would never take anyone.
+    ClosesBeforeOpening,
 }
 
 impl fmt::Display for ConfigError {
@@ -171,6 +173,7 @@ impl fmt::Display for ConfigError {
                 crate::defences::proof_of_work::MIN_DIFFICULTY,
                 crate::defences::proof_of_work::MAX_DIFFICULTY
             ),
+            ConfigError::ClosesBeforeOpening => f.write_str("closes_at must be after opens_at"),
         }
     }
 }

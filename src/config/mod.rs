@@ -39,11 +39,14 @@ use crate::clock::duration_ms;
 pub mod defaults;
 mod error;
 mod file;
+mod schedule;
 pub(crate) mod validate;
 
 pub use crate::token::{MAX_KEY_ID_LEN, MIN_SECRET_LEN};
 pub use error::ConfigError;
 pub use file::{RoomFile, RoomFileError};
+pub use schedule::{EventSchedule, DRAW_BITS};
+pub(crate) use schedule::unix_ms;
 
 /// Longest room id accepted.
 pub const MAX_ROOM_ID_LEN: usize = 64;
@@ -147,6 +150,8 @@ pub struct RoomPolicy {
     pub abandon_after_ms: u64,
     /// Waiters beyond this get [`Decision::Full`](crate::store::Decision::Full).
     pub max_queue_len: u64,
+    /// A scheduled opening (and closing), if any; see [`EventSchedule`].
+    pub schedule: Option<EventSchedule>,
 }
 
 impl RoomPolicy {
@@ -161,6 +166,7 @@ impl RoomPolicy {
             queue_ttl_ms: duration_ms(defaults::QUEUE_TTL),
             abandon_after_ms: duration_ms(defaults::ABANDON_AFTER),
             max_queue_len: defaults::MAX_QUEUE_LEN,
+            schedule: None,
         }
     }
 
@@ -196,6 +202,17 @@ impl RoomPolicy {
     pub fn with_max_queue_len(mut self, max: u64) -> Self {
         self.max_queue_len = max;
         self
+    }
+
+    /// Sets the scheduled opening and closing ([`EventSchedule`]).
+    pub fn with_schedule(mut self, schedule: Option<EventSchedule>) -> Self {
+        self.schedule = schedule;
+        self
+    }
+
+    /// Whether `now_ms` (store clock) is before the scheduled opening: nobody is admitted.
+    pub fn before_opening(&self, now_ms: u64) -> bool {
+        self.schedule.as_ref().is_some_and(|s| s.before_opening(now_ms))
     }
 }
 

@@ -235,6 +235,7 @@ impl Render for DefaultRenderer {
 /// | `challenge` | string, only in `challenge` answers | the proof-of-work challenge to solve |
 /// | `difficulty` | number, only in `challenge` answers | leading zero bits the solution's hash needs |
 /// | `proof_path` | string, only in `challenge` answers | where to `POST` the solution |
+/// | `opens_at` | number, only in `scheduled` answers | when the room opens, in Unix seconds (rounded up) |
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[non_exhaustive]
 pub struct StatusBody<'a> {
@@ -271,6 +272,9 @@ pub struct StatusBody<'a> {
     /// Where to `POST` the solution, in `challenge` answers.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub proof_path: Option<&'a str>,
+    /// When the room opens, in Unix seconds (rounded up), in `scheduled` answers.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub opens_at: Option<u64>,
 }
 
 impl<'a> StatusBody<'a> {
@@ -291,6 +295,10 @@ impl<'a> StatusBody<'a> {
             challenge: None,
             difficulty: rejection.difficulty(),
             proof_path: None,
+            opens_at: rejection.opens_at().map(|t| {
+                let ms = crate::config::unix_ms(t);
+                ms.div_ceil(1000)
+            }),
         }
     }
 
@@ -321,6 +329,7 @@ impl<'a> StatusBody<'a> {
             challenge: None,
             difficulty: None,
             proof_path: None,
+            opens_at: None,
         }
     }
 }

@@ -223,6 +223,13 @@ pub enum Decision {
     Closed,
     /// The session is banned ([`Store::ban`]).
     Banned,
+    /// The room opens at `opens_at_ms` (store clock, ms since the epoch; see
+    /// [`EventSchedule`](crate::config::EventSchedule)): the visitor is registered in the
+    /// pre-queue (or already was), and nobody is admitted before then.
+    Scheduled {
+        /// When the room opens.
+        opens_at_ms: u64,
+    },
 }
 
 /// How many visitors a room admitted lately (direct admissions and promotions' grants), shared

@@ -62,6 +62,9 @@ impl ZSet {
 #[derive(Clone, Copy, Debug, Default)]
 struct Entry {
     seq: Option<u64>,
+    /// A place in the pre-queue instead (before a scheduled opening): the waiter's draw. The
+    /// script's `line` scores it `draw / 2^52 - 1`, ahead of every sequence number.
+    draw: Option<u64>,
     seen: Option<u64>,
     /// When the place was taken (for the oldest wait); `None` if unknown.
     joined: Option<u64>,
@@ -100,6 +103,13 @@ pub(super) struct Waiters {
     /// Check-ins per second of their time, for [`silent_since`](Self::silent_since) (the
     /// script's `ZCOUNT` of `seen`): an entry per second holding a current check-in.
     per_second: BTreeMap<u64, usize>,
+    /// The pre-queue: registrants before a scheduled opening, by draw (ties by session id, as
+    /// Redis orders equal scores by member), all ahead of the sequence numbers. Merged into the
+    /// front of the line by [`open_pre_queue`](Self::open_pre_queue) at the opening.
+    pre: BTreeSet<(u64, SessionId)>,
+    /// When the pre-queue's first registrant arrived (the script's arrival note at score -1):
+    /// a registrant's wait counts from then, whatever their draw.
+    pre_since: Option<u64>,
 }
 
 /// Slack before a renumbering or a compaction, so small lines do not redo them on every call.
@@ -131,21 +141,32 @@ impl Waiters {
 
     /// The first in line.
     pub(super) fn head(&self) -> Option<SessionId> {
-        self.by_seq.first_key_value().map(|(_, &s)| s)
+        match self.pre.first() {
+            Some(&(_, s)) => Some(s),
+            None => self.by_seq.first_key_value().map(|(_, &s)| s),
+        }
     }
 
     /// The 1-based position of `s`, if in line (the store asks [`touch`](Self::touch)).
     #[cfg(test)]
     pub(super) fn position(&self, s: SessionId) -> Option<u64> {
-        let seq = self.entries.get(&s)?.seq?;
-        Some(self.rank(seq))
+        let entry = self.entries.get(&s)?;
+        match (entry.seq, entry.draw) {
+            (Some(seq), _) => Some(self.rank(seq)),
+            (None, Some(draw)) => Some(self.pre_rank(draw, s)),
+            (None, None) => None,
+        }
     }
 
     /// Checks `s` in at `t` if it has a place, and returns the position: a waiter's poll, in
     /// one lookup.
     pub(super) fn touch(&mut self, s: SessionId, t: u64) -> Option<u64> {
         let entry = self.entries.get_mut(&s)?;
-        let seq = entry.seq?;
+        let place = match (entry.seq, entry.draw) {
+            (Some(seq), _) => Ok(seq),
+            (None, Some(draw)) => Err(draw),
+            (None, None) => return None,
+        };
         Self::record_check_in(
             entry,
             &mut self.check_ins,
@@ -155,7 +176,68 @@ impl Waiters {
             t,
         );
         self.compact_if_needed();
-        Some(self.rank(seq))
+        Some(match place {
+            Ok(seq) => self.rank(seq),
+            Err(draw) => self.pre_rank(draw, s),
+        })
+    }
+
+    /// The position of a registrant in the pre-queue. O(n), but never on a store's path: the
+    /// stores answer registrants [`Decision::Scheduled`](crate::store::Decision::Scheduled)
+    /// before the opening, and the pre-queue is merged into the line at it.
+    fn pre_rank(&self, draw: u64, s: SessionId) -> u64 {
+        self.pre.range(..=(draw, s)).count() as u64
+    }
+
+    /// Registers `s` in the pre-queue with `draw` (if it has no place yet), arriving at `t`.
+    pub(crate) fn push_pre(&mut self, s: SessionId, draw: u64, t: u64) {
+        let entry = self.entries.entry(s).or_default();
+        if entry.seq.is_some() || entry.draw.is_some() {
+            return;
+        }
+        if self.pre_since.is_none() {
+            self.pre_since = Some(t);
+        }
+        entry.draw = Some(draw);
+        entry.joined = self.pre_since;
+        self.pre.insert((draw, s));
+        self.places += 1;
+    }
+
+    /// Whether anyone is in the pre-queue (not yet merged into the line).
+    pub(crate) fn has_pre_queue(&self) -> bool {
+        !self.pre.is_empty()
+    }
+
+    /// The opening: the pre-queue, in draw order, goes to the front of the line, ahead of any
+    /// sequence number, and the line is renumbered 1..=n. Nobody's order changes (the Redis
+    /// line's scores already say the same). O(n) once per pre-queue, so amortised O(1) per
+    /// registrant, like [`renumber`](Self::renumber).
+    pub(crate) fn open_pre_queue(&mut self) {
+        if self.pre.is_empty() {
+            return;
+        }
+        let pre = std::mem::take(&mut self.pre);
+        self.pre_since = None;
+        let line = std::mem::take(&mut self.by_seq);
+        let entries = &mut self.entries;
+        self.by_seq = pre
+            .into_iter()
+            .map(|(_, s)| s)
+            .chain(line.into_values())
+            .zip(1u64..)
+            .map(|(s, seq)| {
+                if let Some(e) = entries.get_mut(&s) {
+                    e.seq = Some(seq);
+                    e.draw = None;
+                }
+                (seq, s)
+            })
+            .collect();
+        let n = self.by_seq.len();
+        self.ranks = Ranks::ones(n);
+        self.base = 1;
+        self.last_seq = n as u64;
     }
 
     /// Appends `s` at the back of the line (if it has no place yet), with no time of joining.
@@ -172,7 +254,7 @@ impl Waiters {
     /// Appends `s` at the back of the line (if it has no place yet), joining at `t`.
     pub(super) fn push_at(&mut self, s: SessionId, t: Option<u64>) {
         let entry = self.entries.entry(s).or_default();
-        if entry.seq.is_some() {
+        if entry.seq.is_some() || entry.draw.is_some() {
             return;
         }
         entry.joined = t;
@@ -219,12 +301,20 @@ impl Waiters {
             self.check_ins -= 1;
             uncount_second(&mut self.per_second, seen);
         }
-        match entry.seq {
-            Some(seq) => {
+        match (entry.seq, entry.draw) {
+            (Some(seq), _) => {
                 self.drop_place(seq);
                 true
             }
-            None => false,
+            (None, Some(draw)) => {
+                self.pre.remove(&(draw, s));
+                self.places -= 1;
+                if self.pre.is_empty() {
+                    self.pre_since = None;
+                }
+                true
+            }
+            (None, None) => false,
         }
     }
 
@@ -235,7 +325,7 @@ impl Waiters {
                 self.check_ins -= 1;
                 uncount_second(&mut self.per_second, seen);
             }
-            if entry.seq.is_none() {
+            if entry.seq.is_none() && entry.draw.is_none() {
                 self.entries.remove(&s);
             }
         }
@@ -272,9 +362,12 @@ impl Waiters {
     pub(super) fn clear_places(&mut self) {
         self.entries.retain(|_, e| {
             e.seq = None;
+            e.draw = None;
             e.seen.is_some()
         });
         self.by_seq.clear();
+        self.pre.clear();
+        self.pre_since = None;
         self.ranks = Ranks::default();
         self.places = 0;
     }
@@ -284,7 +377,7 @@ impl Waiters {
     pub(super) fn clear_check_ins(&mut self) {
         self.entries.retain(|_, e| {
             e.seen = None;
-            e.seq.is_some()
+            e.seq.is_some() || e.draw.is_some()
         });
         self.queue.clear();
         self.per_second.clear();
@@ -335,7 +428,8 @@ impl Waiters {
     }
 
     fn rank(&self, seq: u64) -> u64 {
-        self.ranks.rank((seq - self.base) as usize)
+        // The pre-queue, if not merged yet, stands ahead of every sequence number.
+        self.pre.len() as u64 + self.ranks.rank((seq - self.base) as usize)
     }
 
     fn drop_place(&mut self, seq: u64) {
