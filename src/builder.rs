@@ -8,8 +8,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use crate::client::{ClientIp, ClientIpFn, RequestInfo};
 use crate::clock::{Clock, SharedClock, SystemClock};
 use crate::config::{
-    EventSchedule,
-    defaults, validate, ConfigError, FailPolicy, RoomConfig, RoomPolicy, SameSite,
+    defaults, validate, ConfigError, EventSchedule, FailPolicy, RoomConfig, RoomPolicy, SameSite,
 };
 use crate::defences::{
     BypassFn, Defences, Limiter, ProofGate, ProofOfWork, RateLimit, MAX_TRACKED,

@@ -45,8 +45,8 @@ pub(crate) mod validate;
 pub use crate::token::{MAX_KEY_ID_LEN, MIN_SECRET_LEN};
 pub use error::ConfigError;
 pub use file::{RoomFile, RoomFileError};
-pub use schedule::{EventSchedule, DRAW_BITS};
 pub(crate) use schedule::unix_ms;
+pub use schedule::{EventSchedule, DRAW_BITS};
 
 /// Longest room id accepted.
 pub const MAX_ROOM_ID_LEN: usize = 64;
@@ -212,7 +212,9 @@ impl RoomPolicy {
 
     /// Whether `now_ms` (store clock) is before the scheduled opening: nobody is admitted.
     pub fn before_opening(&self, now_ms: u64) -> bool {
-        self.schedule.as_ref().is_some_and(|s| s.before_opening(now_ms))
+        self.schedule
+            .as_ref()
+            .is_some_and(|s| s.before_opening(now_ms))
     }
 }
 

@@ -206,7 +206,10 @@ mod tests {
         assert_eq!(a.draw(id), EventSchedule::derived(&key, "a", t).draw(id));
         assert_ne!(a.draw(id), EventSchedule::derived(&key, "b", t).draw(id));
         let later = t + Duration::from_millis(1);
-        assert_ne!(a.draw(id), EventSchedule::derived(&key, "a", later).draw(id));
+        assert_ne!(
+            a.draw(id),
+            EventSchedule::derived(&key, "a", later).draw(id)
+        );
     }
 
     #[test]

@@ -194,9 +194,9 @@ impl Room {
             }
             Ok(Decision::Closed) => Next::Answer(self.reject(&closed_rejection(), req)),
             Ok(Decision::Banned) => Next::Answer(self.reject(&banned_rejection(), req)),
-            Ok(Decision::Scheduled { opens_at_ms }) => Next::Answer(
-                self.reject(&scheduled_rejection(opens_at_ms, asked.now), req),
-            ),
+            Ok(Decision::Scheduled { opens_at_ms }) => {
+                Next::Answer(self.reject(&scheduled_rejection(opens_at_ms, asked.now), req))
+            }
             Ok(Decision::Unknown) => {
                 let e = StoreError::new(StoreErrorKind::Protocol);
                 self.store_failed(asked, e, req)

@@ -618,7 +618,10 @@ fn check_in_time(policy: &RoomPolicy, now: u64) -> u64 {
 
 /// Whether the event's closing time has passed: newcomers are refused.
 fn after_closing(policy: &RoomPolicy, now: u64) -> bool {
-    policy.schedule.as_ref().is_some_and(|s| s.after_closing(now))
+    policy
+        .schedule
+        .as_ref()
+        .is_some_and(|s| s.after_closing(now))
 }
 
 /// Whether the event closed and keeps no line: nobody without a slot is let in or promoted.

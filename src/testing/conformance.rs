@@ -68,8 +68,10 @@ use crate::{RoomPolicy, SessionId};
 
 mod operations;
 mod pace;
+mod schedule;
 pub use self::operations::*;
 pub use self::pace::*;
+pub use self::schedule::*;
 
 /// A good time for a harness clock to start at: 2026-01-01T00:00:00Z.
 pub const START_MS: u64 = super::TEST_EPOCH_MS;
@@ -1929,6 +1931,13 @@ macro_rules! __conformance_suite {
                 pace_counts_silent_waiters_and_skipped_turns,
                 pace_follows_capacity_changes_and_pauses,
                 pace_carries_the_live_admission_rate,
+                scheduled_room_admits_nobody_before_the_opening,
+                pre_queue_order_is_the_draw_order,
+                arrivals_after_the_opening_wait_behind_the_registrants,
+                registrants_are_not_skipped_or_swept_for_waiting,
+                an_opening_in_the_past_opens_at_once,
+                closing_refuses_newcomers_and_keeps_the_line,
+                closing_without_the_line_refuses_everyone_without_a_slot,
             ];
             multi_thread: [
                 concurrent_never_exceeds_capacity,

@@ -7,6 +7,7 @@ use redis::{ErrorKind, RedisError, ServerErrorKind};
 use super::breaker::ErrorClass;
 
 use crate::config::RoomPolicy;
+use crate::session::SessionId;
 use crate::store::{
     AdmissionCounts, Decision, RoomPace, RoomSettings, RoomStats, SettingsChange, StoreError,
     StoreErrorKind, ADMISSION_BUCKETS, ADMISSION_BUCKET_MS, FIVE_MINUTE_BUCKETS, HISTORY_MINUTES,
@@ -82,6 +83,22 @@ pub(crate) mod reply {
     pub(crate) const ADMITTED_NEXT: i64 = 9;
     /// `{10, had a place or slot}`.
     pub(crate) const BANNED_NOW: i64 = 10;
+    /// `{11, opens_at_ms, 0}`: registered in the pre-queue, the room not open yet.
+    pub(crate) const SCHEDULED: i64 = 11;
+}
+
+/// The last argument for a room with a schedule (any operation):
+/// `schedule:<opens_at_ms>:<closes_at_ms or 0>:<keep line 0|1>:<draw>`, the draw being the
+/// session's (0 without one). `None` for a room without a schedule: nothing is sent.
+pub(crate) fn schedule_arg(policy: &RoomPolicy, session: Option<SessionId>) -> Option<String> {
+    let schedule = policy.schedule.as_ref()?;
+    Some(format!(
+        "schedule:{}:{}:{}:{}",
+        schedule.opens_at_ms,
+        schedule.closes_at_ms.unwrap_or(0),
+        u8::from(schedule.keep_line_after_close),
+        session.map_or(0, |s| schedule.draw(s)),
+    ))
 }
 
 /// The operation's own arguments, `ARGV[18]` on.
@@ -201,6 +218,9 @@ pub(crate) fn decision(reply: &[i64]) -> Result<Decision, StoreError> {
             })
         }
         [reply::CLOSED, 0, 0] => Ok(Decision::Closed),
+        [reply::SCHEDULED, opens_at_ms, 0] => Ok(Decision::Scheduled {
+            opens_at_ms: non_negative(opens_at_ms),
+        }),
         [reply::BANNED, 0, 0] => Ok(Decision::Banned),
         [reply::FULL, _, waiting, ..] => Ok(Decision::Full {
             waiting: non_negative(waiting),
