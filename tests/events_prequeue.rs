@@ -243,11 +243,8 @@ async fn run(gw: Gateways) {
         "an operator lets nobody in before the opening"
     );
     gw.clock.set(opens_at_ms() - 1);
-    for g in 0..2 {
-        assert_scheduled(
-            &gw.enter(g, registrants[g]).await,
-            "a millisecond before the opening",
-        );
+    for (g, &s) in registrants.iter().take(2).enumerate() {
+        assert_scheduled(&gw.enter(g, s).await, "a millisecond before the opening");
     }
     assert_eq!(
         gw.counts().await,

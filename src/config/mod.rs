@@ -24,6 +24,8 @@
 //! | `client_ip_header` / `client_ip_with` | the connection's peer address | where the client IP comes from |
 //! | `bypass` | none | requests that skip the room entirely |
 //! | `bind_tokens_to_network` | off | admission tokens only admit from the network (IPv4 /24, IPv6 /48) they were issued to |
+//! | `opens_at/closes_at` | none | a scheduled opening, with a fair, shuffled pre-queue, and closing; see [`EventSchedule`] |
+//! | `keep_line_after_close` | on | after `closes_at`, those in line keep their place and the line keeps moving |
 //! | `proof_of_work` | off | a proof-of-work challenge (difficulty in bits, challenge TTL 5 min) before joining the line; see [`proof_of_work`](crate::defences::proof_of_work) |
 //!
 //! The same settings load from a file (TOML, JSON...) or from environment variables, with

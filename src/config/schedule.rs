@@ -1,46 +1,5 @@
 //! [`EventSchedule`]: a room that opens at a set time, with a fair, shuffled pre-queue, and may
 //! close at another.
-//!
-//! Before the opening, arrivals are registered (one store write each) and told when the room
-//! opens ([`Decision::Scheduled`](crate::store::Decision::Scheduled)); nobody is admitted, on any
-//! gateway. Each registrant's place is fixed on arrival by a keyed draw (HMAC-SHA256 of the
-//! session id under a key secret to the event, truncated to 52 bits): the line orders
-//! registrants by draw, ahead of every later arrival, so at the opening they stand in a uniformly
-//! random order that nobody can improve by reloading (a reload keeps the place) or by collecting
-//! cookies (a client cannot tell which session id draws well without the key). Arrivals after the
-//! opening are first come, first served behind them. From `closes_at`, newcomers are refused
-//! ([`Decision::Closed`](crate::store::Decision::Closed)); those in line keep their place unless
-//! [`keep_line_after_close`](EventSchedule::keep_line_after_close) is off.
-//!
-//! The layer's builder sets it up ([`opens_at`](crate::WaitingRoomBuilder::opens_at)); stores and
-//! tests can attach one to a policy by hand:
-//!
-//! ```
-//! use std::time::{Duration, UNIX_EPOCH};
-//! use tower_waiting_room::clock::ManualClock;
-//! use tower_waiting_room::config::EventSchedule;
-//! use tower_waiting_room::store::{Decision, MemoryStore, Store};
-//! use tower_waiting_room::{RoomPolicy, SessionId};
-//!
-//! # tokio_test_block_on(async {
-//! let clock = ManualClock::new(1_000_000);
-//! let store = MemoryStore::with_clock(clock.clone());
-//! let opens_at = UNIX_EPOCH + Duration::from_millis(2_000_000);
-//! let schedule = EventSchedule::new(opens_at, b"a per-event secret of 32 bytes!!");
-//! let policy = RoomPolicy::new("drop", 1).with_schedule(Some(schedule));
-//! let visitor = SessionId::random();
-//! assert_eq!(
-//!     store.enter(&policy, visitor).await?,
-//!     Decision::Scheduled { opens_at_ms: 2_000_000 }
-//! );
-//! clock.set(2_000_000);
-//! assert!(matches!(store.enter(&policy, visitor).await?, Decision::Admitted { .. }));
-//! # Ok::<_, tower_waiting_room::store::StoreError>(())
-//! # }).unwrap();
-//! # fn tokio_test_block_on<F: std::future::Future>(f: F) -> F::Output {
-//! #     tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(f)
-//! # }
-//! ```
 
 use std::fmt;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -56,8 +15,50 @@ pub const DRAW_BITS: u32 = 52;
 /// What the per-event draw key is derived from, with the room and the opening.
 const DRAW_KEY_LABEL: &str = "tower-waiting-room pre-queue draw";
 
-/// A room's opening and closing times, and the secret that orders its pre-queue; see the
-/// [module docs](self). Times are milliseconds since the Unix epoch, on the store's clock.
+/// A room's opening and closing times, and the secret that orders its pre-queue. Times are
+/// milliseconds since the Unix epoch, on the store's clock.
+///
+///
+/// Before the opening, arrivals are registered (one store write each) and told when the room
+/// opens ([`Decision::Scheduled`](crate::store::Decision::Scheduled)); nobody is admitted, on any
+/// gateway. Each registrant's place is fixed on arrival by a keyed draw (HMAC-SHA256 of the
+/// session id under a key secret to the event, truncated to 52 bits): the line orders
+/// registrants by draw, ahead of every later arrival, so at the opening they stand in a uniformly
+/// random order that nobody can improve by reloading (a reload keeps the place) or by collecting
+/// cookies (a client cannot tell which session id draws well without the key). Arrivals after the
+/// opening are first come, first served behind them. From `closes_at`, newcomers are refused
+/// ([`Decision::Closed`](crate::store::Decision::Closed)); those in line keep their place unless
+/// [`keep_line_after_close`](EventSchedule::keep_line_after_close) is off.
+///
+/// The layer's builder sets it up ([`opens_at`](crate::WaitingRoomBuilder::opens_at)); stores and
+/// tests can attach one to a policy by hand:
+///
+/// ```
+/// use std::time::{Duration, UNIX_EPOCH};
+/// use tower_waiting_room::clock::ManualClock;
+/// use tower_waiting_room::config::EventSchedule;
+/// use tower_waiting_room::store::{Decision, MemoryStore, Store};
+/// use tower_waiting_room::{RoomPolicy, SessionId};
+///
+/// # tokio_test_block_on(async {
+/// let clock = ManualClock::new(1_000_000);
+/// let store = MemoryStore::with_clock(clock.clone());
+/// let opens_at = UNIX_EPOCH + Duration::from_millis(2_000_000);
+/// let schedule = EventSchedule::new(opens_at, b"a per-event secret of 32 bytes!!");
+/// let policy = RoomPolicy::new("drop", 1).with_schedule(Some(schedule));
+/// let visitor = SessionId::random();
+/// assert_eq!(
+///     store.enter(&policy, visitor).await?,
+///     Decision::Scheduled { opens_at_ms: 2_000_000 }
+/// );
+/// clock.set(2_000_000);
+/// assert!(matches!(store.enter(&policy, visitor).await?, Decision::Admitted { .. }));
+/// # Ok::<_, tower_waiting_room::store::StoreError>(())
+/// # }).unwrap();
+/// # fn tokio_test_block_on<F: std::future::Future>(f: F) -> F::Output {
+/// #     tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(f)
+/// # }
+/// ```
 ///
 /// The draw key is secret: it never leaves the gateway (the Redis store is sent each draw, never
 /// the key), and `Debug` shows it redacted.

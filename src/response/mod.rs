@@ -223,7 +223,7 @@ impl Render for DefaultRenderer {
 /// | field | type | meaning |
 /// |---|---|---|
 /// | `room` | string | the room's id |
-/// | `state` | string | `admitted`, `waiting`, `full`, `unavailable`, `busy`, `limited`, `challenge`, `proven`, `unknown` or `left` |
+/// | `state` | string | `admitted`, `waiting`, `full`, `unavailable`, `busy`, `limited`, `challenge`, `proven`, `unknown`, `left` or `scheduled` |
 /// | `position` | number or null | 1-based place in line while waiting |
 /// | `ahead` | number or null | how many are ahead while waiting (`position - 1`) |
 /// | `waiting` | number or null | how many are in line |

@@ -344,17 +344,13 @@ impl Room {
     }
 
     /// A `scheduled` answer of the status endpoint: `200` (the visitor is registered, as a
-    /// waiter's answer is), with the opening and `Retry-After`.
+    /// waiter's answer is) with the opening; as every `200` of it, the body's `retry_after`
+    /// paces the polls (no header).
     fn scheduled_json(&self, rejection: &Rejection) -> Response<Bytes> {
-        let mut res = json_response(
+        json_response(
             StatusCode::OK,
             &StatusBody::from_rejection(self.config.room(), rejection),
-        );
-        res.headers_mut().insert(
-            header::RETRY_AFTER,
-            http::HeaderValue::from(rejection.retry_after().as_secs()),
-        );
-        res
+        )
     }
 
     /// The answer to a failed store call while the gateway's clock says the room has not opened

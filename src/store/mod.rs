@@ -52,7 +52,22 @@
 //!   the ban ends; bans are few (operators make them), so they are kept in full and dropped once
 //!   past;
 //! - the oldest wait: how long the head of the line has waited since joining (a store may round
-//!   it up by at most [`OLDEST_WAIT_GRANULARITY_MS`]).
+//!   it up by at most [`OLDEST_WAIT_GRANULARITY_MS`]); a registrant of a scheduled opening (below)
+//!   has waited since the pre-queue's first registration;
+//! - a scheduled opening ([`RoomPolicy::schedule`], an
+//!   [`EventSchedule`](crate::config::EventSchedule)), by the store's clock: before `opens_at`
+//!   nobody is admitted (no promotion, no direct admission, [`admit_next`](Store::admit_next)
+//!   lets nobody in); a newcomer joins the line with the score `draw / 2^52 - 1` in `[-1, 0)`,
+//!   its draw being the policy's keyed draw of the session (computed by the caller, never by the
+//!   store), so ahead of every sequence number, registrants in draw order (ties by session id);
+//!   registrants and waiters are answered [`Decision::Scheduled`]; a check-in before the opening
+//!   counts as made at the opening, so nobody is skipped or swept for waiting for it. At the
+//!   opening nothing moves (the line is already in order; the memory store merges its pre-queue
+//!   into the line in one O(n) step, amortised O(1) per registrant) and later arrivals take
+//!   sequence numbers behind every registrant. From `closes_at`, a newcomer (no place, no slot)
+//!   gets [`Decision::Closed`] and nothing is stored; waiters keep their place and the line
+//!   moves, unless `keep_line_after_close` is off: then everyone without a slot gets `Closed`
+//!   (checked in, as for an operator's close) and nobody is promoted. Slots run their course.
 
 use std::future::Future;
 use std::pin::Pin;
