@@ -401,3 +401,83 @@ async fn a_closing_before_the_opening_is_refused_and_a_past_opening_opens_at_onc
         .await;
     r.handler_saw();
 }
+
+/// A store outage before the opening never opens the room early, whatever the fail policy: the
+/// gateway's clock says it is not open yet, so a failed store call answers `scheduled` (an API
+/// client and the status endpoint alike). A store out of memory stays `busy`. Once the gateway's
+/// clock passes the opening, the fail policy decides again (here: open).
+#[tokio::test]
+async fn a_store_outage_before_the_opening_does_not_open_the_room() {
+    use common::TestStore;
+    use tower_waiting_room::store::StoreErrorKind;
+    use tower_waiting_room::FailPolicy;
+
+    let clock = ManualClock::new(T0);
+    let store = TestStore::new(clock.clone());
+    let layer = builder(&clock)
+        .fail_policy(FailPolicy::Open)
+        .store(store.clone())
+        .build()
+        .unwrap();
+    let gw = Gateways::start(
+        [layer.clone(), layer],
+        Arc::new(store.inner().clone()),
+        clock.clone(),
+    )
+    .await;
+    let s = SessionId::random();
+    assert_scheduled(&gw.enter(0, s).await, "with the store up");
+    for kind in [StoreErrorKind::Unavailable, StoreErrorKind::Timeout] {
+        store.fail_with(Some(kind));
+        assert_scheduled(
+            &gw.enter(0, s).await,
+            &format!("a registrant, store {kind:?}"),
+        );
+        assert_scheduled(
+            &gw.enter(1, SessionId::random()).await,
+            &format!("a newcomer, store {kind:?}"),
+        );
+        let r = gw.status(0, s).await;
+        assert_eq!(r.status, StatusCode::OK);
+        assert_eq!(r.json()["state"], "scheduled", "status, store {kind:?}");
+    }
+    store.fail_with(Some(StoreErrorKind::Busy));
+    let r = gw.enter(0, s).await;
+    assert_eq!(r.json()["state"], "busy", "{}", r.text());
+    assert_eq!(gw.counts().await, (0, 1), "nobody inside");
+    // Past the opening, by the gateway's clock: the fail policy decides again.
+    store.fail_with(Some(StoreErrorKind::Unavailable));
+    clock.set(opens_at_ms());
+    let seen = gw.enter(0, s).await.handler_saw();
+    assert_eq!(seen["by"], "FailOpen");
+}
+
+/// Browsers get a countdown page before the opening: the notice page's look, a `scheduled`
+/// countdown for the script (the time left by the server's clock), and a refresh without
+/// JavaScript after `Retry-After`.
+#[tokio::test]
+async fn browsers_get_a_countdown_page() {
+    let clock = ManualClock::new(T0);
+    let layer = builder(&clock).build().unwrap();
+    let http = serve(common::app(layer)).await;
+    let value = QueueCookie::for_session(SessionId::random(), T0, 86_400_000).sign(&keys(), ROOM);
+    let headers = [
+        (header::ACCEPT, HeaderValue::from_static("text/html")),
+        (header::COOKIE, cookie(QUEUE_COOKIE, &value)),
+    ];
+    let r = http.send(Method::GET, "/", &headers).await;
+    assert_eq!(r.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(r.retry_after(), 60, "a minute to the opening");
+    let page = r.text();
+    assert!(page.contains("The sale opens soon"), "{page}");
+    assert!(
+        page.contains(r#"<meta http-equiv="refresh" content="60">"#),
+        "{page}"
+    );
+    assert!(
+        page.contains("&quot;kind&quot;:&quot;scheduled&quot;"),
+        "{page}"
+    );
+    assert!(page.contains("&quot;opens_in&quot;:"), "{page}");
+    assert!(page.contains("Opens in {time}"), "{page}");
+}
