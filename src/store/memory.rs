@@ -579,7 +579,13 @@ impl RoomState {
         let pace = RoomPace::new(
             self.admissions.current(now),
             now % ADMISSION_BUCKET_MS,
-            now.saturating_sub(self.born.unwrap_or(now)),
+            // A scheduled room is measured from its opening (as the script): nobody could be
+            // let in before it.
+            now.saturating_sub(
+                self.born
+                    .unwrap_or(now)
+                    .max(policy.schedule.as_ref().map_or(0, |s| s.opens_at_ms)),
+            ),
             self.live().capacity,
         )
         .with_skipped(skipped, current_skipped)

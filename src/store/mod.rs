@@ -68,6 +68,8 @@
 //!   gets [`Decision::Closed`] and nothing is stored; waiters keep their place and the line
 //!   moves, unless `keep_line_after_close` is off: then everyone without a slot gets `Closed`
 //!   (checked in, as for an operator's close) and nobody is promoted. Slots run their course.
+//!   The room's pace ([`RoomPace::observed_ms`]) is measured from the opening, so a room that
+//!   just opened is estimating its pace, not stalled;
 
 use std::future::Future;
 use std::pin::Pin;

@@ -1935,6 +1935,7 @@ macro_rules! __conformance_suite {
                 pre_queue_order_is_the_draw_order,
                 arrivals_after_the_opening_wait_behind_the_registrants,
                 registrants_are_not_skipped_or_swept_for_waiting,
+                pace_is_measured_from_the_opening,
                 an_opening_in_the_past_opens_at_once,
                 closing_refuses_newcomers_and_keeps_the_line,
                 closing_without_the_line_refuses_everyone_without_a_slot,

@@ -87,7 +87,8 @@
 -- registrants are simply at the front of the line, later arrivals behind them by sequence
 -- number. From closes_at newcomers get {6}; with keep line 0, everyone without a slot does and
 -- nobody is promoted (as a close). The first registrant's arrival is noted at score -1 for the
--- oldest wait.
+-- oldest wait. The room's pace is measured from the opening (the "ms since the room was first
+-- seen" of the pace counts from there), so a room that just opened is estimating, not stalled.
 --
 -- Absence: a waiter silent for longer than queue_ttl keeps their place until their turn comes
 -- (a slot is free and they are at the head), and is skipped then; one silent for longer than
@@ -334,7 +335,10 @@ local function pace()
   if pause_start and pause_end then
     ps, pe = math.max(0, now - pause_start), math.max(0, now - pause_end)
   end
-  return {current, now - current_bucket * bucket_ms, math.max(0, now - born), capacity, skipped,
+  -- A scheduled room is measured from its opening: nobody could be let in before it.
+  local since = born
+  if opens_at and opens_at > since then since = opens_at end
+  return {current, now - current_bucket * bucket_ms, math.max(0, now - since), capacity, skipped,
     cap_before or capacity, ago, ps, pe}
 end
 

@@ -175,6 +175,37 @@ pub async fn registrants_are_not_skipped_or_swept_for_waiting(h: &Harness) {
     assert_eq!(h.poll(&p, order[2]).await, Decision::Unknown, "skipped");
 }
 
+/// A scheduled room's pace is measured from its opening, however long the pre-queue was: at
+/// the opening the wait estimate says "estimating", not "stalled".
+pub async fn pace_is_measured_from_the_opening(h: &Harness) {
+    let p = h.scheduled_policy(1, 600_000, None, true);
+    let registrants: Vec<SessionId> = (0..3).map(|_| SessionId::random()).collect();
+    for &s in &registrants {
+        scheduled(h.enter(&p, s).await, &p, "registering");
+    }
+    h.advance_ms(600_000 + 2_000);
+    let order = draw_order(&p, &registrants);
+    match h.poll(&p, order[2]).await {
+        Decision::Waiting {
+            position,
+            waiting,
+            pace,
+            paused,
+            ..
+        } => {
+            assert_eq!((position, waiting), (2, 2));
+            assert_eq!(
+                pace.observed_ms, 2_000,
+                "measured from the opening: {pace:?}"
+            );
+            let eta =
+                crate::eta::estimate(&crate::eta::EtaInput::new(position, waiting, pace, paused));
+            assert_eq!(eta, crate::eta::Eta::Estimating, "{pace:?}");
+        }
+        other => panic!("a registrant after the opening: {other:?}"),
+    }
+}
+
 /// An opening in the past opens at once: a newcomer is admitted, not registered.
 pub async fn an_opening_in_the_past_opens_at_once(h: &Harness) {
     let p = h.scheduled_policy(1, -1_000, None, true);
