@@ -149,7 +149,8 @@ pub trait Store: Send + Sync + 'static {
     fn configure(&self, policy: &RoomPolicy, change: SettingsChange)
         -> StoreFuture<SettingsUpdate>;
     /// Grants a slot to the first `count` waiters now (at most [`MAX_ADMIT_NEXT_PER_CALL`] per
-    /// call), whatever the capacity, the rate, a pause or a close; waiters silent for longer
+    /// call), whatever the capacity, the rate, a pause or a close (but nobody before a scheduled
+    /// opening: see [`EventSchedule`](crate::config::EventSchedule)); waiters silent for longer
     /// than `queue_ttl` are skipped (dropped) as at their turn. Answers how many were let in:
     /// fewer than asked when the line ran out.
     fn admit_next(&self, policy: &RoomPolicy, count: u32) -> StoreFuture<u64>;

@@ -161,7 +161,7 @@ impl RedisStore {
         session: Option<SessionId>,
         extra: &[i64],
     ) -> StoreFuture<Vec<i64>> {
-        let schedule = protocol::schedule_arg(policy, session);
+        let schedule = protocol::schedule_arg(op, policy, session);
         let session = session.map(|s| s.to_string()).unwrap_or_default();
         let mut args = vec![op.as_str().to_owned(), session, self.now_arg().to_string()];
         args.extend(protocol::numbers(policy).iter().map(u64::to_string));

@@ -89,15 +89,23 @@ pub(crate) mod reply {
 
 /// The last argument for a room with a schedule (any operation):
 /// `schedule:<opens_at_ms>:<closes_at_ms or 0>:<keep line 0|1>:<draw>`, the draw being the
-/// session's (0 without one). `None` for a room without a schedule: nothing is sent.
-pub(crate) fn schedule_arg(policy: &RoomPolicy, session: Option<SessionId>) -> Option<String> {
+/// session's for `enter` (the only operation that places anyone), 0 otherwise. `None` for a
+/// room without a schedule: nothing is sent.
+pub(crate) fn schedule_arg(
+    op: Op,
+    policy: &RoomPolicy,
+    session: Option<SessionId>,
+) -> Option<String> {
     let schedule = policy.schedule.as_ref()?;
+    let draw = match (op, session) {
+        (Op::Enter, Some(s)) => schedule.draw(s),
+        _ => 0,
+    };
     Some(format!(
-        "schedule:{}:{}:{}:{}",
+        "schedule:{}:{}:{}:{draw}",
         schedule.opens_at_ms,
         schedule.closes_at_ms.unwrap_or(0),
         u8::from(schedule.keep_line_after_close),
-        session.map_or(0, |s| schedule.draw(s)),
     ))
 }
 
@@ -278,6 +286,37 @@ mod tests {
         let keys = keys("twr", "shop");
         assert!(keys.iter().all(|k| k.starts_with("twr:{shop}:")));
         assert_eq!(keys.len(), KEY_COUNT);
+    }
+
+    #[test]
+    fn the_schedule_travels_as_a_tagged_last_argument() {
+        use crate::config::EventSchedule;
+        use std::time::{Duration, UNIX_EPOCH};
+        let plain = RoomPolicy::new("shop", 1);
+        let s = SessionId::from_bytes([1; 16]);
+        assert_eq!(schedule_arg(Op::Enter, &plain, Some(s)), None);
+        let schedule = EventSchedule::new(UNIX_EPOCH + Duration::from_millis(5_000), [9u8; 32])
+            .with_closes_at(Some(UNIX_EPOCH + Duration::from_millis(9_000)))
+            .with_keep_line_after_close(false);
+        let draw = schedule.draw(s);
+        let p = plain.with_schedule(Some(schedule));
+        assert_eq!(
+            schedule_arg(Op::Enter, &p, Some(s)).unwrap(),
+            format!("schedule:5000:9000:0:{draw}")
+        );
+        assert_eq!(
+            schedule_arg(Op::Poll, &p, Some(s)).unwrap(),
+            "schedule:5000:9000:0:0",
+            "only enter places anyone"
+        );
+        assert_eq!(
+            decision(&[11, 5_000, 0]).unwrap(),
+            Decision::Scheduled { opens_at_ms: 5_000 }
+        );
+        assert!(
+            SCRIPT.contains("{11, opens_at_ms, 0} scheduled"),
+            "the script's header"
+        );
     }
 
     #[test]
