@@ -235,6 +235,9 @@ pub enum Rejection {
     Scheduled {
         /// When the room opens.
         opens_at: SystemTime,
+        /// How long until it opens, by the room's clock (the countdown's time left: a browser's
+        /// own clock may be wrong).
+        opens_in: Duration,
         /// When to ask again: the time to the opening, at most
         /// [`SCHEDULED_MAX_RETRY_AFTER`].
         retry_after: Duration,

@@ -325,12 +325,14 @@ fn page_data(
         "difficulty": rejection.and_then(Rejection::difficulty),
         "proof": cx.proof_path,
         "proof_header": crate::defences::proof_of_work::PROOF_HEADER,
-        // The countdown runs on the server's clock: the time left, not a time of day, so a
+        // The countdown runs on the room's clock: the time left, not a time of day, so a
         // browser's wrong clock does not move it.
-        "opens_in": rejection.and_then(Rejection::opens_at).map(|t| {
-            t.duration_since(std::time::SystemTime::now())
-                .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-        }),
+        "opens_in": match rejection {
+            Some(Rejection::Scheduled { opens_in, .. }) => {
+                Some(u64::try_from(opens_in.as_millis()).unwrap_or(u64::MAX))
+            }
+            _ => None,
+        },
         "sep": texts.thousands_separator,
         "texts": {
             "eta_almost_there": texts.eta_almost_there,

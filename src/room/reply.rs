@@ -268,9 +268,11 @@ pub(super) fn closed_rejection() -> Rejection {
 /// A registrant before the opening at `opens_at_ms`, told at `now_ms`: ask again at the opening
 /// (at least a second from now), or within [`SCHEDULED_MAX_RETRY_AFTER`] if it is further off.
 pub(super) fn scheduled_rejection(opens_at_ms: u64, now_ms: u64) -> Rejection {
-    let until = secs_ceil(opens_at_ms.saturating_sub(now_ms)).max(1);
+    let opens_in_ms = opens_at_ms.saturating_sub(now_ms);
+    let until = secs_ceil(opens_in_ms).max(1);
     Rejection::Scheduled {
         opens_at: std::time::UNIX_EPOCH + Duration::from_millis(opens_at_ms),
+        opens_in: Duration::from_millis(opens_in_ms),
         retry_after: Duration::from_secs(until).min(SCHEDULED_MAX_RETRY_AFTER),
     }
 }
