@@ -115,11 +115,6 @@ impl MemoryStore {
             room.admitted_early = 0;
             room.first_move = None;
         }
-        if room.waiters.has_pre_queue() && !policy.before_opening(now) {
-            // The opening: the registrants, in draw order, go to the front of the line (the
-            // script's scores already put them there).
-            room.waiters.open_pre_queue();
-        }
         room.housekeeping(policy, now);
         let out = op(&mut room, policy, now);
         Box::pin(std::future::ready(Ok(out)))

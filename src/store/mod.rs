@@ -62,9 +62,8 @@
 //!   store), so ahead of every sequence number, registrants in draw order (ties by session id);
 //!   registrants and waiters are answered [`Decision::Scheduled`]; a check-in before the opening
 //!   counts as made at the opening, so nobody is skipped or swept for waiting for it. At the
-//!   opening nothing moves (the line is already in order; the memory store merges its pre-queue
-//!   into the line in one O(n) step, amortised O(1) per registrant) and later arrivals take
-//!   sequence numbers behind every registrant. From `closes_at`, a newcomer (no place, no slot)
+//!   opening nothing moves (the line is already in order: no step of O(n), whatever the
+//!   pre-queue's size) and later arrivals take sequence numbers behind every registrant. From `closes_at`, a newcomer (no place, no slot)
 //!   gets [`Decision::Closed`] and nothing is stored; waiters keep their place and the line
 //!   moves, unless `keep_line_after_close` is off: then everyone without a slot gets `Closed`
 //!   (checked in, as for an operator's close) and nobody is promoted. Slots run their course.
