@@ -176,7 +176,8 @@ pub async fn registrants_are_not_skipped_or_swept_for_waiting(h: &Harness) {
 }
 
 /// A scheduled room's pace is measured from its opening, however long the pre-queue was: at
-/// the opening the wait estimate says "estimating", not "stalled".
+/// the opening the wait estimate says "estimating", not "stalled". The oldest wait is the
+/// pre-queue's, from its first registration.
 pub async fn pace_is_measured_from_the_opening(h: &Harness) {
     let p = h.scheduled_policy(1, 600_000, None, true);
     let registrants: Vec<SessionId> = (0..3).map(|_| SessionId::random()).collect();
@@ -204,6 +205,8 @@ pub async fn pace_is_measured_from_the_opening(h: &Harness) {
         }
         other => panic!("a registrant after the opening: {other:?}"),
     }
+    // The oldest wait of a registrant counts from the pre-queue's first registration.
+    assert_eq!(h.stats(&p).await.oldest_wait_ms, Some(602_000));
 }
 
 /// An opening in the past opens at once: a newcomer is admitted, not registered.
