@@ -33,6 +33,11 @@
 //!   the [`AdminService`]: the dashboard at `/admin/` and the admin API (`docs/api.md`, "Admin
 //!   API"). Without a token there is no admin at all.
 //!
+//! A sale that opens later: `--opens-in 60` opens the room a minute after start-up. Until then
+//! every visitor is registered and shown a countdown (JSON clients: `503`, `state: "scheduled"`,
+//! `opens_at`); at the opening they stand in line in a random order, ahead of later arrivals.
+//! `--closes-in <SECS>` stops taking newcomers then (those in line keep their place).
+//!
 //! It serves with `into_make_service_with_connect_info::<SocketAddr>()`, so the room sees each
 //! visitor's address and limits new visitors per IP (60 a minute by default), and it logs (the
 //! room's start-up line, and a warning if it ever finds no client IP) on stderr at `info`;
@@ -100,6 +105,13 @@ FLAGS:
                           room), for callers sending `Authorization: Bearer <TOKEN>`; at
                           least 32 characters. Also read from ADMIN_TOKEN. Without it,
                           there is no admin at all.
+    --opens-in <SECS>     open the room SECS seconds after start-up: until then visitors
+                          are registered and shown a countdown, and at the opening they
+                          stand in line in a random order, ahead of later arrivals
+                          (default: open now). Gateways sharing a queue (--redis) must
+                          open at the same time: start them together
+    --closes-in <SECS>    stop taking newcomers SECS seconds after start-up (after
+                          --opens-in); those in line keep their place (default: never)
     -h, --help            print this help
 
 ROUTES:
@@ -137,6 +149,8 @@ pub(crate) struct Options {
     redis: Option<String>,
     proof_of_work: Option<u8>,
     admin_token: Option<String>,
+    opens_in: Option<u64>,
+    closes_in: Option<u64>,
 }
 
 impl Default for Options {
@@ -158,6 +172,8 @@ impl Default for Options {
             redis: None,
             proof_of_work: None,
             admin_token: None,
+            opens_in: None,
+            closes_in: None,
         }
     }
 }
@@ -202,6 +218,8 @@ pub(crate) fn parse_args(
             "--secret" => opts.secret = Some(value(&flag)?),
             "--redis" => opts.redis = Some(value(&flag)?),
             "--admin-token" => opts.admin_token = Some(value(&flag)?),
+            "--opens-in" => opts.opens_in = Some(number(&flag, &value(&flag)?)?),
+            "--closes-in" => opts.closes_in = Some(positive(&flag, &value(&flag)?)?),
             "--proof-of-work" => {
                 let bits = value(&flag)?;
                 opts.proof_of_work = Some(bits.parse().map_err(|_| {
@@ -349,6 +367,15 @@ fn configure(
         }
     };
     builder = builder.signing_key(key);
+    // A scheduled sale: times from start-up (a closing before the opening is refused by the
+    // builder, with its own message).
+    let started = SystemTime::now();
+    if let Some(secs) = opts.opens_in {
+        builder = builder.opens_at(started + Duration::from_secs(secs));
+    }
+    if let Some(secs) = opts.closes_in {
+        builder = builder.closes_at(started + Duration::from_secs(secs));
+    }
 
     builder
         .build()
@@ -696,6 +723,29 @@ mod tests {
         assert_eq!((o.port, o.capacity), (8080, 5));
         assert_eq!(o.fail_policy, Some(FailPolicy::Closed));
         assert!(parse(&["--help"]).unwrap().is_none());
+    }
+
+    #[test]
+    fn a_scheduled_sale() {
+        let o = parse(&["--opens-in", "60", "--closes-in=120"])
+            .unwrap()
+            .unwrap();
+        assert_eq!((o.opens_in, o.closes_in), (Some(60), Some(120)));
+        let layer = build_layer(&o).unwrap();
+        let schedule = layer.config().policy().schedule.clone().unwrap();
+        assert_eq!(
+            schedule.closes_at_ms.unwrap() - schedule.opens_at_ms,
+            60_000
+        );
+        let backwards = Options {
+            opens_in: Some(60),
+            closes_in: Some(30),
+            ..Options::default()
+        };
+        assert!(build_layer(&backwards)
+            .unwrap_err()
+            .contains("closes_at must be after opens_at"));
+        assert!(parse(&["--opens-in", "soon"]).is_err());
     }
 
     #[test]

@@ -3,12 +3,12 @@
 
 use std::net::IpAddr;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::client::{ClientIp, ClientIpFn, RequestInfo};
 use crate::clock::{Clock, SharedClock, SystemClock};
 use crate::config::{
-    defaults, validate, ConfigError, FailPolicy, RoomConfig, RoomPolicy, SameSite,
+    defaults, validate, ConfigError, EventSchedule, FailPolicy, RoomConfig, RoomPolicy, SameSite,
 };
 use crate::defences::{
     BypassFn, Defences, Limiter, ProofGate, ProofOfWork, RateLimit, MAX_TRACKED,
@@ -67,6 +67,9 @@ pub struct WaitingRoomBuilder {
     proof_of_work: Option<ProofOfWork>,
     gates: Vec<Rule>,
     single_use_tickets: bool,
+    opens_at: Option<SystemTime>,
+    closes_at: Option<SystemTime>,
+    keep_line_after_close: bool,
 }
 
 impl WaitingRoomBuilder {
@@ -105,6 +108,9 @@ impl WaitingRoomBuilder {
             proof_of_work: None,
             gates: Vec::new(),
             single_use_tickets: defaults::SINGLE_USE_TICKETS,
+            opens_at: None,
+            closes_at: None,
+            keep_line_after_close: true,
         }
     }
 
@@ -467,6 +473,35 @@ impl WaitingRoomBuilder {
         self
     }
 
+    /// Opens the room at `opens_at` (the store's clock decides; see
+    /// [`EventSchedule`](crate::config::EventSchedule)). Before then, arrivals are registered
+    /// in a pre-queue and told when it opens (state `scheduled`, a countdown page); nobody is
+    /// admitted, on any gateway, not even by [`admit_next`](crate::control::RoomControl). At
+    /// the opening the registrants stand in a uniformly random order, fixed by a keyed draw of
+    /// their session (secret per event, derived from the current signing key, the room and the
+    /// opening), ahead of everyone who comes later. A time in the past opens at once.
+    pub fn opens_at(mut self, at: SystemTime) -> Self {
+        self.opens_at = Some(at);
+        self
+    }
+
+    /// Stops taking newcomers at `closes_at` (state `closed`); those in line keep their place
+    /// unless [`keep_line_after_close`](Self::keep_line_after_close) is off, and slots run their
+    /// course either way. Must be after [`opens_at`](Self::opens_at)
+    /// ([`ConfigError::ClosesBeforeOpening`]).
+    pub fn closes_at(mut self, at: SystemTime) -> Self {
+        self.closes_at = Some(at);
+        self
+    }
+
+    /// After [`closes_at`](Self::closes_at): whether those in line keep their place and the
+    /// line keeps moving (`true`, the default), or everyone without a slot is told `closed`
+    /// and nobody is promoted (as an operator's close).
+    pub fn keep_line_after_close(mut self, keep: bool) -> Self {
+        self.keep_line_after_close = keep;
+        self
+    }
+
     /// Validates the configuration and builds the layer. Nothing is half-built: every
     /// setting is checked first, and the first one refused is the error.
     // A little over 60 lines, in one straight line: validate everything, then assemble.
@@ -489,6 +524,11 @@ impl WaitingRoomBuilder {
                 rule: rule.describe(),
             });
         }
+        if let (Some(opens), Some(closes)) = (self.opens_at, self.closes_at) {
+            if closes <= opens {
+                return Err(ConfigError::ClosesBeforeOpening);
+            }
+        }
         let client_ip_header = self
             .client_ip_header
             .as_deref()
@@ -496,6 +536,12 @@ impl WaitingRoomBuilder {
             .transpose()?;
         let abandon_after = self.effective_abandon_after();
         let keys = validate::keyring(self.current_key, self.previous_key)?;
+        let schedule = schedule(
+            &self.room,
+            (self.opens_at, self.closes_at),
+            self.keep_line_after_close,
+            &keys,
+        );
 
         // Assemble.
         let client_ip = match (self.client_ip, client_ip_header) {
@@ -524,7 +570,8 @@ impl WaitingRoomBuilder {
             .with_admission_rate(self.admission_rate)
             .with_ttls(self.active_ttl, self.grant_ttl, self.queue_ttl)
             .with_abandon_after(abandon_after)
-            .with_max_queue_len(self.max_queue_len);
+            .with_max_queue_len(self.max_queue_len)
+            .with_schedule(schedule);
         let config = RoomConfig {
             policy,
             refresh: self.refresh,
@@ -617,6 +664,25 @@ impl WaitingRoomBuilder {
         }
         Ok(())
     }
+}
+
+/// The event schedule, if an opening or a closing is set: its draw key derived from the current
+/// signing key (a closing alone opens at once).
+fn schedule(
+    room: &str,
+    (opens_at, closes_at): (Option<SystemTime>, Option<SystemTime>),
+    keep_line_after_close: bool,
+    keys: &Keyring,
+) -> Option<EventSchedule> {
+    if opens_at.is_none() && closes_at.is_none() {
+        return None;
+    }
+    let opens_at = opens_at.unwrap_or(UNIX_EPOCH);
+    Some(
+        EventSchedule::derived(keys.current().hmac(), room, opens_at)
+            .with_closes_at(closes_at)
+            .with_keep_line_after_close(keep_line_after_close),
+    )
 }
 
 impl std::fmt::Debug for WaitingRoomBuilder {

@@ -231,6 +231,20 @@ pub enum Rejection {
         /// When the limit lets the client in again.
         retry_after: Duration,
     },
+    /// The room opens at a set time ([`EventSchedule`](crate::config::EventSchedule)) and has
+    /// not yet: `503`, state `scheduled`. The visitor is registered in the pre-queue; at the
+    /// opening the registrants stand in a random order fixed by their draws (a reload changes
+    /// nothing), ahead of everyone who comes later.
+    Scheduled {
+        /// When the room opens.
+        opens_at: SystemTime,
+        /// How long until it opens, by the room's clock (the countdown's time left: a browser's
+        /// own clock may be wrong).
+        opens_in: Duration,
+        /// When to ask again: the time to the opening, at most
+        /// [`SCHEDULED_MAX_RETRY_AFTER`].
+        retry_after: Duration,
+    },
     /// Proof of work is on and the visitor has not solved its challenge yet: `403 Forbidden`
     /// with the challenge ([`RenderContext::challenge`](crate::response::RenderContext)); the
     /// browser page solves it by itself. See [`proof_of_work`](crate::defences::proof_of_work).
@@ -244,7 +258,7 @@ pub enum Rejection {
 
 impl Rejection {
     /// The state's name as in the JSON answers: `waiting`, `closed`, `banned`, `full`,
-    /// `unavailable`, `busy`, `limited` or `challenge`.
+    /// `unavailable`, `busy`, `limited`, `challenge` or `scheduled`.
     pub fn state(&self) -> &'static str {
         match self {
             Rejection::Waiting { .. } => "waiting",
@@ -255,6 +269,7 @@ impl Rejection {
             Rejection::Busy { .. } => "busy",
             Rejection::Limited { .. } => "limited",
             Rejection::Challenge { .. } => "challenge",
+            Rejection::Scheduled { .. } => "scheduled",
         }
     }
 
@@ -314,6 +329,14 @@ impl Rejection {
         matches!(self, Rejection::Waiting { paused: true, .. })
     }
 
+    /// When the room opens, for `Scheduled`.
+    pub fn opens_at(&self) -> Option<SystemTime> {
+        match *self {
+            Rejection::Scheduled { opens_at, .. } => Some(opens_at),
+            _ => None,
+        }
+    }
+
     /// The estimated wait, for `Waiting` when the line is moving.
     pub fn eta(&self) -> Option<Duration> {
         match *self {
@@ -332,12 +355,13 @@ impl Rejection {
             | Rejection::Unavailable { retry_after }
             | Rejection::Busy { retry_after }
             | Rejection::Limited { retry_after }
-            | Rejection::Challenge { retry_after, .. } => retry_after,
+            | Rejection::Challenge { retry_after, .. }
+            | Rejection::Scheduled { retry_after, .. } => retry_after,
         }
     }
 
     /// The HTTP status: 429 while waiting or limited, 403 for a challenge or a ban, 503
-    /// otherwise (closed included).
+    /// otherwise (closed and scheduled included).
     pub fn status(&self) -> http::StatusCode {
         match self {
             Rejection::Waiting { .. } | Rejection::Limited { .. } => {
@@ -362,6 +386,9 @@ pub(crate) const BUSY_RETRY_AFTER: Duration = Duration::from_secs(2);
 /// A closed room is asked again this often: often enough to keep a waiter's place (well within
 /// `queue_ttl`) and to see a reopening soon.
 pub(crate) const CLOSED_RETRY_AFTER: Duration = Duration::from_secs(30);
+/// A registrant waiting for a scheduled opening asks again at the opening, or this late if it
+/// is further off (a client that re-checks now and then sees a moved opening).
+pub const SCHEDULED_MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
 /// A banned session is told to look again this late.
 pub(crate) const BANNED_RETRY_AFTER: Duration = Duration::from_secs(300);
 /// A waiter in a paused room asks again this often.

@@ -427,6 +427,34 @@ async fn check(setting: &str, default: &str) -> Result<(), String> {
         "poll_limit" => poll_limit(default).await,
         "client_ip_header/client_ip_with" => client_ip_default(default).await,
         "proof_of_work" => proof_of_work_off(default).await,
+        "opens_at/closes_at" => {
+            if default != "none" {
+                return Err(format!("expected \"none\", got {default:?}"));
+            }
+            eq("schedule", "None".into(), format!("{:?}", p.schedule))
+        }
+        "keep_line_after_close" => {
+            let doc = match default.trim_matches('`') {
+                "off" | "false" => false,
+                "on" | "true" => true,
+                other => return Err(format!("not on/off: {other:?}")),
+            };
+            let scheduled = builder()
+                .opens_at(std::time::UNIX_EPOCH)
+                .build()
+                .map_err(|e| e.to_string())?;
+            let keeps = scheduled
+                .config()
+                .policy()
+                .schedule
+                .as_ref()
+                .map(|s| s.keep_line_after_close);
+            eq(
+                "keep_line_after_close",
+                format!("{:?}", Some(doc)),
+                format!("{keeps:?}"),
+            )
+        }
         other => Err(format!(
             "no check for the setting {other:?}: add one to tests/docs_honesty.rs \
              (or a line in NOT_CHECKED saying why it cannot have one)"

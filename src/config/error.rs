@@ -126,6 +126,8 @@ pub enum ConfigError {
     /// store does not keep tickets ([`Store::keeps_tickets`](crate::store::Store::keeps_tickets)
     /// is `false`: it does not implement `mint_ticket` and `redeem_ticket`).
     StoreWithoutTickets,
+    /// `closes_at` is not after `opens_at`: the event would never take anyone.
+    ClosesBeforeOpening,
 }
 
 impl fmt::Display for ConfigError {
@@ -240,6 +242,7 @@ impl fmt::Display for ConfigError {
                 "single_use_tickets needs a store that keeps tickets (Store::mint_ticket and \
                  Store::redeem_ticket), such as the embedded store or the Redis store",
             ),
+            ConfigError::ClosesBeforeOpening => f.write_str("closes_at must be after opens_at"),
         }
     }
 }

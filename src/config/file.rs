@@ -80,6 +80,8 @@ use crate::{WaitingRoomBuilder, WaitingRoomLayer};
 /// | `single_use_tickets` | `true` or `false` |
 /// | `proof_of_work` | the difficulty in bits (turns proof of work on) |
 /// | `proof_of_work_challenge_ttl` | a duration; needs `proof_of_work` |
+/// | `opens_at`, `closes_at` | Unix seconds (whole numbers): a scheduled opening and closing |
+/// | `keep_line_after_close` | `true` or `false` |
 /// | `secret_env` | the name of the environment variable holding the signing secret |
 /// | `secret_file` | the path of a file holding the signing secret |
 ///
@@ -181,6 +183,14 @@ pub struct RoomFile {
     secret_env: Option<String>,
     #[serde(default)]
     secret_file: Option<PathBuf>,
+    /// Unix seconds.
+    #[serde(default)]
+    opens_at: Option<u64>,
+    /// Unix seconds.
+    #[serde(default)]
+    closes_at: Option<u64>,
+    #[serde(default)]
+    keep_line_after_close: Option<bool>,
     /// A `secret` key in a file: always refused, without its value.
     #[serde(default, rename = "secret", deserialize_with = "field::refuse_secret")]
     _secret_key: (),
@@ -235,6 +245,9 @@ impl fmt::Debug for RoomFile {
             .field("secret_env", &self.secret_env)
             .field("secret_file", &self.secret_file)
             .field("secret", &self.secret)
+            .field("opens_at", &self.opens_at)
+            .field("closes_at", &self.closes_at)
+            .field("keep_line_after_close", &self.keep_line_after_close)
             .finish()
     }
 }
@@ -436,6 +449,9 @@ impl RoomFile {
             secret_file: None,
             _secret_key: (),
             secret: None,
+            opens_at: None,
+            closes_at: None,
+            keep_line_after_close: None,
         }
     }
 
@@ -498,6 +514,11 @@ impl RoomFile {
             "SECRET_ENV" => self.secret_env = text(),
             "SECRET_FILE" => self.secret_file = Some(PathBuf::from(value)),
             "SECRET" => self.secret = Some(Secret(value.as_bytes().to_vec())),
+            "OPENS_AT" => self.opens_at = Some(parse_number(value, u64::MAX).map_err(invalid)?),
+            "CLOSES_AT" => self.closes_at = Some(parse_number(value, u64::MAX).map_err(invalid)?),
+            "KEEP_LINE_AFTER_CLOSE" => {
+                self.keep_line_after_close = Some(parse_bool(value).map_err(invalid)?)
+            }
             _ => {
                 return Err(RoomFileError::UnknownVariable {
                     variable: variable.to_owned(),
@@ -567,6 +588,16 @@ impl RoomFile {
         }
         if let Some(secret) = secret {
             b = b.secret(secret.0);
+        }
+        let unix = |secs: u64| std::time::UNIX_EPOCH + Duration::from_secs(secs);
+        if let Some(at) = self.opens_at {
+            b = b.opens_at(unix(at));
+        }
+        if let Some(at) = self.closes_at {
+            b = b.closes_at(unix(at));
+        }
+        if let Some(keep) = self.keep_line_after_close {
+            b = b.keep_line_after_close(keep);
         }
         Ok(b)
     }
@@ -884,6 +915,38 @@ mod tests {
 
     fn ms(n: u64) -> Result<Duration, DurationError> {
         Ok(Duration::from_millis(n))
+    }
+
+    #[test]
+    fn a_schedule_from_the_environment() {
+        let vars = [
+            ("WR_ROOM", "sale"),
+            ("WR_CAPACITY", "2"),
+            ("WR_SECRET", "0123456789abcdef0123456789abcdef"),
+            ("WR_OPENS_AT", "1767229200"),
+            ("WR_CLOSES_AT", "1767232800"),
+            ("WR_KEEP_LINE_AFTER_CLOSE", "off"),
+        ];
+        let file = RoomFile::from_env_vars("WR", vars).unwrap();
+        let layer = file.builder().unwrap().build().unwrap();
+        let s = layer.config().policy().schedule.clone().unwrap();
+        assert_eq!(s.opens_at_ms, 1_767_229_200_000);
+        assert_eq!(s.closes_at_ms, Some(1_767_232_800_000));
+        assert!(!s.keep_line_after_close);
+        let backwards = [
+            ("WR_ROOM", "sale"),
+            ("WR_CAPACITY", "2"),
+            ("WR_SECRET", "0123456789abcdef0123456789abcdef"),
+            ("WR_OPENS_AT", "1767229200"),
+            ("WR_CLOSES_AT", "1767229200"),
+        ];
+        let file = RoomFile::from_env_vars("WR", backwards).unwrap();
+        assert_eq!(
+            file.builder().unwrap().build().err(),
+            Some(crate::ConfigError::ClosesBeforeOpening)
+        );
+        let bad = [("WR_ROOM", "sale"), ("WR_OPENS_AT", "tomorrow")];
+        assert!(RoomFile::from_env_vars("WR", bad).is_err());
     }
 
     #[test]

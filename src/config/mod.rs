@@ -24,6 +24,8 @@
 //! | `client_ip_header` / `client_ip_with` | the connection's peer address | where the client IP comes from |
 //! | `bypass` | none | requests that skip the room entirely |
 //! | `bind_tokens_to_network` | off | admission tokens only admit from the network (IPv4 /24, IPv6 /48) they were issued to |
+//! | `opens_at/closes_at` | none | a scheduled opening, with a fair, shuffled pre-queue, and closing; see [`EventSchedule`] |
+//! | `keep_line_after_close` | on | after `closes_at`, those in line keep their place and the line keeps moving |
 //! | `proof_of_work` | off | a proof-of-work challenge (difficulty in bits, challenge TTL 5 min) before joining the line; see [`proof_of_work`](crate::defences::proof_of_work) |
 //! | `single_use_tickets` | off | at admission, a one-time checkout ticket (cookie `wr_{room}_t`, or the `X-Admission-Ticket` header) that a gated route accepts exactly once across all gateways |
 //!
@@ -40,11 +42,14 @@ use crate::clock::duration_ms;
 pub mod defaults;
 mod error;
 mod file;
+mod schedule;
 pub(crate) mod validate;
 
 pub use crate::token::{MAX_KEY_ID_LEN, MIN_SECRET_LEN};
 pub use error::ConfigError;
 pub use file::{RoomFile, RoomFileError};
+pub(crate) use schedule::unix_ms;
+pub use schedule::{EventSchedule, DRAW_BITS};
 
 /// Longest room id accepted.
 pub const MAX_ROOM_ID_LEN: usize = 64;
@@ -155,6 +160,8 @@ pub struct RoomPolicy {
     pub abandon_after_ms: u64,
     /// Waiters beyond this get [`Decision::Full`](crate::store::Decision::Full).
     pub max_queue_len: u64,
+    /// A scheduled opening (and closing), if any; see [`EventSchedule`].
+    pub schedule: Option<EventSchedule>,
 }
 
 impl RoomPolicy {
@@ -169,6 +176,7 @@ impl RoomPolicy {
             queue_ttl_ms: duration_ms(defaults::QUEUE_TTL),
             abandon_after_ms: duration_ms(defaults::ABANDON_AFTER),
             max_queue_len: defaults::MAX_QUEUE_LEN,
+            schedule: None,
         }
     }
 
@@ -204,6 +212,19 @@ impl RoomPolicy {
     pub fn with_max_queue_len(mut self, max: u64) -> Self {
         self.max_queue_len = max;
         self
+    }
+
+    /// Sets the scheduled opening and closing ([`EventSchedule`]).
+    pub fn with_schedule(mut self, schedule: Option<EventSchedule>) -> Self {
+        self.schedule = schedule;
+        self
+    }
+
+    /// Whether `now_ms` (store clock) is before the scheduled opening: nobody is admitted.
+    pub fn before_opening(&self, now_ms: u64) -> bool {
+        self.schedule
+            .as_ref()
+            .is_some_and(|s| s.before_opening(now_ms))
     }
 }
 

@@ -262,7 +262,8 @@ impl RoomControl {
     }
 
     /// Lets the first `count` of the line in now, whatever the capacity, rate, pause or close
-    /// (an emergency release). Answers how many were let in: the whole line if it is shorter.
+    /// (an emergency release). Answers how many were let in: the whole line if it is shorter;
+    /// none before a scheduled opening ([`opens_at`](crate::WaitingRoomBuilder::opens_at)).
     /// Silent waiters at the head are skipped as at their turn. Done in steps of at most
     /// [`MAX_ADMIT_NEXT_PER_CALL`] per store call, each atomic.
     pub async fn release(&self, count: u64) -> Result<u64, ControlError> {

@@ -223,7 +223,7 @@ impl Render for DefaultRenderer {
 /// | field | type | meaning |
 /// |---|---|---|
 /// | `room` | string | the room's id |
-/// | `state` | string | `admitted`, `waiting`, `full`, `unavailable`, `busy`, `limited`, `challenge`, `proven`, `unknown` or `left` |
+/// | `state` | string | `admitted`, `waiting`, `full`, `unavailable`, `busy`, `limited`, `challenge`, `proven`, `unknown`, `left` or `scheduled` |
 /// | `position` | number or null | 1-based place in line while waiting |
 /// | `ahead` | number or null | how many are ahead while waiting (`position - 1`) |
 /// | `waiting` | number or null | how many are in line |
@@ -236,6 +236,7 @@ impl Render for DefaultRenderer {
 /// | `difficulty` | number, only in `challenge` answers | leading zero bits the solution's hash needs |
 /// | `proof_path` | string, only in `challenge` answers | where to `POST` the solution |
 /// | `ticket` | string, only in `admitted` answers to clients that use headers | the admission token, to send as `X-Admission-Ticket` to gated routes |
+/// | `opens_at` | number, only in `scheduled` answers | when the room opens, in Unix seconds (rounded up) |
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[non_exhaustive]
 pub struct StatusBody<'a> {
@@ -277,6 +278,9 @@ pub struct StatusBody<'a> {
     /// `X-Admission-Ticket`, it admits to the room's gated routes without cookies.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ticket: Option<&'a str>,
+    /// When the room opens, in Unix seconds (rounded up), in `scheduled` answers.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub opens_at: Option<u64>,
 }
 
 impl<'a> StatusBody<'a> {
@@ -298,6 +302,10 @@ impl<'a> StatusBody<'a> {
             difficulty: rejection.difficulty(),
             proof_path: None,
             ticket: None,
+            opens_at: rejection.opens_at().map(|t| {
+                let ms = crate::config::unix_ms(t);
+                ms.div_ceil(1000)
+            }),
         }
     }
 
@@ -329,6 +337,7 @@ impl<'a> StatusBody<'a> {
             difficulty: None,
             proof_path: None,
             ticket: None,
+            opens_at: None,
         }
     }
 }

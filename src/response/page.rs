@@ -139,6 +139,13 @@ var c=el("twr-card");if(c)c.hidden=true;var f=el("twr-leave");if(f)f.hidden=true
 var n=el("twr-note");if(n){n.textContent=msg+" ";var a=document.createElement("a");
 a.href=href;a.textContent=link;n.appendChild(a)}}
 if(d.kind==="notice"){later(function(){location.replace(d.back)},d.retry);return}
+if(d.kind==="scheduled"){countdown();return}
+function countdown(){var end=Date.now()+d.opens_in,go=Date.now()+d.retry*1000+Math.random()*3000;
+function two(n){return(n<10?"0":"")+n}
+(function tick(){var now=Date.now();if(now>=go){location.replace(d.back);return}
+var s=Math.max(0,Math.ceil((end-now)/1000)),h=Math.floor(s/3600),m=Math.floor(s%3600/60);
+set("twr-heading",t.scheduled_countdown.replace("{time}",(h?h+":"+two(m):m)+":"+two(s%60)));
+setTimeout(tick,Math.min(1000,Math.max(50,go-now)))})()}
 if(d.kind==="challenge"){challenge(d.challenge,0);return}
 function zeros(h){var n=0;for(var i=0;i<h.length;i++){var b=h[i];if(b===0){n+=8;continue}
 while(!(b&128)){n++;b<<=1}break}return n}
@@ -183,13 +190,17 @@ fetch(d.leave,{method:"POST",credentials:"same-origin",headers:{Accept:"applicat
 .catch(function(){form.submit()})});
 })();"#;
 
-/// Which of the three pages.
+/// Which of the pages.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(super) enum PageKind {
     Waiting,
     Notice,
     Challenge,
     Left,
+    /// The countdown to a scheduled opening (the notice template): it goes to the page asked
+    /// for at the opening, a few random seconds after (the registrants' order is fixed by their
+    /// draws, so nobody gains by being first; the jitter spreads the load).
+    Scheduled,
 }
 
 impl PageKind {
@@ -199,6 +210,7 @@ impl PageKind {
             PageKind::Notice => "notice",
             PageKind::Challenge => "challenge",
             PageKind::Left => "left",
+            PageKind::Scheduled => "scheduled",
         }
     }
 }
@@ -214,6 +226,7 @@ pub(super) fn render(
     let kind = match rejection {
         Some(Rejection::Waiting { .. }) => PageKind::Waiting,
         Some(Rejection::Challenge { .. }) => PageKind::Challenge,
+        Some(Rejection::Scheduled { .. }) => PageKind::Scheduled,
         Some(_) => PageKind::Notice,
         None => PageKind::Left,
     };
@@ -289,6 +302,7 @@ fn heading_and_message<'t>(
         Some(Rejection::Busy { .. }) => (&texts.busy_title, &texts.busy_message),
         Some(Rejection::Limited { .. }) => (&texts.limited_title, &texts.limited_message),
         Some(Rejection::Challenge { .. }) => (&texts.challenge_title, &texts.challenge_message),
+        Some(Rejection::Scheduled { .. }) => (&texts.scheduled_title, &texts.scheduled_message),
         None => (&texts.left_title, &texts.left_message),
     }
 }
@@ -311,6 +325,14 @@ fn page_data(
         "difficulty": rejection.and_then(Rejection::difficulty),
         "proof": cx.proof_path,
         "proof_header": crate::defences::proof_of_work::PROOF_HEADER,
+        // The countdown runs on the room's clock: the time left, not a time of day, so a
+        // browser's wrong clock does not move it.
+        "opens_in": match rejection {
+            Some(Rejection::Scheduled { opens_in, .. }) => {
+                Some(u64::try_from(opens_in.as_millis()).unwrap_or(u64::MAX))
+            }
+            _ => None,
+        },
         "sep": texts.thousands_separator,
         "texts": {
             "eta_almost_there": texts.eta_almost_there,
@@ -330,6 +352,7 @@ fn page_data(
             "gone_message": texts.gone_message,
             "rejoin": texts.rejoin,
             "challenge_unsupported": texts.challenge_unsupported,
+            "scheduled_countdown": texts.scheduled_countdown,
         },
     })
     .to_string()

@@ -110,6 +110,14 @@ pub struct Texts {
     pub try_again: String,
     /// Between groups of three digits: `,` (1,342).
     pub thousands_separator: String,
+    /// Heading before a scheduled opening (shown without JavaScript; the countdown replaces
+    /// it): "The sale opens soon".
+    pub scheduled_title: String,
+    /// Message before a scheduled opening.
+    pub scheduled_message: String,
+    /// The countdown to a scheduled opening, with `{time}` (`m:ss` or `h:mm:ss`):
+    /// "Opens in {time}".
+    pub scheduled_countdown: String,
 }
 
 impl Default for Texts {
@@ -176,6 +184,13 @@ impl Default for Texts {
             ),
             try_again: s("Try again now"),
             thousands_separator: s(","),
+            scheduled_title: s("The sale opens soon"),
+            scheduled_message: s(
+                "You are registered. At the opening, everyone registered before it gets a place \
+                 in line in a random order, so arriving early gives no advantage and reloading \
+                 changes nothing. Keep this page open: it joins the line by itself.",
+            ),
+            scheduled_countdown: s("Opens in {time}"),
         }
     }
 }

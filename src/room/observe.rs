@@ -26,6 +26,8 @@ impl Room {
             }
             Ok(Decision::Closed) => Outcome::Closed,
             Ok(Decision::Banned) => Outcome::Banned,
+            // Registered in the pre-queue: in line, counted as waiting.
+            Ok(Decision::Scheduled { .. }) => Outcome::Waiting,
             // Entering always finds the visitor somewhere: nowhere is a store fault.
             Ok(Decision::Unknown) if stage == Stage::Store => {
                 let e = StoreError::new(StoreErrorKind::Protocol);

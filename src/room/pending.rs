@@ -11,14 +11,14 @@ use http::{header, Request, Response, StatusCode};
 use super::gate::GateHeartbeat;
 use super::reply::{
     banned_rejection, closed_rejection, error_rejection, full_rejection, rejection_json,
-    store_error_json, waiting_rejection, Issued,
+    scheduled_rejection, store_error_json, waiting_rejection, Issued,
 };
 use super::ticket::{Minting, Presented};
 use super::Room;
 use crate::clock::{duration_ms, secs_ceil};
 use crate::config::FailPolicy;
 use crate::cookies;
-use crate::outcome::{Admission, AdmittedBy};
+use crate::outcome::{Admission, AdmittedBy, Rejection};
 use crate::response::{json_response, StatusBody};
 use crate::session::SessionId;
 use crate::store::{Decision, Minted, Redeemed, StoreError, StoreErrorKind, StoreFuture};
@@ -235,6 +235,9 @@ impl Room {
             }
             Ok(Decision::Closed) => Next::Answer(self.reject(&closed_rejection(), req)),
             Ok(Decision::Banned) => Next::Answer(self.reject(&banned_rejection(), req)),
+            Ok(Decision::Scheduled { opens_at_ms }) => {
+                Next::Answer(self.reject(&scheduled_rejection(opens_at_ms, asked.now), req))
+            }
             Ok(Decision::Unknown) => {
                 let e = StoreError::new(StoreErrorKind::Protocol);
                 self.store_failed(asked, e, req)
@@ -317,6 +320,9 @@ impl Room {
             // and shows why).
             Ok(Decision::Closed) => rejection_json(room, &closed_rejection()),
             Ok(Decision::Banned) => rejection_json(room, &banned_rejection()),
+            Ok(Decision::Scheduled { opens_at_ms }) => {
+                self.scheduled_json(&scheduled_rejection(opens_at_ms, self.now_ms()))
+            }
             Ok(Decision::Full { waiting }) => {
                 json_response(StatusCode::OK, &body(&full_rejection(waiting)))
             }
@@ -336,6 +342,9 @@ impl Room {
     fn status_failed(&self, e: &StoreError) -> Response<Bytes> {
         self.log_store_failure(e, "status");
         let room = self.config.room();
+        if let Some(rejection) = self.scheduled_on_failure(e) {
+            return self.scheduled_json(&rejection);
+        }
         if self.fails_open(e) {
             json_response(StatusCode::OK, &StatusBody::plain(room, "open"))
         } else {
@@ -375,9 +384,33 @@ impl Room {
         }
     }
 
-    /// A failed store call for a visitor without a valid token: busy, or the fail policy.
+    /// A `scheduled` answer of the status endpoint: `200` (the visitor is registered, as a
+    /// waiter's answer is) with the opening; as every `200` of it, the body's `retry_after`
+    /// paces the polls (no header).
+    fn scheduled_json(&self, rejection: &Rejection) -> Response<Bytes> {
+        json_response(
+            StatusCode::OK,
+            &StatusBody::from_rejection(self.config.room(), rejection),
+        )
+    }
+
+    /// The answer to a failed store call while the gateway's clock says the room has not opened
+    /// yet: `scheduled`, whatever the fail policy, so a store outage never opens the room
+    /// early. `None` when the store is only busy (that answer stands) or the room is open.
+    fn scheduled_on_failure(&self, e: &StoreError) -> Option<Rejection> {
+        let schedule = self.config.policy.schedule.as_ref()?;
+        let now = self.now_ms();
+        (e.kind() != StoreErrorKind::Busy && schedule.before_opening(now))
+            .then(|| scheduled_rejection(schedule.opens_at_ms, now))
+    }
+
+    /// A failed store call for a visitor without a valid token: busy, or the fail policy (never
+    /// open before a scheduled opening).
     fn store_failed<B>(&self, asked: Asked, e: StoreError, req: &Request<B>) -> Next {
         self.log_store_failure(&e, "enter");
+        if let Some(rejection) = self.scheduled_on_failure(&e) {
+            return Next::Answer(self.reject(&rejection, req));
+        }
         if self.fails_open(&e) {
             Next::pass(self.admission(
                 asked.session,

@@ -14,7 +14,8 @@ use crate::cookies;
 use crate::eta::{estimate, Eta, EtaInput};
 use crate::outcome::{
     retry_after_for, Rejection, BANNED_RETRY_AFTER, BUSY_RETRY_AFTER, CHALLENGE_RETRY_AFTER,
-    CLOSED_RETRY_AFTER, FULL_RETRY_AFTER, PAUSED_RETRY_AFTER, UNAVAILABLE_RETRY_AFTER,
+    CLOSED_RETRY_AFTER, FULL_RETRY_AFTER, PAUSED_RETRY_AFTER, SCHEDULED_MAX_RETRY_AFTER,
+    UNAVAILABLE_RETRY_AFTER,
 };
 use crate::response::{json_response, NotAdmittedBody, RenderContext, StatusBody};
 use crate::session::SessionId;
@@ -288,6 +289,18 @@ pub(super) fn waiting_rejection(
 pub(super) fn closed_rejection() -> Rejection {
     Rejection::Closed {
         retry_after: CLOSED_RETRY_AFTER,
+    }
+}
+
+/// A registrant before the opening at `opens_at_ms`, told at `now_ms`: ask again at the opening
+/// (at least a second from now), or within [`SCHEDULED_MAX_RETRY_AFTER`] if it is further off.
+pub(super) fn scheduled_rejection(opens_at_ms: u64, now_ms: u64) -> Rejection {
+    let opens_in_ms = opens_at_ms.saturating_sub(now_ms);
+    let until = secs_ceil(opens_in_ms).max(1);
+    Rejection::Scheduled {
+        opens_at: std::time::UNIX_EPOCH + Duration::from_millis(opens_at_ms),
+        opens_in: Duration::from_millis(opens_in_ms),
+        retry_after: Duration::from_secs(until).min(SCHEDULED_MAX_RETRY_AFTER),
     }
 }
 

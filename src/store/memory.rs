@@ -213,17 +213,35 @@ impl Store for MemoryStore {
             if let Some(d) = room.claim_or_extend(session, policy, now) {
                 return d;
             }
+            let at = check_in_time(policy, now);
             if !room.live().open {
                 // Closed: a waiter keeps their place (checked in) for a reopening; a
                 // newcomer is not added.
-                room.waiters.touch(session, now);
+                room.waiters.touch(session, at);
                 return Decision::Closed;
             }
-            if let Some(position) = room.waiters.touch(session, now) {
-                return room.waiting(position, policy, now);
+            if let Some(position) = room.waiters.touch(session, at) {
+                return room.waiter(position, policy, now);
+            }
+            if after_closing(policy, now) {
+                // The event's closing: newcomers are not added.
+                return Decision::Closed;
             }
             if room.is_banned(session, now) {
                 return Decision::Banned;
+            }
+            if let Some(schedule) = policy.schedule.as_ref().filter(|s| s.before_opening(now)) {
+                // The pre-queue: a place by the session's draw, ahead of every later arrival;
+                // checked in as of the opening, so silence counts from then.
+                let waiting = room.waiters.len() as u64;
+                if waiting >= policy.max_queue_len {
+                    return Decision::Full { waiting };
+                }
+                room.waiters.push_pre(session, schedule.draw(session), now);
+                room.waiters.check_in(session, at);
+                return Decision::Scheduled {
+                    opens_at_ms: schedule.opens_at_ms,
+                };
             }
             if room.live().admits()
                 && room.waiters.is_empty()
@@ -250,18 +268,18 @@ impl Store for MemoryStore {
             if let Some(expires_at_ms) = room.slot(session) {
                 return Decision::Admitted { expires_at_ms };
             }
-            if let Some(position) = room.waiters.touch(session, now) {
+            if let Some(position) = room.waiters.touch(session, check_in_time(policy, now)) {
                 if !room.live().open {
                     return Decision::Closed;
                 }
-                return room.waiting(position, policy, now);
+                return room.waiter(position, policy, now);
             }
             // No place: a check-in without one is damage; drop it (only on this rare path).
             room.waiters.remove_check_in(session);
             if room.is_banned(session, now) {
                 return Decision::Banned;
             }
-            if !room.live().open {
+            if !room.live().open || after_closing(policy, now) {
                 return Decision::Closed;
             }
             Decision::Unknown
@@ -327,6 +345,10 @@ impl Store for MemoryStore {
 
     fn admit_next(&self, policy: &RoomPolicy, count: u32) -> StoreFuture<u64> {
         self.run(policy, move |room, policy, now| {
+            if policy.before_opening(now) {
+                // Nobody is admitted before the opening, not even by an operator.
+                return 0;
+            }
             let cutoff = now.saturating_sub(policy.queue_ttl_ms);
             // As the script: at most `want` let in and `2 * want` looked at (silent ones
             // skipped), so the work per call stays bounded.
@@ -513,7 +535,7 @@ impl RoomState {
     /// `queue_ttl`) at their turn; bounded work: at most [`MAX_PROMOTIONS_PER_CALL`] promotions
     /// and skips per call, however often it runs in it.
     fn promote(&mut self, policy: &RoomPolicy, now: u64) {
-        if !self.live().admits() {
+        if !self.live().admits() || policy.before_opening(now) || line_closed(policy, now) {
             return;
         }
         let cutoff = now.saturating_sub(policy.queue_ttl_ms);
@@ -568,6 +590,18 @@ impl RoomState {
         Some(Decision::Admitted { expires_at_ms })
     }
 
+    /// The answer to a waiter at `position` who just checked in, open (checked by the caller)
+    /// or not: before the opening, the opening; after a closing that keeps no line, closed.
+    fn waiter(&self, position: u64, policy: &RoomPolicy, now: u64) -> Decision {
+        match &policy.schedule {
+            Some(s) if s.before_opening(now) => Decision::Scheduled {
+                opens_at_ms: s.opens_at_ms,
+            },
+            _ if line_closed(policy, now) => Decision::Closed,
+            _ => self.waiting(position, policy, now),
+        }
+    }
+
     /// The answer to a waiter at `position` (who just checked in).
     fn waiting(&self, position: u64, policy: &RoomPolicy, now: u64) -> Decision {
         Decision::Waiting {
@@ -585,7 +619,13 @@ impl RoomState {
         let pace = RoomPace::new(
             self.admissions.current(now),
             now % ADMISSION_BUCKET_MS,
-            now.saturating_sub(self.born.unwrap_or(now)),
+            // A scheduled room is measured from its opening (as the script): nobody could be
+            // let in before it.
+            now.saturating_sub(
+                self.born
+                    .unwrap_or(now)
+                    .max(policy.schedule.as_ref().map_or(0, |s| s.opens_at_ms)),
+            ),
             self.live().capacity,
         )
         .with_skipped(skipped, current_skipped)
@@ -611,6 +651,31 @@ impl RoomState {
             None => pace,
         }
     }
+}
+
+/// When a waiter's check-in at `now` counts as made: before a scheduled opening, at the opening,
+/// so a registrant's silence counts from then (nobody is skipped or swept for waiting for it).
+fn check_in_time(policy: &RoomPolicy, now: u64) -> u64 {
+    match &policy.schedule {
+        Some(s) => now.max(s.opens_at_ms),
+        None => now,
+    }
+}
+
+/// Whether the event's closing time has passed: newcomers are refused.
+fn after_closing(policy: &RoomPolicy, now: u64) -> bool {
+    policy
+        .schedule
+        .as_ref()
+        .is_some_and(|s| s.after_closing(now))
+}
+
+/// Whether the event closed and keeps no line: nobody without a slot is let in or promoted.
+fn line_closed(policy: &RoomPolicy, now: u64) -> bool {
+    policy
+        .schedule
+        .as_ref()
+        .is_some_and(|s| s.after_closing(now) && !s.keep_line_after_close)
 }
 
 /// The admission-rate budget: a token bucket holding up to one second of admissions, counted in

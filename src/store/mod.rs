@@ -54,7 +54,8 @@
 //!   the ban ends; bans are few (operators make them), so they are kept in full and dropped once
 //!   past;
 //! - the oldest wait: how long the head of the line has waited since joining (a store may round
-//!   it up by at most [`OLDEST_WAIT_GRANULARITY_MS`]).
+//!   it up by at most [`OLDEST_WAIT_GRANULARITY_MS`]); a registrant of a scheduled opening (below)
+//!   has waited since the pre-queue's first registration;
 //! - single-use tickets ([`tickets`]) are records of their own, one per session
 //!   and room, that touch nothing of the line or the slots (no housekeeping runs for them):
 //!   `mint_ticket` answers the session's live record (its nonce while unused, [`Minted::Used`]
@@ -63,10 +64,25 @@
 //!   it expires, so a replay is told [`Redeemed::Used`]), atomically: of any number of
 //!   concurrent redeems of one ticket through any number of gateways exactly one is
 //!   [`Redeemed::Accepted`]; and only while the session holds a claimed slot that has not
-//!   expired ([`Redeemed::SlotEnded`] otherwise, the record left unused). A record past its expiry counts as none; expired records are
-//!   dropped as the store goes (at most [`MAX_TICKET_SWEEP_PER_CALL`] a call) or expire by
+//!   expired ([`Redeemed::SlotEnded`] otherwise, the record left unused). A record past its
+//!   expiry counts as none; expired records are dropped as the store goes (at most [`MAX_TICKET_SWEEP_PER_CALL`] a call) or expire by
 //!   themselves, so their memory stays bounded. A record that cannot be read (damaged) counts
-//!   as none.
+//!   as none;
+//! - a scheduled opening ([`RoomPolicy::schedule`], an
+//!   [`EventSchedule`](crate::config::EventSchedule)), by the store's clock: before `opens_at`
+//!   nobody is admitted (no promotion, no direct admission, [`admit_next`](Store::admit_next)
+//!   lets nobody in); a newcomer joins the line with the score `draw / 2^52 - 1` in `[-1, 0)`,
+//!   its draw being the policy's keyed draw of the session (computed by the caller, never by the
+//!   store), so ahead of every sequence number, registrants in draw order (ties by session id);
+//!   registrants and waiters are answered [`Decision::Scheduled`]; a check-in before the opening
+//!   counts as made at the opening, so nobody is skipped or swept for waiting for it. At the
+//!   opening nothing moves (the line is already in order: no step of O(n), whatever the
+//!   pre-queue's size) and later arrivals take sequence numbers behind every registrant. From
+//!   `closes_at`, a newcomer (no place, no slot) gets [`Decision::Closed`] and nothing is stored; waiters keep their place and the line
+//!   moves, unless `keep_line_after_close` is off: then everyone without a slot gets `Closed`
+//!   (checked in, as for an operator's close) and nobody is promoted. Slots run their course.
+//!   The room's pace ([`RoomPace::observed_ms`]) is measured from the opening, so a room that
+//!   just opened is estimating its pace, not stalled.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -148,7 +164,8 @@ pub trait Store: Send + Sync + 'static {
     fn configure(&self, policy: &RoomPolicy, change: SettingsChange)
         -> StoreFuture<SettingsUpdate>;
     /// Grants a slot to the first `count` waiters now (at most [`MAX_ADMIT_NEXT_PER_CALL`] per
-    /// call), whatever the capacity, the rate, a pause or a close; waiters silent for longer
+    /// call), whatever the capacity, the rate, a pause or a close (but nobody before a scheduled
+    /// opening: see [`EventSchedule`](crate::config::EventSchedule)); waiters silent for longer
     /// than `queue_ttl` are skipped (dropped) as at their turn. Answers how many were let in:
     /// fewer than asked when the line ran out.
     fn admit_next(&self, policy: &RoomPolicy, count: u32) -> StoreFuture<u64>;
@@ -299,6 +316,13 @@ pub enum Decision {
     Closed,
     /// The session is banned ([`Store::ban`]).
     Banned,
+    /// The room opens at `opens_at_ms` (store clock, ms since the epoch; see
+    /// [`EventSchedule`](crate::config::EventSchedule)): the visitor is registered in the
+    /// pre-queue (or already was), and nobody is admitted before then.
+    Scheduled {
+        /// When the room opens.
+        opens_at_ms: u64,
+    },
 }
 
 /// How many visitors a room admitted lately (direct admissions and promotions' grants), shared

@@ -68,9 +68,11 @@ use crate::{RoomPolicy, SessionId};
 
 mod operations;
 mod pace;
+mod schedule;
 mod tickets;
 pub use self::operations::*;
 pub use self::pace::*;
+pub use self::schedule::*;
 pub use self::tickets::*;
 
 /// A good time for a harness clock to start at: 2026-01-01T00:00:00Z.
@@ -1936,6 +1938,14 @@ macro_rules! __conformance_suite {
                 ticket_of_another_nonce_session_or_room_is_unknown,
                 ticket_records_expire,
                 ticket_needs_its_sessions_slot,
+                scheduled_room_admits_nobody_before_the_opening,
+                pre_queue_order_is_the_draw_order,
+                arrivals_after_the_opening_wait_behind_the_registrants,
+                registrants_are_not_skipped_or_swept_for_waiting,
+                pace_is_measured_from_the_opening,
+                an_opening_in_the_past_opens_at_once,
+                closing_refuses_newcomers_and_keeps_the_line,
+                closing_without_the_line_refuses_everyone_without_a_slot,
             ];
             multi_thread: [
                 concurrent_never_exceeds_capacity,

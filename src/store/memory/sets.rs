@@ -6,7 +6,9 @@
 //! - [`Waiters`]: the script's `seq`, `line` and `seen`: each waiter's place (a sequence number,
 //!   with the position in O(log n) from a bitmap and a Fenwick tree) and last check-in (with the
 //!   oldest found through a queue in time order), in one record per waiter, so a waiter's poll
-//!   is one hash lookup and a rank.
+//!   is one hash lookup and a rank; a scheduled opening's registrants rank by their draw instead
+//!   ([`PreQueue`], also O(log n)), ahead of every sequence number, as the script's scores in
+//!   `[-1, 0)` put them.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 
@@ -62,6 +64,9 @@ impl ZSet {
 #[derive(Clone, Copy, Debug, Default)]
 struct Entry {
     seq: Option<u64>,
+    /// A place in the pre-queue instead (before a scheduled opening): the waiter's draw. The
+    /// script's `line` scores it `draw / 2^52 - 1`, ahead of every sequence number.
+    draw: Option<u64>,
     seen: Option<u64>,
     /// When the place was taken (for the oldest wait); `None` if unknown.
     joined: Option<u64>,
@@ -100,6 +105,13 @@ pub(super) struct Waiters {
     /// Check-ins per second of their time, for [`silent_since`](Self::silent_since) (the
     /// script's `ZCOUNT` of `seen`): an entry per second holding a current check-in.
     per_second: BTreeMap<u64, usize>,
+    /// The pre-queue: registrants before a scheduled opening, by draw (ties by session id, as
+    /// Redis orders equal scores by member), all ahead of the sequence numbers, for good: at the
+    /// opening nothing moves (the script's scores say the same).
+    pre: PreQueue,
+    /// When the pre-queue's first registrant arrived (the script's arrival note at score -1):
+    /// a registrant's wait counts from then, whatever their draw.
+    pre_since: Option<u64>,
 }
 
 /// Slack before a renumbering or a compaction, so small lines do not redo them on every call.
@@ -131,21 +143,32 @@ impl Waiters {
 
     /// The first in line.
     pub(super) fn head(&self) -> Option<SessionId> {
-        self.by_seq.first_key_value().map(|(_, &s)| s)
+        match self.pre.first() {
+            Some(s) => Some(s),
+            None => self.by_seq.first_key_value().map(|(_, &s)| s),
+        }
     }
 
     /// The 1-based position of `s`, if in line (the store asks [`touch`](Self::touch)).
     #[cfg(test)]
     pub(super) fn position(&self, s: SessionId) -> Option<u64> {
-        let seq = self.entries.get(&s)?.seq?;
-        Some(self.rank(seq))
+        let entry = self.entries.get(&s)?;
+        match (entry.seq, entry.draw) {
+            (Some(seq), _) => Some(self.rank(seq)),
+            (None, Some(draw)) => Some(self.pre_rank(draw, s)),
+            (None, None) => None,
+        }
     }
 
     /// Checks `s` in at `t` if it has a place, and returns the position: a waiter's poll, in
     /// one lookup.
     pub(super) fn touch(&mut self, s: SessionId, t: u64) -> Option<u64> {
         let entry = self.entries.get_mut(&s)?;
-        let seq = entry.seq?;
+        let place = match (entry.seq, entry.draw) {
+            (Some(seq), _) => Ok(seq),
+            (None, Some(draw)) => Err(draw),
+            (None, None) => return None,
+        };
         Self::record_check_in(
             entry,
             &mut self.check_ins,
@@ -155,7 +178,30 @@ impl Waiters {
             t,
         );
         self.compact_if_needed();
-        Some(self.rank(seq))
+        Some(match place {
+            Ok(seq) => self.rank(seq),
+            Err(draw) => self.pre_rank(draw, s),
+        })
+    }
+
+    /// The position of a registrant: their rank in the pre-queue.
+    fn pre_rank(&self, draw: u64, s: SessionId) -> u64 {
+        self.pre.rank(draw, s)
+    }
+
+    /// Registers `s` in the pre-queue with `draw` (if it has no place yet), arriving at `t`.
+    pub(crate) fn push_pre(&mut self, s: SessionId, draw: u64, t: u64) {
+        let entry = self.entries.entry(s).or_default();
+        if entry.seq.is_some() || entry.draw.is_some() {
+            return;
+        }
+        if self.pre_since.is_none() {
+            self.pre_since = Some(t);
+        }
+        entry.draw = Some(draw);
+        entry.joined = self.pre_since;
+        self.pre.insert(draw, s);
+        self.places += 1;
     }
 
     /// Appends `s` at the back of the line (if it has no place yet), with no time of joining.
@@ -172,7 +218,7 @@ impl Waiters {
     /// Appends `s` at the back of the line (if it has no place yet), joining at `t`.
     pub(super) fn push_at(&mut self, s: SessionId, t: Option<u64>) {
         let entry = self.entries.entry(s).or_default();
-        if entry.seq.is_some() {
+        if entry.seq.is_some() || entry.draw.is_some() {
             return;
         }
         entry.joined = t;
@@ -219,12 +265,20 @@ impl Waiters {
             self.check_ins -= 1;
             uncount_second(&mut self.per_second, seen);
         }
-        match entry.seq {
-            Some(seq) => {
+        match (entry.seq, entry.draw) {
+            (Some(seq), _) => {
                 self.drop_place(seq);
                 true
             }
-            None => false,
+            (None, Some(draw)) => {
+                self.pre.remove(draw, s);
+                self.places -= 1;
+                if self.pre.is_empty() {
+                    self.pre_since = None;
+                }
+                true
+            }
+            (None, None) => false,
         }
     }
 
@@ -235,7 +289,7 @@ impl Waiters {
                 self.check_ins -= 1;
                 uncount_second(&mut self.per_second, seen);
             }
-            if entry.seq.is_none() {
+            if entry.seq.is_none() && entry.draw.is_none() {
                 self.entries.remove(&s);
             }
         }
@@ -272,9 +326,12 @@ impl Waiters {
     pub(super) fn clear_places(&mut self) {
         self.entries.retain(|_, e| {
             e.seq = None;
+            e.draw = None;
             e.seen.is_some()
         });
         self.by_seq.clear();
+        self.pre.clear();
+        self.pre_since = None;
         self.ranks = Ranks::default();
         self.places = 0;
     }
@@ -284,7 +341,7 @@ impl Waiters {
     pub(super) fn clear_check_ins(&mut self) {
         self.entries.retain(|_, e| {
             e.seen = None;
-            e.seq.is_some()
+            e.seq.is_some() || e.draw.is_some()
         });
         self.queue.clear();
         self.per_second.clear();
@@ -335,14 +392,16 @@ impl Waiters {
     }
 
     fn rank(&self, seq: u64) -> u64 {
-        self.ranks.rank((seq - self.base) as usize)
+        // The pre-queue stands ahead of every sequence number.
+        self.pre.len() as u64 + self.ranks.rank((seq - self.base) as usize)
     }
 
     fn drop_place(&mut self, seq: u64) {
         self.by_seq.remove(&seq);
         self.ranks.clear((seq - self.base) as usize);
         self.places -= 1;
-        if self.ranks.slots() > 2 * self.places + SLACK {
+        // (Renumbering is for the sequence numbers only: the pre-queue ranks by draw.)
+        if self.ranks.slots() > 2 * (self.places - self.pre.len()) + SLACK {
             self.renumber();
         }
     }
@@ -365,6 +424,95 @@ impl Waiters {
         self.ranks = Ranks::ones(n);
         self.base = 1;
         self.last_seq = n as u64;
+    }
+}
+
+/// Bits of a draw that pick its bucket in [`PreQueue`]: 16 384 buckets, about 61 registrants
+/// each in a pre-queue of a million.
+const PRE_BUCKET_BITS: u32 = 14;
+const PRE_BUCKETS: usize = 1 << PRE_BUCKET_BITS;
+
+/// The pre-queue of a scheduled opening: registrants by draw, with the rank of each in
+/// O(log n): the draws are uniform (keyed hashes), so a Fenwick tree over the count of each
+/// bucket of draws (the top [`PRE_BUCKET_BITS`] bits) gives the registrants of the lower
+/// buckets, and the rest is a walk through the registrant's own bucket (a few dozen entries
+/// for a million registrants). Insertion and removal are O(log n). Nothing is ever renumbered
+/// or moved, at the opening or after: bounded work per call, whatever the pre-queue's size.
+#[derive(Debug, Default)]
+struct PreQueue {
+    order: BTreeSet<(u64, SessionId)>,
+    /// 1-based Fenwick tree over the buckets' counts; empty while the pre-queue is.
+    counts: Vec<u32>,
+}
+
+impl PreQueue {
+    fn bucket(draw: u64) -> usize {
+        let shift = crate::config::DRAW_BITS - PRE_BUCKET_BITS;
+        // A draw is below 2^52; anything above (never made by the crate) goes in the last.
+        usize::try_from(draw >> shift).map_or(PRE_BUCKETS - 1, |b| b.min(PRE_BUCKETS - 1))
+    }
+
+    fn len(&self) -> usize {
+        self.order.len()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.order.is_empty()
+    }
+
+    fn first(&self) -> Option<SessionId> {
+        self.order.first().map(|&(_, s)| s)
+    }
+
+    fn insert(&mut self, draw: u64, s: SessionId) {
+        if self.counts.is_empty() {
+            self.counts = vec![0; PRE_BUCKETS + 1];
+        }
+        if self.order.insert((draw, s)) {
+            let mut i = Self::bucket(draw) + 1;
+            while i < self.counts.len() {
+                self.counts[i] += 1;
+                i += lowbit(i);
+            }
+        }
+    }
+
+    fn remove(&mut self, draw: u64, s: SessionId) {
+        if self.order.remove(&(draw, s)) {
+            let mut i = Self::bucket(draw) + 1;
+            while i < self.counts.len() {
+                self.counts[i] -= 1;
+                i += lowbit(i);
+            }
+            if self.order.is_empty() {
+                // An idle room keeps no tree.
+                self.counts = Vec::new();
+            }
+        }
+    }
+
+    /// The 1-based rank of `(draw, s)`: those of the lower buckets, then its own bucket's up to
+    /// it.
+    fn rank(&self, draw: u64, s: SessionId) -> u64 {
+        let bucket = Self::bucket(draw);
+        let mut below = 0u64;
+        let mut i = bucket;
+        while i > 0 {
+            below += u64::from(self.counts[i]);
+            i -= lowbit(i);
+        }
+        let start = (bucket as u64) << (crate::config::DRAW_BITS - PRE_BUCKET_BITS);
+        let within = self
+            .order
+            .range((start, SessionId::from_bytes([0; 16]))..=(draw, s))
+            .count();
+        below + within as u64
+    }
+
+    /// Forgets every registrant (the damage hook's lost line).
+    #[cfg(any(test, feature = "testing"))]
+    fn clear(&mut self) {
+        *self = Self::default();
     }
 }
 
@@ -584,6 +732,65 @@ mod tests {
         }
         assert!(w.queue.len() <= 2 * 10 + SLACK + 1);
         assert_eq!(w.sweep_older_than(u64::MAX, 100), 10);
+    }
+
+    #[test]
+    fn the_pre_queue_ranks_by_draw_ahead_of_the_line() {
+        let mut w = Waiters::default();
+        let later = sessions(3);
+        // Draws spread over the range, and a cluster in one bucket (ties broken by session).
+        let mut model: Vec<(u64, SessionId)> = (0..3_000u64)
+            .map(|i| {
+                let draw = if i % 10 == 0 {
+                    7
+                } else {
+                    i.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 12
+                };
+                (draw, SessionId::random())
+            })
+            .collect();
+        for &(draw, s) in &model {
+            w.push_pre(s, draw, 5);
+            w.check_in(s, 5);
+        }
+        for &s in &later {
+            w.push_at(s, Some(6));
+        }
+        model.sort();
+        let check = |w: &Waiters, model: &[(u64, SessionId)]| {
+            for (i, &(_, s)) in model.iter().enumerate() {
+                assert_eq!(w.position(s), Some(i as u64 + 1), "registrant #{i}");
+            }
+            for (i, &s) in later.iter().enumerate() {
+                assert_eq!(
+                    w.position(s),
+                    Some((model.len() + i) as u64 + 1),
+                    "later #{i}"
+                );
+            }
+            assert_eq!(w.head(), model.first().map(|m| m.1).or(Some(later[0])));
+            assert_eq!(w.len(), model.len() + later.len());
+        };
+        check(&w, &model);
+        assert_eq!(
+            w.head_joined(),
+            Some(5),
+            "a registrant waits since the first registration"
+        );
+        // Leaving (and a registrant re-registering: no second place), from anywhere.
+        for i in (0..model.len()).rev().step_by(3) {
+            let (_, s) = model.remove(i);
+            assert!(w.remove(s));
+        }
+        w.push_pre(model[0].1, 1, 9);
+        check(&w, &model);
+        // Until the pre-queue is gone: the line is the later arrivals, in turn.
+        for (_, s) in std::mem::take(&mut model) {
+            assert_eq!(w.head(), Some(s));
+            assert!(w.remove(s));
+        }
+        check(&w, &model);
+        assert!(w.pre.counts.is_empty(), "an empty pre-queue keeps no tree");
     }
 
     #[test]

@@ -162,6 +162,7 @@ impl RedisStore {
         session: Option<SessionId>,
         extra: &[i64],
     ) -> StoreFuture<Vec<i64>> {
+        let schedule = protocol::schedule_arg(op, policy, session);
         let session = session.map(|s| s.to_string()).unwrap_or_default();
         let mut args = vec![op.as_str().to_owned(), session, self.now_arg().to_string()];
         args.extend(protocol::numbers(policy).iter().map(u64::to_string));
@@ -170,6 +171,8 @@ impl RedisStore {
         let excused = self.breaker.failed_within(policy.queue_ttl_ms);
         args.push(u8::from(excused).to_string());
         args.extend(extra.iter().map(i64::to_string));
+        // Last, so the operations' own arguments keep their places.
+        args.extend(schedule);
         let keys = self.keys(&policy.room).to_vec();
         self.run_script(Arc::clone(&self.script), keys, args)
     }

@@ -7,6 +7,7 @@ use redis::{ErrorKind, RedisError, ServerErrorKind};
 use super::breaker::ErrorClass;
 
 use crate::config::RoomPolicy;
+use crate::session::SessionId;
 use crate::store::{
     AdmissionCounts, Decision, RoomPace, RoomSettings, RoomStats, SettingsChange, StoreError,
     StoreErrorKind, ADMISSION_BUCKETS, ADMISSION_BUCKET_MS, FIVE_MINUTE_BUCKETS, HISTORY_MINUTES,
@@ -82,6 +83,30 @@ pub(crate) mod reply {
     pub(crate) const ADMITTED_NEXT: i64 = 9;
     /// `{10, had a place or slot}`.
     pub(crate) const BANNED_NOW: i64 = 10;
+    /// `{11, opens_at_ms, 0}`: registered in the pre-queue, the room not open yet.
+    pub(crate) const SCHEDULED: i64 = 11;
+}
+
+/// The last argument for a room with a schedule (any operation):
+/// `schedule:<opens_at_ms>:<closes_at_ms or 0>:<keep line 0|1>:<draw>`, the draw being the
+/// session's for `enter` (the only operation that places anyone), 0 otherwise. `None` for a
+/// room without a schedule: nothing is sent.
+pub(crate) fn schedule_arg(
+    op: Op,
+    policy: &RoomPolicy,
+    session: Option<SessionId>,
+) -> Option<String> {
+    let schedule = policy.schedule.as_ref()?;
+    let draw = match (op, session) {
+        (Op::Enter, Some(s)) => schedule.draw(s),
+        _ => 0,
+    };
+    Some(format!(
+        "schedule:{}:{}:{}:{draw}",
+        schedule.opens_at_ms,
+        schedule.closes_at_ms.unwrap_or(0),
+        u8::from(schedule.keep_line_after_close),
+    ))
 }
 
 /// The operation's own arguments, `ARGV[18]` on.
@@ -201,6 +226,9 @@ pub(crate) fn decision(reply: &[i64]) -> Result<Decision, StoreError> {
             })
         }
         [reply::CLOSED, 0, 0] => Ok(Decision::Closed),
+        [reply::SCHEDULED, opens_at_ms, 0] => Ok(Decision::Scheduled {
+            opens_at_ms: non_negative(opens_at_ms),
+        }),
         [reply::BANNED, 0, 0] => Ok(Decision::Banned),
         [reply::FULL, _, waiting, ..] => Ok(Decision::Full {
             waiting: non_negative(waiting),
@@ -258,6 +286,37 @@ mod tests {
         let keys = keys("twr", "shop");
         assert!(keys.iter().all(|k| k.starts_with("twr:{shop}:")));
         assert_eq!(keys.len(), KEY_COUNT);
+    }
+
+    #[test]
+    fn the_schedule_travels_as_a_tagged_last_argument() {
+        use crate::config::EventSchedule;
+        use std::time::{Duration, UNIX_EPOCH};
+        let plain = RoomPolicy::new("shop", 1);
+        let s = SessionId::from_bytes([1; 16]);
+        assert_eq!(schedule_arg(Op::Enter, &plain, Some(s)), None);
+        let schedule = EventSchedule::new(UNIX_EPOCH + Duration::from_millis(5_000), [9u8; 32])
+            .with_closes_at(Some(UNIX_EPOCH + Duration::from_millis(9_000)))
+            .with_keep_line_after_close(false);
+        let draw = schedule.draw(s);
+        let p = plain.with_schedule(Some(schedule));
+        assert_eq!(
+            schedule_arg(Op::Enter, &p, Some(s)).unwrap(),
+            format!("schedule:5000:9000:0:{draw}")
+        );
+        assert_eq!(
+            schedule_arg(Op::Poll, &p, Some(s)).unwrap(),
+            "schedule:5000:9000:0:0",
+            "only enter places anyone"
+        );
+        assert_eq!(
+            decision(&[11, 5_000, 0]).unwrap(),
+            Decision::Scheduled { opens_at_ms: 5_000 }
+        );
+        assert!(
+            SCRIPT.contains("{11, opens_at_ms, 0} scheduled"),
+            "the script's header"
+        );
     }
 
     #[test]

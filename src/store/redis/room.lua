@@ -28,6 +28,8 @@
 --   9 arrivals zset    the first arrival of each second: member = its time in ms, score = its
 --                      sequence number; entries before the head's are trimmed (oldest wait)
 --  10 banned   zset    banned sessions, score = the end of the ban in ms
+-- (A scheduled room's pre-queue lives in `line` too: a registrant's score is draw / 2^52 - 1, in
+-- [-1, 0), ahead of every sequence number; see Schedule below.)
 -- ARGV:
 --   1 op (enter | poll | heartbeat | release | stats)
 --   2 session id ('' for stats)
@@ -45,6 +47,10 @@
 --      0 = none), 20 paused (-1 = unchanged, 0, 1), 21 open (-1 = unchanged, 0, 1), 22 end
 --      slots on closing (0|1); admit_next: 18 count; ban: 18 end of the ban in ms; stats: 18
 --      minutes of admissions history
+--   last, only for a room with a schedule (any operation): the string
+--      'schedule:<opens_at_ms>:<closes_at_ms, 0 = none>:<keep line after close 0|1>:<draw>',
+--      the draw being the session's keyed draw in 0 .. 2^52 - 1 (0 without a session); the
+--      gateway computes it, so the draw key never reaches Redis
 -- Reply: {code, a, b, ...}
 --   {1, expires_at_ms, 0} admitted
 --   {2, position, waiting, last_minute, last_five_minutes, paused (0|1), pace...} waiting, where
@@ -63,6 +69,7 @@
 --    history_minutes minutes, oldest first ..., pace...} stats
 --   {8, capacity, rate, paused, open, and the same four before the change} configure
 --   {9, admitted} admit_next            {10, had a place or slot (0|1)} ban
+--   {11, opens_at_ms, 0} scheduled: registered in the pre-queue (or already), not open yet
 --   an error reply `WRSETTINGS ...` when the settings key holds another version (see below)
 --
 -- Settings: the operator's live values, read by every call in the same step as the admission
@@ -71,6 +78,17 @@
 -- promotion, claimed slots not extended (a granted one is still claimed). A settings key of another version is
 -- refused with an error (a newer crate's fields may change who is admitted; guessing is worse
 -- than stopping); a damaged field is rewritten with its default.
+--
+-- Schedule (the last ARGV, when present): before opens_at nobody is admitted (no promotion, no
+-- direct admission, admit_next lets nobody in); a newcomer joins the pre-queue with the score
+-- draw / 2^52 - 1 (exact in a double, and written with %.17g so Redis reads the same double) and
+-- gets {11}; a waiter's check-in is recorded as opens_at, so silence counts from the opening.
+-- The order of the pre-queue is thus fixed on arrival, and at the opening nothing moves: the
+-- registrants are simply at the front of the line, later arrivals behind them by sequence
+-- number. From closes_at newcomers get {6}; with keep line 0, everyone without a slot does and
+-- nobody is promoted (as a close). The first registrant's arrival is noted at score -1 for the
+-- oldest wait. The room's pace is measured from the opening (the "ms since the room was first
+-- seen" of the pace counts from there), so a room that just opened is estimating, not stalled.
 --
 -- Absence: a waiter silent for longer than queue_ttl keeps their place until their turn comes
 -- (a slot is free and they are at the head), and is skipped then; one silent for longer than
@@ -130,11 +148,30 @@ local five_minute_buckets = tonumber(ARGV[15])
 local abandon = tonumber(ARGV[16])
 if abandon < queue_ttl then abandon = queue_ttl end
 local excused = ARGV[17] == '1'
+-- The schedule (see the header): nil for a room without one.
+local opens_at, closes_at, keep_line, draw_score = nil, nil, true, nil
+do
+  local last = ARGV[#ARGV]
+  if string.sub(last, 1, 9) == 'schedule:' then
+    local o, c, k, d = string.match(last, '^schedule:(%d+):(%d+):([01]):(%d+)$')
+    if o then
+      opens_at, closes_at, keep_line = tonumber(o), tonumber(c), k == '1'
+      if closes_at == 0 then closes_at = nil end
+      draw_score = string.format('%.17g', tonumber(d) / 4503599627370496 - 1)
+    end
+  end
+end
 
 if now == 0 then
   local t = redis.call('TIME')
   now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
+-- Before the opening: nobody admitted; check-ins count as of the opening. After the closing:
+-- newcomers refused; `line_closed` when the line is not kept either.
+local before_opening = opens_at ~= nil and now < opens_at
+local check_in_at = before_opening and opens_at or now
+local after_closing = closes_at ~= nil and now >= closes_at
+local line_closed = after_closing and not keep_line
 -- Silent since before `cutoff`: skipped at their turn. Before `abandoned`: swept from anywhere.
 local cutoff = now - queue_ttl
 if cutoff < 0 then cutoff = 0 end
@@ -298,7 +335,10 @@ local function pace()
   if pause_start and pause_end then
     ps, pe = math.max(0, now - pause_start), math.max(0, now - pause_end)
   end
-  return {current, now - current_bucket * bucket_ms, math.max(0, now - born), capacity, skipped,
+  -- A scheduled room is measured from its opening: nobody could be let in before it.
+  local since = born
+  if opens_at and opens_at > since then since = opens_at end
+  return {current, now - current_bucket * bucket_ms, math.max(0, now - since), capacity, skipped,
     cap_before or capacity, ago, ps, pe}
 end
 
@@ -377,7 +417,7 @@ end
 -- work: at most max_promote promotions and skips per call, however often promote runs in it.
 local promotions_left = max_promote
 local function promote()
-  if paused or not open then return end
+  if paused or not open or before_opening or line_closed then return end
   while promotions_left > 0 do
     if capacity - slots() <= 0 then return end
     local head = redis.call('ZRANGE', k_line, 0, 0)[1]
@@ -423,10 +463,20 @@ local function claim_or_extend()
 end
 
 local function touch()
-  redis.call('ZADD', k_seen, now, s)
-  local rank = redis.call('ZRANK', k_line, s)
+  redis.call('ZADD', k_seen, check_in_at, s)
   if not open then return {6, 0, 0} end
+  if before_opening then return {11, opens_at, 0} end
+  if line_closed then return {6, 0, 0} end
+  local rank = redis.call('ZRANK', k_line, s)
   return waiting_reply(rank + 1, redis.call('ZCARD', k_line))
+end
+
+-- Notes the pre-queue's first arrival, once, at score -1 (ahead of every registrant's score):
+-- the oldest wait of a registrant counts from then.
+local function note_pre_arrival()
+  if #redis.call('ZRANGEBYSCORE', k_arrivals, -1, -1, 'LIMIT', 0, 1) == 0 then
+    redis.call('ZADD', k_arrivals, -1, now)
+  end
 end
 
 -- The next sequence number: after the last waiter's even if seq was lost or reset, so a
@@ -501,9 +551,16 @@ local function main()
     local r = claim_or_extend()
     if r then return r end
     if redis.call('ZSCORE', k_line, s) then return touch() end
-    if not open then return {6, 0, 0} end
+    if not open or after_closing then return {6, 0, 0} end
     if banned(s) then return {7, 0, 0} end
     local waiting = redis.call('ZCARD', k_line)
+    if before_opening then
+      if waiting >= max_queue then return {3, 0, waiting} end
+      redis.call('ZADD', k_line, draw_score, s)
+      redis.call('ZADD', k_seen, check_in_at, s)
+      note_pre_arrival()
+      return {11, opens_at, 0}
+    end
     if not paused and waiting == 0 and capacity - slots() > 0 and take() then
       redis.call('ZADD', k_active, now + active_ttl, s)
       count_admission()
@@ -520,7 +577,7 @@ local function main()
     -- No place: a check-in without one is damage; drop it (only on this rare path).
     redis.call('ZREM', k_seen, s)
     if banned(s) then return {7, 0, 0} end
-    if not open then return {6, 0, 0} end
+    if not open or after_closing then return {6, 0, 0} end
     return {0, 0, 0}
   elseif op == 'heartbeat' then
     return claim_or_extend() or {0, 0, 0}
@@ -567,6 +624,8 @@ local function main()
     return out
   elseif op == 'admit_next' then
     local want = tonumber(ARGV[18])
+    -- Nobody is admitted before the opening, not even by an operator.
+    if before_opening then want = 0 end
     local admitted, steps = 0, 0
     while admitted < want and steps < 2 * want do
       local head = redis.call('ZRANGE', k_line, 0, 0)[1]
