@@ -119,6 +119,11 @@ mod token;
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
 
+/// The event guide's example (docs/events.md), compiled as a doc test.
+#[cfg(doctest)]
+#[doc = include_str!("../docs/events.md")]
+pub struct EventsGuideDoctests;
+
 pub use body::{FullBody, ResponseBody};
 pub use builder::WaitingRoomBuilder;
 pub use client::{PeerAddr, RequestInfo};
