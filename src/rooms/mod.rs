@@ -137,7 +137,14 @@ pub use layer::{WaitingRooms, WaitingRoomsBuilder};
 pub use rule::Rule;
 pub use service::WaitingRoomsService;
 
-/// The request header that carries an admission token to gated routes, for clients without
-/// cookies (a mobile app, another backend); the status endpoint hands it to admitted clients
-/// that use headers, in its JSON (`"ticket"`) and in this response header.
+/// The request header that carries an admission to gated routes, for clients without cookies
+/// (a mobile app, another backend): the admission token (`a1.…`), or, for a room with
+/// [single-use tickets](crate::WaitingRoomBuilder::single_use_tickets), its one-time ticket
+/// (`t1.…`). The status endpoint hands it to admitted clients that use headers, in its JSON
+/// (`"ticket"`) and in this response header.
 pub const ADMISSION_TICKET_HEADER: &str = "x-admission-ticket";
+
+/// [`ADMISSION_TICKET_HEADER`] as a header name: the one the gates, the status endpoint and the
+/// single-use tickets read and write.
+pub(crate) const ADMISSION_TICKET: http::HeaderName =
+    http::HeaderName::from_static(ADMISSION_TICKET_HEADER);
