@@ -13,7 +13,7 @@ mod redis_harness;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use axum::routing::{get, post};
 use axum::{Extension, Json, Router};
@@ -208,20 +208,21 @@ async fn a_ticket_of_a_visitor_who_left_is_slot_ended(gateways: &[Http]) {
 /// `"ticket"` is the admission token.
 async fn a_header_client_gets_its_ticket_from_the_status_endpoint(gateways: &[Http]) {
     let json = [(header::ACCEPT, HeaderValue::from_static("application/json"))];
+    let gw = |i: usize| &gateways[i % gateways.len()];
     let session_header = HeaderName::from_static("waiting-room-session");
     let token_header = HeaderName::from_static("waiting-room-token");
     for (room, path, kind) in [("drop", "/drop", "t1."), ("main", "/", "a1.")] {
-        let first = gateways[0].send(Method::GET, path, &json).await;
+        let first = gw(0).send(Method::GET, path, &json).await;
         let place = first.header(&session_header).expect("a place").to_owned();
         let place = [(
             session_header.clone(),
             HeaderValue::from_str(&place).unwrap(),
         )];
-        let inside = gateways[1].send(Method::GET, path, &place).await;
+        let inside = gw(1).send(Method::GET, path, &place).await;
         assert_eq!(inside.status, StatusCode::OK, "{}", inside.text());
         let token = inside.header(&token_header).expect("a token").to_owned();
         let token = [(token_header.clone(), HeaderValue::from_str(&token).unwrap())];
-        let status = gateways[2]
+        let status = gw(2)
             .send(
                 Method::GET,
                 &format!("/__waitingroom/{room}/status"),
@@ -257,6 +258,8 @@ fn body_session(value: &str) -> String {
 
 #[cfg(feature = "redis")]
 mod on_redis {
+    use std::time::Duration;
+
     use super::*;
     use redis_harness::Server;
     use tower_waiting_room::store::RedisStore;
@@ -414,5 +417,6 @@ async fn two_layers_sharing_the_embedded_store_pass_a_ticket_exactly_once() {
     bad_tickets_are_refused(&gateways, &ticket, &token).await;
     assert_eq!(store.calls(), before, "no store call for a refused ticket");
 
-    a_ticket_of_a_visitor_who_left_is_slot_ended(&[gateways[0].clone(), gateways[1].clone()]).await;
+    a_ticket_of_a_visitor_who_left_is_slot_ended(&gateways).await;
+    a_header_client_gets_its_ticket_from_the_status_endpoint(&gateways).await;
 }

@@ -15,7 +15,7 @@
 //!      ▼
 //!   a gate's rule? ── yes ──► the gate's room: valid admission ─► app
 //!      │                          (cookie, token header,      └─► 403 not_admitted, never queued
-//!      │                           X-Admission-Ticket)
+//!      │                           X-Admission-Ticket; or the room's single-use ticket, once)
 //!      ▼
 //!   a room's rule? ── yes ──► that room (its line, as a single room)
 //!      │   (rules without a predicate, which never overlap; then predicates, in order)
@@ -47,6 +47,13 @@
 //! browsers) their token as `"ticket"` and in that header, so a mobile app or another backend
 //! calls gated routes without cookies. A gate may name a room that is not in front of the
 //! route: the checkout gated by the "drop" room while the shop's pages are open to all.
+//!
+//! A room with [single-use tickets](crate::WaitingRoomBuilder::single_use_tickets) gates by its
+//! one-time ticket instead of the admission: the ticket cookie or a ticket (`t1.…`) in
+//! [`ADMISSION_TICKET_HEADER`] (which the status endpoint then hands out), used once in the
+//! store across all gateways. An admission alone is `403` `ticket_missing`; a ticket used before
+//! is `403` `{"error":"ticket_used",...}`; the other reasons are `ticket_invalid`,
+//! `ticket_expired`, `other_room` and `slot_ended`, in the same JSON shape.
 //!
 //! # With axum: the one way
 //!
