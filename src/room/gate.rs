@@ -8,7 +8,8 @@
 //! line.
 //!
 //! With [single-use tickets](crate::WaitingRoomBuilder::single_use_tickets) on, the room's
-//! gated routes take a ticket instead, used once in the store (see `ticket.rs`): an admission
+//! gated routes take a ticket instead, checked at the gateway (a bad one costs no store call)
+//! and then used once in the store (see `ticket.rs`): an admission
 //! token alone is `403 not_admitted` `ticket_missing` (the status endpoint hands the ticket
 //! out), and a ticket used before is `403 ticket_used`. Both kinds of refusal are one JSON shape,
 //! [`NotAdmittedBody`](crate::response::NotAdmittedBody), with one vocabulary of reasons,
