@@ -21,7 +21,11 @@
 //! - `GET /vip` (behind the "vip" room): the same page, for the VIP room.
 //! - `POST /checkout` (gated by the default room): `200` JSON for an admitted visitor (admission
 //!   cookie, token header, or the `X-Admission-Ticket` header that the status endpoint hands to
-//!   clients without cookies); `403` JSON `not_admitted` with the reason for anyone else.
+//!   clients without cookies); `403` JSON `not_admitted` with the reason for anyone else. With
+//!   `--single-use-tickets` it takes the visitor's one-time ticket instead (the cookie
+//!   `wr_{room}_t` set at admission, or the `t1.…` ticket the status endpoint hands to clients
+//!   without cookies, in `X-Admission-Ticket`), once: a second use of the same ticket, on any
+//!   gateway, is `403 {"error":"ticket_used",...}`.
 //! - `GET /stats` (NOT behind the room): the room's counts as JSON, from
 //!   [`WaitingRoomLayer::stats`]. Every route behind the layer is queued like any page, so an
 //!   operator route like this one lives on an outer router without the layer, merged with the
@@ -112,18 +116,26 @@ FLAGS:
                           open at the same time: start them together
     --closes-in <SECS>    stop taking newcomers SECS seconds after start-up (after
                           --opens-in); those in line keep their place (default: never)
+    --single-use-tickets  each admission to the default room also gets a one-time
+                          checkout ticket, and POST /checkout takes it, exactly once
+                          across all gateways (a second use: 403 ticket_used); an
+                          admission alone is then 403 ticket_missing (default: off)
     -h, --help            print this help
 
 ROUTES:
     GET  /                          the protected page (behind the default room)
     GET  /vip                       the VIP page (behind the \"vip\" room)
     POST /checkout                  gated by the default room: 200 JSON when admitted,
-                                    403 {\"error\":\"not_admitted\",...} otherwise; never queued
+                                    403 {\"error\":\"not_admitted\",...} otherwise; never queued.
+                                    With --single-use-tickets: 200 once per ticket, then
+                                    403 {\"error\":\"ticket_used\",...}
     GET  /stats                     the room's counts as JSON (NOT behind the room)
     GET  /metrics                   the room's metrics, Prometheus text (NOT behind the room)
     GET  /__waitingroom/{room}/status   where you stand, as JSON (room: the default room
                                         or vip; clients without cookies that are admitted
-                                        get their \"ticket\" for /checkout)
+                                        get their \"ticket\" for /checkout: their
+                                        admission, or with --single-use-tickets their
+                                        one-time ticket)
     POST /__waitingroom/{room}/leave    give up your place or slot
     POST /__waitingroom/{room}/proof    a proof-of-work solution (with --proof-of-work)
     GET  /admin/                    the admin dashboard (with --admin-token)
@@ -151,6 +163,7 @@ pub(crate) struct Options {
     admin_token: Option<String>,
     opens_in: Option<u64>,
     closes_in: Option<u64>,
+    single_use_tickets: bool,
 }
 
 impl Default for Options {
@@ -174,6 +187,7 @@ impl Default for Options {
             admin_token: None,
             opens_in: None,
             closes_in: None,
+            single_use_tickets: false,
         }
     }
 }
@@ -198,7 +212,11 @@ pub(crate) fn parse_args(
         };
         let is_switch = matches!(
             flag.as_str(),
-            "-h" | "--help" | "--fail-open" | "--fail-closed" | "--insecure-cookies"
+            "-h" | "--help"
+                | "--fail-open"
+                | "--fail-closed"
+                | "--insecure-cookies"
+                | "--single-use-tickets"
         );
         if is_switch && inline.is_some() {
             return Err(format!("{flag} takes no value"));
@@ -227,6 +245,7 @@ pub(crate) fn parse_args(
                 })?);
             }
             "--insecure-cookies" => opts.insecure_cookies = true,
+            "--single-use-tickets" => opts.single_use_tickets = true,
             "--fail-open" | "--fail-closed" => {
                 let policy = if flag == "--fail-open" {
                     FailPolicy::Open
@@ -258,9 +277,12 @@ fn positive<T: std::str::FromStr + PartialEq + Default>(flag: &str, v: &str) -> 
     Ok(n)
 }
 
-/// Builds the default room from the options; an error is for the user, not a panic.
+/// Builds the default room from the options; an error is for the user, not a panic. Its
+/// single-use tickets (`--single-use-tickets`) are for the checkout it gates.
 pub(crate) fn build_layer(opts: &Options) -> Result<WaitingRoomLayer, String> {
-    let builder = WaitingRoomLayer::builder(opts.room.clone()).capacity(opts.capacity);
+    let builder = WaitingRoomLayer::builder(opts.room.clone())
+        .capacity(opts.capacity)
+        .single_use_tickets(opts.single_use_tickets);
     configure(builder, opts, true)
 }
 
@@ -677,9 +699,14 @@ async fn main() -> ExitCode {
         }
     );
     println!(
-        "waiting room {VIP_ROOM:?}: capacity {}, at /vip; POST /checkout is gated by {:?}",
+        "waiting room {VIP_ROOM:?}: capacity {}, at /vip; POST /checkout is gated by {:?}{}",
         opts.vip_capacity,
-        config.room()
+        config.room(),
+        if config.single_use_tickets() {
+            " (single-use tickets: once per admission)"
+        } else {
+            ""
+        }
     );
     if !opts.insecure_cookies {
         println!(
@@ -723,6 +750,14 @@ mod tests {
         assert_eq!((o.port, o.capacity), (8080, 5));
         assert_eq!(o.fail_policy, Some(FailPolicy::Closed));
         assert!(parse(&["--help"]).unwrap().is_none());
+        let o = parse(&["--single-use-tickets"]).unwrap().unwrap();
+        assert!(build_layer(&o).unwrap().config().single_use_tickets());
+        assert!(!build_vip_layer(&o).unwrap().config().single_use_tickets());
+        assert!(!build_layer(&Options::default())
+            .unwrap()
+            .config()
+            .single_use_tickets());
+        assert!(parse(&["--single-use-tickets=yes"]).is_err());
     }
 
     #[test]

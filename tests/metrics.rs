@@ -202,3 +202,61 @@ async fn a_gate_counts_its_requests_at_stage_gate() {
     assert_eq!(requests("passed"), Some(2.0), "{text}");
     assert_eq!(requests("unknown"), Some(3.0), "{text}");
 }
+
+/// A gate of a room with single-use tickets counts each request once at stage `gate` too: a
+/// redeemed ticket `admitted`, a refused one (used before, forged, none) `unknown`.
+#[tokio::test]
+async fn a_single_use_gate_counts_each_use_once_at_stage_gate() {
+    use axum::routing::post;
+    use http::header::{self, HeaderValue};
+    use tower_waiting_room::rooms::Rule;
+
+    let handle = prometheus();
+    let layer = WaitingRoomLayer::builder("tix_gate")
+        .capacity(1)
+        .secret(SECRET)
+        .secure_cookies(false)
+        .single_use_tickets(true)
+        .gate(Rule::post("/checkout"))
+        .build()
+        .unwrap();
+    let router = Router::new()
+        .route("/", get(|| async { "home" }))
+        .route("/checkout", post(|| async { "ordered" }))
+        .layer(layer);
+    let first = call(&router, Method::GET, "/", &[]).await;
+    let place = first.cookie_value("wr_tix_gate_q").expect("a place");
+    let place = [(header::COOKIE, cookie("wr_tix_gate_q", &place))];
+    let inside = call(&router, Method::GET, "/", &place).await;
+    assert_eq!(inside.status, StatusCode::OK, "{}", inside.text());
+    let ticket = inside.cookie_value("wr_tix_gate_t").expect("a ticket");
+    let with_ticket = [(header::COOKIE, cookie("wr_tix_gate_t", &ticket))];
+    let forged = [(
+        header::COOKIE,
+        HeaderValue::from_static("wr_tix_gate_t=t1.k1.forged"),
+    )];
+    for (headers, status) in [
+        (&with_ticket[..], StatusCode::OK),
+        (&with_ticket[..], StatusCode::FORBIDDEN),
+        (&forged[..], StatusCode::FORBIDDEN),
+        (&[][..], StatusCode::FORBIDDEN),
+    ] {
+        let reply = call(&router, Method::POST, "/checkout", headers).await;
+        assert_eq!(reply.status, status, "{}", reply.text());
+    }
+    let text = handle.render();
+    let requests = |outcome| {
+        value(
+            &text,
+            REQUESTS_TOTAL,
+            &[
+                ("room", "tix_gate"),
+                ("stage", "gate"),
+                ("outcome", outcome),
+            ],
+        )
+    };
+    assert_eq!(requests("admitted"), Some(1.0), "{text}");
+    assert_eq!(requests("unknown"), Some(3.0), "{text}");
+    assert_eq!(requests("passed"), None, "{text}");
+}

@@ -343,25 +343,26 @@ impl<'a> StatusBody<'a> {
 }
 
 /// The JSON body of a gated route's refusal (`403`): the request needs an admission of the
-/// room, and has none that is valid. Never a place in line: gated routes (API calls such as
-/// `POST /checkout`) are not queued. See `docs/api.md`.
+/// room (or, for a room with [single-use tickets](crate::WaitingRoomBuilder::single_use_tickets),
+/// an unused ticket of it), and has none that is valid. Never a place in line: gated routes (API
+/// calls such as `POST /checkout`) are not queued. See `docs/api.md`.
 ///
 /// | field | type | meaning |
 /// |---|---|---|
-/// | `error` | string | always `not_admitted` |
+/// | `error` | string | `not_admitted`; `ticket_used` for a single-use ticket used before |
 /// | `room` | string | the room whose admission the route needs |
 /// | `status` | string | the room's status endpoint (`{prefix}/{room}/status`) |
-/// | `reason` | string | `missing` (no value), `invalid` (not a token of the room: garbage, tampered, unknown key), `expired`, `other_room` (a token of another room behind the same layer), `other_network` (bound to another network), `slot_gone` (the store no longer holds its slot) |
+/// | `reason` | string | without single-use tickets: `missing` (no value), `invalid` (not a token of the room: garbage, tampered, unknown key), `expired`, `other_room` (a token of another room behind the same layer), `other_network` (bound to another network), `slot_gone` (the store no longer holds its slot). With them: `ticket_missing` (no ticket; an admission alone is none), `ticket_invalid`, `ticket_expired`, `other_room` (a ticket of another room behind the same layer), `slot_ended` (the visitor no longer holds the slot), `ticket_used` |
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[non_exhaustive]
 pub struct NotAdmittedBody<'a> {
-    /// Always `not_admitted`.
+    /// `not_admitted`, or `ticket_used` for a single-use ticket used before.
     pub error: &'static str,
     /// The room whose admission the route needs.
     pub room: &'a str,
     /// The room's status endpoint.
     pub status: &'a str,
-    /// Why the request's admission (if any) was refused.
+    /// Why the request's admission or ticket (if any) was refused.
     pub reason: &'static str,
 }
 

@@ -9,7 +9,7 @@ use super::visitor::{header_value, Carried, Visitor};
 use super::{Next, Room};
 use crate::defences::proof_of_work::PROOF_HEADER;
 use crate::response::{json_response, StatusBody};
-use crate::rooms::ADMISSION_TICKET_HEADER;
+use crate::rooms::ADMISSION_TICKET;
 use crate::telemetry::{Outcome, Stage};
 
 impl Room {
@@ -68,8 +68,7 @@ impl Room {
                 };
                 let mut res = json_response(StatusCode::OK, &body);
                 if let Some(value) = ticket.and_then(|t| HeaderValue::try_from(t).ok()) {
-                    res.headers_mut()
-                        .insert(HeaderName::from_static(ADMISSION_TICKET_HEADER), value);
+                    res.headers_mut().insert(ADMISSION_TICKET, value);
                 }
                 self.counted(Stage::Endpoint, Outcome::Admitted, Next::Answer(res))
             }

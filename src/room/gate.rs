@@ -7,14 +7,23 @@
 //! other route; a heartbeat that finds the slot gone is a `403 slot_gone`, not an entry into the
 //! line.
 //!
-//! [`Room::gate_admission`] is the one place that decides whether a gated request is admitted;
-//! other kinds of proof (single-use tickets) hook in there.
+//! With [single-use tickets](crate::WaitingRoomBuilder::single_use_tickets) on, the room's
+//! gated routes take a ticket instead, checked at the gateway (a bad one costs no store call)
+//! and then used once in the store (see `ticket.rs`): an admission
+//! token alone is `403 not_admitted` `ticket_missing` (the status endpoint hands the ticket
+//! out), and a ticket used before is `403 ticket_used`. Both kinds of refusal are one JSON shape,
+//! [`NotAdmittedBody`](crate::response::NotAdmittedBody), with one vocabulary of reasons,
+//! [`Refusal`].
+//!
+//! [`Room::gate`] is the one place that decides whether a gated request is admitted: by the
+//! admission token ([`Room::gate_admission`]), or by the ticket
+//! ([`Room::redeem_ticket`](super::Room::redeem_ticket)) when the room mints them.
 
 use std::sync::Arc;
 use std::task::{ready, Context, Poll};
 
 use bytes::Bytes;
-use http::{HeaderName, Request, Response};
+use http::{Request, Response};
 
 use super::pending::{Next, Pending};
 use super::reply::not_admitted;
@@ -22,7 +31,7 @@ use super::visitor::Carried;
 use super::Room;
 use crate::clock::secs_ceil;
 use crate::outcome::AdmittedBy;
-use crate::rooms::ADMISSION_TICKET_HEADER;
+use crate::rooms::ADMISSION_TICKET;
 use crate::store::{Decision, StoreError, StoreFuture};
 use crate::telemetry::{Outcome, Stage};
 use crate::token::{AdmissionToken, TokenFault};
@@ -48,6 +57,21 @@ pub(crate) enum Refusal {
     /// A genuine, unexpired token whose slot the store no longer holds (it was released, ended,
     /// or expired there).
     SlotGone,
+    // Single-use tickets (ticket.rs): each is compared only with its own kind, so their place
+    // among the admission token's refusals above does not matter.
+    /// No single-use ticket in the request (an admission token alone is not one).
+    TicketMissing,
+    /// A value that is no ticket of the room (garbage, tampered, an unknown key), or a genuine
+    /// one the store does not hold (its record lost).
+    TicketInvalid,
+    /// A genuine ticket of another room behind the same layer.
+    TicketOtherRoom,
+    /// A genuine ticket of the room, past its expiry.
+    TicketExpired,
+    /// A genuine unused ticket whose session no longer holds its slot.
+    SlotEnded,
+    /// A genuine ticket, used before (by anyone, on any gateway).
+    TicketUsed,
 }
 
 impl Refusal {
@@ -60,6 +84,23 @@ impl Refusal {
             Refusal::OtherNetwork => "other_network",
             Refusal::Expired => "expired",
             Refusal::SlotGone => "slot_gone",
+            Refusal::TicketMissing => "ticket_missing",
+            Refusal::TicketInvalid => "ticket_invalid",
+            // The same word as for an admission token of another room: the client's mistake
+            // (the wrong room's value) is the same.
+            Refusal::TicketOtherRoom => "other_room",
+            Refusal::TicketExpired => "ticket_expired",
+            Refusal::SlotEnded => "slot_ended",
+            Refusal::TicketUsed => "ticket_used",
+        }
+    }
+
+    /// The `error` of the JSON answer: `ticket_used`, which the answer names on its own, or
+    /// `not_admitted` with the reason.
+    pub(crate) fn error(self) -> &'static str {
+        match self {
+            Refusal::TicketUsed => "ticket_used",
+            _ => "not_admitted",
         }
     }
 }
@@ -97,8 +138,14 @@ impl GateHeartbeat {
 
 impl Room {
     /// A request to a route gated by this room. `others`: the other rooms behind the same layer,
-    /// so that a token of one of them is refused as `other_room` rather than `invalid`.
+    /// so that a token (or ticket) of one of them is refused as `other_room` rather than
+    /// `invalid`. With single-use tickets on, the request's ticket is used (and an admission
+    /// token alone does not pass); otherwise its admission token is checked. Counted once, at
+    /// stage `gate`.
     pub(crate) fn gate<B>(&self, req: &Request<B>, others: &[Arc<Room>]) -> Next {
+        if self.mints_tickets() {
+            return self.redeem_ticket(req, others);
+        }
         let now = self.now_ms();
         let carried = self.carried(req);
         match self.gate_admission(req, &carried, others, now) {
@@ -166,10 +213,9 @@ impl Room {
                 Err(why) => refusal = refusal.max(why),
             }
         }
-        let ticket = HeaderName::from_static(ADMISSION_TICKET_HEADER);
         for (name, source) in [
             (&self.config.token_header, Source::TokenHeader),
-            (&ticket, Source::Ticket),
+            (&ADMISSION_TICKET, Source::Ticket),
         ] {
             for value in req.headers().get_all(name) {
                 match value.to_str().map_err(|_| Refusal::Invalid) {
@@ -190,15 +236,21 @@ impl Room {
         AdmissionToken::verify(&self.keys, self.config.room(), value, now).is_some()
     }
 
-    /// `403` JSON `not_admitted`, with the reason and the room's status path.
-    fn refuse(&self, refusal: Refusal) -> Response<Bytes> {
+    /// `403` JSON `not_admitted` (or `ticket_used`), with the reason and the room's status
+    /// path; counted at stage `gate`.
+    pub(super) fn refuse(&self, refusal: Refusal) -> Response<Bytes> {
         self.metrics.request(Stage::Gate, Outcome::Unknown);
         tracing::debug!(
             room = self.config.room(),
             reason = refusal.as_str(),
             "gated request refused"
         );
-        not_admitted(self.config.room(), &self.paths.status, refusal.as_str())
+        not_admitted(
+            self.config.room(),
+            &self.paths.status,
+            refusal.error(),
+            refusal.as_str(),
+        )
     }
 
     fn after_gate_heartbeat<B>(
@@ -216,7 +268,7 @@ impl Room {
                     fresh = fresh.bound_to(network);
                 }
                 let header = match step.source {
-                    Source::Ticket => HeaderName::from_static(ADMISSION_TICKET_HEADER),
+                    Source::Ticket => ADMISSION_TICKET,
                     Source::Cookie | Source::TokenHeader => self.config.token_header.clone(),
                 };
                 let issued = self.issue(

@@ -10,7 +10,7 @@
 //! | `mod.rs` | [`Room`] and the dispatch of a request |
 //! | `visitor` | who a request comes from: its admission token, queue cookie, network |
 //! | `endpoints` | the room's own endpoints: status, leave, proof |
-//! | `gate` | gated routes: admitted (by cookie, token header or ticket header) or `403 not_admitted` |
+//! | `gate` | gated routes: admitted (by cookie, token header or ticket header; with single-use tickets, by the ticket, once) or `403 not_admitted` (`ticket_used`) |
 //! | `pending` | the store steps and what each answer means, the fail policy included |
 //! | `reply` | redirects, rejections, issued cookies, the headers every answer carries |
 //! | `ticket` | single-use checkout tickets: minted at admission and on the status endpoint, and the redeem step of a gated route |

@@ -52,15 +52,6 @@ impl Issued {
         }));
         self
     }
-
-    /// Only a `Set-Cookie` header (one that removes a cookie, say).
-    pub(super) fn cookie_only(cookie: HeaderValue) -> Issued {
-        Issued {
-            cookie,
-            header: None,
-            more: None,
-        }
-    }
 }
 
 impl Room {
@@ -350,13 +341,18 @@ pub(super) fn method_not_allowed(allow: &'static str) -> Response<Bytes> {
     res
 }
 
-/// `403` JSON `{"error":"not_admitted",...}`: a gated route refused a request without a valid
-/// admission of `room` (see [`NotAdmittedBody`]).
-pub(super) fn not_admitted(room: &str, status_path: &str, reason: &'static str) -> Response<Bytes> {
+/// `403` JSON `{"error":"not_admitted",...}` (or `"ticket_used"`): a gated route refused a
+/// request without a valid admission of `room` (see [`NotAdmittedBody`]).
+pub(super) fn not_admitted(
+    room: &str,
+    status_path: &str,
+    error: &'static str,
+    reason: &'static str,
+) -> Response<Bytes> {
     json_response(
         StatusCode::FORBIDDEN,
         &NotAdmittedBody {
-            error: "not_admitted",
+            error,
             room,
             status: status_path,
             reason,

@@ -6,26 +6,31 @@
 //! A ticket is checked at the gateway first (MAC, room, expiry: no store call for a forged,
 //! tampered, other-room or expired one), then used in the store in one atomic step
 //! ([`Store::redeem_ticket`](crate::store::Store::redeem_ticket)), so of any number of uses of
-//! one ticket through any number of gateways exactly one passes. The answers:
+//! one ticket through any number of gateways exactly one passes. The room's gates
+//! ([`Room::gate`]) run this step instead of the admission token's check. The answers, every
+//! `403` in the gates' one shape ([`NotAdmittedBody`](crate::response::NotAdmittedBody):
+//! `error`, `room`, `status`, `reason`):
 //!
 //! | ticket | answer |
 //! |---|---|
-//! | accepted by the store | pass, admitted [`AdmittedBy::Ticket`]; the ticket cookie is removed |
-//! | used before | `403 {"error":"ticket_used"}` |
-//! | none in the request | `403 {"error":"not_admitted","reason":"ticket_missing"}` |
-//! | forged, tampered, of another room (the room is inside the MAC, so it reads as forged), or unknown to the store | `403 {"error":"not_admitted","reason":"ticket_invalid"}` |
-//! | past its expiry | `403 {"error":"not_admitted","reason":"ticket_expired"}` |
-//! | unused, but its visitor's slot has ended (left, dropped, closed out, or ended by the app) | `403 {"error":"not_admitted","reason":"slot_ended"}`; the ticket stays unused |
+//! | accepted by the store | pass, admitted [`AdmittedBy::Ticket`]; the used ticket's cookie stays until it expires, so that a second use of it is told `ticket_used` |
+//! | used before | `403`, `"error":"ticket_used"` (`"reason":"ticket_used"`) |
+//! | none in the request (an admission token alone is none) | `403` `not_admitted`, `ticket_missing` |
+//! | forged, tampered, or unknown to the store | `403` `not_admitted`, `ticket_invalid` |
+//! | a genuine ticket of another room behind the same layer | `403` `not_admitted`, `other_room` |
+//! | past its expiry | `403` `not_admitted`, `ticket_expired` |
+//! | unused, but its visitor's slot has ended (left, dropped, closed out, or ended by the app) | `403` `not_admitted`, `slot_ended`; the ticket stays unused |
 //! | the store failed | `503` with `Retry-After` (`busy` or `unavailable`), under either fail policy |
 //! | over the session's poll limit | `429` with `Retry-After` |
 
 use std::ops::Not;
+use std::sync::Arc;
 
 use bytes::Bytes;
-use http::header::{self, HeaderName};
 use http::{Request, Response, StatusCode};
 use serde::Serialize;
 
+use super::gate::Refusal;
 use super::pending::{Next, Pending};
 use super::reply::{store_error_json, Issued};
 use super::visitor::header_value;
@@ -34,46 +39,16 @@ use crate::clock::secs_ceil;
 use crate::cookies::{self, Wanted};
 use crate::outcome::{Admission, AdmittedBy};
 use crate::response::{json_response, StatusBody};
+use crate::rooms::ADMISSION_TICKET as TICKET_HEADER;
 use crate::session::SessionId;
 use crate::store::{Minted, Redeemed, StoreError, TicketNonce};
 use crate::telemetry::{Outcome, Stage};
 use crate::token::{AdmissionTicket, TicketRefusal};
 
-/// The header that carries a ticket for clients that use headers instead of cookies: the room
-/// sends it on admission and on the status endpoint, and a gated route reads a ticket (`t1.`)
-/// from it.
-pub(crate) const TICKET_HEADER: HeaderName = HeaderName::from_static("x-admission-ticket");
-
-/// Why a request's ticket cannot be used, before any store call.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum TicketProblem {
-    /// No ticket in the request.
-    Missing,
-    /// Forged, tampered with, of another room, or unknown to the store.
-    Invalid,
-    /// A genuine ticket past its expiry.
-    Expired,
-    /// A genuine unused ticket whose session no longer holds its slot.
-    SlotEnded,
-}
-
-impl TicketProblem {
-    fn reason(self) -> &'static str {
-        match self {
-            TicketProblem::Missing => "ticket_missing",
-            TicketProblem::Invalid => "ticket_invalid",
-            TicketProblem::Expired => "ticket_expired",
-            TicketProblem::SlotEnded => "slot_ended",
-        }
-    }
-}
-
-/// A valid ticket found in a request, and whether it came in the ticket cookie (which the
-/// answer then removes: the ticket is of no further use).
+/// A valid ticket found in a request, on its way to the store.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Presented {
     ticket: AdmissionTicket,
-    from_cookie: bool,
 }
 
 /// What minting a ticket needs to issue it once the store answers.
@@ -86,24 +61,13 @@ pub(crate) struct Minting {
     now: u64,
 }
 
-/// The body of a refused ticket: `{"error":"ticket_used"}`, or `{"error":"not_admitted",
-/// "reason":...}`.
-#[derive(Serialize)]
-struct TicketRefused {
-    error: &'static str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    reason: Option<&'static str>,
-}
-
-/// The status endpoint's answer to an admitted visitor with tickets on: the usual body, and
-/// the ticket (for clients that use headers only: a page's scripts must not read a browser's
+/// The status endpoint's answer to an admitted visitor with tickets on: the usual body (with
+/// the ticket, for clients that use headers only: a page's scripts must not read a browser's
 /// `HttpOnly` ticket) or the note that it was used.
 #[derive(Serialize)]
 struct TicketStatus<'a> {
     #[serde(flatten)]
     status: StatusBody<'a>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    ticket: Option<&'a str>,
     #[serde(skip_serializing_if = "Not::not")]
     ticket_used: bool,
 }
@@ -240,7 +204,6 @@ impl Room {
         let room = self.config.room();
         let mut body = TicketStatus {
             status: StatusBody::plain(room, "admitted"),
-            ticket: None,
             ticket_used: false,
         };
         let mut issued = None;
@@ -252,7 +215,7 @@ impl Room {
             }) => {
                 value = self.sign_ticket(&minting, nonce, expires_at_ms);
                 if minting.uses_headers {
-                    body.ticket = Some(&value);
+                    body.status.ticket = Some(&value);
                 }
                 issued = Some(self.issue_ticket_value(&minting, value.clone(), expires_at_ms));
             }
@@ -266,22 +229,24 @@ impl Room {
         self.counted(Stage::Endpoint, Outcome::Admitted, res)
     }
 
-    /// The redeem step of a gated route: the request's ticket, checked here (MAC, room,
-    /// expiry) and then used in the store. Says [`Next::Pass`] (admitted
-    /// [`AdmittedBy::Ticket`]) exactly once per ticket across all gateways, and otherwise
-    /// answers `403` with the reason, `429` over the session's poll limit, or `503` when the
-    /// store fails (see the [module docs](self)). Nothing is asked of the store for a missing,
-    /// forged, tampered, other-room or expired ticket.
-    #[cfg_attr(not(test), allow(dead_code))] // Called by the gates, wired in by the lead.
-    pub(crate) fn redeem_ticket<B>(&self, req: &Request<B>) -> Next {
+    /// The redeem step of a gated route of a room with tickets on (see
+    /// [`gate`](Room::gate)): the request's ticket, checked here (MAC, room, expiry) and then
+    /// used in the store. Says [`Next::Pass`] (admitted [`AdmittedBy::Ticket`]) exactly once
+    /// per ticket across all gateways, and otherwise answers `403` with the reason, `429` over
+    /// the session's poll limit, or `503` when the store fails (see the [module docs](self)).
+    /// Nothing is asked of the store for a missing, forged, tampered, other-room or expired
+    /// ticket. `others`: the other rooms behind the same layer, to tell `other_room`. Counted
+    /// once, at stage `gate`.
+    pub(crate) fn redeem_ticket<B>(&self, req: &Request<B>, others: &[Arc<Room>]) -> Next {
         let now = self.now_ms();
-        let presented = match self.presented_ticket(req, now) {
+        let presented = match self.presented_ticket(req, others, now) {
             Ok(presented) => presented,
-            Err(problem) => return Next::Answer(ticket_refused(problem)),
+            Err(refusal) => return Next::Answer(self.refuse(refusal)),
         };
         let session = presented.ticket.session();
         if let Err(wait) = self.check_polls(session, now) {
-            return Next::Answer(self.limited(wait, req));
+            let res = self.limited(wait, req);
+            return self.counted(Stage::Gate, Outcome::Limited, Next::Answer(res));
         }
         Next::Ask(Pending::Redeem {
             call: self
@@ -299,53 +264,49 @@ impl Room {
     ) -> Next {
         let ticket = presented.ticket;
         match answer {
-            Ok(Redeemed::Accepted) => Next::Pass {
-                admission: self.admission(
+            // The ticket cookie stays (until its expiry): the browser's next use of it (a
+            // second submit) is told `ticket_used`, not sent to look for a ticket.
+            Ok(Redeemed::Accepted) => self.counted(
+                Stage::Gate,
+                Outcome::Admitted,
+                Next::pass(self.admission(
                     ticket.session(),
                     ticket.expires_at_ms(),
                     AdmittedBy::Ticket,
-                ),
-                set_cookie: presented
-                    .from_cookie
-                    .then(|| Issued::cookie_only(self.clear_ticket_cookie())),
-            },
-            Ok(Redeemed::Used) => {
-                let mut res = json_response(
-                    StatusCode::FORBIDDEN,
-                    &TicketRefused {
-                        error: "ticket_used",
-                        reason: None,
-                    },
-                );
-                if presented.from_cookie {
-                    res.headers_mut()
-                        .append(header::SET_COOKIE, self.clear_ticket_cookie());
-                }
-                Next::Answer(res)
-            }
+                )),
+            ),
+            Ok(Redeemed::Used) => Next::Answer(self.refuse(Refusal::TicketUsed)),
             // The visitor left (or was dropped, or the app ended the slot): the ticket would let
             // someone past the capacity, so it is refused (and stays unused).
-            Ok(Redeemed::SlotEnded) => Next::Answer(ticket_refused(TicketProblem::SlotEnded)),
+            Ok(Redeemed::SlotEnded) => Next::Answer(self.refuse(Refusal::SlotEnded)),
             // A genuine ticket the store does not hold: its record was lost (an eviction, a
             // flushed store), or ended on the store's clock before the gateway's. It cannot be
             // shown unused, so it is refused.
-            Ok(_) => Next::Answer(ticket_refused(TicketProblem::Invalid)),
+            Ok(_) => Next::Answer(self.refuse(Refusal::TicketInvalid)),
             // A single-use ticket cannot be honoured without the store: only the store knows
             // whether it was used, and letting it through (fail open) would let every copy of
             // it through. So `503` under either fail policy; the ticket stays unused (nothing
             // was written), and the visitor can try again.
             Err(e) => {
                 self.log_store_failure(&e, "redeem_ticket");
+                self.metrics
+                    .request(Stage::Gate, Outcome::of_error(&e, false));
                 Next::Answer(store_error_json(self.config.room(), &e))
             }
         }
     }
 
     /// The ticket of `req`: the first valid one of the ticket cookie's values, or else the
-    /// ticket header's when it holds a ticket (`t1.`; the same header may carry other values on
-    /// gated routes). Refused: the most telling problem found (expired before invalid before
+    /// ticket header's when it holds a ticket (`t1.`; the same header carries admission tokens
+    /// to the gates of rooms without tickets, and an admission token is no ticket). Refused:
+    /// the most telling refusal found (expired, then another room's, then invalid, then
     /// missing).
-    fn presented_ticket<B>(&self, req: &Request<B>, now: u64) -> Result<Presented, TicketProblem> {
+    fn presented_ticket<B>(
+        &self,
+        req: &Request<B>,
+        others: &[Arc<Room>],
+        now: u64,
+    ) -> Result<Presented, Refusal> {
         let c = &self.config.cookies;
         let [cookie] = cookies::read(
             req.headers(),
@@ -354,53 +315,48 @@ impl Room {
                 could_be: AdmissionTicket::could_be,
             }],
         );
-        let mut problem = if cookie.is_present() {
-            TicketProblem::Invalid
+        let mut refusal = if cookie.is_present() {
+            Refusal::TicketInvalid
         } else {
-            TicketProblem::Missing
+            Refusal::TicketMissing
         };
+        let room = self.config.room();
         let mut check = |value: &str| {
-            match AdmissionTicket::check(&self.keys, self.config.room(), value, now) {
+            let why = match AdmissionTicket::check(&self.keys, room, value, now) {
                 Ok(ticket) => return Some(ticket),
-                Err(TicketRefusal::Expired) => problem = TicketProblem::Expired,
-                Err(_) if problem == TicketProblem::Missing => problem = TicketProblem::Invalid,
-                Err(_) => {}
-            }
+                Err(TicketRefusal::Expired) => Refusal::TicketExpired,
+                // Only on the refusal's path, and only for what looks like a ticket (garbage
+                // costs no signature check): another room's signatures, to say why.
+                Err(TicketRefusal::Invalid)
+                    if AdmissionTicket::could_be(value)
+                        && others.iter().any(|o| {
+                            !std::ptr::eq(o.as_ref(), self) && o.signed_ticket(value, now)
+                        }) =>
+                {
+                    Refusal::TicketOtherRoom
+                }
+                Err(TicketRefusal::Invalid) => Refusal::TicketInvalid,
+            };
+            refusal = refusal.max(why);
             None
         };
         if let Some(ticket) = cookie.find_valid(&mut check) {
-            return Ok(Presented {
-                ticket,
-                from_cookie: true,
-            });
+            return Ok(Presented { ticket });
         }
         let header = header_value(req, &TICKET_HEADER)
             .map(str::trim)
             .filter(|v| v.starts_with("t1."));
         match header.and_then(&mut check) {
-            Some(ticket) => Ok(Presented {
-                ticket,
-                from_cookie: false,
-            }),
-            None => Err(problem),
+            Some(ticket) => Ok(Presented { ticket }),
+            None => Err(refusal),
         }
     }
 
-    fn clear_ticket_cookie(&self) -> http::HeaderValue {
-        let c = &self.config.cookies;
-        cookies::clear_cookie(c, &c.ticket_name)
+    /// Whether `value` is a valid ticket of this room (for another room's gate, to tell
+    /// `other_room` from `ticket_invalid`).
+    fn signed_ticket(&self, value: &str, now: u64) -> bool {
+        AdmissionTicket::verify(&self.keys, self.config.room(), value, now).is_some()
     }
-}
-
-/// `403` with the reason a ticket cannot be used.
-fn ticket_refused(problem: TicketProblem) -> Response<Bytes> {
-    json_response(
-        StatusCode::FORBIDDEN,
-        &TicketRefused {
-            error: "not_admitted",
-            reason: Some(problem.reason()),
-        },
-    )
 }
 
 #[cfg(test)]
@@ -410,7 +366,7 @@ mod tests {
     use std::sync::Arc;
     use std::time::Duration;
 
-    use http::{HeaderValue, Request, StatusCode};
+    use http::{header, HeaderValue, Request, StatusCode};
     use tower::{service_fn, Layer, ServiceExt};
 
     use super::*;
@@ -572,7 +528,7 @@ mod tests {
     /// The redeem step for `req`, run to its end as the service future would.
     async fn redeem(layer: &WaitingRoomLayer, req: &Request<()>) -> Next {
         let room = layer.room();
-        let mut next = room.redeem_ticket(req);
+        let mut next = room.gate(req, &[]);
         while let Next::Ask(mut pending) = next {
             next = poll_fn(|cx| pending.poll_next(cx, room, req)).await;
         }
@@ -591,6 +547,21 @@ mod tests {
             .header(TICKET_HEADER, ticket)
             .body(())
             .unwrap()
+    }
+
+    /// A gate's `403` body for room "shop".
+    fn refusal(error: &str, reason: &str) -> String {
+        format!(
+            r#"{{"error":"{error}","room":"shop","status":"/__waitingroom/shop/status","reason":"{reason}"}}"#
+        )
+    }
+
+    fn not_admitted(reason: &str) -> String {
+        refusal("not_admitted", reason)
+    }
+
+    fn used() -> String {
+        refusal("ticket_used", "ticket_used")
     }
 
     #[track_caller]
@@ -647,20 +618,13 @@ mod tests {
             redeem(&layer, &with_ticket_cookie(&ticket)).await,
             t.session(),
         );
-        // The used ticket's cookie is removed.
-        let mut headers = http::HeaderMap::new();
-        issued.expect("a cookie removal").apply(&mut headers);
-        let removal = headers.get(header::SET_COOKIE).unwrap().to_str().unwrap();
-        assert!(removal.starts_with("wr_shop_t=; ") && removal.contains("Max-Age=0"));
+        // The used ticket's cookie stays, so the browser's next use is told `ticket_used`.
+        assert!(issued.is_none(), "{issued:?}");
         for _ in 0..3 {
             let replay = redeem(&layer, &with_ticket_cookie(&ticket)).await;
-            refused(replay, StatusCode::FORBIDDEN, r#"{"error":"ticket_used"}"#);
+            refused(replay, StatusCode::FORBIDDEN, &used());
             let by_header = redeem(&layer, &with_ticket_header(&ticket)).await;
-            refused(
-                by_header,
-                StatusCode::FORBIDDEN,
-                r#"{"error":"ticket_used"}"#,
-            );
+            refused(by_header, StatusCode::FORBIDDEN, &used());
         }
         assert_eq!(store.redeems.load(Ordering::SeqCst), 7);
     }
@@ -670,9 +634,9 @@ mod tests {
         let (layer, store, clock) = site();
         let (_, ticket) = admitted_browser(&layer).await;
         let ticket = ticket.unwrap();
-        let missing = r#"{"error":"not_admitted","reason":"ticket_missing"}"#;
-        let invalid = r#"{"error":"not_admitted","reason":"ticket_invalid"}"#;
-        let expired = r#"{"error":"not_admitted","reason":"ticket_expired"}"#;
+        let missing = &not_admitted("ticket_missing");
+        let invalid = &not_admitted("ticket_invalid");
+        let expired = &not_admitted("ticket_expired");
         let forbidden = StatusCode::FORBIDDEN;
 
         let none = Request::post("/checkout").body(()).unwrap();
@@ -750,7 +714,7 @@ mod tests {
             .body(())
             .unwrap();
         assert_eq!(send(&layer, leave).await.status(), StatusCode::OK);
-        let slot_ended = r#"{"error":"not_admitted","reason":"slot_ended"}"#;
+        let slot_ended = &not_admitted("slot_ended");
         for _ in 0..2 {
             let next = redeem(&layer, &with_ticket_cookie(&ticket)).await;
             refused(next, StatusCode::FORBIDDEN, slot_ended);
@@ -797,7 +761,7 @@ mod tests {
             let session = ticket_of(&layer, &ticket).session();
             passed(redeem(&layer, &with_ticket_cookie(&ticket)).await, session);
             let replay = redeem(&layer, &with_ticket_cookie(&ticket)).await;
-            refused(replay, StatusCode::FORBIDDEN, r#"{"error":"ticket_used"}"#);
+            refused(replay, StatusCode::FORBIDDEN, &used());
         }
     }
 
@@ -867,7 +831,7 @@ mod tests {
         let session = ticket_of(&layer, &ticket).session();
         passed(redeem(&layer, &with_ticket_header(&ticket)).await, session);
         let replay = redeem(&layer, &with_ticket_header(&ticket)).await;
-        refused(replay, StatusCode::FORBIDDEN, r#"{"error":"ticket_used"}"#);
+        refused(replay, StatusCode::FORBIDDEN, &used());
     }
 
     #[tokio::test(flavor = "current_thread")]

@@ -15,7 +15,7 @@
 //!      ▼
 //!   a gate's rule? ── yes ──► the gate's room: valid admission ─► app
 //!      │                          (cookie, token header,      └─► 403 not_admitted, never queued
-//!      │                           X-Admission-Ticket)
+//!      │                           X-Admission-Ticket; or the room's single-use ticket, once)
 //!      ▼
 //!   a room's rule? ── yes ──► that room (its line, as a single room)
 //!      │   (rules without a predicate, which never overlap; then predicates, in order)
@@ -47,6 +47,13 @@
 //! browsers) their token as `"ticket"` and in that header, so a mobile app or another backend
 //! calls gated routes without cookies. A gate may name a room that is not in front of the
 //! route: the checkout gated by the "drop" room while the shop's pages are open to all.
+//!
+//! A room with [single-use tickets](crate::WaitingRoomBuilder::single_use_tickets) gates by its
+//! one-time ticket instead of the admission: the ticket cookie or a ticket (`t1.…`) in
+//! [`ADMISSION_TICKET_HEADER`] (which the status endpoint then hands out), used once in the
+//! store across all gateways. An admission alone is `403` `ticket_missing`; a ticket used before
+//! is `403` `{"error":"ticket_used",...}`; the other reasons are `ticket_invalid`,
+//! `ticket_expired`, `other_room` and `slot_ended`, in the same JSON shape.
 //!
 //! # With axum: the one way
 //!
@@ -137,7 +144,14 @@ pub use layer::{WaitingRooms, WaitingRoomsBuilder};
 pub use rule::Rule;
 pub use service::WaitingRoomsService;
 
-/// The request header that carries an admission token to gated routes, for clients without
-/// cookies (a mobile app, another backend); the status endpoint hands it to admitted clients
-/// that use headers, in its JSON (`"ticket"`) and in this response header.
+/// The request header that carries an admission to gated routes, for clients without cookies
+/// (a mobile app, another backend): the admission token (`a1.…`), or, for a room with
+/// [single-use tickets](crate::WaitingRoomBuilder::single_use_tickets), its one-time ticket
+/// (`t1.…`). The status endpoint hands it to admitted clients that use headers, in its JSON
+/// (`"ticket"`) and in this response header.
 pub const ADMISSION_TICKET_HEADER: &str = "x-admission-ticket";
+
+/// [`ADMISSION_TICKET_HEADER`] as a header name: the one the gates, the status endpoint and the
+/// single-use tickets read and write.
+pub(crate) const ADMISSION_TICKET: http::HeaderName =
+    http::HeaderName::from_static(ADMISSION_TICKET_HEADER);
