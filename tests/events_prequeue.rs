@@ -452,6 +452,70 @@ async fn a_store_outage_before_the_opening_does_not_open_the_room() {
     assert_eq!(seen["by"], "FailOpen");
 }
 
+/// A store outage after a scheduled closing never lets a newcomer in, whatever the fail
+/// policy: with the line kept, a place issued at or after the closing (certainly a newcomer's)
+/// is told `closed`, while a place from before it gets what the fail policy gives (here: open);
+/// with the line not kept, everyone without a slot is told `closed`. Busy stays busy.
+#[tokio::test]
+async fn a_store_outage_after_the_closing_lets_no_newcomer_in() {
+    use common::TestStore;
+    use tower_waiting_room::store::StoreErrorKind;
+    use tower_waiting_room::FailPolicy;
+
+    let closes_at = opens_at_ms() + 60_000;
+    for keep_line in [true, false] {
+        let clock = ManualClock::new(T0);
+        let store = TestStore::new(clock.clone());
+        let layer = builder(&clock)
+            .closes_at(UNIX_EPOCH + Duration::from_millis(closes_at))
+            .keep_line_after_close(keep_line)
+            .fail_policy(FailPolicy::Open)
+            .store(store.clone())
+            .build()
+            .unwrap();
+        let app = common::app(layer);
+        let http = serve(app).await;
+        let get = |issued_at: u64| {
+            let value = QueueCookie::for_session(SessionId::random(), issued_at, 86_400_000)
+                .sign(&keys(), ROOM);
+            let http = &http;
+            async move {
+                let headers = [
+                    (header::ACCEPT, HeaderValue::from_static("application/json")),
+                    (header::COOKIE, cookie(QUEUE_COOKIE, &value)),
+                ];
+                http.send(Method::GET, "/", &headers).await
+            }
+        };
+        clock.set(closes_at + 1_000);
+        store.fail_with(Some(StoreErrorKind::Unavailable));
+        let newcomer = get(closes_at).await;
+        assert_eq!(
+            newcomer.json()["state"],
+            "closed",
+            "keep {keep_line}: {}",
+            newcomer.text()
+        );
+        let earlier = get(T0).await;
+        if keep_line {
+            assert_eq!(
+                earlier.handler_saw()["by"],
+                "FailOpen",
+                "a place from before the closing"
+            );
+        } else {
+            assert_eq!(
+                earlier.json()["state"],
+                "closed",
+                "line not kept: {}",
+                earlier.text()
+            );
+        }
+        store.fail_with(Some(StoreErrorKind::Busy));
+        assert_eq!(get(closes_at).await.json()["state"], "busy");
+    }
+}
+
 /// Browsers get a countdown page before the opening: the notice page's look, a `scheduled`
 /// countdown for the script (the time left by the server's clock), and a refresh without
 /// JavaScript after `Retry-After`.

@@ -771,3 +771,63 @@ async fn check_on_a_cluster_loads_the_script_on_every_node() {
         );
     }
 }
+
+/// A malformed schedule argument (the script's last, `schedule:...`) is refused with an error,
+/// never read as "no schedule", which would open a room that has not opened yet; and it writes
+/// nothing. A well-formed one for the same call registers the visitor.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_malformed_schedule_argument_is_refused_not_read_as_open() {
+    let server = Server::start(&[]);
+    let store = store(&server);
+    let room = "malformed-schedule";
+    let keys = tower_waiting_room::__private::redis_keys(&store, room);
+    let numbers = tower_waiting_room::__private::room_script_numbers(&RoomPolicy::new(room, 5));
+    let script = redis::Script::new(include_str!("../src/store/redis/room.lua"));
+    let mut conn = redis::Client::open(server.url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let now = tower_waiting_room::clock::Clock::now_ms(&tower_waiting_room::clock::SystemClock);
+    let opens = now + 3_600_000;
+    let call = |last: String| {
+        let mut inv = script.prepare_invoke();
+        for k in &keys {
+            inv.key(k);
+        }
+        inv.arg("enter").arg(SessionId::random().to_string()).arg(0);
+        for n in numbers {
+            inv.arg(n);
+        }
+        inv.arg(0).arg(last);
+        inv
+    };
+    for bad in [
+        format!("schedule:{opens}:0:1"),
+        format!("schedule:{opens}:0:2:17"),
+        format!("schedule:x{opens}:0:1:17"),
+        "schedule:".to_owned(),
+    ] {
+        let got: redis::RedisResult<Vec<i64>> = call(bad.clone()).invoke_async(&mut conn).await;
+        let err = got.expect_err(&format!("{bad:?} must be refused"));
+        assert!(
+            err.to_string().contains("malformed schedule"),
+            "{bad:?}: {err}"
+        );
+    }
+    let keys_now: Vec<String> = redis::cmd("KEYS")
+        .arg("*")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert!(keys_now.is_empty(), "a refused call wrote {keys_now:?}");
+    let ok: Vec<i64> = call(format!("schedule:{opens}:0:1:17"))
+        .invoke_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(
+        ok[..2],
+        [11, opens as i64],
+        "a well-formed schedule registers: {ok:?}"
+    );
+}

@@ -18,17 +18,25 @@ const DRAW_KEY_LABEL: &str = "tower-waiting-room pre-queue draw";
 /// A room's opening and closing times, and the secret that orders its pre-queue. Times are
 /// milliseconds since the Unix epoch, on the store's clock.
 ///
-///
 /// Before the opening, arrivals are registered (one store write each) and told when the room
 /// opens ([`Decision::Scheduled`](crate::store::Decision::Scheduled)); nobody is admitted, on any
 /// gateway. Each registrant's place is fixed on arrival by a keyed draw (HMAC-SHA256 of the
 /// session id under a key secret to the event, truncated to 52 bits): the line orders
 /// registrants by draw, ahead of every later arrival, so at the opening they stand in a uniformly
-/// random order that nobody can improve by reloading (a reload keeps the place) or by collecting
-/// cookies (a client cannot tell which session id draws well without the key). Arrivals after the
-/// opening are first come, first served behind them. From `closes_at`, newcomers are refused
-/// ([`Decision::Closed`](crate::store::Decision::Closed)); those in line keep their place unless
-/// [`keep_line_after_close`](EventSchedule::keep_line_after_close) is off.
+/// random order that nobody can improve by reloading (a reload keeps the place) or by picking a
+/// session id (without the key, nobody can tell which id draws well). A client that registers
+/// several sessions holds several draws, and may use the best once positions show after the
+/// opening: the per-IP new-visitor limit and proof of work are what make sessions expensive.
+/// Arrivals after the opening are first come, first served behind them. From `closes_at`,
+/// newcomers are refused ([`Decision::Closed`](crate::store::Decision::Closed)); those in line
+/// keep their place unless [`keep_line_after_close`](EventSchedule::keep_line_after_close) is off.
+///
+/// Every gateway must be built with the same schedule. A store keeps the last opening it was
+/// told of, so a call without a schedule (a gateway built without one, during a rolling deploy)
+/// still admits nobody before it: its newcomers are registered first come, first served behind
+/// the drawn registrants. A pre-queue opened while an earlier line still waits (people with
+/// places taken after an earlier opening) queues first come, first served behind that line, as
+/// drawing would put the registrants ahead of it: the shuffle needs a line without such waiters.
 ///
 /// The layer's builder sets it up ([`opens_at`](crate::WaitingRoomBuilder::opens_at)); stores and
 /// tests can attach one to a policy by hand:
@@ -62,7 +70,7 @@ const DRAW_KEY_LABEL: &str = "tower-waiting-room pre-queue draw";
 ///
 /// The draw key is secret: it never leaves the gateway (the Redis store is sent each draw, never
 /// the key), and `Debug` shows it redacted.
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Clone)]
 #[non_exhaustive]
 pub struct EventSchedule {
     /// When the room opens: nobody is admitted before.
@@ -73,7 +81,27 @@ pub struct EventSchedule {
     /// (`true`, the default) or everyone without a slot is refused too and nobody is promoted.
     pub keep_line_after_close: bool,
     draw_key: [u8; 32],
+    /// `draw_key` as a ready HMAC key: made once, not on every draw (the embedded store draws
+    /// under its room's lock).
+    draw_hmac: hmac::Key,
+    /// Whether newcomers before the opening are placed by their draw. `false` for a schedule a
+    /// store kept from an earlier call, which has no key: its newcomers queue first come, first
+    /// served behind the registrants.
+    pub(crate) draws: bool,
 }
+
+impl PartialEq for EventSchedule {
+    fn eq(&self, other: &Self) -> bool {
+        // `draw_hmac` is made from `draw_key`.
+        self.opens_at_ms == other.opens_at_ms
+            && self.closes_at_ms == other.closes_at_ms
+            && self.keep_line_after_close == other.keep_line_after_close
+            && self.draw_key == other.draw_key
+            && self.draws == other.draws
+    }
+}
+
+impl Eq for EventSchedule {}
 
 impl EventSchedule {
     /// A schedule opening at `opens_at`, its pre-queue ordered by draws under `draw_secret`
@@ -87,12 +115,29 @@ impl EventSchedule {
         );
         let mut draw_key = [0u8; 32];
         draw_key.copy_from_slice(tag.as_ref());
+        Self::with_key(unix_ms(opens_at), draw_key)
+    }
+
+    fn with_key(opens_at_ms: u64, draw_key: [u8; 32]) -> Self {
         Self {
-            opens_at_ms: unix_ms(opens_at),
+            opens_at_ms,
             closes_at_ms: None,
             keep_line_after_close: true,
+            draw_hmac: hmac::Key::new(hmac::HMAC_SHA256, &draw_key),
             draw_key,
+            draws: true,
         }
+    }
+
+    /// A schedule a store kept from an earlier call (its times, no key), for a call that came
+    /// without one: nobody is admitted before its opening all the same, and its newcomers are
+    /// not drawn (see [`draws`](Self::draws)).
+    pub(crate) fn kept(opens_at_ms: u64, closes_at_ms: Option<u64>, keep_line: bool) -> Self {
+        let mut s = Self::with_key(opens_at_ms, [0u8; 32]);
+        s.closes_at_ms = closes_at_ms;
+        s.keep_line_after_close = keep_line;
+        s.draws = false;
+        s
     }
 
     /// The schedule the builder makes: the draw key is HMAC-SHA256 under the room's current
@@ -104,12 +149,7 @@ impl EventSchedule {
         let tag = hmac::sign(signing_key, msg.as_bytes());
         let mut draw_key = [0u8; 32];
         draw_key.copy_from_slice(tag.as_ref());
-        Self {
-            opens_at_ms,
-            closes_at_ms: None,
-            keep_line_after_close: true,
-            draw_key,
-        }
+        Self::with_key(opens_at_ms, draw_key)
     }
 
     /// Sets the closing time: from then on, newcomers are refused.
@@ -127,8 +167,7 @@ impl EventSchedule {
     /// The session's draw: a keyed hash of its id, in `0..2^52`. The lower the draw, the earlier
     /// the place among registrants.
     pub fn draw(&self, session: SessionId) -> u64 {
-        let key = hmac::Key::new(hmac::HMAC_SHA256, &self.draw_key);
-        let tag = hmac::sign(&key, session.as_bytes());
+        let tag = hmac::sign(&self.draw_hmac, session.as_bytes());
         let mut first = [0u8; 8];
         first.copy_from_slice(&tag.as_ref()[..8]);
         u64::from_be_bytes(first) >> (64 - DRAW_BITS)

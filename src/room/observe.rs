@@ -34,7 +34,9 @@ impl Room {
                 Outcome::of_error(&e, self.fails_open(&e))
             }
             Ok(Decision::Unknown) => Outcome::Unknown,
-            Err(e) => Outcome::of_error(e, self.fails_open(e)),
+            // Counted as let in only when the fail policy really decides: never before a
+            // scheduled opening, nor after a closing that does not keep the line.
+            Err(e) => Outcome::of_error(e, self.fails_open(e) && !self.schedule_shuts_out(e)),
         };
         self.metrics.request(stage, outcome);
     }

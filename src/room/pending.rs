@@ -404,12 +404,53 @@ impl Room {
             .then(|| scheduled_rejection(schedule.opens_at_ms, now))
     }
 
+    /// Whether a failed store call after a scheduled closing (by the gateway's clock) must be
+    /// answered `closed` rather than by the fail policy: the closing refuses newcomers, and an
+    /// outage must not let them in. With the line not kept, that is everyone without a slot;
+    /// with it kept, a visitor whose place was issued at or after the closing (certainly a
+    /// newcomer: those in line got theirs before), while the others get what the fail policy
+    /// gives. Busy stays busy.
+    fn closed_on_failure<B>(&self, e: &StoreError, req: &Request<B>) -> bool {
+        let Some(schedule) = self.config.policy.schedule.as_ref() else {
+            return false;
+        };
+        let now = self.now_ms();
+        let Some(closes_at) = schedule.closes_at_ms.filter(|&c| now >= c) else {
+            return false;
+        };
+        if e.kind() == StoreErrorKind::Busy {
+            return false;
+        }
+        if !schedule.keep_line_after_close {
+            return true;
+        }
+        // Read again on this rare path only (the request's first read was not kept).
+        let carried = self.carried(req);
+        self.queue_cookie(req, &carried, now)
+            .is_none_or(|place| place.issued_at_ms() >= closes_at)
+    }
+
+    /// Whether the schedule alone answers a failed store call for anyone without a slot (before
+    /// the opening, or after a closing that does not keep the line), whatever the fail policy.
+    pub(super) fn schedule_shuts_out(&self, e: &StoreError) -> bool {
+        let Some(schedule) = self.config.policy.schedule.as_ref() else {
+            return false;
+        };
+        let now = self.now_ms();
+        e.kind() != StoreErrorKind::Busy
+            && (schedule.before_opening(now)
+                || (schedule.after_closing(now) && !schedule.keep_line_after_close))
+    }
+
     /// A failed store call for a visitor without a valid token: busy, or the fail policy (never
-    /// open before a scheduled opening).
+    /// open before a scheduled opening, nor to a newcomer after a scheduled closing).
     fn store_failed<B>(&self, asked: Asked, e: StoreError, req: &Request<B>) -> Next {
         self.log_store_failure(&e, "enter");
         if let Some(rejection) = self.scheduled_on_failure(&e) {
             return Next::Answer(self.reject(&rejection, req));
+        }
+        if self.closed_on_failure(&e, req) {
+            return Next::Answer(self.reject(&closed_rejection(), req));
         }
         if self.fails_open(&e) {
             Next::pass(self.admission(

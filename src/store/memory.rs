@@ -26,7 +26,7 @@ use super::{
     MAX_PROMOTIONS_PER_CALL, MAX_SWEEP_PER_CALL,
 };
 use crate::clock::{Clock, SharedClock, SystemClock};
-use crate::config::RoomPolicy;
+use crate::config::{EventSchedule, RoomPolicy};
 use crate::session::SessionId;
 
 /// The embedded store: one process's rooms in memory, with the exact semantics of the
@@ -121,6 +121,24 @@ impl MemoryStore {
             room.admitted_early = 0;
             room.first_move = None;
         }
+        // The schedule, as the script: kept from the calls that come with it, followed by a
+        // call without one (a gateway built without it) while the kept opening is ahead.
+        let kept;
+        let policy = match &policy.schedule {
+            Some(s) => {
+                room.kept_schedule = Some((s.opens_at_ms, s.closes_at_ms, s.keep_line_after_close));
+                policy
+            }
+            None => match room.kept_schedule {
+                Some((opens, closes, keep)) if opens > now => {
+                    kept = policy
+                        .clone()
+                        .with_schedule(Some(EventSchedule::kept(opens, closes, keep)));
+                    &kept
+                }
+                _ => policy,
+            },
+        };
         room.housekeeping(policy, now);
         let out = op(&mut room, policy, now);
         Box::pin(std::future::ready(Ok(out)))
@@ -158,6 +176,7 @@ impl MemoryStore {
                     r.last_pause = None;
                     r.admitted_early = 0;
                     r.first_move = None;
+                    r.kept_schedule = None;
                 }
                 Part::Banned => r.banned.clear(),
                 Part::Arrivals => {
@@ -237,7 +256,13 @@ impl Store for MemoryStore {
                 if waiting >= policy.max_queue_len {
                     return Decision::Full { waiting };
                 }
-                room.waiters.push_pre(session, schedule.draw(session), now);
+                if schedule.draws && !room.waiters.has_sequenced() {
+                    room.waiters.push_pre(session, schedule.draw(session), now);
+                } else {
+                    // No draw (a kept schedule), or waiters with sequence numbers in line (an
+                    // earlier opening's line, which a draw would jump): first come, first served.
+                    room.waiters.push_at(session, Some(now));
+                }
                 room.waiters.check_in(session, at);
                 return Decision::Scheduled {
                     opens_at_ms: schedule.opens_at_ms,
@@ -465,6 +490,10 @@ struct RoomState {
     /// that was (`moved`): the first admission beyond the opening's capacity.
     admitted_early: u64,
     first_move: Option<u64>,
+    /// The last schedule a call came with: its opening, closing and whether the line is kept
+    /// (`opens_at`, `closes_at`, `keep_line` in `settings`), followed by calls without one
+    /// while the opening is ahead.
+    kept_schedule: Option<(u64, Option<u64>, bool)>,
 }
 
 impl RoomState {

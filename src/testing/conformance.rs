@@ -1946,6 +1946,8 @@ macro_rules! __conformance_suite {
                 an_opening_in_the_past_opens_at_once,
                 closing_refuses_newcomers_and_keeps_the_line,
                 closing_without_the_line_refuses_everyone_without_a_slot,
+                a_call_without_the_schedule_keeps_the_kept_opening,
+                a_pre_queue_never_jumps_an_earlier_line,
             ];
             multi_thread: [
                 concurrent_never_exceeds_capacity,

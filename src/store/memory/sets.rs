@@ -189,6 +189,12 @@ impl Waiters {
         self.pre.rank(draw, s)
     }
 
+    /// Whether anyone in line holds a sequence number (joined after an opening, or without a
+    /// draw): a pre-queue then registers by sequence number too, never ahead of them.
+    pub(super) fn has_sequenced(&self) -> bool {
+        !self.by_seq.is_empty()
+    }
+
     /// Registers `s` in the pre-queue with `draw` (if it has no place yet), arriving at `t`.
     pub(crate) fn push_pre(&mut self, s: SessionId, draw: u64, t: u64) {
         let entry = self.entries.entry(s).or_default();

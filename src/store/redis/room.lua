@@ -24,7 +24,9 @@
 --                      cap_before and cap_at, the capacity before its last change and when;
 --                      paused_at, pause_start and pause_end, the current and the last pause;
 --                      early, the admissions since born until the first movement, and moved
---                      (ms), that movement: the first admission beyond the opening's capacity
+--                      (ms), that movement: the first admission beyond the opening's capacity;
+--                      opens_at, closes_at (0 = none) and keep_line (0|1), the last schedule a
+--                      call came with (see Schedule below)
 --   9 arrivals zset    the first arrival of each second: member = its time in ms, score = its
 --                      sequence number; entries before the head's are trimmed (oldest wait)
 --  10 banned   zset    banned sessions, score = the end of the ban in ms
@@ -89,6 +91,13 @@
 -- nobody is promoted (as a close). The first registrant's arrival is noted at score -1 for the
 -- oldest wait. The room's pace is measured from the opening (the "ms since the room was first
 -- seen" of the pace counts from there), so a room that just opened is estimating, not stalled.
+-- A malformed schedule argument is refused with an error (the gateway then answers as for a
+-- store outage before the opening: scheduled), never read as no schedule. The schedule is kept
+-- in the settings key, so a call without one (a gateway built without it, in a rolling deploy)
+-- still admits nobody before a kept future opening; its newcomers have no draw and are
+-- registered by sequence number, behind the drawn registrants. A pre-queue opened while waiters
+-- with sequence numbers are in line (an earlier opening's line) registers newcomers by sequence
+-- number too: a draw would put them ahead of people already waiting.
 --
 -- Absence: a waiter silent for longer than queue_ttl keeps their place until their turn comes
 -- (a slot is free and they are at the head), and is skipped then; one silent for longer than
@@ -154,13 +163,17 @@ do
   local last = ARGV[#ARGV]
   if string.sub(last, 1, 9) == 'schedule:' then
     local o, c, k, d = string.match(last, '^schedule:(%d+):(%d+):([01]):(%d+)$')
-    if o then
-      opens_at, closes_at, keep_line = tonumber(o), tonumber(c), k == '1'
-      if closes_at == 0 then closes_at = nil end
-      draw_score = string.format('%.17g', tonumber(d) / 4503599627370496 - 1)
+    if not o then
+      -- Never read as "no schedule": that would open a room that is not open yet.
+      return redis.error_reply('ERR malformed schedule argument')
     end
+    opens_at, closes_at, keep_line = tonumber(o), tonumber(c), k == '1'
+    if closes_at == 0 then closes_at = nil end
+    draw_score = string.format('%.17g', tonumber(d) / 4503599627370496 - 1)
   end
 end
+-- Whether this call came with the schedule (else it may follow the one the settings key kept).
+local scheduled_call = opens_at ~= nil
 
 if now == 0 then
   local t = redis.call('TIME')
@@ -168,10 +181,14 @@ if now == 0 then
 end
 -- Before the opening: nobody admitted; check-ins count as of the opening. After the closing:
 -- newcomers refused; `line_closed` when the line is not kept either.
-local before_opening = opens_at ~= nil and now < opens_at
-local check_in_at = before_opening and opens_at or now
-local after_closing = closes_at ~= nil and now >= closes_at
-local line_closed = after_closing and not keep_line
+local before_opening, check_in_at, after_closing, line_closed
+local function apply_schedule()
+  before_opening = opens_at ~= nil and now < opens_at
+  check_in_at = before_opening and opens_at or now
+  after_closing = closes_at ~= nil and now >= closes_at
+  line_closed = after_closing and not keep_line
+end
+apply_schedule()
 -- Silent since before `cutoff`: skipped at their turn. Before `abandoned`: swept from anywhere.
 local cutoff = now - queue_ttl
 if cutoff < 0 then cutoff = 0 end
@@ -182,7 +199,8 @@ if abandoned < 0 then abandoned = 0 end
 -- reply for a key of another version, else nil.
 local function load_settings()
   local v = redis.call('HMGET', k_settings, 'v', 'capacity', 'rate', 'paused', 'open', 'born',
-    'cap_before', 'cap_at', 'paused_at', 'pause_start', 'pause_end', 'moved')
+    'cap_before', 'cap_at', 'paused_at', 'pause_start', 'pause_end', 'moved', 'opens_at',
+    'closes_at', 'keep_line')
   local ver = tonumber(v[1])
   if v[1] and ver ~= SETTINGS_VERSION then
     return redis.error_reply('WRSETTINGS room settings of version ' .. tostring(v[1]) ..
@@ -210,6 +228,21 @@ local function load_settings()
     born, moved = now, nil
     redis.call('HSET', k_settings, 'born', born)
     redis.call('HDEL', k_settings, 'early', 'moved')
+  end
+  -- The schedule: kept from the calls that come with it (written only when it changes), and
+  -- followed by a call without one while the kept opening is ahead.
+  local kept_opens, kept_closes, kept_keep = tonumber(v[13]), tonumber(v[14]), v[15]
+  if scheduled_call then
+    if kept_opens ~= opens_at or kept_closes ~= (closes_at or 0)
+        or kept_keep ~= (keep_line and '1' or '0') then
+      redis.call('HSET', k_settings, 'opens_at', opens_at, 'closes_at', closes_at or 0,
+        'keep_line', keep_line and 1 or 0)
+    end
+  elseif kept_opens and kept_opens > now then
+    opens_at, keep_line = kept_opens, kept_keep ~= '0'
+    closes_at = kept_closes
+    if closes_at == 0 then closes_at = nil end
+    apply_schedule()
   end
   return nil
 end
@@ -556,9 +589,16 @@ local function main()
     local waiting = redis.call('ZCARD', k_line)
     if before_opening then
       if waiting >= max_queue then return {3, 0, waiting} end
-      redis.call('ZADD', k_line, draw_score, s)
+      -- Drawn ahead of every sequence number, unless some waiter holds one (an earlier
+      -- opening's line: drawing would jump it) or the call brought no draw (a kept schedule).
+      local tail = tonumber(redis.call('ZRANGE', k_line, -1, -1, 'WITHSCORES')[2])
+      if draw_score and not (tail and tail >= 1) then
+        redis.call('ZADD', k_line, draw_score, s)
+        note_pre_arrival()
+      else
+        redis.call('ZADD', k_line, next_seq(), s)
+      end
       redis.call('ZADD', k_seen, check_in_at, s)
-      note_pre_arrival()
       return {11, opens_at, 0}
     end
     if not paused and waiting == 0 and capacity - slots() > 0 and take() then

@@ -257,3 +257,91 @@ pub async fn closing_without_the_line_refuses_everyone_without_a_slot(h: &Harnes
     Harness::check_stats(h.stats(&p).await, 0, 0, 1);
     assert_eq!(h.poll(&p, w).await, Decision::Closed, "nobody promoted");
 }
+
+/// A call without the schedule (a gateway built without it, mid rolling deploy) follows the
+/// opening the store kept from the calls that had it: before it, nobody is admitted (not the
+/// registrants at the head, not a newcomer into free slots) and its newcomers are registered
+/// behind the drawn registrants, first come, first served. From the opening it is a plain line.
+pub async fn a_call_without_the_schedule_keeps_the_kept_opening(h: &Harness) {
+    let p = h.scheduled_policy(3, 30_000, None, true);
+    let mut plain = p.clone();
+    plain.schedule = None;
+    let registrants: Vec<SessionId> = (0..2).map(|_| SessionId::random()).collect();
+    for &s in &registrants {
+        scheduled(h.enter(&p, s).await, &p, "a registrant");
+    }
+    let newcomer = SessionId::random();
+    scheduled(
+        h.enter(&plain, newcomer).await,
+        &p,
+        "a newcomer through a gateway without the schedule",
+    );
+    for &s in &registrants {
+        scheduled(
+            h.poll(&plain, s).await,
+            &p,
+            "a registrant's poll without the schedule",
+        );
+    }
+    assert_eq!(
+        h.admit_next(&plain, 10).await,
+        0,
+        "admit_next without the schedule"
+    );
+    Harness::check_stats(h.stats(&plain).await, 0, 0, 3);
+    h.advance_ms(30_000);
+    // Opened: registrants in draw order, then the undrawn newcomer.
+    for (i, &s) in draw_order(&p, &registrants).iter().enumerate() {
+        admitted(
+            h.enter(&plain, s).await,
+            &format!("registrant #{i} at the opening"),
+        );
+    }
+    admitted(
+        h.enter(&plain, newcomer).await,
+        "the undrawn newcomer, third",
+    );
+}
+
+/// A pre-queue opened while waiters with sequence numbers are still in line (an earlier
+/// opening's line, or a schedule set on a running room) never puts its registrants ahead of
+/// them: they are registered first come, first served behind, as nobody may jump the line.
+pub async fn a_pre_queue_never_jumps_an_earlier_line(h: &Harness) {
+    let mut plain = h.policy(1);
+    plain.schedule = None;
+    let inside = h.enter_admitted(&plain).await;
+    let earlier = h.enter_waiters(&plain, 2).await;
+    let p = {
+        let mut p = h.scheduled_policy(1, 20_000, None, true);
+        p.room = plain.room.clone();
+        p
+    };
+    let late: Vec<SessionId> = (0..3).map(|_| SessionId::random()).collect();
+    for &s in &late {
+        scheduled(
+            h.enter(&p, s).await,
+            &p,
+            "a registrant behind an earlier line",
+        );
+    }
+    // Opened (within every TTL of the suite: nobody is silent, the slot still held).
+    h.advance_ms(20_000);
+    for (i, &s) in earlier.iter().enumerate() {
+        waiting(
+            h.poll(&p, s).await,
+            1 + i as u64,
+            5,
+            "the earlier line, still first",
+        );
+    }
+    for (i, &s) in late.iter().enumerate() {
+        waiting(
+            h.poll(&p, s).await,
+            3 + i as u64,
+            5,
+            "registrants, in arrival order",
+        );
+    }
+    assert!(h.release(&p, inside).await);
+    admitted(h.enter(&p, earlier[0]).await, "the earlier line's head");
+}
