@@ -624,6 +624,36 @@ async fn a_single_room_gates_its_own_routes() {
     assert_eq!(reply.json()["admitted_to"], "drop");
 }
 
+/// A room's own gates hold behind several rooms too, wherever the rules send the request: the
+/// drop room, in front of `/drop` only, gates `POST /checkout` of its own, which no rule of its
+/// sends to it. With a default room, and without one (where the request would pass untouched),
+/// the checkout stays gated by the drop room, never queued by the default room nor let through.
+#[tokio::test]
+async fn a_rooms_own_gates_hold_behind_several_rooms() {
+    for with_default in [true, false] {
+        let clock = clock();
+        let drop = builder("drop", 5, &clock)
+            .gate(Rule::post("/checkout"))
+            .build()
+            .unwrap();
+        let mut rooms = WaitingRooms::builder().room(Rule::path_prefix("/drop"), drop);
+        if with_default {
+            rooms = rooms.default_room(room("main", 5, &clock));
+        }
+        let rooms = rooms.build().unwrap();
+        let http = serve_rooms(&rooms, pages().merge(api())).await;
+        let what = format!("with a default room: {with_default}");
+        let reply = http.send(Method::POST, "/checkout", &[]).await;
+        assert_eq!(reply.status, StatusCode::FORBIDDEN, "{what}: {}", reply.text());
+        assert_refused(&reply, "missing");
+        let mut jar = Jar::new();
+        enter(&http, &mut jar, "/drop").await;
+        let reply = http.visit(&mut jar, Method::POST, "/checkout").await;
+        assert_eq!(reply.status, StatusCode::OK, "{what}: {}", reply.text());
+        assert_eq!(reply.json()["admitted_to"], "drop", "{what}");
+    }
+}
+
 // ===== build errors =====
 
 #[test]

@@ -153,6 +153,11 @@ impl Room {
         !self.defences.bypass.is_empty() && self.defences.bypasses(&RequestInfo::new(req))
     }
 
+    /// The room's own gated routes ([`WaitingRoomBuilder::gate`](crate::WaitingRoomBuilder::gate)).
+    pub(crate) fn gates(&self) -> &[Rule] {
+        &self.gates
+    }
+
     /// Whether `req` is for one of the room's gated routes (never one of its endpoints).
     pub(crate) fn is_gated<B>(&self, req: &Request<B>) -> bool {
         !self.gates.is_empty()

@@ -193,7 +193,9 @@ impl WaitingRoomsBuilder {
     /// `X-Admission-Ticket` header) and are otherwise refused with `403` JSON `not_admitted`;
     /// never queued. Gates come before room rules, so a gate may name a room that is not in
     /// front of the route (checkout gated by the "drop" room while the shop's pages are open to
-    /// all). The room must be given to the builder too.
+    /// all). The room must be given to the builder too. A room's own gates
+    /// ([`WaitingRoomBuilder::gate`](crate::WaitingRoomBuilder::gate)) count as gates here too,
+    /// wherever the rules send the request.
     pub fn gate(mut self, rule: Rule, room_id: impl Into<String>) -> Self {
         self.gates.push((rule, room_id.into()));
         self
@@ -239,7 +241,16 @@ impl WaitingRoomsBuilder {
             Ok(out)
         };
         let routes = resolve(self.routes)?;
-        let gates = resolve(self.gates)?;
+        // A room's own gates hold wherever the rules send the request: behind several rooms, a
+        // gated route of one room may be routed to another room, or nowhere, and must stay
+        // gated (checked for overlaps with the others like any gate).
+        let mut gate_rules = self.gates;
+        for room in &all {
+            for rule in room.gates() {
+                gate_rules.push((rule.clone(), room.config().room().to_owned()));
+            }
+        }
+        let gates = resolve(gate_rules)?;
         let default = self.default.as_deref().and_then(index);
         let endpoints = all
             .iter()
