@@ -654,6 +654,68 @@ async fn a_rooms_own_gates_hold_behind_several_rooms() {
     }
 }
 
+/// The fail policy holds at a gate: while the store is down (a page's store call just failed)
+/// and the room fails open, a visitor who came through the room (its queue cookie) passes the
+/// gate as the pages let them in, without a slot; one who never came through the room does
+/// not. Failing closed, or with the store only busy, or once the store answers again, the gate
+/// refuses as ever. The gate itself makes no store call.
+#[tokio::test]
+async fn a_gate_follows_the_fail_policy_while_the_store_is_down() {
+    use tower_waiting_room::store::StoreErrorKind;
+    use tower_waiting_room::FailPolicy;
+
+    for policy in [FailPolicy::Open, FailPolicy::Closed] {
+        let clock = clock();
+        let store = TestStore::new(clock.clone());
+        let drop = builder("drop", 1, &clock)
+            .store(store.clone())
+            .fail_policy(policy)
+            .build()
+            .unwrap();
+        let rooms = WaitingRooms::builder()
+            .room(Rule::path("/drop"), drop)
+            .gate(Rule::post("/checkout"), "drop")
+            .build()
+            .unwrap();
+        let http = serve_rooms(&rooms, pages().merge(api())).await;
+        // Someone holds the one slot; our visitor waits with a queue cookie.
+        let mut inside = Jar::new();
+        enter(&http, &mut inside, "/drop").await;
+        let mut jar = Jar::new();
+        assert_eq!(http.visit(&mut jar, Method::GET, "/drop").await.status, StatusCode::FOUND);
+        let waiting = http.visit(&mut jar, Method::GET, "/drop").await;
+        assert_eq!(waiting.status, StatusCode::TOO_MANY_REQUESTS, "{}", waiting.text());
+        assert_refused(&http.visit(&mut jar, Method::POST, "/checkout").await, "missing");
+
+        for (kind, down) in [
+            (StoreErrorKind::Busy, false),
+            (StoreErrorKind::Unavailable, true),
+            (StoreErrorKind::Timeout, true),
+        ] {
+            store.fail_with(Some(kind));
+            let page = http.visit(&mut jar, Method::GET, "/drop").await;
+            let calls = store.calls().total();
+            let reply = http.visit(&mut jar, Method::POST, "/checkout").await;
+            let what = format!("{policy:?}, store {kind:?}");
+            if down && policy == FailPolicy::Open {
+                assert_eq!(page.status, StatusCode::OK, "{what}: the page fails open");
+                assert_eq!(reply.status, StatusCode::OK, "{what}: {}", reply.text());
+                assert_eq!(reply.json()["admitted_to"], "drop", "{what}");
+                let stranger = http.send(Method::POST, "/checkout", &[]).await;
+                assert_refused(&stranger, "missing");
+            } else {
+                assert_refused(&reply, "missing");
+            }
+            assert_eq!(store.calls().total(), calls, "{what}: the gate asked the store");
+        }
+        // The store answers again: the next page's answer ends the outage for the gate.
+        store.fail_with(None);
+        let again = http.visit(&mut jar, Method::GET, "/drop").await;
+        assert_eq!(again.status, StatusCode::TOO_MANY_REQUESTS, "{}", again.text());
+        assert_refused(&http.visit(&mut jar, Method::POST, "/checkout").await, "missing");
+    }
+}
+
 // ===== build errors =====
 
 #[test]

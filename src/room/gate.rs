@@ -29,10 +29,12 @@ use super::pending::{Next, Pending};
 use super::reply::not_admitted;
 use super::visitor::Carried;
 use super::Room;
-use crate::clock::secs_ceil;
+use crate::clock::{duration_ms, secs_ceil};
+use crate::config::FailPolicy;
 use crate::outcome::AdmittedBy;
 use crate::rooms::ADMISSION_TICKET;
-use crate::store::{Decision, StoreError, StoreFuture};
+use crate::session::SessionId;
+use crate::store::{Decision, StoreError, StoreErrorKind, StoreFuture};
 use crate::telemetry::{Outcome, Stage};
 use crate::token::{AdmissionToken, TokenFault};
 
@@ -169,8 +171,41 @@ impl Room {
                     Next::pass(self.token_admission(&token)),
                 ),
             },
-            Err(refusal) => Next::Answer(self.refuse(refusal)),
+            Err(refusal) => match self.gate_fails_open(req, &carried, now) {
+                Some(session) => self.counted(
+                    Stage::Gate,
+                    Outcome::FailOpen,
+                    Next::pass(self.admission(
+                        session,
+                        now + duration_ms(self.config.refresh),
+                        AdmittedBy::FailOpen,
+                    )),
+                ),
+                None => Next::Answer(self.refuse(refusal)),
+            },
         }
+    }
+
+    /// The fail policy at a gate: while the store seems down (its last call could not decide,
+    /// moments ago) and the room fails open, a visitor who came through the room (a valid
+    /// queue cookie of it) passes as the room's pages let them in, without a slot; never before
+    /// a scheduled opening nor after a closing that does not keep the line. `None` otherwise:
+    /// refused as usual. No store call either way. (A single-use gate needs the store to know
+    /// whether a ticket was used, and answers `503` instead: see `ticket`.)
+    fn gate_fails_open<B>(
+        &self,
+        req: &Request<B>,
+        carried: &Carried<'_>,
+        now: u64,
+    ) -> Option<SessionId> {
+        if self.config.fail_policy != FailPolicy::Open || !self.store_failures.seems_down(now) {
+            return None;
+        }
+        let down = StoreError::new(StoreErrorKind::Unavailable);
+        if self.schedule_shuts_out(&down) {
+            return None;
+        }
+        self.queue_cookie(req, carried, now).map(|c| c.session())
     }
 
     /// The admission a gated request carries, or why it has none: a valid admission token of

@@ -14,6 +14,9 @@ impl Room {
 
     /// Counts a store answer to a visitor: its outcome, and how many wait when it says.
     pub(super) fn count_answer(&self, stage: Stage, answer: &Result<Decision, StoreError>) {
+        if answer.is_ok() {
+            self.store_failures.answered();
+        }
         let outcome = match answer {
             Ok(Decision::Admitted { .. }) => Outcome::Admitted,
             Ok(Decision::Waiting { waiting, .. }) => {

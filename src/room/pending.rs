@@ -370,7 +370,12 @@ impl Room {
     /// those counted in between may have been others).
     pub(super) fn log_store_failure(&self, e: &StoreError, call: &'static str) {
         let room = self.config.room();
-        match self.store_failures.note(self.now_ms()) {
+        let now = self.now_ms();
+        if e.kind() != StoreErrorKind::Busy {
+            // Busy is the store saying "not now", never "down".
+            self.store_failures.down_at(now);
+        }
+        match self.store_failures.note(now) {
             Some(unreported) => tracing::warn!(
                 room,
                 call,
@@ -492,11 +497,23 @@ impl Room {
 /// At most one warning about failed store calls per this long, per room.
 pub(super) const FAILURE_LOG_INTERVAL_MS: u64 = 10_000;
 
-/// When the room last reported a failed store call, and how many failed since.
+/// How recently a store that could not decide counts as down, for the gates' fail policy.
+pub(super) const STORE_DOWN_WINDOW_MS: u64 = FAILURE_LOG_INTERVAL_MS;
+
+/// When the room last reported a failed store call, and how many failed since; and when the
+/// store last answered and last could not (for [`seems_down`](Self::seems_down)).
 pub(super) struct FailureLog {
     /// Time of the last report (ms), or [`u64::MAX`] before the first.
     last_ms: AtomicU64,
     unreported: AtomicU64,
+    /// Orders the two below (a clock's millisecond can hold both).
+    events: AtomicU64,
+    /// The event number of the store's last answer (0: none yet).
+    answered: AtomicU64,
+    /// The event number of the last call the store could not decide (unreachable, timed
+    /// out...; not busy), and its time (ms).
+    down: AtomicU64,
+    down_ms: AtomicU64,
 }
 
 impl FailureLog {
@@ -504,7 +521,32 @@ impl FailureLog {
         Self {
             last_ms: AtomicU64::new(u64::MAX),
             unreported: AtomicU64::new(0),
+            events: AtomicU64::new(0),
+            answered: AtomicU64::new(0),
+            down: AtomicU64::new(0),
+            down_ms: AtomicU64::new(0),
         }
+    }
+
+    /// The store answered a call.
+    pub(super) fn answered(&self) {
+        let n = self.events.fetch_add(1, Ordering::Relaxed) + 1;
+        self.answered.fetch_max(n, Ordering::Relaxed);
+    }
+
+    /// The store could not decide a call at `now`.
+    fn down_at(&self, now: u64) {
+        let n = self.events.fetch_add(1, Ordering::Relaxed) + 1;
+        self.down_ms.store(now, Ordering::Relaxed);
+        self.down.fetch_max(n, Ordering::Relaxed);
+    }
+
+    /// Whether the store seems down at `now`: its last call failed (not busy), within the last
+    /// [`STORE_DOWN_WINDOW_MS`], and nothing was answered since. Only as fresh as the room's
+    /// other store calls; a gate uses it to apply the fail policy without a store call.
+    pub(super) fn seems_down(&self, now: u64) -> bool {
+        self.down.load(Ordering::Relaxed) > self.answered.load(Ordering::Relaxed)
+            && now.saturating_sub(self.down_ms.load(Ordering::Relaxed)) <= STORE_DOWN_WINDOW_MS
     }
 
     /// Counts a failure at `now`. `Some(n)` when it is to be reported, with the `n` failures
