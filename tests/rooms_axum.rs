@@ -644,7 +644,12 @@ async fn a_rooms_own_gates_hold_behind_several_rooms() {
         let http = serve_rooms(&rooms, pages().merge(api())).await;
         let what = format!("with a default room: {with_default}");
         let reply = http.send(Method::POST, "/checkout", &[]).await;
-        assert_eq!(reply.status, StatusCode::FORBIDDEN, "{what}: {}", reply.text());
+        assert_eq!(
+            reply.status,
+            StatusCode::FORBIDDEN,
+            "{what}: {}",
+            reply.text()
+        );
         assert_refused(&reply, "missing");
         let mut jar = Jar::new();
         enter(&http, &mut jar, "/drop").await;
@@ -682,10 +687,21 @@ async fn a_gate_follows_the_fail_policy_while_the_store_is_down() {
         let mut inside = Jar::new();
         enter(&http, &mut inside, "/drop").await;
         let mut jar = Jar::new();
-        assert_eq!(http.visit(&mut jar, Method::GET, "/drop").await.status, StatusCode::FOUND);
+        assert_eq!(
+            http.visit(&mut jar, Method::GET, "/drop").await.status,
+            StatusCode::FOUND
+        );
         let waiting = http.visit(&mut jar, Method::GET, "/drop").await;
-        assert_eq!(waiting.status, StatusCode::TOO_MANY_REQUESTS, "{}", waiting.text());
-        assert_refused(&http.visit(&mut jar, Method::POST, "/checkout").await, "missing");
+        assert_eq!(
+            waiting.status,
+            StatusCode::TOO_MANY_REQUESTS,
+            "{}",
+            waiting.text()
+        );
+        assert_refused(
+            &http.visit(&mut jar, Method::POST, "/checkout").await,
+            "missing",
+        );
 
         for (kind, down) in [
             (StoreErrorKind::Busy, false),
@@ -706,13 +722,25 @@ async fn a_gate_follows_the_fail_policy_while_the_store_is_down() {
             } else {
                 assert_refused(&reply, "missing");
             }
-            assert_eq!(store.calls().total(), calls, "{what}: the gate asked the store");
+            assert_eq!(
+                store.calls().total(),
+                calls,
+                "{what}: the gate asked the store"
+            );
         }
         // The store answers again: the next page's answer ends the outage for the gate.
         store.fail_with(None);
         let again = http.visit(&mut jar, Method::GET, "/drop").await;
-        assert_eq!(again.status, StatusCode::TOO_MANY_REQUESTS, "{}", again.text());
-        assert_refused(&http.visit(&mut jar, Method::POST, "/checkout").await, "missing");
+        assert_eq!(
+            again.status,
+            StatusCode::TOO_MANY_REQUESTS,
+            "{}",
+            again.text()
+        );
+        assert_refused(
+            &http.visit(&mut jar, Method::POST, "/checkout").await,
+            "missing",
+        );
     }
 }
 

@@ -1948,6 +1948,7 @@ macro_rules! __conformance_suite {
                 closing_without_the_line_refuses_everyone_without_a_slot,
                 a_call_without_the_schedule_keeps_the_kept_opening,
                 a_pre_queue_never_jumps_an_earlier_line,
+                an_emptied_pre_queue_counts_its_wait_anew,
             ];
             multi_thread: [
                 concurrent_never_exceeds_capacity,

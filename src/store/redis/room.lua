@@ -507,7 +507,12 @@ end
 -- Notes the pre-queue's first arrival, once, at score -1 (ahead of every registrant's score):
 -- the oldest wait of a registrant counts from then.
 local function note_pre_arrival()
-  if #redis.call('ZRANGEBYSCORE', k_arrivals, -1, -1, 'LIMIT', 0, 1) == 0 then
+  if #redis.call('ZRANGEBYSCORE', k_line, -1, '(0', 'LIMIT', 0, 1) == 0 then
+    -- The first registrant of a pre-queue (an earlier one emptied, or never was): its note
+    -- replaces any older one, as the embedded store starts its pre-queue's time anew.
+    redis.call('ZREMRANGEBYSCORE', k_arrivals, -1, -1)
+    redis.call('ZADD', k_arrivals, -1, now)
+  elseif #redis.call('ZRANGEBYSCORE', k_arrivals, -1, -1, 'LIMIT', 0, 1) == 0 then
     redis.call('ZADD', k_arrivals, -1, now)
   end
 end
@@ -593,8 +598,8 @@ local function main()
       -- opening's line: drawing would jump it) or the call brought no draw (a kept schedule).
       local tail = tonumber(redis.call('ZRANGE', k_line, -1, -1, 'WITHSCORES')[2])
       if draw_score and not (tail and tail >= 1) then
-        redis.call('ZADD', k_line, draw_score, s)
         note_pre_arrival()
+        redis.call('ZADD', k_line, draw_score, s)
       else
         redis.call('ZADD', k_line, next_seq(), s)
       end

@@ -345,3 +345,25 @@ pub async fn a_pre_queue_never_jumps_an_earlier_line(h: &Harness) {
     assert!(h.release(&p, inside).await);
     admitted(h.enter(&p, earlier[0]).await, "the earlier line's head");
 }
+
+/// A pre-queue emptied (its registrants left) and begun again counts its oldest wait from the
+/// new first registrant, not from the old one.
+pub async fn an_emptied_pre_queue_counts_its_wait_anew(h: &Harness) {
+    let p = h.scheduled_policy(1, 600_000, None, true);
+    let first = SessionId::random();
+    scheduled(h.enter(&p, first).await, &p, "the first registrant");
+    h.advance_ms(100_000);
+    assert!(h.release(&p, first).await, "the first registrant leaves");
+    h.advance_ms(50_000);
+    scheduled(
+        h.enter(&p, SessionId::random()).await,
+        &p,
+        "a new first registrant",
+    );
+    h.advance_ms(10_000);
+    let oldest = h.stats(&p).await.oldest_wait_ms;
+    assert!(
+        oldest.is_some_and(|ms| (10_000..=11_000).contains(&ms)),
+        "the oldest wait counts from the new first registrant: {oldest:?}"
+    );
+}
