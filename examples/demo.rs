@@ -35,7 +35,8 @@
 //! - `GET|POST /__waitingroom/{room}/status|leave`: answered by the room itself.
 //! - `/admin/...` (NOT behind the room), only with `--admin-token <TOKEN>` (or `ADMIN_TOKEN`):
 //!   the [`AdminService`]: the dashboard at `/admin/` and the admin API (`docs/api.md`, "Admin
-//!   API"). Without a token there is no admin at all.
+//!   API"), for both rooms (the default room and `vip`). Without a token there is no admin at
+//!   all.
 //!
 //! A sale that opens later: `--opens-in 60` opens the room a minute after start-up. Until then
 //! every visitor is registered and shown a countdown (JSON clients: `503`, `state: "scheduled"`,
@@ -404,19 +405,22 @@ fn configure(
         .map_err(|e| format!("invalid room configuration: {e}"))
 }
 
-/// The admin service, when a token is given (`--admin-token`, or `ADMIN_TOKEN` when `env` has
-/// it): `Ok(None)` means no admin at all. A token too short is an error for the user.
+/// The admin service for `rooms` (the default room and the VIP room), when a token is given
+/// (`--admin-token`, or `ADMIN_TOKEN` when `env` has it): `Ok(None)` means no admin at all. A
+/// token too short is an error for the user.
 pub(crate) fn build_admin(
     opts: &Options,
-    layer: &WaitingRoomLayer,
+    rooms: &[WaitingRoomLayer],
     env: Option<String>,
 ) -> Result<Option<AdminService>, String> {
     let Some(token) = opts.admin_token.clone().or(env) else {
         return Ok(None);
     };
-    AdminService::builder()
-        .bearer_token(token)
-        .room(layer.control())
+    rooms
+        .iter()
+        .fold(AdminService::builder().bearer_token(token), |b, room| {
+            b.room(room.control())
+        })
         .build()
         .map(Some)
         .map_err(|e| format!("--admin-token: {e}"))
@@ -666,7 +670,9 @@ async fn main() -> ExitCode {
         }
     };
 
-    let admin = match build_admin(&opts, &layer, std::env::var("ADMIN_TOKEN").ok()) {
+    // Both rooms on the dashboard and in the admin API.
+    let managed: Vec<WaitingRoomLayer> = rooms.room_ids().filter_map(|id| rooms.room(id)).collect();
+    let admin = match build_admin(&opts, &managed, std::env::var("ADMIN_TOKEN").ok()) {
         Ok(admin) => admin,
         Err(e) => {
             eprintln!("error: {e}");
@@ -815,16 +821,16 @@ mod tests {
         assert!(build_layer(&pow).is_ok());
         let layer = build_layer(&Options::default()).unwrap();
         let short = parse(&["--admin-token", "hunter2"]).unwrap().unwrap();
-        let err = build_admin(&short, &layer, None).unwrap_err();
+        let err = build_admin(&short, std::slice::from_ref(&layer), None).unwrap_err();
         assert!(
             err.contains("--admin-token") && !err.contains("hunter2"),
             "{err}"
         );
-        assert!(build_admin(&Options::default(), &layer, None)
+        assert!(build_admin(&Options::default(), std::slice::from_ref(&layer), None)
             .unwrap()
             .is_none());
         let from_env = Some("an-admin-token-of-at-least-32-bytes".to_owned());
-        assert!(build_admin(&Options::default(), &layer, from_env)
+        assert!(build_admin(&Options::default(), std::slice::from_ref(&layer), from_env)
             .unwrap()
             .is_some());
     }

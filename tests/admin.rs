@@ -1268,7 +1268,7 @@ async fn the_demo_serves_the_admin_only_with_a_token() {
         }
         let opts = demo::parse_args(args).unwrap().unwrap();
         let layer = demo::build_layer(&opts).unwrap();
-        let admin = demo::build_admin(&opts, &layer, None).unwrap();
+        let admin = demo::build_admin(&opts, std::slice::from_ref(&layer), None).unwrap();
         assert_eq!(admin.is_some(), with_token);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let http = Http::new(listener.local_addr().unwrap());
