@@ -17,7 +17,7 @@
 //! | accepted by the store | pass, admitted [`AdmittedBy::Ticket`]; the used ticket's cookie stays until it expires, so that a second use of it is told `ticket_used` |
 //! | used before | `403`, `"error":"ticket_used"` (`"reason":"ticket_used"`) |
 //! | none in the request (an admission token alone is none) | `403` `not_admitted`, `ticket_missing` |
-//! | forged, tampered, or unknown to the store | `403` `not_admitted`, `ticket_invalid` |
+//! | forged, tampered, or unknown to the store (its record lost, or replaced by the ticket of the visitor's next admission) | `403` `not_admitted`, `ticket_invalid` |
 //! | a genuine ticket of another room behind the same layer | `403` `not_admitted`, `other_room` |
 //! | past its expiry | `403` `not_admitted`, `ticket_expired` |
 //! | unused, but its visitor's slot has ended (left, dropped, closed out, or ended by the app) | `403` `not_admitted`, `slot_ended`; the ticket stays unused |
@@ -284,7 +284,8 @@ impl Room {
             // someone past the capacity, so it is refused (and stays unused).
             Ok(Redeemed::SlotEnded) => Next::Answer(self.refuse(Refusal::SlotEnded)),
             // A genuine ticket the store does not hold: its record was lost (an eviction, a
-            // flushed store), or ended on the store's clock before the gateway's. It cannot be
+            // flushed store), replaced by the ticket of the session's next admission, or ended
+            // on the store's clock before the gateway's. It cannot be
             // shown unused, so it is refused.
             Ok(_) => Next::Answer(self.refuse(Refusal::TicketInvalid)),
             // A single-use ticket cannot be honoured without the store: only the store knows
