@@ -285,8 +285,8 @@ impl Room {
             Ok(Redeemed::SlotEnded) => Next::Answer(self.refuse(Refusal::SlotEnded)),
             // A genuine ticket the store does not hold: its record was lost (an eviction, a
             // flushed store), replaced by the ticket of the session's next admission, or ended
-            // on the store's clock before the gateway's. It cannot be
-            // shown unused, so it is refused.
+            // on the store's clock before the gateway's. It cannot be shown unused, so it is
+            // refused.
             Ok(_) => Next::Answer(self.refuse(Refusal::TicketInvalid)),
             // A single-use ticket cannot be honoured without the store: only the store knows
             // whether it was used, and letting it through (fail open) would let every copy of
