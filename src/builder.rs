@@ -444,11 +444,13 @@ impl WaitingRoomBuilder {
     /// Mint a **single-use checkout ticket** at admission, for routes that must be used once
     /// per admission (a checkout, a purchase): a gated route consumes it atomically in the
     /// store, so a ticket shared or replayed goes through exactly once across all gateways.
-    /// Default **off**; on, each admission (a new slot or a claimed grant, not a heartbeat)
-    /// costs one more store call.
+    /// Default **off**; on, each admission (a new slot or a claimed grant) and each heartbeat
+    /// that extends the slot costs one more store call.
     ///
-    /// The ticket is signed for the room (kind `t1`) and expires with the slot as it was at
-    /// minting. Browsers get it as the `HttpOnly` cookie `wr_{room}_t` (the
+    /// The ticket is signed for the room (kind `t1`) and lives as long as the slot: each
+    /// heartbeat extends its store record and re-issues it (the same ticket) with the slot's new
+    /// expiry; releasing the slot (leave, `end_slot`) or a ban ends it, and the next admission
+    /// gets a new one. Browsers get it as the `HttpOnly` cookie `wr_{room}_t` (the
     /// [cookie name](Self::cookie_name) with `_t`), clients that use headers in the
     /// `X-Admission-Ticket` response header. If the store cannot mint it at admission the
     /// visitor still gets in, without a ticket; the status endpoint hands it out later

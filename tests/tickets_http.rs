@@ -83,7 +83,8 @@ async fn a_browser_gets_an_httponly_ticket_cookie_at_admission_and_from_status()
     assert_eq!(status.json()["ticket_used"], true, "{}", status.json());
     assert!(status.set_cookie("wr_tix_t").is_none());
 
-    // A heartbeat (past refresh) extends the slot and mints nothing new.
+    // A heartbeat (past refresh) extends the slot, and the used ticket's record with it (a
+    // mint, answered "used"): no new ticket.
     site.clock.advance(Duration::from_secs(20));
     let beat = site.http.visit(&mut jar, Method::GET, "/").await;
     beat.handler_saw();

@@ -101,34 +101,55 @@ async fn concurrent_redeems(gateways: &[RedisStore]) -> (usize, usize) {
     (accepted, used)
 }
 
-/// Concurrent mints with different fresh nonces through every gateway: all answer one ticket.
+/// Concurrent mints with different fresh nonces and expiries through every gateway: all answer
+/// one ticket (one nonce), each with an expiry no earlier than it asked for, and the record
+/// ends at the latest expiry asked.
 async fn concurrent_mints_agree(gateways: &[RedisStore]) {
+    const MINTS: u64 = 30;
     let p = policy();
     let s = SessionId::random();
     let expires = now_ms() + 60_000;
     let mut mints = tokio::task::JoinSet::new();
-    for i in 0..30 {
-        let (store, p) = (gateways[i % GATEWAYS].clone(), p.clone());
+    for i in 0..MINTS {
+        let (store, p) = (gateways[i as usize % GATEWAYS].clone(), p.clone());
         mints.spawn(async move {
-            store
-                .mint_ticket(&p, s, TicketNonce::random(), expires + i as u64)
+            let asked = expires + i;
+            let minted = store
+                .mint_ticket(&p, s, TicketNonce::random(), asked)
                 .await
-                .unwrap()
+                .unwrap();
+            (asked, minted)
         });
     }
-    let mut answers = Vec::new();
+    let mut nonces = Vec::new();
     while let Some(answer) = mints.join_next().await {
-        answers.push(answer.unwrap());
+        match answer.unwrap() {
+            (
+                asked,
+                Minted::Ticket {
+                    nonce,
+                    expires_at_ms,
+                },
+            ) => {
+                assert!(expires_at_ms >= asked, "{expires_at_ms} < {asked}");
+                nonces.push(nonce);
+            }
+            (_, other) => panic!("a concurrent mint answered {other:?}"),
+        }
     }
     assert!(
-        matches!(answers[0], Minted::Ticket { .. }),
-        "{:?}",
-        answers[0]
+        nonces.iter().all(|n| *n == nonces[0]),
+        "mints disagree: {nonces:?}"
     );
-    assert!(
-        answers.iter().all(|a| *a == answers[0]),
-        "mints disagree: {answers:?}"
-    );
+    let last = gateways[0]
+        .mint_ticket(&p, s, TicketNonce::random(), expires)
+        .await
+        .unwrap();
+    let want = Minted::Ticket {
+        nonce: nonces[0],
+        expires_at_ms: expires + MINTS - 1,
+    };
+    assert_eq!(last, want, "the latest expiry asked");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -154,8 +175,10 @@ async fn concurrent_mints_over_three_gateways_agree_on_one_ticket() {
 }
 
 /// The ticket key: in the room's hash tag (so a Cluster keeps it in the room's slot), with a
-/// TTL at the slot's expiry, kept (used) after a redeem; damage (a key of another type, a
-/// value the script did not write) counts as no ticket and heals.
+/// TTL at the slot's expiry, extended by a later mint, kept (used) after a redeem for at least
+/// the slot's life, ended (upper-cased, TTL kept) by a release; damage (a key of another type,
+/// a value the script did not write) counts as no ticket and heals, and does not stop a
+/// release.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ticket_keys_live_with_the_room_expire_and_heal() {
     let server = redis_harness::shared_server();
@@ -173,10 +196,12 @@ async fn ticket_keys_live_with_the_room_expire_and_heal() {
     let s = SessionId::random();
     let key = format!("tktest:{{{}}}:tk:{s}", p.room);
     let admitted = store.enter(&p, s).await.unwrap();
-    assert!(
-        matches!(admitted, Decision::Admitted { .. }),
-        "{admitted:?}"
-    );
+    let Decision::Admitted {
+        expires_at_ms: slot,
+    } = admitted
+    else {
+        panic!("{admitted:?}")
+    };
     let expires = now_ms() + 30_000;
     let nonce = TicketNonce::random();
     store.mint_ticket(&p, s, nonce, expires).await.unwrap();
@@ -184,15 +209,51 @@ async fn ticket_keys_live_with_the_room_expire_and_heal() {
     assert_eq!(value, format!("n:{nonce}:{expires}"));
     let ttl: i64 = conn.pttl(&key).await.unwrap();
     assert!((25_000..=30_000).contains(&ttl), "PTTL {ttl}");
+    // A later expiry (the slot renewed) extends the value and the TTL; an earlier one does not.
+    let later = expires + 20_000;
+    for asked in [later, expires] {
+        let minted = store
+            .mint_ticket(&p, s, TicketNonce::random(), asked)
+            .await
+            .unwrap();
+        assert_eq!(
+            minted,
+            Minted::Ticket {
+                nonce,
+                expires_at_ms: later
+            }
+        );
+        let value: String = conn.get(&key).await.unwrap();
+        assert_eq!(value, format!("n:{nonce}:{later}"));
+        let ttl: i64 = conn.pttl(&key).await.unwrap();
+        assert!((45_000..=50_000).contains(&ttl), "extended, PTTL {ttl}");
+    }
 
+    // Used: kept at least as long as the slot it was used in.
+    assert!(slot > later, "the slot ({slot}) outlives the test's record");
     assert_eq!(
         store.redeem_ticket(&p, s, nonce).await.unwrap(),
         Redeemed::Accepted
     );
     let value: String = conn.get(&key).await.unwrap();
-    assert_eq!(value, format!("u:{nonce}:{expires}"));
+    assert_eq!(value, format!("u:{nonce}:{slot}"));
     let ttl: i64 = conn.pttl(&key).await.unwrap();
-    assert!((25_000..=30_000).contains(&ttl), "used, PTTL {ttl}");
+    let until_slot = (slot - now_ms()) as i64;
+    assert!(
+        (until_slot - 5_000..=until_slot).contains(&ttl),
+        "used, PTTL {ttl}"
+    );
+
+    // Released: the room's script ends the record in the same step (`U`, TTL kept).
+    assert!(store.release(&p, s).await.unwrap());
+    let value: String = conn.get(&key).await.unwrap();
+    assert_eq!(value, format!("U:{nonce}:{slot}"));
+    let kept: i64 = conn.pttl(&key).await.unwrap();
+    assert!((ttl - 5_000..=ttl).contains(&kept), "ended, PTTL {kept}");
+    assert_eq!(
+        store.redeem_ticket(&p, s, nonce).await.unwrap(),
+        Redeemed::Used
+    );
 
     // In a Cluster, the ticket key hashes to the room's slot.
     let cluster = tokio::task::spawn_blocking(redis_harness::shared_cluster)
@@ -210,12 +271,19 @@ async fn ticket_keys_live_with_the_room_expire_and_heal() {
     // Damage: a hash under the key, then a value of no known shape. Each counts as no ticket
     // (redeem: unknown) and a mint writes a fresh record over it.
     for damage in ["hash", "garbage"] {
-        let _: () = conn.del(&key).await.unwrap();
-        if damage == "hash" {
-            let _: () = conn.hset(&key, "f", "1").await.unwrap();
-        } else {
-            let _: () = conn.set(&key, "n:zz:not-a-time").await.unwrap();
-        }
+        let damaged = || async {
+            let mut conn = conn.clone();
+            let _: () = conn.del(&key).await.unwrap();
+            if damage == "hash" {
+                let _: () = conn.hset(&key, "f", "1").await.unwrap();
+            } else {
+                let _: () = conn.set(&key, "n:zz:not-a-time").await.unwrap();
+            }
+        };
+        // A release (or a ban) with damage under the ticket key still answers.
+        damaged().await;
+        assert!(!store.release(&p, s).await.unwrap(), "{damage}");
+        damaged().await;
         assert_eq!(
             store.redeem_ticket(&p, s, nonce).await.unwrap(),
             Redeemed::Unknown,

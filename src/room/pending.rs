@@ -71,9 +71,10 @@ pub(crate) enum Pending {
     Leave { call: StoreFuture<bool> },
     /// A valid admission token past `refresh` on a gated route (see `gate`).
     Gate(GateHeartbeat),
-    /// Single-use tickets on: the store just admitted the visitor (a new slot or a claimed
-    /// grant, not a heartbeat), and is asked for their ticket before the request passes.
-    MintAtAdmission {
+    /// Single-use tickets on: the store just granted or extended the visitor's slot (a new
+    /// slot, a claimed grant, or a heartbeat), and is asked for their ticket (minted, or found
+    /// and extended with the slot) before the request passes.
+    MintWithSlot {
         call: StoreFuture<Minted>,
         admission: Admission,
         /// The fresh admission token.
@@ -132,14 +133,14 @@ impl Pending {
                 Next::Answer(room.after_status(ready!(call.as_mut().poll(cx))))
             }
             Pending::Gate(step) => return step.poll_next(cx, room, req),
-            Pending::MintAtAdmission {
+            Pending::MintWithSlot {
                 call,
                 admission,
                 token,
                 minting,
             } => {
                 let answer = ready!(call.as_mut().poll(cx));
-                room.after_mint_at_admission(answer, admission.clone(), token.take(), *minting)
+                room.after_mint_with_slot(answer, admission.clone(), token.take(), *minting)
             }
             Pending::StatusTicket { call, minting } => {
                 Next::Answer(room.after_status_ticket(ready!(call.as_mut().poll(cx)), *minting))
@@ -270,11 +271,16 @@ impl Room {
         req: &Request<B>,
     ) -> Next {
         match answer {
-            Ok(Decision::Admitted { expires_at_ms }) => self.counted(
-                Stage::Store,
-                Outcome::Admitted,
-                self.admitted(asked, expires_at_ms, req),
-            ),
+            Ok(Decision::Admitted { expires_at_ms }) => {
+                let pass = self.counted(
+                    Stage::Store,
+                    Outcome::Admitted,
+                    self.admitted(asked, expires_at_ms, req),
+                );
+                // The slot lives on: with tickets on, so does its ticket (the same one,
+                // extended; a browser never asks the status endpoint once inside).
+                self.with_ticket(pass, expires_at_ms, asked.uses_headers, asked.now)
+            }
             // The slot is gone (expired or released): back to stage 3 as a queued visitor, a
             // second store call, so a second count against the poll limit. Over it, the token
             // (whose slot is known to be gone) is removed, and no store call is made.

@@ -1,7 +1,8 @@
 //! Single-use checkout tickets in the room (with
 //! [`single_use_tickets`](crate::WaitingRoomBuilder::single_use_tickets) on): minting one when
-//! the store admits a visitor and on the status endpoint, and the redeem step a gated route
-//! runs to let a request through on a ticket exactly once.
+//! the store admits a visitor and on the status endpoint, extending it (the same ticket, re-issued
+//! with the slot's new expiry) whenever a heartbeat extends the slot, and the redeem step a gated
+//! route runs to let a request through on a ticket exactly once.
 //!
 //! A ticket is checked at the gateway first (MAC, room, expiry: no store call for a forged,
 //! tampered, other-room or expired one), then used in the store in one atomic step
@@ -16,7 +17,7 @@
 //! | accepted by the store | pass, admitted [`AdmittedBy::Ticket`]; the used ticket's cookie stays until it expires, so that a second use of it is told `ticket_used` |
 //! | used before | `403`, `"error":"ticket_used"` (`"reason":"ticket_used"`) |
 //! | none in the request (an admission token alone is none) | `403` `not_admitted`, `ticket_missing` |
-//! | forged, tampered, or unknown to the store | `403` `not_admitted`, `ticket_invalid` |
+//! | forged, tampered, or unknown to the store (its record lost, or replaced by the ticket of the visitor's next admission) | `403` `not_admitted`, `ticket_invalid` |
 //! | a genuine ticket of another room behind the same layer | `403` `not_admitted`, `other_room` |
 //! | past its expiry | `403` `not_admitted`, `ticket_expired` |
 //! | unused, but its visitor's slot has ended (left, dropped, closed out, or ended by the app) | `403` `not_admitted`, `slot_ended`; the ticket stays unused |
@@ -78,8 +79,10 @@ impl Room {
         self.config.single_use_tickets
     }
 
-    /// The store admitted the visitor (`pass`, with its fresh admission token): with tickets
-    /// on, one more store call mints their ticket before the request passes; otherwise `pass`.
+    /// The store granted or extended the visitor's slot (`pass`, with its fresh admission
+    /// token): with tickets on, one more store call mints their ticket, or finds it and extends
+    /// it to the slot's new expiry, before the request passes; otherwise `pass`. So the ticket
+    /// (its record and its cookie) lives as long as the slot, however often it is renewed.
     pub(super) fn with_ticket(
         &self,
         pass: Next,
@@ -98,7 +101,7 @@ impl Room {
                     uses_headers,
                     now,
                 };
-                Next::Ask(Pending::MintAtAdmission {
+                Next::Ask(Pending::MintWithSlot {
                     call: self.mint(&minting),
                     admission,
                     token: set_cookie,
@@ -118,9 +121,10 @@ impl Room {
         )
     }
 
-    /// The mint at admission answered: pass, with the ticket when there is one. A failed mint
-    /// still passes: the admission is real, and the status endpoint hands the ticket out later.
-    pub(super) fn after_mint_at_admission(
+    /// The mint after an admission or a heartbeat answered: pass, with the (re-issued) ticket
+    /// when it is unused; a used one sets nothing. A failed mint still passes: the admission is
+    /// real, and the next heartbeat (or the status endpoint) hands the ticket out later.
+    pub(super) fn after_mint_with_slot(
         &self,
         answer: Result<Minted, StoreError>,
         admission: Admission,
@@ -134,7 +138,7 @@ impl Room {
             }) => Some(self.issue_ticket(&minting, nonce, expires_at_ms)),
             Ok(_) => None,
             Err(e) => {
-                self.log_store_failure(&e, "mint_ticket (admitted without a ticket for now)");
+                self.log_store_failure(&e, "mint_ticket (passed without a fresh ticket)");
                 None
             }
         };
@@ -280,8 +284,9 @@ impl Room {
             // someone past the capacity, so it is refused (and stays unused).
             Ok(Redeemed::SlotEnded) => Next::Answer(self.refuse(Refusal::SlotEnded)),
             // A genuine ticket the store does not hold: its record was lost (an eviction, a
-            // flushed store), or ended on the store's clock before the gateway's. It cannot be
-            // shown unused, so it is refused.
+            // flushed store), replaced by the ticket of the session's next admission, or ended
+            // on the store's clock before the gateway's. It cannot be shown unused, so it is
+            // refused.
             Ok(_) => Next::Answer(self.refuse(Refusal::TicketInvalid)),
             // A single-use ticket cannot be honoured without the store: only the store knows
             // whether it was used, and letting it through (fail open) would let every copy of
@@ -835,21 +840,62 @@ mod tests {
     }
 
     #[tokio::test(flavor = "current_thread")]
-    async fn heartbeats_mint_nothing_and_tickets_off_mint_nothing() {
+    async fn heartbeats_extend_the_same_ticket_and_tickets_off_mint_nothing() {
         let (layer, store, clock) = site();
-        let (token, _) = admitted_browser(&layer).await;
+        let (mut token, ticket) = admitted_browser(&layer).await;
+        let mut ticket = ticket.unwrap();
+        let first = ticket_of(&layer, &ticket);
         assert_eq!(store.mints.load(Ordering::SeqCst), 1);
-        // Past refresh: a heartbeat extends the slot; no new ticket.
+        let heartbeat = |token: &str| {
+            Request::get("/")
+                .header(header::COOKIE, format!("wr_shop_a={token}"))
+                .body(())
+                .unwrap()
+        };
+        let token_of = |value: &str| {
+            let now = layer.room().now_ms();
+            crate::token::AdmissionToken::verify(layer.room().keys(), "shop", value, now).unwrap()
+        };
+        // Past refresh: a heartbeat extends the slot, and re-issues the same ticket (same
+        // nonce) with the slot's new expiry, three times over.
+        let mut expires = first.expires_at_ms();
+        for beat in 1..=3 {
+            clock.advance(Duration::from_secs(20));
+            let res = send(&layer, heartbeat(&token)).await;
+            assert_eq!(res.status(), StatusCode::OK);
+            token = set_cookie(&res, "wr_shop_a")
+                .expect("a fresh token")
+                .to_owned();
+            ticket = set_cookie(&res, "wr_shop_t")
+                .expect("the ticket")
+                .to_owned();
+            let renewed = ticket_of(&layer, &ticket);
+            assert_eq!(renewed.nonce(), first.nonce(), "the same ticket");
+            assert_eq!(renewed.expires_at_ms(), token_of(&token).expires_at_ms());
+            assert!(renewed.expires_at_ms() > expires, "beat {beat}: extended");
+            expires = renewed.expires_at_ms();
+            assert_eq!(store.mints.load(Ordering::SeqCst), 1 + beat);
+        }
+        // A failed mint: the visitor passes with a fresh token, without a ticket cookie.
+        store.fail.store(true, Ordering::SeqCst);
         clock.advance(Duration::from_secs(20));
-        let req = Request::get("/")
-            .header(header::COOKIE, format!("wr_shop_a={token}"))
-            .body(())
-            .unwrap();
-        let res = send(&layer, req).await;
+        let res = send(&layer, heartbeat(&token)).await;
+        assert_eq!(res.status(), StatusCode::OK);
+        token = set_cookie(&res, "wr_shop_a")
+            .expect("a fresh token")
+            .to_owned();
+        assert_eq!(set_cookie(&res, "wr_shop_t"), None);
+        assert_eq!(store.mints.load(Ordering::SeqCst), 5);
+        store.fail.store(false, Ordering::SeqCst);
+        // Used: a heartbeat still extends the record (a mint) but sets no ticket.
+        let session = first.session();
+        passed(redeem(&layer, &with_ticket_cookie(&ticket)).await, session);
+        clock.advance(Duration::from_secs(20));
+        let res = send(&layer, heartbeat(&token)).await;
         assert_eq!(res.status(), StatusCode::OK);
         assert!(set_cookie(&res, "wr_shop_a").is_some(), "a fresh token");
         assert_eq!(set_cookie(&res, "wr_shop_t"), None);
-        assert_eq!(store.mints.load(Ordering::SeqCst), 1);
+        assert_eq!(store.mints.load(Ordering::SeqCst), 6);
 
         let off = room_on(builder("shop").single_use_tickets(false), &store, &clock);
         let (token, ticket) = admitted_browser(&off).await;
@@ -861,7 +907,7 @@ mod tests {
         let res = send(&off, status).await;
         assert_eq!(res.status(), StatusCode::OK);
         assert_eq!(set_cookie(&res, "wr_shop_t"), None);
-        assert_eq!(store.mints.load(Ordering::SeqCst), 1);
+        assert_eq!(store.mints.load(Ordering::SeqCst), 6);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -82,6 +82,12 @@ impl MemoryStore {
         }
     }
 
+    /// Ends the session's ticket record with its slot, in the step that ends the slot (under
+    /// the room's lock, then the tickets', the order `redeem_ticket` takes them in).
+    fn end_ticket(&self, policy: &RoomPolicy, session: SessionId, now: u64) {
+        lock(&self.tickets).end(&policy.room, session, now);
+    }
+
     /// The room's state, created empty on first use. The map's lock is held only for the
     /// lookup (a read lock, shared by every caller) or, once per room, the insertion.
     fn room(&self, room: &Arc<str>) -> Arc<Mutex<RoomState>> {
@@ -320,6 +326,7 @@ impl Store for MemoryStore {
 
     fn release(&self, policy: &RoomPolicy, session: SessionId) -> StoreFuture<bool> {
         self.run(policy, move |room, policy, now| {
+            self.end_ticket(policy, session, now);
             let released = room.drop_session(session);
             if released {
                 room.promote(policy, now);
@@ -408,6 +415,7 @@ impl Store for MemoryStore {
             if until_ms > now {
                 room.banned.insert(session, until_ms);
             }
+            self.end_ticket(policy, session, now);
             let had = room.drop_session(session);
             if had {
                 room.promote(policy, now);
@@ -443,11 +451,8 @@ impl Store for MemoryStore {
         let mut tickets = lock(&self.tickets);
         let now = self.clock.now_ms();
         // A claimed slot, not yet expired (housekeeping may not have dropped it yet).
-        let holds_slot = room
-            .active
-            .score(session)
-            .is_some_and(|expires| expires > now);
-        let redeemed = tickets.redeem(&policy.room, session, nonce, holds_slot, now);
+        let slot_expires = room.active.score(session).filter(|expires| *expires > now);
+        let redeemed = tickets.redeem(&policy.room, session, nonce, slot_expires, now);
         Box::pin(std::future::ready(Ok(redeemed)))
     }
 

@@ -13,7 +13,7 @@
 //! | [`configure`](Store::configure) | operators | reads or changes the room's live [settings](RoomSettings) |
 //! | [`admit_next`](Store::admit_next) | operators | lets the first `n` of the line in now, whatever the capacity |
 //! | [`ban`](Store::ban) | operators | drops a session's place or slot and refuses it until a time |
-//! | [`mint_ticket`](Store::mint_ticket) | a room with single-use tickets, at admission and on the status endpoint | the session's one ticket of this admission, or "used" |
+//! | [`mint_ticket`](Store::mint_ticket) | a room with single-use tickets, at admission, after each heartbeat that extends the slot, and on the status endpoint | the session's one ticket of this admission (extended with the slot), or "used" |
 //! | [`redeem_ticket`](Store::redeem_ticket) | a gated route presenting a ticket | accepted exactly once, then "used" |
 //!
 //! The semantics every store implements exactly (the [`MemoryStore`] is the reference):
@@ -59,12 +59,18 @@
 //! - single-use tickets ([`tickets`]) are records of their own, one per session
 //!   and room, that touch nothing of the line or the slots (no housekeeping runs for them):
 //!   `mint_ticket` answers the session's live record (its nonce while unused, [`Minted::Used`]
-//!   once used) or creates one with the given nonce, expiring at the given time;
+//!   once used), its expiry moved to the given time if that is later (never earlier: the room
+//!   mints again whenever a heartbeat extends the slot, so the record lives as long as the
+//!   slot), or creates one with the given nonce, expiring at the given time;
 //!   `redeem_ticket` turns a live unused record with the same nonce into a used one (kept until
-//!   it expires, so a replay is told [`Redeemed::Used`]), atomically: of any number of
+//!   it expires, and at least as long as the slot, so a replay is told [`Redeemed::Used`] and
+//!   the admission never gets a second ticket), atomically: of any number of
 //!   concurrent redeems of one ticket through any number of gateways exactly one is
 //!   [`Redeemed::Accepted`]; and only while the session holds a claimed slot that has not
-//!   expired ([`Redeemed::SlotEnded`] otherwise, the record left unused). A record past its
+//!   expired ([`Redeemed::SlotEnded`] otherwise, the record left unused). `release` and `ban`
+//!   end the session's record in the same step as its slot: its ticket never passes again
+//!   ([`Redeemed::SlotEnded`] while unused, [`Redeemed::Used`] once used, whatever slot the
+//!   session holds later), and the next mint replaces it with a new record. A record past its
 //!   expiry counts as none; expired records are dropped as the store goes (at most [`MAX_TICKET_SWEEP_PER_CALL`] a call) or expire by
 //!   themselves, so their memory stays bounded. A record that cannot be read (damaged) counts
 //!   as none;
@@ -154,7 +160,8 @@ pub trait Store: Send + Sync + 'static {
     /// Extends an admitted visitor's slot to `active_ttl` from now; [`Decision::Unknown`] if the
     /// slot is gone (expired or released).
     fn heartbeat(&self, policy: &RoomPolicy, session: SessionId) -> StoreFuture<Decision>;
-    /// Frees the visitor's place or slot now. `true` if there was one.
+    /// Frees the visitor's place or slot now, and ends their single-use ticket record (see
+    /// [`tickets`]) in the same step. `true` if there was a place or a slot.
     fn release(&self, policy: &RoomPolicy, session: SessionId) -> StoreFuture<bool>;
     /// Counts for the room.
     fn stats(&self, policy: &RoomPolicy) -> StoreFuture<RoomStats>;
@@ -169,14 +176,17 @@ pub trait Store: Send + Sync + 'static {
     /// than `queue_ttl` are skipped (dropped) as at their turn. Answers how many were let in:
     /// fewer than asked when the line ran out.
     fn admit_next(&self, policy: &RoomPolicy, count: u32) -> StoreFuture<u64>;
-    /// Drops the session's place or slot (the next in line is promoted) and refuses it
-    /// ([`Decision::Banned`]) until `until_ms`. `true` if it had a place or a slot.
+    /// Drops the session's place or slot (the next in line is promoted), ends its single-use
+    /// ticket record in the same step, and refuses it ([`Decision::Banned`]) until `until_ms`.
+    /// `true` if it had a place or a slot.
     fn ban(&self, policy: &RoomPolicy, session: SessionId, until_ms: u64) -> StoreFuture<bool>;
 
     /// The session's single-use ticket of this admission: the nonce of its live unused record,
-    /// [`Minted::Used`] if that record was used, or else a new record holding `fresh`,
-    /// expiring at `expires_at_ms` (the slot's expiry). One ticket per admission window,
-    /// however often it is asked; see [`tickets`].
+    /// [`Minted::Used`] if that record was used (either way its expiry moved to
+    /// `expires_at_ms` if that is later, never earlier), or else (no live record, or one ended
+    /// by [`release`](Self::release) or [`ban`](Self::ban)) a new record holding `fresh`,
+    /// expiring at `expires_at_ms` (the slot's expiry). One ticket per admission, however often
+    /// it is asked; see [`tickets`].
     ///
     /// The default answers a [`Misconfigured`](StoreErrorKind::Misconfigured) error: a store of
     /// your own must implement both ticket operations (and [`keeps_tickets`](Self::keeps_tickets))
@@ -196,7 +206,9 @@ pub trait Store: Send + Sync + 'static {
     /// Uses the session's ticket `nonce`, atomically: [`Redeemed::Accepted`] exactly once (the
     /// record becomes used), then [`Redeemed::Used`]; [`Redeemed::Unknown`] without a live
     /// record of that nonce; [`Redeemed::SlotEnded`] for an unused ticket whose session holds no
-    /// claimed slot any more. The default answers a
+    /// claimed slot any more, or whose record was ended by a release or a ban (whatever slot
+    /// the session holds now: that is a later admission's). An accepted record lives at least
+    /// as long as the slot it was used in. The default answers a
     /// [`Misconfigured`](StoreErrorKind::Misconfigured) error, as for
     /// [`mint_ticket`](Self::mint_ticket).
     fn redeem_ticket(

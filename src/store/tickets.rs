@@ -3,11 +3,15 @@
 //! [`Store::redeem_ticket`](super::Store::redeem_ticket) ([`Redeemed`]).
 //!
 //! A room with [`single_use_tickets`](crate::WaitingRoomBuilder::single_use_tickets) on asks the
-//! store for a ticket when it admits a visitor. The store keeps one record per session while the
-//! admission lasts: the ticket's nonce, unused or used. Redeeming turns an unused record into a
-//! used one in one atomic step, so of any number of concurrent uses of one ticket, on any number
-//! of gateways, exactly one is accepted; and only while the session still holds its claimed
-//! slot, so a ticket never lets anyone past the room's capacity after its visitor left.
+//! store for a ticket when it admits a visitor, and again whenever a heartbeat extends the slot.
+//! The store keeps one record per session while the admission lasts: the ticket's nonce, unused
+//! or used. Each mint extends the record to the slot's new expiry (never earlier), so it lives as
+//! long as the slot; [`release`](super::Store::release) and [`ban`](super::Store::ban) end it
+//! with the slot, so the session's next admission gets a new ticket. Redeeming turns an unused
+//! record into a used one in one atomic step, so of any number of concurrent uses of one ticket,
+//! on any number of gateways, exactly one is accepted; and only while the session still holds
+//! its claimed slot, so a ticket never lets anyone past the room's capacity after its visitor
+//! left.
 //!
 //! ```
 //! use tower_waiting_room::clock::ManualClock;
@@ -20,17 +24,26 @@
 //! let session = SessionId::random();
 //! // Tickets come with an admission: the session holds a slot.
 //! assert!(matches!(store.enter(&policy, session).await?, Decision::Admitted { .. }));
-//! // Minting is idempotent while the record lives: the second mint answers the first nonce.
+//! // One ticket per admission: a second mint answers the first nonce, its record extended to
+//! // the later expiry (the slot's, renewed), never shortened.
 //! let first = store.mint_ticket(&policy, session, TicketNonce::random(), 61_000).await?;
 //! let Minted::Ticket { nonce, .. } = first else { panic!("a fresh record") };
 //! let again = store.mint_ticket(&policy, session, TicketNonce::random(), 90_000).await?;
-//! assert_eq!(again, Minted::Ticket { nonce, expires_at_ms: 61_000 });
+//! assert_eq!(again, Minted::Ticket { nonce, expires_at_ms: 90_000 });
+//! let earlier = store.mint_ticket(&policy, session, TicketNonce::random(), 61_000).await?;
+//! assert_eq!(earlier, Minted::Ticket { nonce, expires_at_ms: 90_000 });
 //! // Exactly one redeem is accepted; a replay is told the ticket was used.
 //! assert_eq!(store.redeem_ticket(&policy, session, nonce).await?, Redeemed::Accepted);
 //! assert_eq!(store.redeem_ticket(&policy, session, nonce).await?, Redeemed::Used);
 //! // No second ticket for the same admission.
-//! let after = store.mint_ticket(&policy, session, TicketNonce::random(), 61_000).await?;
+//! let after = store.mint_ticket(&policy, session, TicketNonce::random(), 90_000).await?;
 //! assert_eq!(after, Minted::Used);
+//! // Ending the slot ends its ticket: the next admission gets a new one.
+//! store.release(&policy, session).await?;
+//! assert!(matches!(store.enter(&policy, session).await?, Decision::Admitted { .. }));
+//! let fresh = TicketNonce::random();
+//! let next = store.mint_ticket(&policy, session, fresh, 61_000).await?;
+//! assert_eq!(next, Minted::Ticket { nonce: fresh, expires_at_ms: 61_000 });
 //! # Ok::<_, tower_waiting_room::store::StoreError>(())
 //! # }).unwrap();
 //! # fn tokio_test_block_on<F: std::future::Future>(f: F) -> F::Output {
@@ -108,7 +121,7 @@ impl fmt::Debug for TicketNonce {
 #[non_exhaustive]
 pub enum Minted {
     /// The session's unused ticket: the nonce and expiry given (a new record), or those of the
-    /// record already held.
+    /// record already held (its expiry moved to the one given, if that is later).
     Ticket {
         /// The record's nonce.
         nonce: TicketNonce,
@@ -116,7 +129,7 @@ pub enum Minted {
         expires_at_ms: u64,
     },
     /// The session's ticket of this admission was already used: no new one until the record
-    /// expires.
+    /// ends (with the slot: its expiry, a release or a ban).
     Used,
 }
 
@@ -129,8 +142,9 @@ pub enum Redeemed {
     /// The ticket was used before.
     Used,
     /// The ticket is unused, but its session no longer holds a claimed slot (it left, was
-    /// dropped or closed out, or the app ended the slot): refused, and left unused. A ticket
-    /// works only while the admission it came with does.
+    /// dropped or closed out, or the app ended the slot), or no longer the one the ticket came
+    /// with: refused, and left unused. A ticket works only while the admission it came with
+    /// does.
     SlotEnded,
     /// The store holds no such ticket: none for the session, another nonce, or expired.
     Unknown,

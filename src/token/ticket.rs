@@ -14,7 +14,8 @@ use crate::store::TicketNonce;
 const CLOCK_SKEW_MS: u64 = 60_000;
 
 /// A single-use checkout ticket: the session it was minted for, its nonce (the store record's),
-/// when it was signed and when it expires (the admission's slot expiry at minting).
+/// when it was signed and when it expires (the admission's slot expiry when it was issued: a
+/// heartbeat that extends the slot re-issues it with the new expiry).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct AdmissionTicket {
     claims: Claims,

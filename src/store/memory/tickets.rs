@@ -1,6 +1,6 @@
 //! The embedded store's single-use ticket records: the same facts as the Redis store's ticket
-//! keys (nonce, used or not, expiry), with an index by expiry so that expired records are
-//! dropped oldest first, a bounded number per call.
+//! keys (nonce, used or not, ended with its slot or not, expiry), with an index by expiry so
+//! that expired records are dropped oldest first, a bounded number per call.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
@@ -13,6 +13,9 @@ use crate::store::{Minted, Redeemed, TicketNonce, MAX_TICKET_SWEEP_PER_CALL};
 struct Record {
     nonce: TicketNonce,
     used: bool,
+    /// The slot it came with was released or banned: its ticket never passes again, and the
+    /// session's next mint (a new admission) replaces it with a fresh record.
+    ended: bool,
     expires_at_ms: u64,
 }
 
@@ -50,6 +53,9 @@ impl Tickets {
         self.records.get_mut(key)
     }
 
+    /// The session's ticket of this admission: its live record, its expiry moved to
+    /// `expires_at_ms` if that is later (never earlier); or, without one (none, expired, or
+    /// ended with its slot), a new record holding `fresh`.
     pub(super) fn mint(
         &mut self,
         room: &Arc<str>,
@@ -60,17 +66,19 @@ impl Tickets {
     ) -> Minted {
         self.sweep(now);
         let key = (room.clone(), session);
-        if let Some(record) = self.live(&key, now) {
-            return if record.used {
+        if let Some(record) = self.live(&key, now).filter(|r| !r.ended).copied() {
+            let extended = self.extend(&key, record, expires_at_ms);
+            return if extended.used {
                 Minted::Used
             } else {
                 Minted::Ticket {
-                    nonce: record.nonce,
-                    expires_at_ms: record.expires_at_ms,
+                    nonce: extended.nonce,
+                    expires_at_ms: extended.expires_at_ms,
                 }
             };
         }
         if expires_at_ms > now {
+            self.forget(&key);
             self.by_expiry
                 .insert((expires_at_ms, room.clone(), session));
             self.records.insert(
@@ -78,6 +86,7 @@ impl Tickets {
                 Record {
                     nonce: fresh,
                     used: false,
+                    ended: false,
                     expires_at_ms,
                 },
             );
@@ -89,27 +98,74 @@ impl Tickets {
         }
     }
 
+    /// `record` (held under `key`) with its expiry moved to `expires_at_ms` if that is later,
+    /// stored and returned.
+    fn extend(
+        &mut self,
+        key: &(Arc<str>, SessionId),
+        record: Record,
+        expires_at_ms: u64,
+    ) -> Record {
+        if expires_at_ms <= record.expires_at_ms {
+            return record;
+        }
+        self.by_expiry
+            .remove(&(record.expires_at_ms, key.0.clone(), key.1));
+        self.by_expiry.insert((expires_at_ms, key.0.clone(), key.1));
+        let extended = Record {
+            expires_at_ms,
+            ..record
+        };
+        self.records.insert(key.clone(), extended);
+        extended
+    }
+
+    /// Drops the record under `key`, live or not.
+    fn forget(&mut self, key: &(Arc<str>, SessionId)) {
+        if let Some(old) = self.records.remove(key) {
+            self.by_expiry
+                .remove(&(old.expires_at_ms, key.0.clone(), key.1));
+        }
+    }
+
+    /// The session's slot was released or banned: its live record (if any) ends with it.
+    pub(super) fn end(&mut self, room: &Arc<str>, session: SessionId, now: u64) {
+        self.sweep(now);
+        if let Some(record) = self.live(&(room.clone(), session), now) {
+            record.ended = true;
+        }
+    }
+
+    /// Uses the ticket `nonce`. `slot_expires`: when the session's claimed slot ends, if it
+    /// holds one that has not expired. An accepted ticket's record lives at least as long as
+    /// that slot, so the admission it was used in cannot mint a second one.
     pub(super) fn redeem(
         &mut self,
         room: &Arc<str>,
         session: SessionId,
         nonce: TicketNonce,
-        holds_slot: bool,
+        slot_expires: Option<u64>,
         now: u64,
     ) -> Redeemed {
         self.sweep(now);
-        match self.live(&(room.clone(), session), now) {
-            Some(record) if record.nonce == nonce => {
-                if record.used {
-                    Redeemed::Used
-                } else if !holds_slot {
-                    Redeemed::SlotEnded
-                } else {
-                    record.used = true;
-                    Redeemed::Accepted
-                }
+        let key = (room.clone(), session);
+        let record = match self.live(&key, now) {
+            Some(record) if record.nonce == nonce => *record,
+            _ => return Redeemed::Unknown,
+        };
+        match slot_expires {
+            _ if record.used => Redeemed::Used,
+            // Ended with its slot: a slot held now is a later admission's, not this ticket's.
+            Some(slot) if !record.ended => {
+                let used = Record {
+                    used: true,
+                    ..record
+                };
+                self.records.insert(key.clone(), used);
+                self.extend(&key, used, slot);
+                Redeemed::Accepted
             }
-            _ => Redeemed::Unknown,
+            _ => Redeemed::SlotEnded,
         }
     }
 
@@ -139,7 +195,7 @@ mod tests {
                 &room,
                 SessionId::random(),
                 TicketNonce::random(),
-                true,
+                Some(6_000),
                 5_000,
             );
         }

@@ -163,6 +163,11 @@ impl RedisStore {
         extra: &[i64],
     ) -> StoreFuture<Vec<i64>> {
         let schedule = protocol::schedule_arg(op, policy, session);
+        // Release and ban end the session's single-use ticket record in the same step: its key
+        // goes as `KEYS[11]` (in the room's hash tag, so a Cluster keeps it in the room's slot).
+        let ticket_key = session
+            .filter(|_| matches!(op, Op::Release | Op::Ban))
+            .map(|s| tickets::ticket_key(&self.prefix, &policy.room, s));
         let session = session.map(|s| s.to_string()).unwrap_or_default();
         let mut args = vec![op.as_str().to_owned(), session, self.now_arg().to_string()];
         args.extend(protocol::numbers(policy).iter().map(u64::to_string));
@@ -173,7 +178,8 @@ impl RedisStore {
         args.extend(extra.iter().map(i64::to_string));
         // Last, so the operations' own arguments keep their places.
         args.extend(schedule);
-        let keys = self.keys(&policy.room).to_vec();
+        let mut keys = self.keys(&policy.room).to_vec();
+        keys.extend(ticket_key);
         self.run_script(Arc::clone(&self.script), keys, args)
     }
 

@@ -30,6 +30,8 @@
 --   9 arrivals zset    the first arrival of each second: member = its time in ms, score = its
 --                      sequence number; entries before the head's are trimmed (oldest wait)
 --  10 banned   zset    banned sessions, score = the end of the ban in ms
+--  11 ticket   string  release and ban only: the session's single-use ticket record
+--                      (tickets.lua's KEYS[1]), ended with the slot in free_session
 -- (A scheduled room's pre-queue lives in `line` too: a registrant's score is draw / 2^52 - 1, in
 -- [-1, 0), ahead of every sequence number; see Schedule below.)
 -- ARGV:
@@ -562,6 +564,16 @@ local released = 0
 
 -- Frees the session's slot, or else its place, and promotes into what was freed (release, ban).
 local function free_session()
+  -- The session's single-use ticket record (KEYS[11], sent by release and ban only) ends with
+  -- its slot, in this same step: its state `n`/`u` upper-cased in place (SETRANGE keeps the
+  -- TTL), so it never passes again and the next admission's mint replaces it (tickets.lua).
+  local k_ticket = KEYS[11]
+  if k_ticket and redis.call('TYPE', k_ticket)['ok'] == 'string' then
+    local state = string.sub(redis.call('GET', k_ticket), 1, 1)
+    if state == 'n' or state == 'u' then
+      redis.call('SETRANGE', k_ticket, 0, string.upper(state))
+    end
+  end
   local n = redis.call('ZREM', k_active, s) + redis.call('ZREM', k_granted, s)
   if n == 0 then
     n = redis.call('ZREM', k_line, s)

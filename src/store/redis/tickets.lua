@@ -8,8 +8,11 @@
 --
 -- KEYS (they share the room's hash tag, so a Redis Cluster keeps them in the room's slot):
 --   1 ticket   string  `{prefix}:{room}:tk:<session>`, value `<state>:<nonce>:<expires_at_ms>`,
---                      state `n` (unused) or `u` (used), with a TTL that ends it at its expiry
---                      (on the server's clock; the expiry in the value is the one that counts)
+--                      state `n` (unused) or `u` (used), or `N` or `U` once the slot it came
+--                      with was released or banned (room.lua's free_session upper-cases it:
+--                      such a ticket never passes again, and the next mint replaces the
+--                      record), with a TTL that ends it at its expiry (on the server's clock;
+--                      the expiry in the value is the one that counts)
 --   2 active   zset    redeem only: the room's claimed slots by expiry (room.lua's KEYS[4]),
 --                      only read: a ticket is used only while its session holds its slot
 -- ARGV:
@@ -21,9 +24,14 @@
 -- Reply:
 --   mint:   {'ticket', nonce, expires_at_ms} the live unused record's (or the new one's)
 --           {'used'}
---   redeem: {'accepted'} (the record is now used)   {'used'}   {'unknown'} (no live record of
---           that nonce)   {'slot_ended'} (unused, but the session holds no claimed slot: the
---           record is left unused)
+--           A live record (not ended) is kept, its expiry moved to ARGV[4] if that is later
+--           (never earlier): the room mints again whenever it extends the slot, so the record
+--           lives as long as the slot. Without one (none, expired, or ended) a new record is
+--           made with ARGV[2].
+--   redeem: {'accepted'} (the record is now used, and lives at least as long as the slot)
+--           {'used'}   {'unknown'} (no live record of that nonce)   {'slot_ended'} (unused, but
+--           the session holds no claimed slot, or the record ended with its slot: the record is
+--           left as it is)
 --
 -- Damage heals as in the room's script: a key of another type, or a value this script did not
 -- write, counts as no record and is dropped. A record past its expiry counts as none (the TTL
@@ -47,7 +55,7 @@ local function live()
     redis.call('DEL', key)
     return nil
   end
-  local state, n, exp = string.match(redis.call('GET', key), '^([nu]):(%x+):(%d+)$')
+  local state, n, exp = string.match(redis.call('GET', key), '^([nuNU]):(%x+):(%d+)$')
   if not state or tonumber(exp) <= now then
     redis.call('DEL', key)
     return nil
@@ -55,16 +63,27 @@ local function live()
   return state, n, exp
 end
 
+-- Writes the record, ending at `exp` (a number later than now).
+local function store(state, n, exp)
+  redis.call('SET', key, state .. ':' .. n .. ':' .. string.format('%d', exp), 'PX', exp - now)
+end
+
 if op == 'mint' then
   local state, n, exp = live()
-  if state == 'u' then
-    return {'used'}
-  elseif state == 'n' then
-    return {'ticket', n, exp}
+  local want = tonumber(ARGV[4])
+  if state == 'n' or state == 'u' then
+    exp = tonumber(exp)
+    if want and want > exp then
+      exp = want
+      store(state, n, exp)
+    end
+    if state == 'u' then
+      return {'used'}
+    end
+    return {'ticket', n, string.format('%d', exp)}
   end
-  local exp = tonumber(ARGV[4])
-  if exp and exp > now then
-    redis.call('SET', key, 'n:' .. nonce .. ':' .. ARGV[4], 'PX', exp - now)
+  if want and want > now then
+    store('n', nonce, want)
   end
   -- An expiry already past: nothing is stored, as the record would be gone at once.
   return {'ticket', nonce, ARGV[4]}
@@ -72,16 +91,20 @@ elseif op == 'redeem' then
   local state, n, exp = live()
   if not state or n ~= nonce then
     return {'unknown'}
-  elseif state == 'u' then
+  elseif state == 'u' or state == 'U' then
     return {'used'}
+  elseif state == 'N' then
+    -- Ended with its slot: a slot held now is a later admission's, not this ticket's.
+    return {'slot_ended'}
   end
   -- Expired slots are dropped by the room's own calls; one past its time counts as gone here.
   local slot = tonumber(redis.call('ZSCORE', KEYS[2], ARGV[4]))
   if not slot or slot <= now then
     return {'slot_ended'}
   end
-  -- Kept, used, until the ticket's own expiry: a replay is told "used", not "unknown".
-  redis.call('SET', key, 'u:' .. n .. ':' .. exp, 'PX', tonumber(exp) - now)
+  -- Kept, used, until the ticket's own expiry or the slot's, whichever is later: a replay is
+  -- told "used", not "unknown", and no mint of this admission finds the record gone.
+  store('u', n, math.max(tonumber(exp), slot))
   return {'accepted'}
 end
 return redis.error_reply('ERR tower-waiting-room tickets: unknown operation')

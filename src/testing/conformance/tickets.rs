@@ -1,11 +1,12 @@
 //! Single-use tickets ([`Store::mint_ticket`](crate::store::Store::mint_ticket),
 //! [`Store::redeem_ticket`](crate::store::Store::redeem_ticket)): one ticket per session and
-//! admission window, used exactly once whatever the concurrency, and only while its session
-//! holds its slot.
+//! admission, living as long as the slot (a mint extends it), used exactly once whatever the
+//! concurrency, only while its session holds its slot, and ended with the slot by `release`
+//! and `ban`.
 
 use std::sync::Arc;
 
-use super::{Harness, ACTIVE_MS};
+use super::{admitted, Harness, ACTIVE_MS};
 use crate::store::{Decision, Minted, Redeemed, TicketNonce};
 use crate::{RoomPolicy, SessionId};
 
@@ -57,9 +58,9 @@ impl Harness {
     }
 }
 
-/// Minting again while the record lives answers the first nonce and expiry, not the new ones:
-/// two gateways minting at once agree on one ticket, and a reload does not make a second (nor
-/// stretch the first).
+/// Minting again while the record lives answers the first nonce, not the new one: two gateways
+/// minting at once agree on one ticket, and a reload does not make a second. An expiry no later
+/// than the record's leaves it as it is.
 pub async fn ticket_mint_is_idempotent(h: &Harness) {
     let p = h.policy(10);
     let s = SessionId::random();
@@ -67,9 +68,7 @@ pub async fn ticket_mint_is_idempotent(h: &Harness) {
     let first = h.fresh_ticket(&p, s).await;
     h.advance_ms(1_000);
     for _ in 0..3 {
-        let again = h
-            .mint_ticket(&p, s, TicketNonce::random(), h.now() + ACTIVE_MS)
-            .await;
+        let again = h.mint_ticket(&p, s, TicketNonce::random(), expires).await;
         let want = Minted::Ticket {
             nonce: first,
             expires_at_ms: expires,
@@ -79,6 +78,102 @@ pub async fn ticket_mint_is_idempotent(h: &Harness) {
     // Another session gets a ticket of its own.
     let other = h.fresh_ticket(&p, SessionId::random()).await;
     assert_ne!(other, first);
+}
+
+/// A mint extends the live record to the expiry it is given when that is later, never earlier,
+/// and answers the record as it is (the same nonce; or "used"): the room mints again whenever a
+/// heartbeat extends the slot, so the ticket lives as long as the slot, and a used one stays
+/// used for the whole admission (no second ticket after the first expiry).
+pub async fn ticket_mint_extends_and_never_shortens(h: &Harness) {
+    let p = h.policy(10);
+    let s = SessionId::random();
+    let first_expiry = h.now() + ACTIVE_MS;
+    let nonce = h.fresh_ticket(&p, s).await;
+    h.advance_ms(ACTIVE_MS / 2);
+    let extended = admitted(h.heartbeat(&p, s).await, "a heartbeat");
+    assert!(extended > first_expiry);
+    let same = |expires_at_ms| Minted::Ticket {
+        nonce,
+        expires_at_ms,
+    };
+    let again = h.mint_ticket(&p, s, TicketNonce::random(), extended).await;
+    assert_eq!(again, same(extended), "extended with the slot");
+    for earlier in [first_expiry, h.now() + 1, h.now()] {
+        let again = h.mint_ticket(&p, s, TicketNonce::random(), earlier).await;
+        assert_eq!(again, same(extended), "never shortened ({earlier})");
+    }
+    // Past its first expiry, the ticket lives on with the slot, and is used once.
+    h.advance_ms(ACTIVE_MS / 2);
+    assert_eq!(h.now(), first_expiry);
+    assert_eq!(h.redeem_ticket(&p, s, nonce).await, Redeemed::Accepted);
+    // Used, then extended with the slot again: still used, for as long as the slot lives.
+    h.advance_ms(ACTIVE_MS / 4);
+    let last = admitted(h.heartbeat(&p, s).await, "a heartbeat after the use");
+    let fresh = TicketNonce::random();
+    assert_eq!(h.mint_ticket(&p, s, fresh, last).await, Minted::Used);
+    h.advance_ms(extended - h.now());
+    for _ in 0..2 {
+        let again = h.mint_ticket(&p, s, TicketNonce::random(), last).await;
+        assert_eq!(again, Minted::Used, "no second ticket in one admission");
+        assert_eq!(h.redeem_ticket(&p, s, nonce).await, Redeemed::Used);
+    }
+    assert_eq!(h.redeem_ticket(&p, s, fresh).await, Redeemed::Unknown);
+    // The record ends with the slot's last expiry.
+    h.advance_ms(last - h.now());
+    assert_eq!(h.redeem_ticket(&p, s, nonce).await, Redeemed::Unknown);
+}
+
+/// `release` and `ban` end the session's ticket record in the same step: its ticket never
+/// passes again (an unused one is told `SlotEnded`, a used one `Used`), not even once the
+/// session holds a slot again, and the session's next admission gets a new ticket that is used
+/// once.
+pub async fn release_and_ban_end_the_ticket(h: &Harness) {
+    let p = h.policy(10);
+    for ending in ["release", "ban"] {
+        let (unused, used) = (SessionId::random(), SessionId::random());
+        let a = h.fresh_ticket(&p, unused).await;
+        let b = h.fresh_ticket(&p, used).await;
+        assert_eq!(h.redeem_ticket(&p, used, b).await, Redeemed::Accepted);
+        for s in [unused, used] {
+            let ended = match ending {
+                "release" => h.release(&p, s).await,
+                _ => h.ban(&p, s, h.now() + 1_000).await,
+            };
+            assert!(ended, "{ending}: the slot was held");
+        }
+        assert_eq!(h.redeem_ticket(&p, unused, a).await, Redeemed::SlotEnded);
+        assert_eq!(h.redeem_ticket(&p, used, b).await, Redeemed::Used);
+        h.advance_ms(1_000);
+        // Admitted again: the old ticket does not pass on the new slot, before or after the
+        // new admission's mint; the new ticket passes once.
+        for (s, old, told) in [(unused, a, Redeemed::SlotEnded), (used, b, Redeemed::Used)] {
+            admitted(h.enter(&p, s).await, "admitted again");
+            let stale = h.redeem_ticket(&p, s, old).await;
+            assert_eq!(stale, told, "{ending}: the old ticket on the new slot");
+            let fresh = TicketNonce::random();
+            let expires = h.now() + ACTIVE_MS;
+            let minted = h.mint_ticket(&p, s, fresh, expires).await;
+            let want = Minted::Ticket {
+                nonce: fresh,
+                expires_at_ms: expires,
+            };
+            assert_eq!(minted, want, "{ending}: a new ticket for the new admission");
+            assert_eq!(h.redeem_ticket(&p, s, old).await, Redeemed::Unknown);
+            assert_eq!(h.redeem_ticket(&p, s, fresh).await, Redeemed::Accepted);
+            assert_eq!(h.redeem_ticket(&p, s, fresh).await, Redeemed::Used);
+        }
+    }
+    // A release that finds no slot ends the record all the same (it is no admission's now).
+    let s = SessionId::random();
+    let stray = TicketNonce::random();
+    h.mint_ticket(&p, s, stray, h.now() + ACTIVE_MS).await;
+    assert!(!h.release(&p, s).await);
+    let fresh = TicketNonce::random();
+    let minted = h.mint_ticket(&p, s, fresh, h.now() + ACTIVE_MS).await;
+    assert!(
+        matches!(minted, Minted::Ticket { nonce, .. } if nonce == fresh),
+        "{minted:?}"
+    );
 }
 
 /// A redeem is accepted once; a replay is told the ticket was used; minting after the use
@@ -189,14 +284,6 @@ pub async fn ticket_needs_its_sessions_slot(h: &Harness) {
         assert_eq!(h.redeem_ticket(&p, banned, b).await, Redeemed::SlotEnded);
         assert_eq!(h.redeem_ticket(&p, used, c).await, Redeemed::Used);
     }
-    // Unused: minting again answers the same ticket, not "used".
-    let again = h
-        .mint_ticket(&p, left, TicketNonce::random(), h.now() + ACTIVE_MS)
-        .await;
-    assert!(
-        matches!(again, Minted::Ticket { nonce, .. } if nonce == a),
-        "{again:?}"
-    );
     // A record whose session never held a slot.
     let stranger = SessionId::random();
     let fresh = TicketNonce::random();
