@@ -826,12 +826,16 @@ mod tests {
             err.contains("--admin-token") && !err.contains("hunter2"),
             "{err}"
         );
-        assert!(build_admin(&Options::default(), std::slice::from_ref(&layer), None)
-            .unwrap()
-            .is_none());
+        assert!(
+            build_admin(&Options::default(), std::slice::from_ref(&layer), None)
+                .unwrap()
+                .is_none()
+        );
         let from_env = Some("an-admin-token-of-at-least-32-bytes".to_owned());
-        assert!(build_admin(&Options::default(), std::slice::from_ref(&layer), from_env)
-            .unwrap()
-            .is_some());
+        assert!(
+            build_admin(&Options::default(), std::slice::from_ref(&layer), from_env)
+                .unwrap()
+                .is_some()
+        );
     }
 }
