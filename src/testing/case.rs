@@ -6,7 +6,7 @@ use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 
-/// The future a [`Case`] returns.
+/// The future a case of a suite returns.
 pub type CaseFuture<'a> = Pin<Box<dyn Future<Output = ()> + Send + 'a>>;
 
 /// One case of a suite: its name and its function.
