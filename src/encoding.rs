@@ -115,3 +115,34 @@ mod tests {
         }
     }
 }
+
+/// 128 random bits from the operating system's secure random source: session ids and ticket
+/// nonces.
+pub(crate) fn random_128() -> [u8; 16] {
+    use ring::rand::{SecureRandom, SystemRandom};
+    let mut bytes = [0u8; 16];
+    SystemRandom::new()
+        .fill(&mut bytes)
+        .expect("the system random source failed");
+    bytes
+}
+
+/// 128 bits from exactly 32 lowercase hex digits (the text of session ids and ticket nonces).
+pub(crate) fn parse_hex_128(s: &str) -> Option<[u8; 16]> {
+    let mut out = [0u8; 16];
+    lower_hex_to(s.as_bytes(), &mut out)?;
+    Some(out)
+}
+
+/// 128 bits as 32 lowercase hex digits, without allocating.
+pub(crate) fn hex_128(bytes: &[u8; 16]) -> [u8; 32] {
+    let mut out = [0u8; 32];
+    hex_into(bytes, &mut out);
+    out
+}
+
+/// Writes 128 bits as 32 lowercase hex digits.
+pub(crate) fn write_hex_128(f: &mut std::fmt::Formatter<'_>, bytes: &[u8; 16]) -> std::fmt::Result {
+    let hex = hex_128(bytes);
+    f.write_str(std::str::from_utf8(&hex).expect("hex digits are ASCII"))
+}

@@ -2,9 +2,7 @@
 
 use std::fmt;
 
-use ring::rand::{SecureRandom, SystemRandom};
-
-use crate::encoding::{hex_into, lower_hex_to};
+use crate::encoding::{hex_128, parse_hex_128, random_128, write_hex_128};
 
 /// A visitor's session id: 128 random bits, shown as 32 lowercase hex digits.
 ///
@@ -26,11 +24,7 @@ pub struct SessionId([u8; 16]);
 impl SessionId {
     /// A fresh random session id from the operating system's secure random source.
     pub fn random() -> Self {
-        let mut bytes = [0u8; 16];
-        SystemRandom::new()
-            .fill(&mut bytes)
-            .expect("the system random source failed");
-        Self(bytes)
+        Self(random_128())
     }
 
     /// A session id from raw bytes.
@@ -45,23 +39,18 @@ impl SessionId {
 
     /// Parses exactly 32 lowercase hex digits.
     pub fn from_hex(s: &str) -> Option<Self> {
-        let mut out = [0u8; 16];
-        lower_hex_to(s.as_bytes(), &mut out)?;
-        Some(Self(out))
+        parse_hex_128(s).map(Self)
     }
 
     /// The 32 hex digits as bytes, without allocating.
     pub(crate) fn hex(&self) -> [u8; 32] {
-        let mut out = [0u8; 32];
-        hex_into(&self.0, &mut out);
-        out
+        hex_128(&self.0)
     }
 }
 
 impl fmt::Display for SessionId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let hex = self.hex();
-        f.write_str(std::str::from_utf8(&hex).expect("hex digits are ASCII"))
+        write_hex_128(f, &self.0)
     }
 }
 
