@@ -85,37 +85,6 @@ pub(crate) fn parse_u64(s: &str) -> Option<u64> {
     s.parse().ok()
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn hex_round_trip_is_lowercase_only() {
-        let mut out = [0u8; 6];
-        hex_into(&[0x00, 0xab, 0xff], &mut out);
-        assert_eq!(&out, b"00abff");
-        let mut back = [0u8; 3];
-        assert_eq!(lower_hex_to(b"00abff", &mut back), Some(()));
-        assert_eq!(back, [0x00, 0xab, 0xff]);
-        assert_eq!(lower_hex_to(b"00ABFF", &mut back), None);
-        assert_eq!(lower_hex_to(b"00abf", &mut back), None);
-        assert_eq!(decode_hex("00ABff"), Some(vec![0x00, 0xab, 0xff]));
-        assert_eq!(decode_hex("0g"), None);
-    }
-
-    #[test]
-    fn decimal_is_canonical() {
-        let mut s = String::new();
-        push_u64(&mut s, 0);
-        push_u64(&mut s, u64::MAX);
-        assert_eq!(s, format!("0{}", u64::MAX));
-        assert_eq!(parse_u64("123"), Some(123));
-        for bad in ["", "0123", "+1", "-1", "1e3", "18446744073709551616", " 1"] {
-            assert_eq!(parse_u64(bad), None, "{bad:?}");
-        }
-    }
-}
-
 /// 128 random bits from the operating system's secure random source: session ids and ticket
 /// nonces.
 pub(crate) fn random_128() -> [u8; 16] {
@@ -145,4 +114,35 @@ pub(crate) fn hex_128(bytes: &[u8; 16]) -> [u8; 32] {
 pub(crate) fn write_hex_128(f: &mut std::fmt::Formatter<'_>, bytes: &[u8; 16]) -> std::fmt::Result {
     let hex = hex_128(bytes);
     f.write_str(std::str::from_utf8(&hex).expect("hex digits are ASCII"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hex_round_trip_is_lowercase_only() {
+        let mut out = [0u8; 6];
+        hex_into(&[0x00, 0xab, 0xff], &mut out);
+        assert_eq!(&out, b"00abff");
+        let mut back = [0u8; 3];
+        assert_eq!(lower_hex_to(b"00abff", &mut back), Some(()));
+        assert_eq!(back, [0x00, 0xab, 0xff]);
+        assert_eq!(lower_hex_to(b"00ABFF", &mut back), None);
+        assert_eq!(lower_hex_to(b"00abf", &mut back), None);
+        assert_eq!(decode_hex("00ABff"), Some(vec![0x00, 0xab, 0xff]));
+        assert_eq!(decode_hex("0g"), None);
+    }
+
+    #[test]
+    fn decimal_is_canonical() {
+        let mut s = String::new();
+        push_u64(&mut s, 0);
+        push_u64(&mut s, u64::MAX);
+        assert_eq!(s, format!("0{}", u64::MAX));
+        assert_eq!(parse_u64("123"), Some(123));
+        for bad in ["", "0123", "+1", "-1", "1e3", "18446744073709551616", " 1"] {
+            assert_eq!(parse_u64(bad), None, "{bad:?}");
+        }
+    }
 }
