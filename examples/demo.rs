@@ -38,10 +38,12 @@
 //!   API"), for both rooms (the default room and `vip`). Without a token there is no admin at
 //!   all.
 //!
-//! A sale that opens later: `--opens-in 60` opens the room a minute after start-up. Until then
-//! every visitor is registered and shown a countdown (JSON clients: `503`, `state: "scheduled"`,
-//! `opens_at`); at the opening they stand in line in a random order, ahead of later arrivals.
-//! `--closes-in <SECS>` stops taking newcomers then (those in line keep their place).
+//! A sale that opens later: `--opens-in 60` opens the default room a minute after start-up
+//! (the VIP room stays open). Until then every visitor is registered and shown a countdown (JSON
+//! clients: `503`, `state: "scheduled"`, `opens_at`); at the opening they stand in line in a
+//! random order, ahead of later arrivals. `--closes-in <SECS>` stops taking newcomers then
+//! (those in line keep their place). Gateways sharing a queue through Redis take the same
+//! `--opens-at <UNIX SECS>` (and `--closes-at`) instead, so they open at the same instant.
 //!
 //! It serves with `into_make_service_with_connect_info::<SocketAddr>()`, so the room sees each
 //! visitor's address and limits new visitors per IP (60 a minute by default), and it logs (the
@@ -53,7 +55,7 @@ mod shared;
 
 use std::net::{Ipv4Addr, SocketAddr};
 use std::process::ExitCode;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use axum::http::StatusCode;
 use axum::response::{Html, IntoResponse, Response};
@@ -110,13 +112,16 @@ FLAGS:
                           room), for callers sending `Authorization: Bearer <TOKEN>`; at
                           least 32 characters. Also read from ADMIN_TOKEN. Without it,
                           there is no admin at all.
-    --opens-in <SECS>     open the room SECS seconds after start-up: until then visitors
-                          are registered and shown a countdown, and at the opening they
-                          stand in line in a random order, ahead of later arrivals
-                          (default: open now). Gateways sharing a queue (--redis) must
-                          open at the same time: start them together
-    --closes-in <SECS>    stop taking newcomers SECS seconds after start-up (after
-                          --opens-in); those in line keep their place (default: never)
+    --opens-in <SECS>     open the default room SECS seconds after start-up: until then
+                          visitors are registered and shown a countdown, and at the
+                          opening they stand in line in a random order, ahead of later
+                          arrivals (default: open now; the vip room is always open)
+    --opens-at <UNIX>     the same at a Unix time (seconds): gateways sharing a queue
+                          (--redis) must open at the same time, so give them this
+                          (`date -d 'now + 2 min' +%s`), not --opens-in
+    --closes-in <SECS>    stop taking newcomers SECS seconds after start-up (after the
+                          opening); those in line keep their place (default: never)
+    --closes-at <UNIX>    the same at a Unix time (seconds)
     --single-use-tickets  each admission to the default room also gets a one-time
                           checkout ticket, and POST /checkout takes it, exactly once
                           across all gateways (a second use: 403 ticket_used); an
@@ -164,6 +169,8 @@ pub(crate) struct Options {
     admin_token: Option<String>,
     opens_in: Option<u64>,
     closes_in: Option<u64>,
+    opens_at: Option<u64>,
+    closes_at: Option<u64>,
     single_use_tickets: bool,
 }
 
@@ -188,6 +195,8 @@ impl Default for Options {
             admin_token: None,
             opens_in: None,
             closes_in: None,
+            opens_at: None,
+            closes_at: None,
             single_use_tickets: false,
         }
     }
@@ -239,6 +248,8 @@ pub(crate) fn parse_args(
             "--admin-token" => opts.admin_token = Some(value(&flag)?),
             "--opens-in" => opts.opens_in = Some(number(&flag, &value(&flag)?)?),
             "--closes-in" => opts.closes_in = Some(positive(&flag, &value(&flag)?)?),
+            "--opens-at" => opts.opens_at = Some(number(&flag, &value(&flag)?)?),
+            "--closes-at" => opts.closes_at = Some(positive(&flag, &value(&flag)?)?),
             "--proof-of-work" => {
                 let bits = value(&flag)?;
                 opts.proof_of_work = Some(bits.parse().map_err(|_| {
@@ -313,12 +324,13 @@ pub(crate) fn build_rooms(
         .map_err(|e| format!("invalid rooms: {e}"))
 }
 
-/// Every setting but the room id and capacity, from the options. `note`: say so when the key
-/// is a random one (once per process is enough).
+/// Every setting but the room id and capacity, from the options. `default_room`: say so when
+/// the key is a random one (once per process is enough), and schedule the sale (`--opens-*`,
+/// `--closes-*`), which is the default room's.
 fn configure(
     mut builder: tower_waiting_room::WaitingRoomBuilder,
     opts: &Options,
-    note: bool,
+    default_room: bool,
 ) -> Result<WaitingRoomLayer, String> {
     // ---- Store selection -------------------------------------------------------------------
     // The embedded (in-process) store is the builder's default; `--redis <url>` shares one
@@ -379,7 +391,7 @@ fn configure(
                 .map_err(|e| format!("--secret: {}", ConfigError::from(e)))?
         }
         None => {
-            if note {
+            if default_room {
                 println!(
                 "note: no --secret given, so this process signs with a random key of its own.\n      \
                  Cookies die with the process, and gateways that share a queue need a shared\n      \
@@ -390,14 +402,26 @@ fn configure(
         }
     };
     builder = builder.signing_key(key);
-    // A scheduled sale: times from start-up (a closing before the opening is refused by the
-    // builder, with its own message).
-    let started = SystemTime::now();
-    if let Some(secs) = opts.opens_in {
-        builder = builder.opens_at(started + Duration::from_secs(secs));
-    }
-    if let Some(secs) = opts.closes_in {
-        builder = builder.closes_at(started + Duration::from_secs(secs));
+    // A scheduled sale, of the default room only (the VIP room is open): at a Unix time, the
+    // same for every gateway, or a time from start-up (a closing before the opening is refused
+    // by the builder, with its own message).
+    if default_room {
+        let started = SystemTime::now();
+        let at = |flag: &str, unix: Option<u64>, from_start: Option<u64>| {
+            let t = match (unix, from_start) {
+                (Some(secs), _) => UNIX_EPOCH.checked_add(Duration::from_secs(secs)),
+                (None, Some(secs)) => started.checked_add(Duration::from_secs(secs)),
+                (None, None) => return Ok(None),
+            };
+            t.map(Some)
+                .ok_or_else(|| format!("{flag}: too far in the future"))
+        };
+        if let Some(t) = at("--opens-at/--opens-in", opts.opens_at, opts.opens_in)? {
+            builder = builder.opens_at(t);
+        }
+        if let Some(t) = at("--closes-at/--closes-in", opts.closes_at, opts.closes_in)? {
+            builder = builder.closes_at(t);
+        }
     }
 
     builder
@@ -787,6 +811,31 @@ mod tests {
             .unwrap_err()
             .contains("closes_at must be after opens_at"));
         assert!(parse(&["--opens-in", "soon"]).is_err());
+        // At a Unix time: the same on every gateway, whenever each starts.
+        let at = parse(&["--opens-at", "4102444800", "--closes-at=4102448400"])
+            .unwrap()
+            .unwrap();
+        let schedule = build_layer(&at)
+            .unwrap()
+            .config()
+            .policy()
+            .schedule
+            .clone()
+            .unwrap();
+        assert_eq!(schedule.opens_at_ms, 4_102_444_800_000);
+        assert_eq!(schedule.closes_at_ms, Some(4_102_448_400_000));
+        // Only the default room is scheduled: the VIP room is open.
+        assert!(build_vip_layer(&at)
+            .unwrap()
+            .config()
+            .policy()
+            .schedule
+            .is_none());
+        // Too far ahead to count: an error, not a panic.
+        for flag in ["--opens-in", "--closes-in", "--opens-at"] {
+            let far = parse(&[flag, "18446744073709551615"]).unwrap().unwrap();
+            assert!(build_layer(&far).is_err(), "{flag}");
+        }
     }
 
     #[test]

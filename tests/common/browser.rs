@@ -43,29 +43,48 @@ impl Driver {
             "the browser test needs chromedriver: apt-get install chromium-driver \
              (scripts/test installs it)",
         );
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let child = Command::new(&driver)
-            .arg(format!("--port={port}"))
-            .arg("--allowed-ips=127.0.0.1")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot start {}: {e}", driver.display()));
-        let started = Instant::now();
-        while tokio::net::TcpStream::connect(("127.0.0.1", port))
-            .await
-            .is_err()
-        {
+        // A free port is only free until someone takes it: a driver that could not bind it
+        // exits, and is started again on another. On a loaded machine a driver can also take
+        // long to start: up to a minute each time.
+        let mut attempts = 0;
+        let (child, port) = loop {
+            attempts += 1;
+            let port = std::net::TcpListener::bind("127.0.0.1:0")
+                .unwrap()
+                .local_addr()
+                .unwrap()
+                .port();
+            let mut child = Command::new(&driver)
+                .arg(format!("--port={port}"))
+                .arg("--allowed-ips=127.0.0.1")
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap_or_else(|e| panic!("cannot start {}: {e}", driver.display()));
+            let started = Instant::now();
+            let listening = loop {
+                if tokio::net::TcpStream::connect(("127.0.0.1", port))
+                    .await
+                    .is_ok()
+                {
+                    break true;
+                }
+                let exited = child.try_wait().ok().flatten().is_some();
+                if exited || started.elapsed() > Duration::from_secs(60) {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    break false;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            };
+            if listening {
+                break (child, port);
+            }
             assert!(
-                started.elapsed() < Duration::from_secs(20),
-                "chromedriver did not listen on port {port} within 20 s"
+                attempts < 3,
+                "chromedriver did not listen on a port within 60 s, three times"
             );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        };
         let profile = std::env::temp_dir().join(format!(
             "twr-chromium-{}-{}",
             std::process::id(),
