@@ -828,6 +828,21 @@ fn bad_combinations_are_typed_errors_at_build_time() {
             name: "wr_main_q".into()
         })
     );
+    // Endpoints nested under another room's: `/w/x/` (room x at prefix `/w`) would take
+    // `/w/x/y/status` (room y at prefix `/w/x`).
+    let outer = builder("x", 5, &clock).path_prefix("/w").build().unwrap();
+    let inner = builder("y", 5, &clock).path_prefix("/w/x").build().unwrap();
+    assert_eq!(
+        WaitingRooms::builder()
+            .room(Rule::path_prefix("/a"), outer)
+            .room(Rule::path_prefix("/b"), inner)
+            .build()
+            .err(),
+        Some(ConfigError::NestedEndpoints {
+            outer_room: "x".into(),
+            inner_room: "y".into(),
+        })
+    );
     for bad in [
         Rule::path("checkout"),
         Rule::path_prefix(""),

@@ -126,6 +126,14 @@ pub enum ConfigError {
     /// store does not keep tickets ([`Store::keeps_tickets`](crate::store::Store::keeps_tickets)
     /// is `false`: it does not implement `mint_ticket` and `redeem_ticket`).
     StoreWithoutTickets,
+    /// One room's endpoints (`{prefix}/{room}/`) lie under another's, so requests for them
+    /// would reach the other room: give the rooms path prefixes that do not nest.
+    NestedEndpoints {
+        /// The room whose endpoints hold the other's.
+        outer_room: String,
+        /// The room whose endpoints would be shadowed.
+        inner_room: String,
+    },
     /// `closes_at` is not after `opens_at`: the event would never take anyone.
     ClosesBeforeOpening,
 }
@@ -241,6 +249,14 @@ impl fmt::Display for ConfigError {
             ConfigError::StoreWithoutTickets => f.write_str(
                 "single_use_tickets needs a store that keeps tickets (Store::mint_ticket and \
                  Store::redeem_ticket), such as the embedded store or the Redis store",
+            ),
+            ConfigError::NestedEndpoints {
+                outer_room,
+                inner_room,
+            } => write!(
+                f,
+                "the endpoints of room {inner_room:?} lie under those of room {outer_room:?}: \
+                 give the rooms path prefixes that do not nest"
             ),
             ConfigError::ClosesBeforeOpening => f.write_str("closes_at must be after opens_at"),
         }

@@ -34,7 +34,6 @@ use serde::Serialize;
 use super::gate::Refusal;
 use super::pending::{Next, Pending};
 use super::reply::{store_error_json, Issued};
-use super::visitor::header_value;
 use super::Room;
 use crate::clock::secs_ceil;
 use crate::cookies::{self, Wanted};
@@ -348,10 +347,17 @@ impl Room {
         if let Some(ticket) = cookie.find_valid(&mut check) {
             return Ok(Presented { ticket });
         }
-        let header = header_value(req, &TICKET_HEADER)
+        // Every value of the header, not only the first: a client may send its admission
+        // (`a1.`) there as well as its ticket.
+        let ticket = req
+            .headers()
+            .get_all(&TICKET_HEADER)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
             .map(str::trim)
-            .filter(|v| v.starts_with("t1."));
-        match header.and_then(&mut check) {
+            .filter(|v| v.starts_with("t1."))
+            .find_map(&mut check);
+        match ticket {
             Some(ticket) => Ok(Presented { ticket }),
             None => Err(refusal),
         }
@@ -632,6 +638,30 @@ mod tests {
             refused(by_header, StatusCode::FORBIDDEN, &used());
         }
         assert_eq!(store.redeems.load(Ordering::SeqCst), 7);
+    }
+
+    /// The ticket header may carry several values (an admission token as well as the ticket):
+    /// the ticket is found among them, whichever comes first, and used once.
+    #[tokio::test(flavor = "current_thread")]
+    async fn the_ticket_is_found_among_several_header_values() {
+        let (layer, _store, _clock) = site();
+        let (token, ticket) = admitted_browser(&layer).await;
+        let ticket = ticket.expect("a ticket cookie at admission");
+        let t = ticket_of(&layer, &ticket);
+        let both = || {
+            Request::post("/checkout")
+                .header(TICKET_HEADER, token.as_str())
+                .header(TICKET_HEADER, "t1.not.a.ticket")
+                .header(TICKET_HEADER, ticket.as_str())
+                .body(())
+                .unwrap()
+        };
+        passed(redeem(&layer, &both()).await, t.session());
+        refused(
+            redeem(&layer, &both()).await,
+            StatusCode::FORBIDDEN,
+            &used(),
+        );
     }
 
     #[tokio::test(flavor = "current_thread")]

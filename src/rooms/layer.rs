@@ -252,7 +252,7 @@ impl WaitingRoomsBuilder {
         }
         let gates = resolve(gate_rules)?;
         let default = self.default.as_deref().and_then(index);
-        let endpoints = all
+        let endpoints: Vec<(String, usize)> = all
             .iter()
             .enumerate()
             .map(|(i, r)| {
@@ -260,6 +260,18 @@ impl WaitingRoomsBuilder {
                 (format!("{}/{}/", c.path_prefix(), c.room()), i)
             })
             .collect();
+        // Endpoints are found by prefix: one room's under another's would never be reached.
+        for (outer, i) in &endpoints {
+            if let Some((_, j)) = endpoints
+                .iter()
+                .find(|(inner, j)| j != i && inner.starts_with(outer.as_str()))
+            {
+                return Err(ConfigError::NestedEndpoints {
+                    outer_room: all[*i].config().room().to_owned(),
+                    inner_room: all[*j].config().room().to_owned(),
+                });
+            }
+        }
         Ok(WaitingRooms {
             rooms: Arc::new(Rooms {
                 all,
