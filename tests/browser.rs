@@ -37,35 +37,19 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use axum::response::Html;
-use axum::routing::any;
-use axum::{Extension, Router};
+use axum::Router;
 use fantoccini::wd::TimeoutConfiguration;
 use fantoccini::{Client, Locator};
 use http::header::{HeaderName, HeaderValue};
 use http::{Method, StatusCode};
 use tower_waiting_room::defences::proof_of_work::{is_solution, solve, ProofOfWork, PROOF_HEADER};
-use tower_waiting_room::{Admission, RoomPolicy, SessionId, WaitingRoomLayer};
+use tower_waiting_room::{RoomPolicy, SessionId, WaitingRoomLayer};
 
-use browser::Driver;
+use browser::{shop, Driver};
 use common::*;
 
 /// One browser at a time: the machine is small, and two Chromiums at once only slow both.
 static ONE_BROWSER: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
-/// The app behind the room, like the demo's: a page that says who is in.
-fn shop(layer: WaitingRoomLayer) -> Router {
-    async fn page(Extension(a): Extension<Admission>) -> Html<String> {
-        Html(format!(
-            "<!doctype html><title>Shop</title><h1>You are in</h1><p id=\"session\">{}</p>",
-            a.session()
-        ))
-    }
-    Router::new()
-        .route("/", any(page))
-        .route("/{*rest}", any(page))
-        .layer(layer)
-}
 
 /// A visitor let in over HTTP (the shop answers HTML, not the echo JSON `Site::admit` reads).
 async fn admit(site: &Site) -> Jar {

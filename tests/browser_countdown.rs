@@ -13,25 +13,9 @@ mod common;
 
 use std::time::{Duration, Instant, UNIX_EPOCH};
 
-use axum::response::Html;
-use axum::routing::any;
-use axum::{Extension, Router};
-use browser::{text, Driver};
+use browser::{shop, text, Driver};
 use common::{Site, T0};
-use tower_waiting_room::{Admission, WaitingRoomLayer};
-
-fn shop(layer: WaitingRoomLayer) -> Router {
-    async fn page(Extension(a): Extension<Admission>) -> Html<String> {
-        Html(format!(
-            "<!doctype html><title>Shop</title><h1>You are in</h1><p id=\"session\">{}</p>",
-            a.session()
-        ))
-    }
-    Router::new()
-        .route("/", any(page))
-        .route("/{*rest}", any(page))
-        .layer(layer)
-}
+use tower_waiting_room::WaitingRoomLayer;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_countdown_page_joins_the_line_by_itself_at_the_opening() {

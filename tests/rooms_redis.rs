@@ -59,15 +59,6 @@ async fn gateway(redis_url: &str) -> Http {
     serve_with_connect_info(app).await
 }
 
-/// Redis's count of writes since the last save, and its key count.
-fn writes_and_keys(redis: &Server) -> (u64, u64) {
-    let dirty = redis
-        .info_field("persistence", "rdb_changes_since_last_save")
-        .and_then(|v| v.parse().ok())
-        .expect("INFO persistence has rdb_changes_since_last_save");
-    (dirty, redis.dbsize())
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_admission_from_one_gateway_passes_a_gate_on_another_and_a_forged_one_writes_nothing() {
     let redis = Server::start(&["--save", ""]);
@@ -107,7 +98,7 @@ async fn an_admission_from_one_gateway_passes_a_gate_on_another_and_a_forged_one
     let tampered = String::from_utf8(tampered).unwrap();
     let expired = admission_value(&keys(), "drop", SessionId::random(), now - 90_000, now - 1);
     let of_main = admission_value(&keys(), "main", SessionId::random(), now, now + 60_000);
-    let before = writes_and_keys(&redis);
+    let before = redis.writes_and_keys();
     for (value, reason) in [
         (forged.as_str(), "invalid"),
         (tampered.as_str(), "invalid"),
@@ -133,7 +124,7 @@ async fn an_admission_from_one_gateway_passes_a_gate_on_another_and_a_forged_one
     let reply = two.send(Method::POST, "/checkout", &[]).await;
     assert_eq!(reply.json()["reason"], "missing");
     assert_eq!(
-        writes_and_keys(&redis),
+        redis.writes_and_keys(),
         before,
         "refused values write nothing (Redis's dirty counter and key count unchanged)"
     );
@@ -142,6 +133,6 @@ async fn an_admission_from_one_gateway_passes_a_gate_on_another_and_a_forged_one
     two.visit(&mut newcomer, Method::GET, "/drop").await;
     let reply = two.visit(&mut newcomer, Method::GET, "/drop").await;
     assert_eq!(reply.status, StatusCode::OK);
-    let after = writes_and_keys(&redis);
+    let after = redis.writes_and_keys();
     assert!(after.0 > before.0, "{before:?} -> {after:?}");
 }

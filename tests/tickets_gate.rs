@@ -283,15 +283,6 @@ mod on_redis {
         all
     }
 
-    /// Redis's count of writes since the last save, and its key count.
-    fn writes_and_keys(redis: &Server) -> (u64, u64) {
-        let dirty = redis
-            .info_field("persistence", "rdb_changes_since_last_save")
-            .and_then(|v| v.parse().ok())
-            .expect("INFO persistence has rdb_changes_since_last_save");
-        (dirty, redis.dbsize())
-    }
-
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn fifty_concurrent_uses_of_one_ticket_over_three_gateways_pass_exactly_once() {
         let redis = Server::start(&["--save", ""]);
@@ -307,20 +298,20 @@ mod on_redis {
         refused(&again, "ticket_used", "ticket_used");
 
         // Bad tickets and a token alone: refused at the gateway, nothing written to Redis.
-        let before = writes_and_keys(&redis);
+        let before = redis.writes_and_keys();
         bad_tickets_are_refused(&gateways, &ticket, &token).await;
         assert_eq!(
-            writes_and_keys(&redis),
+            redis.writes_and_keys(),
             before,
             "refused tickets write nothing (Redis's dirty counter and key count unchanged)"
         );
         // The measure is live: a ticket that reaches the store does write (it is used).
         let fresh = admitted(&gateways[1]).await;
-        let before = writes_and_keys(&redis);
+        let before = redis.writes_and_keys();
         let cookie = [(header::COOKIE, fresh.header().unwrap())];
         let reply = gateways[1].send(Method::POST, "/checkout", &cookie).await;
         assert_eq!(reply.status, StatusCode::OK, "{}", reply.text());
-        let after = writes_and_keys(&redis);
+        let after = redis.writes_and_keys();
         assert!(after.0 > before.0, "{before:?} -> {after:?}");
     }
 

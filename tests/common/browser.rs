@@ -7,10 +7,13 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use axum::response::Html;
+use axum::routing::any;
+use axum::{Extension, Router};
 use fantoccini::{Client, ClientBuilder, Locator};
 use hyper_util::client::legacy::connect::HttpConnector;
 use serde_json::json;
-use tower_waiting_room::SessionId;
+use tower_waiting_room::{Admission, SessionId, WaitingRoomLayer};
 
 fn find_program(names: &[&str], also: &[&str]) -> Option<PathBuf> {
     let path = std::env::var_os("PATH").unwrap_or_default();
@@ -193,4 +196,18 @@ pub async fn fill(client: &Client, css: &str, value: &str) {
     let e = client.find(Locator::Css(css)).await.unwrap();
     e.clear().await.unwrap();
     e.send_keys(value).await.unwrap();
+}
+
+/// The app behind the room, like the demo's: a page that says who is in.
+pub fn shop(layer: WaitingRoomLayer) -> Router {
+    async fn page(Extension(a): Extension<Admission>) -> Html<String> {
+        Html(format!(
+            "<!doctype html><title>Shop</title><h1>You are in</h1><p id=\"session\">{}</p>",
+            a.session()
+        ))
+    }
+    Router::new()
+        .route("/", any(page))
+        .route("/{*rest}", any(page))
+        .layer(layer)
 }

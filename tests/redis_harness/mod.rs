@@ -169,6 +169,16 @@ impl Server {
             .expect("DBSIZE reply")
     }
 
+    /// Redis's count of writes since the last save, and its key count: whether a step wrote
+    /// anything (start the server with `--save ''`).
+    pub fn writes_and_keys(&self) -> (u64, u64) {
+        let dirty = self
+            .info_field("persistence", "rdb_changes_since_last_save")
+            .and_then(|v| v.parse().ok())
+            .expect("INFO persistence has rdb_changes_since_last_save");
+        (dirty, self.dbsize())
+    }
+
     /// Stops the server now and waits for it to be gone.
     pub fn stop(&mut self) {
         self.lifeline.take();
