@@ -644,6 +644,7 @@ impl RoomState {
             recent: self.admissions.counts(now),
             paused: self.live().paused,
             pace: self.pace(policy, now),
+            place: None,
         }
     }
 

@@ -103,6 +103,7 @@ mod memory;
 #[cfg(feature = "redis")]
 mod redis;
 mod settings;
+pub mod snapshot;
 pub mod tickets;
 
 #[cfg(feature = "redis")]
@@ -114,6 +115,7 @@ pub use self::redis::{
 pub use error::{StoreError, StoreErrorKind};
 pub use memory::MemoryStore;
 pub use settings::{RoomSettings, SettingsChange, SettingsUpdate, SETTINGS_VERSION};
+pub use snapshot::{Checkpoint, LivenessRule, Place, RoomSnapshot};
 pub use tickets::{Minted, Redeemed, TicketNonce, MAX_TICKET_SWEEP_PER_CALL};
 
 /// Most waiters promoted (or skipped as silent) in one call.
@@ -229,6 +231,29 @@ pub trait Store: Send + Sync + 'static {
     fn keeps_tickets(&self) -> bool {
         false
     }
+
+    /// One gateway's refresh of its [`RoomSnapshot`], in one step: records a check-in now for
+    /// each session of `seen` that has a place in line (the waiters whose polls the gateway
+    /// answered from its snapshot since its last refresh; others are ignored), does the room's
+    /// housekeeping (with a sweep of abandoned waiters of at most [`MAX_SWEEP_PER_CALL`]), and
+    /// answers the line as it then stands. See [`snapshot`].
+    ///
+    /// The default answers a [`Misconfigured`](StoreErrorKind::Misconfigured) error, and
+    /// [`keeps_snapshots`](Self::keeps_snapshots) says `false`: a room on such a store asks
+    /// the store for every waiting poll, as before.
+    fn sync(&self, policy: &RoomPolicy, seen: Vec<SessionId>) -> StoreFuture<RoomSnapshot> {
+        let _ = (policy, seen);
+        Box::pin(std::future::ready(Err(StoreError::with_source(
+            StoreErrorKind::Misconfigured,
+            "this store does not implement Store::sync",
+        ))))
+    }
+
+    /// Whether this store implements [`sync`](Self::sync). `false` by default; the embedded
+    /// and the Redis store say `true`.
+    fn keeps_snapshots(&self) -> bool {
+        false
+    }
 }
 
 /// The answer of a store without single-use tickets.
@@ -253,12 +278,13 @@ pub(crate) enum StoreOp {
     Ban,
     MintTicket,
     RedeemTicket,
+    Sync,
 }
 
 impl StoreOp {
     /// Every operation, in the order of the metrics' keys.
     #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
-    pub(crate) const ALL: [StoreOp; 10] = [
+    pub(crate) const ALL: [StoreOp; 11] = [
         StoreOp::Enter,
         StoreOp::Poll,
         StoreOp::Heartbeat,
@@ -269,6 +295,7 @@ impl StoreOp {
         StoreOp::Ban,
         StoreOp::MintTicket,
         StoreOp::RedeemTicket,
+        StoreOp::Sync,
     ];
 
     /// The operation's name, as the script and the metrics spell it.
@@ -285,6 +312,7 @@ impl StoreOp {
             StoreOp::Ban => "ban",
             StoreOp::MintTicket => "mint_ticket",
             StoreOp::RedeemTicket => "redeem_ticket",
+            StoreOp::Sync => "sync",
         }
     }
 }
@@ -315,6 +343,10 @@ pub enum Decision {
         paused: bool,
         /// What the admission counts were measured over, for the wait estimate.
         pace: RoomPace,
+        /// Where the visitor stands in the store's order, for the queue cookie (`None` from a
+        /// store that does not say): with it, a gateway answers their next polls from its
+        /// [`RoomSnapshot`].
+        place: Option<Place>,
     },
     /// The line is at `max_queue_len`; the visitor was not added.
     Full {

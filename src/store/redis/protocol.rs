@@ -223,6 +223,7 @@ pub(crate) fn decision(reply: &[i64]) -> Result<Decision, StoreError> {
                 recent: AdmissionCounts::new(non_negative(minute), non_negative(five)),
                 paused: paused == 1,
                 pace: pace(rest).ok_or_else(|| protocol_error(reply))?,
+                place: None,
             })
         }
         [reply::CLOSED, 0, 0] => Ok(Decision::Closed),
@@ -339,6 +340,7 @@ mod tests {
                 pace: RoomPace::new(2, 500, 60_000, 5)
                     .with_line([4, 6, 5, 5, 0], 0)
                     .with_silent_after(30_000),
+                place: None,
             }
         );
         assert_eq!(
@@ -360,6 +362,7 @@ mod tests {
                     .with_silent_after(30_000)
                     .with_first_move(55_000)
                     .with_admission_rate(Some(3)),
+                place: None,
             },
             "every part of the pace"
         );

@@ -1,0 +1,319 @@
+//! A room as one gateway sees it between two store calls: the [`RoomSnapshot`] that
+//! [`Store::sync`](super::Store::sync) answers, and the liveness rule every store follows.
+//!
+//! Waiting polls are the bulk of a busy room's traffic: two million waiters polling every 20 s
+//! are 100 000 polls a second. A gateway answers them from its snapshot of the room, refreshed
+//! about once a second with one store call, instead of asking the store for each: the visitor's
+//! signed queue cookie carries their [`Place`] (their sequence number), and the snapshot says
+//! where that sequence stands.
+//!
+//! # How exact a position from a snapshot is
+//!
+//! A snapshot holds the exact rank of a few waiters ([`checkpoint_ranks`]): every rank below
+//! [`EXACT_RANKS`], then ranks about 1 % apart, up to the last waiter. A waiter between two
+//! checkpoints is placed between their ranks in proportion to their scores
+//! ([`RoomSnapshot::position_of`]). Sequence numbers are handed out one by one, so between
+//! two checkpoints the only error comes from waiters who left between them; it is always less
+//! than the checkpoints' rank gap, so **at the snapshot's time a position is exact below
+//! [`EXACT_RANKS`] and within 1 % of the exact position above** (the `position_error_max`
+//! of the benchmark, and `tests/snapshot_positions.rs`, measure it).
+//!
+//! A snapshot is as old as its gateway's last refresh: at most [`SNAPSHOT_MAX_AGE_MS`] when
+//! it is used at all. In that time the line moves by the admissions (and skips) of that time,
+//! so a shown position can be high by at most the admissions of the last
+//! [`SNAPSHOT_MAX_AGE_MS`]; never low (a snapshot never shows anyone further ahead than they
+//! were when it was taken). Nobody is let in from a snapshot: a waiter whose turn has come
+//! (their place is ahead of the snapshot's head, or within [`NEAR_HEAD`] of it) asks the
+//! store, which alone grants slots.
+//!
+//! # Liveness in coarse time epochs
+//!
+//! A check-in (a join, a store poll, or a gateway's batched report of the waiters whose polls
+//! it answered) marks the waiter seen in the current *epoch*. The store keeps, per waiter, only
+//! which epochs saw them (the Redis store in one small bitmap per epoch, not a record per
+//! waiter), so liveness is to the epoch:
+//! - **skipped at their turn** ([`LivenessRule::for_turn`]): epochs of `queue_ttl /`
+//!   [`TURN_EPOCHS`]; a waiter seen in none of the last [`TURN_EPOCHS`] + 1 (the current one
+//!   included) is skipped. Seen within `queue_ttl`: never skipped. Silent for longer than
+//!   `queue_ttl * 5 / 4`: skipped;
+//! - **swept from anywhere** ([`LivenessRule::for_abandon`]): epochs of `abandon_after /`
+//!   [`ABANDON_EPOCHS`]; seen within `abandon_after`: kept; silent for longer than
+//!   `abandon_after * 3 / 2`: swept as the sweep goes by.
+
+use serde::Serialize;
+
+use super::{AdmissionCounts, RoomPace};
+use crate::config::RoomPolicy;
+
+/// Ranks below this are all checkpoints: positions near the head are exact.
+pub const EXACT_RANKS: u64 = 100;
+
+/// Above [`EXACT_RANKS`], each checkpoint's rank is the last one's plus this fraction of it
+/// (1 / 100): the gap, and so the error, is under 1 % of the rank.
+pub const CHECKPOINT_GAP_DIVISOR: u64 = 100;
+
+/// A gateway answers from a snapshot no older than this (by its own clock since it took it);
+/// an older one is refreshed first.
+pub const SNAPSHOT_MAX_AGE_MS: u64 = 2_000;
+
+/// How often a gateway refreshes its snapshot while visitors are asking.
+pub const SNAPSHOT_REFRESH_MS: u64 = 1_000;
+
+/// A waiter whose estimated position is within this many of the head asks the store rather
+/// than the snapshot: their turn may have come since the snapshot was taken, and the store is
+/// the one to say so (and grant the slot).
+pub const NEAR_HEAD: u64 = 50;
+
+/// Epochs in `queue_ttl` for the turn's liveness rule.
+pub const TURN_EPOCHS: u64 = 4;
+/// Epochs in `abandon_after` for the sweep's liveness rule.
+pub const ABANDON_EPOCHS: u64 = 2;
+
+/// Where a waiter stands in the store's order: what the queue cookie carries, so a gateway
+/// can place them in its snapshot without asking the store.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Place {
+    /// Their sequence number: the line's score of everyone who arrived after any opening.
+    Seq(u64),
+    /// A registrant of a scheduled opening: their score is their keyed draw's,
+    /// `draw / 2^52 - 1` ([`EventSchedule::draw`](crate::config::EventSchedule::draw)), which
+    /// the gateway computes again from the session id.
+    Drawn,
+}
+
+impl Place {
+    /// The place's score in the line, given the session's draw (used for [`Place::Drawn`]).
+    pub fn score(self, draw: impl FnOnce() -> u64) -> f64 {
+        match self {
+            Place::Seq(seq) => seq as f64,
+            Place::Drawn => draw_score(draw()),
+        }
+    }
+}
+
+/// A registrant's score: `draw / 2^52 - 1`, in `[-1, 0)`, exact in a double.
+pub fn draw_score(draw: u64) -> f64 {
+    draw as f64 / (1u64 << crate::config::DRAW_BITS) as f64 - 1.0
+}
+
+/// One waiter's exact rank (0-based) at the snapshot's time, and their score.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct Checkpoint {
+    /// The waiter's score in the line (their sequence number, or a registrant's draw score).
+    pub score: f64,
+    /// How many stand ahead of them.
+    pub rank: u64,
+}
+
+/// The ranks a snapshot holds for a line of `waiting` people, ascending: every rank below
+/// [`EXACT_RANKS`], then each the last plus a 1 / [`CHECKPOINT_GAP_DIVISOR`] of it, and the
+/// last waiter's. About 1 100 for a line of two million. Every store uses this one schedule.
+pub fn checkpoint_ranks(waiting: u64) -> impl Iterator<Item = u64> {
+    let last = waiting.checked_sub(1);
+    let mut next = Some(0u64);
+    std::iter::from_fn(move || {
+        let last = last?;
+        let r = next?;
+        next = if r >= last {
+            None
+        } else {
+            let step = if r < EXACT_RANKS {
+                1
+            } else {
+                (r / CHECKPOINT_GAP_DIVISOR).max(1)
+            };
+            Some((r + step).min(last))
+        };
+        Some(r)
+    })
+}
+
+/// A room's line as one store call saw it, for a gateway to answer waiting polls with.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[non_exhaustive]
+pub struct RoomSnapshot {
+    /// The store's clock when it was taken (ms since the epoch).
+    pub taken_at_ms: u64,
+    /// The score of the first waiter in line (`None`: nobody waits). Everyone with a lower
+    /// score has had their turn (granted a slot, or skipped), or left.
+    pub head: Option<f64>,
+    /// How many wait.
+    pub waiting: u64,
+    /// Exact ranks of some waiters, ascending ([`checkpoint_ranks`]).
+    pub checkpoints: Vec<Checkpoint>,
+    /// The room is paused.
+    pub paused: bool,
+    /// The room is open ([`RoomSettings::open`](super::RoomSettings::open)).
+    pub open: bool,
+    /// The store's clock is before the room's scheduled opening (nobody admitted yet).
+    pub before_opening: bool,
+    /// The room's scheduled closing has passed and the line is not kept: nobody waits on.
+    pub line_closed: bool,
+    /// Admissions lately, for the wait estimate.
+    pub recent: AdmissionCounts,
+    /// What they were measured over, for the wait estimate.
+    pub pace: RoomPace,
+}
+
+impl RoomSnapshot {
+    /// The 1-based position of a waiter with line score `score`, by the snapshot's checkpoints
+    /// (see the [module docs](self) for the bound). `None` if their place is ahead of the
+    /// head: their turn has come, or they left; only the store can say which.
+    pub fn position_of(&self, score: f64) -> Option<u64> {
+        let head = self.head?;
+        if score < head {
+            return None;
+        }
+        let cps = &self.checkpoints;
+        // The last checkpoint at or before the score.
+        let i = cps.partition_point(|c| c.score <= score);
+        if i == 0 {
+            return Some(1);
+        }
+        let lo = cps[i - 1];
+        let rank = match cps.get(i) {
+            // Between two checkpoints: in proportion to the score, never past the next.
+            Some(hi) => {
+                let span = hi.score - lo.score;
+                let frac = if span > 0.0 {
+                    (score - lo.score) / span
+                } else {
+                    0.0
+                };
+                let gap = hi.rank - lo.rank;
+                lo.rank + ((frac * gap as f64).floor() as u64).min(gap.saturating_sub(1))
+            }
+            // Behind the last waiter the snapshot saw: arrived since; sequence numbers are
+            // handed out one by one.
+            None if lo.score == score => lo.rank,
+            None => lo.rank + ((score - lo.score).ceil() as u64).max(1),
+        };
+        Some(rank + 1)
+    }
+
+    /// Whether visitors may be answered from the snapshot at all: the line moves (open, not
+    /// paused), and neither a scheduled opening nor a closing that ends the line changes what
+    /// they are told.
+    pub fn answers_waiters(&self) -> bool {
+        self.open && !self.before_opening && !self.line_closed
+    }
+}
+
+/// Which epochs count a waiter as alive: epochs of `width_ms`, and a waiter last seen in
+/// epoch `e` is alive at `now` if `e + keep >= epoch(now)`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LivenessRule {
+    /// Width of one epoch, ms (at least 1).
+    pub width_ms: u64,
+    /// Complete epochs before the current one that still count.
+    pub keep: u64,
+}
+
+impl LivenessRule {
+    /// The rule for skipping a silent waiter at their turn (`queue_ttl`).
+    pub fn for_turn(policy: &RoomPolicy) -> Self {
+        Self::of(policy.queue_ttl_ms, TURN_EPOCHS)
+    }
+
+    /// The rule for sweeping an abandoned waiter (`abandon_after`, at least `queue_ttl`).
+    pub fn for_abandon(policy: &RoomPolicy) -> Self {
+        Self::of(policy.effective_abandon_after_ms(), ABANDON_EPOCHS)
+    }
+
+    fn of(ttl_ms: u64, epochs: u64) -> Self {
+        Self {
+            width_ms: (ttl_ms / epochs).max(1),
+            keep: epochs,
+        }
+    }
+
+    /// The epoch of a time.
+    pub fn epoch(&self, at_ms: u64) -> u64 {
+        at_ms / self.width_ms
+    }
+
+    /// Whether a waiter last seen in epoch `seen` is alive at `now`.
+    pub fn alive(&self, seen: u64, now_ms: u64) -> bool {
+        seen + self.keep >= self.epoch(now_ms)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn snapshot(scores_ranks: &[(f64, u64)], waiting: u64) -> RoomSnapshot {
+        RoomSnapshot {
+            taken_at_ms: 0,
+            head: scores_ranks.first().map(|c| c.0),
+            waiting,
+            checkpoints: scores_ranks
+                .iter()
+                .map(|&(score, rank)| Checkpoint { score, rank })
+                .collect(),
+            paused: false,
+            open: true,
+            before_opening: false,
+            line_closed: false,
+            recent: AdmissionCounts::default(),
+            pace: RoomPace::default(),
+        }
+    }
+
+    #[test]
+    fn checkpoints_are_exact_near_the_head_then_one_percent_apart() {
+        assert_eq!(checkpoint_ranks(0).count(), 0);
+        assert_eq!(checkpoint_ranks(1).collect::<Vec<_>>(), vec![0]);
+        assert_eq!(checkpoint_ranks(5).collect::<Vec<_>>(), vec![0, 1, 2, 3, 4]);
+        let ranks: Vec<u64> = checkpoint_ranks(2_000_000).collect();
+        assert_eq!(*ranks.last().unwrap(), 1_999_999);
+        assert!(ranks.len() < 1_200, "{} checkpoints", ranks.len());
+        for w in ranks.windows(2) {
+            let gap = w[1] - w[0];
+            assert!(gap >= 1);
+            if w[0] >= EXACT_RANKS {
+                assert!(gap * CHECKPOINT_GAP_DIVISOR <= w[0].max(CHECKPOINT_GAP_DIVISOR));
+            } else {
+                assert_eq!(gap, 1);
+            }
+        }
+    }
+
+    #[test]
+    fn positions_between_checkpoints_stay_under_the_gap() {
+        // Sequences 1000..=1999 with every third one gone: ranks by checkpoints.
+        let line: Vec<f64> = (1000..2000u64)
+            .filter(|s| s % 3 != 0)
+            .map(|s| s as f64)
+            .collect();
+        let cps: Vec<(f64, u64)> = checkpoint_ranks(line.len() as u64)
+            .map(|r| (line[r as usize], r))
+            .collect();
+        let snap = snapshot(&cps, line.len() as u64);
+        for (exact, &score) in line.iter().enumerate() {
+            let shown = snap.position_of(score).unwrap();
+            let exact = exact as u64 + 1;
+            if exact <= EXACT_RANKS {
+                assert_eq!(shown, exact);
+            } else {
+                assert!(shown.abs_diff(exact) * 100 <= exact, "{shown} vs {exact}");
+            }
+        }
+        // Ahead of the head: the store decides. Behind the tail: after everyone seen.
+        assert_eq!(snap.position_of(999.0), None);
+        let tail = *line.last().unwrap();
+        assert_eq!(snap.position_of(tail + 3.0), Some(line.len() as u64 + 3));
+    }
+
+    #[test]
+    fn liveness_is_to_the_epoch() {
+        let rule = LivenessRule::of(120_000, TURN_EPOCHS);
+        assert_eq!(rule.width_ms, 30_000);
+        let seen_at = 1_000_000u64;
+        let seen = rule.epoch(seen_at);
+        // Seen within queue_ttl: alive; silent for more than 5/4 of it: not.
+        assert!(rule.alive(seen, seen_at + 120_000));
+        assert!(!rule.alive(seen, seen_at + 150_001));
+    }
+}
