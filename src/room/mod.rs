@@ -12,6 +12,8 @@
 //! | `endpoints` | the room's own endpoints: status, leave, proof |
 //! | `gate` | gated routes: admitted (by cookie, token header or ticket header; with single-use tickets, by the ticket, once) or `403 not_admitted` (`ticket_used`) |
 //! | `pending` | the store steps and what each answer means, the fail policy included |
+//! | `snapshot` | waiting polls answered at the gateway from its snapshot of the line, and the check-ins it batches |
+//! | `drain` | the drain fail policy: letting the front of the line in, at the last known pace, while the store is away |
 //! | `reply` | redirects, rejections, issued cookies, the headers every answer carries |
 //! | `ticket` | single-use checkout tickets: minted at admission and on the status endpoint, and the redeem step of a gated route |
 
@@ -21,6 +23,7 @@ mod gate;
 mod observe;
 mod pending;
 mod reply;
+mod snapshot;
 mod ticket;
 mod visitor;
 
@@ -33,6 +36,7 @@ use http::Request;
 
 pub(crate) use self::ending::{strip_end_slot, Slot};
 use self::pending::FailureLog;
+use self::snapshot::LineView;
 pub(crate) use self::pending::{Next, Pending};
 pub(crate) use self::reply::{with_room_headers, Issued};
 use self::visitor::Visitor;
@@ -76,6 +80,8 @@ pub(crate) struct Room {
     /// Failed store calls, reported at most once per interval.
     store_failures: FailureLog,
     metrics: Arc<RoomMetrics>,
+    /// The gateway's snapshot of the line, for waiting polls answered without the store.
+    line: LineView,
 }
 
 /// `{prefix}/{room}/status`, `…/leave`, `…/proof`, made once.
@@ -97,6 +103,7 @@ impl Room {
             proof: endpoint("proof"),
         };
         let metrics = Arc::new(RoomMetrics::new(&parts.config.policy.room));
+        let line = LineView::new(parts.store.keeps_snapshots());
         Self {
             config: parts.config,
             keys: parts.keys,
@@ -110,6 +117,7 @@ impl Room {
             warned_unknown_network: AtomicBool::new(false),
             store_failures: FailureLog::new(),
             metrics,
+            line,
         }
     }
 

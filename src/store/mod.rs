@@ -234,7 +234,8 @@ pub trait Store: Send + Sync + 'static {
 
     /// One gateway's refresh of its [`RoomSnapshot`], in one step: records a check-in now for
     /// each session of `seen` that has a place in line (the waiters whose polls the gateway
-    /// answered from its snapshot since its last refresh; others are ignored), does the room's
+    /// answered from its snapshot since its last refresh; the others are answered back in
+    /// [`RoomSnapshot::unknown`], and nothing is stored for them), does the room's
     /// housekeeping (with a sweep of abandoned waiters of at most [`MAX_SWEEP_PER_CALL`]), and
     /// answers the line as it then stands. See [`snapshot`].
     ///

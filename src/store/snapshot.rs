@@ -44,6 +44,7 @@ use serde::Serialize;
 
 use super::{AdmissionCounts, RoomPace};
 use crate::config::RoomPolicy;
+use crate::session::SessionId;
 
 /// Ranks below this are all checkpoints: positions near the head are exact.
 pub const EXACT_RANKS: u64 = 100;
@@ -154,6 +155,10 @@ pub struct RoomSnapshot {
     pub recent: AdmissionCounts,
     /// What they were measured over, for the wait estimate.
     pub pace: RoomPace,
+    /// Of the sessions the call reported as seen, those without a place in line (skipped at
+    /// their turn, swept, or never in it): the gateway asks the store at their next poll
+    /// instead of showing them a place they no longer hold. Usually empty.
+    pub unknown: Vec<SessionId>,
 }
 
 impl RoomSnapshot {
@@ -258,6 +263,7 @@ mod tests {
             line_closed: false,
             recent: AdmissionCounts::default(),
             pace: RoomPace::default(),
+            unknown: Vec::new(),
         }
     }
 
