@@ -4,7 +4,8 @@
 //! A value is `<kind>.<kid>.<session>.<iat>.<exp>[.<extra>].<tag>`: the kind carries the format
 //! version (`q1`, `p1`, `a1`, `c1`, `m1`, `t1`; a new format would be a new prefix, verified beside
 //! the old one while values in the old one live), `kid` names the [`SigningKey`](super::SigningKey),
-//! `extra` is an admission token's network or a ticket's nonce, and the tag is the HMAC-SHA256 of
+//! `extra` is an admission token's network, a ticket's nonce or a queue cookie's place in line,
+//! and the tag is the HMAC-SHA256 of
 //! `twr|<kind>|<room>|<kid>|<session>|<iat>|<exp>[|<extra>]`. The room is
 //! signed but not written, so a value of one room or kind never verifies as another. The format is
 //! private to the crate: nothing outside reads or writes it.
@@ -66,9 +67,13 @@ impl ValueKind {
     }
 
     /// Whether values of this kind may carry the extra field: an admission token's network
-    /// (optional), a ticket's nonce (required, checked by the ticket).
+    /// (optional), a ticket's nonce (required, checked by the ticket), a queue cookie's place
+    /// in line (optional, proven or not).
     fn has_extra(self) -> bool {
-        matches!(self, ValueKind::Admission | ValueKind::Ticket)
+        matches!(
+            self,
+            ValueKind::Admission | ValueKind::Ticket | ValueKind::Queue | ValueKind::ProvenQueue
+        )
     }
 }
 
@@ -237,8 +242,15 @@ pub(crate) fn verify_unexpired(
     value: &str,
     now_ms: u64,
 ) -> Option<Claims> {
-    verify(keyring, kind, room, value)
-        .filter(|c| now_ms < c.expires_at_ms && c.issued_at_ms <= c.expires_at_ms)
+    verify(keyring, kind, room, value).filter(|c| c.unexpired(now_ms))
+}
+
+impl Claims {
+    /// Not expired at `now_ms`, and not claiming to be issued after its expiry: the expiry
+    /// check of the queue cookie and the proof-of-work challenge.
+    pub(crate) fn unexpired(&self, now_ms: u64) -> bool {
+        now_ms < self.expires_at_ms && self.issued_at_ms <= self.expires_at_ms
+    }
 }
 
 /// Like [`verify`], and also accepts a value with a signed network (admission tokens only),
@@ -259,7 +271,8 @@ pub(crate) fn verify_with_network(
     }
 }
 
-/// Longest extra field: a ticket's nonce (32 hex digits); a network's text is shorter.
+/// Longest extra field: a ticket's nonce (32 hex digits); a network's text and a queue
+/// cookie's place (`s` and at most 20 digits) are shorter.
 const MAX_EXTRA_LEN: usize = 32;
 
 /// An extra field is 1 to [`MAX_EXTRA_LEN`] ASCII letters and digits: it can hold neither the
@@ -269,7 +282,7 @@ fn valid_extra(extra: &str) -> bool {
 }
 
 /// Like [`verify`], and also accepts a value with a signed extra field (the kinds that have
-/// one: admission tokens, tickets), which it returns as written. The extra is inside the MAC:
+/// one: admission tokens, tickets, queue cookies), which it returns as written. The extra is inside the MAC:
 /// a value whose extra was edited, added or removed does not verify.
 pub(crate) fn verify_with_extra<'v>(
     keyring: &Keyring,
