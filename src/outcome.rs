@@ -98,6 +98,10 @@ pub enum AdmittedBy {
     Store,
     /// The store could not be reached and the room fails open: let in without a slot.
     FailOpen,
+    /// The store could not be reached and the room drains
+    /// ([`FailPolicy::Drain`](crate::FailPolicy::Drain)): let in without a slot, from the
+    /// front of the line.
+    Drained,
     /// A single-use checkout ticket, just accepted by the store (a gated route); the admission
     /// expires when the ticket does.
     Ticket,

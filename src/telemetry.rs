@@ -129,16 +129,19 @@ pub(crate) enum Stage {
     Bypass,
     /// A gated route (several rooms' gates): admitted, or refused.
     Gate,
+    /// A waiting poll answered from the gateway's snapshot of the line: no store call.
+    Snapshot,
 }
 
 impl Stage {
-    const ALL: [Stage; 6] = [
+    const ALL: [Stage; 7] = [
         Stage::FastPath,
         Stage::CookieCheck,
         Stage::Store,
         Stage::Endpoint,
         Stage::Bypass,
         Stage::Gate,
+        Stage::Snapshot,
     ];
 
     pub(crate) fn as_str(self) -> &'static str {
@@ -149,6 +152,7 @@ impl Stage {
             Stage::Endpoint => "endpoint",
             Stage::Bypass => "bypass",
             Stage::Gate => "gate",
+            Stage::Snapshot => "snapshot",
         }
     }
 }

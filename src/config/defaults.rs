@@ -44,6 +44,8 @@ pub const END_SLOT_HEADER: &str = "waiting-room-end-slot";
 
 /// What new visitors get while the store is unreachable.
 pub const FAIL_POLICY: FailPolicy = FailPolicy::Open;
+/// Most visitors [`FailPolicy::Drain`] lets in from the front of the line during one outage.
+pub const DRAIN_BUDGET: u64 = 1_000;
 /// `Path` of the room's cookies.
 pub const COOKIE_PATH: &str = "/";
 /// Cookies are `Secure` unless turned off for plain-http development.

@@ -70,7 +70,7 @@ use crate::{WaitingRoomBuilder, WaitingRoomLayer};
 /// | `room` | the room id (required) |
 /// | `capacity`, `admission_rate`, `max_queue_len` | whole numbers |
 /// | `active_ttl`, `grant_ttl`, `queue_ttl`, `abandon_after`, `refresh`, `session_ttl` | duration |
-/// | `fail_policy` | `"open"` or `"closed"` |
+/// | `fail_policy` | `"open"`, `"closed"`, `"drain"` or `"drain:<budget>"` |
 /// | `cookie_name`, `cookie_path`, `cookie_domain` | strings |
 /// | `secure_cookies` | `true` or `false` |
 /// | `same_site` | `"lax"`, `"strict"` or `"none"` |
@@ -750,7 +750,16 @@ fn parse_fail_policy(text: &str) -> Result<FailPolicy, String> {
     match text.trim().to_ascii_lowercase().as_str() {
         "open" => Ok(FailPolicy::Open),
         "closed" => Ok(FailPolicy::Closed),
-        _ => Err("is not a fail policy; write open or closed".to_owned()),
+        "drain" => Ok(FailPolicy::drain()),
+        other => match other
+            .strip_prefix("drain:")
+            .map(|n| n.trim().parse::<u64>())
+        {
+            Some(Ok(budget)) => Ok(FailPolicy::Drain { budget }),
+            _ => {
+                Err("is not a fail policy; write open, closed, drain or drain:<budget>".to_owned())
+            }
+        },
     }
 }
 

@@ -69,6 +69,32 @@ pub enum FailPolicy {
     Open,
     /// Answer new visitors with a "try again soon" response.
     Closed,
+    /// Keep letting the line in from the front, in order, at no more than its last known pace,
+    /// up to `budget` visitors; everyone else keeps their place and waits, and newcomers get
+    /// "try again soon". The gateway goes by the last snapshot of the line it held (see
+    /// [`crate::store::snapshot`]) and the place in each waiter's signed queue cookie, so it
+    /// needs neither the store nor the other gateways: every gateway lets in the same front of
+    /// the line, and together no faster than the pace. The pace is the admissions per second of
+    /// the last minute before the outage (never above the live admission rate, when one is
+    /// set); a room that admitted nobody in that minute drains nobody. `budget` bounds how many
+    /// are let in this way, however long the outage lasts.
+    ///
+    /// Those let in have no slot in the store: when it is back, they are still at the front of
+    /// its line, and are the first it admits. See `docs/reliability.md`.
+    Drain {
+        /// Most visitors let in from the front while the store is away (counted from the last
+        /// snapshot before it went).
+        budget: u64,
+    },
+}
+
+impl FailPolicy {
+    /// [`FailPolicy::Drain`] with the default budget, [`defaults::DRAIN_BUDGET`].
+    pub const fn drain() -> Self {
+        FailPolicy::Drain {
+            budget: defaults::DRAIN_BUDGET,
+        }
+    }
 }
 
 /// The `SameSite` attribute of the room's cookies.

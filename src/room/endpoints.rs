@@ -5,6 +5,7 @@ use bytes::Bytes;
 use http::{HeaderName, HeaderValue, Method, Request, Response, StatusCode};
 
 use super::reply::method_not_allowed;
+use super::snapshot::Asking;
 use super::visitor::{header_value, Carried, Visitor};
 use super::{Next, Room};
 use crate::defences::proof_of_work::PROOF_HEADER;
@@ -84,7 +85,15 @@ impl Room {
                 self.counted(Stage::Endpoint, Outcome::Challenge, Next::Answer(res))
             }
             Some(Visitor::Queued(cookie)) => match self.check_polls(cookie.session(), now) {
-                Ok(()) => self.ask_status(cookie.session()),
+                Ok(()) => self
+                    .waiting_poll_at_gateway(
+                        req,
+                        cookie,
+                        carried.uses_headers(),
+                        Asking::Status,
+                        now,
+                    )
+                    .unwrap_or_else(|| self.ask_status(cookie, carried.uses_headers())),
                 Err(wait) => self.endpoint_limited(wait, req),
             },
             None => self.counted(

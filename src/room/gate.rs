@@ -25,6 +25,7 @@ use std::task::{ready, Context, Poll};
 use bytes::Bytes;
 use http::{Request, Response};
 
+use super::drain::Drained;
 use super::pending::{Next, Pending};
 use super::reply::not_admitted;
 use super::visitor::Carried;
@@ -188,7 +189,8 @@ impl Room {
 
     /// The fail policy at a gate: while the store seems down (its last call could not decide,
     /// moments ago) and the room fails open, a visitor who came through the room (a valid
-    /// queue cookie of it) passes as the room's pages let them in, without a slot; never before
+    /// queue cookie of it) passes as the room's pages let them in, without a slot (draining:
+    /// only one of the drained front of the line, see `drain`); never before
     /// a scheduled opening nor after a closing that does not keep the line. `None` otherwise:
     /// refused as usual. No store call either way. (A single-use gate needs the store to know
     /// whether a ticket was used, and answers `503` instead: see `ticket`.)
@@ -198,14 +200,21 @@ impl Room {
         carried: &Carried<'_>,
         now: u64,
     ) -> Option<SessionId> {
-        if self.config.fail_policy != FailPolicy::Open || !self.store_failures.seems_down(now) {
+        if self.config.fail_policy == FailPolicy::Closed || !self.store_failures.seems_down(now) {
             return None;
         }
         let down = StoreError::new(StoreErrorKind::Unavailable);
         if self.schedule_shuts_out(&down) {
             return None;
         }
-        self.queue_cookie(req, carried, now).map(|c| c.session())
+        let cookie = self.queue_cookie(req, carried, now)?;
+        match self.config.fail_policy {
+            // Draining: only the drained front of the line, as the pages let in.
+            FailPolicy::Drain { .. } => {
+                matches!(self.drained(Some(&cookie), now), Drained::In).then(|| cookie.session())
+            }
+            _ => Some(cookie.session()),
+        }
     }
 
     /// The admission a gated request carries, or why it has none: a valid admission token of

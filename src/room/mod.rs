@@ -17,6 +17,7 @@
 //! | `reply` | redirects, rejections, issued cookies, the headers every answer carries |
 //! | `ticket` | single-use checkout tickets: minted at admission and on the status endpoint, and the redeem step of a gated route |
 
+mod drain;
 mod ending;
 mod endpoints;
 mod gate;
@@ -36,9 +37,9 @@ use http::Request;
 
 pub(crate) use self::ending::{strip_end_slot, Slot};
 use self::pending::FailureLog;
-use self::snapshot::LineView;
 pub(crate) use self::pending::{Next, Pending};
 pub(crate) use self::reply::{with_room_headers, Issued};
+use self::snapshot::{Asking, LineView};
 use self::visitor::Visitor;
 use crate::client::RequestInfo;
 use crate::clock::SharedClock;
@@ -216,7 +217,11 @@ impl Room {
                 Next::Answer(self.challenge(req, cookie.session(), now)),
             ),
             Some(Visitor::Queued(cookie)) => match self.check_polls(cookie.session(), now) {
-                Ok(()) => self.ask_enter(cookie.session(), false, uses_headers),
+                Ok(()) => self
+                    .waiting_poll_at_gateway(req, cookie, uses_headers, Asking::Page, now)
+                    .unwrap_or_else(|| {
+                        self.ask_enter(cookie.session(), Some(cookie), false, uses_headers)
+                    }),
                 Err(wait) => self.counted(
                     Stage::CookieCheck,
                     Outcome::Limited,

@@ -8,11 +8,13 @@ use std::task::{ready, Context, Poll};
 use bytes::Bytes;
 use http::{header, Request, Response, StatusCode};
 
+use super::drain::Drained;
 use super::gate::GateHeartbeat;
 use super::reply::{
     banned_rejection, closed_rejection, error_rejection, full_rejection, rejection_json,
     scheduled_rejection, store_error_json, waiting_rejection, Issued,
 };
+use super::snapshot::AfterSync;
 use super::ticket::{Minting, Presented};
 use super::Room;
 use crate::clock::{duration_ms, secs_ceil};
@@ -21,9 +23,11 @@ use crate::cookies;
 use crate::outcome::{Admission, AdmittedBy, Rejection};
 use crate::response::{json_response, StatusBody};
 use crate::session::SessionId;
-use crate::store::{Decision, Minted, Redeemed, StoreError, StoreErrorKind, StoreFuture};
+use crate::store::{
+    Decision, Minted, Place, Redeemed, RoomSnapshot, StoreError, StoreErrorKind, StoreFuture,
+};
 use crate::telemetry::{Outcome, Stage};
-use crate::token::AdmissionToken;
+use crate::token::{AdmissionToken, QueueCookie};
 
 /// What to do with a request.
 pub(crate) enum Next {
@@ -56,6 +60,8 @@ pub(crate) enum Pending {
     Enter {
         call: StoreFuture<Decision>,
         session: SessionId,
+        /// The visitor's queue cookie, issued again when the store says another place.
+        cookie: Option<QueueCookie>,
         stale_token: bool,
         uses_headers: bool,
     },
@@ -66,7 +72,17 @@ pub(crate) enum Pending {
         uses_headers: bool,
     },
     /// The status endpoint.
-    Status { call: StoreFuture<Decision> },
+    Status {
+        call: StoreFuture<Decision>,
+        cookie: QueueCookie,
+        uses_headers: bool,
+    },
+    /// The gateway's snapshot is due: refreshed, then the waiting poll that found it due is
+    /// answered (see `snapshot`).
+    Sync {
+        call: StoreFuture<RoomSnapshot>,
+        then: Option<AfterSync>,
+    },
     /// The leave endpoint.
     Leave { call: StoreFuture<bool> },
     /// A valid admission token past `refresh` on a gated route (see `gate`).
@@ -105,6 +121,7 @@ impl Pending {
             Pending::Enter {
                 call,
                 session,
+                cookie,
                 stale_token,
                 uses_headers,
             } => {
@@ -114,7 +131,7 @@ impl Pending {
                     uses_headers: *uses_headers,
                     now: room.now_ms(),
                 };
-                room.after_enter(asked, *stale_token, answer, req)
+                room.after_enter(asked, *cookie, *stale_token, answer, req)
             }
             Pending::Heartbeat {
                 call,
@@ -129,8 +146,18 @@ impl Pending {
                 };
                 room.after_heartbeat(asked, *token, answer, req)
             }
-            Pending::Status { call } => {
-                Next::Answer(room.after_status(ready!(call.as_mut().poll(cx))))
+            Pending::Status {
+                call,
+                cookie,
+                uses_headers,
+            } => {
+                let answer = ready!(call.as_mut().poll(cx));
+                Next::Answer(room.after_status(answer, *cookie, *uses_headers))
+            }
+            Pending::Sync { call, then } => {
+                let answer = ready!(call.as_mut().poll(cx));
+                let then = then.take().expect("a sync step answers once");
+                room.after_sync(then, answer, req)
             }
             Pending::Gate(step) => return step.poll_next(cx, room, req),
             Pending::MintWithSlot {
@@ -177,12 +204,14 @@ impl Room {
     pub(super) fn ask_enter(
         &self,
         session: SessionId,
+        cookie: Option<QueueCookie>,
         stale_token: bool,
         uses_headers: bool,
     ) -> Next {
         Next::Ask(Pending::Enter {
             call: self.store.enter(&self.config.policy, session),
             session,
+            cookie,
             stale_token,
             uses_headers,
         })
@@ -196,10 +225,31 @@ impl Room {
         })
     }
 
-    pub(super) fn ask_status(&self, session: SessionId) -> Next {
+    pub(super) fn ask_status(&self, cookie: QueueCookie, uses_headers: bool) -> Next {
         Next::Ask(Pending::Status {
-            call: self.store.poll(&self.config.policy, session),
+            call: self.store.poll(&self.config.policy, cookie.session()),
+            cookie,
+            uses_headers,
         })
+    }
+
+    /// `res`, with the queue cookie issued again if the store placed the visitor elsewhere
+    /// than it says: the gateway answers their next polls from its snapshot by it.
+    fn with_place(
+        &self,
+        mut res: Response<Bytes>,
+        cookie: Option<QueueCookie>,
+        place: Option<Place>,
+        uses_headers: bool,
+        now: u64,
+    ) -> Response<Bytes> {
+        if let (Some(cookie), Some(place)) = (cookie, place) {
+            if cookie.place() != Some(place) && self.line.supported() {
+                self.issue_queue_cookie(uses_headers, cookie.with_place(place), now)
+                    .apply(res.headers_mut());
+            }
+        }
+        res
     }
 
     pub(super) fn ask_leave(&self, session: SessionId) -> Next {
@@ -211,6 +261,7 @@ impl Room {
     fn after_enter<B>(
         &self,
         asked: Asked,
+        cookie: Option<QueueCookie>,
         stale_token: bool,
         answer: Result<Decision, StoreError>,
         req: &Request<B>,
@@ -227,9 +278,12 @@ impl Room {
                 waiting,
                 paused,
                 pace,
+                place,
                 ..
             }) => {
-                Next::Answer(self.reject(&waiting_rejection(position, waiting, paused, pace), req))
+                let pace = self.pace_for(pace, asked.now);
+                let res = self.reject(&waiting_rejection(position, waiting, paused, pace), req);
+                Next::Answer(self.with_place(res, cookie, place, asked.uses_headers, asked.now))
             }
             Ok(Decision::Full { waiting }) => {
                 Next::Answer(self.reject(&full_rejection(waiting), req))
@@ -285,7 +339,10 @@ impl Room {
             // second store call, so a second count against the poll limit. Over it, the token
             // (whose slot is known to be gone) is removed, and no store call is made.
             Ok(_) => match self.check_polls(asked.session, asked.now) {
-                Ok(()) => self.ask_enter(asked.session, true, asked.uses_headers),
+                // Without the queue cookie (not read for a token holder): a place it carries from
+                // an earlier wait is ahead of the line now, so the gateway's snapshot sends the
+                // next poll to the store, whose answer then goes into the cookie.
+                Ok(()) => self.ask_enter(asked.session, None, true, asked.uses_headers),
                 Err(wait) => Next::Answer(self.counted(
                     Stage::Store,
                     Outcome::Limited,
@@ -304,7 +361,12 @@ impl Room {
         }
     }
 
-    fn after_status(&self, answer: Result<Decision, StoreError>) -> Response<Bytes> {
+    fn after_status(
+        &self,
+        answer: Result<Decision, StoreError>,
+        cookie: QueueCookie,
+        uses_headers: bool,
+    ) -> Response<Bytes> {
         self.count_answer(Stage::Endpoint, &answer);
         let room = self.config.room();
         let body = |rejection| StatusBody::from_rejection(room, rejection);
@@ -317,11 +379,17 @@ impl Room {
                 waiting,
                 paused,
                 pace,
+                place,
                 ..
-            }) => json_response(
-                StatusCode::OK,
-                &body(&waiting_rejection(position, waiting, paused, pace)),
-            ),
+            }) => {
+                let now = self.now_ms();
+                let pace = self.pace_for(pace, now);
+                let res = json_response(
+                    StatusCode::OK,
+                    &body(&waiting_rejection(position, waiting, paused, pace)),
+                );
+                self.with_place(res, Some(cookie), place, uses_headers, now)
+            }
             // As a request to the site would get: 503 closed, 403 banned (the page then reloads
             // and shows why).
             Ok(Decision::Closed) => rejection_json(room, &closed_rejection()),
@@ -335,7 +403,7 @@ impl Room {
             Ok(Decision::Unknown) => {
                 json_response(StatusCode::OK, &StatusBody::plain(room, "unknown"))
             }
-            Err(e) => self.status_failed(&e),
+            Err(e) => self.status_failed(&e, &cookie),
         }
     }
 
@@ -345,17 +413,27 @@ impl Room {
     /// `admitted`, which means the store holds a slot for them): it reloads the page it was
     /// for, which passes the same way (stage 3 fails, the policy lets it in). Busy, or failing
     /// closed: `503`, as for a newcomer.
-    fn status_failed(&self, e: &StoreError) -> Response<Bytes> {
+    fn status_failed(&self, e: &StoreError, cookie: &QueueCookie) -> Response<Bytes> {
         self.log_store_failure(e, "status");
         let room = self.config.room();
         if let Some(rejection) = self.scheduled_on_failure(e) {
             return self.scheduled_json(&rejection);
         }
         if self.fails_open(e) {
-            json_response(StatusCode::OK, &StatusBody::plain(room, "open"))
-        } else {
-            store_error_json(room, e)
+            return json_response(StatusCode::OK, &StatusBody::plain(room, "open"));
         }
+        if e.kind() != StoreErrorKind::Busy && !self.schedule_shuts_out(e) {
+            // Draining: `open` for the front (the page reloads, and its request is let in the
+            // same way), the moved-up place for the others.
+            match self.drained(Some(cookie), self.now_ms()) {
+                Drained::In => {
+                    return json_response(StatusCode::OK, &StatusBody::plain(room, "open"))
+                }
+                Drained::Waiting(rejection) => return self.status_json(&rejection),
+                Drained::Out => {}
+            }
+        }
+        store_error_json(room, e)
     }
 
     /// Whether a failed store call lets the visitor in. Busy (out of memory) is the store
@@ -464,14 +542,26 @@ impl Room {
             return Next::Answer(self.reject(&closed_rejection(), req));
         }
         if self.fails_open(&e) {
-            Next::pass(self.admission(
+            return Next::pass(self.admission(
                 asked.session,
                 asked.now + duration_ms(self.config.refresh),
                 AdmittedBy::FailOpen,
-            ))
-        } else {
-            Next::Answer(self.reject(&error_rejection(&e), req))
+            ));
         }
+        if e.kind() != StoreErrorKind::Busy {
+            match self.drained(self.cookie_of(req, asked.now).as_ref(), asked.now) {
+                Drained::In => {
+                    return Next::pass(self.admission(
+                        asked.session,
+                        asked.now + duration_ms(self.config.refresh),
+                        AdmittedBy::Drained,
+                    ))
+                }
+                Drained::Waiting(rejection) => return Next::Answer(self.reject(&rejection, req)),
+                Drained::Out => {}
+            }
+        }
+        Next::Answer(self.reject(&error_rejection(&e), req))
     }
 
     /// The store granted or extended the slot: pass, with a fresh admission token.

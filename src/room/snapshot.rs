@@ -24,9 +24,18 @@ use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
+use bytes::Bytes;
+use http::{Request, Response, StatusCode};
+
+use super::pending::{Next, Pending};
+use super::reply::waiting_rejection;
+use super::Room;
+use crate::response::{json_response, StatusBody};
 use crate::session::SessionId;
-use crate::store::snapshot::{SNAPSHOT_MAX_AGE_MS, SNAPSHOT_REFRESH_MS};
-use crate::store::{LivenessRule, RoomSnapshot};
+use crate::store::snapshot::{draw_score, NEAR_HEAD, SNAPSHOT_MAX_AGE_MS, SNAPSHOT_REFRESH_MS};
+use crate::store::{LivenessRule, Place, RoomPace, RoomSnapshot, StoreError};
+use crate::telemetry::{Outcome, Stage};
+use crate::token::QueueCookie;
 
 /// A refresh not finished within this long (its request was dropped, say) no longer stops
 /// another request from refreshing.
@@ -128,7 +137,10 @@ impl LineView {
 
     /// The check-ins for a refresh, taken out of the batch.
     pub(super) fn take_check_ins(&self) -> Vec<SessionId> {
-        let mut c = self.check_ins.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut c = self
+            .check_ins
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         std::mem::take(&mut c.batch)
     }
 
@@ -137,7 +149,10 @@ impl LineView {
     pub(super) fn received(&self, mut snapshot: RoomSnapshot, now: u64) {
         let unknown = std::mem::take(&mut snapshot.unknown);
         if !unknown.is_empty() {
-            let mut f = self.forgotten.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut f = self
+                .forgotten
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
             for s in unknown {
                 if f.len() >= MAX_FORGOTTEN {
                     break;
@@ -163,7 +178,10 @@ impl LineView {
     /// check-ins, once per epoch of `rule`.
     pub(super) fn checked_in(&self, session: SessionId, now: u64, rule: &LivenessRule) {
         let epoch = rule.epoch(now);
-        let mut c = self.check_ins.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut c = self
+            .check_ins
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         if c.epoch != epoch {
             c.epoch = epoch;
             c.sent.clear();
@@ -179,8 +197,166 @@ impl LineView {
     /// Whether the store said `session` has no place; if so, it is not said again: the caller
     /// asks the store, whose answer (a new place) the visitor's cookie then carries.
     pub(super) fn forget(&self, session: SessionId) -> bool {
-        let mut f = self.forgotten.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut f = self
+            .forgotten
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         !f.is_empty() && f.remove(&session)
+    }
+}
+
+/// What a waiting poll asked for: a page of the site (the waiting page, or the site's JSON
+/// rejection), or the status endpoint's JSON.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Asking {
+    Page,
+    Status,
+}
+
+/// A waiting poll whose answer waits for the snapshot's refresh.
+pub(crate) struct AfterSync {
+    cookie: QueueCookie,
+    uses_headers: bool,
+    asking: Asking,
+}
+
+impl Room {
+    /// A waiting poll answered from the gateway's snapshot, or (the snapshot is due) the
+    /// refresh after which it is; `None` when the store must be asked (see the module docs).
+    pub(super) fn waiting_poll_at_gateway<B>(
+        &self,
+        req: &Request<B>,
+        cookie: QueueCookie,
+        uses_headers: bool,
+        asking: Asking,
+        now: u64,
+    ) -> Option<Next> {
+        if !self.line.supported() {
+            return None;
+        }
+        let place = cookie.place()?;
+        if self.line.forget(cookie.session()) {
+            return None;
+        }
+        if self.line.claim_refresh(now) {
+            let seen = self.line.take_check_ins();
+            return Some(Next::Ask(Pending::Sync {
+                call: self.store.sync(&self.config.policy, seen),
+                then: Some(AfterSync {
+                    cookie,
+                    uses_headers,
+                    asking,
+                }),
+            }));
+        }
+        let held = self.line.fresh(now)?;
+        self.answer_from_snapshot(&held.snapshot, req, cookie.session(), place, asking, now)
+    }
+
+    /// The answer from `snapshot` for a waiter at `place`, who is checked in through the
+    /// gateway's batch; `None` if their turn may have come (or the line does not move).
+    fn answer_from_snapshot<B>(
+        &self,
+        snapshot: &RoomSnapshot,
+        req: &Request<B>,
+        session: SessionId,
+        place: Place,
+        asking: Asking,
+        now: u64,
+    ) -> Option<Next> {
+        if !snapshot.answers_waiters() {
+            return None;
+        }
+        let position = self
+            .position_in(snapshot, session, place)
+            .filter(|&p| p > NEAR_HEAD)?;
+        let policy = &self.config.policy;
+        self.line
+            .checked_in(session, now, &LivenessRule::for_turn(policy));
+        self.metrics.waiting(snapshot.waiting);
+        let rejection = waiting_rejection(
+            position,
+            snapshot.waiting.max(position),
+            snapshot.paused,
+            snapshot.pace,
+        );
+        let res = match asking {
+            Asking::Page => self.reject(&rejection, req),
+            Asking::Status => self.status_json(&rejection),
+        };
+        Some(self.counted(Stage::Snapshot, Outcome::Waiting, Next::Answer(res)))
+    }
+
+    /// Where `place` stands in `snapshot` (1-based); `None` ahead of its head. A registrant's
+    /// score is their draw's, computed again here (the draw key never leaves the gateway).
+    pub(super) fn position_in(
+        &self,
+        snapshot: &RoomSnapshot,
+        session: SessionId,
+        place: Place,
+    ) -> Option<u64> {
+        let score = match place {
+            Place::Seq(seq) => seq as f64,
+            Place::Drawn => draw_score(self.config.policy.schedule.as_ref()?.draw(session)),
+        };
+        snapshot.position_of(score)
+    }
+
+    /// The pace for a waiting answer of the store: its own if it gave one, else (a store that
+    /// leaves the pace to the snapshot, as the Redis store's `enter` does) the snapshot's.
+    pub(super) fn pace_for(&self, pace: RoomPace, _now: u64) -> RoomPace {
+        if pace != RoomPace::default() {
+            return pace;
+        }
+        self.line.last().map_or(pace, |held| held.snapshot.pace)
+    }
+
+    /// The status endpoint's `200` for a waiting visitor.
+    pub(super) fn status_json(&self, rejection: &crate::outcome::Rejection) -> Response<Bytes> {
+        json_response(
+            StatusCode::OK,
+            &StatusBody::from_rejection(self.config.room(), rejection),
+        )
+    }
+
+    /// The refresh is back: hold the new snapshot (or note the failure), then answer the poll
+    /// that made it, from the snapshot if it can be, else by asking the store as before.
+    pub(super) fn after_sync<B>(
+        &self,
+        then: AfterSync,
+        answer: Result<RoomSnapshot, StoreError>,
+        req: &Request<B>,
+    ) -> Next {
+        let now = self.now_ms();
+        match answer {
+            Ok(snapshot) => {
+                self.store_failures.answered();
+                self.line.received(snapshot, now);
+            }
+            Err(e) => {
+                self.line.failed();
+                self.log_store_failure(&e, "sync");
+            }
+        }
+        let AfterSync {
+            cookie,
+            uses_headers,
+            asking,
+        } = then;
+        let session = cookie.session();
+        if let (Some(held), Some(place)) = (self.line.fresh(now), cookie.place()) {
+            if !self.line.forget(session) {
+                if let Some(next) =
+                    self.answer_from_snapshot(&held.snapshot, req, session, place, asking, now)
+                {
+                    return next;
+                }
+            }
+        }
+        match asking {
+            Asking::Page => self.ask_enter(session, Some(cookie), false, uses_headers),
+            Asking::Status => self.ask_status(cookie, uses_headers),
+        }
     }
 }
 
