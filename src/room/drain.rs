@@ -21,7 +21,7 @@ use super::reply::waiting_rejection;
 use super::Room;
 use crate::config::FailPolicy;
 use crate::outcome::Rejection;
-use crate::store::RoomSnapshot;
+use crate::store::{RoomSnapshot, ADMISSION_BUCKET_MS, FIVE_MINUTE_BUCKETS, MINUTE_BUCKETS};
 use crate::token::QueueCookie;
 
 /// What the drain policy gives a visitor while the store cannot decide.
@@ -87,15 +87,22 @@ pub(super) fn drained_places(snapshot: &RoomSnapshot, elapsed_ms: u64, budget: u
 }
 
 /// Admissions per second before the outage: the last complete minute's (or, if none, the last
-/// five minutes'), never above the live admission rate.
+/// five minutes'), never above the live admission rate. A room younger than the window is
+/// measured over the complete buckets it lived through, its first (partial) one counted whole,
+/// so the pace is never overestimated.
 pub(super) fn drain_pace(snapshot: &RoomSnapshot) -> f64 {
-    let recent = &snapshot.recent;
-    let measured = if recent.last_minute > 0 {
-        recent.per_second_last_minute()
-    } else {
-        recent.per_second_last_five_minutes()
+    let (recent, pace) = (&snapshot.recent, &snapshot.pace);
+    let lived = pace.observed_ms.saturating_sub(pace.into_bucket_ms);
+    let buckets = lived.div_ceil(ADMISSION_BUCKET_MS).max(1);
+    let per_second = |admissions: u64, window_buckets: u64| {
+        admissions as f64 / (buckets.min(window_buckets) * ADMISSION_BUCKET_MS) as f64 * 1_000.0
     };
-    match snapshot.pace.admission_rate {
+    let measured = if recent.last_minute > 0 {
+        per_second(recent.last_minute, MINUTE_BUCKETS)
+    } else {
+        per_second(recent.last_five_minutes, FIVE_MINUTE_BUCKETS)
+    };
+    match pace.admission_rate {
         Some(rate) => measured.min(f64::from(rate)),
         None => measured,
     }
@@ -109,6 +116,8 @@ mod tests {
     fn snapshot(last_minute: u64, five: u64, rate: Option<u32>, paused: bool) -> RoomSnapshot {
         let mut pace = RoomPace::default();
         pace.admission_rate = rate;
+        // An hour old: the whole windows count.
+        pace.observed_ms = 3_600_000;
         RoomSnapshot {
             taken_at_ms: 0,
             head: Some(1.0),
