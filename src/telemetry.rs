@@ -182,6 +182,9 @@ pub(crate) enum Outcome {
     NewVisitor,
     /// The store cannot decide and the room fails open: let in without a slot.
     FailOpen,
+    /// The store cannot decide and the room drains: let in without a slot, from the front of
+    /// the line.
+    Drained,
     /// Let through with no new decision: a fresh token, a bypass, a valid token whose
     /// heartbeat failed or was over the limit, a solved challenge.
     Passed,
@@ -192,7 +195,7 @@ pub(crate) enum Outcome {
 }
 
 impl Outcome {
-    const ALL: [Outcome; 14] = [
+    const ALL: [Outcome; 15] = [
         Outcome::Admitted,
         Outcome::Waiting,
         Outcome::Full,
@@ -204,6 +207,7 @@ impl Outcome {
         Outcome::Challenge,
         Outcome::NewVisitor,
         Outcome::FailOpen,
+        Outcome::Drained,
         Outcome::Passed,
         Outcome::Left,
         Outcome::Unknown,
@@ -222,6 +226,7 @@ impl Outcome {
             Outcome::Challenge => "challenge",
             Outcome::NewVisitor => "new_visitor",
             Outcome::FailOpen => "fail_open",
+            Outcome::Drained => "drained",
             Outcome::Passed => "passed",
             Outcome::Left => "left",
             Outcome::Unknown => "unknown",

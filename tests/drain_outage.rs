@@ -72,7 +72,7 @@ async fn the_front_drains_in_order_at_the_last_pace_while_the_store_is_dead() {
     }
     // The line moves at RATE a second for a while, through both gateways (each refreshes its
     // snapshot as it answers); who got in is out of the line.
-    let mut inside = vec![false; WAITERS];
+    let mut inside = [false; WAITERS];
     let up_until = Instant::now() + Duration::from_secs(13);
     while Instant::now() < up_until {
         for (i, jar) in jars.iter_mut().enumerate() {
@@ -137,7 +137,10 @@ async fn the_front_drains_in_order_at_the_last_pace_while_the_store_is_dead() {
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
-    assert_eq!(refused, 0, "a waiter with a place is never refused while draining");
+    assert_eq!(
+        refused, 0,
+        "a waiter with a place is never refused while draining"
+    );
 
     // In order: those let in are exactly the front of who was still waiting.
     let waiting: Vec<usize> = (0..WAITERS).filter(|&i| !inside[i]).collect();

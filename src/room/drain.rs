@@ -22,6 +22,8 @@ use super::Room;
 use crate::config::FailPolicy;
 use crate::outcome::Rejection;
 use crate::store::{RoomSnapshot, ADMISSION_BUCKET_MS, FIVE_MINUTE_BUCKETS, MINUTE_BUCKETS};
+use crate::store::{StoreError, StoreErrorKind};
+use crate::telemetry::{Outcome, Stage};
 use crate::token::QueueCookie;
 
 /// What the drain policy gives a visitor while the store cannot decide.
@@ -70,6 +72,34 @@ impl Room {
         }
     }
 
+    /// Whether the drain policy decides what a visitor gets after the failed call `e`: the
+    /// room drains, the store is not merely busy, and the schedule does not shut them out.
+    pub(super) fn drains(&self, e: &StoreError) -> bool {
+        matches!(self.config.fail_policy, FailPolicy::Drain { .. })
+            && e.kind() != StoreErrorKind::Busy
+            && !self.schedule_shuts_out(e)
+    }
+
+    /// What the drain policy gives the visitor with `cookie` after the failed call `e` (which
+    /// it [`drains`](Self::drains)), counted under `stage`.
+    pub(super) fn drained_counted(
+        &self,
+        e: &StoreError,
+        cookie: Option<&QueueCookie>,
+        stage: Stage,
+        now: u64,
+    ) -> Drained {
+        debug_assert!(self.drains(e));
+        let drained = self.drained(cookie, now);
+        let outcome = match drained {
+            Drained::In => Outcome::Drained,
+            Drained::Waiting(_) => Outcome::Waiting,
+            Drained::Out => Outcome::Unavailable,
+        };
+        self.metrics.request(stage, outcome);
+        drained
+    }
+
     /// The queue cookie of `req`, read again (on the rare path of a failed store call).
     pub(super) fn cookie_of<B>(&self, req: &Request<B>, now: u64) -> Option<QueueCookie> {
         self.queue_cookie(req, &self.carried(req), now)
@@ -114,10 +144,12 @@ mod tests {
     use crate::store::{AdmissionCounts, RoomPace};
 
     fn snapshot(last_minute: u64, five: u64, rate: Option<u32>, paused: bool) -> RoomSnapshot {
-        let mut pace = RoomPace::default();
-        pace.admission_rate = rate;
-        // An hour old: the whole windows count.
-        pace.observed_ms = 3_600_000;
+        let pace = RoomPace {
+            admission_rate: rate,
+            // An hour old: the whole windows count.
+            observed_ms: 3_600_000,
+            ..RoomPace::default()
+        };
         RoomSnapshot {
             taken_at_ms: 0,
             head: Some(1.0),

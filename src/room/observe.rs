@@ -39,6 +39,8 @@ impl Room {
             Ok(Decision::Unknown) => Outcome::Unknown,
             // Counted as let in only when the fail policy really decides: never before a
             // scheduled opening, nor after a closing that does not keep the line.
+            // Draining decides per visitor, and counts there (`drain`).
+            Err(e) if self.drains(e) => return,
             Err(e) => Outcome::of_error(e, self.fails_open(e) && !self.schedule_shuts_out(e)),
         };
         self.metrics.request(stage, outcome);

@@ -422,10 +422,10 @@ impl Room {
         if self.fails_open(e) {
             return json_response(StatusCode::OK, &StatusBody::plain(room, "open"));
         }
-        if e.kind() != StoreErrorKind::Busy && !self.schedule_shuts_out(e) {
+        if self.drains(e) {
             // Draining: `open` for the front (the page reloads, and its request is let in the
             // same way), the moved-up place for the others.
-            match self.drained(Some(cookie), self.now_ms()) {
+            match self.drained_counted(e, Some(cookie), Stage::Endpoint, self.now_ms()) {
                 Drained::In => {
                     return json_response(StatusCode::OK, &StatusBody::plain(room, "open"))
                 }
@@ -548,8 +548,9 @@ impl Room {
                 AdmittedBy::FailOpen,
             ));
         }
-        if e.kind() != StoreErrorKind::Busy {
-            match self.drained(self.cookie_of(req, asked.now).as_ref(), asked.now) {
+        let cookie = self.drains(&e).then(|| self.cookie_of(req, asked.now));
+        if let Some(cookie) = cookie {
+            match self.drained_counted(&e, cookie.as_ref(), Stage::Store, asked.now) {
                 Drained::In => {
                     return Next::pass(self.admission(
                         asked.session,
