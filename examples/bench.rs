@@ -113,6 +113,11 @@ const REQUIRED_KEYS: &[&str] = &[
     "matching_ratio",
     "matching_poll_p99_us",
     "matching_poll_p99_ratio",
+    "peer_comparison",
+    "script_ratio_benchmark",
+    "peer_bytes_per_waiter",
+    "redis_us_per_waiting_poll",
+    "sim_redis_cpu_share",
     "machine",
     "cores",
     "cpu_model",
@@ -293,6 +298,7 @@ fn run(settings: &Settings, out: &std::path::Path) -> Result<(), BoxError> {
     let script = client_rt.block_on(script_scenarios(settings, &redis))?;
     let matching = client_rt.block_on(matching_scenarios(settings, &redis))?;
     let scale = client_rt.block_on(scale_scenarios(settings, &redis))?;
+    let redis_scale = client_rt.block_on(redis_scale::scenarios(settings, &keyring))?;
     let memory_scale = memory_scale_scenarios(settings)?;
     let micro = micro_scenarios(settings, &keyring, &servers.fast_layer)?;
     drop(servers);
@@ -310,7 +316,15 @@ fn run(settings: &Settings, out: &std::path::Path) -> Result<(), BoxError> {
         machine.get("cpu_model").cloned().unwrap_or(Value::Null),
     );
     summary.insert("machine".into(), Value::Object(machine));
-    for part in [http, script, matching, scale, memory_scale, micro] {
+    for part in [
+        http,
+        script,
+        matching,
+        scale,
+        redis_scale,
+        memory_scale,
+        micro,
+    ] {
         summary.extend(part);
     }
     summary.insert(
@@ -340,6 +354,7 @@ fn run(settings: &Settings, out: &std::path::Path) -> Result<(), BoxError> {
         .collect();
     let summary = Value::Object(summary);
     print_table(&summary);
+    redis_scale::print_table(&summary);
     if let Some(dir) = out.parent() {
         std::fs::create_dir_all(dir)?;
     }
@@ -1191,7 +1206,11 @@ async fn scale_scenarios(
     m.insert("poll_p99_us".into(), Value::Object(poll99));
     m.insert("enter_p50_us".into(), Value::Object(enter50));
     m.insert("enter_p99_us".into(), Value::Object(enter99));
-    m.insert("bytes_per_waiter".into(), json!(last_bytes.round() as u64));
+    // (`bytes_per_waiter` itself is redis_scale's: a line filled through the script.)
+    m.insert(
+        "bytes_per_waiter_server_fill".into(),
+        json!(last_bytes.round() as u64),
+    );
     m.insert("bytes_per_waiter_by_scale".into(), Value::Object(bytes));
     m.insert(
         "redis_usec_per_call_by_scale".into(),
@@ -1502,6 +1521,11 @@ impl ServerCpu {
 
 #[path = "../tests/redis_harness/mod.rs"]
 mod redis_harness;
+
+// Issue 14's Redis-side measurements: the peer comparison, bytes per waiter, Redis CPU per
+// waiting poll, the simulated 2M / 8-gateway run.
+#[path = "bench_parts/redis_scale.rs"]
+mod redis_scale;
 
 /// The test harness's server (free port, stopped with this process however it ends), with the
 /// binary's name and version for the report.
