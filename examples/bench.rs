@@ -25,6 +25,9 @@
 //! 7. **micro**: token sign/verify, the layer's own work per request in-process, cookie scanning;
 //! 8. **matching**: `RedisMatchStore` joins and polls (through `Matchmaker`) next to
 //!    `EVALSHA "return 1"`, and a poll's p50/p99 with 1 000 and 100 000 users waiting.
+//! 9. **Redis at two million** (issue 14, `bench_parts/redis_scale.rs`): our `enter` next to the
+//!    peer's algorithm and `EVALSHA "return 1"` under `redis-benchmark` at capacities 1 to
+//!    10 000, bytes per waiter, Redis CPU per waiting poll, and a simulated 2M / 8-gateway run.
 //!
 //! The load generator is in-process: raw hyper HTTP/1.1 connections, a fixed number of them, each
 //! sending its next request as soon as the previous answer is read (closed loop), counted for a
