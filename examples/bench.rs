@@ -25,6 +25,9 @@
 //! 7. **micro**: token sign/verify, the layer's own work per request in-process, cookie scanning;
 //! 8. **matching**: `RedisMatchStore` joins and polls (through `Matchmaker`) next to
 //!    `EVALSHA "return 1"`, and a poll's p50/p99 with 1 000 and 100 000 users waiting.
+//! 9. **Redis at two million** (issue 14, `bench_parts/redis_scale.rs`): our `enter` next to the
+//!    peer's algorithm and `EVALSHA "return 1"` under `redis-benchmark` at capacities 1 to
+//!    10 000, bytes per waiter, Redis CPU per waiting poll, and a simulated 2M / 8-gateway run.
 //!
 //! The load generator is in-process: raw hyper HTTP/1.1 connections, a fixed number of them, each
 //! sending its next request as soon as the previous answer is read (closed loop), counted for a
@@ -113,6 +116,11 @@ const REQUIRED_KEYS: &[&str] = &[
     "matching_ratio",
     "matching_poll_p99_us",
     "matching_poll_p99_ratio",
+    "peer_comparison",
+    "script_ratio_benchmark",
+    "peer_bytes_per_waiter",
+    "redis_us_per_waiting_poll",
+    "sim_redis_cpu_share",
     "machine",
     "cores",
     "cpu_model",
@@ -293,6 +301,7 @@ fn run(settings: &Settings, out: &std::path::Path) -> Result<(), BoxError> {
     let script = client_rt.block_on(script_scenarios(settings, &redis))?;
     let matching = client_rt.block_on(matching_scenarios(settings, &redis))?;
     let scale = client_rt.block_on(scale_scenarios(settings, &redis))?;
+    let redis_scale = client_rt.block_on(redis_scale::scenarios(settings, &keyring))?;
     let memory_scale = memory_scale_scenarios(settings)?;
     let micro = micro_scenarios(settings, &keyring, &servers.fast_layer)?;
     drop(servers);
@@ -310,7 +319,15 @@ fn run(settings: &Settings, out: &std::path::Path) -> Result<(), BoxError> {
         machine.get("cpu_model").cloned().unwrap_or(Value::Null),
     );
     summary.insert("machine".into(), Value::Object(machine));
-    for part in [http, script, matching, scale, memory_scale, micro] {
+    for part in [
+        http,
+        script,
+        matching,
+        scale,
+        redis_scale,
+        memory_scale,
+        micro,
+    ] {
         summary.extend(part);
     }
     summary.insert(
@@ -340,6 +357,7 @@ fn run(settings: &Settings, out: &std::path::Path) -> Result<(), BoxError> {
         .collect();
     let summary = Value::Object(summary);
     print_table(&summary);
+    redis_scale::print_table(&summary);
     if let Some(dir) = out.parent() {
         std::fs::create_dir_all(dir)?;
     }
@@ -1191,7 +1209,11 @@ async fn scale_scenarios(
     m.insert("poll_p99_us".into(), Value::Object(poll99));
     m.insert("enter_p50_us".into(), Value::Object(enter50));
     m.insert("enter_p99_us".into(), Value::Object(enter99));
-    m.insert("bytes_per_waiter".into(), json!(last_bytes.round() as u64));
+    // (`bytes_per_waiter` itself is redis_scale's: a line filled through the script.)
+    m.insert(
+        "bytes_per_waiter_server_fill".into(),
+        json!(last_bytes.round() as u64),
+    );
     m.insert("bytes_per_waiter_by_scale".into(), Value::Object(bytes));
     m.insert(
         "redis_usec_per_call_by_scale".into(),
@@ -1502,6 +1524,11 @@ impl ServerCpu {
 
 #[path = "../tests/redis_harness/mod.rs"]
 mod redis_harness;
+
+// Issue 14's Redis-side measurements: the peer comparison, bytes per waiter, Redis CPU per
+// waiting poll, the simulated 2M / 8-gateway run.
+#[path = "bench_parts/redis_scale.rs"]
+mod redis_scale;
 
 /// The test harness's server (free port, stopped with this process however it ends), with the
 /// binary's name and version for the report.
