@@ -15,7 +15,7 @@
 //! | `refresh` | 15 s | age under which an admission token is trusted without a store call |
 //! | `max_queue_len` | 100 000 | waiters beyond this get the "full" answer |
 //! | `session_ttl` | 24 h | lifetime of the signed queue cookie |
-//! | `fail_policy` | open | what new visitors get while the store is unreachable |
+//! | `fail_policy` | open | what new visitors get while the store is unreachable: open, closed, or drain (the front of the line goes on in at its last pace, within a budget of [`DRAIN_BUDGET`](defaults::DRAIN_BUDGET) by default) |
 //! | `path_prefix` | `/__waitingroom` | where the room's own endpoints live |
 //! | cookies | `wr_{room}_q` / `wr_{room}_a`, `Path=/`, `Secure`, `HttpOnly`, `SameSite=Lax` | |
 //! | `queue_header` / `token_header` | `waiting-room-session` / `waiting-room-token` | the same values as request and response headers, for apps without a cookie jar |
