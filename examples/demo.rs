@@ -91,6 +91,8 @@ FLAGS:
                           must share this secret.
     --fail-open           let new visitors in while the store is unreachable (default)
     --fail-closed         answer new visitors \"try again soon\" while the store is down
+    --fail-drain <N>      while the store is down, keep letting the front of the line in, in
+                          order, at its last pace, up to N visitors (docs/scale.md)
                           (the embedded store is never unreachable; this matters with
                           --redis)
     --insecure-cookies    send cookies without the `Secure` attribute, for plain http.
@@ -258,14 +260,18 @@ pub(crate) fn parse_args(
             }
             "--insecure-cookies" => opts.insecure_cookies = true,
             "--single-use-tickets" => opts.single_use_tickets = true,
-            "--fail-open" | "--fail-closed" => {
-                let policy = if flag == "--fail-open" {
-                    FailPolicy::Open
-                } else {
-                    FailPolicy::Closed
+            "--fail-open" | "--fail-closed" | "--fail-drain" => {
+                let policy = match flag.as_str() {
+                    "--fail-open" => FailPolicy::Open,
+                    "--fail-closed" => FailPolicy::Closed,
+                    _ => FailPolicy::Drain {
+                        budget: positive(&flag, &value(&flag)?)?,
+                    },
                 };
                 if opts.fail_policy.is_some_and(|p| p != policy) {
-                    return Err("--fail-open and --fail-closed cannot both be given".to_owned());
+                    return Err(
+                        "give one of --fail-open, --fail-closed and --fail-drain".to_owned()
+                    );
                 }
                 opts.fail_policy = Some(policy);
             }
