@@ -5,6 +5,13 @@
 //! stores agree to the letter (the conformance suite checks it), including on how a damaged
 //! room heals (see the script's header).
 //!
+//! A waiter is one record: their place (a sequence number that never changes, or a draw) and
+//! the epochs of their last check-in in both liveness rules ([`LivenessRule`]), kept as epochs,
+//! not times, so the two stores count a waiter alive or silent alike. The sweep of abandoned
+//! waiters runs only in [`sync`](Store::sync), oldest abandon epoch first (amortised O(1) a
+//! waiter); the silent count is exact (a count per turn epoch); a snapshot's checkpoints are
+//! exact ranks, O(log n) each.
+//!
 //! Locking: the map of rooms is behind an `RwLock` held only to find (or, once per room, add) a
 //! room; each room has its own `Mutex`, held for one call's work, which is O(log n) in the room's
 //! size (plus the bounded sweep and promotions, and the line's amortised O(1) renumbering). A
@@ -760,10 +767,7 @@ impl RoomState {
             self.live().capacity,
         )
         .with_skipped(skipped, current_skipped)
-        .with_line(
-            self.admissions.last_minutes(now),
-            self.silent(policy, now),
-        )
+        .with_line(self.admissions.last_minutes(now), self.silent(policy, now))
         .with_silent_after(policy.queue_ttl_ms)
         .with_admission_rate(self.live().admission_rate);
         let pace = match self.first_move {

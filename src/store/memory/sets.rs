@@ -3,10 +3,10 @@
 //!
 //! - [`ZSet`]: sessions by score (slots by expiry): O(log n) add, remove, lookup and smallest
 //!   score;
-//! - [`Waiters`]: the script's `seq`, `line` and `seen`: each waiter's place (a sequence number,
-//!   with the position in O(log n) from a bitmap and a Fenwick tree) and last check-in (with the
-//!   oldest found through a queue in time order), in one record per waiter, so a waiter's poll
-//!   is one hash lookup and a rank; a scheduled opening's registrants rank by their draw instead
+//! - [`Waiters`]: the script's `seq`, `line` and liveness bitmaps: each waiter's place (a
+//!   sequence number, with the position and the waiter at a rank in O(log n) from a bitmap and a
+//!   Fenwick tree) and last check-in epochs (with the oldest found through a queue in epoch
+//!   order), in one record per waiter, so a waiter's poll is one hash lookup and a rank; a scheduled opening's registrants rank by their draw instead
 //!   ([`PreQueue`], also O(log n)), ahead of every sequence number, as the script's scores in
 //!   `[-1, 0)` put them.
 
@@ -153,7 +153,7 @@ impl Liveness {
             None => at,
         };
         match entry.seen.replace(new) {
-            Some(old) if old == new => return,
+            Some(old) if old == new => {}
             Some(old) => {
                 if old.turn != new.turn {
                     self.uncount(old.turn);
@@ -316,7 +316,10 @@ impl Waiters {
         // After the last waiter even if `last_seq` was reset (the Redis script does the same
         // for a lost `seq` key): a newcomer never goes ahead of the line.
         let last = match sequenced.checked_sub(1) {
-            Some(k) => self.ranks.select(k as u64).map_or(0, |slot| self.line[slot].0),
+            Some(k) => self
+                .ranks
+                .select(k as u64)
+                .map_or(0, |slot| self.line[slot].0),
             None => {
                 // Nobody with a sequence number: the slots start afresh.
                 self.line.clear();
@@ -959,7 +962,15 @@ mod tests {
         r.set(5); // twice: once
         assert_eq!(
             (0..7).map(|k| r.select(k)).collect::<Vec<_>>(),
-            vec![Some(0), Some(5), Some(63), Some(64), Some(200), Some(1_000), None]
+            vec![
+                Some(0),
+                Some(5),
+                Some(63),
+                Some(64),
+                Some(200),
+                Some(1_000),
+                None
+            ]
         );
         assert!(r.contains(63) && !r.contains(62));
         assert_eq!(r.rank(0), 1);

@@ -4,7 +4,9 @@
 
 use std::time::Duration;
 
-use super::{admitted, waiting, Harness, ABANDON_AFTER, ABANDON_MS, GRANT_TTL, QUEUE_MS, QUEUE_TTL};
+use super::{
+    admitted, waiting, Harness, ABANDON_AFTER, ABANDON_MS, GRANT_TTL, QUEUE_MS, QUEUE_TTL,
+};
 use crate::store::snapshot::{
     checkpoint_ranks, draw_score, Checkpoint, LivenessRule, Place, RoomSnapshot,
     CHECKPOINT_GAP_DIVISOR, EXACT_RANKS,
@@ -46,7 +48,10 @@ async fn line_with_places(h: &Harness, p: &RoomPolicy, n: u64) -> Vec<(SessionId
         let (position, seq) = seq_of(h.enter(p, s).await, "a newcomer");
         assert_eq!(position, before + i, "newcomer #{i}'s position");
         if let Some(&(_, last)) = out.last() {
-            assert!(seq > last, "sequence numbers increase by arrival: {last} then {seq}");
+            assert!(
+                seq > last,
+                "sequence numbers increase by arrival: {last} then {seq}"
+            );
         }
         out.push((s, seq));
     }
@@ -96,7 +101,10 @@ pub async fn sync_checks_in_only_waiters_with_a_place(h: &Harness) {
     let stranger = SessionId::random();
     let before = h.stats(&p).await;
     let snap = h
-        .sync(&p, vec![stranger, holder, line[1], line[0], stranger, line[2]])
+        .sync(
+            &p,
+            vec![stranger, holder, line[1], line[0], stranger, line[2]],
+        )
         .await;
     assert_eq!(snap.waiting, 2, "{snap:?}");
     assert_eq!(snap.taken_at_ms, h.now(), "taken at the store's now");
@@ -105,13 +113,22 @@ pub async fn sync_checks_in_only_waiters_with_a_place(h: &Harness) {
         before,
         "sync made nothing for those without a place"
     );
-    assert_eq!(h.poll(&p, stranger).await, Decision::Unknown, "no place made");
+    assert_eq!(
+        h.poll(&p, stranger).await,
+        Decision::Unknown,
+        "no place made"
+    );
     assert_eq!(
         h.poll(&p, line[1]).await,
         Decision::Unknown,
         "the leaver stays gone"
     );
-    waiting(h.poll(&p, line[2]).await, 2, 2, "the waiters keep their places");
+    waiting(
+        h.poll(&p, line[2]).await,
+        2,
+        2,
+        "the waiters keep their places",
+    );
     waiting(
         h.enter(&p, stranger).await,
         3,
@@ -290,10 +307,7 @@ pub async fn sync_snapshot_says_paused_open_and_schedule(h: &Harness) {
     assert!(!snap.answers_waiters());
     let mut registrants: Vec<SessionId> = (0..2).map(|_| SessionId::random()).collect();
     for &s in &registrants {
-        assert!(matches!(
-            h.enter(&p, s).await,
-            Decision::Scheduled { .. }
-        ));
+        assert!(matches!(h.enter(&p, s).await, Decision::Scheduled { .. }));
     }
     registrants.sort_by_key(|&s| (schedule.draw(s), s));
     let scores: Vec<f64> = registrants
@@ -337,10 +351,7 @@ pub async fn waiting_answers_say_the_place(h: &Harness) {
     let schedule = p.schedule.clone().expect("a scheduled policy");
     let mut registrants: Vec<SessionId> = (0..3).map(|_| SessionId::random()).collect();
     for &s in &registrants {
-        assert!(matches!(
-            h.enter(&p, s).await,
-            Decision::Scheduled { .. }
-        ));
+        assert!(matches!(h.enter(&p, s).await, Decision::Scheduled { .. }));
     }
     registrants.sort_by_key(|&s| (schedule.draw(s), s));
     h.advance_ms(10_000);
