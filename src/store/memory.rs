@@ -5,6 +5,13 @@
 //! stores agree to the letter (the conformance suite checks it), including on how a damaged
 //! room heals (see the script's header).
 //!
+//! A waiter is one record: their place (a sequence number that never changes, or a draw) and
+//! the epochs of their last check-in in both liveness rules ([`LivenessRule`]), kept as epochs,
+//! not times, so the two stores count a waiter alive or silent alike. The sweep of abandoned
+//! waiters runs only in [`sync`](Store::sync), oldest abandon epoch first (amortised O(1) a
+//! waiter); the silent count is exact (a count per turn epoch); a snapshot's checkpoints are
+//! exact ranks, O(log n) each.
+//!
 //! Locking: the map of rooms is behind an `RwLock` held only to find (or, once per room, add) a
 //! room; each room has its own `Mutex`, held for one call's work, which is O(log n) in the room's
 //! size (plus the bounded sweep and promotions, and the line's amortised O(1) renumbering). A
@@ -17,9 +24,10 @@ use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 
-use self::sets::{Waiters, ZSet};
+use self::sets::{Epochs, Waiters, ZSet};
 use self::tickets::Tickets;
 
+use super::snapshot::{checkpoint_ranks, Checkpoint, LivenessRule, Place, RoomSnapshot};
 use super::{
     AdmissionRing, Decision, Minted, Redeemed, RoomPace, RoomSettings, RoomStats, SettingsChange,
     SettingsUpdate, Store, StoreFuture, TicketNonce, ADMISSION_BUCKET_MS, MAX_ADMIT_NEXT_PER_CALL,
@@ -107,9 +115,23 @@ impl MemoryStore {
         })
     }
 
+    /// One call's step on the room of `policy`: its housekeeping (without the sweep of
+    /// abandoned waiters, which only [`sync`](Store::sync) does), then `op`.
     fn run<T: Send + 'static>(
         &self,
         policy: &RoomPolicy,
+        op: impl FnOnce(&mut RoomState, &RoomPolicy, u64) -> T,
+    ) -> StoreFuture<T> {
+        self.run_with(policy, |_, _, _| {}, Sweep::No, op)
+    }
+
+    /// One call's step: `first` (before the housekeeping: `sync`'s check-ins, so the sweep and
+    /// the skips at their turn see them), the housekeeping, with the sweep or not, then `op`.
+    fn run_with<T: Send + 'static>(
+        &self,
+        policy: &RoomPolicy,
+        first: impl FnOnce(&mut RoomState, &RoomPolicy, u64),
+        sweep: Sweep,
         op: impl FnOnce(&mut RoomState, &RoomPolicy, u64) -> T,
     ) -> StoreFuture<T> {
         let room = self.room(&policy.room);
@@ -145,7 +167,9 @@ impl MemoryStore {
                 _ => policy,
             },
         };
-        room.housekeeping(policy, now);
+        room.liveness = Some(Liveness::of(policy));
+        first(&mut room, policy, now);
+        room.housekeeping(policy, now, sweep);
         let out = op(&mut room, policy, now);
         Box::pin(std::future::ready(Ok(out)))
     }
@@ -197,7 +221,20 @@ impl MemoryStore {
                 return Err("the embedded budget is one Rust value: it has no field to lose")
             }
             Damage::CheckInLost(s) => r.waiters.remove_check_in(s),
-            Damage::StrayCheckIn(s, at) => r.waiters.check_in(s, at),
+            Damage::StrayCheckIn(s, at) => {
+                // By the rules of the room's last call (a room never called: epochs of 1 ms).
+                let rules = r.liveness.unwrap_or(Liveness {
+                    turn: LivenessRule {
+                        width_ms: 1,
+                        keep: 0,
+                    },
+                    abandon: LivenessRule {
+                        width_ms: 1,
+                        keep: 0,
+                    },
+                });
+                r.waiters.check_in(s, rules.at(at));
+            }
             Damage::SlotHolderInLine(s) => r.waiters.push(s),
         }
         Ok(())
@@ -238,15 +275,15 @@ impl Store for MemoryStore {
             if let Some(d) = room.claim_or_extend(session, policy, now) {
                 return d;
             }
-            let at = check_in_time(policy, now);
+            let at = check_in_epochs(policy, now);
             if !room.live().open {
                 // Closed: a waiter keeps their place (checked in) for a reopening; a
                 // newcomer is not added.
                 room.waiters.touch(session, at);
                 return Decision::Closed;
             }
-            if let Some(position) = room.waiters.touch(session, at) {
-                return room.waiter(position, policy, now);
+            if let Some((position, place)) = room.waiters.touch(session, at) {
+                return room.waiter(position, place, policy, now);
             }
             if after_closing(policy, now) {
                 // The event's closing: newcomers are not added.
@@ -289,8 +326,11 @@ impl Store for MemoryStore {
                 return Decision::Full { waiting };
             }
             room.waiters.push_at(session, Some(now));
-            room.waiters.check_in(session, now);
-            room.waiting(waiting + 1, policy, now)
+            match room.waiters.touch(session, at) {
+                Some((position, place)) => room.waiting(position, place, policy, now),
+                // (Never: the place was just made.)
+                None => Decision::Unknown,
+            }
         })
     }
 
@@ -299,11 +339,13 @@ impl Store for MemoryStore {
             if let Some(expires_at_ms) = room.slot(session) {
                 return Decision::Admitted { expires_at_ms };
             }
-            if let Some(position) = room.waiters.touch(session, check_in_time(policy, now)) {
+            if let Some((position, place)) =
+                room.waiters.touch(session, check_in_epochs(policy, now))
+            {
                 if !room.live().open {
                     return Decision::Closed;
                 }
-                return room.waiter(position, policy, now);
+                return room.waiter(position, place, policy, now);
             }
             // No place: a check-in without one is damage; drop it (only on this rare path).
             room.waiters.remove_check_in(session);
@@ -381,7 +423,7 @@ impl Store for MemoryStore {
                 // Nobody is admitted before the opening, not even by an operator.
                 return 0;
             }
-            let cutoff = now.saturating_sub(policy.queue_ttl_ms);
+            let turn = LivenessRule::for_turn(policy);
             // As the script: at most `want` let in and `2 * want` looked at (silent ones
             // skipped), so the work per call stays bounded.
             let want = u64::from(count.min(MAX_ADMIT_NEXT_PER_CALL));
@@ -391,13 +433,17 @@ impl Store for MemoryStore {
                     break;
                 };
                 steps += 1;
-                let seen = room.waiters.seen(head);
+                // (A place without a check-in counts as seen now: not silent.)
+                let silent = room
+                    .waiters
+                    .seen(head)
+                    .is_some_and(|seen| !turn.alive(seen.turn, now));
                 room.waiters.remove(head);
                 let holder = room.slot(head).is_some();
-                if !holder && seen.is_some_and(|t| t < cutoff) {
+                if !holder && silent {
                     room.admissions.count_skip(now);
                 }
-                if holder || seen.is_some_and(|t| t < cutoff) {
+                if holder || silent {
                     // A slot holder's stray place, or a waiter silent at their turn: skipped.
                     continue;
                 }
@@ -459,6 +505,25 @@ impl Store for MemoryStore {
     fn keeps_tickets(&self) -> bool {
         true
     }
+
+    fn sync(&self, policy: &RoomPolicy, seen: Vec<SessionId>) -> StoreFuture<RoomSnapshot> {
+        self.run_with(
+            policy,
+            move |room, policy, now| {
+                // Only waiters with a place are checked in: nothing is made for the others.
+                let at = check_in_epochs(policy, now);
+                for session in seen {
+                    room.waiters.touch(session, at);
+                }
+            },
+            Sweep::Yes,
+            |room, policy, now| room.snapshot(policy, now),
+        )
+    }
+
+    fn keeps_snapshots(&self) -> bool {
+        true
+    }
 }
 
 /// One room: the Redis script's keys, as Rust values.
@@ -499,6 +564,8 @@ struct RoomState {
     /// (`opens_at`, `closes_at`, `keep_line` in `settings`), followed by calls without one
     /// while the opening is ahead.
     kept_schedule: Option<(u64, Option<u64>, bool)>,
+    /// The liveness rules of the room's last call (for the damage hook's stray check-in).
+    liveness: Option<Liveness>,
 }
 
 impl RoomState {
@@ -549,8 +616,8 @@ impl RoomState {
             .or_else(|| self.granted.score(session))
     }
 
-    /// Expire slots, sweep abandoned waiters, promote.
-    fn housekeeping(&mut self, policy: &RoomPolicy, now: u64) {
+    /// Expire slots, sweep abandoned waiters (only for `sync`), promote.
+    fn housekeeping(&mut self, policy: &RoomPolicy, now: u64, sweep: Sweep) {
         self.promotions_left = MAX_PROMOTIONS_PER_CALL;
         for slots in [&mut self.active, &mut self.granted] {
             while let Some((expires, session)) = slots.first() {
@@ -560,19 +627,22 @@ impl RoomState {
                 slots.remove(session);
             }
         }
-        let abandoned = now.saturating_sub(policy.effective_abandon_after_ms());
-        self.waiters.sweep_older_than(abandoned, MAX_SWEEP_PER_CALL);
+        if sweep == Sweep::Yes {
+            let abandon = LivenessRule::for_abandon(policy);
+            self.waiters
+                .sweep(|epoch| abandon.alive(epoch, now), MAX_SWEEP_PER_CALL);
+        }
         self.promote(policy, now);
     }
 
-    /// Grants free slots to the head of the line, skipping waiters silent (for longer than
-    /// `queue_ttl`) at their turn; bounded work: at most [`MAX_PROMOTIONS_PER_CALL`] promotions
+    /// Grants free slots to the head of the line, skipping waiters silent at their turn (not
+    /// alive by [`LivenessRule::for_turn`]); bounded work: at most [`MAX_PROMOTIONS_PER_CALL`] promotions
     /// and skips per call, however often it runs in it.
     fn promote(&mut self, policy: &RoomPolicy, now: u64) {
         if !self.live().admits() || policy.before_opening(now) || line_closed(policy, now) {
             return;
         }
-        let cutoff = now.saturating_sub(policy.queue_ttl_ms);
+        let turn = LivenessRule::for_turn(policy);
         while self.promotions_left > 0 && self.free_slots() > 0 {
             let Some(head) = self.waiters.head() else {
                 break;
@@ -584,10 +654,11 @@ impl RoomState {
                 let seen = self.waiters.seen(head).unwrap_or_else(|| {
                     // Damage: a place without a check-in. Counted as seen now: they keep
                     // their turn.
-                    self.waiters.check_in(head, now);
-                    now
+                    let at = check_in_epochs(policy, now);
+                    self.waiters.check_in(head, at);
+                    at
                 });
-                if seen < cutoff {
+                if !turn.alive(seen.turn, now) {
                     self.waiters.remove(head);
                     self.admissions.count_skip(now);
                 } else {
@@ -626,26 +697,58 @@ impl RoomState {
 
     /// The answer to a waiter at `position` who just checked in, open (checked by the caller)
     /// or not: before the opening, the opening; after a closing that keeps no line, closed.
-    fn waiter(&self, position: u64, policy: &RoomPolicy, now: u64) -> Decision {
+    fn waiter(&self, position: u64, place: Place, policy: &RoomPolicy, now: u64) -> Decision {
         match &policy.schedule {
             Some(s) if s.before_opening(now) => Decision::Scheduled {
                 opens_at_ms: s.opens_at_ms,
             },
             _ if line_closed(policy, now) => Decision::Closed,
-            _ => self.waiting(position, policy, now),
+            _ => self.waiting(position, place, policy, now),
         }
     }
 
     /// The answer to a waiter at `position` (who just checked in).
-    fn waiting(&self, position: u64, policy: &RoomPolicy, now: u64) -> Decision {
+    fn waiting(&self, position: u64, place: Place, policy: &RoomPolicy, now: u64) -> Decision {
         Decision::Waiting {
             position,
             waiting: self.waiters.len() as u64,
             recent: self.admissions.counts(now),
             paused: self.live().paused,
             pace: self.pace(policy, now),
-            place: None,
+            place: Some(place),
         }
+    }
+
+    /// The line as it stands, for a gateway's snapshot (see [`RoomSnapshot`]): the checkpoints
+    /// are exact ranks, O(log n) each.
+    fn snapshot(&self, policy: &RoomPolicy, now: u64) -> RoomSnapshot {
+        let waiting = self.waiters.len() as u64;
+        RoomSnapshot {
+            taken_at_ms: now,
+            head: self.waiters.score_at(0),
+            waiting,
+            checkpoints: checkpoint_ranks(waiting)
+                .filter_map(|rank| {
+                    let score = self.waiters.score_at(rank)?;
+                    Some(Checkpoint { score, rank })
+                })
+                .collect(),
+            paused: self.live().paused,
+            open: self.live().open,
+            before_opening: policy.before_opening(now),
+            line_closed: line_closed(policy, now),
+            recent: self.admissions.counts(now),
+            pace: self.pace(policy, now),
+        }
+    }
+
+    /// Waiters not alive by the turn's liveness rule at `now`: skipped at their turn unless
+    /// they come back. Exact.
+    fn silent(&self, policy: &RoomPolicy, now: u64) -> u64 {
+        let turn = LivenessRule::for_turn(policy);
+        // Alive: seen in an epoch `e` with `e + keep >= epoch(now)`.
+        self.waiters
+            .seen_before(turn.epoch(now).saturating_sub(turn.keep))
     }
 
     /// What the admission counts were measured over at `now`.
@@ -664,11 +767,7 @@ impl RoomState {
             self.live().capacity,
         )
         .with_skipped(skipped, current_skipped)
-        .with_line(
-            self.admissions.last_minutes(now),
-            self.waiters
-                .silent_since(now.saturating_sub(policy.queue_ttl_ms)),
-        )
+        .with_line(self.admissions.last_minutes(now), self.silent(policy, now))
         .with_silent_after(policy.queue_ttl_ms)
         .with_admission_rate(self.live().admission_rate);
         let pace = match self.first_move {
@@ -686,6 +785,43 @@ impl RoomState {
             None => pace,
         }
     }
+}
+
+/// Whether a call's housekeeping sweeps abandoned waiters: only [`sync`](Store::sync)'s does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Sweep {
+    Yes,
+    No,
+}
+
+/// A room's two liveness rules (as of its last call).
+#[derive(Clone, Copy, Debug)]
+struct Liveness {
+    turn: LivenessRule,
+    abandon: LivenessRule,
+}
+
+impl Liveness {
+    fn of(policy: &RoomPolicy) -> Self {
+        Self {
+            turn: LivenessRule::for_turn(policy),
+            abandon: LivenessRule::for_abandon(policy),
+        }
+    }
+
+    /// The epochs of a check-in made at `at`.
+    fn at(self, at: u64) -> Epochs {
+        Epochs {
+            turn: self.turn.epoch(at),
+            abandon: self.abandon.epoch(at),
+        }
+    }
+}
+
+/// The epochs a waiter's check-in at `now` marks, in both liveness rules: those of
+/// [`check_in_time`].
+fn check_in_epochs(policy: &RoomPolicy, now: u64) -> Epochs {
+    Liveness::of(policy).at(check_in_time(policy, now))
 }
 
 /// When a waiter's check-in at `now` counts as made: before a scheduled opening, at the opening,

@@ -1,7 +1,8 @@
 //! Stage 3: the store, which holds the line and the slots and decides.
 //!
 //! A [`Store`] has five operations, all of which first do the room's housekeeping (expire slots,
-//! sweep abandoned waiters, promote from the head of the line into free slots) and then answer:
+//! sweep abandoned waiters (only [`sync`](Store::sync) sweeps), promote from the head of the line
+//! into free slots) and then answer:
 //!
 //! | operation | for | answer |
 //! |---|---|---|
@@ -15,6 +16,7 @@
 //! | [`ban`](Store::ban) | operators | drops a session's place or slot and refuses it until a time |
 //! | [`mint_ticket`](Store::mint_ticket) | a room with single-use tickets, at admission, after each heartbeat that extends the slot, and on the status endpoint | the session's one ticket of this admission (extended with the slot), or "used" |
 //! | [`redeem_ticket`](Store::redeem_ticket) | a gated route presenting a ticket | accepted exactly once, then "used" |
+//! | [`sync`](Store::sync) | each gateway, about once a second | checks in the waiters it answered, sweeps, and answers the room's [`RoomSnapshot`] |
 //!
 //! The semantics every store implements exactly (the [`MemoryStore`] is the reference):
 //! - never more than `capacity` slots at once, counting granted-but-unclaimed ones;
@@ -28,6 +30,25 @@
 //!   carry on from the same place. A waiter silent for longer than `abandon_after` (never less
 //!   than `queue_ttl`) is dropped from anywhere in the line, so positions do not count people
 //!   long gone and a line's memory stays bounded;
+//! - liveness is to the epoch ([`LivenessRule`], in [`snapshot`]): a check-in (a join, an
+//!   `enter` or `poll` of a waiter, or the waiter in a [`sync`](Store::sync)'s `seen` list) marks
+//!   the epoch of its time (the opening's, before a scheduled opening) in both rules, and a store
+//!   keeps epochs, not times. At their turn: seen within `queue_ttl`, never skipped; silent for
+//!   longer than `queue_ttl * 5 / 4`, skipped. The sweep: seen within `abandon_after`, kept;
+//!   silent for longer than `abandon_after * 3 / 2`, swept. [`RoomPace::silent`] counts the
+//!   waiters not alive by the turn's rule (the embedded store exactly, Redis from the checkpoint
+//!   waiters it reads);
+//! - the sweep of abandoned waiters runs only in [`sync`](Store::sync), at most
+//!   [`MAX_SWEEP_PER_CALL`] waiters per call (`enter`, `poll`, `heartbeat`, `release` expire
+//!   slots and promote, but sweep nobody);
+//! - [`sync`](Store::sync), in one step: checks in every session of its `seen` list that has a
+//!   place in line (nothing is made for the others), does the housekeeping with the sweep, and
+//!   answers a [`RoomSnapshot`]: the head's score, how many wait, the exact rank and score of the
+//!   waiters at [`checkpoint_ranks`](snapshot::checkpoint_ranks), the paused, open,
+//!   before-opening and line-closed flags, and the admission counts and pace. A waiter's score
+//!   is their sequence number, or a registrant's [`draw_score`](snapshot::draw_score); every
+//!   `Waiting` answer says which ([`Place`]). Read the counts and pace from `sync` or `stats`: a
+//!   store's `enter` and `poll` answers may leave them at their defaults;
 //! - a damaged room heals: a part lost (a Redis key evicted or deleted) counts as empty, a part
 //!   of the wrong type is dropped, a place without a check-in counts as seen now, a check-in
 //!   without a place is dropped, a slot holder with a place keeps the slot and loses the place,
@@ -436,8 +457,9 @@ pub struct RoomPace {
     /// (each six complete buckets; the first ends where the current bucket begins): how much
     /// the pace varies from one minute to the next, for the estimate's margin.
     pub minutes: [u64; PACE_MINUTES],
-    /// Waiters in line silent for longer than `queue_ttl`, to the second: unless they come back,
-    /// they are skipped at their turn, and move nobody's wait.
+    /// Waiters in line silent for longer than `queue_ttl`, to the epoch of the turn's
+    /// [`LivenessRule`]: unless they come back, they are skipped at their turn, and move
+    /// nobody's wait.
     pub silent: u64,
     /// The silence after which a waiter counts as [`silent`](Self::silent) (the room's
     /// `queue_ttl`), in ms.

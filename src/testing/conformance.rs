@@ -61,18 +61,20 @@ use std::time::Duration;
 
 use crate::clock::{Clock, ManualClock};
 use crate::store::{
-    AdmissionCounts, Decision, RoomStats, Store, ADMISSION_BUCKET_MS, MAX_PROMOTIONS_PER_CALL,
-    MAX_SWEEP_PER_CALL,
+    AdmissionCounts, Decision, RoomSnapshot, RoomStats, Store, ADMISSION_BUCKET_MS,
+    MAX_PROMOTIONS_PER_CALL, MAX_SWEEP_PER_CALL,
 };
 use crate::{RoomPolicy, SessionId};
 
 mod operations;
 mod pace;
 mod schedule;
+mod snapshot;
 mod tickets;
 pub use self::operations::*;
 pub use self::pace::*;
 pub use self::schedule::*;
+pub use self::snapshot::*;
 pub use self::tickets::*;
 
 /// A good time for a harness clock to start at: 2026-01-01T00:00:00Z.
@@ -295,6 +297,15 @@ impl Harness {
             .unwrap_or_else(|e| panic!("stats failed: {e}"))
     }
 
+    /// `sync` (a gateway's refresh of its snapshot, reporting `seen` as checked in), failing
+    /// the test on a store error.
+    pub async fn sync(&self, policy: &RoomPolicy, seen: Vec<SessionId>) -> RoomSnapshot {
+        self.store
+            .sync(policy, seen)
+            .await
+            .unwrap_or_else(|e| panic!("sync failed: {e}"))
+    }
+
     /// Asserts the room's counts.
     #[track_caller]
     pub fn check_stats(stats: RoomStats, admitted: u64, granted: u64, waiting: u64) {
@@ -355,13 +366,13 @@ fn waiting(d: Decision, position: u64, waiting: u64, what: &str) {
     }
 }
 
-/// The admission counts of a `Waiting`, or a panic naming `what`.
+/// Asserts a `Waiting` (whatever it says), or a panic naming `what`.
 #[track_caller]
-fn recent_of(d: Decision, what: &str) -> AdmissionCounts {
-    match d {
-        Decision::Waiting { recent, .. } => recent,
-        other => panic!("{what}: expected Waiting, got {other:?}"),
-    }
+fn is_waiting(d: Decision, what: &str) {
+    assert!(
+        matches!(d, Decision::Waiting { .. }),
+        "{what}: expected Waiting, got {d:?}"
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -837,8 +848,10 @@ pub async fn silent_at_their_turn_is_skipped(h: &Harness) {
     Harness::check_stats(h.stats(&p).await, 0, 1, 0);
 }
 
-/// A waiter silent for longer than abandon_after is dropped from anywhere in the line: the
-/// positions of those behind and the line's length no longer count them.
+/// A waiter silent for longer than abandon_after is dropped from anywhere in the line by the
+/// sweep of [`Store::sync`] (liveness is to the epoch: seen within abandon_after, kept; silent
+/// for longer than 3/2 of it, swept): the positions of those behind and the line's length no
+/// longer count them. No other call sweeps.
 pub async fn abandoned_waiters_are_swept(h: &Harness) {
     let p = h.policy(1);
     let a = h.enter_admitted(&p).await;
@@ -857,9 +870,31 @@ pub async fn abandoned_waiters_are_swept(h: &Harness) {
             4,
             "before abandon_after, the silent still count",
         );
+        assert_eq!(
+            h.sync(&p, Vec::new()).await.waiting,
+            4,
+            "seen within abandon_after: not swept"
+        );
     }
-    h.advance_ms(entered + ABANDON_MS + 1_000 - h.now());
+    // Changed for store v2: liveness is to the epoch, so the silent are certainly swept only
+    // once silent for longer than 3/2 of abandon_after (was: just past abandon_after), and only
+    // by `sync` (was: by any call).
+    while h.now() + step < entered + ABANDON_MS * 3 / 2 + 1_000 {
+        h.advance_ms(step);
+        admitted(h.heartbeat(&p, a).await, "the holder stays");
+        h.poll(&p, line[0]).await;
+        h.poll(&p, line[3]).await;
+    }
+    h.advance_ms(entered + ABANDON_MS * 3 / 2 + 1_000 - h.now());
     admitted(h.heartbeat(&p, a).await, "the holder stays");
+    Harness::check_stats(h.stats(&p).await, 1, 0, 4);
+    waiting(
+        h.poll(&p, line[3]).await,
+        4,
+        4,
+        "only sync sweeps: the silent still count before it",
+    );
+    assert_eq!(h.sync(&p, Vec::new()).await.waiting, 2, "swept by sync");
     Harness::check_stats(h.stats(&p).await, 1, 0, 2);
     waiting(h.poll(&p, line[0]).await, 1, 2, "the head stays");
     waiting(h.poll(&p, line[3]).await, 2, 2, "the tail moved up");
@@ -867,8 +902,8 @@ pub async fn abandoned_waiters_are_swept(h: &Harness) {
     assert_eq!(h.poll(&p, line[2]).await, Decision::Unknown, "swept");
 }
 
-/// The sweep of abandoned waiters is bounded: at most [`MAX_SWEEP_PER_CALL`] per call, and no
-/// waiter silent for less than abandon_after is swept with them.
+/// The sweep of abandoned waiters is bounded: at most [`MAX_SWEEP_PER_CALL`] per `sync` call
+/// (no other call sweeps), and no waiter silent for less than abandon_after is swept with them.
 pub async fn abandoned_sweep_is_bounded(h: &Harness) {
     let per_call = u64::from(MAX_SWEEP_PER_CALL);
     let n = 2 * per_call + 50;
@@ -879,12 +914,17 @@ pub async fn abandoned_sweep_is_bounded(h: &Harness) {
         .with_abandon_after(ABANDON_AFTER);
     let _a = h.enter_admitted(&p).await;
     h.enter_waiters(&p, n).await;
-    h.advance_ms(ABANDON_MS / 2);
+    // Changed for store v2: the abandoned are silent for longer than 3/2 of abandon_after
+    // (liveness is to the epoch), the live one for less than abandon_after; the sweep is
+    // `sync`'s, so the calls counted are syncs (was: stats).
+    h.advance_ms(ABANDON_MS);
     let live = h.enter_waiters(&p, 1).await[0];
-    h.advance_ms(ABANDON_MS / 2 + 1_000);
+    h.advance_ms(ABANDON_MS * 3 / 5 + 1_000);
     let mut left = n + 1;
+    assert_eq!(h.stats(&p).await.waiting, left, "stats does not sweep");
+    waiting(h.poll(&p, live).await, left, left, "poll does not sweep");
     for call in 1..=3 {
-        let now_left = h.stats(&p).await.waiting;
+        let now_left = h.sync(&p, Vec::new()).await.waiting;
         assert!(
             now_left < left && now_left + per_call >= left,
             "call {call} swept {} abandoned waiters; at most {per_call} allowed",
@@ -1236,8 +1276,9 @@ pub async fn bounded_work_with_many_silent_waiters(h: &Harness) {
     h.enter_waiters(&p, silent_n).await;
     h.advance_ms(QUEUE_MS / 2);
     let live = h.enter_waiters(&p, 1).await[0];
-    // The first ones are now silent for longer than queue_ttl; the live one is not.
-    h.advance_ms(QUEUE_MS / 2 + 1_000);
+    // The first ones are now silent for longer than 5/4 of queue_ttl (liveness is to the
+    // epoch; changed for store v2 from "just past queue_ttl"); the live one is not.
+    h.advance_ms(QUEUE_MS * 3 / 4 + 1_000);
 
     let mut left = silent_n + 1;
     let now_left = h.stats(&p).await.waiting;
@@ -1301,7 +1342,9 @@ pub async fn bounded_work_in_release(h: &Harness) {
     let p = h.policy(1);
     let a = h.enter_admitted(&p).await;
     h.enter_waiters(&p, silent_n).await;
-    h.advance_ms(QUEUE_MS + 1_000);
+    // Silent for longer than 5/4 of queue_ttl (liveness is to the epoch; changed for store v2
+    // from "just past queue_ttl").
+    h.advance_ms(QUEUE_MS * 5 / 4 + 1_000);
     let before = silent_n; // nothing has run since the clock moved
     assert!(h.release(&p, a).await);
     // `stats` is one more call.
@@ -1336,16 +1379,20 @@ pub async fn admissions_are_counted_in_buckets(h: &Harness) {
     let a = h.enter_admitted(&p).await;
     let b = h.enter_admitted(&p).await;
     let w = h.enter_waiters(&p, 3).await;
+    // (The counts are read from `sync` and `stats`, as gateways do: a store's enter and poll
+    // answers need not carry them since store v2.)
+    is_waiting(h.poll(&p, w[0]).await, "in the first bucket");
     assert_eq!(
-        recent_of(h.poll(&p, w[0]).await, "in the first bucket"),
+        h.sync(&p, Vec::new()).await.recent,
         AdmissionCounts::new(0, 0),
         "the current bucket is not counted yet"
     );
     assert_eq!(h.stats(&p).await.recent, AdmissionCounts::new(0, 0));
 
     h.advance_ms(ADMISSION_BUCKET_MS);
+    is_waiting(h.poll(&p, w[0]).await, "second bucket");
     assert_eq!(
-        recent_of(h.poll(&p, w[0]).await, "second bucket"),
+        h.sync(&p, Vec::new()).await.recent,
         AdmissionCounts::new(2, 2),
         "two direct admissions"
     );
@@ -1356,17 +1403,19 @@ pub async fn admissions_are_counted_in_buckets(h: &Harness) {
     admitted(h.enter(&p, b).await, "re-entry of an admitted visitor");
     h.poll(&p, w[1]).await;
     h.advance_ms(ADMISSION_BUCKET_MS);
-    let seen = recent_of(h.poll(&p, w[1]).await, "third bucket");
+    is_waiting(h.poll(&p, w[1]).await, "third bucket");
+    let seen = h.sync(&p, Vec::new()).await.recent;
     assert_eq!(seen, AdmissionCounts::new(3, 3), "one promotion more");
     assert_eq!(
         h.stats(&p).await.recent,
         seen,
-        "stats agree with the waiters"
+        "stats agree with the snapshot"
     );
+    is_waiting(h.poll(&p, w[2]).await, "another waiter");
     assert_eq!(
-        recent_of(h.poll(&p, w[2]).await, "another waiter"),
+        h.sync(&p, vec![w[2]]).await.recent,
         seen,
-        "every waiter sees the same counts"
+        "every gateway's snapshot has the same counts"
     );
 
     // The first bucket leaves the last minute 70 s after it began, the second one 80 s after.
@@ -1623,9 +1672,11 @@ pub async fn heals_a_stray_check_in(h: &Harness) {
     assert_eq!(h.poll(&p, fresh).await, Decision::Unknown);
     waiting(h.enter(&p, fresh).await, 3, 3, "joins at the back");
     assert!(h.release(&p, fresh).await, "and leaves");
-    // Long after, the old stray check-in is swept with the abandoned waiters (and the holder's
-    // slot has expired): the room is simply empty.
-    h.advance_ms(ABANDON_MS + 1_000);
+    // Long after, the old stray check-in is swept with the abandoned waiters by a sync (and
+    // the holder's slot has expired): the room is simply empty. (Changed for store v2: the
+    // sweep is `sync`'s, and certain after 3/2 of abandon_after.)
+    h.advance_ms(ABANDON_MS * 3 / 2 + 1_000);
+    assert_eq!(h.sync(&p, Vec::new()).await.waiting, 0);
     assert_eq!(h.poll(&p, old).await, Decision::Unknown);
     Harness::check_stats(h.stats(&p).await, 0, 0, 0);
     h.enter_admitted(&p).await;
@@ -1951,6 +2002,13 @@ macro_rules! __conformance_suite {
                 a_call_without_the_schedule_keeps_the_kept_opening,
                 a_pre_queue_never_jumps_an_earlier_line,
                 an_emptied_pre_queue_counts_its_wait_anew,
+                sync_checks_in_only_waiters_with_a_place,
+                sync_keeps_a_waiter_alive_at_their_turn,
+                liveness_is_to_the_epoch,
+                sync_snapshot_has_exact_checkpoints,
+                sync_snapshot_says_paused_open_and_schedule,
+                waiting_answers_say_the_place,
+                snapshot_positions_are_within_the_bound,
             ];
             multi_thread: [
                 concurrent_never_exceeds_capacity,

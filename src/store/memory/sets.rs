@@ -3,16 +3,17 @@
 //!
 //! - [`ZSet`]: sessions by score (slots by expiry): O(log n) add, remove, lookup and smallest
 //!   score;
-//! - [`Waiters`]: the script's `seq`, `line` and `seen`: each waiter's place (a sequence number,
-//!   with the position in O(log n) from a bitmap and a Fenwick tree) and last check-in (with the
-//!   oldest found through a queue in time order), in one record per waiter, so a waiter's poll
-//!   is one hash lookup and a rank; a scheduled opening's registrants rank by their draw instead
+//! - [`Waiters`]: the script's `seq`, `line` and liveness bitmaps: each waiter's place (a
+//!   sequence number, with the position and the waiter at a rank in O(log n) from a bitmap and a
+//!   Fenwick tree) and last check-in epochs (with the oldest found through a queue in epoch
+//!   order), in one record per waiter, so a waiter's poll is one hash lookup and a rank; a scheduled opening's registrants rank by their draw instead
 //!   ([`PreQueue`], also O(log n)), ahead of every sequence number, as the script's scores in
 //!   `[-1, 0)` put them.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 
 use crate::session::SessionId;
+use crate::store::snapshot::{draw_score, Place};
 
 /// Sessions by score, like a Redis sorted set.
 #[derive(Debug, Default)]
@@ -59,52 +60,68 @@ impl ZSet {
     }
 }
 
-/// A waiter's record: a place in line (sequence number) and a last check-in, either of which
-/// can be missing in a damaged room (the script's `line` and `seen` are two keys).
+/// A waiter's last check-in, to the epoch of each liveness rule
+/// ([`LivenessRule`](crate::store::LivenessRule)): the turn's and the sweep's. Epochs, not
+/// times, as the Redis store keeps them (one bitmap per epoch): both stores count a waiter
+/// alive or silent alike. A record keeps the latest epochs it was seen in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Epochs {
+    /// The epoch of [`LivenessRule::for_turn`](crate::store::LivenessRule::for_turn).
+    pub(super) turn: u64,
+    /// The epoch of [`LivenessRule::for_abandon`](crate::store::LivenessRule::for_abandon).
+    pub(super) abandon: u64,
+}
+
+/// Where a record stands in line: nowhere (a stray check-in, only after damage), at a slot of
+/// [`Waiters::line`] (which holds its sequence number), or in the pre-queue by its draw.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+enum Spot {
+    #[default]
+    None,
+    Slot(usize),
+    Draw(u64),
+}
+
+/// A waiter's one record: a place in line and a last check-in, either of which can be missing
+/// in a damaged room (the Redis line and liveness bitmaps are keys of their own).
 #[derive(Clone, Copy, Debug, Default)]
 struct Entry {
-    seq: Option<u64>,
-    /// A place in the pre-queue instead (before a scheduled opening): the waiter's draw. The
-    /// script's `line` scores it `draw / 2^52 - 1`, ahead of every sequence number.
-    draw: Option<u64>,
-    seen: Option<u64>,
+    spot: Spot,
+    seen: Option<Epochs>,
     /// When the place was taken (for the oldest wait); `None` if unknown.
     joined: Option<u64>,
 }
 
-/// The waiters of a room: the script's `seq`, `line` and `seen`.
+/// The waiters of a room: the script's `seq`, `line` and liveness.
 ///
-/// Places: a sequence number each, in a map and in order (`by_seq`, for the head). Positions
-/// come from [`Ranks`] over the sequence numbers `base..`: the position of sequence number `q`
-/// is the number of places at or before it. Joining sets one bit, leaving clears one (O(log n)
-/// each). Sequence numbers of people who left stay as cleared bits, so when the ranks cover more
-/// than twice the line (plus a constant), the line is renumbered from 1 and the ranks rebuilt in
-/// O(n): at most once per n joins or n/2 departures, O(1) amortised per call.
+/// Places: a sequence number each, handed out one by one and never changed (the queue cookie
+/// carries it: [`Place::Seq`], and a gateway places it in its snapshot). The line is a vector
+/// of `(sequence number, session)` in order of arrival, indexed by *slot*; positions come from
+/// [`Ranks`] over the slots: the position of a slot is the number of places at or before it.
+/// Joining appends a slot and sets its bit, leaving clears the bit (O(log n) each). Slots of
+/// people who left stay as cleared bits, so when the slots outnumber twice the line (plus a
+/// constant), the line is compacted and the slots renumbered (the sequence numbers stay) and the
+/// ranks rebuilt in O(n): at most once per n joins or n/2 departures, O(1) amortised per call.
 ///
-/// Check-ins: the last one in each record, and every check-in appended to a queue in time order
-/// for the sweep of the oldest (a sorted tree would cost a removal and an insertion, with cache
-/// misses all the way down, on every poll). A queue entry is current while the record says the
-/// same time; outdated ones are dropped when they reach the front, and the queue is compacted
-/// when it outgrows twice the check-ins (amortised O(1) per check-in). The room's time is read
-/// under its lock, so it only goes back if the clock does: then an entry can sit behind later
-/// ones and be swept late, never early.
+/// Check-ins: the last epochs in each record; per turn epoch, how many records were last seen
+/// in it (for the silent count, exact); and a queue of `(abandon epoch, session)` appended to
+/// when a record's abandon epoch changes (once per epoch per waiter, not per poll), in epoch
+/// order, for the sweep of the oldest. A queue entry is current while the record says the same
+/// epoch; outdated ones are dropped when they reach the front, and the queue is compacted when
+/// it outgrows twice the check-ins (amortised O(1) per check-in). The room's time is read under
+/// its lock, so epochs only go back if the clock does: then an entry can sit behind later ones
+/// and be swept late, never early.
 #[derive(Debug, Default)]
 pub(super) struct Waiters {
     entries: HashMap<SessionId, Entry>,
     /// Records with a place.
     places: usize,
-    /// Records with a check-in.
-    check_ins: usize,
     /// Last sequence number handed out (the script's `seq` key).
     last_seq: u64,
-    by_seq: BTreeMap<u64, SessionId>,
+    /// `(sequence number, session)` by slot, in order of arrival; cleared slots are stale.
+    line: Vec<(u64, SessionId)>,
     ranks: Ranks,
-    /// The sequence number of rank slot 0.
-    base: u64,
-    queue: VecDeque<(u64, SessionId)>,
-    /// Check-ins per second of their time, for [`silent_since`](Self::silent_since) (the
-    /// script's `ZCOUNT` of `seen`): an entry per second holding a current check-in.
-    per_second: BTreeMap<u64, usize>,
+    live: Liveness,
     /// The pre-queue: registrants before a scheduled opening, by draw (ties by session id, as
     /// Redis orders equal scores by member), all ahead of the sequence numbers, for good: at the
     /// opening nothing moves (the script's scores say the same).
@@ -114,6 +131,62 @@ pub(super) struct Waiters {
     pre_since: Option<u64>,
 }
 
+/// The check-ins' side of [`Waiters`], apart so a record and these can be borrowed together.
+#[derive(Debug, Default)]
+struct Liveness {
+    /// Records with a check-in.
+    check_ins: usize,
+    /// Records last seen in each turn epoch (an entry per epoch holding one).
+    per_turn: BTreeMap<u64, usize>,
+    /// `(abandon epoch, session)`, in epoch order, for the sweep.
+    queue: VecDeque<(u64, SessionId)>,
+}
+
+impl Liveness {
+    /// Records a check-in of `entry` (session `s`) in `at`, keeping the later epochs.
+    fn record(&mut self, entry: &mut Entry, s: SessionId, at: Epochs) {
+        let new = match entry.seen {
+            Some(old) => Epochs {
+                turn: old.turn.max(at.turn),
+                abandon: old.abandon.max(at.abandon),
+            },
+            None => at,
+        };
+        match entry.seen.replace(new) {
+            Some(old) if old == new => {}
+            Some(old) => {
+                if old.turn != new.turn {
+                    self.uncount(old.turn);
+                    *self.per_turn.entry(new.turn).or_default() += 1;
+                }
+                if old.abandon != new.abandon {
+                    self.queue.push_back((new.abandon, s));
+                }
+            }
+            None => {
+                self.check_ins += 1;
+                *self.per_turn.entry(new.turn).or_default() += 1;
+                self.queue.push_back((new.abandon, s));
+            }
+        }
+    }
+
+    /// Forgets a record's check-in `seen` (the queue entry goes when it reaches the front).
+    fn forget(&mut self, seen: Epochs) {
+        self.check_ins -= 1;
+        self.uncount(seen.turn);
+    }
+
+    fn uncount(&mut self, turn: u64) {
+        if let std::collections::btree_map::Entry::Occupied(mut e) = self.per_turn.entry(turn) {
+            *e.get_mut() -= 1;
+            if *e.get() == 0 {
+                e.remove();
+            }
+        }
+    }
+}
+
 /// Slack before a renumbering or a compaction, so small lines do not redo them on every call.
 const SLACK: usize = 64;
 
@@ -121,14 +194,22 @@ fn lowbit(i: usize) -> usize {
     i & i.wrapping_neg()
 }
 
-/// One check-in at `t` fewer in `per_second`.
-fn uncount_second(per_second: &mut BTreeMap<u64, usize>, t: u64) {
-    if let std::collections::btree_map::Entry::Occupied(mut e) = per_second.entry(t / 1_000) {
-        *e.get_mut() -= 1;
-        if *e.get() == 0 {
-            e.remove();
+/// In a 1-based Fenwick tree over counts, the 0-based index of the element holding the 0-based
+/// `k`-th counted item, and how many items of that element come before it (a descent from the
+/// largest power of two: O(log n)). Past the end if `k` is not below the total.
+fn fenwick_select(tree: &[u32], mut k: u64) -> (usize, u64) {
+    let n = tree.len().saturating_sub(1);
+    let mut pos = 0;
+    let mut step = if n == 0 { 0 } else { 1 << n.ilog2() };
+    while step > 0 {
+        let next = pos + step;
+        if next <= n && u64::from(tree[next]) <= k {
+            pos = next;
+            k -= u64::from(tree[next]);
         }
+        step >>= 1;
     }
+    (pos, k)
 }
 
 impl Waiters {
@@ -141,70 +222,75 @@ impl Waiters {
         self.places == 0
     }
 
+    /// Waiters with a sequence number (not in the pre-queue).
+    fn sequenced(&self) -> usize {
+        self.places - self.pre.len()
+    }
+
     /// The first in line.
     pub(super) fn head(&self) -> Option<SessionId> {
         match self.pre.first() {
-            Some(s) => Some(s),
-            None => self.by_seq.first_key_value().map(|(_, &s)| s),
+            Some((_, s)) => Some(s),
+            None => self.ranks.select(0).map(|slot| self.line[slot].1),
         }
+    }
+
+    /// The line score of the waiter at 0-based `rank`: a registrant's draw score, or a
+    /// sequence number. O(log n).
+    pub(super) fn score_at(&self, rank: u64) -> Option<f64> {
+        let pre = self.pre.len() as u64;
+        if rank < pre {
+            return self.pre.select(rank).map(draw_score);
+        }
+        let slot = self.ranks.select(rank - pre)?;
+        Some(self.line[slot].0 as f64)
     }
 
     /// The 1-based position of `s`, if in line (the store asks [`touch`](Self::touch)).
     #[cfg(test)]
     pub(super) fn position(&self, s: SessionId) -> Option<u64> {
         let entry = self.entries.get(&s)?;
-        match (entry.seq, entry.draw) {
-            (Some(seq), _) => Some(self.rank(seq)),
-            (None, Some(draw)) => Some(self.pre_rank(draw, s)),
-            (None, None) => None,
+        self.place_of(entry.spot, s).map(|(position, _)| position)
+    }
+
+    /// The position and the place of a record at `spot`.
+    fn place_of(&self, spot: Spot, s: SessionId) -> Option<(u64, Place)> {
+        match spot {
+            Spot::Slot(slot) => Some((self.rank(slot), Place::Seq(self.line[slot].0))),
+            Spot::Draw(draw) => Some((self.pre.rank(draw, s), Place::Drawn)),
+            Spot::None => None,
         }
     }
 
-    /// Checks `s` in at `t` if it has a place, and returns the position: a waiter's poll, in
-    /// one lookup.
-    pub(super) fn touch(&mut self, s: SessionId, t: u64) -> Option<u64> {
+    /// Checks `s` in at `at` if it has a place, and returns its position and place: a waiter's
+    /// poll, in one lookup. Creates nothing for a session without a place.
+    pub(super) fn touch(&mut self, s: SessionId, at: Epochs) -> Option<(u64, Place)> {
         let entry = self.entries.get_mut(&s)?;
-        let place = match (entry.seq, entry.draw) {
-            (Some(seq), _) => Ok(seq),
-            (None, Some(draw)) => Err(draw),
-            (None, None) => return None,
-        };
-        Self::record_check_in(
-            entry,
-            &mut self.check_ins,
-            &mut self.queue,
-            &mut self.per_second,
-            s,
-            t,
-        );
+        if entry.spot == Spot::None {
+            return None;
+        }
+        self.live.record(entry, s, at);
+        let spot = entry.spot;
         self.compact_if_needed();
-        Some(match place {
-            Ok(seq) => self.rank(seq),
-            Err(draw) => self.pre_rank(draw, s),
-        })
-    }
-
-    /// The position of a registrant: their rank in the pre-queue.
-    fn pre_rank(&self, draw: u64, s: SessionId) -> u64 {
-        self.pre.rank(draw, s)
+        self.place_of(spot, s)
     }
 
     /// Whether anyone in line holds a sequence number (joined after an opening, or without a
     /// draw): a pre-queue then registers by sequence number too, never ahead of them.
     pub(super) fn has_sequenced(&self) -> bool {
-        !self.by_seq.is_empty()
+        self.sequenced() > 0
     }
 
     /// Registers `s` in the pre-queue with `draw` (if it has no place yet), arriving at `t`.
     pub(crate) fn push_pre(&mut self, s: SessionId, draw: u64, t: u64) {
         let entry = self.entries.entry(s).or_default();
-        if entry.seq.is_some() || entry.draw.is_some() {
+        if entry.spot != Spot::None {
             return;
         }
         if self.pre_since.is_none() {
             self.pre_since = Some(t);
         }
-        entry.draw = Some(draw);
+        entry.spot = Spot::Draw(draw);
         entry.joined = self.pre_since;
         self.pre.insert(draw, s);
         self.places += 1;
@@ -223,42 +309,45 @@ impl Waiters {
 
     /// Appends `s` at the back of the line (if it has no place yet), joining at `t`.
     pub(super) fn push_at(&mut self, s: SessionId, t: Option<u64>) {
-        let entry = self.entries.entry(s).or_default();
-        if entry.seq.is_some() || entry.draw.is_some() {
+        if self.entries.get(&s).is_some_and(|e| e.spot != Spot::None) {
             return;
         }
-        entry.joined = t;
+        let sequenced = self.sequenced();
         // After the last waiter even if `last_seq` was reset (the Redis script does the same
         // for a lost `seq` key): a newcomer never goes ahead of the line.
-        let last = self.by_seq.last_key_value().map_or(0, |(&q, _)| q);
+        let last = match sequenced.checked_sub(1) {
+            Some(k) => self
+                .ranks
+                .select(k as u64)
+                .map_or(0, |slot| self.line[slot].0),
+            None => {
+                // Nobody with a sequence number: the slots start afresh.
+                self.line.clear();
+                self.ranks = Ranks::default();
+                0
+            }
+        };
         let seq = self.last_seq.max(last) + 1;
-        entry.seq = Some(seq);
         self.last_seq = seq;
-        if self.by_seq.is_empty() {
-            self.ranks = Ranks::default();
-            self.base = seq;
-        }
-        self.ranks.set((seq - self.base) as usize);
-        self.by_seq.insert(seq, s);
+        let slot = self.line.len();
+        self.line.push((seq, s));
+        self.ranks.set(slot);
+        let entry = self.entries.entry(s).or_default();
+        entry.spot = Spot::Slot(slot);
+        entry.joined = t;
         self.places += 1;
     }
 
     /// The last check-in of `s`.
-    pub(super) fn seen(&self, s: SessionId) -> Option<u64> {
+    pub(super) fn seen(&self, s: SessionId) -> Option<Epochs> {
         self.entries.get(&s)?.seen
     }
 
-    /// Records a check-in of `s` at `t` (with or without a place).
-    pub(super) fn check_in(&mut self, s: SessionId, t: u64) {
+    /// Records a check-in of `s` at `at` (with or without a place: the damage hook and the
+    /// healing of a place without a check-in).
+    pub(super) fn check_in(&mut self, s: SessionId, at: Epochs) {
         let entry = self.entries.entry(s).or_default();
-        Self::record_check_in(
-            entry,
-            &mut self.check_ins,
-            &mut self.queue,
-            &mut self.per_second,
-            s,
-            t,
-        );
+        self.live.record(entry, s, at);
         self.compact_if_needed();
     }
 
@@ -268,15 +357,14 @@ impl Waiters {
             return false;
         };
         if let Some(seen) = entry.seen {
-            self.check_ins -= 1;
-            uncount_second(&mut self.per_second, seen);
+            self.live.forget(seen);
         }
-        match (entry.seq, entry.draw) {
-            (Some(seq), _) => {
-                self.drop_place(seq);
+        match entry.spot {
+            Spot::Slot(slot) => {
+                self.drop_place(slot);
                 true
             }
-            (None, Some(draw)) => {
+            Spot::Draw(draw) => {
                 self.pre.remove(draw, s);
                 self.places -= 1;
                 if self.pre.is_empty() {
@@ -284,7 +372,7 @@ impl Waiters {
                 }
                 true
             }
-            (None, None) => false,
+            Spot::None => false,
         }
     }
 
@@ -292,37 +380,43 @@ impl Waiters {
     pub(super) fn remove_check_in(&mut self, s: SessionId) {
         if let Some(entry) = self.entries.get_mut(&s) {
             if let Some(seen) = entry.seen.take() {
-                self.check_ins -= 1;
-                uncount_second(&mut self.per_second, seen);
+                self.live.forget(seen);
             }
-            if entry.seq.is_none() && entry.draw.is_none() {
+            if entry.spot == Spot::None {
                 self.entries.remove(&s);
             }
         }
     }
 
-    /// Removes up to `max` waiters (place and check-in) whose check-in is older than `before`,
+    /// Removes up to `max` records (place and check-in) whose abandon epoch is not `alive`,
     /// oldest first, and returns how many; bounded work: at most `4 * max` outdated queue
     /// entries are dropped on the way (the rest wait for the next call or compaction).
-    pub(super) fn sweep_older_than(&mut self, before: u64, max: u32) -> u32 {
+    pub(super) fn sweep(&mut self, alive: impl Fn(u64) -> bool, max: u32) -> u32 {
         let (mut swept, mut outdated) = (0, 0);
         while swept < max && outdated < 4 * max {
-            let Some(&(t, s)) = self.queue.front() else {
+            let Some(&(epoch, s)) = self.live.queue.front() else {
                 break;
             };
-            if self.seen(s) != Some(t) {
-                self.queue.pop_front();
+            if self.seen(s).map(|e| e.abandon) != Some(epoch) {
+                self.live.queue.pop_front();
                 outdated += 1;
                 continue;
             }
-            if t >= before {
+            if alive(epoch) {
                 break;
             }
-            self.queue.pop_front();
+            self.live.queue.pop_front();
             self.remove(s);
             swept += 1;
         }
         swept
+    }
+
+    /// How many checked-in records were last seen in a turn epoch before `epoch`: the silent
+    /// ones, exactly. O(epochs from `epoch` to the newest check-in's).
+    pub(super) fn seen_before(&self, epoch: u64) -> u64 {
+        let recent: usize = self.live.per_turn.range(epoch..).map(|(_, n)| n).sum();
+        self.live.check_ins.saturating_sub(recent) as u64
     }
 
     /// Forgets every place, keeping the check-ins and the last sequence number (as a Redis
@@ -331,27 +425,24 @@ impl Waiters {
     #[cfg(any(test, feature = "testing"))]
     pub(super) fn clear_places(&mut self) {
         self.entries.retain(|_, e| {
-            e.seq = None;
-            e.draw = None;
+            e.spot = Spot::None;
             e.seen.is_some()
         });
-        self.by_seq.clear();
+        self.line.clear();
         self.pre.clear();
         self.pre_since = None;
         self.ranks = Ranks::default();
         self.places = 0;
     }
 
-    /// Forgets every check-in, keeping the places (as a Redis `DEL` of `seen` would).
+    /// Forgets every check-in, keeping the places (as a Redis `DEL` of the bitmaps would).
     #[cfg(any(test, feature = "testing"))]
     pub(super) fn clear_check_ins(&mut self) {
         self.entries.retain(|_, e| {
             e.seen = None;
-            e.seq.is_some() || e.draw.is_some()
+            e.spot != Spot::None
         });
-        self.queue.clear();
-        self.per_second.clear();
-        self.check_ins = 0;
+        self.live = Liveness::default();
     }
 
     /// Forgets the last sequence number handed out (as a Redis `DEL` of `seq` would).
@@ -360,76 +451,52 @@ impl Waiters {
         self.last_seq = 0;
     }
 
-    fn record_check_in(
-        entry: &mut Entry,
-        check_ins: &mut usize,
-        queue: &mut VecDeque<(u64, SessionId)>,
-        per_second: &mut BTreeMap<u64, usize>,
-        s: SessionId,
-        t: u64,
-    ) {
-        match entry.seen.replace(t) {
-            // The current queue entry says the same (same millisecond).
-            Some(old) if old == t => return,
-            Some(old) => uncount_second(per_second, old),
-            None => *check_ins += 1,
-        }
-        *per_second.entry(t / 1_000).or_default() += 1;
-        queue.push_back((t, s));
-    }
-
-    /// How many check-ins are older than `t` (to the second: those of `t`'s own second count
-    /// as recent): the waiters silent since then. O(seconds from `t` to the newest check-in).
-    pub(super) fn silent_since(&self, t: u64) -> u64 {
-        let recent: usize = self.per_second.range(t / 1_000..).map(|(_, n)| n).sum();
-        self.check_ins.saturating_sub(recent) as u64
-    }
-
     fn compact_if_needed(&mut self) {
-        // (`per_second` needs no compaction: an entry goes when its last check-in does.)
-        if self.queue.len() > 2 * self.check_ins + SLACK {
+        // (`per_turn` needs no compaction: an entry goes when its last check-in does.)
+        if self.live.queue.len() > 2 * self.live.check_ins + SLACK {
             // Keeps each session's current entry (once), in order.
-            let mut kept = HashSet::with_capacity(self.check_ins);
+            let mut kept = HashSet::with_capacity(self.live.check_ins);
             let entries = &self.entries;
-            self.queue.retain(|&(t, s)| {
-                entries.get(&s).and_then(|e| e.seen) == Some(t) && kept.insert(s)
+            self.live.queue.retain(|&(epoch, s)| {
+                entries.get(&s).and_then(|e| e.seen).map(|e| e.abandon) == Some(epoch)
+                    && kept.insert(s)
             });
         }
     }
 
-    fn rank(&self, seq: u64) -> u64 {
+    fn rank(&self, slot: usize) -> u64 {
         // The pre-queue stands ahead of every sequence number.
-        self.pre.len() as u64 + self.ranks.rank((seq - self.base) as usize)
+        self.pre.len() as u64 + self.ranks.rank(slot)
     }
 
-    fn drop_place(&mut self, seq: u64) {
-        self.by_seq.remove(&seq);
-        self.ranks.clear((seq - self.base) as usize);
+    fn drop_place(&mut self, slot: usize) {
+        self.ranks.clear(slot);
         self.places -= 1;
-        // (Renumbering is for the sequence numbers only: the pre-queue ranks by draw.)
-        if self.ranks.slots() > 2 * (self.places - self.pre.len()) + SLACK {
+        // (Renumbering is for the slots only: the pre-queue ranks by draw, and the sequence
+        // numbers never change.)
+        if self.line.len() > 2 * self.sequenced() + SLACK {
             self.renumber();
         }
     }
 
-    /// Renumbers the line 1..=n in order and rebuilds the ranks.
+    /// Compacts the line to the places still in it, in order, renumbers their slots and
+    /// rebuilds the ranks.
     fn renumber(&mut self) {
-        let line = std::mem::take(&mut self.by_seq);
+        let old = std::mem::take(&mut self.line);
+        let ranks = &self.ranks;
         let entries = &mut self.entries;
-        self.by_seq = line
-            .into_values()
-            .zip(1u64..)
-            .map(|(s, seq)| {
-                if let Some(e) = entries.get_mut(&s) {
-                    e.seq = Some(seq);
-                }
-                (seq, s)
-            })
+        self.line = old
+            .into_iter()
+            .enumerate()
+            .filter(|&(slot, _)| ranks.contains(slot))
+            .map(|(_, (seq, s))| (seq, s))
             .collect();
-        let n = self.by_seq.len();
-        self.ranks = Ranks::ones(n);
-        self.base = 1;
-        self.last_seq = n as u64;
+        for (slot, &(_, s)) in self.line.iter().enumerate() {
+            if let Some(e) = entries.get_mut(&s) {
+                e.spot = Spot::Slot(slot);
+            }
+        }
+        self.ranks = Ranks::ones(self.line.len());
     }
 }
 
@@ -466,8 +533,22 @@ impl PreQueue {
         self.order.is_empty()
     }
 
-    fn first(&self) -> Option<SessionId> {
-        self.order.first().map(|&(_, s)| s)
+    fn first(&self) -> Option<(u64, SessionId)> {
+        self.order.first().copied()
+    }
+
+    /// The draw of the registrant at 0-based rank `k`: the bucket holding it by a descent of
+    /// the Fenwick tree, then a walk through that bucket. O(log n).
+    fn select(&self, k: u64) -> Option<u64> {
+        if k >= self.order.len() as u64 {
+            return None;
+        }
+        let (bucket, within) = fenwick_select(&self.counts, k);
+        let start = (bucket as u64) << (crate::config::DRAW_BITS - PRE_BUCKET_BITS);
+        self.order
+            .range((start, SessionId::from_bytes([0; 16]))..)
+            .nth(within as usize)
+            .map(|&(draw, _)| draw)
     }
 
     fn insert(&mut self, draw: u64, s: SessionId) {
@@ -553,7 +634,28 @@ impl Ranks {
         Self { words, tree }
     }
 
+    /// Whether slot `k` is set.
+    fn contains(&self, k: usize) -> bool {
+        self.words
+            .get(k / 64)
+            .is_some_and(|word| word & (1u64 << (k % 64)) != 0)
+    }
+
+    /// The slot of the set slot at 0-based rank `k` (`k` set slots before it), if any. O(log n).
+    fn select(&self, k: u64) -> Option<usize> {
+        if self.tree.len() <= 1 {
+            return None;
+        }
+        let (w, within) = fenwick_select(&self.tree, k);
+        let mut word = *self.words.get(w)?;
+        for _ in 0..within {
+            word &= word.wrapping_sub(1);
+        }
+        (word != 0).then(|| w * 64 + word.trailing_zeros() as usize)
+    }
+
     /// How many slots the ranks cover.
+    #[cfg(test)]
     fn slots(&self) -> usize {
         self.words.len() * 64
     }
@@ -623,6 +725,21 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    /// Both epochs at `t` (the tests' rules are one epoch per unit).
+    fn at(t: u64) -> Epochs {
+        Epochs {
+            turn: t,
+            abandon: t,
+        }
+    }
+
+    impl Waiters {
+        /// The sweep of those last seen before epoch `before`.
+        fn sweep_older_than(&mut self, before: u64, max: u32) -> u32 {
+            self.sweep(|epoch| epoch >= before, max)
+        }
+    }
+
     fn sessions(n: usize) -> Vec<SessionId> {
         (0..n).map(|_| SessionId::random()).collect()
     }
@@ -631,7 +748,7 @@ mod tests {
         let mut w = Waiters::default();
         for (t, &x) in s.iter().enumerate() {
             w.push(x);
-            w.check_in(x, t as u64);
+            w.check_in(x, at(t as u64));
         }
         w
     }
@@ -647,13 +764,49 @@ mod tests {
         assert!(line.remove(s[2]));
         assert!(!line.remove(s[2]));
         assert_eq!(line.position(s[2]), None);
-        assert_eq!(line.touch(s[3], 10), Some(3));
-        assert_eq!(line.seen(s[3]), Some(10));
+        assert_eq!(line.touch(s[3], at(10)).map(|p| p.0), Some(3));
+        assert_eq!(line.seen(s[3]), Some(at(10)));
         assert!(line.remove(s[0]));
         assert_eq!(line.head(), Some(s[1]));
         assert_eq!(line.position(s[4]), Some(3));
         assert_eq!(line.len(), 3);
-        assert_eq!(line.touch(SessionId::random(), 10), None);
+        assert_eq!(line.touch(SessionId::random(), at(10)), None);
+    }
+
+    /// Sequence numbers never change (the queue cookie carries them), however often the slots
+    /// are renumbered; `score_at` and `head` follow the line.
+    #[test]
+    fn sequence_numbers_are_kept_through_renumbering() {
+        let s = sessions(1_000);
+        let mut w = line_of(&s);
+        let seq_of = |w: &Waiters, x: SessionId| match w.entries[&x].spot {
+            Spot::Slot(slot) => w.line[slot].0,
+            other => panic!("{other:?}"),
+        };
+        let before: Vec<u64> = s.iter().map(|&x| seq_of(&w, x)).collect();
+        assert!(before.windows(2).all(|p| p[1] == p[0] + 1));
+        // Every other one leaves, then the first half: several renumberings.
+        let mut kept: Vec<usize> = (0..s.len()).filter(|i| i % 2 == 1).collect();
+        for i in (0..s.len()).step_by(2) {
+            assert!(w.remove(s[i]));
+        }
+        for &i in &kept[..250] {
+            assert!(w.remove(s[i]));
+        }
+        kept.drain(..250);
+        assert_eq!(w.len(), kept.len());
+        for (rank, &i) in kept.iter().enumerate() {
+            assert_eq!(seq_of(&w, s[i]), before[i], "#{i} kept its sequence number");
+            assert_eq!(w.position(s[i]), Some(rank as u64 + 1));
+            assert_eq!(w.score_at(rank as u64), Some(before[i] as f64));
+        }
+        assert_eq!(w.score_at(kept.len() as u64), None);
+        assert_eq!(w.head(), Some(s[kept[0]]));
+        assert!(w.line.len() <= 2 * w.len() + SLACK);
+        // A newcomer comes after the last, with the next number.
+        let x = SessionId::random();
+        w.push(x);
+        assert_eq!(seq_of(&w, x), before[999] + 1);
     }
 
     #[test]
@@ -692,7 +845,7 @@ mod tests {
         assert_eq!((line.position(s[0]), line.seen(s[0])), (Some(1), None));
         line.clear_places();
         assert!(line.is_empty());
-        assert_eq!(line.seen(s[1]), Some(1), "check-ins stay");
+        assert_eq!(line.seen(s[1]), Some(at(1)), "check-ins stay");
         line.push(s[0]);
         assert_eq!(line.position(s[0]), Some(1));
         line.clear_check_ins();
@@ -707,20 +860,20 @@ mod tests {
         for &x in &s {
             w.push(x);
         }
-        w.check_in(s[0], 10);
-        w.check_in(s[1], 20);
-        w.check_in(s[2], 30);
-        w.check_in(s[0], 40); // checks in again: no longer the oldest
-        w.check_in(s[3], 40);
-        w.check_in(s[3], 40); // the same millisecond twice: one entry
-        assert_eq!(w.queue.len(), 5);
+        w.check_in(s[0], at(10));
+        w.check_in(s[1], at(20));
+        w.check_in(s[2], at(30));
+        w.check_in(s[0], at(40)); // checks in again: no longer the oldest
+        w.check_in(s[3], at(40));
+        w.check_in(s[3], at(40)); // the same millisecond twice: one entry
+        assert_eq!(w.live.queue.len(), 5);
         assert!(w.remove(s[2]));
         assert_eq!(w.sweep_older_than(35, 100), 1);
         assert_eq!(w.position(s[1]), None, "swept: place and check-in");
         assert_eq!(w.sweep_older_than(35, 100), 0);
         assert_eq!(w.sweep_older_than(41, 1), 1);
         assert_eq!(w.sweep_older_than(41, 1), 1);
-        assert!(w.is_empty() && w.queue.is_empty() && w.entries.is_empty());
+        assert!(w.is_empty() && w.live.queue.is_empty() && w.entries.is_empty());
     }
 
     #[test]
@@ -728,15 +881,15 @@ mod tests {
         let s = sessions(10);
         let mut w = line_of(&s);
         for t in 0..10_000u64 {
-            w.touch(s[(t % 10) as usize], t);
-            assert!(w.queue.len() <= 2 * 10 + SLACK + 1);
+            w.touch(s[(t % 10) as usize], at(t));
+            assert!(w.live.queue.len() <= 2 * 10 + SLACK + 1);
         }
         // A session removed and added again at the same time is not doubled by a compaction.
         for _ in 0..1_000 {
             w.remove_check_in(s[0]);
-            w.check_in(s[0], 20_000);
+            w.check_in(s[0], at(20_000));
         }
-        assert!(w.queue.len() <= 2 * 10 + SLACK + 1);
+        assert!(w.live.queue.len() <= 2 * 10 + SLACK + 1);
         assert_eq!(w.sweep_older_than(u64::MAX, 100), 10);
     }
 
@@ -757,15 +910,16 @@ mod tests {
             .collect();
         for &(draw, s) in &model {
             w.push_pre(s, draw, 5);
-            w.check_in(s, 5);
+            w.check_in(s, at(5));
         }
         for &s in &later {
             w.push_at(s, Some(6));
         }
         model.sort();
         let check = |w: &Waiters, model: &[(u64, SessionId)]| {
-            for (i, &(_, s)) in model.iter().enumerate() {
+            for (i, &(draw, s)) in model.iter().enumerate() {
                 assert_eq!(w.position(s), Some(i as u64 + 1), "registrant #{i}");
+                assert_eq!(w.score_at(i as u64), Some(draw_score(draw)), "#{i}'s score");
             }
             for (i, &s) in later.iter().enumerate() {
                 assert_eq!(
@@ -806,6 +960,19 @@ mod tests {
             r.set(k);
         }
         r.set(5); // twice: once
+        assert_eq!(
+            (0..7).map(|k| r.select(k)).collect::<Vec<_>>(),
+            vec![
+                Some(0),
+                Some(5),
+                Some(63),
+                Some(64),
+                Some(200),
+                Some(1_000),
+                None
+            ]
+        );
+        assert!(r.contains(63) && !r.contains(62));
         assert_eq!(r.rank(0), 1);
         assert_eq!(r.rank(4), 1);
         assert_eq!(r.rank(5), 2);
@@ -881,7 +1048,7 @@ mod tests {
                     Op::Push => {
                         let s = SessionId::random();
                         w.push(s);
-                        w.check_in(s, now);
+                        w.check_in(s, at(now));
                         model.push((s, now));
                     }
                     Op::Remove(i) if !model.is_empty() => {
@@ -892,7 +1059,7 @@ mod tests {
                     Op::Touch(i) if !model.is_empty() => {
                         let i = i % model.len();
                         model[i].1 = now;
-                        prop_assert_eq!(w.touch(model[i].0, now), Some(i as u64 + 1));
+                        prop_assert_eq!(w.touch(model[i].0, at(now)).map(|p| p.0), Some(i as u64 + 1));
                     }
                     Op::Touch(_) => {}
                     Op::Sweep(age) => {
@@ -907,7 +1074,7 @@ mod tests {
                 prop_assert_eq!(w.head(), model.first().map(|m| m.0));
                 for (i, &(s, t)) in model.iter().enumerate() {
                     prop_assert_eq!(w.position(s), Some(i as u64 + 1));
-                    prop_assert_eq!(w.seen(s), Some(t));
+                    prop_assert_eq!(w.seen(s), Some(at(t)));
                 }
                 prop_assert_eq!(w.entries.len(), model.len(), "no stray records");
             }

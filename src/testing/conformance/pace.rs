@@ -9,10 +9,12 @@ use crate::{RoomPolicy, SessionId};
 const MINUTE_MS: u64 = 6 * ADMISSION_BUCKET_MS;
 
 impl Harness {
-    /// The pace in a `poll` of `waiter`, who must be waiting (else a panic naming `what`).
+    /// The room's pace after a `poll` of `waiter`, who must be waiting (else a panic naming
+    /// `what`): read from a [`sync`](Harness::sync)'s snapshot, as gateways read it (since store
+    /// v2 a store's poll answer need not carry it).
     pub async fn pace(&self, policy: &RoomPolicy, waiter: SessionId, what: &str) -> RoomPace {
         match self.poll(policy, waiter).await {
-            Decision::Waiting { pace, .. } => pace,
+            Decision::Waiting { .. } => self.sync(policy, Vec::new()).await.pace,
             other => panic!("{what}: expected Waiting, got {other:?}"),
         }
     }
