@@ -507,17 +507,26 @@ impl Store for MemoryStore {
     }
 
     fn sync(&self, policy: &RoomPolicy, seen: Vec<SessionId>) -> StoreFuture<RoomSnapshot> {
+        // The closures run one after the other, in this call, under the room's lock.
+        let unknown = std::cell::RefCell::new(Vec::new());
+        let unknown = &unknown;
         self.run_with(
             policy,
             move |room, policy, now| {
-                // Only waiters with a place are checked in: nothing is made for the others.
+                // Only waiters with a place are checked in: nothing is made for the others,
+                // who are answered back.
                 let at = check_in_epochs(policy, now);
                 for session in seen {
-                    room.waiters.touch(session, at);
+                    if room.waiters.touch(session, at).is_none() {
+                        unknown.borrow_mut().push(session);
+                    }
                 }
             },
             Sweep::Yes,
-            |room, policy, now| room.snapshot(policy, now),
+            move |room, policy, now| RoomSnapshot {
+                unknown: unknown.take(),
+                ..room.snapshot(policy, now)
+            },
         )
     }
 
@@ -739,6 +748,7 @@ impl RoomState {
             line_closed: line_closed(policy, now),
             recent: self.admissions.counts(now),
             pace: self.pace(policy, now),
+            unknown: Vec::new(),
         }
     }
 

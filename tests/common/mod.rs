@@ -25,7 +25,7 @@ use tower_waiting_room::store::{
     Decision, MemoryStore, RoomStats, SettingsChange, SettingsUpdate, Store, StoreError,
     StoreErrorKind, StoreFuture,
 };
-use tower_waiting_room::store::{Minted, Redeemed, TicketNonce};
+use tower_waiting_room::store::{Minted, Redeemed, RoomSnapshot, TicketNonce};
 use tower_waiting_room::{
     Admission, Keyring, RoomPolicy, SessionId, SigningKey, WaitingRoomBuilder, WaitingRoomLayer,
 };
@@ -452,6 +452,8 @@ pub struct Calls {
     pub poll: usize,
     pub heartbeat: usize,
     pub release: usize,
+    /// Snapshot refreshes (only with [`TestStore::with_snapshots`]).
+    pub sync: usize,
 }
 
 impl Calls {
@@ -466,6 +468,7 @@ struct Counters {
     poll: AtomicUsize,
     heartbeat: AtomicUsize,
     release: AtomicUsize,
+    sync: AtomicUsize,
 }
 
 /// Wraps a [`MemoryStore`]: counts every call, and fails them with a chosen kind while told to.
@@ -474,6 +477,7 @@ pub struct TestStore {
     inner: MemoryStore,
     counters: Arc<Counters>,
     fail: Arc<Mutex<Option<StoreErrorKind>>>,
+    snapshots: bool,
 }
 
 impl TestStore {
@@ -482,7 +486,16 @@ impl TestStore {
             inner: MemoryStore::with_clock(clock),
             counters: Arc::default(),
             fail: Arc::default(),
+            snapshots: false,
         }
+    }
+
+    /// The same store, also keeping snapshots ([`Store::sync`], counted): its rooms answer
+    /// waiting polls at the gateway. Off by default, so the tests that count each poll's call
+    /// see one.
+    pub fn with_snapshots(mut self) -> Self {
+        self.snapshots = true;
+        self
     }
 
     /// From now on every call (but `stats`) fails with `kind`; `None` heals the store.
@@ -496,6 +509,7 @@ impl TestStore {
             poll: self.counters.poll.load(Ordering::SeqCst),
             heartbeat: self.counters.heartbeat.load(Ordering::SeqCst),
             release: self.counters.release.load(Ordering::SeqCst),
+            sync: self.counters.sync.load(Ordering::SeqCst),
         }
     }
 
@@ -588,6 +602,16 @@ impl Store for TestStore {
 
     fn keeps_tickets(&self) -> bool {
         true
+    }
+
+    fn sync(&self, policy: &RoomPolicy, seen: Vec<SessionId>) -> StoreFuture<RoomSnapshot> {
+        self.counters.sync.fetch_add(1, Ordering::SeqCst);
+        self.failure()
+            .unwrap_or_else(|| self.inner.sync(policy, seen))
+    }
+
+    fn keeps_snapshots(&self) -> bool {
+        self.snapshots
     }
 }
 

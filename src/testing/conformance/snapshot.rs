@@ -108,6 +108,12 @@ pub async fn sync_checks_in_only_waiters_with_a_place(h: &Harness) {
         .await;
     assert_eq!(snap.waiting, 2, "{snap:?}");
     assert_eq!(snap.taken_at_ms, h.now(), "taken at the store's now");
+    // Those without a place are answered back, in the order sent (a slot holder has none).
+    assert_eq!(
+        snap.unknown,
+        vec![stranger, holder, line[1], stranger],
+        "the sessions without a place"
+    );
     assert_eq!(
         h.stats(&p).await,
         before,
