@@ -6,19 +6,24 @@
 -- checks only a script's first write command).
 --
 -- The semantics are exactly those of the embedded MemoryStore (src/store/memory.rs); the
--- conformance suite runs against both.
+-- conformance suite runs against both. Store v2 (issue 14): waiting visitors are answered by
+-- their gateway from a snapshot (`sync`, once a second per gateway), so the script keeps no
+-- record per waiter but their place in `line`, and a waiter's liveness lives in shared bitmaps.
+--
+-- A session is the member of every zset as its id's 16 raw bytes (any string works: the script
+-- never looks inside but for the liveness bits).
 --
 -- KEYS (all share the room's hash tag, so a Redis Cluster keeps them in one slot):
 --   1 seq      string  last sequence number handed out (INCR)
---   2 line     zset    waiters, score = sequence number (FIFO; ZRANK is O(log n))
---   3 seen     zset    waiters, score = last check-in in ms (for the bounded sweep)
---   4 active   zset    claimed slots, score = expiry in ms
---   5 granted  zset    granted but unclaimed slots, score = expiry in ms
---   6 bucket   hash    admission-rate budget: milli (thousandths of an admission), last (ms)
---   7 admitted hash    admission counts, a ring of time buckets: slot i holds t<i> (the bucket's
+--   2 line     zset    waiters, score = sequence number (FIFO; ZRANK is O(log n)), or a
+--                      registrant's draw score in [-1, 0) (see Schedule)
+--   3 active   zset    claimed slots, score = expiry in ms
+--   4 granted  zset    granted but unclaimed slots, score = expiry in ms
+--   5 bucket   hash    admission-rate budget: milli (thousandths of an admission), last (ms)
+--   6 admitted hash    admission counts, a ring of time buckets: slot i holds t<i> (the bucket's
 --                      number, now // bucket_ms), n<i> (its admissions) and k<i> (waiters
 --                      skipped as silent at their turn); at most 3 * ring fields
---   8 settings hash    the live settings: v (SETTINGS_VERSION), capacity, rate (0 = none),
+--   7 settings hash    the live settings: v (SETTINGS_VERSION), capacity, rate (0 = none),
 --                      paused (0|1), open (0|1); written from ARGV 4-5 when missing; and born
 --                      (ms), when the room was first seen, for the wait estimate's window;
 --                      cap_before and cap_at, the capacity before its last change and when;
@@ -26,17 +31,25 @@
 --                      early, the admissions since born until the first movement, and moved
 --                      (ms), that movement: the first admission beyond the opening's capacity;
 --                      opens_at, closes_at (0 = none) and keep_line (0|1), the last schedule a
---                      call came with (see Schedule below)
---   9 arrivals zset    the first arrival of each second: member = its time in ms, score = its
+--                      call came with (see Schedule below); and the bookkeeping that keeps the
+--                      hot path short, all read by the one HMGET every call makes:
+--                      due (ms), the earliest expiry among active and granted (see
+--                      Housekeeping); cursor, the score the last sweep stopped after ('-inf':
+--                      at the head); bans (ms), no ban lasts beyond it (no ZSCORE of banned
+--                      before then; missing: look); noted, the second of the last arrival note;
+--                      turn0 .. turn5 and abandon0 .. abandon3, the epoch each liveness bitmap
+--                      holds (see Liveness)
+--   8 arrivals zset    the first arrival of each second: member = its time in ms, score = its
 --                      sequence number; entries before the head's are trimmed (oldest wait)
---  10 banned   zset    banned sessions, score = the end of the ban in ms
---  11 ticket   string  release and ban only: the session's single-use ticket record
+--   9 banned   zset    banned sessions, score = the end of the ban in ms
+--  10 .. 15 turn0 .. turn5        string  the turn ring: TURN_EPOCHS + 2 liveness bitmaps
+--  16 .. 19 abandon0 .. abandon3  string  the abandon ring: ABANDON_EPOCHS + 2 liveness bitmaps
+--  20 ticket   string  release and ban only: the session's single-use ticket record
 --                      (tickets.lua's KEYS[1]), ended with the slot in free_session
--- (A scheduled room's pre-queue lives in `line` too: a registrant's score is draw / 2^52 - 1, in
--- [-1, 0), ahead of every sequence number; see Schedule below.)
 -- ARGV:
---   1 op (enter | poll | heartbeat | release | stats)
---   2 session id ('' for stats)
+--   1 op (enter | poll | heartbeat | release | stats | configure | admit_next | ban | sync)
+--   2 session id, 16 raw bytes ('' for stats, configure, admit_next); sync: the ids of the
+--     sessions the gateway saw waiting since its last sync, concatenated (16 bytes each)
 --   3 now in ms, or 0 (NOW_FROM_SERVER) to use the server's TIME (shared by every gateway)
 --   4 capacity   5 admission rate per second (0 = none): the defaults for the settings key only;
 --     the room's live values are the ones in it
@@ -57,31 +70,40 @@
 --      gateway computes it, so the draw key never reaches Redis
 -- Reply: {code, a, b, ...}
 --   {1, expires_at_ms, 0} admitted
---   {2, position, waiting, last_minute, last_five_minutes, paused (0|1), pace...} waiting, where
---    pace is: admissions in the current bucket, ms into it, ms since the room was first seen,
---    capacity, skipped in the last minute, skipped in five, skipped in the current bucket,
---    capacity before its last change, ms since that change (-1: never), ms since the last ended
---    pause began and ended (-1, -1: none), admissions in each of the last five minutes (most
---    recent first), waiters silent for longer than queue_ttl (to the second; 0 while silence is
---    excused), queue_ttl, ms since the room's first movement (-1: not yet), the live admission
---    rate per second (0: unlimited)
+--   {2, position, waiting, paused (0|1), place} waiting (enter, poll), place being the waiter's
+--    sequence number, or -1 for a registrant with a draw score; no admission counts and no
+--    pace (the ring read is the costly part: the gateway has them from its snapshot)
 --   {3, 0, waiting} full               {0, 0, 0} unknown
 --   {6, 0, 0} closed                   {7, 0, 0} banned
 --   {4, released (0|1), 0} release
 --   {5, admitted, granted, waiting, last_minute, last_five_minutes, capacity, rate, paused,
 --    open, oldest wait in ms (-1 = nobody waits), admissions of each of the last
---    history_minutes minutes, oldest first ..., pace...} stats
+--    history_minutes minutes, oldest first ..., pace...} stats, where pace is: admissions in
+--    the current bucket, ms into it, ms since the room was first seen, capacity, skipped in the
+--    last minute, skipped in five, skipped in the current bucket, capacity before its last
+--    change, ms since that change (-1: never), ms since the last ended pause began and ended
+--    (-1, -1: none), admissions in each of the last five minutes (most recent first), waiters
+--    not alive by the turn rule (estimated, see Sync; 0 while silence is excused), queue_ttl,
+--    ms since the room's first movement (-1: not yet), the live admission rate per second (0:
+--    unlimited)
 --   {8, capacity, rate, paused, open, and the same four before the change} configure
 --   {9, admitted} admit_next            {10, had a place or slot (0|1)} ban
 --   {11, opens_at_ms, 0} scheduled: registered in the pre-queue (or already), not open yet
+--   {12, now_ms, waiting, paused, open, before_opening, line_closed (each 0|1), head,
+--    last_minute, last_five_minutes, pace... (as in stats, 20 numbers), n, then n checkpoints
+--    as rank, score} sync: the room's snapshot. head and every checkpoint's score are strings
+--    ('%.17g', '' for no head): a registrant's score is no integer, and Redis truncates the
+--    numbers of a Lua reply to integers
 --   an error reply `WRSETTINGS ...` when the settings key holds another version (see below)
 --
 -- Settings: the operator's live values, read by every call in the same step as the admission
 -- they govern. Paused: no promotion, no direct admission. Closed: {6} for everyone without a
 -- slot (a waiter's check-in is still recorded: they keep their place for a reopening), no
--- promotion, claimed slots not extended (a granted one is still claimed). A settings key of another version is
--- refused with an error (a newer crate's fields may change who is admitted; guessing is worse
--- than stopping); a damaged field is rewritten with its default.
+-- promotion, claimed slots not extended (a granted one is still claimed). A settings key of
+-- another version is refused with an error (a newer crate's fields may change who is admitted;
+-- guessing is worse than stopping); a damaged field is rewritten with its default. Version 2
+-- keeps members as 16 raw bytes (version 1 had hex and a `seen` zset): a room of version 1 is
+-- refused; upgrade between sales, or use a new key prefix.
 --
 -- Schedule (the last ARGV, when present): before opens_at nobody is admitted (no promotion, no
 -- direct admission, admit_next lets nobody in); a newcomer joins the pre-queue with the score
@@ -94,19 +116,49 @@
 -- oldest wait. The room's pace is measured from the opening (the "ms since the room was first
 -- seen" of the pace counts from there), so a room that just opened is estimating, not stalled.
 -- A malformed schedule argument is refused with an error (the gateway then answers as for a
--- store outage before the opening: scheduled), never read as no schedule. The schedule is kept
--- in the settings key, so a call without one (a gateway built without it, in a rolling deploy)
--- still admits nobody before a kept future opening; its newcomers have no draw and are
--- registered by sequence number, behind the drawn registrants. A pre-queue opened while waiters
--- with sequence numbers are in line (an earlier opening's line) registers newcomers by sequence
--- number too: a draw would put them ahead of people already waiting.
+-- store outage before the opening: scheduled), never read as no schedule, and before any write.
+-- The schedule is kept in the settings key, so a call without one (a gateway built without it,
+-- in a rolling deploy) still admits nobody before a kept future opening; its newcomers have no
+-- draw and are registered by sequence number, behind the drawn registrants. A pre-queue opened
+-- while waiters with sequence numbers are in line (an earlier opening's line) registers
+-- newcomers by sequence number too: a draw would put them ahead of people already waiting.
 --
--- Absence: a waiter silent for longer than queue_ttl keeps their place until their turn comes
--- (a slot is free and they are at the head), and is skipped then; one silent for longer than
--- abandon_after is swept from anywhere in the line (at most max_sweep per call), so positions do
--- not count people long gone. Silence during an outage is not held against anyone: a call from
--- a gateway that could not reach the store within the last queue_ttl (ARGV 17) skips nobody for
--- silence and sweeps nobody; a silent head is granted instead, and the grant expires unclaimed.
+-- Housekeeping, only when due: `due` is the earliest expiry among active and granted as of the
+-- last housekeeping, lowered whenever a slot or grant with an earlier expiry is added. A call
+-- with now >= due expires both (ZREMRANGEBYSCORE) and reads the new earliest (ZRANGE 0 0 of
+-- each); any other call looks at nothing. A slot thus frees exactly when it expires (at the
+-- first call from then), and a lost `due` (settings lost) just means housekeeping now.
+--
+-- Liveness (src/store/snapshot.rs, LivenessRule): a check-in (a join, an enter or poll of a
+-- waiter, or the session in a sync's list while it has a place) marks the epoch of check_in_at
+-- (now, or opens_at before a scheduled opening) in two rings of bitmaps: the turn ring (epochs
+-- of queue_ttl / TURN_EPOCHS) and the abandon ring (epochs of abandon_after / ABANDON_EPOCHS).
+-- Ring key i holds the epoch e with e mod ring length == i (which one: the settings field); a
+-- key found holding an older epoch is DELeted before the first write of the new one, and gets a
+-- PEXPIRE to the end of its ring (ring length * width after its epoch began), so a dead room's
+-- bitmaps vanish. Each key is a Bloom filter of M bits, M = the power of two >= 16 *
+-- max_queue_len in [2^16, 2^32]; a session sets 2 bits, the big-endian u32 of its id's bytes
+-- 1-4 and 5-8, each mod M (one BITFIELD per key and up to 500 sessions). A waiter is alive by a
+-- rule if both bits are set in a key whose epoch still counts (epoch + keep >= now's epoch).
+-- A false positive (another session's bits) only makes a silent waiter look alive: granted at
+-- their turn, then the grant expires unclaimed, or kept in line until a later sweep finds them
+-- silent. It never admits anyone out of order, never over capacity. A key whose epoch field is
+-- newer than the one written (a clock that went back) is written into: alive longer, as above.
+--   - at their turn (promotion, admit_next): a waiter not alive by the turn rule is skipped
+--     (unless silence is excused, ARGV 17): seen within queue_ttl, never skipped; silent for
+--     longer than 5/4 queue_ttl, skipped;
+--   - the sweep, in sync only: from the cursor on, at most max_sweep waiters are looked at per
+--     call (a line of at most max_sweep is looked at whole), and those not alive by the abandon
+--     rule are dropped; the cursor wraps to the head at the end of the line. None while silence
+--     is excused.
+--
+-- Sync: checks in the listed sessions that have a place (ZMSCORE, 500 at a time; others are
+-- ignored, nothing is created), does the housekeeping, sweeps, promotes, and answers the
+-- snapshot: the head's score, and for each rank of checkpoint_ranks(waiting) (every rank below
+-- EXACT_RANKS, then each the last plus 1 / CHECKPOINT_GAP of it, and the last) that waiter's
+-- score, by ZRANGE (one for the exact ranks, one per rank above: about 1 100 for two million).
+-- The pace's silent waiters are estimated from the checkpoint waiters it reads anyway: silent
+-- among them / their number * waiting, rounded (exact for a line of at most EXACT_RANKS).
 --
 -- Bad days: the keys are the room's own, and a lost or damaged one (eviction, a stray DEL, a hand
 -- edit) must never make the room fail on every call. The script repairs or skips, and answers:
@@ -117,20 +169,35 @@
 --     first run's writes stay, but every step is idempotent (housekeeping, "ensure" writes) and
 --     the promotion budget is shared by both runs, so the work stays bounded;
 --   - a lost or reset seq: a newcomer is placed after the last waiter, never ahead of the line;
---   - a waiter in line without a check-in in seen: counted as seen now (re-added) when their turn
---     comes, so they keep their place (a poll checks them in again anyway);
---   - a check-in in seen without a place in line: removed when that session polls, or with the
---     abandoned waiters' sweep;
+--   - a lost liveness bitmap (its settings field says it holds an epoch that counts, and it is
+--     gone): everyone counts as seen in that epoch, so nobody is skipped or swept for it; a lost
+--     settings key leaves the bitmaps of unknown epochs, which count as current until the ring
+--     comes round to them (alive longer, as a false positive);
 --   - a slot holder who also has a place in line: the slot wins, the place is dropped when it
 --     reaches the head (never a second slot);
 --   - a budget with a missing or non-numeric field: counts as full (at most one second's worth
 --     of admissions above the rate, once);
---   - a non-numeric admission count or tag: counts as zero, and is overwritten.
+--   - a non-numeric admission count or tag: counts as zero, and is overwritten;
+--   - a lost `due`, `cursor`, `bans` or `noted`: housekeeping runs, the sweep starts at the
+--     head, bans are looked up, the arrival is noted (each the safe way).
+--
+-- The hot path, a newcomer's enter into a long line with the room full, makes 11 redis.calls:
+-- HMGET settings; ZCARD active (full: no promotion, no ZCARD granted); ZSCORE active and
+-- granted (a slot to claim?); ZSCORE line (a place?); ZCARD line; INCR seq; ZRANGE line -1 -1
+-- (after the last waiter); ZADD line; BITFIELD of the turn and of the abandon bitmap. Bans (the
+-- settings' bans), the arrival note (noted, once a second) and housekeeping (due) cost nothing
+-- until they are due; an epoch's first check-in adds a DEL, an HSET and a PEXPIRE per ring.
 
-local k_seq, k_line, k_seen, k_active, k_granted, k_bucket, k_admitted =
-  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
-local k_settings, k_arrivals, k_banned = KEYS[8], KEYS[9], KEYS[10]
-local SETTINGS_VERSION = 1
+local k_seq, k_line, k_active, k_granted, k_bucket, k_admitted =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local k_settings, k_arrivals, k_banned = KEYS[7], KEYS[8], KEYS[9]
+local SETTINGS_VERSION = 2
+-- src/store/snapshot.rs: TURN_EPOCHS, ABANDON_EPOCHS, EXACT_RANKS, CHECKPOINT_GAP_DIVISOR.
+local TURN_EPOCHS, ABANDON_EPOCHS = 4, 2
+local EXACT_RANKS, CHECKPOINT_GAP = 100, 100
+-- Redis refuses more arguments in one command than it is wise to send: BITFIELD and ZMSCORE
+-- take at most this many sessions at a time (two bits each).
+local CHUNK = 500
 local op, s = ARGV[1], ARGV[2]
 local now = tonumber(ARGV[3])
 local default_capacity = tonumber(ARGV[4])
@@ -145,6 +212,9 @@ local moved = nil
 local cap_before, cap_at = nil, nil
 -- When the current pause began, and the last pause that ended (nil: none).
 local paused_at, pause_start, pause_end = nil, nil, nil
+-- Housekeeping's next due time, the sweep's cursor, the end of every ban, the last arrival
+-- note's second (nil: not known, so look).
+local due, cursor, bans, noted = nil, '-inf', nil, nil
 local active_ttl = tonumber(ARGV[6])
 local grant_ttl = tonumber(ARGV[7])
 local queue_ttl = tonumber(ARGV[8])
@@ -191,18 +261,36 @@ local function apply_schedule()
   line_closed = after_closing and not keep_line
 end
 apply_schedule()
--- Silent since before `cutoff`: skipped at their turn. Before `abandoned`: swept from anywhere.
-local cutoff = now - queue_ttl
-if cutoff < 0 then cutoff = 0 end
-local abandoned = now - abandon
-if abandoned < 0 then abandoned = 0 end
+
+-- The liveness rings (see Liveness in the header): their keys, epoch widths, the epochs that
+-- still count, and which epoch each key holds (`held`, from the settings; nil: not known).
+local function make_ring(name, first, epochs, ttl)
+  local r = {name = name, first = first, len = epochs + 2, keep = epochs,
+    width = math.max(1, math.floor(ttl / epochs)), held = {}}
+  r.current = math.floor(now / r.width)
+  return r
+end
+local turn = make_ring('turn', 10, TURN_EPOCHS, queue_ttl)
+local gone_ring = make_ring('abandon', 10 + turn.len, ABANDON_EPOCHS, abandon)
+local rings = {turn, gone_ring}
+-- The Bloom filter's size in bits: the power of two >= 16 * max_queue_len, in [2^16, 2^32].
+local bloom_bits = 65536
+while bloom_bits < 16 * max_queue and bloom_bits < 4294967296 do bloom_bits = bloom_bits * 2 end
+local k_ticket = KEYS[gone_ring.first + gone_ring.len]
+
+-- The settings fields HMGET reads, in order.
+local SETTINGS_FIELDS = {'v', 'capacity', 'rate', 'paused', 'open', 'born', 'cap_before',
+  'cap_at', 'paused_at', 'pause_start', 'pause_end', 'moved', 'opens_at', 'closes_at',
+  'keep_line', 'due', 'cursor', 'bans', 'noted'}
+local RING_FIELD_AT = #SETTINGS_FIELDS + 1
+for _, r in ipairs(rings) do
+  for i = 0, r.len - 1 do SETTINGS_FIELDS[#SETTINGS_FIELDS + 1] = r.name .. i end
+end
 
 -- Reads the live settings, writing the defaults for a missing key or field. Returns an error
 -- reply for a key of another version, else nil.
 local function load_settings()
-  local v = redis.call('HMGET', k_settings, 'v', 'capacity', 'rate', 'paused', 'open', 'born',
-    'cap_before', 'cap_at', 'paused_at', 'pause_start', 'pause_end', 'moved', 'opens_at',
-    'closes_at', 'keep_line')
+  local v = redis.call('HMGET', k_settings, unpack(SETTINGS_FIELDS))
   local ver = tonumber(v[1])
   if v[1] and ver ~= SETTINGS_VERSION then
     return redis.error_reply('WRSETTINGS room settings of version ' .. tostring(v[1]) ..
@@ -224,6 +312,21 @@ local function load_settings()
   cap_before, cap_at = tonumber(v[7]), tonumber(v[8])
   paused_at, pause_start, pause_end = tonumber(v[9]), tonumber(v[10]), tonumber(v[11])
   born, moved = tonumber(v[6]), tonumber(v[12])
+  due, bans, noted = tonumber(v[16]), tonumber(v[18]), tonumber(v[19])
+  cursor = v[17]
+  if bans == nil then
+    -- Not known (a new room, or the field lost): the latest end of any ban, looked up once.
+    bans = tonumber(redis.call('ZRANGE', k_banned, -1, -1, 'WITHSCORES')[2]) or 0
+    redis.call('HSET', k_settings, 'bans', string.format('%d', bans))
+  end
+  if cursor ~= '-inf' and tonumber(cursor) == nil then cursor = '-inf' end
+  local at = RING_FIELD_AT
+  for _, rg in ipairs(rings) do
+    for i = 0, rg.len - 1 do
+      rg.held[i] = tonumber(v[at])
+      at = at + 1
+    end
+  end
   if born == nil or born > now then
     -- When the room was first seen (or its settings key was lost): what its pace is measured
     -- over. A clock that went back counts the room as born now, its first movement to come.
@@ -249,11 +352,130 @@ local function load_settings()
   return nil
 end
 
+-- The two bits of a session in a bitmap of bloom_bits bits: the big-endian u32 of the id's
+-- bytes 1-4 and 5-8 (missing bytes count as 0), each mod bloom_bits.
+local function bloom_offsets(id)
+  local b1, b2, b3, b4, b5, b6, b7, b8 = string.byte(id, 1, 8)
+  local x = (((b1 or 0) * 256 + (b2 or 0)) * 256 + (b3 or 0)) * 256 + (b4 or 0)
+  local y = (((b5 or 0) * 256 + (b6 or 0)) * 256 + (b7 or 0)) * 256 + (b8 or 0)
+  return x % bloom_bits, y % bloom_bits
+end
+
+-- The key of `rg` holding epoch `e`, ready to be written: a key holding an older (or unknown)
+-- epoch is DELeted first, its field set, and its lifetime (to the end of the ring after `e`)
+-- returned for the caller to set once written.
+local function ring_key_for(rg, e)
+  local i = e % rg.len
+  local key = KEYS[rg.first + i]
+  local held = rg.held[i]
+  if held and held >= e then return key, nil end
+  redis.call('DEL', key)
+  redis.call('HSET', k_settings, rg.name .. i, e)
+  rg.held[i] = e
+  return key, math.max(1, (e + rg.len) * rg.width - now)
+end
+
+-- Checks in every session of `ids` (a list) at check_in_at, in both rings.
+local function check_in(ids)
+  if #ids == 0 then return end
+  for _, rg in ipairs(rings) do
+    local key, lifetime = ring_key_for(rg, math.floor(check_in_at / rg.width))
+    for from = 1, #ids, CHUNK do
+      local args = {}
+      for j = from, math.min(#ids, from + CHUNK - 1) do
+        local x, y = bloom_offsets(ids[j])
+        args[#args + 1] = 'SET'; args[#args + 1] = 'u1'; args[#args + 1] = x
+        args[#args + 1] = 1
+        args[#args + 1] = 'SET'; args[#args + 1] = 'u1'; args[#args + 1] = y
+        args[#args + 1] = 1
+      end
+      redis.call('BITFIELD', key, unpack(args))
+    end
+    if lifetime then redis.call('PEXPIRE', key, lifetime) end
+  end
+end
+
+-- Whether each session of `ids` is alive by `rg`'s rule: a list of booleans. Keys are read
+-- newest epoch first, only for the sessions not yet found; a key of unknown epoch (its field
+-- lost) counts as current. A key whose epoch counts but which is gone (lost) makes everyone
+-- alive: its check-ins cannot be told apart.
+local function alive_many(ids, rg)
+  local alive, left = {}, {}
+  for j = 1, #ids do alive[j] = false; left[#left + 1] = j end
+  if #ids == 0 then return alive end
+  local counting = {}
+  for back = 0, rg.len - 1 do
+    local i = (rg.current - back) % rg.len
+    local held = rg.held[i]
+    if held == nil or held + rg.keep >= rg.current then
+      counting[#counting + 1] = {KEYS[rg.first + i], held}
+    end
+  end
+  for _, kh in ipairs(counting) do
+    if #left == 0 then break end
+    local still = {}
+    for from = 1, #left, CHUNK do
+      local args, which = {}, {}
+      for n = from, math.min(#left, from + CHUNK - 1) do
+        local j = left[n]
+        local x, y = bloom_offsets(ids[j])
+        args[#args + 1] = 'GET'; args[#args + 1] = 'u1'; args[#args + 1] = x
+        args[#args + 1] = 'GET'; args[#args + 1] = 'u1'; args[#args + 1] = y
+        which[#which + 1] = j
+      end
+      local bits = redis.call('BITFIELD', kh[1], unpack(args))
+      for n, j in ipairs(which) do
+        if bits[2 * n - 1] == 1 and bits[2 * n] == 1 then
+          alive[j] = true
+        else
+          still[#still + 1] = j
+        end
+      end
+    end
+    left = still
+  end
+  if #left > 0 then
+    for _, kh in ipairs(counting) do
+      if kh[2] ~= nil and redis.call('EXISTS', kh[1]) == 0 then
+        -- A bitmap that counts is gone: its check-ins are lost with it.
+        for _, j in ipairs(left) do alive[j] = true end
+        break
+      end
+    end
+  end
+  return alive
+end
+
+local function alive(id, rg) return alive_many({id}, rg)[1] end
+
+-- Housekeeping when due: expire slots and grants, and note the next expiry.
+local NO_DUE = 9007199254740992
+local function housekeep()
+  if due and now < due then return end
+  redis.call('ZREMRANGEBYSCORE', k_active, '-inf', now)
+  redis.call('ZREMRANGEBYSCORE', k_granted, '-inf', now)
+  local a = tonumber(redis.call('ZRANGE', k_active, 0, 0, 'WITHSCORES')[2])
+  local g = tonumber(redis.call('ZRANGE', k_granted, 0, 0, 'WITHSCORES')[2])
+  local d = math.min(a or NO_DUE, g or NO_DUE)
+  redis.call('HSET', k_settings, 'due', string.format('%d', d))
+  due = d
+end
+
+-- A slot or grant expiring at `at` was added: housekeeping is due by then.
+local function lower_due(at)
+  if due == nil or at < due then
+    due = at
+    redis.call('HSET', k_settings, 'due', string.format('%d', at))
+  end
+end
+
 local function settings_reply(code)
   return {code, capacity, rate, paused and 1 or 0, open and 1 or 0}
 end
 
 local function banned(w)
+  -- No ban lasts beyond `bans`: no lookup (the hot path) until a ban is made again.
+  if bans and now >= bans then return false end
   local until_ms = tonumber(redis.call('ZSCORE', k_banned, w))
   if until_ms == nil then return false end
   if until_ms > now then return true end
@@ -264,8 +486,12 @@ end
 -- Notes the first arrival of each second (sequence number and time), dropping notes before the
 -- head's, for the oldest wait: at most one note per second of the line's age.
 local function note_arrival(seq)
+  local second = math.floor(now / 1000)
+  if noted == second then return end
   local last = redis.call('ZRANGE', k_arrivals, -1, -1)[1]
-  if last and math.floor((tonumber(last) or 0) / 1000) == math.floor(now / 1000) then return end
+  noted = second
+  redis.call('HSET', k_settings, 'noted', second)
+  if last and math.floor((tonumber(last) or 0) / 1000) == second then return end
   local head = redis.call('ZRANGE', k_line, 0, 0, 'WITHSCORES')[2]
   if head then
     local before = redis.call('ZREVRANGEBYSCORE', k_arrivals, head, '-inf', 'WITHSCORES',
@@ -287,8 +513,12 @@ local function oldest_wait()
   return math.max(0, now - at)
 end
 
+-- Slots taken (claimed and granted); a room already full by its claimed slots alone is not
+-- asked for its grants (the hot path: a full room).
 local function slots()
-  return redis.call('ZCARD', k_active) + redis.call('ZCARD', k_granted)
+  local a = redis.call('ZCARD', k_active)
+  if a >= capacity then return a end
+  return a + redis.call('ZCARD', k_granted)
 end
 
 local function has_slot(w)
@@ -408,44 +638,72 @@ local function recent()
   return minute, five, per_minute, skipped_minute, skipped_five
 end
 
--- Waiters in line silent since before `cutoff`, to the second (as the embedded store): they
--- are skipped at their turn unless they come back. None while silence is excused.
-local function silent()
-  if excused then return 0 end
-  return redis.call('ZCOUNT', k_seen, '-inf', '(' .. (math.floor(cutoff / 1000) * 1000))
+-- The snapshot's checkpoints: for each rank of checkpoint_ranks(waiting) (snapshot.rs), the
+-- waiter there, {rank, member, score as Redis wrote it}. Every rank below EXACT_RANKS in one
+-- ZRANGE, then one per rank.
+local function checkpoints(waiting)
+  local out = {}
+  if waiting == 0 then return out end
+  local last = waiting - 1
+  local exact = redis.call('ZRANGE', k_line, 0, math.min(last, EXACT_RANKS - 1), 'WITHSCORES')
+  for j = 1, #exact, 2 do out[#out + 1] = {(j - 1) / 2, exact[j], exact[j + 1]} end
+  local r = EXACT_RANKS - 1
+  while r < last do
+    local step = 1
+    if r >= EXACT_RANKS then step = math.max(1, math.floor(r / CHECKPOINT_GAP)) end
+    r = math.min(r + step, last)
+    local at = redis.call('ZRANGE', k_line, r, r, 'WITHSCORES')
+    if at[1] then out[#out + 1] = {r, at[1], at[2]} end
+  end
+  return out
 end
 
--- Appends the room's pace to `reply` (the wait estimate's input, in waiting and stats replies):
+-- Waiters not alive by the turn rule (0 while silence is excused), estimated from the
+-- checkpoint waiters: silent among them / their number * waiting, rounded; exact for a line of
+-- at most EXACT_RANKS (then every waiter is a checkpoint).
+local function silent_among(cps, waiting)
+  if excused or #cps == 0 then return 0 end
+  local ids = {}
+  for j, cp in ipairs(cps) do ids[j] = cp[2] end
+  local silent = 0
+  for _, a in ipairs(alive_many(ids, turn)) do
+    if not a then silent = silent + 1 end
+  end
+  return math.floor(silent / #cps * waiting + 0.5)
+end
+
+-- Appends the room's pace to `reply` (the wait estimate's input, in sync and stats replies):
 -- admissions in the current bucket, ms into it, ms since the room was first seen, capacity,
 -- skipped in the last minute, in five, in the current bucket, capacity before its last change,
 -- ms since that change (-1: never), ms since the last ended pause began and ended (-1, -1:
--- none), admissions in each of the last five minutes (most recent first), waiters silent for
--- longer than queue_ttl, queue_ttl, ms since the room's first movement (-1: not yet), the live
--- admission rate per second (0: unlimited). Returns the counts of the last minute and five.
-local function append_pace(reply)
+-- none), admissions in each of the last five minutes (most recent first), waiters not alive by
+-- the turn rule (`silent`), queue_ttl, ms since the room's first movement (-1: not yet), the
+-- live admission rate per second (0: unlimited). Returns the counts of the last minute and five.
+local function append_pace(reply, silent)
   local minute, five, per_minute, sm, sf = recent()
   local p = pace()
   for _, v in ipairs({p[1], p[2], p[3], p[4], sm, sf, p[5], p[6], p[7], p[8], p[9]}) do
     reply[#reply + 1] = v
   end
   for _, c in ipairs(per_minute) do reply[#reply + 1] = c end
-  reply[#reply + 1] = silent()
+  reply[#reply + 1] = silent
   reply[#reply + 1] = queue_ttl
   reply[#reply + 1] = moved and math.max(0, now - moved) or -1
   reply[#reply + 1] = rate
   return minute, five
 end
 
--- A waiting reply: {2, position, waiting, last minute, five, paused, pace...}.
-local function waiting_reply(position, waiting)
-  local reply = {2, position, waiting, 0, 0, paused and 1 or 0}
-  reply[4], reply[5] = append_pace(reply)
-  return reply
+-- A waiting reply: {2, position, waiting, paused, place}; place is the sequence number, or -1
+-- for a registrant's draw score.
+local function waiting_reply(position, waiting, score)
+  local place = tonumber(score)
+  if place < 0 then place = -1 end
+  return {2, position, waiting, paused and 1 or 0, place}
 end
 
-local function remove_waiter(w)
-  redis.call('ZREM', k_line, w)
-  redis.call('ZREM', k_seen, w)
+-- A score as a reply carries it: Redis truncates a Lua number to an integer.
+local function score_string(score)
+  return string.format('%.17g', tonumber(score))
 end
 
 -- Grant free slots to the head of the line, skipping waiters silent at their turn; bounded
@@ -453,29 +711,25 @@ end
 local promotions_left = max_promote
 local function promote()
   if paused or not open or before_opening or line_closed then return end
+  if promotions_left <= 0 then return end
+  local taken = slots()
   while promotions_left > 0 do
-    if capacity - slots() <= 0 then return end
+    if capacity - taken <= 0 then return end
     local head = redis.call('ZRANGE', k_line, 0, 0)[1]
     if not head then return end
     if has_slot(head) then
       -- Damage: a slot holder with a place too. The slot wins; no second slot.
-      remove_waiter(head)
+      redis.call('ZREM', k_line, head)
+    elseif not excused and not alive(head, turn) then
+      redis.call('ZREM', k_line, head)
+      count_skip()
     else
-      local seen_at = tonumber(redis.call('ZSCORE', k_seen, head))
-      if seen_at == nil then
-        -- Damage: a place without a check-in. Counted as seen now, so they keep their turn.
-        seen_at = now
-        redis.call('ZADD', k_seen, now, head)
-      end
-      if seen_at < cutoff and not excused then
-        remove_waiter(head)
-        count_skip()
-      else
-        if not take() then return end
-        remove_waiter(head)
-        redis.call('ZADD', k_granted, now + grant_ttl, head)
-        count_admission()
-      end
+      if not take() then return end
+      redis.call('ZREM', k_line, head)
+      redis.call('ZADD', k_granted, now + grant_ttl, head)
+      lower_due(now + grant_ttl)
+      taken = taken + 1
+      count_admission()
     end
     promotions_left = promotions_left - 1
   end
@@ -492,18 +746,20 @@ local function claim_or_extend()
   if exp then
     redis.call('ZREM', k_granted, s)
     redis.call('ZADD', k_active, now + active_ttl, s)
+    lower_due(now + active_ttl)
     return {1, now + active_ttl, 0}
   end
   return nil
 end
 
-local function touch()
-  redis.call('ZADD', k_seen, check_in_at, s)
+-- A waiter's enter or poll: checked in, and told where they stand.
+local function touch(score)
+  check_in({s})
   if not open then return {6, 0, 0} end
   if before_opening then return {11, opens_at, 0} end
   if line_closed then return {6, 0, 0} end
   local rank = redis.call('ZRANK', k_line, s)
-  return waiting_reply(rank + 1, redis.call('ZCARD', k_line))
+  return waiting_reply(rank + 1, redis.call('ZCARD', k_line), score)
 end
 
 -- Notes the pre-queue's first arrival, once, at score -1 (ahead of every registrant's score):
@@ -564,10 +820,9 @@ local released = 0
 
 -- Frees the session's slot, or else its place, and promotes into what was freed (release, ban).
 local function free_session()
-  -- The session's single-use ticket record (KEYS[11], sent by release and ban only) ends with
+  -- The session's single-use ticket record (KEYS[20], sent by release and ban only) ends with
   -- its slot, in this same step: its state `n`/`u` upper-cased in place (SETRANGE keeps the
   -- TTL), so it never passes again and the next admission's mint replaces it (tickets.lua).
-  local k_ticket = KEYS[11]
   if k_ticket and redis.call('TYPE', k_ticket)['ok'] == 'string' then
     local state = string.sub(redis.call('GET', k_ticket), 1, 1)
     if state == 'n' or state == 'u' then
@@ -575,32 +830,72 @@ local function free_session()
     end
   end
   local n = redis.call('ZREM', k_active, s) + redis.call('ZREM', k_granted, s)
-  if n == 0 then
-    n = redis.call('ZREM', k_line, s)
-    redis.call('ZREM', k_seen, s)
-  end
+  if n == 0 then n = redis.call('ZREM', k_line, s) end
   if n > 0 then released = 1 end
   if released == 1 then promote() end
+end
+
+-- Drops the waiters not alive by the abandon rule, looking at most max_sweep of them from the
+-- cursor on (the whole line when it is no longer), and moves the cursor (to the head again at
+-- the end of the line).
+local function sweep()
+  if excused then return end
+  local batch, next_cursor
+  if redis.call('ZCARD', k_line) <= max_sweep then
+    batch, next_cursor = redis.call('ZRANGE', k_line, 0, -1, 'WITHSCORES'), '-inf'
+  else
+    local from = cursor == '-inf' and '-inf' or '(' .. cursor
+    batch = redis.call('ZRANGEBYSCORE', k_line, from, '+inf', 'WITHSCORES', 'LIMIT', 0, max_sweep)
+    next_cursor = '-inf'
+    if #batch / 2 >= max_sweep then next_cursor = batch[#batch] end
+  end
+  local ids = {}
+  for j = 1, #batch, 2 do ids[#ids + 1] = batch[j] end
+  local gone = {}
+  for j, a in ipairs(alive_many(ids, gone_ring)) do
+    if not a then gone[#gone + 1] = ids[j] end
+  end
+  for from = 1, #gone, CHUNK do
+    redis.call('ZREM', k_line, unpack(gone, from, math.min(#gone, from + CHUNK - 1)))
+  end
+  if next_cursor ~= cursor then
+    cursor = next_cursor
+    redis.call('HSET', k_settings, 'cursor', cursor)
+  end
+end
+
+-- Checks in the sessions of sync's list (16 bytes each) that have a place in line.
+local function check_in_seen(list)
+  for from = 1, #list, 16 * CHUNK do
+    local ids = {}
+    for at = from, math.min(#list, from + 16 * CHUNK - 1) - 15, 16 do
+      ids[#ids + 1] = string.sub(list, at, at + 15)
+    end
+    if #ids > 0 then
+      local scores = redis.call('ZMSCORE', k_line, unpack(ids))
+      local placed = {}
+      for j, score in ipairs(ids) do
+        if scores[j] then placed[#placed + 1] = ids[j] end
+      end
+      check_in(placed)
+    end
+  end
 end
 
 local function main()
   local refused = load_settings()
   if refused then return refused end
-  -- Housekeeping before every answer: expire slots, sweep abandoned waiters, promote.
-  redis.call('ZREMRANGEBYSCORE', k_active, '-inf', now)
-  redis.call('ZREMRANGEBYSCORE', k_granted, '-inf', now)
-  if not excused then
-    local gone = redis.call('ZRANGEBYSCORE', k_seen, '-inf', '(' .. abandoned, 'LIMIT', 0, max_sweep)
-    for _, w in ipairs(gone) do
-      remove_waiter(w)
-    end
-  end
+  if op == 'sync' then check_in_seen(s) end
+  -- Housekeeping before every answer: expire slots when due, sweep (sync only), promote.
+  housekeep()
+  if op == 'sync' then sweep() end
   promote()
 
   if op == 'enter' then
     local r = claim_or_extend()
     if r then return r end
-    if redis.call('ZSCORE', k_line, s) then return touch() end
+    local score = redis.call('ZSCORE', k_line, s)
+    if score then return touch(score) end
     if not open or after_closing then return {6, 0, 0} end
     if banned(s) then return {7, 0, 0} end
     local waiting = redis.call('ZCARD', k_line)
@@ -615,24 +910,25 @@ local function main()
       else
         redis.call('ZADD', k_line, next_seq(), s)
       end
-      redis.call('ZADD', k_seen, check_in_at, s)
+      check_in({s})
       return {11, opens_at, 0}
     end
     if not paused and waiting == 0 and capacity - slots() > 0 and take() then
       redis.call('ZADD', k_active, now + active_ttl, s)
+      lower_due(now + active_ttl)
       count_admission()
       return {1, now + active_ttl, 0}
     end
     if waiting >= max_queue then return {3, 0, waiting} end
-    redis.call('ZADD', k_line, next_seq(), s)
-    redis.call('ZADD', k_seen, now, s)
-    return waiting_reply(waiting + 1, waiting + 1)
+    local seq = next_seq()
+    redis.call('ZADD', k_line, seq, s)
+    check_in({s})
+    return waiting_reply(waiting + 1, waiting + 1, seq)
   elseif op == 'poll' then
     local exp = has_slot(s)
     if exp then return {1, tonumber(exp), 0} end
-    if redis.call('ZSCORE', k_line, s) then return touch() end
-    -- No place: a check-in without one is damage; drop it (only on this rare path).
-    redis.call('ZREM', k_seen, s)
+    local score = redis.call('ZSCORE', k_line, s)
+    if score then return touch(score) end
     if banned(s) then return {7, 0, 0} end
     if not open or after_closing then return {6, 0, 0} end
     return {0, 0, 0}
@@ -641,12 +937,27 @@ local function main()
   elseif op == 'release' then
     free_session()
     return {4, released, 0}
+  elseif op == 'sync' then
+    local waiting = redis.call('ZCARD', k_line)
+    local cps = checkpoints(waiting)
+    local head = ''
+    if cps[1] then head = score_string(cps[1][3]) end
+    local out = {12, now, waiting, paused and 1 or 0, open and 1 or 0,
+      before_opening and 1 or 0, line_closed and 1 or 0, head, 0, 0}
+    out[9], out[10] = append_pace(out, silent_among(cps, waiting))
+    out[#out + 1] = #cps
+    for _, cp in ipairs(cps) do
+      out[#out + 1] = cp[1]
+      out[#out + 1] = score_string(cp[3])
+    end
+    return out
   elseif op == 'stats' then
+    local waiting = redis.call('ZCARD', k_line)
     local out = {5, redis.call('ZCARD', k_active), redis.call('ZCARD', k_granted),
-      redis.call('ZCARD', k_line), 0, 0, capacity, rate, paused and 1 or 0,
+      waiting, 0, 0, capacity, rate, paused and 1 or 0,
       open and 1 or 0, oldest_wait()}
     for _, n in ipairs(history(tonumber(ARGV[18]))) do out[#out + 1] = n end
-    out[5], out[6] = append_pace(out)
+    out[5], out[6] = append_pace(out, silent_among(checkpoints(waiting), waiting))
     return out
   elseif op == 'configure' then
     local c, r = tonumber(ARGV[18]), tonumber(ARGV[19])
@@ -688,13 +999,14 @@ local function main()
       local head = redis.call('ZRANGE', k_line, 0, 0)[1]
       if not head then break end
       steps = steps + 1
-      local seen_at = tonumber(redis.call('ZSCORE', k_seen, head))
       local holder = has_slot(head)
-      remove_waiter(head)
+      local silent = not holder and not alive(head, turn)
+      redis.call('ZREM', k_line, head)
       -- A slot holder's stray place, or a waiter silent at their turn: skipped.
-      if not holder and seen_at and seen_at < cutoff then count_skip() end
-      if not holder and not (seen_at and seen_at < cutoff) then
+      if silent then count_skip() end
+      if not holder and not silent then
         redis.call('ZADD', k_granted, now + grant_ttl, head)
+        lower_due(now + grant_ttl)
         count_admission()
         admitted = admitted + 1
       end
@@ -703,7 +1015,13 @@ local function main()
   elseif op == 'ban' then
     local until_ms = tonumber(ARGV[18])
     redis.call('ZREMRANGEBYSCORE', k_banned, '-inf', now)
-    if until_ms > now then redis.call('ZADD', k_banned, until_ms, s) end
+    if until_ms > now then
+      redis.call('ZADD', k_banned, until_ms, s)
+      if bans == nil or until_ms > bans then
+        bans = until_ms
+        redis.call('HSET', k_settings, 'bans', string.format('%d', until_ms))
+      end
+    end
     free_session()
     return {10, released}
   end
@@ -713,10 +1031,13 @@ end
 -- Deletes every key of the wrong type, and a seq that INCR cannot count on.
 local function repair()
   local want = {
-    {k_seq, 'string'}, {k_line, 'zset'}, {k_seen, 'zset'}, {k_active, 'zset'},
-    {k_granted, 'zset'}, {k_bucket, 'hash'}, {k_admitted, 'hash'}, {k_settings, 'hash'},
-    {k_arrivals, 'zset'}, {k_banned, 'zset'},
+    {k_seq, 'string'}, {k_line, 'zset'}, {k_active, 'zset'}, {k_granted, 'zset'},
+    {k_bucket, 'hash'}, {k_admitted, 'hash'}, {k_settings, 'hash'}, {k_arrivals, 'zset'},
+    {k_banned, 'zset'},
   }
+  for _, rg in ipairs(rings) do
+    for i = 0, rg.len - 1 do want[#want + 1] = {KEYS[rg.first + i], 'string'} end
+  end
   for _, kt in ipairs(want) do
     local t = redis.call('TYPE', kt[1])
     if type(t) == 'table' then t = t.ok end
