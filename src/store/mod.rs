@@ -107,9 +107,9 @@ pub mod snapshot;
 pub mod tickets;
 
 #[cfg(feature = "redis")]
-pub(crate) use self::redis::protocol_numbers as redis_protocol_numbers;
-#[cfg(feature = "redis")]
 pub(crate) use self::redis::bloom_bits as redis_bloom_bits;
+#[cfg(feature = "redis")]
+pub(crate) use self::redis::protocol_numbers as redis_protocol_numbers;
 #[cfg(feature = "redis")]
 pub use self::redis::{
     RedisCheckError, RedisServerInfo, RedisStore, RedisStoreBuilder, RedisStoreMetrics,

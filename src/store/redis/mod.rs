@@ -99,8 +99,7 @@ use self::protocol::{decision, non_negative, protocol_error, reply, Op, NOW_FROM
 use self::sentinel::SentinelConnection;
 use super::{
     Decision, Minted, Redeemed, RoomSnapshot, RoomStats, SettingsChange, SettingsUpdate, Store,
-    StoreError, StoreErrorKind, StoreFuture, TicketNonce, HISTORY_MINUTES,
-    MAX_ADMIT_NEXT_PER_CALL,
+    StoreError, StoreErrorKind, StoreFuture, TicketNonce, HISTORY_MINUTES, MAX_ADMIT_NEXT_PER_CALL,
 };
 use crate::clock::SharedClock;
 use crate::config::RoomPolicy;
@@ -192,7 +191,11 @@ impl RedisStore {
             session_arg,
             text(self.now_arg().to_string()),
         ];
-        args.extend(protocol::numbers(policy).iter().map(|n| text(n.to_string())));
+        args.extend(
+            protocol::numbers(policy)
+                .iter()
+                .map(|n| text(n.to_string())),
+        );
         // ARGV 17: this store could not reach Redis within the last queue_ttl, so the waiters'
         // check-ins failed meanwhile: nobody is skipped or swept for silence now.
         let excused = self.breaker.failed_within(policy.queue_ttl_ms);

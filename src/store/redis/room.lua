@@ -266,7 +266,7 @@ apply_schedule()
 -- still count, and which epoch each key holds (`held`, from the settings; nil: not known).
 local function make_ring(name, first, epochs, ttl)
   local r = {name = name, first = first, len = epochs + 2, keep = epochs,
-    width = math.max(1, math.floor(ttl / epochs)), held = {}}
+    width = math.max(1, math.floor(ttl / epochs)), held = {}, known = {}, all = false}
   r.current = math.floor(now / r.width)
   return r
 end
@@ -278,13 +278,14 @@ local bloom_bits = 65536
 while bloom_bits < 16 * max_queue and bloom_bits < 4294967296 do bloom_bits = bloom_bits * 2 end
 local k_ticket = KEYS[gone_ring.first + gone_ring.len]
 
--- The settings fields HMGET reads, in order.
-local SETTINGS_FIELDS = {'v', 'capacity', 'rate', 'paused', 'open', 'born', 'cap_before',
-  'cap_at', 'paused_at', 'pause_start', 'pause_end', 'moved', 'opens_at', 'closes_at',
-  'keep_line', 'due', 'cursor', 'bans', 'noted'}
+-- The settings fields every call reads (one HMGET), in order, then the bitmaps' epoch fields
+-- of now's epochs; the rest (the pace's history, the sweep's cursor, the other bitmaps'
+-- epochs) only when a call needs them (`load_more`, `load_ring`).
+local SETTINGS_FIELDS = {'v', 'capacity', 'rate', 'paused', 'open', 'born', 'moved', 'opens_at',
+  'closes_at', 'keep_line', 'due', 'bans', 'noted'}
 local RING_FIELD_AT = #SETTINGS_FIELDS + 1
 for _, r in ipairs(rings) do
-  for i = 0, r.len - 1 do SETTINGS_FIELDS[#SETTINGS_FIELDS + 1] = r.name .. i end
+  SETTINGS_FIELDS[#SETTINGS_FIELDS + 1] = r.name .. (r.current % r.len)
 end
 
 -- Reads the live settings, writing the defaults for a missing key or field. Returns an error
@@ -309,23 +310,16 @@ local function load_settings()
       'paused', p, 'open', o)
   end
   capacity, rate, paused, open = c, r, p == 1, o == 1
-  cap_before, cap_at = tonumber(v[7]), tonumber(v[8])
-  paused_at, pause_start, pause_end = tonumber(v[9]), tonumber(v[10]), tonumber(v[11])
-  born, moved = tonumber(v[6]), tonumber(v[12])
-  due, bans, noted = tonumber(v[16]), tonumber(v[18]), tonumber(v[19])
-  cursor = v[17]
+  born, moved = tonumber(v[6]), tonumber(v[7])
+  due, bans, noted = tonumber(v[11]), tonumber(v[12]), tonumber(v[13])
+  for n, rg in ipairs(rings) do
+    local i = rg.current % rg.len
+    rg.held[i], rg.known[i] = tonumber(v[RING_FIELD_AT + n - 1]), true
+  end
   if bans == nil then
     -- Not known (a new room, or the field lost): the latest end of any ban, looked up once.
     bans = tonumber(redis.call('ZRANGE', k_banned, -1, -1, 'WITHSCORES')[2]) or 0
     redis.call('HSET', k_settings, 'bans', string.format('%d', bans))
-  end
-  if cursor ~= '-inf' and tonumber(cursor) == nil then cursor = '-inf' end
-  local at = RING_FIELD_AT
-  for _, rg in ipairs(rings) do
-    for i = 0, rg.len - 1 do
-      rg.held[i] = tonumber(v[at])
-      at = at + 1
-    end
   end
   if born == nil or born > now then
     -- When the room was first seen (or its settings key was lost): what its pace is measured
@@ -336,7 +330,7 @@ local function load_settings()
   end
   -- The schedule: kept from the calls that come with it (written only when it changes), and
   -- followed by a call without one while the kept opening is ahead.
-  local kept_opens, kept_closes, kept_keep = tonumber(v[13]), tonumber(v[14]), v[15]
+  local kept_opens, kept_closes, kept_keep = tonumber(v[8]), tonumber(v[9]), v[10]
   if scheduled_call then
     if kept_opens ~= opens_at or kept_closes ~= (closes_at or 0)
         or kept_keep ~= (keep_line and '1' or '0') then
@@ -350,6 +344,29 @@ local function load_settings()
     apply_schedule()
   end
   return nil
+end
+
+-- The settings only the pace, the sweep and configure need: the capacity's last change, the
+-- pauses, the sweep's cursor.
+local function load_more()
+  local v = redis.call('HMGET', k_settings, 'cap_before', 'cap_at', 'paused_at', 'pause_start',
+    'pause_end', 'cursor')
+  cap_before, cap_at = tonumber(v[1]), tonumber(v[2])
+  paused_at, pause_start, pause_end = tonumber(v[3]), tonumber(v[4]), tonumber(v[5])
+  cursor = v[6]
+  if cursor ~= '-inf' and tonumber(cursor) == nil then cursor = '-inf' end
+end
+
+-- Every epoch field of `rg` not read yet (a liveness test reads the whole ring).
+local function load_ring(rg)
+  if rg.all then return end
+  local fields = {}
+  for i = 0, rg.len - 1 do fields[i + 1] = rg.name .. i end
+  local v = redis.call('HMGET', k_settings, unpack(fields))
+  for i = 0, rg.len - 1 do
+    if not rg.known[i] then rg.held[i], rg.known[i] = tonumber(v[i + 1]), true end
+  end
+  rg.all = true
 end
 
 -- The two bits of a session in a bitmap of bloom_bits bits: the big-endian u32 of the id's
@@ -367,6 +384,7 @@ end
 local function ring_key_for(rg, e)
   local i = e % rg.len
   local key = KEYS[rg.first + i]
+  if not rg.known[i] then load_ring(rg) end
   local held = rg.held[i]
   if held and held >= e then return key, nil end
   redis.call('DEL', key)
@@ -403,6 +421,7 @@ local function alive_many(ids, rg)
   local alive, left = {}, {}
   for j = 1, #ids do alive[j] = false; left[#left + 1] = j end
   if #ids == 0 then return alive end
+  load_ring(rg)
   local counting = {}
   for back = 0, rg.len - 1 do
     local i = (rg.current - back) % rg.len
@@ -885,6 +904,7 @@ end
 local function main()
   local refused = load_settings()
   if refused then return refused end
+  if op == 'sync' or op == 'stats' or op == 'configure' then load_more() end
   if op == 'sync' then check_in_seen(s) end
   -- Housekeeping before every answer: expire slots when due, sweep (sync only), promote.
   housekeep()
