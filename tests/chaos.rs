@@ -467,7 +467,7 @@ impl Target {
         &mut self,
         fault: Fault,
         hold: Duration,
-        keys: &[String; 10],
+        keys: &[String; 19],
         rng: &mut Rng,
     ) -> Window {
         let before = self.primary;
@@ -575,7 +575,7 @@ impl Drop for Target {
 /// between faults (ms; `u64::MAX` for a replica that did not catch up within 2 s).
 fn injector(
     mut target: Target,
-    keys: [String; 10],
+    keys: [String; 19],
     faults: Vec<Fault>,
     mut rng: Rng,
     until: u64,
