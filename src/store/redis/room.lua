@@ -188,49 +188,53 @@
 -- settings' bans), the arrival note (noted, once a second) and housekeeping (due) cost nothing
 -- until they are due; an epoch's first check-in adds a DEL, an HSET and a PEXPIRE per ring.
 
-local k_seq, k_line, k_active, k_granted, k_bucket, k_admitted =
+-- The script's state and functions live in two tables: in Lua 5.1 each closure finds each of
+-- its upvalues by walking the list of open ones, so a hundred top-level locals captured by forty
+-- functions cost more than the rest of a short call (measured: 17 of 41 us of an enter).
+local R, F = {}, {}
+R.k_seq, R.k_line, R.k_active, R.k_granted, R.k_bucket, R.k_admitted =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
-local k_settings, k_arrivals, k_banned = KEYS[7], KEYS[8], KEYS[9]
+R.k_settings, R.k_arrivals, R.k_banned = KEYS[7], KEYS[8], KEYS[9]
 local SETTINGS_VERSION = 2
 -- src/store/snapshot.rs: TURN_EPOCHS, ABANDON_EPOCHS, EXACT_RANKS, CHECKPOINT_GAP_DIVISOR.
 local TURN_EPOCHS, ABANDON_EPOCHS = 4, 2
 local EXACT_RANKS, CHECKPOINT_GAP = 100, 100
 -- Redis refuses more arguments in one command than it is wise to send: BITFIELD and ZMSCORE
 -- take at most this many sessions at a time (two bits each).
-local CHUNK = 500
-local op, s = ARGV[1], ARGV[2]
-local now = tonumber(ARGV[3])
-local default_capacity = tonumber(ARGV[4])
-local default_rate = tonumber(ARGV[5])
+R.CHUNK = 500
+R.op, R.s = ARGV[1], ARGV[2]
+R.now = tonumber(ARGV[3])
+R.default_capacity = tonumber(ARGV[4])
+R.default_rate = tonumber(ARGV[5])
 -- The live settings, read by `load_settings` at the start of every run, and when the room was
 -- first seen.
-local capacity, rate, paused, open = default_capacity, default_rate, false, true
-local born = 0
+R.capacity, R.rate, R.paused, R.open = R.default_capacity, R.default_rate, false, true
+R.born = 0
 -- The room's first movement (nil: not yet).
-local moved = nil
+R.moved = nil
 -- The capacity before its last change, and when that was (nil: never changed).
-local cap_before, cap_at = nil, nil
+R.cap_before, R.cap_at = nil, nil
 -- When the current pause began, and the last pause that ended (nil: none).
-local paused_at, pause_start, pause_end = nil, nil, nil
+R.paused_at, R.pause_start, R.pause_end = nil, nil, nil
 -- Housekeeping's next due time, the sweep's cursor, the end of every ban, the last arrival
 -- note's second (nil: not known, so look).
-local due, cursor, bans, noted = nil, '-inf', nil, nil
-local active_ttl = tonumber(ARGV[6])
-local grant_ttl = tonumber(ARGV[7])
-local queue_ttl = tonumber(ARGV[8])
-local max_queue = tonumber(ARGV[9])
-local max_promote = tonumber(ARGV[10])
-local max_sweep = tonumber(ARGV[11])
+R.due, R.cursor, R.bans, R.noted = nil, '-inf', nil, nil
+R.active_ttl = tonumber(ARGV[6])
+R.grant_ttl = tonumber(ARGV[7])
+R.queue_ttl = tonumber(ARGV[8])
+R.max_queue = tonumber(ARGV[9])
+R.max_promote = tonumber(ARGV[10])
+R.max_sweep = tonumber(ARGV[11])
 -- The crate sends every argument (src/store/redis/protocol.rs), so no default is repeated here.
-local bucket_ms = tonumber(ARGV[12])
-local ring = tonumber(ARGV[13])
-local minute_buckets = tonumber(ARGV[14])
-local five_minute_buckets = tonumber(ARGV[15])
-local abandon = tonumber(ARGV[16])
-if abandon < queue_ttl then abandon = queue_ttl end
-local excused = ARGV[17] == '1'
+R.bucket_ms = tonumber(ARGV[12])
+R.ring = tonumber(ARGV[13])
+R.minute_buckets = tonumber(ARGV[14])
+R.five_minute_buckets = tonumber(ARGV[15])
+R.abandon = tonumber(ARGV[16])
+if R.abandon < R.queue_ttl then R.abandon = R.queue_ttl end
+R.excused = ARGV[17] == '1'
 -- The schedule (see the header): nil for a room without one.
-local opens_at, closes_at, keep_line, draw_score = nil, nil, true, nil
+R.opens_at, R.closes_at, R.keep_line, R.draw_score = nil, nil, true, nil
 do
   local last = ARGV[#ARGV]
   if string.sub(last, 1, 9) == 'schedule:' then
@@ -239,59 +243,58 @@ do
       -- Never read as "no schedule": that would open a room that is not open yet.
       return redis.error_reply('ERR malformed schedule argument')
     end
-    opens_at, closes_at, keep_line = tonumber(o), tonumber(c), k == '1'
-    if closes_at == 0 then closes_at = nil end
-    draw_score = string.format('%.17g', tonumber(d) / 4503599627370496 - 1)
+    R.opens_at, R.closes_at, R.keep_line = tonumber(o), tonumber(c), k == '1'
+    if R.closes_at == 0 then R.closes_at = nil end
+    R.draw_score = string.format('%.17g', tonumber(d) / 4503599627370496 - 1)
   end
 end
 -- Whether this call came with the schedule (else it may follow the one the settings key kept).
-local scheduled_call = opens_at ~= nil
+R.scheduled_call = R.opens_at ~= nil
 
-if now == 0 then
+if R.now == 0 then
   local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  R.now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 -- Before the opening: nobody admitted; check-ins count as of the opening. After the closing:
 -- newcomers refused; `line_closed` when the line is not kept either.
-local before_opening, check_in_at, after_closing, line_closed
-local function apply_schedule()
-  before_opening = opens_at ~= nil and now < opens_at
-  check_in_at = before_opening and opens_at or now
-  after_closing = closes_at ~= nil and now >= closes_at
-  line_closed = after_closing and not keep_line
+function F.apply_schedule()
+  R.before_opening = R.opens_at ~= nil and R.now < R.opens_at
+  R.check_in_at = R.before_opening and R.opens_at or R.now
+  R.after_closing = R.closes_at ~= nil and R.now >= R.closes_at
+  R.line_closed = R.after_closing and not R.keep_line
 end
-apply_schedule()
+F.apply_schedule()
 
 -- The liveness rings (see Liveness in the header): their keys, epoch widths, the epochs that
 -- still count, and which epoch each key holds (`held`, from the settings; nil: not known).
-local function make_ring(name, first, epochs, ttl)
+function F.make_ring(name, first, epochs, ttl)
   local r = {name = name, first = first, len = epochs + 2, keep = epochs,
     width = math.max(1, math.floor(ttl / epochs)), held = {}, known = {}, all = false}
-  r.current = math.floor(now / r.width)
+  r.current = math.floor(R.now / r.width)
   return r
 end
-local turn = make_ring('turn', 10, TURN_EPOCHS, queue_ttl)
-local gone_ring = make_ring('abandon', 10 + turn.len, ABANDON_EPOCHS, abandon)
-local rings = {turn, gone_ring}
+R.turn = F.make_ring('turn', 10, TURN_EPOCHS, R.queue_ttl)
+R.gone_ring = F.make_ring('abandon', 10 + R.turn.len, ABANDON_EPOCHS, R.abandon)
+R.rings = {R.turn, R.gone_ring}
 -- The Bloom filter's size in bits: the power of two >= 16 * max_queue_len, in [2^16, 2^32].
-local bloom_bits = 65536
-while bloom_bits < 16 * max_queue and bloom_bits < 4294967296 do bloom_bits = bloom_bits * 2 end
-local k_ticket = KEYS[gone_ring.first + gone_ring.len]
+R.bloom_bits = 65536
+while R.bloom_bits < 16 * R.max_queue and R.bloom_bits < 4294967296 do R.bloom_bits = R.bloom_bits * 2 end
+R.k_ticket = KEYS[R.gone_ring.first + R.gone_ring.len]
 
 -- The settings fields every call reads (one HMGET), in order, then the bitmaps' epoch fields
 -- of now's epochs; the rest (the pace's history, the sweep's cursor, the other bitmaps'
 -- epochs) only when a call needs them (`load_more`, `load_ring`).
-local SETTINGS_FIELDS = {'v', 'capacity', 'rate', 'paused', 'open', 'born', 'moved', 'opens_at',
+R.SETTINGS_FIELDS = {'v', 'capacity', 'rate', 'paused', 'open', 'born', 'moved', 'opens_at',
   'closes_at', 'keep_line', 'due', 'bans', 'noted'}
-local RING_FIELD_AT = #SETTINGS_FIELDS + 1
-for _, r in ipairs(rings) do
-  SETTINGS_FIELDS[#SETTINGS_FIELDS + 1] = r.name .. (r.current % r.len)
+R.RING_FIELD_AT = #R.SETTINGS_FIELDS + 1
+for _, r in ipairs(R.rings) do
+  R.SETTINGS_FIELDS[#R.SETTINGS_FIELDS + 1] = r.name .. (r.current % r.len)
 end
 
 -- Reads the live settings, writing the defaults for a missing key or field. Returns an error
 -- reply for a key of another version, else nil.
-local function load_settings()
-  local v = redis.call('HMGET', k_settings, unpack(SETTINGS_FIELDS))
+function F.load_settings()
+  local v = redis.call('HMGET', R.k_settings, unpack(R.SETTINGS_FIELDS))
   local ver = tonumber(v[1])
   if v[1] and ver ~= SETTINGS_VERSION then
     return redis.error_reply('WRSETTINGS room settings of version ' .. tostring(v[1]) ..
@@ -302,67 +305,67 @@ local function load_settings()
   if ver == nil or c == nil or c < 1 or r == nil or r < 0 or (p ~= 0 and p ~= 1)
       or (o ~= 0 and o ~= 1) then
     -- A new room, a lost key, or a damaged field: the defaults where nothing valid is held.
-    if c == nil or c < 1 then c = default_capacity end
-    if r == nil or r < 0 then r = default_rate end
+    if c == nil or c < 1 then c = R.default_capacity end
+    if r == nil or r < 0 then r = R.default_rate end
     if p ~= 0 and p ~= 1 then p = 0 end
     if o ~= 0 and o ~= 1 then o = 1 end
-    redis.call('HSET', k_settings, 'v', SETTINGS_VERSION, 'capacity', c, 'rate', r,
+    redis.call('HSET', R.k_settings, 'v', SETTINGS_VERSION, 'capacity', c, 'rate', r,
       'paused', p, 'open', o)
   end
-  capacity, rate, paused, open = c, r, p == 1, o == 1
-  born, moved = tonumber(v[6]), tonumber(v[7])
-  due, bans, noted = tonumber(v[11]), tonumber(v[12]), tonumber(v[13])
-  for n, rg in ipairs(rings) do
+  R.capacity, R.rate, R.paused, R.open = c, r, p == 1, o == 1
+  R.born, R.moved = tonumber(v[6]), tonumber(v[7])
+  R.due, R.bans, R.noted = tonumber(v[11]), tonumber(v[12]), tonumber(v[13])
+  for n, rg in ipairs(R.rings) do
     local i = rg.current % rg.len
-    rg.held[i], rg.known[i] = tonumber(v[RING_FIELD_AT + n - 1]), true
+    rg.held[i], rg.known[i] = tonumber(v[R.RING_FIELD_AT + n - 1]), true
   end
-  if bans == nil then
+  if R.bans == nil then
     -- Not known (a new room, or the field lost): the latest end of any ban, looked up once.
-    bans = tonumber(redis.call('ZRANGE', k_banned, -1, -1, 'WITHSCORES')[2]) or 0
-    redis.call('HSET', k_settings, 'bans', string.format('%d', bans))
+    R.bans = tonumber(redis.call('ZRANGE', R.k_banned, -1, -1, 'WITHSCORES')[2]) or 0
+    redis.call('HSET', R.k_settings, 'bans', string.format('%d', R.bans))
   end
-  if born == nil or born > now then
+  if R.born == nil or R.born > R.now then
     -- When the room was first seen (or its settings key was lost): what its pace is measured
     -- over. A clock that went back counts the room as born now, its first movement to come.
-    born, moved = now, nil
-    redis.call('HSET', k_settings, 'born', born)
-    redis.call('HDEL', k_settings, 'early', 'moved')
+    R.born, R.moved = R.now, nil
+    redis.call('HSET', R.k_settings, 'born', R.born)
+    redis.call('HDEL', R.k_settings, 'early', 'moved')
   end
   -- The schedule: kept from the calls that come with it (written only when it changes), and
   -- followed by a call without one while the kept opening is ahead.
   local kept_opens, kept_closes, kept_keep = tonumber(v[8]), tonumber(v[9]), v[10]
-  if scheduled_call then
-    if kept_opens ~= opens_at or kept_closes ~= (closes_at or 0)
-        or kept_keep ~= (keep_line and '1' or '0') then
-      redis.call('HSET', k_settings, 'opens_at', opens_at, 'closes_at', closes_at or 0,
-        'keep_line', keep_line and 1 or 0)
+  if R.scheduled_call then
+    if kept_opens ~= R.opens_at or kept_closes ~= (R.closes_at or 0)
+        or kept_keep ~= (R.keep_line and '1' or '0') then
+      redis.call('HSET', R.k_settings, 'opens_at', R.opens_at, 'closes_at', R.closes_at or 0,
+        'keep_line', R.keep_line and 1 or 0)
     end
-  elseif kept_opens and kept_opens > now then
-    opens_at, keep_line = kept_opens, kept_keep ~= '0'
-    closes_at = kept_closes
-    if closes_at == 0 then closes_at = nil end
-    apply_schedule()
+  elseif kept_opens and kept_opens > R.now then
+    R.opens_at, R.keep_line = kept_opens, kept_keep ~= '0'
+    R.closes_at = kept_closes
+    if R.closes_at == 0 then R.closes_at = nil end
+    F.apply_schedule()
   end
   return nil
 end
 
 -- The settings only the pace, the sweep and configure need: the capacity's last change, the
 -- pauses, the sweep's cursor.
-local function load_more()
-  local v = redis.call('HMGET', k_settings, 'cap_before', 'cap_at', 'paused_at', 'pause_start',
+function F.load_more()
+  local v = redis.call('HMGET', R.k_settings, 'cap_before', 'cap_at', 'paused_at', 'pause_start',
     'pause_end', 'cursor')
-  cap_before, cap_at = tonumber(v[1]), tonumber(v[2])
-  paused_at, pause_start, pause_end = tonumber(v[3]), tonumber(v[4]), tonumber(v[5])
-  cursor = v[6]
-  if cursor ~= '-inf' and tonumber(cursor) == nil then cursor = '-inf' end
+  R.cap_before, R.cap_at = tonumber(v[1]), tonumber(v[2])
+  R.paused_at, R.pause_start, R.pause_end = tonumber(v[3]), tonumber(v[4]), tonumber(v[5])
+  R.cursor = v[6]
+  if R.cursor ~= '-inf' and tonumber(R.cursor) == nil then R.cursor = '-inf' end
 end
 
 -- Every epoch field of `rg` not read yet (a liveness test reads the whole ring).
-local function load_ring(rg)
+function F.load_ring(rg)
   if rg.all then return end
   local fields = {}
   for i = 0, rg.len - 1 do fields[i + 1] = rg.name .. i end
-  local v = redis.call('HMGET', k_settings, unpack(fields))
+  local v = redis.call('HMGET', R.k_settings, unpack(fields))
   for i = 0, rg.len - 1 do
     if not rg.known[i] then rg.held[i], rg.known[i] = tonumber(v[i + 1]), true end
   end
@@ -371,37 +374,37 @@ end
 
 -- The two bits of a session in a bitmap of bloom_bits bits: the big-endian u32 of the id's
 -- bytes 1-4 and 5-8 (missing bytes count as 0), each mod bloom_bits.
-local function bloom_offsets(id)
+function F.bloom_offsets(id)
   local b1, b2, b3, b4, b5, b6, b7, b8 = string.byte(id, 1, 8)
   local x = (((b1 or 0) * 256 + (b2 or 0)) * 256 + (b3 or 0)) * 256 + (b4 or 0)
   local y = (((b5 or 0) * 256 + (b6 or 0)) * 256 + (b7 or 0)) * 256 + (b8 or 0)
-  return x % bloom_bits, y % bloom_bits
+  return x % R.bloom_bits, y % R.bloom_bits
 end
 
 -- The key of `rg` holding epoch `e`, ready to be written: a key holding an older (or unknown)
 -- epoch is DELeted first, its field set, and its lifetime (to the end of the ring after `e`)
 -- returned for the caller to set once written.
-local function ring_key_for(rg, e)
+function F.ring_key_for(rg, e)
   local i = e % rg.len
   local key = KEYS[rg.first + i]
-  if not rg.known[i] then load_ring(rg) end
+  if not rg.known[i] then F.load_ring(rg) end
   local held = rg.held[i]
   if held and held >= e then return key, nil end
   redis.call('DEL', key)
-  redis.call('HSET', k_settings, rg.name .. i, e)
+  redis.call('HSET', R.k_settings, rg.name .. i, e)
   rg.held[i] = e
-  return key, math.max(1, (e + rg.len) * rg.width - now)
+  return key, math.max(1, (e + rg.len) * rg.width - R.now)
 end
 
 -- Checks in every session of `ids` (a list) at check_in_at, in both rings.
-local function check_in(ids)
+function F.check_in(ids)
   if #ids == 0 then return end
-  for _, rg in ipairs(rings) do
-    local key, lifetime = ring_key_for(rg, math.floor(check_in_at / rg.width))
-    for from = 1, #ids, CHUNK do
+  for _, rg in ipairs(R.rings) do
+    local key, lifetime = F.ring_key_for(rg, math.floor(R.check_in_at / rg.width))
+    for from = 1, #ids, R.CHUNK do
       local args = {}
-      for j = from, math.min(#ids, from + CHUNK - 1) do
-        local x, y = bloom_offsets(ids[j])
+      for j = from, math.min(#ids, from + R.CHUNK - 1) do
+        local x, y = F.bloom_offsets(ids[j])
         args[#args + 1] = 'SET'; args[#args + 1] = 'u1'; args[#args + 1] = x
         args[#args + 1] = 1
         args[#args + 1] = 'SET'; args[#args + 1] = 'u1'; args[#args + 1] = y
@@ -417,11 +420,11 @@ end
 -- newest epoch first, only for the sessions not yet found; a key of unknown epoch (its field
 -- lost) counts as current. A key whose epoch counts but which is gone (lost) makes everyone
 -- alive: its check-ins cannot be told apart.
-local function alive_many(ids, rg)
-  local alive, left = {}, {}
-  for j = 1, #ids do alive[j] = false; left[#left + 1] = j end
-  if #ids == 0 then return alive end
-  load_ring(rg)
+function F.alive_many(ids, rg)
+  local found, left = {}, {}
+  for j = 1, #ids do found[j] = false; left[#left + 1] = j end
+  if #ids == 0 then return found end
+  F.load_ring(rg)
   local counting = {}
   for back = 0, rg.len - 1 do
     local i = (rg.current - back) % rg.len
@@ -433,11 +436,11 @@ local function alive_many(ids, rg)
   for _, kh in ipairs(counting) do
     if #left == 0 then break end
     local still = {}
-    for from = 1, #left, CHUNK do
+    for from = 1, #left, R.CHUNK do
       local args, which = {}, {}
-      for n = from, math.min(#left, from + CHUNK - 1) do
+      for n = from, math.min(#left, from + R.CHUNK - 1) do
         local j = left[n]
-        local x, y = bloom_offsets(ids[j])
+        local x, y = F.bloom_offsets(ids[j])
         args[#args + 1] = 'GET'; args[#args + 1] = 'u1'; args[#args + 1] = x
         args[#args + 1] = 'GET'; args[#args + 1] = 'u1'; args[#args + 1] = y
         which[#which + 1] = j
@@ -445,7 +448,7 @@ local function alive_many(ids, rg)
       local bits = redis.call('BITFIELD', kh[1], unpack(args))
       for n, j in ipairs(which) do
         if bits[2 * n - 1] == 1 and bits[2 * n] == 1 then
-          alive[j] = true
+          found[j] = true
         else
           still[#still + 1] = j
         end
@@ -457,200 +460,200 @@ local function alive_many(ids, rg)
     for _, kh in ipairs(counting) do
       if kh[2] ~= nil and redis.call('EXISTS', kh[1]) == 0 then
         -- A bitmap that counts is gone: its check-ins are lost with it.
-        for _, j in ipairs(left) do alive[j] = true end
+        for _, j in ipairs(left) do found[j] = true end
         break
       end
     end
   end
-  return alive
+  return found
 end
 
-local function alive(id, rg) return alive_many({id}, rg)[1] end
+function F.alive(id, rg) return F.alive_many({id}, rg)[1] end
 
 -- Housekeeping when due: expire slots and grants, and note the next expiry.
-local NO_DUE = 9007199254740992
-local function housekeep()
-  if due and now < due then return end
-  redis.call('ZREMRANGEBYSCORE', k_active, '-inf', now)
-  redis.call('ZREMRANGEBYSCORE', k_granted, '-inf', now)
-  local a = tonumber(redis.call('ZRANGE', k_active, 0, 0, 'WITHSCORES')[2])
-  local g = tonumber(redis.call('ZRANGE', k_granted, 0, 0, 'WITHSCORES')[2])
-  local d = math.min(a or NO_DUE, g or NO_DUE)
-  redis.call('HSET', k_settings, 'due', string.format('%d', d))
-  due = d
+R.NO_DUE = 9007199254740992
+function F.housekeep()
+  if R.due and R.now < R.due then return end
+  redis.call('ZREMRANGEBYSCORE', R.k_active, '-inf', R.now)
+  redis.call('ZREMRANGEBYSCORE', R.k_granted, '-inf', R.now)
+  local a = tonumber(redis.call('ZRANGE', R.k_active, 0, 0, 'WITHSCORES')[2])
+  local g = tonumber(redis.call('ZRANGE', R.k_granted, 0, 0, 'WITHSCORES')[2])
+  local d = math.min(a or R.NO_DUE, g or R.NO_DUE)
+  redis.call('HSET', R.k_settings, 'due', string.format('%d', d))
+  R.due = d
 end
 
 -- A slot or grant expiring at `at` was added: housekeeping is due by then.
-local function lower_due(at)
-  if due == nil or at < due then
-    due = at
-    redis.call('HSET', k_settings, 'due', string.format('%d', at))
+function F.lower_due(at)
+  if R.due == nil or at < R.due then
+    R.due = at
+    redis.call('HSET', R.k_settings, 'due', string.format('%d', at))
   end
 end
 
-local function settings_reply(code)
-  return {code, capacity, rate, paused and 1 or 0, open and 1 or 0}
+function F.settings_reply(code)
+  return {code, R.capacity, R.rate, R.paused and 1 or 0, R.open and 1 or 0}
 end
 
-local function banned(w)
+function F.banned(w)
   -- No ban lasts beyond `bans`: no lookup (the hot path) until a ban is made again.
-  if bans and now >= bans then return false end
-  local until_ms = tonumber(redis.call('ZSCORE', k_banned, w))
+  if R.bans and R.now >= R.bans then return false end
+  local until_ms = tonumber(redis.call('ZSCORE', R.k_banned, w))
   if until_ms == nil then return false end
-  if until_ms > now then return true end
-  redis.call('ZREM', k_banned, w)
+  if until_ms > R.now then return true end
+  redis.call('ZREM', R.k_banned, w)
   return false
 end
 
 -- Notes the first arrival of each second (sequence number and time), dropping notes before the
 -- head's, for the oldest wait: at most one note per second of the line's age.
-local function note_arrival(seq)
-  local second = math.floor(now / 1000)
-  if noted == second then return end
-  local last = redis.call('ZRANGE', k_arrivals, -1, -1)[1]
-  noted = second
-  redis.call('HSET', k_settings, 'noted', second)
+function F.note_arrival(seq)
+  local second = math.floor(R.now / 1000)
+  if R.noted == second then return end
+  local last = redis.call('ZRANGE', R.k_arrivals, -1, -1)[1]
+  R.noted = second
+  redis.call('HSET', R.k_settings, 'noted', second)
   if last and math.floor((tonumber(last) or 0) / 1000) == second then return end
-  local head = redis.call('ZRANGE', k_line, 0, 0, 'WITHSCORES')[2]
+  local head = redis.call('ZRANGE', R.k_line, 0, 0, 'WITHSCORES')[2]
   if head then
-    local before = redis.call('ZREVRANGEBYSCORE', k_arrivals, head, '-inf', 'WITHSCORES',
+    local before = redis.call('ZREVRANGEBYSCORE', R.k_arrivals, head, '-inf', 'WITHSCORES',
       'LIMIT', 0, 1)[2]
-    if before then redis.call('ZREMRANGEBYSCORE', k_arrivals, '-inf', '(' .. before) end
+    if before then redis.call('ZREMRANGEBYSCORE', R.k_arrivals, '-inf', '(' .. before) end
   else
-    redis.call('DEL', k_arrivals)
+    redis.call('DEL', R.k_arrivals)
   end
-  redis.call('ZADD', k_arrivals, seq, now)
+  redis.call('ZADD', R.k_arrivals, seq, R.now)
 end
 
 -- How long the head of the line has waited (ms), from the last note at or before its
 -- sequence number; -1 when nobody waits or no note covers the head.
-local function oldest_wait()
-  local head = redis.call('ZRANGE', k_line, 0, 0, 'WITHSCORES')[2]
+function F.oldest_wait()
+  local head = redis.call('ZRANGE', R.k_line, 0, 0, 'WITHSCORES')[2]
   if not head then return -1 end
-  local at = tonumber(redis.call('ZREVRANGEBYSCORE', k_arrivals, head, '-inf', 'LIMIT', 0, 1)[1])
+  local at = tonumber(redis.call('ZREVRANGEBYSCORE', R.k_arrivals, head, '-inf', 'LIMIT', 0, 1)[1])
   if at == nil then return -1 end
-  return math.max(0, now - at)
+  return math.max(0, R.now - at)
 end
 
 -- Slots taken (claimed and granted); a room already full by its claimed slots alone is not
 -- asked for its grants (the hot path: a full room).
-local function slots()
-  local a = redis.call('ZCARD', k_active)
-  if a >= capacity then return a end
-  return a + redis.call('ZCARD', k_granted)
+function F.slots()
+  local a = redis.call('ZCARD', R.k_active)
+  if a >= R.capacity then return a end
+  return a + redis.call('ZCARD', R.k_granted)
 end
 
-local function has_slot(w)
-  return redis.call('ZSCORE', k_active, w) or redis.call('ZSCORE', k_granted, w)
+function F.has_slot(w)
+  return redis.call('ZSCORE', R.k_active, w) or redis.call('ZSCORE', R.k_granted, w)
 end
 
 -- The admission-rate budget: a token bucket of one second's admissions, in thousandths. A
 -- missing or damaged field counts as a full bucket.
-local function take()
-  if rate == 0 then return true end
-  local max = rate * 1000
-  local b = redis.call('HMGET', k_bucket, 'milli', 'last')
+function F.take()
+  if R.rate == 0 then return true end
+  local max = R.rate * 1000
+  local b = redis.call('HMGET', R.k_bucket, 'milli', 'last')
   local milli, last = tonumber(b[1]), tonumber(b[2])
   if milli == nil or last == nil then
     milli = max
   else
-    local elapsed = now - last
+    local elapsed = R.now - last
     if elapsed < 0 then elapsed = 0 end
-    milli = math.min(max, milli + elapsed * rate)
+    milli = math.min(max, milli + elapsed * R.rate)
   end
   local ok = milli >= 1000
   if ok then milli = milli - 1000 end
-  redis.call('HSET', k_bucket, 'milli', milli, 'last', now)
+  redis.call('HSET', R.k_bucket, 'milli', milli, 'last', R.now)
   return ok
 end
 
 -- Admission counts: one more in the current bucket; a slot still holding an older bucket (or
 -- something that is not a number) is reset first, so the ring never grows and never adds stale
 -- counts. HSET of the computed count rather than HINCRBY, which fails on a damaged value.
-local current_bucket = math.floor(now / bucket_ms)
+R.current_bucket = math.floor(R.now / R.bucket_ms)
 -- `field` is n (admissions) or k (waiters skipped as silent at their turn: the line moved
 -- without an admission, which the wait estimate counts as movement).
-local function count_in_ring(field)
-  local slot = current_bucket % ring
-  local v = redis.call('HMGET', k_admitted, 't' .. slot, field .. slot)
+function F.count_in_ring(field)
+  local slot = R.current_bucket % R.ring
+  local v = redis.call('HMGET', R.k_admitted, 't' .. slot, field .. slot)
   local n = tonumber(v[2])
-  if tonumber(v[1]) ~= current_bucket or n == nil then
+  if tonumber(v[1]) ~= R.current_bucket or n == nil then
     if field == 'n' then
-      redis.call('HSET', k_admitted, 't' .. slot, current_bucket, 'n' .. slot, 1, 'k' .. slot, 0)
-    elseif tonumber(v[1]) ~= current_bucket then
-      redis.call('HSET', k_admitted, 't' .. slot, current_bucket, 'n' .. slot, 0, 'k' .. slot, 1)
+      redis.call('HSET', R.k_admitted, 't' .. slot, R.current_bucket, 'n' .. slot, 1, 'k' .. slot, 0)
+    elseif tonumber(v[1]) ~= R.current_bucket then
+      redis.call('HSET', R.k_admitted, 't' .. slot, R.current_bucket, 'n' .. slot, 0, 'k' .. slot, 1)
     else
-      redis.call('HSET', k_admitted, 'k' .. slot, 1)
+      redis.call('HSET', R.k_admitted, 'k' .. slot, 1)
     end
   else
-    redis.call('HSET', k_admitted, field .. slot, n + 1)
+    redis.call('HSET', R.k_admitted, field .. slot, n + 1)
   end
 end
 
-local function count_admission()
-  count_in_ring('n')
-  if moved == nil then
+function F.count_admission()
+  F.count_in_ring('n')
+  if R.moved == nil then
     -- Until the first movement: counted, and the first admission beyond the opening's
     -- capacity noted (a damaged count restarts).
-    local early = tonumber(redis.call('HGET', k_settings, 'early')) or 0
+    local early = tonumber(redis.call('HGET', R.k_settings, 'early')) or 0
     early = early + 1
-    if early > capacity then
-      moved = now
-      redis.call('HSET', k_settings, 'moved', now)
+    if early > R.capacity then
+      R.moved = R.now
+      redis.call('HSET', R.k_settings, 'moved', R.now)
     else
-      redis.call('HSET', k_settings, 'early', early)
+      redis.call('HSET', R.k_settings, 'early', early)
     end
   end
 end
-local function count_skip() count_in_ring('k') end
+function F.count_skip() F.count_in_ring('k') end
 
 -- The room's pace beyond the complete buckets: {admissions in the current bucket, ms into it,
 -- ms since the room was first seen, capacity}.
-local function pace()
-  local slot = current_bucket % ring
-  local v = redis.call('HMGET', k_admitted, 't' .. slot, 'n' .. slot, 'k' .. slot)
+function F.pace()
+  local slot = R.current_bucket % R.ring
+  local v = redis.call('HMGET', R.k_admitted, 't' .. slot, 'n' .. slot, 'k' .. slot)
   local current, skipped = 0, 0
-  if tonumber(v[1]) == current_bucket then
+  if tonumber(v[1]) == R.current_bucket then
     current, skipped = tonumber(v[2]) or 0, tonumber(v[3]) or 0
   end
   local ago = -1
-  if cap_at then ago = math.max(0, now - cap_at) end
+  if R.cap_at then ago = math.max(0, R.now - R.cap_at) end
   local ps, pe = -1, -1
-  if pause_start and pause_end then
-    ps, pe = math.max(0, now - pause_start), math.max(0, now - pause_end)
+  if R.pause_start and R.pause_end then
+    ps, pe = math.max(0, R.now - R.pause_start), math.max(0, R.now - R.pause_end)
   end
   -- A scheduled room is measured from its opening: nobody could be let in before it.
-  local since = born
-  if opens_at and opens_at > since then since = opens_at end
-  return {current, now - current_bucket * bucket_ms, math.max(0, now - since), capacity, skipped,
-    cap_before or capacity, ago, ps, pe}
+  local since = R.born
+  if R.opens_at and R.opens_at > since then since = R.opens_at end
+  return {current, R.now - R.current_bucket * R.bucket_ms, math.max(0, R.now - since), R.capacity, skipped,
+    R.cap_before or R.capacity, ago, ps, pe}
 end
 
 -- The counts of the complete buckets before the current one, in one read: admissions in the
 -- last minute and the last five minutes, admissions in each of those five minutes (most recent
 -- first), and waiters skipped as silent at their turn in the last minute and five.
-local function recent()
+function F.recent()
   local per_minute = {}
-  for m = 1, five_minute_buckets / minute_buckets do per_minute[m] = 0 end
-  local n = math.min(five_minute_buckets, current_bucket)
+  for m = 1, R.five_minute_buckets / R.minute_buckets do per_minute[m] = 0 end
+  local n = math.min(R.five_minute_buckets, R.current_bucket)
   if n == 0 then return 0, 0, per_minute, 0, 0 end
   local fields = {}
   for back = 1, n do
-    local slot = (current_bucket - back) % ring
+    local slot = (R.current_bucket - back) % R.ring
     fields[#fields + 1] = 't' .. slot
     fields[#fields + 1] = 'n' .. slot
     fields[#fields + 1] = 'k' .. slot
   end
-  local v = redis.call('HMGET', k_admitted, unpack(fields))
+  local v = redis.call('HMGET', R.k_admitted, unpack(fields))
   local minute, five, skipped_minute, skipped_five = 0, 0, 0, 0
   for back = 1, n do
-    if tonumber(v[3 * back - 2]) == current_bucket - back then
+    if tonumber(v[3 * back - 2]) == R.current_bucket - back then
       local c, k = tonumber(v[3 * back - 1]) or 0, tonumber(v[3 * back]) or 0
       five, skipped_five = five + c, skipped_five + k
-      if back <= minute_buckets then
+      if back <= R.minute_buckets then
         minute, skipped_minute = minute + c, skipped_minute + k
       end
-      local m = math.floor((back - 1) / minute_buckets) + 1
+      local m = math.floor((back - 1) / R.minute_buckets) + 1
       per_minute[m] = per_minute[m] + c
     end
   end
@@ -660,18 +663,18 @@ end
 -- The snapshot's checkpoints: for each rank of checkpoint_ranks(waiting) (snapshot.rs), the
 -- waiter there, {rank, member, score as Redis wrote it}. Every rank below EXACT_RANKS in one
 -- ZRANGE, then one per rank.
-local function checkpoints(waiting)
+function F.checkpoints(waiting)
   local out = {}
   if waiting == 0 then return out end
   local last = waiting - 1
-  local exact = redis.call('ZRANGE', k_line, 0, math.min(last, EXACT_RANKS - 1), 'WITHSCORES')
+  local exact = redis.call('ZRANGE', R.k_line, 0, math.min(last, EXACT_RANKS - 1), 'WITHSCORES')
   for j = 1, #exact, 2 do out[#out + 1] = {(j - 1) / 2, exact[j], exact[j + 1]} end
   local r = EXACT_RANKS - 1
   while r < last do
     local step = 1
     if r >= EXACT_RANKS then step = math.max(1, math.floor(r / CHECKPOINT_GAP)) end
     r = math.min(r + step, last)
-    local at = redis.call('ZRANGE', k_line, r, r, 'WITHSCORES')
+    local at = redis.call('ZRANGE', R.k_line, r, r, 'WITHSCORES')
     if at[1] then out[#out + 1] = {r, at[1], at[2]} end
   end
   return out
@@ -680,12 +683,12 @@ end
 -- Waiters not alive by the turn rule (0 while silence is excused), estimated from the
 -- checkpoint waiters: silent among them / their number * waiting, rounded; exact for a line of
 -- at most EXACT_RANKS (then every waiter is a checkpoint).
-local function silent_among(cps, waiting)
-  if excused or #cps == 0 then return 0 end
+function F.silent_among(cps, waiting)
+  if R.excused or #cps == 0 then return 0 end
   local ids = {}
   for j, cp in ipairs(cps) do ids[j] = cp[2] end
   local silent = 0
-  for _, a in ipairs(alive_many(ids, turn)) do
+  for _, a in ipairs(F.alive_many(ids, R.turn)) do
     if not a then silent = silent + 1 end
   end
   return math.floor(silent / #cps * waiting + 0.5)
@@ -698,135 +701,135 @@ end
 -- none), admissions in each of the last five minutes (most recent first), waiters not alive by
 -- the turn rule (`silent`), queue_ttl, ms since the room's first movement (-1: not yet), the
 -- live admission rate per second (0: unlimited). Returns the counts of the last minute and five.
-local function append_pace(reply, silent)
-  local minute, five, per_minute, sm, sf = recent()
-  local p = pace()
+function F.append_pace(reply, silent)
+  local minute, five, per_minute, sm, sf = F.recent()
+  local p = F.pace()
   for _, v in ipairs({p[1], p[2], p[3], p[4], sm, sf, p[5], p[6], p[7], p[8], p[9]}) do
     reply[#reply + 1] = v
   end
   for _, c in ipairs(per_minute) do reply[#reply + 1] = c end
   reply[#reply + 1] = silent
-  reply[#reply + 1] = queue_ttl
-  reply[#reply + 1] = moved and math.max(0, now - moved) or -1
-  reply[#reply + 1] = rate
+  reply[#reply + 1] = R.queue_ttl
+  reply[#reply + 1] = R.moved and math.max(0, R.now - R.moved) or -1
+  reply[#reply + 1] = R.rate
   return minute, five
 end
 
 -- A waiting reply: {2, position, waiting, paused, place}; place is the sequence number, or -1
 -- for a registrant's draw score.
-local function waiting_reply(position, waiting, score)
+function F.waiting_reply(position, waiting, score)
   local place = tonumber(score)
   if place < 0 then place = -1 end
-  return {2, position, waiting, paused and 1 or 0, place}
+  return {2, position, waiting, R.paused and 1 or 0, place}
 end
 
 -- A score as a reply carries it: Redis truncates a Lua number to an integer.
-local function score_string(score)
+function F.score_string(score)
   return string.format('%.17g', tonumber(score))
 end
 
 -- Grant free slots to the head of the line, skipping waiters silent at their turn; bounded
 -- work: at most max_promote promotions and skips per call, however often promote runs in it.
-local promotions_left = max_promote
-local function promote()
-  if paused or not open or before_opening or line_closed then return end
-  if promotions_left <= 0 then return end
-  local taken = slots()
-  while promotions_left > 0 do
-    if capacity - taken <= 0 then return end
-    local head = redis.call('ZRANGE', k_line, 0, 0)[1]
+R.promotions_left = R.max_promote
+function F.promote()
+  if R.paused or not R.open or R.before_opening or R.line_closed then return end
+  if R.promotions_left <= 0 then return end
+  local taken = F.slots()
+  while R.promotions_left > 0 do
+    if R.capacity - taken <= 0 then return end
+    local head = redis.call('ZRANGE', R.k_line, 0, 0)[1]
     if not head then return end
-    if has_slot(head) then
+    if F.has_slot(head) then
       -- Damage: a slot holder with a place too. The slot wins; no second slot.
-      redis.call('ZREM', k_line, head)
-    elseif not excused and not alive(head, turn) then
-      redis.call('ZREM', k_line, head)
-      count_skip()
+      redis.call('ZREM', R.k_line, head)
+    elseif not R.excused and not F.alive(head, R.turn) then
+      redis.call('ZREM', R.k_line, head)
+      F.count_skip()
     else
-      if not take() then return end
-      redis.call('ZREM', k_line, head)
-      redis.call('ZADD', k_granted, now + grant_ttl, head)
-      lower_due(now + grant_ttl)
+      if not F.take() then return end
+      redis.call('ZREM', R.k_line, head)
+      redis.call('ZADD', R.k_granted, R.now + R.grant_ttl, head)
+      F.lower_due(R.now + R.grant_ttl)
       taken = taken + 1
-      count_admission()
+      F.count_admission()
     end
-    promotions_left = promotions_left - 1
+    R.promotions_left = R.promotions_left - 1
   end
 end
 
-local function claim_or_extend()
-  local exp = has_slot(s)
-  if exp and not open then
+function F.claim_or_extend()
+  local exp = F.has_slot(R.s)
+  if exp and not R.open then
     -- Closed: claimed slots run out, not extended. A granted slot is still claimed: its visitor
     -- was let in before the close, or by an operator's release.
-    local active = redis.call('ZSCORE', k_active, s)
+    local active = redis.call('ZSCORE', R.k_active, R.s)
     if active then return {1, tonumber(active), 0} end
   end
   if exp then
-    redis.call('ZREM', k_granted, s)
-    redis.call('ZADD', k_active, now + active_ttl, s)
-    lower_due(now + active_ttl)
-    return {1, now + active_ttl, 0}
+    redis.call('ZREM', R.k_granted, R.s)
+    redis.call('ZADD', R.k_active, R.now + R.active_ttl, R.s)
+    F.lower_due(R.now + R.active_ttl)
+    return {1, R.now + R.active_ttl, 0}
   end
   return nil
 end
 
 -- A waiter's enter or poll: checked in, and told where they stand.
-local function touch(score)
-  check_in({s})
-  if not open then return {6, 0, 0} end
-  if before_opening then return {11, opens_at, 0} end
-  if line_closed then return {6, 0, 0} end
-  local rank = redis.call('ZRANK', k_line, s)
-  return waiting_reply(rank + 1, redis.call('ZCARD', k_line), score)
+function F.touch(score)
+  F.check_in({R.s})
+  if not R.open then return {6, 0, 0} end
+  if R.before_opening then return {11, R.opens_at, 0} end
+  if R.line_closed then return {6, 0, 0} end
+  local rank = redis.call('ZRANK', R.k_line, R.s)
+  return F.waiting_reply(rank + 1, redis.call('ZCARD', R.k_line), score)
 end
 
 -- Notes the pre-queue's first arrival, once, at score -1 (ahead of every registrant's score):
 -- the oldest wait of a registrant counts from then.
-local function note_pre_arrival()
-  if #redis.call('ZRANGEBYSCORE', k_line, -1, '(0', 'LIMIT', 0, 1) == 0 then
+function F.note_pre_arrival()
+  if #redis.call('ZRANGEBYSCORE', R.k_line, -1, '(0', 'LIMIT', 0, 1) == 0 then
     -- The first registrant of a pre-queue (an earlier one emptied, or never was): its note
     -- replaces any older one, as the embedded store starts its pre-queue's time anew.
-    redis.call('ZREMRANGEBYSCORE', k_arrivals, -1, -1)
-    redis.call('ZADD', k_arrivals, -1, now)
-  elseif #redis.call('ZRANGEBYSCORE', k_arrivals, -1, -1, 'LIMIT', 0, 1) == 0 then
-    redis.call('ZADD', k_arrivals, -1, now)
+    redis.call('ZREMRANGEBYSCORE', R.k_arrivals, -1, -1)
+    redis.call('ZADD', R.k_arrivals, -1, R.now)
+  elseif #redis.call('ZRANGEBYSCORE', R.k_arrivals, -1, -1, 'LIMIT', 0, 1) == 0 then
+    redis.call('ZADD', R.k_arrivals, -1, R.now)
   end
 end
 
 -- The next sequence number: after the last waiter's even if seq was lost or reset, so a
 -- newcomer never goes ahead of the line.
-local function next_seq()
-  local seq = redis.call('INCR', k_seq)
-  local tail = redis.call('ZRANGE', k_line, -1, -1, 'WITHSCORES')[2]
+function F.next_seq()
+  local seq = redis.call('INCR', R.k_seq)
+  local tail = redis.call('ZRANGE', R.k_line, -1, -1, 'WITHSCORES')[2]
   if tail and seq <= tonumber(tail) then
     seq = tonumber(tail) + 1
-    redis.call('SET', k_seq, seq)
+    redis.call('SET', R.k_seq, seq)
   end
-  note_arrival(seq)
+  F.note_arrival(seq)
   return seq
 end
 
 -- Admissions per minute over the last history_minutes complete minutes, oldest first.
-local function history(history_minutes)
+function F.history(history_minutes)
   local fields = {}
-  local n = math.min(history_minutes * minute_buckets, current_bucket)
+  local n = math.min(history_minutes * R.minute_buckets, R.current_bucket)
   if n == 0 then
     local zeros = {}
     for i = 1, history_minutes do zeros[i] = 0 end
     return zeros
   end
   for back = 1, n do
-    local slot = (current_bucket - back) % ring
+    local slot = (R.current_bucket - back) % R.ring
     fields[#fields + 1] = 't' .. slot
     fields[#fields + 1] = 'n' .. slot
   end
-  local v = redis.call('HMGET', k_admitted, unpack(fields))
+  local v = redis.call('HMGET', R.k_admitted, unpack(fields))
   local out = {}
   for i = 1, history_minutes do out[i] = 0 end
   for back = 1, n do
-    if tonumber(v[2 * back - 1]) == current_bucket - back then
-      local i = history_minutes - math.floor((back - 1) / minute_buckets)
+    if tonumber(v[2 * back - 1]) == R.current_bucket - back then
+      local i = history_minutes - math.floor((back - 1) / R.minute_buckets)
       out[i] = out[i] + (tonumber(v[2 * back]) or 0)
     end
   end
@@ -835,227 +838,227 @@ end
 
 -- Whether this call released something: kept outside `main`, so that a second, repaired run
 -- still reports what the first one removed.
-local released = 0
+R.released = 0
 
 -- Frees the session's slot, or else its place, and promotes into what was freed (release, ban).
-local function free_session()
+function F.free_session()
   -- The session's single-use ticket record (KEYS[20], sent by release and ban only) ends with
   -- its slot, in this same step: its state `n`/`u` upper-cased in place (SETRANGE keeps the
   -- TTL), so it never passes again and the next admission's mint replaces it (tickets.lua).
-  if k_ticket and redis.call('TYPE', k_ticket)['ok'] == 'string' then
-    local state = string.sub(redis.call('GET', k_ticket), 1, 1)
+  if R.k_ticket and redis.call('TYPE', R.k_ticket)['ok'] == 'string' then
+    local state = string.sub(redis.call('GET', R.k_ticket), 1, 1)
     if state == 'n' or state == 'u' then
-      redis.call('SETRANGE', k_ticket, 0, string.upper(state))
+      redis.call('SETRANGE', R.k_ticket, 0, string.upper(state))
     end
   end
-  local n = redis.call('ZREM', k_active, s) + redis.call('ZREM', k_granted, s)
-  if n == 0 then n = redis.call('ZREM', k_line, s) end
-  if n > 0 then released = 1 end
-  if released == 1 then promote() end
+  local n = redis.call('ZREM', R.k_active, R.s) + redis.call('ZREM', R.k_granted, R.s)
+  if n == 0 then n = redis.call('ZREM', R.k_line, R.s) end
+  if n > 0 then R.released = 1 end
+  if R.released == 1 then F.promote() end
 end
 
 -- Drops the waiters not alive by the abandon rule, looking at most max_sweep of them from the
 -- cursor on (the whole line when it is no longer), and moves the cursor (to the head again at
 -- the end of the line).
-local function sweep()
-  if excused then return end
+function F.sweep()
+  if R.excused then return end
   local batch, next_cursor
-  if redis.call('ZCARD', k_line) <= max_sweep then
-    batch, next_cursor = redis.call('ZRANGE', k_line, 0, -1, 'WITHSCORES'), '-inf'
+  if redis.call('ZCARD', R.k_line) <= R.max_sweep then
+    batch, next_cursor = redis.call('ZRANGE', R.k_line, 0, -1, 'WITHSCORES'), '-inf'
   else
-    local from = cursor == '-inf' and '-inf' or '(' .. cursor
-    batch = redis.call('ZRANGEBYSCORE', k_line, from, '+inf', 'WITHSCORES', 'LIMIT', 0, max_sweep)
+    local from = R.cursor == '-inf' and '-inf' or '(' .. R.cursor
+    batch = redis.call('ZRANGEBYSCORE', R.k_line, from, '+inf', 'WITHSCORES', 'LIMIT', 0, R.max_sweep)
     next_cursor = '-inf'
-    if #batch / 2 >= max_sweep then next_cursor = batch[#batch] end
+    if #batch / 2 >= R.max_sweep then next_cursor = batch[#batch] end
   end
   local ids = {}
   for j = 1, #batch, 2 do ids[#ids + 1] = batch[j] end
   local gone = {}
-  for j, a in ipairs(alive_many(ids, gone_ring)) do
+  for j, a in ipairs(F.alive_many(ids, R.gone_ring)) do
     if not a then gone[#gone + 1] = ids[j] end
   end
-  for from = 1, #gone, CHUNK do
-    redis.call('ZREM', k_line, unpack(gone, from, math.min(#gone, from + CHUNK - 1)))
+  for from = 1, #gone, R.CHUNK do
+    redis.call('ZREM', R.k_line, unpack(gone, from, math.min(#gone, from + R.CHUNK - 1)))
   end
-  if next_cursor ~= cursor then
-    cursor = next_cursor
-    redis.call('HSET', k_settings, 'cursor', cursor)
+  if next_cursor ~= R.cursor then
+    R.cursor = next_cursor
+    redis.call('HSET', R.k_settings, 'cursor', R.cursor)
   end
 end
 
 -- Checks in the sessions of sync's list (16 bytes each) that have a place in line.
-local function check_in_seen(list)
-  for from = 1, #list, 16 * CHUNK do
+function F.check_in_seen(list)
+  for from = 1, #list, 16 * R.CHUNK do
     local ids = {}
-    for at = from, math.min(#list, from + 16 * CHUNK - 1) - 15, 16 do
+    for at = from, math.min(#list, from + 16 * R.CHUNK - 1) - 15, 16 do
       ids[#ids + 1] = string.sub(list, at, at + 15)
     end
     if #ids > 0 then
-      local scores = redis.call('ZMSCORE', k_line, unpack(ids))
+      local scores = redis.call('ZMSCORE', R.k_line, unpack(ids))
       local placed = {}
       for j, score in ipairs(ids) do
         if scores[j] then placed[#placed + 1] = ids[j] end
       end
-      check_in(placed)
+      F.check_in(placed)
     end
   end
 end
 
-local function main()
-  local refused = load_settings()
+function F.main()
+  local refused = F.load_settings()
   if refused then return refused end
-  if op == 'sync' or op == 'stats' or op == 'configure' then load_more() end
-  if op == 'sync' then check_in_seen(s) end
+  if R.op == 'sync' or R.op == 'stats' or R.op == 'configure' then F.load_more() end
+  if R.op == 'sync' then F.check_in_seen(R.s) end
   -- Housekeeping before every answer: expire slots when due, sweep (sync only), promote.
-  housekeep()
-  if op == 'sync' then sweep() end
-  promote()
+  F.housekeep()
+  if R.op == 'sync' then F.sweep() end
+  F.promote()
 
-  if op == 'enter' then
-    local r = claim_or_extend()
+  if R.op == 'enter' then
+    local r = F.claim_or_extend()
     if r then return r end
-    local score = redis.call('ZSCORE', k_line, s)
-    if score then return touch(score) end
-    if not open or after_closing then return {6, 0, 0} end
-    if banned(s) then return {7, 0, 0} end
-    local waiting = redis.call('ZCARD', k_line)
-    if before_opening then
-      if waiting >= max_queue then return {3, 0, waiting} end
+    local score = redis.call('ZSCORE', R.k_line, R.s)
+    if score then return F.touch(score) end
+    if not R.open or R.after_closing then return {6, 0, 0} end
+    if F.banned(R.s) then return {7, 0, 0} end
+    local waiting = redis.call('ZCARD', R.k_line)
+    if R.before_opening then
+      if waiting >= R.max_queue then return {3, 0, waiting} end
       -- Drawn ahead of every sequence number, unless some waiter holds one (an earlier
       -- opening's line: drawing would jump it) or the call brought no draw (a kept schedule).
-      local tail = tonumber(redis.call('ZRANGE', k_line, -1, -1, 'WITHSCORES')[2])
-      if draw_score and not (tail and tail >= 1) then
-        note_pre_arrival()
-        redis.call('ZADD', k_line, draw_score, s)
+      local tail = tonumber(redis.call('ZRANGE', R.k_line, -1, -1, 'WITHSCORES')[2])
+      if R.draw_score and not (tail and tail >= 1) then
+        F.note_pre_arrival()
+        redis.call('ZADD', R.k_line, R.draw_score, R.s)
       else
-        redis.call('ZADD', k_line, next_seq(), s)
+        redis.call('ZADD', R.k_line, F.next_seq(), R.s)
       end
-      check_in({s})
-      return {11, opens_at, 0}
+      F.check_in({R.s})
+      return {11, R.opens_at, 0}
     end
-    if not paused and waiting == 0 and capacity - slots() > 0 and take() then
-      redis.call('ZADD', k_active, now + active_ttl, s)
-      lower_due(now + active_ttl)
-      count_admission()
-      return {1, now + active_ttl, 0}
+    if not R.paused and waiting == 0 and R.capacity - F.slots() > 0 and F.take() then
+      redis.call('ZADD', R.k_active, R.now + R.active_ttl, R.s)
+      F.lower_due(R.now + R.active_ttl)
+      F.count_admission()
+      return {1, R.now + R.active_ttl, 0}
     end
-    if waiting >= max_queue then return {3, 0, waiting} end
-    local seq = next_seq()
-    redis.call('ZADD', k_line, seq, s)
-    check_in({s})
-    return waiting_reply(waiting + 1, waiting + 1, seq)
-  elseif op == 'poll' then
-    local exp = has_slot(s)
+    if waiting >= R.max_queue then return {3, 0, waiting} end
+    local seq = F.next_seq()
+    redis.call('ZADD', R.k_line, seq, R.s)
+    F.check_in({R.s})
+    return F.waiting_reply(waiting + 1, waiting + 1, seq)
+  elseif R.op == 'poll' then
+    local exp = F.has_slot(R.s)
     if exp then return {1, tonumber(exp), 0} end
-    local score = redis.call('ZSCORE', k_line, s)
-    if score then return touch(score) end
-    if banned(s) then return {7, 0, 0} end
-    if not open or after_closing then return {6, 0, 0} end
+    local score = redis.call('ZSCORE', R.k_line, R.s)
+    if score then return F.touch(score) end
+    if F.banned(R.s) then return {7, 0, 0} end
+    if not R.open or R.after_closing then return {6, 0, 0} end
     return {0, 0, 0}
-  elseif op == 'heartbeat' then
-    return claim_or_extend() or {0, 0, 0}
-  elseif op == 'release' then
-    free_session()
-    return {4, released, 0}
-  elseif op == 'sync' then
-    local waiting = redis.call('ZCARD', k_line)
-    local cps = checkpoints(waiting)
+  elseif R.op == 'heartbeat' then
+    return F.claim_or_extend() or {0, 0, 0}
+  elseif R.op == 'release' then
+    F.free_session()
+    return {4, R.released, 0}
+  elseif R.op == 'sync' then
+    local waiting = redis.call('ZCARD', R.k_line)
+    local cps = F.checkpoints(waiting)
     local head = ''
-    if cps[1] then head = score_string(cps[1][3]) end
-    local out = {12, now, waiting, paused and 1 or 0, open and 1 or 0,
-      before_opening and 1 or 0, line_closed and 1 or 0, head, 0, 0}
-    out[9], out[10] = append_pace(out, silent_among(cps, waiting))
+    if cps[1] then head = F.score_string(cps[1][3]) end
+    local out = {12, R.now, waiting, R.paused and 1 or 0, R.open and 1 or 0,
+      R.before_opening and 1 or 0, R.line_closed and 1 or 0, head, 0, 0}
+    out[9], out[10] = F.append_pace(out, F.silent_among(cps, waiting))
     out[#out + 1] = #cps
     for _, cp in ipairs(cps) do
       out[#out + 1] = cp[1]
-      out[#out + 1] = score_string(cp[3])
+      out[#out + 1] = F.score_string(cp[3])
     end
     return out
-  elseif op == 'stats' then
-    local waiting = redis.call('ZCARD', k_line)
-    local out = {5, redis.call('ZCARD', k_active), redis.call('ZCARD', k_granted),
-      waiting, 0, 0, capacity, rate, paused and 1 or 0,
-      open and 1 or 0, oldest_wait()}
-    for _, n in ipairs(history(tonumber(ARGV[18]))) do out[#out + 1] = n end
-    out[5], out[6] = append_pace(out, silent_among(checkpoints(waiting), waiting))
+  elseif R.op == 'stats' then
+    local waiting = redis.call('ZCARD', R.k_line)
+    local out = {5, redis.call('ZCARD', R.k_active), redis.call('ZCARD', R.k_granted),
+      waiting, 0, 0, R.capacity, R.rate, R.paused and 1 or 0,
+      R.open and 1 or 0, F.oldest_wait()}
+    for _, n in ipairs(F.history(tonumber(ARGV[18]))) do out[#out + 1] = n end
+    out[5], out[6] = F.append_pace(out, F.silent_among(F.checkpoints(waiting), waiting))
     return out
-  elseif op == 'configure' then
+  elseif R.op == 'configure' then
     local c, r = tonumber(ARGV[18]), tonumber(ARGV[19])
     local p, o = tonumber(ARGV[20]), tonumber(ARGV[21])
-    local before = settings_reply(8)
-    if c > 0 and c ~= capacity then
+    local before = F.settings_reply(8)
+    if c > 0 and c ~= R.capacity then
       -- Remembered for the wait estimate: the pace measured before the change was at the old
       -- capacity.
-      redis.call('HSET', k_settings, 'cap_before', capacity, 'cap_at', now)
-      capacity = c
+      redis.call('HSET', R.k_settings, 'cap_before', R.capacity, 'cap_at', R.now)
+      R.capacity = c
     end
-    if r >= 0 then rate = r end
+    if r >= 0 then R.rate = r end
     if p >= 0 then
       -- Remembered for the wait estimate: a pause is no measure of the line's pace.
-      if p == 1 and not paused then
-        redis.call('HSET', k_settings, 'paused_at', now)
-      elseif p == 0 and paused then
-        redis.call('HSET', k_settings, 'pause_start', paused_at or now, 'pause_end', now)
+      if p == 1 and not R.paused then
+        redis.call('HSET', R.k_settings, 'paused_at', R.now)
+      elseif p == 0 and R.paused then
+        redis.call('HSET', R.k_settings, 'pause_start', R.paused_at or R.now, 'pause_end', R.now)
       end
-      paused = p == 1
+      R.paused = p == 1
     end
-    if o >= 0 then open = o == 1 end
-    redis.call('HSET', k_settings, 'v', SETTINGS_VERSION, 'capacity', capacity, 'rate', rate,
-      'paused', paused and 1 or 0, 'open', open and 1 or 0)
+    if o >= 0 then R.open = o == 1 end
+    redis.call('HSET', R.k_settings, 'v', SETTINGS_VERSION, 'capacity', R.capacity, 'rate', R.rate,
+      'paused', R.paused and 1 or 0, 'open', R.open and 1 or 0)
     if o == 0 and ARGV[22] == '1' then
-      redis.call('DEL', k_active, k_granted)
+      redis.call('DEL', R.k_active, R.k_granted)
     end
     -- A raised capacity or a resume lets people in now, not at the next call.
-    promote()
-    local out = settings_reply(8)
+    F.promote()
+    local out = F.settings_reply(8)
     for i = 2, 5 do out[#out + 1] = before[i] end
     return out
-  elseif op == 'admit_next' then
+  elseif R.op == 'admit_next' then
     local want = tonumber(ARGV[18])
     -- Nobody is admitted before the opening, not even by an operator.
-    if before_opening then want = 0 end
+    if R.before_opening then want = 0 end
     local admitted, steps = 0, 0
     while admitted < want and steps < 2 * want do
-      local head = redis.call('ZRANGE', k_line, 0, 0)[1]
+      local head = redis.call('ZRANGE', R.k_line, 0, 0)[1]
       if not head then break end
       steps = steps + 1
-      local holder = has_slot(head)
-      local silent = not holder and not alive(head, turn)
-      redis.call('ZREM', k_line, head)
+      local holder = F.has_slot(head)
+      local silent = not holder and not F.alive(head, R.turn)
+      redis.call('ZREM', R.k_line, head)
       -- A slot holder's stray place, or a waiter silent at their turn: skipped.
-      if silent then count_skip() end
+      if silent then F.count_skip() end
       if not holder and not silent then
-        redis.call('ZADD', k_granted, now + grant_ttl, head)
-        lower_due(now + grant_ttl)
-        count_admission()
+        redis.call('ZADD', R.k_granted, R.now + R.grant_ttl, head)
+        F.lower_due(R.now + R.grant_ttl)
+        F.count_admission()
         admitted = admitted + 1
       end
     end
     return {9, admitted}
-  elseif op == 'ban' then
+  elseif R.op == 'ban' then
     local until_ms = tonumber(ARGV[18])
-    redis.call('ZREMRANGEBYSCORE', k_banned, '-inf', now)
-    if until_ms > now then
-      redis.call('ZADD', k_banned, until_ms, s)
-      if bans == nil or until_ms > bans then
-        bans = until_ms
-        redis.call('HSET', k_settings, 'bans', string.format('%d', until_ms))
+    redis.call('ZREMRANGEBYSCORE', R.k_banned, '-inf', R.now)
+    if until_ms > R.now then
+      redis.call('ZADD', R.k_banned, until_ms, R.s)
+      if R.bans == nil or until_ms > R.bans then
+        R.bans = until_ms
+        redis.call('HSET', R.k_settings, 'bans', string.format('%d', until_ms))
       end
     end
-    free_session()
-    return {10, released}
+    F.free_session()
+    return {10, R.released}
   end
   return redis.error_reply('ERR unknown waiting room operation')
 end
 
 -- Deletes every key of the wrong type, and a seq that INCR cannot count on.
-local function repair()
+function F.repair()
   local want = {
-    {k_seq, 'string'}, {k_line, 'zset'}, {k_active, 'zset'}, {k_granted, 'zset'},
-    {k_bucket, 'hash'}, {k_admitted, 'hash'}, {k_settings, 'hash'}, {k_arrivals, 'zset'},
-    {k_banned, 'zset'},
+    {R.k_seq, 'string'}, {R.k_line, 'zset'}, {R.k_active, 'zset'}, {R.k_granted, 'zset'},
+    {R.k_bucket, 'hash'}, {R.k_admitted, 'hash'}, {R.k_settings, 'hash'}, {R.k_arrivals, 'zset'},
+    {R.k_banned, 'zset'},
   }
-  for _, rg in ipairs(rings) do
+  for _, rg in ipairs(R.rings) do
     for i = 0, rg.len - 1 do want[#want + 1] = {KEYS[rg.first + i], 'string'} end
   end
   for _, kt in ipairs(want) do
@@ -1063,13 +1066,13 @@ local function repair()
     if type(t) == 'table' then t = t.ok end
     if t ~= 'none' and t ~= kt[2] then redis.call('DEL', kt[1]) end
   end
-  local seq = tonumber(redis.call('GET', k_seq))
-  if redis.call('EXISTS', k_seq) == 1 and (seq == nil or seq ~= math.floor(seq)) then
-    redis.call('DEL', k_seq)
+  local seq = tonumber(redis.call('GET', R.k_seq))
+  if redis.call('EXISTS', R.k_seq) == 1 and (seq == nil or seq ~= math.floor(seq)) then
+    redis.call('DEL', R.k_seq)
   end
 end
 
-local ok, reply = pcall(main)
+local ok, reply = pcall(F.main)
 if ok then return reply end
-repair()
-return main()
+F.repair()
+return F.main()
