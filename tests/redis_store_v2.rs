@@ -264,3 +264,57 @@ async fn the_bitmaps_have_m_bits() {
         }
     }
 }
+
+/// A registrant's score is no integer: sync carries the head's and the checkpoints' scores as
+/// strings, so they arrive exact (Redis would truncate a Lua number), and a registrant's place
+/// is `Drawn` once the room opens.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn registrants_scores_arrive_exact() {
+    use std::time::UNIX_EPOCH;
+    use tower_waiting_room::config::EventSchedule;
+    use tower_waiting_room::store::snapshot::draw_score;
+    let server = Server::start(&[]);
+    let clock = ManualClock::new(START_MS);
+    let store = store(&server, &clock);
+    let schedule = EventSchedule::new(
+        UNIX_EPOCH + Duration::from_millis(START_MS + 60_000),
+        [7u8; 32],
+    );
+    let policy = RoomPolicy::new("drawn", 1).with_schedule(Some(schedule.clone()));
+    let registrants: Vec<SessionId> = (0..5).map(|_| SessionId::random()).collect();
+    for &s in &registrants {
+        let d = store.enter(&policy, s).await.unwrap();
+        assert!(matches!(d, Decision::Scheduled { .. }), "{d:?}");
+    }
+    let mut scores: Vec<f64> = registrants
+        .iter()
+        .map(|&s| draw_score(schedule.draw(s)))
+        .collect();
+    scores.sort_by(f64::total_cmp);
+    let snap = store.sync(&policy, Vec::new()).await.unwrap();
+    assert!(snap.before_opening);
+    assert_eq!(snap.head, Some(scores[0]));
+    assert!(scores[0] > -1.0 && scores[0] < 0.0 && scores[0].fract() != 0.0);
+    let got: Vec<f64> = snap.checkpoints.iter().map(|c| c.score).collect();
+    assert_eq!(got, scores);
+    // Opened: the first is admitted, the others wait with a drawn place.
+    advance(&clock, 60_000);
+    let first = registrants
+        .iter()
+        .copied()
+        .find(|&s| draw_score(schedule.draw(s)) == scores[0])
+        .unwrap();
+    let d = store.enter(&policy, first).await.unwrap();
+    assert!(matches!(d, Decision::Admitted { .. }), "{d:?}");
+    let second = registrants
+        .iter()
+        .copied()
+        .find(|&s| draw_score(schedule.draw(s)) == scores[1])
+        .unwrap();
+    match store.poll(&policy, second).await.unwrap() {
+        Decision::Waiting {
+            position: 1, place, ..
+        } => assert_eq!(place, Some(Place::Drawn)),
+        other => panic!("{other:?}"),
+    }
+}
