@@ -151,8 +151,15 @@ pub mod __private {
     /// The keys of `room` in `store`, in the Redis script's order, for the crate's fault tests and
     /// benchmark.
     #[cfg(feature = "redis")]
-    pub fn redis_keys(store: &crate::store::RedisStore, room: &str) -> [String; 10] {
+    pub fn redis_keys(store: &crate::store::RedisStore, room: &str) -> [String; 19] {
         store.keys(room)
+    }
+
+    /// The size in bits of each liveness bitmap of the Redis store for a line of at most
+    /// `max_queue_len`, for the tests and the benchmark's memory figures.
+    #[cfg(feature = "redis")]
+    pub fn redis_bloom_bits(max_queue_len: u64) -> u64 {
+        crate::store::redis_bloom_bits(max_queue_len)
     }
 
     /// How many keys the new-visitor (per IP) and poll (per session) limiters of `layer` track,

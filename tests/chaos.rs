@@ -205,14 +205,17 @@ impl Fault {
 /// The room's keys in the script's order (`redis_keys`), and what losing each one may cost.
 /// Losing `settings` brings back the builder's values, which every gateway here shares; losing
 /// `arrivals` or `banned` changes no admission (the oldest wait; no bans in a chaos run).
-const KEY_NAMES: [&str; 10] = [
-    "seq", "line", "seen", "active", "granted", "bucket", "admitted", "settings", "arrivals",
-    "banned",
+/// A lost liveness bitmap (`turn*`, `abandon*`) counts everyone as seen in its epoch: it
+/// reorders nothing and frees no slot.
+const KEY_NAMES: [&str; 19] = [
+    "seq", "line", "active", "granted", "bucket", "admitted", "settings", "arrivals", "banned",
+    "turn0", "turn1", "turn2", "turn3", "turn4", "turn5", "abandon0", "abandon1", "abandon2",
+    "abandon3",
 ];
 
 /// Losing this key may reorder the line (waiters re-queued at the back, sequence restarted).
 fn key_loss_reorders(key: &str) -> bool {
-    matches!(key, "seq" | "line" | "seen" | "granted")
+    matches!(key, "seq" | "line" | "granted")
 }
 
 /// Losing this key forgets slots: visitors who held one are no longer counted by the store.
@@ -464,7 +467,7 @@ impl Target {
         &mut self,
         fault: Fault,
         hold: Duration,
-        keys: &[String; 10],
+        keys: &[String; 19],
         rng: &mut Rng,
     ) -> Window {
         let before = self.primary;
@@ -572,7 +575,7 @@ impl Drop for Target {
 /// between faults (ms; `u64::MAX` for a replica that did not catch up within 2 s).
 fn injector(
     mut target: Target,
-    keys: [String; 10],
+    keys: [String; 19],
     faults: Vec<Fault>,
     mut rng: Rng,
     until: u64,

@@ -54,20 +54,43 @@ where
 
 /// The Redis commands that do `damage` to the room whose keys are `keys` (in the script's order).
 fn damage_commands(
-    keys: &[String; 10],
+    keys: &[String],
     damage: Damage,
     now: u64,
 ) -> Result<Vec<redis::Cmd>, &'static str> {
-    let key = |part: Part| keys[Part::ALL.iter().position(|p| *p == part).unwrap()].clone();
+    // A part's keys by name (`{prefix}:{room}:<name>`): the check-ins (`Seen`) are the liveness
+    // bitmaps of both rings since store v2, which has no `seen` zset.
+    let keys_of = |part: Part| -> Vec<String> {
+        let name = format!("{part:?}").to_ascii_lowercase();
+        keys.iter()
+            .filter(|k| {
+                let tail = k.rsplit(':').next().unwrap();
+                if name == "seen" {
+                    tail.starts_with("turn") || tail.starts_with("abandon")
+                } else {
+                    tail == name
+                }
+            })
+            .cloned()
+            .collect()
+    };
+    let key = |part: Part| keys_of(part)[0].clone();
     let mut cmds = Vec::new();
     match damage {
-        Damage::Lost(part) => cmds.push(redis::cmd("DEL").arg(key(part)).clone()),
+        Damage::Lost(part) => {
+            for k in keys_of(part) {
+                cmds.push(redis::cmd("DEL").arg(k).clone());
+            }
+        }
         Damage::WrongType(part) => {
-            cmds.push(redis::cmd("DEL").arg(key(part)).clone());
-            if part == Part::Seq {
-                cmds.push(redis::cmd("HSET").arg(key(part)).arg("f").arg(1).clone());
-            } else {
-                cmds.push(redis::cmd("SET").arg(key(part)).arg("garbage").clone());
+            for k in keys_of(part) {
+                cmds.push(redis::cmd("DEL").arg(&k).clone());
+                // A bitmap is a string: its wrong type is a hash, as the sequence's.
+                if part == Part::Seq || format!("{part:?}") == "Seen" {
+                    cmds.push(redis::cmd("HSET").arg(&k).arg("f").arg(1).clone());
+                } else {
+                    cmds.push(redis::cmd("SET").arg(&k).arg("garbage").clone());
+                }
             }
         }
         Damage::NotANumber(Part::Seq) => {
@@ -118,19 +141,15 @@ fn damage_commands(
                     .clone(),
             );
         }
-        Damage::CheckInLost(s) => cmds.push(
-            redis::cmd("ZREM")
-                .arg(key(Part::Seen))
-                .arg(s.to_string())
-                .clone(),
-        ),
-        Damage::StrayCheckIn(s, at) => cmds.push(
-            redis::cmd("ZADD")
-                .arg(key(Part::Seen))
-                .arg(at)
-                .arg(s.to_string())
-                .clone(),
-        ),
+        // Check-ins are bits in Bloom filters that sessions share (store v2): one session's
+        // cannot be lost alone, and a stray one is a false positive, which the bitmaps'
+        // own tests (tests/redis_store_v2.rs) cover.
+        Damage::CheckInLost(_) => {
+            return Err("the Redis store keeps check-ins in shared Bloom bitmaps, not per session")
+        }
+        Damage::StrayCheckIn(..) => {
+            return Err("the Redis store keeps check-ins in shared Bloom bitmaps, not per session")
+        }
         Damage::SlotHolderInLine(s) => {
             // At the back: one more than the highest sequence number handed out.
             cmds.push(redis::cmd("INCR").arg(key(Part::Seq)).clone());
@@ -140,7 +159,7 @@ fn damage_commands(
                     .arg(2)
                     .arg(key(Part::Line))
                     .arg(key(Part::Seq))
-                    .arg(s.to_string())
+                    .arg(s.as_bytes().as_slice())
                     .clone(),
             );
         }

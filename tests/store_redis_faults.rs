@@ -242,16 +242,15 @@ async fn a_million_waiters_do_not_make_a_call_slow() {
     let room = "million";
     let policy = RoomPolicy::new(room, 1).with_max_queue_len(2_000_000);
     let keys = tower_waiting_room::__private::redis_keys(&store, room);
-    // Fill the line directly: one million waiters who checked in just now.
+    // Fill the line directly: one million waiters, each member the id's 16 raw bytes (the id
+    // of i is the big-endian u128 i). Store v2 keeps no per-waiter check-in to fill.
     let fill = r"
         local now = tonumber(ARGV[1])
         for i = 1, 1000000 do
-          local s = string.format('%032x', i)
-          redis.call('ZADD', KEYS[1], i, s)
-          redis.call('ZADD', KEYS[2], now, s)
+          redis.call('ZADD', KEYS[1], i, struct.pack('>I4I4I4I4', 0, 0, 0, i))
         end
-        redis.call('SET', KEYS[3], 1000000)
-        redis.call('ZADD', KEYS[4], now + 3600000, 'someone-inside')
+        redis.call('SET', KEYS[2], 1000000)
+        redis.call('ZADD', KEYS[3], now + 3600000, 'someone-inside')
         return 1";
     let now = tower_waiting_room::clock::Clock::now_ms(&tower_waiting_room::clock::SystemClock);
     let mut conn = redis::Client::open(server.url())
@@ -264,9 +263,8 @@ async fn a_million_waiters_do_not_make_a_call_slow() {
     let memory_before = server.used_memory();
     let _: i64 = redis::Script::new(fill)
         .key(&keys[1])
-        .key(&keys[2])
         .key(&keys[0])
-        .key(&keys[3])
+        .key(&keys[2])
         .arg(now)
         .invoke_async(&mut conn)
         .await

@@ -202,7 +202,8 @@ async fn a_demoted_primary_is_left_for_the_promoted_one() {
         let entered = store.enter(&policy, newcomer).await;
         let on_new: Option<f64> = redis::cmd("ZSCORE")
             .arg(&line_key)
-            .arg(newcomer.to_string())
+            // The member is the session id's 16 raw bytes (store v2).
+            .arg(newcomer.as_bytes().as_slice())
             .query(&mut new_primary)
             .unwrap();
         if let (Ok(d), Some(_)) = (entered, on_new) {

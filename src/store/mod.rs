@@ -109,7 +109,16 @@
 //!   moves, unless `keep_line_after_close` is off: then everyone without a slot gets `Closed`
 //!   (checked in, as for an operator's close) and nobody is promoted. Slots run their course.
 //!   The room's pace ([`RoomPace::observed_ms`]) is measured from the opening, so a room that
-//!   just opened is estimating its pace, not stalled.
+//!   just opened is estimating its pace, not stalled;
+//! - store v2 ([`snapshot`]): liveness is to the epoch ([`LivenessRule`]): a check-in (a join,
+//!   an `enter` or `poll` of a waiter, or the session in a gateway's [`sync`](Store::sync)) marks
+//!   its epoch; a waiter is skipped at their turn when not alive by the turn rule (seen within
+//!   `queue_ttl`: never; silent for more than 5/4 of it: skipped), and only `sync` sweeps
+//!   abandoned waiters, at most [`MAX_SWEEP_PER_CALL`] examined per call. Every `Waiting`
+//!   answer says the waiter's [`Place`]. The Redis store's `enter` and `poll` answer no
+//!   admission counts and no pace (`Default`): a gateway reads them from its snapshot. The
+//!   Redis store keeps liveness in Bloom bitmaps: a false positive only makes a silent waiter
+//!   look alive (granted, and the grant expires unclaimed), never an admission out of order.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -127,6 +136,8 @@ mod settings;
 pub mod snapshot;
 pub mod tickets;
 
+#[cfg(feature = "redis")]
+pub(crate) use self::redis::bloom_bits as redis_bloom_bits;
 #[cfg(feature = "redis")]
 pub(crate) use self::redis::protocol_numbers as redis_protocol_numbers;
 #[cfg(feature = "redis")]

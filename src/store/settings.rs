@@ -14,7 +14,7 @@ use crate::config::RoomPolicy;
 /// of another version refuses the room with
 /// [`StoreErrorKind::Misconfigured`](crate::store::StoreErrorKind::Misconfigured) rather than
 /// guess what they mean (a version it does not know may have fields that change admission).
-pub const SETTINGS_VERSION: u32 = 1;
+pub const SETTINGS_VERSION: u32 = 2;
 
 /// A room's live settings, as the store holds them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]

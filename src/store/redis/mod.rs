@@ -93,12 +93,13 @@ pub use self::breaker::RedisStoreMetrics;
 use self::breaker::{Breaker, ErrorClass};
 pub use self::builder::RedisStoreBuilder;
 pub use self::check::{RedisCheckError, RedisServerInfo};
+pub(crate) use self::protocol::bloom_bits;
 pub(crate) use self::protocol::numbers as protocol_numbers;
 use self::protocol::{decision, non_negative, protocol_error, reply, Op, NOW_FROM_SERVER};
 use self::sentinel::SentinelConnection;
 use super::{
-    Decision, Minted, Redeemed, RoomStats, SettingsChange, SettingsUpdate, Store, StoreError,
-    StoreErrorKind, StoreFuture, TicketNonce, HISTORY_MINUTES, MAX_ADMIT_NEXT_PER_CALL,
+    Decision, Minted, Redeemed, RoomSnapshot, RoomStats, SettingsChange, SettingsUpdate, Store,
+    StoreError, StoreErrorKind, StoreFuture, TicketNonce, HISTORY_MINUTES, MAX_ADMIT_NEXT_PER_CALL,
 };
 use crate::clock::SharedClock;
 use crate::config::RoomPolicy;
@@ -162,25 +163,47 @@ impl RedisStore {
         session: Option<SessionId>,
         extra: &[i64],
     ) -> StoreFuture<Vec<i64>> {
-        let schedule = protocol::schedule_arg(op, policy, session);
         // Release and ban end the session's single-use ticket record in the same step: its key
-        // goes as `KEYS[11]` (in the room's hash tag, so a Cluster keeps it in the room's slot).
+        // goes last in `KEYS` (in the room's hash tag, so a Cluster keeps it in the room's slot).
         let ticket_key = session
             .filter(|_| matches!(op, Op::Release | Op::Ban))
             .map(|s| tickets::ticket_key(&self.prefix, &policy.room, s));
-        let session = session.map(|s| s.to_string()).unwrap_or_default();
-        let mut args = vec![op.as_str().to_owned(), session, self.now_arg().to_string()];
-        args.extend(protocol::numbers(policy).iter().map(u64::to_string));
+        // The member of every zset: the id's 16 raw bytes.
+        let member = session.map(|s| s.as_bytes().to_vec()).unwrap_or_default();
+        let (keys, args) = self.script_args(op, policy, session, member, extra);
+        let keys = keys.into_iter().chain(ticket_key).collect();
+        self.run_script(Arc::clone(&self.script), keys, args)
+    }
+
+    /// The room script's keys and arguments for `op`, `ARGV[2]` being `session_arg`.
+    fn script_args(
+        &self,
+        op: Op,
+        policy: &RoomPolicy,
+        session: Option<SessionId>,
+        session_arg: Vec<u8>,
+        extra: &[i64],
+    ) -> (Vec<String>, Vec<Vec<u8>>) {
+        let schedule = protocol::schedule_arg(op, policy, session);
+        let text = |s: String| s.into_bytes();
+        let mut args = vec![
+            text(op.as_str().to_owned()),
+            session_arg,
+            text(self.now_arg().to_string()),
+        ];
+        args.extend(
+            protocol::numbers(policy)
+                .iter()
+                .map(|n| text(n.to_string())),
+        );
         // ARGV 17: this store could not reach Redis within the last queue_ttl, so the waiters'
         // check-ins failed meanwhile: nobody is skipped or swept for silence now.
         let excused = self.breaker.failed_within(policy.queue_ttl_ms);
-        args.push(u8::from(excused).to_string());
-        args.extend(extra.iter().map(i64::to_string));
+        args.push(text(u8::from(excused).to_string()));
+        args.extend(extra.iter().map(|n| text(n.to_string())));
         // Last, so the operations' own arguments keep their places.
-        args.extend(schedule);
-        let mut keys = self.keys(&policy.room).to_vec();
-        keys.extend(ticket_key);
-        self.run_script(Arc::clone(&self.script), keys, args)
+        args.extend(schedule.map(text));
+        (self.keys(&policy.room).to_vec(), args)
     }
 
     /// The key prefix, shared by every script of this store (the room's, matching's).
@@ -197,14 +220,15 @@ impl RedisStore {
     /// Runs `script` with `keys` and `args` under this store's deadline and circuit breaker,
     /// with its error classification: the one way every script of the crate reaches Redis, on a
     /// single node, a cluster or behind Sentinel alike.
-    pub(crate) fn run_script<T>(
+    pub(crate) fn run_script<T, A>(
         &self,
         script: Arc<Script>,
         keys: Vec<String>,
-        args: Vec<String>,
+        args: Vec<A>,
     ) -> StoreFuture<T>
     where
         T: redis::FromRedisValue + Send + 'static,
+        A: redis::ToRedisArgs + Send + 'static,
     {
         let store = self.clone();
         Box::pin(async move {
@@ -353,6 +377,22 @@ impl Store for RedisStore {
     }
 
     fn keeps_tickets(&self) -> bool {
+        true
+    }
+
+    fn sync(&self, policy: &RoomPolicy, seen: Vec<SessionId>) -> StoreFuture<RoomSnapshot> {
+        // ARGV[2]: the seen sessions' ids, 16 raw bytes each, in one argument.
+        let mut list = Vec::with_capacity(seen.len() * 16);
+        for s in &seen {
+            list.extend_from_slice(s.as_bytes());
+        }
+        let (keys, args) = self.script_args(Op::Sync, policy, None, list, &[]);
+        let call: StoreFuture<Vec<redis::Value>> =
+            self.run_script(Arc::clone(&self.script), keys, args);
+        Box::pin(async move { protocol::snapshot(&call.await?) })
+    }
+
+    fn keeps_snapshots(&self) -> bool {
         true
     }
 }

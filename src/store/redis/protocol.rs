@@ -8,28 +8,43 @@ use super::breaker::ErrorClass;
 
 use crate::config::RoomPolicy;
 use crate::session::SessionId;
+use crate::store::snapshot::{ABANDON_EPOCHS, TURN_EPOCHS};
 use crate::store::{
-    AdmissionCounts, Decision, RoomPace, RoomSettings, RoomStats, SettingsChange, StoreError,
-    StoreErrorKind, ADMISSION_BUCKETS, ADMISSION_BUCKET_MS, FIVE_MINUTE_BUCKETS, HISTORY_MINUTES,
-    MAX_PROMOTIONS_PER_CALL, MAX_SWEEP_PER_CALL, MINUTE_BUCKETS,
+    AdmissionCounts, Checkpoint, Decision, Place, RoomPace, RoomSettings, RoomSnapshot, RoomStats,
+    SettingsChange, StoreError, StoreErrorKind, ADMISSION_BUCKETS, ADMISSION_BUCKET_MS,
+    FIVE_MINUTE_BUCKETS, HISTORY_MINUTES, MAX_PROMOTIONS_PER_CALL, MAX_SWEEP_PER_CALL,
+    MINUTE_BUCKETS,
 };
 
 /// The room script, loaded with `include_str!`.
 pub(crate) const SCRIPT: &str = include_str!("room.lua");
 
 /// The room's keys in the script's `KEYS` order, each `{prefix}:{room}:{name}` with the room as
-/// the hash tag (the braces are literal), so a Redis Cluster keeps a room in one slot.
+/// the hash tag (the braces are literal), so a Redis Cluster keeps a room in one slot. After
+/// the nine structures come the two rings of liveness bitmaps: the turn ring
+/// ([`TURN_EPOCHS`] + 2 keys) and the abandon ring ([`ABANDON_EPOCHS`] + 2 keys).
 pub(crate) const KEY_NAMES: [&str; KEY_COUNT] = [
-    "seq", "line", "seen", "active", "granted", "bucket", "admitted", "settings", "arrivals",
-    "banned",
+    "seq", "line", "active", "granted", "bucket", "admitted", "settings", "arrivals", "banned",
+    "turn0", "turn1", "turn2", "turn3", "turn4", "turn5", "abandon0", "abandon1", "abandon2",
+    "abandon3",
 ];
 
 /// How many keys a room has.
-pub(crate) const KEY_COUNT: usize = 10;
+pub(crate) const KEY_COUNT: usize = 9 + (TURN_EPOCHS as usize + 2) + (ABANDON_EPOCHS as usize + 2);
 
 /// The keys of `room` under `prefix`, in [`KEY_NAMES`] order.
 pub(crate) fn keys(prefix: &str, room: &str) -> [String; KEY_COUNT] {
     KEY_NAMES.map(|k| format!("{prefix}:{{{room}}}:{k}"))
+}
+
+/// The size in bits of each liveness bitmap (a Bloom filter with two bits per session) for a
+/// line of at most `max_queue_len`: the power of two at or above 16 bits per waiter, between
+/// 2^16 and 2^32 (Redis's largest string). The script computes the same.
+pub(crate) fn bloom_bits(max_queue_len: u64) -> u64 {
+    max_queue_len
+        .saturating_mul(16)
+        .clamp(1 << 16, 1 << 32)
+        .next_power_of_two()
 }
 
 /// `ARGV[3]` when the store has no clock of its own: the script reads the server's `TIME`, one
@@ -64,8 +79,11 @@ pub(crate) mod reply {
     pub(crate) const UNKNOWN: i64 = 0;
     /// `{1, expires_at_ms, 0}`.
     pub(crate) const ADMITTED: i64 = 1;
-    /// `{2, position, waiting, last_minute, last_five_minutes, paused}`.
+    /// `{2, position, waiting, paused, place}`: place is the sequence number, or
+    /// [`DRAWN`] for a registrant with a draw score.
     pub(crate) const WAITING: i64 = 2;
+    /// The place of a waiting reply for a registrant (a draw score, not a sequence number).
+    pub(crate) const DRAWN: i64 = -1;
     /// `{3, 0, waiting}`.
     pub(crate) const FULL: i64 = 3;
     /// `{4, released (0 or 1), 0}`.
@@ -85,6 +103,10 @@ pub(crate) mod reply {
     pub(crate) const BANNED_NOW: i64 = 10;
     /// `{11, opens_at_ms, 0}`: registered in the pre-queue, the room not open yet.
     pub(crate) const SCHEDULED: i64 = 11;
+    /// `{12, now_ms, waiting, paused, open, before_opening, line_closed, head, last_minute,
+    /// last_five_minutes, pace..., n, rank, score, ...}`: a snapshot (`sync`); head and scores
+    /// are strings.
+    pub(crate) const SNAPSHOT: i64 = 12;
 }
 
 /// The last argument for a room with a schedule (any operation):
@@ -210,22 +232,102 @@ fn pace(fields: &[i64]) -> Option<RoomPace> {
     Some(pace)
 }
 
+/// The snapshot in a reply to `sync`: integers, but the head's and the checkpoints' scores,
+/// which are strings (a registrant's score is no integer, and Redis truncates Lua numbers).
+pub(crate) fn snapshot(reply: &[redis::Value]) -> Result<RoomSnapshot, StoreError> {
+    let bad = || {
+        StoreError::with_source(
+            StoreErrorKind::Protocol,
+            format!("unexpected sync reply {reply:?}"),
+        )
+    };
+    let int = |v: &redis::Value| match v {
+        redis::Value::Int(n) => Some(*n),
+        _ => None,
+    };
+    let score = |v: &redis::Value| -> Option<Option<f64>> {
+        let text = match v {
+            redis::Value::BulkString(b) => std::str::from_utf8(b).ok()?,
+            redis::Value::SimpleString(s) => s.as_str(),
+            _ => return None,
+        };
+        if text.is_empty() {
+            return Some(None);
+        }
+        text.parse::<f64>().ok().filter(|f| f.is_finite()).map(Some)
+    };
+    const PACE_LEN: usize = 20;
+    let head_at = 7;
+    let pace_at = 10;
+    let count_at = pace_at + PACE_LEN;
+    if reply.len() <= count_at || int(&reply[0]) != Some(reply::SNAPSHOT) {
+        return Err(bad());
+    }
+    let numbers: Vec<i64> = reply[..head_at]
+        .iter()
+        .chain(&reply[head_at + 1..=count_at])
+        .map(int)
+        .collect::<Option<_>>()
+        .ok_or_else(bad)?;
+    let flag = |n: i64| match n {
+        0 => Some(false),
+        1 => Some(true),
+        _ => None,
+    };
+    let [_, taken_at, waiting, paused, open, before_opening, line_closed, minute, five, ref rest @ ..] =
+        numbers[..]
+    else {
+        return Err(bad());
+    };
+    let (pace_fields, count) = rest.split_at(PACE_LEN);
+    let count = usize::try_from(count[0]).map_err(|_| bad())?;
+    let pairs = &reply[count_at + 1..];
+    if pairs.len() != 2 * count {
+        return Err(bad());
+    }
+    let checkpoints = pairs
+        .chunks_exact(2)
+        .map(|p| {
+            Some(Checkpoint {
+                rank: u64::try_from(int(&p[0])?).ok()?,
+                score: score(&p[1])??,
+            })
+        })
+        .collect::<Option<Vec<_>>>()
+        .ok_or_else(bad)?;
+    Ok(RoomSnapshot {
+        taken_at_ms: non_negative(taken_at),
+        head: score(&reply[head_at]).ok_or_else(bad)?,
+        waiting: non_negative(waiting),
+        checkpoints,
+        paused: flag(paused).ok_or_else(bad)?,
+        open: flag(open).ok_or_else(bad)?,
+        before_opening: flag(before_opening).ok_or_else(bad)?,
+        line_closed: flag(line_closed).ok_or_else(bad)?,
+        recent: AdmissionCounts::new(non_negative(minute), non_negative(five)),
+        pace: pace(pace_fields).ok_or_else(bad)?,
+    })
+}
+
 /// The decision in a reply to enter, poll or heartbeat.
 pub(crate) fn decision(reply: &[i64]) -> Result<Decision, StoreError> {
     match *reply {
         [reply::ADMITTED, expires_at_ms, ..] => Ok(Decision::Admitted {
             expires_at_ms: non_negative(expires_at_ms),
         }),
-        [reply::WAITING, position, waiting, minute, five, paused @ (0 | 1), ref rest @ ..] => {
-            Ok(Decision::Waiting {
-                position: non_negative(position),
-                waiting: non_negative(waiting),
-                recent: AdmissionCounts::new(non_negative(minute), non_negative(five)),
-                paused: paused == 1,
-                pace: pace(rest).ok_or_else(|| protocol_error(reply))?,
-                place: None,
-            })
-        }
+        [reply::WAITING, position, waiting, paused @ (0 | 1), place] => Ok(Decision::Waiting {
+            position: non_negative(position),
+            waiting: non_negative(waiting),
+            // Enter and poll no longer read the admission ring: the gateway has the counts and
+            // the pace from its snapshot (`sync`).
+            recent: AdmissionCounts::default(),
+            paused: paused == 1,
+            pace: RoomPace::default(),
+            place: Some(match place {
+                reply::DRAWN => Place::Drawn,
+                seq => Place::Seq(u64::try_from(seq).map_err(|_| protocol_error(reply))?),
+            }),
+        }),
         [reply::CLOSED, 0, 0] => Ok(Decision::Closed),
         [reply::SCHEDULED, opens_at_ms, 0] => Ok(Decision::Scheduled {
             opens_at_ms: non_negative(opens_at_ms),
@@ -327,81 +429,46 @@ mod tests {
             Decision::Admitted { expires_at_ms: 5 }
         );
         assert_eq!(
-            decision(&[
-                2, 3, 9, 4, 20, 1, 2, 500, 60_000, 5, 0, 0, 0, 5, -1, -1, -1, 4, 6, 5, 5, 0, 0,
-                30_000, -1, 0
-            ])
-            .unwrap(),
+            decision(&[2, 3, 9, 1, 42]).unwrap(),
             Decision::Waiting {
                 position: 3,
                 waiting: 9,
-                recent: AdmissionCounts::new(4, 20),
+                recent: AdmissionCounts::default(),
                 paused: true,
-                pace: RoomPace::new(2, 500, 60_000, 5)
-                    .with_line([4, 6, 5, 5, 0], 0)
-                    .with_silent_after(30_000),
-                place: None,
+                pace: RoomPace::default(),
+                place: Some(Place::Seq(42)),
             }
         );
         assert_eq!(
-            decision(&[
-                2, 3, 9, 4, 20, 0, 2, 500, 60_000, 5, 1, 3, 0, 2, 7_000, 90_000, 30_000, 4, 6, 5,
-                5, 0, 2, 30_000, 55_000, 3
-            ])
-            .unwrap(),
+            decision(&[2, 1, 9, 0, reply::DRAWN]).unwrap(),
             Decision::Waiting {
-                position: 3,
+                position: 1,
                 waiting: 9,
-                recent: AdmissionCounts::new(4, 20),
+                recent: AdmissionCounts::default(),
                 paused: false,
-                pace: RoomPace::new(2, 500, 60_000, 5)
-                    .with_skipped(AdmissionCounts::new(1, 3), 0)
-                    .with_capacity_change(2, 7_000)
-                    .with_last_pause(90_000, 30_000)
-                    .with_line([4, 6, 5, 5, 0], 2)
-                    .with_silent_after(30_000)
-                    .with_first_move(55_000)
-                    .with_admission_rate(Some(3)),
-                place: None,
+                pace: RoomPace::default(),
+                place: Some(Place::Drawn),
             },
-            "every part of the pace"
+            "a registrant's place is drawn"
         );
         assert_eq!(
-            decision(&[
-                2, 3, 9, 4, 20, 1, 2, 500, 60_000, 5, 0, 0, 0, 5, -1, -1, -1, 4, 6, 5, 5, 0, 0,
-                30_000, -1
-            ])
-            .unwrap_err()
-            .kind(),
+            decision(&[2, 3, 9, 0, -7]).unwrap_err().kind(),
             StoreErrorKind::Protocol,
-            "a waiting reply without the admission rate is from another script version"
-        );
-        assert_eq!(
-            decision(&[2, 3, 9, 4, 20, 1, 2, 500, 60_000, 5, 0, 0, 0, 5, -1, -1, -1])
-                .unwrap_err()
-                .kind(),
-            StoreErrorKind::Protocol,
-            "a waiting reply without the minutes, the silent and the first movement is from \
-             another script version"
+            "no place is a negative number but the drawn mark"
         );
         assert_eq!(
             decision(&[2, 3, 9, 4, 20, 1, 2, 500, 60_000, 5])
                 .unwrap_err()
                 .kind(),
             StoreErrorKind::Protocol,
-            "a waiting reply without the pace is from another script version"
-        );
-        assert_eq!(
-            decision(&[2, 3, 9, 4, 20]).unwrap_err().kind(),
-            StoreErrorKind::Protocol,
-            "a waiting reply without the paused flag is from another script version"
+            "a waiting reply with counts and pace is from another script version"
         );
         assert_eq!(decision(&[6, 0, 0]).unwrap(), Decision::Closed);
         assert_eq!(decision(&[7, 0, 0]).unwrap(), Decision::Banned);
         assert_eq!(
             decision(&[2, 3, 9]).unwrap_err().kind(),
             StoreErrorKind::Protocol,
-            "a waiting reply without counts is from another script version"
+            "a waiting reply without its place is from another script version"
         );
         assert_eq!(decision(&[3, 0, 9]).unwrap(), Decision::Full { waiting: 9 });
         assert_eq!(decision(&[0, 0, 0]).unwrap(), Decision::Unknown);
@@ -410,6 +477,108 @@ mod tests {
             decision(&[42, 0, 0]).unwrap_err().kind(),
             StoreErrorKind::Protocol
         );
+    }
+
+    #[test]
+    fn a_sync_reply_maps_to_a_snapshot() {
+        use redis::Value;
+        let text = |s: &str| Value::BulkString(s.as_bytes().to_vec());
+        let mut reply = vec![12, 1_000, 3, 0, 1, 0, 0]
+            .into_iter()
+            .map(Value::Int)
+            .collect::<Vec<_>>();
+        reply.push(text("-0.25"));
+        reply.extend(
+            [
+                4, 20, 2, 500, 60_000, 5, 0, 0, 0, 5, -1, -1, -1, 4, 6, 5, 5, 0, 1, 30_000, -1, 0,
+            ]
+            .map(Value::Int),
+        );
+        reply.extend([
+            Value::Int(3),
+            Value::Int(0),
+            text("-0.25"),
+            Value::Int(1),
+            text("7"),
+            Value::Int(2),
+            text("9"),
+        ]);
+        let snap = snapshot(&reply).unwrap();
+        assert_eq!(snap.taken_at_ms, 1_000);
+        assert_eq!(snap.head, Some(-0.25));
+        assert_eq!(snap.waiting, 3);
+        assert!(snap.open && !snap.paused && !snap.before_opening && !snap.line_closed);
+        assert_eq!(snap.recent, AdmissionCounts::new(4, 20));
+        assert_eq!(
+            snap.pace,
+            RoomPace::new(2, 500, 60_000, 5)
+                .with_line([4, 6, 5, 5, 0], 1)
+                .with_silent_after(30_000)
+        );
+        assert_eq!(
+            snap.checkpoints,
+            vec![
+                Checkpoint {
+                    score: -0.25,
+                    rank: 0
+                },
+                Checkpoint {
+                    score: 7.0,
+                    rank: 1
+                },
+                Checkpoint {
+                    score: 9.0,
+                    rank: 2
+                },
+            ]
+        );
+        // Nobody waits: no head, no checkpoints.
+        let mut empty = reply[..30].to_vec();
+        empty[7] = text("");
+        empty.push(Value::Int(0));
+        assert_eq!(snapshot(&empty).unwrap().head, None);
+        // A count that does not match the pairs, or a score that is no number.
+        let mut short = reply.clone();
+        short.pop();
+        assert_eq!(
+            snapshot(&short).unwrap_err().kind(),
+            StoreErrorKind::Protocol
+        );
+        let mut garbled = reply.clone();
+        garbled[32] = text("x");
+        assert_eq!(
+            snapshot(&garbled).unwrap_err().kind(),
+            StoreErrorKind::Protocol
+        );
+    }
+
+    #[test]
+    fn the_script_shares_the_crates_constants() {
+        use crate::store::snapshot::{CHECKPOINT_GAP_DIVISOR, EXACT_RANKS};
+        assert!(SCRIPT.contains(&format!(
+            "local TURN_EPOCHS, ABANDON_EPOCHS = {TURN_EPOCHS}, {ABANDON_EPOCHS}\n"
+        )));
+        assert!(SCRIPT.contains(&format!(
+            "local EXACT_RANKS, CHECKPOINT_GAP = {EXACT_RANKS}, {CHECKPOINT_GAP_DIVISOR}\n"
+        )));
+        assert!(SCRIPT.contains(&format!(
+            "local SETTINGS_VERSION = {}\n",
+            crate::store::SETTINGS_VERSION
+        )));
+        for (i, name) in KEY_NAMES.iter().enumerate() {
+            assert!(
+                SCRIPT.contains(&format!("--  {:>2} ", i + 1))
+                    || SCRIPT.contains(&format!("--   {} {name}", i + 1))
+                    || name.ends_with(|c: char| c.is_ascii_digit()),
+                "the header documents KEYS[{}] {name}",
+                i + 1
+            );
+        }
+        assert_eq!(bloom_bits(0), 1 << 16);
+        assert_eq!(bloom_bits(4_096), 1 << 16);
+        assert_eq!(bloom_bits(4_097), 1 << 17);
+        assert_eq!(bloom_bits(2_000_000), 1 << 25);
+        assert_eq!(bloom_bits(u64::MAX), 1 << 32);
     }
 
     fn server_error(line: &str) -> RedisError {

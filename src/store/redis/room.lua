@@ -6,19 +6,24 @@
 -- checks only a script's first write command).
 --
 -- The semantics are exactly those of the embedded MemoryStore (src/store/memory.rs); the
--- conformance suite runs against both.
+-- conformance suite runs against both. Store v2 (issue 14): waiting visitors are answered by
+-- their gateway from a snapshot (`sync`, once a second per gateway), so the script keeps no
+-- record per waiter but their place in `line`, and a waiter's liveness lives in shared bitmaps.
+--
+-- A session is the member of every zset as its id's 16 raw bytes (any string works: the script
+-- never looks inside but for the liveness bits).
 --
 -- KEYS (all share the room's hash tag, so a Redis Cluster keeps them in one slot):
 --   1 seq      string  last sequence number handed out (INCR)
---   2 line     zset    waiters, score = sequence number (FIFO; ZRANK is O(log n))
---   3 seen     zset    waiters, score = last check-in in ms (for the bounded sweep)
---   4 active   zset    claimed slots, score = expiry in ms
---   5 granted  zset    granted but unclaimed slots, score = expiry in ms
---   6 bucket   hash    admission-rate budget: milli (thousandths of an admission), last (ms)
---   7 admitted hash    admission counts, a ring of time buckets: slot i holds t<i> (the bucket's
+--   2 line     zset    waiters, score = sequence number (FIFO; ZRANK is O(log n)), or a
+--                      registrant's draw score in [-1, 0) (see Schedule)
+--   3 active   zset    claimed slots, score = expiry in ms
+--   4 granted  zset    granted but unclaimed slots, score = expiry in ms
+--   5 bucket   hash    admission-rate budget: milli (thousandths of an admission), last (ms)
+--   6 admitted hash    admission counts, a ring of time buckets: slot i holds t<i> (the bucket's
 --                      number, now // bucket_ms), n<i> (its admissions) and k<i> (waiters
 --                      skipped as silent at their turn); at most 3 * ring fields
---   8 settings hash    the live settings: v (SETTINGS_VERSION), capacity, rate (0 = none),
+--   7 settings hash    the live settings: v (SETTINGS_VERSION), capacity, rate (0 = none),
 --                      paused (0|1), open (0|1); written from ARGV 4-5 when missing; and born
 --                      (ms), when the room was first seen, for the wait estimate's window;
 --                      cap_before and cap_at, the capacity before its last change and when;
@@ -26,17 +31,25 @@
 --                      early, the admissions since born until the first movement, and moved
 --                      (ms), that movement: the first admission beyond the opening's capacity;
 --                      opens_at, closes_at (0 = none) and keep_line (0|1), the last schedule a
---                      call came with (see Schedule below)
---   9 arrivals zset    the first arrival of each second: member = its time in ms, score = its
+--                      call came with (see Schedule below); and the bookkeeping that keeps the
+--                      hot path short, all read by the one HMGET every call makes:
+--                      due (ms), the earliest expiry among active and granted (see
+--                      Housekeeping); cursor, the score the last sweep stopped after ('-inf':
+--                      at the head); bans (ms), no ban lasts beyond it (no ZSCORE of banned
+--                      before then; missing: look); noted, the second of the last arrival note;
+--                      turn0 .. turn5 and abandon0 .. abandon3, the epoch each liveness bitmap
+--                      holds (see Liveness)
+--   8 arrivals zset    the first arrival of each second: member = its time in ms, score = its
 --                      sequence number; entries before the head's are trimmed (oldest wait)
---  10 banned   zset    banned sessions, score = the end of the ban in ms
---  11 ticket   string  release and ban only: the session's single-use ticket record
+--   9 banned   zset    banned sessions, score = the end of the ban in ms
+--  10 .. 15 turn0 .. turn5        string  the turn ring: TURN_EPOCHS + 2 liveness bitmaps
+--  16 .. 19 abandon0 .. abandon3  string  the abandon ring: ABANDON_EPOCHS + 2 liveness bitmaps
+--  20 ticket   string  release and ban only: the session's single-use ticket record
 --                      (tickets.lua's KEYS[1]), ended with the slot in free_session
--- (A scheduled room's pre-queue lives in `line` too: a registrant's score is draw / 2^52 - 1, in
--- [-1, 0), ahead of every sequence number; see Schedule below.)
 -- ARGV:
---   1 op (enter | poll | heartbeat | release | stats)
---   2 session id ('' for stats)
+--   1 op (enter | poll | heartbeat | release | stats | configure | admit_next | ban | sync)
+--   2 session id, 16 raw bytes ('' for stats, configure, admit_next); sync: the ids of the
+--     sessions the gateway saw waiting since its last sync, concatenated (16 bytes each)
 --   3 now in ms, or 0 (NOW_FROM_SERVER) to use the server's TIME (shared by every gateway)
 --   4 capacity   5 admission rate per second (0 = none): the defaults for the settings key only;
 --     the room's live values are the ones in it
@@ -57,31 +70,40 @@
 --      gateway computes it, so the draw key never reaches Redis
 -- Reply: {code, a, b, ...}
 --   {1, expires_at_ms, 0} admitted
---   {2, position, waiting, last_minute, last_five_minutes, paused (0|1), pace...} waiting, where
---    pace is: admissions in the current bucket, ms into it, ms since the room was first seen,
---    capacity, skipped in the last minute, skipped in five, skipped in the current bucket,
---    capacity before its last change, ms since that change (-1: never), ms since the last ended
---    pause began and ended (-1, -1: none), admissions in each of the last five minutes (most
---    recent first), waiters silent for longer than queue_ttl (to the second; 0 while silence is
---    excused), queue_ttl, ms since the room's first movement (-1: not yet), the live admission
---    rate per second (0: unlimited)
+--   {2, position, waiting, paused (0|1), place} waiting (enter, poll), place being the waiter's
+--    sequence number, or -1 for a registrant with a draw score; no admission counts and no
+--    pace (the ring read is the costly part: the gateway has them from its snapshot)
 --   {3, 0, waiting} full               {0, 0, 0} unknown
 --   {6, 0, 0} closed                   {7, 0, 0} banned
 --   {4, released (0|1), 0} release
 --   {5, admitted, granted, waiting, last_minute, last_five_minutes, capacity, rate, paused,
 --    open, oldest wait in ms (-1 = nobody waits), admissions of each of the last
---    history_minutes minutes, oldest first ..., pace...} stats
+--    history_minutes minutes, oldest first ..., pace...} stats, where pace is: admissions in
+--    the current bucket, ms into it, ms since the room was first seen, capacity, skipped in the
+--    last minute, skipped in five, skipped in the current bucket, capacity before its last
+--    change, ms since that change (-1: never), ms since the last ended pause began and ended
+--    (-1, -1: none), admissions in each of the last five minutes (most recent first), waiters
+--    not alive by the turn rule (estimated, see Sync; 0 while silence is excused), queue_ttl,
+--    ms since the room's first movement (-1: not yet), the live admission rate per second (0:
+--    unlimited)
 --   {8, capacity, rate, paused, open, and the same four before the change} configure
 --   {9, admitted} admit_next            {10, had a place or slot (0|1)} ban
 --   {11, opens_at_ms, 0} scheduled: registered in the pre-queue (or already), not open yet
+--   {12, now_ms, waiting, paused, open, before_opening, line_closed (each 0|1), head,
+--    last_minute, last_five_minutes, pace... (as in stats, 20 numbers), n, then n checkpoints
+--    as rank, score} sync: the room's snapshot. head and every checkpoint's score are strings
+--    ('%.17g', '' for no head): a registrant's score is no integer, and Redis truncates the
+--    numbers of a Lua reply to integers
 --   an error reply `WRSETTINGS ...` when the settings key holds another version (see below)
 --
 -- Settings: the operator's live values, read by every call in the same step as the admission
 -- they govern. Paused: no promotion, no direct admission. Closed: {6} for everyone without a
 -- slot (a waiter's check-in is still recorded: they keep their place for a reopening), no
--- promotion, claimed slots not extended (a granted one is still claimed). A settings key of another version is
--- refused with an error (a newer crate's fields may change who is admitted; guessing is worse
--- than stopping); a damaged field is rewritten with its default.
+-- promotion, claimed slots not extended (a granted one is still claimed). A settings key of
+-- another version is refused with an error (a newer crate's fields may change who is admitted;
+-- guessing is worse than stopping); a damaged field is rewritten with its default. Version 2
+-- keeps members as 16 raw bytes (version 1 had hex and a `seen` zset): a room of version 1 is
+-- refused; upgrade between sales, or use a new key prefix.
 --
 -- Schedule (the last ARGV, when present): before opens_at nobody is admitted (no promotion, no
 -- direct admission, admit_next lets nobody in); a newcomer joins the pre-queue with the score
@@ -94,19 +116,49 @@
 -- oldest wait. The room's pace is measured from the opening (the "ms since the room was first
 -- seen" of the pace counts from there), so a room that just opened is estimating, not stalled.
 -- A malformed schedule argument is refused with an error (the gateway then answers as for a
--- store outage before the opening: scheduled), never read as no schedule. The schedule is kept
--- in the settings key, so a call without one (a gateway built without it, in a rolling deploy)
--- still admits nobody before a kept future opening; its newcomers have no draw and are
--- registered by sequence number, behind the drawn registrants. A pre-queue opened while waiters
--- with sequence numbers are in line (an earlier opening's line) registers newcomers by sequence
--- number too: a draw would put them ahead of people already waiting.
+-- store outage before the opening: scheduled), never read as no schedule, and before any write.
+-- The schedule is kept in the settings key, so a call without one (a gateway built without it,
+-- in a rolling deploy) still admits nobody before a kept future opening; its newcomers have no
+-- draw and are registered by sequence number, behind the drawn registrants. A pre-queue opened
+-- while waiters with sequence numbers are in line (an earlier opening's line) registers
+-- newcomers by sequence number too: a draw would put them ahead of people already waiting.
 --
--- Absence: a waiter silent for longer than queue_ttl keeps their place until their turn comes
--- (a slot is free and they are at the head), and is skipped then; one silent for longer than
--- abandon_after is swept from anywhere in the line (at most max_sweep per call), so positions do
--- not count people long gone. Silence during an outage is not held against anyone: a call from
--- a gateway that could not reach the store within the last queue_ttl (ARGV 17) skips nobody for
--- silence and sweeps nobody; a silent head is granted instead, and the grant expires unclaimed.
+-- Housekeeping, only when due: `due` is the earliest expiry among active and granted as of the
+-- last housekeeping, lowered whenever a slot or grant with an earlier expiry is added. A call
+-- with now >= due expires both (ZREMRANGEBYSCORE) and reads the new earliest (ZRANGE 0 0 of
+-- each); any other call looks at nothing. A slot thus frees exactly when it expires (at the
+-- first call from then), and a lost `due` (settings lost) just means housekeeping now.
+--
+-- Liveness (src/store/snapshot.rs, LivenessRule): a check-in (a join, an enter or poll of a
+-- waiter, or the session in a sync's list while it has a place) marks the epoch of check_in_at
+-- (now, or opens_at before a scheduled opening) in two rings of bitmaps: the turn ring (epochs
+-- of queue_ttl / TURN_EPOCHS) and the abandon ring (epochs of abandon_after / ABANDON_EPOCHS).
+-- Ring key i holds the epoch e with e mod ring length == i (which one: the settings field); a
+-- key found holding an older epoch is DELeted before the first write of the new one, and gets a
+-- PEXPIRE to the end of its ring (ring length * width after its epoch began), so a dead room's
+-- bitmaps vanish. Each key is a Bloom filter of M bits, M = the power of two >= 16 *
+-- max_queue_len in [2^16, 2^32]; a session sets 2 bits, the big-endian u32 of its id's bytes
+-- 1-4 and 5-8, each mod M (one BITFIELD per key and up to 500 sessions). A waiter is alive by a
+-- rule if both bits are set in a key whose epoch still counts (epoch + keep >= now's epoch).
+-- A false positive (another session's bits) only makes a silent waiter look alive: granted at
+-- their turn, then the grant expires unclaimed, or kept in line until a later sweep finds them
+-- silent. It never admits anyone out of order, never over capacity. A key whose epoch field is
+-- newer than the one written (a clock that went back) is written into: alive longer, as above.
+--   - at their turn (promotion, admit_next): a waiter not alive by the turn rule is skipped
+--     (unless silence is excused, ARGV 17): seen within queue_ttl, never skipped; silent for
+--     longer than 5/4 queue_ttl, skipped;
+--   - the sweep, in sync only: from the cursor on, at most max_sweep waiters are looked at per
+--     call (a line of at most max_sweep is looked at whole), and those not alive by the abandon
+--     rule are dropped; the cursor wraps to the head at the end of the line. None while silence
+--     is excused.
+--
+-- Sync: checks in the listed sessions that have a place (ZMSCORE, 500 at a time; others are
+-- ignored, nothing is created), does the housekeeping, sweeps, promotes, and answers the
+-- snapshot: the head's score, and for each rank of checkpoint_ranks(waiting) (every rank below
+-- EXACT_RANKS, then each the last plus 1 / CHECKPOINT_GAP of it, and the last) that waiter's
+-- score, by ZRANGE (one for the exact ranks, one per rank above: about 1 100 for two million).
+-- The pace's silent waiters are estimated from the checkpoint waiters it reads anyway: silent
+-- among them / their number * waiting, rounded (exact for a line of at most EXACT_RANKS).
 --
 -- Bad days: the keys are the room's own, and a lost or damaged one (eviction, a stray DEL, a hand
 -- edit) must never make the room fail on every call. The script repairs or skips, and answers:
@@ -117,50 +169,75 @@
 --     first run's writes stay, but every step is idempotent (housekeeping, "ensure" writes) and
 --     the promotion budget is shared by both runs, so the work stays bounded;
 --   - a lost or reset seq: a newcomer is placed after the last waiter, never ahead of the line;
---   - a waiter in line without a check-in in seen: counted as seen now (re-added) when their turn
---     comes, so they keep their place (a poll checks them in again anyway);
---   - a check-in in seen without a place in line: removed when that session polls, or with the
---     abandoned waiters' sweep;
+--   - a lost liveness bitmap (its settings field says it holds an epoch that counts, and it is
+--     gone): everyone counts as seen in that epoch, so nobody is skipped or swept for it; a lost
+--     settings key leaves the bitmaps of unknown epochs, which count as current until the ring
+--     comes round to them (alive longer, as a false positive);
 --   - a slot holder who also has a place in line: the slot wins, the place is dropped when it
 --     reaches the head (never a second slot);
 --   - a budget with a missing or non-numeric field: counts as full (at most one second's worth
 --     of admissions above the rate, once);
---   - a non-numeric admission count or tag: counts as zero, and is overwritten.
+--   - a non-numeric admission count or tag: counts as zero, and is overwritten;
+--   - a lost `due`, `cursor`, `bans` or `noted`: housekeeping runs, the sweep starts at the
+--     head, bans are looked up, the arrival is noted (each the safe way).
+--
+-- The hot path, a newcomer's enter into a long line with the room full, makes 11 redis.calls:
+-- HMGET settings; ZCARD active (full: no promotion, no ZCARD granted); ZSCORE active and
+-- granted (a slot to claim?); ZSCORE line (a place?); ZCARD line; INCR seq; ZRANGE line -1 -1
+-- (after the last waiter); ZADD line; BITFIELD of the turn and of the abandon bitmap. Bans (the
+-- settings' bans), the arrival note (noted, once a second) and housekeeping (due) cost nothing
+-- until they are due; an epoch's first check-in adds a DEL, an HSET and a PEXPIRE per ring.
+-- Those calls are a small part of its cost (about 5 of 35 us inside Redis, measured with
+-- INFO commandstats): the rest is Lua running this script's top level (the arguments, the
+-- rings, defining the functions) and the path's own statements.
 
-local k_seq, k_line, k_seen, k_active, k_granted, k_bucket, k_admitted =
-  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
-local k_settings, k_arrivals, k_banned = KEYS[8], KEYS[9], KEYS[10]
-local SETTINGS_VERSION = 1
-local op, s = ARGV[1], ARGV[2]
-local now = tonumber(ARGV[3])
-local default_capacity = tonumber(ARGV[4])
-local default_rate = tonumber(ARGV[5])
+-- The script's state and functions live in two tables: in Lua 5.1 each closure finds each of
+-- its upvalues by walking the list of open ones, so a hundred top-level locals captured by forty
+-- functions cost more than the rest of a short call (measured: 17 us of an enter's 41).
+local R, F = {}, {}
+R.k_seq, R.k_line, R.k_active, R.k_granted, R.k_bucket, R.k_admitted =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+R.k_settings, R.k_arrivals, R.k_banned = KEYS[7], KEYS[8], KEYS[9]
+local SETTINGS_VERSION = 2
+-- src/store/snapshot.rs: TURN_EPOCHS, ABANDON_EPOCHS, EXACT_RANKS, CHECKPOINT_GAP_DIVISOR.
+local TURN_EPOCHS, ABANDON_EPOCHS = 4, 2
+local EXACT_RANKS, CHECKPOINT_GAP = 100, 100
+-- Redis refuses more arguments in one command than it is wise to send: BITFIELD and ZMSCORE
+-- take at most this many sessions at a time (two bits each).
+R.CHUNK = 500
+R.op, R.s = ARGV[1], ARGV[2]
+R.now = tonumber(ARGV[3])
+R.default_capacity = tonumber(ARGV[4])
+R.default_rate = tonumber(ARGV[5])
 -- The live settings, read by `load_settings` at the start of every run, and when the room was
 -- first seen.
-local capacity, rate, paused, open = default_capacity, default_rate, false, true
-local born = 0
+R.capacity, R.rate, R.paused, R.open = R.default_capacity, R.default_rate, false, true
+R.born = 0
 -- The room's first movement (nil: not yet).
-local moved = nil
+R.moved = nil
 -- The capacity before its last change, and when that was (nil: never changed).
-local cap_before, cap_at = nil, nil
+R.cap_before, R.cap_at = nil, nil
 -- When the current pause began, and the last pause that ended (nil: none).
-local paused_at, pause_start, pause_end = nil, nil, nil
-local active_ttl = tonumber(ARGV[6])
-local grant_ttl = tonumber(ARGV[7])
-local queue_ttl = tonumber(ARGV[8])
-local max_queue = tonumber(ARGV[9])
-local max_promote = tonumber(ARGV[10])
-local max_sweep = tonumber(ARGV[11])
+R.paused_at, R.pause_start, R.pause_end = nil, nil, nil
+-- Housekeeping's next due time, the sweep's cursor, the end of every ban, the last arrival
+-- note's second (nil: not known, so look).
+R.due, R.cursor, R.bans, R.noted = nil, '-inf', nil, nil
+R.active_ttl = tonumber(ARGV[6])
+R.grant_ttl = tonumber(ARGV[7])
+R.queue_ttl = tonumber(ARGV[8])
+R.max_queue = tonumber(ARGV[9])
+R.max_promote = tonumber(ARGV[10])
+R.max_sweep = tonumber(ARGV[11])
 -- The crate sends every argument (src/store/redis/protocol.rs), so no default is repeated here.
-local bucket_ms = tonumber(ARGV[12])
-local ring = tonumber(ARGV[13])
-local minute_buckets = tonumber(ARGV[14])
-local five_minute_buckets = tonumber(ARGV[15])
-local abandon = tonumber(ARGV[16])
-if abandon < queue_ttl then abandon = queue_ttl end
-local excused = ARGV[17] == '1'
+R.bucket_ms = tonumber(ARGV[12])
+R.ring = tonumber(ARGV[13])
+R.minute_buckets = tonumber(ARGV[14])
+R.five_minute_buckets = tonumber(ARGV[15])
+R.abandon = tonumber(ARGV[16])
+if R.abandon < R.queue_ttl then R.abandon = R.queue_ttl end
+R.excused = ARGV[17] == '1'
 -- The schedule (see the header): nil for a room without one.
-local opens_at, closes_at, keep_line, draw_score = nil, nil, true, nil
+R.opens_at, R.closes_at, R.keep_line, R.draw_score = nil, nil, true, nil
 do
   local last = ARGV[#ARGV]
   if string.sub(last, 1, 9) == 'schedule:' then
@@ -169,40 +246,58 @@ do
       -- Never read as "no schedule": that would open a room that is not open yet.
       return redis.error_reply('ERR malformed schedule argument')
     end
-    opens_at, closes_at, keep_line = tonumber(o), tonumber(c), k == '1'
-    if closes_at == 0 then closes_at = nil end
-    draw_score = string.format('%.17g', tonumber(d) / 4503599627370496 - 1)
+    R.opens_at, R.closes_at, R.keep_line = tonumber(o), tonumber(c), k == '1'
+    if R.closes_at == 0 then R.closes_at = nil end
+    R.draw_score = string.format('%.17g', tonumber(d) / 4503599627370496 - 1)
   end
 end
 -- Whether this call came with the schedule (else it may follow the one the settings key kept).
-local scheduled_call = opens_at ~= nil
+R.scheduled_call = R.opens_at ~= nil
 
-if now == 0 then
+if R.now == 0 then
   local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  R.now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 -- Before the opening: nobody admitted; check-ins count as of the opening. After the closing:
 -- newcomers refused; `line_closed` when the line is not kept either.
-local before_opening, check_in_at, after_closing, line_closed
-local function apply_schedule()
-  before_opening = opens_at ~= nil and now < opens_at
-  check_in_at = before_opening and opens_at or now
-  after_closing = closes_at ~= nil and now >= closes_at
-  line_closed = after_closing and not keep_line
+function F.apply_schedule()
+  R.before_opening = R.opens_at ~= nil and R.now < R.opens_at
+  R.check_in_at = R.before_opening and R.opens_at or R.now
+  R.after_closing = R.closes_at ~= nil and R.now >= R.closes_at
+  R.line_closed = R.after_closing and not R.keep_line
 end
-apply_schedule()
--- Silent since before `cutoff`: skipped at their turn. Before `abandoned`: swept from anywhere.
-local cutoff = now - queue_ttl
-if cutoff < 0 then cutoff = 0 end
-local abandoned = now - abandon
-if abandoned < 0 then abandoned = 0 end
+F.apply_schedule()
+
+-- The liveness rings (see Liveness in the header): their keys, epoch widths, the epochs that
+-- still count, and which epoch each key holds (`held`, from the settings; nil: not known).
+function F.make_ring(name, first, epochs, ttl)
+  local r = {name = name, first = first, len = epochs + 2, keep = epochs,
+    width = math.max(1, math.floor(ttl / epochs)), held = {}, known = {}, all = false}
+  r.current = math.floor(R.now / r.width)
+  return r
+end
+R.turn = F.make_ring('turn', 10, TURN_EPOCHS, R.queue_ttl)
+R.gone_ring = F.make_ring('abandon', 10 + R.turn.len, ABANDON_EPOCHS, R.abandon)
+R.rings = {R.turn, R.gone_ring}
+-- The Bloom filter's size in bits: the power of two >= 16 * max_queue_len, in [2^16, 2^32].
+R.bloom_bits = 65536
+while R.bloom_bits < 16 * R.max_queue and R.bloom_bits < 4294967296 do R.bloom_bits = R.bloom_bits * 2 end
+R.k_ticket = KEYS[R.gone_ring.first + R.gone_ring.len]
+
+-- The settings fields every call reads (one HMGET), in order, then the bitmaps' epoch fields
+-- of now's epochs; the rest (the pace's history, the sweep's cursor, the other bitmaps'
+-- epochs) only when a call needs them (`load_more`, `load_ring`).
+R.SETTINGS_FIELDS = {'v', 'capacity', 'rate', 'paused', 'open', 'born', 'moved', 'opens_at',
+  'closes_at', 'keep_line', 'due', 'bans', 'noted'}
+R.RING_FIELD_AT = #R.SETTINGS_FIELDS + 1
+for _, r in ipairs(R.rings) do
+  R.SETTINGS_FIELDS[#R.SETTINGS_FIELDS + 1] = r.name .. (r.current % r.len)
+end
 
 -- Reads the live settings, writing the defaults for a missing key or field. Returns an error
 -- reply for a key of another version, else nil.
-local function load_settings()
-  local v = redis.call('HMGET', k_settings, 'v', 'capacity', 'rate', 'paused', 'open', 'born',
-    'cap_before', 'cap_at', 'paused_at', 'pause_start', 'pause_end', 'moved', 'opens_at',
-    'closes_at', 'keep_line')
+function F.load_settings()
+  local v = redis.call('HMGET', R.k_settings, unpack(R.SETTINGS_FIELDS))
   local ver = tonumber(v[1])
   if v[1] and ver ~= SETTINGS_VERSION then
     return redis.error_reply('WRSETTINGS room settings of version ' .. tostring(v[1]) ..
@@ -213,345 +308,533 @@ local function load_settings()
   if ver == nil or c == nil or c < 1 or r == nil or r < 0 or (p ~= 0 and p ~= 1)
       or (o ~= 0 and o ~= 1) then
     -- A new room, a lost key, or a damaged field: the defaults where nothing valid is held.
-    if c == nil or c < 1 then c = default_capacity end
-    if r == nil or r < 0 then r = default_rate end
+    if c == nil or c < 1 then c = R.default_capacity end
+    if r == nil or r < 0 then r = R.default_rate end
     if p ~= 0 and p ~= 1 then p = 0 end
     if o ~= 0 and o ~= 1 then o = 1 end
-    redis.call('HSET', k_settings, 'v', SETTINGS_VERSION, 'capacity', c, 'rate', r,
+    redis.call('HSET', R.k_settings, 'v', SETTINGS_VERSION, 'capacity', c, 'rate', r,
       'paused', p, 'open', o)
   end
-  capacity, rate, paused, open = c, r, p == 1, o == 1
-  cap_before, cap_at = tonumber(v[7]), tonumber(v[8])
-  paused_at, pause_start, pause_end = tonumber(v[9]), tonumber(v[10]), tonumber(v[11])
-  born, moved = tonumber(v[6]), tonumber(v[12])
-  if born == nil or born > now then
+  R.capacity, R.rate, R.paused, R.open = c, r, p == 1, o == 1
+  R.born, R.moved = tonumber(v[6]), tonumber(v[7])
+  R.due, R.bans, R.noted = tonumber(v[11]), tonumber(v[12]), tonumber(v[13])
+  for n, rg in ipairs(R.rings) do
+    local i = rg.current % rg.len
+    rg.held[i], rg.known[i] = tonumber(v[R.RING_FIELD_AT + n - 1]), true
+  end
+  if R.bans == nil then
+    -- Not known (a new room, or the field lost): the latest end of any ban, looked up once.
+    R.bans = tonumber(redis.call('ZRANGE', R.k_banned, -1, -1, 'WITHSCORES')[2]) or 0
+    redis.call('HSET', R.k_settings, 'bans', string.format('%d', R.bans))
+  end
+  if R.born == nil or R.born > R.now then
     -- When the room was first seen (or its settings key was lost): what its pace is measured
     -- over. A clock that went back counts the room as born now, its first movement to come.
-    born, moved = now, nil
-    redis.call('HSET', k_settings, 'born', born)
-    redis.call('HDEL', k_settings, 'early', 'moved')
+    R.born, R.moved = R.now, nil
+    redis.call('HSET', R.k_settings, 'born', R.born)
+    redis.call('HDEL', R.k_settings, 'early', 'moved')
   end
   -- The schedule: kept from the calls that come with it (written only when it changes), and
   -- followed by a call without one while the kept opening is ahead.
-  local kept_opens, kept_closes, kept_keep = tonumber(v[13]), tonumber(v[14]), v[15]
-  if scheduled_call then
-    if kept_opens ~= opens_at or kept_closes ~= (closes_at or 0)
-        or kept_keep ~= (keep_line and '1' or '0') then
-      redis.call('HSET', k_settings, 'opens_at', opens_at, 'closes_at', closes_at or 0,
-        'keep_line', keep_line and 1 or 0)
+  local kept_opens, kept_closes, kept_keep = tonumber(v[8]), tonumber(v[9]), v[10]
+  if R.scheduled_call then
+    if kept_opens ~= R.opens_at or kept_closes ~= (R.closes_at or 0)
+        or kept_keep ~= (R.keep_line and '1' or '0') then
+      redis.call('HSET', R.k_settings, 'opens_at', R.opens_at, 'closes_at', R.closes_at or 0,
+        'keep_line', R.keep_line and 1 or 0)
     end
-  elseif kept_opens and kept_opens > now then
-    opens_at, keep_line = kept_opens, kept_keep ~= '0'
-    closes_at = kept_closes
-    if closes_at == 0 then closes_at = nil end
-    apply_schedule()
+  elseif kept_opens and kept_opens > R.now then
+    R.opens_at, R.keep_line = kept_opens, kept_keep ~= '0'
+    R.closes_at = kept_closes
+    if R.closes_at == 0 then R.closes_at = nil end
+    F.apply_schedule()
   end
   return nil
 end
 
-local function settings_reply(code)
-  return {code, capacity, rate, paused and 1 or 0, open and 1 or 0}
+-- The settings only the pace, the sweep and configure need: the capacity's last change, the
+-- pauses, the sweep's cursor.
+function F.load_more()
+  local v = redis.call('HMGET', R.k_settings, 'cap_before', 'cap_at', 'paused_at', 'pause_start',
+    'pause_end', 'cursor')
+  R.cap_before, R.cap_at = tonumber(v[1]), tonumber(v[2])
+  R.paused_at, R.pause_start, R.pause_end = tonumber(v[3]), tonumber(v[4]), tonumber(v[5])
+  R.cursor = v[6]
+  if R.cursor ~= '-inf' and tonumber(R.cursor) == nil then R.cursor = '-inf' end
 end
 
-local function banned(w)
-  local until_ms = tonumber(redis.call('ZSCORE', k_banned, w))
+-- Every epoch field of `rg` not read yet (a liveness test reads the whole ring).
+function F.load_ring(rg)
+  if rg.all then return end
+  local fields = {}
+  for i = 0, rg.len - 1 do fields[i + 1] = rg.name .. i end
+  local v = redis.call('HMGET', R.k_settings, unpack(fields))
+  for i = 0, rg.len - 1 do
+    if not rg.known[i] then rg.held[i], rg.known[i] = tonumber(v[i + 1]), true end
+  end
+  rg.all = true
+end
+
+-- The two bits of a session in a bitmap of bloom_bits bits: the big-endian u32 of the id's
+-- bytes 1-4 and 5-8 (missing bytes count as 0), each mod bloom_bits.
+function F.bloom_offsets(id)
+  local b1, b2, b3, b4, b5, b6, b7, b8 = string.byte(id, 1, 8)
+  local x = (((b1 or 0) * 256 + (b2 or 0)) * 256 + (b3 or 0)) * 256 + (b4 or 0)
+  local y = (((b5 or 0) * 256 + (b6 or 0)) * 256 + (b7 or 0)) * 256 + (b8 or 0)
+  return x % R.bloom_bits, y % R.bloom_bits
+end
+
+-- The key of `rg` holding epoch `e`, ready to be written: a key holding an older (or unknown)
+-- epoch is DELeted first, its field set, and its lifetime (to the end of the ring after `e`)
+-- returned for the caller to set once written.
+function F.ring_key_for(rg, e)
+  local i = e % rg.len
+  local key = KEYS[rg.first + i]
+  if not rg.known[i] then F.load_ring(rg) end
+  local held = rg.held[i]
+  if held and held >= e then return key, nil end
+  redis.call('DEL', key)
+  redis.call('HSET', R.k_settings, rg.name .. i, e)
+  rg.held[i] = e
+  return key, math.max(1, (e + rg.len) * rg.width - R.now)
+end
+
+-- Checks in every session of `ids` (a list) at check_in_at, in both rings.
+function F.check_in(ids)
+  if #ids == 0 then return end
+  -- The same bits in every ring (one M): the BITFIELD arguments are made once, as strings.
+  local chunks = {}
+  for from = 1, #ids, R.CHUNK do
+    local args, n = {}, 0
+    for j = from, math.min(#ids, from + R.CHUNK - 1) do
+      local x, y = F.bloom_offsets(ids[j])
+      args[n + 1], args[n + 2], args[n + 3], args[n + 4] = 'SET', 'u1', string.format('%d', x), '1'
+      args[n + 5], args[n + 6], args[n + 7], args[n + 8] = 'SET', 'u1', string.format('%d', y), '1'
+      n = n + 8
+    end
+    chunks[#chunks + 1] = args
+  end
+  for _, rg in ipairs(R.rings) do
+    local key, lifetime = F.ring_key_for(rg, math.floor(R.check_in_at / rg.width))
+    for _, args in ipairs(chunks) do redis.call('BITFIELD', key, unpack(args)) end
+    if lifetime then redis.call('PEXPIRE', key, lifetime) end
+  end
+end
+
+-- Whether each session of `ids` is alive by `rg`'s rule: a list of booleans. Keys are read
+-- newest epoch first, only for the sessions not yet found; a key of unknown epoch (its field
+-- lost) counts as current. A key whose epoch counts but which is gone (lost) makes everyone
+-- alive: its check-ins cannot be told apart.
+function F.alive_many(ids, rg)
+  local found, left = {}, {}
+  for j = 1, #ids do found[j] = false; left[#left + 1] = j end
+  if #ids == 0 then return found end
+  F.load_ring(rg)
+  local counting = {}
+  for back = 0, rg.len - 1 do
+    local i = (rg.current - back) % rg.len
+    local held = rg.held[i]
+    if held == nil or held + rg.keep >= rg.current then
+      counting[#counting + 1] = {KEYS[rg.first + i], held}
+    end
+  end
+  for _, kh in ipairs(counting) do
+    if #left == 0 then break end
+    local still = {}
+    for from = 1, #left, R.CHUNK do
+      local args, which = {}, {}
+      for n = from, math.min(#left, from + R.CHUNK - 1) do
+        local j = left[n]
+        local x, y = F.bloom_offsets(ids[j])
+        args[#args + 1] = 'GET'; args[#args + 1] = 'u1'; args[#args + 1] = x
+        args[#args + 1] = 'GET'; args[#args + 1] = 'u1'; args[#args + 1] = y
+        which[#which + 1] = j
+      end
+      local bits = redis.call('BITFIELD', kh[1], unpack(args))
+      for n, j in ipairs(which) do
+        if bits[2 * n - 1] == 1 and bits[2 * n] == 1 then
+          found[j] = true
+        else
+          still[#still + 1] = j
+        end
+      end
+    end
+    left = still
+  end
+  if #left > 0 then
+    for _, kh in ipairs(counting) do
+      if kh[2] ~= nil and redis.call('EXISTS', kh[1]) == 0 then
+        -- A bitmap that counts is gone: its check-ins are lost with it.
+        for _, j in ipairs(left) do found[j] = true end
+        break
+      end
+    end
+  end
+  return found
+end
+
+function F.alive(id, rg) return F.alive_many({id}, rg)[1] end
+
+-- Housekeeping when due: expire slots and grants, and note the next expiry.
+R.NO_DUE = 9007199254740992
+function F.housekeep()
+  if R.due and R.now < R.due then return end
+  redis.call('ZREMRANGEBYSCORE', R.k_active, '-inf', R.now)
+  redis.call('ZREMRANGEBYSCORE', R.k_granted, '-inf', R.now)
+  local a = tonumber(redis.call('ZRANGE', R.k_active, 0, 0, 'WITHSCORES')[2])
+  local g = tonumber(redis.call('ZRANGE', R.k_granted, 0, 0, 'WITHSCORES')[2])
+  local d = math.min(a or R.NO_DUE, g or R.NO_DUE)
+  redis.call('HSET', R.k_settings, 'due', string.format('%d', d))
+  R.due = d
+end
+
+-- A slot or grant expiring at `at` was added: housekeeping is due by then.
+function F.lower_due(at)
+  if R.due == nil or at < R.due then
+    R.due = at
+    redis.call('HSET', R.k_settings, 'due', string.format('%d', at))
+  end
+end
+
+function F.settings_reply(code)
+  return {code, R.capacity, R.rate, R.paused and 1 or 0, R.open and 1 or 0}
+end
+
+function F.banned(w)
+  -- No ban lasts beyond `bans`: no lookup (the hot path) until a ban is made again.
+  if R.bans and R.now >= R.bans then return false end
+  local until_ms = tonumber(redis.call('ZSCORE', R.k_banned, w))
   if until_ms == nil then return false end
-  if until_ms > now then return true end
-  redis.call('ZREM', k_banned, w)
+  if until_ms > R.now then return true end
+  redis.call('ZREM', R.k_banned, w)
   return false
 end
 
 -- Notes the first arrival of each second (sequence number and time), dropping notes before the
 -- head's, for the oldest wait: at most one note per second of the line's age.
-local function note_arrival(seq)
-  local last = redis.call('ZRANGE', k_arrivals, -1, -1)[1]
-  if last and math.floor((tonumber(last) or 0) / 1000) == math.floor(now / 1000) then return end
-  local head = redis.call('ZRANGE', k_line, 0, 0, 'WITHSCORES')[2]
+function F.note_arrival(seq)
+  local second = math.floor(R.now / 1000)
+  if R.noted == second then return end
+  local last = redis.call('ZRANGE', R.k_arrivals, -1, -1)[1]
+  R.noted = second
+  redis.call('HSET', R.k_settings, 'noted', second)
+  if last and math.floor((tonumber(last) or 0) / 1000) == second then return end
+  local head = redis.call('ZRANGE', R.k_line, 0, 0, 'WITHSCORES')[2]
   if head then
-    local before = redis.call('ZREVRANGEBYSCORE', k_arrivals, head, '-inf', 'WITHSCORES',
+    local before = redis.call('ZREVRANGEBYSCORE', R.k_arrivals, head, '-inf', 'WITHSCORES',
       'LIMIT', 0, 1)[2]
-    if before then redis.call('ZREMRANGEBYSCORE', k_arrivals, '-inf', '(' .. before) end
+    if before then redis.call('ZREMRANGEBYSCORE', R.k_arrivals, '-inf', '(' .. before) end
   else
-    redis.call('DEL', k_arrivals)
+    redis.call('DEL', R.k_arrivals)
   end
-  redis.call('ZADD', k_arrivals, seq, now)
+  redis.call('ZADD', R.k_arrivals, seq, R.now)
 end
 
 -- How long the head of the line has waited (ms), from the last note at or before its
 -- sequence number; -1 when nobody waits or no note covers the head.
-local function oldest_wait()
-  local head = redis.call('ZRANGE', k_line, 0, 0, 'WITHSCORES')[2]
+function F.oldest_wait()
+  local head = redis.call('ZRANGE', R.k_line, 0, 0, 'WITHSCORES')[2]
   if not head then return -1 end
-  local at = tonumber(redis.call('ZREVRANGEBYSCORE', k_arrivals, head, '-inf', 'LIMIT', 0, 1)[1])
+  local at = tonumber(redis.call('ZREVRANGEBYSCORE', R.k_arrivals, head, '-inf', 'LIMIT', 0, 1)[1])
   if at == nil then return -1 end
-  return math.max(0, now - at)
+  return math.max(0, R.now - at)
 end
 
-local function slots()
-  return redis.call('ZCARD', k_active) + redis.call('ZCARD', k_granted)
+-- Slots taken (claimed and granted); a room already full by its claimed slots alone is not
+-- asked for its grants (the hot path: a full room).
+function F.slots()
+  local a = redis.call('ZCARD', R.k_active)
+  if a >= R.capacity then return a end
+  return a + redis.call('ZCARD', R.k_granted)
 end
 
-local function has_slot(w)
-  return redis.call('ZSCORE', k_active, w) or redis.call('ZSCORE', k_granted, w)
+function F.has_slot(w)
+  return redis.call('ZSCORE', R.k_active, w) or redis.call('ZSCORE', R.k_granted, w)
 end
 
 -- The admission-rate budget: a token bucket of one second's admissions, in thousandths. A
 -- missing or damaged field counts as a full bucket.
-local function take()
-  if rate == 0 then return true end
-  local max = rate * 1000
-  local b = redis.call('HMGET', k_bucket, 'milli', 'last')
+function F.take()
+  if R.rate == 0 then return true end
+  local max = R.rate * 1000
+  local b = redis.call('HMGET', R.k_bucket, 'milli', 'last')
   local milli, last = tonumber(b[1]), tonumber(b[2])
   if milli == nil or last == nil then
     milli = max
   else
-    local elapsed = now - last
+    local elapsed = R.now - last
     if elapsed < 0 then elapsed = 0 end
-    milli = math.min(max, milli + elapsed * rate)
+    milli = math.min(max, milli + elapsed * R.rate)
   end
   local ok = milli >= 1000
   if ok then milli = milli - 1000 end
-  redis.call('HSET', k_bucket, 'milli', milli, 'last', now)
+  redis.call('HSET', R.k_bucket, 'milli', milli, 'last', R.now)
   return ok
 end
 
 -- Admission counts: one more in the current bucket; a slot still holding an older bucket (or
 -- something that is not a number) is reset first, so the ring never grows and never adds stale
 -- counts. HSET of the computed count rather than HINCRBY, which fails on a damaged value.
-local current_bucket = math.floor(now / bucket_ms)
+R.current_bucket = math.floor(R.now / R.bucket_ms)
 -- `field` is n (admissions) or k (waiters skipped as silent at their turn: the line moved
 -- without an admission, which the wait estimate counts as movement).
-local function count_in_ring(field)
-  local slot = current_bucket % ring
-  local v = redis.call('HMGET', k_admitted, 't' .. slot, field .. slot)
+function F.count_in_ring(field)
+  local slot = R.current_bucket % R.ring
+  local v = redis.call('HMGET', R.k_admitted, 't' .. slot, field .. slot)
   local n = tonumber(v[2])
-  if tonumber(v[1]) ~= current_bucket or n == nil then
+  if tonumber(v[1]) ~= R.current_bucket or n == nil then
     if field == 'n' then
-      redis.call('HSET', k_admitted, 't' .. slot, current_bucket, 'n' .. slot, 1, 'k' .. slot, 0)
-    elseif tonumber(v[1]) ~= current_bucket then
-      redis.call('HSET', k_admitted, 't' .. slot, current_bucket, 'n' .. slot, 0, 'k' .. slot, 1)
+      redis.call('HSET', R.k_admitted, 't' .. slot, R.current_bucket, 'n' .. slot, 1, 'k' .. slot, 0)
+    elseif tonumber(v[1]) ~= R.current_bucket then
+      redis.call('HSET', R.k_admitted, 't' .. slot, R.current_bucket, 'n' .. slot, 0, 'k' .. slot, 1)
     else
-      redis.call('HSET', k_admitted, 'k' .. slot, 1)
+      redis.call('HSET', R.k_admitted, 'k' .. slot, 1)
     end
   else
-    redis.call('HSET', k_admitted, field .. slot, n + 1)
+    redis.call('HSET', R.k_admitted, field .. slot, n + 1)
   end
 end
 
-local function count_admission()
-  count_in_ring('n')
-  if moved == nil then
+function F.count_admission()
+  F.count_in_ring('n')
+  if R.moved == nil then
     -- Until the first movement: counted, and the first admission beyond the opening's
     -- capacity noted (a damaged count restarts).
-    local early = tonumber(redis.call('HGET', k_settings, 'early')) or 0
+    local early = tonumber(redis.call('HGET', R.k_settings, 'early')) or 0
     early = early + 1
-    if early > capacity then
-      moved = now
-      redis.call('HSET', k_settings, 'moved', now)
+    if early > R.capacity then
+      R.moved = R.now
+      redis.call('HSET', R.k_settings, 'moved', R.now)
     else
-      redis.call('HSET', k_settings, 'early', early)
+      redis.call('HSET', R.k_settings, 'early', early)
     end
   end
 end
-local function count_skip() count_in_ring('k') end
+function F.count_skip() F.count_in_ring('k') end
 
 -- The room's pace beyond the complete buckets: {admissions in the current bucket, ms into it,
 -- ms since the room was first seen, capacity}.
-local function pace()
-  local slot = current_bucket % ring
-  local v = redis.call('HMGET', k_admitted, 't' .. slot, 'n' .. slot, 'k' .. slot)
+function F.pace()
+  local slot = R.current_bucket % R.ring
+  local v = redis.call('HMGET', R.k_admitted, 't' .. slot, 'n' .. slot, 'k' .. slot)
   local current, skipped = 0, 0
-  if tonumber(v[1]) == current_bucket then
+  if tonumber(v[1]) == R.current_bucket then
     current, skipped = tonumber(v[2]) or 0, tonumber(v[3]) or 0
   end
   local ago = -1
-  if cap_at then ago = math.max(0, now - cap_at) end
+  if R.cap_at then ago = math.max(0, R.now - R.cap_at) end
   local ps, pe = -1, -1
-  if pause_start and pause_end then
-    ps, pe = math.max(0, now - pause_start), math.max(0, now - pause_end)
+  if R.pause_start and R.pause_end then
+    ps, pe = math.max(0, R.now - R.pause_start), math.max(0, R.now - R.pause_end)
   end
   -- A scheduled room is measured from its opening: nobody could be let in before it.
-  local since = born
-  if opens_at and opens_at > since then since = opens_at end
-  return {current, now - current_bucket * bucket_ms, math.max(0, now - since), capacity, skipped,
-    cap_before or capacity, ago, ps, pe}
+  local since = R.born
+  if R.opens_at and R.opens_at > since then since = R.opens_at end
+  return {current, R.now - R.current_bucket * R.bucket_ms, math.max(0, R.now - since), R.capacity, skipped,
+    R.cap_before or R.capacity, ago, ps, pe}
 end
 
 -- The counts of the complete buckets before the current one, in one read: admissions in the
 -- last minute and the last five minutes, admissions in each of those five minutes (most recent
 -- first), and waiters skipped as silent at their turn in the last minute and five.
-local function recent()
+function F.recent()
   local per_minute = {}
-  for m = 1, five_minute_buckets / minute_buckets do per_minute[m] = 0 end
-  local n = math.min(five_minute_buckets, current_bucket)
+  for m = 1, R.five_minute_buckets / R.minute_buckets do per_minute[m] = 0 end
+  local n = math.min(R.five_minute_buckets, R.current_bucket)
   if n == 0 then return 0, 0, per_minute, 0, 0 end
   local fields = {}
   for back = 1, n do
-    local slot = (current_bucket - back) % ring
+    local slot = (R.current_bucket - back) % R.ring
     fields[#fields + 1] = 't' .. slot
     fields[#fields + 1] = 'n' .. slot
     fields[#fields + 1] = 'k' .. slot
   end
-  local v = redis.call('HMGET', k_admitted, unpack(fields))
+  local v = redis.call('HMGET', R.k_admitted, unpack(fields))
   local minute, five, skipped_minute, skipped_five = 0, 0, 0, 0
   for back = 1, n do
-    if tonumber(v[3 * back - 2]) == current_bucket - back then
+    if tonumber(v[3 * back - 2]) == R.current_bucket - back then
       local c, k = tonumber(v[3 * back - 1]) or 0, tonumber(v[3 * back]) or 0
       five, skipped_five = five + c, skipped_five + k
-      if back <= minute_buckets then
+      if back <= R.minute_buckets then
         minute, skipped_minute = minute + c, skipped_minute + k
       end
-      local m = math.floor((back - 1) / minute_buckets) + 1
+      local m = math.floor((back - 1) / R.minute_buckets) + 1
       per_minute[m] = per_minute[m] + c
     end
   end
   return minute, five, per_minute, skipped_minute, skipped_five
 end
 
--- Waiters in line silent since before `cutoff`, to the second (as the embedded store): they
--- are skipped at their turn unless they come back. None while silence is excused.
-local function silent()
-  if excused then return 0 end
-  return redis.call('ZCOUNT', k_seen, '-inf', '(' .. (math.floor(cutoff / 1000) * 1000))
+-- The snapshot's checkpoints: for each rank of checkpoint_ranks(waiting) (snapshot.rs), the
+-- waiter there, {rank, member, score as Redis wrote it}. Every rank below EXACT_RANKS in one
+-- ZRANGE, then one per rank.
+function F.checkpoints(waiting)
+  local out = {}
+  if waiting == 0 then return out end
+  local last = waiting - 1
+  local exact = redis.call('ZRANGE', R.k_line, 0, math.min(last, EXACT_RANKS - 1), 'WITHSCORES')
+  for j = 1, #exact, 2 do out[#out + 1] = {(j - 1) / 2, exact[j], exact[j + 1]} end
+  local r = EXACT_RANKS - 1
+  while r < last do
+    local step = 1
+    if r >= EXACT_RANKS then step = math.max(1, math.floor(r / CHECKPOINT_GAP)) end
+    r = math.min(r + step, last)
+    local at = redis.call('ZRANGE', R.k_line, r, r, 'WITHSCORES')
+    if at[1] then out[#out + 1] = {r, at[1], at[2]} end
+  end
+  return out
 end
 
--- Appends the room's pace to `reply` (the wait estimate's input, in waiting and stats replies):
+-- Waiters not alive by the turn rule (0 while silence is excused), estimated from the
+-- checkpoint waiters: silent among them / their number * waiting, rounded; exact for a line of
+-- at most EXACT_RANKS (then every waiter is a checkpoint).
+function F.silent_among(cps, waiting)
+  if R.excused or #cps == 0 then return 0 end
+  local ids = {}
+  for j, cp in ipairs(cps) do ids[j] = cp[2] end
+  local silent = 0
+  for _, a in ipairs(F.alive_many(ids, R.turn)) do
+    if not a then silent = silent + 1 end
+  end
+  return math.floor(silent / #cps * waiting + 0.5)
+end
+
+-- Appends the room's pace to `reply` (the wait estimate's input, in sync and stats replies):
 -- admissions in the current bucket, ms into it, ms since the room was first seen, capacity,
 -- skipped in the last minute, in five, in the current bucket, capacity before its last change,
 -- ms since that change (-1: never), ms since the last ended pause began and ended (-1, -1:
--- none), admissions in each of the last five minutes (most recent first), waiters silent for
--- longer than queue_ttl, queue_ttl, ms since the room's first movement (-1: not yet), the live
--- admission rate per second (0: unlimited). Returns the counts of the last minute and five.
-local function append_pace(reply)
-  local minute, five, per_minute, sm, sf = recent()
-  local p = pace()
+-- none), admissions in each of the last five minutes (most recent first), waiters not alive by
+-- the turn rule (`silent`), queue_ttl, ms since the room's first movement (-1: not yet), the
+-- live admission rate per second (0: unlimited). Returns the counts of the last minute and five.
+function F.append_pace(reply, silent)
+  local minute, five, per_minute, sm, sf = F.recent()
+  local p = F.pace()
   for _, v in ipairs({p[1], p[2], p[3], p[4], sm, sf, p[5], p[6], p[7], p[8], p[9]}) do
     reply[#reply + 1] = v
   end
   for _, c in ipairs(per_minute) do reply[#reply + 1] = c end
-  reply[#reply + 1] = silent()
-  reply[#reply + 1] = queue_ttl
-  reply[#reply + 1] = moved and math.max(0, now - moved) or -1
-  reply[#reply + 1] = rate
+  reply[#reply + 1] = silent
+  reply[#reply + 1] = R.queue_ttl
+  reply[#reply + 1] = R.moved and math.max(0, R.now - R.moved) or -1
+  reply[#reply + 1] = R.rate
   return minute, five
 end
 
--- A waiting reply: {2, position, waiting, last minute, five, paused, pace...}.
-local function waiting_reply(position, waiting)
-  local reply = {2, position, waiting, 0, 0, paused and 1 or 0}
-  reply[4], reply[5] = append_pace(reply)
-  return reply
+-- A waiting reply: {2, position, waiting, paused, place}; place is the sequence number, or -1
+-- for a registrant's draw score.
+function F.waiting_reply(position, waiting, score)
+  local place = tonumber(score)
+  if place < 0 then place = -1 end
+  return {2, position, waiting, R.paused and 1 or 0, place}
 end
 
-local function remove_waiter(w)
-  redis.call('ZREM', k_line, w)
-  redis.call('ZREM', k_seen, w)
+-- A score as a reply carries it: Redis truncates a Lua number to an integer.
+function F.score_string(score)
+  return string.format('%.17g', tonumber(score))
 end
 
 -- Grant free slots to the head of the line, skipping waiters silent at their turn; bounded
 -- work: at most max_promote promotions and skips per call, however often promote runs in it.
-local promotions_left = max_promote
-local function promote()
-  if paused or not open or before_opening or line_closed then return end
-  while promotions_left > 0 do
-    if capacity - slots() <= 0 then return end
-    local head = redis.call('ZRANGE', k_line, 0, 0)[1]
+R.promotions_left = R.max_promote
+function F.promote()
+  if R.paused or not R.open or R.before_opening or R.line_closed then return end
+  if R.promotions_left <= 0 then return end
+  local taken = F.slots()
+  while R.promotions_left > 0 do
+    if R.capacity - taken <= 0 then return end
+    local head = redis.call('ZRANGE', R.k_line, 0, 0)[1]
     if not head then return end
-    if has_slot(head) then
+    if F.has_slot(head) then
       -- Damage: a slot holder with a place too. The slot wins; no second slot.
-      remove_waiter(head)
+      redis.call('ZREM', R.k_line, head)
+    elseif not R.excused and not F.alive(head, R.turn) then
+      redis.call('ZREM', R.k_line, head)
+      F.count_skip()
     else
-      local seen_at = tonumber(redis.call('ZSCORE', k_seen, head))
-      if seen_at == nil then
-        -- Damage: a place without a check-in. Counted as seen now, so they keep their turn.
-        seen_at = now
-        redis.call('ZADD', k_seen, now, head)
-      end
-      if seen_at < cutoff and not excused then
-        remove_waiter(head)
-        count_skip()
-      else
-        if not take() then return end
-        remove_waiter(head)
-        redis.call('ZADD', k_granted, now + grant_ttl, head)
-        count_admission()
-      end
+      if not F.take() then return end
+      redis.call('ZREM', R.k_line, head)
+      redis.call('ZADD', R.k_granted, R.now + R.grant_ttl, head)
+      F.lower_due(R.now + R.grant_ttl)
+      taken = taken + 1
+      F.count_admission()
     end
-    promotions_left = promotions_left - 1
+    R.promotions_left = R.promotions_left - 1
   end
 end
 
-local function claim_or_extend()
-  local exp = has_slot(s)
-  if exp and not open then
+function F.claim_or_extend()
+  local exp = F.has_slot(R.s)
+  if exp and not R.open then
     -- Closed: claimed slots run out, not extended. A granted slot is still claimed: its visitor
     -- was let in before the close, or by an operator's release.
-    local active = redis.call('ZSCORE', k_active, s)
+    local active = redis.call('ZSCORE', R.k_active, R.s)
     if active then return {1, tonumber(active), 0} end
   end
   if exp then
-    redis.call('ZREM', k_granted, s)
-    redis.call('ZADD', k_active, now + active_ttl, s)
-    return {1, now + active_ttl, 0}
+    redis.call('ZREM', R.k_granted, R.s)
+    redis.call('ZADD', R.k_active, R.now + R.active_ttl, R.s)
+    F.lower_due(R.now + R.active_ttl)
+    return {1, R.now + R.active_ttl, 0}
   end
   return nil
 end
 
-local function touch()
-  redis.call('ZADD', k_seen, check_in_at, s)
-  if not open then return {6, 0, 0} end
-  if before_opening then return {11, opens_at, 0} end
-  if line_closed then return {6, 0, 0} end
-  local rank = redis.call('ZRANK', k_line, s)
-  return waiting_reply(rank + 1, redis.call('ZCARD', k_line))
+-- A waiter's enter or poll: checked in, and told where they stand.
+function F.touch(score)
+  F.check_in({R.s})
+  if not R.open then return {6, 0, 0} end
+  if R.before_opening then return {11, R.opens_at, 0} end
+  if R.line_closed then return {6, 0, 0} end
+  local rank = redis.call('ZRANK', R.k_line, R.s)
+  return F.waiting_reply(rank + 1, redis.call('ZCARD', R.k_line), score)
 end
 
 -- Notes the pre-queue's first arrival, once, at score -1 (ahead of every registrant's score):
 -- the oldest wait of a registrant counts from then.
-local function note_pre_arrival()
-  if #redis.call('ZRANGEBYSCORE', k_line, -1, '(0', 'LIMIT', 0, 1) == 0 then
+function F.note_pre_arrival()
+  if #redis.call('ZRANGEBYSCORE', R.k_line, -1, '(0', 'LIMIT', 0, 1) == 0 then
     -- The first registrant of a pre-queue (an earlier one emptied, or never was): its note
     -- replaces any older one, as the embedded store starts its pre-queue's time anew.
-    redis.call('ZREMRANGEBYSCORE', k_arrivals, -1, -1)
-    redis.call('ZADD', k_arrivals, -1, now)
-  elseif #redis.call('ZRANGEBYSCORE', k_arrivals, -1, -1, 'LIMIT', 0, 1) == 0 then
-    redis.call('ZADD', k_arrivals, -1, now)
+    redis.call('ZREMRANGEBYSCORE', R.k_arrivals, -1, -1)
+    redis.call('ZADD', R.k_arrivals, -1, R.now)
+  elseif #redis.call('ZRANGEBYSCORE', R.k_arrivals, -1, -1, 'LIMIT', 0, 1) == 0 then
+    redis.call('ZADD', R.k_arrivals, -1, R.now)
   end
 end
 
 -- The next sequence number: after the last waiter's even if seq was lost or reset, so a
 -- newcomer never goes ahead of the line.
-local function next_seq()
-  local seq = redis.call('INCR', k_seq)
-  local tail = redis.call('ZRANGE', k_line, -1, -1, 'WITHSCORES')[2]
+function F.next_seq()
+  local seq = redis.call('INCR', R.k_seq)
+  local tail = redis.call('ZRANGE', R.k_line, -1, -1, 'WITHSCORES')[2]
   if tail and seq <= tonumber(tail) then
     seq = tonumber(tail) + 1
-    redis.call('SET', k_seq, seq)
+    redis.call('SET', R.k_seq, seq)
   end
-  note_arrival(seq)
+  F.note_arrival(seq)
   return seq
 end
 
 -- Admissions per minute over the last history_minutes complete minutes, oldest first.
-local function history(history_minutes)
+function F.history(history_minutes)
   local fields = {}
-  local n = math.min(history_minutes * minute_buckets, current_bucket)
+  local n = math.min(history_minutes * R.minute_buckets, R.current_bucket)
   if n == 0 then
     local zeros = {}
     for i = 1, history_minutes do zeros[i] = 0 end
     return zeros
   end
   for back = 1, n do
-    local slot = (current_bucket - back) % ring
+    local slot = (R.current_bucket - back) % R.ring
     fields[#fields + 1] = 't' .. slot
     fields[#fields + 1] = 'n' .. slot
   end
-  local v = redis.call('HMGET', k_admitted, unpack(fields))
+  local v = redis.call('HMGET', R.k_admitted, unpack(fields))
   local out = {}
   for i = 1, history_minutes do out[i] = 0 end
   for back = 1, n do
-    if tonumber(v[2 * back - 1]) == current_bucket - back then
-      local i = history_minutes - math.floor((back - 1) / minute_buckets)
+    if tonumber(v[2 * back - 1]) == R.current_bucket - back then
+      local i = history_minutes - math.floor((back - 1) / R.minute_buckets)
       out[i] = out[i] + (tonumber(v[2 * back]) or 0)
     end
   end
@@ -560,175 +843,241 @@ end
 
 -- Whether this call released something: kept outside `main`, so that a second, repaired run
 -- still reports what the first one removed.
-local released = 0
+R.released = 0
 
 -- Frees the session's slot, or else its place, and promotes into what was freed (release, ban).
-local function free_session()
-  -- The session's single-use ticket record (KEYS[11], sent by release and ban only) ends with
+function F.free_session()
+  -- The session's single-use ticket record (KEYS[20], sent by release and ban only) ends with
   -- its slot, in this same step: its state `n`/`u` upper-cased in place (SETRANGE keeps the
   -- TTL), so it never passes again and the next admission's mint replaces it (tickets.lua).
-  local k_ticket = KEYS[11]
-  if k_ticket and redis.call('TYPE', k_ticket)['ok'] == 'string' then
-    local state = string.sub(redis.call('GET', k_ticket), 1, 1)
+  if R.k_ticket and redis.call('TYPE', R.k_ticket)['ok'] == 'string' then
+    local state = string.sub(redis.call('GET', R.k_ticket), 1, 1)
     if state == 'n' or state == 'u' then
-      redis.call('SETRANGE', k_ticket, 0, string.upper(state))
+      redis.call('SETRANGE', R.k_ticket, 0, string.upper(state))
     end
   end
-  local n = redis.call('ZREM', k_active, s) + redis.call('ZREM', k_granted, s)
-  if n == 0 then
-    n = redis.call('ZREM', k_line, s)
-    redis.call('ZREM', k_seen, s)
-  end
-  if n > 0 then released = 1 end
-  if released == 1 then promote() end
+  local n = redis.call('ZREM', R.k_active, R.s) + redis.call('ZREM', R.k_granted, R.s)
+  if n == 0 then n = redis.call('ZREM', R.k_line, R.s) end
+  if n > 0 then R.released = 1 end
+  if R.released == 1 then F.promote() end
 end
 
-local function main()
-  local refused = load_settings()
-  if refused then return refused end
-  -- Housekeeping before every answer: expire slots, sweep abandoned waiters, promote.
-  redis.call('ZREMRANGEBYSCORE', k_active, '-inf', now)
-  redis.call('ZREMRANGEBYSCORE', k_granted, '-inf', now)
-  if not excused then
-    local gone = redis.call('ZRANGEBYSCORE', k_seen, '-inf', '(' .. abandoned, 'LIMIT', 0, max_sweep)
-    for _, w in ipairs(gone) do
-      remove_waiter(w)
+-- Drops the waiters not alive by the abandon rule, looking at most max_sweep of them from the
+-- cursor on (the whole line when it is no longer), and moves the cursor (to the head again at
+-- the end of the line).
+function F.sweep()
+  if R.excused then return end
+  local batch, next_cursor
+  if redis.call('ZCARD', R.k_line) <= R.max_sweep then
+    batch, next_cursor = redis.call('ZRANGE', R.k_line, 0, -1, 'WITHSCORES'), '-inf'
+  else
+    local from = R.cursor == '-inf' and '-inf' or '(' .. R.cursor
+    batch = redis.call('ZRANGEBYSCORE', R.k_line, from, '+inf', 'WITHSCORES', 'LIMIT', 0, R.max_sweep)
+    next_cursor = '-inf'
+    if #batch / 2 >= R.max_sweep then next_cursor = batch[#batch] end
+  end
+  local ids = {}
+  for j = 1, #batch, 2 do ids[#ids + 1] = batch[j] end
+  local gone = {}
+  for j, a in ipairs(F.alive_many(ids, R.gone_ring)) do
+    if not a then gone[#gone + 1] = ids[j] end
+  end
+  for from = 1, #gone, R.CHUNK do
+    redis.call('ZREM', R.k_line, unpack(gone, from, math.min(#gone, from + R.CHUNK - 1)))
+  end
+  if next_cursor ~= R.cursor then
+    R.cursor = next_cursor
+    redis.call('HSET', R.k_settings, 'cursor', R.cursor)
+  end
+end
+
+-- Checks in the sessions of sync's list (16 bytes each) that have a place in line.
+function F.check_in_seen(list)
+  for from = 1, #list, 16 * R.CHUNK do
+    local ids = {}
+    for at = from, math.min(#list, from + 16 * R.CHUNK - 1) - 15, 16 do
+      ids[#ids + 1] = string.sub(list, at, at + 15)
+    end
+    if #ids > 0 then
+      local scores = redis.call('ZMSCORE', R.k_line, unpack(ids))
+      local placed = {}
+      for j, score in ipairs(ids) do
+        if scores[j] then placed[#placed + 1] = ids[j] end
+      end
+      F.check_in(placed)
     end
   end
-  promote()
+end
 
-  if op == 'enter' then
-    local r = claim_or_extend()
+function F.main()
+  local refused = F.load_settings()
+  if refused then return refused end
+  if R.op == 'sync' or R.op == 'stats' or R.op == 'configure' then F.load_more() end
+  if R.op == 'sync' then F.check_in_seen(R.s) end
+  -- Housekeeping before every answer: expire slots when due, sweep (sync only), promote.
+  F.housekeep()
+  if R.op == 'sync' then F.sweep() end
+  F.promote()
+
+  if R.op == 'enter' then
+    local r = F.claim_or_extend()
     if r then return r end
-    if redis.call('ZSCORE', k_line, s) then return touch() end
-    if not open or after_closing then return {6, 0, 0} end
-    if banned(s) then return {7, 0, 0} end
-    local waiting = redis.call('ZCARD', k_line)
-    if before_opening then
-      if waiting >= max_queue then return {3, 0, waiting} end
+    local score = redis.call('ZSCORE', R.k_line, R.s)
+    if score then return F.touch(score) end
+    if not R.open or R.after_closing then return {6, 0, 0} end
+    if F.banned(R.s) then return {7, 0, 0} end
+    local waiting = redis.call('ZCARD', R.k_line)
+    if R.before_opening then
+      if waiting >= R.max_queue then return {3, 0, waiting} end
       -- Drawn ahead of every sequence number, unless some waiter holds one (an earlier
       -- opening's line: drawing would jump it) or the call brought no draw (a kept schedule).
-      local tail = tonumber(redis.call('ZRANGE', k_line, -1, -1, 'WITHSCORES')[2])
-      if draw_score and not (tail and tail >= 1) then
-        note_pre_arrival()
-        redis.call('ZADD', k_line, draw_score, s)
+      local tail = tonumber(redis.call('ZRANGE', R.k_line, -1, -1, 'WITHSCORES')[2])
+      if R.draw_score and not (tail and tail >= 1) then
+        F.note_pre_arrival()
+        redis.call('ZADD', R.k_line, R.draw_score, R.s)
       else
-        redis.call('ZADD', k_line, next_seq(), s)
+        redis.call('ZADD', R.k_line, F.next_seq(), R.s)
       end
-      redis.call('ZADD', k_seen, check_in_at, s)
-      return {11, opens_at, 0}
+      F.check_in({R.s})
+      return {11, R.opens_at, 0}
     end
-    if not paused and waiting == 0 and capacity - slots() > 0 and take() then
-      redis.call('ZADD', k_active, now + active_ttl, s)
-      count_admission()
-      return {1, now + active_ttl, 0}
+    if not R.paused and waiting == 0 and R.capacity - F.slots() > 0 and F.take() then
+      redis.call('ZADD', R.k_active, R.now + R.active_ttl, R.s)
+      F.lower_due(R.now + R.active_ttl)
+      F.count_admission()
+      return {1, R.now + R.active_ttl, 0}
     end
-    if waiting >= max_queue then return {3, 0, waiting} end
-    redis.call('ZADD', k_line, next_seq(), s)
-    redis.call('ZADD', k_seen, now, s)
-    return waiting_reply(waiting + 1, waiting + 1)
-  elseif op == 'poll' then
-    local exp = has_slot(s)
+    if waiting >= R.max_queue then return {3, 0, waiting} end
+    local seq = F.next_seq()
+    redis.call('ZADD', R.k_line, seq, R.s)
+    F.check_in({R.s})
+    return F.waiting_reply(waiting + 1, waiting + 1, seq)
+  elseif R.op == 'poll' then
+    local exp = F.has_slot(R.s)
     if exp then return {1, tonumber(exp), 0} end
-    if redis.call('ZSCORE', k_line, s) then return touch() end
-    -- No place: a check-in without one is damage; drop it (only on this rare path).
-    redis.call('ZREM', k_seen, s)
-    if banned(s) then return {7, 0, 0} end
-    if not open or after_closing then return {6, 0, 0} end
+    local score = redis.call('ZSCORE', R.k_line, R.s)
+    if score then return F.touch(score) end
+    if F.banned(R.s) then return {7, 0, 0} end
+    if not R.open or R.after_closing then return {6, 0, 0} end
     return {0, 0, 0}
-  elseif op == 'heartbeat' then
-    return claim_or_extend() or {0, 0, 0}
-  elseif op == 'release' then
-    free_session()
-    return {4, released, 0}
-  elseif op == 'stats' then
-    local out = {5, redis.call('ZCARD', k_active), redis.call('ZCARD', k_granted),
-      redis.call('ZCARD', k_line), 0, 0, capacity, rate, paused and 1 or 0,
-      open and 1 or 0, oldest_wait()}
-    for _, n in ipairs(history(tonumber(ARGV[18]))) do out[#out + 1] = n end
-    out[5], out[6] = append_pace(out)
+  elseif R.op == 'heartbeat' then
+    return F.claim_or_extend() or {0, 0, 0}
+  elseif R.op == 'release' then
+    F.free_session()
+    return {4, R.released, 0}
+  elseif R.op == 'sync' then
+    local waiting = redis.call('ZCARD', R.k_line)
+    local cps = F.checkpoints(waiting)
+    local head = ''
+    if cps[1] then head = F.score_string(cps[1][3]) end
+    local out = {12, R.now, waiting, R.paused and 1 or 0, R.open and 1 or 0,
+      R.before_opening and 1 or 0, R.line_closed and 1 or 0, head, 0, 0}
+    out[9], out[10] = F.append_pace(out, F.silent_among(cps, waiting))
+    out[#out + 1] = #cps
+    for _, cp in ipairs(cps) do
+      out[#out + 1] = cp[1]
+      out[#out + 1] = F.score_string(cp[3])
+    end
     return out
-  elseif op == 'configure' then
+  elseif R.op == 'stats' then
+    local waiting = redis.call('ZCARD', R.k_line)
+    local out = {5, redis.call('ZCARD', R.k_active), redis.call('ZCARD', R.k_granted),
+      waiting, 0, 0, R.capacity, R.rate, R.paused and 1 or 0,
+      R.open and 1 or 0, F.oldest_wait()}
+    for _, n in ipairs(F.history(tonumber(ARGV[18]))) do out[#out + 1] = n end
+    out[5], out[6] = F.append_pace(out, F.silent_among(F.checkpoints(waiting), waiting))
+    return out
+  elseif R.op == 'configure' then
     local c, r = tonumber(ARGV[18]), tonumber(ARGV[19])
     local p, o = tonumber(ARGV[20]), tonumber(ARGV[21])
-    local before = settings_reply(8)
-    if c > 0 and c ~= capacity then
+    local before = F.settings_reply(8)
+    if c > 0 and c ~= R.capacity then
       -- Remembered for the wait estimate: the pace measured before the change was at the old
       -- capacity.
-      redis.call('HSET', k_settings, 'cap_before', capacity, 'cap_at', now)
-      capacity = c
+      redis.call('HSET', R.k_settings, 'cap_before', R.capacity, 'cap_at', R.now)
+      R.capacity = c
     end
-    if r >= 0 then rate = r end
+    if r >= 0 then R.rate = r end
     if p >= 0 then
       -- Remembered for the wait estimate: a pause is no measure of the line's pace.
-      if p == 1 and not paused then
-        redis.call('HSET', k_settings, 'paused_at', now)
-      elseif p == 0 and paused then
-        redis.call('HSET', k_settings, 'pause_start', paused_at or now, 'pause_end', now)
+      if p == 1 and not R.paused then
+        redis.call('HSET', R.k_settings, 'paused_at', R.now)
+      elseif p == 0 and R.paused then
+        redis.call('HSET', R.k_settings, 'pause_start', R.paused_at or R.now, 'pause_end', R.now)
       end
-      paused = p == 1
+      R.paused = p == 1
     end
-    if o >= 0 then open = o == 1 end
-    redis.call('HSET', k_settings, 'v', SETTINGS_VERSION, 'capacity', capacity, 'rate', rate,
-      'paused', paused and 1 or 0, 'open', open and 1 or 0)
+    if o >= 0 then R.open = o == 1 end
+    redis.call('HSET', R.k_settings, 'v', SETTINGS_VERSION, 'capacity', R.capacity, 'rate', R.rate,
+      'paused', R.paused and 1 or 0, 'open', R.open and 1 or 0)
     if o == 0 and ARGV[22] == '1' then
-      redis.call('DEL', k_active, k_granted)
+      redis.call('DEL', R.k_active, R.k_granted)
     end
     -- A raised capacity or a resume lets people in now, not at the next call.
-    promote()
-    local out = settings_reply(8)
+    F.promote()
+    local out = F.settings_reply(8)
     for i = 2, 5 do out[#out + 1] = before[i] end
     return out
-  elseif op == 'admit_next' then
+  elseif R.op == 'admit_next' then
     local want = tonumber(ARGV[18])
     -- Nobody is admitted before the opening, not even by an operator.
-    if before_opening then want = 0 end
+    if R.before_opening then want = 0 end
     local admitted, steps = 0, 0
     while admitted < want and steps < 2 * want do
-      local head = redis.call('ZRANGE', k_line, 0, 0)[1]
+      local head = redis.call('ZRANGE', R.k_line, 0, 0)[1]
       if not head then break end
       steps = steps + 1
-      local seen_at = tonumber(redis.call('ZSCORE', k_seen, head))
-      local holder = has_slot(head)
-      remove_waiter(head)
+      local holder = F.has_slot(head)
+      local silent = not holder and not F.alive(head, R.turn)
+      redis.call('ZREM', R.k_line, head)
       -- A slot holder's stray place, or a waiter silent at their turn: skipped.
-      if not holder and seen_at and seen_at < cutoff then count_skip() end
-      if not holder and not (seen_at and seen_at < cutoff) then
-        redis.call('ZADD', k_granted, now + grant_ttl, head)
-        count_admission()
+      if silent then F.count_skip() end
+      if not holder and not silent then
+        redis.call('ZADD', R.k_granted, R.now + R.grant_ttl, head)
+        F.lower_due(R.now + R.grant_ttl)
+        F.count_admission()
         admitted = admitted + 1
       end
     end
     return {9, admitted}
-  elseif op == 'ban' then
+  elseif R.op == 'ban' then
     local until_ms = tonumber(ARGV[18])
-    redis.call('ZREMRANGEBYSCORE', k_banned, '-inf', now)
-    if until_ms > now then redis.call('ZADD', k_banned, until_ms, s) end
-    free_session()
-    return {10, released}
+    redis.call('ZREMRANGEBYSCORE', R.k_banned, '-inf', R.now)
+    if until_ms > R.now then
+      redis.call('ZADD', R.k_banned, until_ms, R.s)
+      if R.bans == nil or until_ms > R.bans then
+        R.bans = until_ms
+        redis.call('HSET', R.k_settings, 'bans', string.format('%d', until_ms))
+      end
+    end
+    F.free_session()
+    return {10, R.released}
   end
   return redis.error_reply('ERR unknown waiting room operation')
 end
 
 -- Deletes every key of the wrong type, and a seq that INCR cannot count on.
-local function repair()
+function F.repair()
   local want = {
-    {k_seq, 'string'}, {k_line, 'zset'}, {k_seen, 'zset'}, {k_active, 'zset'},
-    {k_granted, 'zset'}, {k_bucket, 'hash'}, {k_admitted, 'hash'}, {k_settings, 'hash'},
-    {k_arrivals, 'zset'}, {k_banned, 'zset'},
+    {R.k_seq, 'string'}, {R.k_line, 'zset'}, {R.k_active, 'zset'}, {R.k_granted, 'zset'},
+    {R.k_bucket, 'hash'}, {R.k_admitted, 'hash'}, {R.k_settings, 'hash'}, {R.k_arrivals, 'zset'},
+    {R.k_banned, 'zset'},
   }
+  for _, rg in ipairs(R.rings) do
+    for i = 0, rg.len - 1 do want[#want + 1] = {KEYS[rg.first + i], 'string'} end
+  end
   for _, kt in ipairs(want) do
     local t = redis.call('TYPE', kt[1])
     if type(t) == 'table' then t = t.ok end
     if t ~= 'none' and t ~= kt[2] then redis.call('DEL', kt[1]) end
   end
-  local seq = tonumber(redis.call('GET', k_seq))
-  if redis.call('EXISTS', k_seq) == 1 and (seq == nil or seq ~= math.floor(seq)) then
-    redis.call('DEL', k_seq)
+  local seq = tonumber(redis.call('GET', R.k_seq))
+  if redis.call('EXISTS', R.k_seq) == 1 and (seq == nil or seq ~= math.floor(seq)) then
+    redis.call('DEL', R.k_seq)
   end
 end
 
-local ok, reply = pcall(main)
+local ok, reply = pcall(F.main)
 if ok then return reply end
-repair()
-return main()
+F.repair()
+return F.main()

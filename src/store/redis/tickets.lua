@@ -13,14 +13,15 @@
 --                      such a ticket never passes again, and the next mint replaces the
 --                      record), with a TTL that ends it at its expiry (on the server's clock;
 --                      the expiry in the value is the one that counts)
---   2 active   zset    redeem only: the room's claimed slots by expiry (room.lua's KEYS[4]),
+--   2 active   zset    redeem only: the room's claimed slots by expiry (room.lua's KEYS[3]),
 --                      only read: a ticket is used only while its session holds its slot
 -- ARGV:
 --   1 op (mint | redeem)
 --   2 nonce (32 lowercase hex digits): mint: the fresh one to store if there is no record;
 --     redeem: the one the ticket names
 --   3 now in ms, or 0 to use the server's TIME (shared by every gateway)
---   4 mint: the record's expiry in ms (the slot's expiry); redeem: the session id
+--   4 mint: the record's expiry in ms (the slot's expiry); redeem: the session id (its 16 raw
+--     bytes, the member room.lua keeps in its zsets)
 -- Reply:
 --   mint:   {'ticket', nonce, expires_at_ms} the live unused record's (or the new one's)
 --           {'used'}

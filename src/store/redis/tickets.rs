@@ -79,11 +79,12 @@ impl RedisStore {
         session: SessionId,
         nonce: TicketNonce,
     ) -> StoreFuture<Redeemed> {
-        let args = vec![
-            "redeem".to_owned(),
-            nonce.to_string(),
-            self.now_arg().to_string(),
-            session.to_string(),
+        // The session as the room script keeps it in `active`: its 16 raw bytes.
+        let args: Vec<Vec<u8>> = vec![
+            b"redeem".to_vec(),
+            nonce.to_string().into_bytes(),
+            self.now_arg().to_string().into_bytes(),
+            session.as_bytes().to_vec(),
         ];
         let keys = vec![
             ticket_key(self.prefix(), &policy.room, session),

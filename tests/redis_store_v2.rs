@@ -1,0 +1,320 @@
+//! The Redis store's v2 layout (issue 14), against a real `redis-server`: members are the
+//! session ids' 16 raw bytes, there is no `seen` zset, liveness lives in Bloom bitmaps that a
+//! gateway's `sync` sets, housekeeping runs exactly when due, and a snapshot's checkpoints are
+//! the exact ranks.
+#![cfg(feature = "redis")]
+
+mod redis_harness;
+
+use std::time::Duration;
+
+use redis::AsyncCommands;
+use redis_harness::Server;
+use tower_waiting_room::__private::{redis_bloom_bits, redis_keys};
+use tower_waiting_room::clock::ManualClock;
+use tower_waiting_room::store::snapshot::checkpoint_ranks;
+use tower_waiting_room::store::{Decision, Place, RedisStore, Store};
+use tower_waiting_room::{RoomPolicy, SessionId};
+
+const START_MS: u64 = 1_800_000_000_000;
+
+fn store(server: &Server, clock: &ManualClock) -> RedisStore {
+    RedisStore::builder()
+        .url(server.url())
+        .timeout(Duration::from_secs(5))
+        .clock(clock.clone())
+        .build()
+        .expect("store builds")
+}
+
+async fn conn(server: &Server) -> redis::aio::MultiplexedConnection {
+    redis::Client::open(server.url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap()
+}
+
+fn advance(clock: &ManualClock, ms: u64) {
+    clock.advance(Duration::from_millis(ms));
+}
+
+async fn admitted(store: &RedisStore, policy: &RoomPolicy) -> SessionId {
+    let s = SessionId::random();
+    let d = store.enter(policy, s).await.unwrap();
+    assert!(matches!(d, Decision::Admitted { .. }), "{d:?}");
+    s
+}
+
+async fn waiter(store: &RedisStore, policy: &RoomPolicy) -> (SessionId, u64) {
+    let s = SessionId::random();
+    match store.enter(policy, s).await.unwrap() {
+        Decision::Waiting {
+            place: Some(Place::Seq(seq)),
+            ..
+        } => (s, seq),
+        other => panic!("not waiting with a sequence number: {other:?}"),
+    }
+}
+
+fn key<'a>(keys: &'a [String], name: &str) -> &'a str {
+    keys.iter()
+        .find(|k| k.ends_with(&format!(":{name}")))
+        .unwrap_or_else(|| panic!("no key {name}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn members_are_raw_bytes_and_there_is_no_seen_key() {
+    let server = Server::start(&[]);
+    let clock = ManualClock::new(START_MS);
+    let store = store(&server, &clock);
+    let policy = RoomPolicy::new("bytes", 1);
+    let holder = admitted(&store, &policy).await;
+    let (w, seq) = waiter(&store, &policy).await;
+    let mut c = conn(&server).await;
+    let keys = redis_keys(&store, &policy.room);
+    let line: Vec<(Vec<u8>, f64)> = c
+        .zrange_withscores(key(&keys, "line"), 0, -1)
+        .await
+        .unwrap();
+    assert_eq!(line, vec![(w.as_bytes().to_vec(), seq as f64)]);
+    let active: Vec<Vec<u8>> = c.zrange(key(&keys, "active"), 0, -1).await.unwrap();
+    assert_eq!(active, vec![holder.as_bytes().to_vec()]);
+    let all: Vec<String> = c.keys("*").await.unwrap();
+    assert!(!all.iter().any(|k| k.ends_with(":seen")), "{all:?}");
+    assert!(
+        all.iter().any(|k| k.contains(":turn")) && all.iter().any(|k| k.contains(":abandon")),
+        "the join set liveness bits in both rings: {all:?}"
+    );
+    // A poll of the waiter says the same place.
+    match store.poll(&policy, w).await.unwrap() {
+        Decision::Waiting {
+            position: 1,
+            waiting: 1,
+            place,
+            ..
+        } => assert_eq!(place, Some(Place::Seq(seq))),
+        other => panic!("{other:?}"),
+    }
+}
+
+/// queue_ttl 8 s: epochs of 2 s, silent for more than 10 s is skipped at the turn. A and C are
+/// only ever seen through a gateway's sync (their polls answered from its snapshot); B is silent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sync_keeps_seen_waiters_alive_and_a_silent_one_is_skipped() {
+    let server = Server::start(&[]);
+    let clock = ManualClock::new(START_MS);
+    let store = store(&server, &clock);
+    let policy = RoomPolicy::new("liveness", 1).with_ttls(
+        Duration::from_secs(3_600),
+        Duration::from_secs(60),
+        Duration::from_secs(8),
+    );
+    let holder = admitted(&store, &policy).await;
+    let (a, _) = waiter(&store, &policy).await;
+    let (b, _) = waiter(&store, &policy).await;
+    let (c, _) = waiter(&store, &policy).await;
+    let stranger = SessionId::random();
+    for _ in 0..6 {
+        advance(&clock, 2_000);
+        let snap = store.sync(&policy, vec![a, c, stranger]).await.unwrap();
+        assert_eq!(snap.waiting, 3, "nobody swept, nobody created: {snap:?}");
+    }
+    // 12 s on: B was last seen at the join.
+    let snap = store.sync(&policy, vec![a, c]).await.unwrap();
+    assert_eq!(snap.pace.silent, 1, "B alone is silent: {snap:?}");
+    assert_eq!(
+        store.poll(&policy, stranger).await.unwrap(),
+        Decision::Unknown
+    );
+    assert!(store.release(&policy, holder).await.unwrap());
+    assert!(
+        matches!(
+            store.poll(&policy, a).await.unwrap(),
+            Decision::Admitted { .. }
+        ),
+        "A, seen by sync, at their turn"
+    );
+    assert!(store.release(&policy, a).await.unwrap());
+    assert_eq!(
+        store.poll(&policy, b).await.unwrap(),
+        Decision::Unknown,
+        "B, silent, skipped"
+    );
+    assert!(
+        matches!(
+            store.poll(&policy, c).await.unwrap(),
+            Decision::Admitted { .. }
+        ),
+        "C next"
+    );
+    assert_eq!(store.stats(&policy).await.unwrap().pace.current_skipped, 1);
+}
+
+/// A claimed slot frees itself exactly at its expiry: not a millisecond before, at the first
+/// call from then (housekeeping only when due).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn housekeeping_frees_a_slot_exactly_when_due() {
+    let server = Server::start(&[]);
+    let clock = ManualClock::new(START_MS);
+    let store = store(&server, &clock);
+    let policy = RoomPolicy::new("due", 1).with_ttls(
+        Duration::from_secs(5),
+        Duration::from_secs(30),
+        Duration::from_secs(120),
+    );
+    admitted(&store, &policy).await;
+    let (w, _) = waiter(&store, &policy).await;
+    let mut c = conn(&server).await;
+    let keys = redis_keys(&store, &policy.room);
+    let due: u64 = c.hget(key(&keys, "settings"), "due").await.unwrap();
+    assert_eq!(due, START_MS + 5_000);
+    advance(&clock, 4_999);
+    assert!(matches!(
+        store.poll(&policy, w).await.unwrap(),
+        Decision::Waiting { position: 1, .. }
+    ));
+    advance(&clock, 1);
+    assert!(
+        matches!(
+            store.poll(&policy, w).await.unwrap(),
+            Decision::Admitted { .. }
+        ),
+        "the slot expired at its time and went to the head"
+    );
+    // The grant's expiry is now the one due.
+    let due: u64 = c.hget(key(&keys, "settings"), "due").await.unwrap();
+    assert_eq!(due, START_MS + 5_000 + 30_000);
+}
+
+/// A line of 1 000 with every seventh waiter gone: the snapshot's checkpoints are the schedule's
+/// ranks, each with the score ZRANGE finds at that exact rank.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sync_checkpoints_are_the_exact_ranks() {
+    let server = Server::start(&[]);
+    let clock = ManualClock::new(START_MS);
+    let store = store(&server, &clock);
+    let policy = RoomPolicy::new("ranks", 1);
+    admitted(&store, &policy).await;
+    let mut line = Vec::new();
+    for _ in 0..1_000 {
+        line.push(waiter(&store, &policy).await);
+    }
+    for (i, (s, _)) in line.iter().enumerate() {
+        if i % 7 == 3 {
+            assert!(store.release(&policy, *s).await.unwrap());
+        }
+    }
+    let snap = store.sync(&policy, Vec::new()).await.unwrap();
+    let mut c = conn(&server).await;
+    let keys = redis_keys(&store, &policy.room);
+    let exact: Vec<(Vec<u8>, f64)> = c
+        .zrange_withscores(key(&keys, "line"), 0, -1)
+        .await
+        .unwrap();
+    assert_eq!(snap.waiting, exact.len() as u64);
+    assert_eq!(snap.waiting, 1_000 - 143);
+    assert_eq!(snap.head, Some(exact[0].1));
+    let ranks: Vec<u64> = snap.checkpoints.iter().map(|cp| cp.rank).collect();
+    assert_eq!(ranks, checkpoint_ranks(snap.waiting).collect::<Vec<_>>());
+    for cp in &snap.checkpoints {
+        let rank: u64 = c
+            .zrank(key(&keys, "line"), &exact[cp.rank as usize].0)
+            .await
+            .unwrap();
+        assert_eq!(rank, cp.rank);
+        assert_eq!(cp.score, exact[cp.rank as usize].1, "rank {}", cp.rank);
+    }
+    // Every waiter's position by the snapshot is within 1 % of the exact one.
+    for (rank, (_, score)) in exact.iter().enumerate() {
+        let shown = snap.position_of(*score).unwrap();
+        let exact = rank as u64 + 1;
+        assert!(shown.abs_diff(exact) * 100 <= exact, "{shown} vs {exact}");
+    }
+}
+
+/// Each bitmap is a Bloom filter of M bits, M the power of two >= 16 * max_queue_len: a
+/// session whose first four bytes are all ones sets the last bit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_bitmaps_have_m_bits() {
+    assert_eq!(redis_bloom_bits(2_000_000), 1 << 25);
+    let server = Server::start(&[]);
+    let clock = ManualClock::new(START_MS);
+    let store = store(&server, &clock);
+    let mut c = conn(&server).await;
+    for (room, max_queue_len) in [("m-small", 1_000u64), ("m-large", 100_000)] {
+        let policy = RoomPolicy::new(room, 1).with_max_queue_len(max_queue_len);
+        let m = redis_bloom_bits(max_queue_len);
+        assert_eq!(m, (16 * max_queue_len).next_power_of_two().max(1 << 16));
+        admitted(&store, &policy).await;
+        let mut id = [0u8; 16];
+        id[..4].copy_from_slice(&[0xff; 4]);
+        let d = store
+            .enter(&policy, SessionId::from_bytes(id))
+            .await
+            .unwrap();
+        assert!(matches!(d, Decision::Waiting { .. }), "{d:?}");
+        let keys = redis_keys(&store, room);
+        for ring in ["turn", "abandon"] {
+            let mut longest = 0u64;
+            for k in keys.iter().filter(|k| k.contains(&format!(":{ring}"))) {
+                longest = longest.max(c.strlen(k).await.unwrap());
+            }
+            assert_eq!(longest, m / 8, "{room}: the {ring} ring's bitmap");
+        }
+    }
+}
+
+/// A registrant's score is no integer: sync carries the head's and the checkpoints' scores as
+/// strings, so they arrive exact (Redis would truncate a Lua number), and a registrant's place
+/// is `Drawn` once the room opens.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn registrants_scores_arrive_exact() {
+    use std::time::UNIX_EPOCH;
+    use tower_waiting_room::config::EventSchedule;
+    use tower_waiting_room::store::snapshot::draw_score;
+    let server = Server::start(&[]);
+    let clock = ManualClock::new(START_MS);
+    let store = store(&server, &clock);
+    let schedule = EventSchedule::new(
+        UNIX_EPOCH + Duration::from_millis(START_MS + 60_000),
+        [7u8; 32],
+    );
+    let policy = RoomPolicy::new("drawn", 1).with_schedule(Some(schedule.clone()));
+    let registrants: Vec<SessionId> = (0..5).map(|_| SessionId::random()).collect();
+    for &s in &registrants {
+        let d = store.enter(&policy, s).await.unwrap();
+        assert!(matches!(d, Decision::Scheduled { .. }), "{d:?}");
+    }
+    let mut scores: Vec<f64> = registrants
+        .iter()
+        .map(|&s| draw_score(schedule.draw(s)))
+        .collect();
+    scores.sort_by(f64::total_cmp);
+    let snap = store.sync(&policy, Vec::new()).await.unwrap();
+    assert!(snap.before_opening);
+    assert_eq!(snap.head, Some(scores[0]));
+    assert!(scores[0] > -1.0 && scores[0] < 0.0 && scores[0].fract() != 0.0);
+    let got: Vec<f64> = snap.checkpoints.iter().map(|c| c.score).collect();
+    assert_eq!(got, scores);
+    // Opened: the first is admitted, the others wait with a drawn place.
+    advance(&clock, 60_000);
+    let first = registrants
+        .iter()
+        .copied()
+        .find(|&s| draw_score(schedule.draw(s)) == scores[0])
+        .unwrap();
+    let d = store.enter(&policy, first).await.unwrap();
+    assert!(matches!(d, Decision::Admitted { .. }), "{d:?}");
+    let second = registrants
+        .iter()
+        .copied()
+        .find(|&s| draw_score(schedule.draw(s)) == scores[1])
+        .unwrap();
+    match store.poll(&policy, second).await.unwrap() {
+        Decision::Waiting {
+            position: 1, place, ..
+        } => assert_eq!(place, Some(Place::Drawn)),
+        other => panic!("{other:?}"),
+    }
+}
