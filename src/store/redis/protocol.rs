@@ -281,10 +281,17 @@ pub(crate) fn snapshot(reply: &[redis::Value]) -> Result<RoomSnapshot, StoreErro
     };
     let (pace_fields, count) = rest.split_at(PACE_LEN);
     let count = usize::try_from(count[0]).map_err(|_| bad())?;
-    let pairs = &reply[count_at + 1..];
-    if pairs.len() != 2 * count {
-        return Err(bad());
-    }
+    let pairs = reply
+        .get(count_at + 1..count_at + 1 + 2 * count)
+        .ok_or_else(bad)?;
+    // Last, the ids of the listed sessions without a place, 16 bytes each.
+    let unknown = match reply.get(count_at + 1 + 2 * count..) {
+        Some([redis::Value::BulkString(ids)]) if ids.len() % 16 == 0 => ids
+            .chunks_exact(16)
+            .map(|id| SessionId::from_bytes(id.try_into().expect("16 bytes")))
+            .collect(),
+        _ => return Err(bad()),
+    };
     let checkpoints = pairs
         .chunks_exact(2)
         .map(|p| {
@@ -306,6 +313,7 @@ pub(crate) fn snapshot(reply: &[redis::Value]) -> Result<RoomSnapshot, StoreErro
         line_closed: flag(line_closed).ok_or_else(bad)?,
         recent: AdmissionCounts::new(non_negative(minute), non_negative(five)),
         pace: pace(pace_fields).ok_or_else(bad)?,
+        unknown,
     })
 }
 

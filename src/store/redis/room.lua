@@ -91,7 +91,8 @@
 --   {11, opens_at_ms, 0} scheduled: registered in the pre-queue (or already), not open yet
 --   {12, now_ms, waiting, paused, open, before_opening, line_closed (each 0|1), head,
 --    last_minute, last_five_minutes, pace... (as in stats, 20 numbers), n, then n checkpoints
---    as rank, score} sync: the room's snapshot. head and every checkpoint's score are strings
+--    as rank, score, then the ids (16 bytes each, concatenated) of the listed sessions that
+--    have no place} sync: the room's snapshot. head and every checkpoint's score are strings
 --    ('%.17g', '' for no head): a registrant's score is no integer, and Redis truncates the
 --    numbers of a Lua reply to integers
 --   an error reply `WRSETTINGS ...` when the settings key holds another version (see below)
@@ -893,6 +894,8 @@ end
 
 -- Checks in the sessions of sync's list (16 bytes each) that have a place in line.
 function F.check_in_seen(list)
+  -- Anew in each run (a repaired second run checks in again).
+  R.unknown = {}
   for from = 1, #list, 16 * R.CHUNK do
     local ids = {}
     for at = from, math.min(#list, from + 16 * R.CHUNK - 1) - 15, 16 do
@@ -901,8 +904,14 @@ function F.check_in_seen(list)
     if #ids > 0 then
       local scores = redis.call('ZMSCORE', R.k_line, unpack(ids))
       local placed = {}
-      for j, score in ipairs(ids) do
-        if scores[j] then placed[#placed + 1] = ids[j] end
+      for j = 1, #ids do
+        if scores[j] then
+          placed[#placed + 1] = ids[j]
+        else
+          -- No place (skipped, swept, never in line): answered back, so the gateway asks the
+          -- store at their next poll instead of placing them by an old cookie.
+          R.unknown[#R.unknown + 1] = ids[j]
+        end
       end
       F.check_in(placed)
     end
@@ -978,6 +987,7 @@ function F.main()
       out[#out + 1] = cp[1]
       out[#out + 1] = F.score_string(cp[3])
     end
+    out[#out + 1] = table.concat(R.unknown)
     return out
   elseif R.op == 'stats' then
     local waiting = redis.call('ZCARD', R.k_line)
