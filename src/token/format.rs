@@ -310,6 +310,19 @@ pub(crate) fn verify_with_extra<'v>(
     if parts.next().is_some() || tag_b64.len() != TAG_B64_LEN {
         return None;
     }
+    let key = keyring.find(kid)?;
+    let claims = Claims {
+        session,
+        issued_at_ms,
+        expires_at_ms,
+    };
+    // The very text already verified for this room: its MAC holds (the kind is its prefix, the
+    // key its kid, still in the keyring), so only the HMAC is skipped; everything above and
+    // the callers' checks ran as for any value.
+    let verified = keyring.verified();
+    if verified.contains(room, value, tag_b64) {
+        return Some((claims, extra));
+    }
     let mut tag = [0u8; TAG_LEN + 1];
     let n = URL_SAFE_NO_PAD
         .decode_slice(tag_b64.as_bytes(), &mut tag)
@@ -317,15 +330,10 @@ pub(crate) fn verify_with_extra<'v>(
     if n != TAG_LEN {
         return None;
     }
-    let key = keyring.find(kid)?;
-    let claims = Claims {
-        session,
-        issued_at_ms,
-        expires_at_ms,
-    };
     let mut msg = MessageBuf::new();
     message(&mut msg, kind, room, kid, &claims, extra.map(str::as_bytes))?;
     hmac::verify(key.hmac(), msg.as_bytes(), &tag[..TAG_LEN]).ok()?;
+    verified.insert(room, value, tag_b64);
     Some((claims, extra))
 }
 
@@ -648,5 +656,77 @@ mod tests {
         ] {
             assert_eq!(parse_network(bad), None, "{bad:?}");
         }
+    }
+
+    #[test]
+    fn a_remembered_value_skips_only_the_hmac() {
+        let kr = keyring();
+        let v = sign(&kr, ValueKind::Admission, "shop", &claims());
+        assert_eq!(kr.verified().len(), 0, "signing remembers nothing");
+        // A forged value is never remembered.
+        let forged = format!("{}A", &v[..v.len() - 1]);
+        assert_eq!(verify(&kr, ValueKind::Admission, "shop", &forged), None);
+        assert_eq!(kr.verified().len(), 0);
+        // Verified once: remembered, and the clones (same keys) share it.
+        assert_eq!(
+            verify(&kr, ValueKind::Admission, "shop", &v),
+            Some(claims())
+        );
+        assert_eq!(kr.verified().len(), 1);
+        let clone = kr.clone();
+        assert!(clone
+            .verified()
+            .contains("shop", &v, v.rsplit_once('.').unwrap().1));
+        for _ in 0..3 {
+            assert_eq!(
+                verify(&clone, ValueKind::Admission, "shop", &v),
+                Some(claims())
+            );
+        }
+        // Still no value for another room or kind, nor any edited text.
+        assert_eq!(verify(&kr, ValueKind::Admission, "other", &v), None);
+        assert_eq!(verify(&kr, ValueKind::Queue, "shop", &v), None);
+        let as_queue = v.replacen("a1.", "q1.", 1);
+        assert_eq!(verify(&kr, ValueKind::Queue, "shop", &as_queue), None);
+        for i in 0..v.len() {
+            let mut bytes = v.clone().into_bytes();
+            bytes[i] = if bytes[i] == b'0' { b'1' } else { b'0' };
+            let t = String::from_utf8(bytes).unwrap();
+            assert_eq!(
+                verify(&kr, ValueKind::Admission, "shop", &t),
+                None,
+                "byte {i}"
+            );
+        }
+        // Expiry is the callers' check, made on every call: a remembered value expires.
+        let q = sign(&kr, ValueKind::Queue, "shop", &claims());
+        assert!(verify_unexpired(&kr, ValueKind::Queue, "shop", &q, 2_000).is_some());
+        assert!(verify_unexpired(&kr, ValueKind::Queue, "shop", &q, 2_000).is_some());
+        assert_eq!(
+            verify_unexpired(&kr, ValueKind::Queue, "shop", &q, 301_000),
+            None
+        );
+    }
+
+    #[test]
+    fn a_remembered_value_of_a_retired_key_is_no_value() {
+        // Remembered under k1 as current...
+        let old = Keyring::new(SigningKey::new("k1", [1u8; 32]).unwrap());
+        let v = sign(&old, ValueKind::Admission, "shop", &claims());
+        assert!(verify(&old, ValueKind::Admission, "shop", &v).is_some());
+        assert!(verify(&old, ValueKind::Admission, "shop", &v).is_some());
+        // ...k1 retired: no value, remembered or not.
+        let retired = Keyring::new(SigningKey::new("k3", [3u8; 32]).unwrap())
+            .with_previous(SigningKey::new("k2", [2u8; 32]).unwrap());
+        assert_eq!(verify(&retired, ValueKind::Admission, "shop", &v), None);
+        // A keyring given another previous key forgets what it remembered.
+        let rotated = old
+            .clone()
+            .with_previous(SigningKey::new("k0", [0u8; 32]).unwrap());
+        assert_eq!(rotated.verified().len(), 0);
+        assert_eq!(old.verified().len(), 1);
+        // The same key id with another secret: nothing carries over.
+        let impostor = Keyring::new(SigningKey::new("k1", [9u8; 32]).unwrap());
+        assert_eq!(verify(&impostor, ValueKind::Admission, "shop", &v), None);
     }
 }
