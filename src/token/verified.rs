@@ -2,11 +2,12 @@
 //! the same value again (an admitted visitor's token on every request, a waiter's queue cookie
 //! on every poll) costs no second HMAC.
 //!
-//! Only the HMAC is skipped: the value is parsed again on every request, its key must still be
-//! in the keyring, and everything the callers check (expiry, room, kind, network) is checked as
-//! before. An entry is the exact text of a value together with the room it was verified for (the
-//! room is signed but not written in the text), so a hit is a value byte for byte identical to
-//! one that verified for the same room, kind and key: exactly what the HMAC would say again.
+//! Only the HMAC and the parsing are skipped (an entry keeps what the text said): the value's
+//! kind is checked, its key must still be in the keyring, and everything the callers check
+//! (expiry, room, network) is checked as before. An entry is the exact text of a value together
+//! with the room it was verified for (the room is signed but not written in the text), so a hit
+//! is a value byte for byte identical to one that verified for the same room, kind and key:
+//! exactly what the parse and the HMAC would say again.
 //!
 //! The memory is a fixed table ([`SHARDS`] shards of [`SLOTS_PER_SHARD`] slots), indexed by the
 //! value's tag; a new entry overwrites whatever held its slot. Each shard has its own lock,
@@ -19,17 +20,29 @@
 //! the same keys; a keyring with other keys (made with `new` or `with_previous`) starts empty,
 //! so a key that is no longer in the keyring has nothing remembered for it either.
 
+use std::ops::Range;
 use std::sync::Mutex;
+
+use super::format::Claims;
 
 /// Shards of the table: independent locks.
 pub(crate) const SHARDS: usize = 16;
 /// Slots per shard: `SHARDS * SLOTS_PER_SHARD` values remembered at most.
 pub(crate) const SLOTS_PER_SHARD: usize = 256;
 
-/// One remembered value: the room's bytes, then the value's.
+/// What a verified value's text said: its claims, where its key id and its extra field are.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Parsed {
+    pub(crate) claims: Claims,
+    pub(crate) kid: Range<usize>,
+    pub(crate) extra: Option<Range<usize>>,
+}
+
+/// One remembered value: the room's bytes, then the value's, and what the value said.
 struct Entry {
     room_len: usize,
     bytes: Box<[u8]>,
+    parsed: Parsed,
 }
 
 impl Entry {
@@ -84,18 +97,25 @@ impl VerifiedValues {
         (h % SHARDS, (h / SHARDS) % SLOTS_PER_SHARD)
     }
 
-    /// Whether `value` (whose tag is `tag_b64`) has verified for `room`. `false` when it has not
-    /// or when its shard is busy: then the caller checks the MAC.
-    pub(crate) fn contains(&self, room: &str, value: &str, tag_b64: &str) -> bool {
+    /// What `value` (whose tag is `tag_b64`) said when it verified for `room`; `None` when it
+    /// has not, or when its shard is busy: then the caller parses it and checks the MAC.
+    pub(crate) fn get(&self, room: &str, value: &str, tag_b64: &str) -> Option<Parsed> {
         let (shard, slot) = Self::index(tag_b64);
-        match self.shards[shard].try_lock() {
-            Ok(slots) => slots[slot].as_ref().is_some_and(|e| e.is(room, value)),
-            Err(_) => false,
-        }
+        let slots = self.shards[shard].try_lock().ok()?;
+        slots[slot]
+            .as_ref()
+            .filter(|e| e.is(room, value))
+            .map(|e| e.parsed.clone())
     }
 
-    /// Remembers that `value` verified for `room`, unless its shard is busy.
-    pub(crate) fn insert(&self, room: &str, value: &str, tag_b64: &str) {
+    /// Whether `value` has verified for `room` (tests).
+    #[cfg(test)]
+    pub(crate) fn contains(&self, room: &str, value: &str, tag_b64: &str) -> bool {
+        self.get(room, value, tag_b64).is_some()
+    }
+
+    /// Remembers that `value` verified for `room` and what it said, unless its shard is busy.
+    pub(crate) fn insert(&self, room: &str, value: &str, tag_b64: &str, parsed: Parsed) {
         let (shard, slot) = Self::index(tag_b64);
         let mut bytes = Vec::with_capacity(room.len() + value.len());
         bytes.extend_from_slice(room.as_bytes());
@@ -103,6 +123,7 @@ impl VerifiedValues {
         let entry = Entry {
             room_len: room.len(),
             bytes: bytes.into_boxed_slice(),
+            parsed,
         };
         if let Ok(mut slots) = self.shards[shard].try_lock() {
             slots[slot] = Some(entry);
@@ -132,14 +153,26 @@ impl std::fmt::Debug for VerifiedValues {
 mod tests {
     use super::*;
 
+    fn parsed() -> Parsed {
+        Parsed {
+            claims: Claims {
+                session: crate::session::SessionId::from_bytes([1; 16]),
+                issued_at_ms: 1,
+                expires_at_ms: 2,
+            },
+            kid: 3..5,
+            extra: None,
+        }
+    }
+
     #[test]
     fn remembers_exact_value_and_room_only_and_stays_bounded() {
         let t = VerifiedValues::new();
         let value = "a1.k1.00.1.2.AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA";
         let tag = value.rsplit_once('.').unwrap().1;
         assert!(!t.contains("shop", value, tag));
-        t.insert("shop", value, tag);
-        assert!(t.contains("shop", value, tag));
+        t.insert("shop", value, tag, parsed());
+        assert_eq!(t.get("shop", value, tag), Some(parsed()));
         assert!(!t.contains("shoq", value, tag));
         assert!(!t.contains("sho", &format!("p{value}"), tag));
         assert!(!t.contains("shop", &value.replace("k1", "k2"), tag));
@@ -147,7 +180,7 @@ mod tests {
         // Many more values than slots: the table keeps at most its capacity.
         for i in 0..3 * SHARDS * SLOTS_PER_SHARD {
             let tag = format!("{i:08}{}", "A".repeat(35));
-            t.insert("shop", &format!("a1.k1.{tag}"), &tag);
+            t.insert("shop", &format!("a1.k1.{tag}"), &tag, parsed());
         }
         assert!(t.len() <= SHARDS * SLOTS_PER_SHARD);
         assert!(t.len() > SHARDS * SLOTS_PER_SHARD / 2, "{}", t.len());
