@@ -27,8 +27,10 @@ use super::format::Claims;
 
 /// Shards of the table: independent locks.
 pub(crate) const SHARDS: usize = 16;
-/// Slots per shard: `SHARDS * SLOTS_PER_SHARD` values remembered at most.
-pub(crate) const SLOTS_PER_SHARD: usize = 256;
+/// Slots per shard: `SHARDS * SLOTS_PER_SHARD` (16 384) values remembered at most, a few
+/// hundred bytes each when full (the text, the room and what the text said); an empty slot
+/// is one pointer.
+pub(crate) const SLOTS_PER_SHARD: usize = 1024;
 
 /// What a verified value's text said: its claims, where its key id and its extra field are.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -67,7 +69,7 @@ impl Entry {
 }
 
 /// One shard's slots, behind its own lock.
-type Shard = Mutex<Box<[Option<Entry>]>>;
+type Shard = Mutex<Box<[Option<Box<Entry>>]>>;
 
 /// The table. See the module docs.
 pub(crate) struct VerifiedValues {
@@ -120,11 +122,11 @@ impl VerifiedValues {
         let mut bytes = Vec::with_capacity(room.len() + value.len());
         bytes.extend_from_slice(room.as_bytes());
         bytes.extend_from_slice(value.as_bytes());
-        let entry = Entry {
+        let entry = Box::new(Entry {
             room_len: room.len(),
             bytes: bytes.into_boxed_slice(),
             parsed,
-        };
+        });
         if let Ok(mut slots) = self.shards[shard].try_lock() {
             slots[slot] = Some(entry);
         }
