@@ -71,6 +71,7 @@ tower-waiting-room benchmark: the layer next to plain axum, and the Redis store 
 
 USAGE:
     cargo run --release --example bench -- [--quick | --smoke] [--out PATH]
+    cargo run --release --example bench -- wrk [--secs N] [--rounds N]   (needs wrk: apt-get install -y wrk)
 
 FLAGS:
     --quick       about a minute (shorter runs, fewer repeats)
@@ -90,6 +91,9 @@ const POLL_ROOM: &str = "benchpoll";
 const SCRIPT_ROOM: &str = "benchscript";
 const SCALE_ROOM: &str = "benchscale";
 const ROOM_SCRIPT: &str = include_str!("../src/store/redis/room.lua");
+
+#[path = "bench_parts/wrk.rs"]
+mod wrk;
 
 /// Every key of the summary; the smoke run (and CI) checks that each one is there.
 const REQUIRED_KEYS: &[&str] = &[
@@ -124,6 +128,8 @@ const REQUIRED_KEYS: &[&str] = &[
     "machine",
     "cores",
     "cpu_model",
+    "wrk_fast_path_ratio",
+    "wrk_cookie_check_ratio",
 ];
 
 #[derive(Clone, Debug)]
@@ -182,6 +188,9 @@ impl Settings {
 }
 
 fn main() -> ExitCode {
+    if let Some(code) = wrk::subcommand() {
+        return code;
+    }
     let mut settings = Settings::full();
     let mut out = PathBuf::from(concat!(
         env!("CARGO_MANIFEST_DIR"),
@@ -330,6 +339,7 @@ fn run(settings: &Settings, out: &std::path::Path) -> Result<(), BoxError> {
     ] {
         summary.extend(part);
     }
+    summary.extend(wrk::scenarios(settings)?);
     summary.insert(
         "settings".into(),
         json!({

@@ -70,6 +70,8 @@ pub(crate) fn read<'h, const N: usize>(
     let mut found = std::array::from_fn(|_| Candidates::default());
     for header in headers.get_all(http::header::COOKIE) {
         let bytes = header.as_bytes();
+        // Once per header, not once per wanted name.
+        let text = std::str::from_utf8(bytes);
         for (w, candidates) in wanted.iter().zip(found.iter_mut()) {
             let mut offer = |value: &'h str| {
                 let value = value.trim().trim_matches('"');
@@ -81,7 +83,7 @@ pub(crate) fn read<'h, const N: usize>(
             // Nearly every `Cookie` header is valid UTF-8 (visible ASCII): there, jump from one
             // occurrence of the name to the next (`str::find`, fast) instead of splitting every
             // pair of a long header of other cookies.
-            match std::str::from_utf8(bytes) {
+            match text {
                 Ok(text) if !w.name.is_empty() => scan_text(text, w.name, &mut offer),
                 _ => scan_bytes(bytes, w.name, &mut offer),
             }

@@ -148,6 +148,9 @@ mod tests {
             let text = token.sign(&keys(), "shop");
             let back = AdmissionToken::verify(&keys(), "shop", &text, 12_000).unwrap();
             assert_eq!(back, token);
+            // Again (the keyring remembers it): the same network, still signed into it.
+            let again = AdmissionToken::verify(&keys(), "shop", &text, 12_000).unwrap();
+            assert_eq!(again.network(), Some(net));
             assert_eq!(back.network(), Some(net));
             // Expiry and room still apply.
             assert_eq!(

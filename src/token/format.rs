@@ -15,6 +15,7 @@ use base64::Engine as _;
 use ring::hmac;
 
 use super::keys::Keyring;
+use super::verified::Parsed;
 use crate::client::network::Network;
 use crate::encoding::{decimal, parse_u64, push_u64};
 use crate::encoding::{hex_into, lower_hex_to};
@@ -293,6 +294,26 @@ pub(crate) fn verify_with_extra<'v>(
     if value.len() > MAX_SIGNED_LEN {
         return None;
     }
+    // The very text already verified for this room: its MAC holds, and what it says is what it
+    // said then. Its kind (its prefix) and its key (still in the keyring) are checked again;
+    // the callers' checks (expiry, network) run as for any value.
+    let verified = keyring.verified();
+    let tag_start = value.len().checked_sub(TAG_B64_LEN)?;
+    if let Some(hit) = value
+        .get(tag_start..)
+        .and_then(|tag_b64| verified.get(room, value, tag_b64))
+    {
+        let kid = value.get(hit.kid.clone())?;
+        let kind_ok =
+            value.as_bytes()[..2] == *kind.prefix().as_bytes() && value.as_bytes()[2] == b'.';
+        if kind_ok && keyring.find(kid).is_some() {
+            let extra = match hit.extra {
+                Some(range) => Some(value.get(range)?),
+                None => None,
+            };
+            return Some((hit.claims, extra));
+        }
+    }
     let mut parts = value.split('.');
     if parts.next()? != kind.prefix() {
         return None;
@@ -310,6 +331,12 @@ pub(crate) fn verify_with_extra<'v>(
     if parts.next().is_some() || tag_b64.len() != TAG_B64_LEN {
         return None;
     }
+    let key = keyring.find(kid)?;
+    let claims = Claims {
+        session,
+        issued_at_ms,
+        expires_at_ms,
+    };
     let mut tag = [0u8; TAG_LEN + 1];
     let n = URL_SAFE_NO_PAD
         .decode_slice(tag_b64.as_bytes(), &mut tag)
@@ -317,15 +344,16 @@ pub(crate) fn verify_with_extra<'v>(
     if n != TAG_LEN {
         return None;
     }
-    let key = keyring.find(kid)?;
-    let claims = Claims {
-        session,
-        issued_at_ms,
-        expires_at_ms,
-    };
     let mut msg = MessageBuf::new();
     message(&mut msg, kind, room, kid, &claims, extra.map(str::as_bytes))?;
     hmac::verify(key.hmac(), msg.as_bytes(), &tag[..TAG_LEN]).ok()?;
+    let offset = |part: &str| part.as_ptr() as usize - value.as_ptr() as usize;
+    let parsed = Parsed {
+        claims,
+        kid: offset(kid)..offset(kid) + kid.len(),
+        extra: extra.map(|e| offset(e)..offset(e) + e.len()),
+    };
+    verified.insert(room, value, tag_b64, parsed);
     Some((claims, extra))
 }
 
@@ -648,5 +676,77 @@ mod tests {
         ] {
             assert_eq!(parse_network(bad), None, "{bad:?}");
         }
+    }
+
+    #[test]
+    fn a_remembered_value_skips_only_the_hmac() {
+        let kr = keyring();
+        let v = sign(&kr, ValueKind::Admission, "shop", &claims());
+        assert_eq!(kr.verified().len(), 0, "signing remembers nothing");
+        // A forged value is never remembered.
+        let forged = format!("{}A", &v[..v.len() - 1]);
+        assert_eq!(verify(&kr, ValueKind::Admission, "shop", &forged), None);
+        assert_eq!(kr.verified().len(), 0);
+        // Verified once: remembered, and the clones (same keys) share it.
+        assert_eq!(
+            verify(&kr, ValueKind::Admission, "shop", &v),
+            Some(claims())
+        );
+        assert_eq!(kr.verified().len(), 1);
+        let clone = kr.clone();
+        assert!(clone
+            .verified()
+            .contains("shop", &v, v.rsplit_once('.').unwrap().1));
+        for _ in 0..3 {
+            assert_eq!(
+                verify(&clone, ValueKind::Admission, "shop", &v),
+                Some(claims())
+            );
+        }
+        // Still no value for another room or kind, nor any edited text.
+        assert_eq!(verify(&kr, ValueKind::Admission, "other", &v), None);
+        assert_eq!(verify(&kr, ValueKind::Queue, "shop", &v), None);
+        let as_queue = v.replacen("a1.", "q1.", 1);
+        assert_eq!(verify(&kr, ValueKind::Queue, "shop", &as_queue), None);
+        for i in 0..v.len() {
+            let mut bytes = v.clone().into_bytes();
+            bytes[i] = if bytes[i] == b'0' { b'1' } else { b'0' };
+            let t = String::from_utf8(bytes).unwrap();
+            assert_eq!(
+                verify(&kr, ValueKind::Admission, "shop", &t),
+                None,
+                "byte {i}"
+            );
+        }
+        // Expiry is the callers' check, made on every call: a remembered value expires.
+        let q = sign(&kr, ValueKind::Queue, "shop", &claims());
+        assert!(verify_unexpired(&kr, ValueKind::Queue, "shop", &q, 2_000).is_some());
+        assert!(verify_unexpired(&kr, ValueKind::Queue, "shop", &q, 2_000).is_some());
+        assert_eq!(
+            verify_unexpired(&kr, ValueKind::Queue, "shop", &q, 301_000),
+            None
+        );
+    }
+
+    #[test]
+    fn a_remembered_value_of_a_retired_key_is_no_value() {
+        // Remembered under k1 as current...
+        let old = Keyring::new(SigningKey::new("k1", [1u8; 32]).unwrap());
+        let v = sign(&old, ValueKind::Admission, "shop", &claims());
+        assert!(verify(&old, ValueKind::Admission, "shop", &v).is_some());
+        assert!(verify(&old, ValueKind::Admission, "shop", &v).is_some());
+        // ...k1 retired: no value, remembered or not.
+        let retired = Keyring::new(SigningKey::new("k3", [3u8; 32]).unwrap())
+            .with_previous(SigningKey::new("k2", [2u8; 32]).unwrap());
+        assert_eq!(verify(&retired, ValueKind::Admission, "shop", &v), None);
+        // A keyring given another previous key forgets what it remembered.
+        let rotated = old
+            .clone()
+            .with_previous(SigningKey::new("k0", [0u8; 32]).unwrap());
+        assert_eq!(rotated.verified().len(), 0);
+        assert_eq!(old.verified().len(), 1);
+        // The same key id with another secret: nothing carries over.
+        let impostor = Keyring::new(SigningKey::new("k1", [9u8; 32]).unwrap());
+        assert_eq!(verify(&impostor, ValueKind::Admission, "shop", &v), None);
     }
 }

@@ -22,10 +22,12 @@
 
 use std::error::Error;
 use std::fmt;
+use std::sync::Arc;
 
 use ring::hmac;
 use ring::rand::{SecureRandom, SystemRandom};
 
+use super::verified::VerifiedValues;
 use crate::encoding::{decode_hex, is_plain_id};
 
 /// The shortest secret accepted, in bytes.
@@ -152,10 +154,16 @@ impl fmt::Debug for SigningKey {
 /// To rotate: make the old current key the previous one and add a new current key. Values signed
 /// with the previous key keep working until they expire; a key that is neither current nor
 /// previous is retired, and its values count as no value at all.
+///
+/// A keyring remembers (a bounded number of) the values whose MAC it has checked, so that the
+/// same value sent again costs no second HMAC; everything else about a value is checked every
+/// time. Clones share that memory (they hold the same keys); a keyring with other keys starts
+/// without it.
 #[derive(Clone, Debug)]
 pub struct Keyring {
     current: SigningKey,
     previous: Option<SigningKey>,
+    verified: Arc<VerifiedValues>,
 }
 
 impl Keyring {
@@ -164,13 +172,21 @@ impl Keyring {
         Self {
             current,
             previous: None,
+            verified: Arc::new(VerifiedValues::new()),
         }
     }
 
     /// Also accept values signed with `previous`.
     pub fn with_previous(mut self, previous: SigningKey) -> Self {
         self.previous = Some(previous);
+        // Other keys: nothing remembered under the old ones carries over.
+        self.verified = Arc::new(VerifiedValues::new());
         self
+    }
+
+    /// The values whose MAC this keyring has checked.
+    pub(crate) fn verified(&self) -> &VerifiedValues {
+        &self.verified
     }
 
     /// The key that signs.

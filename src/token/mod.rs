@@ -8,6 +8,7 @@
 //! | `admission` | stage 2's [`AdmissionToken`] |
 //! | `challenge` | the proof-of-work [`Challenge`] |
 //! | `ticket` | the single-use checkout [`AdmissionTicket`] |
+//! | `verified` | the keyring's bounded memory of values whose MAC it has checked (private) |
 //!
 //! The wire formats are private to the crate: only the room writes and reads them, so a format
 //! can change (under a new version prefix) without breaking anyone's code.
@@ -19,6 +20,7 @@ mod keys;
 pub(crate) mod match_session;
 mod queue_cookie;
 mod ticket;
+mod verified;
 
 pub use admission::AdmissionToken;
 pub(crate) use admission::TokenFault;

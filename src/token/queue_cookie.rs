@@ -236,6 +236,13 @@ mod tests {
                 assert_eq!(back, placed);
                 assert_eq!(back.place(), Some(place));
                 assert_eq!(back.is_proven(), cookie.is_proven());
+                // Again, remembered by the keyring: the same place, proven or not.
+                let keys_again = keys();
+                for _ in 0..2 {
+                    let again = QueueCookie::verify(&keys_again, "shop", &text, 2_000);
+                    assert_eq!(again, Some(placed));
+                }
+                assert_eq!(keys_again.verified().len(), 1);
                 // Expiry still applies.
                 assert_eq!(QueueCookie::verify(&keys(), "shop", &text, 301_000), None);
             }

@@ -1,0 +1,382 @@
+//! The fast path and the cookie check measured with an external load generator: `wrk`, in its
+//! own process, against servers in their own processes that differ only by the layer.
+//!
+//! ```text
+//! apt-get install -y wrk     # Debian's wrk; scripts/test installs it when missing
+//! cargo run --release --example bench -- serve --scenario plain|fast_path|cookie_check --port 8080
+//! ```
+//!
+//! `bench serve` runs one server under test (one Tokio worker thread, as in the in-process
+//! scenarios) until it is killed: **plain** is the bench's tiny axum app, **fast_path** and
+//! **cookie_check** the very same app behind the layer (the embedded store, never called by
+//! either). With `--port 0` it picks a free port. Either way it prints `listening on ADDR` once
+//! it accepts connections.
+//!
+//! The driver (part of every bench run) starts each server process in turn and runs
+//! `wrk -t1 -c32 -d<secs>` against it, round by round, interleaved as the in-process scenarios
+//! are: plain (with the admission cookie), fast path (the same cookie: a fresh admission token
+//! minted with the bench's key right before the run), plain (no cookie), cookie check (no
+//! cookie: every request a first visit, `302` with a signed queue cookie). Each layered run is
+//! compared with the plain run right before it; the medians of those ratios are
+//! `wrk_fast_path_ratio` and `wrk_cookie_check_ratio`. A check request before and after each
+//! run makes sure the server answered what the scenario claims (`200` by token, or `302`).
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::process::{Child, Command, ExitCode, Stdio};
+use std::time::Duration;
+
+use serde_json::{json, Map, Value};
+use tower_waiting_room::__private::AdmissionToken;
+use tower_waiting_room::store::MemoryStore;
+use tower_waiting_room::{Keyring, SessionId, SigningKey, WaitingRoomLayer};
+
+use super::{app, median, now_ms, round, BoxError, Settings, ROOM, SECRET};
+
+/// Connections wrk keeps open, as the in-process scenarios do.
+const CONNECTIONS: usize = 32;
+
+/// The servers under test, by name.
+const SCENARIOS: [&str; 3] = ["plain", "fast_path", "cookie_check"];
+
+/// `bench serve ...` runs a server under test (until killed); `bench wrk [--secs N]
+/// [--rounds N]` runs only these scenarios and prints their part of the summary as JSON.
+/// Returns the exit code for those command lines, `None` for every other.
+pub(crate) fn subcommand() -> Option<ExitCode> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match args.first().map(String::as_str) {
+        Some("serve") => {}
+        Some("wrk") => return Some(wrk_only(&args[1..])),
+        _ => return None,
+    }
+    let mut scenario = None;
+    let mut port = 0u16;
+    let mut rest = args[1..].iter();
+    while let Some(arg) = rest.next() {
+        match (arg.as_str(), rest.next()) {
+            ("--scenario", Some(s)) if SCENARIOS.contains(&s.as_str()) => scenario = Some(s),
+            ("--port", Some(p)) if p.parse::<u16>().is_ok() => port = p.parse().unwrap_or(0),
+            _ => {
+                eprintln!("usage: bench serve --scenario plain|fast_path|cookie_check [--port N]");
+                return Some(ExitCode::from(2));
+            }
+        }
+    }
+    let Some(scenario) = scenario else {
+        eprintln!("usage: bench serve --scenario plain|fast_path|cookie_check [--port N]");
+        return Some(ExitCode::from(2));
+    };
+    Some(match serve_one(scenario, port) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("bench serve failed: {e}");
+            ExitCode::FAILURE
+        }
+    })
+}
+
+/// `bench wrk`: only the external load generator's scenarios (5 s runs, 3 rounds unless told).
+fn wrk_only(args: &[String]) -> ExitCode {
+    let mut settings = Settings::quick();
+    settings.run = Duration::from_secs(5);
+    let mut rest = args.iter();
+    while let Some(arg) = rest.next() {
+        let n = rest
+            .next()
+            .and_then(|n| n.parse::<u64>().ok())
+            .filter(|&n| n > 0);
+        match (arg.as_str(), n) {
+            ("--secs", Some(n)) => settings.run = Duration::from_secs(n),
+            ("--rounds", Some(n)) => settings.repeats = n as usize,
+            _ => {
+                eprintln!("usage: bench wrk [--secs N] [--rounds N]");
+                return ExitCode::from(2);
+            }
+        }
+    }
+    match scenarios(&settings) {
+        Ok(m) => {
+            println!("{}", serde_json::to_string_pretty(&m).unwrap_or_default());
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("bench wrk failed: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The bench's keyring: the driver mints admission tokens with it for the server to accept.
+fn keyring() -> Result<Keyring, BoxError> {
+    Ok(Keyring::new(SigningKey::new("k1", SECRET)?))
+}
+
+/// One server under test on `127.0.0.1:port`, on one Tokio worker thread, until killed.
+fn serve_one(scenario: &str, port: u16) -> Result<(), BoxError> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .thread_name("bench-server")
+        .enable_all()
+        .build()?;
+    rt.block_on(async {
+        let router = match scenario {
+            "plain" => app(),
+            // Exactly the in-process scenarios' layer.
+            _ => app().layer(
+                WaitingRoomLayer::builder(ROOM)
+                    .capacity(1_000_000)
+                    .keyring(keyring()?)
+                    .store(MemoryStore::new())
+                    .build()?,
+            ),
+        };
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", port)).await?;
+        println!("listening on {}", listener.local_addr()?);
+        std::io::stdout().flush()?;
+        axum::serve(listener, router).await?;
+        Ok::<_, BoxError>(())
+    })
+}
+
+/// A server under test in its own process, killed when dropped.
+struct ServerProcess {
+    child: Child,
+    addr: SocketAddr,
+}
+
+impl ServerProcess {
+    fn start(scenario: &str) -> Result<Self, BoxError> {
+        let mut child = Command::new(std::env::current_exe()?)
+            .args(["serve", "--scenario", scenario, "--port", "0"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()?;
+        let stdout = child.stdout.take().ok_or("no stdout")?;
+        let mut line = String::new();
+        BufReader::new(stdout).read_line(&mut line)?;
+        let addr = line
+            .trim()
+            .strip_prefix("listening on ")
+            .and_then(|a| a.parse().ok());
+        match addr {
+            Some(addr) => Ok(Self { child, addr }),
+            None => {
+                let _ = child.kill();
+                let _ = child.wait();
+                Err(format!("bench serve --scenario {scenario} said {line:?}").into())
+            }
+        }
+    }
+
+    /// The process's CPU time so far (user + system), in nanoseconds, from `/proc/PID/stat`.
+    fn cpu_ns(&self) -> Option<u64> {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).ok()?;
+        // Fields after the command name (which may hold spaces) end with `)`.
+        let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+        let ticks = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+        // USER_HZ is 100 on every Linux this runs on.
+        Some(ticks * 10_000_000)
+    }
+}
+
+impl Drop for ServerProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// One `GET /` with `cookie`; the answer's status code.
+fn check_status(addr: SocketAddr, cookie: Option<&str>) -> Result<u16, BoxError> {
+    let mut stream = TcpStream::connect(addr)?;
+    stream.set_read_timeout(Some(Duration::from_secs(5)))?;
+    let cookie = cookie.map_or(String::new(), |c| format!("Cookie: {c}\r\n"));
+    write!(
+        stream,
+        "GET / HTTP/1.1\r\nHost: {addr}\r\n{cookie}Connection: close\r\n\r\n"
+    )?;
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer)?;
+    answer
+        .strip_prefix("HTTP/1.1 ")
+        .and_then(|rest| rest.get(..3))
+        .and_then(|code| code.parse().ok())
+        .ok_or_else(|| format!("not an HTTP answer: {answer:?}").into())
+}
+
+/// What one wrk run measured.
+struct WrkRun {
+    rps: f64,
+    /// Server CPU time per request, in microseconds (10 ms resolution over the run).
+    cpu_us: f64,
+    /// Socket errors and non-2xx/3xx answers wrk counted.
+    errors: u64,
+}
+
+/// `wrk -t1 -c32 -d<secs>s` against `server`, with `cookie` on every request.
+fn wrk(server: &ServerProcess, secs: u64, cookie: Option<&str>) -> Result<WrkRun, BoxError> {
+    let mut cmd = Command::new("wrk");
+    cmd.args([
+        "-t1".to_owned(),
+        format!("-c{CONNECTIONS}"),
+        format!("-d{secs}s"),
+    ]);
+    if let Some(cookie) = cookie {
+        cmd.args(["-H".to_owned(), format!("Cookie: {cookie}")]);
+    }
+    cmd.arg(format!("http://{}/", server.addr));
+    let cpu0 = server.cpu_ns();
+    let out = cmd.output().map_err(|e| {
+        format!("cannot run wrk ({e}): install it from Debian with `apt-get install -y wrk` (scripts/test does)")
+    })?;
+    let cpu1 = server.cpu_ns();
+    let text = String::from_utf8_lossy(&out.stdout);
+    if !out.status.success() {
+        return Err(format!(
+            "wrk failed: {text} {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+        .into());
+    }
+    let field = |prefix: &str| {
+        text.lines()
+            .find_map(|l| l.trim().strip_prefix(prefix))
+            .map(str::trim)
+    };
+    let rps: f64 = field("Requests/sec:")
+        .and_then(|v| v.parse().ok())
+        .ok_or_else(|| format!("no Requests/sec in wrk's output: {text}"))?;
+    let requests: f64 = text
+        .lines()
+        .find_map(|l| l.trim().split_once(" requests in "))
+        .and_then(|(n, _)| n.trim().parse().ok())
+        .unwrap_or(0.0);
+    let non_2xx_3xx: u64 = field("Non-2xx or 3xx responses:")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    // `Socket errors: connect 0, read 0, write 0, timeout 0`
+    let socket_errors: u64 = field("Socket errors:").map_or(0, |v| {
+        v.split(',')
+            .filter_map(|kv| kv.split_whitespace().nth(1)?.parse::<u64>().ok())
+            .sum()
+    });
+    let cpu_us = match (cpu0, cpu1) {
+        (Some(a), Some(b)) if requests > 0.0 => b.saturating_sub(a) as f64 / 1_000.0 / requests,
+        _ => 0.0,
+    };
+    Ok(WrkRun {
+        rps,
+        cpu_us,
+        errors: non_2xx_3xx + socket_errors,
+    })
+}
+
+/// A fresh admission token as a `Cookie` header value, minted as the room does (and as the
+/// in-process fast path's are).
+fn admission_cookie() -> Result<String, BoxError> {
+    let now = now_ms();
+    let token = AdmissionToken::new(SessionId::random(), now, now + 300_000);
+    // The layer's default cookie name, read from the same builder the server uses.
+    let layer = WaitingRoomLayer::builder(ROOM)
+        .capacity(1_000_000)
+        .keyring(keyring()?)
+        .store(MemoryStore::new())
+        .build()?;
+    let name = layer.config().cookies().admission_name();
+    Ok(format!("{name}={}", token.sign(&keyring()?, ROOM)))
+}
+
+/// Seconds per wrk run: the in-process run's length, at least 1 s (the smoke run: 1 s).
+fn run_secs(settings: &Settings) -> u64 {
+    settings.run.as_secs().max(1)
+}
+
+/// Every round: plain and fast path with the admission cookie, plain and cookie check without
+/// cookies, each server in its own process; the medians and the paired ratios.
+pub(crate) fn scenarios(settings: &Settings) -> Result<Map<String, Value>, BoxError> {
+    let secs = run_secs(settings);
+    eprintln!(
+        "bench: wrk -t1 -c{CONNECTIONS} -d{secs}s against server processes, {} rounds",
+        settings.repeats
+    );
+    let mut rps: Map<String, Value> = Map::new();
+    let mut runs: std::collections::BTreeMap<&str, Vec<f64>> = Default::default();
+    let mut cpu: std::collections::BTreeMap<&str, Vec<f64>> = Default::default();
+    let mut ratios: std::collections::BTreeMap<&str, Vec<f64>> = Default::default();
+    let mut errors = 0;
+    for round_no in 0..settings.repeats {
+        let token = admission_cookie()?;
+        let mut plain_before = 0.0;
+        for (name, cookie, expect) in [
+            ("plain", Some(token.as_str()), 200),
+            ("fast_path", Some(token.as_str()), 200),
+            ("plain", None, 200),
+            ("cookie_check", None, 302),
+        ] {
+            let server = ServerProcess::start(name)?;
+            let check = || -> Result<(), BoxError> {
+                let status = check_status(server.addr, cookie)?;
+                if status != expect {
+                    return Err(format!("wrk {name}: expected {expect}, got {status}").into());
+                }
+                Ok(())
+            };
+            check()?;
+            let r = wrk(&server, secs, cookie)?;
+            check()?;
+            drop(server);
+            eprintln!(
+                "wrk round {}/{}: {name:<13} {:>9.0} req/s  server CPU {:>6.2} us/req{}",
+                round_no + 1,
+                settings.repeats,
+                r.rps,
+                r.cpu_us,
+                if r.errors > 0 {
+                    format!("  ({} errors)", r.errors)
+                } else {
+                    String::new()
+                }
+            );
+            errors += r.errors;
+            if name == "plain" {
+                plain_before = r.rps;
+            } else if plain_before > 0.0 {
+                ratios.entry(name).or_default().push(r.rps / plain_before);
+            }
+            runs.entry(name).or_default().push(r.rps);
+            cpu.entry(name).or_default().push(r.cpu_us);
+        }
+    }
+    let mut m = Map::new();
+    for (name, v) in &runs {
+        m.insert(format!("wrk_{name}_rps"), json!(round(median(v), 0)));
+        m.insert(
+            format!("wrk_{name}_cpu_us"),
+            json!(round(median(&cpu[name]), 2)),
+        );
+        rps.insert((*name).to_owned(), json!(v));
+    }
+    for (name, v) in &ratios {
+        m.insert(format!("wrk_{name}_ratio"), json!(round(median(v), 3)));
+        // Server CPU per request, plain's over the layer's: steadier than the rates on a
+        // shared machine, where wrk and the server compete for cores with everything else.
+        let layered = median(&cpu[name]);
+        let plain = median(&cpu["plain"]);
+        if layered > 0.0 {
+            m.insert(
+                format!("wrk_{name}_cpu_ratio"),
+                json!(round(plain / layered, 3)),
+            );
+        }
+    }
+    m.insert("wrk_errors".into(), json!(errors));
+    m.insert(
+        "wrk_runs".into(),
+        json!({ "rps": rps, "server_cpu_us": cpu, "secs": secs, "connections": CONNECTIONS }),
+    );
+    if errors > 0 {
+        return Err(format!("wrk counted {errors} errors or unexpected answers").into());
+    }
+    Ok(m)
+}
