@@ -66,11 +66,11 @@ async fn the_front_drains_in_order_at_the_last_pace_while_the_store_is_dead() {
     // The line: WAITERS visitors in arrival order, each with their place in the queue cookie.
     let mut jars = Vec::new();
     let mut inside = [false; WAITERS];
-    for i in 0..WAITERS {
+    for is_inside in inside.iter_mut() {
         let mut jar = Jar::new();
         assert_eq!(get(&a, &mut jar).await.status, StatusCode::FOUND);
         // The first few are let in at once (the rate's burst); the others wait.
-        inside[i] = admitted_by(&get(&a, &mut jar).await).is_some();
+        *is_inside = admitted_by(&get(&a, &mut jar).await).is_some();
         jars.push(jar);
     }
     // The line moves at RATE a second for a while, through both gateways (each refreshes its

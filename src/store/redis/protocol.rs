@@ -511,7 +511,11 @@ mod tests {
             Value::Int(2),
             text("9"),
         ]);
+        // The listed sessions without a place: one.
+        let gone = SessionId::from_bytes([7; 16]);
+        reply.push(Value::BulkString(gone.as_bytes().to_vec()));
         let snap = snapshot(&reply).unwrap();
+        assert_eq!(snap.unknown, vec![gone]);
         assert_eq!(snap.taken_at_ms, 1_000);
         assert_eq!(snap.head, Some(-0.25));
         assert_eq!(snap.waiting, 3);
@@ -544,10 +548,18 @@ mod tests {
         let mut empty = reply[..30].to_vec();
         empty[7] = text("");
         empty.push(Value::Int(0));
+        empty.push(text(""));
         assert_eq!(snapshot(&empty).unwrap().head, None);
-        // A count that does not match the pairs, or a score that is no number.
+        // A count that does not match the pairs, a score that is no number, ids not of 16
+        // bytes.
         let mut short = reply.clone();
-        short.pop();
+        short.remove(short.len() - 2);
+        assert_eq!(
+            snapshot(&short).unwrap_err().kind(),
+            StoreErrorKind::Protocol
+        );
+        let mut short = reply.clone();
+        *short.last_mut().unwrap() = text("abc");
         assert_eq!(
             snapshot(&short).unwrap_err().kind(),
             StoreErrorKind::Protocol
