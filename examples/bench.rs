@@ -17,7 +17,8 @@
 //! 1. **plain**: an axum router with a tiny handler, no layer;
 //! 2. **fast path**: the same router behind the layer, every request with a fresh admission token;
 //! 3. **cookie check**: first visits without cookies (302 + signed queue cookie);
-//! 4. **queue poll**: waiting visitors polling the status endpoint, one script call each (Redis);
+//! 4. **queue poll**: waiting visitors polling the status endpoint, answered from the gateway's
+//!    snapshot of the line (Redis behind it: one refresh a second, no call per poll);
 //! 5. **script**: `RedisStore` enter/poll mix called directly, next to `EVALSHA "return 1"`;
 //! 6. **scale**: 1 000 / 100 000 / 1 000 000 waiters: p50/p99 of poll and enter, bytes per waiter;
 //!    and the embedded `MemoryStore` at 1 000 and 100 000 waiters: p50/p99 of poll and the p99
@@ -61,6 +62,7 @@ use tower_waiting_room::matching::store::RedisMatchStore;
 use tower_waiting_room::matching::{
     GroupSize, JoinOutcome, MatchState, Matchmaker, Queue, Topic, UserId,
 };
+use tower_waiting_room::store::snapshot::NEAR_HEAD;
 use tower_waiting_room::store::{Decision, MemoryStore, RedisStore, Store};
 use tower_waiting_room::{
     Admission, AdmittedBy, Keyring, RoomPolicy, SessionId, SigningKey, WaitingRoomLayer,
@@ -602,12 +604,29 @@ async fn http_scenarios(
     servers.poll_store.enter(&policy, holder).await?;
     let now = now_ms();
     let q_name = servers.poll_layer.config().cookies().queue_name();
+    // The polling waiters stand behind others (more than NEAR_HEAD), as most of a long line
+    // does: their polls are answered from the gateway's snapshot, by the place in their
+    // cookie (which the store's answer to their joining gives).
+    for _ in 0..2 * NEAR_HEAD {
+        servers
+            .poll_store
+            .enter(&policy, SessionId::random())
+            .await?;
+    }
     let mut poll_cookies = Vec::new();
     let mut waiters = Vec::new();
     for _ in 0..settings.connections {
         let session = SessionId::random();
         waiters.push(session);
-        let value = QueueCookie::for_session(session, now, 86_400_000).sign(keyring, POLL_ROOM);
+        let Decision::Waiting {
+            place: Some(place), ..
+        } = servers.poll_store.enter(&policy, session).await?
+        else {
+            return Err("a poll visitor did not get a place".into());
+        };
+        let value = QueueCookie::for_session(session, now, 86_400_000)
+            .with_place(place)
+            .sign(keyring, POLL_ROOM);
         poll_cookies.push(HeaderValue::from_str(&format!("{q_name}={value}"))?);
     }
     let poll_path: &'static str =
