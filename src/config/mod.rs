@@ -76,7 +76,8 @@ pub enum FailPolicy {
     /// needs neither the store nor the other gateways: every gateway lets in the same front of
     /// the line, and together no faster than the pace. The pace is the admissions per second of
     /// the last minute before the outage (never above the live admission rate, when one is
-    /// set); a room that admitted nobody in that minute drains nobody. `budget` bounds how many
+    /// set); a room that admitted nobody in that minute goes by the last five minutes', and
+    /// one that admitted nobody in those drains nobody. `budget` bounds how many
     /// are let in this way, however long the outage lasts.
     ///
     /// Those let in have no slot in the store: when it is back, they are still at the front of

@@ -11,8 +11,9 @@
 //! pace allows, plus at most one refresh's worth of it (the snapshots' difference in age); and
 //! in order, since positions only grow along the line.
 //!
-//! Nobody without a place is let in: a newcomer gets "try again soon", as under
-//! [`FailPolicy::Closed`]. Nor is anyone before a scheduled opening, or after a closing that
+//! Nobody without a place in the snapshot is let in: a newcomer, or a cookie whose place is
+//! ahead of the snapshot's head (its visitor's turn had come, or they left: an old cookie,
+//! kept or replayed), gets "try again soon", as under [`FailPolicy::Closed`]. Nor is anyone before a scheduled opening, or after a closing that
 //! ends the line (those are checked first, as for every policy).
 
 use http::Request;
@@ -54,12 +55,17 @@ impl Room {
         if !snapshot.answers_waiters() {
             return Drained::Out;
         }
+        // Ahead of the snapshot's head, the place is nobody's now: its visitor was let in,
+        // skipped, or left (an old cookie kept, or replayed), or holds a grant that only the
+        // store can tell from those. None of them is drained: that would let in anyone with
+        // an old cookie, at once and beyond the pace. Nor one the store said has no place.
+        let Some(position) = self.position_in(snapshot, cookie.session(), place) else {
+            return Drained::Out;
+        };
+        if self.line.is_forgotten(cookie.session()) {
+            return Drained::Out;
+        }
         let drained = drained_places(snapshot, held.age_ms(now), budget);
-        // Ahead of the snapshot's head: their turn had come (a grant not yet claimed), so they
-        // are the front itself.
-        let position = self
-            .position_in(snapshot, cookie.session(), place)
-            .unwrap_or(1);
         if position <= drained {
             Drained::In
         } else {

@@ -173,15 +173,21 @@ impl Room {
                 ),
             },
             Err(refusal) => match self.gate_fails_open(req, &carried, now) {
-                Some(session) => self.counted(
-                    Stage::Gate,
-                    Outcome::FailOpen,
-                    Next::pass(self.admission(
-                        session,
-                        now + duration_ms(self.config.refresh),
-                        AdmittedBy::FailOpen,
-                    )),
-                ),
+                Some(session) => {
+                    let (outcome, by) = match self.config.fail_policy {
+                        FailPolicy::Drain { .. } => (Outcome::Drained, AdmittedBy::Drained),
+                        _ => (Outcome::FailOpen, AdmittedBy::FailOpen),
+                    };
+                    self.counted(
+                        Stage::Gate,
+                        outcome,
+                        Next::pass(self.admission(
+                            session,
+                            now + duration_ms(self.config.refresh),
+                            by,
+                        )),
+                    )
+                }
                 None => Next::Answer(self.refuse(refusal)),
             },
         }

@@ -82,7 +82,7 @@ pub(crate) struct Room {
     store_failures: FailureLog,
     metrics: Arc<RoomMetrics>,
     /// The gateway's snapshot of the line, for waiting polls answered without the store.
-    line: LineView,
+    line: Arc<LineView>,
 }
 
 /// `{prefix}/{room}/status`, `…/leave`, `…/proof`, made once.
@@ -104,7 +104,7 @@ impl Room {
             proof: endpoint("proof"),
         };
         let metrics = Arc::new(RoomMetrics::new(&parts.config.policy.room));
-        let line = LineView::new(parts.store.keeps_snapshots());
+        let line = Arc::new(LineView::new(parts.store.keeps_snapshots()));
         Self {
             config: parts.config,
             keys: parts.keys,

@@ -539,6 +539,10 @@ impl Room {
             return Next::Answer(self.reject(&rejection, req));
         }
         if self.closed_on_failure(&e, req) {
+            if self.drains(&e) {
+                // Not counted with the answer (draining counts where it decides): here.
+                self.metrics.request(Stage::Store, Outcome::Closed);
+            }
             return Next::Answer(self.reject(&closed_rejection(), req));
         }
         if self.fails_open(&e) {

@@ -25,7 +25,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 use bytes::Bytes;
-use http::{Request, Response, StatusCode};
+use http::{HeaderName, HeaderValue, Request, Response, StatusCode};
 
 use super::pending::{Next, Pending};
 use super::reply::waiting_rejection;
@@ -37,16 +37,27 @@ use crate::store::{LivenessRule, Place, RoomPace, RoomSnapshot, StoreError};
 use crate::telemetry::{Outcome, Stage};
 use crate::token::QueueCookie;
 
+/// Response header of a waiting answer given from the gateway's snapshot: when (ms since the
+/// epoch, by the store's clock) the position it shows was true. Answers without it were true
+/// when given.
+pub const POSITION_AS_OF: HeaderName = HeaderName::from_static("waiting-room-position-as-of");
+
 /// A refresh not finished within this long (its request was dropped, say) no longer stops
 /// another request from refreshing.
 const REFRESH_TIMEOUT_MS: u64 = 5_000;
 
 /// Most sessions remembered as checked in during one epoch (for the batch's de-duplication),
 /// and most waiting in a batch: beyond them a check-in is sent again, or dropped (and the
-/// waiter's next poll checks them in). About 16 MB at most per room.
-const MAX_CHECK_INS: usize = 1 << 20;
+/// waiter's next poll checks them in). A quarter of a million: a two-million line's share of
+/// one of eight gateways per epoch; about 12 MB at most per room (the set and the batch).
+const MAX_CHECK_INS: usize = 1 << 18;
 
-/// Most sessions remembered as having no place, until their next poll asks the store.
+/// Most check-ins sent in one refresh (800 KB of ids): the rest wait for the next, so one
+/// refresh never holds the store for long, whatever piled up.
+pub(super) const MAX_CHECK_INS_PER_SYNC: usize = 50_000;
+
+/// Most sessions remembered as having no place, until their next poll asks the store (or the
+/// epoch ends: the store says it again at the next epoch's check-in).
 const MAX_FORGOTTEN: usize = 1 << 16;
 
 /// A snapshot, and when this gateway received it (by its own clock).
@@ -70,8 +81,16 @@ pub(super) struct LineView {
     /// When the refresh in flight began (gateway ms; 0 = none).
     refreshing_since: AtomicU64,
     check_ins: Mutex<CheckIns>,
-    /// Sessions the store said have no place, until their next poll asks it.
-    forgotten: Mutex<HashSet<SessionId>>,
+    /// Sessions the store said have no place, until their next poll asks it, in the epoch
+    /// it said so.
+    forgotten: Mutex<Forgotten>,
+}
+
+/// Sessions without a place, of one epoch.
+#[derive(Default)]
+struct Forgotten {
+    epoch: u64,
+    sessions: HashSet<SessionId>,
 }
 
 /// The sessions answered from the snapshot since the last refresh (each once per epoch).
@@ -92,7 +111,7 @@ impl LineView {
                 sent: HashSet::new(),
                 batch: Vec::new(),
             }),
-            forgotten: Mutex::new(HashSet::new()),
+            forgotten: Mutex::new(Forgotten::default()),
         }
     }
 
@@ -135,29 +154,39 @@ impl LineView {
             .is_ok()
     }
 
-    /// The check-ins for a refresh, taken out of the batch.
+    /// The check-ins for a refresh (at most [`MAX_CHECK_INS_PER_SYNC`]), taken out of the
+    /// batch.
     pub(super) fn take_check_ins(&self) -> Vec<SessionId> {
         let mut c = self
             .check_ins
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        std::mem::take(&mut c.batch)
+        if c.batch.len() <= MAX_CHECK_INS_PER_SYNC {
+            return std::mem::take(&mut c.batch);
+        }
+        let rest = c.batch.split_off(MAX_CHECK_INS_PER_SYNC);
+        std::mem::replace(&mut c.batch, rest)
     }
 
     /// A refresh came back with `snapshot` at `now`: it is the one answered from, and the
     /// sessions it says have no place are forgotten.
-    pub(super) fn received(&self, mut snapshot: RoomSnapshot, now: u64) {
+    pub(super) fn received(&self, mut snapshot: RoomSnapshot, now: u64, rule: &LivenessRule) {
         let unknown = std::mem::take(&mut snapshot.unknown);
-        if !unknown.is_empty() {
+        {
             let mut f = self
                 .forgotten
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner);
+            let epoch = rule.epoch(now);
+            if f.epoch != epoch {
+                f.epoch = epoch;
+                f.sessions.clear();
+            }
             for s in unknown {
-                if f.len() >= MAX_FORGOTTEN {
+                if f.sessions.len() >= MAX_FORGOTTEN {
                     break;
                 }
-                f.insert(s);
+                f.sessions.insert(s);
             }
         }
         *self.held.write().unwrap_or_else(PoisonError::into_inner) = Some(Arc::new(Held {
@@ -167,10 +196,18 @@ impl LineView {
         self.refreshing_since.store(0, Ordering::Release);
     }
 
-    /// A refresh failed: the next due request tries again. Its check-ins are dropped: the
-    /// store could not be reached, and while it cannot, silence is excused anyway (the
-    /// waiters' next polls check them in again).
-    pub(super) fn failed(&self) {
+    /// A refresh failed, or its request was dropped before it came back: the next due request
+    /// tries again, and its check-ins go back into the batch (they are not sent again on their
+    /// own this epoch).
+    pub(super) fn failed(&self, check_ins: Vec<SessionId>) {
+        if !check_ins.is_empty() {
+            let mut c = self
+                .check_ins
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            let room = MAX_CHECK_INS.saturating_sub(c.batch.len());
+            c.batch.extend(check_ins.into_iter().take(room));
+        }
         self.refreshing_since.store(0, Ordering::Release);
     }
 
@@ -201,7 +238,16 @@ impl LineView {
             .forgotten
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        !f.is_empty() && f.remove(&session)
+        !f.sessions.is_empty() && f.sessions.remove(&session)
+    }
+
+    /// Whether the store said `session` has no place (and its poll has not asked it since).
+    pub(super) fn is_forgotten(&self, session: SessionId) -> bool {
+        let f = self
+            .forgotten
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        !f.sessions.is_empty() && f.sessions.contains(&session)
     }
 }
 
@@ -218,6 +264,30 @@ pub(crate) struct AfterSync {
     cookie: QueueCookie,
     uses_headers: bool,
     asking: Asking,
+    refresh: Refresh,
+}
+
+/// The refresh in flight: if its request is dropped before the store answers (the client went
+/// away), the refresh is given up at once and its check-ins go back into the batch, so the
+/// next due request refreshes instead of waiting for the in-flight one to time out.
+pub(crate) struct Refresh {
+    line: Arc<LineView>,
+    check_ins: Option<Vec<SessionId>>,
+}
+
+impl Refresh {
+    /// The check-ins sent, taken: the refresh is settled (the answer came).
+    fn settle(&mut self) -> Vec<SessionId> {
+        self.check_ins.take().unwrap_or_default()
+    }
+}
+
+impl Drop for Refresh {
+    fn drop(&mut self) {
+        if let Some(check_ins) = self.check_ins.take() {
+            self.line.failed(check_ins);
+        }
+    }
 }
 
 impl Room {
@@ -241,11 +311,15 @@ impl Room {
         if self.line.claim_refresh(now) {
             let seen = self.line.take_check_ins();
             return Some(Next::Ask(Pending::Sync {
-                call: self.store.sync(&self.config.policy, seen),
+                call: self.store.sync(&self.config.policy, seen.clone()),
                 then: Some(AfterSync {
                     cookie,
                     uses_headers,
                     asking,
+                    refresh: Refresh {
+                        line: Arc::clone(&self.line),
+                        check_ins: Some(seen),
+                    },
                 }),
             }));
         }
@@ -267,9 +341,12 @@ impl Room {
         if !snapshot.answers_waiters() {
             return None;
         }
-        let position = self
-            .position_in(snapshot, session, place)
-            .filter(|&p| p > NEAR_HEAD)?;
+        let score = self.score_of(session, place)?;
+        // Behind the snapshot's last waiter: arrived since it was taken; the store places them.
+        if !snapshot.covers(score) {
+            return None;
+        }
+        let position = snapshot.position_of(score).filter(|&p| p > NEAR_HEAD)?;
         let policy = &self.config.policy;
         self.line
             .checked_in(session, now, &LivenessRule::for_turn(policy));
@@ -280,10 +357,13 @@ impl Room {
             snapshot.paused,
             snapshot.pace,
         );
-        let res = match asking {
+        let mut res = match asking {
             Asking::Page => self.reject(&rejection, req),
             Asking::Status => self.status_json(&rejection),
         };
+        // When the position was true: the snapshot's time, by the store's clock.
+        res.headers_mut()
+            .insert(POSITION_AS_OF, HeaderValue::from(snapshot.taken_at_ms));
         Some(self.counted(Stage::Snapshot, Outcome::Waiting, Next::Answer(res)))
     }
 
@@ -295,11 +375,15 @@ impl Room {
         session: SessionId,
         place: Place,
     ) -> Option<u64> {
-        let score = match place {
+        snapshot.position_of(self.score_of(session, place)?)
+    }
+
+    /// The line's score of `place` (`None`: a registrant's place in a room without a schedule).
+    pub(super) fn score_of(&self, session: SessionId, place: Place) -> Option<f64> {
+        Some(match place {
             Place::Seq(seq) => seq as f64,
             Place::Drawn => draw_score(self.config.policy.schedule.as_ref()?.draw(session)),
-        };
-        snapshot.position_of(score)
+        })
     }
 
     /// The pace for a waiting answer of the store: its own if it gave one, else (a store that
@@ -328,21 +412,24 @@ impl Room {
         req: &Request<B>,
     ) -> Next {
         let now = self.now_ms();
-        match answer {
-            Ok(snapshot) => {
-                self.store_failures.answered();
-                self.line.received(snapshot, now);
-            }
-            Err(e) => {
-                self.line.failed();
-                self.log_store_failure(&e, "sync");
-            }
-        }
         let AfterSync {
             cookie,
             uses_headers,
             asking,
+            mut refresh,
         } = then;
+        let check_ins = refresh.settle();
+        match answer {
+            Ok(snapshot) => {
+                self.store_failures.answered();
+                let rule = LivenessRule::for_turn(&self.config.policy);
+                self.line.received(snapshot, now, &rule);
+            }
+            Err(e) => {
+                self.line.failed(check_ins);
+                self.log_store_failure(&e, "sync");
+            }
+        }
         let session = cookie.session();
         if let (Some(held), Some(place)) = (self.line.fresh(now), cookie.place()) {
             if !self.line.forget(session) {
@@ -381,12 +468,17 @@ mod tests {
         }
     }
 
+    const RULE: LivenessRule = LivenessRule {
+        width_ms: 1_000,
+        keep: 4,
+    };
+
     #[test]
     fn one_refresh_at_a_time_and_again_when_due() {
         let view = LineView::new(true);
         assert!(view.claim_refresh(1_000));
         assert!(!view.claim_refresh(1_001), "one in flight");
-        view.received(snapshot(Vec::new()), 1_002);
+        view.received(snapshot(Vec::new()), 1_002, &RULE);
         assert!(!view.claim_refresh(1_500), "fresh");
         assert!(view.fresh(1_500).is_some());
         assert!(view.claim_refresh(1_002 + SNAPSHOT_REFRESH_MS));
@@ -420,9 +512,45 @@ mod tests {
     fn sessions_without_a_place_are_sent_to_the_store_once() {
         let view = LineView::new(true);
         let gone = SessionId::random();
-        view.received(snapshot(vec![gone]), 0);
+        view.received(snapshot(vec![gone]), 0, &RULE);
         assert!(view.last().unwrap().snapshot.unknown.is_empty());
+        assert!(view.is_forgotten(gone));
         assert!(view.forget(gone));
         assert!(!view.forget(gone));
+        // Remembered for the epoch it was said in only: the store says it again in the next.
+        view.received(snapshot(vec![gone]), 0, &RULE);
+        view.received(snapshot(Vec::new()), RULE.width_ms, &RULE);
+        assert!(!view.is_forgotten(gone));
+    }
+
+    #[test]
+    fn a_failed_or_dropped_refresh_gives_its_check_ins_back_and_frees_the_next() {
+        let view = Arc::new(LineView::new(true));
+        let a = SessionId::random();
+        view.checked_in(a, 0, &RULE);
+        assert!(view.claim_refresh(10));
+        let refresh = Refresh {
+            line: Arc::clone(&view),
+            check_ins: Some(view.take_check_ins()),
+        };
+        assert!(view.take_check_ins().is_empty());
+        // The request is dropped before the store answers.
+        drop(refresh);
+        assert!(view.claim_refresh(20), "no wait for the lost refresh");
+        assert_eq!(
+            view.take_check_ins(),
+            vec![a],
+            "its check-ins are sent again"
+        );
+    }
+
+    #[test]
+    fn one_refresh_sends_a_bounded_batch() {
+        let view = LineView::new(true);
+        for t in 0..(MAX_CHECK_INS_PER_SYNC + 10) as u64 {
+            view.checked_in(SessionId::random(), t % 1_000, &RULE);
+        }
+        assert_eq!(view.take_check_ins().len(), MAX_CHECK_INS_PER_SYNC);
+        assert_eq!(view.take_check_ins().len(), 10);
     }
 }

@@ -16,13 +16,15 @@
 //! two checkpoints the only error comes from waiters who left between them; it is always less
 //! than the checkpoints' rank gap, so **at the snapshot's time a position is exact below
 //! [`EXACT_RANKS`] and within 1 % of the exact position above** (the `position_error_max`
-//! of the benchmark, and `tests/snapshot_positions.rs`, measure it).
+//! of the benchmark, and `tests/gateway_snapshot.rs`, measure it). A place behind the
+//! snapshot's last waiter (an arrival since) is not placed by it: the store answers.
 //!
 //! A snapshot is as old as its gateway's last refresh: at most [`SNAPSHOT_MAX_AGE_MS`] when
 //! it is used at all. In that time the line moves by the admissions (and skips) of that time,
 //! so a shown position can be high by at most the admissions of the last
-//! [`SNAPSHOT_MAX_AGE_MS`]; never low (a snapshot never shows anyone further ahead than they
-//! were when it was taken). Nobody is let in from a snapshot: a waiter whose turn has come
+//! [`SNAPSHOT_MAX_AGE_MS`] (on top of the 1 % either way). A gateway's answer from its
+//! snapshot carries the header `waiting-room-position-as-of`: when the position was true.
+//! Nobody is let in from a snapshot: a waiter whose turn has come
 //! (their place is ahead of the snapshot's head, or within [`NEAR_HEAD`] of it) asks the
 //! store, which alone grants slots.
 //!
@@ -195,6 +197,14 @@ impl RoomSnapshot {
             None => lo.rank + ((score - lo.score).ceil() as u64).max(1),
         };
         Some(rank + 1)
+    }
+
+    /// Whether the snapshot saw the place at `score` at all: not behind its last waiter (a
+    /// later arrival, whom the snapshot cannot place but by guessing).
+    pub fn covers(&self, score: f64) -> bool {
+        self.checkpoints
+            .last()
+            .is_some_and(|last| score <= last.score)
     }
 
     /// Whether visitors may be answered from the snapshot at all: the line moves (open, not
