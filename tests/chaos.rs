@@ -796,6 +796,10 @@ struct Episode {
     /// When each of those answers was received: a place told by a primary that a failover then
     /// replaced may be undone (the grants that moved it forward lost).
     positions_received: Vec<u64>,
+    /// For each of those answers given from a gateway's snapshot of the line, when the
+    /// position it shows was true (its `waiting-room-position-as-of`); `None` for the store's
+    /// own answers, true when given.
+    positions_as_of: Vec<Option<u64>>,
     /// The status endpoint said `unknown` while waiting (sent).
     unknown_at: Vec<u64>,
     /// A request since the last check-in may have been run by the store without the visitor
@@ -833,6 +837,7 @@ impl Episode {
             stopped: false,
             positions: Vec::new(),
             positions_received: Vec::new(),
+            positions_as_of: Vec::new(),
             unknown_at: Vec::new(),
             ambiguous_since: None,
             returned: false,
@@ -1228,6 +1233,11 @@ async fn visitor(shared: Arc<Shared>, id: usize, plan: Plan, mut rng: Rng) -> St
                     ep.last_wait_sent = Some(a.sent);
                     ep.positions.push((a.sent, position));
                     ep.positions_received.push(a.received);
+                    ep.positions_as_of.push(
+                        a.reply
+                            .header("waiting-room-position-as-of")
+                            .and_then(|v| v.parse().ok()),
+                    );
                     jar.absorb(&a.reply);
                     pause = poll_interval(position, &mut rng);
                     next_is_status = plan.status_poller;
@@ -1685,7 +1695,21 @@ fn check_fifo(
     for e in &eps {
         for (i, w) in e.positions.windows(2).enumerate() {
             let undone = maybe_lost(&losses, w[0].0, e.positions_received[i]);
-            if w[1].1 > w[0].1 && !undone {
+            // A gateway's answer from its snapshot shows the position as of the snapshot's
+            // time, within 1 % (docs/scale.md): the two answers are compared in the order of the
+            // moments they describe, with that margin. The store's answers are exact, and true
+            // when given (sent at the latest).
+            let (as_of, from_snapshot) = (&e.positions_as_of[i..i + 2], |j: usize| {
+                e.positions_as_of[i + j].is_some()
+            });
+            let when = |j: usize| as_of[j].unwrap_or(w[j].0);
+            let (earlier, later) = if when(1) >= when(0) { (0, 1) } else { (1, 0) };
+            let margin = if from_snapshot(0) || from_snapshot(1) {
+                w[0].1.max(w[1].1).div_ceil(100)
+            } else {
+                0
+            };
+            if w[later].1 > w[earlier].1 + margin && !undone {
                 v.add(
                     V_PLACE,
                     format!(
@@ -1756,10 +1780,20 @@ fn check_fifo(
                 continue;
             }
             let first_position = back.positions.first().copied();
+            // Either answer may come from a gateway's snapshot: within 1 % (docs/scale.md).
+            let from_snapshot = before.positions_as_of.last().is_some_and(Option::is_some)
+                || back.positions_as_of.first().is_some_and(Option::is_some);
+            let margin = |now: u64| {
+                if from_snapshot {
+                    now.max(was).div_ceil(100)
+                } else {
+                    0
+                }
+            };
             let lost = match (back.unknown_at.first(), first_position) {
                 (Some(&u), Some((t, _))) if u < t => Some("no place".to_owned()),
                 (Some(_), None) => Some("no place".to_owned()),
-                (_, Some((_, now))) if now > was => Some(format!("place {now}")),
+                (_, Some((_, now))) if now > was + margin(now) => Some(format!("place {now}")),
                 _ => None,
             };
             let n = earlier.partition_point(|&(joined, _, _)| joined < before.place_since);
