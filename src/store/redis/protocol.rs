@@ -16,8 +16,23 @@ use crate::store::{
     MINUTE_BUCKETS,
 };
 
-/// The room script, loaded with `include_str!`.
+/// The room's function library (`room.lua`), loaded with `include_str!`: sent by
+/// `FUNCTION LOAD REPLACE`, called by `FCALL` [`ROOM_FUNCTION`].
 pub(crate) const SCRIPT: &str = include_str!("room.lua");
+
+/// The library's name and its one function's (the same): its version is in the name, so a
+/// changed library is a new name (`room.lua`'s first line says it too).
+pub(crate) const ROOM_FUNCTION: &str = "twr_room_v2";
+
+/// Whether `e` is the server's answer to an `FCALL` of a function it does not have (a flushed
+/// or restarted server, a failover to a replica that missed the load, `FUNCTION FLUSH`). It has
+/// no code of its own (`ERR Function not found`, the same text in Redis and Valkey), so this is
+/// the one error told by its text; it only decides whether to load the library and retry once.
+pub(crate) fn is_function_not_found(e: &RedisError) -> bool {
+    e.kind() == ErrorKind::Server(ServerErrorKind::ResponseError)
+        && e.detail()
+            .is_some_and(|d| d.to_ascii_lowercase().contains("function not found"))
+}
 
 /// The room's keys in the script's `KEYS` order, each `{prefix}:{room}:{name}` with the room as
 /// the hash tag (the braces are literal), so a Redis Cluster keeps a room in one slot. After
@@ -364,7 +379,9 @@ pub(crate) fn classify(e: RedisError) -> (ErrorClass, StoreError) {
             | ServerErrorKind::ClusterDown
             | ServerErrorKind::MasterDown,
         ) => ErrorClass::Failover,
-        // `NOSCRIPT` reaches us only when loading the script and retrying did not help.
+        // `NOSCRIPT` (or a room function not found) reaches us only when loading the script
+        // (the library) and retrying did not help.
+        _ if is_function_not_found(&e) => ErrorClass::Misconfigured,
         ErrorKind::Server(ServerErrorKind::NoPerm | ServerErrorKind::NoScript)
         | ErrorKind::AuthenticationFailed
         | ErrorKind::MasterNameNotFoundBySentinel
@@ -657,6 +674,8 @@ mod tests {
                 ErrorClass::Misconfigured,
             ),
             ("NOSCRIPT No matching script.", ErrorClass::Misconfigured),
+            // Seen only when loading the library and retrying did not help.
+            ("ERR Function not found", ErrorClass::Misconfigured),
             (
                 "ERR user_script:1: something went wrong",
                 ErrorClass::Protocol,

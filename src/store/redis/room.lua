@@ -1,9 +1,16 @@
-#!lua
+#!lua name=twr_room_v2
 -- tower-waiting-room: the whole state machine of one room, atomically inside Redis/Valkey.
 --
--- The `#!lua` line (Redis 7+, Valkey) makes the server check memory before the script starts:
--- with `maxmemory` exhausted the whole call is refused with OOM, never half-run (without it, Redis
--- checks only a script's first write command).
+-- A Redis Functions library (Redis 7.0+, Valkey 7.2+), loaded with `FUNCTION LOAD REPLACE` and
+-- called as `FCALL twr_room_v2 <numkeys> KEYS... ARGV...`: the library's top level defines the
+-- functions once, at load; each call only runs the registered function (with EVALSHA, Lua ran
+-- the whole top level, ~40 function definitions, on every call: most of a short call's cost).
+-- The library's name carries its version (`twr_room_v2`): a changed library is loaded under a
+-- new name, or replaces the old one by REPLACE, never mixed with it.
+--
+-- The function has no flags: not `no-writes` and not `allow-oom`, so the server checks memory
+-- before it starts: with `maxmemory` exhausted the whole call is refused with OOM, never
+-- half-run.
 --
 -- The semantics are exactly those of the embedded MemoryStore (src/store/memory.rs); the
 -- conformance suite runs against both. Store v2 (issue 14): waiting visitors are answered by
@@ -45,7 +52,7 @@
 --  10 .. 15 turn0 .. turn5        string  the turn ring: TURN_EPOCHS + 2 liveness bitmaps
 --  16 .. 19 abandon0 .. abandon3  string  the abandon ring: ABANDON_EPOCHS + 2 liveness bitmaps
 --  20 ticket   string  release and ban only: the session's single-use ticket record
---                      (tickets.lua's KEYS[1]), ended with the slot in free_session
+--                      (tickets.lua's R.keys[1]), ended with the slot in free_session
 -- ARGV:
 --   1 op (enter | poll | heartbeat | release | stats | configure | admit_next | ban | sync)
 --   2 session id, 16 raw bytes ('' for stats, configure, admit_next); sync: the ids of the
@@ -189,76 +196,18 @@
 -- settings' bans), the arrival note (noted, once a second) and housekeeping (due) cost nothing
 -- until they are due; an epoch's first check-in adds a DEL, an HSET and a PEXPIRE per ring.
 -- Those calls are a small part of its cost (about 5 of 35 us inside Redis, measured with
--- INFO commandstats): the rest is Lua running this script's top level (the arguments, the
--- rings, defining the functions) and the path's own statements.
+-- INFO commandstats): the rest is Lua reading the arguments (`setup`) and the path's own
+-- statements; the functions are defined once, at FUNCTION LOAD.
 
--- The script's state and functions live in two tables: in Lua 5.1 each closure finds each of
--- its upvalues by walking the list of open ones, so a hundred top-level locals captured by forty
--- functions cost more than the rest of a short call (measured: 17 us of an enter's 41).
-local R, F = {}, {}
-R.k_seq, R.k_line, R.k_active, R.k_granted, R.k_bucket, R.k_admitted =
-  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
-R.k_settings, R.k_arrivals, R.k_banned = KEYS[7], KEYS[8], KEYS[9]
+-- The call's state and the functions live in two tables: R, made anew by every call (`setup`),
+-- and F, defined once at load. (When this was an EVALSHA script, each call defined them all
+-- anew: 17 us of an enter's 41.)
+local R, F = nil, {}
 local SETTINGS_VERSION = 2
 -- src/store/snapshot.rs: TURN_EPOCHS, ABANDON_EPOCHS, EXACT_RANKS, CHECKPOINT_GAP_DIVISOR.
 local TURN_EPOCHS, ABANDON_EPOCHS = 4, 2
 local EXACT_RANKS, CHECKPOINT_GAP = 100, 100
--- Redis refuses more arguments in one command than it is wise to send: BITFIELD and ZMSCORE
--- take at most this many sessions at a time (two bits each).
-R.CHUNK = 500
-R.op, R.s = ARGV[1], ARGV[2]
-R.now = tonumber(ARGV[3])
-R.default_capacity = tonumber(ARGV[4])
-R.default_rate = tonumber(ARGV[5])
--- The live settings, read by `load_settings` at the start of every run, and when the room was
--- first seen.
-R.capacity, R.rate, R.paused, R.open = R.default_capacity, R.default_rate, false, true
-R.born = 0
--- The room's first movement (nil: not yet).
-R.moved = nil
--- The capacity before its last change, and when that was (nil: never changed).
-R.cap_before, R.cap_at = nil, nil
--- When the current pause began, and the last pause that ended (nil: none).
-R.paused_at, R.pause_start, R.pause_end = nil, nil, nil
--- Housekeeping's next due time, the sweep's cursor, the end of every ban, the last arrival
--- note's second (nil: not known, so look).
-R.due, R.cursor, R.bans, R.noted = nil, '-inf', nil, nil
-R.active_ttl = tonumber(ARGV[6])
-R.grant_ttl = tonumber(ARGV[7])
-R.queue_ttl = tonumber(ARGV[8])
-R.max_queue = tonumber(ARGV[9])
-R.max_promote = tonumber(ARGV[10])
-R.max_sweep = tonumber(ARGV[11])
--- The crate sends every argument (src/store/redis/protocol.rs), so no default is repeated here.
-R.bucket_ms = tonumber(ARGV[12])
-R.ring = tonumber(ARGV[13])
-R.minute_buckets = tonumber(ARGV[14])
-R.five_minute_buckets = tonumber(ARGV[15])
-R.abandon = tonumber(ARGV[16])
-if R.abandon < R.queue_ttl then R.abandon = R.queue_ttl end
-R.excused = ARGV[17] == '1'
--- The schedule (see the header): nil for a room without one.
-R.opens_at, R.closes_at, R.keep_line, R.draw_score = nil, nil, true, nil
-do
-  local last = ARGV[#ARGV]
-  if string.sub(last, 1, 9) == 'schedule:' then
-    local o, c, k, d = string.match(last, '^schedule:(%d+):(%d+):([01]):(%d+)$')
-    if not o then
-      -- Never read as "no schedule": that would open a room that is not open yet.
-      return redis.error_reply('ERR malformed schedule argument')
-    end
-    R.opens_at, R.closes_at, R.keep_line = tonumber(o), tonumber(c), k == '1'
-    if R.closes_at == 0 then R.closes_at = nil end
-    R.draw_score = string.format('%.17g', tonumber(d) / 4503599627370496 - 1)
-  end
-end
--- Whether this call came with the schedule (else it may follow the one the settings key kept).
-R.scheduled_call = R.opens_at ~= nil
 
-if R.now == 0 then
-  local t = redis.call('TIME')
-  R.now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
 -- Before the opening: nobody admitted; check-ins count as of the opening. After the closing:
 -- newcomers refused; `line_closed` when the line is not kept either.
 function F.apply_schedule()
@@ -267,7 +216,7 @@ function F.apply_schedule()
   R.after_closing = R.closes_at ~= nil and R.now >= R.closes_at
   R.line_closed = R.after_closing and not R.keep_line
 end
-F.apply_schedule()
+
 
 -- The liveness rings (see Liveness in the header): their keys, epoch widths, the epochs that
 -- still count, and which epoch each key holds (`held`, from the settings; nil: not known).
@@ -277,22 +226,94 @@ function F.make_ring(name, first, epochs, ttl)
   r.current = math.floor(R.now / r.width)
   return r
 end
-R.turn = F.make_ring('turn', 10, TURN_EPOCHS, R.queue_ttl)
-R.gone_ring = F.make_ring('abandon', 10 + R.turn.len, ABANDON_EPOCHS, R.abandon)
-R.rings = {R.turn, R.gone_ring}
--- The Bloom filter's size in bits: the power of two >= 16 * max_queue_len, in [2^16, 2^32].
-R.bloom_bits = 65536
-while R.bloom_bits < 16 * R.max_queue and R.bloom_bits < 4294967296 do R.bloom_bits = R.bloom_bits * 2 end
-R.k_ticket = KEYS[R.gone_ring.first + R.gone_ring.len]
 
--- The settings fields every call reads (one HMGET), in order, then the bitmaps' epoch fields
--- of now's epochs; the rest (the pace's history, the sweep's cursor, the other bitmaps'
--- epochs) only when a call needs them (`load_more`, `load_ring`).
-R.SETTINGS_FIELDS = {'v', 'capacity', 'rate', 'paused', 'open', 'born', 'moved', 'opens_at',
-  'closes_at', 'keep_line', 'due', 'bans', 'noted'}
-R.RING_FIELD_AT = #R.SETTINGS_FIELDS + 1
-for _, r in ipairs(R.rings) do
-  R.SETTINGS_FIELDS[#R.SETTINGS_FIELDS + 1] = r.name .. (r.current % r.len)
+-- One call's state, from its keys and arguments: R is made anew by every FCALL (the
+-- functions above are defined once, when the library is loaded). Returns an error reply for
+-- arguments that cannot be read, else nil.
+function F.setup(keys, args)
+  R = {keys = keys, argv = args}
+  R.k_seq, R.k_line, R.k_active, R.k_granted, R.k_bucket, R.k_admitted =
+    R.keys[1], R.keys[2], R.keys[3], R.keys[4], R.keys[5], R.keys[6]
+  R.k_settings, R.k_arrivals, R.k_banned = R.keys[7], R.keys[8], R.keys[9]
+  -- Redis refuses more arguments in one command than it is wise to send: BITFIELD and ZMSCORE
+  -- take at most this many sessions at a time (two bits each).
+  R.CHUNK = 500
+  R.op, R.s = R.argv[1], R.argv[2]
+  R.now = tonumber(R.argv[3])
+  R.default_capacity = tonumber(R.argv[4])
+  R.default_rate = tonumber(R.argv[5])
+  -- The live settings, read by `load_settings` at the start of every run, and when the room was
+  -- first seen.
+  R.capacity, R.rate, R.paused, R.open = R.default_capacity, R.default_rate, false, true
+  R.born = 0
+  -- The room's first movement (nil: not yet).
+  R.moved = nil
+  -- The capacity before its last change, and when that was (nil: never changed).
+  R.cap_before, R.cap_at = nil, nil
+  -- When the current pause began, and the last pause that ended (nil: none).
+  R.paused_at, R.pause_start, R.pause_end = nil, nil, nil
+  -- Housekeeping's next due time, the sweep's cursor, the end of every ban, the last arrival
+  -- note's second (nil: not known, so look).
+  R.due, R.cursor, R.bans, R.noted = nil, '-inf', nil, nil
+  R.active_ttl = tonumber(R.argv[6])
+  R.grant_ttl = tonumber(R.argv[7])
+  R.queue_ttl = tonumber(R.argv[8])
+  R.max_queue = tonumber(R.argv[9])
+  R.max_promote = tonumber(R.argv[10])
+  R.max_sweep = tonumber(R.argv[11])
+  -- The crate sends every argument (src/store/redis/protocol.rs), so no default is repeated here.
+  R.bucket_ms = tonumber(R.argv[12])
+  R.ring = tonumber(R.argv[13])
+  R.minute_buckets = tonumber(R.argv[14])
+  R.five_minute_buckets = tonumber(R.argv[15])
+  R.abandon = tonumber(R.argv[16])
+  if R.abandon < R.queue_ttl then R.abandon = R.queue_ttl end
+  R.excused = R.argv[17] == '1'
+  -- The schedule (see the header): nil for a room without one.
+  R.opens_at, R.closes_at, R.keep_line, R.draw_score = nil, nil, true, nil
+  do
+    local last = R.argv[#R.argv]
+    if string.sub(last, 1, 9) == 'schedule:' then
+      local o, c, k, d = string.match(last, '^schedule:(%d+):(%d+):([01]):(%d+)$')
+      if not o then
+        -- Never read as "no schedule": that would open a room that is not open yet.
+        return redis.error_reply('ERR malformed schedule argument')
+      end
+      R.opens_at, R.closes_at, R.keep_line = tonumber(o), tonumber(c), k == '1'
+      if R.closes_at == 0 then R.closes_at = nil end
+      R.draw_score = string.format('%.17g', tonumber(d) / 4503599627370496 - 1)
+    end
+  end
+  -- Whether this call came with the schedule (else it may follow the one the settings key kept).
+  R.scheduled_call = R.opens_at ~= nil
+
+  if R.now == 0 then
+    local t = redis.call('TIME')
+    R.now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  end
+  F.apply_schedule()
+  R.turn = F.make_ring('turn', 10, TURN_EPOCHS, R.queue_ttl)
+  R.gone_ring = F.make_ring('abandon', 10 + R.turn.len, ABANDON_EPOCHS, R.abandon)
+  R.rings = {R.turn, R.gone_ring}
+  -- The Bloom filter's size in bits: the power of two >= 16 * max_queue_len, in [2^16, 2^32].
+  R.bloom_bits = 65536
+  while R.bloom_bits < 16 * R.max_queue and R.bloom_bits < 4294967296 do R.bloom_bits = R.bloom_bits * 2 end
+  R.k_ticket = R.keys[R.gone_ring.first + R.gone_ring.len]
+
+  -- The settings fields every call reads (one HMGET), in order, then the bitmaps' epoch fields
+  -- of now's epochs; the rest (the pace's history, the sweep's cursor, the other bitmaps'
+  -- epochs) only when a call needs them (`load_more`, `load_ring`).
+  R.SETTINGS_FIELDS = {'v', 'capacity', 'rate', 'paused', 'open', 'born', 'moved', 'opens_at',
+    'closes_at', 'keep_line', 'due', 'bans', 'noted'}
+  R.RING_FIELD_AT = #R.SETTINGS_FIELDS + 1
+  for _, r in ipairs(R.rings) do
+    R.SETTINGS_FIELDS[#R.SETTINGS_FIELDS + 1] = r.name .. (r.current % r.len)
+  end
+  R.NO_DUE = 9007199254740992
+  R.current_bucket = math.floor(R.now / R.bucket_ms)
+  R.promotions_left = R.max_promote
+  R.released = 0
+  return nil
 end
 
 -- Reads the live settings, writing the defaults for a missing key or field. Returns an error
@@ -390,7 +411,7 @@ end
 -- returned for the caller to set once written.
 function F.ring_key_for(rg, e)
   local i = e % rg.len
-  local key = KEYS[rg.first + i]
+  local key = R.keys[rg.first + i]
   if not rg.known[i] then F.load_ring(rg) end
   local held = rg.held[i]
   if held and held >= e then return key, nil end
@@ -436,7 +457,7 @@ function F.alive_many(ids, rg)
     local i = (rg.current - back) % rg.len
     local held = rg.held[i]
     if held == nil or held + rg.keep >= rg.current then
-      counting[#counting + 1] = {KEYS[rg.first + i], held}
+      counting[#counting + 1] = {R.keys[rg.first + i], held}
     end
   end
   for _, kh in ipairs(counting) do
@@ -477,7 +498,6 @@ end
 function F.alive(id, rg) return F.alive_many({id}, rg)[1] end
 
 -- Housekeeping when due: expire slots and grants, and note the next expiry.
-R.NO_DUE = 9007199254740992
 function F.housekeep()
   if R.due and R.now < R.due then return end
   redis.call('ZREMRANGEBYSCORE', R.k_active, '-inf', R.now)
@@ -576,7 +596,6 @@ end
 -- Admission counts: one more in the current bucket; a slot still holding an older bucket (or
 -- something that is not a number) is reset first, so the ring never grows and never adds stale
 -- counts. HSET of the computed count rather than HINCRBY, which fails on a damaged value.
-R.current_bucket = math.floor(R.now / R.bucket_ms)
 -- `field` is n (admissions) or k (waiters skipped as silent at their turn: the line moved
 -- without an admission, which the wait estimate counts as movement).
 function F.count_in_ring(field)
@@ -736,7 +755,6 @@ end
 
 -- Grant free slots to the head of the line, skipping waiters silent at their turn; bounded
 -- work: at most max_promote promotions and skips per call, however often promote runs in it.
-R.promotions_left = R.max_promote
 function F.promote()
   if R.paused or not R.open or R.before_opening or R.line_closed then return end
   if R.promotions_left <= 0 then return end
@@ -844,11 +862,10 @@ end
 
 -- Whether this call released something: kept outside `main`, so that a second, repaired run
 -- still reports what the first one removed.
-R.released = 0
 
 -- Frees the session's slot, or else its place, and promotes into what was freed (release, ban).
 function F.free_session()
-  -- The session's single-use ticket record (KEYS[20], sent by release and ban only) ends with
+  -- The session's single-use ticket record (R.keys[20], sent by release and ban only) ends with
   -- its slot, in this same step: its state `n`/`u` upper-cased in place (SETRANGE keeps the
   -- TTL), so it never passes again and the next admission's mint replaces it (tickets.lua).
   if R.k_ticket and redis.call('TYPE', R.k_ticket)['ok'] == 'string' then
@@ -994,12 +1011,12 @@ function F.main()
     local out = {5, redis.call('ZCARD', R.k_active), redis.call('ZCARD', R.k_granted),
       waiting, 0, 0, R.capacity, R.rate, R.paused and 1 or 0,
       R.open and 1 or 0, F.oldest_wait()}
-    for _, n in ipairs(F.history(tonumber(ARGV[18]))) do out[#out + 1] = n end
+    for _, n in ipairs(F.history(tonumber(R.argv[18]))) do out[#out + 1] = n end
     out[5], out[6] = F.append_pace(out, F.silent_among(F.checkpoints(waiting), waiting))
     return out
   elseif R.op == 'configure' then
-    local c, r = tonumber(ARGV[18]), tonumber(ARGV[19])
-    local p, o = tonumber(ARGV[20]), tonumber(ARGV[21])
+    local c, r = tonumber(R.argv[18]), tonumber(R.argv[19])
+    local p, o = tonumber(R.argv[20]), tonumber(R.argv[21])
     local before = F.settings_reply(8)
     if c > 0 and c ~= R.capacity then
       -- Remembered for the wait estimate: the pace measured before the change was at the old
@@ -1020,7 +1037,7 @@ function F.main()
     if o >= 0 then R.open = o == 1 end
     redis.call('HSET', R.k_settings, 'v', SETTINGS_VERSION, 'capacity', R.capacity, 'rate', R.rate,
       'paused', R.paused and 1 or 0, 'open', R.open and 1 or 0)
-    if o == 0 and ARGV[22] == '1' then
+    if o == 0 and R.argv[22] == '1' then
       redis.call('DEL', R.k_active, R.k_granted)
     end
     -- A raised capacity or a resume lets people in now, not at the next call.
@@ -1029,7 +1046,7 @@ function F.main()
     for i = 2, 5 do out[#out + 1] = before[i] end
     return out
   elseif R.op == 'admit_next' then
-    local want = tonumber(ARGV[18])
+    local want = tonumber(R.argv[18])
     -- Nobody is admitted before the opening, not even by an operator.
     if R.before_opening then want = 0 end
     local admitted, steps = 0, 0
@@ -1051,7 +1068,7 @@ function F.main()
     end
     return {9, admitted}
   elseif R.op == 'ban' then
-    local until_ms = tonumber(ARGV[18])
+    local until_ms = tonumber(R.argv[18])
     redis.call('ZREMRANGEBYSCORE', R.k_banned, '-inf', R.now)
     if until_ms > R.now then
       redis.call('ZADD', R.k_banned, until_ms, R.s)
@@ -1074,7 +1091,7 @@ function F.repair()
     {R.k_banned, 'zset'},
   }
   for _, rg in ipairs(R.rings) do
-    for i = 0, rg.len - 1 do want[#want + 1] = {KEYS[rg.first + i], 'string'} end
+    for i = 0, rg.len - 1 do want[#want + 1] = {R.keys[rg.first + i], 'string'} end
   end
   for _, kt in ipairs(want) do
     local t = redis.call('TYPE', kt[1])
@@ -1087,7 +1104,18 @@ function F.repair()
   end
 end
 
-local ok, reply = pcall(F.main)
-if ok then return reply end
-F.repair()
-return F.main()
+-- The registered function: the call's state, then main, repaired and run again once if it
+-- raised (see Bad days). No flags: not `no-writes` and not `allow-oom`, so with `maxmemory`
+-- exhausted Redis refuses the whole call with OOM before it starts, never half-run.
+redis.register_function{
+  function_name = 'twr_room_v2',
+  callback = function(keys, args)
+    local refused = F.setup(keys, args)
+    if refused then return refused end
+    local ok, reply = pcall(F.main)
+    if ok then return reply end
+    F.repair()
+    return F.main()
+  end,
+  flags = {},
+}
