@@ -452,11 +452,9 @@ impl Store for RedisStore {
     }
 
     fn sync(&self, policy: &RoomPolicy, seen: Vec<SessionId>) -> StoreFuture<RoomSnapshot> {
-        // ARGV[2]: the seen sessions' ids, 16 raw bytes each, in one argument.
-        let mut list = Vec::with_capacity(seen.len() * 16);
-        for s in &seen {
-            list.extend_from_slice(s.as_bytes());
-        }
+        // ARGV[2]: the seen sessions, each its id's 16 raw bytes and its two Bloom offsets
+        // (computed here: the script only looks them up), in one argument.
+        let list = protocol::seen_arg(&seen, policy.max_queue_len);
         let (keys, args) = self.script_args(Op::Sync, policy, None, list, &[]);
         let call: StoreFuture<Vec<redis::Value>> = self.run_room(keys, args);
         Box::pin(async move { protocol::snapshot(&call.await?) })

@@ -62,6 +62,34 @@ pub(crate) fn bloom_bits(max_queue_len: u64) -> u64 {
         .next_power_of_two()
 }
 
+/// The two bits a session sets in each liveness bitmap of `bits` bits: the big-endian u32 of
+/// its id's bytes 0..4 and 4..8, each mod `bits` (the script computes the same for the one
+/// session of an enter or poll).
+pub(crate) fn bloom_offsets(id: &[u8; 16], bits: u64) -> (u32, u32) {
+    let x = u64::from(u32::from_be_bytes([id[0], id[1], id[2], id[3]]));
+    let y = u64::from(u32::from_be_bytes([id[4], id[5], id[6], id[7]]));
+    // `bits` is at most 2^32, so each offset fits a u32.
+    ((x % bits) as u32, (y % bits) as u32)
+}
+
+/// `sync`'s `ARGV[2]`: per seen session its 16-byte id, then its two Bloom offsets
+/// ([`bloom_offsets`]) as big-endian u32s: 24 bytes each, so the script does no arithmetic per
+/// session.
+pub(crate) fn seen_arg(seen: &[SessionId], max_queue_len: u64) -> Vec<u8> {
+    let bits = bloom_bits(max_queue_len);
+    let mut list = Vec::with_capacity(seen.len() * SEEN_ENTRY_BYTES);
+    for s in seen {
+        let (x, y) = bloom_offsets(s.as_bytes(), bits);
+        list.extend_from_slice(s.as_bytes());
+        list.extend_from_slice(&x.to_be_bytes());
+        list.extend_from_slice(&y.to_be_bytes());
+    }
+    list
+}
+
+/// The bytes of one session in `sync`'s list.
+pub(crate) const SEEN_ENTRY_BYTES: usize = 24;
+
 /// `ARGV[3]` when the store has no clock of its own: the script reads the server's `TIME`, one
 /// clock for every gateway.
 pub(crate) const NOW_FROM_SERVER: u64 = 0;
@@ -616,6 +644,22 @@ mod tests {
         assert_eq!(bloom_bits(4_097), 1 << 17);
         assert_eq!(bloom_bits(2_000_000), 1 << 25);
         assert_eq!(bloom_bits(u64::MAX), 1 << 32);
+    }
+
+    #[test]
+    fn seen_sessions_travel_with_their_bloom_offsets() {
+        let mut id = [0u8; 16];
+        id[..8].copy_from_slice(&[0xff, 0xff, 0xff, 0xff, 0, 1, 0, 3]);
+        id[15] = 9;
+        let s = SessionId::from_bytes(id);
+        // 2^32 - 1 mod 2^16, and 65 539 mod 2^16.
+        assert_eq!(bloom_offsets(&id, 1 << 16), (0xffff, 3));
+        assert_eq!(bloom_offsets(&id, 1 << 32), (u32::MAX, 65_539));
+        let arg = seen_arg(&[s, s], 4_096);
+        assert_eq!(arg.len(), 2 * SEEN_ENTRY_BYTES);
+        assert_eq!(&arg[..16], &id);
+        assert_eq!(&arg[16..24], &[0, 0, 0xff, 0xff, 0, 0, 0, 3]);
+        assert_eq!(&arg[24..40], &id);
     }
 
     fn server_error(line: &str) -> RedisError {

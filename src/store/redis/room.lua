@@ -55,8 +55,9 @@
 --                      (tickets.lua's R.keys[1]), ended with the slot in free_session
 -- ARGV:
 --   1 op (enter | poll | heartbeat | release | stats | configure | admit_next | ban | sync)
---   2 session id, 16 raw bytes ('' for stats, configure, admit_next); sync: the ids of the
---     sessions the gateway saw waiting since its last sync, concatenated (16 bytes each)
+--   2 session id, 16 raw bytes ('' for stats, configure, admit_next); sync: the sessions the
+--     gateway saw waiting since its last sync, concatenated, 24 bytes each: the id's 16 raw
+--     bytes, then its two Bloom offsets (see Liveness) as big-endian u32s
 --   3 now in ms, or 0 (NOW_FROM_SERVER) to use the server's TIME (shared by every gateway)
 --   4 capacity   5 admission rate per second (0 = none): the defaults for the settings key only;
 --     the room's live values are the ones in it
@@ -160,8 +161,8 @@
 --     rule are dropped; the cursor wraps to the head at the end of the line. None while silence
 --     is excused.
 --
--- Sync: checks in the listed sessions that have a place (ZMSCORE, 500 at a time; others are
--- ignored, nothing is created), does the housekeeping, sweeps, promotes, and answers the
+-- Sync: checks in the listed sessions that have a place (ZMSCORE, 500 at a time, with the
+-- Bloom offsets the gateway sent; others are ignored, nothing is created), does the housekeeping, sweeps, promotes, and answers the
 -- snapshot: the head's score, and for each rank of checkpoint_ranks(waiting) (every rank below
 -- EXACT_RANKS, then each the last plus 1 / CHECKPOINT_GAP of it, and the last) that waiter's
 -- score, by ZRANGE (one for the exact ranks, one per rank above: about 1 100 for two million).
@@ -421,17 +422,24 @@ function F.ring_key_for(rg, e)
   return key, math.max(1, (e + rg.len) * rg.width - R.now)
 end
 
--- Checks in every session of `ids` (a list) at check_in_at, in both rings.
-function F.check_in(ids)
+-- Checks in every session of `ids` (a list) at check_in_at, in both rings. `offsets`, when
+-- given, holds each session's two bits ({x, y}, as sync's list brings them); else they are
+-- computed here.
+function F.check_in(ids, offsets)
   if #ids == 0 then return end
-  -- The same bits in every ring (one M): the BITFIELD arguments are made once, as strings.
+  -- The same bits in every ring (one M): the BITFIELD arguments are made once.
   local chunks = {}
   for from = 1, #ids, R.CHUNK do
     local args, n = {}, 0
     for j = from, math.min(#ids, from + R.CHUNK - 1) do
-      local x, y = F.bloom_offsets(ids[j])
-      args[n + 1], args[n + 2], args[n + 3], args[n + 4] = 'SET', 'u1', string.format('%d', x), '1'
-      args[n + 5], args[n + 6], args[n + 7], args[n + 8] = 'SET', 'u1', string.format('%d', y), '1'
+      local x, y
+      if offsets then
+        x, y = offsets[j][1], offsets[j][2]
+      else
+        x, y = F.bloom_offsets(ids[j])
+      end
+      args[n + 1], args[n + 2], args[n + 3], args[n + 4] = 'SET', 'u1', x, '1'
+      args[n + 5], args[n + 6], args[n + 7], args[n + 8] = 'SET', 'u1', y, '1'
       n = n + 8
     end
     chunks[#chunks + 1] = args
@@ -909,28 +917,32 @@ function F.sweep()
   end
 end
 
--- Checks in the sessions of sync's list (16 bytes each) that have a place in line.
+-- Checks in the sessions of sync's list that have a place in line. Each session is 24 bytes:
+-- its id's 16, then its two Bloom offsets as big-endian u32s (the gateway computes them for
+-- this room's M, so the script only looks the ids up).
 function F.check_in_seen(list)
   -- Anew in each run (a repaired second run checks in again).
   R.unknown = {}
-  for from = 1, #list, 16 * R.CHUNK do
-    local ids = {}
-    for at = from, math.min(#list, from + 16 * R.CHUNK - 1) - 15, 16 do
+  for from = 1, #list, 24 * R.CHUNK do
+    local ids, offsets = {}, {}
+    for at = from, math.min(#list, from + 24 * R.CHUNK - 1) - 23, 24 do
       ids[#ids + 1] = string.sub(list, at, at + 15)
+      offsets[#offsets + 1] = {struct.unpack('>I4>I4', list, at + 16)}
     end
     if #ids > 0 then
       local scores = redis.call('ZMSCORE', R.k_line, unpack(ids))
-      local placed = {}
+      local placed, placed_offsets = {}, {}
       for j = 1, #ids do
         if scores[j] then
           placed[#placed + 1] = ids[j]
+          placed_offsets[#placed_offsets + 1] = offsets[j]
         else
           -- No place (skipped, swept, never in line): answered back, so the gateway asks the
           -- store at their next poll instead of placing them by an old cookie.
           R.unknown[#R.unknown + 1] = ids[j]
         end
       end
-      F.check_in(placed)
+      F.check_in(placed, placed_offsets)
     end
   end
 end
