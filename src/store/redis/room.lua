@@ -228,92 +228,108 @@ function F.make_ring(name, first, epochs, ttl)
   return r
 end
 
--- One call's state, from its keys and arguments: R is made anew by every FCALL (the
--- functions above are defined once, when the library is loaded). Returns an error reply for
--- arguments that cannot be read, else nil.
-function F.setup(keys, args)
-  R = {keys = keys, argv = args}
-  R.k_seq, R.k_line, R.k_active, R.k_granted, R.k_bucket, R.k_admitted =
-    R.keys[1], R.keys[2], R.keys[3], R.keys[4], R.keys[5], R.keys[6]
-  R.k_settings, R.k_arrivals, R.k_banned = R.keys[7], R.keys[8], R.keys[9]
-  -- Redis refuses more arguments in one command than it is wise to send: BITFIELD and ZMSCORE
-  -- take at most this many sessions at a time (two bits each).
-  R.CHUNK = 500
-  R.op, R.s = R.argv[1], R.argv[2]
-  R.now = tonumber(R.argv[3])
-  R.default_capacity = tonumber(R.argv[4])
-  R.default_rate = tonumber(R.argv[5])
-  -- The live settings, read by `load_settings` at the start of every run, and when the room was
-  -- first seen.
-  R.capacity, R.rate, R.paused, R.open = R.default_capacity, R.default_rate, false, true
-  R.born = 0
-  -- The room's first movement (nil: not yet).
-  R.moved = nil
-  -- The capacity before its last change, and when that was (nil: never changed).
-  R.cap_before, R.cap_at = nil, nil
-  -- When the current pause began, and the last pause that ended (nil: none).
-  R.paused_at, R.pause_start, R.pause_end = nil, nil, nil
-  -- Housekeeping's next due time, the sweep's cursor, the end of every ban, the last arrival
-  -- note's second (nil: not known, so look).
-  R.due, R.cursor, R.bans, R.noted = nil, '-inf', nil, nil
-  R.active_ttl = tonumber(R.argv[6])
-  R.grant_ttl = tonumber(R.argv[7])
-  R.queue_ttl = tonumber(R.argv[8])
-  R.max_queue = tonumber(R.argv[9])
-  R.max_promote = tonumber(R.argv[10])
-  R.max_sweep = tonumber(R.argv[11])
-  -- The crate sends every argument (src/store/redis/protocol.rs), so no default is repeated here.
-  R.bucket_ms = tonumber(R.argv[12])
-  R.ring = tonumber(R.argv[13])
-  R.minute_buckets = tonumber(R.argv[14])
-  R.five_minute_buckets = tonumber(R.argv[15])
-  R.abandon = tonumber(R.argv[16])
-  if R.abandon < R.queue_ttl then R.abandon = R.queue_ttl end
-  R.excused = R.argv[17] == '1'
-  -- The schedule (see the header): nil for a room without one.
-  R.opens_at, R.closes_at, R.keep_line, R.draw_score = nil, nil, true, nil
-  do
-    local last = R.argv[#R.argv]
-    if string.sub(last, 1, 9) == 'schedule:' then
-      local o, c, k, d = string.match(last, '^schedule:(%d+):(%d+):([01]):(%d+)$')
-      if not o then
-        -- Never read as "no schedule": that would open a room that is not open yet.
-        return redis.error_reply('ERR malformed schedule argument')
-      end
-      R.opens_at, R.closes_at, R.keep_line = tonumber(o), tonumber(c), k == '1'
-      if R.closes_at == 0 then R.closes_at = nil end
-      R.draw_score = string.format('%.17g', tonumber(d) / 4503599627370496 - 1)
-    end
-  end
-  -- Whether this call came with the schedule (else it may follow the one the settings key kept).
-  R.scheduled_call = R.opens_at ~= nil
+-- Constant across calls, so made once here at load: the chunk size, the "no expiry" due time,
+-- each ring's settings field names, and the Bloom size of each max_queue_len seen (memo).
+-- Redis refuses more arguments in one command than it is wise to send: BITFIELD and ZMSCORE
+-- take at most this many sessions at a time (two bits each).
+local CHUNK = 500
+local NO_DUE = 9007199254740992
+local RING_FIELDS = {turn = {}, abandon = {}}
+for i = 0, TURN_EPOCHS + 1 do RING_FIELDS.turn[i] = 'turn' .. i end
+for i = 0, ABANDON_EPOCHS + 1 do RING_FIELDS.abandon[i] = 'abandon' .. i end
+-- The settings fields every call reads (one HMGET), in order, then the bitmaps' epoch fields
+-- of now's epochs (at RING_FIELD_AT and after); the rest (the pace's history, the sweep's
+-- cursor, the other bitmaps' epochs) only when a call needs them (`load_more`, `load_ring`).
+local RING_FIELD_AT = 14
+local BLOOM_BITS = {}
 
+-- One call's state, from its keys and arguments: R is made anew by every FCALL (the functions
+-- are defined once, when the library is loaded), in ONE table constructor, so that its hash
+-- part is sized once instead of growing field by field (the nil ones are set later in the
+-- call: the constructor still sizes the table for them). Returns an error reply for arguments
+-- that cannot be read, else nil.
+function F.setup(keys, args)
+  local capacity, rate = tonumber(args[4]), tonumber(args[5])
+  local queue_ttl = tonumber(args[8])
+  R = {
+    keys = keys, argv = args,
+    k_seq = keys[1], k_line = keys[2], k_active = keys[3], k_granted = keys[4],
+    k_bucket = keys[5], k_admitted = keys[6], k_settings = keys[7], k_arrivals = keys[8],
+    k_banned = keys[9],
+    op = args[1], s = args[2], now = tonumber(args[3]),
+    default_capacity = capacity, default_rate = rate,
+    -- The live settings, read by `load_settings` at the start of every run, and when the
+    -- room was first seen.
+    capacity = capacity, rate = rate, paused = false, open = true, born = 0,
+    -- The room's first movement (nil: not yet).
+    moved = nil,
+    -- The capacity before its last change, and when that was (nil: never changed).
+    cap_before = nil, cap_at = nil,
+    -- When the current pause began, and the last pause that ended (nil: none).
+    paused_at = nil, pause_start = nil, pause_end = nil,
+    -- Housekeeping's next due time, the sweep's cursor, the end of every ban, the last arrival
+    -- note's second (nil: not known, so look).
+    due = nil, cursor = '-inf', bans = nil, noted = nil,
+    active_ttl = tonumber(args[6]), grant_ttl = tonumber(args[7]), queue_ttl = queue_ttl,
+    max_queue = tonumber(args[9]), max_promote = tonumber(args[10]),
+    max_sweep = tonumber(args[11]),
+    -- The crate sends every argument (src/store/redis/protocol.rs), so no default is
+    -- repeated here.
+    bucket_ms = tonumber(args[12]), ring = tonumber(args[13]),
+    minute_buckets = tonumber(args[14]), five_minute_buckets = tonumber(args[15]),
+    abandon = math.max(tonumber(args[16]), queue_ttl),
+    excused = args[17] == '1',
+    -- The schedule (see the header): nil for a room without one.
+    opens_at = nil, closes_at = nil, keep_line = true, draw_score = nil, scheduled_call = false,
+    -- Set by apply_schedule, below.
+    before_opening = false, check_in_at = 0, after_closing = false, line_closed = false,
+    -- The liveness rings, the Bloom size, the ticket key (release and ban).
+    turn = nil, gone_ring = nil, rings = nil, bloom_bits = 0, k_ticket = nil,
+    SETTINGS_FIELDS = nil,
+    current_bucket = 0,
+    -- The promotion budget, shared by both runs of a repaired call.
+    promotions_left = 0,
+    -- Whether this call released something: kept outside `main`, so that a second, repaired
+    -- run still reports what the first one removed.
+    released = 0,
+    -- Sync's listed sessions without a place.
+    unknown = nil,
+  }
+  local last = args[#args]
+  if string.sub(last, 1, 9) == 'schedule:' then
+    local o, c, k, d = string.match(last, '^schedule:(%d+):(%d+):([01]):(%d+)$')
+    if not o then
+      -- Never read as "no schedule": that would open a room that is not open yet.
+      return redis.error_reply('ERR malformed schedule argument')
+    end
+    R.opens_at, R.closes_at, R.keep_line = tonumber(o), tonumber(c), k == '1'
+    if R.closes_at == 0 then R.closes_at = nil end
+    R.draw_score = string.format('%.17g', tonumber(d) / 4503599627370496 - 1)
+    -- This call came with the schedule (else it may follow the one the settings key kept).
+    R.scheduled_call = true
+  end
   if R.now == 0 then
     local t = redis.call('TIME')
     R.now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   end
   F.apply_schedule()
-  R.turn = F.make_ring('turn', 10, TURN_EPOCHS, R.queue_ttl)
-  R.gone_ring = F.make_ring('abandon', 10 + R.turn.len, ABANDON_EPOCHS, R.abandon)
-  R.rings = {R.turn, R.gone_ring}
+  local turn = F.make_ring('turn', 10, TURN_EPOCHS, queue_ttl)
+  local gone = F.make_ring('abandon', 10 + turn.len, ABANDON_EPOCHS, R.abandon)
+  R.turn, R.gone_ring, R.rings = turn, gone, {turn, gone}
   -- The Bloom filter's size in bits: the power of two >= 16 * max_queue_len, in [2^16, 2^32].
-  R.bloom_bits = 65536
-  while R.bloom_bits < 16 * R.max_queue and R.bloom_bits < 4294967296 do R.bloom_bits = R.bloom_bits * 2 end
-  R.k_ticket = R.keys[R.gone_ring.first + R.gone_ring.len]
-
-  -- The settings fields every call reads (one HMGET), in order, then the bitmaps' epoch fields
-  -- of now's epochs; the rest (the pace's history, the sweep's cursor, the other bitmaps'
-  -- epochs) only when a call needs them (`load_more`, `load_ring`).
-  R.SETTINGS_FIELDS = {'v', 'capacity', 'rate', 'paused', 'open', 'born', 'moved', 'opens_at',
-    'closes_at', 'keep_line', 'due', 'bans', 'noted'}
-  R.RING_FIELD_AT = #R.SETTINGS_FIELDS + 1
-  for _, r in ipairs(R.rings) do
-    R.SETTINGS_FIELDS[#R.SETTINGS_FIELDS + 1] = r.name .. (r.current % r.len)
+  local bits = BLOOM_BITS[R.max_queue]
+  if not bits then
+    bits = 65536
+    while bits < 16 * R.max_queue and bits < 4294967296 do bits = bits * 2 end
+    BLOOM_BITS[R.max_queue] = bits
   end
-  R.NO_DUE = 9007199254740992
+  R.bloom_bits = bits
+  R.k_ticket = keys[gone.first + gone.len]
+  R.SETTINGS_FIELDS = {'v', 'capacity', 'rate', 'paused', 'open', 'born', 'moved', 'opens_at',
+    'closes_at', 'keep_line', 'due', 'bans', 'noted',
+    RING_FIELDS.turn[turn.current % turn.len], RING_FIELDS.abandon[gone.current % gone.len]}
   R.current_bucket = math.floor(R.now / R.bucket_ms)
   R.promotions_left = R.max_promote
-  R.released = 0
   return nil
 end
 
@@ -343,7 +359,7 @@ function F.load_settings()
   R.due, R.bans, R.noted = tonumber(v[11]), tonumber(v[12]), tonumber(v[13])
   for n, rg in ipairs(R.rings) do
     local i = rg.current % rg.len
-    rg.held[i], rg.known[i] = tonumber(v[R.RING_FIELD_AT + n - 1]), true
+    rg.held[i], rg.known[i] = tonumber(v[RING_FIELD_AT + n - 1]), true
   end
   if R.bans == nil then
     -- Not known (a new room, or the field lost): the latest end of any ban, looked up once.
@@ -429,9 +445,9 @@ function F.check_in(ids, offsets)
   if #ids == 0 then return end
   -- The same bits in every ring (one M): the BITFIELD arguments are made once.
   local chunks = {}
-  for from = 1, #ids, R.CHUNK do
+  for from = 1, #ids, CHUNK do
     local args, n = {}, 0
-    for j = from, math.min(#ids, from + R.CHUNK - 1) do
+    for j = from, math.min(#ids, from + CHUNK - 1) do
       local x, y
       if offsets then
         x, y = offsets[j][1], offsets[j][2]
@@ -471,9 +487,9 @@ function F.alive_many(ids, rg)
   for _, kh in ipairs(counting) do
     if #left == 0 then break end
     local still = {}
-    for from = 1, #left, R.CHUNK do
+    for from = 1, #left, CHUNK do
       local args, which = {}, {}
-      for n = from, math.min(#left, from + R.CHUNK - 1) do
+      for n = from, math.min(#left, from + CHUNK - 1) do
         local j = left[n]
         local x, y = F.bloom_offsets(ids[j])
         args[#args + 1] = 'GET'; args[#args + 1] = 'u1'; args[#args + 1] = x
@@ -512,7 +528,7 @@ function F.housekeep()
   redis.call('ZREMRANGEBYSCORE', R.k_granted, '-inf', R.now)
   local a = tonumber(redis.call('ZRANGE', R.k_active, 0, 0, 'WITHSCORES')[2])
   local g = tonumber(redis.call('ZRANGE', R.k_granted, 0, 0, 'WITHSCORES')[2])
-  local d = math.min(a or R.NO_DUE, g or R.NO_DUE)
+  local d = math.min(a or NO_DUE, g or NO_DUE)
   redis.call('HSET', R.k_settings, 'due', string.format('%d', d))
   R.due = d
 end
@@ -908,8 +924,8 @@ function F.sweep()
   for j, a in ipairs(F.alive_many(ids, R.gone_ring)) do
     if not a then gone[#gone + 1] = ids[j] end
   end
-  for from = 1, #gone, R.CHUNK do
-    redis.call('ZREM', R.k_line, unpack(gone, from, math.min(#gone, from + R.CHUNK - 1)))
+  for from = 1, #gone, CHUNK do
+    redis.call('ZREM', R.k_line, unpack(gone, from, math.min(#gone, from + CHUNK - 1)))
   end
   if next_cursor ~= R.cursor then
     R.cursor = next_cursor
@@ -923,9 +939,9 @@ end
 function F.check_in_seen(list)
   -- Anew in each run (a repaired second run checks in again).
   R.unknown = {}
-  for from = 1, #list, 24 * R.CHUNK do
+  for from = 1, #list, 24 * CHUNK do
     local ids, offsets = {}, {}
-    for at = from, math.min(#list, from + 24 * R.CHUNK - 1) - 23, 24 do
+    for at = from, math.min(#list, from + 24 * CHUNK - 1) - 23, 24 do
       ids[#ids + 1] = string.sub(list, at, at + 15)
       offsets[#offsets + 1] = {struct.unpack('>I4>I4', list, at + 16)}
     end
