@@ -19,7 +19,8 @@
 //! 3. **cookie check**: first visits without cookies (302 + signed queue cookie);
 //! 4. **queue poll**: waiting visitors polling the status endpoint, answered from the gateway's
 //!    snapshot of the line (Redis behind it: one refresh a second, no call per poll);
-//! 5. **script**: `RedisStore` enter/poll mix called directly, next to `EVALSHA "return 1"`;
+//! 5. **script**: `RedisStore` enter/poll mix called directly (the room function, `FCALL`), and
+//!    the same `FCALL` straight from the client, next to `EVALSHA "return 1"`;
 //! 6. **scale**: 1 000 / 100 000 / 1 000 000 waiters: p50/p99 of poll and enter, bytes per waiter;
 //!    and the embedded `MemoryStore` at 1 000 and 100 000 waiters: p50/p99 of poll and the p99
 //!    ratio (a poll is O(log n): target within 2x);
@@ -27,7 +28,7 @@
 //! 8. **matching**: `RedisMatchStore` joins and polls (through `Matchmaker`) next to
 //!    `EVALSHA "return 1"`, and a poll's p50/p99 with 1 000 and 100 000 users waiting.
 //! 9. **Redis at two million** (issue 14, `bench_parts/redis_scale.rs`): our `enter` next to the
-//!    peer's algorithm and `EVALSHA "return 1"` under `redis-benchmark` at capacities 1 to
+//!    peer's algorithm, `EVALSHA "return 1"` and a trivial `FCALL` under `redis-benchmark` at capacities 1 to
 //!    10 000, bytes per waiter, Redis CPU per waiting poll, and a simulated 2M / 8-gateway run.
 //!
 //! The load generator is in-process: raw hyper HTTP/1.1 connections, a fixed number of them, each
@@ -92,6 +93,7 @@ const ROOM: &str = "bench";
 const POLL_ROOM: &str = "benchpoll";
 const SCRIPT_ROOM: &str = "benchscript";
 const SCALE_ROOM: &str = "benchscale";
+/// The room's function library (`FUNCTION LOAD REPLACE`, then `FCALL twr_room_v2`).
 const ROOM_SCRIPT: &str = include_str!("../src/store/redis/room.lua");
 
 #[path = "bench_parts/wrk.rs"]
@@ -798,7 +800,7 @@ async fn script_scenarios(
     let client = redis::Client::open(redis.url())?;
     let conn = client.get_connection_manager().await?;
     let trivial = Arc::new(redis::Script::new("return 1"));
-    let room_script = Arc::new(redis::Script::new(ROOM_SCRIPT));
+    // The room runs as a function (`FCALL twr_room_v2`); the store loaded it with its first call.
     let keys = redis_keys(&store, SCRIPT_ROOM);
 
     let mut script_runs = Vec::new();
@@ -827,31 +829,31 @@ async fn script_scenarios(
         script_runs.push(ops);
         usec.entry("script")
             .or_default()
-            .push(redis.usec_per_call("evalsha"));
+            .push(redis.usec_per_call("fcall"));
 
-        // The same script with EVALSHA straight from the client, without the store around it.
+        // The same function with FCALL straight from the client, without the store around it.
         redis.command(&["CONFIG", "RESETSTAT"])?;
         let ops = concurrent_ops(settings, {
-            let (conn, script, keys, waiters) =
-                (conn.clone(), room_script.clone(), keys.clone(), waiters.clone());
+            let (conn, keys, waiters) = (conn.clone(), keys.clone(), waiters.clone());
             let p = policy.clone();
             move |i: u64| {
-                let (mut conn, script, keys) = (conn.clone(), script.clone(), keys.clone());
+                let (mut conn, keys) = (conn.clone(), keys.clone());
                 let w = waiters[(i as usize * 7919) % waiters.len()];
                 let numbers = room_script_numbers(&p);
                 async move {
-                    let mut inv = script.prepare_invoke();
-                    for k in &keys {
-                        inv.key(k);
-                    }
-                    // ARGV: op, session, now (0: the server's TIME), then the room's numbers.
-                    inv.arg(if i.is_multiple_of(2) { "enter" } else { "poll" })
-                        .arg(w.to_string())
+                    let mut fcall = redis::cmd("FCALL");
+                    fcall.arg("twr_room_v2").arg(keys.len()).arg(&keys[..]);
+                    // ARGV: op, session (16 raw bytes), now (0: the server's TIME), then the
+                    // room's numbers and ARGV 17 (silence not excused).
+                    fcall
+                        .arg(if i.is_multiple_of(2) { "enter" } else { "poll" })
+                        .arg(&w.as_bytes()[..])
                         .arg(0);
                     for n in numbers {
-                        inv.arg(n);
+                        fcall.arg(n);
                     }
-                    matches!(inv.invoke_async::<Vec<i64>>(&mut conn).await, Ok(r) if r.first() == Some(&2))
+                    fcall.arg(0);
+                    matches!(fcall.query_async::<Vec<i64>>(&mut conn).await, Ok(r) if r.first() == Some(&2))
                 }
             }
         })
@@ -859,7 +861,7 @@ async fn script_scenarios(
         raw_runs.push(ops);
         usec.entry("script_raw")
             .or_default()
-            .push(redis.usec_per_call("evalsha"));
+            .push(redis.usec_per_call("fcall"));
 
         // The ceiling: EVALSHA of `return 1` on the same Redis, same client, same concurrency.
         redis.command(&["CONFIG", "RESETSTAT"])?;
@@ -876,7 +878,7 @@ async fn script_scenarios(
             .or_default()
             .push(redis.usec_per_call("evalsha"));
         eprintln!(
-            "round {}/{}: script {:>8.0} ops/s  script (raw EVALSHA) {:>8.0} ops/s  EVALSHA return 1 {:>8.0} ops/s",
+            "round {}/{}: script {:>8.0} ops/s  script (raw FCALL) {:>8.0} ops/s  EVALSHA return 1 {:>8.0} ops/s",
             round + 1,
             settings.repeats,
             script_runs[round],
@@ -1119,19 +1121,18 @@ async fn scale_scenarios(
             &redis::AsyncConnectionConfig::new().set_response_timeout(None),
         )
         .await?;
-    // Fills the line server-side: waiters 1..=n by sequence, all checked in now, one visitor
-    // inside holding the only slot (as tests/store_redis_faults.rs does).
+    // Fills the line server-side: waiters 1..=n by sequence, each member the 16 raw bytes of
+    // the big-endian u128 i (store v2 keeps no per-waiter check-in to fill), one visitor inside
+    // holding the only slot (as tests/store_redis_faults.rs does).
     let fill = redis::Script::new(
         r"
         local now = tonumber(ARGV[1])
         local n = tonumber(ARGV[2])
         for i = 1, n do
-          local s = string.format('%032x', i)
-          redis.call('ZADD', KEYS[1], i, s)
-          redis.call('ZADD', KEYS[2], now, s)
+          redis.call('ZADD', KEYS[1], i, struct.pack('>I4I4I4I4', 0, 0, 0, i))
         end
-        redis.call('SET', KEYS[3], n)
-        redis.call('ZADD', KEYS[4], now + 3600000, 'someone-inside')
+        redis.call('SET', KEYS[2], n)
+        redis.call('ZADD', KEYS[3], now + 3600000, 'someone-inside')
         return n",
     );
     let mut poll50 = Map::new();
@@ -1147,11 +1148,11 @@ async fn scale_scenarios(
         tokio::time::sleep(Duration::from_millis(100)).await;
         let before = redis.used_memory()?;
         let t = Instant::now();
+        // line, seq, active (`redis_keys`' order: seq, line, active, ...).
         let _: i64 = fill
             .key(&keys[1])
-            .key(&keys[2])
             .key(&keys[0])
-            .key(&keys[3])
+            .key(&keys[2])
             .arg(now_ms())
             .arg(n)
             .invoke_async(&mut conn)
@@ -1177,7 +1178,7 @@ async fn scale_scenarios(
             x ^= x >> 7;
             x ^= x << 17;
             let i = 1 + x % n;
-            let s = SessionId::from_hex(&format!("{i:032x}")).expect("hex");
+            let s = SessionId::from_bytes(u128::from(i).to_be_bytes());
             let t = Instant::now();
             let d = store.poll(&policy, s).await?;
             polls.push(t.elapsed().as_secs_f64() * 1e6);
@@ -1186,7 +1187,7 @@ async fn scale_scenarios(
                 other => return Err(format!("poll of waiter {i} of {n}: {other:?}").into()),
             }
         }
-        let poll_server = redis.usec_per_call("evalsha");
+        let poll_server = redis.usec_per_call("fcall");
         redis.command(&["CONFIG", "RESETSTAT"])?;
         let mut enters = Vec::with_capacity(settings.latency_samples);
         for k in 0..settings.latency_samples as u64 {
@@ -1199,7 +1200,7 @@ async fn scale_scenarios(
                 other => return Err(format!("enter at {n}: {other:?}").into()),
             }
         }
-        let enter_server = redis.usec_per_call("evalsha");
+        let enter_server = redis.usec_per_call("fcall");
         let key = n.to_string();
         poll50.insert(key.clone(), json!(round(percentile(&polls, 50.0), 1)));
         poll99.insert(key.clone(), json!(round(percentile(&polls, 99.0), 1)));

@@ -142,7 +142,7 @@ pub use token::{KeyError, Keyring, SigningKey};
 pub mod __private {
     pub use crate::token::{AdmissionTicket, AdmissionToken, Challenge, QueueCookie};
 
-    /// `ARGV[4..=16]` of the Redis room script for `policy`, for the benchmark's raw `EVALSHA`.
+    /// `ARGV[4..=16]` of the Redis room function for `policy`, for the benchmark's raw `FCALL`.
     #[cfg(feature = "redis")]
     pub fn room_script_numbers(policy: &crate::RoomPolicy) -> [u64; 13] {
         crate::store::redis_protocol_numbers(policy)

@@ -318,3 +318,74 @@ async fn registrants_scores_arrive_exact() {
         other => panic!("{other:?}"),
     }
 }
+
+/// A sync's check-in sets the same two bits as a join: the gateway sends each seen session's
+/// Bloom offsets with its id (the big-endian u32 of bytes 0..4 and 4..8, mod M), and the script
+/// sets exactly those, in the key of the sync's epoch.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sync_sets_the_bits_the_gateway_computed() {
+    let server = Server::start(&[]);
+    let clock = ManualClock::new(START_MS);
+    let store = store(&server, &clock);
+    let mut c = conn(&server).await;
+    // queue_ttl 8 s: turn epochs of 2 s, six keys.
+    let policy = RoomPolicy::new("sync-bits", 1)
+        .with_ttls(
+            Duration::from_secs(3_600),
+            Duration::from_secs(60),
+            Duration::from_secs(8),
+        )
+        .with_max_queue_len(1_000);
+    let m = redis_bloom_bits(1_000);
+    admitted(&store, &policy).await;
+    let mut id = [0u8; 16];
+    id[..8].copy_from_slice(&[0xff, 0xff, 0xff, 0xff, 0, 1, 0, 3]);
+    id[15] = 7;
+    let w = SessionId::from_bytes(id);
+    let d = store.enter(&policy, w).await.unwrap();
+    assert!(matches!(d, Decision::Waiting { .. }), "{d:?}");
+    let (x, y) = ((u64::from(u32::MAX) % m), 65_539 % m);
+    let keys = redis_keys(&store, "sync-bits");
+    let turn: Vec<&String> = keys.iter().filter(|k| k.contains(":turn")).collect();
+    let mut marked = Vec::new();
+    for k in &turn {
+        let count: u64 = redis::cmd("BITCOUNT")
+            .arg(*k)
+            .query_async(&mut c)
+            .await
+            .unwrap();
+        let bx: u8 = c.getbit(*k, x as usize).await.unwrap();
+        let by: u8 = c.getbit(*k, y as usize).await.unwrap();
+        if count > 0 {
+            assert_eq!(
+                (count, bx, by),
+                (2, 1, 1),
+                "{k}: exactly the join's two bits"
+            );
+            marked.push((*k).clone());
+        }
+    }
+    assert_eq!(marked.len(), 1, "the join's epoch");
+    advance(&clock, 2_000);
+    let snap = store.sync(&policy, vec![w]).await.unwrap();
+    assert!(snap.unknown.is_empty(), "{snap:?}");
+    let mut now_marked = Vec::new();
+    for k in &turn {
+        let count: u64 = redis::cmd("BITCOUNT")
+            .arg(*k)
+            .query_async(&mut c)
+            .await
+            .unwrap();
+        let bx: u8 = c.getbit(*k, x as usize).await.unwrap();
+        let by: u8 = c.getbit(*k, y as usize).await.unwrap();
+        if count > 0 {
+            assert_eq!(
+                (count, bx, by),
+                (2, 1, 1),
+                "{k}: exactly the session's two bits"
+            );
+            now_marked.push((*k).clone());
+        }
+    }
+    assert_eq!(now_marked.len(), 2, "the sync's epoch, in the next key");
+}

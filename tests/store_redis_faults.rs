@@ -221,6 +221,36 @@ async fn flushed_script_cache_is_reloaded() {
     ));
 }
 
+/// The room runs as a function (`FCALL twr_room_v2`): a server that lost it (`FUNCTION FLUSH`,
+/// a restart without persistence of it, a failover to a replica that missed it) gets the
+/// library loaded again and the call retried, with nothing lost but the function.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn flushed_function_library_is_reloaded() {
+    let server = Server::start(&[]);
+    let store = store(&server);
+    let policy = RoomPolicy::new("nofunction", 1);
+    let a = SessionId::random();
+    assert!(matches!(
+        store.enter(&policy, a).await.unwrap(),
+        Decision::Admitted { .. }
+    ));
+    assert!(function_loaded(&server), "loaded by the first call");
+    server.command(&["FUNCTION", "FLUSH"]).unwrap();
+    assert!(!function_loaded(&server), "flushed");
+    let b = SessionId::random();
+    assert!(matches!(
+        store.enter(&policy, b).await.unwrap(),
+        Decision::Waiting {
+            position: 1,
+            waiting: 1,
+            ..
+        }
+    ));
+    assert!(function_loaded(&server), "reloaded");
+    let m = store.metrics();
+    assert_eq!((m.misconfigured, m.protocol_errors), (0, 0), "{m:?}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hung_server_costs_one_deadline_then_the_breaker_answers() {
     let server = Server::start(&[]);
@@ -660,6 +690,21 @@ fn script_loaded(server: &Server, sha1: &str) -> bool {
     exists == [true]
 }
 
+/// Whether `server` has the room's function library (`FUNCTION LIST LIBRARYNAME`).
+fn function_loaded(server: &Server) -> bool {
+    let mut c = redis::Client::open(server.url())
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let libraries: Vec<redis::Value> = redis::cmd("FUNCTION")
+        .arg("LIST")
+        .arg("LIBRARYNAME")
+        .arg("twr_room_v2")
+        .query(&mut c)
+        .unwrap();
+    !libraries.is_empty()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn check_reports_the_server_and_loads_the_script() {
     let server = Server::start(&["--maxmemory-policy", "volatile-lru"]);
@@ -679,6 +724,8 @@ async fn check_reports_the_server_and_loads_the_script() {
         script_loaded(&server, &info.script_sha1),
         "script not loaded"
     );
+    assert_eq!(info.function_library, "twr_room_v2", "{info}");
+    assert!(function_loaded(&server), "library not loaded");
     assert!(
         info.to_string().contains("maxmemory-policy volatile-lru"),
         "{info}"
@@ -767,6 +814,8 @@ async fn check_on_a_cluster_loads_the_script_on_every_node() {
             "not loaded on {}",
             node.port
         );
+        // Every primary: redis-rs routes FUNCTION LOAD to all of them.
+        assert!(function_loaded(node), "library not loaded on {}", node.port);
     }
 }
 
@@ -780,25 +829,33 @@ async fn a_malformed_schedule_argument_is_refused_not_read_as_open() {
     let room = "malformed-schedule";
     let keys = tower_waiting_room::__private::redis_keys(&store, room);
     let numbers = tower_waiting_room::__private::room_script_numbers(&RoomPolicy::new(room, 5));
-    let script = redis::Script::new(include_str!("../src/store/redis/room.lua"));
     let mut conn = redis::Client::open(server.url())
         .unwrap()
         .get_multiplexed_async_connection()
         .await
         .unwrap();
+    let loaded: String = redis::cmd("FUNCTION")
+        .arg("LOAD")
+        .arg("REPLACE")
+        .arg(include_str!("../src/store/redis/room.lua"))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(loaded, "twr_room_v2");
     let now = tower_waiting_room::clock::Clock::now_ms(&tower_waiting_room::clock::SystemClock);
     let opens = now + 3_600_000;
     let call = |last: String| {
-        let mut inv = script.prepare_invoke();
-        for k in &keys {
-            inv.key(k);
-        }
-        inv.arg("enter").arg(SessionId::random().to_string()).arg(0);
+        let mut fcall = redis::cmd("FCALL");
+        fcall.arg("twr_room_v2").arg(keys.len()).arg(&keys[..]);
+        fcall
+            .arg("enter")
+            .arg(SessionId::random().as_bytes().to_vec())
+            .arg(0);
         for n in numbers {
-            inv.arg(n);
+            fcall.arg(n);
         }
-        inv.arg(0).arg(last);
-        inv
+        fcall.arg(0).arg(last);
+        fcall
     };
     for bad in [
         format!("schedule:{opens}:0:1"),
@@ -806,7 +863,7 @@ async fn a_malformed_schedule_argument_is_refused_not_read_as_open() {
         format!("schedule:x{opens}:0:1:17"),
         "schedule:".to_owned(),
     ] {
-        let got: redis::RedisResult<Vec<i64>> = call(bad.clone()).invoke_async(&mut conn).await;
+        let got: redis::RedisResult<Vec<i64>> = call(bad.clone()).query_async(&mut conn).await;
         let err = got.expect_err(&format!("{bad:?} must be refused"));
         assert!(
             err.to_string().contains("malformed schedule"),
@@ -820,7 +877,7 @@ async fn a_malformed_schedule_argument_is_refused_not_read_as_open() {
         .unwrap();
     assert!(keys_now.is_empty(), "a refused call wrote {keys_now:?}");
     let ok: Vec<i64> = call(format!("schedule:{opens}:0:1:17"))
-        .invoke_async(&mut conn)
+        .query_async(&mut conn)
         .await
         .unwrap();
     assert_eq!(

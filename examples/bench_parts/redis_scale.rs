@@ -2,11 +2,12 @@
 //!
 //! Four parts, each on a `redis-server` of its own (started fresh, so one part's keys and
 //! memory never weigh on another's numbers):
-//! 1. **peer comparison**: our room script's `enter` of a random new session next to the
-//!    algorithm of the closest open-source peer (`peer_room.lua`, written for this benchmark
-//!    from its description; not their code) and `EVALSHA return 1`, under `redis-benchmark -c 32
-//!    -r 1000000`, at capacities 1 to 10 000, each with its active set full and a line waiting;
-//! 2. **bytes per waiter**: a line filled with pipelined `EVALSHA` enters of 128-bit ids, the
+//! 1. **peer comparison**: our room function's `enter` (`FCALL twr_room_v2`) of a random new
+//!    session next to the algorithm of the closest open-source peer (`peer_room.lua`, written
+//!    for this benchmark from its description; not their code), `EVALSHA return 1` and the
+//!    `FCALL` of a trivial function, under `redis-benchmark -c 32 -r 1000000`, at capacities 1
+//!    to 10 000, each with its active set full and a line waiting;
+//! 2. **bytes per waiter**: a line filled with pipelined `FCALL` enters of 128-bit ids, the
 //!    `used_memory` difference per waiter; the same for the peer's script (hex and binary ids);
 //! 3. **Redis CPU per 1 000 waiting polls** through a [`WaitingRoomLayer`] over HTTP
 //!    ([`waiting_poll_cost`]: give it any layer, it measures what that layer makes Redis do);
@@ -14,9 +15,9 @@
 //!    Redis, each calling `Store::sync` once a second with the waiters whose polls it answered,
 //!    claiming the turns that came and letting newcomers join; Redis CPU as a share of a core.
 //!
-//! How our script is invoked from outside the store (the keys, the argument order, the id's
-//! encoding) lives in ONE place, [`our_enter`] and [`OUR_IDS`]: when the store's script changes
-//! (store v2: binary members), that is the only code to change.
+//! How our room function is invoked from outside the store (the command, the keys, the
+//! argument order, the id's encoding) lives in ONE place, [`our_enter`], [`OUR_CALL`] and
+//! [`OUR_IDS`]: when the store's script changes, that is the only code to change.
 
 use std::collections::BTreeMap;
 use std::ffi::OsStr;
@@ -216,7 +217,33 @@ enum IdEncoding {
 }
 
 /// The encoding our room script takes its session ids in. Store v2: `IdEncoding::Binary16`.
-const OUR_IDS: IdEncoding = IdEncoding::Hex32;
+const OUR_IDS: IdEncoding = IdEncoding::Binary16;
+
+/// How our room is called: `FCALL twr_room_v2` (a Redis Functions library, loaded by
+/// [`load_ours`]), then [`our_enter`]'s arguments.
+const OUR_CALL: [&str; 2] = ["FCALL", "twr_room_v2"];
+
+/// The second baseline: `FCALL` of a function that returns 1 (what any `FCALL` costs).
+const TRIVIAL_LIBRARY: &str =
+    "#!lua name=twr_bench_trivial\nredis.register_function('twr_trivial', function() return 1 end)";
+
+/// Loads our room's function library (`FUNCTION LOAD REPLACE`), as the store does.
+async fn load_ours(conn: &mut redis::aio::MultiplexedConnection) -> Result<(), BoxError> {
+    let _: String = redis::cmd("FUNCTION")
+        .arg("LOAD")
+        .arg("REPLACE")
+        .arg(ROOM_SCRIPT)
+        .query_async(conn)
+        .await?;
+    Ok(())
+}
+
+/// A command's words: `head` (e.g. [`OUR_CALL`], or `EVALSHA <sha>`), then `args`.
+fn command(head: &[&str], args: Vec<Vec<u8>>) -> Vec<Vec<u8>> {
+    let mut v: Vec<Vec<u8>> = head.iter().map(|w| w.as_bytes().to_vec()).collect();
+    v.extend(args);
+    v
+}
 
 impl IdEncoding {
     fn name(self) -> &'static str {
@@ -259,8 +286,8 @@ impl OurRoom {
     }
 }
 
-/// THE one place that knows how to call our room script's `enter` from outside the store:
-/// the arguments of `EVALSHA <sha>` after the SHA (numkeys, the keys, then ARGV), for the
+/// THE one place that knows how to call our room function's `enter` from outside the store:
+/// the arguments of [`OUR_CALL`] (numkeys, the keys, then ARGV), for the
 /// session id `id` already encoded in [`OUR_IDS`] (or a `redis-benchmark` template of it).
 /// Today: ARGV = `enter`, the id, now = 0 (the server's `TIME`), the room's 13 numbers, and
 /// `ARGV[17]` = 0 (silence not excused). Replies start with the code: 1 admitted, 2 waiting.
@@ -300,7 +327,7 @@ impl PeerRoom {
         }
     }
 
-    /// The arguments of `EVALSHA <sha>` after the SHA, as [`our_enter`]'s.
+    /// The arguments of `EVALSHA <sha>` after the SHA.
     fn enter(&self, id: &[u8]) -> Vec<Vec<u8>> {
         vec![
             b"2".to_vec(),
@@ -356,11 +383,12 @@ async fn script_load(
         .await?)
 }
 
-/// Calls `EVALSHA sha` with `args(i)` for i in `range`, pipelined in order, [`FILL_BATCH`] at a
-/// time; the count of each reply code (the first element of each reply).
+/// Calls `head` (`EVALSHA <sha>`, or [`OUR_CALL`]) with `args(i)` for i in `range`, pipelined
+/// in order, [`FILL_BATCH`] at a time; the count of each reply code (the first element of each
+/// reply).
 async fn pipelined_calls(
     conn: &mut redis::aio::MultiplexedConnection,
-    sha: &str,
+    head: &[&str],
     range: std::ops::Range<u64>,
     args: impl Fn(u64) -> Vec<Vec<u8>>,
 ) -> Result<BTreeMap<i64, u64>, BoxError> {
@@ -370,7 +398,10 @@ async fn pipelined_calls(
         let end = (start + FILL_BATCH).min(range.end);
         let mut pipe = redis::pipe();
         for i in start..end {
-            let cmd = pipe.cmd("EVALSHA").arg(sha);
+            let cmd = pipe.cmd(head[0]);
+            for w in &head[1..] {
+                cmd.arg(*w);
+            }
             for a in args(i) {
                 cmd.arg(&a[..]);
             }
@@ -423,12 +454,13 @@ fn benchmark_bin() -> String {
     std::env::var("TWR_REDIS_BENCHMARK").unwrap_or_else(|_| "redis-benchmark".to_owned())
 }
 
-/// One `redis-benchmark -c 32 -n <requests> -r 1000000 EVALSHA <args>` run; its requests per
-/// second. Fails if Redis answered any call with an error.
+/// One `redis-benchmark -c 32 -n <requests> -r 1000000 <command>` run (`EVALSHA <sha> ...` or
+/// `FCALL <function> ...`); its requests per second. Fails if Redis answered any call with an
+/// error.
 fn redis_benchmark(
     redis: &RedisServer,
     requests: u64,
-    evalsha_args: &[Vec<u8>],
+    command: &[Vec<u8>],
 ) -> Result<f64, BoxError> {
     let errors_before = error_replies(redis);
     let out = Command::new(benchmark_bin())
@@ -436,8 +468,8 @@ fn redis_benchmark(
         .args(["-c", &BENCHMARK_CLIENTS.to_string()])
         .args(["-n", &requests.to_string()])
         .args(["-r", &BENCHMARK_KEYSPACE.to_string()])
-        .args(["-q", "--csv", "EVALSHA"])
-        .args(evalsha_args.iter().map(|a| OsStr::from_bytes(a)))
+        .args(["-q", "--csv"])
+        .args(command.iter().map(|a| OsStr::from_bytes(a)))
         .output()
         .map_err(|e| {
             format!(
@@ -489,7 +521,13 @@ async fn peer_comparison(
     let redis = RedisServer::start()?;
     let mut conn = connection(&redis).await?;
     let store = store_on(&redis)?;
-    let ours_sha = script_load(&mut conn, ROOM_SCRIPT).await?;
+    load_ours(&mut conn).await?;
+    let _: String = redis::cmd("FUNCTION")
+        .arg("LOAD")
+        .arg("REPLACE")
+        .arg(TRIVIAL_LIBRARY)
+        .query_async(&mut conn)
+        .await?;
     let peer_sha = script_load(&mut conn, PEER_SCRIPT).await?;
     let trivial_sha = script_load(&mut conn, "return 1").await?;
     let template = OUR_IDS.random_template();
@@ -497,11 +535,11 @@ async fn peer_comparison(
     // Every capacity's rooms filled first (ours through its own enter, the peer's with the
     // state its algorithm would have: the active hash full and unexpired, the same line), so
     // the runs can be interleaved round by round.
-    let mut commands: Vec<(u64, [Vec<Vec<u8>>; 3])> = Vec::new();
+    let mut commands: Vec<(u64, [Vec<Vec<u8>>; 4])> = Vec::new();
     for capacity in CAPACITIES {
         let policy = comparison_policy(capacity);
         let ours = OurRoom::new(&store, &policy);
-        let codes = pipelined_calls(&mut conn, &ours_sha, 0..capacity + COMPARISON_LINE, |i| {
+        let codes = pipelined_calls(&mut conn, &OUR_CALL, 0..capacity + COMPARISON_LINE, |i| {
             our_enter(&ours, &OUR_IDS.encode(line_id(i)))
         })
         .await?;
@@ -530,13 +568,20 @@ async fn peer_comparison(
         // One call of each for a new session, checked, before redis-benchmark (which does not
         // look at the replies) repeats it.
         let fresh = OUR_IDS.encode(SessionId::random());
-        for (name, sha, args, want) in [
-            ("ours", &ours_sha, our_enter(&ours, &fresh), OUR_WAITING),
-            ("peer", &peer_sha, peer.enter(&fresh), 2),
+        for (name, words, want) in [
+            (
+                "ours",
+                command(&OUR_CALL, our_enter(&ours, &fresh)),
+                OUR_WAITING,
+            ),
+            (
+                "peer",
+                command(&["EVALSHA", &peer_sha], peer.enter(&fresh)),
+                2,
+            ),
         ] {
-            let mut cmd = redis::cmd("EVALSHA");
-            cmd.arg(sha);
-            for a in &args {
+            let mut cmd = redis::cmd(std::str::from_utf8(&words[0])?);
+            for a in &words[1..] {
                 cmd.arg(&a[..]);
             }
             let reply: Vec<i64> = cmd.query_async(&mut conn).await?;
@@ -552,17 +597,13 @@ async fn peer_comparison(
             }
         }
 
-        let with_sha = |sha: &str, args: Vec<Vec<u8>>| {
-            let mut v = vec![sha.as_bytes().to_vec()];
-            v.extend(args);
-            v
-        };
         commands.push((
             capacity,
             [
-                with_sha(&ours_sha, our_enter(&ours, &template)),
-                with_sha(&peer_sha, peer.enter(&template)),
-                with_sha(&trivial_sha, vec![b"0".to_vec()]),
+                command(&OUR_CALL, our_enter(&ours, &template)),
+                command(&["EVALSHA", &peer_sha], peer.enter(&template)),
+                command(&["EVALSHA", &trivial_sha], vec![b"0".to_vec()]),
+                command(&["FCALL", "twr_trivial"], vec![b"0".to_vec()]),
             ],
         ));
     }
@@ -580,7 +621,7 @@ async fn peer_comparison(
         }
     }
 
-    const NAMES: [&str; 3] = ["ours", "peer", "evalsha"];
+    const NAMES: [&str; 4] = ["ours", "peer", "evalsha", "fcall"];
     let mut runs: BTreeMap<(u64, usize), Vec<f64>> = BTreeMap::new();
     for round in 0..settings.repeats {
         for (capacity, cmds) in &commands {
@@ -590,12 +631,13 @@ async fn peer_comparison(
             }
             let r = |k: usize| runs[&(*capacity, k)][round];
             eprintln!(
-                "round {}/{}: capacity {capacity:>6}: ours {:>8.0} ops/s  peer {:>8.0} ops/s  EVALSHA return 1 {:>8.0} ops/s",
+                "round {}/{}: capacity {capacity:>6}: ours {:>8.0} ops/s  peer {:>8.0} ops/s  EVALSHA return 1 {:>8.0} ops/s  FCALL return 1 {:>8.0} ops/s",
                 round + 1,
                 settings.repeats,
                 r(0),
                 r(1),
-                r(2)
+                r(2),
+                r(3)
             );
         }
     }
@@ -617,6 +659,7 @@ async fn peer_comparison(
         c.insert("ours_over_peer".into(), json!(round(paired(0, 1), 3)));
         c.insert("ours_over_evalsha".into(), json!(round(paired(0, 2), 3)));
         c.insert("peer_over_evalsha".into(), json!(round(paired(1, 2), 3)));
+        c.insert("ours_over_fcall".into(), json!(round(paired(0, 3), 3)));
         if capacity == RATIO_CAPACITY {
             script_ratio = paired(0, 2);
         }
@@ -678,11 +721,11 @@ async fn fill_our_line(
     line: u64,
 ) -> Result<f64, BoxError> {
     let mut conn = connection(redis).await?;
-    let sha = script_load(&mut conn, ROOM_SCRIPT).await?;
+    load_ours(&mut conn).await?;
     let room = OurRoom::new(store, policy);
     let before = redis.used_memory()?;
     let t = Instant::now();
-    let codes = pipelined_calls(&mut conn, &sha, 0..line + 1, |i| {
+    let codes = pipelined_calls(&mut conn, &OUR_CALL, 0..line + 1, |i| {
         our_enter(&room, &OUR_IDS.encode(line_id(i)))
     })
     .await?;
@@ -703,7 +746,7 @@ async fn fill_peer_line(redis: &RedisServer, ids: IdEncoding, line: u64) -> Resu
     let sha = script_load(&mut conn, PEER_SCRIPT).await?;
     let peer = PeerRoom::new(LINE_ROOM, &line_policy(line));
     let before = redis.used_memory()?;
-    let codes = pipelined_calls(&mut conn, &sha, 0..line + 1, |i| {
+    let codes = pipelined_calls(&mut conn, &["EVALSHA", &sha], 0..line + 1, |i| {
         peer.enter(&ids.encode(line_id(i)))
     })
     .await?;
@@ -886,7 +929,8 @@ pub(super) async fn waiting_poll_cost(
     }
     let elapsed = t0.elapsed().as_secs_f64();
     let cpu = redis_cpu_us(redis)? - cpu0;
-    let script_calls = command_calls(redis, "evalsha");
+    // Store calls: the room's (FCALL) and the tickets' (EVALSHA).
+    let script_calls = command_calls(redis, "fcall") + command_calls(redis, "evalsha");
     task.abort();
     let bad = bad.load(Ordering::Relaxed);
     if bad > 0 {
@@ -1103,7 +1147,7 @@ pub(super) async fn simulated_run(
     }
     let elapsed = t0.elapsed().as_secs_f64();
     let cpu_share = (redis_cpu_us(redis)? - cpu0) / 1e6 / elapsed;
-    let script_calls = command_calls(redis, "evalsha");
+    let script_calls = command_calls(redis, "fcall") + command_calls(redis, "evalsha");
 
     let load = |c: &AtomicU64| c.load(Ordering::Relaxed);
     let pending = counts.sync_pending.lock().unwrap().clone();
@@ -1156,7 +1200,7 @@ pub(super) async fn simulated_run(
             "newcomers_other": load(&counts.newcomers_other),
             "script_calls": script_calls,
             "script_calls_per_s": round(script_calls as f64 / elapsed, 0),
-            "redis_usec_per_script_call": round(redis.usec_per_call("evalsha"), 2),
+            "redis_usec_per_script_call": round(redis.usec_per_call("fcall"), 2),
         }),
     );
     Ok(m)
@@ -1183,16 +1227,22 @@ async fn claim(store: &RedisStore, policy: &RoomPolicy, i: u64, counts: &SimCoun
 // The table
 
 pub(super) fn print_table(s: &Value) {
-    println!("| peer comparison (redis-benchmark -c32, new sessions) | ours ops/s | peer ops/s | EVALSHA `return 1` | ours / peer | ours / EVALSHA |");
-    println!("|---:|---:|---:|---:|---:|---:|");
+    println!("| peer comparison (redis-benchmark -c32, new sessions) | ours ops/s | peer ops/s | EVALSHA `return 1` | FCALL `return 1` | ours / peer | ours / EVALSHA | ours / FCALL |");
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|");
     if let Some(caps) = s["peer_comparison"].as_object() {
         let mut keys: Vec<&String> = caps.keys().collect();
         keys.sort_by_key(|k| k.parse::<u64>().unwrap_or(0));
         for k in keys {
             let c = &caps[k];
             println!(
-                "| capacity {k} | {} | {} | {} | {} | {} |",
-                c["ours"], c["peer"], c["evalsha"], c["ours_over_peer"], c["ours_over_evalsha"]
+                "| capacity {k} | {} | {} | {} | {} | {} | {} | {} |",
+                c["ours"],
+                c["peer"],
+                c["evalsha"],
+                c["fcall"],
+                c["ours_over_peer"],
+                c["ours_over_evalsha"],
+                c["ours_over_fcall"]
             );
         }
     }

@@ -51,8 +51,8 @@ pub struct RedisStoreMetrics {
     pub out_of_memory: u64,
     /// `BUSY` answers: another script runs too long ([`StoreErrorKind::Busy`]).
     pub script_busy: u64,
-    /// `NOPERM`, `NOAUTH`, `WRONGPASS`, `WRONGTYPE`, `MISCONF`, a `NOSCRIPT` that survives a
-    /// reload… ([`StoreErrorKind::Misconfigured`]).
+    /// `NOPERM`, `NOAUTH`, `WRONGPASS`, `WRONGTYPE`, `MISCONF`, a `NOSCRIPT` (or a room function
+    /// not found) that survives a reload… ([`StoreErrorKind::Misconfigured`]).
     pub misconfigured: u64,
     /// Anything else Redis answered that this crate did not expect ([`StoreErrorKind::Protocol`]).
     pub protocol_errors: u64,

@@ -5,10 +5,9 @@ use std::time::Duration;
 
 use redis::aio::ConnectionManagerConfig;
 use redis::cluster::ClusterClient;
-use redis::{AsyncConnectionConfig, RedisError, Script};
+use redis::{AsyncConnectionConfig, RedisError};
 
 use super::breaker::Breaker;
-use super::protocol::SCRIPT;
 use super::sentinel::SentinelConnection;
 use super::url::{self, Target};
 use super::{Connection, RedisStore};
@@ -160,7 +159,6 @@ impl RedisStoreBuilder {
         let prefix: Arc<str> = prefix.into();
         Ok(RedisStore {
             conn,
-            script: Arc::new(Script::new(SCRIPT)),
             prefix: prefix.clone(),
             timeout,
             clock: self.clock,

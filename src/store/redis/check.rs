@@ -7,7 +7,8 @@ use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
 use redis::{Cmd, FromRedisValue, RedisError};
 
 use super::breaker::ErrorClass;
-use super::protocol::{classify, SCRIPT};
+use super::protocol::{classify, ROOM_FUNCTION, SCRIPT};
+use super::tickets;
 use super::{Connection, RedisStore};
 use crate::store::{StoreError, StoreErrorKind};
 
@@ -37,8 +38,11 @@ pub struct RedisServerInfo {
     /// `maxmemory-policy` (from `INFO memory`, else `CONFIG GET`); `None` when both were
     /// refused (managed services often refuse `CONFIG`).
     pub maxmemory_policy: Option<String>,
-    /// The SHA-1 of the room script, as loaded by `SCRIPT LOAD`.
+    /// The SHA-1 of the tickets script (the scripts other than the room's still run with
+    /// `EVALSHA`), as loaded by `SCRIPT LOAD`.
     pub script_sha1: String,
+    /// The room's function library (`twr_room_v2`), as loaded by `FUNCTION LOAD REPLACE`.
+    pub function_library: String,
 }
 
 impl fmt::Display for RedisServerInfo {
@@ -54,8 +58,9 @@ impl fmt::Display for RedisServerInfo {
         };
         write!(
             f,
-            ", {topology}, maxmemory-policy {}, script {}",
+            ", {topology}, maxmemory-policy {}, library {}, script {}",
             self.maxmemory_policy.as_deref().unwrap_or("unknown"),
+            self.function_library,
             self.script_sha1
         )
     }
@@ -65,8 +70,9 @@ impl fmt::Display for RedisServerInfo {
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum RedisCheckError {
-    /// A step of the check failed (`PING`, `SCRIPT LOAD`, `INFO`): unreachable, timed out,
-    /// refused (`NOPERM` on `SCRIPT LOAD` is [`Misconfigured`](StoreErrorKind::Misconfigured)).
+    /// A step of the check failed (`PING`, `FUNCTION LOAD`, `SCRIPT LOAD`, `INFO`):
+    /// unreachable, timed out, refused (`NOPERM` on `FUNCTION LOAD` or `SCRIPT LOAD` is
+    /// [`Misconfigured`](StoreErrorKind::Misconfigured)).
     Store(StoreError),
     /// `maxmemory-policy` lets Redis evict the room's keys when memory is full: the line, the
     /// slots and the sequence would vanish. Use `noeviction` (or a `volatile-*` policy).
@@ -143,9 +149,11 @@ fn info_field<'a>(info: &'a str, field: &str) -> Option<&'a str> {
 
 impl RedisStore {
     /// Checks the server at start-up, before the first visitor: `PING`, `SCRIPT LOAD` of the
-    /// room script, then what the server is (`INFO`: Redis or Valkey, its version, cluster,
+    /// tickets script, then what the server is (`INFO`: Redis or Valkey, its version, cluster,
     /// replica, `maxmemory-policy`, else `CONFIG GET maxmemory-policy`). A policy that the
-    /// server refuses to tell is reported as unknown (`None`), not an error.
+    /// server refuses to tell is reported as unknown (`None`), not an error. Then, on a primary,
+    /// `FUNCTION LOAD REPLACE` of the room library (`FCALL` needs Redis 7.0+ or Valkey 7.2+).
+    /// In a cluster both loads go to every primary (as redis-rs routes them).
     ///
     /// Errors: [`RedisCheckError::Store`] when a step fails (its kind says why),
     /// [`RedisCheckError::EvictingPolicy`] for an `allkeys-*` policy, which can evict the line
@@ -164,15 +172,13 @@ impl RedisStore {
     pub async fn check(&self) -> Result<RedisServerInfo, RedisCheckError> {
         let _: String = self.check_step(&redis::cmd("PING"), false).await?;
         let mut load = redis::cmd("SCRIPT");
-        load.arg("LOAD").arg(SCRIPT);
+        load.arg("LOAD").arg(tickets::SCRIPT);
         let script_sha1: String = self.check_step(&load, true).await?;
-        if script_sha1 != self.script.get_hash() {
+        let expected = redis::Script::new(tickets::SCRIPT).get_hash().to_owned();
+        if script_sha1 != expected {
             return Err(StoreError::with_source(
                 StoreErrorKind::Protocol,
-                format!(
-                    "SCRIPT LOAD answered {script_sha1}, not the script's SHA-1 {}",
-                    self.script.get_hash()
-                ),
+                format!("SCRIPT LOAD answered {script_sha1}, not the script's SHA-1 {expected}"),
             )
             .into());
         }
@@ -204,12 +210,26 @@ impl RedisStore {
             replica: info_field(&info, "role") == Some("slave"),
             maxmemory_policy,
             script_sha1,
+            // Loaded below: a replica refuses it (a write).
+            function_library: String::new(),
         };
         if info.replica {
             return Err(RedisCheckError::Replica {
                 server: Box::new(info),
             });
         }
+        let mut info = info;
+        let mut load = redis::cmd("FUNCTION");
+        load.arg("LOAD").arg("REPLACE").arg(SCRIPT);
+        let function_library: String = self.check_step(&load, true).await?;
+        if function_library != ROOM_FUNCTION {
+            return Err(StoreError::with_source(
+                StoreErrorKind::Protocol,
+                format!("FUNCTION LOAD answered {function_library}, not {ROOM_FUNCTION}"),
+            )
+            .into());
+        }
+        info.function_library = function_library;
         if let Some(policy) = info
             .maxmemory_policy
             .as_deref()

@@ -1,7 +1,8 @@
 //! The Redis/Valkey store: several gateways share one queue.
 //!
-//! The whole state machine of a room runs as **one Lua script** ([`SCRIPT`], `room.lua`),
-//! atomically inside Redis, with the exact semantics of the [`MemoryStore`](super::MemoryStore).
+//! The whole state machine of a room runs as **one Lua function** (`room.lua`, a Redis
+//! Functions library loaded with `FUNCTION LOAD REPLACE` and called with `FCALL`; Redis 7.0+
+//! or Valkey 7.2+), atomically inside Redis, with the exact semantics of the [`MemoryStore`](super::MemoryStore).
 //! Time is Redis `TIME`, so every gateway shares one clock. All keys of a room share the hash tag
 //! `{room}` (`{prefix}:{room}:line`, …), so in a Redis Cluster they live in one slot.
 //!
@@ -46,7 +47,8 @@
 //!     visitors are told to try again soon, under either fail policy; a full or busy Redis is
 //!     never taken for a dead one, and the breaker stays closed (Redis answered at once);
 //!   - configuration faults (`NOPERM`, failed authentication, `WRONGTYPE` under the room's
-//!     prefix, `MISCONF`, a `NOSCRIPT` that survives reloading the script, a master name the
+//!     prefix, `MISCONF`, a `NOSCRIPT` or a room function not found that survives reloading,
+//!     a master name the
 //!     sentinels do not know) are [`Misconfigured`](super::StoreErrorKind::Misconfigured): the
 //!     fail policy applies, the breaker opens so requests do not each ask a Redis that will
 //!     refuse them, and the store logs at `ERROR`;
@@ -64,7 +66,9 @@
 //!   class) and closing (with the calls skipped meanwhile), and each error class when first
 //!   seen, then at most once a minute with its count. [`RedisStore::metrics`] counts calls by
 //!   error class.
-//! - A `NOSCRIPT` after a restart or failover is answered by loading the script and retrying
+//! - A room function not found after a restart, a failover or `FUNCTION FLUSH` is answered by
+//!   loading the library (`FUNCTION LOAD REPLACE`, on every primary of a cluster) and retrying
+//!   once; a `NOSCRIPT` of the other scripts (tickets) likewise, by loading the script
 //!   (`redis::Script::invoke_async`).
 //! - The connection is made lazily: a Redis that is down when the process starts does not stop
 //!   it from starting. [`RedisStore::check`] is the opposite, on request: a start-up check of the
@@ -85,9 +89,9 @@ mod url;
 use std::sync::Arc;
 use std::time::Duration;
 
-use redis::aio::ConnectionManager;
+use redis::aio::{ConnectionLike, ConnectionManager};
 use redis::cluster_async::ClusterConnection;
-use redis::Script;
+use redis::{FromRedisValue, RedisResult, Script, ToRedisArgs};
 
 pub use self::breaker::RedisStoreMetrics;
 use self::breaker::{Breaker, ErrorClass};
@@ -114,11 +118,10 @@ enum Connection {
 }
 
 /// A [`Store`] on Redis or Valkey: single node, primary behind Redis Sentinel, or cluster.
-/// Clones share one multiplexed connection, one script and one circuit breaker.
+/// Clones share one multiplexed connection and one circuit breaker.
 #[derive(Clone)]
 pub struct RedisStore {
     conn: Connection,
-    script: Arc<Script>,
     prefix: Arc<str>,
     timeout: Duration,
     clock: Option<SharedClock>,
@@ -172,7 +175,7 @@ impl RedisStore {
         let member = session.map(|s| s.as_bytes().to_vec()).unwrap_or_default();
         let (keys, args) = self.script_args(op, policy, session, member, extra);
         let keys = keys.into_iter().chain(ticket_key).collect();
-        self.run_script(Arc::clone(&self.script), keys, args)
+        self.run_room(keys, args)
     }
 
     /// The room script's keys and arguments for `op`, `ARGV[2]` being `session_arg`.
@@ -230,24 +233,36 @@ impl RedisStore {
         T: redis::FromRedisValue + Send + 'static,
         A: redis::ToRedisArgs + Send + 'static,
     {
+        self.run(Callee::Script(script), keys, args)
+    }
+
+    /// Runs the room function (`FCALL`) with `keys` and `args`, as [`Self::run_script`] runs
+    /// a script.
+    fn run_room<T, A>(&self, keys: Vec<String>, args: Vec<A>) -> StoreFuture<T>
+    where
+        T: redis::FromRedisValue + Send + 'static,
+        A: redis::ToRedisArgs + Send + 'static,
+    {
+        self.run(Callee::Room, keys, args)
+    }
+
+    fn run<T, A>(&self, callee: Callee, keys: Vec<String>, args: Vec<A>) -> StoreFuture<T>
+    where
+        T: redis::FromRedisValue + Send + 'static,
+        A: redis::ToRedisArgs + Send + 'static,
+    {
         let store = self.clone();
+        let args: Vec<Vec<u8>> = args.iter().flat_map(ToRedisArgs::to_redis_args).collect();
         Box::pin(async move {
             // Held across the call: a probe whose future is dropped frees the half-open state.
             let permit = store.breaker.allow()?;
-            let mut invocation = script.prepare_invoke();
-            for key in &keys {
-                invocation.key(key);
-            }
-            for arg in &args {
-                invocation.arg(arg);
-            }
             let run = async {
                 match store.conn.clone() {
-                    Connection::Single(mut c) => invocation.invoke_async::<T>(&mut c).await,
-                    Connection::Cluster(mut c) => invocation.invoke_async::<T>(&mut c).await,
+                    Connection::Single(mut c) => callee.invoke::<T, _>(&mut c, &keys, &args).await,
+                    Connection::Cluster(mut c) => callee.invoke::<T, _>(&mut c, &keys, &args).await,
                     Connection::Sentinel(s) => {
                         let mut c = s.get().await?;
-                        invocation.invoke_async::<T>(&mut c).await
+                        callee.invoke::<T, _>(&mut c, &keys, &args).await
                     }
                 }
             };
@@ -288,6 +303,62 @@ impl RedisStore {
         let call = self.call(op, policy, Some(session));
         Box::pin(async move { decision(&call.await?) })
     }
+}
+
+/// What a call runs: a script (`EVALSHA`, loaded on `NOSCRIPT`) or the room function (`FCALL`,
+/// its library loaded when the server has no such function).
+enum Callee {
+    Script(Arc<Script>),
+    Room,
+}
+
+impl Callee {
+    async fn invoke<T, C>(&self, con: &mut C, keys: &[String], args: &[Vec<u8>]) -> RedisResult<T>
+    where
+        T: FromRedisValue,
+        C: ConnectionLike,
+    {
+        match self {
+            Callee::Script(script) => {
+                let mut invocation = script.prepare_invoke();
+                for key in keys {
+                    invocation.key(key);
+                }
+                for arg in args {
+                    invocation.arg(arg);
+                }
+                invocation.invoke_async::<T>(con).await
+            }
+            Callee::Room => {
+                let mut fcall = redis::cmd("FCALL");
+                fcall.arg(protocol::ROOM_FUNCTION).arg(keys.len()).arg(keys);
+                for arg in args {
+                    fcall.arg(arg);
+                }
+                match fcall.query_async::<T>(con).await {
+                    Err(e) if protocol::is_function_not_found(&e) => {
+                        // A flushed or restarted server, a failover to a replica that missed the
+                        // load: load the library (on every primary of a cluster, as redis-rs
+                        // routes FUNCTION LOAD) and retry once, as for NOSCRIPT.
+                        load_room_library(con).await?;
+                        fcall.query_async::<T>(con).await
+                    }
+                    other => other,
+                }
+            }
+        }
+    }
+}
+
+/// `FUNCTION LOAD REPLACE` of the room library: its name (`twr_room_v2`). In a cluster redis-rs
+/// sends it to every primary (and answers once all succeeded).
+pub(crate) async fn load_room_library<C: ConnectionLike>(con: &mut C) -> RedisResult<String> {
+    redis::cmd("FUNCTION")
+        .arg("LOAD")
+        .arg("REPLACE")
+        .arg(protocol::SCRIPT)
+        .query_async(con)
+        .await
 }
 
 impl Store for RedisStore {
@@ -381,14 +452,11 @@ impl Store for RedisStore {
     }
 
     fn sync(&self, policy: &RoomPolicy, seen: Vec<SessionId>) -> StoreFuture<RoomSnapshot> {
-        // ARGV[2]: the seen sessions' ids, 16 raw bytes each, in one argument.
-        let mut list = Vec::with_capacity(seen.len() * 16);
-        for s in &seen {
-            list.extend_from_slice(s.as_bytes());
-        }
+        // ARGV[2]: the seen sessions, each its id's 16 raw bytes and its two Bloom offsets
+        // (computed here: the script only looks them up), in one argument.
+        let list = protocol::seen_arg(&seen, policy.max_queue_len);
         let (keys, args) = self.script_args(Op::Sync, policy, None, list, &[]);
-        let call: StoreFuture<Vec<redis::Value>> =
-            self.run_script(Arc::clone(&self.script), keys, args);
+        let call: StoreFuture<Vec<redis::Value>> = self.run_room(keys, args);
         Box::pin(async move { protocol::snapshot(&call.await?) })
     }
 

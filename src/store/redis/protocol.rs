@@ -16,8 +16,23 @@ use crate::store::{
     MINUTE_BUCKETS,
 };
 
-/// The room script, loaded with `include_str!`.
+/// The room's function library (`room.lua`), loaded with `include_str!`: sent by
+/// `FUNCTION LOAD REPLACE`, called by `FCALL` [`ROOM_FUNCTION`].
 pub(crate) const SCRIPT: &str = include_str!("room.lua");
+
+/// The library's name and its one function's (the same): its version is in the name, so a
+/// changed library is a new name (`room.lua`'s first line says it too).
+pub(crate) const ROOM_FUNCTION: &str = "twr_room_v2";
+
+/// Whether `e` is the server's answer to an `FCALL` of a function it does not have (a flushed
+/// or restarted server, a failover to a replica that missed the load, `FUNCTION FLUSH`). It has
+/// no code of its own (`ERR Function not found`, the same text in Redis and Valkey), so this is
+/// the one error told by its text; it only decides whether to load the library and retry once.
+pub(crate) fn is_function_not_found(e: &RedisError) -> bool {
+    e.kind() == ErrorKind::Server(ServerErrorKind::ResponseError)
+        && e.detail()
+            .is_some_and(|d| d.to_ascii_lowercase().contains("function not found"))
+}
 
 /// The room's keys in the script's `KEYS` order, each `{prefix}:{room}:{name}` with the room as
 /// the hash tag (the braces are literal), so a Redis Cluster keeps a room in one slot. After
@@ -46,6 +61,34 @@ pub(crate) fn bloom_bits(max_queue_len: u64) -> u64 {
         .clamp(1 << 16, 1 << 32)
         .next_power_of_two()
 }
+
+/// The two bits a session sets in each liveness bitmap of `bits` bits: the big-endian u32 of
+/// its id's bytes 0..4 and 4..8, each mod `bits` (the script computes the same for the one
+/// session of an enter or poll).
+pub(crate) fn bloom_offsets(id: &[u8; 16], bits: u64) -> (u32, u32) {
+    let x = u64::from(u32::from_be_bytes([id[0], id[1], id[2], id[3]]));
+    let y = u64::from(u32::from_be_bytes([id[4], id[5], id[6], id[7]]));
+    // `bits` is at most 2^32, so each offset fits a u32.
+    ((x % bits) as u32, (y % bits) as u32)
+}
+
+/// `sync`'s `ARGV[2]`: per seen session its 16-byte id, then its two Bloom offsets
+/// ([`bloom_offsets`]) as big-endian u32s: 24 bytes each, so the script does no arithmetic per
+/// session.
+pub(crate) fn seen_arg(seen: &[SessionId], max_queue_len: u64) -> Vec<u8> {
+    let bits = bloom_bits(max_queue_len);
+    let mut list = Vec::with_capacity(seen.len() * SEEN_ENTRY_BYTES);
+    for s in seen {
+        let (x, y) = bloom_offsets(s.as_bytes(), bits);
+        list.extend_from_slice(s.as_bytes());
+        list.extend_from_slice(&x.to_be_bytes());
+        list.extend_from_slice(&y.to_be_bytes());
+    }
+    list
+}
+
+/// The bytes of one session in `sync`'s list.
+pub(crate) const SEEN_ENTRY_BYTES: usize = 24;
 
 /// `ARGV[3]` when the store has no clock of its own: the script reads the server's `TIME`, one
 /// clock for every gateway.
@@ -364,7 +407,9 @@ pub(crate) fn classify(e: RedisError) -> (ErrorClass, StoreError) {
             | ServerErrorKind::ClusterDown
             | ServerErrorKind::MasterDown,
         ) => ErrorClass::Failover,
-        // `NOSCRIPT` reaches us only when loading the script and retrying did not help.
+        // `NOSCRIPT` (or a room function not found) reaches us only when loading the script
+        // (the library) and retrying did not help.
+        _ if is_function_not_found(&e) => ErrorClass::Misconfigured,
         ErrorKind::Server(ServerErrorKind::NoPerm | ServerErrorKind::NoScript)
         | ErrorKind::AuthenticationFailed
         | ErrorKind::MasterNameNotFoundBySentinel
@@ -601,6 +646,22 @@ mod tests {
         assert_eq!(bloom_bits(u64::MAX), 1 << 32);
     }
 
+    #[test]
+    fn seen_sessions_travel_with_their_bloom_offsets() {
+        let mut id = [0u8; 16];
+        id[..8].copy_from_slice(&[0xff, 0xff, 0xff, 0xff, 0, 1, 0, 3]);
+        id[15] = 9;
+        let s = SessionId::from_bytes(id);
+        // 2^32 - 1 mod 2^16, and 65 539 mod 2^16.
+        assert_eq!(bloom_offsets(&id, 1 << 16), (0xffff, 3));
+        assert_eq!(bloom_offsets(&id, 1 << 32), (u32::MAX, 65_539));
+        let arg = seen_arg(&[s, s], 4_096);
+        assert_eq!(arg.len(), 2 * SEEN_ENTRY_BYTES);
+        assert_eq!(&arg[..16], &id);
+        assert_eq!(&arg[16..24], &[0, 0, 0xff, 0xff, 0, 0, 0, 3]);
+        assert_eq!(&arg[24..40], &id);
+    }
+
     fn server_error(line: &str) -> RedisError {
         // Parse a real RESP error line, as the client would receive it.
         let frame = format!("-{line}\r\n");
@@ -657,6 +718,8 @@ mod tests {
                 ErrorClass::Misconfigured,
             ),
             ("NOSCRIPT No matching script.", ErrorClass::Misconfigured),
+            // Seen only when loading the library and retrying did not help.
+            ("ERR Function not found", ErrorClass::Misconfigured),
             (
                 "ERR user_script:1: something went wrong",
                 ErrorClass::Protocol,

@@ -1,9 +1,16 @@
-#!lua
+#!lua name=twr_room_v2
 -- tower-waiting-room: the whole state machine of one room, atomically inside Redis/Valkey.
 --
--- The `#!lua` line (Redis 7+, Valkey) makes the server check memory before the script starts:
--- with `maxmemory` exhausted the whole call is refused with OOM, never half-run (without it, Redis
--- checks only a script's first write command).
+-- A Redis Functions library (Redis 7.0+, Valkey 7.2+), loaded with `FUNCTION LOAD REPLACE` and
+-- called as `FCALL twr_room_v2 <numkeys> KEYS... ARGV...`: the library's top level defines the
+-- functions once, at load; each call only runs the registered function (with EVALSHA, Lua ran
+-- the whole top level, ~40 function definitions, on every call: most of a short call's cost).
+-- The library's name carries its version (`twr_room_v2`): a changed library is loaded under a
+-- new name, or replaces the old one by REPLACE, never mixed with it.
+--
+-- The function has no flags: not `no-writes` and not `allow-oom`, so the server checks memory
+-- before it starts: with `maxmemory` exhausted the whole call is refused with OOM, never
+-- half-run.
 --
 -- The semantics are exactly those of the embedded MemoryStore (src/store/memory.rs); the
 -- conformance suite runs against both. Store v2 (issue 14): waiting visitors are answered by
@@ -45,11 +52,12 @@
 --  10 .. 15 turn0 .. turn5        string  the turn ring: TURN_EPOCHS + 2 liveness bitmaps
 --  16 .. 19 abandon0 .. abandon3  string  the abandon ring: ABANDON_EPOCHS + 2 liveness bitmaps
 --  20 ticket   string  release and ban only: the session's single-use ticket record
---                      (tickets.lua's KEYS[1]), ended with the slot in free_session
+--                      (tickets.lua's R.keys[1]), ended with the slot in free_session
 -- ARGV:
 --   1 op (enter | poll | heartbeat | release | stats | configure | admit_next | ban | sync)
---   2 session id, 16 raw bytes ('' for stats, configure, admit_next); sync: the ids of the
---     sessions the gateway saw waiting since its last sync, concatenated (16 bytes each)
+--   2 session id, 16 raw bytes ('' for stats, configure, admit_next); sync: the sessions the
+--     gateway saw waiting since its last sync, concatenated, 24 bytes each: the id's 16 raw
+--     bytes, then its two Bloom offsets (see Liveness) as big-endian u32s
 --   3 now in ms, or 0 (NOW_FROM_SERVER) to use the server's TIME (shared by every gateway)
 --   4 capacity   5 admission rate per second (0 = none): the defaults for the settings key only;
 --     the room's live values are the ones in it
@@ -153,8 +161,8 @@
 --     rule are dropped; the cursor wraps to the head at the end of the line. None while silence
 --     is excused.
 --
--- Sync: checks in the listed sessions that have a place (ZMSCORE, 500 at a time; others are
--- ignored, nothing is created), does the housekeeping, sweeps, promotes, and answers the
+-- Sync: checks in the listed sessions that have a place (ZMSCORE, 500 at a time, with the
+-- Bloom offsets the gateway sent; others are ignored, nothing is created), does the housekeeping, sweeps, promotes, and answers the
 -- snapshot: the head's score, and for each rank of checkpoint_ranks(waiting) (every rank below
 -- EXACT_RANKS, then each the last plus 1 / CHECKPOINT_GAP of it, and the last) that waiter's
 -- score, by ZRANGE (one for the exact ranks, one per rank above: about 1 100 for two million).
@@ -189,76 +197,18 @@
 -- settings' bans), the arrival note (noted, once a second) and housekeeping (due) cost nothing
 -- until they are due; an epoch's first check-in adds a DEL, an HSET and a PEXPIRE per ring.
 -- Those calls are a small part of its cost (about 5 of 35 us inside Redis, measured with
--- INFO commandstats): the rest is Lua running this script's top level (the arguments, the
--- rings, defining the functions) and the path's own statements.
+-- INFO commandstats): the rest is Lua reading the arguments (`setup`) and the path's own
+-- statements; the functions are defined once, at FUNCTION LOAD.
 
--- The script's state and functions live in two tables: in Lua 5.1 each closure finds each of
--- its upvalues by walking the list of open ones, so a hundred top-level locals captured by forty
--- functions cost more than the rest of a short call (measured: 17 us of an enter's 41).
-local R, F = {}, {}
-R.k_seq, R.k_line, R.k_active, R.k_granted, R.k_bucket, R.k_admitted =
-  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
-R.k_settings, R.k_arrivals, R.k_banned = KEYS[7], KEYS[8], KEYS[9]
+-- The call's state and the functions live in two tables: R, made anew by every call (`setup`),
+-- and F, defined once at load. (When this was an EVALSHA script, each call defined them all
+-- anew: 17 us of an enter's 41.)
+local R, F = nil, {}
 local SETTINGS_VERSION = 2
 -- src/store/snapshot.rs: TURN_EPOCHS, ABANDON_EPOCHS, EXACT_RANKS, CHECKPOINT_GAP_DIVISOR.
 local TURN_EPOCHS, ABANDON_EPOCHS = 4, 2
 local EXACT_RANKS, CHECKPOINT_GAP = 100, 100
--- Redis refuses more arguments in one command than it is wise to send: BITFIELD and ZMSCORE
--- take at most this many sessions at a time (two bits each).
-R.CHUNK = 500
-R.op, R.s = ARGV[1], ARGV[2]
-R.now = tonumber(ARGV[3])
-R.default_capacity = tonumber(ARGV[4])
-R.default_rate = tonumber(ARGV[5])
--- The live settings, read by `load_settings` at the start of every run, and when the room was
--- first seen.
-R.capacity, R.rate, R.paused, R.open = R.default_capacity, R.default_rate, false, true
-R.born = 0
--- The room's first movement (nil: not yet).
-R.moved = nil
--- The capacity before its last change, and when that was (nil: never changed).
-R.cap_before, R.cap_at = nil, nil
--- When the current pause began, and the last pause that ended (nil: none).
-R.paused_at, R.pause_start, R.pause_end = nil, nil, nil
--- Housekeeping's next due time, the sweep's cursor, the end of every ban, the last arrival
--- note's second (nil: not known, so look).
-R.due, R.cursor, R.bans, R.noted = nil, '-inf', nil, nil
-R.active_ttl = tonumber(ARGV[6])
-R.grant_ttl = tonumber(ARGV[7])
-R.queue_ttl = tonumber(ARGV[8])
-R.max_queue = tonumber(ARGV[9])
-R.max_promote = tonumber(ARGV[10])
-R.max_sweep = tonumber(ARGV[11])
--- The crate sends every argument (src/store/redis/protocol.rs), so no default is repeated here.
-R.bucket_ms = tonumber(ARGV[12])
-R.ring = tonumber(ARGV[13])
-R.minute_buckets = tonumber(ARGV[14])
-R.five_minute_buckets = tonumber(ARGV[15])
-R.abandon = tonumber(ARGV[16])
-if R.abandon < R.queue_ttl then R.abandon = R.queue_ttl end
-R.excused = ARGV[17] == '1'
--- The schedule (see the header): nil for a room without one.
-R.opens_at, R.closes_at, R.keep_line, R.draw_score = nil, nil, true, nil
-do
-  local last = ARGV[#ARGV]
-  if string.sub(last, 1, 9) == 'schedule:' then
-    local o, c, k, d = string.match(last, '^schedule:(%d+):(%d+):([01]):(%d+)$')
-    if not o then
-      -- Never read as "no schedule": that would open a room that is not open yet.
-      return redis.error_reply('ERR malformed schedule argument')
-    end
-    R.opens_at, R.closes_at, R.keep_line = tonumber(o), tonumber(c), k == '1'
-    if R.closes_at == 0 then R.closes_at = nil end
-    R.draw_score = string.format('%.17g', tonumber(d) / 4503599627370496 - 1)
-  end
-end
--- Whether this call came with the schedule (else it may follow the one the settings key kept).
-R.scheduled_call = R.opens_at ~= nil
 
-if R.now == 0 then
-  local t = redis.call('TIME')
-  R.now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
 -- Before the opening: nobody admitted; check-ins count as of the opening. After the closing:
 -- newcomers refused; `line_closed` when the line is not kept either.
 function F.apply_schedule()
@@ -267,7 +217,7 @@ function F.apply_schedule()
   R.after_closing = R.closes_at ~= nil and R.now >= R.closes_at
   R.line_closed = R.after_closing and not R.keep_line
 end
-F.apply_schedule()
+
 
 -- The liveness rings (see Liveness in the header): their keys, epoch widths, the epochs that
 -- still count, and which epoch each key holds (`held`, from the settings; nil: not known).
@@ -277,22 +227,110 @@ function F.make_ring(name, first, epochs, ttl)
   r.current = math.floor(R.now / r.width)
   return r
 end
-R.turn = F.make_ring('turn', 10, TURN_EPOCHS, R.queue_ttl)
-R.gone_ring = F.make_ring('abandon', 10 + R.turn.len, ABANDON_EPOCHS, R.abandon)
-R.rings = {R.turn, R.gone_ring}
--- The Bloom filter's size in bits: the power of two >= 16 * max_queue_len, in [2^16, 2^32].
-R.bloom_bits = 65536
-while R.bloom_bits < 16 * R.max_queue and R.bloom_bits < 4294967296 do R.bloom_bits = R.bloom_bits * 2 end
-R.k_ticket = KEYS[R.gone_ring.first + R.gone_ring.len]
 
+-- Constant across calls, so made once here at load: the chunk size, the "no expiry" due time,
+-- each ring's settings field names, and the Bloom size of each max_queue_len seen (memo).
+-- Redis refuses more arguments in one command than it is wise to send: BITFIELD and ZMSCORE
+-- take at most this many sessions at a time (two bits each).
+local CHUNK = 500
+local NO_DUE = 9007199254740992
+local RING_FIELDS = {turn = {}, abandon = {}}
+for i = 0, TURN_EPOCHS + 1 do RING_FIELDS.turn[i] = 'turn' .. i end
+for i = 0, ABANDON_EPOCHS + 1 do RING_FIELDS.abandon[i] = 'abandon' .. i end
 -- The settings fields every call reads (one HMGET), in order, then the bitmaps' epoch fields
--- of now's epochs; the rest (the pace's history, the sweep's cursor, the other bitmaps'
--- epochs) only when a call needs them (`load_more`, `load_ring`).
-R.SETTINGS_FIELDS = {'v', 'capacity', 'rate', 'paused', 'open', 'born', 'moved', 'opens_at',
-  'closes_at', 'keep_line', 'due', 'bans', 'noted'}
-R.RING_FIELD_AT = #R.SETTINGS_FIELDS + 1
-for _, r in ipairs(R.rings) do
-  R.SETTINGS_FIELDS[#R.SETTINGS_FIELDS + 1] = r.name .. (r.current % r.len)
+-- of now's epochs (at RING_FIELD_AT and after); the rest (the pace's history, the sweep's
+-- cursor, the other bitmaps' epochs) only when a call needs them (`load_more`, `load_ring`).
+local RING_FIELD_AT = 14
+local BLOOM_BITS = {}
+
+-- One call's state, from its keys and arguments: R is made anew by every FCALL (the functions
+-- are defined once, when the library is loaded), in ONE table constructor, so that its hash
+-- part is sized once instead of growing field by field (the nil ones are set later in the
+-- call: the constructor still sizes the table for them). Returns an error reply for arguments
+-- that cannot be read, else nil.
+function F.setup(keys, args)
+  local capacity, rate = tonumber(args[4]), tonumber(args[5])
+  local queue_ttl = tonumber(args[8])
+  R = {
+    keys = keys, argv = args,
+    k_seq = keys[1], k_line = keys[2], k_active = keys[3], k_granted = keys[4],
+    k_bucket = keys[5], k_admitted = keys[6], k_settings = keys[7], k_arrivals = keys[8],
+    k_banned = keys[9],
+    op = args[1], s = args[2], now = tonumber(args[3]),
+    default_capacity = capacity, default_rate = rate,
+    -- The live settings, read by `load_settings` at the start of every run, and when the
+    -- room was first seen.
+    capacity = capacity, rate = rate, paused = false, open = true, born = 0,
+    -- The room's first movement (nil: not yet).
+    moved = nil,
+    -- The capacity before its last change, and when that was (nil: never changed).
+    cap_before = nil, cap_at = nil,
+    -- When the current pause began, and the last pause that ended (nil: none).
+    paused_at = nil, pause_start = nil, pause_end = nil,
+    -- Housekeeping's next due time, the sweep's cursor, the end of every ban, the last arrival
+    -- note's second (nil: not known, so look).
+    due = nil, cursor = '-inf', bans = nil, noted = nil,
+    active_ttl = tonumber(args[6]), grant_ttl = tonumber(args[7]), queue_ttl = queue_ttl,
+    max_queue = tonumber(args[9]), max_promote = tonumber(args[10]),
+    max_sweep = tonumber(args[11]),
+    -- The crate sends every argument (src/store/redis/protocol.rs), so no default is
+    -- repeated here.
+    bucket_ms = tonumber(args[12]), ring = tonumber(args[13]),
+    minute_buckets = tonumber(args[14]), five_minute_buckets = tonumber(args[15]),
+    abandon = math.max(tonumber(args[16]), queue_ttl),
+    excused = args[17] == '1',
+    -- The schedule (see the header): nil for a room without one.
+    opens_at = nil, closes_at = nil, keep_line = true, draw_score = nil, scheduled_call = false,
+    -- Set by apply_schedule, below.
+    before_opening = false, check_in_at = 0, after_closing = false, line_closed = false,
+    -- The liveness rings, the Bloom size, the ticket key (release and ban).
+    turn = nil, gone_ring = nil, rings = nil, bloom_bits = 0, k_ticket = nil,
+    SETTINGS_FIELDS = nil,
+    current_bucket = 0,
+    -- The promotion budget, shared by both runs of a repaired call.
+    promotions_left = 0,
+    -- Whether this call released something: kept outside `main`, so that a second, repaired
+    -- run still reports what the first one removed.
+    released = 0,
+    -- Sync's listed sessions without a place.
+    unknown = nil,
+  }
+  local last = args[#args]
+  if string.sub(last, 1, 9) == 'schedule:' then
+    local o, c, k, d = string.match(last, '^schedule:(%d+):(%d+):([01]):(%d+)$')
+    if not o then
+      -- Never read as "no schedule": that would open a room that is not open yet.
+      return redis.error_reply('ERR malformed schedule argument')
+    end
+    R.opens_at, R.closes_at, R.keep_line = tonumber(o), tonumber(c), k == '1'
+    if R.closes_at == 0 then R.closes_at = nil end
+    R.draw_score = string.format('%.17g', tonumber(d) / 4503599627370496 - 1)
+    -- This call came with the schedule (else it may follow the one the settings key kept).
+    R.scheduled_call = true
+  end
+  if R.now == 0 then
+    local t = redis.call('TIME')
+    R.now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  end
+  F.apply_schedule()
+  local turn = F.make_ring('turn', 10, TURN_EPOCHS, queue_ttl)
+  local gone = F.make_ring('abandon', 10 + turn.len, ABANDON_EPOCHS, R.abandon)
+  R.turn, R.gone_ring, R.rings = turn, gone, {turn, gone}
+  -- The Bloom filter's size in bits: the power of two >= 16 * max_queue_len, in [2^16, 2^32].
+  local bits = BLOOM_BITS[R.max_queue]
+  if not bits then
+    bits = 65536
+    while bits < 16 * R.max_queue and bits < 4294967296 do bits = bits * 2 end
+    BLOOM_BITS[R.max_queue] = bits
+  end
+  R.bloom_bits = bits
+  R.k_ticket = keys[gone.first + gone.len]
+  R.SETTINGS_FIELDS = {'v', 'capacity', 'rate', 'paused', 'open', 'born', 'moved', 'opens_at',
+    'closes_at', 'keep_line', 'due', 'bans', 'noted',
+    RING_FIELDS.turn[turn.current % turn.len], RING_FIELDS.abandon[gone.current % gone.len]}
+  R.current_bucket = math.floor(R.now / R.bucket_ms)
+  R.promotions_left = R.max_promote
+  return nil
 end
 
 -- Reads the live settings, writing the defaults for a missing key or field. Returns an error
@@ -321,7 +359,7 @@ function F.load_settings()
   R.due, R.bans, R.noted = tonumber(v[11]), tonumber(v[12]), tonumber(v[13])
   for n, rg in ipairs(R.rings) do
     local i = rg.current % rg.len
-    rg.held[i], rg.known[i] = tonumber(v[R.RING_FIELD_AT + n - 1]), true
+    rg.held[i], rg.known[i] = tonumber(v[RING_FIELD_AT + n - 1]), true
   end
   if R.bans == nil then
     -- Not known (a new room, or the field lost): the latest end of any ban, looked up once.
@@ -390,7 +428,7 @@ end
 -- returned for the caller to set once written.
 function F.ring_key_for(rg, e)
   local i = e % rg.len
-  local key = KEYS[rg.first + i]
+  local key = R.keys[rg.first + i]
   if not rg.known[i] then F.load_ring(rg) end
   local held = rg.held[i]
   if held and held >= e then return key, nil end
@@ -400,17 +438,24 @@ function F.ring_key_for(rg, e)
   return key, math.max(1, (e + rg.len) * rg.width - R.now)
 end
 
--- Checks in every session of `ids` (a list) at check_in_at, in both rings.
-function F.check_in(ids)
+-- Checks in every session of `ids` (a list) at check_in_at, in both rings. `offsets`, when
+-- given, holds each session's two bits ({x, y}, as sync's list brings them); else they are
+-- computed here.
+function F.check_in(ids, offsets)
   if #ids == 0 then return end
-  -- The same bits in every ring (one M): the BITFIELD arguments are made once, as strings.
+  -- The same bits in every ring (one M): the BITFIELD arguments are made once.
   local chunks = {}
-  for from = 1, #ids, R.CHUNK do
+  for from = 1, #ids, CHUNK do
     local args, n = {}, 0
-    for j = from, math.min(#ids, from + R.CHUNK - 1) do
-      local x, y = F.bloom_offsets(ids[j])
-      args[n + 1], args[n + 2], args[n + 3], args[n + 4] = 'SET', 'u1', string.format('%d', x), '1'
-      args[n + 5], args[n + 6], args[n + 7], args[n + 8] = 'SET', 'u1', string.format('%d', y), '1'
+    for j = from, math.min(#ids, from + CHUNK - 1) do
+      local x, y
+      if offsets then
+        x, y = offsets[j][1], offsets[j][2]
+      else
+        x, y = F.bloom_offsets(ids[j])
+      end
+      args[n + 1], args[n + 2], args[n + 3], args[n + 4] = 'SET', 'u1', x, '1'
+      args[n + 5], args[n + 6], args[n + 7], args[n + 8] = 'SET', 'u1', y, '1'
       n = n + 8
     end
     chunks[#chunks + 1] = args
@@ -436,15 +481,15 @@ function F.alive_many(ids, rg)
     local i = (rg.current - back) % rg.len
     local held = rg.held[i]
     if held == nil or held + rg.keep >= rg.current then
-      counting[#counting + 1] = {KEYS[rg.first + i], held}
+      counting[#counting + 1] = {R.keys[rg.first + i], held}
     end
   end
   for _, kh in ipairs(counting) do
     if #left == 0 then break end
     local still = {}
-    for from = 1, #left, R.CHUNK do
+    for from = 1, #left, CHUNK do
       local args, which = {}, {}
-      for n = from, math.min(#left, from + R.CHUNK - 1) do
+      for n = from, math.min(#left, from + CHUNK - 1) do
         local j = left[n]
         local x, y = F.bloom_offsets(ids[j])
         args[#args + 1] = 'GET'; args[#args + 1] = 'u1'; args[#args + 1] = x
@@ -477,14 +522,13 @@ end
 function F.alive(id, rg) return F.alive_many({id}, rg)[1] end
 
 -- Housekeeping when due: expire slots and grants, and note the next expiry.
-R.NO_DUE = 9007199254740992
 function F.housekeep()
   if R.due and R.now < R.due then return end
   redis.call('ZREMRANGEBYSCORE', R.k_active, '-inf', R.now)
   redis.call('ZREMRANGEBYSCORE', R.k_granted, '-inf', R.now)
   local a = tonumber(redis.call('ZRANGE', R.k_active, 0, 0, 'WITHSCORES')[2])
   local g = tonumber(redis.call('ZRANGE', R.k_granted, 0, 0, 'WITHSCORES')[2])
-  local d = math.min(a or R.NO_DUE, g or R.NO_DUE)
+  local d = math.min(a or NO_DUE, g or NO_DUE)
   redis.call('HSET', R.k_settings, 'due', string.format('%d', d))
   R.due = d
 end
@@ -576,7 +620,6 @@ end
 -- Admission counts: one more in the current bucket; a slot still holding an older bucket (or
 -- something that is not a number) is reset first, so the ring never grows and never adds stale
 -- counts. HSET of the computed count rather than HINCRBY, which fails on a damaged value.
-R.current_bucket = math.floor(R.now / R.bucket_ms)
 -- `field` is n (admissions) or k (waiters skipped as silent at their turn: the line moved
 -- without an admission, which the wait estimate counts as movement).
 function F.count_in_ring(field)
@@ -736,7 +779,6 @@ end
 
 -- Grant free slots to the head of the line, skipping waiters silent at their turn; bounded
 -- work: at most max_promote promotions and skips per call, however often promote runs in it.
-R.promotions_left = R.max_promote
 function F.promote()
   if R.paused or not R.open or R.before_opening or R.line_closed then return end
   if R.promotions_left <= 0 then return end
@@ -844,11 +886,10 @@ end
 
 -- Whether this call released something: kept outside `main`, so that a second, repaired run
 -- still reports what the first one removed.
-R.released = 0
 
 -- Frees the session's slot, or else its place, and promotes into what was freed (release, ban).
 function F.free_session()
-  -- The session's single-use ticket record (KEYS[20], sent by release and ban only) ends with
+  -- The session's single-use ticket record (R.keys[20], sent by release and ban only) ends with
   -- its slot, in this same step: its state `n`/`u` upper-cased in place (SETRANGE keeps the
   -- TTL), so it never passes again and the next admission's mint replaces it (tickets.lua).
   if R.k_ticket and redis.call('TYPE', R.k_ticket)['ok'] == 'string' then
@@ -883,8 +924,8 @@ function F.sweep()
   for j, a in ipairs(F.alive_many(ids, R.gone_ring)) do
     if not a then gone[#gone + 1] = ids[j] end
   end
-  for from = 1, #gone, R.CHUNK do
-    redis.call('ZREM', R.k_line, unpack(gone, from, math.min(#gone, from + R.CHUNK - 1)))
+  for from = 1, #gone, CHUNK do
+    redis.call('ZREM', R.k_line, unpack(gone, from, math.min(#gone, from + CHUNK - 1)))
   end
   if next_cursor ~= R.cursor then
     R.cursor = next_cursor
@@ -892,28 +933,32 @@ function F.sweep()
   end
 end
 
--- Checks in the sessions of sync's list (16 bytes each) that have a place in line.
+-- Checks in the sessions of sync's list that have a place in line. Each session is 24 bytes:
+-- its id's 16, then its two Bloom offsets as big-endian u32s (the gateway computes them for
+-- this room's M, so the script only looks the ids up).
 function F.check_in_seen(list)
   -- Anew in each run (a repaired second run checks in again).
   R.unknown = {}
-  for from = 1, #list, 16 * R.CHUNK do
-    local ids = {}
-    for at = from, math.min(#list, from + 16 * R.CHUNK - 1) - 15, 16 do
+  for from = 1, #list, 24 * CHUNK do
+    local ids, offsets = {}, {}
+    for at = from, math.min(#list, from + 24 * CHUNK - 1) - 23, 24 do
       ids[#ids + 1] = string.sub(list, at, at + 15)
+      offsets[#offsets + 1] = {struct.unpack('>I4>I4', list, at + 16)}
     end
     if #ids > 0 then
       local scores = redis.call('ZMSCORE', R.k_line, unpack(ids))
-      local placed = {}
+      local placed, placed_offsets = {}, {}
       for j = 1, #ids do
         if scores[j] then
           placed[#placed + 1] = ids[j]
+          placed_offsets[#placed_offsets + 1] = offsets[j]
         else
           -- No place (skipped, swept, never in line): answered back, so the gateway asks the
           -- store at their next poll instead of placing them by an old cookie.
           R.unknown[#R.unknown + 1] = ids[j]
         end
       end
-      F.check_in(placed)
+      F.check_in(placed, placed_offsets)
     end
   end
 end
@@ -994,12 +1039,12 @@ function F.main()
     local out = {5, redis.call('ZCARD', R.k_active), redis.call('ZCARD', R.k_granted),
       waiting, 0, 0, R.capacity, R.rate, R.paused and 1 or 0,
       R.open and 1 or 0, F.oldest_wait()}
-    for _, n in ipairs(F.history(tonumber(ARGV[18]))) do out[#out + 1] = n end
+    for _, n in ipairs(F.history(tonumber(R.argv[18]))) do out[#out + 1] = n end
     out[5], out[6] = F.append_pace(out, F.silent_among(F.checkpoints(waiting), waiting))
     return out
   elseif R.op == 'configure' then
-    local c, r = tonumber(ARGV[18]), tonumber(ARGV[19])
-    local p, o = tonumber(ARGV[20]), tonumber(ARGV[21])
+    local c, r = tonumber(R.argv[18]), tonumber(R.argv[19])
+    local p, o = tonumber(R.argv[20]), tonumber(R.argv[21])
     local before = F.settings_reply(8)
     if c > 0 and c ~= R.capacity then
       -- Remembered for the wait estimate: the pace measured before the change was at the old
@@ -1020,7 +1065,7 @@ function F.main()
     if o >= 0 then R.open = o == 1 end
     redis.call('HSET', R.k_settings, 'v', SETTINGS_VERSION, 'capacity', R.capacity, 'rate', R.rate,
       'paused', R.paused and 1 or 0, 'open', R.open and 1 or 0)
-    if o == 0 and ARGV[22] == '1' then
+    if o == 0 and R.argv[22] == '1' then
       redis.call('DEL', R.k_active, R.k_granted)
     end
     -- A raised capacity or a resume lets people in now, not at the next call.
@@ -1029,7 +1074,7 @@ function F.main()
     for i = 2, 5 do out[#out + 1] = before[i] end
     return out
   elseif R.op == 'admit_next' then
-    local want = tonumber(ARGV[18])
+    local want = tonumber(R.argv[18])
     -- Nobody is admitted before the opening, not even by an operator.
     if R.before_opening then want = 0 end
     local admitted, steps = 0, 0
@@ -1051,7 +1096,7 @@ function F.main()
     end
     return {9, admitted}
   elseif R.op == 'ban' then
-    local until_ms = tonumber(ARGV[18])
+    local until_ms = tonumber(R.argv[18])
     redis.call('ZREMRANGEBYSCORE', R.k_banned, '-inf', R.now)
     if until_ms > R.now then
       redis.call('ZADD', R.k_banned, until_ms, R.s)
@@ -1074,7 +1119,7 @@ function F.repair()
     {R.k_banned, 'zset'},
   }
   for _, rg in ipairs(R.rings) do
-    for i = 0, rg.len - 1 do want[#want + 1] = {KEYS[rg.first + i], 'string'} end
+    for i = 0, rg.len - 1 do want[#want + 1] = {R.keys[rg.first + i], 'string'} end
   end
   for _, kt in ipairs(want) do
     local t = redis.call('TYPE', kt[1])
@@ -1087,7 +1132,18 @@ function F.repair()
   end
 end
 
-local ok, reply = pcall(F.main)
-if ok then return reply end
-F.repair()
-return F.main()
+-- The registered function: the call's state, then main, repaired and run again once if it
+-- raised (see Bad days). No flags: not `no-writes` and not `allow-oom`, so with `maxmemory`
+-- exhausted Redis refuses the whole call with OOM before it starts, never half-run.
+redis.register_function{
+  function_name = 'twr_room_v2',
+  callback = function(keys, args)
+    local refused = F.setup(keys, args)
+    if refused then return refused end
+    local ok, reply = pcall(F.main)
+    if ok then return reply end
+    F.repair()
+    return F.main()
+  end,
+  flags = {},
+}
