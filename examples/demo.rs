@@ -470,13 +470,17 @@ async fn home(admission: Option<Extension<Admission>>, prefix: String) -> Respon
         AdmittedBy::Token => "by your signed admission token (fast path, no store call)",
         AdmittedBy::Store => "by the store (a new slot, a claimed grant, or a renewed slot)",
         AdmittedBy::FailOpen => "without a slot: the store is unreachable and the room fails open",
+        AdmittedBy::Drained => {
+            "without a slot, from the front of the line: the store is unreachable and the room \
+             drains at the line's last pace"
+        }
         _ => "in a way this demo does not know yet",
     };
     let secs = a
         .expires_at()
         .duration_since(SystemTime::now())
         .map_or(0, |d| d.as_secs());
-    let expiry = if a.admitted_by() == AdmittedBy::FailOpen {
+    let expiry = if matches!(a.admitted_by(), AdmittedBy::FailOpen | AdmittedBy::Drained) {
         format!("You hold no slot; the room asks the store again in about {secs} s.")
     } else {
         format!(

@@ -62,7 +62,8 @@ pub const KEY_ID: &str = "k1";
 /// minute. Sites whose audience sits behind carrier NAT or other big NATs may want to raise
 /// it with [`new_visitor_limit`](crate::WaitingRoomBuilder::new_visitor_limit).
 pub const NEW_VISITORS_PER_IP: RateLimit = RateLimit::per_minute(60);
-/// Store questions per session: 3 a second on average, counted over 10 s, so a burst of
+/// Waiting polls and store questions per session (also those answered from the gateway's
+/// snapshot): 3 a second on average, counted over 10 s, so a burst of
 /// up to 30 passes (a page whose admission token just expired may ask for a few resources
 /// at once). The waiting page asks every 2 to 30 s.
 pub const POLLS_PER_SESSION: RateLimit = RateLimit::new(30, Duration::from_secs(10));

@@ -401,7 +401,15 @@ impl Room {
                 json_response(StatusCode::OK, &body(&full_rejection(waiting)))
             }
             Ok(Decision::Unknown) => {
-                json_response(StatusCode::OK, &StatusBody::plain(room, "unknown"))
+                let mut res = json_response(StatusCode::OK, &StatusBody::plain(room, "unknown"));
+                // The place the cookie carries is nobody's now: without it, the visitor's next
+                // request goes to the store (which gives a new place), not to the snapshot.
+                if cookie.place().is_some() {
+                    let now = self.now_ms();
+                    self.issue_queue_cookie(uses_headers, cookie.without_place(), now)
+                        .apply(res.headers_mut());
+                }
+                res
             }
             Err(e) => self.status_failed(&e, &cookie),
         }

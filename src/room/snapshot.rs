@@ -231,17 +231,10 @@ impl LineView {
         }
     }
 
-    /// Whether the store said `session` has no place; if so, it is not said again: the caller
-    /// asks the store, whose answer (a new place) the visitor's cookie then carries.
-    pub(super) fn forget(&self, session: SessionId) -> bool {
-        let mut f = self
-            .forgotten
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        !f.sessions.is_empty() && f.sessions.remove(&session)
-    }
-
-    /// Whether the store said `session` has no place (and its poll has not asked it since).
+    /// Whether the store said `session` has no place, this epoch: then the store is asked for
+    /// it, whose answer (a new place, or none) its cookie then carries. Kept for the epoch,
+    /// whatever the visitor asks meanwhile (a page after a status poll, say), so a cookie with
+    /// the old place never gets an answer from the snapshot again.
     pub(super) fn is_forgotten(&self, session: SessionId) -> bool {
         let f = self
             .forgotten
@@ -305,7 +298,7 @@ impl Room {
             return None;
         }
         let place = cookie.place()?;
-        if self.line.forget(cookie.session()) {
+        if self.line.is_forgotten(cookie.session()) {
             return None;
         }
         if self.line.claim_refresh(now) {
@@ -432,7 +425,7 @@ impl Room {
         }
         let session = cookie.session();
         if let (Some(held), Some(place)) = (self.line.fresh(now), cookie.place()) {
-            if !self.line.forget(session) {
+            if !self.line.is_forgotten(session) {
                 if let Some(next) =
                     self.answer_from_snapshot(&held.snapshot, req, session, place, asking, now)
                 {
@@ -515,8 +508,10 @@ mod tests {
         view.received(snapshot(vec![gone]), 0, &RULE);
         assert!(view.last().unwrap().snapshot.unknown.is_empty());
         assert!(view.is_forgotten(gone));
-        assert!(view.forget(gone));
-        assert!(!view.forget(gone));
+        assert!(
+            view.is_forgotten(gone),
+            "for the epoch, however often asked"
+        );
         // Remembered for the epoch it was said in only: the store says it again in the next.
         view.received(snapshot(vec![gone]), 0, &RULE);
         view.received(snapshot(Vec::new()), RULE.width_ms, &RULE);

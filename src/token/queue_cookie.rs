@@ -56,6 +56,14 @@ impl QueueCookie {
         }
     }
 
+    /// The same cookie without a place: the store said the session has none any more.
+    pub fn without_place(self) -> Self {
+        Self {
+            place: None,
+            ..self
+        }
+    }
+
     /// The visitor's place in line, if the cookie carries one.
     pub fn place(&self) -> Option<Place> {
         self.place
