@@ -260,7 +260,8 @@ async fn the_bitmaps_have_m_bits() {
             for k in keys.iter().filter(|k| k.contains(&format!(":{ring}"))) {
                 longest = longest.max(c.strlen(k).await.unwrap());
             }
-            assert_eq!(longest, m / 8, "{room}: the {ring} ring's bitmap");
+            // M bits, and the sentinel at bit M (the bitmap's loss is told by it).
+            assert_eq!(longest, m / 8 + 1, "{room}: the {ring} ring's bitmap");
         }
     }
 }
@@ -356,10 +357,11 @@ async fn a_sync_sets_the_bits_the_gateway_computed() {
             .unwrap();
         let bx: u8 = c.getbit(*k, x as usize).await.unwrap();
         let by: u8 = c.getbit(*k, y as usize).await.unwrap();
+        let sentinel: u8 = c.getbit(*k, m as usize).await.unwrap();
         if count > 0 {
             assert_eq!(
-                (count, bx, by),
-                (2, 1, 1),
+                (count, bx, by, sentinel),
+                (3, 1, 1, 1),
                 "{k}: exactly the join's two bits"
             );
             marked.push((*k).clone());
@@ -378,14 +380,60 @@ async fn a_sync_sets_the_bits_the_gateway_computed() {
             .unwrap();
         let bx: u8 = c.getbit(*k, x as usize).await.unwrap();
         let by: u8 = c.getbit(*k, y as usize).await.unwrap();
+        let sentinel: u8 = c.getbit(*k, m as usize).await.unwrap();
         if count > 0 {
             assert_eq!(
-                (count, bx, by),
-                (2, 1, 1),
+                (count, bx, by, sentinel),
+                (3, 1, 1, 1),
                 "{k}: exactly the session's two bits"
             );
             now_marked.push((*k).clone());
         }
     }
     assert_eq!(now_marked.len(), 2, "the sync's epoch, in the next key");
+}
+
+/// A bitmap lost in the middle of its epoch (evicted: the ring keys are the room's only keys
+/// with a TTL) and made again by a later check-in of that epoch does not forget the check-ins
+/// it had: the waiter seen before the loss keeps their turn, and the bitmap made again still
+/// expires.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bitmap_lost_mid_epoch_forgets_nobody() {
+    let server = Server::start(&[]);
+    let clock = ManualClock::new(START_MS);
+    let store = store(&server, &clock);
+    let policy = RoomPolicy::new("lost-bits", 1).with_ttls(
+        Duration::from_secs(300),
+        Duration::from_secs(30),
+        Duration::from_secs(8),
+    );
+    let mut c = conn(&server).await;
+    let holder = admitted(&store, &policy).await;
+    let (w, _) = waiter(&store, &policy).await;
+    let keys = redis_keys(&store, &policy.room);
+    let turn: Vec<&String> = keys.iter().filter(|k| k.contains(":turn")).collect();
+    // Lost: every turn bitmap. Then another waiter joins in the same epoch, writing it again.
+    for k in &turn {
+        let _: () = c.del(*k).await.unwrap();
+    }
+    let (x, _) = waiter(&store, &policy).await;
+    for k in &turn {
+        let len: u64 = c.strlen(*k).await.unwrap();
+        if len > 0 {
+            let ttl: i64 = c.pttl(*k).await.unwrap();
+            assert!(ttl > 0, "{k}: made again without a lifetime");
+        }
+    }
+    // W's turn comes within queue_ttl of being seen: W is granted, not skipped.
+    advance(&clock, 3_000);
+    assert!(store.release(&policy, holder).await.unwrap());
+    match store.enter(&policy, w).await.unwrap() {
+        Decision::Admitted { .. } => {}
+        other => panic!("the waiter seen before the loss lost their turn: {other:?}"),
+    }
+    // And X, seen after the loss, still waits behind W.
+    assert!(matches!(
+        store.poll(&policy, x).await.unwrap(),
+        Decision::Waiting { position: 1, .. }
+    ));
 }

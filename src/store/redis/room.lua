@@ -153,6 +153,11 @@
 -- their turn, then the grant expires unclaimed, or kept in line until a later sweep finds them
 -- silent. It never admits anyone out of order, never over capacity. A key whose epoch field is
 -- newer than the one written (a clock that went back) is written into: alive longer, as above.
+-- Lost bitmaps: every write also sets bit M (the sentinel) and reads it back in the same
+-- BITFIELD; a key its field says holds this epoch but whose sentinel was clear was lost since
+-- (evicted: the ring keys are the room's only keys with a TTL; deleted; repaired) and the
+-- write is making it again without its check-ins: the field becomes -epoch ("lost"), and while
+-- that epoch counts everyone is alive by the rule, as for a key that counts and is gone.
 --   - at their turn (promotion, admit_next): a waiter not alive by the turn rule is skipped
 --     (unless silence is excused, ARGV 17): seen within queue_ttl, never skipped; silent for
 --     longer than 5/4 queue_ttl, skipped;
@@ -423,30 +428,42 @@ function F.bloom_offsets(id)
   return x % R.bloom_bits, y % R.bloom_bits
 end
 
--- The key of `rg` holding epoch `e`, ready to be written: a key holding an older (or unknown)
--- epoch is DELeted first, its field set, and its lifetime (to the end of the ring after `e`)
--- returned for the caller to set once written.
+-- The key of `rg` holding epoch `e`, ready to be written, and its lifetime (to the end of the
+-- ring after `e`, for the caller to set once written), and whether the key is new: a key
+-- holding an older (or unknown) epoch is DELeted first and its field set. A field holding -e
+-- says epoch e's bitmap was lost (see check_in): it stays the key of e.
 function F.ring_key_for(rg, e)
   local i = e % rg.len
   local key = R.keys[rg.first + i]
   if not rg.known[i] then F.load_ring(rg) end
   local held = rg.held[i]
-  if held and held >= e then return key, nil end
+  local lifetime = math.max(1, (e + rg.len) * rg.width - R.now)
+  if held and math.abs(held) >= e then return key, lifetime, false end
   redis.call('DEL', key)
   redis.call('HSET', R.k_settings, rg.name .. i, e)
   rg.held[i] = e
-  return key, math.max(1, (e + rg.len) * rg.width - R.now)
+  return key, lifetime, true
 end
 
 -- Checks in every session of `ids` (a list) at check_in_at, in both rings. `offsets`, when
 -- given, holds each session's two bits ({x, y}, as sync's list brings them); else they are
 -- computed here.
+--
+-- Every write also sets the bitmap's sentinel, bit M (past the Bloom bits), and reads what it
+-- was, in the same BITFIELD: a bitmap that its field says holds this epoch but whose sentinel
+-- was clear was lost since its first write (evicted: the ring keys are the room's only keys
+-- with a TTL; deleted; repaired) and is being made again by this write, without the
+-- check-ins it had. Its field is then set to -e: epoch e's bitmap is lost, and until the epoch
+-- stops counting everyone counts as seen in it (see alive_many), as for a bitmap that is gone.
+-- A bitmap made again gets its lifetime again, so it still expires.
 function F.check_in(ids, offsets)
   if #ids == 0 then return end
-  -- The same bits in every ring (one M): the BITFIELD arguments are made once.
-  local chunks = {}
+  -- The same bits in every ring (one M): the BITFIELD arguments are made once, the first
+  -- chunk led by the sentinel.
+  local chunks = {{'SET', 'u1', R.bloom_bits, '1'}}
   for from = 1, #ids, CHUNK do
-    local args, n = {}, 0
+    local args = from == 1 and chunks[1] or {}
+    local n = #args
     for j = from, math.min(#ids, from + CHUNK - 1) do
       local x, y
       if offsets then
@@ -458,12 +475,20 @@ function F.check_in(ids, offsets)
       args[n + 5], args[n + 6], args[n + 7], args[n + 8] = 'SET', 'u1', y, '1'
       n = n + 8
     end
-    chunks[#chunks + 1] = args
+    if from > 1 then chunks[#chunks + 1] = args end
   end
   for _, rg in ipairs(R.rings) do
-    local key, lifetime = F.ring_key_for(rg, math.floor(R.check_in_at / rg.width))
-    for _, args in ipairs(chunks) do redis.call('BITFIELD', key, unpack(args)) end
-    if lifetime then redis.call('PEXPIRE', key, lifetime) end
+    local e = math.floor(R.check_in_at / rg.width)
+    local key, lifetime, new = F.ring_key_for(rg, e)
+    local had = redis.call('BITFIELD', key, unpack(chunks[1]))[1]
+    for c = 2, #chunks do redis.call('BITFIELD', key, unpack(chunks[c])) end
+    if had == 0 and not new and rg.held[e % rg.len] == e then
+      local i = e % rg.len
+      rg.held[i] = -e
+      redis.call('HSET', R.k_settings, rg.name .. i, -e)
+    end
+    -- A new bitmap, or one made again: its lifetime (an existing one has it already).
+    if new or had == 0 then redis.call('PEXPIRE', key, lifetime) end
   end
 end
 
@@ -480,6 +505,11 @@ function F.alive_many(ids, rg)
   for back = 0, rg.len - 1 do
     local i = (rg.current - back) % rg.len
     local held = rg.held[i]
+    if held ~= nil and held < 0 and -held + rg.keep >= rg.current then
+      -- An epoch that counts lost its bitmap (check_in): its check-ins cannot be told apart.
+      for j = 1, #ids do found[j] = true end
+      return found
+    end
     if held == nil or held + rg.keep >= rg.current then
       counting[#counting + 1] = {R.keys[rg.first + i], held}
     end
