@@ -129,6 +129,7 @@ const REQUIRED_KEYS: &[&str] = &[
     "peer_bytes_per_waiter",
     "redis_us_per_waiting_poll",
     "sim_redis_cpu_share",
+    "position_error_max",
     "machine",
     "cores",
     "cpu_model",

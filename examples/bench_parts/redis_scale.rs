@@ -190,6 +190,9 @@ pub(super) async fn scenarios(
     drop(poll_redis);
     lap("waiting_polls");
 
+    m.extend(position_error(&line_redis, &line_store, &line_policy, sizes.line).await?);
+    lap("position_error");
+
     m.extend(
         simulated_run(
             &line_redis,
@@ -206,6 +209,79 @@ pub(super) async fn scenarios(
 
 // ---------------------------------------------------------------------------------------------
 // Invoking our room script, and the peer's, from outside the store
+
+/// Positions from a gateway's snapshot against the exact ones, on the filled line with gaps:
+/// one waiter in a hundred leaves (spread over the line), a snapshot is taken
+/// (`Store::sync`), and for a sample of the waiters left the position the snapshot gives
+/// (`RoomSnapshot::position_of`) is compared with `ZRANK + 1`. `position_error_max` is the
+/// largest relative error beyond the exact ranks (docs/scale.md bounds it by 1 %);
+/// `position_error_near_head` the largest difference among the first `EXACT_RANKS` (0).
+async fn position_error(
+    redis: &RedisServer,
+    store: &RedisStore,
+    policy: &RoomPolicy,
+    line: u64,
+) -> Result<Map<String, Value>, BoxError> {
+    use tower_waiting_room::store::snapshot::EXACT_RANKS;
+    let mut conn = connection(redis).await?;
+    let keys = redis_keys(store, &policy.room);
+    let line_key = keys
+        .iter()
+        .find(|k| k.ends_with(":line"))
+        .ok_or("no line key")?
+        .clone();
+    let gone = |i: u64| i % 100 == 37;
+    for i in (1..=line).filter(|&i| gone(i)) {
+        store.release(policy, line_id(i)).await?;
+    }
+    let snapshot = store.sync(policy, Vec::new()).await?;
+    let sample = 2_000u64.min(line);
+    let (mut worst, mut near_head, mut checked) = (0f64, 0u64, 0u64);
+    // The first EXACT_RANKS + 50 waiters, then an even spread over the rest of the line.
+    let indices = (1..=(EXACT_RANKS + 50).min(line))
+        .chain((0..sample).map(|k| 1 + k * line / sample))
+        .filter(|&i| !gone(i));
+    for i in indices {
+        let member = line_id(i).as_bytes().to_vec();
+        let score: Option<f64> = redis::cmd("ZSCORE")
+            .arg(&line_key)
+            .arg(&member)
+            .query_async(&mut conn)
+            .await?;
+        let rank: Option<u64> = redis::cmd("ZRANK")
+            .arg(&line_key)
+            .arg(&member)
+            .query_async(&mut conn)
+            .await?;
+        let (Some(score), Some(rank)) = (score, rank) else {
+            continue;
+        };
+        let exact = rank + 1;
+        let shown = snapshot
+            .position_of(score)
+            .ok_or("a waiter in line is ahead of the snapshot's head")?;
+        if exact <= EXACT_RANKS {
+            near_head = near_head.max(shown.abs_diff(exact));
+        } else {
+            worst = worst.max(shown.abs_diff(exact) as f64 / exact as f64);
+        }
+        checked += 1;
+    }
+    eprintln!(
+        "position error ({checked} waiters of {}, one in a hundred gone): at most {:.4} \
+         beyond rank {EXACT_RANKS}, {near_head} before it",
+        snapshot.waiting, worst
+    );
+    let mut m = Map::new();
+    m.insert("position_error_max".into(), json!(round(worst, 5)));
+    m.insert("position_error_near_head".into(), json!(near_head));
+    m.insert("position_error_checked".into(), json!(checked));
+    m.insert(
+        "position_error_checkpoints".into(),
+        json!(snapshot.checkpoints.len()),
+    );
+    Ok(m)
+}
 
 /// How a session id travels as a script argument.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -1263,6 +1339,14 @@ pub(super) fn print_table(s: &Value) {
         (
             "sim_redis_cpu_share",
             "simulated run: Redis CPU, share of one core",
+        ),
+        (
+            "position_error_max",
+            "largest position error from a snapshot (relative, beyond rank 100)",
+        ),
+        (
+            "position_error_near_head",
+            "largest position error from a snapshot among the first 100",
         ),
     ] {
         println!("| {label} | {} |", s[k]);
