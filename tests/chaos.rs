@@ -783,7 +783,8 @@ struct Episode {
     join_received: u64,
     /// The last store check-in so far (sent), to measure gaps.
     last_touch_sent: u64,
-    /// The last request answered "waiting" (sent).
+    /// The last moment the visitor was told they waited: the request's sending, or for an
+    /// answer from a gateway's snapshot the snapshot's time (its `waiting-room-position-as-of`).
     last_wait_sent: Option<u64>,
     /// First `200` from the store (received).
     admitted: Option<u64>,
@@ -1230,14 +1231,18 @@ async fn visitor(shared: Arc<Shared>, id: usize, plan: Plan, mut rng: Rng) -> St
                 }
                 Meaning::Waiting(position) => {
                     ep.touch(a.sent, a.received);
-                    ep.last_wait_sent = Some(a.sent);
+                    // An answer from a gateway's snapshot says the visitor waited as of the
+                    // snapshot's time (its header), not as of this request: the FIFO check
+                    // takes that moment.
+                    let as_of: Option<u64> = a
+                        .reply
+                        .header("waiting-room-position-as-of")
+                        .and_then(|v| v.parse().ok());
+                    let waited = as_of.map_or(a.sent, |t| t.min(a.sent));
+                    ep.last_wait_sent = Some(ep.last_wait_sent.map_or(waited, |w| w.max(waited)));
                     ep.positions.push((a.sent, position));
                     ep.positions_received.push(a.received);
-                    ep.positions_as_of.push(
-                        a.reply
-                            .header("waiting-room-position-as-of")
-                            .and_then(|v| v.parse().ok()),
-                    );
+                    ep.positions_as_of.push(as_of);
                     jar.absorb(&a.reply);
                     pause = poll_interval(position, &mut rng);
                     next_is_status = plan.status_poller;
