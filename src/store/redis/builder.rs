@@ -162,6 +162,7 @@ impl RedisStoreBuilder {
             prefix: prefix.clone(),
             timeout,
             clock: self.clock,
+            found: Arc::default(),
             // A probe that has not finished within two deadlines was never polled to its end.
             breaker: Arc::new(
                 Breaker::new(

@@ -81,6 +81,7 @@
 mod breaker;
 mod builder;
 mod check;
+mod found;
 mod protocol;
 mod sentinel;
 mod tickets;
@@ -126,6 +127,8 @@ pub struct RedisStore {
     timeout: Duration,
     clock: Option<SharedClock>,
     breaker: Arc<Breaker>,
+    /// The waiters this gateway already found in line, per room, this abandon epoch.
+    found: Arc<found::FoundInLine>,
 }
 
 impl RedisStore {
@@ -452,12 +455,29 @@ impl Store for RedisStore {
     }
 
     fn sync(&self, policy: &RoomPolicy, seen: Vec<SessionId>) -> StoreFuture<RoomSnapshot> {
-        // ARGV[2]: the seen sessions, each its id's 16 raw bytes and its two Bloom offsets
-        // (computed here: the script only looks them up), in one argument.
-        let list = protocol::seen_arg(&seen, policy.max_queue_len);
-        let (keys, args) = self.script_args(Op::Sync, policy, None, list, &[]);
+        // The sessions found in line this abandon epoch are not looked up again (found.rs).
+        let now = self.clock.as_ref().map_or_else(
+            || crate::config::unix_ms(std::time::SystemTime::now()),
+            |c| c.now_ms(),
+        );
+        let epoch = crate::store::LivenessRule::for_abandon(policy).epoch(now);
+        let (look_up, known) = self.found.split(&policy.room, epoch, seen);
+        // ARGV[2]: the sessions to look up, each its id's 16 raw bytes and its two Bloom offsets
+        // (computed here: the script only looks them up), in one argument; ARGV[18]: the two
+        // offsets of each of the others, whose bits are set without a lookup.
+        let list = protocol::seen_arg(&look_up, policy.max_queue_len);
+        let (keys, mut args) = self.script_args(Op::Sync, policy, None, list, &[]);
+        args.insert(
+            protocol::SYNC_KNOWN_ARG,
+            protocol::known_arg(&known, policy.max_queue_len),
+        );
         let call: StoreFuture<Vec<redis::Value>> = self.run_room(keys, args);
-        Box::pin(async move { protocol::snapshot(&call.await?) })
+        let (found, room) = (Arc::clone(&self.found), policy.room.clone());
+        Box::pin(async move {
+            let snapshot = protocol::snapshot(&call.await?)?;
+            found.found(&room, epoch, &look_up, &snapshot.unknown);
+            Ok(snapshot)
+        })
     }
 
     fn keeps_snapshots(&self) -> bool {

@@ -87,6 +87,22 @@ pub(crate) fn seen_arg(seen: &[SessionId], max_queue_len: u64) -> Vec<u8> {
     list
 }
 
+/// `sync`'s `ARGV[18]` (index 17 of the arguments, before a schedule's): per session found in
+/// line this abandon epoch, its two Bloom offsets as big-endian u32s.
+pub(crate) fn known_arg(known: &[SessionId], max_queue_len: u64) -> Vec<u8> {
+    let bits = bloom_bits(max_queue_len);
+    let mut list = Vec::with_capacity(known.len() * 8);
+    for s in known {
+        let (x, y) = bloom_offsets(s.as_bytes(), bits);
+        list.extend_from_slice(&x.to_be_bytes());
+        list.extend_from_slice(&y.to_be_bytes());
+    }
+    list
+}
+
+/// Where [`known_arg`] goes among the arguments: `ARGV[18]`.
+pub(crate) const SYNC_KNOWN_ARG: usize = 17;
+
 /// The bytes of one session in `sync`'s list.
 pub(crate) const SEEN_ENTRY_BYTES: usize = 24;
 

@@ -71,7 +71,9 @@
 --   18.. the operation's own: configure: 18 capacity (0 = unchanged), 19 rate (-1 = unchanged,
 --      0 = none), 20 paused (-1 = unchanged, 0, 1), 21 open (-1 = unchanged, 0, 1), 22 end
 --      slots on closing (0|1); admit_next: 18 count; ban: 18 end of the ban in ms; stats: 18
---      minutes of admissions history
+--      minutes of admissions history; sync: 18 the sessions this gateway already found in
+--      line this abandon epoch, 8 bytes each (their two Bloom offsets), whose bits are set
+--      without a lookup (always sent, maybe empty)
 --   last, only for a room with a schedule (any operation): the string
 --      'schedule:<opens_at_ms>:<closes_at_ms, 0 = none>:<keep line after close 0|1>:<draw>',
 --      the draw being the session's keyed draw in 0 .. 2^52 - 1 (0 without a session); the
@@ -458,25 +460,39 @@ end
 -- A bitmap made again gets its lifetime again, so it still expires.
 function F.check_in(ids, offsets)
   if #ids == 0 then return end
-  -- The same bits in every ring (one M): the BITFIELD arguments are made once, the first
-  -- chunk led by the sentinel.
-  local chunks = {{'SET', 'u1', R.bloom_bits, '1'}}
-  for from = 1, #ids, CHUNK do
-    local args = from == 1 and chunks[1] or {}
-    local n = #args
-    for j = from, math.min(#ids, from + CHUNK - 1) do
-      local x, y
-      if offsets then
-        x, y = offsets[j][1], offsets[j][2]
-      else
-        x, y = F.bloom_offsets(ids[j])
-      end
-      args[n + 1], args[n + 2], args[n + 3], args[n + 4] = 'SET', 'u1', x, '1'
-      args[n + 5], args[n + 6], args[n + 7], args[n + 8] = 'SET', 'u1', y, '1'
-      n = n + 8
+  local chunks = F.new_chunks()
+  for j = 1, #ids do
+    local x, y
+    if offsets then
+      x, y = offsets[j][1], offsets[j][2]
+    else
+      x, y = F.bloom_offsets(ids[j])
     end
-    if from > 1 then chunks[#chunks + 1] = args end
+    F.add_bits(chunks, x, y)
   end
+  F.set_bits(chunks)
+end
+
+-- The BITFIELD arguments of a check-in, in chunks of at most CHUNK sessions: the same bits in
+-- every ring (one M), so they are made once; the first chunk led by the sentinel.
+function F.new_chunks()
+  return {{'SET', 'u1', R.bloom_bits, '1'}, n = 0}
+end
+
+function F.add_bits(chunks, x, y)
+  if chunks.n == CHUNK then
+    chunks[#chunks + 1] = {}
+    chunks.n = 0
+  end
+  local args = chunks[#chunks]
+  local n = #args
+  args[n + 1], args[n + 2], args[n + 3], args[n + 4] = 'SET', 'u1', x, '1'
+  args[n + 5], args[n + 6], args[n + 7], args[n + 8] = 'SET', 'u1', y, '1'
+  chunks.n = chunks.n + 1
+end
+
+-- Writes the chunks' bits into the current epoch of every ring (see check_in).
+function F.set_bits(chunks)
   for _, rg in ipairs(R.rings) do
     local e = math.floor(R.check_in_at / rg.width)
     local key, lifetime, new = F.ring_key_for(rg, e)
@@ -963,9 +979,12 @@ function F.sweep()
   end
 end
 
--- Checks in the sessions of sync's list that have a place in line. Each session is 24 bytes:
--- its id's 16, then its two Bloom offsets as big-endian u32s (the gateway computes them for
--- this room's M, so the script only looks the ids up).
+-- Checks in the sessions of sync's first list (ARGV 2) that have a place in line, and answers
+-- back those without. Each session is 24 bytes: its id's 16, then its two Bloom offsets as
+-- big-endian u32s (the gateway computes them for this room's M, so the script only looks the
+-- ids up). Then sets the bits of the second list (ARGV 18: 8 bytes each, the two offsets):
+-- sessions this gateway already found in line this abandon epoch, not looked up again (one
+-- that left since only looks alive, as for a Bloom false positive, until its next epoch).
 function F.check_in_seen(list)
   -- Anew in each run (a repaired second run checks in again).
   R.unknown = {}
@@ -990,6 +1009,16 @@ function F.check_in_seen(list)
       end
       F.check_in(placed, placed_offsets)
     end
+  end
+  local known = R.argv[18] or ''
+  if #known >= 8 and string.sub(known, 1, 9) ~= 'schedule:' then
+    local chunks = F.new_chunks()
+    local unpack_offsets = struct.unpack
+    for at = 1, #known - 7, 8 do
+      local x, y = unpack_offsets('>I4>I4', known, at)
+      F.add_bits(chunks, x, y)
+    end
+    F.set_bits(chunks)
   end
 end
 
