@@ -7,20 +7,21 @@ mod common;
 
 use std::time::Duration;
 
-use common::{clock, serve, Jar, TestStore, SECRET};
+use common::{clock, serve, Http, Jar, TestStore, SECRET};
 use http::{Method, StatusCode};
+use tower_waiting_room::clock::ManualClock;
 use tower_waiting_room::store::snapshot::NEAR_HEAD;
-use tower_waiting_room::{AdmittedBy, WaitingRoomLayer};
+use tower_waiting_room::{AdmittedBy, WaitingRoomBuilder, WaitingRoomLayer};
 
 const WAITERS: usize = 120;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_waiter_answered_at_the_gateway_keeps_their_turn_and_the_silent_lose_theirs() {
+/// A room of capacity 1 on a counting embedded store that keeps snapshots, a manual clock, no
+/// limits (every visitor comes from one address and polls often), served on loopback.
+async fn site(builder: WaitingRoomBuilder) -> (ManualClock, TestStore, Http) {
     let clock = clock();
     let store = TestStore::new(clock.clone()).with_snapshots();
-    let layer = WaitingRoomLayer::builder("batch")
+    let layer = builder
         .capacity(1)
-        .queue_ttl(Duration::from_secs(60))
         .secret(SECRET)
         .secure_cookies(false)
         .new_visitor_limit(None)
@@ -29,7 +30,13 @@ async fn a_waiter_answered_at_the_gateway_keeps_their_turn_and_the_silent_lose_t
         .store(store.clone())
         .build()
         .unwrap();
-    let http = serve(common::app(layer)).await;
+    (clock, store, serve(common::app(layer)).await)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_answered_at_the_gateway_keeps_their_turn_and_the_silent_lose_theirs() {
+    let (clock, store, http) =
+        site(WaitingRoomLayer::builder("batch").queue_ttl(Duration::from_secs(60))).await;
     let status = "/__waitingroom/batch/status";
 
     let mut holder = Jar::new();
@@ -114,21 +121,12 @@ async fn a_waiter_answered_at_the_gateway_keeps_their_turn_and_the_silent_lose_t
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_swept_waiter_learns_at_the_gateway_that_their_place_is_gone() {
-    let clock = clock();
-    let store = TestStore::new(clock.clone()).with_snapshots();
-    let layer = WaitingRoomLayer::builder("swept")
-        .capacity(1)
-        .queue_ttl(Duration::from_secs(60))
-        .abandon_after(Duration::from_secs(100))
-        .secret(SECRET)
-        .secure_cookies(false)
-        .new_visitor_limit(None)
-        .poll_limit(None)
-        .clock(clock.clone())
-        .store(store.clone())
-        .build()
-        .unwrap();
-    let http = serve(common::app(layer)).await;
+    let (clock, store, http) = site(
+        WaitingRoomLayer::builder("swept")
+            .queue_ttl(Duration::from_secs(60))
+            .abandon_after(Duration::from_secs(100)),
+    )
+    .await;
     let status = "/__waitingroom/swept/status";
     let mut holder = Jar::new();
     http.visit(&mut holder, Method::GET, "/").await;

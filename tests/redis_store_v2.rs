@@ -348,48 +348,12 @@ async fn a_sync_sets_the_bits_the_gateway_computed() {
     let (x, y) = ((u64::from(u32::MAX) % m), 65_539 % m);
     let keys = redis_keys(&store, "sync-bits");
     let turn: Vec<&String> = keys.iter().filter(|k| k.contains(":turn")).collect();
-    let mut marked = Vec::new();
-    for k in &turn {
-        let count: u64 = redis::cmd("BITCOUNT")
-            .arg(*k)
-            .query_async(&mut c)
-            .await
-            .unwrap();
-        let bx: u8 = c.getbit(*k, x as usize).await.unwrap();
-        let by: u8 = c.getbit(*k, y as usize).await.unwrap();
-        let sentinel: u8 = c.getbit(*k, m as usize).await.unwrap();
-        if count > 0 {
-            assert_eq!(
-                (count, bx, by, sentinel),
-                (3, 1, 1, 1),
-                "{k}: exactly the join's two bits"
-            );
-            marked.push((*k).clone());
-        }
-    }
+    let marked = marked_keys(&mut c, &turn, (x, y), m).await;
     assert_eq!(marked.len(), 1, "the join's epoch");
     advance(&clock, 2_000);
     let snap = store.sync(&policy, vec![w]).await.unwrap();
     assert!(snap.unknown.is_empty(), "{snap:?}");
-    let mut now_marked = Vec::new();
-    for k in &turn {
-        let count: u64 = redis::cmd("BITCOUNT")
-            .arg(*k)
-            .query_async(&mut c)
-            .await
-            .unwrap();
-        let bx: u8 = c.getbit(*k, x as usize).await.unwrap();
-        let by: u8 = c.getbit(*k, y as usize).await.unwrap();
-        let sentinel: u8 = c.getbit(*k, m as usize).await.unwrap();
-        if count > 0 {
-            assert_eq!(
-                (count, bx, by, sentinel),
-                (3, 1, 1, 1),
-                "{k}: exactly the session's two bits"
-            );
-            now_marked.push((*k).clone());
-        }
-    }
+    let now_marked = marked_keys(&mut c, &turn, (x, y), m).await;
     assert_eq!(now_marked.len(), 2, "the sync's epoch, in the next key");
 }
 
@@ -436,4 +400,30 @@ async fn a_bitmap_lost_mid_epoch_forgets_nobody() {
         store.poll(&policy, x).await.unwrap(),
         Decision::Waiting { position: 1, .. }
     ));
+}
+
+/// The keys of `keys` with bits set, each asserted to hold exactly one session's two bits
+/// `(x, y)` and the sentinel (bit `m`).
+async fn marked_keys(
+    c: &mut redis::aio::MultiplexedConnection,
+    keys: &[&String],
+    (x, y): (u64, u64),
+    m: u64,
+) -> Vec<String> {
+    let mut marked = Vec::new();
+    for k in keys {
+        let count: u64 = redis::cmd("BITCOUNT").arg(*k).query_async(c).await.unwrap();
+        let bx: u8 = c.getbit(*k, x as usize).await.unwrap();
+        let by: u8 = c.getbit(*k, y as usize).await.unwrap();
+        let sentinel: u8 = c.getbit(*k, m as usize).await.unwrap();
+        if count > 0 {
+            assert_eq!(
+                (count, bx, by, sentinel),
+                (3, 1, 1, 1),
+                "{k}: exactly one session's two bits, and the sentinel"
+            );
+            marked.push((*k).clone());
+        }
+    }
+    marked
 }
