@@ -82,6 +82,8 @@ FLAGS:
                   (the numbers mean nothing; smaller scales)
     --out PATH    where to write the summary (default target/bench/summary.json)
     --micro       only the in-process micro benchmarks, printed as JSON (for profiling)
+    --script      only the room function next to the peer's algorithm and `return 1`
+                  (redis-benchmark; printed as JSON): for work on room.lua
     -h, --help    print this help
 
 ENVIRONMENT:
@@ -201,12 +203,14 @@ fn main() -> ExitCode {
         env!("CARGO_MANIFEST_DIR"),
         "/target/bench/summary.json"
     ));
+    let mut script_only = false;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--quick" => settings = Settings::quick(),
             "--smoke" => settings = Settings::smoke(),
             "--micro" => return micro_only(&settings),
+            "--script" => script_only = true,
             "--out" => match args.next() {
                 Some(p) => out = PathBuf::from(p),
                 None => return usage_error("--out needs a path"),
@@ -221,6 +225,13 @@ fn main() -> ExitCode {
     if cfg!(debug_assertions) && settings.mode != "smoke" {
         eprintln!(
             "warning: this is a debug build; numbers are meaningless. Use `cargo run --release --example bench`."
+        );
+    }
+    if script_only {
+        return print_json(
+            tokio::runtime::Runtime::new()
+                .map_err(BoxError::from)
+                .and_then(|rt| rt.block_on(redis_scale::script_comparison(&settings))),
         );
     }
     match run(&settings, &out) {
@@ -249,7 +260,12 @@ fn micro_only(settings: &Settings) -> ExitCode {
             &layer,
         )
     };
-    match run() {
+    print_json(run())
+}
+
+/// Prints a partial run's summary as JSON, or its error.
+fn print_json(result: Result<Map<String, Value>, BoxError>) -> ExitCode {
+    match result {
         Ok(m) => {
             println!("{}", serde_json::to_string_pretty(&m).unwrap_or_default());
             ExitCode::SUCCESS

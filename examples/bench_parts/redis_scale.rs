@@ -601,6 +601,11 @@ fn comparison_policy(capacity: u64) -> RoomPolicy {
 /// The comparison rooms' `max_queue_len`.
 const COMPARISON_MAX_LINE: u64 = 2_000_000;
 
+/// Only the peer comparison (`bench --script`): for work on the room function.
+pub(super) async fn script_comparison(settings: &Settings) -> Result<Map<String, Value>, BoxError> {
+    peer_comparison(settings, &Sizes::of(settings)).await
+}
+
 async fn peer_comparison(
     settings: &Settings,
     sizes: &Sizes,

@@ -197,15 +197,29 @@
 --   - a lost `due`, `cursor`, `bans` or `noted`: housekeeping runs, the sweep starts at the
 --     head, bans are looked up, the arrival is noted (each the safe way).
 --
--- The hot path, a newcomer's enter into a long line with the room full, makes 11 redis.calls:
--- HMGET settings; ZCARD active (full: no promotion, no ZCARD granted); ZSCORE active and
--- granted (a slot to claim?); ZSCORE line (a place?); ZCARD line; INCR seq; ZRANGE line -1 -1
--- (after the last waiter); ZADD line; BITFIELD of the turn and of the abandon bitmap. Bans (the
--- settings' bans), the arrival note (noted, once a second) and housekeeping (due) cost nothing
--- until they are due; an epoch's first check-in adds a DEL, an HSET and a PEXPIRE per ring.
--- Those calls are a small part of its cost (about 5 of 35 us inside Redis, measured with
--- INFO commandstats): the rest is Lua reading the arguments (`setup`) and the path's own
--- statements; the functions are defined once, at FUNCTION LOAD.
+-- The fast path: the common enter (a newcomer joining a long line while the room is full, or
+-- a waiter's enter) skips `setup` and main, which read and build far more than it needs (a
+-- measured two thirds of main's cost is Lua: the call's state, the settings' 17 fields, the
+-- rings). Main, at the end of every run that answered, keeps a window in the settings key:
+-- fast_from and fast_until (ms), the time in which everything main would look at but the
+-- slots and the caller's own place is settled (`F.window`): the room open, not paused, not
+-- before its opening or after its closing, no ban in force, housekeeping not due, the arrival
+-- of this second noted, and both liveness rings writing the current epoch into a key that
+-- holds it. It ends at the first of: the end of the second, the due time, either epoch's end,
+-- the closing. Anything that changes one of these runs main (configure, ban, a sync's sweep,
+-- an expiry), which closes or moves the window in the same step; a run of main that raises
+-- twice closes it. In the window, an enter without a schedule argument reads the settings'
+-- version, capacity and window (one HMGET of 4 fields) and the slots' count, and answers here
+-- only when main would answer the same from the same reads: the room full by its slots (main
+-- would promote nobody), the caller holding no slot (else main claims or extends it). A waiter
+-- is checked in and told their rank; a newcomer gets a place after the last waiter (the tail
+-- check, as main), or {3} when the line is at its bound. So it is main's enter, made with
+-- fewer statements: TIME, HMGET, ZCARD active (and granted when active alone is not full),
+-- ZSCORE active, granted and line, ZCARD line, INCR seq, ZRANGE line -1 -1, ZADD, and the
+-- BITFIELD of each ring: 11 redis.calls, whose numbers go as strings (Lua's own number to
+-- string conversion, %.17g, costs more than the commands). A lost bitmap is seen by its
+-- sentinel as main sees it, marked, and closes the window. Everything else (a claim, a room
+-- with free slots, a call with a schedule, a damaged key) is main's, as before.
 
 -- The call's state and the functions live in two tables: R, made anew by every call (`setup`),
 -- and F, defined once at load. (When this was an EVALSHA script, each call defined them all
@@ -249,6 +263,25 @@ for i = 0, ABANDON_EPOCHS + 1 do RING_FIELDS.abandon[i] = 'abandon' .. i end
 -- cursor, the other bitmaps' epochs) only when a call needs them (`load_more`, `load_ring`).
 local RING_FIELD_AT = 14
 local BLOOM_BITS = {}
+-- The rings as the fast path sees them: the first key, the keys, the epochs per TTL, and the
+-- ARGV of that TTL (8 queue_ttl, 16 abandon_after; each at least queue_ttl), as F.make_ring.
+local FAST_RINGS = {
+  {name = 'turn', first = 10, len = TURN_EPOCHS + 2, epochs = TURN_EPOCHS, ttl_arg = 8},
+  {name = 'abandon', first = 10 + TURN_EPOCHS + 2, len = ABANDON_EPOCHS + 2,
+    epochs = ABANDON_EPOCHS, ttl_arg = 16},
+}
+
+-- The Bloom filter's size in bits for a line of at most `max_queue`: the power of two >= 16 *
+-- max_queue, in [2^16, 2^32] (memoized: a room's bound rarely changes).
+function F.bloom_bits(max_queue)
+  local bits = BLOOM_BITS[max_queue]
+  if not bits then
+    bits = 65536
+    while bits < 16 * max_queue and bits < 4294967296 do bits = bits * 2 end
+    BLOOM_BITS[max_queue] = bits
+  end
+  return bits
+end
 
 -- One call's state, from its keys and arguments: R is made anew by every FCALL (the functions
 -- are defined once, when the library is loaded), in ONE table constructor, so that its hash
@@ -301,6 +334,8 @@ function F.setup(keys, args)
     released = 0,
     -- Sync's listed sessions without a place.
     unknown = nil,
+    -- The fast path's window as the settings key held it (see The fast path).
+    fast_from = nil, fast_until = nil,
   }
   local last = args[#args]
   if string.sub(last, 1, 9) == 'schedule:' then
@@ -323,18 +358,12 @@ function F.setup(keys, args)
   local turn = F.make_ring('turn', 10, TURN_EPOCHS, queue_ttl)
   local gone = F.make_ring('abandon', 10 + turn.len, ABANDON_EPOCHS, R.abandon)
   R.turn, R.gone_ring, R.rings = turn, gone, {turn, gone}
-  -- The Bloom filter's size in bits: the power of two >= 16 * max_queue_len, in [2^16, 2^32].
-  local bits = BLOOM_BITS[R.max_queue]
-  if not bits then
-    bits = 65536
-    while bits < 16 * R.max_queue and bits < 4294967296 do bits = bits * 2 end
-    BLOOM_BITS[R.max_queue] = bits
-  end
-  R.bloom_bits = bits
+  R.bloom_bits = F.bloom_bits(R.max_queue)
   R.k_ticket = keys[gone.first + gone.len]
   R.SETTINGS_FIELDS = {'v', 'capacity', 'rate', 'paused', 'open', 'born', 'moved', 'opens_at',
     'closes_at', 'keep_line', 'due', 'bans', 'noted',
-    RING_FIELDS.turn[turn.current % turn.len], RING_FIELDS.abandon[gone.current % gone.len]}
+    RING_FIELDS.turn[turn.current % turn.len], RING_FIELDS.abandon[gone.current % gone.len],
+    'fast_from', 'fast_until'}
   R.current_bucket = math.floor(R.now / R.bucket_ms)
   R.promotions_left = R.max_promote
   return nil
@@ -368,6 +397,7 @@ function F.load_settings()
     local i = rg.current % rg.len
     rg.held[i], rg.known[i] = tonumber(v[RING_FIELD_AT + n - 1]), true
   end
+  R.fast_from, R.fast_until = tonumber(v[RING_FIELD_AT + 2]), tonumber(v[RING_FIELD_AT + 3])
   if R.bans == nil then
     -- Not known (a new room, or the field lost): the latest end of any ban, looked up once.
     R.bans = tonumber(redis.call('ZRANGE', R.k_banned, -1, -1, 'WITHSCORES')[2]) or 0
@@ -499,13 +529,17 @@ function F.set_bits(chunks)
     local had = redis.call('BITFIELD', key, unpack(chunks[1]))[1]
     for c = 2, #chunks do redis.call('BITFIELD', key, unpack(chunks[c])) end
     if had == 0 and not new and rg.held[e % rg.len] == e then
-      local i = e % rg.len
-      rg.held[i] = -e
-      redis.call('HSET', R.k_settings, rg.name .. i, -e)
+      rg.held[e % rg.len] = -e
+      F.mark_lost(R.k_settings, rg.name, rg.len, e)
     end
     -- A new bitmap, or one made again: its lifetime (an existing one has it already).
     if new or had == 0 then redis.call('PEXPIRE', key, lifetime) end
   end
+end
+
+-- Epoch `e`'s bitmap of the ring `name` (of `len` keys) was lost: its field says so (-e).
+function F.mark_lost(k_settings, name, len, e)
+  redis.call('HSET', k_settings, name .. (e % len), string.format('%d', -e))
 end
 
 -- Whether each session of `ids` is alive by `rg`'s rule: a list of booleans. Keys are read
@@ -894,13 +928,19 @@ end
 -- The next sequence number: after the last waiter's even if seq was lost or reset, so a
 -- newcomer never goes ahead of the line.
 function F.next_seq()
-  local seq = redis.call('INCR', R.k_seq)
-  local tail = redis.call('ZRANGE', R.k_line, -1, -1, 'WITHSCORES')[2]
-  if tail and seq <= tonumber(tail) then
-    seq = tonumber(tail) + 1
-    redis.call('SET', R.k_seq, seq)
-  end
+  local seq = F.seq_after_tail(R.k_seq, R.k_line)
   F.note_arrival(seq)
+  return seq
+end
+
+-- INCR of seq, after the line's last waiter (a lost or reset seq is set past it).
+function F.seq_after_tail(k_seq, k_line)
+  local seq = redis.call('INCR', k_seq)
+  local tail = tonumber(redis.call('ZRANGE', k_line, '-1', '-1', 'WITHSCORES')[2])
+  if tail and seq <= tail then
+    seq = tail + 1
+    redis.call('SET', k_seq, string.format('%d', seq))
+  end
   return seq
 end
 
@@ -1191,18 +1231,131 @@ function F.repair()
   end
 end
 
--- The registered function: the call's state, then main, repaired and run again once if it
--- raised (see Bad days). No flags: not `no-writes` and not `allow-oom`, so with `maxmemory`
+-- The fast path's window as of this call (see The fast path): the end of the time in which an
+-- enter without a schedule argument, by a session holding no slot, into a room full by its
+-- slots, does exactly what main would do with the reads the fast path makes; nil when there is
+-- no such time now.
+function F.window()
+  if not R.open or R.paused or R.before_opening or R.after_closing or R.line_closed then
+    return nil
+  end
+  if R.bans == nil or R.bans > R.now or R.due == nil or R.due <= R.now then return nil end
+  local second = math.floor(R.now / 1000)
+  if R.noted ~= second then return nil end
+  local till = math.min(R.due, (second + 1) * 1000)
+  for _, rg in ipairs(R.rings) do
+    if rg.held[rg.current % rg.len] ~= rg.current then return nil end
+    till = math.min(till, (rg.current + 1) * rg.width)
+  end
+  if R.closes_at then till = math.min(till, R.closes_at) end
+  return till
+end
+
+-- Opens, keeps or closes the fast path's window after a run of main that answered: one HSET
+-- when it opens or moves, one HDEL when it closes, nothing when it stays as it was.
+function F.keep_window(reply)
+  if type(reply) == 'table' and reply.err then return end
+  local till = F.window()
+  if till then
+    if R.fast_until ~= till or R.fast_from == nil or R.fast_from > R.now then
+      redis.call('HSET', R.k_settings, 'fast_from', string.format('%d', R.now),
+        'fast_until', string.format('%d', till))
+    end
+  elseif R.fast_until ~= nil or R.fast_from ~= nil then
+    redis.call('HDEL', R.k_settings, 'fast_from', 'fast_until')
+  end
+end
+
+-- The fast path (see the header): an enter in the settled state, with nothing built but what
+-- it reads. Returns nil, before any write, whenever main must answer instead; the writes it
+-- makes (INCR seq, ZADD line, the liveness bits) are those main's enter makes, so a call that
+-- fails after one (a key of the wrong type) is answered by main, repaired, as before.
+function F.fast_enter(keys, args)
+  if #args ~= 17 then return nil end
+  local now = tonumber(args[3])
+  if now == 0 then
+    local t = redis.call('TIME')
+    now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  end
+  local k_settings = keys[7]
+  local v = redis.call('HMGET', k_settings, 'v', 'capacity', 'fast_from', 'fast_until')
+  local capacity, from, till = tonumber(v[2]), tonumber(v[3]), tonumber(v[4])
+  if tonumber(v[1]) ~= SETTINGS_VERSION or capacity == nil or capacity < 1 or till == nil
+      or from == nil or now < from or now >= till then
+    return nil
+  end
+  -- Full by its slots: main would promote nobody.
+  local active = redis.call('ZCARD', keys[3])
+  if active < capacity and active + redis.call('ZCARD', keys[4]) < capacity then return nil end
+  local s = args[2]
+  -- A slot to claim or extend: main's.
+  if redis.call('ZSCORE', keys[3], s) or redis.call('ZSCORE', keys[4], s) then return nil end
+  local k_line = keys[2]
+  local waiting = redis.call('ZCARD', k_line)
+  local place = redis.call('ZSCORE', k_line, s)
+  local position
+  if place then
+    place = tonumber(place)
+    position = redis.call('ZRANK', k_line, s) + 1
+  else
+    if waiting >= tonumber(args[9]) then return {3, 0, waiting} end
+    place = F.seq_after_tail(keys[1], k_line)
+    redis.call('ZADD', k_line, string.format('%d', place), s)
+    waiting = waiting + 1
+    position = waiting
+  end
+  -- The check-in, into the current epoch of both rings, as F.set_bits makes it (the window
+  -- ends with either epoch, so each key holds it).
+  local bits = F.bloom_bits(tonumber(args[9]))
+  local b1, b2, b3, b4, b5, b6, b7, b8 = string.byte(s, 1, 8)
+  local x = ((((b1 or 0) * 256 + (b2 or 0)) * 256 + (b3 or 0)) * 256 + (b4 or 0)) % bits
+  local y = ((((b5 or 0) * 256 + (b6 or 0)) * 256 + (b7 or 0)) * 256 + (b8 or 0)) % bits
+  local m, xs, ys = string.format('%d', bits), string.format('%d', x), string.format('%d', y)
+  local queue_ttl = tonumber(args[8])
+  for _, ring in ipairs(FAST_RINGS) do
+    local width = math.max(1, math.floor(math.max(tonumber(args[ring.ttl_arg]), queue_ttl)
+      / ring.epochs))
+    local e = math.floor(now / width)
+    local key = keys[ring.first + e % ring.len]
+    local had = redis.call('BITFIELD', key, 'SET', 'u1', m, '1', 'SET', 'u1', xs, '1',
+      'SET', 'u1', ys, '1')[1]
+    if had == 0 then
+      -- Lost since its first write (see Lost bitmaps): marked, given its lifetime again, and
+      -- the window closed, as main's check-in does.
+      F.mark_lost(k_settings, ring.name, ring.len, e)
+      redis.call('PEXPIRE', key, string.format('%d', math.max(1, (e + ring.len) * width - now)))
+      redis.call('HDEL', k_settings, 'fast_from', 'fast_until')
+    end
+  end
+  if place < 0 then place = -1 end
+  return {2, position, waiting, 0, place}
+end
+
+-- The registered function: the fast path for an enter when it can answer; else the call's
+-- state, then main, repaired and run again once if it raised (see Bad days), and the fast
+-- path's window kept. No flags: not `no-writes` and not `allow-oom`, so with `maxmemory`
 -- exhausted Redis refuses the whole call with OOM before it starts, never half-run.
 redis.register_function{
   function_name = 'twr_room_v2',
   callback = function(keys, args)
+    if args[1] == 'enter' then
+      local ok, reply = pcall(F.fast_enter, keys, args)
+      if ok and reply then return reply end
+    end
     local refused = F.setup(keys, args)
     if refused then return refused end
     local ok, reply = pcall(F.main)
-    if ok then return reply end
-    F.repair()
-    return F.main()
+    if not ok then
+      F.repair()
+      ok, reply = pcall(F.main)
+      if not ok then
+        -- Whatever the failed runs wrote, the fast path must not go on from it.
+        redis.call('HDEL', R.k_settings, 'fast_from', 'fast_until')
+        error(reply)
+      end
+    end
+    F.keep_window(reply)
+    return reply
   end,
   flags = {},
 }

@@ -1,0 +1,273 @@
+//! The room function's fast path (issue 14, `room.lua`: "The fast path") answers an enter
+//! exactly as the function's main path would. Proof by difference, against a real
+//! `redis-server`: one seeded run of every store operation (newcomers, waiters' enters, claims,
+//! polls, heartbeats, releases, syncs, pauses, bans, admissions by hand, a full line, expiries,
+//! silent waiters skipped, time going by) is made on two stores sharing one clock. Store A runs
+//! as shipped; store B's fast-path window is deleted before each of its calls, so main answers
+//! every one. Every answer must be the same, and so must every key at the end (the line, the
+//! slots, the sequence, the liveness bitmaps, the settings but the window). A `MONITOR` on A
+//! counts how many of its enters the fast path answered, so the run proves it was exercised.
+#![cfg(feature = "redis")]
+
+mod redis_harness;
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use redis::AsyncCommands;
+use redis_harness::Server;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tower_waiting_room::__private::redis_keys;
+use tower_waiting_room::clock::{Clock, ManualClock};
+use tower_waiting_room::store::{Decision, RedisStore, SettingsChange, Store};
+use tower_waiting_room::{RoomPolicy, SessionId};
+
+const START_MS: u64 = 1_800_000_000_000;
+
+/// A small deterministic generator (xorshift64*): the run is the same on every machine.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+
+    fn pick<'a, T>(&mut self, v: &'a [T]) -> Option<&'a T> {
+        if v.is_empty() {
+            None
+        } else {
+            Some(&v[self.below(v.len() as u64) as usize])
+        }
+    }
+}
+
+fn store(server: &Server, clock: &ManualClock, prefix: &str) -> RedisStore {
+    RedisStore::builder()
+        .url(server.url())
+        .prefix(prefix)
+        .timeout(Duration::from_secs(5))
+        .clock(clock.clone())
+        .build()
+        .expect("store builds")
+}
+
+/// Everything the two rooms hold, key by key (by the key's own name, without the prefix), as
+/// comparable text: zsets with their scores, strings as bytes, hashes but the window's fields.
+async fn contents(
+    c: &mut redis::aio::MultiplexedConnection,
+    keys: &[String],
+) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    for k in keys {
+        let name = k.rsplit(':').next().unwrap().to_owned();
+        let kind: String = redis::cmd("TYPE").arg(k).query_async(c).await.unwrap();
+        let text = match kind.as_str() {
+            "zset" => {
+                let v: Vec<(Vec<u8>, f64)> = c.zrange_withscores(k, 0, -1).await.unwrap();
+                format!("{v:?}")
+            }
+            "string" => {
+                let v: Vec<u8> = c.get(k).await.unwrap();
+                format!("{v:?}")
+            }
+            "hash" => {
+                let mut v: BTreeMap<String, String> = c.hgetall(k).await.unwrap();
+                v.remove("fast_from");
+                v.remove("fast_until");
+                format!("{v:?}")
+            }
+            "none" => "none".to_owned(),
+            other => panic!("{k} is a {other}"),
+        };
+        out.insert(name, text);
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_fast_path_answers_every_enter_as_main_does() {
+    let server = Server::start(&[]);
+    let clock = ManualClock::new(START_MS);
+    let a = store(&server, &clock, "fast");
+    let b = store(&server, &clock, "main");
+    // Small numbers, so that every path is taken many times: a full line, slots that expire,
+    // waiters silent past their turn, epochs (queue_ttl / 4 = 1 s) that turn over.
+    let policy = RoomPolicy::new("diff", 3)
+        .with_ttls(
+            Duration::from_millis(5_000),
+            Duration::from_millis(2_000),
+            Duration::from_millis(4_000),
+        )
+        .with_max_queue_len(25);
+    let keys_a = redis_keys(&a, &policy.room);
+    let keys_b = redis_keys(&b, &policy.room);
+    let settings_a = keys_a.iter().find(|k| k.ends_with(":settings")).unwrap();
+    let settings_b = keys_b
+        .iter()
+        .find(|k| k.ends_with(":settings"))
+        .unwrap()
+        .clone();
+    let client = redis::Client::open(server.url()).unwrap();
+    let mut c = client.get_multiplexed_async_connection().await.unwrap();
+
+    // Every HMGET of A's settings key, as MONITOR prints it (one `+<line>` per command, the
+    // room function's own included), on a plain connection.
+    let seen: Arc<Mutex<Vec<String>>> = Arc::default();
+    let mut monitor = tokio::net::TcpStream::connect(("127.0.0.1", server.port))
+        .await
+        .unwrap();
+    monitor.write_all(b"MONITOR\r\n").await.unwrap();
+    let mut monitor = BufReader::new(monitor).lines();
+    assert_eq!(monitor.next_line().await.unwrap().as_deref(), Some("+OK"));
+    let lines = Arc::clone(&seen);
+    let settings_name = settings_a.clone();
+    tokio::spawn(async move {
+        while let Ok(Some(line)) = monitor.next_line().await {
+            if line.contains(&settings_name) && line.contains("\"HMGET\"") {
+                lines.lock().unwrap().push(line);
+            }
+        }
+    });
+
+    let mut rng = Rng(0x5EED_1234_ABCD_0001);
+    let mut sessions: Vec<SessionId> = Vec::new();
+    let mut enters = 0u64;
+    let mut calls_on_a = 0u64;
+    for step in 0..1_500 {
+        let roll = rng.below(100);
+        // The window of B is gone before each of its calls: main answers all of them.
+        let _: u64 = c
+            .hdel(&settings_b, &["fast_from", "fast_until"])
+            .await
+            .unwrap();
+        let (da, db) = match roll {
+            0..=39 => {
+                let s = SessionId::random();
+                sessions.push(s);
+                enters += 1;
+                (
+                    format!("{:?}", a.enter(&policy, s).await),
+                    format!("{:?}", b.enter(&policy, s).await),
+                )
+            }
+            40..=59 => {
+                let Some(&s) = rng.pick(&sessions) else {
+                    continue;
+                };
+                enters += 1;
+                (
+                    format!("{:?}", a.enter(&policy, s).await),
+                    format!("{:?}", b.enter(&policy, s).await),
+                )
+            }
+            60..=67 => {
+                let Some(&s) = rng.pick(&sessions) else {
+                    continue;
+                };
+                (
+                    format!("{:?}", a.poll(&policy, s).await),
+                    format!("{:?}", b.poll(&policy, s).await),
+                )
+            }
+            68..=71 => {
+                let Some(&s) = rng.pick(&sessions) else {
+                    continue;
+                };
+                (
+                    format!("{:?}", a.heartbeat(&policy, s).await),
+                    format!("{:?}", b.heartbeat(&policy, s).await),
+                )
+            }
+            72..=76 => {
+                let Some(&s) = rng.pick(&sessions) else {
+                    continue;
+                };
+                (
+                    format!("{:?}", a.release(&policy, s).await),
+                    format!("{:?}", b.release(&policy, s).await),
+                )
+            }
+            77..=80 => {
+                // A gateway's sync, with some of the sessions it answered.
+                let seen: Vec<SessionId> = (0..rng.below(6))
+                    .filter_map(|_| rng.pick(&sessions).copied())
+                    .collect();
+                (
+                    format!("{:?}", a.sync(&policy, seen.clone()).await),
+                    format!("{:?}", b.sync(&policy, seen).await),
+                )
+            }
+            81..=82 => {
+                let paused = rng.below(2) == 0;
+                let change = || SettingsChange::new().paused(paused);
+                (
+                    format!("{:?}", a.configure(&policy, change()).await),
+                    format!("{:?}", b.configure(&policy, change()).await),
+                )
+            }
+            83 => {
+                let Some(&s) = rng.pick(&sessions) else {
+                    continue;
+                };
+                let until = clock.now_ms() + rng.below(3_000);
+                (
+                    format!("{:?}", a.ban(&policy, s, until).await),
+                    format!("{:?}", b.ban(&policy, s, until).await),
+                )
+            }
+            84 => (
+                format!("{:?}", a.admit_next(&policy, 1).await),
+                format!("{:?}", b.admit_next(&policy, 1).await),
+            ),
+            _ => {
+                clock.advance(Duration::from_millis(rng.below(700)));
+                continue;
+            }
+        };
+        calls_on_a += 1;
+        assert_eq!(
+            da, db,
+            "step {step} (roll {roll}): the fast path answered otherwise"
+        );
+        assert!(!da.contains("Err"), "step {step}: {da}");
+    }
+
+    let (ca, cb) = (
+        contents(&mut c, &keys_a).await,
+        contents(&mut c, &keys_b).await,
+    );
+    assert_eq!(ca, cb, "the rooms' keys differ");
+
+    // Give MONITOR a moment to deliver the last lines, then count: each call on A reads the
+    // settings once in main (`... "noted" ...`) unless the fast path answered it; the fast path
+    // reads the window first (`"v" "capacity" "fast_from" "fast_until"`).
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let lines = seen.lock().unwrap().clone();
+    let mains = lines.iter().filter(|l| l.contains("\"noted\"")).count() as u64;
+    let fast_tries = lines
+        .iter()
+        .filter(|l| l.contains("\"capacity\" \"fast_from\" \"fast_until\""))
+        .count() as u64;
+    let fast_answers = calls_on_a - mains;
+    eprintln!(
+        "{calls_on_a} calls on A, {enters} enters: {fast_tries} tried the fast path, {fast_answers} answered by it"
+    );
+    assert!(fast_tries >= enters, "every enter tries the fast path");
+    assert!(
+        fast_answers * 10 >= enters,
+        "the fast path answered {fast_answers} of {enters} enters: the run did not exercise it"
+    );
+    // Waiting polls etc. are main's: only enters can be answered by the fast path.
+    assert!(fast_answers <= enters);
+    // And the sale went on: the line moved and people were let in and skipped.
+    let b_side = contents(&mut c, &keys_b).await;
+    assert_ne!(b_side["admitted"], "none", "nobody was ever admitted");
+}
