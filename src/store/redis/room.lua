@@ -533,8 +533,14 @@ function F.set_bits(chunks)
       F.mark_lost(R.k_settings, rg.name, rg.len, e)
     end
     -- A new bitmap, or one made again: its lifetime (an existing one has it already).
-    if new or had == 0 then redis.call('PEXPIRE', key, lifetime) end
+    if new or had == 0 then F.set_bitmap_lifetime(key, lifetime) end
   end
+end
+
+-- A liveness bitmap's lifetime, `ms` from now: the one TTL the room's keys get (check.rs,
+-- ROOM_KEYS_HAVE_TTL).
+function F.set_bitmap_lifetime(key, ms)
+  redis.call('PEXPIRE', key, string.format('%d', math.max(1, ms)))
 end
 
 -- Epoch `e`'s bitmap of the ring `name` (of `len` keys) was lost: its field says so (-e).
@@ -1323,7 +1329,7 @@ function F.fast_enter(keys, args)
       -- Lost since its first write (see Lost bitmaps): marked, given its lifetime again, and
       -- the window closed, as main's check-in does.
       F.mark_lost(k_settings, ring.name, ring.len, e)
-      redis.call('PEXPIRE', key, string.format('%d', math.max(1, (e + ring.len) * width - now)))
+      F.set_bitmap_lifetime(key, (e + ring.len) * width - now)
       redis.call('HDEL', k_settings, 'fast_from', 'fast_until')
     end
   end
