@@ -2,14 +2,14 @@
 
 use http::{HeaderMap, HeaderValue};
 
-use crate::config::CookieSettings;
+use crate::config::{CookieName, CookieSettings};
 use crate::encoding::push_u64;
 
 /// A cookie the room reads: its name, and a cheap test (no parsing, no HMAC) of whether a value
 /// could be the room's at all, so that junk under the name is never kept or verified.
 #[derive(Clone, Copy)]
 pub(crate) struct Wanted<'n> {
-    pub(crate) name: &'n str,
+    pub(crate) name: &'n CookieName,
     pub(crate) could_be: fn(&str) -> bool,
 }
 
@@ -85,7 +85,7 @@ pub(crate) fn read<'h, const N: usize>(
             // pair of a long header of other cookies.
             match text {
                 Ok(text) if !w.name.is_empty() => scan_text(text, w.name, &mut offer),
-                _ => scan_bytes(bytes, w.name, &mut offer),
+                _ => scan_bytes(bytes, w.name.as_str(), &mut offer),
             }
         }
     }
@@ -99,12 +99,12 @@ pub(crate) fn read<'h, const N: usize>(
 /// start of the current pair is found in the stretch just searched), and a pair's leading
 /// whitespace is checked for its first occurrence of the name only (a later one in the same pair
 /// has the first one's letters before it, so it is not the key).
-fn scan_text<'h>(text: &'h str, name: &str, offer: &mut impl FnMut(&'h str)) {
+fn scan_text<'h>(text: &'h str, name: &CookieName, offer: &mut impl FnMut(&'h str)) {
     let bytes = text.as_bytes();
     let mut from = 0;
     let mut pair_start = 0;
     let mut pair_judged = false;
-    while let Some(i) = text[from..].find(name) {
+    while let Some(i) = name.find_in(&text[from..]) {
         let start = from + i;
         steps::count(2 * i + name.len());
         if let Some(j) = text[from..start].rfind(';') {
@@ -223,9 +223,9 @@ mod tests {
 
     fn settings() -> CookieSettings {
         CookieSettings {
-            queue_name: "q".into(),
-            admission_name: "a".into(),
-            ticket_name: "t".into(),
+            queue_name: CookieName::new("q".into()),
+            admission_name: CookieName::new("a".into()),
+            ticket_name: CookieName::new("t".into()),
             path: "/".into(),
             domain: None,
             secure: true,
@@ -246,7 +246,7 @@ mod tests {
         let [found] = read(
             &map,
             [Wanted {
-                name,
+                name: &CookieName::new(name.to_owned()),
                 could_be: any,
             }],
         );
@@ -288,11 +288,11 @@ mod tests {
             &headers,
             [
                 Wanted {
-                    name: "a",
+                    name: &CookieName::new("a".into()),
                     could_be: any,
                 },
                 Wanted {
-                    name: "zz",
+                    name: &CookieName::new("zz".into()),
                     could_be: any,
                 },
             ],
@@ -314,7 +314,7 @@ mod tests {
         let [a] = read(
             &headers,
             [Wanted {
-                name: "a",
+                name: &CookieName::new("a".into()),
                 could_be: any,
             }],
         );
@@ -328,7 +328,7 @@ mod tests {
         let [a] = read(
             &headers,
             [Wanted {
-                name: "a",
+                name: &CookieName::new("a".into()),
                 could_be: |v| v.starts_with("q1."),
             }],
         );
@@ -401,11 +401,15 @@ mod tests {
         let mut headers = HeaderMap::new();
         headers.append("cookie", HeaderValue::from_str(header).unwrap());
         let (before, _) = steps_so_far();
+        let (q, a) = (
+            CookieName::new("wr_x_q".into()),
+            CookieName::new("wr_x_a".into()),
+        );
         let wanted = |name| Wanted {
             name,
             could_be: any,
         };
-        let _ = read(&headers, [wanted("wr_x_q"), wanted("wr_x_a")]);
+        let _ = read(&headers, [wanted(&q), wanted(&a)]);
         steps_so_far().0 - before
     }
 

@@ -50,14 +50,16 @@ pin_project! {
         /// request came, or the request waited for the store first).
         Readying {
             inner: S,
-            request: Option<Request<ReqBody>>,
+            // Boxed, as in Checking: the fast path's future (PassThrough) stays small, so
+            // moving it (into axum's box, say) copies less.
+            request: Option<Box<Request<ReqBody>>>,
             set_cookie: Option<Issued>,
             slot: Option<(Slot, Arc<Room>)>,
         },
         /// Waiting for the store, with the request and a service to call if it passes.
         Checking {
-            pending: Pending,
-            request: Option<Request<ReqBody>>,
+            pending: Box<Pending>,
+            request: Option<Box<Request<ReqBody>>>,
             inner: Option<S>,
             room: Arc<Room>,
         },
@@ -117,7 +119,7 @@ where
     ) -> Self {
         Self::new(Kind::Readying {
             inner,
-            request: Some(request),
+            request: Some(Box::new(request)),
             set_cookie,
             slot,
         })
@@ -140,8 +142,8 @@ where
         room: Arc<Room>,
     ) -> Self {
         Self::new(Kind::Checking {
-            pending,
-            request: Some(request),
+            pending: Box::new(pending),
+            request: Some(Box::new(request)),
             inner: Some(inner),
             room,
         })
@@ -203,7 +205,7 @@ where
                     ready!(inner.poll_ready(cx))?;
                     let req = request.take().expect("polled after completion");
                     Kind::PassThrough {
-                        future: inner.call(req),
+                        future: inner.call(*req),
                         set_cookie: set_cookie.take(),
                         slot: slot.take(),
                     }
@@ -230,7 +232,9 @@ where
                             let slot = Slot::of(&admission).map(|slot| (slot, room.clone()));
                             Kind::Readying {
                                 inner: inner.take().expect("polled after completion"),
-                                request: request.take().map(|req| with_admission(req, admission)),
+                                request: request
+                                    .take()
+                                    .map(|req| Box::new(with_admission(*req, admission))),
                                 set_cookie,
                                 slot,
                             }
@@ -239,7 +243,7 @@ where
                             response: Some(response),
                         },
                         Next::Ask(next) => {
-                            *pending = next;
+                            **pending = next;
                             continue;
                         }
                     }

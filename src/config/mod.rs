@@ -121,13 +121,53 @@ impl SameSite {
     }
 }
 
+/// A cookie's name, with its substring searcher built once: finding the name in a `Cookie`
+/// header is most of the cookie scan's work, and building a searcher for each request cost
+/// about as much as the search.
+#[derive(Clone, Debug)]
+pub(crate) struct CookieName {
+    finder: memchr::memmem::Finder<'static>,
+}
+
+impl CookieName {
+    pub(crate) fn new(name: String) -> Self {
+        Self {
+            finder: memchr::memmem::Finder::new(name.as_bytes()).into_owned(),
+        }
+    }
+
+    pub(crate) fn as_str(&self) -> &str {
+        // Built from a `String` in `new`: the needle is that string's bytes.
+        std::str::from_utf8(self.finder.needle()).unwrap_or_default()
+    }
+
+    /// Where the name first occurs in `text`.
+    pub(crate) fn find_in(&self, text: &str) -> Option<usize> {
+        self.finder.find(text.as_bytes())
+    }
+}
+
+impl std::ops::Deref for CookieName {
+    type Target = str;
+
+    fn deref(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl std::fmt::Display for CookieName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// Cookie attributes of the room. Cookies are always `HttpOnly`.
 #[derive(Clone, Debug)]
 pub struct CookieSettings {
-    pub(crate) queue_name: String,
-    pub(crate) admission_name: String,
+    pub(crate) queue_name: CookieName,
+    pub(crate) admission_name: CookieName,
     /// `{name}_t`: the single-use ticket, with [`RoomConfig::single_use_tickets`] on.
-    pub(crate) ticket_name: String,
+    pub(crate) ticket_name: CookieName,
     pub(crate) path: String,
     pub(crate) domain: Option<String>,
     pub(crate) secure: bool,

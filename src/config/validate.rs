@@ -84,9 +84,9 @@ pub(crate) fn cookie_settings(
         return Err(ConfigError::SameSiteNoneNeedsSecure);
     }
     Ok(CookieSettings {
-        queue_name: format!("{base}_q"),
-        admission_name: format!("{base}_a"),
-        ticket_name: format!("{base}_t"),
+        queue_name: super::CookieName::new(format!("{base}_q")),
+        admission_name: super::CookieName::new(format!("{base}_a")),
+        ticket_name: super::CookieName::new(format!("{base}_t")),
         path: path.to_owned(),
         domain: domain.map(str::to_owned),
         secure,

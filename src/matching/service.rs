@@ -140,9 +140,9 @@ impl MatchingServiceBuilder {
                         keys: Keyring::new(key),
                         scope: "matching".to_owned(),
                         cookie: CookieSettings {
-                            queue_name: MATCHING_COOKIE.to_owned(),
-                            admission_name: String::new(),
-                            ticket_name: String::new(),
+                            queue_name: crate::config::CookieName::new(MATCHING_COOKIE.to_owned()),
+                            admission_name: crate::config::CookieName::new(String::new()),
+                            ticket_name: crate::config::CookieName::new(String::new()),
                             path: "/".to_owned(),
                             domain: None,
                             secure,
