@@ -124,7 +124,7 @@ impl SameSite {
 /// A cookie's name, with its substring searcher built once: finding the name in a `Cookie`
 /// header is most of the cookie scan's work, and building a searcher for each request cost
 /// about as much as the search.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub(crate) struct CookieName {
     finder: memchr::memmem::Finder<'static>,
 }
@@ -152,6 +152,13 @@ impl std::ops::Deref for CookieName {
 
     fn deref(&self) -> &str {
         self.as_str()
+    }
+}
+
+/// The name, as a string shows it (not the searcher's insides).
+impl std::fmt::Debug for CookieName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(self.as_str(), f)
     }
 }
 

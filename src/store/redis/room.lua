@@ -201,31 +201,41 @@
 -- a waiter's enter) skips `setup` and main, which read and build far more than it needs (a
 -- measured two thirds of main's cost is Lua: the call's state, the settings' 17 fields, the
 -- rings). Main, at the end of every run that answered, keeps a window in the settings key:
--- fast_from and fast_until (ms), the time in which everything main would look at but the
--- slots and the caller's own place is settled (`F.window`): the room open, not paused, not
--- before its opening or after its closing, no ban in force, housekeeping not due, the arrival
--- of this second noted, and both liveness rings writing the current epoch into a key that
--- holds it. It ends at the first of: the end of the second, the due time, either epoch's end,
--- the closing. Anything that changes one of these runs main (configure, ban, a sync's sweep,
+-- fast_from and fast_until (ms), and fast_for (the liveness TTL arguments and the schedule it
+-- holds for, `F.window_key`: a call that differs in either is main's), the time in which
+-- everything main would look at but the slots and the caller's own place is settled
+-- (`F.window`): the room open, not paused, not before its opening or after its closing, no
+-- ban in force, housekeeping not due, the arrival of this second noted, and both liveness
+-- rings writing the current epoch into a key that holds it (or held it and was lost). It ends
+-- at the first of: the end of the second, the due time, either epoch's end, the closing. Anything that changes one of these runs main (configure, ban, a sync's sweep,
 -- an expiry), which closes or moves the window in the same step; a run of main that raises
--- twice closes it. In the window, an enter without a schedule argument reads the settings'
--- version, capacity and window (one HMGET of 4 fields) and the slots' count, and answers here
+-- twice closes it. In the window, an enter reads the settings' version, capacity and window
+-- (one HMGET of 5 fields) and the slots' count, and answers here
 -- only when main would answer the same from the same reads: the room full by its slots (main
 -- would promote nobody), the caller holding no slot (else main claims or extends it). A waiter
 -- is checked in and told their rank; a newcomer gets a place after the last waiter (the tail
 -- check, as main), or {3} when the line is at its bound. So it is main's enter, made with
 -- fewer statements: TIME, HMGET, ZCARD active (and granted when active alone is not full),
 -- ZSCORE active, granted and line, ZCARD line, INCR seq, ZRANGE line -1 -1, ZADD, and the
--- BITFIELD of each ring: 11 redis.calls, whose numbers go as strings (Lua's own number to
+-- BITFIELD of each ring: 12 redis.calls, whose numbers go as strings (Lua's own number to
 -- string conversion, %.17g, costs more than the commands). A lost bitmap is seen by its
 -- sentinel as main sees it, marked, and closes the window. Everything else (a claim, a room
--- with free slots, a call with a schedule, a damaged key) is main's, as before.
+-- with free slots, a call before the opening, a damaged key, an unknown operation) is main's,
+-- as before. One limit, in a rolling deploy from a version without the fast path (the same
+-- library name, replaced by whichever gateway loads last): a window opened by this version,
+-- then a pause, close or ban made by the old one (which does not close windows), then this
+-- version loaded again, all within one second: until that second ends, newcomers are answered
+-- as before the change (a join to the line, never an admission). Change settings after the
+-- deploy.
 
 -- The call's state and the functions live in two tables: R, made anew by every call (`setup`),
 -- and F, defined once at load. (When this was an EVALSHA script, each call defined them all
 -- anew: 17 us of an enter's 41.)
 local R, F = nil, {}
 local SETTINGS_VERSION = 2
+-- The operations (ARGV 1): anything else is refused before any read or write.
+local OPS = {enter = true, poll = true, heartbeat = true, release = true, stats = true,
+  configure = true, admit_next = true, ban = true, sync = true}
 -- src/store/snapshot.rs: TURN_EPOCHS, ABANDON_EPOCHS, EXACT_RANKS, CHECKPOINT_GAP_DIVISOR.
 local TURN_EPOCHS, ABANDON_EPOCHS = 4, 2
 local EXACT_RANKS, CHECKPOINT_GAP = 100, 100
@@ -335,7 +345,7 @@ function F.setup(keys, args)
     -- Sync's listed sessions without a place.
     unknown = nil,
     -- The fast path's window as the settings key held it (see The fast path).
-    fast_from = nil, fast_until = nil,
+    fast_from = nil, fast_until = nil, fast_for = nil,
   }
   local last = args[#args]
   if string.sub(last, 1, 9) == 'schedule:' then
@@ -363,7 +373,7 @@ function F.setup(keys, args)
   R.SETTINGS_FIELDS = {'v', 'capacity', 'rate', 'paused', 'open', 'born', 'moved', 'opens_at',
     'closes_at', 'keep_line', 'due', 'bans', 'noted',
     RING_FIELDS.turn[turn.current % turn.len], RING_FIELDS.abandon[gone.current % gone.len],
-    'fast_from', 'fast_until'}
+    'fast_from', 'fast_until', 'fast_for'}
   R.current_bucket = math.floor(R.now / R.bucket_ms)
   R.promotions_left = R.max_promote
   return nil
@@ -398,6 +408,7 @@ function F.load_settings()
     rg.held[i], rg.known[i] = tonumber(v[RING_FIELD_AT + n - 1]), true
   end
   R.fast_from, R.fast_until = tonumber(v[RING_FIELD_AT + 2]), tonumber(v[RING_FIELD_AT + 3])
+  R.fast_for = v[RING_FIELD_AT + 4]
   if R.bans == nil then
     -- Not known (a new room, or the field lost): the latest end of any ban, looked up once.
     R.bans = tonumber(redis.call('ZRANGE', R.k_banned, -1, -1, 'WITHSCORES')[2]) or 0
@@ -1250,26 +1261,51 @@ function F.window()
   if R.noted ~= second then return nil end
   local till = math.min(R.due, (second + 1) * 1000)
   for _, rg in ipairs(R.rings) do
-    if rg.held[rg.current % rg.len] ~= rg.current then return nil end
+    -- The key holds this epoch (or held it and was lost: -epoch, written into as main does).
+    local held = rg.held[rg.current % rg.len]
+    if held ~= rg.current and held ~= -rg.current then return nil end
     till = math.min(till, (rg.current + 1) * rg.width)
   end
   if R.closes_at then till = math.min(till, R.closes_at) end
   return till
 end
 
+-- What a window holds for (fast_for): the call's liveness TTLs (ARGV 8 and 16, which set the
+-- rings' epoch widths, so a gateway with other TTLs, in a rolling change of them, never writes
+-- into a key of another width's epoch) and its schedule argument without the session's draw
+-- ('' for none: a room with a schedule sends it on every call, and main follows a call's
+-- schedule). Made of the argument strings as they came: no number is formatted. nil for a
+-- schedule argument that is not one.
+function F.window_key(queue_ttl, abandon, schedule)
+  local kept = ''
+  if schedule then
+    kept = string.match(schedule, '^(schedule:%d+:%d+:[01]):%d+$')
+    if not kept then return nil end
+  end
+  return queue_ttl .. ':' .. abandon .. ':' .. kept
+end
+
 -- Opens, keeps or closes the fast path's window after a run of main that answered: one HSET
--- when it opens or moves, one HDEL when it closes, nothing when it stays as it was.
+-- when it opens or moves, one HDEL when it closes, nothing when it stays as it was. Not after
+-- an error reply: the only one main gives is for a settings key of another version, which is
+-- not ours to write.
 function F.keep_window(reply)
   if type(reply) == 'table' and reply.err then return end
   local till = F.window()
-  if till then
-    if R.fast_until ~= till or R.fast_from == nil or R.fast_from > R.now then
+  local key = till and F.window_key(R.argv[8], R.argv[16],
+    R.scheduled_call and R.argv[#R.argv] or nil)
+  if till and key then
+    if R.fast_until ~= till or R.fast_from == nil or R.fast_from > R.now or R.fast_for ~= key then
       redis.call('HSET', R.k_settings, 'fast_from', string.format('%d', R.now),
-        'fast_until', string.format('%d', till))
+        'fast_until', string.format('%d', till), 'fast_for', key)
     end
   elseif R.fast_until ~= nil or R.fast_from ~= nil then
-    redis.call('HDEL', R.k_settings, 'fast_from', 'fast_until')
+    F.close_window(R.k_settings)
   end
+end
+
+function F.close_window(k_settings)
+  redis.call('HDEL', k_settings, 'fast_from', 'fast_until', 'fast_for')
 end
 
 -- The fast path (see the header): an enter in the settled state, with nothing built but what
@@ -1277,17 +1313,27 @@ end
 -- makes (INCR seq, ZADD line, the liveness bits) are those main's enter makes, so a call that
 -- fails after one (a key of the wrong type) is answered by main, repaired, as before.
 function F.fast_enter(keys, args)
-  if #args ~= 17 then return nil end
+  -- ARGV 17 always comes from the crate (then the schedule, when the room has one): a call
+  -- without it is main's, which reads a trailing schedule wherever it is.
+  if args[17] ~= '0' and args[17] ~= '1' then return nil end
+  local key
+  if #args == 17 then
+    key = F.window_key(args[8], args[16], nil)
+  elseif #args == 18 then
+    key = F.window_key(args[8], args[16], args[18])
+  end
+  if not key then return nil end
   local now = tonumber(args[3])
   if now == 0 then
     local t = redis.call('TIME')
     now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   end
   local k_settings = keys[7]
-  local v = redis.call('HMGET', k_settings, 'v', 'capacity', 'fast_from', 'fast_until')
+  local v = redis.call('HMGET', k_settings, 'v', 'capacity', 'fast_from', 'fast_until',
+    'fast_for')
   local capacity, from, till = tonumber(v[2]), tonumber(v[3]), tonumber(v[4])
   if tonumber(v[1]) ~= SETTINGS_VERSION or capacity == nil or capacity < 1 or till == nil
-      or from == nil or now < from or now >= till then
+      or from == nil or now < from or now >= till or v[5] ~= key then
     return nil
   end
   -- Full by its slots: main would promote nobody.
@@ -1326,11 +1372,11 @@ function F.fast_enter(keys, args)
     local had = redis.call('BITFIELD', key, 'SET', 'u1', m, '1', 'SET', 'u1', xs, '1',
       'SET', 'u1', ys, '1')[1]
     if had == 0 then
-      -- Lost since its first write (see Lost bitmaps): marked, given its lifetime again, and
-      -- the window closed, as main's check-in does.
+      -- Lost since its first write (see Lost bitmaps): marked (again, if it was: the same
+      -- value), given its lifetime again, as main's check-in does; and the window closed.
       F.mark_lost(k_settings, ring.name, ring.len, e)
       F.set_bitmap_lifetime(key, (e + ring.len) * width - now)
-      redis.call('HDEL', k_settings, 'fast_from', 'fast_until')
+      F.close_window(k_settings)
     end
   end
   if place < 0 then place = -1 end
@@ -1344,6 +1390,7 @@ end
 redis.register_function{
   function_name = 'twr_room_v2',
   callback = function(keys, args)
+    if not OPS[args[1]] then return redis.error_reply('ERR unknown waiting room operation') end
     if args[1] == 'enter' then
       local ok, reply = pcall(F.fast_enter, keys, args)
       if ok and reply then return reply end
@@ -1356,7 +1403,7 @@ redis.register_function{
       ok, reply = pcall(F.main)
       if not ok then
         -- Whatever the failed runs wrote, the fast path must not go on from it.
-        redis.call('HDEL', R.k_settings, 'fast_from', 'fast_until')
+        F.close_window(R.k_settings)
         error(reply)
       end
     end
