@@ -84,6 +84,7 @@ FLAGS:
     --micro       only the in-process micro benchmarks, printed as JSON (for profiling)
     --script      only the room function next to the peer's algorithm and `return 1`
                   (redis-benchmark; printed as JSON): for work on room.lua
+    --sim         only the simulated run (2 000 000 waiters, 8 gateways; printed as JSON)
     -h, --help    print this help
 
 ENVIRONMENT:
@@ -204,6 +205,7 @@ fn main() -> ExitCode {
         "/target/bench/summary.json"
     ));
     let mut script_only = false;
+    let mut sim_only = false;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         match arg.as_str() {
@@ -211,6 +213,7 @@ fn main() -> ExitCode {
             "--smoke" => settings = Settings::smoke(),
             "--micro" => return micro_only(&settings),
             "--script" => script_only = true,
+            "--sim" => sim_only = true,
             "--out" => match args.next() {
                 Some(p) => out = PathBuf::from(p),
                 None => return usage_error("--out needs a path"),
@@ -225,6 +228,13 @@ fn main() -> ExitCode {
     if cfg!(debug_assertions) && settings.mode != "smoke" {
         eprintln!(
             "warning: this is a debug build; numbers are meaningless. Use `cargo run --release --example bench`."
+        );
+    }
+    if sim_only {
+        return print_json(
+            tokio::runtime::Runtime::new()
+                .map_err(BoxError::from)
+                .and_then(|rt| rt.block_on(redis_scale::sim_only(&settings))),
         );
     }
     if script_only {

@@ -601,6 +601,22 @@ fn comparison_policy(capacity: u64) -> RoomPolicy {
 /// The comparison rooms' `max_queue_len`.
 const COMPARISON_MAX_LINE: u64 = 2_000_000;
 
+/// Only the simulated 2M / 8-gateway run on a filled line (`bench --sim`): for work on `sync`.
+pub(super) async fn sim_only(settings: &Settings) -> Result<Map<String, Value>, BoxError> {
+    let sizes = Sizes::of(settings);
+    let line_redis = RedisServer::start()?;
+    let line_store = store_on(&line_redis)?;
+    let line_policy = line_policy(sizes.line);
+    fill_our_line(&line_redis, &line_store, &line_policy, sizes.line).await?;
+    simulated_run(
+        &line_redis,
+        &line_policy,
+        sizes.line,
+        Duration::from_secs(sizes.sim_seconds),
+    )
+    .await
+}
+
 /// Only the peer comparison (`bench --script`): for work on the room function.
 pub(super) async fn script_comparison(settings: &Settings) -> Result<Map<String, Value>, BoxError> {
     peer_comparison(settings, &Sizes::of(settings)).await
