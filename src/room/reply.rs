@@ -249,9 +249,12 @@ pub(crate) fn with_room_headers(mut res: Response<Bytes>) -> Response<Bytes> {
     if !headers.contains_key(header::CACHE_CONTROL) {
         headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     }
-    headers.insert("x-robots-tag", HeaderValue::from_static("noindex"));
+    headers.insert(X_ROBOTS_TAG.clone(), HeaderValue::from_static("noindex"));
     res
 }
+
+/// Made once (a name given as `&str` is parsed again on every answer).
+static X_ROBOTS_TAG: HeaderName = HeaderName::from_static("x-robots-tag");
 
 pub(super) fn waiting_rejection(
     position: u64,
