@@ -52,6 +52,16 @@ impl Rng {
     }
 }
 
+/// The same call on both stores (`both!(a, b, enter(&policy, s))`), each answer as text.
+macro_rules! both {
+    ($a:expr, $b:expr, $($call:tt)+) => {
+        (
+            format!("{:?}", $a.$($call)+.await),
+            format!("{:?}", $b.$($call)+.await),
+        )
+    };
+}
+
 fn store(server: &Server, clock: &ManualClock, prefix: &str) -> RedisStore {
     RedisStore::builder()
         .url(server.url())
@@ -187,80 +197,53 @@ async fn run(policy: RoomPolicy, seed: u64, min_percent: u64) {
                 let s = SessionId::random();
                 sessions.push(s);
                 enters += 1;
-                (
-                    format!("{:?}", a.enter(&policy, s).await),
-                    format!("{:?}", b.enter(&policy, s).await),
-                )
+                both!(a, b, enter(&policy, s))
             }
             40..=59 => {
                 let Some(&s) = rng.pick(&sessions) else {
                     continue;
                 };
                 enters += 1;
-                (
-                    format!("{:?}", a.enter(&policy, s).await),
-                    format!("{:?}", b.enter(&policy, s).await),
-                )
+                both!(a, b, enter(&policy, s))
             }
             60..=67 => {
                 let Some(&s) = rng.pick(&sessions) else {
                     continue;
                 };
-                (
-                    format!("{:?}", a.poll(&policy, s).await),
-                    format!("{:?}", b.poll(&policy, s).await),
-                )
+                both!(a, b, poll(&policy, s))
             }
             68..=71 => {
                 let Some(&s) = rng.pick(&sessions) else {
                     continue;
                 };
-                (
-                    format!("{:?}", a.heartbeat(&policy, s).await),
-                    format!("{:?}", b.heartbeat(&policy, s).await),
-                )
+                both!(a, b, heartbeat(&policy, s))
             }
             72..=76 => {
                 let Some(&s) = rng.pick(&sessions) else {
                     continue;
                 };
-                (
-                    format!("{:?}", a.release(&policy, s).await),
-                    format!("{:?}", b.release(&policy, s).await),
-                )
+                both!(a, b, release(&policy, s))
             }
             77..=80 => {
                 // A gateway's sync, with some of the sessions it answered.
                 let seen: Vec<SessionId> = (0..rng.below(6))
                     .filter_map(|_| rng.pick(&sessions).copied())
                     .collect();
-                (
-                    format!("{:?}", a.sync(&policy, seen.clone()).await),
-                    format!("{:?}", b.sync(&policy, seen).await),
-                )
+                both!(a, b, sync(&policy, seen.clone()))
             }
             81..=82 => {
                 let paused = rng.below(2) == 0;
                 let change = || SettingsChange::new().paused(paused);
-                (
-                    format!("{:?}", a.configure(&policy, change()).await),
-                    format!("{:?}", b.configure(&policy, change()).await),
-                )
+                both!(a, b, configure(&policy, change()))
             }
             83 => {
                 let Some(&s) = rng.pick(&sessions) else {
                     continue;
                 };
                 let until = clock.now_ms() + rng.below(3_000);
-                (
-                    format!("{:?}", a.ban(&policy, s, until).await),
-                    format!("{:?}", b.ban(&policy, s, until).await),
-                )
+                both!(a, b, ban(&policy, s, until))
             }
-            84 => (
-                format!("{:?}", a.admit_next(&policy, 1).await),
-                format!("{:?}", b.admit_next(&policy, 1).await),
-            ),
+            84 => both!(a, b, admit_next(&policy, 1)),
             85 => {
                 // A close (ending no slots) or a reopening, or another capacity.
                 let change = || match rng_copy % 3 {
@@ -268,10 +251,7 @@ async fn run(policy: RoomPolicy, seed: u64, min_percent: u64) {
                     1 => SettingsChange::new().open(true),
                     _ => SettingsChange::new().capacity(1 + (rng_copy % 5) as u32),
                 };
-                (
-                    format!("{:?}", a.configure(&policy, change()).await),
-                    format!("{:?}", b.configure(&policy, change()).await),
-                )
+                both!(a, b, configure(&policy, change()))
             }
             86..=89 => {
                 // The current liveness bitmap of one ring lost (evicted, deleted) in both rooms
@@ -301,10 +281,7 @@ async fn run(policy: RoomPolicy, seed: u64, min_percent: u64) {
                     .hdel(&settings_b, &["fast_from", "fast_until", "fast_for"])
                     .await
                     .unwrap();
-                (
-                    format!("{:?}", a.enter(&policy, s).await),
-                    format!("{:?}", b.enter(&policy, s).await),
-                )
+                both!(a, b, enter(&policy, s))
             }
             _ => {
                 clock.advance(Duration::from_millis(rng.below(700)));
