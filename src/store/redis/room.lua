@@ -202,31 +202,32 @@
 -- measured two thirds of main's cost is Lua: the call's state, the settings' 17 fields, the
 -- rings). Main, at the end of every run that answered, keeps a window in the settings key:
 -- fast_from and fast_until (ms), and fast_for (the liveness TTL arguments and the schedule it
--- holds for, `F.window_key`: a call that differs in either is main's), the time in which
+-- holds for, `F.window_key`: a call that differs in either is main's). It is the time in which
 -- everything main would look at but the slots and the caller's own place is settled
--- (`F.window`): the room open, not paused, not before its opening or after its closing, no
--- ban in force, housekeeping not due, the arrival of this second noted, and both liveness
--- rings writing the current epoch into a key that holds it (or held it and was lost). It ends
--- at the first of: the end of the second, the due time, either epoch's end, the closing. Anything that changes one of these runs main (configure, ban, a sync's sweep,
--- an expiry), which closes or moves the window in the same step; a run of main that raises
--- twice closes it. In the window, an enter reads the settings' version, capacity and window
--- (one HMGET of 5 fields) and the slots' count, and answers here
--- only when main would answer the same from the same reads: the room full by its slots (main
--- would promote nobody), the caller holding no slot (else main claims or extends it). A waiter
--- is checked in and told their rank; a newcomer gets a place after the last waiter (the tail
--- check, as main), or {3} when the line is at its bound. So it is main's enter, made with
--- fewer statements: TIME, HMGET, ZCARD active (and granted when active alone is not full),
--- ZSCORE active, granted and line, ZCARD line, INCR seq, ZRANGE line -1 -1, ZADD, and the
--- BITFIELD of each ring: 12 redis.calls, whose numbers go as strings (Lua's own number to
--- string conversion, %.17g, costs more than the commands). A lost bitmap is seen by its
--- sentinel as main sees it, marked, and closes the window. Everything else (a claim, a room
--- with free slots, a call before the opening, a damaged key, an unknown operation) is main's,
--- as before. One limit, in a rolling deploy from a version without the fast path (the same
--- library name, replaced by whichever gateway loads last): a window opened by this version,
--- then a pause, close or ban made by the old one (which does not close windows), then this
--- version loaded again, all within one second: until that second ends, newcomers are answered
--- as before the change (a join to the line, never an admission). Change settings after the
--- deploy.
+-- (`F.window`): the room open, not paused, not before its opening or after its closing, no ban
+-- in force, housekeeping not due, the arrival of this second noted, and both liveness rings
+-- writing the current epoch into a key that holds it (or held it and was lost). It ends at the
+-- first of: the end of the second, the due time, either epoch's end, the closing. Anything
+-- that changes one of these runs main (configure, ban, a sync's sweep, an expiry), which
+-- closes or moves the window in the same step; a run of main that raises twice closes it.
+-- In the window, an enter reads the settings' version, capacity and window (one HMGET of 5
+-- fields) and the slots' count, and answers here only when main would answer the same from
+-- the same reads: the room full by its slots (main would promote nobody), the caller holding
+-- no slot (else main claims or extends it). A waiter is checked in and told their rank; a
+-- newcomer gets a place after the last waiter (the tail check, as main), or {3} when the line
+-- is at its bound. So it is main's enter, made with fewer statements: TIME, HMGET, ZCARD
+-- active (and granted when active alone is not full), ZSCORE active, granted and line, ZCARD
+-- line, INCR seq, ZRANGE line -1 -1, ZADD, and the BITFIELD of each ring: 12 redis.calls,
+-- whose numbers go as strings (Lua's own number to string conversion, %.17g, costs more than
+-- the commands). A lost bitmap is seen by its sentinel as main sees it, marked, and closes the
+-- window. Everything else (a claim, a room with free slots, a call before the opening, a
+-- damaged key) is main's, as before; an unknown operation is refused before either runs.
+-- tests/redis_fast_path.rs holds the two to the same answers and writes. One limit, in a
+-- rolling deploy from a version without the fast path (the same library name, replaced by
+-- whichever gateway loads last): a window opened by this version, then a pause, close or ban
+-- made by the old one (which does not close windows), then this version loaded again, all
+-- within one second: until that second ends, newcomers are answered as before the change (a
+-- join to the line, never an admission). Change settings after the deploy.
 
 -- The call's state and the functions live in two tables: R, made anew by every call (`setup`),
 -- and F, defined once at load. (When this was an EVALSHA script, each call defined them all
