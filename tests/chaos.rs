@@ -1788,9 +1788,13 @@ fn check_fifo(
                 continue;
             }
             let first_position = back.positions.first().copied();
-            // Either answer may come from a gateway's snapshot: within 1 % (docs/scale.md).
-            let from_snapshot = before.positions_as_of.last().is_some_and(Option::is_some)
-                || back.positions_as_of.first().is_some_and(Option::is_some);
+            // Either answer may come from a gateway's snapshot: within 1 % (docs/scale.md), and
+            // as of the snapshot's time. As within an episode (above), the two are compared in
+            // the order of the moments they describe: an answer after the silence from an older
+            // snapshot (another gateway's, during an outage) may show the longer line of before.
+            let was_as_of = before.positions_as_of.last().copied().flatten();
+            let back_as_of = back.positions_as_of.first().copied().flatten();
+            let from_snapshot = was_as_of.is_some() || back_as_of.is_some();
             let margin = |now: u64| {
                 if from_snapshot {
                     now.max(was).div_ceil(100)
@@ -1798,10 +1802,14 @@ fn check_fifo(
                     0
                 }
             };
+            let went_back = |(t, now): (u64, u64)| {
+                let (was_when, now_when) = (was_as_of.unwrap_or(was_sent), back_as_of.unwrap_or(t));
+                now_when >= was_when && now > was + margin(now)
+            };
             let lost = match (back.unknown_at.first(), first_position) {
                 (Some(&u), Some((t, _))) if u < t => Some("no place".to_owned()),
                 (Some(_), None) => Some("no place".to_owned()),
-                (_, Some((_, now))) if now > was + margin(now) => Some(format!("place {now}")),
+                (_, Some(p)) if went_back(p) => Some(format!("place {}", p.1)),
                 _ => None,
             };
             let n = earlier.partition_point(|&(joined, _, _)| joined < before.place_since);

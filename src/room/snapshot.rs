@@ -60,16 +60,21 @@ pub(super) const MAX_CHECK_INS_PER_SYNC: usize = 50_000;
 /// epoch ends: the store says it again at the next epoch's check-in).
 const MAX_FORGOTTEN: usize = 1 << 16;
 
-/// A snapshot, and when this gateway received it (by its own clock).
+/// A snapshot, and when this gateway sent the refresh that brought it (by its own clock).
+///
+/// Dated from the sending, not the reply: the store took the snapshot somewhere between the two,
+/// so a refresh answered late (after a store pause or under load) is still aged from no later
+/// than the moment it describes, and the [`SNAPSHOT_MAX_AGE_MS`] bound holds whatever the call
+/// took, with no trust in the two clocks agreeing.
 pub(super) struct Held {
     pub(super) snapshot: RoomSnapshot,
-    pub(super) received_at_ms: u64,
+    pub(super) sent_at_ms: u64,
 }
 
 impl Held {
-    /// Its age at `now`, by the gateway's clock.
+    /// Its age at `now`, by the gateway's clock: an upper bound on the snapshot's.
     pub(super) fn age_ms(&self, now: u64) -> u64 {
-        now.saturating_sub(self.received_at_ms)
+        now.saturating_sub(self.sent_at_ms)
     }
 }
 
@@ -168,9 +173,21 @@ impl LineView {
         std::mem::replace(&mut c.batch, rest)
     }
 
-    /// A refresh came back with `snapshot` at `now`: it is the one answered from, and the
-    /// sessions it says have no place are forgotten.
-    pub(super) fn received(&self, mut snapshot: RoomSnapshot, now: u64, rule: &LivenessRule) {
+    /// A refresh sent at `sent_at` came back with `snapshot` at `now`: it is the one answered
+    /// from, and the sessions it says have no place are forgotten. Unless a refresh sent
+    /// later has already come back (one overdue and answered after the next): then the newer
+    /// snapshot stays, and this one is dropped whole.
+    pub(super) fn received(
+        &self,
+        mut snapshot: RoomSnapshot,
+        sent_at: u64,
+        now: u64,
+        rule: &LivenessRule,
+    ) {
+        let mut held = self.held.write().unwrap_or_else(PoisonError::into_inner);
+        if held.as_ref().is_some_and(|h| h.sent_at_ms > sent_at) {
+            return;
+        }
         let unknown = std::mem::take(&mut snapshot.unknown);
         {
             let mut f = self
@@ -189,10 +206,11 @@ impl LineView {
                 f.sessions.insert(s);
             }
         }
-        *self.held.write().unwrap_or_else(PoisonError::into_inner) = Some(Arc::new(Held {
+        *held = Some(Arc::new(Held {
             snapshot,
-            received_at_ms: now,
+            sent_at_ms: sent_at,
         }));
+        drop(held);
         self.refreshing_since.store(0, Ordering::Release);
     }
 
@@ -265,6 +283,8 @@ pub(crate) struct AfterSync {
 /// next due request refreshes instead of waiting for the in-flight one to time out.
 pub(crate) struct Refresh {
     line: Arc<LineView>,
+    /// When it was sent (gateway ms): what the snapshot it brings is dated from.
+    sent_at_ms: u64,
     check_ins: Option<Vec<SessionId>>,
 }
 
@@ -311,6 +331,7 @@ impl Room {
                     asking,
                     refresh: Refresh {
                         line: Arc::clone(&self.line),
+                        sent_at_ms: now,
                         check_ins: Some(seen),
                     },
                 }),
@@ -416,7 +437,7 @@ impl Room {
             Ok(snapshot) => {
                 self.store_failures.answered();
                 let rule = LivenessRule::for_turn(&self.config.policy);
-                self.line.received(snapshot, now, &rule);
+                self.line.received(snapshot, refresh.sent_at_ms, now, &rule);
             }
             Err(e) => {
                 self.line.failed(check_ins);
@@ -471,7 +492,7 @@ mod tests {
         let view = LineView::new(true);
         assert!(view.claim_refresh(1_000));
         assert!(!view.claim_refresh(1_001), "one in flight");
-        view.received(snapshot(Vec::new()), 1_002, &RULE);
+        view.received(snapshot(Vec::new()), 1_002, 1_002, &RULE);
         assert!(!view.claim_refresh(1_500), "fresh");
         assert!(view.fresh(1_500).is_some());
         assert!(view.claim_refresh(1_002 + SNAPSHOT_REFRESH_MS));
@@ -480,6 +501,31 @@ mod tests {
         assert!(view.claim_refresh(1_002 + SNAPSHOT_REFRESH_MS + REFRESH_TIMEOUT_MS));
         assert!(view.fresh(1_002 + SNAPSHOT_MAX_AGE_MS + 1).is_none());
         assert!(!LineView::new(false).claim_refresh(1_000));
+    }
+
+    #[test]
+    fn a_late_refresh_is_aged_from_when_it_was_sent_and_never_replaces_a_newer_one() {
+        let view = LineView::new(true);
+        // Sent at 1 000, answered 1 500 ms later: 500 ms of its age are already spent.
+        view.received(snapshot(Vec::new()), 1_000, 2_500, &RULE);
+        assert_eq!(view.last().unwrap().age_ms(2_500), 1_500);
+        assert!(view.fresh(1_000 + SNAPSHOT_MAX_AGE_MS).is_some());
+        assert!(
+            view.fresh(1_000 + SNAPSHOT_MAX_AGE_MS + 1).is_none(),
+            "stale by the bound counted from the sending, not the reply"
+        );
+        // Two in flight (the first overdue): the newer, back first, is kept over the older.
+        let mut newer = snapshot(Vec::new());
+        newer.waiting = 7;
+        view.received(newer, 9_000, 9_010, &RULE);
+        let gone = SessionId::random();
+        view.received(snapshot(vec![gone]), 4_000, 9_020, &RULE);
+        let held = view.last().unwrap();
+        assert_eq!((held.sent_at_ms, held.snapshot.waiting), (9_000, 7));
+        assert!(
+            !view.is_forgotten(gone),
+            "nothing taken from the older reply"
+        );
     }
 
     #[test]
@@ -505,7 +551,7 @@ mod tests {
     fn sessions_without_a_place_are_sent_to_the_store_once() {
         let view = LineView::new(true);
         let gone = SessionId::random();
-        view.received(snapshot(vec![gone]), 0, &RULE);
+        view.received(snapshot(vec![gone]), 0, 0, &RULE);
         assert!(view.last().unwrap().snapshot.unknown.is_empty());
         assert!(view.is_forgotten(gone));
         assert!(
@@ -513,8 +559,8 @@ mod tests {
             "for the epoch, however often asked"
         );
         // Remembered for the epoch it was said in only: the store says it again in the next.
-        view.received(snapshot(vec![gone]), 0, &RULE);
-        view.received(snapshot(Vec::new()), RULE.width_ms, &RULE);
+        view.received(snapshot(vec![gone]), 0, 0, &RULE);
+        view.received(snapshot(Vec::new()), RULE.width_ms, RULE.width_ms, &RULE);
         assert!(!view.is_forgotten(gone));
     }
 
@@ -526,6 +572,7 @@ mod tests {
         assert!(view.claim_refresh(10));
         let refresh = Refresh {
             line: Arc::clone(&view),
+            sent_at_ms: 10,
             check_ins: Some(view.take_check_ins()),
         };
         assert!(view.take_check_ins().is_empty());
