@@ -427,3 +427,41 @@ async fn marked_keys(
     }
     marked
 }
+
+/// The settings key lost (evicted, deleted) right after a waiter joined: the liveness bitmaps'
+/// epochs are no longer known, and the bitmap of the current epoch holds the waiter's join.
+/// The next sync that checks someone in must not delete it (a gateway sends each waiter's
+/// check-in once per epoch, so the waiter would be silent to the store until the next): the
+/// sweep keeps the waiter, and at their turn they are let in, not skipped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_settings_key_forgets_no_check_in() {
+    let server = Server::start(&[]);
+    let clock = ManualClock::new(START_MS);
+    let store = store(&server, &clock);
+    let policy = RoomPolicy::new("lost-settings", 1).with_ttls(
+        Duration::from_secs(300),
+        Duration::from_secs(30),
+        Duration::from_secs(8),
+    );
+    let mut c = conn(&server).await;
+    let holder = admitted(&store, &policy).await;
+    let (w, _) = waiter(&store, &policy).await;
+    let (other, _) = waiter(&store, &policy).await;
+    let keys = redis_keys(&store, &policy.room);
+    advance(&clock, 100);
+    let _: () = c.del(key(&keys, "settings")).await.unwrap();
+    // Another gateway's sync, checking in the other waiter: the first write after the loss.
+    let snap = store.sync(&policy, vec![other]).await.unwrap();
+    assert_eq!(snap.waiting, 2, "nobody swept: {snap:?}");
+    let snap = store.sync(&policy, vec![other]).await.unwrap();
+    assert_eq!(
+        snap.waiting, 2,
+        "nobody swept by the next sync either: {snap:?}"
+    );
+    advance(&clock, 3_000);
+    assert!(store.release(&policy, holder).await.unwrap());
+    match store.poll(&policy, w).await.unwrap() {
+        Decision::Admitted { .. } => {}
+        other => panic!("the waiter whose join was in the current bitmap was skipped: {other:?}"),
+    }
+}

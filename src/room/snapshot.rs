@@ -186,6 +186,7 @@ impl LineView {
     ) {
         let mut held = self.held.write().unwrap_or_else(PoisonError::into_inner);
         if held.as_ref().is_some_and(|h| h.sent_at_ms > sent_at) {
+            // (The newer one, received, already ended the refresh in flight.)
             return;
         }
         let unknown = std::mem::take(&mut snapshot.unknown);

@@ -188,7 +188,9 @@
 --   - a lost liveness bitmap (its settings field says it holds an epoch that counts, and it is
 --     gone): everyone counts as seen in that epoch, so nobody is skipped or swept for it; a lost
 --     settings key leaves the bitmaps of unknown epochs, which count as current until the ring
---     comes round to them (alive longer, as a false positive);
+--     comes round to them (alive longer, as a false positive), and the first write into one of
+--     them keeps it and marks its epoch lost (`ring_key_for`): never deleted, since it may
+--     hold the current epoch's check-ins;
 --   - a slot holder who also has a place in line: the slot wins, the place is dropped when it
 --     reaches the head (never a second slot);
 --   - a budget with a missing or non-numeric field: counts as full (at most one second's worth
@@ -474,8 +476,15 @@ end
 
 -- The key of `rg` holding epoch `e`, ready to be written, and its lifetime (to the end of the
 -- ring after `e`, for the caller to set once written), and whether the key is new: a key
--- holding an older (or unknown) epoch is DELeted first and its field set. A field holding -e
--- says epoch e's bitmap was lost (see check_in): it stays the key of e.
+-- holding an older epoch is DELeted first and its field set. A field holding -e says epoch
+-- e's bitmap was lost (see check_in): it stays the key of e.
+--
+-- A key whose epoch is not known (its field missing) but which exists: the settings key was
+-- lost, and the bitmap may hold this very epoch's check-ins (a gateway sends each waiter's
+-- once per epoch: deleting them would have the sweep drop waiters who are polling). It is
+-- kept and written into, and marked lost (-e): everyone counts as seen in e, and the bits of
+-- an older epoch it may hold only make silent waiters look alive longer. A missing field and
+-- no key is a room's first use of it.
 function F.ring_key_for(rg, e)
   local i = e % rg.len
   local key = R.keys[rg.first + i]
@@ -483,6 +492,11 @@ function F.ring_key_for(rg, e)
   local held = rg.held[i]
   local lifetime = math.max(1, (e + rg.len) * rg.width - R.now)
   if held and math.abs(held) >= e then return key, lifetime, false end
+  if held == nil and redis.call('EXISTS', key) == 1 then
+    F.mark_lost(R.k_settings, rg.name, rg.len, e)
+    rg.held[i] = -e
+    return key, lifetime, true
+  end
   redis.call('DEL', key)
   redis.call('HSET', R.k_settings, rg.name .. i, e)
   rg.held[i] = e
