@@ -96,6 +96,7 @@ async fn contents(
                 v.remove("fast_from");
                 v.remove("fast_until");
                 v.remove("fast_for");
+                v.remove("fast_seq");
                 format!("{v:?}")
             }
             "none" => "none".to_owned(),
@@ -189,7 +190,10 @@ async fn run(policy: RoomPolicy, seed: u64, min_percent: u64) {
         let rng_copy = rng.next();
         // The window of B is gone before each of its calls: main answers all of them.
         let _: u64 = c
-            .hdel(&settings_b, &["fast_from", "fast_until", "fast_for"])
+            .hdel(
+                &settings_b,
+                &["fast_from", "fast_until", "fast_for", "fast_seq"],
+            )
             .await
             .unwrap();
         let (da, db) = match roll {
@@ -278,7 +282,10 @@ async fn run(policy: RoomPolicy, seed: u64, min_percent: u64) {
                 enters += 2;
                 calls_on_a += 1;
                 let _: u64 = c
-                    .hdel(&settings_b, &["fast_from", "fast_until", "fast_for"])
+                    .hdel(
+                        &settings_b,
+                        &["fast_from", "fast_until", "fast_for", "fast_seq"],
+                    )
                     .await
                     .unwrap();
                 both!(a, b, enter(&policy, s))
@@ -314,13 +321,13 @@ async fn run(policy: RoomPolicy, seed: u64, min_percent: u64) {
 
     // Give MONITOR a moment to deliver the last lines, then count: each call on A reads the
     // settings once in main (`... "noted" ...`) unless the fast path answered it; the fast path
-    // reads the window first (`"v" "capacity" "fast_from" "fast_until"`).
+    // reads the window first (`"v" "fast_from" "fast_until"`).
     tokio::time::sleep(Duration::from_millis(300)).await;
     let lines = seen.lock().unwrap().clone();
     let mains = lines.iter().filter(|l| l.contains("\"noted\"")).count() as u64;
     let fast_tries = lines
         .iter()
-        .filter(|l| l.contains("\"capacity\" \"fast_from\" \"fast_until\""))
+        .filter(|l| l.contains("\"v\" \"fast_from\" \"fast_until\""))
         .count() as u64;
     let fast_answers = calls_on_a - mains;
     eprintln!(

@@ -254,6 +254,12 @@ async fn the_bitmaps_have_m_bits() {
             .await
             .unwrap();
         assert!(matches!(d, Decision::Waiting { .. }), "{d:?}");
+        // The join sets no bits (alive by it): its poll does.
+        let d = store
+            .poll(&policy, SessionId::from_bytes(id))
+            .await
+            .unwrap();
+        assert!(matches!(d, Decision::Waiting { .. }), "{d:?}");
         let keys = redis_keys(&store, room);
         for ring in ["turn", "abandon"] {
             let mut longest = 0u64;
@@ -320,9 +326,9 @@ async fn registrants_scores_arrive_exact() {
     }
 }
 
-/// A sync's check-in sets the same two bits as a join: the gateway sends each seen session's
-/// Bloom offsets with its id (the big-endian u32 of bytes 0..4 and 4..8, mod M), and the script
-/// sets exactly those, in the key of the sync's epoch.
+/// A sync's check-in sets the same two bits as a waiter's poll: the gateway sends each seen
+/// session's Bloom offsets with its id (the big-endian u32 of bytes 0..4 and 4..8, mod M), and
+/// the script sets exactly those, in the key of the sync's epoch.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sync_sets_the_bits_the_gateway_computed() {
     let server = Server::start(&[]);
@@ -349,7 +355,14 @@ async fn a_sync_sets_the_bits_the_gateway_computed() {
     let keys = redis_keys(&store, "sync-bits");
     let turn: Vec<&String> = keys.iter().filter(|k| k.contains(":turn")).collect();
     let marked = marked_keys(&mut c, &turn, (x, y), m).await;
-    assert_eq!(marked.len(), 1, "the join's epoch");
+    assert!(
+        marked.is_empty(),
+        "a join sets no bits (alive by it): {marked:?}"
+    );
+    let d = store.poll(&policy, w).await.unwrap();
+    assert!(matches!(d, Decision::Waiting { .. }), "{d:?}");
+    let marked = marked_keys(&mut c, &turn, (x, y), m).await;
+    assert_eq!(marked.len(), 1, "the poll's epoch");
     advance(&clock, 2_000);
     let snap = store.sync(&policy, vec![w]).await.unwrap();
     assert!(snap.unknown.is_empty(), "{snap:?}");
@@ -403,7 +416,8 @@ async fn a_bitmap_lost_mid_epoch_forgets_nobody() {
 }
 
 /// The keys of `keys` with bits set, each asserted to hold exactly one session's two bits
-/// `(x, y)` and the sentinel (bit `m`).
+/// `(x, y)` and the sentinel (bit `m`); a bitmap holding the sentinel alone (an epoch opened
+/// with no check-in yet) is not one of them.
 async fn marked_keys(
     c: &mut redis::aio::MultiplexedConnection,
     keys: &[&String],
@@ -416,6 +430,9 @@ async fn marked_keys(
         let bx: u8 = c.getbit(*k, x as usize).await.unwrap();
         let by: u8 = c.getbit(*k, y as usize).await.unwrap();
         let sentinel: u8 = c.getbit(*k, m as usize).await.unwrap();
+        if count == 1 && sentinel == 1 {
+            continue;
+        }
         if count > 0 {
             assert_eq!(
                 (count, bx, by, sentinel),
@@ -464,4 +481,105 @@ async fn a_lost_settings_key_forgets_no_check_in() {
         Decision::Admitted { .. } => {}
         other => panic!("the waiter whose join was in the current bitmap was skipped: {other:?}"),
     }
+}
+
+/// A newcomer's join is their check-in: it sets no bits, since the epoch's first sequence
+/// number says who joined since. A waiter silent since the join is let in at their turn while
+/// the join's epoch counts (within queue_ttl), and skipped after it (silent beyond 5/4
+/// queue_ttl). And when seq went back (lost) below an epoch's first number, the join cannot be
+/// told by its number: its bits are set, and the waiter is still let in at their turn.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_join_is_a_check_in_without_bits_until_seq_goes_back() {
+    let server = Server::start(&[]);
+    let clock = ManualClock::new(START_MS);
+    let store = store(&server, &clock);
+    let mut c = conn(&server).await;
+    // queue_ttl 8 s: turn epochs of 2 s.
+    let policy = RoomPolicy::new("joined-since", 1)
+        .with_ttls(
+            Duration::from_secs(3_600),
+            Duration::from_secs(60),
+            Duration::from_secs(8),
+        )
+        .with_max_queue_len(1_000);
+    let m = redis_bloom_bits(1_000);
+    let keys = redis_keys(&store, "joined-since");
+    let rings: Vec<&String> = keys
+        .iter()
+        .filter(|k| k.contains(":turn") || k.contains(":abandon"))
+        .collect();
+    let bits_of = |s: SessionId| {
+        let b = s.as_bytes();
+        let x = u64::from(u32::from_be_bytes([b[0], b[1], b[2], b[3]])) % m;
+        let y = u64::from(u32::from_be_bytes([b[4], b[5], b[6], b[7]])) % m;
+        (x, y)
+    };
+    let holder = admitted(&store, &policy).await;
+    let (a, _) = waiter(&store, &policy).await;
+    let (b, _) = waiter(&store, &policy).await;
+    for s in [a, b] {
+        assert!(marked_keys(&mut c, &rings, bits_of(s), m).await.is_empty());
+    }
+    // 6 s on, A's turn: silent since the join, whose epoch still counts.
+    advance(&clock, 6_000);
+    assert!(store.release(&policy, holder).await.unwrap());
+    assert!(
+        matches!(
+            store.poll(&policy, a).await.unwrap(),
+            Decision::Admitted { .. }
+        ),
+        "A, silent since joining 6 s ago, let in"
+    );
+    // 12 s after B's join, B's turn: silent beyond 5/4 queue_ttl, skipped.
+    advance(&clock, 6_000);
+    assert!(store.release(&policy, a).await.unwrap());
+    assert_eq!(
+        store.poll(&policy, b).await.unwrap(),
+        Decision::Unknown,
+        "B skipped"
+    );
+
+    // The line is empty and seq is at 3. A new epoch opens with first number 3 (C's join), then
+    // seq is lost: D's number (1 again, nobody in line to be after) is no later than it.
+    let holder = admitted(&store, &policy).await;
+    advance(&clock, 2_000);
+    let (c_seq_holder, _) = waiter(&store, &policy).await;
+    let _: () = c.del(key(&keys, "seq")).await.unwrap();
+    assert!(store.release(&policy, holder).await.unwrap());
+    assert!(matches!(
+        store.poll(&policy, c_seq_holder).await.unwrap(),
+        Decision::Admitted { .. }
+    ));
+    // D joins through main (the fast path's window taken away), E through the fast path
+    // (its window is kept again by D's call): both decide alike.
+    let _: () = c
+        .hdel(key(&keys, "settings"), &["fast_from", "fast_until"])
+        .await
+        .unwrap();
+    let (d, d_seq) = waiter(&store, &policy).await;
+    assert_eq!(d_seq, 1, "seq went back");
+    let (e, e_seq) = waiter(&store, &policy).await;
+    assert_eq!(e_seq, 2);
+    for (who, s) in [("D", d), ("E", e)] {
+        let (x, y) = bits_of(s);
+        let mut holding = 0;
+        for k in &rings {
+            let bx: u8 = c.getbit(*k, x as usize).await.unwrap();
+            let by: u8 = c.getbit(*k, y as usize).await.unwrap();
+            holding += usize::from(bx == 1 && by == 1);
+        }
+        assert_eq!(
+            holding, 2,
+            "{who}'s join is told by its bits, in both rings"
+        );
+    }
+    advance(&clock, 6_000);
+    assert!(store.release(&policy, c_seq_holder).await.unwrap());
+    assert!(
+        matches!(
+            store.poll(&policy, d).await.unwrap(),
+            Decision::Admitted { .. }
+        ),
+        "D, silent since joining 6 s ago, let in"
+    );
 }

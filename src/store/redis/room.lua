@@ -45,7 +45,9 @@
 --                      at the head); bans (ms), no ban lasts beyond it (no ZSCORE of banned
 --                      before then; missing: look); noted, the second of the last arrival note;
 --                      turn0 .. turn5 and abandon0 .. abandon3, the epoch each liveness bitmap
---                      holds (see Liveness)
+--                      holds, and turn0from .. abandon3from, the value of seq when it began
+--                      (see Liveness: joined since); fast_from, fast_until, fast_for and
+--                      fast_seq, the fast path's window (see The fast path)
 --   8 arrivals zset    the first arrival of each second: member = its time in ms, score = its
 --                      sequence number; entries before the head's are trimmed (oldest wait)
 --   9 banned   zset    banned sessions, score = the end of the ban in ms
@@ -144,6 +146,17 @@
 -- waiter, or the session in a sync's list while it has a place) marks the epoch of check_in_at
 -- (now, or opens_at before a scheduled opening) in two rings of bitmaps: the turn ring (epochs
 -- of queue_ttl / TURN_EPOCHS) and the abandon ring (epochs of abandon_after / ABANDON_EPOCHS).
+-- Joined since: a newcomer's join is a check-in too, but it sets no bits. Each epoch's first
+-- sequence number (`<ring><i>from`: seq as it was when the epoch's bitmap was made, before
+-- anyone joined in it) tells who joined in or after it: a waiter whose number is above the
+-- first number of an epoch that counts is alive by the rule, as if their bits were set in it.
+-- Main makes both current epochs (`open_epochs`) before a newcomer's number is taken, so the
+-- number is above both first numbers; when it is not (seq went back: lost or reset), the join
+-- sets bits as any check-in does. A registrant's score (< 0) is never above a first number: a
+-- registrant's check-ins are bits. A lost first number (the settings key lost) is no harm: the
+-- epoch's bitmap is then marked lost (`ring_key_for`), and everyone counts as seen in it. A
+-- lost or reset seq recorded as a first number only makes more waiters look joined since:
+-- alive longer, as for a Bloom false positive.
 -- Ring key i holds the epoch e with e mod ring length == i (which one: the settings field); a
 -- key found holding an older epoch is DELeted before the first write of the new one, and gets a
 -- PEXPIRE to the end of its ring (ring length * width after its epoch began), so a dead room's
@@ -212,16 +225,21 @@
 -- first of: the end of the second, the due time, either epoch's end, the closing. Anything
 -- that changes one of these runs main (configure, ban, a sync's sweep, an expiry), which
 -- closes or moves the window in the same step; a run of main that raises twice closes it.
--- In the window, an enter reads the settings' version, capacity and window (one HMGET of 5
--- fields) and the slots' count, and answers here only when main would answer the same from
--- the same reads: the room full by its slots (main would promote nobody), the caller holding
--- no slot (else main claims or extends it). A waiter is checked in and told their rank; a
--- newcomer gets a place after the last waiter (the tail check, as main), or {3} when the line
--- is at its bound. So it is main's enter, made with fewer statements: TIME, HMGET, ZCARD
--- active (and granted when active alone is not full), ZSCORE active, granted and line, ZCARD
--- line, INCR seq, ZRANGE line -1 -1, ZADD, and the BITFIELD of each ring: 12 redis.calls,
--- whose numbers go as strings (Lua's own number to string conversion, %.17g, costs more than
--- the commands). A lost bitmap is seen by its sentinel as main sees it, marked, and closes the
+-- The window holds only while the room is full by its slots (main would promote nobody):
+-- only main adds or frees a slot, and every run of it moves or closes the window, and an
+-- expiry ends it (`due`). A lost slots key (a bad day) is thus seen by main at the end of the
+-- window, at most a second later, a newcomer meanwhile joining the line rather than being let
+-- in. fast_seq is the larger of the two current epochs' first sequence numbers (see Liveness:
+-- joined since). In the window, an enter reads the settings' version and window (one HMGET of
+-- 5 fields), and answers here only when main would answer the same from the same reads: the
+-- caller holding no slot (else main claims or extends it). A waiter is checked in and told
+-- their rank; a newcomer gets a place after the last waiter (the tail check, as main), or {3}
+-- when the line is at its bound, and is alive by the join when their number is above
+-- fast_seq, as main decides it. So it is main's enter, made with fewer statements: TIME,
+-- HMGET, ZSCORE active, granted and line, ZCARD line, INCR seq, ZRANGE line -1 -1, ZADD (9
+-- redis.calls for a newcomer), and for a waiter ZRANK and the BITFIELD of each ring, whose
+-- numbers go as strings (Lua's own number to string conversion, %.17g, costs more than the
+-- commands). A lost bitmap is seen by its sentinel as main sees it, marked, and closes the
 -- window. Everything else (a claim, a room with free slots, a call before the opening, a
 -- damaged key) is main's, as before; an unknown operation is refused before either runs.
 -- tests/redis_fast_path.rs holds the two to the same answers and writes. One limit, in a
@@ -257,7 +275,8 @@ end
 -- still count, and which epoch each key holds (`held`, from the settings; nil: not known).
 function F.make_ring(name, first, epochs, ttl)
   local r = {name = name, first = first, len = epochs + 2, keep = epochs,
-    width = math.max(1, math.floor(ttl / epochs)), held = {}, known = {}, all = false}
+    width = math.max(1, math.floor(ttl / epochs)), held = {}, from = {}, known = {},
+    all = false}
   r.current = math.floor(R.now / r.width)
   return r
 end
@@ -271,10 +290,16 @@ local NO_DUE = 9007199254740992
 local RING_FIELDS = {turn = {}, abandon = {}}
 for i = 0, TURN_EPOCHS + 1 do RING_FIELDS.turn[i] = 'turn' .. i end
 for i = 0, ABANDON_EPOCHS + 1 do RING_FIELDS.abandon[i] = 'abandon' .. i end
+-- Each bitmap's epoch's first sequence number field (see Liveness: joined since).
+local FROM_FIELDS = {turn = {}, abandon = {}}
+for i = 0, TURN_EPOCHS + 1 do FROM_FIELDS.turn[i] = 'turn' .. i .. 'from' end
+for i = 0, ABANDON_EPOCHS + 1 do FROM_FIELDS.abandon[i] = 'abandon' .. i .. 'from' end
 -- The settings fields every call reads (one HMGET), in order, then the bitmaps' epoch fields
--- of now's epochs (at RING_FIELD_AT and after); the rest (the pace's history, the sweep's
+-- of now's epochs (at RING_FIELD_AT and after), the fast path's window, and now's epochs'
+-- first sequence numbers (at FROM_FIELD_AT); the rest (the pace's history, the sweep's
 -- cursor, the other bitmaps' epochs) only when a call needs them (`load_more`, `load_ring`).
 local RING_FIELD_AT = 14
+local FROM_FIELD_AT = 20
 local BLOOM_BITS = {}
 -- The rings as the fast path sees them: the first key, the keys, the epochs per TTL, and the
 -- ARGV of that TTL (8 queue_ttl, 16 abandon_after; each at least queue_ttl), as F.make_ring.
@@ -348,7 +373,7 @@ function F.setup(keys, args)
     -- Sync's listed sessions without a place.
     unknown = nil,
     -- The fast path's window as the settings key held it (see The fast path).
-    fast_from = nil, fast_until = nil, fast_for = nil,
+    fast_from = nil, fast_until = nil, fast_for = nil, fast_seq = nil,
   }
   local last = args[#args]
   if string.sub(last, 1, 9) == 'schedule:' then
@@ -376,7 +401,8 @@ function F.setup(keys, args)
   R.SETTINGS_FIELDS = {'v', 'capacity', 'rate', 'paused', 'open', 'born', 'moved', 'opens_at',
     'closes_at', 'keep_line', 'due', 'bans', 'noted',
     RING_FIELDS.turn[turn.current % turn.len], RING_FIELDS.abandon[gone.current % gone.len],
-    'fast_from', 'fast_until', 'fast_for'}
+    'fast_from', 'fast_until', 'fast_for', 'fast_seq',
+    FROM_FIELDS.turn[turn.current % turn.len], FROM_FIELDS.abandon[gone.current % gone.len]}
   R.current_bucket = math.floor(R.now / R.bucket_ms)
   R.promotions_left = R.max_promote
   return nil
@@ -409,9 +435,10 @@ function F.load_settings()
   for n, rg in ipairs(R.rings) do
     local i = rg.current % rg.len
     rg.held[i], rg.known[i] = tonumber(v[RING_FIELD_AT + n - 1]), true
+    rg.from[i] = tonumber(v[FROM_FIELD_AT + n - 1])
   end
   R.fast_from, R.fast_until = tonumber(v[RING_FIELD_AT + 2]), tonumber(v[RING_FIELD_AT + 3])
-  R.fast_for = v[RING_FIELD_AT + 4]
+  R.fast_for, R.fast_seq = v[RING_FIELD_AT + 4], tonumber(v[RING_FIELD_AT + 5])
   if R.bans == nil then
     -- Not known (a new room, or the field lost): the latest end of any ban, looked up once.
     R.bans = tonumber(redis.call('ZRANGE', R.k_banned, -1, -1, 'WITHSCORES')[2]) or 0
@@ -457,10 +484,14 @@ end
 function F.load_ring(rg)
   if rg.all then return end
   local fields = {}
-  for i = 0, rg.len - 1 do fields[i + 1] = rg.name .. i end
+  for i = 0, rg.len - 1 do
+    fields[2 * i + 1], fields[2 * i + 2] = RING_FIELDS[rg.name][i], FROM_FIELDS[rg.name][i]
+  end
   local v = redis.call('HMGET', R.k_settings, unpack(fields))
   for i = 0, rg.len - 1 do
-    if not rg.known[i] then rg.held[i], rg.known[i] = tonumber(v[i + 1]), true end
+    if not rg.known[i] then
+      rg.held[i], rg.from[i], rg.known[i] = tonumber(v[2 * i + 1]), tonumber(v[2 * i + 2]), true
+    end
   end
   rg.all = true
 end
@@ -494,13 +525,42 @@ function F.ring_key_for(rg, e)
   if held and math.abs(held) >= e then return key, lifetime, false end
   if held == nil and redis.call('EXISTS', key) == 1 then
     F.mark_lost(R.k_settings, rg.name, rg.len, e)
-    rg.held[i] = -e
+    -- Who joined since is not known either: nobody is alive by their join in e.
+    redis.call('HDEL', R.k_settings, FROM_FIELDS[rg.name][i])
+    rg.held[i], rg.from[i] = -e, nil
     return key, lifetime, true
   end
   redis.call('DEL', key)
-  redis.call('HSET', R.k_settings, rg.name .. i, e)
-  rg.held[i] = e
+  -- The epoch's first sequence number (see Liveness: joined since): seq as it is now, before
+  -- anyone joins in e. A lost seq reads 0: everyone looks joined since, alive longer.
+  local from = tonumber(redis.call('GET', R.k_seq)) or 0
+  redis.call('HSET', R.k_settings, RING_FIELDS[rg.name][i], e, FROM_FIELDS[rg.name][i],
+    string.format('%d', from))
+  rg.held[i], rg.from[i] = e, from
   return key, lifetime, true
+end
+
+-- Makes sure the current epoch (of check_in_at) of each ring has its bitmap and its first
+-- sequence number, before a newcomer's sequence number is taken: a new one gets its sentinel
+-- and lifetime and nothing else (no check-in).
+function F.open_epochs()
+  for _, rg in ipairs(R.rings) do
+    local key, lifetime, new = F.ring_key_for(rg, math.floor(R.check_in_at / rg.width))
+    if new then
+      redis.call('BITFIELD', key, 'SET', 'u1', R.bloom_bits, '1')
+      F.set_bitmap_lifetime(key, lifetime)
+    end
+  end
+end
+
+-- Whether a newcomer given sequence number `seq` now is alive by its join in both rings'
+-- current epochs (opened by open_epochs): then it needs no bits.
+function F.joined_since(seq)
+  for _, rg in ipairs(R.rings) do
+    local from = rg.from[math.floor(R.check_in_at / rg.width) % rg.len]
+    if from == nil or seq <= from then return false end
+  end
+  return true
 end
 
 -- Checks in every session of `ids` (a list) at check_in_at, in both rings. `offsets`, when
@@ -574,16 +634,18 @@ function F.mark_lost(k_settings, name, len, e)
   redis.call('HSET', k_settings, name .. (e % len), string.format('%d', -e))
 end
 
--- Whether each session of `ids` is alive by `rg`'s rule: a list of booleans. Keys are read
+-- Whether each session of `ids` is alive by `rg`'s rule: a list of booleans. `scores`, each
+-- session's score in line, as a number or a string: one above the first sequence number of an
+-- epoch that counts joined since, and is alive without a look at the bits. Keys are then read
 -- newest epoch first, only for the sessions not yet found; a key of unknown epoch (its field
 -- lost) counts as current. A key whose epoch counts but which is gone (lost) makes everyone
 -- alive: its check-ins cannot be told apart.
-function F.alive_many(ids, rg)
+function F.alive_many(ids, rg, scores)
   local found, left = {}, {}
-  for j = 1, #ids do found[j] = false; left[#left + 1] = j end
+  for j = 1, #ids do found[j] = false end
   if #ids == 0 then return found end
   F.load_ring(rg)
-  local counting = {}
+  local counting, since = {}, nil
   for back = 0, rg.len - 1 do
     local i = (rg.current - back) % rg.len
     local held = rg.held[i]
@@ -594,7 +656,13 @@ function F.alive_many(ids, rg)
     end
     if held == nil or held + rg.keep >= rg.current then
       counting[#counting + 1] = {R.keys[rg.first + i], held}
+      local from = rg.from[i]
+      if held ~= nil and from ~= nil and (since == nil or from < since) then since = from end
     end
+  end
+  for j = 1, #ids do
+    local score = since and tonumber(scores[j])
+    if score and score > since then found[j] = true else left[#left + 1] = j end
   end
   for _, kh in ipairs(counting) do
     if #left == 0 then break end
@@ -631,7 +699,7 @@ function F.alive_many(ids, rg)
   return found
 end
 
-function F.alive(id, rg) return F.alive_many({id}, rg)[1] end
+function F.alive(id, rg, score) return F.alive_many({id}, rg, {score})[1] end
 
 -- Housekeeping when due: expire slots and grants, and note the next expiry.
 function F.housekeep()
@@ -846,10 +914,10 @@ end
 -- at most EXACT_RANKS (then every waiter is a checkpoint).
 function F.silent_among(cps, waiting)
   if R.excused or #cps == 0 then return 0 end
-  local ids = {}
-  for j, cp in ipairs(cps) do ids[j] = cp[2] end
+  local ids, scores = {}, {}
+  for j, cp in ipairs(cps) do ids[j], scores[j] = cp[2], cp[3] end
   local silent = 0
-  for _, a in ipairs(F.alive_many(ids, R.turn)) do
+  for _, a in ipairs(F.alive_many(ids, R.turn, scores)) do
     if not a then silent = silent + 1 end
   end
   return math.floor(silent / #cps * waiting + 0.5)
@@ -897,12 +965,13 @@ function F.promote()
   local taken = F.slots()
   while R.promotions_left > 0 do
     if R.capacity - taken <= 0 then return end
-    local head = redis.call('ZRANGE', R.k_line, 0, 0)[1]
+    local at = redis.call('ZRANGE', R.k_line, 0, 0, 'WITHSCORES')
+    local head = at[1]
     if not head then return end
     if F.has_slot(head) then
       -- Damage: a slot holder with a place too. The slot wins; no second slot.
       redis.call('ZREM', R.k_line, head)
-    elseif not R.excused and not F.alive(head, R.turn) then
+    elseif not R.excused and not F.alive(head, R.turn, at[2]) then
       redis.call('ZREM', R.k_line, head)
       F.count_skip()
     else
@@ -1036,10 +1105,10 @@ function F.sweep()
     next_cursor = '-inf'
     if #batch / 2 >= R.max_sweep then next_cursor = batch[#batch] end
   end
-  local ids = {}
-  for j = 1, #batch, 2 do ids[#ids + 1] = batch[j] end
+  local ids, scores = {}, {}
+  for j = 1, #batch, 2 do ids[#ids + 1], scores[#scores + 1] = batch[j], batch[j + 1] end
   local gone = {}
-  for j, a in ipairs(F.alive_many(ids, R.gone_ring)) do
+  for j, a in ipairs(F.alive_many(ids, R.gone_ring, scores)) do
     if not a then gone[#gone + 1] = ids[j] end
   end
   for from = 1, #gone, CHUNK do
@@ -1133,9 +1202,12 @@ function F.main()
       return {1, R.now + R.active_ttl, 0}
     end
     if waiting >= R.max_queue then return {3, 0, waiting} end
+    -- The join is the newcomer's check-in: alive by it (joined since) when the epochs were
+    -- opened before their number was taken, else (a seq that went back) by their bits.
+    F.open_epochs()
     local seq = F.next_seq()
     redis.call('ZADD', R.k_line, seq, R.s)
-    F.check_in({R.s})
+    if not F.joined_since(seq) then F.check_in({R.s}) end
     return F.waiting_reply(waiting + 1, waiting + 1, seq)
   elseif R.op == 'poll' then
     local exp = F.has_slot(R.s)
@@ -1210,11 +1282,12 @@ function F.main()
     if R.before_opening then want = 0 end
     local admitted, steps = 0, 0
     while admitted < want and steps < 2 * want do
-      local head = redis.call('ZRANGE', R.k_line, 0, 0)[1]
+      local at = redis.call('ZRANGE', R.k_line, 0, 0, 'WITHSCORES')
+      local head = at[1]
       if not head then break end
       steps = steps + 1
       local holder = F.has_slot(head)
-      local silent = not holder and not F.alive(head, R.turn)
+      local silent = not holder and not F.alive(head, R.turn, at[2])
       redis.call('ZREM', R.k_line, head)
       -- A slot holder's stray place, or a waiter silent at their turn: skipped.
       if silent then F.count_skip() end
@@ -1275,14 +1348,20 @@ function F.window()
   local second = math.floor(R.now / 1000)
   if R.noted ~= second then return nil end
   local till = math.min(R.due, (second + 1) * 1000)
+  local since = 0
   for _, rg in ipairs(R.rings) do
-    -- The key holds this epoch (or held it and was lost: -epoch, written into as main does).
-    local held = rg.held[rg.current % rg.len]
-    if held ~= rg.current and held ~= -rg.current then return nil end
+    -- The key holds this epoch (or held it and was lost: -epoch, written into as main does),
+    -- and its first sequence number is known.
+    local held, from = rg.held[rg.current % rg.len], rg.from[rg.current % rg.len]
+    if (held ~= rg.current and held ~= -rg.current) or from == nil then return nil end
     till = math.min(till, (rg.current + 1) * rg.width)
+    since = math.max(since, from)
   end
   if R.closes_at then till = math.min(till, R.closes_at) end
-  return till
+  -- Full by its slots (last: it is the one read). Only main adds or frees a slot, and every
+  -- run of it moves or closes the window; an expiry ends it (due).
+  if F.slots() < R.capacity then return nil end
+  return till, since
 end
 
 -- What a window holds for (fast_for): the call's liveness TTLs (ARGV 8 and 16, which set the
@@ -1306,13 +1385,15 @@ end
 -- not ours to write.
 function F.keep_window(reply)
   if type(reply) == 'table' and reply.err then return end
-  local till = F.window()
+  local till, since = F.window()
   local key = till and F.window_key(R.argv[8], R.argv[16],
     R.scheduled_call and R.argv[#R.argv] or nil)
   if till and key then
-    if R.fast_until ~= till or R.fast_from == nil or R.fast_from > R.now or R.fast_for ~= key then
+    if R.fast_until ~= till or R.fast_from == nil or R.fast_from > R.now or R.fast_for ~= key
+        or R.fast_seq ~= since then
       redis.call('HSET', R.k_settings, 'fast_from', string.format('%d', R.now),
-        'fast_until', string.format('%d', till), 'fast_for', key)
+        'fast_until', string.format('%d', till), 'fast_for', key,
+        'fast_seq', string.format('%d', since))
     end
   elseif R.fast_until ~= nil or R.fast_from ~= nil then
     F.close_window(R.k_settings)
@@ -1320,7 +1401,7 @@ function F.keep_window(reply)
 end
 
 function F.close_window(k_settings)
-  redis.call('HDEL', k_settings, 'fast_from', 'fast_until', 'fast_for')
+  redis.call('HDEL', k_settings, 'fast_from', 'fast_until', 'fast_for', 'fast_seq')
 end
 
 -- The fast path (see the header): an enter in the settled state, with nothing built but what
@@ -1344,16 +1425,15 @@ function F.fast_enter(keys, args)
     now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   end
   local k_settings = keys[7]
-  local v = redis.call('HMGET', k_settings, 'v', 'capacity', 'fast_from', 'fast_until',
-    'fast_for')
-  local capacity, from, till = tonumber(v[2]), tonumber(v[3]), tonumber(v[4])
-  if tonumber(v[1]) ~= SETTINGS_VERSION or capacity == nil or capacity < 1 or till == nil
-      or from == nil or now < from or now >= till or v[5] ~= key then
+  local v = redis.call('HMGET', k_settings, 'v', 'fast_from', 'fast_until', 'fast_for',
+    'fast_seq')
+  local from, till, since = tonumber(v[2]), tonumber(v[3]), tonumber(v[5])
+  if tonumber(v[1]) ~= SETTINGS_VERSION or till == nil or from == nil or now < from
+      or now >= till or v[4] ~= key or since == nil then
     return nil
   end
-  -- Full by its slots: main would promote nobody.
-  local active = redis.call('ZCARD', keys[3])
-  if active < capacity and active + redis.call('ZCARD', keys[4]) < capacity then return nil end
+  -- The window holds only while the room is full by its slots (F.window): main would
+  -- promote nobody.
   local s = args[2]
   -- A slot to claim or extend: main's.
   if redis.call('ZSCORE', keys[3], s) or redis.call('ZSCORE', keys[4], s) then return nil end
@@ -1369,6 +1449,8 @@ function F.fast_enter(keys, args)
     place = F.seq_after_tail(keys[1], k_line)
     redis.call('ZADD', k_line, string.format('%d', place), s)
     waiting = waiting + 1
+    -- Alive by the join (joined since both epochs' first numbers), as main decides it.
+    if place > since then return {2, waiting, waiting, 0, place} end
     position = waiting
   end
   -- The check-in, into the current epoch of both rings, as F.set_bits makes it (the window
