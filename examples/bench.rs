@@ -96,7 +96,7 @@ const ROOM: &str = "bench";
 const POLL_ROOM: &str = "benchpoll";
 const SCRIPT_ROOM: &str = "benchscript";
 const SCALE_ROOM: &str = "benchscale";
-/// The room's function library (`FUNCTION LOAD REPLACE`, then `FCALL twr_room_v2`).
+/// The room's function library (`FUNCTION LOAD REPLACE`, then `FCALL twr_room_v3`).
 const ROOM_SCRIPT: &str = include_str!("../src/store/redis/room.lua");
 
 #[path = "bench_parts/wrk.rs"]
@@ -827,7 +827,7 @@ async fn script_scenarios(
     let client = redis::Client::open(redis.url())?;
     let conn = client.get_connection_manager().await?;
     let trivial = Arc::new(redis::Script::new("return 1"));
-    // The room runs as a function (`FCALL twr_room_v2`); the store loaded it with its first call.
+    // The room runs as a function (`FCALL twr_room_v3`); the store loaded it with its first call.
     let keys = redis_keys(&store, SCRIPT_ROOM);
 
     let mut script_runs = Vec::new();
@@ -869,7 +869,7 @@ async fn script_scenarios(
                 let numbers = room_script_numbers(&p);
                 async move {
                     let mut fcall = redis::cmd("FCALL");
-                    fcall.arg("twr_room_v2").arg(keys.len()).arg(&keys[..]);
+                    fcall.arg("twr_room_v3").arg(keys.len()).arg(&keys[..]);
                     // ARGV: op, session (16 raw bytes), now (0: the server's TIME), then the
                     // room's numbers and ARGV 17 (silence not excused).
                     fcall

@@ -583,3 +583,76 @@ async fn a_join_is_a_check_in_without_bits_until_seq_goes_back() {
         "D, silent since joining 6 s ago, let in"
     );
 }
+
+/// A room kept by version 2 of the crate (its settings say `v` 2, and its epochs have no first
+/// sequence numbers) is upgraded in place by this version's first call: nobody loses their place,
+/// the settings say 3 from then on (so version 2's library refuses the room rather than read
+/// bit-less joins as silence), and a newcomer joining before the epochs are made again is
+/// checked in with bits (their join cannot be told by its number yet).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_room_of_version_2_is_upgraded_in_place() {
+    let server = Server::start(&[]);
+    let clock = ManualClock::new(START_MS);
+    let store = store(&server, &clock);
+    let mut c = conn(&server).await;
+    let policy = RoomPolicy::new("upgrade", 1)
+        .with_ttls(
+            Duration::from_secs(3_600),
+            Duration::from_secs(60),
+            Duration::from_secs(8),
+        )
+        .with_max_queue_len(1_000);
+    let m = redis_bloom_bits(1_000);
+    let keys = redis_keys(&store, "upgrade");
+    let settings = key(&keys, "settings").to_owned();
+    let holder = admitted(&store, &policy).await;
+    let (a, _) = waiter(&store, &policy).await;
+    // As version 2 left it: v 2, no first numbers, no fast path window.
+    let fields: Vec<String> = c.hkeys(&settings).await.unwrap();
+    let gone: Vec<&String> = fields
+        .iter()
+        .filter(|f| f.ends_with("from") || f.starts_with("fast_"))
+        .collect();
+    assert!(
+        !gone.is_empty(),
+        "version 3 keeps first numbers: {fields:?}"
+    );
+    let _: () = c.hdel(&settings, &gone).await.unwrap();
+    let _: () = c.hset(&settings, "v", 2).await.unwrap();
+
+    let (b, _) = waiter(&store, &policy).await;
+    let v: u32 = c.hget(&settings, "v").await.unwrap();
+    assert_eq!(v, tower_waiting_room::store::SETTINGS_VERSION);
+    assert_eq!(v, 3);
+    assert!(matches!(
+        store.poll(&policy, a).await.unwrap(),
+        Decision::Waiting { position: 1, .. }
+    ));
+    let bx = b.as_bytes();
+    let x = u64::from(u32::from_be_bytes([bx[0], bx[1], bx[2], bx[3]])) % m;
+    let y = u64::from(u32::from_be_bytes([bx[4], bx[5], bx[6], bx[7]])) % m;
+    let mut holding = 0;
+    for k in keys
+        .iter()
+        .filter(|k| k.contains(":turn") || k.contains(":abandon"))
+    {
+        let gx: u8 = c.getbit(k, x as usize).await.unwrap();
+        let gy: u8 = c.getbit(k, y as usize).await.unwrap();
+        holding += usize::from(gx == 1 && gy == 1);
+    }
+    assert_eq!(
+        holding, 2,
+        "B's join, in an epoch of version 2, is told by its bits"
+    );
+    // A's and B's turns come, in order.
+    advance(&clock, 3_000);
+    assert!(store.release(&policy, holder).await.unwrap());
+    assert!(matches!(
+        store.poll(&policy, a).await.unwrap(),
+        Decision::Admitted { .. }
+    ));
+    assert!(matches!(
+        store.poll(&policy, b).await.unwrap(),
+        Decision::Waiting { position: 1, .. }
+    ));
+}

@@ -2,7 +2,7 @@
 //!
 //! Four parts, each on a `redis-server` of its own (started fresh, so one part's keys and
 //! memory never weigh on another's numbers):
-//! 1. **peer comparison**: our room function's `enter` (`FCALL twr_room_v2`) of a random new
+//! 1. **peer comparison**: our room function's `enter` (`FCALL twr_room_v3`) of a random new
 //!    session next to the algorithm of the closest open-source peer (`peer_room.lua`, written
 //!    for this benchmark from its description; not their code), `EVALSHA return 1` and the
 //!    `FCALL` of a trivial function, under `redis-benchmark -c 32 -r 1000000`, at capacities 1
@@ -306,9 +306,9 @@ enum IdEncoding {
 /// The encoding our room script takes its session ids in. Store v2: `IdEncoding::Binary16`.
 const OUR_IDS: IdEncoding = IdEncoding::Binary16;
 
-/// How our room is called: `FCALL twr_room_v2` (a Redis Functions library, loaded by
+/// How our room is called: `FCALL twr_room_v3` (a Redis Functions library, loaded by
 /// [`load_ours`]), then [`our_enter`]'s arguments.
-const OUR_CALL: [&str; 2] = ["FCALL", "twr_room_v2"];
+const OUR_CALL: [&str; 2] = ["FCALL", "twr_room_v3"];
 
 /// The second baseline: `FCALL` of a function that returns 1 (what any `FCALL` costs).
 const TRIVIAL_LIBRARY: &str =

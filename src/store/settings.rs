@@ -14,7 +14,12 @@ use crate::config::RoomPolicy;
 /// of another version refuses the room with
 /// [`StoreErrorKind::Misconfigured`](crate::store::StoreErrorKind::Misconfigured) rather than
 /// guess what they mean (a version it does not know may have fields that change admission).
-pub const SETTINGS_VERSION: u32 = 2;
+///
+/// Version 3: a newcomer's join sets no liveness bits (the Redis store tells who joined since
+/// each epoch by its first sequence number), so a store of version 2 would take them for silent.
+/// The Redis store upgrades a room of version 2 in place on its first call; a gateway of
+/// version 2 then refuses the room (see `docs/redis.md`, "Upgrading").
+pub const SETTINGS_VERSION: u32 = 3;
 
 /// A room's live settings, as the store holds them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]

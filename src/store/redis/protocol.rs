@@ -22,7 +22,7 @@ pub(crate) const SCRIPT: &str = include_str!("room.lua");
 
 /// The library's name and its one function's (the same): its version is in the name, so a
 /// changed library is a new name (`room.lua`'s first line says it too).
-pub(crate) const ROOM_FUNCTION: &str = "twr_room_v2";
+pub(crate) const ROOM_FUNCTION: &str = "twr_room_v3";
 
 /// Whether `e` is the server's answer to an `FCALL` of a function it does not have (a flushed
 /// or restarted server, a failover to a replica that missed the load, `FUNCTION FLUSH`). It has

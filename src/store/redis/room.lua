@@ -1,11 +1,11 @@
-#!lua name=twr_room_v2
+#!lua name=twr_room_v3
 -- tower-waiting-room: the whole state machine of one room, atomically inside Redis/Valkey.
 --
 -- A Redis Functions library (Redis 7.0+, Valkey 7.2+), loaded with `FUNCTION LOAD REPLACE` and
--- called as `FCALL twr_room_v2 <numkeys> KEYS... ARGV...`: the library's top level defines the
+-- called as `FCALL twr_room_v3 <numkeys> KEYS... ARGV...`: the library's top level defines the
 -- functions once, at load; each call only runs the registered function (with EVALSHA, Lua ran
 -- the whole top level, ~40 function definitions, on every call: most of a short call's cost).
--- The library's name carries its version (`twr_room_v2`): a changed library is loaded under a
+-- The library's name carries its version (`twr_room_v3`): a changed library is loaded under a
 -- new name, or replaces the old one by REPLACE, never mixed with it.
 --
 -- The function has no flags: not `no-writes` and not `allow-oom`, so the server checks memory
@@ -116,7 +116,12 @@
 -- another version is refused with an error (a newer crate's fields may change who is admitted;
 -- guessing is worse than stopping); a damaged field is rewritten with its default. Version 2
 -- keeps members as 16 raw bytes (version 1 had hex and a `seen` zset): a room of version 1 is
--- refused; upgrade between sales, or use a new key prefix.
+-- refused; upgrade between sales, or use a new key prefix. Version 3 (this library,
+-- `twr_room_v3`): a newcomer's join sets no liveness bits (see Liveness: joined since), which
+-- version 2's library would read as silence. So a room of version 2 is upgraded in place by
+-- its first call here, and from then on version 2's library (`twr_room_v2`, loaded under its
+-- own name) refuses it: in a rolling deploy the gateways not yet upgraded answer by their fail
+-- policy, never sweeping anyone.
 --
 -- Schedule (the last ARGV, when present): before opens_at nobody is admitted (no promotion, no
 -- direct admission, admit_next lets nobody in); a newcomer joins the pre-queue with the score
@@ -242,18 +247,15 @@
 -- commands). A lost bitmap is seen by its sentinel as main sees it, marked, and closes the
 -- window. Everything else (a claim, a room with free slots, a call before the opening, a
 -- damaged key) is main's, as before; an unknown operation is refused before either runs.
--- tests/redis_fast_path.rs holds the two to the same answers and writes. One limit, in a
--- rolling deploy from a version without the fast path (the same library name, replaced by
--- whichever gateway loads last): a window opened by this version, then a pause, close or ban
--- made by the old one (which does not close windows), then this version loaded again, all
--- within one second: until that second ends, newcomers are answered as before the change (a
--- join to the line, never an admission). Change settings after the deploy.
+-- tests/redis_fast_path.rs holds the two to the same answers and writes. An older library
+-- (which does not keep windows) never runs on a room this one keeps one in: it refuses the
+-- room's settings version (see Settings).
 
 -- The call's state and the functions live in two tables: R, made anew by every call (`setup`),
 -- and F, defined once at load. (When this was an EVALSHA script, each call defined them all
 -- anew: 17 us of an enter's 41.)
 local R, F = nil, {}
-local SETTINGS_VERSION = 2
+local SETTINGS_VERSION = 3
 -- The operations (ARGV 1): anything else is refused before any read or write.
 local OPS = {enter = true, poll = true, heartbeat = true, release = true, stats = true,
   configure = true, admit_next = true, ban = true, sync = true}
@@ -413,6 +415,13 @@ end
 function F.load_settings()
   local v = redis.call('HMGET', R.k_settings, unpack(R.SETTINGS_FIELDS))
   local ver = tonumber(v[1])
+  if ver == 2 then
+    -- Version 2 (before joins set no bits, see Settings): upgraded in place. Its fields
+    -- are all read the same; its epochs have no first sequence number, so until each is
+    -- made again its joins set bits.
+    redis.call('HSET', R.k_settings, 'v', SETTINGS_VERSION)
+    ver = SETTINGS_VERSION
+  end
   if v[1] and ver ~= SETTINGS_VERSION then
     return redis.error_reply('WRSETTINGS room settings of version ' .. tostring(v[1]) ..
       ', this crate reads version ' .. SETTINGS_VERSION)
@@ -1485,7 +1494,7 @@ end
 -- path's window kept. No flags: not `no-writes` and not `allow-oom`, so with `maxmemory`
 -- exhausted Redis refuses the whole call with OOM before it starts, never half-run.
 redis.register_function{
-  function_name = 'twr_room_v2',
+  function_name = 'twr_room_v3',
   callback = function(keys, args)
     if not OPS[args[1]] then return redis.error_reply('ERR unknown waiting room operation') end
     if args[1] == 'enter' then
