@@ -656,3 +656,36 @@ async fn a_room_of_version_2_is_upgraded_in_place() {
         Decision::Waiting { position: 1, .. }
     ));
 }
+
+/// The fast path reads its window with one HMGET; in a small hash Redis finds each field by
+/// scanning from the front, so the window's fields are made right after `v` with the room's
+/// settings key, and a closed window keeps them there (its end set to 0, not deleted).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_windows_fields_stay_at_the_front_of_the_settings() {
+    let server = Server::start(&[]);
+    let clock = ManualClock::new(START_MS);
+    let store = store(&server, &clock);
+    let mut c = conn(&server).await;
+    let policy = RoomPolicy::new("window-front", 1);
+    let keys = redis_keys(&store, "window-front");
+    let settings = key(&keys, "settings").to_owned();
+    let front = ["v", "fast_from", "fast_until", "fast_for", "fast_seq"];
+    admitted(&store, &policy).await;
+    for _ in 0..3 {
+        waiter(&store, &policy).await;
+    }
+    // A pause closes the window; the resume and the next joins open it again.
+    let pause = tower_waiting_room::store::SettingsChange::new().paused(true);
+    store.configure(&policy, pause).await.unwrap();
+    let until: u64 = c.hget(&settings, "fast_until").await.unwrap();
+    assert_eq!(until, 0, "closed by its end");
+    let resume = tower_waiting_room::store::SettingsChange::new().paused(false);
+    store.configure(&policy, resume).await.unwrap();
+    advance(&clock, 1_000);
+    waiter(&store, &policy).await;
+    waiter(&store, &policy).await;
+    let fields: Vec<String> = c.hkeys(&settings).await.unwrap();
+    assert_eq!(&fields[..front.len()], &front[..], "{fields:?}");
+    let until: u64 = c.hget(&settings, "fast_until").await.unwrap();
+    assert!(until > START_MS, "open again: {until}");
+}

@@ -428,6 +428,7 @@ function F.load_settings()
   end
   local c, r = tonumber(v[2]), tonumber(v[3])
   local p, o = tonumber(v[4]), tonumber(v[5])
+  local window_reset = false
   if ver == nil or c == nil or c < 1 or r == nil or r < 0 or (p ~= 0 and p ~= 1)
       or (o ~= 0 and o ~= 1) then
     -- A new room, a lost key, or a damaged field: the defaults where nothing valid is held.
@@ -435,8 +436,17 @@ function F.load_settings()
     if r == nil or r < 0 then r = R.default_rate end
     if p ~= 0 and p ~= 1 then p = 0 end
     if o ~= 0 and o ~= 1 then o = 1 end
-    redis.call('HSET', R.k_settings, 'v', SETTINGS_VERSION, 'capacity', c, 'rate', r,
-      'paused', p, 'open', o)
+    if not v[1] then
+      -- A new key: the fast path's window fields come right after `v`, closed (until 0), and
+      -- stay there (closing sets fast_until to 0, never deletes): an HMGET scans a small
+      -- hash's fields in order, and the fast path's one read then stops at the front.
+      redis.call('HSET', R.k_settings, 'v', SETTINGS_VERSION, 'fast_from', 0, 'fast_until', 0,
+        'fast_for', '', 'fast_seq', 0, 'capacity', c, 'rate', r, 'paused', p, 'open', o)
+      window_reset = true
+    else
+      redis.call('HSET', R.k_settings, 'v', SETTINGS_VERSION, 'capacity', c, 'rate', r,
+        'paused', p, 'open', o)
+    end
   end
   R.capacity, R.rate, R.paused, R.open = c, r, p == 1, o == 1
   R.born, R.moved = tonumber(v[6]), tonumber(v[7])
@@ -448,6 +458,7 @@ function F.load_settings()
   end
   R.fast_from, R.fast_until = tonumber(v[RING_FIELD_AT + 2]), tonumber(v[RING_FIELD_AT + 3])
   R.fast_for, R.fast_seq = v[RING_FIELD_AT + 4], tonumber(v[RING_FIELD_AT + 5])
+  if window_reset then R.fast_from, R.fast_until, R.fast_for, R.fast_seq = 0, 0, '', 0 end
   if R.bans == nil then
     -- Not known (a new room, or the field lost): the latest end of any ban, looked up once.
     R.bans = tonumber(redis.call('ZRANGE', R.k_banned, -1, -1, 'WITHSCORES')[2]) or 0
@@ -1404,13 +1415,14 @@ function F.keep_window(reply)
         'fast_until', string.format('%d', till), 'fast_for', key,
         'fast_seq', string.format('%d', since))
     end
-  elseif R.fast_until ~= nil or R.fast_from ~= nil then
+  elseif (R.fast_until or 0) > 0 then
     F.close_window(R.k_settings)
   end
 end
 
+-- Closed by its end, 0: the fields stay where they are in the hash (see load_settings).
 function F.close_window(k_settings)
-  redis.call('HDEL', k_settings, 'fast_from', 'fast_until', 'fast_for', 'fast_seq')
+  redis.call('HSET', k_settings, 'fast_until', 0)
 end
 
 -- The fast path (see the header): an enter in the settled state, with nothing built but what
