@@ -128,6 +128,8 @@ const REQUIRED_KEYS: &[&str] = &[
     "matching_poll_p99_us",
     "matching_poll_p99_ratio",
     "peer_comparison",
+    "event_stream_bytes",
+    "idle_connection_bytes",
     "script_ratio_benchmark",
     "peer_bytes_per_waiter",
     "redis_us_per_waiting_poll",
@@ -776,11 +778,96 @@ async fn http_scenarios(
         );
     }
     m.insert("http_errors".into(), json!(errors));
+    m.extend(event_streams(settings, servers.poll, &poll_cookies[0]).await?);
     m.insert(
         "http_runs".into(),
         json!({ "rps": runs, "server_cpu_us": cpu_runs }),
     );
     Ok(m)
+}
+
+/// Memory per open event stream (`GET .../events`, Server-Sent Events fed by the gateway's
+/// snapshot), next to memory per idle keep-alive connection that made one status poll, side
+/// by side on the same server. Both figures are the whole process's resident memory growth
+/// over the connections opened (client sockets included, as the server's): the stream's own
+/// cost is the difference.
+async fn event_streams(
+    settings: &Settings,
+    addr: SocketAddr,
+    cookie: &HeaderValue,
+) -> Result<Map<String, Value>, BoxError> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let n = match settings.mode {
+        "smoke" => 50,
+        "quick" => 1_000,
+        _ => 4_000,
+    };
+    let request = |path: &str| {
+        format!(
+            "GET {path} HTTP/1.1\r\nHost: {addr}\r\nAccept: text/event-stream\r\nCookie: {}\r\n\r\n",
+            cookie.to_str().unwrap_or_default()
+        )
+    };
+    let events = request(&format!("/__waitingroom/{POLL_ROOM}/events"));
+    let status = request(&format!("/__waitingroom/{POLL_ROOM}/status"));
+    // Opens `n` connections sending `req`, each read until `until` arrives; kept open.
+    let open = |req: String, until: &'static str| async move {
+        let mut held = Vec::with_capacity(n);
+        for _ in 0..n {
+            let mut s = tokio::net::TcpStream::connect(addr).await?;
+            s.write_all(req.as_bytes()).await?;
+            let mut got = Vec::new();
+            let mut buf = [0u8; 2048];
+            while !String::from_utf8_lossy(&got).contains(until) {
+                let k = tokio::time::timeout(Duration::from_secs(10), s.read(&mut buf)).await??;
+                if k == 0 {
+                    return Err::<_, BoxError>(
+                        format!("closed before {until:?}: {}", String::from_utf8_lossy(&got))
+                            .into(),
+                    );
+                }
+                got.extend_from_slice(&buf[..k]);
+            }
+            held.push(s);
+        }
+        Ok(held)
+    };
+    let settle = || tokio::time::sleep(Duration::from_millis(300));
+    settle().await;
+    let before = resident_bytes();
+    let idle = open(status, "\"state\":\"waiting\"").await?;
+    settle().await;
+    let with_idle = resident_bytes();
+    let streams = open(events, "\"state\":\"waiting\"").await?;
+    // Each stream has looked at the snapshot a few times (one refresh a second).
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let with_streams = resident_bytes();
+    let per = |a: u64, b: u64| round(b.saturating_sub(a) as f64 / n as f64, 0);
+    let mut m = Map::new();
+    m.insert("event_streams_open".into(), json!(streams.len()));
+    m.insert(
+        "idle_connection_bytes".into(),
+        json!(per(before, with_idle)),
+    );
+    m.insert(
+        "event_stream_bytes".into(),
+        json!(per(with_idle, with_streams)),
+    );
+    eprintln!(
+        "event streams: {n} open, {} bytes each (an idle keep-alive connection: {} bytes)",
+        per(with_idle, with_streams),
+        per(before, with_idle)
+    );
+    drop((idle, streams));
+    Ok(m)
+}
+
+/// This process's resident memory, from `/proc/self/statm` (0 where there is none).
+fn resident_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/statm")
+        .ok()
+        .and_then(|s| s.split_whitespace().nth(1)?.parse::<u64>().ok())
+        .map_or(0, |pages| pages * 4_096)
 }
 
 async fn http_get_status_body(

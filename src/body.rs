@@ -7,9 +7,12 @@ use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use pin_project_lite::pin_project;
 
+use crate::room::events::EventStream;
+
 pin_project! {
-    /// The body of a response through [`WaitingRoom`](crate::WaitingRoom): either the inner
-    /// service's body, untouched, or the room's own answer in one chunk.
+    /// The body of a response through [`WaitingRoom`](crate::WaitingRoom): the inner
+    /// service's body, untouched; the room's own answer in one chunk; or a waiter's stream of
+    /// Server-Sent Events (the room's `events` endpoint).
     pub struct ResponseBody<B> {
         #[pin]
         kind: BodyKind<B>,
@@ -21,6 +24,7 @@ pin_project! {
     enum BodyKind<B> {
         Inner { #[pin] body: B },
         Room { data: Option<Bytes> },
+        Events { stream: Box<EventStream> },
     }
 }
 
@@ -28,6 +32,14 @@ impl<B> ResponseBody<B> {
     pub(crate) fn inner(body: B) -> Self {
         Self {
             kind: BodyKind::Inner { body },
+        }
+    }
+
+    pub(crate) fn events(stream: EventStream) -> Self {
+        Self {
+            kind: BodyKind::Events {
+                stream: Box::new(stream),
+            },
         }
     }
 
@@ -54,6 +66,9 @@ where
         match self.project().kind.project() {
             BodyKindProj::Inner { body } => body.poll_frame(cx),
             BodyKindProj::Room { data } => Poll::Ready(data.take().map(|d| Ok(Frame::data(d)))),
+            BodyKindProj::Events { stream } => stream
+                .poll_chunk(cx)
+                .map(|chunk| chunk.map(|d| Ok(Frame::data(d)))),
         }
     }
 
@@ -61,6 +76,7 @@ where
         match &self.kind {
             BodyKind::Inner { body } => body.is_end_stream(),
             BodyKind::Room { data } => data.is_none(),
+            BodyKind::Events { stream } => stream.is_done(),
         }
     }
 
@@ -70,6 +86,7 @@ where
             BodyKind::Room { data } => {
                 SizeHint::with_exact(data.as_ref().map_or(0, |d| d.len() as u64))
             }
+            BodyKind::Events { .. } => SizeHint::default(),
         }
     }
 }
@@ -79,6 +96,7 @@ impl<B> std::fmt::Debug for ResponseBody<B> {
         let kind = match &self.kind {
             BodyKind::Inner { .. } => "Inner",
             BodyKind::Room { .. } => "Room",
+            BodyKind::Events { .. } => "Events",
         };
         f.debug_struct("ResponseBody").field("kind", &kind).finish()
     }

@@ -67,6 +67,7 @@ pub struct WaitingRoomBuilder {
     proof_of_work: Option<ProofOfWork>,
     gates: Vec<Rule>,
     single_use_tickets: bool,
+    max_event_streams: usize,
     opens_at: Option<SystemTime>,
     closes_at: Option<SystemTime>,
     keep_line_after_close: bool,
@@ -108,6 +109,7 @@ impl WaitingRoomBuilder {
             proof_of_work: None,
             gates: Vec::new(),
             single_use_tickets: defaults::SINGLE_USE_TICKETS,
+            max_event_streams: defaults::MAX_EVENT_STREAMS,
             opens_at: None,
             closes_at: None,
             keep_line_after_close: true,
@@ -475,6 +477,30 @@ impl WaitingRoomBuilder {
         self
     }
 
+    /// Most waiters listening at once, on this gateway, for their position as Server-Sent
+    /// Events (`GET {prefix}/{room}/events`; 10 000 by default, 0 turns streams off). A
+    /// stream is fed by the gateway's snapshot of the line, so it needs a store that keeps
+    /// snapshots (the Redis store) and a Tokio runtime; without them, beyond this number, or
+    /// in a browser without `EventSource`, the waiting page polls the status endpoint as
+    /// before. Each open stream holds a connection and a little memory (see
+    /// `docs/benchmarks.md`), and is checked in for its waiter like a poll.
+    ///
+    /// ```
+    /// use tower_waiting_room::WaitingRoomLayer;
+    ///
+    /// let layer = WaitingRoomLayer::builder("shop")
+    ///     .capacity(100)
+    ///     .secret(b"an example secret of at least thirty-two bytes".to_vec())
+    ///     .max_event_streams(50_000)
+    ///     .build()
+    ///     .unwrap();
+    /// assert_eq!(layer.config().max_event_streams(), 50_000);
+    /// ```
+    pub fn max_event_streams(mut self, max: usize) -> Self {
+        self.max_event_streams = max;
+        self
+    }
+
     /// Opens the room at `opens_at` (the store's clock decides; see
     /// [`EventSchedule`](crate::config::EventSchedule)). Before then, arrivals are registered
     /// in a pre-queue and told when it opens (state `scheduled`, a countdown page); nobody is
@@ -585,6 +611,7 @@ impl WaitingRoomBuilder {
             token_header,
             bind_tokens_to_network: self.bind_tokens_to_network,
             single_use_tickets: self.single_use_tickets,
+            max_event_streams: self.max_event_streams,
         };
         let room = Room::new(RoomParts {
             config,

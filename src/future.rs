@@ -13,6 +13,7 @@ use tower_service::Service;
 
 use crate::body::ResponseBody;
 use crate::outcome::Admission;
+use crate::room::events::{self, EventStream};
 use crate::room::{strip_end_slot, with_room_headers, Issued, Next, Pending, Room, Slot};
 use crate::store::StoreFuture;
 
@@ -75,6 +76,10 @@ pin_project! {
         Answer {
             response: Option<Response<Bytes>>,
         },
+        /// The room answers with a waiter's event stream.
+        Events {
+            response: Option<Response<EventStream>>,
+        },
         /// The inner service failed to become ready.
         Failed {
             error: Option<S::Error>,
@@ -127,6 +132,12 @@ where
 
     pub(crate) fn answer(response: Response<Bytes>) -> Self {
         Self::new(Kind::Answer {
+            response: Some(response),
+        })
+    }
+
+    pub(crate) fn events(response: Response<EventStream>) -> Self {
+        Self::new(Kind::Events {
             response: Some(response),
         })
     }
@@ -214,6 +225,10 @@ where
                     let res = response.take().expect("polled after completion");
                     return Poll::Ready(Ok(with_room_headers(res).map(ResponseBody::room)));
                 }
+                KindProj::Events { response } => {
+                    let res = response.take().expect("polled after completion");
+                    return Poll::Ready(Ok(res.map(ResponseBody::events)));
+                }
                 KindProj::Failed { error } => {
                     return Poll::Ready(Err(error.take().expect("polled after completion")));
                 }
@@ -241,6 +256,9 @@ where
                         }
                         Next::Answer(response) => Kind::Answer {
                             response: Some(response),
+                        },
+                        Next::Events(start) => Kind::Events {
+                            response: Some(events::open(room.clone(), start)),
                         },
                         Next::Ask(next) => {
                             **pending = next;

@@ -9,6 +9,7 @@ use tower_service::Service;
 
 use crate::body::ResponseBody;
 use crate::future::{with_admission, ResponseFuture};
+use crate::room::events;
 use crate::room::{Issued, Next, Room, Slot};
 use crate::telemetry::{Outcome, Stage};
 
@@ -168,6 +169,7 @@ where
         }
         // The inner service is neither readied nor called: it reserves nothing.
         Next::Answer(res) => ResponseFuture::answer(res),
+        Next::Events(start) => ResponseFuture::events(events::open(room.clone(), start)),
         // A clone goes with the request, readied only if the store lets the request pass,
         // so a store round trip never holds the inner's capacity.
         Next::Ask(pending) => ResponseFuture::ask(pending, req, inner.clone(), room.clone()),

@@ -26,6 +26,11 @@
 //!    that range in minutes, "{low}–{high} min", the numbers of the status JSON the browser's
 //!    own visitor gets, by the page's script and by the server's rendering alike.
 //!
+//! 6. Listening instead of polling: far back in a line whose store keeps snapshots, the page
+//!    opens the room's events endpoint (`EventSource`) and shows each new position as the line
+//!    moves, with no status poll at all; near the head the stream ends and the page polls, and
+//!    it takes the browser in at its turn.
+//!
 //! Chromium and chromedriver are required: without them these tests FAIL (they never pass by
 //! skipping). `scripts/test` installs them (`apt-get install chromium chromium-driver`).
 
@@ -1031,5 +1036,108 @@ async fn measure_proof_of_work_in_chromium() {
         );
     }
     eprintln!("(expected s: 2^difficulty hashes, the mean a solution takes, at the measured rate)");
+    browser.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn far_back_the_page_listens_for_its_position_instead_of_polling() {
+    let _one = ONE_BROWSER.lock().await;
+    let hour = Duration::from_secs(3_600);
+    let clock = clock();
+    let store = TestStore::new(clock.clone()).with_snapshots();
+    let layer = WaitingRoomLayer::builder("listen")
+        .capacity(1)
+        .active_ttl(hour)
+        .grant_ttl(hour)
+        .queue_ttl(hour)
+        .secure_cookies(false)
+        .secret(SECRET)
+        .clock(clock.clone())
+        .store(store.clone())
+        .build()
+        .unwrap();
+    // Every path the browser asks for, as it reaches the server (an EventSource's request
+    // included, which the browser's own resource timing lists only once it ends).
+    let asked: Arc<Mutex<Vec<String>>> = Arc::default();
+    let log = Arc::clone(&asked);
+    let http = serve(shop(layer.clone()).layer(tower::util::MapRequestLayer::new(
+        move |req: http::Request<axum::body::Body>| {
+            log.lock().unwrap().push(req.uri().path().to_owned());
+            req
+        },
+    )))
+    .await;
+    let requested = || asked.lock().unwrap().clone();
+    let site = Site {
+        layer,
+        store,
+        clock,
+        http,
+    };
+    let mut holder = admit(&site).await;
+    let policy: RoomPolicy = site.layer.config().policy().clone();
+    let inner = site.store.inner();
+    use tower_waiting_room::store::Store;
+    let ahead: Vec<SessionId> = (0..60).map(|_| SessionId::random()).collect();
+    for &s in &ahead {
+        inner.enter(&policy, s).await.unwrap();
+    }
+
+    let driver = Driver::start().await;
+    let browser = driver.browser(1280, 800).await;
+    let base = format!("http://{}", site.http.addr);
+    browser.goto(&format!("{base}/")).await.unwrap();
+    assert_eq!(
+        text(&browser, "#twr-position-number").await.as_deref(),
+        Some("61")
+    );
+    eventually(Duration::from_secs(5), "the page listens", || async {
+        requested().iter().any(|u| u.ends_with("/listen/events"))
+    })
+    .await;
+
+    // Five leave from the front, one each second: the page follows, by the stream alone.
+    for (i, &s) in ahead[..5].iter().enumerate() {
+        assert!(inner.release(&policy, s).await.unwrap());
+        site.clock.advance(Duration::from_secs(1));
+        let want = (60 - i).to_string();
+        eventually(
+            Duration::from_secs(5),
+            &format!("position {want}"),
+            || async {
+                text(&browser, "#twr-position-number").await.as_deref() == Some(want.as_str())
+            },
+        )
+        .await;
+    }
+    let polls: Vec<String> = requested()
+        .into_iter()
+        .filter(|u| u.contains("/status"))
+        .collect();
+    assert!(polls.is_empty(), "the page polled: {polls:?}");
+
+    // The rest of those ahead leave: near the head the stream ends, the page asks the status
+    // endpoint, and when the holder leaves it takes the browser in by itself.
+    for &s in &ahead[5..] {
+        assert!(inner.release(&policy, s).await.unwrap());
+    }
+    site.clock.advance(Duration::from_secs(1));
+    eventually(
+        Duration::from_secs(10),
+        "the page polls near the head",
+        || async { requested().iter().any(|u| u.contains("/status")) },
+    )
+    .await;
+    let r = site
+        .http
+        .visit(&mut holder, Method::POST, "/__waitingroom/listen/leave")
+        .await;
+    assert_eq!(r.status, StatusCode::OK);
+    eventually(
+        Duration::from_secs(20),
+        "the page lets the browser in",
+        || async { text(&browser, "h1").await.as_deref() == Some("You are in") },
+    )
+    .await;
     browser.close().await.unwrap();
 }

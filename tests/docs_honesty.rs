@@ -423,6 +423,13 @@ async fn check(setting: &str, default: &str) -> Result<(), String> {
                 c.single_use_tickets().to_string(),
             )
         }
+        "max_event_streams" => eq(
+            "max_event_streams",
+            number(default)
+                .ok_or_else(|| format!("no number in {default:?}"))?
+                .to_string(),
+            c.max_event_streams().to_string(),
+        ),
         "new_visitor_limit" => new_visitor_limit(default).await,
         "poll_limit" => poll_limit(default).await,
         "client_ip_header/client_ip_with" => client_ip_default(default).await,

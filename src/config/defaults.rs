@@ -73,3 +73,6 @@ pub const BIND_TOKENS_TO_NETWORK: bool = false;
 /// Rooms mint no single-use checkout tickets unless turned on (see
 /// [`single_use_tickets`](crate::WaitingRoomBuilder::single_use_tickets)).
 pub const SINGLE_USE_TICKETS: bool = false;
+/// Event streams open at once per room on one gateway (see
+/// [`max_event_streams`](crate::WaitingRoomBuilder::max_event_streams)).
+pub const MAX_EVENT_STREAMS: usize = 10_000;

@@ -78,6 +78,7 @@ use crate::{WaitingRoomBuilder, WaitingRoomLayer};
 /// | `new_visitor_limit`, `poll_limit` | `"<max>/<duration>"` (`"60/1m"`, `"5/s"`), or `"off"` |
 /// | `bind_tokens_to_network` | `true` or `false` |
 /// | `single_use_tickets` | `true` or `false` |
+/// | `max_event_streams` | a whole number (0 turns event streams off) |
 /// | `proof_of_work` | the difficulty in bits (turns proof of work on) |
 /// | `proof_of_work_challenge_ttl` | a duration; needs `proof_of_work` |
 /// | `opens_at`, `closes_at` | Unix seconds (whole numbers): a scheduled opening and closing |
@@ -175,6 +176,7 @@ pub struct RoomFile {
     bind_tokens_to_network: Option<bool>,
     #[serde(default)]
     single_use_tickets: Option<bool>,
+    max_event_streams: Option<usize>,
     #[serde(default)]
     proof_of_work: Option<u8>,
     #[serde(default, deserialize_with = "field::proof_of_work_challenge_ttl")]
@@ -237,6 +239,7 @@ impl fmt::Debug for RoomFile {
             .field("client_ip_header", &self.client_ip_header)
             .field("bind_tokens_to_network", &self.bind_tokens_to_network)
             .field("single_use_tickets", &self.single_use_tickets)
+            .field("max_event_streams", &self.max_event_streams)
             .field("proof_of_work", &self.proof_of_work)
             .field(
                 "proof_of_work_challenge_ttl",
@@ -443,6 +446,7 @@ impl RoomFile {
             client_ip_header: None,
             bind_tokens_to_network: None,
             single_use_tickets: None,
+            max_event_streams: None,
             proof_of_work: None,
             proof_of_work_challenge_ttl: None,
             secret_env: None,
@@ -504,6 +508,10 @@ impl RoomFile {
             }
             "SINGLE_USE_TICKETS" => {
                 self.single_use_tickets = Some(parse_bool(value).map_err(invalid)?)
+            }
+            "MAX_EVENT_STREAMS" => {
+                self.max_event_streams =
+                    Some(parse_number(value, u32::MAX.into()).map_err(invalid)?)
             }
             "PROOF_OF_WORK" => {
                 self.proof_of_work = Some(parse_number(value, u8::MAX.into()).map_err(invalid)?)
@@ -582,6 +590,7 @@ impl RoomFile {
             client_ip_header => client_ip_header,
             bind_tokens_to_network => bind_tokens_to_network,
             single_use_tickets => single_use_tickets,
+            max_event_streams => max_event_streams,
         }
         if let Some(p) = proof_of_work {
             b = b.proof_of_work(p);

@@ -27,6 +27,7 @@
 //! | `opens_at/closes_at` | none | a scheduled opening, with a fair, shuffled pre-queue, and closing; see [`EventSchedule`] |
 //! | `keep_line_after_close` | on | after `closes_at`, those in line keep their place and the line keeps moving |
 //! | `proof_of_work` | off | a proof-of-work challenge (difficulty in bits, challenge TTL 5 min) before joining the line; see [`proof_of_work`](crate::defences::proof_of_work) |
+//! | `max_event_streams` | 10 000 | waiters listening for their position as Server-Sent Events at once, per room on one gateway; beyond it (or with 0) the waiting page polls |
 //! | `single_use_tickets` | off | at admission, a one-time checkout ticket (cookie `wr_{room}_t`, or the `X-Admission-Ticket` header) that a gated route accepts exactly once across all gateways |
 //!
 //! The same settings load from a file (TOML, JSON...) or from environment variables, with
@@ -315,6 +316,7 @@ pub struct RoomConfig {
     pub(crate) token_header: HeaderName,
     pub(crate) bind_tokens_to_network: bool,
     pub(crate) single_use_tickets: bool,
+    pub(crate) max_event_streams: usize,
 }
 
 impl RoomConfig {
@@ -366,5 +368,10 @@ impl RoomConfig {
     /// [`single_use_tickets`](crate::WaitingRoomBuilder::single_use_tickets).
     pub fn single_use_tickets(&self) -> bool {
         self.single_use_tickets
+    }
+    /// Most event streams open at once on this gateway; see
+    /// [`max_event_streams`](crate::WaitingRoomBuilder::max_event_streams).
+    pub fn max_event_streams(&self) -> usize {
+        self.max_event_streams
     }
 }

@@ -58,6 +58,10 @@ pub struct RenderContext<'a> {
     pub return_to: &'a str,
     /// `GET` here tells where the visitor stands (JSON).
     pub status_path: &'a str,
+    /// `GET` here, from an `EventSource`, streams the waiter's status as Server-Sent Events
+    /// (`None` when the room offers no streams: its store keeps no snapshots, or
+    /// [`max_event_streams`](crate::WaitingRoomBuilder::max_event_streams) is 0).
+    pub events_path: Option<&'a str>,
     /// `POST` here leaves the line.
     pub leave_path: &'a str,
     /// `POST` a proof-of-work solution here (when proof of work is on).

@@ -114,7 +114,10 @@ button:focus-visible,.button:focus-visible{outline:3px solid var(--accent);outli
 [hidden]{display:none!important}\
 @media (max-width:480px){body{align-items:flex-start}main{margin:.75rem;padding:1.5rem 1.1rem}.position strong{font-size:2.75rem}}";
 
-/// The pages' script: polls the status endpoint (interval from the server's `retry_after`,
+/// The pages' script: listens to the events endpoint when the room offers it and the browser
+/// has `EventSource` (each event is the status endpoint's JSON; `event: end` or a refused
+/// stream sends it back to polling, and a stream that ended within 30 s is not opened again
+/// by that page), else polls the status endpoint (interval from the server's `retry_after`,
 /// which grows with the position, ±20 % jitter), backs off exponentially up to 60 s on errors
 /// and says so, goes to the page asked for when admitted, and leaves the line without a page
 /// load. Several tabs share one place: the cookie is the place, not the tab. The challenge page
@@ -174,17 +177,26 @@ later(function(){location.replace(d.back)},j.retry_after||d.retry)})
 .catch(function(){later(function(){location.replace(d.back)},d.retry)})})}
 function fail(hint){fails++;var s=Math.min(60,Math.max(hint||0,d.retry*Math.pow(2,fails)));
 set("twr-note",t.error.replace("{seconds}",Math.round(s)));later(poll,s)}
+function show(j){set("twr-position-number",num(j.position));set("twr-ahead",num(j.ahead));set("twr-waiting",num(j.waiting));
+set("twr-eta",j.paused?t.eta_paused:etaOf(j));set("twr-note",t.auto_update)}
+var es=null,push=!!(d.events&&window.EventSource),opened=0;
+function listen(){if(!push||es||done)return false;var got=false;opened=Date.now();
+try{es=new EventSource(d.events)}catch(x){push=false;return false}
+es.onmessage=function(e){var j;try{j=JSON.parse(e.data)}catch(x){return}got=true;fails=0;if(j.state==="waiting")show(j)};
+es.addEventListener("end",function(){quit();poll()});
+es.onerror=function(){if(es&&es.readyState===2){quit();if(!got)push=false;later(poll,d.retry)}};
+return true}
+function quit(){if(es){es.close();es=null;if(Date.now()-opened<30000)push=false}}
 function poll(){if(done)return;
 fetch(d.status,{credentials:"same-origin",cache:"no-store",headers:{Accept:"application/json"}})
 .then(function(r){return r.json()}).then(function(j){if(done)return;
 if(j.state==="admitted"||j.state==="open"){done=true;set("twr-note",t.letting_in);location.replace(d.back);return}
-if(j.state==="waiting"){fails=0;set("twr-position-number",num(j.position));set("twr-ahead",num(j.ahead));set("twr-waiting",num(j.waiting));
-set("twr-eta",j.paused?t.eta_paused:etaOf(j));set("twr-note",t.auto_update);later(poll,j.retry_after||d.retry);return}
+if(j.state==="waiting"){fails=0;show(j);if(!listen())later(poll,j.retry_after||d.retry);return}
 if(j.state==="unknown"||j.state==="left"){end(t.gone_title,t.gone_message,t.rejoin,d.back);return}
 if(j.state==="closed"||j.state==="banned"){done=true;location.replace(d.back);return}
 fail(j.retry_after)}).catch(function(){fail()})}
-later(poll,d.retry);
-var form=el("twr-leave");if(form)form.addEventListener("submit",function(e){e.preventDefault();
+if(!listen())later(poll,d.retry);
+var form=el("twr-leave");if(form)form.addEventListener("submit",function(e){e.preventDefault();quit();
 fetch(d.leave,{method:"POST",credentials:"same-origin",headers:{Accept:"application/json"}})
 .then(function(r){if(!r.ok)throw r;end(t.left_title,t.left_message,t.back_to_site,d.back)})
 .catch(function(){form.submit()})});
@@ -318,6 +330,7 @@ fn page_data(
     json!({
         "kind": kind.name(),
         "status": cx.status_path,
+        "events": cx.events_path,
         "leave": cx.leave_path,
         "back": cx.return_to,
         "retry": retry,

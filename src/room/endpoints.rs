@@ -1,5 +1,6 @@
 //! The room's own endpoints under `{prefix}/{room}/`: `status` (where do I stand, as JSON),
-//! `leave` (give my place or slot back), and with proof of work on, `proof`.
+//! `events` (the same, pushed: see [`super::events`]), `leave` (give my place or slot back),
+//! and with proof of work on, `proof`.
 
 use bytes::Bytes;
 use http::{HeaderName, HeaderValue, Method, Request, Response, StatusCode};
@@ -27,6 +28,8 @@ impl Room {
         }
         if path == self.paths.status {
             Some(self.status(req, carried, now))
+        } else if path == self.paths.events {
+            Some(self.events(req, carried, now))
         } else if path == self.paths.leave {
             Some(self.leave(req, carried, now))
         } else if path == self.paths.proof && self.defences.proof.is_some() {

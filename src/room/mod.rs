@@ -10,6 +10,7 @@
 //! | `mod.rs` | [`Room`] and the dispatch of a request |
 //! | `visitor` | who a request comes from: its admission token, queue cookie, network |
 //! | `endpoints` | the room's own endpoints: status, leave, proof |
+//! | `events` | the events endpoint: a waiter's Server-Sent Events stream, fed by the snapshot |
 //! | `gate` | gated routes: admitted (by cookie, token header or ticket header; with single-use tickets, by the ticket, once) or `403 not_admitted` (`ticket_used`) |
 //! | `pending` | the store steps and what each answer means, the fail policy included |
 //! | `snapshot` | waiting polls answered at the gateway from its snapshot of the line, and the check-ins it batches |
@@ -20,6 +21,7 @@
 mod drain;
 mod ending;
 mod endpoints;
+pub(crate) mod events;
 mod gate;
 mod observe;
 mod pending;
@@ -29,7 +31,7 @@ mod ticket;
 mod visitor;
 
 use std::net::IpAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -83,11 +85,14 @@ pub(crate) struct Room {
     metrics: Arc<RoomMetrics>,
     /// The gateway's snapshot of the line, for waiting polls answered without the store.
     line: Arc<LineView>,
+    /// Event streams open on this gateway ([`events`]).
+    event_streams: Arc<AtomicUsize>,
 }
 
-/// `{prefix}/{room}/status`, `…/leave`, `…/proof`, made once.
+/// `{prefix}/{room}/status`, `…/events`, `…/leave`, `…/proof`, made once.
 struct EndpointPaths {
     status: String,
+    events: String,
     leave: String,
     proof: String,
 }
@@ -100,6 +105,7 @@ impl Room {
         };
         let paths = EndpointPaths {
             status: endpoint("status"),
+            events: endpoint("events"),
             leave: endpoint("leave"),
             proof: endpoint("proof"),
         };
@@ -119,6 +125,7 @@ impl Room {
             store_failures: FailureLog::new(),
             metrics,
             line,
+            event_streams: Arc::default(),
         }
     }
 

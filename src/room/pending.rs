@@ -39,6 +39,8 @@ pub(crate) enum Next {
     },
     /// Answer here.
     Answer(Response<Bytes>),
+    /// Answer here with a waiter's event stream.
+    Events(super::events::EventsStart),
     /// Ask the store, then do what the step says with its answer.
     Ask(Pending),
 }

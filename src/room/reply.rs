@@ -192,6 +192,7 @@ impl Room {
             headers: req.headers(),
             return_to,
             status_path: &self.paths.status,
+            events_path: self.offers_events().then_some(self.paths.events.as_str()),
             leave_path: &self.paths.leave,
             proof_path: &self.paths.proof,
             challenge: None,

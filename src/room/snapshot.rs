@@ -30,10 +30,11 @@ use http::{HeaderName, HeaderValue, Request, Response, StatusCode};
 use super::pending::{Next, Pending};
 use super::reply::waiting_rejection;
 use super::Room;
+use crate::outcome::Rejection;
 use crate::response::{json_response, StatusBody};
 use crate::session::SessionId;
 use crate::store::snapshot::{draw_score, NEAR_HEAD, SNAPSHOT_MAX_AGE_MS, SNAPSHOT_REFRESH_MS};
-use crate::store::{LivenessRule, Place, RoomPace, RoomSnapshot, StoreError};
+use crate::store::{LivenessRule, Place, RoomPace, RoomSnapshot, StoreError, StoreFuture};
 use crate::telemetry::{Outcome, Stage};
 use crate::token::QueueCookie;
 
@@ -322,19 +323,14 @@ impl Room {
         if self.line.is_forgotten(cookie.session()) {
             return None;
         }
-        if self.line.claim_refresh(now) {
-            let seen = self.line.take_check_ins();
+        if let Some((call, refresh)) = self.start_refresh(now) {
             return Some(Next::Ask(Pending::Sync {
-                call: self.store.sync(&self.config.policy, seen.clone()),
+                call,
                 then: Some(AfterSync {
                     cookie,
                     uses_headers,
                     asking,
-                    refresh: Refresh {
-                        line: Arc::clone(&self.line),
-                        sent_at_ms: now,
-                        check_ins: Some(seen),
-                    },
+                    refresh,
                 }),
             }));
         }
@@ -342,17 +338,51 @@ impl Room {
         self.answer_from_snapshot(&held.snapshot, req, cookie.session(), place, asking, now)
     }
 
-    /// The answer from `snapshot` for a waiter at `place`, who is checked in through the
-    /// gateway's batch; `None` if their turn may have come (or the line does not move).
-    fn answer_from_snapshot<B>(
+    /// The snapshot's refresh, if it is due and no other is in flight: the store call, sent
+    /// now with the batched check-ins, and the [`Refresh`] to settle with its answer
+    /// ([`refreshed`](Self::refreshed)).
+    pub(super) fn start_refresh(&self, now: u64) -> Option<(StoreFuture<RoomSnapshot>, Refresh)> {
+        if !self.line.claim_refresh(now) {
+            return None;
+        }
+        let seen = self.line.take_check_ins();
+        let call = self.store.sync(&self.config.policy, seen.clone());
+        let refresh = Refresh {
+            line: Arc::clone(&self.line),
+            sent_at_ms: now,
+            check_ins: Some(seen),
+        };
+        Some((call, refresh))
+    }
+
+    /// A refresh is back: the new snapshot is held, or the failure noted (its check-ins go
+    /// back into the batch).
+    pub(super) fn refreshed(&self, mut refresh: Refresh, answer: Result<RoomSnapshot, StoreError>) {
+        let now = self.now_ms();
+        let check_ins = refresh.settle();
+        match answer {
+            Ok(snapshot) => {
+                self.store_failures.answered();
+                let rule = LivenessRule::for_turn(&self.config.policy);
+                self.line.received(snapshot, refresh.sent_at_ms, now, &rule);
+            }
+            Err(e) => {
+                self.line.failed(check_ins);
+                self.log_store_failure(&e, "sync");
+            }
+        }
+    }
+
+    /// Where a waiter at `place` stands by `snapshot`, as the waiting answer it gets; they are
+    /// checked in through the gateway's batch. `None` if their turn may have come (or the line
+    /// does not move, or they arrived after the snapshot was taken): the store is asked.
+    pub(super) fn waiting_by_snapshot(
         &self,
         snapshot: &RoomSnapshot,
-        req: &Request<B>,
         session: SessionId,
         place: Place,
-        asking: Asking,
         now: u64,
-    ) -> Option<Next> {
+    ) -> Option<Rejection> {
         if !snapshot.answers_waiters() {
             return None;
         }
@@ -366,12 +396,27 @@ impl Room {
         self.line
             .checked_in(session, now, &LivenessRule::for_turn(policy));
         self.metrics.waiting(snapshot.waiting);
-        let rejection = waiting_rejection(
+        Some(waiting_rejection(
             position,
             snapshot.waiting.max(position),
             snapshot.paused,
             snapshot.pace,
-        );
+        ))
+    }
+
+    /// The answer from `snapshot` for a waiter at `place` ([`waiting_by_snapshot`]).
+    ///
+    /// [`waiting_by_snapshot`]: Self::waiting_by_snapshot
+    fn answer_from_snapshot<B>(
+        &self,
+        snapshot: &RoomSnapshot,
+        req: &Request<B>,
+        session: SessionId,
+        place: Place,
+        asking: Asking,
+        now: u64,
+    ) -> Option<Next> {
+        let rejection = self.waiting_by_snapshot(snapshot, session, place, now)?;
         let mut res = match asking {
             Asking::Page => self.reject(&rejection, req),
             Asking::Status => self.status_json(&rejection),
@@ -411,7 +456,7 @@ impl Room {
     }
 
     /// The status endpoint's `200` for a waiting visitor.
-    pub(super) fn status_json(&self, rejection: &crate::outcome::Rejection) -> Response<Bytes> {
+    pub(super) fn status_json(&self, rejection: &Rejection) -> Response<Bytes> {
         json_response(
             StatusCode::OK,
             &StatusBody::from_rejection(self.config.room(), rejection),
@@ -426,25 +471,14 @@ impl Room {
         answer: Result<RoomSnapshot, StoreError>,
         req: &Request<B>,
     ) -> Next {
-        let now = self.now_ms();
         let AfterSync {
             cookie,
             uses_headers,
             asking,
-            mut refresh,
+            refresh,
         } = then;
-        let check_ins = refresh.settle();
-        match answer {
-            Ok(snapshot) => {
-                self.store_failures.answered();
-                let rule = LivenessRule::for_turn(&self.config.policy);
-                self.line.received(snapshot, refresh.sent_at_ms, now, &rule);
-            }
-            Err(e) => {
-                self.line.failed(check_ins);
-                self.log_store_failure(&e, "sync");
-            }
-        }
+        self.refreshed(refresh, answer);
+        let now = self.now_ms();
         let session = cookie.session();
         if let (Some(held), Some(place)) = (self.line.fresh(now), cookie.place()) {
             if !self.line.is_forgotten(session) {

@@ -584,6 +584,7 @@ mod tests {
             }
             Next::Pass { .. } => panic!("passed, expected {status} {body}"),
             Next::Ask(_) => panic!("still asking"),
+            Next::Events(_) => panic!("a stream, expected {status} {body}"),
         }
     }
 
@@ -600,6 +601,7 @@ mod tests {
             }
             Next::Answer(res) => panic!("answered {} {:?}", res.status(), res.body()),
             Next::Ask(_) => panic!("still asking"),
+            Next::Events(_) => panic!("a stream"),
         }
     }
 
@@ -961,7 +963,7 @@ mod tests {
                 match redeem(&layer, &req).await {
                     Next::Pass { .. } => StatusCode::OK,
                     Next::Answer(res) => res.status(),
-                    Next::Ask(_) => unreachable!(),
+                    Next::Ask(_) | Next::Events(_) => unreachable!(),
                 }
             });
         }

@@ -1,0 +1,351 @@
+//! Server-Sent Events for waiters: `GET {prefix}/{room}/events`, a stream fed by the gateway's
+//! snapshot of the line ([`super::snapshot`]), so a waiting page is told its new position when
+//! it changes instead of asking for it.
+//!
+//! - **Who gets a stream**: a waiter whose signed queue cookie carries their place, whom the
+//!   gateway can answer from its snapshot (as a waiting poll would be), within the session's
+//!   poll limit (opening a stream counts as one poll), while fewer than
+//!   [`max_event_streams`](crate::WaitingRoomBuilder::max_event_streams) streams are open on
+//!   this gateway. Anyone else gets `204 No Content`, which tells an `EventSource` to stop
+//!   and the page to use the status endpoint; so does a server without a Tokio runtime (the
+//!   stream's timer needs one). Over the poll limit: `429`, as the status endpoint answers.
+//! - **What it sends**: the status endpoint's JSON for a waiter, as the `data` of an event
+//!   whose `id` is the snapshot's time (ms, the store's clock), once when the stream opens and
+//!   then only when the answer changes. A comment line every [`HEARTBEAT_MS`] keeps proxies
+//!   from closing a quiet stream. Each second the stream looks at the snapshot (and refreshes
+//!   it when due, as a waiting poll does, so a gateway whose waiters all listen still syncs).
+//! - **When it ends**: when the snapshot can no longer answer for the waiter (their turn may
+//!   have come, the store says they have no place, the line stopped moving, or the snapshot
+//!   has been stale for [`STALE_TICKS`] looks: the store is away) it sends `event: end` and
+//!   closes, and the page asks the status endpoint, which asks the store (and claims the turn,
+//!   or applies the fail policy). After [`MAX_STREAM_MS`] (or when the queue cookie expires,
+//!   if sooner) it just closes; the `EventSource` reconnects after `retry` ms with
+//!   `Last-Event-ID`, and the first event is then left out if the snapshot is still the one
+//!   that id names. The reconnect checks the cookie and the poll limit again.
+//! - **Liveness**: a listening waiter is checked in through the gateway's batch at each look,
+//!   exactly as a waiting poll answered here is: silent waiters are skipped at their turn, and
+//!   a waiter whose page listens is not.
+//!
+//! Nothing here admits anyone: a turn is only ever given, and a slot only ever claimed, by the
+//! store, through the status endpoint or a page load.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::task::{ready, Context, Poll};
+use std::time::Duration;
+
+use bytes::{BufMut, Bytes, BytesMut};
+use http::header::{self, HeaderValue};
+use http::{HeaderName, Method, Request, Response, StatusCode};
+use tokio::time::{Instant, Sleep};
+
+use super::reply::method_not_allowed;
+use super::snapshot::Refresh;
+use super::visitor::{Carried, Visitor};
+use super::{Next, Room};
+use crate::response::StatusBody;
+use crate::session::SessionId;
+use crate::store::snapshot::SNAPSHOT_REFRESH_MS;
+use crate::store::{Place, RoomSnapshot, StoreFuture};
+use crate::telemetry::{Outcome, Stage};
+
+/// How often a stream looks at the snapshot: as often as it is refreshed.
+const LOOK_MS: u64 = SNAPSHOT_REFRESH_MS;
+
+/// A comment line after this long without an event, so that proxies and load balancers do not
+/// close the stream as idle.
+pub(crate) const HEARTBEAT_MS: u64 = 15_000;
+
+/// Looks in a row without a fresh snapshot before the stream ends (the store is away, or the
+/// refreshes fail): the page then asks the status endpoint, whose answer follows the fail
+/// policy.
+pub(crate) const STALE_TICKS: u32 = 3;
+
+/// Longest life of one stream: then it closes and the `EventSource` reconnects, which checks
+/// the visitor's cookie and poll limit again.
+pub(crate) const MAX_STREAM_MS: u64 = 10 * 60 * 1_000;
+
+/// The reconnection delay the stream asks of the `EventSource` (its `retry` field), in ms.
+pub(crate) const RETRY_MS: u64 = 3_000;
+
+/// `Last-Event-ID`: the `id` of the last event an `EventSource` got, sent when it reconnects.
+const LAST_EVENT_ID: HeaderName = HeaderName::from_static("last-event-id");
+
+/// One open stream of the gateway's, counted while it lives.
+pub(crate) struct StreamSlot(Arc<AtomicUsize>);
+
+impl StreamSlot {
+    /// One more stream, unless `max` are open.
+    fn take(open: &Arc<AtomicUsize>, max: usize) -> Option<Self> {
+        open.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+            (n < max).then_some(n + 1)
+        })
+        .ok()
+        .map(|_| Self(Arc::clone(open)))
+    }
+}
+
+impl Drop for StreamSlot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// A stream the room decided to open, for the service to start with the room's `Arc`.
+pub(crate) struct EventsStart {
+    session: SessionId,
+    place: Place,
+    /// When the stream must close at the latest (room clock, ms).
+    until_ms: u64,
+    /// The `Last-Event-ID` the client reconnected with.
+    resume: Option<u64>,
+    _slot: StreamSlot,
+}
+
+impl Room {
+    /// `GET {prefix}/{room}/events` (see the [module docs](self)).
+    pub(super) fn events<B>(&self, req: &Request<B>, carried: &Carried<'_>, now: u64) -> Next {
+        if req.method() != Method::GET {
+            return Next::Answer(method_not_allowed("GET"));
+        }
+        let no_stream = || {
+            let mut res = Response::new(Bytes::new());
+            *res.status_mut() = StatusCode::NO_CONTENT;
+            Next::Answer(res)
+        };
+        if !self.offers_events() || tokio::runtime::Handle::try_current().is_err() {
+            return no_stream();
+        }
+        let cookie = match self.visitor(req, carried, now) {
+            Some(Visitor::Queued(cookie)) if !self.needs_proof(&cookie) => cookie,
+            _ => return no_stream(),
+        };
+        let Some(place) = cookie.place() else {
+            return no_stream();
+        };
+        if self.line.is_forgotten(cookie.session()) {
+            return no_stream();
+        }
+        if let Err(wait) = self.check_polls(cookie.session(), now) {
+            let res = self.limited(wait, req);
+            return self.counted(Stage::Endpoint, Outcome::Limited, Next::Answer(res));
+        }
+        let Some(slot) = StreamSlot::take(&self.event_streams, self.config.max_event_streams)
+        else {
+            return no_stream();
+        };
+        let resume = req
+            .headers()
+            .get(LAST_EVENT_ID)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse().ok());
+        Next::Events(EventsStart {
+            session: cookie.session(),
+            place,
+            until_ms: cookie
+                .expires_at_ms()
+                .min(now.saturating_add(MAX_STREAM_MS)),
+            resume,
+            _slot: slot,
+        })
+    }
+
+    /// Whether waiters can listen for events here: the store keeps snapshots and streams are
+    /// not turned off. (The waiting page is then given the endpoint.)
+    pub(crate) fn offers_events(&self) -> bool {
+        self.line.supported() && self.config.max_event_streams > 0
+    }
+
+    /// What the snapshot says for the waiter now (they are checked in when it answers).
+    fn look(&self, session: SessionId, place: Place, now: u64) -> Look {
+        let Some(held) = self.line.fresh(now) else {
+            return Look::Stale;
+        };
+        if self.line.is_forgotten(session) {
+            return Look::Ask;
+        }
+        let snapshot = &held.snapshot;
+        match self.waiting_by_snapshot(snapshot, session, place, now) {
+            Some(rejection) => {
+                let body = StatusBody::from_rejection(self.config.room(), &rejection);
+                let json = serde_json::to_vec(&body).expect("status bodies serialize");
+                Look::Waiting {
+                    data: Bytes::from(json),
+                    id: snapshot.taken_at_ms,
+                }
+            }
+            None => Look::Ask,
+        }
+    }
+}
+
+/// What one look at the snapshot found for a waiter.
+enum Look {
+    /// No fresh snapshot (a refresh is late, or the store is away).
+    Stale,
+    /// The snapshot cannot answer for them: the store must be asked.
+    Ask,
+    /// Waiting: the status JSON, and the snapshot's time (the event's id).
+    Waiting { data: Bytes, id: u64 },
+}
+
+/// The response that opens a stream.
+pub(crate) fn open(room: Arc<Room>, start: EventsStart) -> Response<EventStream> {
+    let mut res = Response::new(EventStream::new(room, start));
+    let headers = res.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    // nginx buffers responses unless told not to; a buffered stream tells nothing.
+    headers.insert(
+        HeaderName::from_static("x-accel-buffering"),
+        HeaderValue::from_static("no"),
+    );
+    headers.insert(
+        HeaderName::from_static("x-robots-tag"),
+        HeaderValue::from_static("noindex"),
+    );
+    res
+}
+
+/// The body of an events response: one waiter's stream (see the [module docs](self)).
+pub(crate) struct EventStream {
+    room: Arc<Room>,
+    start: EventsStart,
+    /// The data of the last event sent: only a change is sent again.
+    last: Option<Bytes>,
+    /// When the last event or comment was sent (room clock, ms).
+    sent_at_ms: u64,
+    /// The next look.
+    look: Pin<Box<Sleep>>,
+    /// The snapshot's refresh this stream is making.
+    refresh: Option<(StoreFuture<RoomSnapshot>, Refresh)>,
+    /// Looks in a row without a fresh snapshot.
+    stale: u32,
+    /// The first frame (the `retry` field) is yet to be sent.
+    greeted: bool,
+    done: bool,
+}
+
+impl EventStream {
+    fn new(room: Arc<Room>, start: EventsStart) -> Self {
+        let now = room.now_ms();
+        Self {
+            room,
+            start,
+            last: None,
+            sent_at_ms: now,
+            // The first look is at once.
+            look: Box::pin(tokio::time::sleep_until(Instant::now())),
+            refresh: None,
+            stale: 0,
+            greeted: false,
+            done: false,
+        }
+    }
+
+    /// The next chunk of the stream; `None` once it has ended.
+    pub(crate) fn poll_chunk(&mut self, cx: &mut Context<'_>) -> Poll<Option<Bytes>> {
+        if !self.greeted {
+            self.greeted = true;
+            return Poll::Ready(Some(Bytes::from(format!("retry: {RETRY_MS}\n\n"))));
+        }
+        loop {
+            if self.done {
+                return Poll::Ready(None);
+            }
+            if let Some((call, _)) = &mut self.refresh {
+                let answer = ready!(call.as_mut().poll(cx));
+                let (_, refresh) = self.refresh.take().expect("just polled");
+                self.room.refreshed(refresh, answer);
+            } else {
+                ready!(self.look.as_mut().poll(cx));
+                self.look
+                    .as_mut()
+                    .reset(Instant::now() + Duration::from_millis(LOOK_MS));
+                let now = self.room.now_ms();
+                if now >= self.start.until_ms {
+                    // A plain close: the client reconnects with Last-Event-ID.
+                    self.done = true;
+                    return Poll::Ready(None);
+                }
+                if let Some(refresh) = self.room.start_refresh(now) {
+                    self.refresh = Some(refresh);
+                    continue;
+                }
+            }
+            if let Some(chunk) = self.look_at_snapshot() {
+                return Poll::Ready(Some(chunk));
+            }
+        }
+    }
+
+    /// What the snapshot says now: an event, a comment, the end, or nothing to send.
+    fn look_at_snapshot(&mut self) -> Option<Bytes> {
+        let now = self.room.now_ms();
+        match self.room.look(self.start.session, self.start.place, now) {
+            Look::Stale => {
+                self.stale += 1;
+                if self.stale >= STALE_TICKS {
+                    return Some(self.end());
+                }
+            }
+            Look::Ask => return Some(self.end()),
+            Look::Waiting { data, id } => {
+                self.stale = 0;
+                // Reconnected with the id of this very snapshot: the client has this event.
+                let resumed = self.last.is_none() && self.start.resume == Some(id);
+                if self.last.as_ref() != Some(&data) {
+                    self.last = Some(data.clone());
+                    if !resumed {
+                        self.sent_at_ms = now;
+                        self.room
+                            .metrics()
+                            .request(Stage::Snapshot, Outcome::Waiting);
+                        return Some(event(id, &data));
+                    }
+                }
+            }
+        }
+        if now.saturating_sub(self.sent_at_ms) >= HEARTBEAT_MS {
+            self.sent_at_ms = now;
+            return Some(Bytes::from_static(b":\n\n"));
+        }
+        None
+    }
+
+    /// The last event: the page is to ask the status endpoint.
+    fn end(&mut self) -> Bytes {
+        self.done = true;
+        Bytes::from_static(b"event: end\ndata: {}\n\n")
+    }
+
+    /// Whether the stream has ended.
+    pub(crate) fn is_done(&self) -> bool {
+        self.done
+    }
+}
+
+/// `id: <id>\ndata: <json>\n\n` (the JSON is one line).
+fn event(id: u64, data: &[u8]) -> Bytes {
+    let mut b = BytesMut::with_capacity(data.len() + 32);
+    b.put_slice(b"id: ");
+    b.put_slice(id.to_string().as_bytes());
+    b.put_slice(b"\ndata: ");
+    b.put_slice(data);
+    b.put_slice(b"\n\n");
+    b.freeze()
+}
+
+impl std::fmt::Debug for EventStream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EventStream")
+            .field("room", &self.room.config().room())
+            .field("done", &self.done)
+            .finish_non_exhaustive()
+    }
+}
