@@ -202,9 +202,7 @@
 --     and a non-integer seq, and the run starts again once (no cost on the normal path). The
 --     first run's writes stay, but every step is idempotent (housekeeping, "ensure" writes) and
 --     the promotion budget is shared by both runs, so the work stays bounded;
---   - a lost seq (gone, or deleted by repair): a newcomer is placed after the last waiter,
---     never ahead of the line (`seq_after_tail`; a seq set back by hand, which no fault does,
---     is not looked for);
+--   - a lost or reset seq: a newcomer is placed after the last waiter, never ahead of the line;
 --   - a lost liveness bitmap (its settings field says it holds an epoch that counts, and it is
 --     gone): everyone counts as seen in that epoch, so nobody is skipped or swept for it; a lost
 --     settings key leaves the bitmaps of unknown epochs, which count as current until the ring
@@ -240,11 +238,11 @@
 -- joined since). In the window, an enter reads the settings' version and window (one HMGET of
 -- 5 fields), and answers here only when main would answer the same from the same reads: the
 -- caller holding no slot (else main claims or extends it). A waiter is checked in and told
--- their rank; a newcomer gets a place after the last waiter (`F.seq_after_tail`, as main), or
--- {3} when the line is at its bound, and is alive by the join when their number is above
+-- their rank; a newcomer gets a place after the last waiter (the tail check, as main), or {3}
+-- when the line is at its bound, and is alive by the join when their number is above
 -- fast_seq, as main decides it. So it is main's enter, made with fewer statements: TIME,
--- HMGET, ZSCORE active, granted and line, ZCARD line, INCR seq, ZADD (8 redis.calls for a
--- newcomer; the tail is read only when seq was lost), and for a waiter ZRANK and the BITFIELD of each ring, whose
+-- HMGET, ZSCORE active, granted and line, ZCARD line, INCR seq, ZRANGE line -1 -1, ZADD (9
+-- redis.calls for a newcomer), and for a waiter ZRANK and the BITFIELD of each ring, whose
 -- numbers go as strings (Lua's own number to string conversion, %.17g, costs more than the
 -- commands). A lost bitmap is seen by its sentinel as main sees it, marked, and closes the
 -- window. Everything else (a claim, a room with free slots, a call before the opening, a
@@ -1048,7 +1046,7 @@ function F.note_pre_arrival()
   end
 end
 
--- The next sequence number: after the last waiter's even if seq was lost, so a
+-- The next sequence number: after the last waiter's even if seq was lost or reset, so a
 -- newcomer never goes ahead of the line.
 function F.next_seq()
   local seq = F.seq_after_tail(R.k_seq, R.k_line)
@@ -1056,13 +1054,9 @@ function F.next_seq()
   return seq
 end
 
--- INCR of seq, after the line's last waiter even if seq was lost. Every write of seq keeps it
--- at or past the line's last number (INCR of a kept key, this SET; repair deletes a damaged
--- one), so it can be behind the tail only when this INCR made the key anew: 1. Only then is
--- the tail read (one ZRANGE less per join).
+-- INCR of seq, after the line's last waiter (a lost or reset seq is set past it).
 function F.seq_after_tail(k_seq, k_line)
   local seq = redis.call('INCR', k_seq)
-  if seq ~= 1 then return seq end
   local tail = tonumber(redis.call('ZRANGE', k_line, '-1', '-1', 'WITHSCORES')[2])
   if tail and seq <= tail then
     seq = tail + 1
