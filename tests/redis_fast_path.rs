@@ -257,7 +257,19 @@ async fn run(policy: RoomPolicy, seed: u64, min_percent: u64) {
                 };
                 both!(a, b, configure(&policy, change()))
             }
-            86..=89 => {
+            89 => {
+                // The sequence lost in both rooms (evicted, deleted): the next newcomer's number
+                // is made anew and must still go after the line's last waiter, on either path.
+                for keys in [&keys_a, &keys_b] {
+                    let seq = keys.iter().find(|k| k.ends_with(":seq")).unwrap();
+                    let _: u64 = c.del(seq).await.unwrap();
+                }
+                let s = SessionId::random();
+                sessions.push(s);
+                enters += 1;
+                both!(a, b, enter(&policy, s))
+            }
+            86..=88 => {
                 // The current liveness bitmap of one ring lost (evicted, deleted) in both rooms
                 // between two newcomers: the first opens the fast path's window if main answers
                 // it, the second then writes into the lost key (the sentinel tells).

@@ -27,6 +27,18 @@ fn store(server: &Server, clock: &ManualClock) -> RedisStore {
         .expect("store builds")
 }
 
+/// A room of capacity 1 with hour-long slots, a minute to claim, `queue_ttl` 8 s (turn epochs
+/// of 2 s, six keys) and a line of at most 1 000.
+fn policy_8s(room: &str) -> RoomPolicy {
+    RoomPolicy::new(room, 1)
+        .with_ttls(
+            Duration::from_secs(3_600),
+            Duration::from_secs(60),
+            Duration::from_secs(8),
+        )
+        .with_max_queue_len(1_000)
+}
+
 async fn conn(server: &Server) -> redis::aio::MultiplexedConnection {
     redis::Client::open(server.url())
         .unwrap()
@@ -336,13 +348,7 @@ async fn a_sync_sets_the_bits_the_gateway_computed() {
     let store = store(&server, &clock);
     let mut c = conn(&server).await;
     // queue_ttl 8 s: turn epochs of 2 s, six keys.
-    let policy = RoomPolicy::new("sync-bits", 1)
-        .with_ttls(
-            Duration::from_secs(3_600),
-            Duration::from_secs(60),
-            Duration::from_secs(8),
-        )
-        .with_max_queue_len(1_000);
+    let policy = policy_8s("sync-bits");
     let m = redis_bloom_bits(1_000);
     admitted(&store, &policy).await;
     let mut id = [0u8; 16];
@@ -495,13 +501,7 @@ async fn a_join_is_a_check_in_without_bits_until_seq_goes_back() {
     let store = store(&server, &clock);
     let mut c = conn(&server).await;
     // queue_ttl 8 s: turn epochs of 2 s.
-    let policy = RoomPolicy::new("joined-since", 1)
-        .with_ttls(
-            Duration::from_secs(3_600),
-            Duration::from_secs(60),
-            Duration::from_secs(8),
-        )
-        .with_max_queue_len(1_000);
+    let policy = policy_8s("joined-since");
     let m = redis_bloom_bits(1_000);
     let keys = redis_keys(&store, "joined-since");
     let rings: Vec<&String> = keys
@@ -595,13 +595,7 @@ async fn a_room_of_version_2_is_upgraded_in_place() {
     let clock = ManualClock::new(START_MS);
     let store = store(&server, &clock);
     let mut c = conn(&server).await;
-    let policy = RoomPolicy::new("upgrade", 1)
-        .with_ttls(
-            Duration::from_secs(3_600),
-            Duration::from_secs(60),
-            Duration::from_secs(8),
-        )
-        .with_max_queue_len(1_000);
+    let policy = policy_8s("upgrade");
     let m = redis_bloom_bits(1_000);
     let keys = redis_keys(&store, "upgrade");
     let settings = key(&keys, "settings").to_owned();
