@@ -127,7 +127,7 @@ pub struct RedisStore {
     timeout: Duration,
     clock: Option<SharedClock>,
     breaker: Arc<Breaker>,
-    /// The waiters this gateway already found in line, per room, this abandon epoch.
+    /// The waiters this gateway already found in line, per room, in their abandon epoch.
     found: Arc<found::FoundInLine>,
 }
 
@@ -455,13 +455,17 @@ impl Store for RedisStore {
     }
 
     fn sync(&self, policy: &RoomPolicy, seen: Vec<SessionId>) -> StoreFuture<RoomSnapshot> {
-        // The sessions found in line this abandon epoch are not looked up again (found.rs).
+        // The sessions found in line in their abandon epoch are not looked up again (found.rs).
         let now = self.clock.as_ref().map_or_else(
             || crate::config::unix_ms(std::time::SystemTime::now()),
             |c| c.now_ms(),
         );
-        let epoch = crate::store::LivenessRule::for_abandon(policy).epoch(now);
-        let (look_up, known) = self.found.split(&policy.room, epoch, seen);
+        let at = found::Epochs {
+            now_ms: now,
+            width_ms: crate::store::LivenessRule::for_abandon(policy).width_ms,
+            max_queue_len: policy.max_queue_len,
+        };
+        let (look_up, known) = self.found.split(&policy.room, at, seen);
         // ARGV[2]: the sessions to look up, each its id's 16 raw bytes and its two Bloom offsets
         // (computed here: the script only looks them up), in one argument; ARGV[18]: the two
         // offsets of each of the others, whose bits are set without a lookup.
@@ -475,7 +479,7 @@ impl Store for RedisStore {
         let (found, room) = (Arc::clone(&self.found), policy.room.clone());
         Box::pin(async move {
             let snapshot = protocol::snapshot(&call.await?)?;
-            found.found(&room, epoch, &look_up, &snapshot.unknown);
+            found.found(&room, at, &look_up, &snapshot.unknown);
             Ok(snapshot)
         })
     }
