@@ -41,8 +41,8 @@ use http::header::{self, HeaderValue};
 use http::{HeaderName, Method, Request, Response, StatusCode};
 use tokio::time::{Instant, Sleep};
 
-use super::reply::method_not_allowed;
-use super::snapshot::Refresh;
+use super::reply::{method_not_allowed, with_room_headers};
+use super::snapshot::{Held, Refresh};
 use super::visitor::{Carried, Visitor};
 use super::{Next, Room};
 use crate::response::StatusBody;
@@ -159,7 +159,8 @@ impl Room {
     }
 
     /// What the snapshot says for the waiter now (they are checked in when it answers).
-    fn look(&self, session: SessionId, place: Place, now: u64) -> Look {
+    /// `seen`: the snapshot of the stream's last look, whose answer it has already made.
+    fn look(&self, session: SessionId, place: Place, now: u64, seen: Option<&Arc<Held>>) -> Look {
         let Some(held) = self.line.fresh(now) else {
             return Look::Stale;
         };
@@ -167,16 +168,19 @@ impl Room {
             return Look::Ask;
         }
         let snapshot = &held.snapshot;
-        match self.waiting_by_snapshot(snapshot, session, place, now) {
-            Some(rejection) => {
-                let body = StatusBody::from_rejection(self.config.room(), &rejection);
-                let json = serde_json::to_vec(&body).expect("status bodies serialize");
-                Look::Waiting {
-                    data: Bytes::from(json),
-                    id: snapshot.taken_at_ms,
-                }
-            }
-            None => Look::Ask,
+        let Some(rejection) = self.waiting_by_snapshot(snapshot, session, place, now) else {
+            return Look::Ask;
+        };
+        // The same snapshot gives the same answer: checked in, nothing more to build.
+        if seen.is_some_and(|s| Arc::ptr_eq(s, &held)) {
+            return Look::Same;
+        }
+        let body = StatusBody::from_rejection(self.config.room(), &rejection);
+        let json = serde_json::to_vec(&body).expect("status bodies serialize");
+        Look::Waiting {
+            data: Bytes::from(json),
+            id: snapshot.taken_at_ms,
+            held,
         }
     }
 }
@@ -187,8 +191,14 @@ enum Look {
     Stale,
     /// The snapshot cannot answer for them: the store must be asked.
     Ask,
-    /// Waiting: the status JSON, and the snapshot's time (the event's id).
-    Waiting { data: Bytes, id: u64 },
+    /// Waiting, by the snapshot of the last look: the answer is the one made then.
+    Same,
+    /// Waiting: the status JSON, the snapshot's time (the event's id), and the snapshot.
+    Waiting {
+        data: Bytes,
+        id: u64,
+        held: Arc<Held>,
+    },
 }
 
 /// The response that opens a stream.
@@ -199,17 +209,12 @@ pub(crate) fn open(room: Arc<Room>, start: EventsStart) -> Response<EventStream>
         header::CONTENT_TYPE,
         HeaderValue::from_static("text/event-stream"),
     );
-    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     // nginx buffers responses unless told not to; a buffered stream tells nothing.
     headers.insert(
         HeaderName::from_static("x-accel-buffering"),
         HeaderValue::from_static("no"),
     );
-    headers.insert(
-        HeaderName::from_static("x-robots-tag"),
-        HeaderValue::from_static("noindex"),
-    );
-    res
+    with_room_headers(res)
 }
 
 /// The body of an events response: one waiter's stream (see the [module docs](self)).
@@ -218,6 +223,8 @@ pub(crate) struct EventStream {
     start: EventsStart,
     /// The data of the last event sent: only a change is sent again.
     last: Option<Bytes>,
+    /// The snapshot of the last look that answered.
+    seen: Option<Arc<Held>>,
     /// When the last event or comment was sent (room clock, ms).
     sent_at_ms: u64,
     /// The next look.
@@ -238,6 +245,7 @@ impl EventStream {
             room,
             start,
             last: None,
+            seen: None,
             sent_at_ms: now,
             // The first look is at once.
             look: Box::pin(tokio::time::sleep_until(Instant::now())),
@@ -287,7 +295,11 @@ impl EventStream {
     /// What the snapshot says now: an event, a comment, the end, or nothing to send.
     fn look_at_snapshot(&mut self) -> Option<Bytes> {
         let now = self.room.now_ms();
-        match self.room.look(self.start.session, self.start.place, now) {
+        let seen = self.seen.as_ref();
+        match self
+            .room
+            .look(self.start.session, self.start.place, now, seen)
+        {
             Look::Stale => {
                 self.stale += 1;
                 if self.stale >= STALE_TICKS {
@@ -295,8 +307,10 @@ impl EventStream {
                 }
             }
             Look::Ask => return Some(self.end()),
-            Look::Waiting { data, id } => {
+            Look::Same => self.stale = 0,
+            Look::Waiting { data, id, held } => {
                 self.stale = 0;
+                self.seen = Some(held);
                 // Reconnected with the id of this very snapshot: the client has this event.
                 let resumed = self.last.is_none() && self.start.resume == Some(id);
                 if self.last.as_ref() != Some(&data) {

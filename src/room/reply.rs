@@ -245,7 +245,7 @@ fn with_retry_after(mut res: Response<Bytes>, rejection: &Rejection) -> Response
 }
 
 /// The headers every answer of the room carries: `Cache-Control: no-store` (unless the answer has its own), `X-Robots-Tag: noindex`.
-pub(crate) fn with_room_headers(mut res: Response<Bytes>) -> Response<Bytes> {
+pub(crate) fn with_room_headers<B>(mut res: Response<B>) -> Response<B> {
     let headers = res.headers_mut();
     if !headers.contains_key(header::CACHE_CONTROL) {
         headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
