@@ -58,7 +58,9 @@ use http_body_util::{BodyExt, Empty, Full};
 use hyper_util::rt::TokioIo;
 use serde_json::{json, Map, Value};
 use tower::{Layer, Service};
-use tower_waiting_room::__private::{redis_keys, room_script_numbers, AdmissionToken, QueueCookie};
+use tower_waiting_room::__private::{
+    redis_keys, room_script_numbers, AdmissionToken, QueueCookie, ROOM_FUNCTION,
+};
 use tower_waiting_room::matching::store::RedisMatchStore;
 use tower_waiting_room::matching::{
     GroupSize, JoinOutcome, MatchState, Matchmaker, Queue, Topic, UserId,
@@ -96,7 +98,7 @@ const ROOM: &str = "bench";
 const POLL_ROOM: &str = "benchpoll";
 const SCRIPT_ROOM: &str = "benchscript";
 const SCALE_ROOM: &str = "benchscale";
-/// The room's function library (`FUNCTION LOAD REPLACE`, then `FCALL twr_room_v3`).
+/// The room's function library (`FUNCTION LOAD REPLACE`, then `FCALL twr_room_v4`).
 const ROOM_SCRIPT: &str = include_str!("../src/store/redis/room.lua");
 
 #[path = "bench_parts/wrk.rs"]
@@ -914,7 +916,7 @@ async fn script_scenarios(
     let client = redis::Client::open(redis.url())?;
     let conn = client.get_connection_manager().await?;
     let trivial = Arc::new(redis::Script::new("return 1"));
-    // The room runs as a function (`FCALL twr_room_v3`); the store loaded it with its first call.
+    // The room runs as a function (`FCALL twr_room_v4`); the store loaded it with its first call.
     let keys = redis_keys(&store, SCRIPT_ROOM);
 
     let mut script_runs = Vec::new();
@@ -956,9 +958,9 @@ async fn script_scenarios(
                 let numbers = room_script_numbers(&p);
                 async move {
                     let mut fcall = redis::cmd("FCALL");
-                    fcall.arg("twr_room_v3").arg(keys.len()).arg(&keys[..]);
+                    fcall.arg(ROOM_FUNCTION).arg(keys.len()).arg(&keys[..]);
                     // ARGV: op, session (16 raw bytes), now (0: the server's TIME), then the
-                    // room's numbers and ARGV 17 (silence not excused).
+                    // room's numbers (packed, two arguments) and ARGV 6 (silence not excused).
                     fcall
                         .arg(if i.is_multiple_of(2) { "enter" } else { "poll" })
                         .arg(&w.as_bytes()[..])

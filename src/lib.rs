@@ -142,16 +142,21 @@ pub use token::{KeyError, Keyring, SigningKey};
 pub mod __private {
     pub use crate::token::{AdmissionTicket, AdmissionToken, Challenge, QueueCookie};
 
-    /// `ARGV[4..=16]` of the Redis room function for `policy`, for the benchmark's raw `FCALL`.
+    /// `ARGV[4]` and `ARGV[5]` of the Redis room function for `policy` (its numbers, packed),
+    /// for the benchmark's raw `FCALL`.
     #[cfg(feature = "redis")]
-    pub fn room_script_numbers(policy: &crate::RoomPolicy) -> [u64; 13] {
+    pub fn room_script_numbers(policy: &crate::RoomPolicy) -> [String; 2] {
         crate::store::redis_protocol_numbers(policy)
     }
+
+    /// The name of the Redis room function (`FCALL <name>`), for the benchmark's raw calls.
+    #[cfg(feature = "redis")]
+    pub const ROOM_FUNCTION: &str = crate::store::REDIS_ROOM_FUNCTION;
 
     /// The keys of `room` in `store`, in the Redis script's order, for the crate's fault tests and
     /// benchmark.
     #[cfg(feature = "redis")]
-    pub fn redis_keys(store: &crate::store::RedisStore, room: &str) -> [String; 19] {
+    pub fn redis_keys(store: &crate::store::RedisStore, room: &str) -> [String; 20] {
         store.keys(room)
     }
 

@@ -206,11 +206,12 @@ impl Fault {
 /// Losing `settings` brings back the builder's values, which every gateway here shares; losing
 /// `arrivals` or `banned` changes no admission (the oldest wait; no bans in a chaos run).
 /// A lost liveness bitmap (`turn*`, `abandon*`) counts everyone as seen in its epoch: it
-/// reorders nothing and frees no slot.
-const KEY_NAMES: [&str; 19] = [
+/// reorders nothing and frees no slot. A lost `fast` (the fast path's window) is a closed
+/// window: main answers until it keeps one again.
+const KEY_NAMES: [&str; 20] = [
     "seq", "line", "active", "granted", "bucket", "admitted", "settings", "arrivals", "banned",
     "turn0", "turn1", "turn2", "turn3", "turn4", "turn5", "abandon0", "abandon1", "abandon2",
-    "abandon3",
+    "abandon3", "fast",
 ];
 
 /// Losing this key may reorder the line (waiters re-queued at the back, sequence restarted).
@@ -467,7 +468,7 @@ impl Target {
         &mut self,
         fault: Fault,
         hold: Duration,
-        keys: &[String; 19],
+        keys: &[String; 20],
         rng: &mut Rng,
     ) -> Window {
         let before = self.primary;
@@ -575,7 +576,7 @@ impl Drop for Target {
 /// between faults (ms; `u64::MAX` for a replica that did not catch up within 2 s).
 fn injector(
     mut target: Target,
-    keys: [String; 19],
+    keys: [String; 20],
     faults: Vec<Fault>,
     mut rng: Rng,
     until: u64,

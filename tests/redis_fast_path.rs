@@ -7,7 +7,7 @@
 //! and closes during the run. Store A runs as shipped; store B's fast-path window is deleted
 //! before each of its calls, so main answers every one. Every answer must be the same, and so
 //! must every key at the end (the line, the slots, the sequence, the liveness bitmaps and their
-//! lifetimes, the settings but the window). A `MONITOR` on A counts how many of its enters the
+//! lifetimes, the settings; all but the window's own key). A `MONITOR` on A counts how many of its enters the
 //! fast path answered, so the run proves it was exercised.
 #![cfg(feature = "redis")]
 
@@ -73,7 +73,8 @@ fn store(server: &Server, clock: &ManualClock, prefix: &str) -> RedisStore {
 }
 
 /// Everything the two rooms hold, key by key (by the key's own name, without the prefix), as
-/// comparable text: zsets with their scores, strings as bytes, hashes but the window's fields.
+/// comparable text: zsets with their scores, strings as bytes, hashes; not the fast path's
+/// window (`fast`), which only A keeps.
 async fn contents(
     c: &mut redis::aio::MultiplexedConnection,
     keys: &[String],
@@ -81,6 +82,9 @@ async fn contents(
     let mut out = BTreeMap::new();
     for k in keys {
         let name = k.rsplit(':').next().unwrap().to_owned();
+        if name == "fast" {
+            continue;
+        }
         let kind: String = redis::cmd("TYPE").arg(k).query_async(c).await.unwrap();
         let text = match kind.as_str() {
             "zset" => {
@@ -92,11 +96,7 @@ async fn contents(
                 format!("{v:?}")
             }
             "hash" => {
-                let mut v: BTreeMap<String, String> = c.hgetall(k).await.unwrap();
-                v.remove("fast_from");
-                v.remove("fast_until");
-                v.remove("fast_for");
-                v.remove("fast_seq");
+                let v: BTreeMap<String, String> = c.hgetall(k).await.unwrap();
                 format!("{v:?}")
             }
             "none" => "none".to_owned(),
@@ -154,16 +154,17 @@ async fn run(policy: RoomPolicy, seed: u64, min_percent: u64) {
     let keys_a = redis_keys(&a, &policy.room);
     let keys_b = redis_keys(&b, &policy.room);
     let settings_a = keys_a.iter().find(|k| k.ends_with(":settings")).unwrap();
-    let settings_b = keys_b
+    let fast_a = keys_a.iter().find(|k| k.ends_with(":fast")).unwrap();
+    let fast_b = keys_b
         .iter()
-        .find(|k| k.ends_with(":settings"))
+        .find(|k| k.ends_with(":fast"))
         .unwrap()
         .clone();
     let client = redis::Client::open(server.url()).unwrap();
     let mut c = client.get_multiplexed_async_connection().await.unwrap();
 
-    // Every HMGET of A's settings key, as MONITOR prints it (one `+<line>` per command, the
-    // room function's own included), on a plain connection.
+    // Every HMGET of A's settings key and every GET of its window, as MONITOR prints them (one
+    // `+<line>` per command, the room function's own included), on a plain connection.
     let seen: Arc<Mutex<Vec<String>>> = Arc::default();
     let mut monitor = tokio::net::TcpStream::connect(("127.0.0.1", server.port))
         .await
@@ -173,9 +174,12 @@ async fn run(policy: RoomPolicy, seed: u64, min_percent: u64) {
     assert_eq!(monitor.next_line().await.unwrap().as_deref(), Some("+OK"));
     let lines = Arc::clone(&seen);
     let settings_name = settings_a.clone();
+    let window_read = format!("\"GET\" \"{fast_a}\"");
     tokio::spawn(async move {
         while let Ok(Some(line)) = monitor.next_line().await {
-            if line.contains(&settings_name) && line.contains("\"HMGET\"") {
+            if (line.contains(&settings_name) && line.contains("\"HMGET\""))
+                || line.contains(&window_read)
+            {
                 lines.lock().unwrap().push(line);
             }
         }
@@ -189,13 +193,7 @@ async fn run(policy: RoomPolicy, seed: u64, min_percent: u64) {
         let roll = rng.below(100);
         let rng_copy = rng.next();
         // The window of B is gone before each of its calls: main answers all of them.
-        let _: u64 = c
-            .hdel(
-                &settings_b,
-                &["fast_from", "fast_until", "fast_for", "fast_seq"],
-            )
-            .await
-            .unwrap();
+        let _: u64 = c.del(&fast_b).await.unwrap();
         let (da, db) = match roll {
             0..=39 => {
                 let s = SessionId::random();
@@ -293,13 +291,7 @@ async fn run(policy: RoomPolicy, seed: u64, min_percent: u64) {
                 sessions.push(s);
                 enters += 2;
                 calls_on_a += 1;
-                let _: u64 = c
-                    .hdel(
-                        &settings_b,
-                        &["fast_from", "fast_until", "fast_for", "fast_seq"],
-                    )
-                    .await
-                    .unwrap();
+                let _: u64 = c.del(&fast_b).await.unwrap();
                 both!(a, b, enter(&policy, s))
             }
             _ => {
@@ -333,14 +325,11 @@ async fn run(policy: RoomPolicy, seed: u64, min_percent: u64) {
 
     // Give MONITOR a moment to deliver the last lines, then count: each call on A reads the
     // settings once in main (`... "noted" ...`) unless the fast path answered it; the fast path
-    // reads the window first (`"v" "fast_from" "fast_until"`).
+    // reads the window first (`"GET" "<prefix>:{room}:fast"`).
     tokio::time::sleep(Duration::from_millis(300)).await;
     let lines = seen.lock().unwrap().clone();
     let mains = lines.iter().filter(|l| l.contains("\"noted\"")).count() as u64;
-    let fast_tries = lines
-        .iter()
-        .filter(|l| l.contains("\"v\" \"fast_from\" \"fast_until\""))
-        .count() as u64;
+    let fast_tries = lines.iter().filter(|l| l.contains("\"GET\"")).count() as u64;
     let fast_answers = calls_on_a - mains;
     eprintln!(
         "{calls_on_a} calls on A, {enters} enters: {fast_tries} tried the fast path, {fast_answers} answered by it"
@@ -355,4 +344,106 @@ async fn run(policy: RoomPolicy, seed: u64, min_percent: u64) {
     // And the sale went on: the line moved and people were let in and skipped.
     let b_side = contents(&mut c, &keys_b).await;
     assert_ne!(b_side["admitted"], "none", "nobody was ever admitted");
+}
+
+/// With the server's clock (no injected one: every gateway's case), a newcomer's join through
+/// the fast path reads no clock at all: the window's end is its key's expiry, which Redis
+/// judges by the same clock `TIME` reads. A waiter's enter does read it (their check-in goes
+/// into the current epoch's bitmaps). Seen with `MONITOR`, call by call; and the window's key
+/// ends within the second main opened it in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_the_servers_clock_a_newcomer_joins_without_reading_it() {
+    let server = Server::start(&[]);
+    let store = RedisStore::builder()
+        .url(server.url())
+        .prefix("srv")
+        .timeout(Duration::from_secs(5))
+        .build()
+        .expect("store builds");
+    let policy = RoomPolicy::new("servertime", 1).with_max_queue_len(1_000);
+    let keys = redis_keys(&store, &policy.room);
+    let window = keys.iter().find(|k| k.ends_with(":fast")).unwrap().clone();
+    let client = redis::Client::open(server.url()).unwrap();
+    let mut c = client.get_multiplexed_async_connection().await.unwrap();
+    assert!(store.enter(&policy, SessionId::random()).await.is_ok());
+
+    let seen: Arc<Mutex<Vec<String>>> = Arc::default();
+    let mut monitor = tokio::net::TcpStream::connect(("127.0.0.1", server.port))
+        .await
+        .unwrap();
+    monitor.write_all(b"MONITOR\r\n").await.unwrap();
+    let mut monitor = BufReader::new(monitor).lines();
+    assert_eq!(monitor.next_line().await.unwrap().as_deref(), Some("+OK"));
+    let lines = Arc::clone(&seen);
+    tokio::spawn(async move {
+        while let Ok(Some(line)) = monitor.next_line().await {
+            lines.lock().unwrap().push(line);
+        }
+    });
+
+    let mut waiters = Vec::new();
+    for _ in 0..40 {
+        let s = SessionId::random();
+        let d = format!("{:?}", store.enter(&policy, s).await.unwrap());
+        assert!(d.starts_with("Waiting"), "{d}");
+        waiters.push(s);
+    }
+    for &s in &waiters[..10] {
+        let d = format!("{:?}", store.enter(&policy, s).await.unwrap());
+        assert!(d.starts_with("Waiting"), "{d}");
+    }
+    let held: String = c.get(&window).await.unwrap();
+    let parts: Vec<u64> = held
+        .split(':')
+        .take(3)
+        .map(|n| n.parse().unwrap())
+        .collect();
+    let (from, till) = (parts[1], parts[2]);
+    assert!(
+        from < till && till <= (from / 1_000 + 1) * 1_000,
+        "the window ends with the second it was opened in: {held}"
+    );
+    let pttl: i64 = c.pttl(&window).await.unwrap();
+    assert!(pttl > 0 && pttl < 1_000, "ends by its TTL: {pttl} ms");
+
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let lines = seen.lock().unwrap().clone();
+    // Each call's commands: from its FCALL to the next one.
+    let mut calls: Vec<Vec<&str>> = Vec::new();
+    for l in &lines {
+        if l.contains("\"FCALL\"") {
+            calls.push(vec![l]);
+        } else if let Some(call) = calls.last_mut() {
+            call.push(l);
+        }
+    }
+    let fast = |call: &Vec<&str>| {
+        call.get(1).is_some_and(|l| l.contains("\"GET\""))
+            && !call.iter().any(|l| l.contains("\"HMGET\""))
+    };
+    let (newcomers, returners) = calls.split_at(40);
+    let fast_joins: Vec<_> = newcomers.iter().filter(|c| fast(c)).collect();
+    assert!(
+        fast_joins.len() >= 20,
+        "{} of 40 joins answered by the fast path",
+        fast_joins.len()
+    );
+    for call in &fast_joins {
+        assert!(
+            !call.iter().any(|l| l.contains("\"TIME\"")),
+            "a fast join read the clock: {call:#?}"
+        );
+        assert!(call
+            .iter()
+            .any(|l| l.contains("\"ZADD\"") && l.contains("\"NX\"")));
+    }
+    let fast_returns: Vec<_> = returners.iter().filter(|c| fast(c)).collect();
+    assert!(!fast_returns.is_empty(), "no waiter's enter was fast");
+    for call in &fast_returns {
+        assert!(
+            call.iter().any(|l| l.contains("\"TIME\"")),
+            "a waiter's check-in without the time: {call:#?}"
+        );
+        assert!(call.iter().any(|l| l.contains("\"BITFIELD\"")));
+    }
 }

@@ -552,10 +552,7 @@ async fn a_join_is_a_check_in_without_bits_until_seq_goes_back() {
     ));
     // D joins through main (the fast path's window taken away), E through the fast path
     // (its window is kept again by D's call): both decide alike.
-    let _: () = c
-        .hdel(key(&keys, "settings"), &["fast_from", "fast_until"])
-        .await
-        .unwrap();
+    let _: () = c.del(key(&keys, "fast")).await.unwrap();
     let (d, d_seq) = waiter(&store, &policy).await;
     assert_eq!(d_seq, 1, "seq went back");
     let (e, e_seq) = waiter(&store, &policy).await;
@@ -586,7 +583,7 @@ async fn a_join_is_a_check_in_without_bits_until_seq_goes_back() {
 
 /// A room kept by version 2 of the crate (its settings say `v` 2, and its epochs have no first
 /// sequence numbers) is upgraded in place by this version's first call: nobody loses their place,
-/// the settings say 3 from then on (so version 2's library refuses the room rather than read
+/// the settings say 4 from then on (so version 2's library refuses the room rather than read
 /// bit-less joins as silence), and a newcomer joining before the epochs are made again is
 /// checked in with bits (their join cannot be told by its number yet).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -603,21 +600,19 @@ async fn a_room_of_version_2_is_upgraded_in_place() {
     let (a, _) = waiter(&store, &policy).await;
     // As version 2 left it: v 2, no first numbers, no fast path window.
     let fields: Vec<String> = c.hkeys(&settings).await.unwrap();
-    let gone: Vec<&String> = fields
-        .iter()
-        .filter(|f| f.ends_with("from") || f.starts_with("fast_"))
-        .collect();
+    let gone: Vec<&String> = fields.iter().filter(|f| f.ends_with("from")).collect();
     assert!(
         !gone.is_empty(),
-        "version 3 keeps first numbers: {fields:?}"
+        "version 4 keeps first numbers: {fields:?}"
     );
     let _: () = c.hdel(&settings, &gone).await.unwrap();
     let _: () = c.hset(&settings, "v", 2).await.unwrap();
+    let _: () = c.del(key(&keys, "fast")).await.unwrap();
 
     let (b, _) = waiter(&store, &policy).await;
     let v: u32 = c.hget(&settings, "v").await.unwrap();
     assert_eq!(v, tower_waiting_room::store::SETTINGS_VERSION);
-    assert_eq!(v, 3);
+    assert_eq!(v, 4);
     assert!(matches!(
         store.poll(&policy, a).await.unwrap(),
         Decision::Waiting { position: 1, .. }
@@ -651,35 +646,97 @@ async fn a_room_of_version_2_is_upgraded_in_place() {
     ));
 }
 
-/// The fast path reads its window with one HMGET; in a small hash Redis finds each field by
-/// scanning from the front, so the window's fields are made right after `v` with the room's
-/// settings key, and a closed window keeps them there (its end set to 0, not deleted).
+/// A room kept by version 3 (its settings say `v` 3 and hold that version's fast path window,
+/// here an open one) is upgraded in place by this version's first call: the settings say 4 and
+/// no longer hold the old window's fields (version 3's library, which reads and keeps its
+/// window there, then refuses the room), nobody loses their place, and the window is this
+/// version's own key from then on.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_windows_fields_stay_at_the_front_of_the_settings() {
+async fn a_room_of_version_3_is_upgraded_in_place() {
     let server = Server::start(&[]);
     let clock = ManualClock::new(START_MS);
     let store = store(&server, &clock);
     let mut c = conn(&server).await;
-    let policy = RoomPolicy::new("window-front", 1);
-    let keys = redis_keys(&store, "window-front");
+    let policy = policy_8s("upgrade3");
+    let keys = redis_keys(&store, "upgrade3");
     let settings = key(&keys, "settings").to_owned();
-    let front = ["v", "fast_from", "fast_until", "fast_for", "fast_seq"];
+    let window = key(&keys, "fast").to_owned();
+    admitted(&store, &policy).await;
+    let (a, a_seq) = waiter(&store, &policy).await;
+    // As version 3 left it: v 3, its window in the settings (open for an hour), no window key.
+    let _: () = c.del(&window).await.unwrap();
+    let far = START_MS + 3_600_000;
+    let old_window = [
+        ("v", "3".to_owned()),
+        ("fast_from", START_MS.to_string()),
+        ("fast_until", far.to_string()),
+        ("fast_for", "8000:1800000:".to_owned()),
+        ("fast_seq", "0".to_owned()),
+    ];
+    let _: () = c.hset_multiple(&settings, &old_window).await.unwrap();
+
+    let (b, b_seq) = waiter(&store, &policy).await;
+    assert_eq!(b_seq, a_seq + 1);
+    let v: u32 = c.hget(&settings, "v").await.unwrap();
+    assert_eq!(v, tower_waiting_room::store::SETTINGS_VERSION);
+    assert_eq!(v, 4);
+    let fields: Vec<String> = c.hkeys(&settings).await.unwrap();
+    assert!(
+        !fields.iter().any(|f| f.starts_with("fast_")),
+        "version 3's window fields are gone: {fields:?}"
+    );
+    let held: Option<String> = c.get(&window).await.unwrap();
+    assert!(held.is_some(), "the window is the key's now");
+    for (s, position) in [(a, 1), (b, 2)] {
+        assert!(matches!(
+            store.poll(&policy, s).await.unwrap(),
+            Decision::Waiting { position: p, .. } if p == position
+        ));
+    }
+}
+
+/// The fast path's window is a key of its own: `<since>:<from>:<till>:<for>`, whose TTL ends it
+/// 1 ms before `till` (within the current second), deleted when anything main looks at is no
+/// longer settled (a pause), made again by the next run of main that finds it settled.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_window_is_a_key_of_its_own_that_ends_by_its_ttl() {
+    let server = Server::start(&[]);
+    let clock = ManualClock::new(START_MS + 250);
+    let store = store(&server, &clock);
+    let mut c = conn(&server).await;
+    let policy = policy_8s("window-key");
+    let keys = redis_keys(&store, "window-key");
+    let window = key(&keys, "fast").to_owned();
     admitted(&store, &policy).await;
     for _ in 0..3 {
         waiter(&store, &policy).await;
     }
+    let held: String = c.get(&window).await.unwrap();
+    let parts: Vec<&str> = held.splitn(4, ':').collect();
+    let (from, till): (u64, u64) = (parts[1].parse().unwrap(), parts[2].parse().unwrap());
+    assert!(from >= START_MS + 250 && from < till, "{held}");
+    assert_eq!(till, START_MS + 1_000, "ends with the second: {held}");
+    assert_eq!(
+        parts[3], "1000:8000:1800000",
+        "kept for the call's numbers: {held}"
+    );
+    let pttl: i64 = c.pttl(&window).await.unwrap();
+    assert!(
+        pttl > 0 && pttl <= (till - 1 - from) as i64,
+        "gone by till - 1: {pttl} ms"
+    );
+    let fields: Vec<String> = c.hkeys(key(&keys, "settings")).await.unwrap();
+    assert!(!fields.iter().any(|f| f.starts_with("fast_")), "{fields:?}");
+
     // A pause closes the window; the resume and the next joins open it again.
     let pause = tower_waiting_room::store::SettingsChange::new().paused(true);
     store.configure(&policy, pause).await.unwrap();
-    let until: u64 = c.hget(&settings, "fast_until").await.unwrap();
-    assert_eq!(until, 0, "closed by its end");
+    let held: Option<String> = c.get(&window).await.unwrap();
+    assert_eq!(held, None, "closed");
     let resume = tower_waiting_room::store::SettingsChange::new().paused(false);
     store.configure(&policy, resume).await.unwrap();
     advance(&clock, 1_000);
     waiter(&store, &policy).await;
-    waiter(&store, &policy).await;
-    let fields: Vec<String> = c.hkeys(&settings).await.unwrap();
-    assert_eq!(&fields[..front.len()], &front[..], "{fields:?}");
-    let until: u64 = c.hget(&settings, "fast_until").await.unwrap();
-    assert!(until > START_MS, "open again: {until}");
+    let held: Option<String> = c.get(&window).await.unwrap();
+    assert!(held.is_some(), "open again");
 }

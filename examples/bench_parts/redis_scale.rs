@@ -2,7 +2,7 @@
 //!
 //! Four parts, each on a `redis-server` of its own (started fresh, so one part's keys and
 //! memory never weigh on another's numbers):
-//! 1. **peer comparison**: our room function's `enter` (`FCALL twr_room_v3`) of a random new
+//! 1. **peer comparison**: our room function's `enter` (`FCALL twr_room_v4`) of a random new
 //!    session next to the algorithm of the closest open-source peer (`peer_room.lua`, written
 //!    for this benchmark from its description; not their code), `EVALSHA return 1` and the
 //!    `FCALL` of a trivial function, under `redis-benchmark -c 32 -r 1000000`, at capacities 1
@@ -33,7 +33,7 @@ use http::{header, HeaderValue, Request, StatusCode};
 use http_body_util::{BodyExt, Empty};
 use hyper_util::rt::TokioIo;
 use serde_json::{json, Map, Value};
-use tower_waiting_room::__private::{redis_keys, room_script_numbers};
+use tower_waiting_room::__private::{redis_keys, room_script_numbers, ROOM_FUNCTION};
 use tower_waiting_room::store::{
     Decision, Place, RedisStore, SettingsChange, Store, StoreErrorKind,
 };
@@ -306,9 +306,9 @@ enum IdEncoding {
 /// The encoding our room script takes its session ids in. Store v2: `IdEncoding::Binary16`.
 const OUR_IDS: IdEncoding = IdEncoding::Binary16;
 
-/// How our room is called: `FCALL twr_room_v3` (a Redis Functions library, loaded by
+/// How our room is called: `FCALL twr_room_v4` (a Redis Functions library, loaded by
 /// [`load_ours`]), then [`our_enter`]'s arguments.
-const OUR_CALL: [&str; 2] = ["FCALL", "twr_room_v3"];
+const OUR_CALL: [&str; 2] = ["FCALL", ROOM_FUNCTION];
 
 /// The second baseline: `FCALL` of a function that returns 1 (what any `FCALL` costs).
 const TRIVIAL_LIBRARY: &str =
@@ -361,14 +361,14 @@ impl IdEncoding {
 /// A room of our script as seen from outside the store: its keys and `ARGV[4..=16]`.
 struct OurRoom {
     keys: Vec<String>,
-    numbers: Vec<u64>,
+    numbers: [String; 2],
 }
 
 impl OurRoom {
     fn new(store: &RedisStore, policy: &RoomPolicy) -> Self {
         Self {
             keys: redis_keys(store, &policy.room).to_vec(),
-            numbers: room_script_numbers(policy).to_vec(),
+            numbers: room_script_numbers(policy),
         }
     }
 }
@@ -376,8 +376,8 @@ impl OurRoom {
 /// THE one place that knows how to call our room function's `enter` from outside the store:
 /// the arguments of [`OUR_CALL`] (numkeys, the keys, then ARGV), for the
 /// session id `id` already encoded in [`OUR_IDS`] (or a `redis-benchmark` template of it).
-/// Today: ARGV = `enter`, the id, now = 0 (the server's `TIME`), the room's 13 numbers, and
-/// `ARGV[17]` = 0 (silence not excused). Replies start with the code: 1 admitted, 2 waiting.
+/// Today: ARGV = `enter`, the id, now = 0 (the server's `TIME`), the room's numbers (packed, two
+/// arguments), and `ARGV[6]` = 0 (silence not excused). Replies start with the code: 1 admitted, 2 waiting.
 fn our_enter(room: &OurRoom, id: &[u8]) -> Vec<Vec<u8>> {
     let mut args = Vec::with_capacity(room.keys.len() + room.numbers.len() + 6);
     args.push(room.keys.len().to_string().into_bytes());
@@ -385,7 +385,7 @@ fn our_enter(room: &OurRoom, id: &[u8]) -> Vec<Vec<u8>> {
     args.push(b"enter".to_vec());
     args.push(id.to_vec());
     args.push(b"0".to_vec());
-    args.extend(room.numbers.iter().map(|n| n.to_string().into_bytes()));
+    args.extend(room.numbers.iter().map(|n| n.as_bytes().to_vec()));
     args.push(b"0".to_vec());
     args
 }

@@ -17,9 +17,11 @@ use crate::config::RoomPolicy;
 ///
 /// Version 3: a newcomer's join sets no liveness bits (the Redis store tells who joined since
 /// each epoch by its first sequence number), so a store of version 2 would take them for silent.
-/// The Redis store upgrades a room of version 2 in place on its first call; a gateway of
-/// version 2 then refuses the room (see `docs/redis.md`, "Upgrading").
-pub const SETTINGS_VERSION: u32 = 3;
+/// Version 4: the Redis store keeps its fast path's window in a key of its own, which a store
+/// of version 3 would neither move nor close.
+/// The Redis store upgrades a room of version 2 or 3 in place on its first call; a gateway of
+/// an older version then refuses the room (see `docs/redis.md`, "Upgrading").
+pub const SETTINGS_VERSION: u32 = 4;
 
 /// A room's live settings, as the store holds them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]

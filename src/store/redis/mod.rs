@@ -99,7 +99,8 @@ use self::breaker::{Breaker, ErrorClass};
 pub use self::builder::RedisStoreBuilder;
 pub use self::check::{RedisCheckError, RedisServerInfo};
 pub(crate) use self::protocol::bloom_bits;
-pub(crate) use self::protocol::numbers as protocol_numbers;
+pub(crate) use self::protocol::packed_numbers as protocol_numbers;
+pub(crate) use self::protocol::ROOM_FUNCTION;
 use self::protocol::{decision, non_negative, protocol_error, reply, Op, NOW_FROM_SERVER};
 use self::sentinel::SentinelConnection;
 use super::{
@@ -197,12 +198,8 @@ impl RedisStore {
             session_arg,
             text(self.now_arg().to_string()),
         ];
-        args.extend(
-            protocol::numbers(policy)
-                .iter()
-                .map(|n| text(n.to_string())),
-        );
-        // ARGV 17: this store could not reach Redis within the last queue_ttl, so the waiters'
+        args.extend(protocol::packed_numbers(policy).map(text));
+        // ARGV 6: this store could not reach Redis within the last queue_ttl, so the waiters'
         // check-ins failed meanwhile: nobody is skipped or swept for silence now.
         let excused = self.breaker.failed_within(policy.queue_ttl_ms);
         args.push(text(u8::from(excused).to_string()));
@@ -353,7 +350,7 @@ impl Callee {
     }
 }
 
-/// `FUNCTION LOAD REPLACE` of the room library: its name (`twr_room_v3`). In a cluster redis-rs
+/// `FUNCTION LOAD REPLACE` of the room library: its name (`twr_room_v4`). In a cluster redis-rs
 /// sends it to every primary (and answers once all succeeded).
 pub(crate) async fn load_room_library<C: ConnectionLike>(con: &mut C) -> RedisResult<String> {
     redis::cmd("FUNCTION")
@@ -468,7 +465,7 @@ impl Store for RedisStore {
         let (look_up, known) = self.found.split(&policy.room, at, seen);
         // ARGV[2]: the sessions to look up, each its id's 16 raw bytes and its two Bloom offsets
         // (computed here: the script only looks them up), in one argument; ARGV[18]: the two
-        // offsets of each of the others, whose bits are set without a lookup.
+        // offsets of each of the others, whose bits are set without a lookup (ARGV[7] as sent).
         let list = protocol::seen_arg(&look_up, policy.max_queue_len);
         let (keys, mut args) = self.script_args(Op::Sync, policy, None, list, &[]);
         args.insert(

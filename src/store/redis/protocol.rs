@@ -22,7 +22,7 @@ pub(crate) const SCRIPT: &str = include_str!("room.lua");
 
 /// The library's name and its one function's (the same): its version is in the name, so a
 /// changed library is a new name (`room.lua`'s first line says it too).
-pub(crate) const ROOM_FUNCTION: &str = "twr_room_v3";
+pub(crate) const ROOM_FUNCTION: &str = "twr_room_v4";
 
 /// Whether `e` is the server's answer to an `FCALL` of a function it does not have (a flushed
 /// or restarted server, a failover to a replica that missed the load, `FUNCTION FLUSH`). It has
@@ -37,15 +37,17 @@ pub(crate) fn is_function_not_found(e: &RedisError) -> bool {
 /// The room's keys in the script's `KEYS` order, each `{prefix}:{room}:{name}` with the room as
 /// the hash tag (the braces are literal), so a Redis Cluster keeps a room in one slot. After
 /// the nine structures come the two rings of liveness bitmaps: the turn ring
-/// ([`TURN_EPOCHS`] + 2 keys) and the abandon ring ([`ABANDON_EPOCHS`] + 2 keys).
+/// ([`TURN_EPOCHS`] + 2 keys) and the abandon ring ([`ABANDON_EPOCHS`] + 2 keys); last, the
+/// fast path's window (`fast`).
 pub(crate) const KEY_NAMES: [&str; KEY_COUNT] = [
     "seq", "line", "active", "granted", "bucket", "admitted", "settings", "arrivals", "banned",
     "turn0", "turn1", "turn2", "turn3", "turn4", "turn5", "abandon0", "abandon1", "abandon2",
-    "abandon3",
+    "abandon3", "fast",
 ];
 
 /// How many keys a room has.
-pub(crate) const KEY_COUNT: usize = 9 + (TURN_EPOCHS as usize + 2) + (ABANDON_EPOCHS as usize + 2);
+pub(crate) const KEY_COUNT: usize =
+    9 + (TURN_EPOCHS as usize + 2) + (ABANDON_EPOCHS as usize + 2) + 1;
 
 /// The keys of `room` under `prefix`, in [`KEY_NAMES`] order.
 pub(crate) fn keys(prefix: &str, room: &str) -> [String; KEY_COUNT] {
@@ -100,8 +102,9 @@ pub(crate) fn known_arg(known: &[SessionId], max_queue_len: u64) -> Vec<u8> {
     list
 }
 
-/// Where [`known_arg`] goes among the arguments: `ARGV[18]`.
-pub(crate) const SYNC_KNOWN_ARG: usize = 17;
+/// Where [`known_arg`] goes among the arguments: `ARGV[7]` as sent (`ARGV[18]` in the script's
+/// unpacked numbering).
+pub(crate) const SYNC_KNOWN_ARG: usize = 6;
 
 /// The bytes of one session in `sync`'s list.
 pub(crate) const SEEN_ENTRY_BYTES: usize = 24;
@@ -113,7 +116,34 @@ pub(crate) const NOW_FROM_SERVER: u64 = 0;
 /// The operation, `ARGV[1]`: [`StoreOp::as_str`].
 pub(crate) use crate::store::StoreOp as Op;
 
-/// `ARGV[4]` to `ARGV[16]`, in order: the room's policy and the crate's bounds.
+/// `ARGV[4]` and `ARGV[5]`: the room's policy and the crate's bounds, each a string of numbers
+/// joined by `:` (Redis makes a string of every argument, and the script's Lua another, on
+/// every call: thirteen of them cost a short call more than one of its commands). `ARGV[4]`
+/// holds the three the script's fast path needs (`max_queue_len`, `queue_ttl`, the effective
+/// `abandon_after`), whose string its window is kept for; `ARGV[5]` the ten only main reads.
+pub(crate) fn packed_numbers(policy: &RoomPolicy) -> [String; 2] {
+    let [capacity, rate, active, grant, queue_ttl, max_queue, promote, sweep, bucket, ring, minute, five, abandon] =
+        numbers(policy);
+    let join = |ns: &[u64]| {
+        let mut text = String::with_capacity(ns.len() * 8);
+        for (i, n) in ns.iter().enumerate() {
+            if i > 0 {
+                text.push(':');
+            }
+            text.push_str(&n.to_string());
+        }
+        text
+    };
+    [
+        join(&[max_queue, queue_ttl, abandon]),
+        join(&[
+            capacity, rate, active, grant, promote, sweep, bucket, ring, minute, five,
+        ]),
+    ]
+}
+
+/// The room's policy and the crate's bounds, in the order the script reads them unpacked
+/// (`ARGV[4]` to `ARGV[16]` of its long numbering): what [`packed_numbers`] sends.
 pub(crate) fn numbers(policy: &RoomPolicy) -> [u64; 13] {
     [
         u64::from(policy.capacity),

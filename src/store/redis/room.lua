@@ -1,11 +1,11 @@
-#!lua name=twr_room_v3
+#!lua name=twr_room_v4
 -- tower-waiting-room: the whole state machine of one room, atomically inside Redis/Valkey.
 --
 -- A Redis Functions library (Redis 7.0+, Valkey 7.2+), loaded with `FUNCTION LOAD REPLACE` and
--- called as `FCALL twr_room_v3 <numkeys> KEYS... ARGV...`: the library's top level defines the
+-- called as `FCALL twr_room_v4 <numkeys> KEYS... ARGV...`: the library's top level defines the
 -- functions once, at load; each call only runs the registered function (with EVALSHA, Lua ran
 -- the whole top level, ~40 function definitions, on every call: most of a short call's cost).
--- The library's name carries its version (`twr_room_v3`): a changed library is loaded under a
+-- The library's name carries its version (`twr_room_v4`): a changed library is loaded under a
 -- new name, or replaces the old one by REPLACE, never mixed with it.
 --
 -- The function has no flags: not `no-writes` and not `allow-oom`, so the server checks memory
@@ -46,16 +46,26 @@
 --                      before then; missing: look); noted, the second of the last arrival note;
 --                      turn0 .. turn5 and abandon0 .. abandon3, the epoch each liveness bitmap
 --                      holds, and turn0from .. abandon3from, the value of seq when it began
---                      (see Liveness: joined since); fast_from, fast_until, fast_for and
---                      fast_seq, the fast path's window (see The fast path)
+--                      (see Liveness: joined since)
 --   8 arrivals zset    the first arrival of each second: member = its time in ms, score = its
 --                      sequence number; entries before the head's are trimmed (oldest wait)
 --   9 banned   zset    banned sessions, score = the end of the ban in ms
 --  10 .. 15 turn0 .. turn5        string  the turn ring: TURN_EPOCHS + 2 liveness bitmaps
 --  16 .. 19 abandon0 .. abandon3  string  the abandon ring: ABANDON_EPOCHS + 2 liveness bitmaps
---  20 ticket   string  release and ban only: the session's single-use ticket record
+--  20 fast     string  the fast path's window (see The fast path): '<since>:<from>:<till>:<for>',
+--                      with a TTL that ends it before till; absent: closed
+--  21 ticket   string  release and ban only: the session's single-use ticket record
 --                      (tickets.lua's R.keys[1]), ended with the slot in free_session
--- ARGV:
+-- ARGV (few and packed: Redis makes a string of each, and Lua another, on every call, which
+-- cost a short call more than a command; main reads them unpacked, `F.unpacked`, in the
+-- numbering of the long list after this one):
+--   1 op   2 session id   3 now (as below)
+--   4 '<max_queue_len>:<queue_ttl_ms>:<abandon_after_ms>', the numbers the fast path needs; a
+--     window holds for the calls that send this same string (and schedule)
+--   5 '<capacity>:<rate>:<active_ttl_ms>:<grant_ttl_ms>:<max promotions>:<max sweep>:
+--     <bucket ms>:<buckets>:<minute buckets>:<five minute buckets>' (no spaces)
+--   6 silence excused (0|1)   7.. the operation's own   last: the schedule, if any
+-- ARGV as main reads them, unpacked:
 --   1 op (enter | poll | heartbeat | release | stats | configure | admit_next | ban | sync)
 --   2 session id, 16 raw bytes ('' for stats, configure, admit_next); sync: the sessions the
 --     gateway saw waiting since its last sync, concatenated, 24 bytes each: the id's 16 raw
@@ -70,7 +80,7 @@
 --   16 abandon_after_ms (the script uses at least queue_ttl_ms)
 --   17 1 if the calling gateway failed to reach the store within the last queue_ttl (an
 --      outage: every check-in through it failed), else 0 or absent: silence is then excused
---   18.. the operation's own: configure: 18 capacity (0 = unchanged), 19 rate (-1 = unchanged,
+--   18.. the operation's own (ARGV 7.. as sent): configure: 18 capacity (0 = unchanged), 19 rate (-1 = unchanged,
 --      0 = none), 20 paused (-1 = unchanged, 0, 1), 21 open (-1 = unchanged, 0, 1), 22 end
 --      slots on closing (0|1); admit_next: 18 count; ban: 18 end of the ban in ms; stats: 18
 --      minutes of admissions history; sync: 18 the sessions this gateway already found in
@@ -116,12 +126,15 @@
 -- another version is refused with an error (a newer crate's fields may change who is admitted;
 -- guessing is worse than stopping); a damaged field is rewritten with its default. Version 2
 -- keeps members as 16 raw bytes (version 1 had hex and a `seen` zset): a room of version 1 is
--- refused; upgrade between sales, or use a new key prefix. Version 3 (this library,
--- `twr_room_v3`): a newcomer's join sets no liveness bits (see Liveness: joined since), which
--- version 2's library would read as silence. So a room of version 2 is upgraded in place by
--- its first call here, and from then on version 2's library (`twr_room_v2`, loaded under its
--- own name) refuses it: in a rolling deploy the gateways not yet upgraded answer by their fail
--- policy, never sweeping anyone.
+-- refused; upgrade between sales, or use a new key prefix. Version 3 (`twr_room_v3`): a
+-- newcomer's join sets no liveness bits (see Liveness: joined since), which version 2's
+-- library would read as silence. Version 4 (this library, `twr_room_v4`): the fast path's
+-- window lives in its own key (KEYS[20]) instead of settings fields, which version 3's main
+-- would neither move nor close. So a room of version 2 or 3 is upgraded in place by its first
+-- call here (version 3's window fields deleted), and from then on the older libraries (loaded
+-- under their own names) refuse it: in a rolling deploy the gateways not yet upgraded answer
+-- by their fail policy, never sweeping anyone and never answering from a window they do not
+-- keep.
 --
 -- Schedule (the last ARGV, when present): before opens_at nobody is admitted (no promotion, no
 -- direct admission, admit_next lets nobody in); a newcomer joins the pre-queue with the score
@@ -220,42 +233,52 @@
 -- The fast path: the common enter (a newcomer joining a long line while the room is full, or
 -- a waiter's enter) skips `setup` and main, which read and build far more than it needs (a
 -- measured two thirds of main's cost is Lua: the call's state, the settings' 17 fields, the
--- rings). Main, at the end of every run that answered, keeps a window in the settings key:
--- fast_from and fast_until (ms), and fast_for (the liveness TTL arguments and the schedule it
--- holds for, `F.window_key`: a call that differs in either is main's). It is the time in which
--- everything main would look at but the slots and the caller's own place is settled
--- (`F.window`): the room open, not paused, not before its opening or after its closing, no ban
--- in force, housekeeping not due, the arrival of this second noted, and both liveness rings
--- writing the current epoch into a key that holds it (or held it and was lost). It ends at the
--- first of: the end of the second, the due time, either epoch's end, the closing. Anything
--- that changes one of these runs main (configure, ban, a sync's sweep, an expiry), which
--- closes or moves the window in the same step; a run of main that raises twice closes it.
--- The window holds only while the room is full by its slots (main would promote nobody):
--- only main adds or frees a slot, and every run of it moves or closes the window, and an
--- expiry ends it (`due`). A lost slots key (a bad day) is thus seen by main at the end of the
--- window, at most a second later, a newcomer meanwhile joining the line rather than being let
--- in. fast_seq is the larger of the two current epochs' first sequence numbers (see Liveness:
--- joined since). In the window, an enter reads the settings' version and window (one HMGET of
--- 5 fields), and answers here only when main would answer the same from the same reads: the
--- caller holding no slot (else main claims or extends it). A waiter is checked in and told
--- their rank; a newcomer gets a place after the last waiter (the tail check, as main), or {3}
--- when the line is at its bound, and is alive by the join when their number is above
--- fast_seq, as main decides it. So it is main's enter, made with fewer statements: TIME,
--- HMGET, ZSCORE active, granted and line, ZCARD line, INCR seq, ZRANGE line -1 -1, ZADD (9
--- redis.calls for a newcomer), and for a waiter ZRANK and the BITFIELD of each ring, whose
--- numbers go as strings (Lua's own number to string conversion, %.17g, costs more than the
--- commands). A lost bitmap is seen by its sentinel as main sees it, marked, and closes the
--- window. Everything else (a claim, a room with free slots, a call before the opening, a
--- damaged key) is main's, as before; an unknown operation is refused before either runs.
--- tests/redis_fast_path.rs holds the two to the same answers and writes. An older library
--- (which does not keep windows) never runs on a room this one keeps one in: it refuses the
--- room's settings version (see Settings).
+-- rings). Main, at the end of every run that answered, keeps a window in the `fast` key
+-- (KEYS[20]): '<since>:<from>:<till>:<for>', with a TTL that ends the key at till - 1 ms
+-- (Redis expires a key by its own clock, the one TIME reads, and judges expiry at a script's
+-- start), or deletes it. `for` is ARGV 4 as main's call sent it, then '|' and the schedule
+-- without the draw for a room with one (`F.window_key`): a call that sends other liveness TTLs,
+-- another line bound or another schedule is main's. The window is the time in which everything
+-- main would look at but the slots and the caller's own place is settled (`F.window`): the
+-- room open, not paused, not before its opening or after its closing, no ban in force,
+-- housekeeping not due, the arrival of this second noted, and both liveness rings writing the
+-- current epoch into a key that holds it (or held it and was lost). It ends at the first of:
+-- the end of the second, the due time, either epoch's end, the closing. Anything that changes
+-- one of these runs main (configure, ban, a sync's sweep, an expiry), which closes or moves the
+-- window in the same step; a run of main that raises twice closes it. The window holds only
+-- while the room is full by its slots (main would promote nobody): only main adds or frees a
+-- slot, and every run of it moves or closes the window, and an expiry ends it (`due`). A lost
+-- slots key (a bad day) is thus seen by main at the end of the window, at most a second later,
+-- a newcomer meanwhile joining the line rather than being let in; a lost `fast` key is a closed
+-- window. `since` is the larger of the two current epochs' first sequence numbers (see
+-- Liveness: joined since); `from`, when main opened it.
+-- In the window, an enter reads the window (GET) and answers here only when main would answer
+-- the same from the same reads: the caller holding no slot (else main claims or extends it).
+-- A newcomer takes the next number (INCR) and joins with it (ZADD NX) when nobody in line has
+-- that number or a later one (one ZCOUNT: main's tail check; otherwise seq went back, and main
+-- places them after the last waiter), and is alive by the join when the number is above
+-- `since`, as main decides it: GET, ZSCORE active and granted, ZCARD line, INCR, ZCOUNT, ZADD
+-- (7 redis.calls; no TIME: the key's expiry is the window's end, and nothing a newcomer's
+-- join writes depends on the time). In a full line (ZCARD at the bound) nobody takes a
+-- number: a newcomer gets {3}, a waiter is found by ZSCORE. A waiter's ZADD NX adds nothing: the number is given back
+-- (DECR, or DEL when it was the first: seq is then as it was, as main leaves it), and they are
+-- checked in (TIME, the BITFIELD of each ring's current key, whose numbers go as strings: Lua's
+-- own number to string conversion, %.17g, costs more than the commands) and told their rank
+-- (ZSCORE, ZRANK). A server clock that went back before the window's `from` is main's for a
+-- waiter (their bits go by the time); a newcomer's join does not read the clock. With an
+-- injected clock (ARGV 3 not 0: tests) the window is judged by that clock, from <= now < till,
+-- not by the key's expiry. A lost bitmap is seen by its sentinel as main sees it, marked, and
+-- closes the window. Everything else (a claim, a room with free slots, a call before the
+-- opening, a damaged key) is main's, as before; an unknown operation is refused
+-- before either runs. tests/redis_fast_path.rs holds the two to the same answers and writes.
+-- An older library (which does not keep this window) never runs on a room this one keeps one
+-- for: it refuses the room's settings version (see Settings).
 
 -- The call's state and the functions live in two tables: R, made anew by every call (`setup`),
 -- and F, defined once at load. (When this was an EVALSHA script, each call defined them all
 -- anew: 17 us of an enter's 41.)
 local R, F = nil, {}
-local SETTINGS_VERSION = 3
+local SETTINGS_VERSION = 4
 -- The operations (ARGV 1): anything else is refused before any read or write.
 local OPS = {enter = true, poll = true, heartbeat = true, release = true, stats = true,
   configure = true, admit_next = true, ban = true, sync = true}
@@ -297,19 +320,27 @@ local FROM_FIELDS = {turn = {}, abandon = {}}
 for i = 0, TURN_EPOCHS + 1 do FROM_FIELDS.turn[i] = 'turn' .. i .. 'from' end
 for i = 0, ABANDON_EPOCHS + 1 do FROM_FIELDS.abandon[i] = 'abandon' .. i .. 'from' end
 -- The settings fields every call reads (one HMGET), in order, then the bitmaps' epoch fields
--- of now's epochs (at RING_FIELD_AT and after), the fast path's window, and now's epochs'
--- first sequence numbers (at FROM_FIELD_AT); the rest (the pace's history, the sweep's
+-- of now's epochs (at RING_FIELD_AT and after), and now's epochs' first sequence numbers (at
+-- FROM_FIELD_AT); the rest (the pace's history, the sweep's
 -- cursor, the other bitmaps' epochs) only when a call needs them (`load_more`, `load_ring`).
 local RING_FIELD_AT = 14
-local FROM_FIELD_AT = 20
+local FROM_FIELD_AT = 16
 local BLOOM_BITS = {}
--- The rings as the fast path sees them: the first key, the keys, the epochs per TTL, and the
--- ARGV of that TTL (8 queue_ttl, 16 abandon_after; each at least queue_ttl), as F.make_ring.
+-- The rings as the fast path sees them: the first key, the keys, the epochs per TTL, and
+-- whether the TTL is abandon_after (else queue_ttl; each at least queue_ttl), as F.make_ring.
 local FAST_RINGS = {
-  {name = 'turn', first = 10, len = TURN_EPOCHS + 2, epochs = TURN_EPOCHS, ttl_arg = 8},
+  {name = 'turn', first = 10, len = TURN_EPOCHS + 2, epochs = TURN_EPOCHS, abandon = false},
   {name = 'abandon', first = 10 + TURN_EPOCHS + 2, len = ABANDON_EPOCHS + 2,
-    epochs = ABANDON_EPOCHS, ttl_arg = 16},
+    epochs = ABANDON_EPOCHS, abandon = true},
 }
+-- The window's key (KEYS[20]) and the ticket's (KEYS[21], release and ban).
+local K_FAST, K_TICKET = 20, 21
+-- ARGV 4 and 5 as sent (see the header).
+local FAST_NUMBERS = '^(%d+):(%d+):(%d+)$'
+local MAIN_NUMBERS = '^(%d+):(%d+):(%d+):(%d+):(%d+):(%d+):(%d+):(%d+):(%d+):(%d+)$'
+-- The window's value: since, from, till, and what it holds for (whose first number is the
+-- line's bound).
+local WINDOW = '^(%d+):(%d+):(%d+):((%d+):.*)$'
 
 -- The Bloom filter's size in bits for a line of at most `max_queue`: the power of two >= 16 *
 -- max_queue, in [2^16, 2^32] (memoized: a room's bound rarely changes).
@@ -323,19 +354,35 @@ function F.bloom_bits(max_queue)
   return bits
 end
 
+-- The arguments as sent (see the header) in the numbering main reads: op, session, now, the
+-- 13 numbers of ARGV 4 and 5 as ARGV 4 to 16, silence excused as 17, then the operation's own
+-- from 18 (and the schedule last). nil when ARGV 4 or 5 is not as the crate sends it.
+function F.unpacked(args)
+  local max_queue, queue_ttl, abandon = string.match(args[4] or '', FAST_NUMBERS)
+  local c, r, active, grant, promote, sweep, bucket, ring, minute, five =
+    string.match(args[5] or '', MAIN_NUMBERS)
+  if not max_queue or not c or (args[6] ~= '0' and args[6] ~= '1') then return nil end
+  local a = {args[1], args[2], args[3], c, r, active, grant, queue_ttl, max_queue, promote, sweep,
+    bucket, ring, minute, five, abandon, args[6]}
+  for i = 7, #args do a[i + 11] = args[i] end
+  return a
+end
+
 -- One call's state, from its keys and arguments: R is made anew by every FCALL (the functions
 -- are defined once, when the library is loaded), in ONE table constructor, so that its hash
 -- part is sized once instead of growing field by field (the nil ones are set later in the
 -- call: the constructor still sizes the table for them). Returns an error reply for arguments
 -- that cannot be read, else nil.
-function F.setup(keys, args)
+function F.setup(keys, sent)
+  local args = F.unpacked(sent)
+  if not args then return redis.error_reply('ERR malformed waiting room arguments') end
   local capacity, rate = tonumber(args[4]), tonumber(args[5])
   local queue_ttl = tonumber(args[8])
   R = {
-    keys = keys, argv = args,
+    keys = keys, argv = args, fast_numbers = sent[4],
     k_seq = keys[1], k_line = keys[2], k_active = keys[3], k_granted = keys[4],
     k_bucket = keys[5], k_admitted = keys[6], k_settings = keys[7], k_arrivals = keys[8],
-    k_banned = keys[9],
+    k_banned = keys[9], k_fast = keys[K_FAST],
     op = args[1], s = args[2], now = tonumber(args[3]),
     default_capacity = capacity, default_rate = rate,
     -- The live settings, read by `load_settings` at the start of every run, and when the
@@ -374,8 +421,6 @@ function F.setup(keys, args)
     released = 0,
     -- Sync's listed sessions without a place.
     unknown = nil,
-    -- The fast path's window as the settings key held it (see The fast path).
-    fast_from = nil, fast_until = nil, fast_for = nil, fast_seq = nil,
   }
   local last = args[#args]
   if string.sub(last, 1, 9) == 'schedule:' then
@@ -399,11 +444,10 @@ function F.setup(keys, args)
   local gone = F.make_ring('abandon', 10 + turn.len, ABANDON_EPOCHS, R.abandon)
   R.turn, R.gone_ring, R.rings = turn, gone, {turn, gone}
   R.bloom_bits = F.bloom_bits(R.max_queue)
-  R.k_ticket = keys[gone.first + gone.len]
+  R.k_ticket = keys[K_TICKET]
   R.SETTINGS_FIELDS = {'v', 'capacity', 'rate', 'paused', 'open', 'born', 'moved', 'opens_at',
     'closes_at', 'keep_line', 'due', 'bans', 'noted',
     RING_FIELDS.turn[turn.current % turn.len], RING_FIELDS.abandon[gone.current % gone.len],
-    'fast_from', 'fast_until', 'fast_for', 'fast_seq',
     FROM_FIELDS.turn[turn.current % turn.len], FROM_FIELDS.abandon[gone.current % gone.len]}
   R.current_bucket = math.floor(R.now / R.bucket_ms)
   R.promotions_left = R.max_promote
@@ -415,10 +459,11 @@ end
 function F.load_settings()
   local v = redis.call('HMGET', R.k_settings, unpack(R.SETTINGS_FIELDS))
   local ver = tonumber(v[1])
-  if ver == 2 then
-    -- Version 2 (before joins set no bits, see Settings): upgraded in place. Its fields
-    -- are all read the same; its epochs have no first sequence number, so until each is
-    -- made again its joins set bits.
+  if ver == 2 or ver == 3 then
+    -- Versions 2 and 3 (see Settings): upgraded in place. Their fields are all read the same;
+    -- version 2's epochs have no first sequence number, so until each is made again its joins
+    -- set bits; version 3's window fields go (the window is the `fast` key's now, closed).
+    redis.call('HDEL', R.k_settings, 'fast_from', 'fast_until', 'fast_for', 'fast_seq')
     redis.call('HSET', R.k_settings, 'v', SETTINGS_VERSION)
     ver = SETTINGS_VERSION
   end
@@ -428,7 +473,6 @@ function F.load_settings()
   end
   local c, r = tonumber(v[2]), tonumber(v[3])
   local p, o = tonumber(v[4]), tonumber(v[5])
-  local window_reset = false
   if ver == nil or c == nil or c < 1 or r == nil or r < 0 or (p ~= 0 and p ~= 1)
       or (o ~= 0 and o ~= 1) then
     -- A new room, a lost key, or a damaged field: the defaults where nothing valid is held.
@@ -436,17 +480,8 @@ function F.load_settings()
     if r == nil or r < 0 then r = R.default_rate end
     if p ~= 0 and p ~= 1 then p = 0 end
     if o ~= 0 and o ~= 1 then o = 1 end
-    if not v[1] then
-      -- A new key: the fast path's window fields come right after `v`, closed (until 0), and
-      -- stay there (closing sets fast_until to 0, never deletes): an HMGET scans a small
-      -- hash's fields in order, and the fast path's one read then stops at the front.
-      redis.call('HSET', R.k_settings, 'v', SETTINGS_VERSION, 'fast_from', 0, 'fast_until', 0,
-        'fast_for', '', 'fast_seq', 0, 'capacity', c, 'rate', r, 'paused', p, 'open', o)
-      window_reset = true
-    else
-      redis.call('HSET', R.k_settings, 'v', SETTINGS_VERSION, 'capacity', c, 'rate', r,
-        'paused', p, 'open', o)
-    end
+    redis.call('HSET', R.k_settings, 'v', SETTINGS_VERSION, 'capacity', c, 'rate', r,
+      'paused', p, 'open', o)
   end
   R.capacity, R.rate, R.paused, R.open = c, r, p == 1, o == 1
   R.born, R.moved = tonumber(v[6]), tonumber(v[7])
@@ -456,9 +491,6 @@ function F.load_settings()
     rg.held[i], rg.known[i] = tonumber(v[RING_FIELD_AT + n - 1]), true
     rg.from[i] = tonumber(v[FROM_FIELD_AT + n - 1])
   end
-  R.fast_from, R.fast_until = tonumber(v[RING_FIELD_AT + 2]), tonumber(v[RING_FIELD_AT + 3])
-  R.fast_for, R.fast_seq = v[RING_FIELD_AT + 4], tonumber(v[RING_FIELD_AT + 5])
-  if window_reset then R.fast_from, R.fast_until, R.fast_for, R.fast_seq = 0, 0, '', 0 end
   if R.bans == nil then
     -- Not known (a new room, or the field lost): the latest end of any ban, looked up once.
     R.bans = tonumber(redis.call('ZRANGE', R.k_banned, -1, -1, 'WITHSCORES')[2]) or 0
@@ -1096,7 +1128,7 @@ end
 
 -- Frees the session's slot, or else its place, and promotes into what was freed (release, ban).
 function F.free_session()
-  -- The session's single-use ticket record (R.keys[20], sent by release and ban only) ends with
+  -- The session's single-use ticket record (R.keys[21], sent by release and ban only) ends with
   -- its slot, in this same step: its state `n`/`u` upper-cased in place (SETRANGE keeps the
   -- TTL), so it never passes again and the next admission's mint replaces it (tickets.lua).
   if R.k_ticket and redis.call('TYPE', R.k_ticket)['ok'] == 'string' then
@@ -1384,107 +1416,139 @@ function F.window()
   return till, since
 end
 
--- What a window holds for (fast_for): the call's liveness TTLs (ARGV 8 and 16, which set the
--- rings' epoch widths, so a gateway with other TTLs, in a rolling change of them, never writes
--- into a key of another width's epoch) and its schedule argument without the session's draw
--- ('' for none: a room with a schedule sends it on every call, and main follows a call's
--- schedule). Made of the argument strings as they came: no number is formatted. nil for a
--- schedule argument that is not one.
-function F.window_key(queue_ttl, abandon, schedule)
-  local kept = ''
-  if schedule then
-    kept = string.match(schedule, '^(schedule:%d+:%d+:[01]):%d+$')
-    if not kept then return nil end
-  end
-  return queue_ttl .. ':' .. abandon .. ':' .. kept
+-- What a window holds for: ARGV 4 as sent (the line's bound and the liveness TTLs, which set
+-- the rings' epoch widths, so a gateway with other TTLs, in a rolling change of them, never
+-- writes into a key of another width's epoch), then, for a call with a schedule, '|' and the
+-- schedule argument without the session's draw (a room with a schedule sends it on every
+-- call, and main follows a call's schedule). Made of the argument strings as they came: no
+-- number is formatted. nil for a schedule argument that is not one.
+function F.window_key(numbers, schedule)
+  if not schedule then return numbers end
+  local kept = string.match(schedule, '^(schedule:%d+:%d+:[01]):%d+$')
+  if not kept then return nil end
+  return numbers .. '|' .. kept
 end
 
--- Opens, keeps or closes the fast path's window after a run of main that answered: one HSET
--- when it opens or moves, one HDEL when it closes, nothing when it stays as it was. Not after
--- an error reply: the only one main gives is for a settings key of another version, which is
--- not ours to write.
+-- Opens, moves or closes the fast path's window after a run of main that answered: one SET
+-- (with the TTL that ends it at till - 1 ms, so the key is gone from till on) or one DEL. Not
+-- after an error reply: the only one main gives is for a settings key of another version,
+-- which is not ours to write.
 function F.keep_window(reply)
   if type(reply) == 'table' and reply.err then return end
   local till, since = F.window()
-  local key = till and F.window_key(R.argv[8], R.argv[16],
+  local key = till and F.window_key(R.fast_numbers,
     R.scheduled_call and R.argv[#R.argv] or nil)
-  if till and key then
-    if R.fast_until ~= till or R.fast_from == nil or R.fast_from > R.now or R.fast_for ~= key
-        or R.fast_seq ~= since then
-      redis.call('HSET', R.k_settings, 'fast_from', string.format('%d', R.now),
-        'fast_until', string.format('%d', till), 'fast_for', key,
-        'fast_seq', string.format('%d', since))
-    end
-  elseif (R.fast_until or 0) > 0 then
-    F.close_window(R.k_settings)
+  if key and till - 1 > R.now then
+    redis.call('SET', R.k_fast, string.format('%d:%d:%d:', since, R.now, till) .. key,
+      'PX', string.format('%d', till - 1 - R.now))
+  else
+    F.close_window(R.k_fast)
   end
 end
 
--- Closed by its end, 0: the fields stay where they are in the hash (see load_settings).
-function F.close_window(k_settings)
-  redis.call('HSET', k_settings, 'fast_until', 0)
+function F.close_window(k_fast)
+  redis.call('DEL', k_fast)
 end
 
--- The fast path (see the header): an enter in the settled state, with nothing built but what
--- it reads. Returns nil, before any write, whenever main must answer instead; the writes it
--- makes (INCR seq, ZADD line, the liveness bits) are those main's enter makes, so a call that
--- fails after one (a key of the wrong type) is answered by main, repaired, as before.
-function F.fast_enter(keys, args)
-  -- ARGV 17 always comes from the crate (then the schedule, when the room has one): a call
-  -- without it is main's, which reads a trailing schedule wherever it is.
-  if args[17] ~= '0' and args[17] ~= '1' then return nil end
-  local key
-  if #args == 17 then
-    key = F.window_key(args[8], args[16], nil)
-  elseif #args == 18 then
-    key = F.window_key(args[8], args[16], args[18])
-  end
-  if not key then return nil end
+-- A number the fast path took but does not use, given back: seq is then as it was (a seq that
+-- was missing, or 0, is missing again; INCR makes 1 of either).
+function F.give_back(k_seq, seq)
+  if seq == 1 then redis.call('DEL', k_seq) else redis.call('DECR', k_seq) end
+end
+
+-- The time of a fast enter that writes liveness bits: ARGV 3, or the server's TIME; nil when it
+-- is before the window's `from` (a clock that went back: main's).
+function F.fast_now(args, from)
   local now = tonumber(args[3])
   if now == 0 then
     local t = redis.call('TIME')
     now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   end
-  local k_settings = keys[7]
-  local v = redis.call('HMGET', k_settings, 'v', 'fast_from', 'fast_until', 'fast_for',
-    'fast_seq')
-  local from, till, since = tonumber(v[2]), tonumber(v[3]), tonumber(v[5])
-  if tonumber(v[1]) ~= SETTINGS_VERSION or till == nil or from == nil or now < from
-      or now >= till or v[4] ~= key or since == nil then
-    return nil
+  if now < from then return nil end
+  return now
+end
+
+-- The fast path (see the header): an enter in the settled state, with nothing built but what
+-- it reads. Returns nil whenever main must answer instead, having written nothing (a number
+-- taken is given back first); the writes it makes (INCR seq, ZADD line, the liveness bits) are
+-- those main's enter makes, so a call that fails after one (a key of the wrong type) is
+-- answered by main, repaired, as before.
+function F.fast_enter(keys, args)
+  -- Exactly an enter's arguments as the crate sends them (then the schedule, when the room has
+  -- one); anything else is main's, which reads it or refuses it.
+  local n = #args
+  if (n ~= 6 and n ~= 7) or (args[6] ~= '0' and args[6] ~= '1') then return nil end
+  local window = redis.call('GET', keys[K_FAST])
+  if not window then return nil end
+  local since, from, till, held_for, max_queue = string.match(window, WINDOW)
+  if not since or held_for ~= F.window_key(args[4], args[7]) then return nil end
+  from = tonumber(from)
+  if args[3] ~= '0' then
+    -- An injected clock: the window by that clock (the key's expiry is the server's).
+    local now = tonumber(args[3])
+    if not now or now < from or now >= tonumber(till) then return nil end
   end
+  since = tonumber(since)
   -- The window holds only while the room is full by its slots (F.window): main would
   -- promote nobody.
   local s = args[2]
   -- A slot to claim or extend: main's.
   if redis.call('ZSCORE', keys[3], s) or redis.call('ZSCORE', keys[4], s) then return nil end
-  local k_line = keys[2]
+  local k_seq, k_line = keys[1], keys[2]
   local waiting = redis.call('ZCARD', k_line)
-  local place = redis.call('ZSCORE', k_line, s)
-  local position
-  if place then
+  local now, place, position
+  if waiting >= tonumber(max_queue) then
+    -- A full line: a waiter is told their place, a newcomer {3}, as main answers.
+    place = redis.call('ZSCORE', k_line, s)
+    if not place then return {3, 0, waiting} end
+  else
+    local seq = redis.call('INCR', k_seq)
+    local number = string.format('%d', seq)
+    if redis.call('ZCOUNT', k_line, number, '+inf') > 0 then
+      -- Someone in line has this number or a later one: seq went back (lost or reset), and
+      -- main places a newcomer after the last waiter.
+      F.give_back(k_seq, seq)
+      return nil
+    end
+    if seq <= since then
+      -- Not alive by the join (seq went back below an epoch's first number): the join sets
+      -- bits, as main's, by the time; read before the join, so that nil still writes nothing.
+      now = F.fast_now(args, from)
+      if not now then
+        F.give_back(k_seq, seq)
+        return nil
+      end
+    end
+    if redis.call('ZADD', k_line, 'NX', number, s) == 1 then
+      waiting = waiting + 1
+      -- Alive by the join (joined since both epochs' first numbers), as main decides it.
+      if seq > since then return {2, waiting, waiting, 0, seq} end
+      place, position = seq, waiting
+    else
+      -- A waiter: the number given back.
+      F.give_back(k_seq, seq)
+      place = redis.call('ZSCORE', k_line, s)
+    end
+  end
+  if not position then
+    -- A waiter: checked in by the time, told their rank.
+    now = now or F.fast_now(args, from)
+    if not now then return nil end
     place = tonumber(place)
     position = redis.call('ZRANK', k_line, s) + 1
-  else
-    if waiting >= tonumber(args[9]) then return {3, 0, waiting} end
-    place = F.seq_after_tail(keys[1], k_line)
-    redis.call('ZADD', k_line, string.format('%d', place), s)
-    waiting = waiting + 1
-    -- Alive by the join (joined since both epochs' first numbers), as main decides it.
-    if place > since then return {2, waiting, waiting, 0, place} end
-    position = waiting
   end
   -- The check-in, into the current epoch of both rings, as F.set_bits makes it (the window
   -- ends with either epoch, so each key holds it).
-  local bits = F.bloom_bits(tonumber(args[9]))
+  local _, queue_ttl, abandon = string.match(args[4], FAST_NUMBERS)
+  queue_ttl, abandon = tonumber(queue_ttl), tonumber(abandon)
+  local bits = F.bloom_bits(tonumber(max_queue))
   local b1, b2, b3, b4, b5, b6, b7, b8 = string.byte(s, 1, 8)
   local x = ((((b1 or 0) * 256 + (b2 or 0)) * 256 + (b3 or 0)) * 256 + (b4 or 0)) % bits
   local y = ((((b5 or 0) * 256 + (b6 or 0)) * 256 + (b7 or 0)) * 256 + (b8 or 0)) % bits
   local m, xs, ys = string.format('%d', bits), string.format('%d', x), string.format('%d', y)
-  local queue_ttl = tonumber(args[8])
   for _, ring in ipairs(FAST_RINGS) do
-    local width = math.max(1, math.floor(math.max(tonumber(args[ring.ttl_arg]), queue_ttl)
-      / ring.epochs))
+    local width = math.max(1, math.floor(math.max(ring.abandon and abandon or queue_ttl,
+      queue_ttl) / ring.epochs))
     local e = math.floor(now / width)
     local key = keys[ring.first + e % ring.len]
     local had = redis.call('BITFIELD', key, 'SET', 'u1', m, '1', 'SET', 'u1', xs, '1',
@@ -1492,9 +1556,9 @@ function F.fast_enter(keys, args)
     if had == 0 then
       -- Lost since its first write (see Lost bitmaps): marked (again, if it was: the same
       -- value), given its lifetime again, as main's check-in does; and the window closed.
-      F.mark_lost(k_settings, ring.name, ring.len, e)
+      F.mark_lost(keys[7], ring.name, ring.len, e)
       F.set_bitmap_lifetime(key, (e + ring.len) * width - now)
-      F.close_window(k_settings)
+      F.close_window(keys[K_FAST])
     end
   end
   if place < 0 then place = -1 end
@@ -1506,7 +1570,7 @@ end
 -- path's window kept. No flags: not `no-writes` and not `allow-oom`, so with `maxmemory`
 -- exhausted Redis refuses the whole call with OOM before it starts, never half-run.
 redis.register_function{
-  function_name = 'twr_room_v3',
+  function_name = 'twr_room_v4',
   callback = function(keys, args)
     if not OPS[args[1]] then return redis.error_reply('ERR unknown waiting room operation') end
     if args[1] == 'enter' then
@@ -1521,7 +1585,7 @@ redis.register_function{
       ok, reply = pcall(F.main)
       if not ok then
         -- Whatever the failed runs wrote, the fast path must not go on from it.
-        F.close_window(R.k_settings)
+        F.close_window(R.k_fast)
         error(reply)
       end
     end
