@@ -124,9 +124,18 @@ fn policy(room: &str) -> RoomPolicy {
         .with_max_queue_len(25)
 }
 
+/// A room of 3 slots: its window names the slot holders (room.lua's HOLDERS_IN_WINDOW).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_fast_path_answers_every_enter_as_main_does() {
     run(policy("diff"), 0x5EED_1234_ABCD_0001, 10).await;
+}
+
+/// A room of 20 slots, more than a window names: the fast path looks the caller's slot up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_fast_path_answers_as_main_does_in_a_larger_room() {
+    let mut p = policy("difflarge");
+    p.capacity = 20;
+    run(p.with_max_queue_len(60), 0x5EED_1234_ABCD_0003, 10).await;
 }
 
 /// A room with a schedule sends it on every call: before the opening main answers (the
@@ -251,7 +260,9 @@ async fn run(policy: RoomPolicy, seed: u64, min_percent: u64) {
                 let change = || match rng_copy % 3 {
                     0 => SettingsChange::new().open(false),
                     1 => SettingsChange::new().open(true),
-                    _ => SettingsChange::new().capacity(1 + (rng_copy % 5) as u32),
+                    _ => {
+                        SettingsChange::new().capacity(policy.capacity - 2 + (rng_copy % 5) as u32)
+                    }
                 };
                 both!(a, b, configure(&policy, change()))
             }
