@@ -103,14 +103,26 @@ async fn contents(
             other => panic!("{k} is a {other}"),
         };
         out.insert(name.clone(), text);
-        // The key's lifetime, to the second: both rooms' keys were given theirs from the same
-        // clock, a few milliseconds apart in real time.
+        // The key's lifetime (see `same_lifetimes`).
         let pttl: i64 = c.pttl(k).await.unwrap();
-        let ttl = if pttl < 0 { pttl } else { (pttl + 500) / 1_000 };
-        out.insert(format!("{name} ttl"), ttl.to_string());
+        out.insert(format!("{name} ttl"), pttl.to_string());
     }
     out
 }
+
+/// Both rooms' keys were given their lifetimes from the same clock, but a few milliseconds
+/// apart in real time, and are read a few milliseconds apart: the same lifetime is two
+/// remaining times within `LIFETIME_SLACK_MS` of each other (none, -1, is none on both sides).
+/// A lifetime off by an epoch (a second here) is far outside it.
+fn same_lifetimes(a: &str, b: &str) -> bool {
+    let (a, b): (i64, i64) = (a.parse().unwrap(), b.parse().unwrap());
+    if a < 0 || b < 0 {
+        return a == b;
+    }
+    (a - b).abs() <= LIFETIME_SLACK_MS
+}
+
+const LIFETIME_SLACK_MS: i64 = 250;
 
 /// Small numbers, so that every path is taken many times: a full line, slots that expire,
 /// waiters silent past their turn, epochs (queue_ttl / 4 = 1 s) that turn over.
@@ -127,7 +139,9 @@ fn policy(room: &str) -> RoomPolicy {
 /// A room of 3 slots: its window names the slot holders (room.lua's HOLDERS_IN_WINDOW).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_fast_path_answers_every_enter_as_main_does() {
-    run(policy("diff"), 0x5EED_1234_ABCD_0001, 10).await;
+    // 8 %: about 90 of the 920 enters it may answer (holders' enters, a twentieth of the steps,
+    // are main's and not counted; every one before the first slot is taken is main's too).
+    run(policy("diff"), 0x5EED_1234_ABCD_0001, 8).await;
 }
 
 /// A room of 20 slots, more than a window names: the fast path looks the caller's slot up.
@@ -135,7 +149,8 @@ async fn the_fast_path_answers_every_enter_as_main_does() {
 async fn the_fast_path_answers_as_main_does_in_a_larger_room() {
     let mut p = policy("difflarge");
     p.capacity = 20;
-    run(p.with_max_queue_len(60), 0x5EED_1234_ABCD_0003, 10).await;
+    // Twenty slots take longer to fill and to turn over: fewer enters find the room full.
+    run(p.with_max_queue_len(60), 0x5EED_1234_ABCD_0003, 5).await;
 }
 
 /// A room with a schedule sends it on every call: before the opening main answers (the
@@ -196,6 +211,10 @@ async fn run(policy: RoomPolicy, seed: u64, min_percent: u64) {
 
     let mut rng = Rng(seed);
     let mut sessions: Vec<SessionId> = Vec::new();
+    // The last sessions an enter admitted: most of them still hold their slot, and their enters
+    // must not be taken for a newcomer's (the fast path tells a holder from the window's list in
+    // a small room, by ZSCORE in a larger one).
+    let mut admitted: Vec<SessionId> = Vec::new();
     let mut enters = 0u64;
     let mut calls_on_a = 0u64;
     for step in 0..1_500 {
@@ -208,14 +227,30 @@ async fn run(policy: RoomPolicy, seed: u64, min_percent: u64) {
                 let s = SessionId::random();
                 sessions.push(s);
                 enters += 1;
-                both!(a, b, enter(&policy, s))
+                let answers = both!(a, b, enter(&policy, s));
+                if answers.0.starts_with("Ok(Admitted") {
+                    admitted.push(s);
+                }
+                answers
             }
             40..=59 => {
-                let Some(&s) = rng.pick(&sessions) else {
+                // A holder's enter is main's (a claim or an extension): not counted among the
+                // enters the fast path may answer.
+                let holder = roll >= 54 && !admitted.is_empty();
+                let from = if holder {
+                    &admitted[admitted.len().saturating_sub(5)..]
+                } else {
+                    &sessions[..]
+                };
+                let Some(&s) = rng.pick(from) else {
                     continue;
                 };
-                enters += 1;
-                both!(a, b, enter(&policy, s))
+                enters += u64::from(!holder);
+                let answers = both!(a, b, enter(&policy, s));
+                if answers.0.starts_with("Ok(Admitted") {
+                    admitted.push(s);
+                }
+                answers
             }
             60..=67 => {
                 let Some(&s) = rng.pick(&sessions) else {
@@ -326,8 +361,13 @@ async fn run(policy: RoomPolicy, seed: u64, min_percent: u64) {
         let b_side = &cb[name];
         // A bitmap is 8 KiB: shown shortened when it differs.
         let short = |v: &str| v.chars().take(300).collect::<String>();
+        let same = if name.ends_with(" ttl") {
+            same_lifetimes(a_side, b_side)
+        } else {
+            a_side == b_side
+        };
         assert!(
-            a_side == b_side,
+            same,
             "{name} differs: fast path's room {} / main's {}",
             short(a_side),
             short(b_side)
@@ -347,7 +387,7 @@ async fn run(policy: RoomPolicy, seed: u64, min_percent: u64) {
     );
     assert!(fast_tries >= enters, "every enter tries the fast path");
     assert!(
-        fast_answers * 100 >= enters * min_percent,
+        fast_answers >= 50 && fast_answers * 100 >= enters * min_percent,
         "the fast path answered {fast_answers} of {enters} enters: the run did not exercise it"
     );
     // Waiting polls etc. are main's: only enters can be answered by the fast path.
@@ -403,7 +443,12 @@ async fn with_the_servers_clock_a_newcomer_joins_without_reading_it() {
         let d = format!("{:?}", store.enter(&policy, s).await.unwrap());
         assert!(d.starts_with("Waiting"), "{d}");
     }
-    let held: String = c.get(&window).await.unwrap();
+    // The text before the holders' ids (binary: a NUL, then 16 bytes each) of this small room.
+    let value: Vec<u8> = c.get(&window).await.unwrap();
+    let text = value.split(|&b| b == 0).next().unwrap();
+    let holders = &value[text.len()..];
+    assert_eq!(holders.len(), 1 + 16, "the one holder named: {value:?}");
+    let held = String::from_utf8(text.to_vec()).unwrap();
     let parts: Vec<u64> = held
         .split(':')
         .take(3)

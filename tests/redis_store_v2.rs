@@ -685,7 +685,7 @@ async fn a_room_of_version_3_is_upgraded_in_place() {
         !fields.iter().any(|f| f.starts_with("fast_")),
         "version 3's window fields are gone: {fields:?}"
     );
-    let held: Option<String> = c.get(&window).await.unwrap();
+    let held: Option<Vec<u8>> = c.get(&window).await.unwrap();
     assert!(held.is_some(), "the window is the key's now");
     for (s, position) in [(a, 1), (b, 2)] {
         assert!(matches!(
@@ -695,7 +695,8 @@ async fn a_room_of_version_3_is_upgraded_in_place() {
     }
 }
 
-/// The fast path's window is a key of its own: `<since>:<from>:<till>:<for>`, whose TTL ends it
+/// The fast path's window is a key of its own: `<since>:<from>:<till>:<for>` (and, in a room this
+/// small, the slot holders' ids), whose TTL ends it
 /// 1 ms before `till` (within the current second), deleted when anything main looks at is no
 /// longer settled (a pause), made again by the next run of main that finds it settled.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -711,7 +712,15 @@ async fn the_window_is_a_key_of_its_own_that_ends_by_its_ttl() {
     for _ in 0..3 {
         waiter(&store, &policy).await;
     }
-    let held: String = c.get(&window).await.unwrap();
+    // The text, then (a room of one slot) a NUL and the holder's 16-byte id.
+    let value: Vec<u8> = c.get(&window).await.unwrap();
+    let text = value.split(|&b| b == 0).next().unwrap();
+    assert_eq!(
+        value.len(),
+        text.len() + 1 + 16,
+        "the holder named: {value:?}"
+    );
+    let held = String::from_utf8(text.to_vec()).unwrap();
     let parts: Vec<&str> = held.splitn(4, ':').collect();
     let (from, till): (u64, u64) = (parts[1].parse().unwrap(), parts[2].parse().unwrap());
     assert!(from >= START_MS + 250 && from < till, "{held}");
@@ -731,12 +740,12 @@ async fn the_window_is_a_key_of_its_own_that_ends_by_its_ttl() {
     // A pause closes the window; the resume and the next joins open it again.
     let pause = tower_waiting_room::store::SettingsChange::new().paused(true);
     store.configure(&policy, pause).await.unwrap();
-    let held: Option<String> = c.get(&window).await.unwrap();
+    let held: Option<Vec<u8>> = c.get(&window).await.unwrap();
     assert_eq!(held, None, "closed");
     let resume = tower_waiting_room::store::SettingsChange::new().paused(false);
     store.configure(&policy, resume).await.unwrap();
     advance(&clock, 1_000);
     waiter(&store, &policy).await;
-    let held: Option<String> = c.get(&window).await.unwrap();
+    let held: Option<Vec<u8>> = c.get(&window).await.unwrap();
     assert!(held.is_some(), "open again");
 }

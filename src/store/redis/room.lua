@@ -53,7 +53,8 @@
 --  10 .. 15 turn0 .. turn5        string  the turn ring: TURN_EPOCHS + 2 liveness bitmaps
 --  16 .. 19 abandon0 .. abandon3  string  the abandon ring: ABANDON_EPOCHS + 2 liveness bitmaps
 --  20 fast     string  the fast path's window (see The fast path): '<since>:<from>:<till>:<for>',
---                      with a TTL that ends it before till; absent: closed
+--                      then, in a small room, a NUL and the slot holders' ids; with a TTL that
+--                      ends it before till; absent: closed
 --  21 ticket   string  release and ban only: the session's single-use ticket record
 --                      (tickets.lua's R.keys[1]), ended with the slot in free_session
 -- ARGV (few and packed: Redis makes a string of each, and Lua another, on every call, which
@@ -253,12 +254,15 @@
 -- window. `since` is the larger of the two current epochs' first sequence numbers (see
 -- Liveness: joined since); `from`, when main opened it.
 -- In the window, an enter reads the window (GET) and answers here only when main would answer
--- the same from the same reads: the caller holding no slot (else main claims or extends it).
+-- the same from the same reads: the caller holding no slot (else main claims or extends it),
+-- told by ZSCORE of active and granted, or, in a room with at most HOLDERS_IN_WINDOW slots
+-- taken, by the holders' ids that main wrote into the window (the holders change only by main,
+-- which writes the window again whenever it runs).
 -- A newcomer takes the next number (INCR) and joins with it (ZADD NX) when nobody in line has
 -- that number or a later one (one ZCOUNT: main's tail check; otherwise seq went back, and main
 -- places them after the last waiter), and is alive by the join when the number is above
 -- `since`, as main decides it: GET, ZSCORE active and granted, ZCARD line, INCR, ZCOUNT, ZADD
--- (7 redis.calls; no TIME: the key's expiry is the window's end, and nothing a newcomer's
+-- (7 redis.calls, 5 in a small room; no TIME: the key's expiry is the window's end, and nothing a newcomer's
 -- join writes depends on the time). In a full line (ZCARD at the bound) nobody takes a
 -- number: a newcomer gets {3}, a waiter is found by ZSCORE. A waiter's ZADD NX adds nothing: the number is given back
 -- (DECR, or DEL when it was the first: seq is then as it was, as main leaves it), and they are
@@ -338,9 +342,12 @@ local K_FAST, K_TICKET = 20, 21
 -- ARGV 4 and 5 as sent (see the header).
 local FAST_NUMBERS = '^(%d+):(%d+):(%d+)$'
 local MAIN_NUMBERS = '^(%d+):(%d+):(%d+):(%d+):(%d+):(%d+):(%d+):(%d+):(%d+):(%d+)$'
--- The window's value: since, from, till, and what it holds for (whose first number is the
--- line's bound).
-local WINDOW = '^(%d+):(%d+):(%d+):((%d+):.*)$'
+-- The window's value: since, from, till, what it holds for (whose first number is the line's
+-- bound), then nothing, or a NUL and the slot holders' ids (16 bytes each) of a small room.
+local WINDOW = '^(%d+):(%d+):(%d+):((%d+):[^%z]*)(.*)$'
+-- A room with at most this many slots taken has its holders in the window: a newcomer is then
+-- told from a holder without the two slot lookups.
+local HOLDERS_IN_WINDOW = 16
 
 -- The Bloom filter's size in bits for a line of at most `max_queue`: the power of two >= 16 *
 -- max_queue, in [2^16, 2^32] (memoized: a room's bound rarely changes).
@@ -1439,7 +1446,18 @@ function F.keep_window(reply)
   local key = till and F.window_key(R.fast_numbers,
     R.scheduled_call and R.argv[#R.argv] or nil)
   if key and till - 1 > R.now then
-    redis.call('SET', R.k_fast, string.format('%d:%d:%d:', since, R.now, till) .. key,
+    -- The window holds only while the room is full by its slots (F.window), and every slot
+    -- added or freed is main's, which writes the window again: so the holders it lists stay
+    -- the holders while it lasts.
+    local holders = ''
+    if R.capacity <= HOLDERS_IN_WINDOW then
+      local a = redis.call('ZRANGE', R.k_active, 0, HOLDERS_IN_WINDOW)
+      local g = redis.call('ZRANGE', R.k_granted, 0, HOLDERS_IN_WINDOW)
+      if #a + #g <= HOLDERS_IN_WINDOW then
+        holders = '\0' .. table.concat(a) .. table.concat(g)
+      end
+    end
+    redis.call('SET', R.k_fast, string.format('%d:%d:%d:', since, R.now, till) .. key .. holders,
       'PX', string.format('%d', till - 1 - R.now))
   else
     F.close_window(R.k_fast)
@@ -1480,7 +1498,7 @@ function F.fast_enter(keys, args)
   if (n ~= 6 and n ~= 7) or (args[6] ~= '0' and args[6] ~= '1') then return nil end
   local window = redis.call('GET', keys[K_FAST])
   if not window then return nil end
-  local since, from, till, held_for, max_queue = string.match(window, WINDOW)
+  local since, from, till, held_for, max_queue, holders = string.match(window, WINDOW)
   if not since or held_for ~= F.window_key(args[4], args[7]) then return nil end
   from = tonumber(from)
   if args[3] ~= '0' then
@@ -1492,8 +1510,13 @@ function F.fast_enter(keys, args)
   -- The window holds only while the room is full by its slots (F.window): main would
   -- promote nobody.
   local s = args[2]
-  -- A slot to claim or extend: main's.
-  if redis.call('ZSCORE', keys[3], s) or redis.call('ZSCORE', keys[4], s) then return nil end
+  -- A slot to claim or extend: main's. A small room's window names its holders (an id found
+  -- across two of them is a false alarm: main's too).
+  if holders == '' then
+    if redis.call('ZSCORE', keys[3], s) or redis.call('ZSCORE', keys[4], s) then return nil end
+  elseif string.find(holders, s, 2, true) then
+    return nil
+  end
   local k_seq, k_line = keys[1], keys[2]
   local waiting = redis.call('ZCARD', k_line)
   local now, place, position
