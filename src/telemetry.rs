@@ -327,6 +327,10 @@ impl Store for Metered {
         let call = self.inner.enter(policy, session);
         self.metrics.timed(StoreOp::Enter, call)
     }
+    fn join(&self, policy: &RoomPolicy, session: SessionId) -> StoreFuture<Decision> {
+        let call = self.inner.join(policy, session);
+        self.metrics.timed(StoreOp::Enter, call)
+    }
     fn poll(&self, policy: &RoomPolicy, session: SessionId) -> StoreFuture<Decision> {
         let call = self.inner.poll(policy, session);
         self.metrics.timed(StoreOp::Poll, call)

@@ -631,6 +631,46 @@ async fn the_waiting_page_never_sends_a_browser_off_site() {
     );
 }
 
+// ===== join or enter =====
+
+/// The layer asks the store to `join` for a visitor whose queue cookie has no place yet (the
+/// Redis store then takes a number before it looks for a place), and to `enter` for one whose
+/// cookie carries their place.
+#[tokio::test]
+async fn a_visitor_without_a_place_joins_and_a_waiter_enters() {
+    let clock = clock();
+    // With snapshots, as a Redis store: the waiter's cookie is given their place.
+    let store = TestStore::new(clock.clone()).with_snapshots();
+    let shared: Arc<dyn Store> = Arc::new(store.clone());
+    let room = WaitingRoomLayer::builder("joins")
+        .capacity(1)
+        .secret(SECRET)
+        .clock(clock.clone())
+        .shared_store(shared)
+        .build()
+        .unwrap();
+    let http = serve(app(room)).await;
+    let (mut a, mut b) = (Jar::new(), Jar::new());
+    assert_eq!(
+        http.visit(&mut a, Method::GET, "/").await.status,
+        StatusCode::FOUND
+    );
+    let r = http.visit(&mut a, Method::GET, "/").await;
+    assert_eq!(r.handler_saw()["by"], "Store");
+    assert_eq!((store.calls().join, store.calls().enter), (1, 1));
+    assert_eq!(
+        http.visit(&mut b, Method::GET, "/").await.status,
+        StatusCode::FOUND
+    );
+    let r = http.visit(&mut b, Method::GET, "/").await;
+    assert_eq!(r.status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!((store.calls().join, store.calls().enter), (2, 2));
+    // B's cookie now carries their place: their next visit is an enter.
+    let r = http.visit(&mut b, Method::GET, "/").await;
+    assert_eq!(r.status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!((store.calls().join, store.calls().enter), (2, 3));
+}
+
 // ===== key rotation =====
 
 #[tokio::test]

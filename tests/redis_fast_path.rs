@@ -1,5 +1,6 @@
-//! The room function's fast path (issue 14, `room.lua`: "The fast path") answers an enter
-//! exactly as the function's main path would. Proof by difference, against a real
+//! The room function's fast path (issue 14, `room.lua`: "The fast path") answers an enter (or a
+//! join: the enter of a visitor whose cookie has no place) exactly as the function's main path
+//! would. Proof by difference, against a real
 //! `redis-server`: one seeded run of every store operation (newcomers, waiters' enters, claims,
 //! polls, heartbeats, releases, syncs, pauses, bans, admissions by hand, a full line, expiries,
 //! silent waiters skipped, closes and capacity changes, liveness bitmaps lost, time going by) is
@@ -227,7 +228,11 @@ async fn run(policy: RoomPolicy, seed: u64, min_percent: u64) {
                 let s = SessionId::random();
                 sessions.push(s);
                 enters += 1;
-                let answers = both!(a, b, enter(&policy, s));
+                let answers = if roll.is_multiple_of(3) {
+                    both!(a, b, enter(&policy, s))
+                } else {
+                    both!(a, b, join(&policy, s))
+                };
                 if answers.0.starts_with("Ok(Admitted") {
                     admitted.push(s);
                 }
@@ -246,7 +251,13 @@ async fn run(policy: RoomPolicy, seed: u64, min_percent: u64) {
                     continue;
                 };
                 enters += u64::from(!holder);
-                let answers = both!(a, b, enter(&policy, s));
+                // Mostly by enter (their cookie has the place); some by join (a reply lost, or
+                // another gateway's cookie): the same answers.
+                let answers = if roll.is_multiple_of(4) {
+                    both!(a, b, join(&policy, s))
+                } else {
+                    both!(a, b, enter(&policy, s))
+                };
                 if answers.0.starts_with("Ok(Admitted") {
                     admitted.push(s);
                 }
@@ -311,14 +322,14 @@ async fn run(policy: RoomPolicy, seed: u64, min_percent: u64) {
                 let s = SessionId::random();
                 sessions.push(s);
                 enters += 1;
-                both!(a, b, enter(&policy, s))
+                both!(a, b, join(&policy, s))
             }
             86..=88 => {
                 // The current liveness bitmap of one ring lost (evicted, deleted) in both rooms
                 // between two newcomers: the first opens the fast path's window if main answers
                 // it, the second then writes into the lost key (the sentinel tells).
                 let first = SessionId::random();
-                let (fa, fb) = (a.enter(&policy, first).await, b.enter(&policy, first).await);
+                let (fa, fb) = (a.join(&policy, first).await, b.join(&policy, first).await);
                 assert_eq!(format!("{fa:?}"), format!("{fb:?}"), "step {step}");
                 sessions.push(first);
                 let now = clock.now_ms();
@@ -397,7 +408,7 @@ async fn run(policy: RoomPolicy, seed: u64, min_percent: u64) {
     assert_ne!(b_side["admitted"], "none", "nobody was ever admitted");
 }
 
-/// With the server's clock (no injected one: every gateway's case), a newcomer's join through
+/// With the server's clock (no injected one: every gateway's case), a newcomer's `join` through
 /// the fast path reads no clock at all: the window's end is its key's expiry, which Redis
 /// judges by the same clock `TIME` reads. A waiter's enter does read it (their check-in goes
 /// into the current epoch's bitmaps). Seen with `MONITOR`, call by call; and the window's key
@@ -435,7 +446,7 @@ async fn with_the_servers_clock_a_newcomer_joins_without_reading_it() {
     let mut waiters = Vec::new();
     for _ in 0..40 {
         let s = SessionId::random();
-        let d = format!("{:?}", store.enter(&policy, s).await.unwrap());
+        let d = format!("{:?}", store.join(&policy, s).await.unwrap());
         assert!(d.starts_with("Waiting"), "{d}");
         waiters.push(s);
     }

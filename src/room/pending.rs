@@ -210,8 +210,14 @@ impl Room {
         stale_token: bool,
         uses_headers: bool,
     ) -> Next {
+        // A cookie without a place: as far as this gateway knows, a newcomer.
+        let call = if cookie.as_ref().and_then(QueueCookie::place).is_some() {
+            self.store.enter(&self.config.policy, session)
+        } else {
+            self.store.join(&self.config.policy, session)
+        };
         Next::Ask(Pending::Enter {
-            call: self.store.enter(&self.config.policy, session),
+            call,
             session,
             cookie,
             stale_token,

@@ -420,6 +420,9 @@ mod tests {
         fn enter(&self, p: &RoomPolicy, s: SessionId) -> StoreFuture<Decision> {
             self.inner.enter(p, s)
         }
+        fn join(&self, p: &RoomPolicy, s: SessionId) -> StoreFuture<Decision> {
+            self.inner.join(p, s)
+        }
         fn poll(&self, p: &RoomPolicy, s: SessionId) -> StoreFuture<Decision> {
             self.inner.poll(p, s)
         }

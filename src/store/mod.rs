@@ -191,6 +191,14 @@ pub type StoreFuture<T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + S
 pub trait Store: Send + Sync + 'static {
     /// A visitor wants in: joins the line, keeps their place, or claims their slot.
     fn enter(&self, policy: &RoomPolicy, session: SessionId) -> StoreFuture<Decision>;
+    /// [`enter`](Store::enter) for a visitor who, as far as the gateway knows, has no place in
+    /// line yet (their queue cookie carries none): the same answer in every case (they may have
+    /// a place or a slot after all: a reply lost on its way, another gateway), which a store
+    /// may reach by looking for a place last instead of first. The layer calls it for such a
+    /// visitor; the default is `enter`.
+    fn join(&self, policy: &RoomPolicy, session: SessionId) -> StoreFuture<Decision> {
+        self.enter(policy, session)
+    }
     /// Where the visitor stands, refreshing their check-in; [`Decision::Unknown`] if nowhere.
     fn poll(&self, policy: &RoomPolicy, session: SessionId) -> StoreFuture<Decision>;
     /// Extends an admitted visitor's slot to `active_ttl` from now; [`Decision::Unknown`] if the

@@ -448,7 +448,10 @@ pub fn cookie(name: &str, value: &str) -> HeaderValue {
 /// How many store calls of each kind a [`TestStore`] saw (stats are not counted).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Calls {
+    /// Every enter, a join's too (the store's default join is its enter).
     pub enter: usize,
+    /// The enters the layer made as joins: a visitor whose cookie had no place.
+    pub join: usize,
     pub poll: usize,
     pub heartbeat: usize,
     pub release: usize,
@@ -465,6 +468,7 @@ impl Calls {
 #[derive(Default)]
 struct Counters {
     enter: AtomicUsize,
+    join: AtomicUsize,
     poll: AtomicUsize,
     heartbeat: AtomicUsize,
     release: AtomicUsize,
@@ -506,6 +510,7 @@ impl TestStore {
     pub fn calls(&self) -> Calls {
         Calls {
             enter: self.counters.enter.load(Ordering::SeqCst),
+            join: self.counters.join.load(Ordering::SeqCst),
             poll: self.counters.poll.load(Ordering::SeqCst),
             heartbeat: self.counters.heartbeat.load(Ordering::SeqCst),
             release: self.counters.release.load(Ordering::SeqCst),
@@ -534,6 +539,11 @@ impl Store for TestStore {
         self.counters.enter.fetch_add(1, Ordering::SeqCst);
         self.failure()
             .unwrap_or_else(|| self.inner.enter(policy, session))
+    }
+
+    fn join(&self, policy: &RoomPolicy, session: SessionId) -> StoreFuture<Decision> {
+        self.counters.join.fetch_add(1, Ordering::SeqCst);
+        self.enter(policy, session)
     }
 
     fn poll(&self, policy: &RoomPolicy, session: SessionId) -> StoreFuture<Decision> {

@@ -366,6 +366,16 @@ impl Store for RedisStore {
         self.decide(Op::Enter, policy, session)
     }
 
+    /// An enter sent as `join` (room.lua: the fast path takes a number first and looks for the
+    /// caller's place only when the join finds one; main reads it as `enter`).
+    fn join(&self, policy: &RoomPolicy, session: SessionId) -> StoreFuture<Decision> {
+        let member = session.as_bytes().to_vec();
+        let (keys, mut args) = self.script_args(Op::Enter, policy, Some(session), member, &[]);
+        args[0] = protocol::JOIN.as_bytes().to_vec();
+        let call: StoreFuture<Vec<i64>> = self.run_room(keys, args);
+        Box::pin(async move { decision(&call.await?) })
+    }
+
     fn poll(&self, policy: &RoomPolicy, session: SessionId) -> StoreFuture<Decision> {
         self.decide(Op::Poll, policy, session)
     }

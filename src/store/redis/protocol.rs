@@ -113,6 +113,12 @@ pub(crate) const SEEN_ENTRY_BYTES: usize = 24;
 /// clock for every gateway.
 pub(crate) const NOW_FROM_SERVER: u64 = 0;
 
+/// `ARGV[1]` of an enter by a visitor whose cookie has no place ([`Store::join`]): the script
+/// answers it as `enter`.
+///
+/// [`Store::join`]: crate::store::Store::join
+pub(crate) const JOIN: &str = "join";
+
 /// The operation, `ARGV[1]`: [`StoreOp::as_str`].
 pub(crate) use crate::store::StoreOp as Op;
 

@@ -67,7 +67,8 @@
 --     <bucket ms>:<buckets>:<minute buckets>:<five minute buckets>' (no spaces)
 --   6 silence excused (0|1)   7.. the operation's own   last: the schedule, if any
 -- ARGV as main reads them, unpacked:
---   1 op (enter | poll | heartbeat | release | stats | configure | admit_next | ban | sync)
+--   1 op (enter | join | poll | heartbeat | release | stats | configure | admit_next | ban |
+--     sync; join is read as enter: see OPS)
 --   2 session id, 16 raw bytes ('' for stats, configure, admit_next); sync: the sessions the
 --     gateway saw waiting since its last sync, concatenated, 24 bytes each: the id's 16 raw
 --     bytes, then its two Bloom offsets (see Liveness) as big-endian u32s
@@ -258,17 +259,20 @@
 -- told by ZSCORE of active and granted, or, in a room with at most HOLDERS_IN_WINDOW slots
 -- taken, by the holders' ids that main wrote into the window (the holders change only by main,
 -- which writes the window again whenever it runs).
--- A newcomer takes the next number (INCR) and joins with it (ZADD NX) when nobody in line has
--- that number or a later one (one ZCOUNT: main's tail check; otherwise seq went back, and main
--- places them after the last waiter), and is alive by the join when the number is above
--- `since`, as main decides it: GET, ZSCORE active and granted, ZCARD line, INCR, ZCOUNT, ZADD
--- (7 redis.calls, 5 in a small room; no TIME: the key's expiry is the window's end, and nothing a newcomer's
--- join writes depends on the time). In a full line (ZCARD at the bound) nobody takes a
--- number: a newcomer gets {3}, a waiter is found by ZSCORE. A waiter's ZADD NX adds nothing: the number is given back
--- (DECR, or DEL when it was the first: seq is then as it was, as main leaves it), and they are
--- checked in (TIME, the BITFIELD of each ring's current key, whose numbers go as strings: Lua's
--- own number to string conversion, %.17g, costs more than the commands) and told their rank
--- (ZSCORE, ZRANK). A server clock that went back before the window's `from` is main's for a
+-- An `enter` looks for the caller's place (ZSCORE line); a `join` (the gateway knows of no
+-- place: see OPS) does not, first. A newcomer takes the next number (INCR) and joins with it
+-- (ZADD NX) when nobody in line has that number or a later one (one ZCOUNT: main's tail check;
+-- otherwise seq went back, and main places them after the last waiter), and is alive by the
+-- join when the number is above `since`, as main decides it: for a join GET, ZSCORE active and
+-- granted, ZCARD line, INCR, ZCOUNT, ZADD (7 redis.calls, 5 in a small room; no TIME: the
+-- key's expiry is the window's end, and nothing a newcomer's join writes depends on the time).
+-- In a full line (ZCARD at the bound) nobody takes a number: a newcomer gets {3}, a waiter is
+-- found by ZSCORE. A join by a waiter (a reply lost, another gateway) adds nothing by its ZADD
+-- NX: the number is given back (DECR, or DEL when it was the first: seq is then as it was, as
+-- main leaves it), and their place looked up. A waiter is checked in (TIME, the BITFIELD of each
+-- ring's current key, whose numbers go as strings: Lua's own number to string conversion,
+-- %.17g, costs more than the commands) and told their rank (ZRANK). A server clock that went
+-- back before the window's `from` is main's for a
 -- waiter (their bits go by the time); a newcomer's join does not read the clock. With an
 -- injected clock (ARGV 3 not 0: tests) the window is judged by that clock, from <= now < till,
 -- not by the key's expiry. A lost bitmap is seen by its sentinel as main sees it, marked, and
@@ -283,8 +287,10 @@
 -- anew: 17 us of an enter's 41.)
 local R, F = nil, {}
 local SETTINGS_VERSION = 4
--- The operations (ARGV 1): anything else is refused before any read or write.
-local OPS = {enter = true, poll = true, heartbeat = true, release = true, stats = true,
+-- The operations (ARGV 1): anything else is refused before any read or write. `join` is an
+-- enter by a visitor whose cookie has no place (the gateway knows of none): the fast path takes
+-- their number first; main answers it as `enter`.
+local OPS = {enter = true, join = true, poll = true, heartbeat = true, release = true, stats = true,
   configure = true, admit_next = true, ban = true, sync = true}
 -- src/store/snapshot.rs: TURN_EPOCHS, ABANDON_EPOCHS, EXACT_RANKS, CHECKPOINT_GAP_DIVISOR.
 local TURN_EPOCHS, ABANDON_EPOCHS = 4, 2
@@ -369,7 +375,8 @@ function F.unpacked(args)
   local c, r, active, grant, promote, sweep, bucket, ring, minute, five =
     string.match(args[5] or '', MAIN_NUMBERS)
   if not max_queue or not c or (args[6] ~= '0' and args[6] ~= '1') then return nil end
-  local a = {args[1], args[2], args[3], c, r, active, grant, queue_ttl, max_queue, promote, sweep,
+  local op = args[1] == 'join' and 'enter' or args[1]
+  local a = {op, args[2], args[3], c, r, active, grant, queue_ttl, max_queue, promote, sweep,
     bucket, ring, minute, five, abandon, args[6]}
   for i = 7, #args do a[i + 11] = args[i] end
   return a
@@ -1520,11 +1527,15 @@ function F.fast_enter(keys, args)
   local k_seq, k_line = keys[1], keys[2]
   local waiting = redis.call('ZCARD', k_line)
   local now, place, position
-  if waiting >= tonumber(max_queue) then
-    -- A full line: a waiter is told their place, a newcomer {3}, as main answers.
+  local full = waiting >= tonumber(max_queue)
+  if full or args[1] ~= 'join' then
+    -- An enter looks for the caller's place first; so does anyone in a full line, where a
+    -- newcomer gets {3} and a waiter their place, as main answers.
     place = redis.call('ZSCORE', k_line, s)
-    if not place then return {3, 0, waiting} end
-  else
+    if not place and full then return {3, 0, waiting} end
+  end
+  if not place then
+    -- A newcomer (or a join, which looks for the place only if the number finds one).
     local seq = redis.call('INCR', k_seq)
     local number = string.format('%d', seq)
     if redis.call('ZCOUNT', k_line, number, '+inf') > 0 then
@@ -1548,7 +1559,7 @@ function F.fast_enter(keys, args)
       if seq > since then return {2, waiting, waiting, 0, seq} end
       place, position = seq, waiting
     else
-      -- A waiter: the number given back.
+      -- A join by a waiter: the number given back.
       F.give_back(k_seq, seq)
       place = redis.call('ZSCORE', k_line, s)
     end
@@ -1596,7 +1607,7 @@ redis.register_function{
   function_name = 'twr_room_v4',
   callback = function(keys, args)
     if not OPS[args[1]] then return redis.error_reply('ERR unknown waiting room operation') end
-    if args[1] == 'enter' then
+    if args[1] == 'enter' or args[1] == 'join' then
       local ok, reply = pcall(F.fast_enter, keys, args)
       if ok and reply then return reply end
     end
