@@ -7,6 +7,7 @@
 //! | operation | for | answer |
 //! |---|---|---|
 //! | [`enter`](Store::enter) | a visitor with a queue cookie but no fresh admission | joins the line (or keeps their place), or claims a granted slot |
+//! | [`join`](Store::join) | the same, when the cookie carries no place yet (default: `enter`) | the same answers as `enter`; a store may look for the place last |
 //! | [`poll`](Store::poll) | the status endpoint | where the visitor stands; creates nothing |
 //! | [`heartbeat`](Store::heartbeat) | an admitted visitor whose token is older than `refresh` | extends the slot, or says it is gone |
 //! | [`release`](Store::release) | the leave endpoint | frees the place or slot now |
