@@ -1482,14 +1482,16 @@ function F.give_back(k_seq, seq)
 end
 
 -- The time of a fast enter that writes liveness bits: ARGV 3, or the server's TIME; nil when it
--- is before the window's `from` (a clock that went back: main's).
-function F.fast_now(args, from)
+-- is not in the window (before its `from`: a clock that went back; at or after its `till`: the
+-- script began in the window's last millisecond, and the bits would go to the next epoch's key,
+-- which main makes first). Either is main's.
+function F.fast_now(args, from, till)
   local now = tonumber(args[3])
   if now == 0 then
     local t = redis.call('TIME')
     now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   end
-  if now < from then return nil end
+  if now < from or now >= till then return nil end
   return now
 end
 
@@ -1507,11 +1509,11 @@ function F.fast_enter(keys, args)
   if not window then return nil end
   local since, from, till, held_for, max_queue, holders = string.match(window, WINDOW)
   if not since or held_for ~= F.window_key(args[4], args[7]) then return nil end
-  from = tonumber(from)
+  from, till = tonumber(from), tonumber(till)
   if args[3] ~= '0' then
     -- An injected clock: the window by that clock (the key's expiry is the server's).
     local now = tonumber(args[3])
-    if not now or now < from or now >= tonumber(till) then return nil end
+    if not now or now < from or now >= till then return nil end
   end
   since = tonumber(since)
   -- The window holds only while the room is full by its slots (F.window): main would
@@ -1547,7 +1549,7 @@ function F.fast_enter(keys, args)
     if seq <= since then
       -- Not alive by the join (seq went back below an epoch's first number): the join sets
       -- bits, as main's, by the time; read before the join, so that nil still writes nothing.
-      now = F.fast_now(args, from)
+      now = F.fast_now(args, from, till)
       if not now then
         F.give_back(k_seq, seq)
         return nil
@@ -1566,7 +1568,7 @@ function F.fast_enter(keys, args)
   end
   if not position then
     -- A waiter: checked in by the time, told their rank.
-    now = now or F.fast_now(args, from)
+    now = now or F.fast_now(args, from, till)
     if not now then return nil end
     place = tonumber(place)
     position = redis.call('ZRANK', k_line, s) + 1
