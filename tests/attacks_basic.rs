@@ -657,18 +657,18 @@ async fn a_visitor_without_a_place_joins_and_a_waiter_enters() {
     );
     let r = http.visit(&mut a, Method::GET, "/").await;
     assert_eq!(r.handler_saw()["by"], "Store");
-    assert_eq!((store.calls().join, store.calls().enter), (1, 1));
+    assert_eq!((store.joins(), store.calls().enter), (1, 1));
     assert_eq!(
         http.visit(&mut b, Method::GET, "/").await.status,
         StatusCode::FOUND
     );
     let r = http.visit(&mut b, Method::GET, "/").await;
     assert_eq!(r.status, StatusCode::TOO_MANY_REQUESTS);
-    assert_eq!((store.calls().join, store.calls().enter), (2, 2));
+    assert_eq!((store.joins(), store.calls().enter), (2, 2));
     // B's cookie now carries their place: their next visit is an enter.
     let r = http.visit(&mut b, Method::GET, "/").await;
     assert_eq!(r.status, StatusCode::TOO_MANY_REQUESTS);
-    assert_eq!((store.calls().join, store.calls().enter), (2, 3));
+    assert_eq!((store.joins(), store.calls().enter), (2, 3));
 }
 
 // ===== key rotation =====

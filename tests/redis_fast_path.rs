@@ -63,6 +63,22 @@ macro_rules! both {
     };
 }
 
+/// An enter (or, with `by_join`, a join) on both stores; a session it admits on A goes into
+/// `admitted`.
+macro_rules! enter_both {
+    ($a:expr, $b:expr, $policy:expr, $s:expr, by_join: $join:expr, $admitted:expr) => {{
+        let answers = if $join {
+            both!($a, $b, join(&$policy, $s))
+        } else {
+            both!($a, $b, enter(&$policy, $s))
+        };
+        if answers.0.starts_with("Ok(Admitted") {
+            $admitted.push($s);
+        }
+        answers
+    }};
+}
+
 fn store(server: &Server, clock: &ManualClock, prefix: &str) -> RedisStore {
     RedisStore::builder()
         .url(server.url())
@@ -228,15 +244,10 @@ async fn run(policy: RoomPolicy, seed: u64, min_percent: u64) {
                 let s = SessionId::random();
                 sessions.push(s);
                 enters += 1;
-                let answers = if roll.is_multiple_of(3) {
-                    both!(a, b, enter(&policy, s))
-                } else {
-                    both!(a, b, join(&policy, s))
-                };
-                if answers.0.starts_with("Ok(Admitted") {
-                    admitted.push(s);
-                }
-                answers
+                // Mostly by join (a cookie without a place); every third by enter (a cookie
+                // that lost it): the same answers.
+                let by_join = !roll.is_multiple_of(3);
+                enter_both!(a, b, policy, s, by_join: by_join, admitted)
             }
             40..=59 => {
                 // A holder's enter is main's (a claim or an extension): not counted among the
@@ -253,15 +264,8 @@ async fn run(policy: RoomPolicy, seed: u64, min_percent: u64) {
                 enters += u64::from(!holder);
                 // Mostly by enter (their cookie has the place); some by join (a reply lost, or
                 // another gateway's cookie): the same answers.
-                let answers = if roll.is_multiple_of(4) {
-                    both!(a, b, join(&policy, s))
-                } else {
-                    both!(a, b, enter(&policy, s))
-                };
-                if answers.0.starts_with("Ok(Admitted") {
-                    admitted.push(s);
-                }
-                answers
+                let by_join = roll.is_multiple_of(4);
+                enter_both!(a, b, policy, s, by_join: by_join, admitted)
             }
             60..=67 => {
                 let Some(&s) = rng.pick(&sessions) else {
