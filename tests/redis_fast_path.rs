@@ -79,6 +79,30 @@ macro_rules! enter_both {
     }};
 }
 
+/// The lines MONITOR prints (one `+<line>` per command, the room function's own included) that
+/// `keep` keeps, gathered from now on over a plain connection.
+async fn monitor(
+    server: &Server,
+    keep: impl Fn(&str) -> bool + Send + 'static,
+) -> Arc<Mutex<Vec<String>>> {
+    let seen: Arc<Mutex<Vec<String>>> = Arc::default();
+    let mut monitor = tokio::net::TcpStream::connect(("127.0.0.1", server.port))
+        .await
+        .unwrap();
+    monitor.write_all(b"MONITOR\r\n").await.unwrap();
+    let mut monitor = BufReader::new(monitor).lines();
+    assert_eq!(monitor.next_line().await.unwrap().as_deref(), Some("+OK"));
+    let lines = Arc::clone(&seen);
+    tokio::spawn(async move {
+        while let Ok(Some(line)) = monitor.next_line().await {
+            if keep(&line) {
+                lines.lock().unwrap().push(line);
+            }
+        }
+    });
+    seen
+}
+
 fn store(server: &Server, clock: &ManualClock, prefix: &str) -> RedisStore {
     RedisStore::builder()
         .url(server.url())
@@ -204,27 +228,13 @@ async fn run(policy: RoomPolicy, seed: u64, min_percent: u64) {
     let client = redis::Client::open(server.url()).unwrap();
     let mut c = client.get_multiplexed_async_connection().await.unwrap();
 
-    // Every HMGET of A's settings key and every GET of its window, as MONITOR prints them (one
-    // `+<line>` per command, the room function's own included), on a plain connection.
-    let seen: Arc<Mutex<Vec<String>>> = Arc::default();
-    let mut monitor = tokio::net::TcpStream::connect(("127.0.0.1", server.port))
-        .await
-        .unwrap();
-    monitor.write_all(b"MONITOR\r\n").await.unwrap();
-    let mut monitor = BufReader::new(monitor).lines();
-    assert_eq!(monitor.next_line().await.unwrap().as_deref(), Some("+OK"));
-    let lines = Arc::clone(&seen);
+    // Every HMGET of A's settings key and every GET of its window.
     let settings_name = settings_a.clone();
     let window_read = format!("\"GET\" \"{fast_a}\"");
-    tokio::spawn(async move {
-        while let Ok(Some(line)) = monitor.next_line().await {
-            if (line.contains(&settings_name) && line.contains("\"HMGET\""))
-                || line.contains(&window_read)
-            {
-                lines.lock().unwrap().push(line);
-            }
-        }
-    });
+    let seen = monitor(&server, move |line| {
+        (line.contains(&settings_name) && line.contains("\"HMGET\"")) || line.contains(&window_read)
+    })
+    .await;
 
     let mut rng = Rng(seed);
     let mut sessions: Vec<SessionId> = Vec::new();
@@ -433,19 +443,7 @@ async fn with_the_servers_clock_a_newcomer_joins_without_reading_it() {
     let mut c = client.get_multiplexed_async_connection().await.unwrap();
     assert!(store.enter(&policy, SessionId::random()).await.is_ok());
 
-    let seen: Arc<Mutex<Vec<String>>> = Arc::default();
-    let mut monitor = tokio::net::TcpStream::connect(("127.0.0.1", server.port))
-        .await
-        .unwrap();
-    monitor.write_all(b"MONITOR\r\n").await.unwrap();
-    let mut monitor = BufReader::new(monitor).lines();
-    assert_eq!(monitor.next_line().await.unwrap().as_deref(), Some("+OK"));
-    let lines = Arc::clone(&seen);
-    tokio::spawn(async move {
-        while let Ok(Some(line)) = monitor.next_line().await {
-            lines.lock().unwrap().push(line);
-        }
-    });
+    let seen = monitor(&server, |_| true).await;
 
     let mut waiters = Vec::new();
     for _ in 0..40 {
