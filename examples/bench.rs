@@ -1490,7 +1490,7 @@ where
             let cookie = cookie();
             let reqs: Vec<_> = (0..batch)
                 .map(|_| {
-                    let mut r = Request::get("/some/page?x=1")
+                    let mut r = Request::get("/?page=1")
                         .body(Empty::<Bytes>::new())
                         .expect("request");
                     r.headers_mut()
@@ -1582,12 +1582,20 @@ fn micro_scenarios(
     let fast_ns = time_service(iters, &mut layered, token_cookie, StatusCode::OK)?;
     let fast_big_ns = time_service(iters, &mut layered, big_cookie, StatusCode::OK)?;
     let first_visit_ns = time_service(iters, &mut layered, || None, StatusCode::FOUND)?;
+    // The same with the bench's axum app as the wrk servers run it (`Router::layer`: axum
+    // boxes the layered route and its response body): the layer's cost in an axum app,
+    // without the network's noise.
+    let mut axum_plain = app();
+    let mut axum_layered = app().layer(layer.clone());
+    let axum_plain_ns = time_service(iters, &mut axum_plain, token_cookie, StatusCode::OK)?;
+    let axum_fast_ns = time_service(iters, &mut axum_layered, token_cookie, StatusCode::OK)?;
 
     eprintln!(
-        "micro: sign {sign_ns:.0} ns, verify {verify_ns:.0} ns, fast path in-process +{:.0} ns (20 more cookies +{:.0} ns), first visit +{:.0} ns",
+        "micro: sign {sign_ns:.0} ns, verify {verify_ns:.0} ns, fast path in-process +{:.0} ns (20 more cookies +{:.0} ns), first visit +{:.0} ns; axum app {axum_plain_ns:.0} ns, behind the layer +{:.0} ns",
         fast_ns - bare_ns,
         fast_big_ns - fast_ns,
-        first_visit_ns - bare_ns
+        first_visit_ns - bare_ns,
+        axum_fast_ns - axum_plain_ns,
     );
     let mut m = Map::new();
     m.insert("token_sign_ns".into(), json!(round(sign_ns, 0)));
@@ -1610,6 +1618,11 @@ fn micro_scenarios(
     m.insert(
         "layer_first_visit_ns".into(),
         json!(round(first_visit_ns, 0)),
+    );
+    m.insert("axum_plain_ns".into(), json!(round(axum_plain_ns, 0)));
+    m.insert(
+        "layer_fast_path_axum_overhead_ns".into(),
+        json!(round(axum_fast_ns - axum_plain_ns, 0)),
     );
     Ok(m)
 }

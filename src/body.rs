@@ -35,11 +35,9 @@ impl<B> ResponseBody<B> {
         }
     }
 
-    pub(crate) fn events(stream: EventStream) -> Self {
+    pub(crate) fn events(stream: Box<EventStream>) -> Self {
         Self {
-            kind: BodyKind::Events {
-                stream: Box::new(stream),
-            },
+            kind: BodyKind::Events { stream },
         }
     }
 

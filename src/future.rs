@@ -76,9 +76,10 @@ pin_project! {
         Answer {
             response: Option<Response<Bytes>>,
         },
-        /// The room answers with a waiter's event stream.
+        /// The room answers with a waiter's event stream. Boxed (the stream is large), so
+        /// that the fast path's future stays small to move.
         Events {
-            response: Option<Response<EventStream>>,
+            response: Option<Response<Box<EventStream>>>,
         },
         /// The inner service failed to become ready.
         Failed {
@@ -138,7 +139,7 @@ where
 
     pub(crate) fn events(response: Response<EventStream>) -> Self {
         Self::new(Kind::Events {
-            response: Some(response),
+            response: Some(response.map(Box::new)),
         })
     }
 
@@ -147,13 +148,13 @@ where
     }
 
     pub(crate) fn ask(
-        pending: Pending,
+        pending: Box<Pending>,
         request: Request<ReqBody>,
         inner: S,
         room: Arc<Room>,
     ) -> Self {
         Self::new(Kind::Checking {
-            pending: Box::new(pending),
+            pending,
             request: Some(Box::new(request)),
             inner: Some(inner),
             room,
@@ -258,10 +259,10 @@ where
                             response: Some(response),
                         },
                         Next::Events(start) => Kind::Events {
-                            response: Some(events::open(room.clone(), start)),
+                            response: Some(events::open(room.clone(), start).map(Box::new)),
                         },
                         Next::Ask(next) => {
-                            **pending = next;
+                            *pending = next;
                             continue;
                         }
                     }

@@ -99,12 +99,7 @@ where
 
     fn call(&mut self, req: Request<ReqBody>) -> Self::Future {
         // Disabled (no allocation, nothing recorded) unless a subscriber wants DEBUG here.
-        let span = tracing::debug_span!(
-            "waiting_room",
-            room = self.room.config().room(),
-            stage = tracing::field::Empty,
-            outcome = tracing::field::Empty,
-        );
+        let span = crate::telemetry::request_span(self.room.config().room());
         let future = {
             let _entered = span.enter();
             self.decide(req)

@@ -285,6 +285,25 @@ pub(crate) enum BreakerState {
     HalfOpen = 2,
 }
 
+/// A request's `waiting_room` span (`room`, and `stage` and `outcome` written once the room
+/// decides), or none at all unless a subscriber wants DEBUG spans here. Checked first: with
+/// `tracing`'s `log` feature on (axum's default features turn it on), `debug_span!` alone
+/// still builds the span's fields for the `log` crate on every request, the fast path's
+/// dearest line after the cookie scan.
+#[inline]
+pub(crate) fn request_span(room: &str) -> tracing::Span {
+    if tracing::enabled!(tracing::Level::DEBUG) {
+        tracing::debug_span!(
+            "waiting_room",
+            room,
+            stage = tracing::field::Empty,
+            outcome = tracing::field::Empty,
+        )
+    } else {
+        tracing::Span::none()
+    }
+}
+
 /// Sets [`BREAKER_STATE`] of the store whose key prefix is `store`. Only on a change of state,
 /// so its label is made here.
 #[cfg_attr(not(feature = "redis"), allow(dead_code))]

@@ -127,6 +127,7 @@ impl SameSite {
 /// about as much as the search.
 #[derive(Clone)]
 pub(crate) struct CookieName {
+    name: Box<str>,
     finder: memchr::memmem::Finder<'static>,
 }
 
@@ -134,12 +135,12 @@ impl CookieName {
     pub(crate) fn new(name: String) -> Self {
         Self {
             finder: memchr::memmem::Finder::new(name.as_bytes()).into_owned(),
+            name: name.into_boxed_str(),
         }
     }
 
     pub(crate) fn as_str(&self) -> &str {
-        // Built from a `String` in `new`: the needle is that string's bytes.
-        std::str::from_utf8(self.finder.needle()).unwrap_or_default()
+        &self.name
     }
 
     /// Where the name first occurs in `text`.

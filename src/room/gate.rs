@@ -160,7 +160,7 @@ impl Room {
             // Past refresh: a heartbeat, within the session's poll limit; over it the token
             // still passes (it needs no store), as on any route of the room.
             Ok((token, source)) => match self.check_polls(token.session(), now) {
-                Ok(()) => Next::Ask(Pending::Gate(GateHeartbeat {
+                Ok(()) => Next::ask(Pending::Gate(GateHeartbeat {
                     call: self.store.heartbeat(&self.config.policy, token.session()),
                     token,
                     source,

@@ -41,8 +41,9 @@ pub(crate) enum Next {
     Answer(Response<Bytes>),
     /// Answer here with a waiter's event stream.
     Events(super::events::EventsStart),
-    /// Ask the store, then do what the step says with its answer.
-    Ask(Pending),
+    /// Ask the store, then do what the step says with its answer. Boxed: the response future
+    /// keeps it boxed, and the fast path's `Next` stays small to move.
+    Ask(Box<Pending>),
 }
 
 impl Next {
@@ -52,6 +53,11 @@ impl Next {
             admission,
             set_cookie: None,
         }
+    }
+
+    /// Ask the store first.
+    pub(super) fn ask(pending: Pending) -> Self {
+        Next::Ask(Box::new(pending))
     }
 }
 
@@ -216,7 +222,7 @@ impl Room {
         } else {
             self.store.join(&self.config.policy, session)
         };
-        Next::Ask(Pending::Enter {
+        Next::ask(Pending::Enter {
             call,
             session,
             cookie,
@@ -226,7 +232,7 @@ impl Room {
     }
 
     pub(super) fn ask_heartbeat(&self, token: AdmissionToken, uses_headers: bool) -> Next {
-        Next::Ask(Pending::Heartbeat {
+        Next::ask(Pending::Heartbeat {
             call: self.store.heartbeat(&self.config.policy, token.session()),
             token,
             uses_headers,
@@ -234,7 +240,7 @@ impl Room {
     }
 
     pub(super) fn ask_status(&self, cookie: QueueCookie, uses_headers: bool) -> Next {
-        Next::Ask(Pending::Status {
+        Next::ask(Pending::Status {
             call: self.store.poll(&self.config.policy, cookie.session()),
             cookie,
             uses_headers,
@@ -261,7 +267,7 @@ impl Room {
     }
 
     pub(super) fn ask_leave(&self, session: SessionId) -> Next {
-        Next::Ask(Pending::Leave {
+        Next::ask(Pending::Leave {
             call: self.store.release(&self.config.policy, session),
         })
     }

@@ -25,31 +25,42 @@ use crate::token::QueueCookie;
 /// A freshly signed value for a response: its `Set-Cookie`, and for clients that use headers
 /// instead of cookies, the same value in the room's response header. With single-use tickets,
 /// an admission issues two values (the token and the ticket): the second rides in `more`.
+///
+/// One pointer: it travels in [`Next`](super::Next) and in the response future, which the fast
+/// path moves several times per request without ever issuing anything.
 #[derive(Debug)]
-pub(crate) struct Issued {
+pub(crate) struct Issued(Box<IssuedValue>);
+
+#[derive(Debug)]
+struct IssuedValue {
     cookie: HeaderValue,
     header: Option<(HeaderName, HeaderValue)>,
-    more: Option<Box<Issued>>,
+    more: Option<Issued>,
 }
 
 impl Issued {
     /// Adds the value (and the ones issued with it) to a response's headers.
     pub(crate) fn apply(self, headers: &mut HeaderMap) {
-        headers.append(header::SET_COOKIE, self.cookie);
-        if let Some((name, value)) = self.header {
+        let IssuedValue {
+            cookie,
+            header,
+            more,
+        } = *self.0;
+        headers.append(header::SET_COOKIE, cookie);
+        if let Some((name, value)) = header {
             headers.insert(name, value);
         }
-        if let Some(more) = self.more {
+        if let Some(more) = more {
             more.apply(headers);
         }
     }
 
     /// This value and `other`, both for the same response.
     pub(super) fn and(mut self, other: Issued) -> Issued {
-        self.more = Some(Box::new(match self.more.take() {
+        self.0.more = Some(match self.0.more.take() {
             Some(more) => more.and(other),
             None => other,
-        }));
+        });
         self
     }
 }
@@ -71,11 +82,11 @@ impl Room {
             .then(|| HeaderValue::try_from(value).ok())
             .flatten()
             .map(|v| (header_name.clone(), v));
-        Issued {
+        Issued(Box::new(IssuedValue {
             cookie,
             header,
             more: None,
-        }
+        }))
     }
 
     /// A queue cookie, signed and issued (see [`issue`](Self::issue)).

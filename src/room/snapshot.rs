@@ -324,7 +324,7 @@ impl Room {
             return None;
         }
         if let Some((call, refresh)) = self.start_refresh(now) {
-            return Some(Next::Ask(Pending::Sync {
+            return Some(Next::ask(Pending::Sync {
                 call,
                 then: Some(AfterSync {
                     cookie,

@@ -100,7 +100,7 @@ impl Room {
                     uses_headers,
                     now,
                 };
-                Next::Ask(Pending::MintWithSlot {
+                Next::ask(Pending::MintWithSlot {
                     call: self.mint(&minting),
                     admission,
                     token: set_cookie,
@@ -190,7 +190,7 @@ impl Room {
             uses_headers,
             now,
         };
-        Next::Ask(Pending::StatusTicket {
+        Next::ask(Pending::StatusTicket {
             call: self.mint(&minting),
             minting,
         })
@@ -251,7 +251,7 @@ impl Room {
             let res = self.limited(wait, req);
             return self.counted(Stage::Gate, Outcome::Limited, Next::Answer(res));
         }
-        Next::Ask(Pending::Redeem {
+        Next::ask(Pending::Redeem {
             call: self
                 .store
                 .redeem_ticket(&self.config.policy, session, presented.ticket.nonce()),

@@ -92,12 +92,7 @@ where
             Route::Room(room) => (room.clone(), false),
             Route::Gate(room) => (room.clone(), true),
         };
-        let span = tracing::debug_span!(
-            "waiting_room",
-            room = room.config().room(),
-            stage = tracing::field::Empty,
-            outcome = tracing::field::Empty,
-        );
+        let span = crate::telemetry::request_span(room.config().room());
         let future = {
             let _entered = span.enter();
             if gated {

@@ -59,13 +59,18 @@ impl Entry {
             return false;
         }
         let (r, v) = self.bytes.split_at(self.room_len);
-        let diff = r
-            .iter()
-            .zip(room.as_bytes())
-            .chain(v.iter().zip(value.as_bytes()))
-            .fold(0u8, |acc, (a, b)| acc | (a ^ b));
+        // Two folds over slices of equal length, not one over a chain of both: the compiler
+        // turns each into a few vector instructions (a chained iterator it compares a byte at
+        // a time, most of a cache hit's cost).
+        let diff = xor_or(r, room.as_bytes()) | xor_or(v, value.as_bytes());
         std::hint::black_box(diff) == 0
     }
+}
+
+/// The OR of the bytes of `a ^ b` (slices of equal length): 0 exactly when they are equal,
+/// with no early exit.
+fn xor_or(a: &[u8], b: &[u8]) -> u8 {
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y))
 }
 
 /// One shard's slots, behind its own lock.
