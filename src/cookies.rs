@@ -55,8 +55,8 @@ impl<'h> Candidates<'h> {
 }
 
 /// The values of the `wanted` cookies in all the request's `Cookie` headers, in header order,
-/// read with work linear in the headers' length (a header is read once per wanted name, and a
-/// request's headers once).
+/// read with work linear in the headers' length: each header once, for every wanted name at
+/// once.
 ///
 /// A pair is `[ws] name [ws] = value`; the value is trimmed of whitespace and double quotes. A
 /// value that is not UTF-8 cannot be the room's and counts as absent. Other pairs may hold
@@ -68,87 +68,145 @@ pub(crate) fn read<'h, const N: usize>(
     #[cfg(test)]
     steps::count_read();
     let mut found = std::array::from_fn(|_| Candidates::default());
-    for header in headers.get_all(http::header::COOKIE) {
-        let bytes = header.as_bytes();
-        // Once per header, not once per wanted name.
-        let text = std::str::from_utf8(bytes);
-        for (w, candidates) in wanted.iter().zip(found.iter_mut()) {
-            let mut offer = |value: &'h str| {
-                let value = value.trim().trim_matches('"');
-                candidates.present = true;
-                if (w.could_be)(value) {
-                    candidates.push(value);
-                }
-            };
-            // Nearly every `Cookie` header is valid UTF-8 (visible ASCII): there, jump from one
-            // occurrence of the name to the next (`str::find`, fast) instead of splitting every
-            // pair of a long header of other cookies.
-            match text {
-                Ok(text) if !w.name.is_empty() => scan_text(text, w.name, &mut offer),
-                _ => scan_bytes(bytes, w.name.as_str(), &mut offer),
+    let mut offer = |key: &[u8], value: &'h [u8]| {
+        // Names differ in length more often than not: the length is compared first.
+        let wanted_here = wanted.iter().zip(found.iter_mut());
+        for (w, candidates) in wanted_here.filter(|(w, _)| w.name.len() == key.len()) {
+            if key != w.name.as_bytes() {
+                continue;
             }
+            let Ok(value) = std::str::from_utf8(value) else {
+                continue;
+            };
+            let value = unquote(value.trim());
+            candidates.present = true;
+            if (w.could_be)(value) {
+                candidates.push(value);
+            }
+        }
+    };
+    let firsts = FirstBytes::of(wanted.iter().map(|w| w.name.as_str()));
+    for header in headers.get_all(http::header::COOKIE) {
+        match &firsts {
+            Some(firsts) => for_each_named_pair(header.as_bytes(), firsts, &mut offer),
+            None => for_each_pair(header.as_bytes(), &mut offer),
         }
     }
     found
 }
 
-/// [`scan_bytes`] for a header that is valid UTF-8, with the same values. Cookie names never
-/// hold `;`, `=` or whitespace, so each occurrence of the name lies inside one pair, and it is
-/// that pair's key exactly when only whitespace stands before it in the pair and whitespace then
-/// `=` after it. Linear: the search never goes back before where the previous one ended (the
-/// start of the current pair is found in the stretch just searched), and a pair's leading
-/// whitespace is checked for its first occurrence of the name only (a later one in the same pair
-/// has the first one's letters before it, so it is not the key).
-fn scan_text<'h>(text: &'h str, name: &CookieName, offer: &mut impl FnMut(&'h str)) {
-    let bytes = text.as_bytes();
-    let mut from = 0;
-    let mut pair_start = 0;
-    let mut pair_judged = false;
-    while let Some(i) = name.find_in(&text[from..]) {
-        let start = from + i;
-        steps::count(2 * i + name.len());
-        if let Some(j) = text[from..start].rfind(';') {
-            pair_start = from + j + 1;
-            pair_judged = false;
-        }
-        from = start + name.len();
-        if std::mem::replace(&mut pair_judged, true) {
-            continue;
-        }
-        steps::count(start - pair_start);
-        if !bytes[pair_start..start].iter().all(u8::is_ascii_whitespace) {
-            continue;
-        }
-        let Some(after_eq) = text[from..].trim_ascii_start().strip_prefix('=') else {
-            continue;
+/// The distinct first bytes of up to three names, none of them a byte that could stand
+/// around a key (whitespace, `;`, `=`): what [`for_each_named_pair`] jumps to with `memchr`.
+/// Room cookie names all begin alike (`wr_`), so a room's two or three names have one.
+struct FirstBytes {
+    bytes: [u8; 3],
+    len: usize,
+}
+
+impl FirstBytes {
+    fn of<'n>(names: impl Iterator<Item = &'n str>) -> Option<Self> {
+        let mut firsts = FirstBytes {
+            bytes: [0; 3],
+            len: 0,
         };
-        let value_start = text.len() - after_eq.len();
-        let value_end = after_eq.find(';').map_or(text.len(), |k| value_start + k);
-        steps::count(value_end - from);
-        offer(&text[value_start..value_end]);
-        // At the `;` that ends the pair (or the end): the next search starts a new pair there.
-        from = value_end;
+        for name in names {
+            let &b = name.as_bytes().first()?;
+            if b.is_ascii_whitespace() || b == b';' || b == b'=' {
+                return None;
+            }
+            if !firsts.bytes[..firsts.len].contains(&b) {
+                *firsts.bytes.get_mut(firsts.len)? = b;
+                firsts.len += 1;
+            }
+        }
+        (firsts.len > 0).then_some(firsts)
+    }
+
+    /// Where one of the bytes next occurs in `hay`.
+    fn find_in(&self, hay: &[u8]) -> Option<usize> {
+        let b = self.bytes;
+        match self.len {
+            1 => memchr::memchr(b[0], hay),
+            2 => memchr::memchr2(b[0], b[1], hay),
+            _ => memchr::memchr3(b[0], b[1], b[2], hay),
+        }
     }
 }
 
-/// Any header: split the raw bytes at `;`, each pair at its first `=`. Other cookies of the site
-/// may hold non-ASCII bytes (browsers send UTF-8 as is), and must not hide the room's cookies in
-/// the same header.
-fn scan_bytes<'h>(bytes: &'h [u8], name: &str, offer: &mut impl FnMut(&'h str)) {
-    for pair in bytes.split(|&b| b == b';') {
-        steps::count(pair.len() + 1);
-        let eq = pair.iter().position(|&b| b == b'=');
-        steps::count(eq.map_or(pair.len(), |eq| eq + 1));
-        let Some(eq) = eq else {
-            continue;
-        };
-        if pair[..eq].trim_ascii() != name.as_bytes() {
+/// The pairs of a header whose key begins with one of `firsts`, as [`for_each_pair`] gives
+/// them, found by jumping from one occurrence of those bytes to the next (`memchr`, fast over
+/// a long header of other cookies) instead of splitting every pair. An occurrence begins a key
+/// exactly when only whitespace stands between it and the header's start or the `;` before
+/// it; the key then runs to the pair's first `=` (names hold neither `=` nor `;`). Linear:
+/// the searches only go forward, and the whitespace walked back over before an occurrence lies
+/// after the one before it.
+fn for_each_named_pair<'h>(
+    bytes: &'h [u8],
+    firsts: &FirstBytes,
+    pair: &mut impl FnMut(&'h [u8], &'h [u8]),
+) {
+    let mut from = 0;
+    while let Some(i) = firsts.find_in(&bytes[from..]) {
+        let at = from + i;
+        steps::count(i + 1);
+        let ws = bytes[..at]
+            .iter()
+            .rev()
+            .take_while(|b| b.is_ascii_whitespace())
+            .count();
+        steps::count(ws);
+        let pair_start = at - ws;
+        if pair_start > 0 && bytes[pair_start - 1] != b';' {
+            // Inside a key or a value: not a key's start.
+            from = at + 1;
             continue;
         }
-        if let Ok(value) = std::str::from_utf8(&pair[eq + 1..]) {
-            offer(value);
+        let rest = &bytes[at..];
+        let end = memchr::memchr(b';', rest).unwrap_or(rest.len());
+        let this = &rest[..end];
+        steps::count(end + 1);
+        if let Some(eq) = memchr::memchr(b'=', this) {
+            pair(this[..eq].trim_ascii(), &this[eq + 1..]);
+        }
+        from = at + end;
+        if from >= bytes.len() {
+            return;
         }
     }
+}
+
+/// Every `key = value` pair of a header, split at `;` and at each pair's first `=` (a pair
+/// without one is skipped), the key trimmed of ASCII whitespace, the value as written. The
+/// splitting works on bytes: a header's other cookies may hold non-ASCII bytes (browsers send
+/// UTF-8 as is) and never hide the room's. For names [`FirstBytes`] cannot jump to.
+fn for_each_pair<'h>(bytes: &'h [u8], pair: &mut impl FnMut(&'h [u8], &'h [u8])) {
+    let mut rest = bytes;
+    loop {
+        let end = memchr::memchr(b';', rest).unwrap_or(rest.len());
+        let (this, after) = rest.split_at(end);
+        steps::count(this.len() + 1);
+        if let Some(eq) = memchr::memchr(b'=', this) {
+            steps::count(eq + 1);
+            pair(this[..eq].trim_ascii(), &this[eq + 1..]);
+        }
+        match after.split_first() {
+            Some((_, next)) => rest = next,
+            None => return,
+        }
+    }
+}
+
+/// `value` without the double quotes at its start and end (however many): what
+/// `trim_matches('"')` says, without the searcher it builds to look for quotes all through
+/// the value. The cuts are at ASCII bytes, so on character boundaries.
+fn unquote(value: &str) -> &str {
+    let b = value.as_bytes();
+    let start = b.iter().position(|&c| c != b'"').unwrap_or(b.len());
+    let end = b
+        .iter()
+        .rposition(|&c| c != b'"')
+        .map_or(start, |last| last + 1);
+    &value[start..end]
 }
 
 /// A count of the bytes the scan walks (and of the scans), in tests: the evidence that its work
@@ -382,10 +440,10 @@ mod tests {
     }
 
     proptest::proptest! {
-        /// Any header over a small alphabet (names, separators, spaces, quotes, tabs): the jumping
-        /// scan reads exactly what splitting every pair reads, for names that overlap each other.
+        /// Any header over a small alphabet (names, separators, spaces, quotes, tabs): the scan
+        /// reads exactly what the obvious splitting reads, for names that overlap each other.
         #[test]
-        fn jumping_reads_what_splitting_reads(
+        fn reads_what_the_obvious_splitting_reads(
             header in "[ab=; \t\"x]{0,40}",
             name in proptest::sample::select(vec!["a", "ab", "aa", "b"]),
         ) {
@@ -393,6 +451,40 @@ mod tests {
                 offered(&[header.as_bytes()], name),
                 naive(&[header.as_bytes()], name)
             );
+        }
+    }
+
+    /// Every value of each of `names` that one `read` for all of them keeps, in order.
+    fn offered_together<const N: usize>(header: &[u8], names: [&str; N]) -> [Vec<String>; N] {
+        let mut map = HeaderMap::new();
+        map.append("cookie", HeaderValue::from_bytes(header).unwrap());
+        let names = names.map(|n| CookieName::new(n.to_owned()));
+        let found = read(
+            &map,
+            std::array::from_fn(|i| Wanted {
+                name: &names[i],
+                could_be: any,
+            }),
+        );
+        found.map(|f| f.values().map(str::to_owned).collect())
+    }
+
+    proptest::proptest! {
+        /// Several names read at once, by jumping to their first bytes (two of them) or, with
+        /// more first bytes than the jump takes (four), by splitting every pair: each name's
+        /// values are what the obvious splitting reads for it alone.
+        #[test]
+        fn names_read_together_read_what_each_reads_alone(header in "[abxt=; \t\"]{0,40}") {
+            let h = header.as_bytes();
+            let [a, ab, b] = offered_together(h, ["a", "ab", "b"]);
+            proptest::prop_assert_eq!(a, naive(&[h], "a"));
+            proptest::prop_assert_eq!(ab, naive(&[h], "ab"));
+            proptest::prop_assert_eq!(b, naive(&[h], "b"));
+            let [a, b, x, t] = offered_together(h, ["a", "b", "x", "t"]);
+            proptest::prop_assert_eq!(a, naive(&[h], "a"));
+            proptest::prop_assert_eq!(b, naive(&[h], "b"));
+            proptest::prop_assert_eq!(x, naive(&[h], "x"));
+            proptest::prop_assert_eq!(t, naive(&[h], "t"));
         }
     }
 
@@ -411,6 +503,23 @@ mod tests {
         };
         let _ = read(&headers, [wanted(&q), wanted(&a)]);
         steps_so_far().0 - before
+    }
+
+    #[test]
+    fn unquoting_is_trimming_quotes() {
+        for v in [
+            "",
+            "\"",
+            "\"\"",
+            "a",
+            "\"a\"",
+            "\"\"a\"",
+            "a\"b",
+            "\"caf\u{e9}\"",
+            "\u{e9}\"\"",
+        ] {
+            assert_eq!(unquote(v), v.trim_matches('"'), "{v:?}");
+        }
     }
 
     #[test]

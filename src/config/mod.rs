@@ -122,30 +122,22 @@ impl SameSite {
     }
 }
 
-/// A cookie's name, with its substring searcher built once: finding the name in a `Cookie`
-/// header is most of the cookie scan's work, and building a searcher for each request cost
-/// about as much as the search.
+/// A cookie's name: checked at build time (see the builder), then compared with the keys of
+/// every `Cookie` header's pairs.
 #[derive(Clone)]
 pub(crate) struct CookieName {
     name: Box<str>,
-    finder: memchr::memmem::Finder<'static>,
 }
 
 impl CookieName {
     pub(crate) fn new(name: String) -> Self {
         Self {
-            finder: memchr::memmem::Finder::new(name.as_bytes()).into_owned(),
             name: name.into_boxed_str(),
         }
     }
 
     pub(crate) fn as_str(&self) -> &str {
         &self.name
-    }
-
-    /// Where the name first occurs in `text`.
-    pub(crate) fn find_in(&self, text: &str) -> Option<usize> {
-        self.finder.find(text.as_bytes())
     }
 }
 

@@ -59,18 +59,23 @@ impl Entry {
             return false;
         }
         let (r, v) = self.bytes.split_at(self.room_len);
-        // Two folds over slices of equal length, not one over a chain of both: the compiler
-        // turns each into a few vector instructions (a chained iterator it compares a byte at
-        // a time, most of a cache hit's cost).
         let diff = xor_or(r, room.as_bytes()) | xor_or(v, value.as_bytes());
         std::hint::black_box(diff) == 0
     }
 }
 
-/// The OR of the bytes of `a ^ b` (slices of equal length): 0 exactly when they are equal,
-/// with no early exit.
-fn xor_or(a: &[u8], b: &[u8]) -> u8 {
-    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y))
+/// The OR of the words of `a ^ b` (slices of equal length): 0 exactly when they are equal,
+/// with no early exit. Eight bytes at a time: a byte at a time was most of a cache hit's cost.
+fn xor_or(a: &[u8], b: &[u8]) -> u64 {
+    let word = |c: &[u8]| u64::from_ne_bytes(c.try_into().unwrap_or_default());
+    let (wa, wb) = (a.chunks_exact(8), b.chunks_exact(8));
+    let tail = wa
+        .remainder()
+        .iter()
+        .zip(wb.remainder())
+        .fold(0u64, |acc, (x, y)| acc | u64::from(x ^ y));
+    wa.zip(wb)
+        .fold(tail, |acc, (x, y)| acc | (word(x) ^ word(y)))
 }
 
 /// One shard's slots, behind its own lock.
