@@ -142,6 +142,8 @@ const REQUIRED_KEYS: &[&str] = &[
     "cpu_model",
     "wrk_fast_path_ratio",
     "wrk_cookie_check_ratio",
+    "wrk_noop_layer_ratio",
+    "layer_fast_path_axum_overhead_ns",
 ];
 
 #[derive(Clone, Debug)]

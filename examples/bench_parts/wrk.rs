@@ -3,22 +3,25 @@
 //!
 //! ```text
 //! apt-get install -y wrk     # Debian's wrk; scripts/test installs it when missing
-//! cargo run --release --example bench -- serve --scenario plain|fast_path|cookie_check --port 8080
+//! cargo run --release --example bench -- serve --scenario plain|fast_path|cookie_check|noop_layer --port 8080
 //! ```
 //!
 //! `bench serve` runs one server under test (one Tokio worker thread, as in the in-process
 //! scenarios) until it is killed: **plain** is the bench's tiny axum app, **fast_path** and
 //! **cookie_check** the very same app behind the layer (the embedded store, never called by
-//! either). With `--port 0` it picks a free port. Either way it prints `listening on ADDR` once
+//! either), and **noop_layer** the app behind a layer that does nothing (`MapRequestLayer` with
+//! the identity): the floor any layer pays in axum, whose `Router::layer` boxes the layered
+//! route and its response per request. With `--port 0` it picks a free port. Either way it prints `listening on ADDR` once
 //! it accepts connections.
 //!
 //! The driver (part of every bench run) starts each server process in turn and runs
 //! `wrk -t1 -c32 -d<secs>` against it, round by round, interleaved as the in-process scenarios
 //! are: plain (with the admission cookie), fast path (the same cookie: a fresh admission token
 //! minted with the bench's key right before the run), plain (no cookie), cookie check (no
-//! cookie: every request a first visit, `302` with a signed queue cookie). Each layered run is
-//! compared with the plain run right before it; the medians of those ratios are
-//! `wrk_fast_path_ratio` and `wrk_cookie_check_ratio`. A check request before and after each
+//! cookie: every request a first visit, `302` with a signed queue cookie), plain and the no-op
+//! layer (with the admission cookie). Each layered run is compared with the plain run right
+//! before it; the medians of those ratios are `wrk_fast_path_ratio`, `wrk_cookie_check_ratio`
+//! and `wrk_noop_layer_ratio`. A check request before and after each
 //! run makes sure the server answered what the scenario claims (`200` by token, or `302`).
 
 use std::io::{BufRead, BufReader, Read, Write};
@@ -37,7 +40,7 @@ use super::{app, median, now_ms, round, BoxError, Settings, ROOM, SECRET};
 const CONNECTIONS: usize = 32;
 
 /// The servers under test, by name.
-const SCENARIOS: [&str; 3] = ["plain", "fast_path", "cookie_check"];
+const SCENARIOS: [&str; 4] = ["plain", "fast_path", "cookie_check", "noop_layer"];
 
 /// `bench serve ...` runs a server under test (until killed); `bench wrk [--secs N]
 /// [--rounds N]` runs only these scenarios and prints their part of the summary as JSON.
@@ -57,13 +60,15 @@ pub(crate) fn subcommand() -> Option<ExitCode> {
             ("--scenario", Some(s)) if SCENARIOS.contains(&s.as_str()) => scenario = Some(s),
             ("--port", Some(p)) if p.parse::<u16>().is_ok() => port = p.parse().unwrap_or(0),
             _ => {
-                eprintln!("usage: bench serve --scenario plain|fast_path|cookie_check [--port N]");
+                eprintln!("usage: bench serve --scenario plain|fast_path|cookie_check|noop_layer [--port N]");
                 return Some(ExitCode::from(2));
             }
         }
     }
     let Some(scenario) = scenario else {
-        eprintln!("usage: bench serve --scenario plain|fast_path|cookie_check [--port N]");
+        eprintln!(
+            "usage: bench serve --scenario plain|fast_path|cookie_check|noop_layer [--port N]"
+        );
         return Some(ExitCode::from(2));
     };
     Some(match serve_one(scenario, port) {
@@ -121,6 +126,11 @@ fn serve_one(scenario: &str, port: u16) -> Result<(), BoxError> {
     rt.block_on(async {
         let router = match scenario {
             "plain" => app(),
+            // The floor any layer pays in axum: `Router::layer` with a layer that does
+            // nothing (axum boxes the layered route per request as it does ours).
+            "noop_layer" => app().layer(tower::util::MapRequestLayer::new(
+                |r: http::Request<axum::body::Body>| r,
+            )),
             // Exactly the in-process scenarios' layer.
             _ => app().layer(
                 WaitingRoomLayer::builder(ROOM)
@@ -313,6 +323,8 @@ pub(crate) fn scenarios(settings: &Settings) -> Result<Map<String, Value>, BoxEr
             ("fast_path", Some(token.as_str()), 200),
             ("plain", None, 200),
             ("cookie_check", None, 302),
+            ("plain", Some(token.as_str()), 200),
+            ("noop_layer", Some(token.as_str()), 200),
         ] {
             let server = ServerProcess::start(name)?;
             let check = || -> Result<(), BoxError> {
