@@ -1182,6 +1182,7 @@ pub(super) async fn simulated_run(
     // only sets its bits: the measured minute is that steady state, its share of lookups
     // included. The warm-up's Redis CPU, spread over the poll interval it stands for, is the
     // cost of a cold start: every gateway new, every waiter looked up in one poll interval.
+    redis.command(&["CONFIG", "RESETSTAT"])?;
     let cpu_warm = redis_cpu_us(redis)?;
     for (g, store) in stores.iter().enumerate() {
         let g = g as u64;
@@ -1195,6 +1196,18 @@ pub(super) async fn simulated_run(
         }
     }
     let cold_share = (redis_cpu_us(redis)? - cpu_warm) / (SIM_POLL_INTERVAL_S as f64 * 1e6);
+    // Redis's own time per warm-up sync (command statistics, reset before it): beside the
+    // CPU share, which on a shared machine moves with the machine's state from run to run.
+    let cold_sync_us = redis
+        .command(&["INFO", "commandstats"])?
+        .lines()
+        .find_map(|l| l.strip_prefix("cmdstat_fcall:"))
+        .and_then(|l| {
+            l.split(',')
+                .find_map(|kv| kv.strip_prefix("usec_per_call="))
+        })
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .unwrap_or(0.0);
 
     redis.command(&["CONFIG", "RESETSTAT"])?;
     let cpu0 = redis_cpu_us(redis)?;
@@ -1334,6 +1347,10 @@ pub(super) async fn simulated_run(
         "sim_redis_cpu_share_cold_start".into(),
         json!(round(cold_share, 3)),
     );
+    m.insert(
+        "sim_cold_start_sync_redis_us".into(),
+        json!(round(cold_sync_us, 0)),
+    );
     m.insert("sim_sync".into(), json!(sync_status));
     m.insert(
         "sim_setup".into(),
@@ -1428,6 +1445,10 @@ pub(super) fn print_table(s: &Value) {
         (
             "sim_redis_cpu_share_cold_start",
             "simulated run, the first 20 s of 8 new gateways: Redis CPU share",
+        ),
+        (
+            "sim_cold_start_sync_redis_us",
+            "simulated run, the first 20 s: Redis time per sync (us, command statistics)",
         ),
         (
             "position_error_max",
