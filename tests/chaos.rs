@@ -657,6 +657,36 @@ fn injector(
     })
 }
 
+/// When a reported position was true, as far as the harness can know. A gateway's answer from
+/// its snapshot: at the snapshot's time (its `waiting-room-position-as-of`, by the store's clock,
+/// which is this machine's). The store's own answer: at some moment between the request's
+/// sending and its answer, when the script ran; the harness cannot see which. Right after an
+/// outage the line moves by several places in tens of milliseconds, so a snapshot taken while a
+/// store call was under way may show the line of just before that call ran: the two are then in
+/// no known order, and neither says the place went back.
+#[derive(Clone, Copy, Debug)]
+struct Moment {
+    from: u64,
+    to: u64,
+}
+
+impl Moment {
+    fn of(sent: u64, received: u64, as_of: Option<u64>) -> Self {
+        match as_of {
+            Some(t) => Moment { from: t, to: t },
+            None => Moment {
+                from: sent,
+                to: received,
+            },
+        }
+    }
+
+    /// Whether this moment is surely not before `other`.
+    fn not_before(self, other: Moment) -> bool {
+        self.from >= other.to
+    }
+}
+
 /// When writes acknowledged by a primary may have been lost with it: from `REPL_LAG_MS` before
 /// each fault that ended with another primary until the old primary was seen unable to take
 /// writes. After that nothing acknowledged is lost: the old primary takes no writes, and the
@@ -1706,19 +1736,32 @@ fn check_fifo(
             let undone = maybe_lost(&losses, said, e.positions_received[i]);
             // A gateway's answer from its snapshot shows the position as of the snapshot's
             // time, within 1 % (docs/scale.md): the two answers are compared in the order of the
-            // moments they describe, with that margin. The store's answers are exact, and true
-            // when given (sent at the latest).
-            let (as_of, from_snapshot) = (&e.positions_as_of[i..i + 2], |j: usize| {
-                e.positions_as_of[i + j].is_some()
-            });
-            let when = |j: usize| as_of[j].unwrap_or(w[j].0);
-            let (earlier, later) = if when(1) >= when(0) { (0, 1) } else { (1, 0) };
-            let margin = if from_snapshot(0) || from_snapshot(1) {
+            // moments they describe (`Moment`), with that margin, when that order is known. The
+            // store's answers are exact.
+            let moment = |j: usize| {
+                Moment::of(
+                    w[j].0,
+                    e.positions_received[i + j],
+                    e.positions_as_of[i + j],
+                )
+            };
+            let order = if moment(1).not_before(moment(0)) {
+                Some((0, 1))
+            } else if moment(0).not_before(moment(1)) {
+                Some((1, 0))
+            } else {
+                None
+            };
+            let from_snapshot =
+                e.positions_as_of[i].is_some() || e.positions_as_of[i + 1].is_some();
+            let margin = if from_snapshot {
                 w[0].1.max(w[1].1).div_ceil(100)
             } else {
                 0
             };
-            if w[later].1 > w[earlier].1 + margin && !undone {
+            let went_back =
+                order.is_some_and(|(earlier, later)| w[later].1 > w[earlier].1 + margin);
+            if went_back && !undone {
                 v.add(
                     V_PLACE,
                     format!(
@@ -1803,9 +1846,11 @@ fn check_fifo(
                     0
                 }
             };
+            let was_moment = Moment::of(was_sent, was_received, was_as_of);
+            let back_received = back.positions_received.first().copied().unwrap_or(u64::MAX);
             let went_back = |(t, now): (u64, u64)| {
-                let (was_when, now_when) = (was_as_of.unwrap_or(was_sent), back_as_of.unwrap_or(t));
-                now_when >= was_when && now > was + margin(now)
+                Moment::of(t, back_received, back_as_of).not_before(was_moment)
+                    && now > was + margin(now)
             };
             let lost = match (back.unknown_at.first(), first_position) {
                 (Some(&u), Some((t, _))) if u < t => Some("no place".to_owned()),
