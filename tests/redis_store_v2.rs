@@ -749,3 +749,100 @@ async fn the_window_is_a_key_of_its_own_that_ends_by_its_ttl() {
     let held: Option<Vec<u8>> = c.get(&window).await.unwrap();
     assert!(held.is_some(), "open again");
 }
+
+/// The calls of `command` Redis counted so far (`INFO commandstats`), scripts' own included.
+async fn calls_of(c: &mut redis::aio::MultiplexedConnection, command: &str) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(c)
+        .await
+        .unwrap();
+    info.lines()
+        .find_map(|l| l.strip_prefix(&format!("cmdstat_{command}:calls=")))
+        .and_then(|rest| rest.split(',').next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+/// A gateway sets each waiter's liveness bits once per epoch of each ring, not with every sync
+/// (src/store/redis/checked_in.rs): a second sync in the same epochs writes no bit, a sync in
+/// the next turn epoch writes the turn ring alone. Yet after a dozen seconds of such syncs
+/// (six turn epochs) every waiter's two bits are in both rings' current bitmaps, the waiter at
+/// the head is let in at their turn, and the one silent since their join is skipped before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gateway_sets_each_check_in_once_per_epoch() {
+    let server = Server::start(&[]);
+    let clock = ManualClock::new(START_MS);
+    let store = store(&server, &clock);
+    let mut c = conn(&server).await;
+    // Turn epochs of 2 s; abandon epochs of 15 min (abandon_after's default of 30).
+    let policy = policy_8s("once");
+    let m = redis_bloom_bits(policy.max_queue_len);
+    let holder = admitted(&store, &policy).await;
+    let (silent, _) = waiter(&store, &policy).await;
+    let mut line = Vec::new();
+    for _ in 0..50 {
+        line.push(waiter(&store, &policy).await.0);
+    }
+    let bitfields = |c: &mut redis::aio::MultiplexedConnection| {
+        let mut c = c.clone();
+        async move { calls_of(&mut c, "bitfield").await }
+    };
+    // The first sync looks everyone up and writes both rings; the second writes nothing.
+    store.sync(&policy, line.clone()).await.unwrap();
+    let before = bitfields(&mut c).await;
+    store.sync(&policy, line.clone()).await.unwrap();
+    assert_eq!(
+        bitfields(&mut c).await - before,
+        0,
+        "the same epochs: no write"
+    );
+    // The turn ring's next epoch (the abandon ring's is the same): one BITFIELD, of 50.
+    advance(&clock, 2_000);
+    let before = bitfields(&mut c).await;
+    store.sync(&policy, line.clone()).await.unwrap();
+    assert_eq!(bitfields(&mut c).await - before, 1, "the turn ring alone");
+    for _ in 0..5 {
+        advance(&clock, 2_000);
+        for _ in 0..3 {
+            store.sync(&policy, line.clone()).await.unwrap();
+            advance(&clock, 300);
+        }
+    }
+    // Every waiter's bits are in the current epoch of each ring.
+    let keys = redis_keys(&store, &policy.room);
+    let now = START_MS + 12_000 + 5 * 900;
+    let current = |ring: &str, width: u64, len: u64| {
+        let i = (now / width) % len;
+        key(&keys, &format!("{ring}{i}")).to_owned()
+    };
+    for (ring, k) in [
+        ("turn", current("turn", 2_000, 6)),
+        ("abandon", current("abandon", 900_000, 4)),
+    ] {
+        for s in &line {
+            let b = s.as_bytes();
+            let x = u64::from(u32::from_be_bytes([b[0], b[1], b[2], b[3]])) % m;
+            let y = u64::from(u32::from_be_bytes([b[4], b[5], b[6], b[7]])) % m;
+            let bx: u8 = c.getbit(&k, x as usize).await.unwrap();
+            let by: u8 = c.getbit(&k, y as usize).await.unwrap();
+            assert_eq!(
+                (bx, by),
+                (1, 1),
+                "{ring} ring ({k}): a waiter's bits missing"
+            );
+        }
+    }
+    assert!(store.release(&policy, holder).await.unwrap());
+    assert!(
+        matches!(
+            store.poll(&policy, line[0]).await.unwrap(),
+            Decision::Admitted { .. }
+        ),
+        "the first waiter seen by sync, at their turn"
+    );
+    assert_eq!(
+        store.poll(&policy, silent).await.unwrap(),
+        Decision::Unknown,
+        "the silent one, skipped"
+    );
+}

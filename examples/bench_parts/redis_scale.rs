@@ -2,7 +2,7 @@
 //!
 //! Four parts, each on a `redis-server` of its own (started fresh, so one part's keys and
 //! memory never weigh on another's numbers):
-//! 1. **peer comparison**: our room function's `enter` (`FCALL twr_room_v4`) of a random new
+//! 1. **peer comparison**: our room function's `enter` (`FCALL twr_room_v5`) of a random new
 //!    session next to the algorithm of the closest open-source peer (`peer_room.lua`, written
 //!    for this benchmark from its description; not their code), `EVALSHA return 1` and the
 //!    `FCALL` of a trivial function, under `redis-benchmark -c 32 -r 1000000`, at capacities 1
@@ -308,7 +308,7 @@ enum IdEncoding {
 /// The encoding our room script takes its session ids in. Store v2: `IdEncoding::Binary16`.
 const OUR_IDS: IdEncoding = IdEncoding::Binary16;
 
-/// How our room is called: `FCALL twr_room_v4` (a Redis Functions library, loaded by
+/// How our room is called: `FCALL twr_room_v5` (a Redis Functions library, loaded by
 /// [`load_ours`]), then [`our_enter`]'s arguments.
 const OUR_CALL: [&str; 2] = ["FCALL", ROOM_FUNCTION];
 
@@ -526,6 +526,46 @@ fn command_calls(redis: &RedisServer, command: &str) -> u64 {
                 .and_then(|n| n.parse().ok())
         })
         .unwrap_or(0)
+}
+
+/// Redis's time by command since the statistics were reset (`INFO commandstats`), each as
+/// microseconds and calls per `syncs` (the simulated run's unit of work); `fcall` includes the
+/// commands its scripts ran, and `script_own` is what is left of it: the Lua around them.
+fn command_time(redis: &RedisServer, syncs: u64) -> Result<Value, BoxError> {
+    let per = syncs.max(1) as f64;
+    let stats = redis.command(&["INFO", "commandstats"])?;
+    let mut m = Map::new();
+    let (mut fcall, mut inner) = (0.0, 0.0);
+    for line in stats.lines() {
+        let Some((name, fields)) = line
+            .strip_prefix("cmdstat_")
+            .and_then(|l| l.split_once(':'))
+        else {
+            continue;
+        };
+        let field = |k: &str| -> f64 {
+            fields
+                .split(',')
+                .find_map(|kv| kv.strip_prefix(k)?.strip_prefix('='))
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or(0.0)
+        };
+        let (calls, usec) = (field("calls"), field("usec"));
+        if name == "fcall" {
+            fcall = usec;
+        } else if !matches!(name, "info" | "config") {
+            inner += usec;
+        }
+        m.insert(
+            name.to_owned(),
+            json!({"us": round(usec / per, 0), "calls": round(calls / per, 1)}),
+        );
+    }
+    m.insert(
+        "script_own".into(),
+        json!({"us": round((fcall - inner).max(0.0) / per, 0)}),
+    );
+    Ok(Value::Object(m))
 }
 
 /// Error replies Redis sent since it started (`INFO stats`): a benchmark run that made any
@@ -1208,6 +1248,7 @@ pub(super) async fn simulated_run(
         })
         .and_then(|v| v.trim().parse::<f64>().ok())
         .unwrap_or(0.0);
+    let cold_commands = command_time(redis, SIM_POLL_INTERVAL_S * SIM_GATEWAYS)?;
 
     redis.command(&["CONFIG", "RESETSTAT"])?;
     let cpu0 = redis_cpu_us(redis)?;
@@ -1316,6 +1357,7 @@ pub(super) async fn simulated_run(
     }
     let elapsed = t0.elapsed().as_secs_f64();
     let cpu_share = (redis_cpu_us(redis)? - cpu0) / 1e6 / elapsed;
+    let commands = command_time(redis, counts.syncs.load(Ordering::Relaxed))?;
     let script_calls = command_calls(redis, "fcall") + command_calls(redis, "evalsha");
 
     let load = |c: &AtomicU64| c.load(Ordering::Relaxed);
@@ -1351,6 +1393,7 @@ pub(super) async fn simulated_run(
         "sim_cold_start_sync_redis_us".into(),
         json!(round(cold_sync_us, 0)),
     );
+    m.insert("sim_cold_start_time_per_sync_us".into(), cold_commands);
     m.insert("sim_sync".into(), json!(sync_status));
     m.insert(
         "sim_setup".into(),
@@ -1381,6 +1424,8 @@ pub(super) async fn simulated_run(
             "redis_usec_per_script_call": round(redis.usec_per_call("fcall"), 2),
         }),
     );
+    // Where Redis's time went: the script calls' own time, and the commands they ran.
+    m.insert("sim_redis_time_per_sync_us".into(), commands);
     Ok(m)
 }
 

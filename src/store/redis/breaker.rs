@@ -157,6 +157,9 @@ pub(super) struct Breaker {
     /// Milliseconds since `start` of the last call that failed for a class that trips, or was
     /// skipped; 0 when none.
     last_failure: AtomicU64,
+    /// How many times `last_failure` was set: a gateway's copy of the liveness bits it set
+    /// (`checked_in.rs`) holds only while this stays the same.
+    troubles: AtomicU64,
     /// `skipped` and the probes that failed when the breaker last opened, for the closing log.
     skipped_at_open: AtomicU64,
     failed_probes: AtomicU64,
@@ -190,6 +193,7 @@ impl Breaker {
             probe_started: AtomicU64::new(0),
             open_class: AtomicU8::new(ErrorClass::Connection as u8),
             last_failure: AtomicU64::new(0),
+            troubles: AtomicU64::new(0),
             skipped_at_open: AtomicU64::new(0),
             failed_probes: AtomicU64::new(0),
             id: Arc::from(""),
@@ -232,7 +236,7 @@ impl Breaker {
             }
         }
         self.skipped.fetch_add(1, Ordering::Relaxed);
-        self.last_failure.store(self.now(), Ordering::Relaxed);
+        self.note_failure();
         // A skipped call did not wait: it is `Unavailable`, unless Redis refuses the room by
         // configuration, which stays loud.
         let kind = if self.open_class.load(Ordering::Relaxed) == ErrorClass::Misconfigured as u8 {
@@ -255,6 +259,17 @@ impl Breaker {
     }
 
     /// Opens (or re-opens) the breaker for a cooldown after an error of `class`.
+    fn note_failure(&self) {
+        self.last_failure.store(self.now(), Ordering::Relaxed);
+        self.troubles.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// How many calls failed (for a class that trips) or were skipped so far: what a write
+    /// acknowledged before it may have been lost with (a failover, a restart) comes with.
+    pub(super) fn troubles(&self) -> u64 {
+        self.troubles.load(Ordering::Relaxed)
+    }
+
     /// Whether a call failed (or was skipped) within the last `window_ms`: the waiters'
     /// check-ins through this store failed meanwhile, so their silence is the outage's, not
     /// theirs (the room script then skips nobody for silence).
@@ -264,7 +279,7 @@ impl Breaker {
     }
 
     fn open(&self, class: ErrorClass, probe: bool) {
-        self.last_failure.store(self.now(), Ordering::Relaxed);
+        self.note_failure();
         let until = self.now() + self.cooldown.as_millis() as u64;
         self.open_class.store(class as u8, Ordering::Relaxed);
         if probe {

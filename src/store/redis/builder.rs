@@ -163,6 +163,7 @@ impl RedisStoreBuilder {
             timeout,
             clock: self.clock,
             found: Arc::default(),
+            checked_in: Arc::default(),
             // A probe that has not finished within two deadlines was never polled to its end.
             breaker: Arc::new(
                 Breaker::new(

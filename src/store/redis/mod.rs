@@ -81,6 +81,7 @@
 mod breaker;
 mod builder;
 mod check;
+mod checked_in;
 mod found;
 mod protocol;
 mod sentinel;
@@ -130,6 +131,8 @@ pub struct RedisStore {
     breaker: Arc<Breaker>,
     /// The waiters this gateway already found in line, per room, in their abandon epoch.
     found: Arc<found::FoundInLine>,
+    /// The liveness bits this gateway set in each room's current epochs (`checked_in.rs`).
+    checked_in: Arc<checked_in::CheckedIn>,
 }
 
 impl RedisStore {
@@ -350,7 +353,7 @@ impl Callee {
     }
 }
 
-/// `FUNCTION LOAD REPLACE` of the room library: its name (`twr_room_v4`). In a cluster redis-rs
+/// `FUNCTION LOAD REPLACE` of the room library: its name (`twr_room_v5`). In a cluster redis-rs
 /// sends it to every primary (and answers once all succeeded).
 pub(crate) async fn load_room_library<C: ConnectionLike>(con: &mut C) -> RedisResult<String> {
     redis::cmd("FUNCTION")
@@ -473,20 +476,59 @@ impl Store for RedisStore {
             max_queue_len: policy.max_queue_len,
         };
         let (look_up, known) = self.found.split(&policy.room, at, seen);
+        // Of those, the ones whose bits this gateway set in a ring's current epoch already are
+        // sent apart, so the script writes them only if that epoch has ended (checked_in.rs).
+        let bits = protocol::bloom_bits(policy.max_queue_len);
+        let troubles = self.breaker.troubles();
+        let plan = self.checked_in.plan(
+            &policy.room,
+            bits,
+            troubles,
+            protocol::offsets_of(&known, bits),
+        );
         // ARGV[2]: the sessions to look up, each its id's 16 raw bytes and its two Bloom offsets
-        // (computed here: the script only looks them up), in one argument; ARGV[18]: the two
-        // offsets of each of the others, whose bits are set without a lookup (ARGV[7] as sent).
+        // (computed here: the script only looks them up), in one argument; ARGV[18] to [22]:
+        // the two offsets of each of the others, whose bits are set without a lookup, by what
+        // this gateway set already (ARGV[7] to [11] as sent).
         let list = protocol::seen_arg(&look_up, policy.max_queue_len);
         let (keys, mut args) = self.script_args(Op::Sync, policy, None, list, &[]);
-        args.insert(
-            protocol::SYNC_KNOWN_ARG,
-            protocol::known_arg(&known, policy.max_queue_len),
+        let [turn, abandon] = plan.named;
+        args.splice(
+            protocol::SYNC_KNOWN_ARG..protocol::SYNC_KNOWN_ARG,
+            [
+                protocol::offsets_arg(&plan.both),
+                turn,
+                abandon,
+                protocol::offsets_arg(&plan.turn_only),
+                protocol::offsets_arg(&plan.neither),
+            ],
         );
         let call: StoreFuture<Vec<redis::Value>> = self.run_room(keys, args);
-        let (found, room) = (Arc::clone(&self.found), policy.room.clone());
+        let (found, checked_in, breaker) = (
+            Arc::clone(&self.found),
+            Arc::clone(&self.checked_in),
+            Arc::clone(&self.breaker),
+        );
+        let room = policy.room.clone();
         Box::pin(async move {
-            let snapshot = protocol::snapshot(&call.await?)?;
+            let (snapshot, epochs) = protocol::snapshot(&call.await?)?;
             found.found(&room, at, &look_up, &snapshot.unknown);
+            // Now set in both rings' current epochs: every session sent but those looked up
+            // and found without a place.
+            let unknown: std::collections::HashSet<&SessionId> = snapshot.unknown.iter().collect();
+            let placed: Vec<SessionId> = look_up
+                .iter()
+                .filter(|s| !unknown.contains(s))
+                .copied()
+                .collect();
+            checked_in.confirm(
+                &room,
+                bits,
+                troubles,
+                breaker.troubles(),
+                epochs,
+                protocol::offsets_of(&known, bits).chain(protocol::offsets_of(&placed, bits)),
+            );
             Ok(snapshot)
         })
     }

@@ -22,7 +22,7 @@ pub(crate) const SCRIPT: &str = include_str!("room.lua");
 
 /// The library's name and its one function's (the same): its version is in the name, so a
 /// changed library is a new name (`room.lua`'s first line says it too).
-pub(crate) const ROOM_FUNCTION: &str = "twr_room_v4";
+pub(crate) const ROOM_FUNCTION: &str = "twr_room_v5";
 
 /// Whether `e` is the server's answer to an `FCALL` of a function it does not have (a flushed
 /// or restarted server, a failover to a replica that missed the load, `FUNCTION FLUSH`). It has
@@ -89,21 +89,31 @@ pub(crate) fn seen_arg(seen: &[SessionId], max_queue_len: u64) -> Vec<u8> {
     list
 }
 
-/// `sync`'s `ARGV[18]` (index 17 of the arguments, before a schedule's): per session found in
-/// line this abandon epoch, its two Bloom offsets as big-endian u32s.
-pub(crate) fn known_arg(known: &[SessionId], max_queue_len: u64) -> Vec<u8> {
-    let bits = bloom_bits(max_queue_len);
-    let mut list = Vec::with_capacity(known.len() * 8);
-    for s in known {
-        let (x, y) = bloom_offsets(s.as_bytes(), bits);
+/// Each session's two Bloom offsets ([`bloom_offsets`]) in bitmaps of `bits` bits.
+pub(crate) fn offsets_of(
+    sessions: &[SessionId],
+    bits: u64,
+) -> impl Iterator<Item = (u32, u32)> + Clone + '_ {
+    sessions
+        .iter()
+        .map(move |s| bloom_offsets(s.as_bytes(), bits))
+}
+
+/// A list of `sync`'s sessions found in line (`ARGV[18]`, `ARGV[21]`, `ARGV[22]` in the
+/// script's unpacked numbering): per session its two Bloom offsets as big-endian u32s.
+pub(crate) fn offsets_arg(offsets: &[(u32, u32)]) -> Vec<u8> {
+    let mut list = Vec::with_capacity(offsets.len() * 8);
+    for (x, y) in offsets {
         list.extend_from_slice(&x.to_be_bytes());
         list.extend_from_slice(&y.to_be_bytes());
     }
     list
 }
 
-/// Where [`known_arg`] goes among the arguments: `ARGV[7]` as sent (`ARGV[18]` in the script's
-/// unpacked numbering).
+/// Where `sync`'s own arguments go: from `ARGV[7]` as sent (`ARGV[18]` in the script's
+/// unpacked numbering), in this order: the sessions found in line to check in into both rings,
+/// the epochs the gateway has set bits in (turn ring, abandon ring: `checked_in.rs`), the
+/// sessions set in the abandon ring's epoch only, those set in both.
 pub(crate) const SYNC_KNOWN_ARG: usize = 6;
 
 /// The bytes of one session in `sync`'s list.
@@ -329,7 +339,9 @@ fn pace(fields: &[i64]) -> Option<RoomPace> {
 
 /// The snapshot in a reply to `sync`: integers, but the head's and the checkpoints' scores,
 /// which are strings (a registrant's score is no integer, and Redis truncates Lua numbers).
-pub(crate) fn snapshot(reply: &[redis::Value]) -> Result<RoomSnapshot, StoreError> {
+/// `sync`'s reply: the snapshot, and the epochs the script checked in at (turn ring, abandon
+/// ring: `'<epoch>:<width ms>:<bitmap bits>'`, as the next sync names them back).
+pub(crate) fn snapshot(reply: &[redis::Value]) -> Result<(RoomSnapshot, [Vec<u8>; 2]), StoreError> {
     let bad = || {
         StoreError::with_source(
             StoreErrorKind::Protocol,
@@ -379,12 +391,16 @@ pub(crate) fn snapshot(reply: &[redis::Value]) -> Result<RoomSnapshot, StoreErro
     let pairs = reply
         .get(count_at + 1..count_at + 1 + 2 * count)
         .ok_or_else(bad)?;
-    // Last, the ids of the listed sessions without a place, 16 bytes each.
-    let unknown = match reply.get(count_at + 1 + 2 * count..) {
-        Some([redis::Value::BulkString(ids)]) if ids.len() % 16 == 0 => ids
-            .chunks_exact(16)
-            .map(|id| SessionId::from_bytes(id.try_into().expect("16 bytes")))
-            .collect(),
+    // Last, the ids of the listed sessions without a place, 16 bytes each, and the epochs.
+    let (unknown, epochs) = match reply.get(count_at + 1 + 2 * count..) {
+        Some(
+            [redis::Value::BulkString(ids), redis::Value::BulkString(turn), redis::Value::BulkString(abandon)],
+        ) if ids.len() % 16 == 0 => (
+            ids.chunks_exact(16)
+                .map(|id| SessionId::from_bytes(id.try_into().expect("16 bytes")))
+                .collect(),
+            [turn.clone(), abandon.clone()],
+        ),
         _ => return Err(bad()),
     };
     let checkpoints = pairs
@@ -397,7 +413,7 @@ pub(crate) fn snapshot(reply: &[redis::Value]) -> Result<RoomSnapshot, StoreErro
         })
         .collect::<Option<Vec<_>>>()
         .ok_or_else(bad)?;
-    Ok(RoomSnapshot {
+    let snapshot = RoomSnapshot {
         taken_at_ms: non_negative(taken_at),
         head: score(&reply[head_at]).ok_or_else(bad)?,
         waiting: non_negative(waiting),
@@ -409,7 +425,8 @@ pub(crate) fn snapshot(reply: &[redis::Value]) -> Result<RoomSnapshot, StoreErro
         recent: AdmissionCounts::new(non_negative(minute), non_negative(five)),
         pace: pace(pace_fields).ok_or_else(bad)?,
         unknown,
-    })
+    };
+    Ok((snapshot, epochs))
 }
 
 /// The decision in a reply to enter, poll or heartbeat.
@@ -611,7 +628,13 @@ mod tests {
         // The listed sessions without a place: one.
         let gone = SessionId::from_bytes([7; 16]);
         reply.push(Value::BulkString(gone.as_bytes().to_vec()));
-        let snap = snapshot(&reply).unwrap();
+        // The epochs checked in at, as the next sync names them back.
+        reply.extend([text("57:30000:65536"), text("2:900000:65536")]);
+        let (snap, epochs) = snapshot(&reply).unwrap();
+        assert_eq!(
+            epochs,
+            [b"57:30000:65536".to_vec(), b"2:900000:65536".to_vec()]
+        );
         assert_eq!(snap.unknown, vec![gone]);
         assert_eq!(snap.taken_at_ms, 1_000);
         assert_eq!(snap.head, Some(-0.25));
@@ -645,18 +668,25 @@ mod tests {
         let mut empty = reply[..30].to_vec();
         empty[7] = text("");
         empty.push(Value::Int(0));
-        empty.push(text(""));
-        assert_eq!(snapshot(&empty).unwrap().head, None);
+        empty.extend([text(""), text("1:1:65536"), text("1:2:65536")]);
+        assert_eq!(snapshot(&empty).unwrap().0.head, None);
         // A count that does not match the pairs, a score that is no number, ids not of 16
-        // bytes.
+        // bytes, no epochs (a library before version 5).
         let mut short = reply.clone();
-        short.remove(short.len() - 2);
+        short.remove(short.len() - 4);
         assert_eq!(
             snapshot(&short).unwrap_err().kind(),
             StoreErrorKind::Protocol
         );
         let mut short = reply.clone();
-        *short.last_mut().unwrap() = text("abc");
+        short.truncate(short.len() - 2);
+        assert_eq!(
+            snapshot(&short).unwrap_err().kind(),
+            StoreErrorKind::Protocol
+        );
+        let mut short = reply.clone();
+        let ids_at = short.len() - 3;
+        short[ids_at] = text("abc");
         assert_eq!(
             snapshot(&short).unwrap_err().kind(),
             StoreErrorKind::Protocol

@@ -1,11 +1,11 @@
-#!lua name=twr_room_v4
+#!lua name=twr_room_v5
 -- tower-waiting-room: the whole state machine of one room, atomically inside Redis/Valkey.
 --
 -- A Redis Functions library (Redis 7.0+, Valkey 7.2+), loaded with `FUNCTION LOAD REPLACE` and
--- called as `FCALL twr_room_v4 <numkeys> KEYS... ARGV...`: the library's top level defines the
+-- called as `FCALL twr_room_v5 <numkeys> KEYS... ARGV...`: the library's top level defines the
 -- functions once, at load; each call only runs the registered function (with EVALSHA, Lua ran
 -- the whole top level, ~40 function definitions, on every call: most of a short call's cost).
--- The library's name carries its version (`twr_room_v4`): a changed library is loaded under a
+-- The library's name carries its version (`twr_room_v5`): a changed library is loaded under a
 -- new name, or replaces the old one by REPLACE, never mixed with it.
 --
 -- The function has no flags: not `no-writes` and not `allow-oom`, so the server checks memory
@@ -87,7 +87,13 @@
 --      slots on closing (0|1); admit_next: 18 count; ban: 18 end of the ban in ms; stats: 18
 --      minutes of admissions history; sync: 18 the sessions this gateway already found in
 --      line this abandon epoch, 8 bytes each (their two Bloom offsets), whose bits are set
---      without a lookup (always sent, maybe empty)
+--      without a lookup, in both rings; 19 and 20 the epochs (as sync's reply names them) of
+--      the turn ring and the abandon ring in which this gateway's own syncs set the bits of
+--      the sessions of 21 and 22 already ('' for none); 21 sessions as 18 whose bits are set in
+--      the abandon ring's epoch of 20: written into the turn ring, and into the abandon ring
+--      only if its current epoch is not 20's; 22 sessions whose bits are set in both: written
+--      into a ring only if its current epoch is not the one named (18 to 22 always sent, maybe
+--      empty; src/store/redis/checked_in.rs says why a set bit needs no second write)
 --   last, only for a room with a schedule (any operation): the string
 --      'schedule:<opens_at_ms>:<closes_at_ms, 0 = none>:<keep line after close 0|1>:<draw>',
 --      the draw being the session's keyed draw in 0 .. 2^52 - 1 (0 without a session); the
@@ -116,7 +122,8 @@
 --   {12, now_ms, waiting, paused, open, before_opening, line_closed (each 0|1), head,
 --    last_minute, last_five_minutes, pace... (as in stats, 20 numbers), n, then n checkpoints
 --    as rank, score, then the ids (16 bytes each, concatenated) of the listed sessions that
---    have no place} sync: the room's snapshot. head and every checkpoint's score are strings
+--    have no place, then the current epoch of the turn ring and of the abandon ring, each
+--    '<epoch>:<width ms>:<bitmap bits>' (the check-ins' epochs)} sync: the room's snapshot. head and every checkpoint's score are strings
 --    ('%.17g', '' for no head): a registrant's score is no integer, and Redis truncates the
 --    numbers of a Lua reply to integers
 --   an error reply `WRSETTINGS ...` when the settings key holds another version (see below)
@@ -130,7 +137,8 @@
 -- keeps members as 16 raw bytes (version 1 had hex and a `seen` zset): a room of version 1 is
 -- refused; upgrade between sales, or use a new key prefix. Version 3 (`twr_room_v3`): a
 -- newcomer's join sets no liveness bits (see Liveness: joined since), which version 2's
--- library would read as silence. Version 4 (this library, `twr_room_v4`): the fast path's
+-- library would read as silence. Version 4 (libraries `twr_room_v4` and this one, `twr_room_v5`,
+-- whose sync takes the check-ins a gateway already made apart: the data are the same): the fast path's
 -- window lives in its own key (KEYS[20]) instead of settings fields, which version 3's main
 -- would neither move nor close. So a room of version 2 or 3 is upgraded in place by its first
 -- call here (version 3's window fields deleted), and from then on the older libraries (loaded
@@ -675,18 +683,34 @@ end
 
 -- Writes the chunks' bits into the current epoch of every ring (see check_in).
 function F.set_bits(chunks)
-  for _, rg in ipairs(R.rings) do
-    local e = math.floor(R.check_in_at / rg.width)
-    local key, lifetime, new = F.ring_key_for(rg, e)
-    local had = redis.call('BITFIELD', key, unpack(chunks[1]))[1]
-    for c = 2, #chunks do redis.call('BITFIELD', key, unpack(chunks[c])) end
-    if had == 0 and not new and rg.held[e % rg.len] == e then
-      rg.held[e % rg.len] = -e
-      F.mark_lost(R.k_settings, rg.name, rg.len, e)
+  for _, rg in ipairs(R.rings) do F.set_bits_in(rg, {chunks}) end
+end
+
+-- Writes the bits of every chunk list of `lists` (each made by new_chunks) into the current
+-- epoch of the ring `rg`; the sentinel read back is the first BITFIELD's.
+function F.set_bits_in(rg, lists)
+  local e = math.floor(R.check_in_at / rg.width)
+  local key, lifetime, new = F.ring_key_for(rg, e)
+  local had
+  for _, chunks in ipairs(lists) do
+    for c = 1, #chunks do
+      local r = redis.call('BITFIELD', key, unpack(chunks[c]))
+      if had == nil then had = r[1] end
     end
-    -- A new bitmap, or one made again: its lifetime (an existing one has it already).
-    if new or had == 0 then F.set_bitmap_lifetime(key, lifetime) end
   end
+  if had == 0 and not new and rg.held[e % rg.len] == e then
+    rg.held[e % rg.len] = -e
+    F.mark_lost(R.k_settings, rg.name, rg.len, e)
+  end
+  -- A new bitmap, or one made again: its lifetime (an existing one has it already).
+  if new or had == 0 then F.set_bitmap_lifetime(key, lifetime) end
+end
+
+-- The ring's current epoch as sync answers it and a gateway names it back:
+-- '<epoch>:<width ms>:<bitmap bits>'.
+function F.epoch_name(rg)
+  return string.format('%d:%d:%d', math.floor(R.check_in_at / rg.width), rg.width,
+    R.bloom_bits)
 end
 
 -- A liveness bitmap's lifetime, `ms` from now: the one TTL the room's keys get (check.rs,
@@ -1217,16 +1241,47 @@ function F.check_in_seen(list)
       F.check_in(placed, placed_offsets)
     end
   end
-  local known = R.argv[18] or ''
-  if #known >= 8 and string.sub(known, 1, 9) ~= 'schedule:' then
-    local chunks = F.new_chunks()
-    local unpack_offsets = struct.unpack
-    for at = 1, #known - 7, 8 do
-      local x, y = unpack_offsets('>I4>I4', known, at)
-      F.add_bits(chunks, x, y)
+  -- The sessions found in line, by what the gateway set already in the epochs it names (its
+  -- copy, src/store/redis/checked_in.rs): ARGV 18 in neither ring, 21 in the abandon ring's
+  -- named epoch, 22 in both rings' named epochs. A list goes into a ring unless the gateway
+  -- set it there in the ring's current epoch; so a stale name costs only writes.
+  local both, turn_only, neither = F.sync_list(18), F.sync_list(21), F.sync_list(22)
+  local current = {}
+  for n, rg in ipairs(R.rings) do current[n] = R.argv[18 + n] == F.epoch_name(rg) end
+  local turn_lists = {both, turn_only}
+  if not current[1] then turn_lists[3] = neither end
+  local abandon_lists = {both}
+  if not current[2] then abandon_lists[2], abandon_lists[3] = turn_only, neither end
+  for n, lists in ipairs({turn_lists, abandon_lists}) do
+    local out = {}
+    for _, list in ipairs(lists) do
+      if list[0] >= 8 then
+        if not list.chunks then list.chunks = F.offset_chunks(list[1]) end
+        out[#out + 1] = list.chunks
+      end
     end
-    F.set_bits(chunks)
+    if #out > 0 then F.set_bits_in(R.rings[n], out) end
   end
+end
+
+-- Sync's list at ARGV `i` (unpacked numbering) of sessions' Bloom offsets, 8 bytes each, in a
+-- table {text} whose chunks are made once when a ring needs them; '' when absent (or the
+-- schedule, last, in its place).
+function F.sync_list(i)
+  local text = R.argv[i] or ''
+  if string.sub(text, 1, 9) == 'schedule:' then text = '' end
+  return {text, [0] = #text}
+end
+
+-- The BITFIELD chunks (new_chunks) of a list of Bloom offsets, 8 bytes each.
+function F.offset_chunks(text)
+  local chunks = F.new_chunks()
+  local unpack_offsets = struct.unpack
+  for at = 1, #text - 7, 8 do
+    local x, y = unpack_offsets('>I4>I4', text, at)
+    F.add_bits(chunks, x, y)
+  end
+  return chunks
 end
 
 function F.main()
@@ -1302,6 +1357,8 @@ function F.main()
       out[#out + 1] = F.score_string(cp[3])
     end
     out[#out + 1] = table.concat(R.unknown)
+    out[#out + 1] = F.epoch_name(R.rings[1])
+    out[#out + 1] = F.epoch_name(R.rings[2])
     return out
   elseif R.op == 'stats' then
     local waiting = redis.call('ZCARD', R.k_line)
@@ -1606,7 +1663,7 @@ end
 -- path's window kept. No flags: not `no-writes` and not `allow-oom`, so with `maxmemory`
 -- exhausted Redis refuses the whole call with OOM before it starts, never half-run.
 redis.register_function{
-  function_name = 'twr_room_v4',
+  function_name = 'twr_room_v5',
   callback = function(keys, args)
     if not OPS[args[1]] then return redis.error_reply('ERR unknown waiting room operation') end
     if args[1] == 'enter' or args[1] == 'join' then
