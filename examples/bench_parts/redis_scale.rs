@@ -860,10 +860,12 @@ async fn peer_comparison(
 // 2. Bytes per waiter
 
 /// The policy of the filled line (and of the simulated run on it): one slot, held by the first
-/// entrant for an hour, so everyone after waits. Nobody is skipped or swept for silence within
-/// half an hour (`queue_ttl`): filling two million takes minutes, and the first waiters must
-/// still be there, alive, when the simulated run starts (the run's own check-ins come every
-/// 20 s; `queue_ttl` sets only the width of store v2's liveness epochs, not their cost).
+/// entrant for an hour, so everyone after waits. `queue_ttl` and `abandon_after` are the
+/// builder's defaults (2 and 30 minutes): they set the widths of the liveness epochs (30 s and
+/// 15 min), and a gateway writes a waiter's check-in once per epoch of each ring, so they set
+/// what the run's check-ins cost. Nobody is swept within the half hour the fill and the runs
+/// before the simulated one take; the simulated run checks everyone in before it opens the
+/// room, so nobody at the head is skipped for the minutes in between.
 /// `max_queue_len` is the line plus 3 % (room for the run's newcomers): store v2 sizes its
 /// liveness bitmaps by it, so a bound far above the line would inflate `bytes_per_waiter`.
 fn line_policy(line: u64) -> RoomPolicy {
@@ -871,7 +873,7 @@ fn line_policy(line: u64) -> RoomPolicy {
         .with_ttls(
             Duration::from_secs(3_600),
             Duration::from_secs(30),
-            Duration::from_secs(1_800),
+            Duration::from_secs(120),
         )
         .with_max_queue_len(line_bound(line))
 }
@@ -913,7 +915,14 @@ async fn fill_our_line(
 async fn fill_peer_line(redis: &RedisServer, ids: IdEncoding, line: u64) -> Result<f64, BoxError> {
     let mut conn = connection(redis).await?;
     let sha = script_load(&mut conn, PEER_SCRIPT).await?;
-    let peer = PeerRoom::new(LINE_ROOM, &line_policy(line));
+    // The peer drops waiters who joined more than `queue_ttl` ago on every call: with ours
+    // (2 minutes) a fill slower than that would measure a shorter line.
+    let policy = line_policy(line).with_ttls(
+        Duration::from_secs(3_600),
+        Duration::from_secs(30),
+        Duration::from_secs(1_800),
+    );
+    let peer = PeerRoom::new(LINE_ROOM, &policy);
     let before = redis.used_memory()?;
     let codes = pipelined_calls(&mut conn, &["EVALSHA", &sha], 0..line + 1, |i| {
         peer.enter(&ids.encode(line_id(i)))
@@ -1165,8 +1174,8 @@ impl SimCounts {
 /// average through [`SIM_GATEWAYS`] gateways, for `duration`, on `redis` whose room `policy`
 /// holds [`line_id`] 0 in its only slot and 1..=`line` waiting (as [`fill_our_line`] left it).
 ///
-/// At the start the room opens up: capacity a million, [`SIM_ADMISSION_RATE`] a second. Then
-/// each gateway, once a second (their ticks spread over the second):
+/// After the warm-up (below) the room opens up: capacity a million, [`SIM_ADMISSION_RATE`] a
+/// second. Then each gateway, once a second (their ticks spread over the second):
 /// - calls `Store::sync(policy, seen)` with the waiters whose polls it answered that second:
 ///   `line / 20 / 8` of them (waiter `i` polls at second `i mod 20`, through gateway
 ///   `(i / 20) mod 8`), so every waiter checks in every 20 s;
@@ -1196,14 +1205,6 @@ pub(super) async fn simulated_run(
         Decision::Waiting { .. } => None,
         other => return Err(format!("the line's first waiter: {other:?}").into()),
     };
-    stores[0]
-        .configure(
-            policy,
-            SettingsChange::new()
-                .capacity(1_000_000)
-                .admission_rate(Some(SIM_ADMISSION_RATE)),
-        )
-        .await?;
 
     let counts = Arc::new(SimCounts::default());
     // The next waiter (by line index) whose turn has not been claimed yet, and the population
@@ -1249,6 +1250,16 @@ pub(super) async fn simulated_run(
         .and_then(|v| v.trim().parse::<f64>().ok())
         .unwrap_or(0.0);
     let cold_commands = command_time(redis, SIM_POLL_INTERVAL_S * SIM_GATEWAYS)?;
+    // Only now the room opens up: the warm-up checked everyone in (the head too, whom the
+    // fill and the runs before this one left silent for minutes).
+    stores[0]
+        .configure(
+            policy,
+            SettingsChange::new()
+                .capacity(1_000_000)
+                .admission_rate(Some(SIM_ADMISSION_RATE)),
+        )
+        .await?;
 
     redis.command(&["CONFIG", "RESETSTAT"])?;
     let cpu0 = redis_cpu_us(redis)?;
