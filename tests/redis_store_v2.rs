@@ -750,22 +750,9 @@ async fn the_window_is_a_key_of_its_own_that_ends_by_its_ttl() {
     assert!(held.is_some(), "open again");
 }
 
-/// The calls of `command` Redis counted so far (`INFO commandstats`), scripts' own included.
-async fn calls_of(c: &mut redis::aio::MultiplexedConnection, command: &str) -> u64 {
-    let info: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query_async(c)
-        .await
-        .unwrap();
-    info.lines()
-        .find_map(|l| l.strip_prefix(&format!("cmdstat_{command}:calls=")))
-        .and_then(|rest| rest.split(',').next()?.parse().ok())
-        .unwrap_or(0)
-}
-
 /// A gateway sets each waiter's liveness bits once per epoch of each ring, not with every sync
-/// (src/store/redis/checked_in.rs): a second sync in the same epochs writes no bit, a sync in
-/// the next turn epoch writes the turn ring alone. Yet after a dozen seconds of such syncs
+/// (src/store/redis/checked_in.rs): a second sync in the same epochs writes no bit (one cleared
+/// stays clear), a sync in the next turn epoch writes the turn ring alone. Yet after a dozen seconds of such syncs
 /// (six turn epochs) every waiter's two bits are in both rings' current bitmaps, the waiter at
 /// the head is let in at their turn, and the one silent since their join is skipped before.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -783,24 +770,64 @@ async fn a_gateway_sets_each_check_in_once_per_epoch() {
     for _ in 0..50 {
         line.push(waiter(&store, &policy).await.0);
     }
-    let bitfields = |c: &mut redis::aio::MultiplexedConnection| {
-        let mut c = c.clone();
-        async move { calls_of(&mut c, "bitfield").await }
+    let keys = redis_keys(&store, &policy.room);
+    let offsets = |s: &SessionId| {
+        let b = s.as_bytes();
+        (
+            u64::from(u32::from_be_bytes([b[0], b[1], b[2], b[3]])) % m,
+            u64::from(u32::from_be_bytes([b[4], b[5], b[6], b[7]])) % m,
+        )
     };
+    // Whether a sync wrote a session's bits is seen by clearing one of them before it (the
+    // BITFIELD count would mix the liveness reads in).
+    let probe = *line.last().unwrap();
+    let (px, py) = offsets(&probe);
+    let bit = |c: &redis::aio::MultiplexedConnection, k: String, o: u64| {
+        let mut c = c.clone();
+        async move {
+            let b: u8 = c.getbit(&k, o as usize).await.unwrap();
+            b
+        }
+    };
+    let clear = |c: &redis::aio::MultiplexedConnection, k: String| {
+        let mut c = c.clone();
+        async move {
+            let _: u8 = c.setbit(&k, px as usize, false).await.unwrap();
+        }
+    };
+    // Epoch 900 000 000 of the turn ring (2 s) is key turn0; 2 000 000 of the abandon ring
+    // (15 min) is abandon0.
+    let (turn0, turn1, abandon0) = (
+        key(&keys, "turn0").to_owned(),
+        key(&keys, "turn1").to_owned(),
+        key(&keys, "abandon0").to_owned(),
+    );
     // The first sync looks everyone up and writes both rings; the second writes nothing.
     store.sync(&policy, line.clone()).await.unwrap();
-    let before = bitfields(&mut c).await;
+    assert_eq!(bit(&c, turn0.clone(), px).await, 1, "the first sync writes");
+    clear(&c, turn0.clone()).await;
+    clear(&c, abandon0.clone()).await;
     store.sync(&policy, line.clone()).await.unwrap();
     assert_eq!(
-        bitfields(&mut c).await - before,
-        0,
+        (
+            bit(&c, turn0.clone(), px).await,
+            bit(&c, abandon0.clone(), px).await
+        ),
+        (0, 0),
         "the same epochs: no write"
     );
-    // The turn ring's next epoch (the abandon ring's is the same): one BITFIELD, of 50.
+    // The turn ring's next epoch (the abandon ring's is the same): the turn ring alone.
     advance(&clock, 2_000);
-    let before = bitfields(&mut c).await;
     store.sync(&policy, line.clone()).await.unwrap();
-    assert_eq!(bitfields(&mut c).await - before, 1, "the turn ring alone");
+    assert_eq!(
+        (
+            bit(&c, turn1.clone(), px).await,
+            bit(&c, turn1.clone(), py).await,
+            bit(&c, abandon0.clone(), px).await
+        ),
+        (1, 1, 0),
+        "the turn ring alone"
+    );
     for _ in 0..5 {
         advance(&clock, 2_000);
         for _ in 0..3 {
@@ -808,8 +835,8 @@ async fn a_gateway_sets_each_check_in_once_per_epoch() {
             advance(&clock, 300);
         }
     }
-    // Every waiter's bits are in the current epoch of each ring.
-    let keys = redis_keys(&store, &policy.room);
+    // Every waiter's bits are in the current epoch of each ring (the probe's cleared one
+    // excepted: nothing wrote it again in that abandon epoch).
     let now = START_MS + 12_000 + 5 * 900;
     let current = |ring: &str, width: u64, len: u64| {
         let i = (now / width) % len;
@@ -819,10 +846,8 @@ async fn a_gateway_sets_each_check_in_once_per_epoch() {
         ("turn", current("turn", 2_000, 6)),
         ("abandon", current("abandon", 900_000, 4)),
     ] {
-        for s in &line {
-            let b = s.as_bytes();
-            let x = u64::from(u32::from_be_bytes([b[0], b[1], b[2], b[3]])) % m;
-            let y = u64::from(u32::from_be_bytes([b[4], b[5], b[6], b[7]])) % m;
+        for s in line.iter().filter(|&&s| ring == "turn" || s != probe) {
+            let (x, y) = offsets(s);
             let bx: u8 = c.getbit(&k, x as usize).await.unwrap();
             let by: u8 = c.getbit(&k, y as usize).await.unwrap();
             assert_eq!(
@@ -845,4 +870,64 @@ async fn a_gateway_sets_each_check_in_once_per_epoch() {
         Decision::Unknown,
         "the silent one, skipped"
     );
+}
+
+/// A gateway's copy of the bits it set names an epoch; the script skips the write only while
+/// the ring's key still holds that epoch. Another gateway with another `queue_ttl` (a rolling
+/// change: turn epochs of 1 s here against 2 s) takes the same key for its own epoch, deleting
+/// it: the first gateway's next sync writes its waiters' bits again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ring_key_taken_by_other_epochs_is_written_again() {
+    let server = Server::start(&[]);
+    // Turn epoch 900 000 000 of 2 s and 1 800 000 000 of 1 s: both in key turn0.
+    let clock = ManualClock::new(START_MS);
+    let store_a = store(&server, &clock);
+    let store_b = store(&server, &clock);
+    let mut c = conn(&server).await;
+    let policy_a = policy_8s("taken");
+    let policy_b = RoomPolicy::new("taken", 1)
+        .with_ttls(
+            Duration::from_secs(3_600),
+            Duration::from_secs(60),
+            Duration::from_secs(4),
+        )
+        .with_max_queue_len(1_000);
+    let m = redis_bloom_bits(policy_a.max_queue_len);
+    admitted(&store_a, &policy_a).await;
+    let mut line = Vec::new();
+    for _ in 0..20 {
+        line.push(waiter(&store_a, &policy_a).await.0);
+    }
+    store_a.sync(&policy_a, line.clone()).await.unwrap();
+    store_a.sync(&policy_a, line.clone()).await.unwrap();
+    // B's waiter's poll checks in into B's epoch, in the same key: deleted and made anew.
+    let (b_waiter, _) = waiter(&store_b, &policy_b).await;
+    store_b.poll(&policy_b, b_waiter).await.unwrap();
+    let keys = redis_keys(&store_a, "taken");
+    let turn0 = key(&keys, "turn0").to_owned();
+    let has_bits = |c: &mut redis::aio::MultiplexedConnection, s: SessionId| {
+        let (mut c, k) = (c.clone(), turn0.clone());
+        async move {
+            let b = s.as_bytes();
+            let x = u64::from(u32::from_be_bytes([b[0], b[1], b[2], b[3]])) % m;
+            let y = u64::from(u32::from_be_bytes([b[4], b[5], b[6], b[7]])) % m;
+            let bx: u8 = c.getbit(&k, x as usize).await.unwrap();
+            let by: u8 = c.getbit(&k, y as usize).await.unwrap();
+            (bx, by) == (1, 1)
+        }
+    };
+    assert!(has_bits(&mut c, b_waiter).await, "B's check-in is in turn0");
+    let mut kept = 0;
+    for s in &line {
+        kept += usize::from(has_bits(&mut c, *s).await);
+    }
+    assert!(kept < line.len(), "B made turn0 anew: A's bits are gone");
+    // A's next sync, in the same epoch of its own: everyone's bits again.
+    store_a.sync(&policy_a, line.clone()).await.unwrap();
+    for s in &line {
+        assert!(
+            has_bits(&mut c, *s).await,
+            "a waiter of A without bits in turn0"
+        );
+    }
 }

@@ -10,21 +10,24 @@
 //!
 //! Per room and ring, this keeps a copy of the bits this gateway's own syncs set in the ring's
 //! current epoch, as the replies confirmed them (the epoch is the script's: the reply names it,
-//! with its width and the bitmaps' size). A session whose two bits are both in the copy needs
-//! no write: the store's bitmap has both bits set already, so whether it is written again
-//! changes no answer the store gives about anyone. This holds even when the bits were set by
-//! other sessions (a Bloom collision): the test is on the bits, not on the session. The gateway
-//! still sends every session, in three lists (`both`, `turn_only`, `neither`) with the epochs it
-//! believes current; the script writes a list into a ring unless the ring's current epoch is the
-//! one named, so a belief gone stale (the epoch turned, a setting changed) costs only the writes
-//! it would have made anyway.
+//! with its width, the bitmaps' size and the server's run id). A session whose two bits are both
+//! in the copy needs no write: the store's bitmap has both bits set already, so whether it is
+//! written again changes no answer the store gives about anyone. This holds even when the bits
+//! were set by other sessions (a Bloom collision): the test is on the bits, not on the session.
+//! The gateway still sends every session, in three lists (`both`, `turn_only`, `neither`) with
+//! the epochs it believes current; the script writes a list into a ring unless the ring's
+//! current epoch is the one named *and* the ring's key still holds that epoch (another caller's
+//! epochs of another width, in a rolling change of `queue_ttl`, `abandon_after` or the schedule,
+//! may have taken the key and made it anew). So a belief gone stale costs only the writes it
+//! would have made anyway.
 //!
-//! What could make the copy wrong is a write the store acknowledged and then lost (a failover
-//! before the replica had it, a restart without persistence). Both come with failed calls: the
-//! copy is dropped whenever this store's breaker saw a failure since the copy's bits were
-//! confirmed (`Breaker::troubles`). A bitmap evicted or deleted in between is the script's
-//! case of a lost bitmap: everyone counts as seen in that epoch. And a waiter missing one
-//! epoch's bits is still alive by the epochs before it while that one lasts (each rule keeps
+//! What else could make the copy wrong is a write the store acknowledged and then lost: a
+//! failover before the replica had it, a restart without persistence. Either way another
+//! server process answers next, with another run id in the epochs' names, and everything is
+//! written again; the copy is also dropped whenever this store's breaker saw a failure since its
+//! bits were confirmed (`Breaker::troubles`). A bitmap evicted or deleted in between is the
+//! script's case of a lost bitmap: everyone counts as seen in that epoch. And a waiter missing
+//! one epoch's bits is still alive by the epochs before it while that one lasts (each rule keeps
 //! more than one), and written again in the next.
 //!
 //! The copy costs one bit per Bloom bit and ring: 8 MiB for a room of two million at most.

@@ -123,7 +123,8 @@
 --    last_minute, last_five_minutes, pace... (as in stats, 20 numbers), n, then n checkpoints
 --    as rank, score, then the ids (16 bytes each, concatenated) of the listed sessions that
 --    have no place, then the current epoch of the turn ring and of the abandon ring, each
---    '<epoch>:<width ms>:<bitmap bits>' (the check-ins' epochs)} sync: the room's snapshot. head and every checkpoint's score are strings
+--    '<epoch>:<width ms>:<bitmap bits>:<server run id>' (the check-ins' epochs)} sync: the
+--    room's snapshot. head and every checkpoint's score are strings
 --    ('%.17g', '' for no head): a registrant's score is no integer, and Redis truncates the
 --    numbers of a Lua reply to integers
 --   an error reply `WRSETTINGS ...` when the settings key holds another version (see below)
@@ -433,7 +434,7 @@ function F.setup(keys, sent)
     -- Set by apply_schedule, below.
     before_opening = false, check_in_at = 0, after_closing = false, line_closed = false,
     -- The liveness rings, the Bloom size, the ticket key (release and ban).
-    turn = nil, gone_ring = nil, rings = nil, bloom_bits = 0, k_ticket = nil,
+    turn = nil, gone_ring = nil, rings = nil, bloom_bits = 0, run_id = nil, k_ticket = nil,
     SETTINGS_FIELDS = nil,
     current_bucket = 0,
     -- The promotion budget, shared by both runs of a repaired call.
@@ -707,10 +708,32 @@ function F.set_bits_in(rg, lists)
 end
 
 -- The ring's current epoch as sync answers it and a gateway names it back:
--- '<epoch>:<width ms>:<bitmap bits>'.
+-- '<epoch>:<width ms>:<bitmap bits>:<server run id>'. The run id (INFO server) tells this
+-- server process from another: a failover or a restart may have lost writes it acknowledged,
+-- and then no gateway's copy of the bits it set holds (src/store/redis/checked_in.rs). A server
+-- that does not tell it (INFO refused) names epochs no gateway can hold ('-' for the run id:
+-- see epoch_holds).
 function F.epoch_name(rg)
-  return string.format('%d:%d:%d', math.floor(R.check_in_at / rg.width), rg.width,
-    R.bloom_bits)
+  if R.run_id == nil then
+    local info = redis.pcall('INFO', 'server')
+    R.run_id = type(info) == 'string' and string.match(info, 'run_id:(%x+)') or '-'
+  end
+  return string.format('%d:%d:%d:%s', math.floor(R.check_in_at / rg.width), rg.width,
+    R.bloom_bits, R.run_id)
+end
+
+-- Whether a gateway that names `name` as the ring's epoch in which it set its sessions' bits
+-- may skip writing them again: it is the current epoch of this server, and the ring's key still
+-- holds that epoch (its field, lost or not). Another caller's epochs of another width (a rolling
+-- change of queue_ttl or abandon_after, or of the schedule) may have taken the key since: its
+-- field then names their epoch, and the bits are written again.
+function F.epoch_holds(rg, name)
+  if name ~= F.epoch_name(rg) or R.run_id == '-' then return false end
+  local e = math.floor(R.check_in_at / rg.width)
+  local i = e % rg.len
+  if not rg.known[i] then F.load_ring(rg) end
+  local held = rg.held[i]
+  return held ~= nil and math.abs(held) == e
 end
 
 -- A liveness bitmap's lifetime, `ms` from now: the one TTL the room's keys get (check.rs,
@@ -1244,10 +1267,11 @@ function F.check_in_seen(list)
   -- The sessions found in line, by what the gateway set already in the epochs it names (its
   -- copy, src/store/redis/checked_in.rs): ARGV 18 in neither ring, 21 in the abandon ring's
   -- named epoch, 22 in both rings' named epochs. A list goes into a ring unless the gateway
-  -- set it there in the ring's current epoch; so a stale name costs only writes.
+  -- set it there in the ring's current epoch, on this server, in the key that still holds that
+  -- epoch (epoch_holds); so a stale name costs only writes.
   local both, turn_only, neither = F.sync_list(18), F.sync_list(21), F.sync_list(22)
   local current = {}
-  for n, rg in ipairs(R.rings) do current[n] = R.argv[18 + n] == F.epoch_name(rg) end
+  for n, rg in ipairs(R.rings) do current[n] = F.epoch_holds(rg, R.argv[18 + n]) end
   local turn_lists = {both, turn_only}
   if not current[1] then turn_lists[3] = neither end
   local abandon_lists = {both}
