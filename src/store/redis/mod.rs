@@ -486,21 +486,22 @@ impl Store for RedisStore {
             troubles,
             protocol::offsets_of(&known, bits),
         );
-        // ARGV[2]: the sessions to look up, each its id's 16 raw bytes and its two Bloom offsets
-        // (computed here: the script only looks them up), in one argument; ARGV[18] to [22]:
-        // the two offsets of each of the others, whose bits are set without a lookup, by what
-        // this gateway set already (ARGV[7] to [11] as sent).
-        let list = protocol::seen_arg(&look_up, policy.max_queue_len);
+        // ARGV[2]: the ids of the sessions to look up, 16 raw bytes each, in one argument, and
+        // their two Bloom offsets each (computed here: the script only looks them up) last,
+        // ARGV[23]; ARGV[18] to [22]: the two offsets of each of the others, whose bits are set
+        // without a lookup, by what this gateway set already (ARGV[7] to [12] as sent).
+        let list = protocol::seen_arg(&look_up);
         let (keys, mut args) = self.script_args(Op::Sync, policy, None, list, &[]);
         let [turn, abandon] = plan.named;
         args.splice(
             protocol::SYNC_KNOWN_ARG..protocol::SYNC_KNOWN_ARG,
             [
-                protocol::offsets_arg(&plan.both),
+                protocol::offsets_arg(plan.both),
                 turn,
                 abandon,
-                protocol::offsets_arg(&plan.turn_only),
-                protocol::offsets_arg(&plan.neither),
+                protocol::offsets_arg(plan.turn_only),
+                protocol::offsets_arg(plan.neither),
+                protocol::offsets_arg(protocol::offsets_of(&look_up, bits)),
             ],
         );
         let call: StoreFuture<Vec<redis::Value>> = self.run_room(keys, args);

@@ -74,17 +74,12 @@ pub(crate) fn bloom_offsets(id: &[u8; 16], bits: u64) -> (u32, u32) {
     ((x % bits) as u32, (y % bits) as u32)
 }
 
-/// `sync`'s `ARGV[2]`: per seen session its 16-byte id, then its two Bloom offsets
-/// ([`bloom_offsets`]) as big-endian u32s: 24 bytes each, so the script does no arithmetic per
-/// session.
-pub(crate) fn seen_arg(seen: &[SessionId], max_queue_len: u64) -> Vec<u8> {
-    let bits = bloom_bits(max_queue_len);
+/// `sync`'s `ARGV[2]`: the ids of the sessions to look up, 16 raw bytes each (their offsets
+/// follow in their own list, [`offsets_arg`]).
+pub(crate) fn seen_arg(seen: &[SessionId]) -> Vec<u8> {
     let mut list = Vec::with_capacity(seen.len() * SEEN_ENTRY_BYTES);
     for s in seen {
-        let (x, y) = bloom_offsets(s.as_bytes(), bits);
         list.extend_from_slice(s.as_bytes());
-        list.extend_from_slice(&x.to_be_bytes());
-        list.extend_from_slice(&y.to_be_bytes());
     }
     list
 }
@@ -99,25 +94,45 @@ pub(crate) fn offsets_of(
         .map(move |s| bloom_offsets(s.as_bytes(), bits))
 }
 
-/// A list of `sync`'s sessions found in line (`ARGV[18]`, `ARGV[21]`, `ARGV[22]` in the
-/// script's unpacked numbering): per session its two Bloom offsets as big-endian u32s.
-pub(crate) fn offsets_arg(offsets: &[(u32, u32)]) -> Vec<u8> {
-    let mut list = Vec::with_capacity(offsets.len() * 8);
+/// A list of `sync`'s Bloom offsets (`ARGV[18]`, `[21]`, `[22]` and `[23]` in the script's
+/// unpacked numbering): per session its two offsets in decimal, `"<x> <y> "`. Text, not binary:
+/// Redis formats a BITFIELD argument that the script made from a Lua number (about a
+/// microsecond for each bit of each ring, measured), and takes a string as it is.
+pub(crate) fn offsets_arg(offsets: impl IntoIterator<Item = (u32, u32)>) -> Vec<u8> {
+    let offsets = offsets.into_iter();
+    let mut list = Vec::with_capacity(offsets.size_hint().0 * 18);
     for (x, y) in offsets {
-        list.extend_from_slice(&x.to_be_bytes());
-        list.extend_from_slice(&y.to_be_bytes());
+        push_decimal(&mut list, x);
+        list.push(b' ');
+        push_decimal(&mut list, y);
+        list.push(b' ');
     }
     list
+}
+
+fn push_decimal(out: &mut Vec<u8>, mut n: u32) {
+    let mut digits = [0u8; 10];
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&digits[at..]);
 }
 
 /// Where `sync`'s own arguments go: from `ARGV[7]` as sent (`ARGV[18]` in the script's
 /// unpacked numbering), in this order: the sessions found in line to check in into both rings,
 /// the epochs the gateway has set bits in (turn ring, abandon ring: `checked_in.rs`), the
-/// sessions set in the abandon ring's epoch only, those set in both.
+/// sessions set in the abandon ring's epoch only, those set in both, and the offsets of the
+/// sessions of `ARGV[2]`.
 pub(crate) const SYNC_KNOWN_ARG: usize = 6;
 
-/// The bytes of one session in `sync`'s list.
-pub(crate) const SEEN_ENTRY_BYTES: usize = 24;
+/// The bytes of one session in `sync`'s list of sessions to look up.
+pub(crate) const SEEN_ENTRY_BYTES: usize = 16;
 
 /// `ARGV[3]` when the store has no clock of its own: the script reads the server's `TIME`, one
 /// clock for every gateway.
@@ -737,11 +752,16 @@ mod tests {
         // 2^32 - 1 mod 2^16, and 65 539 mod 2^16.
         assert_eq!(bloom_offsets(&id, 1 << 16), (0xffff, 3));
         assert_eq!(bloom_offsets(&id, 1 << 32), (u32::MAX, 65_539));
-        let arg = seen_arg(&[s, s], 4_096);
+        let arg = seen_arg(&[s, s]);
         assert_eq!(arg.len(), 2 * SEEN_ENTRY_BYTES);
-        assert_eq!(&arg[..16], &id);
-        assert_eq!(&arg[16..24], &[0, 0, 0xff, 0xff, 0, 0, 0, 3]);
-        assert_eq!(&arg[24..40], &id);
+        assert_eq!((&arg[..16], &arg[16..]), (&id[..], &id[..]));
+        let bits = bloom_bits(4_096);
+        assert_eq!(offsets_arg(offsets_of(&[s, s], bits)), b"65535 3 65535 3 ");
+        assert_eq!(
+            offsets_arg([(0, u32::MAX), (1_000_000, 10)]),
+            b"0 4294967295 1000000 10 "
+        );
+        assert!(offsets_arg([]).is_empty());
     }
 
     fn server_error(line: &str) -> RedisError {

@@ -70,8 +70,8 @@
 --   1 op (enter | join | poll | heartbeat | release | stats | configure | admit_next | ban |
 --     sync; join is read as enter: see OPS)
 --   2 session id, 16 raw bytes ('' for stats, configure, admit_next); sync: the sessions the
---     gateway saw waiting since its last sync, concatenated, 24 bytes each: the id's 16 raw
---     bytes, then its two Bloom offsets (see Liveness) as big-endian u32s
+--     gateway saw waiting since its last sync and looks up, their ids' 16 raw bytes
+--     concatenated (their Bloom offsets in 23)
 --   3 now in ms, or 0 (NOW_FROM_SERVER) to use the server's TIME (shared by every gateway)
 --   4 capacity   5 admission rate per second (0 = none): the defaults for the settings key only;
 --     the room's live values are the ones in it
@@ -86,14 +86,17 @@
 --      0 = none), 20 paused (-1 = unchanged, 0, 1), 21 open (-1 = unchanged, 0, 1), 22 end
 --      slots on closing (0|1); admit_next: 18 count; ban: 18 end of the ban in ms; stats: 18
 --      minutes of admissions history; sync: 18 the sessions this gateway already found in
---      line this abandon epoch, 8 bytes each (their two Bloom offsets), whose bits are set
---      without a lookup, in both rings; 19 and 20 the epochs (as sync's reply names them) of
+--      line this abandon epoch, by their two Bloom offsets (see Liveness) as decimal text,
+--      '<x> <y> ' each, whose bits are set without a lookup, in both rings; 19 and 20 the epochs (as sync's reply names them) of
 --      the turn ring and the abandon ring in which this gateway's own syncs set the bits of
 --      the sessions of 21 and 22 already ('' for none); 21 sessions as 18 whose bits are set in
 --      the abandon ring's epoch of 20: written into the turn ring, and into the abandon ring
 --      only if its current epoch is not 20's; 22 sessions whose bits are set in both: written
---      into a ring only if its current epoch is not the one named (18 to 22 always sent, maybe
---      empty; src/store/redis/checked_in.rs says why a set bit needs no second write)
+--      into a ring only if its current epoch is not the one named; 23 the Bloom offsets of the
+--      sessions of 2, in their order, as 18 (18 to 23 always sent, maybe empty;
+--      src/store/redis/checked_in.rs says why a set bit needs no second write). Decimal text,
+--      not binary: a BITFIELD argument made from a Lua number is formatted by Redis (about a
+--      microsecond per bit and ring), a string is taken as it is
 --   last, only for a room with a schedule (any operation): the string
 --      'schedule:<opens_at_ms>:<closes_at_ms, 0 = none>:<keep line after close 0|1>:<draw>',
 --      the draw being the session's keyed draw in 0 .. 2^52 - 1 (0 without a session); the
@@ -639,8 +642,8 @@ function F.joined_since(seq)
 end
 
 -- Checks in every session of `ids` (a list) at check_in_at, in both rings. `offsets`, when
--- given, holds each session's two bits ({x, y}, as sync's list brings them); else they are
--- computed here.
+-- given, holds each session's two bits, flat (session j's at 2j - 1 and 2j, as decimal strings,
+-- as sync's lists bring them); else they are computed here.
 --
 -- Every write also sets the bitmap's sentinel, bit M (past the Bloom bits), and reads what it
 -- was, in the same BITFIELD: a bitmap that its field says holds this epoch but whose sentinel
@@ -655,7 +658,7 @@ function F.check_in(ids, offsets)
   for j = 1, #ids do
     local x, y
     if offsets then
-      x, y = offsets[j][1], offsets[j][2]
+      x, y = offsets[2 * j - 1], offsets[2 * j]
     else
       x, y = F.bloom_offsets(ids[j])
     end
@@ -1234,19 +1237,24 @@ function F.sweep()
 end
 
 -- Checks in the sessions of sync's first list (ARGV 2) that have a place in line, and answers
--- back those without. Each session is 24 bytes: its id's 16, then its two Bloom offsets as
--- big-endian u32s (the gateway computes them for this room's M, so the script only looks the
--- ids up). Then sets the bits of the second list (ARGV 18: 8 bytes each, the two offsets):
+-- back those without: their ids' 16 bytes each, their two Bloom offsets in ARGV 23 (the
+-- gateway computes them for this room's M, so the script only looks the ids up). Then sets the
+-- bits of the lists of sessions already found (ARGV 18, 21, 22: two offsets each):
 -- sessions this gateway already found in line this abandon epoch, not looked up again (one
 -- that left since only looks alive, as for a Bloom false positive, until its next epoch).
 function F.check_in_seen(list)
   -- Anew in each run (a repaired second run checks in again).
   R.unknown = {}
-  for from = 1, #list, 24 * CHUNK do
+  -- Their offsets (ARGV 23), in the ids' order, as decimal text: Redis takes a BITFIELD
+  -- argument made from a Lua number by formatting it (about a microsecond, for each bit of
+  -- each ring), from a string as it is.
+  local next_offset = string.gmatch(F.sync_list(23)[1], '%d+')
+  for from = 1, #list, 16 * CHUNK do
     local ids, offsets = {}, {}
-    for at = from, math.min(#list, from + 24 * CHUNK - 1) - 23, 24 do
+    for at = from, math.min(#list, from + 16 * CHUNK - 1) - 15, 16 do
       ids[#ids + 1] = string.sub(list, at, at + 15)
-      offsets[#offsets + 1] = {struct.unpack('>I4>I4', list, at + 16)}
+      offsets[#offsets + 1] = next_offset()
+      offsets[#offsets + 1] = next_offset()
     end
     if #ids > 0 then
       local scores = redis.call('ZMSCORE', R.k_line, unpack(ids))
@@ -1254,7 +1262,8 @@ function F.check_in_seen(list)
       for j = 1, #ids do
         if scores[j] then
           placed[#placed + 1] = ids[j]
-          placed_offsets[#placed_offsets + 1] = offsets[j]
+          placed_offsets[#placed_offsets + 1] = offsets[2 * j - 1]
+          placed_offsets[#placed_offsets + 1] = offsets[2 * j]
         else
           -- No place (skipped, swept, never in line): answered back, so the gateway asks the
           -- store at their next poll instead of placing them by an old cookie.
@@ -1279,7 +1288,7 @@ function F.check_in_seen(list)
   for n, lists in ipairs({turn_lists, abandon_lists}) do
     local out = {}
     for _, list in ipairs(lists) do
-      if list[0] >= 8 then
+      if list[0] > 0 then
         if not list.chunks then list.chunks = F.offset_chunks(list[1]) end
         out[#out + 1] = list.chunks
       end
@@ -1288,21 +1297,22 @@ function F.check_in_seen(list)
   end
 end
 
--- Sync's list at ARGV `i` (unpacked numbering) of sessions' Bloom offsets, 8 bytes each, in a
--- table {text} whose chunks are made once when a ring needs them; '' when absent (or the
--- schedule, last, in its place).
+-- Sync's list at ARGV `i` (unpacked numbering) of sessions' Bloom offsets, as decimal text
+-- ('<x> <y> ' per session), in a table {text} whose chunks are made once when a ring needs
+-- them; '' when absent (or the schedule, last, in its place).
 function F.sync_list(i)
   local text = R.argv[i] or ''
   if string.sub(text, 1, 9) == 'schedule:' then text = '' end
   return {text, [0] = #text}
 end
 
--- The BITFIELD chunks (new_chunks) of a list of Bloom offsets, 8 bytes each.
+-- The BITFIELD chunks (new_chunks) of a list of Bloom offsets as decimal text (sync_list).
 function F.offset_chunks(text)
   local chunks = F.new_chunks()
-  local unpack_offsets = struct.unpack
-  for at = 1, #text - 7, 8 do
-    local x, y = unpack_offsets('>I4>I4', text, at)
+  local next_offset = string.gmatch(text, '%d+')
+  while true do
+    local x, y = next_offset(), next_offset()
+    if y == nil then break end
     F.add_bits(chunks, x, y)
   end
   return chunks
