@@ -69,6 +69,16 @@ async fn waiter(store: &RedisStore, policy: &RoomPolicy) -> (SessionId, u64) {
     }
 }
 
+/// A session's two liveness bits in bitmaps of `m` bits (the big-endian u32 of its id's bytes
+/// 0..4 and 4..8, mod `m`), as the gateway computes them.
+fn bloom_offsets(s: &SessionId, m: u64) -> (u64, u64) {
+    let b = s.as_bytes();
+    (
+        u64::from(u32::from_be_bytes([b[0], b[1], b[2], b[3]])) % m,
+        u64::from(u32::from_be_bytes([b[4], b[5], b[6], b[7]])) % m,
+    )
+}
+
 fn key<'a>(keys: &'a [String], name: &str) -> &'a str {
     keys.iter()
         .find(|k| k.ends_with(&format!(":{name}")))
@@ -771,17 +781,10 @@ async fn a_gateway_sets_each_check_in_once_per_epoch() {
         line.push(waiter(&store, &policy).await.0);
     }
     let keys = redis_keys(&store, &policy.room);
-    let offsets = |s: &SessionId| {
-        let b = s.as_bytes();
-        (
-            u64::from(u32::from_be_bytes([b[0], b[1], b[2], b[3]])) % m,
-            u64::from(u32::from_be_bytes([b[4], b[5], b[6], b[7]])) % m,
-        )
-    };
     // Whether a sync wrote a session's bits is seen by clearing one of them before it (the
     // BITFIELD count would mix the liveness reads in).
     let probe = *line.last().unwrap();
-    let (px, py) = offsets(&probe);
+    let (px, py) = bloom_offsets(&probe, m);
     let bit = |c: &redis::aio::MultiplexedConnection, k: String, o: u64| {
         let mut c = c.clone();
         async move {
@@ -847,7 +850,7 @@ async fn a_gateway_sets_each_check_in_once_per_epoch() {
         ("abandon", current("abandon", 900_000, 4)),
     ] {
         for s in line.iter().filter(|&&s| ring == "turn" || s != probe) {
-            let (x, y) = offsets(s);
+            let (x, y) = bloom_offsets(s, m);
             let bx: u8 = c.getbit(&k, x as usize).await.unwrap();
             let by: u8 = c.getbit(&k, y as usize).await.unwrap();
             assert_eq!(
@@ -908,9 +911,7 @@ async fn a_ring_key_taken_by_other_epochs_is_written_again() {
     let has_bits = |c: &mut redis::aio::MultiplexedConnection, s: SessionId| {
         let (mut c, k) = (c.clone(), turn0.clone());
         async move {
-            let b = s.as_bytes();
-            let x = u64::from(u32::from_be_bytes([b[0], b[1], b[2], b[3]])) % m;
-            let y = u64::from(u32::from_be_bytes([b[4], b[5], b[6], b[7]])) % m;
+            let (x, y) = bloom_offsets(&s, m);
             let bx: u8 = c.getbit(&k, x as usize).await.unwrap();
             let by: u8 = c.getbit(&k, y as usize).await.unwrap();
             (bx, by) == (1, 1)

@@ -183,6 +183,18 @@ mod tests {
         [turn.as_bytes().to_vec(), abandon.as_bytes().to_vec()]
     }
 
+    /// A sync of room "r" without trouble confirmed `written` in these epochs.
+    fn confirmed(c: &CheckedIn, turn: &str, abandon: &str, written: &[(u32, u32)]) {
+        c.confirm(
+            "r",
+            BITS,
+            0,
+            0,
+            epochs(turn, abandon),
+            written.iter().copied(),
+        );
+    }
+
     #[test]
     fn a_session_is_written_once_per_epoch_of_each_ring() {
         let c = CheckedIn::default();
@@ -194,26 +206,12 @@ mod tests {
             "nothing copied yet: every bit is written"
         );
         assert_eq!(plan.named, [Vec::<u8>::new(), Vec::new()]);
-        c.confirm(
-            "r",
-            BITS,
-            0,
-            0,
-            epochs("7:1:65536", "3:2:65536"),
-            [a].into_iter(),
-        );
+        confirmed(&c, "7:1:65536", "3:2:65536", &[a]);
         let plan = c.plan("r", BITS, 0, [a, b].into_iter());
         assert_eq!((plan.both, plan.neither), (vec![b], vec![a]));
         assert_eq!(plan.named, epochs("7:1:65536", "3:2:65536"));
         // The turn ring's epoch turned: its copy starts again; the abandon ring's stays.
-        c.confirm(
-            "r",
-            BITS,
-            0,
-            0,
-            epochs("8:1:65536", "3:2:65536"),
-            [b].into_iter(),
-        );
+        confirmed(&c, "8:1:65536", "3:2:65536", &[b]);
         let plan = c.plan("r", BITS, 0, [a, b].into_iter());
         assert_eq!((plan.turn_only, plan.neither), (vec![a], vec![b]));
         // Another room knows nothing of this one's.
@@ -223,14 +221,7 @@ mod tests {
     #[test]
     fn the_test_is_on_the_bits_so_a_collision_skips_only_a_write_that_changes_nothing() {
         let c = CheckedIn::default();
-        c.confirm(
-            "r",
-            BITS,
-            0,
-            0,
-            epochs("1:1:65536", "1:2:65536"),
-            [(5, 9), (700, 11)].into_iter(),
-        );
+        confirmed(&c, "1:1:65536", "1:2:65536", &[(5, 9), (700, 11)]);
         // Both bits of (5, 700) are set, by two other sessions: so they are in the store too.
         let plan = c.plan("r", BITS, 0, [(5, 700), (5, 12)].into_iter());
         assert_eq!(plan.neither, vec![(5, 700)]);
@@ -282,7 +273,7 @@ mod tests {
         let big = MAX_COPIED_BITS * 2;
         c.confirm("r", big, 0, 0, epochs("1:1:x", "1:2:x"), [a].into_iter());
         assert_eq!(c.plan("r", big, 0, [a].into_iter()).both, vec![a]);
-        c.confirm("r", BITS, 0, 0, epochs("", "1:2:65536"), [a].into_iter());
+        confirmed(&c, "", "1:2:65536", &[a]);
         assert_eq!(c.plan("r", BITS, 0, [a].into_iter()).both, vec![a]);
     }
 }
