@@ -258,7 +258,7 @@ impl Breaker {
         }
     }
 
-    /// Opens (or re-opens) the breaker for a cooldown after an error of `class`.
+    /// Notes a failed or skipped call: when (`failed_within`) and one more trouble.
     fn note_failure(&self) {
         self.last_failure.store(self.now(), Ordering::Relaxed);
         self.troubles.fetch_add(1, Ordering::Relaxed);
@@ -278,6 +278,7 @@ impl Breaker {
         last != 0 && self.now().saturating_sub(last) <= window_ms
     }
 
+    /// Opens (or re-opens) the breaker for a cooldown after an error of `class`.
     fn open(&self, class: ErrorClass, probe: bool) {
         self.note_failure();
         let until = self.now() + self.cooldown.as_millis() as u64;
