@@ -143,6 +143,7 @@ const REQUIRED_KEYS: &[&str] = &[
     "wrk_fast_path_ratio",
     "wrk_cookie_check_ratio",
     "wrk_noop_layer_ratio",
+    "wrk_plain_control_ratio",
     "layer_fast_path_axum_overhead_ns",
 ];
 

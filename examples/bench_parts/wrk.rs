@@ -14,15 +14,22 @@
 //! route and its response per request. With `--port 0` it picks a free port. Either way it prints `listening on ADDR` once
 //! it accepts connections.
 //!
-//! The driver (part of every bench run) starts each server process in turn and runs
-//! `wrk -t1 -c32 -d<secs>` against it, round by round, interleaved as the in-process scenarios
-//! are: plain (with the admission cookie), fast path (the same cookie: a fresh admission token
-//! minted with the bench's key right before the run), plain (no cookie), cookie check (no
-//! cookie: every request a first visit, `302` with a signed queue cookie), plain and the no-op
-//! layer (with the admission cookie). Each layered run is compared with the plain run right
-//! before it; the medians of those ratios are `wrk_fast_path_ratio`, `wrk_cookie_check_ratio`
-//! and `wrk_noop_layer_ratio`. A check request before and after each
-//! run makes sure the server answered what the scenario claims (`200` by token, or `302`).
+//! The driver (part of every bench run) runs each layered server **side by side** with a plain
+//! one: both servers at once, each with its own `wrk -t1 -c32 -d<secs>` at the same time. With
+//! two cores or more and `taskset`, both servers are pinned to core 1 and both wrk to core 0,
+//! so the two servers share one core: the scheduler gives each half of it, both are saturated,
+//! and the ratio of their rates is the ratio of their costs per request, under the very same
+//! interference from the rest of the machine. (Run one after the other, as this driver did
+//! before, plain alone moved between 33k and 68k req/s from run to run on the shared 2-core
+//! VM, and a ratio with it.) The pairs, round by round: fast path (both with the admission
+//! cookie: a fresh admission token minted with the bench's key right before the round), cookie
+//! check (no cookie: every layered request a first visit, `302` with a signed queue cookie;
+//! plain answers `200`), the no-op layer (admission cookie), and a control of plain beside
+//! plain, whose ratio shows what the method itself tilts (near 1). The layered server starts
+//! first every other round. The medians of the rounds' ratios are `wrk_fast_path_ratio`,
+//! `wrk_cookie_check_ratio`, `wrk_noop_layer_ratio` and `wrk_plain_control_ratio`. A check
+//! request before and after each run makes sure each server answered what the scenario claims
+//! (`200` by token, or `302`).
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -154,9 +161,36 @@ struct ServerProcess {
     addr: SocketAddr,
 }
 
+/// With two cores or more and `taskset` (util-linux) at hand, the server runs on core 1 and
+/// wrk on core 0: the two stop trading places on the cores between and within runs, which on
+/// a 2-core VM moved the req/s of one scenario by a fifth from run to run. `None`: unpinned.
+fn pinned_cores() -> Option<(&'static str, &'static str)> {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let taskset = Command::new("taskset")
+        .arg("-V")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    (cores >= 2 && taskset).then_some(("0", "1"))
+}
+
+/// `program args...`, on `core` when pinning (see [`pinned_cores`]).
+fn command_on(core: Option<&str>, program: impl AsRef<std::ffi::OsStr>) -> Command {
+    match core {
+        Some(core) => {
+            let mut cmd = Command::new("taskset");
+            cmd.args(["-c", core]).arg(program);
+            cmd
+        }
+        None => Command::new(program),
+    }
+}
+
 impl ServerProcess {
     fn start(scenario: &str) -> Result<Self, BoxError> {
-        let mut child = Command::new(std::env::current_exe()?)
+        let core = pinned_cores().map(|(_, server)| server);
+        let mut child = command_on(core, std::env::current_exe()?)
             .args(["serve", "--scenario", scenario, "--port", "0"])
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -179,8 +213,23 @@ impl ServerProcess {
         }
     }
 
-    /// The process's CPU time so far (user + system), in nanoseconds, from `/proc/PID/stat`.
+    /// The process's CPU time so far (user + system), in nanoseconds: from each thread's
+    /// `/proc/PID/task/TID/schedstat` (the scheduler's nanoseconds on a CPU), or else
+    /// `/proc/PID/stat` (10 ms ticks). With pinning the server runs under `taskset`, which
+    /// `exec`s it: the same process id.
     fn cpu_ns(&self) -> Option<u64> {
+        let tasks = std::fs::read_dir(format!("/proc/{}/task", self.child.id()));
+        let from_schedstat = tasks.ok().and_then(|tasks| {
+            let mut sum = 0;
+            for task in tasks {
+                let stat = std::fs::read_to_string(task.ok()?.path().join("schedstat")).ok()?;
+                sum += stat.split_whitespace().next()?.parse::<u64>().ok()?;
+            }
+            Some(sum)
+        });
+        if let Some(ns) = from_schedstat.filter(|&ns| ns > 0) {
+            return Some(ns);
+        }
         let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).ok()?;
         // Fields after the command name (which may hold spaces) end with `)`.
         let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
@@ -225,8 +274,13 @@ struct WrkRun {
 }
 
 /// `wrk -t1 -c32 -d<secs>s` against `server`, with `cookie` on every request.
-fn wrk(server: &ServerProcess, secs: u64, cookie: Option<&str>) -> Result<WrkRun, BoxError> {
-    let mut cmd = Command::new("wrk");
+fn wrk(
+    server: &ServerProcess,
+    secs: u64,
+    cookie: Option<&str>,
+    pinned: Option<(&str, &str)>,
+) -> Result<WrkRun, BoxError> {
+    let mut cmd = command_on(pinned.map(|(wrk, _)| wrk), "wrk");
     cmd.args([
         "-t1".to_owned(),
         format!("-c{CONNECTIONS}"),
@@ -302,62 +356,97 @@ fn run_secs(settings: &Settings) -> u64 {
     settings.run.as_secs().max(1)
 }
 
-/// Every round: plain and fast path with the admission cookie, plain and cookie check without
-/// cookies, each server in its own process; the medians and the paired ratios.
+/// Every round, each layered server side by side with a plain one (see the module docs):
+/// fast path (admission cookie), cookie check (no cookie), the no-op layer (admission cookie),
+/// and a plain server beside another plain one, the method's own bias; the medians and the
+/// paired ratios.
 pub(crate) fn scenarios(settings: &Settings) -> Result<Map<String, Value>, BoxError> {
     let secs = run_secs(settings);
+    let pinned = pinned_cores();
     eprintln!(
-        "bench: wrk -t1 -c{CONNECTIONS} -d{secs}s against server processes, {} rounds",
+        "bench: wrk -t1 -c{CONNECTIONS} -d{secs}s against pairs of server processes side by side{}, {} rounds",
+        if pinned.is_some() { " (servers on core 1, wrk on core 0)" } else { " (not pinned)" },
         settings.repeats
     );
     let mut rps: Map<String, Value> = Map::new();
     let mut runs: std::collections::BTreeMap<&str, Vec<f64>> = Default::default();
     let mut cpu: std::collections::BTreeMap<&str, Vec<f64>> = Default::default();
     let mut ratios: std::collections::BTreeMap<&str, Vec<f64>> = Default::default();
+    let mut cpu_ratios: std::collections::BTreeMap<&str, Vec<f64>> = Default::default();
     let mut errors = 0;
     for round_no in 0..settings.repeats {
         let token = admission_cookie()?;
-        let mut plain_before = 0.0;
         for (name, cookie, expect) in [
-            ("plain", Some(token.as_str()), 200),
             ("fast_path", Some(token.as_str()), 200),
-            ("plain", None, 200),
             ("cookie_check", None, 302),
-            ("plain", Some(token.as_str()), 200),
             ("noop_layer", Some(token.as_str()), 200),
+            ("plain_control", Some(token.as_str()), 200),
         ] {
-            let server = ServerProcess::start(name)?;
-            let check = || -> Result<(), BoxError> {
+            let layered = if name == "plain_control" {
+                "plain"
+            } else {
+                name
+            };
+            // Every other round the layered server starts first: nothing about the order
+            // (process ids, which wrk the scheduler wakes first) favours one side.
+            let (plain, other) = if round_no % 2 == 0 {
+                let p = ServerProcess::start("plain")?;
+                (p, ServerProcess::start(layered)?)
+            } else {
+                let o = ServerProcess::start(layered)?;
+                (ServerProcess::start("plain")?, o)
+            };
+            let check = |server: &ServerProcess, expect: u16| -> Result<(), BoxError> {
                 let status = check_status(server.addr, cookie)?;
                 if status != expect {
                     return Err(format!("wrk {name}: expected {expect}, got {status}").into());
                 }
                 Ok(())
             };
-            check()?;
-            let r = wrk(&server, secs, cookie)?;
-            check()?;
-            drop(server);
+            check(&plain, 200)?;
+            check(&other, expect)?;
+            let (p, o) = std::thread::scope(|scope| {
+                let p = scope.spawn(|| wrk(&plain, secs, cookie, pinned));
+                let o = wrk(&other, secs, cookie, pinned);
+                (
+                    p.join()
+                        .unwrap_or_else(|_| Err("wrk thread panicked".into())),
+                    o,
+                )
+            });
+            let (p, o) = (p?, o?);
+            check(&plain, 200)?;
+            check(&other, expect)?;
+            drop((plain, other));
             eprintln!(
-                "wrk round {}/{}: {name:<13} {:>9.0} req/s  server CPU {:>6.2} us/req{}",
+                "wrk round {}/{}: {name:<13} {:>8.0} req/s beside plain {:>8.0}: {:.3}  server CPU {:>6.2} / {:>6.2} us/req{}",
                 round_no + 1,
                 settings.repeats,
-                r.rps,
-                r.cpu_us,
-                if r.errors > 0 {
-                    format!("  ({} errors)", r.errors)
+                o.rps,
+                p.rps,
+                o.rps / p.rps.max(1.0),
+                o.cpu_us,
+                p.cpu_us,
+                if p.errors + o.errors > 0 {
+                    format!("  ({} errors)", p.errors + o.errors)
                 } else {
                     String::new()
                 }
             );
-            errors += r.errors;
-            if name == "plain" {
-                plain_before = r.rps;
-            } else if plain_before > 0.0 {
-                ratios.entry(name).or_default().push(r.rps / plain_before);
+            errors += p.errors + o.errors;
+            if p.rps > 0.0 {
+                ratios.entry(name).or_default().push(o.rps / p.rps);
             }
-            runs.entry(name).or_default().push(r.rps);
-            cpu.entry(name).or_default().push(r.cpu_us);
+            if o.cpu_us > 0.0 {
+                cpu_ratios
+                    .entry(name)
+                    .or_default()
+                    .push(p.cpu_us / o.cpu_us);
+            }
+            runs.entry("plain").or_default().push(p.rps);
+            cpu.entry("plain").or_default().push(p.cpu_us);
+            runs.entry(name).or_default().push(o.rps);
+            cpu.entry(name).or_default().push(o.cpu_us);
         }
     }
     let mut m = Map::new();
@@ -371,21 +460,22 @@ pub(crate) fn scenarios(settings: &Settings) -> Result<Map<String, Value>, BoxEr
     }
     for (name, v) in &ratios {
         m.insert(format!("wrk_{name}_ratio"), json!(round(median(v), 3)));
-        // Server CPU per request, plain's over the layer's: steadier than the rates on a
-        // shared machine, where wrk and the server compete for cores with everything else.
-        let layered = median(&cpu[name]);
-        let plain = median(&cpu["plain"]);
-        if layered > 0.0 {
-            m.insert(
-                format!("wrk_{name}_cpu_ratio"),
-                json!(round(plain / layered, 3)),
-            );
+        // Server CPU per request, the plain neighbour's over the layer's, run by run.
+        if let Some(c) = cpu_ratios.get(name) {
+            m.insert(format!("wrk_{name}_cpu_ratio"), json!(round(median(c), 3)));
         }
     }
     m.insert("wrk_errors".into(), json!(errors));
     m.insert(
         "wrk_runs".into(),
-        json!({ "rps": rps, "server_cpu_us": cpu, "secs": secs, "connections": CONNECTIONS }),
+        json!({
+            "rps": rps,
+            "server_cpu_us": cpu,
+            "ratios": ratios,
+            "secs": secs,
+            "connections": CONNECTIONS,
+            "pinned": pinned.is_some(),
+        }),
     );
     if errors > 0 {
         return Err(format!("wrk counted {errors} errors or unexpected answers").into());
