@@ -121,6 +121,7 @@ const REQUIRED_KEYS: &[&str] = &[
     "enter_p50_us",
     "enter_p99_us",
     "bytes_per_waiter",
+    "bytes_per_waiter_steady",
     "memory_poll_p99_us",
     "memory_poll_p99_ratio",
     "token_sign_ns",

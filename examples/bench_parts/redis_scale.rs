@@ -139,7 +139,9 @@ pub(super) async fn scenarios(
     let line_redis = RedisServer::start()?;
     let line_store = store_on(&line_redis)?;
     let line_policy = line_policy(sizes.line);
+    let before_fill = line_redis.used_memory()?;
     let ours_bytes = fill_our_line(&line_redis, &line_store, &line_policy, sizes.line).await?;
+    let after_fill = liveness_bitmaps(&line_redis, &line_store, &line_policy).await?;
     let mut peer_bytes = Map::new();
     for ids in [IdEncoding::Hex32, IdEncoding::Binary16] {
         let server = RedisServer::start()?;
@@ -166,6 +168,16 @@ pub(super) async fn scenarios(
         "bytes_per_waiter_max_queue_len".into(),
         json!(line_bound(sizes.line)),
     );
+    // The fill takes about a minute: its figure holds the liveness bitmaps of the epochs it
+    // saw, not the full rings a room running for longer keeps (see `liveness_bitmaps`).
+    let steady = after_fill.steady_state_bytes(ours_bytes * sizes.line as f64, &line_policy)
+        / sizes.line as f64;
+    eprintln!(
+        "bytes per waiter in steady state: {steady:.1} (the fill left {} liveness bitmaps, {} bytes)",
+        after_fill.count, after_fill.bytes
+    );
+    m.insert("bytes_per_waiter_steady".into(), json!(round(steady, 1)));
+    m.insert("liveness_bitmaps_after_fill".into(), after_fill.to_json());
     lap("bytes_per_waiter");
 
     // Redis CPU per 1 000 waiting polls, through today's layer on a fresh server.
@@ -215,6 +227,21 @@ pub(super) async fn scenarios(
         )
         .await?,
     );
+    let after_sim = liveness_bitmaps(&line_redis, &line_store, &line_policy).await?;
+    // The line as the run left it (admissions went out, newcomers came in): KEYS 2.
+    let waiting_now: u64 = redis::cmd("ZCARD")
+        .arg(&redis_keys(&line_store, &line_policy.room)[1])
+        .query_async(&mut connection(&line_redis).await?)
+        .await?;
+    if waiting_now > 0 {
+        let waiting = waiting_now;
+        let bytes = line_redis.used_memory()?.saturating_sub(before_fill) as f64;
+        m.insert(
+            "bytes_per_waiter_after_sim".into(),
+            json!(round(bytes / waiting as f64, 1)),
+        );
+    }
+    m.insert("liveness_bitmaps_after_sim".into(), after_sim.to_json());
     lap("simulated_run");
     m.insert("redis_scale_seconds".into(), Value::Object(seconds));
     Ok(m)
@@ -883,6 +910,64 @@ fn line_bound(line: u64) -> u64 {
     line + (line / 32).max(10_000)
 }
 
+/// The liveness bitmaps a room's line holds in Redis at one moment: how many of its ring keys
+/// exist, their bytes (`MEMORY USAGE`), and the largest one's.
+struct LivenessBitmaps {
+    count: usize,
+    bytes: u64,
+    largest: u64,
+}
+
+impl LivenessBitmaps {
+    /// The line's bytes in steady state from `line_bytes` measured with these bitmaps: a room
+    /// that has run for longer than `abandon_after` keeps every key of both rings
+    /// (`TURN_EPOCHS + 2` and `ABANDON_EPOCHS + 2`), each a full bitmap once its epoch saw a
+    /// few thousand check-ins. The full size is the largest key measured, or else the Bloom
+    /// size the store computes for the line's `max_queue_len`.
+    fn steady_state_bytes(&self, line_bytes: f64, policy: &RoomPolicy) -> f64 {
+        use tower_waiting_room::store::snapshot::{ABANDON_EPOCHS, TURN_EPOCHS};
+        let keys = (TURN_EPOCHS + 2 + ABANDON_EPOCHS + 2) as f64;
+        let full = if self.largest > 0 {
+            self.largest as f64
+        } else {
+            (tower_waiting_room::__private::redis_bloom_bits(policy.max_queue_len) / 8) as f64
+        };
+        line_bytes - self.bytes as f64 + keys * full
+    }
+
+    fn to_json(&self) -> Value {
+        json!({ "keys": self.count, "bytes": self.bytes, "largest": self.largest })
+    }
+}
+
+/// The room's liveness ring keys in `redis` right now (KEYS 10 to 19 of the room script).
+async fn liveness_bitmaps(
+    redis: &RedisServer,
+    store: &RedisStore,
+    policy: &RoomPolicy,
+) -> Result<LivenessBitmaps, BoxError> {
+    let mut conn = connection(redis).await?;
+    let keys = redis_keys(store, &policy.room);
+    let mut found = LivenessBitmaps {
+        count: 0,
+        bytes: 0,
+        largest: 0,
+    };
+    for key in &keys[9..19] {
+        let usage: Option<u64> = redis::cmd("MEMORY")
+            .arg("USAGE")
+            .arg(key)
+            .query_async(&mut conn)
+            .await?;
+        if let Some(bytes) = usage {
+            found.count += 1;
+            found.bytes += bytes;
+            found.largest = found.largest.max(bytes);
+        }
+    }
+    Ok(found)
+}
+
 /// Fills our room on the fresh `redis`: [`line_id`] 0 takes the slot, 1..=`line` wait. Answers
 /// the `used_memory` difference per waiter.
 async fn fill_our_line(
@@ -1489,6 +1574,10 @@ pub(super) fn print_table(s: &Value) {
             "our enter / EVALSHA `return 1` at capacity 1 000",
         ),
         ("bytes_per_waiter", "bytes per waiter, ours"),
+        (
+            "bytes_per_waiter_steady",
+            "bytes per waiter, ours, every liveness bitmap kept",
+        ),
         ("peer_bytes_per_waiter", "bytes per waiter, peer (same ids)"),
         (
             "redis_us_per_waiting_poll",
