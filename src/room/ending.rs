@@ -122,7 +122,10 @@ mod tests {
             for times in [1, 2] {
                 let mut present = headers(n, times);
                 assert!(strip_end_slot(&mut present), "{n} headers, {times} times");
-                assert!(!present.contains_key(&END_SLOT), "{n} headers, {times} times");
+                assert!(
+                    !present.contains_key(&END_SLOT),
+                    "{n} headers, {times} times"
+                );
                 assert_eq!(present.len(), n, "the others stay");
             }
         }
