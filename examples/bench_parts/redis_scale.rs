@@ -672,12 +672,44 @@ fn comparison_policy(capacity: u64) -> RoomPolicy {
 const COMPARISON_MAX_LINE: u64 = 2_000_000;
 
 /// Only the simulated 2M / 8-gateway run on a filled line (`bench --sim`): for work on `sync`.
+///
+/// `SIM_BEFORE` in the environment does more between the fill and the run, to find what makes
+/// the simulated run inside the full run cost more than alone (docs/benchmarks.md, "Latest
+/// results"); any of, in this order: `release` (one waiter in a hundred leaves, as the
+/// position-error part does) or `releasetail` (the last hundredth of the line leaves), `flush` (`FUNCTION FLUSH` and the room function loaded again: a
+/// fresh Lua state), `snapsync` (one sync with no check-ins), `position` (the whole
+/// position-error part), `wait<N>` (N seconds).
 pub(super) async fn sim_only(settings: &Settings) -> Result<Map<String, Value>, BoxError> {
     let sizes = Sizes::of(settings);
     let line_redis = RedisServer::start()?;
     let line_store = store_on(&line_redis)?;
     let line_policy = line_policy(sizes.line);
     fill_our_line(&line_redis, &line_store, &line_policy, sizes.line).await?;
+    if let Ok(what) = std::env::var("SIM_BEFORE") {
+        if what.contains("releasetail") {
+            for i in sizes.line - sizes.line / 100 + 1..=sizes.line {
+                line_store.release(&line_policy, line_id(i)).await?;
+            }
+        } else if what.contains("release") {
+            for i in (1..=sizes.line).filter(|&i| i % 100 == 37) {
+                line_store.release(&line_policy, line_id(i)).await?;
+            }
+        }
+        if what.contains("flush") {
+            line_redis.command(&["FUNCTION", "FLUSH"])?;
+            let mut conn = connection(&line_redis).await?;
+            load_ours(&mut conn).await?;
+        }
+        if what.contains("snapsync") {
+            line_store.sync(&line_policy, Vec::new()).await?;
+        }
+        if what.contains("position") {
+            position_error(&line_redis, &line_store, &line_policy, sizes.line).await?;
+        }
+        if let Some(secs) = what.strip_prefix("wait").and_then(|s| s.parse().ok()) {
+            tokio::time::sleep(Duration::from_secs(secs)).await;
+        }
+    }
     simulated_run(
         &line_redis,
         &line_policy,
