@@ -255,22 +255,30 @@ async fn sync_checkpoints_are_the_exact_ranks() {
     }
 }
 
-/// Each bitmap is a Bloom filter of M bits, M the power of two >= 16 * max_queue_len: a
-/// session whose first four bytes are all ones sets the last bit.
+/// Each bitmap is a Bloom filter of M bits, M 128 under the power of two >= 16 * max_queue_len,
+/// so that the string (M bits, the sentinel bit M, Redis's header and NUL) fits the
+/// allocator's size class of the power of two: `MEMORY USAGE` of a bitmap is at most that
+/// class and the key's own few dozen bytes (at the power of two itself a 4 MiB bitmap took
+/// 5 MiB). A session whose first four bytes are M - 1 sets the last bit.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_bitmaps_have_m_bits() {
-    assert_eq!(redis_bloom_bits(2_000_000), 1 << 25);
+async fn the_bitmaps_have_m_bits_and_fit_their_size_class() {
+    assert_eq!(redis_bloom_bits(2_000_000), (1 << 25) - 128);
     let server = Server::start(&[]);
     let clock = ManualClock::new(START_MS);
     let store = store(&server, &clock);
     let mut c = conn(&server).await;
-    for (room, max_queue_len) in [("m-small", 1_000u64), ("m-large", 100_000)] {
+    for (room, max_queue_len) in [
+        ("m-small", 1_000u64),
+        ("m-large", 100_000),
+        ("m-2m", 2_000_000),
+    ] {
         let policy = RoomPolicy::new(room, 1).with_max_queue_len(max_queue_len);
         let m = redis_bloom_bits(max_queue_len);
-        assert_eq!(m, (16 * max_queue_len).next_power_of_two().max(1 << 16));
+        let class = (16 * max_queue_len).next_power_of_two().max(1 << 16);
+        assert_eq!(m, class - 128);
         admitted(&store, &policy).await;
         let mut id = [0u8; 16];
-        id[..4].copy_from_slice(&[0xff; 4]);
+        id[..4].copy_from_slice(&u32::try_from(m - 1).unwrap().to_be_bytes());
         let d = store
             .enter(&policy, SessionId::from_bytes(id))
             .await
@@ -285,9 +293,29 @@ async fn the_bitmaps_have_m_bits() {
         let keys = redis_keys(&store, room);
         for ring in ["turn", "abandon"] {
             let mut longest = 0u64;
+            let mut written = 0;
             for k in keys.iter().filter(|k| k.contains(&format!(":{ring}"))) {
-                longest = longest.max(c.strlen(k).await.unwrap());
+                let len: u64 = c.strlen(k).await.unwrap();
+                longest = longest.max(len);
+                if len == 0 {
+                    continue;
+                }
+                written += 1;
+                let last: u8 = c.getbit(k, (m - 1) as usize).await.unwrap();
+                assert_eq!(last, 1, "{room}: {k} has the session's last bit");
+                let usage: u64 = redis::cmd("MEMORY")
+                    .arg("USAGE")
+                    .arg(k)
+                    .query_async(&mut c)
+                    .await
+                    .unwrap();
+                assert!(
+                    usage <= class / 8 + 256,
+                    "{room}: {k} takes {usage} bytes, over its {} byte class",
+                    class / 8
+                );
             }
+            assert_eq!(written, 1, "{room}: one epoch of the {ring} ring written");
             // M bits, and the sentinel at bit M (the bitmap's loss is told by it).
             assert_eq!(longest, m / 8 + 1, "{room}: the {ring} ring's bitmap");
         }
@@ -593,7 +621,7 @@ async fn a_join_is_a_check_in_without_bits_until_seq_goes_back() {
 
 /// A room kept by version 2 of the crate (its settings say `v` 2, and its epochs have no first
 /// sequence numbers) is upgraded in place by this version's first call: nobody loses their place,
-/// the settings say 4 from then on (so version 2's library refuses the room rather than read
+/// the settings say this version (5) from then on (so version 2's library refuses the room rather than read
 /// bit-less joins as silence), and a newcomer joining before the epochs are made again is
 /// checked in with bits (their join cannot be told by its number yet).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -622,7 +650,7 @@ async fn a_room_of_version_2_is_upgraded_in_place() {
     let (b, _) = waiter(&store, &policy).await;
     let v: u32 = c.hget(&settings, "v").await.unwrap();
     assert_eq!(v, tower_waiting_room::store::SETTINGS_VERSION);
-    assert_eq!(v, 4);
+    assert_eq!(v, 5);
     assert!(matches!(
         store.poll(&policy, a).await.unwrap(),
         Decision::Waiting { position: 1, .. }
@@ -657,7 +685,7 @@ async fn a_room_of_version_2_is_upgraded_in_place() {
 }
 
 /// A room kept by version 3 (its settings say `v` 3 and hold that version's fast path window,
-/// here an open one) is upgraded in place by this version's first call: the settings say 4 and
+/// here an open one) is upgraded in place by this version's first call: the settings say this version (5) and
 /// no longer hold the old window's fields (version 3's library, which reads and keeps its
 /// window there, then refuses the room), nobody loses their place, and the window is this
 /// version's own key from then on.
@@ -689,7 +717,7 @@ async fn a_room_of_version_3_is_upgraded_in_place() {
     assert_eq!(b_seq, a_seq + 1);
     let v: u32 = c.hget(&settings, "v").await.unwrap();
     assert_eq!(v, tower_waiting_room::store::SETTINGS_VERSION);
-    assert_eq!(v, 4);
+    assert_eq!(v, 5);
     let fields: Vec<String> = c.hkeys(&settings).await.unwrap();
     assert!(
         !fields.iter().any(|f| f.starts_with("fast_")),
@@ -703,6 +731,96 @@ async fn a_room_of_version_3_is_upgraded_in_place() {
             Decision::Waiting { position: p, .. } if p == position
         ));
     }
+}
+
+/// A room kept by version 4 (its bitmaps of the older size, a power of two, whose bits sit at
+/// other offsets) is upgraded in place by this version's first call: the settings say 5, and
+/// every epoch the rings' fields name is marked lost (negative), so a waiter whose check-ins
+/// are only in the older bitmaps is not skipped at their turn; read with this version's offsets
+/// those bitmaps would say the waiter was silent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_room_of_version_4_is_upgraded_in_place() {
+    let server = Server::start(&[]);
+    let clock = ManualClock::new(START_MS);
+    let store = store(&server, &clock);
+    let mut c = conn(&server).await;
+    let policy = policy_8s("upgrade4");
+    let keys = redis_keys(&store, "upgrade4");
+    let settings = key(&keys, "settings").to_owned();
+    let holder = admitted(&store, &policy).await;
+    let (a, _) = waiter(&store, &policy).await;
+    // A polls 9 s after joining (the join's turn epoch no longer counts 12 s after it).
+    advance(&clock, 9_000);
+    assert!(matches!(
+        store.poll(&policy, a).await.unwrap(),
+        Decision::Waiting { position: 1, .. }
+    ));
+    // As version 4 would have left it: every bitmap 2^16 bits (the power of two for a line of
+    // 1 000) with A's bits at offsets mod 2^16, the sentinel at 2^16; v 4; no window.
+    let old_m = 1u64 << 16;
+    assert_ne!(redis_bloom_bits(1_000), old_m);
+    let ax = a.as_bytes();
+    let x = u64::from(u32::from_be_bytes([ax[0], ax[1], ax[2], ax[3]])) % old_m;
+    let y = u64::from(u32::from_be_bytes([ax[4], ax[5], ax[6], ax[7]])) % old_m;
+    let mut rewritten = 0;
+    for k in keys
+        .iter()
+        .filter(|k| k.contains(":turn") || k.contains(":abandon"))
+    {
+        let len: u64 = c.strlen(k).await.unwrap();
+        if len == 0 {
+            continue;
+        }
+        let ttl: i64 = c.pttl(k).await.unwrap();
+        let _: () = c.del(k).await.unwrap();
+        for bit in [x, y, old_m] {
+            let _: u8 = c.setbit(k, bit as usize, true).await.unwrap();
+        }
+        let _: () = c.pexpire(k, ttl).await.unwrap();
+        rewritten += 1;
+    }
+    assert!(rewritten >= 2, "the current epochs' bitmaps: {rewritten}");
+    let _: () = c.hset(&settings, "v", 4).await.unwrap();
+    let _: () = c.del(key(&keys, "fast")).await.unwrap();
+    let held_before: Vec<(String, i64)> = ring_fields(&mut c, &settings).await;
+    assert!(held_before.iter().all(|(_, e)| *e > 0), "{held_before:?}");
+
+    // A's turn comes 12 s after their join, 3 s after their poll (within queue_ttl: never
+    // skipped). Only the older bitmaps hold that poll.
+    advance(&clock, 3_000);
+    assert!(store.release(&policy, holder).await.unwrap());
+    let v: u32 = c.hget(&settings, "v").await.unwrap();
+    assert_eq!(v, tower_waiting_room::store::SETTINGS_VERSION);
+    assert_eq!(v, 5);
+    let held_after: Vec<(String, i64)> = ring_fields(&mut c, &settings).await;
+    for (field, e) in &held_before {
+        assert!(
+            held_after.contains(&(field.clone(), -e)),
+            "{field}'s epoch {e} marked lost: {held_after:?}"
+        );
+    }
+    assert!(matches!(
+        store.poll(&policy, a).await.unwrap(),
+        Decision::Admitted { .. }
+    ));
+}
+
+/// The rings' epoch fields of a settings key (`turn0` .. `abandon3`) that are set.
+async fn ring_fields(
+    c: &mut redis::aio::MultiplexedConnection,
+    settings: &str,
+) -> Vec<(String, i64)> {
+    let all: Vec<(String, String)> = c.hgetall(settings).await.unwrap();
+    all.into_iter()
+        .filter(|(f, _)| {
+            (f.starts_with("turn") || f.starts_with("abandon"))
+                && f.ends_with(|ch: char| ch.is_ascii_digit())
+        })
+        .map(|(f, v)| {
+            let e = v.parse().unwrap();
+            (f, e)
+        })
+        .collect()
 }
 
 /// The fast path's window is a key of its own: `<since>:<from>:<till>:<for>` (and, in a room this
@@ -735,9 +853,11 @@ async fn the_window_is_a_key_of_its_own_that_ends_by_its_ttl() {
     let (from, till): (u64, u64) = (parts[1].parse().unwrap(), parts[2].parse().unwrap());
     assert!(from >= START_MS + 250 && from < till, "{held}");
     assert_eq!(till, START_MS + 1_000, "ends with the second: {held}");
+    let version = format!("#{}", tower_waiting_room::store::SETTINGS_VERSION);
     assert_eq!(
-        parts[3], "1000:8000:1800000",
-        "kept for the call's numbers: {held}"
+        parts[3],
+        format!("1000:8000:1800000{version}"),
+        "kept for the call's numbers and this version: {held}"
     );
     let pttl: i64 = c.pttl(&window).await.unwrap();
     assert!(
@@ -758,6 +878,31 @@ async fn the_window_is_a_key_of_its_own_that_ends_by_its_ttl() {
     waiter(&store, &policy).await;
     let held: Option<Vec<u8>> = c.get(&window).await.unwrap();
     assert!(held.is_some(), "open again");
+
+    // A window that main of an older version opened (its `for` names no version, as version
+    // 4's) is not answered from: the next enter runs main, which writes this version's window
+    // over it (the fast path never writes the window).
+    let mut older = held.unwrap();
+    let at = older
+        .windows(version.len())
+        .position(|w| w == version.as_bytes())
+        .expect("the window names its version");
+    older.drain(at..at + version.len());
+    let _: () = redis::cmd("SET")
+        .arg(&window)
+        .arg(&older)
+        .arg("PX")
+        .arg(60_000)
+        .query_async(&mut c)
+        .await
+        .unwrap();
+    waiter(&store, &policy).await;
+    let now: Vec<u8> = c.get(&window).await.unwrap();
+    assert_ne!(now, older, "main ran and kept its own window");
+    assert!(
+        now.windows(version.len()).any(|w| w == version.as_bytes()),
+        "{now:?}"
+    );
 }
 
 /// A gateway sets each waiter's liveness bits once per epoch of each ring, not with every sync

@@ -19,9 +19,12 @@ use crate::config::RoomPolicy;
 /// each epoch by its first sequence number), so a store of version 2 would take them for silent.
 /// Version 4: the Redis store keeps its fast path's window in a key of its own, which a store
 /// of version 3 would neither move nor close.
-/// The Redis store upgrades a room of version 2 or 3 in place on its first call; a gateway of
-/// an older version then refuses the room (see `docs/redis.md`, "Upgrading").
-pub const SETTINGS_VERSION: u32 = 4;
+/// Version 5: each liveness bitmap of the Redis store is a little under the power of two it was
+/// (so that it fits its allocator size class: a fifth less memory for them), which moves every
+/// session's bits, so a store of version 4 would read them as silence.
+/// The Redis store upgrades a room of version 2, 3 or 4 in place on its first call; a gateway
+/// of an older version then refuses the room (see `docs/redis.md`, "Upgrading").
+pub const SETTINGS_VERSION: u32 = 5;
 
 /// A room's live settings, as the store holds them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]

@@ -353,7 +353,7 @@ impl Callee {
     }
 }
 
-/// `FUNCTION LOAD REPLACE` of the room library: its name (`twr_room_v5`). In a cluster redis-rs
+/// `FUNCTION LOAD REPLACE` of the room library: its name (`twr_room_v6`). In a cluster redis-rs
 /// sends it to every primary (and answers once all succeeded).
 pub(crate) async fn load_room_library<C: ConnectionLike>(con: &mut C) -> RedisResult<String> {
     redis::cmd("FUNCTION")

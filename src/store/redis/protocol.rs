@@ -22,7 +22,7 @@ pub(crate) const SCRIPT: &str = include_str!("room.lua");
 
 /// The library's name and its one function's (the same): its version is in the name, so a
 /// changed library is a new name (`room.lua`'s first line says it too).
-pub(crate) const ROOM_FUNCTION: &str = "twr_room_v5";
+pub(crate) const ROOM_FUNCTION: &str = "twr_room_v6";
 
 /// Whether `e` is the server's answer to an `FCALL` of a function it does not have (a flushed
 /// or restarted server, a failover to a replica that missed the load, `FUNCTION FLUSH`). It has
@@ -54,14 +54,22 @@ pub(crate) fn keys(prefix: &str, room: &str) -> [String; KEY_COUNT] {
     KEY_NAMES.map(|k| format!("{prefix}:{{{room}}}:{k}"))
 }
 
+/// How many bits under its power of two each liveness bitmap is (the script's `BLOOM_SLACK`):
+/// the bitmap's string holds the sentinel bit too, and Redis allocates it with a header of up
+/// to 9 bytes and a NUL. At the power of two exactly, that is a few bytes past the allocator's
+/// size class, and the next class is a quarter larger (each 4 MiB bitmap of a line of two
+/// million took 5 MiB, measured with `MEMORY USAGE`).
+pub(crate) const BLOOM_SLACK: u64 = 128;
+
 /// The size in bits of each liveness bitmap (a Bloom filter with two bits per session) for a
-/// line of at most `max_queue_len`: the power of two at or above 16 bits per waiter, between
-/// 2^16 and 2^32 (Redis's largest string). The script computes the same.
+/// line of at most `max_queue_len`: [`BLOOM_SLACK`] under the power of two at or above 16 bits
+/// per waiter, between 2^16 and 2^32 (Redis's largest string). The script computes the same.
 pub(crate) fn bloom_bits(max_queue_len: u64) -> u64 {
     max_queue_len
         .saturating_mul(16)
         .clamp(1 << 16, 1 << 32)
         .next_power_of_two()
+        - BLOOM_SLACK
 }
 
 /// The two bits a session sets in each liveness bitmap of `bits` bits: the big-endian u32 of
@@ -727,6 +735,9 @@ mod tests {
             "local SETTINGS_VERSION = {}\n",
             crate::store::SETTINGS_VERSION
         )));
+        assert!(SCRIPT.contains(&format!("local BLOOM_SLACK = {BLOOM_SLACK}\n")));
+        assert!(SCRIPT.starts_with(&format!("#!lua name={ROOM_FUNCTION}\n")));
+        assert!(SCRIPT.contains(&format!("function_name = '{ROOM_FUNCTION}',")));
         for (i, name) in KEY_NAMES.iter().enumerate() {
             assert!(
                 SCRIPT.contains(&format!("--  {:>2} ", i + 1))
@@ -736,11 +747,11 @@ mod tests {
                 i + 1
             );
         }
-        assert_eq!(bloom_bits(0), 1 << 16);
-        assert_eq!(bloom_bits(4_096), 1 << 16);
-        assert_eq!(bloom_bits(4_097), 1 << 17);
-        assert_eq!(bloom_bits(2_000_000), 1 << 25);
-        assert_eq!(bloom_bits(u64::MAX), 1 << 32);
+        assert_eq!(bloom_bits(0), (1 << 16) - 128);
+        assert_eq!(bloom_bits(4_096), (1 << 16) - 128);
+        assert_eq!(bloom_bits(4_097), (1 << 17) - 128);
+        assert_eq!(bloom_bits(2_000_000), (1 << 25) - 128);
+        assert_eq!(bloom_bits(u64::MAX), (1 << 32) - 128);
     }
 
     #[test]
@@ -756,7 +767,11 @@ mod tests {
         assert_eq!(arg.len(), 2 * SEEN_ENTRY_BYTES);
         assert_eq!((&arg[..16], &arg[16..]), (&id[..], &id[..]));
         let bits = bloom_bits(4_096);
-        assert_eq!(offsets_arg(offsets_of(&[s, s], bits)), b"65535 3 65535 3 ");
+        // 2^32 - 1 and 65 539, each mod 65 408 (2^16 - 128).
+        assert_eq!(
+            offsets_arg(offsets_of(&[s, s], bits)),
+            b"16383 131 16383 131 "
+        );
         assert_eq!(
             offsets_arg([(0, u32::MAX), (1_000_000, 10)]),
             b"0 4294967295 1000000 10 "

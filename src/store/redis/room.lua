@@ -1,11 +1,11 @@
-#!lua name=twr_room_v5
+#!lua name=twr_room_v6
 -- tower-waiting-room: the whole state machine of one room, atomically inside Redis/Valkey.
 --
 -- A Redis Functions library (Redis 7.0+, Valkey 7.2+), loaded with `FUNCTION LOAD REPLACE` and
--- called as `FCALL twr_room_v5 <numkeys> KEYS... ARGV...`: the library's top level defines the
+-- called as `FCALL twr_room_v6 <numkeys> KEYS... ARGV...`: the library's top level defines the
 -- functions once, at load; each call only runs the registered function (with EVALSHA, Lua ran
 -- the whole top level, ~40 function definitions, on every call: most of a short call's cost).
--- The library's name carries its version (`twr_room_v5`): a changed library is loaded under a
+-- The library's name carries its version (`twr_room_v6`): a changed library is loaded under a
 -- new name, or replaces the old one by REPLACE, never mixed with it.
 --
 -- The function has no flags: not `no-writes` and not `allow-oom`, so the server checks memory
@@ -141,14 +141,18 @@
 -- keeps members as 16 raw bytes (version 1 had hex and a `seen` zset): a room of version 1 is
 -- refused; upgrade between sales, or use a new key prefix. Version 3 (`twr_room_v3`): a
 -- newcomer's join sets no liveness bits (see Liveness: joined since), which version 2's
--- library would read as silence. Version 4 (libraries `twr_room_v4` and this one, `twr_room_v5`,
+-- library would read as silence. Version 4 (libraries `twr_room_v4` and `twr_room_v5`,
 -- whose sync takes the check-ins a gateway already made apart: the data are the same): the fast path's
 -- window lives in its own key (KEYS[20]) instead of settings fields, which version 3's main
--- would neither move nor close. So a room of version 2 or 3 is upgraded in place by its first
--- call here (version 3's window fields deleted), and from then on the older libraries (loaded
--- under their own names) refuse it: in a rolling deploy the gateways not yet upgraded answer
--- by their fail policy, never sweeping anyone and never answering from a window they do not
--- keep.
+-- would neither move nor close. Version 5 (this library, `twr_room_v6`): each liveness bitmap
+-- is BLOOM_SLACK bits under the power of two it was (see Liveness), so every session's bits sit
+-- at other offsets, which version 4's library would read as silence. So a room of version 2, 3
+-- or 4 is upgraded in place by its first call here (version 3's window fields deleted, and
+-- every epoch a ring field names marked lost: everyone counts as seen in the older bitmaps
+-- until each ring comes round, and nobody is skipped or swept for them), and from then on the
+-- older libraries (loaded under their own names) refuse it: in a rolling deploy the gateways
+-- not yet upgraded answer by their fail policy, never sweeping anyone and never answering from
+-- a window they do not keep.
 --
 -- Schedule (the last ARGV, when present): before opens_at nobody is admitted (no promotion, no
 -- direct admission, admit_next lets nobody in); a newcomer joins the pre-queue with the score
@@ -192,8 +196,9 @@
 -- Ring key i holds the epoch e with e mod ring length == i (which one: the settings field); a
 -- key found holding an older epoch is DELeted before the first write of the new one, and gets a
 -- PEXPIRE to the end of its ring (ring length * width after its epoch began), so a dead room's
--- bitmaps vanish. Each key is a Bloom filter of M bits, M = the power of two >= 16 *
--- max_queue_len in [2^16, 2^32]; a session sets 2 bits, the big-endian u32 of its id's bytes
+-- bitmaps vanish. Each key is a Bloom filter of M bits, M = P - BLOOM_SLACK, P the power of two
+-- >= 16 * max_queue_len in [2^16, 2^32] (under P so that the string, with the sentinel bit M,
+-- Redis's header and NUL, fits the allocator's size class P / 8 bytes); a session sets 2 bits, the big-endian u32 of its id's bytes
 -- 1-4 and 5-8, each mod M (one BITFIELD per key and up to 500 sessions). A waiter is alive by a
 -- rule if both bits are set in a key whose epoch still counts (epoch + keep >= now's epoch).
 -- A false positive (another session's bits) only makes a silent waiter look alive: granted at
@@ -251,8 +256,9 @@
 -- (KEYS[20]): '<since>:<from>:<till>:<for>', with a TTL that ends the key at till - 1 ms
 -- (Redis expires a key by its own clock, the one TIME reads, and judges expiry at a script's
 -- start), or deletes it. `for` is ARGV 4 as main's call sent it, then '|' and the schedule
--- without the draw for a room with one (`F.window_key`): a call that sends other liveness TTLs,
--- another line bound or another schedule is main's. The window is the time in which everything
+-- without the draw for a room with one, then '#' and the settings version (`F.window_key`): a
+-- call that sends other liveness TTLs, another line bound or another schedule, or that finds
+-- a window of another version, is main's. The window is the time in which everything
 -- main would look at but the slots and the caller's own place is settled (`F.window`): the
 -- room open, not paused, not before its opening or after its closing, no ban in force,
 -- housekeeping not due, the arrival of this second noted, and both liveness rings writing the
@@ -298,7 +304,15 @@
 -- and F, defined once at load. (When this was an EVALSHA script, each call defined them all
 -- anew: 17 us of an enter's 41.)
 local R, F = nil, {}
-local SETTINGS_VERSION = 4
+local SETTINGS_VERSION = 5
+-- How far under its power of two each liveness bitmap's size is (see Liveness): the bitmap's
+-- string is M / 8 + 1 bytes (the sentinel is bit M), and Redis allocates it with up to 9 bytes
+-- of header and a NUL. At M = P exactly that is 11 bytes over P / 8, and the allocator's next
+-- size class is a quarter larger (5 MiB for each 4 MiB bitmap of a line of two million,
+-- measured); 128 bits under it, it fits P / 8 with 5 bytes to spare.
+local BLOOM_SLACK = 128
+-- The end of the fast path's window's `for` (see F.window_key).
+local WINDOW_VERSION = '#' .. SETTINGS_VERSION
 -- The operations (ARGV 1): anything else is refused before any read or write. `join` is an
 -- enter by a visitor whose cookie has no place (the gateway knows of none): the fast path takes
 -- their number first; main answers it as `enter`.
@@ -367,16 +381,39 @@ local WINDOW = '^(%d+):(%d+):(%d+):((%d+):[^%z]*)(.*)$'
 -- told from a holder without the two slot lookups.
 local HOLDERS_IN_WINDOW = 16
 
--- The Bloom filter's size in bits for a line of at most `max_queue`: the power of two >= 16 *
--- max_queue, in [2^16, 2^32] (memoized: a room's bound rarely changes).
+-- The Bloom filter's size in bits for a line of at most `max_queue`: BLOOM_SLACK under the
+-- power of two >= 16 * max_queue, in [2^16, 2^32] (memoized: a room's bound rarely changes).
 function F.bloom_bits(max_queue)
   local bits = BLOOM_BITS[max_queue]
   if not bits then
     bits = 65536
     while bits < 16 * max_queue and bits < 4294967296 do bits = bits * 2 end
+    bits = bits - BLOOM_SLACK
     BLOOM_BITS[max_queue] = bits
   end
   return bits
+end
+
+-- Every epoch the rings' fields name, marked lost (-e), for a room of an older version (see
+-- Settings): its bitmaps are of another size, so their bits sit at other offsets than this
+-- version reads. Everyone then counts as seen in those epochs (nobody skipped or swept for
+-- them), and each bitmap is made again at this version's size when its ring comes round.
+-- `v` is the one HMGET's reply, whose current epochs' fields are brought up to it.
+function F.mark_rings_lost(v)
+  for n, rg in ipairs(R.rings) do
+    local fields, lost = {}, {}
+    for i = 0, rg.len - 1 do fields[i + 1] = RING_FIELDS[rg.name][i] end
+    local held = redis.call('HMGET', R.k_settings, unpack(fields))
+    for i = 1, rg.len do
+      local e = tonumber(held[i])
+      if e and e > 0 then
+        lost[#lost + 1], lost[#lost + 2] = fields[i], string.format('%d', -e)
+      end
+    end
+    if #lost > 0 then redis.call('HSET', R.k_settings, unpack(lost)) end
+    local current = tonumber(v[RING_FIELD_AT + n - 1])
+    if current and current > 0 then v[RING_FIELD_AT + n - 1] = string.format('%d', -current) end
+  end
 end
 
 -- The arguments as sent (see the header) in the numbering main reads: op, session, now, the
@@ -485,11 +522,13 @@ end
 function F.load_settings()
   local v = redis.call('HMGET', R.k_settings, unpack(R.SETTINGS_FIELDS))
   local ver = tonumber(v[1])
-  if ver == 2 or ver == 3 then
-    -- Versions 2 and 3 (see Settings): upgraded in place. Their fields are all read the same;
+  if ver == 2 or ver == 3 or ver == 4 then
+    -- Versions 2 to 4 (see Settings): upgraded in place. Their fields are all read the same;
     -- version 2's epochs have no first sequence number, so until each is made again its joins
-    -- set bits; version 3's window fields go (the window is the `fast` key's now, closed).
+    -- set bits; version 3's window fields go (the window is the `fast` key's now, closed); and
+    -- all their bitmaps are of the older size: their epochs are marked lost.
     redis.call('HDEL', R.k_settings, 'fast_from', 'fast_until', 'fast_for', 'fast_seq')
+    F.mark_rings_lost(v)
     redis.call('HSET', R.k_settings, 'v', SETTINGS_VERSION)
     ver = SETTINGS_VERSION
   end
@@ -1525,13 +1564,17 @@ end
 -- the rings' epoch widths, so a gateway with other TTLs, in a rolling change of them, never
 -- writes into a key of another width's epoch), then, for a call with a schedule, '|' and the
 -- schedule argument without the session's draw (a room with a schedule sends it on every
--- call, and main follows a call's schedule). Made of the argument strings as they came: no
--- number is formatted. nil for a schedule argument that is not one.
+-- call, and main follows a call's schedule), then '#' and the settings version: a window that
+-- main of another version opened is never answered from (version 4's fast path would set
+-- its check-ins' bits at version 4's offsets, which this version does not read, see
+-- Settings), nor the other way round (an older window names no version). Made of the
+-- argument strings as they came: no number is formatted. nil for a schedule argument that is
+-- not one.
 function F.window_key(numbers, schedule)
-  if not schedule then return numbers end
+  if not schedule then return numbers .. WINDOW_VERSION end
   local kept = string.match(schedule, '^(schedule:%d+:%d+:[01]):%d+$')
   if not kept then return nil end
-  return numbers .. '|' .. kept
+  return numbers .. '|' .. kept .. WINDOW_VERSION
 end
 
 -- Opens, moves or closes the fast path's window after a run of main that answered: one SET
@@ -1697,7 +1740,7 @@ end
 -- path's window kept. No flags: not `no-writes` and not `allow-oom`, so with `maxmemory`
 -- exhausted Redis refuses the whole call with OOM before it starts, never half-run.
 redis.register_function{
-  function_name = 'twr_room_v5',
+  function_name = 'twr_room_v6',
   callback = function(keys, args)
     if not OPS[args[1]] then return redis.error_reply('ERR unknown waiting room operation') end
     if args[1] == 'enter' or args[1] == 'join' then
