@@ -2,7 +2,7 @@
 //!
 //! Four parts, each on a `redis-server` of its own (started fresh, so one part's keys and
 //! memory never weigh on another's numbers):
-//! 1. **peer comparison**: our room function's `enter` (`FCALL twr_room_v5`) of a random new
+//! 1. **peer comparison**: our room function's `enter` (`FCALL twr_room_v6`) of a random new
 //!    session next to the algorithm of the closest open-source peer (`peer_room.lua`, written
 //!    for this benchmark from its description; not their code), `EVALSHA return 1` and the
 //!    `FCALL` of a trivial function, under `redis-benchmark -c 32 -r 1000000`, at capacities 1
@@ -335,7 +335,7 @@ enum IdEncoding {
 /// The encoding our room script takes its session ids in. Store v2: `IdEncoding::Binary16`.
 const OUR_IDS: IdEncoding = IdEncoding::Binary16;
 
-/// How our room is called: `FCALL twr_room_v5` (a Redis Functions library, loaded by
+/// How our room is called: `FCALL twr_room_v6` (a Redis Functions library, loaded by
 /// [`load_ours`]), then [`our_enter`]'s arguments.
 const OUR_CALL: [&str; 2] = ["FCALL", ROOM_FUNCTION];
 
@@ -676,12 +676,19 @@ const COMPARISON_MAX_LINE: u64 = 2_000_000;
 /// `SIM_BEFORE` in the environment does more between the fill and the run, to find what makes
 /// the simulated run inside the full run cost more than alone (docs/benchmarks.md, "Latest
 /// results"); any of, in this order: `release` (one waiter in a hundred leaves, as the
-/// position-error part does) or `releasetail` (the last hundredth of the line leaves), `flush` (`FUNCTION FLUSH` and the room function loaded again: a
-/// fresh Lua state), `snapsync` (one sync with no check-ins), `position` (the whole
-/// position-error part), `wait<N>` (N seconds).
+/// position-error part does), `releasetail` or `releasehead` (the last or the first hundredth
+/// of the line leaves), `flush` (`FUNCTION FLUSH` and the room function loaded again: a
+/// fresh Lua state), `reload` (`DEBUG RELOAD`: the whole dataset saved and loaded again, so
+/// every key is allocated afresh, compact), `snapsync` (one sync with no check-ins),
+/// `position` (the whole position-error part), `wait<N>` (N seconds).
 pub(super) async fn sim_only(settings: &Settings) -> Result<Map<String, Value>, BoxError> {
     let sizes = Sizes::of(settings);
-    let line_redis = RedisServer::start()?;
+    let before = std::env::var("SIM_BEFORE").unwrap_or_default();
+    let line_redis = if before.contains("reload") {
+        RedisServer::start_with(&["--enable-debug-command", "local"])?
+    } else {
+        RedisServer::start()?
+    };
     let line_store = store_on(&line_redis)?;
     let line_policy = line_policy(sizes.line);
     fill_our_line(&line_redis, &line_store, &line_policy, sizes.line).await?;
@@ -690,10 +697,21 @@ pub(super) async fn sim_only(settings: &Settings) -> Result<Map<String, Value>, 
             for i in sizes.line - sizes.line / 100 + 1..=sizes.line {
                 line_store.release(&line_policy, line_id(i)).await?;
             }
+        } else if what.contains("releasehead") {
+            for i in 1..=sizes.line / 100 {
+                line_store.release(&line_policy, line_id(i)).await?;
+            }
         } else if what.contains("release") {
             for i in (1..=sizes.line).filter(|&i| i % 100 == 37) {
                 line_store.release(&line_policy, line_id(i)).await?;
             }
+        }
+        if what.contains("reload") {
+            let mut conn = connection(&line_redis).await?;
+            let _: String = redis::cmd("DEBUG")
+                .arg("RELOAD")
+                .query_async(&mut conn)
+                .await?;
         }
         if what.contains("flush") {
             line_redis.command(&["FUNCTION", "FLUSH"])?;
