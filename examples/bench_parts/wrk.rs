@@ -161,18 +161,24 @@ struct ServerProcess {
     addr: SocketAddr,
 }
 
-/// With two cores or more and `taskset` (util-linux) at hand, the server runs on core 1 and
-/// wrk on core 0: the two stop trading places on the cores between and within runs, which on
-/// a 2-core VM moved the req/s of one scenario by a fifth from run to run. `None`: unpinned.
+/// With two cores or more and `taskset` (util-linux) at hand: the cores of the load
+/// generators (0) and of the servers (1). Both servers of a pair share core 1 and both wrk
+/// processes core 0, so the two servers meet the same interference and neither trades places
+/// with a generator (unpinned, one scenario's req/s moved by a fifth from run to run on a
+/// 2-core VM). `None`: unpinned. Looked up once per bench run.
 fn pinned_cores() -> Option<(&'static str, &'static str)> {
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let taskset = Command::new("taskset")
-        .arg("-V")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    (cores >= 2 && taskset).then_some(("0", "1"))
+    static PINNED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    let pinned = *PINNED.get_or_init(|| {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let taskset = Command::new("taskset")
+            .arg("-V")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        cores >= 2 && taskset
+    });
+    pinned.then_some(("0", "1"))
 }
 
 /// `program args...`, on `core` when pinning (see [`pinned_cores`]).
