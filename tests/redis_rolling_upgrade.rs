@@ -1,0 +1,163 @@
+//! A rolling deploy from the previous room library to this one, on one real `redis-server`:
+//! gateways of both versions in front of the same room at once. The previous library,
+//! `twr_room_v5` (settings version 4, liveness bitmaps of a power of two), is kept as it shipped
+//! in `tests/fixtures/room_v5.lua` and called the way its gateways called it. This version's
+//! bitmaps are of another size (their bits sit at other offsets), so the two must never answer
+//! from each other's fast-path window: version 4's fast path would set its check-ins' bits where
+//! this version does not read them. So the room is upgraded in place by this version's first
+//! call, the older library then refuses it (its gateways answer by their fail policy), and
+//! nobody loses their place or their order.
+#![cfg(feature = "redis")]
+
+mod redis_harness;
+
+use std::time::Duration;
+
+use redis::AsyncCommands;
+use redis_harness::Server;
+use tower_waiting_room::__private::{redis_keys, room_script_numbers, ROOM_FUNCTION};
+use tower_waiting_room::store::{Decision, RedisStore, Store, SETTINGS_VERSION};
+use tower_waiting_room::{RoomPolicy, SessionId};
+
+/// The previous room library, as it shipped (commit `00fa75c`).
+const PREVIOUS_LIBRARY: &str = include_str!("fixtures/room_v5.lua");
+const PREVIOUS_FUNCTION: &str = "twr_room_v5";
+
+/// A gateway of the previous version: its library's `FCALL` of a newcomer's `join`, with the
+/// arguments that version sent (the keys, `join`, the id, the server's clock, the packed
+/// numbers, silence not excused). The reply, or the error's text.
+async fn previous_join(
+    c: &mut redis::aio::MultiplexedConnection,
+    keys: &[String],
+    policy: &RoomPolicy,
+    session: SessionId,
+) -> Result<Vec<redis::Value>, String> {
+    let mut cmd = redis::cmd("FCALL");
+    cmd.arg(PREVIOUS_FUNCTION).arg(keys.len());
+    for k in keys {
+        cmd.arg(k);
+    }
+    cmd.arg("join").arg(&session.as_bytes()[..]).arg("0");
+    for n in room_script_numbers(policy) {
+        cmd.arg(n);
+    }
+    cmd.arg("0");
+    cmd.query_async(c).await.map_err(|e| e.to_string())
+}
+
+/// The reply's code: 1 admitted, 2 waiting.
+fn code(reply: &[redis::Value]) -> i64 {
+    match reply.first() {
+        Some(redis::Value::Int(n)) => *n,
+        other => panic!("no reply code: {other:?}"),
+    }
+}
+
+/// The fast path's window, made to outlive the test's steps (its TTL ends it within the
+/// second): whatever main wrote, kept as it is for a minute.
+async fn hold_window(c: &mut redis::aio::MultiplexedConnection, window: &str) -> Vec<u8> {
+    let value: Vec<u8> = c.get(window).await.unwrap();
+    assert!(!value.is_empty(), "main kept a window");
+    let _: () = c.pexpire(window, 60_000).await.unwrap();
+    value
+}
+
+fn names_version(window: &[u8], version: u32) -> bool {
+    let mark = format!("#{version}");
+    window.windows(mark.len()).any(|w| w == mark.as_bytes())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rolling_deploy_upgrades_the_room_once_and_never_mixes_the_versions() {
+    assert_eq!(ROOM_FUNCTION, "twr_room_v6");
+    assert_eq!(SETTINGS_VERSION, 5);
+    let server = Server::start(&[]);
+    let mut c = redis::Client::open(server.url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let _: String = redis::cmd("FUNCTION")
+        .arg("LOAD")
+        .arg(PREVIOUS_LIBRARY)
+        .query_async(&mut c)
+        .await
+        .unwrap();
+    let store = RedisStore::builder()
+        .url(server.url())
+        .timeout(Duration::from_secs(5))
+        .build()
+        .unwrap();
+    let policy = RoomPolicy::new("rolling", 1)
+        .with_ttls(
+            Duration::from_secs(3_600),
+            Duration::from_secs(60),
+            Duration::from_secs(120),
+        )
+        .with_max_queue_len(1_000);
+    let keys = redis_keys(&store, "rolling").to_vec();
+    let settings = keys.iter().find(|k| k.ends_with(":settings")).unwrap();
+    let window = keys.iter().find(|k| k.ends_with(":fast")).unwrap().clone();
+
+    // The previous version's gateways open the room: one in, two waiting, and its main keeps
+    // its window (which names no version).
+    let holder = SessionId::random();
+    let (a, b) = (SessionId::random(), SessionId::random());
+    assert_eq!(
+        code(&previous_join(&mut c, &keys, &policy, holder).await.unwrap()),
+        1
+    );
+    assert_eq!(
+        code(&previous_join(&mut c, &keys, &policy, a).await.unwrap()),
+        2
+    );
+    assert_eq!(
+        code(&previous_join(&mut c, &keys, &policy, b).await.unwrap()),
+        2
+    );
+    let v: u32 = c.hget(settings, "v").await.unwrap();
+    assert_eq!(v, 4);
+    let previous_window = hold_window(&mut c, &window).await;
+    assert!(!names_version(&previous_window, 5), "{previous_window:?}");
+
+    // This version's first call does not answer from that window: its main upgrades the room
+    // (settings version 5) and keeps its own window, which names its version.
+    let newcomer = SessionId::random();
+    let d = store.enter(&policy, newcomer).await.unwrap();
+    assert!(
+        matches!(d, Decision::Waiting { position: 3, .. }),
+        "behind the two already waiting: {d:?}"
+    );
+    let v: u32 = c.hget(settings, "v").await.unwrap();
+    assert_eq!(v, 5, "upgraded in place");
+    let window_now = hold_window(&mut c, &window).await;
+    assert_ne!(window_now, previous_window);
+    assert!(names_version(&window_now, 5), "{window_now:?}");
+
+    // A gateway still on the previous version does not answer from this version's window
+    // either: its main refuses the room, and it answers by its fail policy. Nobody joins.
+    let late = SessionId::random();
+    let refused = previous_join(&mut c, &keys, &policy, late)
+        .await
+        .unwrap_err();
+    assert!(refused.contains("WRSETTINGS"), "{refused}");
+    let line: u64 = c
+        .zcard(keys.iter().find(|k| k.ends_with(":line")).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(line, 3, "the refused newcomer took no place");
+
+    // Everyone who joined under either version keeps their place, in order.
+    for (s, position) in [(a, 1), (b, 2), (newcomer, 3)] {
+        let d = store.poll(&policy, s).await.unwrap();
+        assert!(
+            matches!(d, Decision::Waiting { position: p, .. } if p == position),
+            "{d:?} for position {position}"
+        );
+    }
+    assert!(store.release(&policy, holder).await.unwrap());
+    assert!(matches!(
+        store.poll(&policy, a).await.unwrap(),
+        Decision::Admitted { .. }
+    ));
+}
