@@ -565,12 +565,7 @@ async fn a_join_is_a_check_in_without_bits_until_seq_goes_back() {
         .iter()
         .filter(|k| k.contains(":turn") || k.contains(":abandon"))
         .collect();
-    let bits_of = |s: SessionId| {
-        let b = s.as_bytes();
-        let x = u64::from(u32::from_be_bytes([b[0], b[1], b[2], b[3]])) % m;
-        let y = u64::from(u32::from_be_bytes([b[4], b[5], b[6], b[7]])) % m;
-        (x, y)
-    };
+    let bits_of = |s: SessionId| bloom_offsets(&s, m);
     let holder = admitted(&store, &policy).await;
     let (a, _) = waiter(&store, &policy).await;
     let (b, _) = waiter(&store, &policy).await;
@@ -674,9 +669,7 @@ async fn a_room_of_version_2_is_upgraded_in_place() {
         store.poll(&policy, a).await.unwrap(),
         Decision::Waiting { position: 1, .. }
     ));
-    let bx = b.as_bytes();
-    let x = u64::from(u32::from_be_bytes([bx[0], bx[1], bx[2], bx[3]])) % m;
-    let y = u64::from(u32::from_be_bytes([bx[4], bx[5], bx[6], bx[7]])) % m;
+    let (x, y) = bloom_offsets(&b, m);
     let mut holding = 0;
     for k in keys
         .iter()
@@ -778,9 +771,7 @@ async fn a_room_of_version_4_is_upgraded_in_place() {
     // 1 000) with A's bits at offsets mod 2^16, the sentinel at 2^16; v 4; no window.
     let old_m = 1u64 << 16;
     assert_ne!(redis_bloom_bits(1_000), old_m);
-    let ax = a.as_bytes();
-    let x = u64::from(u32::from_be_bytes([ax[0], ax[1], ax[2], ax[3]])) % old_m;
-    let y = u64::from(u32::from_be_bytes([ax[4], ax[5], ax[6], ax[7]])) % old_m;
+    let (x, y) = bloom_offsets(&a, old_m);
     let mut rewritten = 0;
     for k in keys
         .iter()
