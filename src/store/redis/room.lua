@@ -198,9 +198,10 @@
 -- PEXPIRE to the end of its ring (ring length * width after its epoch began), so a dead room's
 -- bitmaps vanish. Each key is a Bloom filter of M bits, M = P - BLOOM_SLACK, P the power of two
 -- >= 16 * max_queue_len in [2^16, 2^32] (under P so that the string, with the sentinel bit M,
--- Redis's header and NUL, fits the allocator's size class P / 8 bytes); a session sets 2 bits, the big-endian u32 of its id's bytes
--- 1-4 and 5-8, each mod M (one BITFIELD per key and up to 500 sessions). A waiter is alive by a
--- rule if both bits are set in a key whose epoch still counts (epoch + keep >= now's epoch).
+-- Redis's header and NUL, fits the allocator's size class P / 8 bytes); a session sets 2 bits,
+-- the big-endian u32 of its id's bytes 1-4 and 5-8, each mod M (one BITFIELD per key and up to
+-- 500 sessions). A waiter is alive by a rule if both bits are set in a key whose epoch still
+-- counts (epoch + keep >= now's epoch).
 -- A false positive (another session's bits) only makes a silent waiter look alive: granted at
 -- their turn, then the grant expires unclaimed, or kept in line until a later sweep finds them
 -- silent. It never admits anyone out of order, never over capacity. A key whose epoch field is
