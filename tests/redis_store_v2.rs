@@ -815,6 +815,58 @@ async fn a_room_of_version_4_is_upgraded_in_place() {
     ));
 }
 
+/// Bitmaps of another size (as version 4 left them) whose epochs no field names as lost, since
+/// the settings key is lost too (eviction, a stray `DEL`): a liveness read counts everyone in
+/// them as alive (they hold their bits at other offsets), so a waiter whose check-ins are only
+/// in them is not skipped at their turn, as the lost settings key alone would not have them
+/// skipped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bitmaps_of_another_size_count_everyone_alive() {
+    let server = Server::start(&[]);
+    let clock = ManualClock::new(START_MS);
+    let store = store(&server, &clock);
+    let mut c = conn(&server).await;
+    let policy = policy_8s("other-size");
+    let keys = redis_keys(&store, "other-size");
+    let holder = admitted(&store, &policy).await;
+    let (a, _) = waiter(&store, &policy).await;
+    advance(&clock, 9_000);
+    assert!(matches!(
+        store.poll(&policy, a).await.unwrap(),
+        Decision::Waiting { position: 1, .. }
+    ));
+    // Every bitmap made again at 2^16 bits (the older size for a line of 1 000) with A's bits
+    // at offsets mod 2^16, the sentinel at 2^16; then the settings key lost.
+    let old_m = 1u64 << 16;
+    let (x, y) = bloom_offsets(&a, old_m);
+    let mut rewritten = 0;
+    for k in keys
+        .iter()
+        .filter(|k| k.contains(":turn") || k.contains(":abandon"))
+    {
+        let len: u64 = c.strlen(k).await.unwrap();
+        if len == 0 {
+            continue;
+        }
+        let _: () = c.del(k).await.unwrap();
+        for bit in [x, y, old_m] {
+            let _: u8 = c.setbit(k, bit as usize, true).await.unwrap();
+        }
+        rewritten += 1;
+    }
+    assert!(rewritten >= 2, "the current epochs' bitmaps: {rewritten}");
+    let _: () = c.del(key(&keys, "settings")).await.unwrap();
+    let _: () = c.del(key(&keys, "fast")).await.unwrap();
+
+    // A's turn, 3 s after their poll.
+    advance(&clock, 3_000);
+    assert!(store.release(&policy, holder).await.unwrap());
+    assert!(matches!(
+        store.poll(&policy, a).await.unwrap(),
+        Decision::Admitted { .. }
+    ));
+}
+
 /// The rings' epoch fields of a settings key (`turn0` .. `abandon3`) that are set.
 async fn ring_fields(
     c: &mut redis::aio::MultiplexedConnection,

@@ -211,6 +211,11 @@
 -- (evicted: the ring keys are the room's only keys with a TTL; deleted; repaired) and the
 -- write is making it again without its check-ins: the field becomes -epoch ("lost"), and while
 -- that epoch counts everyone is alive by the rule, as for a key that counts and is gone.
+-- Bitmaps of another size: a key that counts but is not exactly M / 8 + 1 bytes long was made
+-- with another M (by an older version, whose epochs the upgrade marks lost unless the settings
+-- key is lost too; or by a gateway with another max_queue_len), so its bits sit at other
+-- offsets: a liveness read (alive_many, one STRLEN per key) then counts everyone as alive, as
+-- for a lost bitmap. A shorter one is also caught when written (its sentinel reads 0).
 --   - at their turn (promotion, admit_next): a waiter not alive by the turn rule is skipped
 --     (unless silence is excused, ARGV 17): seen within queue_ttl, never skipped; silent for
 --     longer than 5/4 queue_ttl, skipped;
@@ -475,7 +480,8 @@ function F.setup(keys, sent)
     -- Set by apply_schedule, below.
     before_opening = false, check_in_at = 0, after_closing = false, line_closed = false,
     -- The liveness rings, the Bloom size, the ticket key (release and ban).
-    turn = nil, gone_ring = nil, rings = nil, bloom_bits = 0, run_id = nil, k_ticket = nil,
+    turn = nil, gone_ring = nil, rings = nil, bloom_bits = 0, bloom_bytes = 0, run_id = nil,
+    k_ticket = nil,
     SETTINGS_FIELDS = nil,
     current_bucket = 0,
     -- The promotion budget, shared by both runs of a repaired call.
@@ -508,6 +514,8 @@ function F.setup(keys, sent)
   local gone = F.make_ring('abandon', 10 + turn.len, ABANDON_EPOCHS, R.abandon)
   R.turn, R.gone_ring, R.rings = turn, gone, {turn, gone}
   R.bloom_bits = F.bloom_bits(R.max_queue)
+  -- A bitmap's length: its M bits and the sentinel, bit M.
+  R.bloom_bytes = math.floor(R.bloom_bits / 8) + 1
   R.k_ticket = keys[K_TICKET]
   R.SETTINGS_FIELDS = {'v', 'capacity', 'rate', 'paused', 'open', 'born', 'moved', 'opens_at',
     'closes_at', 'keep_line', 'due', 'bans', 'noted',
@@ -819,6 +827,21 @@ function F.alive_many(ids, rg, scores)
   for j = 1, #ids do
     local score = since and tonumber(scores[j])
     if score and score > since then found[j] = true else left[#left + 1] = j end
+  end
+  if #left > 0 then
+    for _, kh in ipairs(counting) do
+      -- A bitmap of another size holds its bits at other offsets (an older version's, whose
+      -- epoch a lost settings key no longer names as lost; or one a gateway with another
+      -- max_queue_len made): its check-ins cannot be told apart either, as for a lost one.
+      -- Each of this size is exactly bloom_bytes long (the sentinel is its last bit); a
+      -- missing one reads 0 (see below). One that was shorter is caught by the sentinel
+      -- when written (check_in).
+      local len = redis.call('STRLEN', kh[1])
+      if len ~= 0 and len ~= R.bloom_bytes then
+        for j = 1, #ids do found[j] = true end
+        return found
+      end
+    end
   end
   for _, kh in ipairs(counting) do
     if #left == 0 then break end
