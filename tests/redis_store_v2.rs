@@ -769,27 +769,8 @@ async fn a_room_of_version_4_is_upgraded_in_place() {
     ));
     // As version 4 would have left it: every bitmap 2^16 bits (the power of two for a line of
     // 1 000) with A's bits at offsets mod 2^16, the sentinel at 2^16; v 4; no window.
-    let old_m = 1u64 << 16;
-    assert_ne!(redis_bloom_bits(1_000), old_m);
-    let (x, y) = bloom_offsets(&a, old_m);
-    let mut rewritten = 0;
-    for k in keys
-        .iter()
-        .filter(|k| k.contains(":turn") || k.contains(":abandon"))
-    {
-        let len: u64 = c.strlen(k).await.unwrap();
-        if len == 0 {
-            continue;
-        }
-        let ttl: i64 = c.pttl(k).await.unwrap();
-        let _: () = c.del(k).await.unwrap();
-        for bit in [x, y, old_m] {
-            let _: u8 = c.setbit(k, bit as usize, true).await.unwrap();
-        }
-        let _: () = c.pexpire(k, ttl).await.unwrap();
-        rewritten += 1;
-    }
-    assert!(rewritten >= 2, "the current epochs' bitmaps: {rewritten}");
+    assert_ne!(redis_bloom_bits(1_000), OLDER_BITS);
+    made_again_at_older_size(&mut c, &keys, a).await;
     let _: () = c.hset(&settings, "v", 4).await.unwrap();
     let _: () = c.del(key(&keys, "fast")).await.unwrap();
     let held_before: Vec<(String, i64)> = ring_fields(&mut c, &settings).await;
@@ -837,24 +818,7 @@ async fn bitmaps_of_another_size_count_everyone_alive() {
     ));
     // Every bitmap made again at 2^16 bits (the older size for a line of 1 000) with A's bits
     // at offsets mod 2^16, the sentinel at 2^16; then the settings key lost.
-    let old_m = 1u64 << 16;
-    let (x, y) = bloom_offsets(&a, old_m);
-    let mut rewritten = 0;
-    for k in keys
-        .iter()
-        .filter(|k| k.contains(":turn") || k.contains(":abandon"))
-    {
-        let len: u64 = c.strlen(k).await.unwrap();
-        if len == 0 {
-            continue;
-        }
-        let _: () = c.del(k).await.unwrap();
-        for bit in [x, y, old_m] {
-            let _: u8 = c.setbit(k, bit as usize, true).await.unwrap();
-        }
-        rewritten += 1;
-    }
-    assert!(rewritten >= 2, "the current epochs' bitmaps: {rewritten}");
+    made_again_at_older_size(&mut c, &keys, a).await;
     let _: () = c.del(key(&keys, "settings")).await.unwrap();
     let _: () = c.del(key(&keys, "fast")).await.unwrap();
 
@@ -865,6 +829,38 @@ async fn bitmaps_of_another_size_count_everyone_alive() {
         store.poll(&policy, a).await.unwrap(),
         Decision::Admitted { .. }
     ));
+}
+
+/// The liveness bitmaps' size before version 5 for a line of 1 000: the power of two itself.
+const OLDER_BITS: u64 = 1 << 16;
+
+/// Every liveness bitmap of `keys` that exists made again as version 4 made it for a line of
+/// 1 000: [`OLDER_BITS`] bits, `session`'s two bits at offsets mod that size, the sentinel at
+/// it, and the key's lifetime kept.
+async fn made_again_at_older_size(
+    c: &mut redis::aio::MultiplexedConnection,
+    keys: &[String],
+    session: SessionId,
+) {
+    let (x, y) = bloom_offsets(&session, OLDER_BITS);
+    let mut rewritten = 0;
+    for k in keys
+        .iter()
+        .filter(|k| k.contains(":turn") || k.contains(":abandon"))
+    {
+        let len: u64 = c.strlen(k).await.unwrap();
+        if len == 0 {
+            continue;
+        }
+        let ttl: i64 = c.pttl(k).await.unwrap();
+        let _: () = c.del(k).await.unwrap();
+        for bit in [x, y, OLDER_BITS] {
+            let _: u8 = c.setbit(k, bit as usize, true).await.unwrap();
+        }
+        let _: () = c.pexpire(k, ttl).await.unwrap();
+        rewritten += 1;
+    }
+    assert!(rewritten >= 2, "the current epochs' bitmaps: {rewritten}");
 }
 
 /// The rings' epoch fields of a settings key (`turn0` .. `abandon3`) that are set.
