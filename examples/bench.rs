@@ -98,7 +98,7 @@ const ROOM: &str = "bench";
 const POLL_ROOM: &str = "benchpoll";
 const SCRIPT_ROOM: &str = "benchscript";
 const SCALE_ROOM: &str = "benchscale";
-/// The room's function library (`FUNCTION LOAD REPLACE`, then `FCALL twr_room_v6`).
+/// The room's function library (`FUNCTION LOAD REPLACE`, then `FCALL twr_room_v7`).
 const ROOM_SCRIPT: &str = include_str!("../src/store/redis/room.lua");
 
 #[path = "bench_parts/wrk.rs"]
@@ -920,7 +920,7 @@ async fn script_scenarios(
     let client = redis::Client::open(redis.url())?;
     let conn = client.get_connection_manager().await?;
     let trivial = Arc::new(redis::Script::new("return 1"));
-    // The room runs as a function (`FCALL twr_room_v6`); the store loaded it with its first call.
+    // The room runs as a function (`FCALL twr_room_v7`); the store loaded it with its first call.
     let keys = redis_keys(&store, SCRIPT_ROOM);
 
     let mut script_runs = Vec::new();

@@ -43,7 +43,7 @@ use crate::session::SessionId;
 #[cfg(feature = "metrics")]
 use crate::store::{Decision, SettingsChange, SettingsUpdate};
 #[cfg(feature = "metrics")]
-use crate::store::{Minted, Redeemed, RoomSnapshot, TicketNonce};
+use crate::store::{Minted, Redeemed, RoomSnapshot, SeenWaiters, TicketNonce};
 use crate::store::{RoomStats, Store, StoreError, StoreErrorKind, StoreFuture, StoreOp};
 
 /// Requests the room handled, by `stage` (where it decided: `fast_path`, `cookie_check`,
@@ -405,7 +405,7 @@ impl Store for Metered {
     fn keeps_tickets(&self) -> bool {
         self.inner.keeps_tickets()
     }
-    fn sync(&self, policy: &RoomPolicy, seen: Vec<SessionId>) -> StoreFuture<RoomSnapshot> {
+    fn sync(&self, policy: &RoomPolicy, seen: SeenWaiters) -> StoreFuture<RoomSnapshot> {
         let call = self.inner.sync(policy, seen);
         self.metrics.timed(StoreOp::Sync, call)
     }

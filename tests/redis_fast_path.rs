@@ -300,7 +300,7 @@ async fn run(policy: RoomPolicy, seed: u64, min_percent: u64) {
                 let seen: Vec<SessionId> = (0..rng.below(6))
                     .filter_map(|_| rng.pick(&sessions).copied())
                     .collect();
-                both!(a, b, sync(&policy, seen.clone()))
+                both!(a, b, sync(&policy, seen.clone().into()))
             }
             81..=82 => {
                 let paused = rng.below(2) == 0;

@@ -69,7 +69,7 @@ fn names_version(window: &[u8], version: u32) -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rolling_deploy_upgrades_the_room_once_and_never_mixes_the_versions() {
-    assert_eq!(ROOM_FUNCTION, "twr_room_v6");
+    assert_eq!(ROOM_FUNCTION, "twr_room_v7");
     assert_eq!(SETTINGS_VERSION, 5);
     let server = Server::start(&[]);
     let mut c = redis::Client::open(server.url())

@@ -139,11 +139,14 @@ async fn a_sync_keeps_seen_waiters_alive_and_a_silent_one_is_skipped() {
     let stranger = SessionId::random();
     for _ in 0..6 {
         advance(&clock, 2_000);
-        let snap = store.sync(&policy, vec![a, c, stranger]).await.unwrap();
+        let snap = store
+            .sync(&policy, vec![a, c, stranger].into())
+            .await
+            .unwrap();
         assert_eq!(snap.waiting, 3, "nobody swept, nobody created: {snap:?}");
     }
     // 12 s on: B was last seen at the join.
-    let snap = store.sync(&policy, vec![a, c]).await.unwrap();
+    let snap = store.sync(&policy, vec![a, c].into()).await.unwrap();
     assert_eq!(snap.pace.silent, 1, "B alone is silent: {snap:?}");
     assert_eq!(
         store.poll(&policy, stranger).await.unwrap(),
@@ -227,7 +230,7 @@ async fn sync_checkpoints_are_the_exact_ranks() {
             assert!(store.release(&policy, *s).await.unwrap());
         }
     }
-    let snap = store.sync(&policy, Vec::new()).await.unwrap();
+    let snap = store.sync(&policy, Vec::new().into()).await.unwrap();
     let mut c = conn(&server).await;
     let keys = redis_keys(&store, &policy.room);
     let exact: Vec<(Vec<u8>, f64)> = c
@@ -367,7 +370,7 @@ async fn registrants_scores_arrive_exact() {
         .map(|&s| draw_score(schedule.draw(s)))
         .collect();
     scores.sort_by(f64::total_cmp);
-    let snap = store.sync(&policy, Vec::new()).await.unwrap();
+    let snap = store.sync(&policy, Vec::new().into()).await.unwrap();
     assert!(snap.before_opening);
     assert_eq!(snap.head, Some(scores[0]));
     assert!(scores[0] > -1.0 && scores[0] < 0.0 && scores[0].fract() != 0.0);
@@ -427,7 +430,7 @@ async fn a_sync_sets_the_bits_the_gateway_computed() {
     let marked = marked_keys(&mut c, &turn, (x, y), m).await;
     assert_eq!(marked.len(), 1, "the poll's epoch");
     advance(&clock, 2_000);
-    let snap = store.sync(&policy, vec![w]).await.unwrap();
+    let snap = store.sync(&policy, vec![w].into()).await.unwrap();
     assert!(snap.unknown.is_empty(), "{snap:?}");
     let now_marked = marked_keys(&mut c, &turn, (x, y), m).await;
     assert_eq!(now_marked.len(), 2, "the sync's epoch, in the next key");
@@ -531,9 +534,9 @@ async fn a_lost_settings_key_forgets_no_check_in() {
     advance(&clock, 100);
     let _: () = c.del(key(&keys, "settings")).await.unwrap();
     // Another gateway's sync, checking in the other waiter: the first write after the loss.
-    let snap = store.sync(&policy, vec![other]).await.unwrap();
+    let snap = store.sync(&policy, vec![other].into()).await.unwrap();
     assert_eq!(snap.waiting, 2, "nobody swept: {snap:?}");
-    let snap = store.sync(&policy, vec![other]).await.unwrap();
+    let snap = store.sync(&policy, vec![other].into()).await.unwrap();
     assert_eq!(
         snap.waiting, 2,
         "nobody swept by the next sync either: {snap:?}"
@@ -1009,11 +1012,11 @@ async fn a_gateway_sets_each_check_in_once_per_epoch() {
         key(&keys, "abandon0").to_owned(),
     );
     // The first sync looks everyone up and writes both rings; the second writes nothing.
-    store.sync(&policy, line.clone()).await.unwrap();
+    store.sync(&policy, line.clone().into()).await.unwrap();
     assert_eq!(bit(&c, turn0.clone(), px).await, 1, "the first sync writes");
     clear(&c, turn0.clone()).await;
     clear(&c, abandon0.clone()).await;
-    store.sync(&policy, line.clone()).await.unwrap();
+    store.sync(&policy, line.clone().into()).await.unwrap();
     assert_eq!(
         (
             bit(&c, turn0.clone(), px).await,
@@ -1024,7 +1027,7 @@ async fn a_gateway_sets_each_check_in_once_per_epoch() {
     );
     // The turn ring's next epoch (the abandon ring's is the same): the turn ring alone.
     advance(&clock, 2_000);
-    store.sync(&policy, line.clone()).await.unwrap();
+    store.sync(&policy, line.clone().into()).await.unwrap();
     assert_eq!(
         (
             bit(&c, turn1.clone(), px).await,
@@ -1037,7 +1040,7 @@ async fn a_gateway_sets_each_check_in_once_per_epoch() {
     for _ in 0..5 {
         advance(&clock, 2_000);
         for _ in 0..3 {
-            store.sync(&policy, line.clone()).await.unwrap();
+            store.sync(&policy, line.clone().into()).await.unwrap();
             advance(&clock, 300);
         }
     }
@@ -1104,8 +1107,8 @@ async fn a_ring_key_taken_by_other_epochs_is_written_again() {
     for _ in 0..20 {
         line.push(waiter(&store_a, &policy_a).await.0);
     }
-    store_a.sync(&policy_a, line.clone()).await.unwrap();
-    store_a.sync(&policy_a, line.clone()).await.unwrap();
+    store_a.sync(&policy_a, line.clone().into()).await.unwrap();
+    store_a.sync(&policy_a, line.clone().into()).await.unwrap();
     // B's waiter's poll checks in into B's epoch, in the same key: deleted and made anew.
     let (b_waiter, _) = waiter(&store_b, &policy_b).await;
     store_b.poll(&policy_b, b_waiter).await.unwrap();
@@ -1127,7 +1130,7 @@ async fn a_ring_key_taken_by_other_epochs_is_written_again() {
     }
     assert!(kept < line.len(), "B made turn0 anew: A's bits are gone");
     // A's next sync, in the same epoch of its own: everyone's bits again.
-    store_a.sync(&policy_a, line.clone()).await.unwrap();
+    store_a.sync(&policy_a, line.clone().into()).await.unwrap();
     for s in &line {
         assert!(
             has_bits(&mut c, *s).await,

@@ -2,7 +2,7 @@
 //!
 //! Four parts, each on a `redis-server` of its own (started fresh, so one part's keys and
 //! memory never weigh on another's numbers):
-//! 1. **peer comparison**: our room function's `enter` (`FCALL twr_room_v6`) of a random new
+//! 1. **peer comparison**: our room function's `enter` (`FCALL twr_room_v7`) of a random new
 //!    session next to the algorithm of the closest open-source peer (`peer_room.lua`, written
 //!    for this benchmark from its description; not their code), `EVALSHA return 1` and the
 //!    `FCALL` of a trivial function, under `redis-benchmark -c 32 -r 1000000`, at capacities 1
@@ -35,7 +35,7 @@ use hyper_util::rt::TokioIo;
 use serde_json::{json, Map, Value};
 use tower_waiting_room::__private::{redis_keys, room_script_numbers, ROOM_FUNCTION};
 use tower_waiting_room::store::{
-    Decision, Place, RedisStore, SettingsChange, Store, StoreErrorKind,
+    Decision, Place, RedisStore, RoomSnapshot, SeenWaiters, SettingsChange, Store, StoreErrorKind,
 };
 use tower_waiting_room::{Keyring, RoomPolicy, SessionId, WaitingRoomLayer};
 
@@ -274,7 +274,7 @@ async fn position_error(
     for i in (1..=line).filter(|&i| gone(i)) {
         store.release(policy, line_id(i)).await?;
     }
-    let snapshot = store.sync(policy, Vec::new()).await?;
+    let snapshot = store.sync(policy, SeenWaiters::default()).await?;
     let sample = 2_000u64.min(line);
     let (mut worst, mut near_head, mut checked) = (0f64, 0u64, 0u64);
     // The first EXACT_RANKS + 50 waiters, then an even spread over the rest of the line.
@@ -335,7 +335,7 @@ enum IdEncoding {
 /// The encoding our room script takes its session ids in. Store v2: `IdEncoding::Binary16`.
 const OUR_IDS: IdEncoding = IdEncoding::Binary16;
 
-/// How our room is called: `FCALL twr_room_v6` (a Redis Functions library, loaded by
+/// How our room is called: `FCALL twr_room_v7` (a Redis Functions library, loaded by
 /// [`load_ours`]), then [`our_enter`]'s arguments.
 const OUR_CALL: [&str; 2] = ["FCALL", ROOM_FUNCTION];
 
@@ -719,7 +719,9 @@ pub(super) async fn sim_only(settings: &Settings) -> Result<Map<String, Value>, 
             load_ours(&mut conn).await?;
         }
         if what.contains("snapsync") {
-            line_store.sync(&line_policy, Vec::new()).await?;
+            line_store
+                .sync(&line_policy, SeenWaiters::default())
+                .await?;
         }
         if what.contains("position") {
             position_error(&line_redis, &line_store, &line_policy, sizes.line).await?;
@@ -1289,6 +1291,8 @@ struct SimCounts {
     syncs: AtomicU64,
     sync_errors: AtomicU64,
     seen_sent: AtomicU64,
+    /// Of those, behind the gateway's turn horizon (no turn check-in).
+    seen_behind: AtomicU64,
     claims_admitted: AtomicU64,
     claims_other: AtomicU64,
     newcomers_waiting: AtomicU64,
@@ -1302,6 +1306,24 @@ struct SimCounts {
 impl SimCounts {
     fn add(counter: &AtomicU64, n: u64) {
         counter.fetch_add(n, Ordering::Relaxed);
+    }
+}
+
+/// A simulated gateway's check-ins of the waiters at line indices `seen`, put apart by the turn
+/// horizon of its last snapshot as a gateway does ([`RoomSnapshot::turn_horizon`]): waiter `i`
+/// holds sequence number `first_seq + i - 1` (no horizon when the store says no places).
+fn sim_seen(
+    policy: &RoomPolicy,
+    last: Option<&RoomSnapshot>,
+    first_seq: Option<u64>,
+    seen: impl Iterator<Item = u64>,
+) -> SeenWaiters {
+    match first_seq {
+        Some(first_seq) => SeenWaiters::with_horizon(
+            last.and_then(|s| s.turn_horizon(policy.queue_ttl_ms)),
+            seen.map(|i| (line_id(i), (first_seq + i - 1) as f64)),
+        ),
+        None => SeenWaiters::new(seen.map(line_id).collect()),
     }
 }
 
@@ -1362,13 +1384,12 @@ pub(super) async fn simulated_run(
     let cpu_warm = redis_cpu_us(redis)?;
     for (g, store) in stores.iter().enumerate() {
         let g = g as u64;
+        let mut last: Option<RoomSnapshot> = None;
         for t in 0..SIM_POLL_INTERVAL_S {
             let first = SIM_POLL_INTERVAL_S * g + t;
-            let seen: Vec<SessionId> = (first..=line)
-                .step_by((SIM_POLL_INTERVAL_S * SIM_GATEWAYS) as usize)
-                .map(line_id)
-                .collect();
-            store.sync(policy, seen).await?;
+            let seen = (first..=line).step_by((SIM_POLL_INTERVAL_S * SIM_GATEWAYS) as usize);
+            let seen = sim_seen(policy, last.as_ref(), first_seq, seen);
+            last = Some(store.sync(policy, seen).await?);
         }
     }
     let cold_share = (redis_cpu_us(redis)? - cpu_warm) / (SIM_POLL_INTERVAL_S as f64 * 1e6);
@@ -1410,6 +1431,7 @@ pub(super) async fn simulated_run(
             population.clone(),
         );
         tasks.push(tokio::spawn(async move {
+            let mut last: Option<RoomSnapshot> = None;
             let phase = Duration::from_millis(1_000 * g / SIM_GATEWAYS);
             let mut tick = tokio::time::interval_at(start + phase, Duration::from_secs(1));
             for t in 0..seconds {
@@ -1419,12 +1441,10 @@ pub(super) async fn simulated_run(
                 let from = *claim_cursor.lock().await;
                 let stride = SIM_POLL_INTERVAL_S * SIM_GATEWAYS;
                 let first = SIM_POLL_INTERVAL_S * g + t % SIM_POLL_INTERVAL_S;
-                let seen: Vec<SessionId> = (first..pop)
-                    .step_by(stride as usize)
-                    .filter(|&i| i >= from)
-                    .map(line_id)
-                    .collect();
+                let seen = (first..pop).step_by(stride as usize).filter(|&i| i >= from);
+                let seen = sim_seen(&policy, last.as_ref(), first_seq, seen);
                 let n_seen = seen.len() as u64;
+                let n_behind = seen.beyond().len() as u64;
                 let t_sync = Instant::now();
                 let head = match store.sync(&policy, seen).await {
                     Ok(snapshot) => {
@@ -1435,7 +1455,10 @@ pub(super) async fn simulated_run(
                             .push(t_sync.elapsed().as_secs_f64() * 1e6);
                         SimCounts::add(&counts.syncs, 1);
                         SimCounts::add(&counts.seen_sent, n_seen);
-                        Some(snapshot.head)
+                        SimCounts::add(&counts.seen_behind, n_behind);
+                        let head = snapshot.head;
+                        last = Some(snapshot);
+                        Some(head)
                     }
                     Err(e) if e.kind() == StoreErrorKind::Misconfigured => {
                         counts
@@ -1559,6 +1582,7 @@ pub(super) async fn simulated_run(
             "syncs": load(&counts.syncs),
             "sync_errors": load(&counts.sync_errors),
             "seen_sent": load(&counts.seen_sent),
+            "seen_behind_horizon": load(&counts.seen_behind),
             "sync_p50_us": round(median(&sync_us), 0),
             "sync_p99_us": round(super::percentile(&sync_us, 99.0), 0),
             "claims_admitted": load(&counts.claims_admitted),

@@ -34,7 +34,8 @@ use crate::outcome::Rejection;
 use crate::response::{json_response, StatusBody};
 use crate::session::SessionId;
 use crate::store::snapshot::{draw_score, NEAR_HEAD, SNAPSHOT_MAX_AGE_MS, SNAPSHOT_REFRESH_MS};
-use crate::store::{LivenessRule, Place, RoomPace, RoomSnapshot, StoreError, StoreFuture};
+use crate::store::{LivenessRule, Place, RoomPace, RoomSnapshot, SeenWaiters};
+use crate::store::{StoreError, StoreFuture};
 use crate::telemetry::{Outcome, Stage};
 use crate::token::QueueCookie;
 
@@ -99,11 +100,15 @@ struct Forgotten {
     sessions: HashSet<SessionId>,
 }
 
+/// A waiter answered from the snapshot, and their score in line (their cookie's place): the
+/// refresh puts them near or beyond its turn horizon by it.
+pub(super) type CheckIn = (SessionId, f64);
+
 /// The sessions answered from the snapshot since the last refresh (each once per epoch).
 struct CheckIns {
     epoch: u64,
     sent: HashSet<SessionId>,
-    batch: Vec<SessionId>,
+    batch: Vec<CheckIn>,
 }
 
 impl LineView {
@@ -162,7 +167,7 @@ impl LineView {
 
     /// The check-ins for a refresh (at most [`MAX_CHECK_INS_PER_SYNC`]), taken out of the
     /// batch.
-    pub(super) fn take_check_ins(&self) -> Vec<SessionId> {
+    pub(super) fn take_check_ins(&self) -> Vec<CheckIn> {
         let mut c = self
             .check_ins
             .lock()
@@ -219,7 +224,7 @@ impl LineView {
     /// A refresh failed, or its request was dropped before it came back: the next due request
     /// tries again, and its check-ins go back into the batch (they are not sent again on their
     /// own this epoch).
-    pub(super) fn failed(&self, check_ins: Vec<SessionId>) {
+    pub(super) fn failed(&self, check_ins: Vec<CheckIn>) {
         if !check_ins.is_empty() {
             let mut c = self
                 .check_ins
@@ -231,9 +236,9 @@ impl LineView {
         self.refreshing_since.store(0, Ordering::Release);
     }
 
-    /// `session` was answered from the snapshot at `now`: it goes into the next refresh's
-    /// check-ins, once per epoch of `rule`.
-    pub(super) fn checked_in(&self, session: SessionId, now: u64, rule: &LivenessRule) {
+    /// `session`, with its score in line, was answered from the snapshot at `now`: it goes into
+    /// the next refresh's check-ins, once per epoch of `rule`.
+    pub(super) fn checked_in(&self, session: SessionId, score: f64, now: u64, rule: &LivenessRule) {
         let epoch = rule.epoch(now);
         let mut c = self
             .check_ins
@@ -247,7 +252,7 @@ impl LineView {
             return;
         }
         if c.sent.len() >= MAX_CHECK_INS || c.sent.insert(session) {
-            c.batch.push(session);
+            c.batch.push((session, score));
         }
     }
 
@@ -287,12 +292,12 @@ pub(crate) struct Refresh {
     line: Arc<LineView>,
     /// When it was sent (gateway ms): what the snapshot it brings is dated from.
     sent_at_ms: u64,
-    check_ins: Option<Vec<SessionId>>,
+    check_ins: Option<Vec<CheckIn>>,
 }
 
 impl Refresh {
     /// The check-ins sent, taken: the refresh is settled (the answer came).
-    fn settle(&mut self) -> Vec<SessionId> {
+    fn settle(&mut self) -> Vec<CheckIn> {
         self.check_ins.take().unwrap_or_default()
     }
 }
@@ -339,14 +344,23 @@ impl Room {
     }
 
     /// The snapshot's refresh, if it is due and no other is in flight: the store call, sent
-    /// now with the batched check-ins, and the [`Refresh`] to settle with its answer
+    /// now with the batched check-ins (put apart by the turn horizon of the snapshot held, if
+    /// any: see [`RoomSnapshot::turn_horizon`]), and the [`Refresh`] to settle with its answer
     /// ([`refreshed`](Self::refreshed)).
     pub(super) fn start_refresh(&self, now: u64) -> Option<(StoreFuture<RoomSnapshot>, Refresh)> {
         if !self.line.claim_refresh(now) {
             return None;
         }
         let seen = self.line.take_check_ins();
-        let call = self.store.sync(&self.config.policy, seen.clone());
+        let policy = &self.config.policy;
+        let horizon = self
+            .line
+            .last()
+            .and_then(|h| h.snapshot.turn_horizon(policy.queue_ttl_ms));
+        let call = self.store.sync(
+            policy,
+            SeenWaiters::with_horizon(horizon, seen.iter().copied()),
+        );
         let refresh = Refresh {
             line: Arc::clone(&self.line),
             sent_at_ms: now,
@@ -394,7 +408,7 @@ impl Room {
         let position = snapshot.position_of(score).filter(|&p| p > NEAR_HEAD)?;
         let policy = &self.config.policy;
         self.line
-            .checked_in(session, now, &LivenessRule::for_turn(policy));
+            .checked_in(session, score, now, &LivenessRule::for_turn(policy));
         self.metrics.waiting(snapshot.waiting);
         Some(waiting_rejection(
             position,
@@ -572,14 +586,14 @@ mod tests {
         };
         let (a, b) = (SessionId::random(), SessionId::random());
         for t in [0, 10, 20] {
-            view.checked_in(a, t, &rule);
+            view.checked_in(a, 7.0, t, &rule);
         }
-        view.checked_in(b, 30, &rule);
-        assert_eq!(view.take_check_ins(), vec![a, b]);
-        view.checked_in(a, 500, &rule);
+        view.checked_in(b, 9.0, 30, &rule);
+        assert_eq!(view.take_check_ins(), vec![(a, 7.0), (b, 9.0)]);
+        view.checked_in(a, 7.0, 500, &rule);
         assert!(view.take_check_ins().is_empty(), "a was sent this epoch");
-        view.checked_in(a, 1_000, &rule);
-        assert_eq!(view.take_check_ins(), vec![a], "a new epoch");
+        view.checked_in(a, 7.0, 1_000, &rule);
+        assert_eq!(view.take_check_ins(), vec![(a, 7.0)], "a new epoch");
     }
 
     #[test]
@@ -603,7 +617,7 @@ mod tests {
     fn a_failed_or_dropped_refresh_gives_its_check_ins_back_and_frees_the_next() {
         let view = Arc::new(LineView::new(true));
         let a = SessionId::random();
-        view.checked_in(a, 0, &RULE);
+        view.checked_in(a, 1.0, 0, &RULE);
         assert!(view.claim_refresh(10));
         let refresh = Refresh {
             line: Arc::clone(&view),
@@ -616,7 +630,7 @@ mod tests {
         assert!(view.claim_refresh(20), "no wait for the lost refresh");
         assert_eq!(
             view.take_check_ins(),
-            vec![a],
+            vec![(a, 1.0)],
             "its check-ins are sent again"
         );
     }
@@ -625,7 +639,7 @@ mod tests {
     fn one_refresh_sends_a_bounded_batch() {
         let view = LineView::new(true);
         for t in 0..(MAX_CHECK_INS_PER_SYNC + 10) as u64 {
-            view.checked_in(SessionId::random(), t % 1_000, &RULE);
+            view.checked_in(SessionId::random(), 1.0, t % 1_000, &RULE);
         }
         assert_eq!(view.take_check_ins().len(), MAX_CHECK_INS_PER_SYNC);
         assert_eq!(view.take_check_ins().len(), 10);

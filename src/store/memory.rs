@@ -29,9 +29,9 @@ use self::tickets::Tickets;
 
 use super::snapshot::{checkpoint_ranks, Checkpoint, LivenessRule, Place, RoomSnapshot};
 use super::{
-    AdmissionRing, Decision, Minted, Redeemed, RoomPace, RoomSettings, RoomStats, SettingsChange,
-    SettingsUpdate, Store, StoreFuture, TicketNonce, ADMISSION_BUCKET_MS, MAX_ADMIT_NEXT_PER_CALL,
-    MAX_PROMOTIONS_PER_CALL, MAX_SWEEP_PER_CALL,
+    AdmissionRing, Decision, Minted, Redeemed, RoomPace, RoomSettings, RoomStats, SeenWaiters,
+    SettingsChange, SettingsUpdate, Store, StoreFuture, TicketNonce, ADMISSION_BUCKET_MS,
+    MAX_ADMIT_NEXT_PER_CALL, MAX_PROMOTIONS_PER_CALL, MAX_SWEEP_PER_CALL,
 };
 use crate::clock::{Clock, SharedClock, SystemClock};
 use crate::config::{EventSchedule, RoomPolicy};
@@ -506,7 +506,7 @@ impl Store for MemoryStore {
         true
     }
 
-    fn sync(&self, policy: &RoomPolicy, seen: Vec<SessionId>) -> StoreFuture<RoomSnapshot> {
+    fn sync(&self, policy: &RoomPolicy, seen: SeenWaiters) -> StoreFuture<RoomSnapshot> {
         // The closures run one after the other, in this call, under the room's lock.
         let unknown = std::cell::RefCell::new(Vec::new());
         let unknown = &unknown;
@@ -514,9 +514,10 @@ impl Store for MemoryStore {
             policy,
             move |room, policy, now| {
                 // Only waiters with a place are checked in: nothing is made for the others,
-                // who are answered back.
+                // who are answered back. Those beyond the turn horizon too: a check-in here is
+                // one time per waiter, so leaving out the turn's would save nothing.
                 let at = check_in_epochs(policy, now);
-                for session in seen {
+                for &session in seen.iter() {
                     if room.waiters.touch(session, at).is_none() {
                         unknown.borrow_mut().push(session);
                     }

@@ -150,7 +150,7 @@ pub use self::redis::{
 pub use error::{StoreError, StoreErrorKind};
 pub use memory::MemoryStore;
 pub use settings::{RoomSettings, SettingsChange, SettingsUpdate, SETTINGS_VERSION};
-pub use snapshot::{Checkpoint, LivenessRule, Place, RoomSnapshot};
+pub use snapshot::{Checkpoint, LivenessRule, Place, RoomSnapshot, SeenWaiters};
 pub use tickets::{Minted, Redeemed, TicketNonce, MAX_TICKET_SWEEP_PER_CALL};
 
 /// Most waiters promoted (or skipped as silent) in one call.
@@ -282,10 +282,15 @@ pub trait Store: Send + Sync + 'static {
     /// housekeeping (with a sweep of abandoned waiters of at most [`MAX_SWEEP_PER_CALL`]), and
     /// answers the line as it then stands. See [`snapshot`].
     ///
+    /// The check-ins of [`seen.beyond()`](SeenWaiters::beyond) count for the sweep's rule;
+    /// for the turn's a store may leave them out if it then counts every waiter whose score is
+    /// above [`seen.horizon()`](SeenWaiters::horizon) as seen in the current epoch by that
+    /// rule ([the turn horizon](snapshot#the-turn-horizon)). Nobody seen is skipped either way.
+    ///
     /// The default answers a [`Misconfigured`](StoreErrorKind::Misconfigured) error, and
     /// [`keeps_snapshots`](Self::keeps_snapshots) says `false`: a room on such a store asks
     /// the store for every waiting poll, as before.
-    fn sync(&self, policy: &RoomPolicy, seen: Vec<SessionId>) -> StoreFuture<RoomSnapshot> {
+    fn sync(&self, policy: &RoomPolicy, seen: SeenWaiters) -> StoreFuture<RoomSnapshot> {
         let _ = (policy, seen);
         Box::pin(std::future::ready(Err(StoreError::with_source(
             StoreErrorKind::Misconfigured,

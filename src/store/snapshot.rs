@@ -41,6 +41,25 @@
 //! - **swept from anywhere** ([`LivenessRule::for_abandon`]): epochs of `abandon_after /`
 //!   [`ABANDON_EPOCHS`]; seen within `abandon_after`: kept; silent for longer than
 //!   `abandon_after * 3 / 2`: swept as the sweep goes by.
+//!
+//! # The turn horizon
+//!
+//! The turn rule only matters for a waiter whose turn can come while a check-in still counts
+//! for it: within `queue_ttl * 5 / 4`. A waiter a million places back cannot get there in that
+//! time, so writing their turn check-in every epoch is work for nothing (at two million
+//! waiters, most of a refresh's writes). A gateway therefore names a *horizon* with each
+//! refresh ([`RoomSnapshot::turn_horizon`]): the score of the waiter as far back as the line
+//! could move within that time, with a margin. Its [`SeenWaiters`] put the waiters behind the
+//! horizon apart, and a store may leave out their turn check-ins, **provided that it then
+//! counts every waiter with a score above the horizon as seen in the current epoch by the turn
+//! rule**. So nobody seen is ever skipped for it, whatever horizon a gateway names (a stale or
+//! a wrong one only makes more waiters look seen): a waiter left out was behind the horizon,
+//! and the epoch counts everyone behind it. What it costs is a silent waiter whom the line
+//! reaches faster than the horizon foresaw (a capacity raised a hundredfold): they are granted
+//! at their turn, and the grant expires unclaimed, as for a Bloom false positive of the Redis
+//! store. The Redis store keeps this rule in the epoch's first sequence number, which it
+//! lowers to the horizon (everyone above it counts as joined since: `room.lua`, Liveness); the
+//! embedded store writes every check-in, and so needs no such rule.
 
 use serde::Serialize;
 
@@ -71,6 +90,117 @@ pub const NEAR_HEAD: u64 = 50;
 pub const TURN_EPOCHS: u64 = 4;
 /// Epochs in `abandon_after` for the sweep's liveness rule.
 pub const ABANDON_EPOCHS: u64 = 2;
+
+/// Ranks added to a turn horizon whatever the pace: a room that has not moved yet still looks
+/// this far ahead.
+pub const HORIZON_SLACK_RANKS: u64 = 1_000;
+
+/// How many times the line's expected movement a turn horizon reaches.
+pub const HORIZON_MARGIN: u64 = 3;
+
+/// The waiters a gateway answered from its snapshot since its last refresh, for
+/// [`Store::sync`](super::Store::sync) to check in: those at or ahead of the refresh's turn
+/// horizon, and those behind it (see [the turn horizon](self#the-turn-horizon)), whose turn
+/// check-ins a store may leave out.
+///
+/// ```
+/// use tower_waiting_room::session::SessionId;
+/// use tower_waiting_room::store::SeenWaiters;
+///
+/// let (a, b) = (SessionId::random(), SessionId::random());
+/// let seen = SeenWaiters::with_horizon(Some(1_000.0), [(a, 20.0), (b, 5_000.0)]);
+/// assert_eq!(seen.near(), &[a]);
+/// assert_eq!(seen.beyond(), &[b]);
+/// assert_eq!(seen.horizon(), Some(1_000.0));
+/// // Without a horizon every waiter is near: every check-in is written.
+/// let all = SeenWaiters::new(vec![a, b]);
+/// assert_eq!((all.near().len(), all.beyond().len(), all.horizon()), (2, 0, None));
+/// ```
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SeenWaiters {
+    near: Vec<SessionId>,
+    beyond: Vec<SessionId>,
+    horizon: Option<f64>,
+}
+
+impl SeenWaiters {
+    /// Every session checked in by both rules: no horizon.
+    pub fn new(sessions: Vec<SessionId>) -> Self {
+        Self {
+            near: sessions,
+            beyond: Vec::new(),
+            horizon: None,
+        }
+    }
+
+    /// The sessions, each with their score in line (their [`Place`]'s), put apart by
+    /// `horizon`: those with a score above it are [`beyond`](Self::beyond) it. A horizon that
+    /// is `None` or not a finite number puts everyone [`near`](Self::near).
+    pub fn with_horizon(
+        horizon: Option<f64>,
+        sessions: impl IntoIterator<Item = (SessionId, f64)>,
+    ) -> Self {
+        let horizon = horizon.filter(|h| h.is_finite());
+        let mut seen = Self {
+            horizon,
+            ..Self::default()
+        };
+        for (session, score) in sessions {
+            match horizon {
+                Some(h) if score > h => seen.beyond.push(session),
+                _ => seen.near.push(session),
+            }
+        }
+        if seen.beyond.is_empty() {
+            // Nobody left out: no rule to keep.
+            seen.horizon = None;
+        }
+        seen
+    }
+
+    /// The sessions at or ahead of the horizon (all of them without one): checked in by the
+    /// turn rule and the sweep's.
+    pub fn near(&self) -> &[SessionId] {
+        &self.near
+    }
+
+    /// The sessions behind the horizon: checked in by the sweep's rule; a store may leave out
+    /// their turn check-ins (see [the turn horizon](self#the-turn-horizon)).
+    pub fn beyond(&self) -> &[SessionId] {
+        &self.beyond
+    }
+
+    /// The horizon, a score in line; `None` when nobody is [`beyond`](Self::beyond) it.
+    pub fn horizon(&self) -> Option<f64> {
+        self.horizon
+    }
+
+    /// How many sessions, near and beyond.
+    pub fn len(&self) -> usize {
+        self.near.len() + self.beyond.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Every session, near ones first.
+    pub fn iter(&self) -> impl Iterator<Item = &SessionId> {
+        self.near.iter().chain(&self.beyond)
+    }
+
+    /// The near and the beyond sessions, taken out.
+    pub fn into_parts(self) -> (Vec<SessionId>, Vec<SessionId>) {
+        (self.near, self.beyond)
+    }
+}
+
+impl From<Vec<SessionId>> for SeenWaiters {
+    fn from(sessions: Vec<SessionId>) -> Self {
+        Self::new(sessions)
+    }
+}
 
 /// Where a waiter stands in the store's order: what the queue cookie carries, so a gateway
 /// can place them in its snapshot without asking the store.
@@ -205,6 +335,50 @@ impl RoomSnapshot {
         self.checkpoints
             .last()
             .is_some_and(|last| score <= last.score)
+    }
+
+    /// The turn horizon a gateway names with its next refresh (see
+    /// [the turn horizon](self#the-turn-horizon)): the score of the waiter at the rank the line
+    /// could reach within the time a turn check-in counts (`queue_ttl * 6 / 4`: the five
+    /// epochs that count and the current one begun, plus a snapshot's age), taken
+    /// [`HORIZON_MARGIN`] times over, plus one burst of the room's slots (its capacity, or one
+    /// second's admissions at its rate) and [`HORIZON_SLACK_RANKS`]. The line's movement is
+    /// its admissions and skips per second at their highest over the last minutes (the pace),
+    /// and at least the live admission rate. `None` (every check-in written) when the line
+    /// does not move from the snapshot (see [`answers_waiters`](Self::answers_waiters)), or
+    /// when that rank is at or past its last waiter.
+    pub fn turn_horizon(&self, queue_ttl_ms: u64) -> Option<f64> {
+        if !self.answers_waiters() {
+            return None;
+        }
+        let pace = &self.pace;
+        let minute_ms = (super::MINUTE_BUCKETS * super::ADMISSION_BUCKET_MS) as f64;
+        let bucket_ms = pace.into_bucket_ms.max(1_000) as f64;
+        let per_ms = |count: u64, over_ms: f64| count as f64 / over_ms;
+        let busiest_minute = pace.minutes.iter().copied().max().unwrap_or(0);
+        let admitted = per_ms(self.recent.last_minute, minute_ms)
+            .max(per_ms(busiest_minute, minute_ms))
+            .max(per_ms(pace.current, bucket_ms))
+            .max(f64::from(pace.admission_rate.unwrap_or(0)) / 1_000.0);
+        let skipped = per_ms(pace.skipped.last_minute, minute_ms)
+            .max(per_ms(pace.current_skipped, bucket_ms));
+        let reach_ms = queue_ttl_ms * (TURN_EPOCHS + 2) / TURN_EPOCHS + SNAPSHOT_MAX_AGE_MS;
+        let burst = match pace.admission_rate {
+            Some(rate) => rate.min(pace.capacity),
+            None => pace.capacity,
+        };
+        let moves = ((admitted + skipped) * reach_ms as f64).ceil() as u64;
+        let rank = moves
+            .saturating_mul(HORIZON_MARGIN)
+            .saturating_add(u64::from(burst))
+            .saturating_add(HORIZON_SLACK_RANKS);
+        // The first checkpoint at or behind that rank (a horizon is never short of it), unless
+        // it is the last waiter: then nobody could be left out.
+        let at = self.checkpoints.partition_point(|c| c.rank < rank);
+        self.checkpoints
+            .get(at)
+            .filter(|c| c.rank + 1 < self.waiting)
+            .map(|c| c.score)
     }
 
     /// Whether visitors may be answered from the snapshot at all: the line moves (open, not

@@ -61,7 +61,7 @@ use std::time::Duration;
 
 use crate::clock::{Clock, ManualClock};
 use crate::store::{
-    AdmissionCounts, Decision, RoomSnapshot, RoomStats, Store, ADMISSION_BUCKET_MS,
+    AdmissionCounts, Decision, RoomSnapshot, RoomStats, SeenWaiters, Store, ADMISSION_BUCKET_MS,
     MAX_PROMOTIONS_PER_CALL, MAX_SWEEP_PER_CALL,
 };
 use crate::{RoomPolicy, SessionId};
@@ -299,9 +299,9 @@ impl Harness {
 
     /// `sync` (a gateway's refresh of its snapshot, reporting `seen` as checked in), failing
     /// the test on a store error.
-    pub async fn sync(&self, policy: &RoomPolicy, seen: Vec<SessionId>) -> RoomSnapshot {
+    pub async fn sync(&self, policy: &RoomPolicy, seen: impl Into<SeenWaiters>) -> RoomSnapshot {
         self.store
-            .sync(policy, seen)
+            .sync(policy, seen.into())
             .await
             .unwrap_or_else(|e| panic!("sync failed: {e}"))
     }
@@ -2004,6 +2004,7 @@ macro_rules! __conformance_suite {
                 an_emptied_pre_queue_counts_its_wait_anew,
                 sync_checks_in_only_waiters_with_a_place,
                 sync_keeps_a_waiter_alive_at_their_turn,
+                sync_keeps_a_waiter_behind_the_horizon_alive_at_their_turn,
                 liveness_is_to_the_epoch,
                 sync_snapshot_has_exact_checkpoints,
                 sync_snapshot_says_paused_open_and_schedule,

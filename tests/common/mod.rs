@@ -25,7 +25,7 @@ use tower_waiting_room::store::{
     Decision, MemoryStore, RoomStats, SettingsChange, SettingsUpdate, Store, StoreError,
     StoreErrorKind, StoreFuture,
 };
-use tower_waiting_room::store::{Minted, Redeemed, RoomSnapshot, TicketNonce};
+use tower_waiting_room::store::{Minted, Redeemed, RoomSnapshot, SeenWaiters, TicketNonce};
 use tower_waiting_room::{
     Admission, Keyring, RoomPolicy, SessionId, SigningKey, WaitingRoomBuilder, WaitingRoomLayer,
 };
@@ -617,7 +617,7 @@ impl Store for TestStore {
         true
     }
 
-    fn sync(&self, policy: &RoomPolicy, seen: Vec<SessionId>) -> StoreFuture<RoomSnapshot> {
+    fn sync(&self, policy: &RoomPolicy, seen: SeenWaiters) -> StoreFuture<RoomSnapshot> {
         self.counters.sync.fetch_add(1, Ordering::SeqCst);
         self.failure()
             .unwrap_or_else(|| self.inner.sync(policy, seen))

@@ -43,7 +43,7 @@ pub struct RedisServerInfo {
     /// The SHA-1 of the tickets script (the scripts other than the room's still run with
     /// `EVALSHA`), as loaded by `SCRIPT LOAD`.
     pub script_sha1: String,
-    /// The room's function library (`twr_room_v6`), as loaded by `FUNCTION LOAD REPLACE`.
+    /// The room's function library (`twr_room_v7`), as loaded by `FUNCTION LOAD REPLACE`.
     pub function_library: String,
 }
 

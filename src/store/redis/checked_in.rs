@@ -53,6 +53,11 @@ pub(crate) struct CheckInPlan {
     pub(crate) turn_only: Vec<(u32, u32)>,
     /// Set in both current epochs.
     pub(crate) neither: Vec<(u32, u32)>,
+    /// Behind the sync's turn horizon (no turn check-in), not set in the abandon ring's
+    /// current epoch: written into the abandon ring.
+    pub(crate) abandon_only: Vec<(u32, u32)>,
+    /// Behind the horizon, set in the abandon ring's current epoch.
+    pub(crate) behind_set: Vec<(u32, u32)>,
     /// The epoch each ring's copy holds (as the script named it), `b""` for none.
     pub(crate) named: [Vec<u8>; RINGS],
 }
@@ -95,15 +100,17 @@ pub(crate) struct CheckedIn {
 }
 
 impl CheckedIn {
-    /// Sorts `known` (each session's Bloom offsets in bitmaps of `bits` bits) by what this
-    /// gateway has set in `room`, given the breaker's `troubles` now: a copy older than a
-    /// failure is dropped, and then everyone is in `both`.
+    /// Sorts `known` and `behind` (each session's Bloom offsets in bitmaps of `bits` bits; the
+    /// latter behind the sync's turn horizon) by what this gateway has set in `room`, given the
+    /// breaker's `troubles` now: a copy older than a failure is dropped, and then everyone is
+    /// in `both` or `abandon_only`.
     pub(crate) fn plan(
         &self,
         room: &str,
         bits: u64,
         troubles: u64,
         known: impl Iterator<Item = (u32, u32)>,
+        behind: impl Iterator<Item = (u32, u32)>,
     ) -> CheckInPlan {
         let mut rooms = self.rooms.lock().unwrap_or_else(PoisonError::into_inner);
         if rooms
@@ -115,6 +122,7 @@ impl CheckedIn {
         let mut plan = CheckInPlan::default();
         let Some(copy) = rooms.get(room) else {
             plan.both = known.collect();
+            plan.abandon_only = behind.collect();
             return plan;
         };
         let [turn, abandon] = &copy.rings;
@@ -127,22 +135,30 @@ impl CheckedIn {
                 plan.neither.push((x, y));
             }
         }
+        for (x, y) in behind {
+            if abandon.has(x, y) {
+                plan.behind_set.push((x, y));
+            } else {
+                plan.abandon_only.push((x, y));
+            }
+        }
         plan.named = [turn.epoch.clone(), abandon.epoch.clone()];
         plan
     }
 
-    /// A sync of `room` planned at `troubles` succeeded, and the reply named `epochs` as the
+    /// A sync of `room` planned at `troubles.0` succeeded, and the reply named `epochs` as the
     /// rings' current ones: every offset of `written` is set in both (written by this sync, or
-    /// by an earlier one in the same epoch). Not recorded if the breaker saw trouble since the
-    /// plan (`troubles_now`), nor for bitmaps above [`MAX_COPIED_BITS`].
+    /// by an earlier one in the same epoch), and every offset of `abandon_only` in the abandon
+    /// ring's. Not recorded if the breaker saw trouble since the plan (`troubles.1`, its count
+    /// now), nor for bitmaps above [`MAX_COPIED_BITS`].
     pub(crate) fn confirm(
         &self,
         room: &str,
         bits: u64,
-        troubles: u64,
-        troubles_now: u64,
+        (troubles, troubles_now): (u64, u64),
         epochs: [Vec<u8>; RINGS],
         written: impl Iterator<Item = (u32, u32)> + Clone,
+        abandon_only: impl Iterator<Item = (u32, u32)>,
     ) {
         if troubles != troubles_now || bits > MAX_COPIED_BITS || epochs.iter().any(Vec::is_empty) {
             return;
@@ -170,6 +186,11 @@ impl CheckedIn {
                 ring.set(y);
             }
         }
+        let abandon = &mut copy.rings[RINGS - 1];
+        for (x, y) in abandon_only {
+            abandon.set(x);
+            abandon.set(y);
+        }
     }
 }
 
@@ -188,10 +209,10 @@ mod tests {
         c.confirm(
             "r",
             BITS,
-            0,
-            0,
+            (0, 0),
             epochs(turn, abandon),
             written.iter().copied(),
+            None.into_iter(),
         );
     }
 
@@ -199,7 +220,7 @@ mod tests {
     fn a_session_is_written_once_per_epoch_of_each_ring() {
         let c = CheckedIn::default();
         let (a, b) = ((1, 2), (300, 4_000));
-        let plan = c.plan("r", BITS, 0, [a, b].into_iter());
+        let plan = c.plan("r", BITS, 0, [a, b].into_iter(), None.into_iter());
         assert_eq!(
             plan.both,
             vec![a, b],
@@ -207,15 +228,18 @@ mod tests {
         );
         assert_eq!(plan.named, [Vec::<u8>::new(), Vec::new()]);
         confirmed(&c, "7:1:65536", "3:2:65536", &[a]);
-        let plan = c.plan("r", BITS, 0, [a, b].into_iter());
+        let plan = c.plan("r", BITS, 0, [a, b].into_iter(), None.into_iter());
         assert_eq!((plan.both, plan.neither), (vec![b], vec![a]));
         assert_eq!(plan.named, epochs("7:1:65536", "3:2:65536"));
         // The turn ring's epoch turned: its copy starts again; the abandon ring's stays.
         confirmed(&c, "8:1:65536", "3:2:65536", &[b]);
-        let plan = c.plan("r", BITS, 0, [a, b].into_iter());
+        let plan = c.plan("r", BITS, 0, [a, b].into_iter(), None.into_iter());
         assert_eq!((plan.turn_only, plan.neither), (vec![a], vec![b]));
         // Another room knows nothing of this one's.
-        assert_eq!(c.plan("s", BITS, 0, [a].into_iter()).both, vec![a]);
+        assert_eq!(
+            c.plan("s", BITS, 0, [a].into_iter(), None.into_iter()).both,
+            vec![a]
+        );
     }
 
     #[test]
@@ -223,7 +247,13 @@ mod tests {
         let c = CheckedIn::default();
         confirmed(&c, "1:1:65536", "1:2:65536", &[(5, 9), (700, 11)]);
         // Both bits of (5, 700) are set, by two other sessions: so they are in the store too.
-        let plan = c.plan("r", BITS, 0, [(5, 700), (5, 12)].into_iter());
+        let plan = c.plan(
+            "r",
+            BITS,
+            0,
+            [(5, 700), (5, 12)].into_iter(),
+            None.into_iter(),
+        );
         assert_eq!(plan.neither, vec![(5, 700)]);
         assert_eq!(plan.both, vec![(5, 12)], "one bit of two is not enough");
     }
@@ -236,34 +266,51 @@ mod tests {
         c.confirm(
             "r",
             BITS,
-            3,
-            4,
+            (3, 4),
             epochs("1:1:65536", "1:2:65536"),
             [a].into_iter(),
+            None.into_iter(),
         );
-        assert_eq!(c.plan("r", BITS, 4, [a].into_iter()).both, vec![a]);
+        assert_eq!(
+            c.plan("r", BITS, 4, [a].into_iter(), None.into_iter()).both,
+            vec![a]
+        );
         c.confirm(
             "r",
             BITS,
-            4,
-            4,
+            (4, 4),
             epochs("1:1:65536", "1:2:65536"),
             [a].into_iter(),
+            None.into_iter(),
         );
-        assert_eq!(c.plan("r", BITS, 4, [a].into_iter()).neither, vec![a]);
+        assert_eq!(
+            c.plan("r", BITS, 4, [a].into_iter(), None.into_iter())
+                .neither,
+            vec![a]
+        );
         // Trouble since: the copy is gone, not only ignored.
-        assert_eq!(c.plan("r", BITS, 5, [a].into_iter()).both, vec![a]);
-        assert_eq!(c.plan("r", BITS, 4, [a].into_iter()).both, vec![a]);
+        assert_eq!(
+            c.plan("r", BITS, 5, [a].into_iter(), None.into_iter()).both,
+            vec![a]
+        );
+        assert_eq!(
+            c.plan("r", BITS, 4, [a].into_iter(), None.into_iter()).both,
+            vec![a]
+        );
         // Another bitmap size: another copy.
         c.confirm(
             "r",
             BITS,
-            4,
-            4,
+            (4, 4),
             epochs("1:1:65536", "1:2:65536"),
             [a].into_iter(),
+            None.into_iter(),
         );
-        assert_eq!(c.plan("r", BITS * 2, 4, [a].into_iter()).both, vec![a]);
+        assert_eq!(
+            c.plan("r", BITS * 2, 4, [a].into_iter(), None.into_iter())
+                .both,
+            vec![a]
+        );
     }
 
     #[test]
@@ -271,9 +318,54 @@ mod tests {
         let c = CheckedIn::default();
         let a = (1, 2);
         let big = MAX_COPIED_BITS * 2;
-        c.confirm("r", big, 0, 0, epochs("1:1:x", "1:2:x"), [a].into_iter());
-        assert_eq!(c.plan("r", big, 0, [a].into_iter()).both, vec![a]);
+        c.confirm(
+            "r",
+            big,
+            (0, 0),
+            epochs("1:1:x", "1:2:x"),
+            [a].into_iter(),
+            None.into_iter(),
+        );
+        assert_eq!(
+            c.plan("r", big, 0, [a].into_iter(), None.into_iter()).both,
+            vec![a]
+        );
         confirmed(&c, "", "1:2:65536", &[a]);
-        assert_eq!(c.plan("r", BITS, 0, [a].into_iter()).both, vec![a]);
+        assert_eq!(
+            c.plan("r", BITS, 0, [a].into_iter(), None.into_iter()).both,
+            vec![a]
+        );
+    }
+
+    #[test]
+    fn sessions_behind_the_horizon_are_copied_in_the_abandon_ring_only() {
+        let c = CheckedIn::default();
+        let (near, behind) = ((1, 2), (300, 4_000));
+        let plan = c.plan("r", BITS, 0, [near].into_iter(), [behind].into_iter());
+        assert_eq!((plan.both, plan.abandon_only), (vec![near], vec![behind]));
+        c.confirm(
+            "r",
+            BITS,
+            (0, 0),
+            epochs("7:1:65536", "3:2:65536"),
+            [near].into_iter(),
+            [behind].into_iter(),
+        );
+        // Both set in the abandon ring now; the one behind not in the turn ring's copy.
+        let plan = c.plan(
+            "r",
+            BITS,
+            0,
+            [near, behind].into_iter(),
+            [behind].into_iter(),
+        );
+        assert_eq!(plan.neither, vec![near]);
+        assert_eq!(
+            plan.turn_only,
+            vec![behind],
+            "no turn bits were written for it"
+        );
+        assert_eq!(plan.behind_set, vec![behind]);
+        assert!(plan.both.is_empty() && plan.abandon_only.is_empty());
     }
 }

@@ -105,8 +105,9 @@ pub(crate) use self::protocol::ROOM_FUNCTION;
 use self::protocol::{decision, non_negative, protocol_error, reply, Op, NOW_FROM_SERVER};
 use self::sentinel::SentinelConnection;
 use super::{
-    Decision, Minted, Redeemed, RoomSnapshot, RoomStats, SettingsChange, SettingsUpdate, Store,
-    StoreError, StoreErrorKind, StoreFuture, TicketNonce, HISTORY_MINUTES, MAX_ADMIT_NEXT_PER_CALL,
+    Decision, Minted, Redeemed, RoomSnapshot, RoomStats, SeenWaiters, SettingsChange,
+    SettingsUpdate, Store, StoreError, StoreErrorKind, StoreFuture, TicketNonce, HISTORY_MINUTES,
+    MAX_ADMIT_NEXT_PER_CALL,
 };
 use crate::clock::SharedClock;
 use crate::config::RoomPolicy;
@@ -353,7 +354,7 @@ impl Callee {
     }
 }
 
-/// `FUNCTION LOAD REPLACE` of the room library: its name (`twr_room_v6`). In a cluster redis-rs
+/// `FUNCTION LOAD REPLACE` of the room library: its name (`twr_room_v7`). In a cluster redis-rs
 /// sends it to every primary (and answers once all succeeded).
 pub(crate) async fn load_room_library<C: ConnectionLike>(con: &mut C) -> RedisResult<String> {
     redis::cmd("FUNCTION")
@@ -464,8 +465,7 @@ impl Store for RedisStore {
         true
     }
 
-    fn sync(&self, policy: &RoomPolicy, seen: Vec<SessionId>) -> StoreFuture<RoomSnapshot> {
-        // The sessions found in line in their abandon epoch are not looked up again (found.rs).
+    fn sync(&self, policy: &RoomPolicy, seen: SeenWaiters) -> StoreFuture<RoomSnapshot> {
         let now = self.clock.as_ref().map_or_else(
             || crate::config::unix_ms(std::time::SystemTime::now()),
             |c| c.now_ms(),
@@ -475,7 +475,25 @@ impl Store for RedisStore {
             width_ms: crate::store::LivenessRule::for_abandon(policy).width_ms,
             max_queue_len: policy.max_queue_len,
         };
-        let (look_up, known) = self.found.split(&policy.room, at, seen);
+        // The turn horizon as the script keeps it, a whole number (floored: more count as
+        // behind it, never fewer); one it cannot keep (a registrant's score, below 0) puts
+        // everyone ahead of it, so every turn check-in is written.
+        let horizon = seen
+            .horizon()
+            .filter(|h| *h >= 0.0 && *h < protocol::MAX_SAFE_SCORE)
+            .map(|h| h.floor() as u64);
+        let (mut near, behind) = seen.into_parts();
+        let behind = if horizon.is_some() {
+            behind
+        } else {
+            near.extend(behind);
+            Vec::new()
+        };
+        // The sessions found in line in their abandon epoch are not looked up again (found.rs).
+        let (mut look_up, known) = self.found.split(&policy.room, at, near);
+        let (look_up_behind, known_behind) = self.found.split(&policy.room, at, behind);
+        let ahead = look_up.len();
+        look_up.extend(look_up_behind);
         // Of those, the ones whose bits this gateway set in a ring's current epoch already are
         // sent apart, so the script writes them only if that epoch has ended (checked_in.rs).
         let bits = protocol::bloom_bits(policy.max_queue_len);
@@ -485,11 +503,14 @@ impl Store for RedisStore {
             bits,
             troubles,
             protocol::offsets_of(&known, bits),
+            protocol::offsets_of(&known_behind, bits),
         );
-        // ARGV[2]: the ids of the sessions to look up, 16 raw bytes each, in one argument, and
-        // their two Bloom offsets each (computed here: the script only looks them up) last,
-        // ARGV[23]; ARGV[18] to [22]: the two offsets of each of the others, whose bits are set
-        // without a lookup, by what this gateway set already (ARGV[7] to [12] as sent).
+        // ARGV[2]: the ids of the sessions to look up, 16 raw bytes each, in one argument (the
+        // first `ahead` of them ahead of the horizon), and their two Bloom offsets each
+        // (computed here: the script only looks them up), ARGV[23]; ARGV[18] to [22], [24] and
+        // [25]: the two offsets of each of the others, whose bits are set without a lookup, by
+        // what this gateway set already (ARGV[7] to [12], [14] and [15] as sent); ARGV[26] the
+        // horizon.
         let list = protocol::seen_arg(&look_up);
         let (keys, mut args) = self.script_args(Op::Sync, policy, None, list, &[]);
         let [turn, abandon] = plan.named;
@@ -502,6 +523,9 @@ impl Store for RedisStore {
                 protocol::offsets_arg(plan.turn_only),
                 protocol::offsets_arg(plan.neither),
                 protocol::offsets_arg(protocol::offsets_of(&look_up, bits)),
+                protocol::offsets_arg(plan.abandon_only),
+                protocol::offsets_arg(plan.behind_set),
+                horizon.map_or_else(Vec::new, |h| format!("{ahead} {h}").into_bytes()),
             ],
         );
         let call: StoreFuture<Vec<redis::Value>> = self.run_room(keys, args);
@@ -514,21 +538,28 @@ impl Store for RedisStore {
         Box::pin(async move {
             let (snapshot, epochs) = protocol::snapshot(&call.await?)?;
             found.found(&room, at, &look_up, &snapshot.unknown);
-            // Now set in both rings' current epochs: every session sent but those looked up
-            // and found without a place.
+            // Now set in both rings' current epochs: every session sent ahead of the horizon
+            // but those looked up and found without a place; in the abandon ring's, those
+            // behind it (a looked-up one the script found ahead of it got its turn bits too,
+            // which the copy need not know).
             let unknown: std::collections::HashSet<&SessionId> = snapshot.unknown.iter().collect();
-            let placed: Vec<SessionId> = look_up
-                .iter()
-                .filter(|s| !unknown.contains(s))
-                .copied()
-                .collect();
+            let placed = |sessions: &[SessionId]| -> Vec<SessionId> {
+                sessions
+                    .iter()
+                    .filter(|s| !unknown.contains(s))
+                    .copied()
+                    .collect()
+            };
+            let (placed_ahead, placed_behind) =
+                (placed(&look_up[..ahead]), placed(&look_up[ahead..]));
             checked_in.confirm(
                 &room,
                 bits,
-                troubles,
-                breaker.troubles(),
+                (troubles, breaker.troubles()),
                 epochs,
-                protocol::offsets_of(&known, bits).chain(protocol::offsets_of(&placed, bits)),
+                protocol::offsets_of(&known, bits).chain(protocol::offsets_of(&placed_ahead, bits)),
+                protocol::offsets_of(&known_behind, bits)
+                    .chain(protocol::offsets_of(&placed_behind, bits)),
             );
             Ok(snapshot)
         })

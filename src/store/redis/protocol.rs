@@ -22,7 +22,7 @@ pub(crate) const SCRIPT: &str = include_str!("room.lua");
 
 /// The library's name and its one function's (the same): its version is in the name, so a
 /// changed library is a new name (`room.lua`'s first line says it too).
-pub(crate) const ROOM_FUNCTION: &str = "twr_room_v6";
+pub(crate) const ROOM_FUNCTION: &str = "twr_room_v7";
 
 /// Whether `e` is the server's answer to an `FCALL` of a function it does not have (a flushed
 /// or restarted server, a failover to a replica that missed the load, `FUNCTION FLUSH`). It has
@@ -135,9 +135,15 @@ fn push_decimal(out: &mut Vec<u8>, mut n: u32) {
 /// Where `sync`'s own arguments go: from `ARGV[7]` as sent (`ARGV[18]` in the script's
 /// unpacked numbering), in this order: the sessions found in line to check in into both rings,
 /// the epochs the gateway has set bits in (turn ring, abandon ring: `checked_in.rs`), the
-/// sessions set in the abandon ring's epoch only, those set in both, and the offsets of the
-/// sessions of `ARGV[2]`.
+/// sessions set in the abandon ring's epoch only, those set in both, the offsets of the
+/// sessions of `ARGV[2]`, then behind the turn horizon the sessions not set in the abandon
+/// ring's epoch and those set there, and the horizon (`"<n> <horizon>"`, the first `n`
+/// sessions of `ARGV[2]` ahead of it; empty for none).
 pub(crate) const SYNC_KNOWN_ARG: usize = 6;
+
+/// Scores below this are whole numbers exactly as doubles (2^53): a turn horizon beyond it is
+/// not sent (nobody's sequence number gets there).
+pub(crate) const MAX_SAFE_SCORE: f64 = 9_007_199_254_740_992.0;
 
 /// The bytes of one session in `sync`'s list of sessions to look up.
 pub(crate) const SEEN_ENTRY_BYTES: usize = 16;

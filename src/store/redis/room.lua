@@ -1,11 +1,11 @@
-#!lua name=twr_room_v6
+#!lua name=twr_room_v7
 -- tower-waiting-room: the whole state machine of one room, atomically inside Redis/Valkey.
 --
 -- A Redis Functions library (Redis 7.0+, Valkey 7.2+), loaded with `FUNCTION LOAD REPLACE` and
--- called as `FCALL twr_room_v6 <numkeys> KEYS... ARGV...`: the library's top level defines the
+-- called as `FCALL twr_room_v7 <numkeys> KEYS... ARGV...`: the library's top level defines the
 -- functions once, at load; each call only runs the registered function (with EVALSHA, Lua ran
 -- the whole top level, ~40 function definitions, on every call: most of a short call's cost).
--- The library's name carries its version (`twr_room_v6`): a changed library is loaded under a
+-- The library's name carries its version (`twr_room_v7`): a changed library is loaded under a
 -- new name, or replaces the old one by REPLACE, never mixed with it.
 --
 -- The function has no flags: not `no-writes` and not `allow-oom`, so the server checks memory
@@ -94,7 +94,13 @@
 --      only if its current epoch is not 20's; 22 sessions whose bits are set in both: written
 --      into a ring only if its current epoch is not the one named; 23 the Bloom offsets of the
 --      sessions of 2, in their order, as 18 (18 to 23 always sent, maybe empty;
---      src/store/redis/checked_in.rs says why a set bit needs no second write). Decimal text,
+--      src/store/redis/checked_in.rs says why a set bit needs no second write); then the
+--      sessions behind the gateway's turn horizon (see Liveness: the turn horizon), which get
+--      no turn check-in: 24 those found in line and not set in the abandon ring's epoch of 20,
+--      written into the abandon ring; 25 those set there, written into it only if its current
+--      epoch is not 20's; 26 '<n> <horizon>', the horizon a whole number >= 0 and n the
+--      sessions of 2 ahead of it (the first n; the others are behind it), or '' for no
+--      horizon (24 to 26 always sent, maybe empty). Decimal text,
 --      not binary: a BITFIELD argument made from a Lua number is formatted by Redis (about a
 --      microsecond per bit and ring), a string is taken as it is
 --   last, only for a room with a schedule (any operation): the string
@@ -144,7 +150,8 @@
 -- library would read as silence. Version 4 (libraries `twr_room_v4` and `twr_room_v5`,
 -- whose sync takes the check-ins a gateway already made apart: the data are the same): the fast path's
 -- window lives in its own key (KEYS[20]) instead of settings fields, which version 3's main
--- would neither move nor close. Version 5 (this library, `twr_room_v6`): each liveness bitmap
+-- would neither move nor close. Version 5 (libraries `twr_room_v7` and this one, `twr_room_v7`,
+-- whose sync takes a turn horizon: the data are the same, see Liveness): each liveness bitmap
 -- is BLOOM_SLACK bits under the power of two it was (see Liveness), so every session's bits sit
 -- at other offsets, which version 4's library would read as silence. So a room of version 2, 3
 -- or 4 is upgraded in place by its first call here (version 3's window fields deleted, and
@@ -202,6 +209,15 @@
 -- the big-endian u32 of its id's bytes 1-4 and 5-8, each mod M (one BITFIELD per key and up to
 -- 500 sessions). A waiter is alive by a rule if both bits are set in a key whose epoch still
 -- counts (epoch + keep >= now's epoch).
+-- The turn horizon: a sync may name one (ARGV 26), a sequence number behind which its gateway
+-- sent no turn check-ins (their turn cannot come while one would count; the gateway's reason,
+-- src/store/snapshot.rs). The turn ring's current epoch's first number is then lowered to it
+-- (`lower_first_number`): everyone behind it counts as joined since in that epoch, seen or
+-- not, so a waiter left out is never skipped while the epoch counts. The epoch's first number
+-- as it was made is kept apart (`<ring><i>first`, the turn ring's only) for the pace's silent
+-- estimate (silent_among). Libraries of version 5 before this one read a lowered first number
+-- the same way (it only makes more waiters look joined since), so gateways of both can share a
+-- room in a rolling deploy.
 -- A false positive (another session's bits) only makes a silent waiter look alive: granted at
 -- their turn, then the grant expires unclaimed, or kept in line until a later sweep finds them
 -- silent. It never admits anyone out of order, never over capacity. A key whose epoch field is
@@ -342,8 +358,8 @@ end
 -- still count, and which epoch each key holds (`held`, from the settings; nil: not known).
 function F.make_ring(name, first, epochs, ttl)
   local r = {name = name, first = first, len = epochs + 2, keep = epochs,
-    width = math.max(1, math.floor(ttl / epochs)), held = {}, from = {}, known = {},
-    all = false}
+    width = math.max(1, math.floor(ttl / epochs)), held = {}, from = {}, first_made = {},
+    known = {}, all = false, since = nil, first_min = nil}
   r.current = math.floor(R.now / r.width)
   return r
 end
@@ -361,6 +377,10 @@ for i = 0, ABANDON_EPOCHS + 1 do RING_FIELDS.abandon[i] = 'abandon' .. i end
 local FROM_FIELDS = {turn = {}, abandon = {}}
 for i = 0, TURN_EPOCHS + 1 do FROM_FIELDS.turn[i] = 'turn' .. i .. 'from' end
 for i = 0, ABANDON_EPOCHS + 1 do FROM_FIELDS.abandon[i] = 'abandon' .. i .. 'from' end
+-- The turn ring's epochs' first sequence numbers as made, before a turn horizon lowered them
+-- (see Liveness: the turn horizon): for the pace's silent estimate only.
+local FIRST_FIELDS = {}
+for i = 0, TURN_EPOCHS + 1 do FIRST_FIELDS[i] = 'turn' .. i .. 'first' end
 -- The settings fields every call reads (one HMGET), in order, then the bitmaps' epoch fields
 -- of now's epochs (at RING_FIELD_AT and after), and now's epochs' first sequence numbers (at
 -- FROM_FIELD_AT); the rest (the pace's history, the sweep's
@@ -613,11 +633,15 @@ function F.load_ring(rg)
   for i = 0, rg.len - 1 do
     fields[2 * i + 1], fields[2 * i + 2] = RING_FIELDS[rg.name][i], FROM_FIELDS[rg.name][i]
   end
+  if rg == R.turn then
+    for i = 0, rg.len - 1 do fields[2 * rg.len + i + 1] = FIRST_FIELDS[i] end
+  end
   local v = redis.call('HMGET', R.k_settings, unpack(fields))
   for i = 0, rg.len - 1 do
     if not rg.known[i] then
       rg.held[i], rg.from[i], rg.known[i] = tonumber(v[2 * i + 1]), tonumber(v[2 * i + 2]), true
     end
+    if rg.first_made[i] == nil then rg.first_made[i] = tonumber(v[2 * rg.len + i + 1]) end
   end
   rg.all = true
 end
@@ -653,16 +677,23 @@ function F.ring_key_for(rg, e)
     F.mark_lost(R.k_settings, rg.name, rg.len, e)
     -- Who joined since is not known either: nobody is alive by their join in e.
     redis.call('HDEL', R.k_settings, FROM_FIELDS[rg.name][i])
-    rg.held[i], rg.from[i] = -e, nil
+    if rg == R.turn then redis.call('HDEL', R.k_settings, FIRST_FIELDS[i]) end
+    rg.held[i], rg.from[i], rg.first_made[i] = -e, nil, nil
     return key, lifetime, true
   end
   redis.call('DEL', key)
   -- The epoch's first sequence number (see Liveness: joined since): seq as it is now, before
   -- anyone joins in e. A lost seq reads 0: everyone looks joined since, alive longer.
   local from = tonumber(redis.call('GET', R.k_seq)) or 0
-  redis.call('HSET', R.k_settings, RING_FIELDS[rg.name][i], e, FROM_FIELDS[rg.name][i],
-    string.format('%d', from))
-  rg.held[i], rg.from[i] = e, from
+  local number = string.format('%d', from)
+  if rg == R.turn then
+    redis.call('HSET', R.k_settings, RING_FIELDS[rg.name][i], e, FROM_FIELDS[rg.name][i],
+      number, FIRST_FIELDS[i], number)
+  else
+    redis.call('HSET', R.k_settings, RING_FIELDS[rg.name][i], e, FROM_FIELDS[rg.name][i],
+      number)
+  end
+  rg.held[i], rg.from[i], rg.first_made[i] = e, from, from
   return key, lifetime, true
 end
 
@@ -670,12 +701,31 @@ end
 -- sequence number, before a newcomer's sequence number is taken: a new one gets its sentinel
 -- and lifetime and nothing else (no check-in).
 function F.open_epochs()
-  for _, rg in ipairs(R.rings) do
-    local key, lifetime, new = F.ring_key_for(rg, math.floor(R.check_in_at / rg.width))
-    if new then
-      redis.call('BITFIELD', key, 'SET', 'u1', R.bloom_bits, '1')
-      F.set_bitmap_lifetime(key, lifetime)
-    end
+  for _, rg in ipairs(R.rings) do F.open_epoch(rg) end
+end
+
+-- The current epoch of `rg`, made if new (see open_epochs); returns its index in the ring.
+function F.open_epoch(rg)
+  local e = math.floor(R.check_in_at / rg.width)
+  local key, lifetime, new = F.ring_key_for(rg, e)
+  if new then
+    redis.call('BITFIELD', key, 'SET', 'u1', R.bloom_bits, '1')
+    F.set_bitmap_lifetime(key, lifetime)
+  end
+  return e % rg.len
+end
+
+-- A sync's turn horizon (see Liveness: the turn horizon): the turn ring's current epoch's
+-- first number is lowered to it, so that everyone behind it counts as joined since in that
+-- epoch (whose turn check-ins the gateway did not send). Never raised: the lowest horizon of
+-- the epoch's syncs holds for all of them.
+function F.lower_first_number(horizon)
+  local rg = R.turn
+  local i = F.open_epoch(rg)
+  local from = rg.from[i]
+  if from == nil or horizon < from then
+    redis.call('HSET', R.k_settings, FROM_FIELDS.turn[i], string.format('%d', horizon))
+    rg.from[i] = horizon
   end
 end
 
@@ -700,7 +750,8 @@ end
 -- check-ins it had. Its field is then set to -e: epoch e's bitmap is lost, and until the epoch
 -- stops counting everyone counts as seen in it (see alive_many), as for a bitmap that is gone.
 -- A bitmap made again gets its lifetime again, so it still expires.
-function F.check_in(ids, offsets)
+-- `rings`, when given, is the list of rings written (else both).
+function F.check_in(ids, offsets, rings)
   if #ids == 0 then return end
   local chunks = F.new_chunks()
   for j = 1, #ids do
@@ -712,7 +763,7 @@ function F.check_in(ids, offsets)
     end
     F.add_bits(chunks, x, y)
   end
-  F.set_bits(chunks)
+  for _, rg in ipairs(rings or R.rings) do F.set_bits_in(rg, {chunks}) end
 end
 
 -- The BITFIELD arguments of a check-in, in chunks of at most CHUNK sessions: the same bits in
@@ -731,11 +782,6 @@ function F.add_bits(chunks, x, y)
   args[n + 1], args[n + 2], args[n + 3], args[n + 4] = 'SET', 'u1', x, '1'
   args[n + 5], args[n + 6], args[n + 7], args[n + 8] = 'SET', 'u1', y, '1'
   chunks.n = chunks.n + 1
-end
-
--- Writes the chunks' bits into the current epoch of every ring (see check_in).
-function F.set_bits(chunks)
-  for _, rg in ipairs(R.rings) do F.set_bits_in(rg, {chunks}) end
 end
 
 -- Writes the bits of every chunk list of `lists` (each made by new_chunks) into the current
@@ -809,6 +855,7 @@ function F.alive_many(ids, rg, scores)
   for j = 1, #ids do found[j] = false end
   if #ids == 0 then return found end
   F.load_ring(rg)
+  rg.since, rg.first_min = nil, nil
   local counting, since = {}, nil
   for back = 0, rg.len - 1 do
     local i = (rg.current - back) % rg.len
@@ -822,8 +869,12 @@ function F.alive_many(ids, rg, scores)
       counting[#counting + 1] = {R.keys[rg.first + i], held}
       local from = rg.from[i]
       if held ~= nil and from ~= nil and (since == nil or from < since) then since = from end
+      local first = held ~= nil and (rg.first_made[i] or from)
+      if first and (rg.first_min == nil or first < rg.first_min) then rg.first_min = first end
     end
   end
+  -- For silent_among: behind `since` everyone is alive by their join (or a turn horizon).
+  rg.since = since
   for j = 1, #ids do
     local score = since and tonumber(scores[j])
     if score and score > since then found[j] = true else left[#left + 1] = j end
@@ -1089,17 +1140,40 @@ function F.checkpoints(waiting)
 end
 
 -- Waiters not alive by the turn rule (0 while silence is excused), estimated from the
--- checkpoint waiters: silent among them / their number * waiting, rounded; exact for a line of
--- at most EXACT_RANKS (then every waiter is a checkpoint).
+-- checkpoint waiters; exact for a line of at most EXACT_RANKS (then every waiter is a
+-- checkpoint). Everyone behind the turn epochs' lowest first number counts as alive by the
+-- rule: the newcomers since, who are, and (behind a sync's turn horizon, see Liveness) waiters
+-- whose check-ins were not sent, who may not be. So the share of silent waiters is taken from
+-- the checkpoint waiters ahead of it, and applied to everyone ahead of the epochs' first
+-- numbers as made (the newcomers since are not silent): silent among the sample / its size *
+-- the rank of the first checkpoint behind those first numbers (or waiting), rounded.
 function F.silent_among(cps, waiting)
   if R.excused or #cps == 0 then return 0 end
   local ids, scores = {}, {}
   for j, cp in ipairs(cps) do ids[j], scores[j] = cp[2], cp[3] end
-  local silent = 0
-  for _, a in ipairs(F.alive_many(ids, R.turn, scores)) do
-    if not a then silent = silent + 1 end
+  local alive = F.alive_many(ids, R.turn, scores)
+  local since, first = R.turn.since, R.turn.first_min
+  if #cps >= waiting or since == nil then
+    local silent = 0
+    for _, a in ipairs(alive) do
+      if not a then silent = silent + 1 end
+    end
+    return math.floor(silent / #cps * waiting + 0.5)
   end
-  return math.floor(silent / #cps * waiting + 0.5)
+  if first == nil or first < since then first = since end
+  local sample, silent, upto = 0, 0, waiting
+  for j, cp in ipairs(cps) do
+    local score = tonumber(cp[3])
+    if score <= since then
+      sample = sample + 1
+      if not alive[j] then silent = silent + 1 end
+    elseif score > first then
+      upto = cp[1]
+      break
+    end
+  end
+  if sample == 0 then return 0 end
+  return math.floor(silent / sample * upto + 0.5)
 end
 
 -- Appends the room's pace to `reply` (the wait estimate's input, in sync and stats replies):
@@ -1302,16 +1376,22 @@ end
 -- Checks in the sessions of sync's first list (ARGV 2) that have a place in line, and answers
 -- back those without: their ids' 16 bytes each, their two Bloom offsets in ARGV 23 (the
 -- gateway computes them for this room's M, so the script only looks the ids up). Then sets the
--- bits of the lists of sessions already found (ARGV 18, 21, 22: two offsets each):
+-- bits of the lists of sessions already found (ARGV 18, 21, 22, 24, 25: two offsets each):
 -- sessions this gateway already found in line this abandon epoch, not looked up again (one
 -- that left since only looks alive, as for a Bloom false positive, until its next epoch).
+-- With a turn horizon (ARGV 26), the sessions behind it get no turn check-in, and the turn
+-- ring's current epoch counts everyone behind it (lower_first_number); a looked-up session
+-- whose score in line is not behind it gets its turn check-in whatever the gateway said.
 function F.check_in_seen(list)
   -- Anew in each run (a repaired second run checks in again).
   R.unknown = {}
+  local ahead, horizon = string.match(F.sync_list(26)[1], '^(%d+) (%d+)$')
+  ahead, horizon = tonumber(ahead), tonumber(horizon)
   -- Their offsets (ARGV 23), in the ids' order, as decimal text: Redis takes a BITFIELD
   -- argument made from a Lua number by formatting it (about a microsecond, for each bit of
   -- each ring), from a string as it is.
   local next_offset = string.gmatch(F.sync_list(23)[1], '%d+')
+  local abandon_ring = {R.gone_ring}
   for from = 1, #list, 16 * CHUNK do
     local ids, offsets = {}, {}
     for at = from, math.min(#list, from + 16 * CHUNK - 1) - 15, 16 do
@@ -1321,33 +1401,42 @@ function F.check_in_seen(list)
     end
     if #ids > 0 then
       local scores = redis.call('ZMSCORE', R.k_line, unpack(ids))
-      local placed, placed_offsets = {}, {}
+      local placed, placed_offsets = {{}, {}}, {{}, {}}
+      local first = (from - 1) / 16
       for j = 1, #ids do
         if scores[j] then
-          placed[#placed + 1] = ids[j]
-          placed_offsets[#placed_offsets + 1] = offsets[2 * j - 1]
-          placed_offsets[#placed_offsets + 1] = offsets[2 * j]
+          -- 1: both rings; 2: behind the horizon, the abandon ring only.
+          local n = 1
+          if horizon and first + j > ahead and tonumber(scores[j]) > horizon then n = 2 end
+          local p, o = placed[n], placed_offsets[n]
+          p[#p + 1] = ids[j]
+          o[#o + 1], o[#o + 2] = offsets[2 * j - 1], offsets[2 * j]
         else
           -- No place (skipped, swept, never in line): answered back, so the gateway asks the
           -- store at their next poll instead of placing them by an old cookie.
           R.unknown[#R.unknown + 1] = ids[j]
         end
       end
-      F.check_in(placed, placed_offsets)
+      F.check_in(placed[1], placed_offsets[1])
+      F.check_in(placed[2], placed_offsets[2], abandon_ring)
     end
   end
   -- The sessions found in line, by what the gateway set already in the epochs it names (its
   -- copy, src/store/redis/checked_in.rs): ARGV 18 in neither ring, 21 in the abandon ring's
-  -- named epoch, 22 in both rings' named epochs. A list goes into a ring unless the gateway
-  -- set it there in the ring's current epoch, on this server, in the key that still holds that
-  -- epoch (epoch_holds); so a stale name costs only writes.
+  -- named epoch, 22 in both rings' named epochs; behind the horizon, 24 in neither and 25 in
+  -- the abandon ring's. A list goes into a ring unless the gateway set it there in the ring's
+  -- current epoch, on this server, in the key that still holds that epoch (epoch_holds); so a
+  -- stale name costs only writes.
   local both, turn_only, neither = F.sync_list(18), F.sync_list(21), F.sync_list(22)
+  local abandon_only, behind_set = F.sync_list(24), F.sync_list(25)
   local current = {}
   for n, rg in ipairs(R.rings) do current[n] = F.epoch_holds(rg, R.argv[18 + n]) end
   local turn_lists = {both, turn_only}
   if not current[1] then turn_lists[3] = neither end
-  local abandon_lists = {both}
-  if not current[2] then abandon_lists[2], abandon_lists[3] = turn_only, neither end
+  local abandon_lists = {both, abandon_only}
+  if not current[2] then
+    abandon_lists[3], abandon_lists[4], abandon_lists[5] = turn_only, neither, behind_set
+  end
   for n, lists in ipairs({turn_lists, abandon_lists}) do
     local out = {}
     for _, list in ipairs(lists) do
@@ -1358,6 +1447,7 @@ function F.check_in_seen(list)
     end
     if #out > 0 then F.set_bits_in(R.rings[n], out) end
   end
+  if horizon then F.lower_first_number(horizon) end
 end
 
 -- Sync's list at ARGV `i` (unpacked numbering) of sessions' Bloom offsets, as decimal text
@@ -1764,7 +1854,7 @@ end
 -- path's window kept. No flags: not `no-writes` and not `allow-oom`, so with `maxmemory`
 -- exhausted Redis refuses the whole call with OOM before it starts, never half-run.
 redis.register_function{
-  function_name = 'twr_room_v6',
+  function_name = 'twr_room_v7',
   callback = function(keys, args)
     if not OPS[args[1]] then return redis.error_reply('ERR unknown waiting room operation') end
     if args[1] == 'enter' or args[1] == 'join' then

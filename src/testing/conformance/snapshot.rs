@@ -11,7 +11,7 @@ use crate::store::snapshot::{
     checkpoint_ranks, draw_score, Checkpoint, LivenessRule, Place, RoomSnapshot,
     CHECKPOINT_GAP_DIVISOR, EXACT_RANKS,
 };
-use crate::store::{Decision, SettingsChange};
+use crate::store::{Decision, SeenWaiters, SettingsChange};
 use crate::testing::case::Rng;
 use crate::{RoomPolicy, SessionId};
 
@@ -183,6 +183,57 @@ pub async fn sync_keeps_a_waiter_alive_at_their_turn(h: &Harness) {
     let snap = h.sync(&p, Vec::new()).await;
     assert_eq!(snap.waiting, 0, "{snap:?}");
     assert_eq!(snap.pace.current_skipped, 1, "{:?}", snap.pace);
+}
+
+/// A waiter seen only behind a sync's turn horizon ([`SeenWaiters::with_horizon`]: the store
+/// may leave their turn check-in out) is still not skipped at their turn, nor one behind a
+/// horizon named in an earlier epoch that still counts; a silent waiter ahead of the horizon
+/// is skipped. (Whether a silent one behind it is skipped is the store's to say: it cannot tell
+/// them from the ones left out.)
+pub async fn sync_keeps_a_waiter_behind_the_horizon_alive_at_their_turn(h: &Harness) {
+    let p = h.policy(1);
+    let a = h.enter_admitted(&p).await;
+    let line = h.enter_waiters(&p, 5).await;
+    let mut scores = Vec::new();
+    for &w in &line {
+        let (_, place) = place_of(h.poll(&p, w).await, "a waiter");
+        scores.push(place.score(|| 0));
+    }
+    // The horizon at the second waiter's score: the first and the second are ahead of it (the
+    // second silent), the third silent behind it, the fourth and fifth seen behind it: the
+    // fourth in every sync, the fifth only in the second (queue_ttl ago at their turn).
+    let horizon = Some(scores[1]);
+    for step in 0..4 {
+        let mut seen = vec![(line[0], scores[0]), (line[3], scores[3])];
+        if step == 1 {
+            seen.push((line[4], scores[4]));
+        }
+        let seen = SeenWaiters::with_horizon(horizon, seen);
+        assert_eq!(seen.beyond().len(), if step == 1 { 2 } else { 1 });
+        let snap = h.sync(&p, seen).await;
+        assert_eq!(snap.waiting, 5, "step {step}: nobody swept or skipped yet");
+        h.advance_ms(QUEUE_MS / 3);
+        admitted(h.heartbeat(&p, a).await, "the holder stays");
+    }
+    // 40 s on: the second and third silent for longer than 5/4 of queue_ttl, the fifth seen
+    // 30 s ago (queue_ttl), in an epoch that still counts.
+    // Room for everyone at once: the turns come in one promotion.
+    h.configure(&p, SettingsChange::new().capacity(10)).await;
+    assert!(h.release(&p, a).await);
+    admitted(h.poll(&p, line[0]).await, "seen ahead of the horizon: in");
+    assert_eq!(
+        h.poll(&p, line[1]).await,
+        Decision::Unknown,
+        "silent ahead of the horizon: skipped at their turn"
+    );
+    admitted(
+        h.poll(&p, line[3]).await,
+        "seen behind the horizon: never skipped",
+    );
+    admitted(
+        h.poll(&p, line[4]).await,
+        "seen behind the horizon within queue_ttl: never skipped",
+    );
 }
 
 /// Liveness is to the epoch ([`LivenessRule`]), wherever in an epoch a check-in falls: a waiter
