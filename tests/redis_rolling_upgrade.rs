@@ -6,7 +6,9 @@
 //! from each other's fast-path window: version 4's fast path would set its check-ins' bits where
 //! this version does not read them. So the room is upgraded in place by this version's first
 //! call, the older library then refuses it (its gateways answer by their fail policy), and
-//! nobody loses their place or their order.
+//! nobody loses their place or their order. And from `twr_room_v6` to this library (the same
+//! data): a waiter whose turn check-ins this version left out behind a turn horizon is never
+//! skipped by the older library's promotion.
 #![cfg(feature = "redis")]
 
 mod redis_harness;
@@ -16,7 +18,10 @@ use std::time::Duration;
 use redis::AsyncCommands;
 use redis_harness::Server;
 use tower_waiting_room::__private::{redis_keys, room_script_numbers, ROOM_FUNCTION};
-use tower_waiting_room::store::{Decision, RedisStore, Store, SETTINGS_VERSION};
+use tower_waiting_room::clock::{Clock, ManualClock};
+use tower_waiting_room::store::{
+    Decision, Place, RedisStore, SeenWaiters, Store, SETTINGS_VERSION,
+};
 use tower_waiting_room::{RoomPolicy, SessionId};
 
 /// The previous room library, as it shipped (commit `00fa75c`).
@@ -160,4 +165,102 @@ async fn a_rolling_deploy_upgrades_the_room_once_and_never_mixes_the_versions() 
         store.poll(&policy, a).await.unwrap(),
         Decision::Admitted { .. }
     ));
+}
+
+/// The library before this one, `twr_room_v6` (settings version 5, the same data), kept as it
+/// shipped in `tests/fixtures/room_v6.lua` (commit `77967bd`).
+const V6_LIBRARY: &str = include_str!("fixtures/room_v6.lua");
+const V6_FUNCTION: &str = "twr_room_v6";
+
+/// A `twr_room_v6` gateway's call of `op` for `session` at `now_ms`, with the arguments that
+/// version sent for an operation without arguments of its own; the reply's code, or the error.
+async fn v6_call(
+    c: &mut redis::aio::MultiplexedConnection,
+    keys: &[String],
+    policy: &RoomPolicy,
+    op: &str,
+    session: SessionId,
+    now_ms: u64,
+) -> Result<i64, String> {
+    let mut cmd = redis::cmd("FCALL");
+    cmd.arg(V6_FUNCTION).arg(keys.len());
+    for k in keys {
+        cmd.arg(k);
+    }
+    cmd.arg(op).arg(&session.as_bytes()[..]).arg(now_ms);
+    for n in room_script_numbers(policy) {
+        cmd.arg(n);
+    }
+    cmd.arg("0");
+    let reply: Vec<redis::Value> = cmd.query_async(c).await.map_err(|e| e.to_string())?;
+    Ok(code(&reply))
+}
+
+/// This version's syncs name a turn horizon and leave out the turn check-ins of the waiters
+/// behind it, lowering the turn epoch's first number instead (the data stay version 5). A
+/// gateway still on `twr_room_v6`, in the same room, reads that first number as "joined
+/// since": a waiter seen only behind the horizon is let in at their turn by its promotion too,
+/// never skipped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_previous_library_never_skips_a_waiter_left_out_behind_a_horizon() {
+    const T0: u64 = 1_800_000_000_000;
+    let server = Server::start(&[]);
+    let mut c = redis::Client::open(server.url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let _: String = redis::cmd("FUNCTION")
+        .arg("LOAD")
+        .arg(V6_LIBRARY)
+        .query_async(&mut c)
+        .await
+        .unwrap();
+    let clock = ManualClock::new(T0);
+    let store = RedisStore::builder()
+        .url(server.url())
+        .timeout(Duration::from_secs(5))
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    // queue_ttl 8 s: turn epochs of 2 s; silent for more than 10 s is skipped at the turn.
+    let policy = RoomPolicy::new("behind", 1)
+        .with_ttls(
+            Duration::from_secs(3_600),
+            Duration::from_secs(60),
+            Duration::from_secs(8),
+        )
+        .with_max_queue_len(1_000);
+    let keys = redis_keys(&store, "behind").to_vec();
+    let holder = SessionId::random();
+    assert!(matches!(
+        store.enter(&policy, holder).await.unwrap(),
+        Decision::Admitted { .. }
+    ));
+    let waiter = SessionId::random();
+    let seq = match store.enter(&policy, waiter).await.unwrap() {
+        Decision::Waiting {
+            place: Some(Place::Seq(s)),
+            ..
+        } => s,
+        other => panic!("not waiting with a place: {other:?}"),
+    };
+    // 4 s on, this version's gateway answered the waiter from its snapshot: behind its horizon.
+    clock.advance(Duration::from_secs(4));
+    let seen = SeenWaiters::with_horizon(Some(seq as f64 - 1.0), [(waiter, seq as f64)]);
+    assert_eq!(seen.beyond(), &[waiter]);
+    store.sync(&policy, seen).await.unwrap();
+    // 11 s after the join, 7 s after the sync: the previous version's gateway frees the slot,
+    // and its promotion reaches the waiter, silent since the join but for the sync.
+    clock.advance(Duration::from_secs(7));
+    let now = clock.now_ms();
+    assert_eq!(
+        v6_call(&mut c, &keys, &policy, "release", holder, now).await,
+        Ok(4)
+    );
+    assert_eq!(
+        v6_call(&mut c, &keys, &policy, "poll", waiter, now).await,
+        Ok(1),
+        "seen within queue_ttl, behind the horizon: let in, not skipped"
+    );
 }

@@ -13,7 +13,7 @@ use redis_harness::Server;
 use tower_waiting_room::__private::{redis_bloom_bits, redis_keys};
 use tower_waiting_room::clock::ManualClock;
 use tower_waiting_room::store::snapshot::checkpoint_ranks;
-use tower_waiting_room::store::{Decision, Place, RedisStore, Store};
+use tower_waiting_room::store::{Decision, Place, RedisStore, SeenWaiters, Store};
 use tower_waiting_room::{RoomPolicy, SessionId};
 
 const START_MS: u64 = 1_800_000_000_000;
@@ -1137,4 +1137,97 @@ async fn a_ring_key_taken_by_other_epochs_is_written_again() {
             "a waiter of A without bits in turn0"
         );
     }
+}
+
+/// A sync with a turn horizon writes no turn-ring bits for the waiters behind it, only their
+/// abandon-ring bits, and lowers the turn epoch's first number to the horizon (so everyone
+/// behind it counts as joined since: `room.lua`, Liveness), never raising it again in that
+/// epoch; the epoch's first number as made is kept apart. The waiters ahead of it get both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sync_writes_no_turn_bits_behind_its_horizon() {
+    let server = Server::start(&[]);
+    let clock = ManualClock::new(START_MS);
+    let store = store(&server, &clock);
+    let mut c = conn(&server).await;
+    let policy = policy_8s("horizon");
+    let m = redis_bloom_bits(policy.max_queue_len);
+    admitted(&store, &policy).await;
+    let mut line = Vec::new();
+    for _ in 0..20 {
+        line.push(waiter(&store, &policy).await);
+    }
+    let keys = redis_keys(&store, &policy.room);
+    let settings = key(&keys, "settings").to_owned();
+    // A turn epoch of its own (2 s on): the joins' epoch is not the one the sync writes.
+    advance(&clock, 2_000);
+    let i = (START_MS + 2_000) / 2_000 % 6;
+    let (turn, abandon) = (
+        key(&keys, &format!("turn{i}")).to_owned(),
+        key(&keys, "abandon0").to_owned(),
+    );
+    let horizon = line[9].1;
+    let seen = |h: u64| {
+        SeenWaiters::with_horizon(Some(h as f64), line.iter().map(|&(s, q)| (s, q as f64)))
+    };
+    let first = seen(horizon);
+    assert_eq!((first.near().len(), first.beyond().len()), (10, 10));
+    store.sync(&policy, first).await.unwrap();
+    let both_bits = |c: &redis::aio::MultiplexedConnection, k: String, s: SessionId| {
+        let mut c = c.clone();
+        async move {
+            let (x, y) = bloom_offsets(&s, m);
+            let bx: u8 = c.getbit(&k, x as usize).await.unwrap();
+            let by: u8 = c.getbit(&k, y as usize).await.unwrap();
+            bx == 1 && by == 1
+        }
+    };
+    for (n, &(s, _)) in line.iter().enumerate() {
+        assert!(
+            both_bits(&c, abandon.clone(), s).await,
+            "waiter {n}: the abandon ring's bits"
+        );
+        assert_eq!(
+            both_bits(&c, turn.clone(), s).await,
+            n < 10,
+            "waiter {n}: turn bits only ahead of the horizon"
+        );
+    }
+    let fields = |c: &redis::aio::MultiplexedConnection| {
+        let mut c = c.clone();
+        let settings = settings.clone();
+        async move {
+            let v: (u64, u64) = redis::cmd("HMGET")
+                .arg(&settings)
+                .arg(format!("turn{i}from"))
+                .arg(format!("turn{i}first"))
+                .query_async(&mut c)
+                .await
+                .unwrap();
+            v
+        }
+    };
+    let tail = line.last().unwrap().1;
+    assert_eq!(
+        fields(&c).await,
+        (horizon, tail),
+        "first number lowered to the horizon; as made, kept apart"
+    );
+    // A later sync in the same epoch with a horizon further back does not raise it.
+    store.sync(&policy, seen(horizon + 5)).await.unwrap();
+    assert_eq!(
+        fields(&c).await,
+        (horizon, tail),
+        "the lowest horizon holds"
+    );
+    store.sync(&policy, seen(horizon - 3)).await.unwrap();
+    assert_eq!(fields(&c).await.0, horizon - 3, "a lower one lowers it");
+    // The turn ring's next epoch: a new first number, lowered by the next horizon.
+    advance(&clock, 2_000);
+    store.sync(&policy, seen(horizon)).await.unwrap();
+    let j = (i + 1) % 6;
+    let from: u64 = c.hget(&settings, format!("turn{j}from")).await.unwrap();
+    assert_eq!(from, horizon);
+    let next_turn = key(&keys, &format!("turn{j}")).to_owned();
+    assert!(both_bits(&c, next_turn.clone(), line[0].0).await);
+    assert!(!both_bits(&c, next_turn, line[19].0).await);
 }
