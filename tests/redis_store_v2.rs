@@ -13,7 +13,7 @@ use redis_harness::Server;
 use tower_waiting_room::__private::{redis_bloom_bits, redis_keys};
 use tower_waiting_room::clock::ManualClock;
 use tower_waiting_room::store::snapshot::checkpoint_ranks;
-use tower_waiting_room::store::{Decision, Place, RedisStore, SeenWaiters, Store};
+use tower_waiting_room::store::{Decision, Place, RedisStore, SeenWaiters, SettingsChange, Store};
 use tower_waiting_room::{RoomPolicy, SessionId};
 
 const START_MS: u64 = 1_800_000_000_000;
@@ -1230,4 +1230,83 @@ async fn a_sync_writes_no_turn_bits_behind_its_horizon() {
     let next_turn = key(&keys, &format!("turn{j}")).to_owned();
     assert!(both_bits(&c, next_turn.clone(), line[0].0).await);
     assert!(!both_bits(&c, next_turn, line[19].0).await);
+}
+
+/// The settings key lost (evicted, deleted) while waiters are kept alive by first numbers
+/// alone (one seen only behind a sync's turn horizon, a newcomer who only joined): its ring
+/// keys are marked lost by the first call that finds the key gone, whatever that call is, so
+/// nobody is skipped or swept for the bits the first numbers stood in for; the lost key also
+/// takes the operator's live capacity back to the default, so the line jumps past the horizon.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_settings_key_skips_nobody_the_first_numbers_kept() {
+    #[derive(Clone, Copy, Debug)]
+    enum FirstCall {
+        AdmitNext,
+        Release,
+        EmptySync,
+    }
+    let server = Server::start(&[]);
+    for (n, first_call) in [
+        FirstCall::AdmitNext,
+        FirstCall::Release,
+        FirstCall::EmptySync,
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let clock = ManualClock::new(START_MS);
+        let store = store(&server, &clock);
+        let mut c = conn(&server).await;
+        // Default capacity 10, live capacity 1 (an operator's).
+        let policy = RoomPolicy::new(&format!("lost{n}"), 10)
+            .with_ttls(
+                Duration::from_secs(3_600),
+                Duration::from_secs(60),
+                Duration::from_secs(8),
+            )
+            .with_max_queue_len(1_000);
+        store
+            .configure(&policy, SettingsChange::new().capacity(1))
+            .await
+            .unwrap();
+        let holder = admitted(&store, &policy).await;
+        let mut line = Vec::new();
+        for _ in 0..5 {
+            line.push(waiter(&store, &policy).await);
+        }
+        let horizon = Some(line[1].1 as f64);
+        for _ in 0..4 {
+            let seen = [line[0], line[3]].map(|(s, q)| (s, q as f64));
+            store
+                .sync(&policy, SeenWaiters::with_horizon(horizon, seen))
+                .await
+                .unwrap();
+            advance(&clock, 8_000 / 3);
+            store.heartbeat(&policy, holder).await.unwrap();
+        }
+        // A newcomer, alive by their join alone (no bits).
+        let (newcomer, _) = waiter(&store, &policy).await;
+        let keys = redis_keys(&store, &policy.room);
+        let _: () = c.del(key(&keys, "settings")).await.unwrap();
+        match first_call {
+            FirstCall::AdmitNext => {
+                store.admit_next(&policy, 4).await.unwrap();
+            }
+            FirstCall::Release => assert!(store.release(&policy, holder).await.unwrap()),
+            FirstCall::EmptySync => {
+                store.sync(&policy, SeenWaiters::default()).await.unwrap();
+            }
+        }
+        let behind = store.poll(&policy, line[3].0).await.unwrap();
+        assert!(
+            matches!(behind, Decision::Admitted { .. }),
+            "{first_call:?}: seen behind the horizon {} s ago: {behind:?}",
+            8 / 3
+        );
+        let joined = store.poll(&policy, newcomer).await.unwrap();
+        assert!(
+            !matches!(joined, Decision::Unknown),
+            "{first_call:?}: the newcomer neither skipped nor swept: {joined:?}"
+        );
+    }
 }

@@ -509,8 +509,8 @@ impl Store for RedisStore {
         // first `ahead` of them ahead of the horizon), and their two Bloom offsets each
         // (computed here: the script only looks them up), ARGV[23]; ARGV[18] to [22], [24] and
         // [25]: the two offsets of each of the others, whose bits are set without a lookup, by
-        // what this gateway set already (ARGV[7] to [12], [14] and [15] as sent); ARGV[26] the
-        // horizon.
+        // what this gateway set already (ARGV[7] to [11], [13] and [14] as sent); ARGV[26] the
+        // horizon ([15] as sent).
         let list = protocol::seen_arg(&look_up);
         let (keys, mut args) = self.script_args(Op::Sync, policy, None, list, &[]);
         let [turn, abandon] = plan.named;

@@ -46,7 +46,8 @@
 --                      before then; missing: look); noted, the second of the last arrival note;
 --                      turn0 .. turn5 and abandon0 .. abandon3, the epoch each liveness bitmap
 --                      holds, and turn0from .. abandon3from, the value of seq when it began
---                      (see Liveness: joined since)
+--                      (see Liveness: joined since), the turn ring's lowered to a sync's turn
+--                      horizon, and turn0first .. turn5first, the turn ring's as it began
 --   8 arrivals zset    the first arrival of each second: member = its time in ms, score = its
 --                      sequence number; entries before the head's are trimmed (oldest wait)
 --   9 banned   zset    banned sessions, score = the end of the ban in ms
@@ -150,7 +151,7 @@
 -- library would read as silence. Version 4 (libraries `twr_room_v4` and `twr_room_v5`,
 -- whose sync takes the check-ins a gateway already made apart: the data are the same): the fast path's
 -- window lives in its own key (KEYS[20]) instead of settings fields, which version 3's main
--- would neither move nor close. Version 5 (libraries `twr_room_v7` and this one, `twr_room_v7`,
+-- would neither move nor close. Version 5 (libraries `twr_room_v6` and this one, `twr_room_v7`,
 -- whose sync takes a turn horizon: the data are the same, see Liveness): each liveness bitmap
 -- is BLOOM_SLACK bits under the power of two it was (see Liveness), so every session's bits sit
 -- at other offsets, which version 4's library would read as silence. So a room of version 2, 3
@@ -197,7 +198,8 @@
 -- number is above both first numbers; when it is not (seq went back: lost or reset), the join
 -- sets bits as any check-in does. A registrant's score (< 0) is never above a first number: a
 -- registrant's check-ins are bits. A lost first number (the settings key lost) is no harm: the
--- epoch's bitmap is then marked lost (`ring_key_for`), and everyone counts as seen in it. A
+-- epoch's bitmap is then marked lost (`mark_orphan_bitmaps_lost`, `ring_key_for`), and
+-- everyone counts as seen in it. A
 -- lost or reset seq recorded as a first number only makes more waiters look joined since:
 -- alive longer, as for a Bloom false positive.
 -- Ring key i holds the epoch e with e mod ring length == i (which one: the settings field); a
@@ -259,10 +261,12 @@
 --   - a lost or reset seq: a newcomer is placed after the last waiter, never ahead of the line;
 --   - a lost liveness bitmap (its settings field says it holds an epoch that counts, and it is
 --     gone): everyone counts as seen in that epoch, so nobody is skipped or swept for it; a lost
---     settings key leaves the bitmaps of unknown epochs, which count as current until the ring
---     comes round to them (alive longer, as a false positive), and the first write into one of
---     them keeps it and marks its epoch lost (`ring_key_for`): never deleted, since it may
---     hold the current epoch's check-ins;
+--     settings key leaves bitmaps whose epochs no field names, and the first numbers that stood
+--     for bits are lost with it (newcomers, waiters behind a turn horizon): the first call that
+--     finds the key gone, whatever it is, marks each of them lost as the latest epoch its index
+--     can hold (`mark_orphan_bitmaps_lost`), so everyone counts as seen in it while that epoch
+--     counts, and a write in that epoch keeps it: never deleted, since it may hold the current
+--     epoch's check-ins (a field alone lost is found when written, `ring_key_for`);
 --   - a slot holder who also has a place in line: the slot wins, the place is dropped when it
 --     reaches the head (never a second slot);
 --   - a budget with a missing or non-numeric field: counts as full (at most one second's worth
@@ -585,6 +589,7 @@ function F.load_settings()
     rg.held[i], rg.known[i] = tonumber(v[RING_FIELD_AT + n - 1]), true
     rg.from[i] = tonumber(v[FROM_FIELD_AT + n - 1])
   end
+  if not v[1] then F.mark_orphan_bitmaps_lost() end
   if R.bans == nil then
     -- Not known (a new room, or the field lost): the latest end of any ban, looked up once.
     R.bans = tonumber(redis.call('ZRANGE', R.k_banned, -1, -1, 'WITHSCORES')[2]) or 0
@@ -624,6 +629,31 @@ function F.load_more()
   R.paused_at, R.pause_start, R.pause_end = tonumber(v[3]), tonumber(v[4]), tonumber(v[5])
   R.cursor = v[6]
   if R.cursor ~= '-inf' and tonumber(R.cursor) == nil then R.cursor = '-inf' end
+end
+
+-- The settings key found without its version: lost (evicted, deleted, repaired) or a new room.
+-- Every ring key that exists then holds check-ins of an epoch that no field names any more, and
+-- the first numbers that vouched for the waiters without bits in it (newcomers who joined
+-- since, waiters behind a sync's turn horizon) are gone with the key; its bits alone would have
+-- them skipped or swept, and a promotion or a sweep may come before any write (which would
+-- mark it lost, ring_key_for). So each is marked lost now, as the latest epoch its index can
+-- hold by check_in_at (-e): everyone counts as seen in it while that epoch counts, and written
+-- into in that epoch it is kept (it may hold that epoch's check-ins). A new room has no ring
+-- keys: nothing to mark.
+function F.mark_orphan_bitmaps_lost()
+  for _, rg in ipairs(R.rings) do
+    local last = math.floor(R.check_in_at / rg.width)
+    local lost = {}
+    for i = 0, rg.len - 1 do
+      if redis.call('EXISTS', R.keys[rg.first + i]) == 1 then
+        local e = last - (last - i) % rg.len
+        lost[#lost + 1], lost[#lost + 2] = RING_FIELDS[rg.name][i], string.format('%d', -e)
+        rg.held[i], rg.from[i], rg.known[i] = -e, nil, true
+        if rg == R.turn then rg.first_made[i] = nil end
+      end
+    end
+    if #lost > 0 then redis.call('HSET', R.k_settings, unpack(lost)) end
+  end
 end
 
 -- Every epoch field of `rg` not read yet (a liveness test reads the whole ring).
