@@ -28,26 +28,37 @@ use tower_waiting_room::{RoomPolicy, SessionId};
 const PREVIOUS_LIBRARY: &str = include_str!("fixtures/room_v5.lua");
 const PREVIOUS_FUNCTION: &str = "twr_room_v5";
 
-/// A gateway of the previous version: its library's `FCALL` of a newcomer's `join`, with the
-/// arguments that version sent (the keys, `join`, the id, the server's clock, the packed
-/// numbers, silence not excused). The reply, or the error's text.
+/// An older library's `FCALL` of `op` for `session`, as its gateways called it for an operation
+/// without arguments of its own: the keys, `op`, the id, `now` (`"0"`: the server's clock),
+/// the packed numbers, silence not excused. The reply, or the error's text.
+async fn older_call(
+    c: &mut redis::aio::MultiplexedConnection,
+    function: &str,
+    keys: &[String],
+    policy: &RoomPolicy,
+    (op, session, now): (&str, SessionId, &str),
+) -> Result<Vec<redis::Value>, String> {
+    let mut cmd = redis::cmd("FCALL");
+    cmd.arg(function).arg(keys.len());
+    for k in keys {
+        cmd.arg(k);
+    }
+    cmd.arg(op).arg(&session.as_bytes()[..]).arg(now);
+    for n in room_script_numbers(policy) {
+        cmd.arg(n);
+    }
+    cmd.arg("0");
+    cmd.query_async(c).await.map_err(|e| e.to_string())
+}
+
+/// A gateway of the previous version: a newcomer's `join` by the server's clock.
 async fn previous_join(
     c: &mut redis::aio::MultiplexedConnection,
     keys: &[String],
     policy: &RoomPolicy,
     session: SessionId,
 ) -> Result<Vec<redis::Value>, String> {
-    let mut cmd = redis::cmd("FCALL");
-    cmd.arg(PREVIOUS_FUNCTION).arg(keys.len());
-    for k in keys {
-        cmd.arg(k);
-    }
-    cmd.arg("join").arg(&session.as_bytes()[..]).arg("0");
-    for n in room_script_numbers(policy) {
-        cmd.arg(n);
-    }
-    cmd.arg("0");
-    cmd.query_async(c).await.map_err(|e| e.to_string())
+    older_call(c, PREVIOUS_FUNCTION, keys, policy, ("join", session, "0")).await
 }
 
 /// The reply's code: 1 admitted, 2 waiting.
@@ -172,8 +183,8 @@ async fn a_rolling_deploy_upgrades_the_room_once_and_never_mixes_the_versions() 
 const V6_LIBRARY: &str = include_str!("fixtures/room_v6.lua");
 const V6_FUNCTION: &str = "twr_room_v6";
 
-/// A `twr_room_v6` gateway's call of `op` for `session` at `now_ms`, with the arguments that
-/// version sent for an operation without arguments of its own; the reply's code, or the error.
+/// A `twr_room_v6` gateway's call of `op` for `session` at `now_ms`: the reply's code, or the
+/// error.
 async fn v6_call(
     c: &mut redis::aio::MultiplexedConnection,
     keys: &[String],
@@ -182,17 +193,8 @@ async fn v6_call(
     session: SessionId,
     now_ms: u64,
 ) -> Result<i64, String> {
-    let mut cmd = redis::cmd("FCALL");
-    cmd.arg(V6_FUNCTION).arg(keys.len());
-    for k in keys {
-        cmd.arg(k);
-    }
-    cmd.arg(op).arg(&session.as_bytes()[..]).arg(now_ms);
-    for n in room_script_numbers(policy) {
-        cmd.arg(n);
-    }
-    cmd.arg("0");
-    let reply: Vec<redis::Value> = cmd.query_async(c).await.map_err(|e| e.to_string())?;
+    let now = now_ms.to_string();
+    let reply = older_call(c, V6_FUNCTION, keys, policy, (op, session, &now)).await?;
     Ok(code(&reply))
 }
 
