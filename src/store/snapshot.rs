@@ -104,8 +104,8 @@ pub const HORIZON_MARGIN: u64 = 3;
 /// check-ins a store may leave out.
 ///
 /// ```
-/// use tower_waiting_room::session::SessionId;
 /// use tower_waiting_room::store::SeenWaiters;
+/// use tower_waiting_room::SessionId;
 ///
 /// let (a, b) = (SessionId::random(), SessionId::random());
 /// let seen = SeenWaiters::with_horizon(Some(1_000.0), [(a, 20.0), (b, 5_000.0)]);
