@@ -40,6 +40,11 @@ impl<'h> Candidates<'h> {
         self.present
     }
 
+    /// The first value, in header order.
+    pub(crate) fn first(&self) -> Option<&'h str> {
+        self.first
+    }
+
     /// Every value, in header order.
     pub(crate) fn values(&self) -> impl Iterator<Item = &'h str> + '_ {
         self.first.into_iter().chain(self.more.iter().copied())
@@ -58,9 +63,9 @@ impl<'h> Candidates<'h> {
 /// read with work linear in the headers' length: each header once, for every wanted name at
 /// once.
 ///
-/// A pair is `[ws] name [ws] = value`; the value is trimmed of whitespace and double quotes. A
-/// value that is not UTF-8 cannot be the room's and counts as absent. Other pairs may hold
-/// anything (browsers send UTF-8 as is): they never hide the room's cookies.
+/// A pair is `[ws] name [ws] = value`; the value is trimmed of ASCII whitespace and double
+/// quotes. A value that is not UTF-8 cannot be the room's and counts as absent. Other pairs may
+/// hold anything (browsers send UTF-8 as is): they never hide the room's cookies.
 pub(crate) fn read<'h, const N: usize>(
     headers: &'h HeaderMap,
     wanted: [Wanted<'_>; N],
@@ -75,10 +80,12 @@ pub(crate) fn read<'h, const N: usize>(
             if key != w.name.as_bytes() {
                 continue;
             }
-            let Ok(value) = std::str::from_utf8(value) else {
+            // Trimmed as bytes (ASCII whitespace, what HTTP allows around a value) before the
+            // one UTF-8 check: `str::trim` brings Unicode's tables into every request.
+            let Ok(value) = std::str::from_utf8(value.trim_ascii()) else {
                 continue;
             };
-            let value = unquote(value.trim());
+            let value = unquote(value);
             candidates.present = true;
             if (w.could_be)(value) {
                 candidates.push(value);

@@ -29,7 +29,7 @@ pin_project! {
         kind: Kind<S, ReqBody>,
         // The request's `waiting_room` span (none when DEBUG is off), entered while polled so
         // that the room's and the app's events are inside it.
-        span: tracing::Span,
+        span: Option<tracing::Span>,
     }
 }
 
@@ -93,14 +93,11 @@ where
     S: Service<Request<ReqBody>>,
 {
     fn new(kind: Kind<S, ReqBody>) -> Self {
-        Self {
-            kind,
-            span: tracing::Span::none(),
-        }
+        Self { kind, span: None }
     }
 
     /// The same future, polled inside `span`.
-    pub(crate) fn in_span(mut self, span: tracing::Span) -> Self {
+    pub(crate) fn in_span(mut self, span: Option<tracing::Span>) -> Self {
         self.span = span;
         self
     }
@@ -170,7 +167,7 @@ where
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut this = self.project();
-        let _entered = this.span.enter();
+        let _entered = this.span.as_ref().map(tracing::Span::enter);
         loop {
             let next = match this.kind.as_mut().project() {
                 KindProj::PassThrough {

@@ -98,23 +98,12 @@ where
     }
 
     fn call(&mut self, req: Request<ReqBody>) -> Self::Future {
-        // Disabled (no allocation, nothing recorded) unless a subscriber wants DEBUG here.
-        let span = crate::telemetry::request_span(self.room.config().room());
-        let future = {
-            let _entered = span.enter();
-            self.decide(req)
-        };
+        // No span (nothing allocated, entered or recorded) unless a subscriber wants DEBUG here.
+        let Self { inner, room } = self;
+        let (future, span) = crate::telemetry::in_request_span(room.config().room(), || {
+            decide(inner, room, &[], req)
+        });
         future.in_span(span)
-    }
-}
-
-impl<S> WaitingRoom<S> {
-    /// What [`call`](Service::call) does, inside the request's span.
-    fn decide<ReqBody, ResBody>(&mut self, req: Request<ReqBody>) -> ResponseFuture<S, ReqBody>
-    where
-        S: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone,
-    {
-        decide(&mut self.inner, &self.room, &[], req)
     }
 }
 

@@ -285,23 +285,28 @@ pub(crate) enum BreakerState {
     HalfOpen = 2,
 }
 
-/// A request's `waiting_room` span (`room`, and `stage` and `outcome` written once the room
-/// decides), or none at all unless a subscriber wants DEBUG spans here. Checked first: with
-/// `tracing`'s `log` feature on (axum's default features turn it on), `debug_span!` alone
-/// still builds the span's fields for the `log` crate on every request, the fast path's
-/// dearest line after the cookie scan.
+/// Runs `decide` inside the request's `waiting_room` span (`room`, and `stage` and `outcome`
+/// written once the room decides), and returns the span for the response future to be polled
+/// in; none at all unless a subscriber wants DEBUG spans here. Checked first: with `tracing`'s
+/// `log` feature on (axum's default features turn it on), `debug_span!` alone still builds the
+/// span's fields for the `log` crate on every request, the fast path's dearest line after the
+/// cookie scan; and without a span there is none to enter, exit or drop on the fast path.
 #[inline]
-pub(crate) fn request_span(room: &str) -> tracing::Span {
-    if tracing::enabled!(tracing::Level::DEBUG) {
-        tracing::debug_span!(
-            "waiting_room",
-            room,
-            stage = tracing::field::Empty,
-            outcome = tracing::field::Empty,
-        )
-    } else {
-        tracing::Span::none()
+pub(crate) fn in_request_span<T>(
+    room: &str,
+    decide: impl FnOnce() -> T,
+) -> (T, Option<tracing::Span>) {
+    if !tracing::enabled!(tracing::Level::DEBUG) {
+        return (decide(), None);
     }
+    let span = tracing::debug_span!(
+        "waiting_room",
+        room,
+        stage = tracing::field::Empty,
+        outcome = tracing::field::Empty,
+    );
+    let decided = span.in_scope(decide);
+    (decided, Some(span))
 }
 
 /// Sets [`BREAKER_STATE`] of the store whose key prefix is `store`. Only on a change of state,

@@ -115,8 +115,22 @@ impl AdmissionToken {
         value: &str,
         now_ms: u64,
     ) -> Result<Self, TokenFault> {
-        let (c, network) = format::verify_with_network(keys, ValueKind::Admission, room, value)
+        let verified = format::verify_with_network(keys, ValueKind::Admission, room, value)
             .ok_or(TokenFault::Invalid)?;
+        Self::valid_at(verified, now_ms)
+    }
+
+    /// Like [`verify`](Self::verify), for a value this keyring has already verified for `room`
+    /// (no parse, no HMAC): `None` when it has not, whatever the value is, so a caller that
+    /// gets `None` still has to [`verify`](Self::verify) it. Expiry is checked as there.
+    pub(crate) fn remembered(keys: &Keyring, room: &str, value: &str, now_ms: u64) -> Option<Self> {
+        let verified = format::remembered_with_network(keys, ValueKind::Admission, room, value)?;
+        Self::valid_at(verified, now_ms).ok()
+    }
+
+    /// The token of verified claims, if they are valid at `now_ms`: not expired, nor issued
+    /// more than a minute ahead of this clock.
+    fn valid_at((c, network): (Claims, Option<Network>), now_ms: u64) -> Result<Self, TokenFault> {
         if now_ms < c.expires_at_ms && c.issued_at_ms <= now_ms.saturating_add(60_000) {
             Ok(Self {
                 session: c.session,

@@ -266,9 +266,26 @@ pub(crate) fn verify_with_network(
     if kind != ValueKind::Admission {
         return verify(keyring, kind, room, value).map(|claims| (claims, None));
     }
-    match verify_with_extra(keyring, kind, room, value)? {
-        (claims, None) => Some((claims, None)),
-        (claims, Some(text)) => Some((claims, Some(parse_network(text)?))),
+    with_network(verify_with_extra(keyring, kind, room, value)?)
+}
+
+/// [`verify_with_network`] of a value already verified for this room ([`remembered`]): `None`
+/// when it is not remembered, whatever it is.
+pub(crate) fn remembered_with_network(
+    keyring: &Keyring,
+    kind: ValueKind,
+    room: &str,
+    value: &str,
+) -> Option<(Claims, Option<Network>)> {
+    with_network(remembered(keyring, kind, room, value)?)
+}
+
+/// The claims and the network of a verified value's extra field (an admission token's);
+/// `None` when the extra is not a network.
+fn with_network((claims, extra): (Claims, Option<&str>)) -> Option<(Claims, Option<Network>)> {
+    match extra {
+        None => Some((claims, None)),
+        Some(text) => Some((claims, Some(parse_network(text)?))),
     }
 }
 
@@ -280,6 +297,33 @@ const MAX_EXTRA_LEN: usize = 32;
 /// text's `.` nor the message's `|`.
 fn valid_extra(extra: &str) -> bool {
     (1..=MAX_EXTRA_LEN).contains(&extra.len()) && extra.bytes().all(|b| b.is_ascii_alphanumeric())
+}
+
+/// What [`verify_with_extra`] says of `value` when it is the very text already verified for
+/// this room, without the parse or the HMAC; `None` when it is not remembered (then only the
+/// full check can tell). Its MAC holds and what it says is what it said then; its kind (its
+/// prefix) and its key (still in the keyring) are checked again, and the callers' checks
+/// (expiry, network) run as for any value.
+pub(crate) fn remembered<'v>(
+    keyring: &Keyring,
+    kind: ValueKind,
+    room: &str,
+    value: &'v str,
+) -> Option<(Claims, Option<&'v str>)> {
+    let tag_start = value.len().checked_sub(TAG_B64_LEN)?;
+    let hit = keyring
+        .verified()
+        .get(room, value, value.get(tag_start..)?)?;
+    let kid = value.get(hit.kid.clone())?;
+    let kind_ok = value.as_bytes()[..2] == *kind.prefix().as_bytes() && value.as_bytes()[2] == b'.';
+    if !kind_ok || keyring.find(kid).is_none() {
+        return None;
+    }
+    let extra = match hit.extra {
+        Some(range) => Some(value.get(range)?),
+        None => None,
+    };
+    Some((hit.claims, extra))
 }
 
 /// Like [`verify`], and also accepts a value with a signed extra field (the kinds that have
@@ -294,25 +338,8 @@ pub(crate) fn verify_with_extra<'v>(
     if value.len() > MAX_SIGNED_LEN {
         return None;
     }
-    // The very text already verified for this room: its MAC holds, and what it says is what it
-    // said then. Its kind (its prefix) and its key (still in the keyring) are checked again;
-    // the callers' checks (expiry, network) run as for any value.
-    let verified = keyring.verified();
-    let tag_start = value.len().checked_sub(TAG_B64_LEN)?;
-    if let Some(hit) = value
-        .get(tag_start..)
-        .and_then(|tag_b64| verified.get(room, value, tag_b64))
-    {
-        let kid = value.get(hit.kid.clone())?;
-        let kind_ok =
-            value.as_bytes()[..2] == *kind.prefix().as_bytes() && value.as_bytes()[2] == b'.';
-        if kind_ok && keyring.find(kid).is_some() {
-            let extra = match hit.extra {
-                Some(range) => Some(value.get(range)?),
-                None => None,
-            };
-            return Some((hit.claims, extra));
-        }
+    if let Some(hit) = remembered(keyring, kind, room, value) {
+        return Some(hit);
     }
     let mut parts = value.split('.');
     if parts.next()? != kind.prefix() {
@@ -353,7 +380,7 @@ pub(crate) fn verify_with_extra<'v>(
         kid: offset(kid)..offset(kid) + kid.len(),
         extra: extra.map(|e| offset(e)..offset(e) + e.len()),
     };
-    verified.insert(room, value, tag_b64, parsed);
+    keyring.verified().insert(room, value, tag_b64, parsed);
     Some((claims, extra))
 }
 
