@@ -75,6 +75,16 @@ mod tests {
         )
     }
 
+    /// A room, its layer, and a token the room has verified once (so the fast path passes it).
+    fn with_a_remembered_token() -> (TestRoom, WaitingRoomLayer, HeaderValue) {
+        let test = TestRoom::new("fast", 10);
+        let layer = test.layer();
+        let (_, token) = test.token_without_slot();
+        let _ = both(layer.room(), &request("/", &[&token]));
+        assert!(both(layer.room(), &request("/", &[&token])).0.is_some());
+        (test, layer, token)
+    }
+
     fn passed(next: Next) -> Option<Admission> {
         match next {
             Next::Pass { admission, .. } => Some(admission),
@@ -109,13 +119,8 @@ mod tests {
 
     #[test]
     fn whatever_it_is_not_sure_of_goes_on_to_the_whole_check() {
-        let test = TestRoom::new("fast", 10);
-        let layer = test.layer();
+        let (test, layer, token) = with_a_remembered_token();
         let room = layer.room();
-        let (_, token) = test.token_without_slot();
-        // Remember it.
-        let _ = both(room, &request("/", &[&token]));
-        assert!(both(room, &request("/", &[&token])).0.is_some());
 
         // One of the room's endpoints, with the same token.
         let status = "/__waitingroom/fast/status";
@@ -153,11 +158,8 @@ mod tests {
 
     #[test]
     fn a_byte_flipped_remembered_token_is_no_token_here() {
-        let test = TestRoom::new("fast", 10);
-        let layer = test.layer();
+        let (_test, layer, token) = with_a_remembered_token();
         let room = layer.room();
-        let (_, token) = test.token_without_slot();
-        let _ = both(room, &request("/", &[&token]));
         let text = token.as_bytes().to_vec();
         let name_len = room.config().cookies().admission_name().len() + 1;
         for i in name_len..text.len() {
