@@ -61,6 +61,24 @@ async fn previous_join(
     older_call(c, PREVIOUS_FUNCTION, keys, policy, ("join", session, "0")).await
 }
 
+/// A fresh server with an older version of the room library loaded, as the gateways still on
+/// that version would have left it, and a connection to it.
+async fn server_with(library: &str) -> (Server, redis::aio::MultiplexedConnection) {
+    let server = Server::start(&[]);
+    let mut c = redis::Client::open(server.url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let _: String = redis::cmd("FUNCTION")
+        .arg("LOAD")
+        .arg(library)
+        .query_async(&mut c)
+        .await
+        .unwrap();
+    (server, c)
+}
+
 /// The reply's code: 1 admitted, 2 waiting.
 fn code(reply: &[redis::Value]) -> i64 {
     match reply.first() {
@@ -87,18 +105,7 @@ fn names_version(window: &[u8], version: u32) -> bool {
 async fn a_rolling_deploy_upgrades_the_room_once_and_never_mixes_the_versions() {
     assert_eq!(ROOM_FUNCTION, "twr_room_v7");
     assert_eq!(SETTINGS_VERSION, 5);
-    let server = Server::start(&[]);
-    let mut c = redis::Client::open(server.url())
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
-    let _: String = redis::cmd("FUNCTION")
-        .arg("LOAD")
-        .arg(PREVIOUS_LIBRARY)
-        .query_async(&mut c)
-        .await
-        .unwrap();
+    let (server, mut c) = server_with(PREVIOUS_LIBRARY).await;
     let store = RedisStore::builder()
         .url(server.url())
         .timeout(Duration::from_secs(5))
@@ -206,18 +213,7 @@ async fn v6_call(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_previous_library_never_skips_a_waiter_left_out_behind_a_horizon() {
     const T0: u64 = 1_800_000_000_000;
-    let server = Server::start(&[]);
-    let mut c = redis::Client::open(server.url())
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
-    let _: String = redis::cmd("FUNCTION")
-        .arg("LOAD")
-        .arg(V6_LIBRARY)
-        .query_async(&mut c)
-        .await
-        .unwrap();
+    let (server, mut c) = server_with(V6_LIBRARY).await;
     let clock = ManualClock::new(T0);
     let store = RedisStore::builder()
         .url(server.url())
