@@ -178,7 +178,10 @@ where
                     let mut res = ready!(future.poll(cx))?;
                     let header = strip_end_slot(res.headers_mut());
                     let ending = slot.take().and_then(|(slot, room)| {
-                        let by = room.slot_end(&slot, header)?;
+                        let Some(by) = room.slot_end(&slot, header) else {
+                            slot.done();
+                            return None;
+                        };
                         Some((slot, room, by))
                     });
                     match ending {

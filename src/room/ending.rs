@@ -3,6 +3,7 @@
 //! future carries a [`Slot`] for each request that holds one and, once the app's response is
 //! ready, asks here whether to end it.
 
+use std::cell::RefCell;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -30,6 +31,38 @@ impl Slot {
             ended: admission.ended.clone(),
         })
     }
+
+    /// Done with: the app's response is ready and the slot was not ended. When nothing else
+    /// holds the flag any more (the request and every clone of its admission are gone, as
+    /// they are once a handler has answered), nobody can end the slot through it, and it is
+    /// kept for this thread's next admission ([`end_flag`]).
+    pub(crate) fn done(self) {
+        let mut ended = self.ended;
+        if let Some(flag) = Arc::get_mut(&mut ended) {
+            *flag.get_mut() = false;
+            SPARE_FLAGS.with_borrow_mut(|spare| {
+                if spare.len() < SPARE_FLAGS_KEPT {
+                    spare.push(ended);
+                }
+            });
+        }
+    }
+}
+
+thread_local! {
+    /// End-slot flags that no admission holds any more, for the next admissions made on this
+    /// thread: a request on the fast path then allocates no flag of its own (an allocation and
+    /// a free per request otherwise, the plumbing's dearest part after the extension insert).
+    static SPARE_FLAGS: RefCell<Vec<Arc<AtomicBool>>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Spare flags kept per thread at most: enough for the requests one thread has in flight.
+const SPARE_FLAGS_KEPT: usize = 64;
+
+/// A new admission's end-slot flag, unset and shared with nobody: a spare one of this thread's
+/// if there is one.
+pub(crate) fn end_flag() -> Arc<AtomicBool> {
+    SPARE_FLAGS.with_borrow_mut(Vec::pop).unwrap_or_default()
 }
 
 static END_SLOT: HeaderName = HeaderName::from_static(END_SLOT_HEADER);
@@ -132,5 +165,36 @@ mod tests {
         let mut only = HeaderMap::new();
         only.insert(END_SLOT.clone(), "yes".parse().unwrap());
         assert!(strip_end_slot(&mut only) && only.is_empty());
+    }
+
+    #[test]
+    fn a_flag_serves_again_only_once_nobody_else_holds_it() {
+        let slot = |ended: &Arc<AtomicBool>| Slot {
+            session: SessionId::random(),
+            ended: ended.clone(),
+        };
+        // Nothing but the slot holds it once the request is answered: the next admission on
+        // this thread gets that very flag, unset.
+        let flag = end_flag();
+        let first = slot(&flag);
+        drop(flag);
+        let ptr = Arc::as_ptr(&first.ended);
+        first.done();
+        let again = end_flag();
+        assert_eq!(Arc::as_ptr(&again), ptr, "kept for the next admission");
+        assert!(!again.load(Ordering::Relaxed));
+
+        // A clone of the admission still alive (a handler kept it): its flag stays its own, so
+        // a late `end_slot` through it can reach no other request's slot.
+        let kept = again.clone();
+        slot(&again).done();
+        drop(again);
+        let next = end_flag();
+        assert!(
+            !Arc::ptr_eq(&next, &kept),
+            "a flag someone holds is not handed out"
+        );
+        kept.store(true, Ordering::Relaxed);
+        assert!(!next.load(Ordering::Relaxed));
     }
 }

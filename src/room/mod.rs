@@ -307,7 +307,7 @@ impl Room {
             session,
             expires_at_ms,
             by,
-            ended: Default::default(),
+            ended: ending::end_flag(),
         }
     }
 
