@@ -336,8 +336,8 @@ mod tests {
                 if pair[..eq].trim_ascii() != name.as_bytes() {
                     continue;
                 }
-                if let Ok(v) = std::str::from_utf8(&pair[eq + 1..]) {
-                    out.push(v.trim().trim_matches('"').to_owned());
+                if let Ok(v) = std::str::from_utf8(pair[eq + 1..].trim_ascii()) {
+                    out.push(v.trim_matches('"').to_owned());
                 }
             }
         }
@@ -426,6 +426,8 @@ mod tests {
             b"_site=v; wr_bench_a=tok; wr_bench_q=q",
             b"theme=caf\xc3\xa9; a=ok",
             b"a=\xff; a=after",
+            // Only ASCII whitespace is trimmed: a no-break space stays part of the value.
+            b"a=\xc2\xa0ok; a=ok\xc2\xa0",
         ];
         for case in cases {
             for name in ["a", "aa", "wr_bench_a", "b"] {

@@ -143,6 +143,16 @@ mod tests {
         assert!(fast.is_none(), "the first value is not remembered");
         assert!(passed(whole).is_some(), "the genuine second one passes");
 
+        // A genuine token not verified here yet, before the remembered one: `classify` lets
+        // the first one's session in, so the fast path must not pass the second's.
+        let (first, unverified) = test.token_without_slot();
+        let (fast, whole) = both(room, &request("/", &[&unverified, &token]));
+        assert!(
+            fast.is_none(),
+            "only the first value is the fast path's to look at"
+        );
+        assert_eq!(passed(whole).map(|a| a.session()), Some(first));
+
         // Past `refresh`: a heartbeat is due, which only the whole check asks for.
         test.clock().advance(Duration::from_secs(20));
         let (fast, whole) = both(room, &request("/", &[&token]));

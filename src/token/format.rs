@@ -315,7 +315,10 @@ pub(crate) fn remembered<'v>(
         .verified()
         .get(room, value, value.get(tag_start..)?)?;
     let kid = value.get(hit.kid.clone())?;
-    let kind_ok = value.as_bytes()[..2] == *kind.prefix().as_bytes() && value.as_bytes()[2] == b'.';
+    let kind_ok = value
+        .as_bytes()
+        .get(..3)
+        .is_some_and(|head| head[..2] == *kind.prefix().as_bytes() && head[2] == b'.');
     if !kind_ok || keyring.find(kid).is_none() {
         return None;
     }
