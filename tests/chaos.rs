@@ -2099,6 +2099,13 @@ async fn run(settings: Settings) {
             ));
         }
     }
+    // Each gateway's store calls by outcome (error classes counted), printed with any
+    // violation: which failures the gateways met, where the run alone cannot tell.
+    let store_outcomes: Vec<String> = gateways
+        .iter()
+        .enumerate()
+        .map(|(g, gw)| format!("gateway {g}: {:?}", gw.store.metrics()))
+        .collect();
     let total_secs = (now_ms() - start) as f64 / 1_000.0;
 
     // ===== checks =====
@@ -2269,6 +2276,15 @@ async fn run(settings: Settings) {
         println!("\n{kind} ({}):", list.len());
         for item in list.iter().take(8) {
             println!("  {item}");
+        }
+        if list.len() > 8 {
+            println!("  ...\n  last: {}", list[list.len() - 1]);
+        }
+    }
+    if v.total() > 0 {
+        println!("\nstore calls by outcome:");
+        for line in &store_outcomes {
+            println!("  {line}");
         }
     }
     // The whole story of the first visitors named by each kind of violation.
