@@ -47,7 +47,15 @@ use super::{app, median, now_ms, round, BoxError, Settings, ROOM, SECRET};
 const CONNECTIONS: usize = 32;
 
 /// The servers under test, by name.
-const SCENARIOS: [&str; 4] = ["plain", "fast_path", "cookie_check", "noop_layer"];
+const SCENARIOS: [&str; 7] = [
+    "plain",
+    "fast_path",
+    "cookie_check",
+    "noop_layer",
+    "redirect_only",
+    "admission_floor",
+    "first_visit_floor",
+];
 
 /// `bench serve ...` runs a server under test (until killed); `bench wrk [--secs N]
 /// [--rounds N]` runs only these scenarios and prints their part of the summary as JSON.
@@ -57,6 +65,19 @@ pub(crate) fn subcommand() -> Option<ExitCode> {
     match args.first().map(String::as_str) {
         Some("serve") => {}
         Some("wrk") => return Some(wrk_only(&args[1..])),
+        // For a fast-path server run by hand: `wrk -H "Cookie: $(bench cookie)" ...`.
+        Some("cookie") => {
+            return Some(match admission_cookie() {
+                Ok(cookie) => {
+                    println!("{cookie}");
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("bench cookie failed: {e}");
+                    ExitCode::FAILURE
+                }
+            })
+        }
         _ => return None,
     }
     let mut scenario = None;
@@ -138,6 +159,36 @@ fn serve_one(scenario: &str, port: u16) -> Result<(), BoxError> {
             "noop_layer" => app().layer(tower::util::MapRequestLayer::new(
                 |r: http::Request<axum::body::Body>| r,
             )),
+            // The shape of a first visit's answer without the room: no layer, a handler that
+            // answers every request with the `302` and the headers a first visit gets (a
+            // constant queue cookie of a real one's length: no session id, no HMAC). What
+            // that answer costs next to plain's `200 ok` is a floor under the cookie check.
+            "redirect_only" => axum::Router::new().route("/", axum::routing::get(redirect_only)),
+            // The least any admission layer does in axum, with no decision: a value of an
+            // `Admission`'s size put into every request's extensions (where handlers find it),
+            // and the response's body made a body type of the layer's own (the inner's, or
+            // the layer's answer), which axum boxes as it boxes `ResponseBody`.
+            "admission_floor" => app().layer(
+                tower::ServiceBuilder::new()
+                    .map_request(|mut r: http::Request<axum::body::Body>| {
+                        r.extensions_mut().insert(FloorAdmission([7; 7]));
+                        r
+                    })
+                    .map_response(|r: http::Response<axum::body::Body>| {
+                        r.map(http_body_util::Either::<_, http_body_util::Full<bytes::Bytes>>::Left)
+                    }),
+            ),
+            // The least a first visit does, with no room around it: a fresh signed value
+            // (a session id from a counter, the clock, one HMAC-SHA256 of the same message
+            // length as a queue cookie's, base64) in a `Set-Cookie` and a header of its own,
+            // on the `302` with the headers a first visit gets.
+            "first_visit_floor" => {
+                let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, &SECRET);
+                axum::Router::new().route(
+                    "/",
+                    axum::routing::get(move || std::future::ready(first_visit_floor(&key))),
+                )
+            }
             // Exactly the in-process scenarios' layer.
             _ => app().layer(
                 WaitingRoomLayer::builder(ROOM)
@@ -153,6 +204,70 @@ fn serve_one(scenario: &str, port: u16) -> Result<(), BoxError> {
         axum::serve(listener, router).await?;
         Ok::<_, BoxError>(())
     })
+}
+
+/// [`serve_one`]'s `redirect_only` handler: a first visit's answer made of constants (no
+/// session id, no HMAC, no formatting: every header value static).
+async fn redirect_only() -> http::Response<axum::body::Body> {
+    use http::header::{HeaderName, HeaderValue, CACHE_CONTROL, LOCATION, SET_COOKIE};
+    const COOKIE: &str = "q1.k1.d072dd379695958fa0f4eb878b6b534a.1796208520543.1796294920543.\
+                          6jCd0kCj3iAPhQHHordA1uKx0zEry03qWWzYEFISwPo";
+    const SET: &str = concat!(
+        "wr_bench_q=q1.k1.d072dd379695958fa0f4eb878b6b534a.1796208520543.1796294920543.",
+        "6jCd0kCj3iAPhQHHordA1uKx0zEry03qWWzYEFISwPo; Path=/; Max-Age=86400; HttpOnly; ",
+        "SameSite=Lax; Secure"
+    );
+    let mut res = http::Response::new(axum::body::Body::empty());
+    *res.status_mut() = http::StatusCode::FOUND;
+    let h = res.headers_mut();
+    h.insert(LOCATION, HeaderValue::from_static("/"));
+    h.insert(SET_COOKIE, HeaderValue::from_static(SET));
+    h.insert(
+        HeaderName::from_static("waiting-room-session"),
+        HeaderValue::from_static(COOKIE),
+    );
+    h.insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    h.insert(
+        HeaderName::from_static("x-robots-tag"),
+        HeaderValue::from_static("noindex"),
+    );
+    res
+}
+
+/// What [`serve_one`]'s `admission_floor` puts into every request: as large as an `Admission`.
+#[derive(Clone)]
+struct FloorAdmission(#[allow(dead_code)] [u64; 7]);
+
+/// [`serve_one`]'s `first_visit_floor` answer: see there.
+fn first_visit_floor(key: &ring::hmac::Key) -> http::Response<axum::body::Body> {
+    use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    use base64::Engine;
+    use http::header::{HeaderName, HeaderValue, CACHE_CONTROL, LOCATION, SET_COOKIE};
+    use std::fmt::Write;
+    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    let id = u128::from(COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+    let now = now_ms();
+    let mut value = String::with_capacity(160);
+    let _ = write!(value, "q1.k1.{id:032x}.{now}.{}.", now + 86_400_000);
+    let message = format!("twr|q1|{ROOM}|k1|{id:032x}|{now}|{}", now + 86_400_000);
+    let tag = ring::hmac::sign(key, message.as_bytes());
+    URL_SAFE_NO_PAD.encode_string(tag.as_ref(), &mut value);
+    let cookie =
+        format!("wr_bench_q={value}; Path=/; Max-Age=86400; HttpOnly; SameSite=Lax; Secure");
+    let mut res = http::Response::new(axum::body::Body::empty());
+    *res.status_mut() = http::StatusCode::FOUND;
+    let h = res.headers_mut();
+    h.insert(LOCATION, HeaderValue::from_static("/"));
+    if let (Ok(cookie), Ok(value)) = (HeaderValue::try_from(cookie), HeaderValue::try_from(value)) {
+        h.insert(SET_COOKIE, cookie);
+        h.insert(HeaderName::from_static("waiting-room-session"), value);
+    }
+    h.insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    h.insert(
+        HeaderName::from_static("x-robots-tag"),
+        HeaderValue::from_static("noindex"),
+    );
+    res
 }
 
 /// A server under test in its own process, killed when dropped.
