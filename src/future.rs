@@ -248,9 +248,10 @@ where
                             let slot = Slot::of(&admission).map(|slot| (slot, room.clone()));
                             Kind::Readying {
                                 inner: inner.take().expect("polled after completion"),
-                                request: request
-                                    .take()
-                                    .map(|req| Box::new(with_admission(*req, admission))),
+                                request: request.take().map(|mut req| {
+                                    add_admission(&mut req, admission);
+                                    req
+                                }),
                                 set_cookie,
                                 slot,
                             }
@@ -273,10 +274,10 @@ where
     }
 }
 
-/// The request, carrying its admission for the handlers behind the layer.
-pub(crate) fn with_admission<B>(mut req: Request<B>, admission: Admission) -> Request<B> {
+/// Puts the admission into the request, for the handlers behind the layer. In place: a
+/// request is a few hundred bytes to copy.
+pub(crate) fn add_admission<B>(req: &mut Request<B>, admission: Admission) {
     req.extensions_mut().insert(admission);
-    req
 }
 
 impl<S, ReqBody> std::fmt::Debug for ResponseFuture<S, ReqBody>

@@ -8,7 +8,7 @@ use http::{Request, Response};
 use tower_service::Service;
 
 use crate::body::ResponseBody;
-use crate::future::{with_admission, ResponseFuture};
+use crate::future::{add_admission, ResponseFuture};
 use crate::room::events;
 use crate::room::{Issued, Next, Room, Slot};
 use crate::telemetry::{Outcome, Stage};
@@ -100,10 +100,7 @@ where
     fn call(&mut self, req: Request<ReqBody>) -> Self::Future {
         // No span (nothing allocated, entered or recorded) unless a subscriber wants DEBUG here.
         let Self { inner, room } = self;
-        let (future, span) = crate::telemetry::in_request_span(room.config().room(), || {
-            decide(inner, room, &[], req)
-        });
-        future.in_span(span)
+        crate::telemetry::in_request_span(room.config().room(), || decide(inner, room, &[], req))
     }
 }
 
@@ -111,6 +108,7 @@ where
 /// gated routes, its endpoints and three stages. Shared by [`WaitingRoom`] and the several
 /// rooms of [`WaitingRooms`](crate::rooms::WaitingRooms), which has chosen the room. `others`:
 /// the other rooms behind the same layer, for a gate to tell `other_room` from `invalid`.
+#[inline]
 pub(crate) fn decide<S, ReqBody, ResBody>(
     inner: &mut S,
     room: &Arc<Room>,
@@ -134,6 +132,7 @@ where
 }
 
 /// Does what the room said: pass the request to `inner`, answer it, or ask the store first.
+#[inline]
 pub(crate) fn carry_out<S, ReqBody, ResBody>(
     inner: &mut S,
     room: &Arc<Room>,
@@ -149,7 +148,9 @@ where
             set_cookie,
         } => {
             let slot = Slot::of(&admission).map(|slot| (slot, room.clone()));
-            pass(inner, with_admission(req, admission), set_cookie, slot)
+            let mut req = req;
+            add_admission(&mut req, admission);
+            pass(inner, req, set_cookie, slot)
         }
         // The inner service is neither readied nor called: it reserves nothing.
         Next::Answer(res) => ResponseFuture::answer(res),
@@ -165,6 +166,7 @@ where
 /// line its `poll_ready` took) moves into the future, which readies it before the call, and
 /// `inner` is left a fresh clone. Either way `inner` is left un-readied, holding no reservation
 /// between requests.
+#[inline]
 pub(crate) fn pass<S, ReqBody>(
     inner: &mut S,
     req: Request<ReqBody>,

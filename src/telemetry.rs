@@ -36,8 +36,9 @@
 
 use std::sync::Arc;
 
-#[cfg(feature = "metrics")]
 use crate::config::RoomPolicy;
+#[cfg(feature = "metrics")]
+use crate::future::ResponseFuture;
 #[cfg(feature = "metrics")]
 use crate::session::SessionId;
 #[cfg(feature = "metrics")]
@@ -291,22 +292,39 @@ pub(crate) enum BreakerState {
 /// `log` feature on (axum's default features turn it on), `debug_span!` alone still builds the
 /// span's fields for the `log` crate on every request, the fast path's dearest line after the
 /// cookie scan; and without a span there is none to enter, exit or drop on the fast path.
-#[inline]
-pub(crate) fn in_request_span<T>(
+///
+/// The future is made where it is returned: on the fast path it is not moved again to be
+/// paired with a span (each move of a response future is a copy of a few hundred bytes).
+#[inline(always)]
+pub(crate) fn in_request_span<S, ReqBody>(
     room: &str,
-    decide: impl FnOnce() -> T,
-) -> (T, Option<tracing::Span>) {
+    decide: impl FnOnce() -> ResponseFuture<S, ReqBody>,
+) -> ResponseFuture<S, ReqBody>
+where
+    S: tower_service::Service<http::Request<ReqBody>>,
+{
     if !tracing::enabled!(tracing::Level::DEBUG) {
-        return (decide(), None);
+        return decide();
     }
+    in_new_request_span(room, decide)
+}
+
+/// [`in_request_span`] when a subscriber wants the span: out of line, off the fast path.
+#[inline(never)]
+fn in_new_request_span<S, ReqBody>(
+    room: &str,
+    decide: impl FnOnce() -> ResponseFuture<S, ReqBody>,
+) -> ResponseFuture<S, ReqBody>
+where
+    S: tower_service::Service<http::Request<ReqBody>>,
+{
     let span = tracing::debug_span!(
         "waiting_room",
         room,
         stage = tracing::field::Empty,
         outcome = tracing::field::Empty,
     );
-    let decided = span.in_scope(decide);
-    (decided, Some(span))
+    span.in_scope(decide).in_span(Some(span))
 }
 
 /// Sets [`BREAKER_STATE`] of the store whose key prefix is `store`. Only on a change of state,

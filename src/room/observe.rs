@@ -7,6 +7,7 @@ use crate::telemetry::{Outcome, Stage};
 
 impl Room {
     /// `x`, the answer of a decision at `stage` with `outcome`, counted.
+    #[inline]
     pub(super) fn counted<T>(&self, stage: Stage, outcome: Outcome, x: T) -> T {
         self.metrics.request(stage, outcome);
         x

@@ -92,14 +92,13 @@ where
             Route::Room(room) => (room.clone(), false),
             Route::Gate(room) => (room.clone(), true),
         };
-        let (future, span) = crate::telemetry::in_request_span(room.config().room(), || {
+        crate::telemetry::in_request_span(room.config().room(), || {
             if gated {
                 gate(&mut self.inner, &room, self.rooms.all(), req)
             } else {
                 decide(&mut self.inner, &room, self.rooms.all(), req)
             }
-        });
-        future.in_span(span)
+        })
     }
 }
 
