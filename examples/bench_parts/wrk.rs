@@ -4,6 +4,7 @@
 //! ```text
 //! apt-get install -y wrk     # Debian's wrk; scripts/test installs it when missing
 //! cargo run --release --example bench -- serve --scenario plain|fast_path|cookie_check|noop_layer --port 8080
+//! wrk -t1 -c32 -d5s -H "Cookie: $(cargo run -q --release --example bench -- cookie)" http://127.0.0.1:8080/
 //! ```
 //!
 //! `bench serve` runs one server under test (one Tokio worker thread, as in the in-process
@@ -12,7 +13,18 @@
 //! either), and **noop_layer** the app behind a layer that does nothing (`MapRequestLayer` with
 //! the identity): the floor any layer pays in axum, whose `Router::layer` boxes the layered
 //! route and its response per request. With `--port 0` it picks a free port. Either way it prints `listening on ADDR` once
-//! it accepts connections.
+//! it accepts connections. `bench cookie` prints an admission cookie the `fast_path` server
+//! takes on its fast path for 15 s (its `refresh`; older, it goes the whole way), for runs by hand.
+//!
+//! The floors, what the room's parts cost with no room around them: **extension_floor**, the
+//! no-op layer putting a value of an `Admission`'s size into the request's extensions;
+//! **admission_floor**, that and a response body of the layer's own type (which axum boxes, as
+//! it boxes `ResponseBody`): the least any admission layer does in axum before it decides
+//! anything; **redirect_only**, no layer, a handler answering every request with a first
+//! visit's `302` and its headers made of constants; **first_visit_floor**, the same with a
+//! fresh signed value in it (a session id from a counter, the clock, one HMAC-SHA256 of a
+//! queue cookie's message length, base64, the `Set-Cookie` formatted): the least a first
+//! visit does. Each runs beside plain like the others (`wrk_<floor>_ratio`).
 //!
 //! The driver (part of every bench run) runs each layered server **side by side** with a plain
 //! one: both servers at once, each with its own `wrk -t1 -c32 -d<secs>` at the same time. With
@@ -47,13 +59,14 @@ use super::{app, median, now_ms, round, BoxError, Settings, ROOM, SECRET};
 const CONNECTIONS: usize = 32;
 
 /// The servers under test, by name.
-const SCENARIOS: [&str; 7] = [
+const SCENARIOS: [&str; 8] = [
     "plain",
     "fast_path",
     "cookie_check",
     "noop_layer",
-    "redirect_only",
+    "extension_floor",
     "admission_floor",
+    "redirect_only",
     "first_visit_floor",
 ];
 
@@ -164,10 +177,17 @@ fn serve_one(scenario: &str, port: u16) -> Result<(), BoxError> {
             // constant queue cookie of a real one's length: no session id, no HMAC). What
             // that answer costs next to plain's `200 ok` is a floor under the cookie check.
             "redirect_only" => axum::Router::new().route("/", axum::routing::get(redirect_only)),
-            // The least any admission layer does in axum, with no decision: a value of an
-            // `Admission`'s size put into every request's extensions (where handlers find it),
-            // and the response's body made a body type of the layer's own (the inner's, or
-            // the layer's answer), which axum boxes as it boxes `ResponseBody`.
+            // A value of an `Admission`'s size put into every request's extensions (where
+            // handlers find it), and nothing else: the no-op layer and that insert.
+            "extension_floor" => app().layer(tower::util::MapRequestLayer::new(
+                |mut r: http::Request<axum::body::Body>| {
+                    r.extensions_mut().insert(FloorAdmission([7; 7]));
+                    r
+                },
+            )),
+            // The least any admission layer does in axum, with no decision: the extension
+            // above, and the response's body made a body type of the layer's own (the inner's,
+            // or the layer's answer), which axum boxes as it boxes `ResponseBody`.
             "admission_floor" => app().layer(
                 tower::ServiceBuilder::new()
                     .map_request(|mut r: http::Request<axum::body::Body>| {
@@ -479,8 +499,9 @@ fn run_secs(settings: &Settings) -> u64 {
 
 /// Every round, each layered server side by side with a plain one (see the module docs):
 /// fast path (admission cookie), cookie check (no cookie), the no-op layer (admission cookie),
-/// and a plain server beside another plain one, the method's own bias; the medians and the
-/// paired ratios.
+/// a plain server beside another plain one, the method's own bias, and the floors (the
+/// admission cookie for the two layers, none for the two first-visit answers); the medians
+/// and the paired ratios.
 pub(crate) fn scenarios(settings: &Settings) -> Result<Map<String, Value>, BoxError> {
     let secs = run_secs(settings);
     let pinned = pinned_cores();
@@ -502,6 +523,11 @@ pub(crate) fn scenarios(settings: &Settings) -> Result<Map<String, Value>, BoxEr
             ("cookie_check", None, 302),
             ("noop_layer", Some(token.as_str()), 200),
             ("plain_control", Some(token.as_str()), 200),
+            // The floors (see `serve_one`): what the layer's parts cost without the room.
+            ("extension_floor", Some(token.as_str()), 200),
+            ("admission_floor", Some(token.as_str()), 200),
+            ("redirect_only", None, 302),
+            ("first_visit_floor", None, 302),
         ] {
             let layered = if name == "plain_control" {
                 "plain"
