@@ -21,10 +21,9 @@
 //! **admission_floor**, that and a response body of the layer's own type (which axum boxes, as
 //! it boxes `ResponseBody`): the least any admission layer does in axum before it decides
 //! anything; **redirect_only**, no layer, a handler answering every request with a first
-//! visit's `302` and its headers made of constants; **first_visit_floor**, the same with a
-//! fresh signed value in it (a session id from a counter, the clock, one HMAC-SHA256 of a
-//! queue cookie's message length, base64, the `Set-Cookie` formatted): the least a first
-//! visit does. Each runs beside plain like the others (`wrk_<floor>_ratio`).
+//! visit's `302` and its headers made of constants; **first_visit_floor**, the same around a
+//! queue cookie issued and signed by the crate's own code (`QueueCookie::issue` and `sign`: a
+//! random session id, the clock, one HMAC-SHA256, the text): the least a first visit does. Each runs beside plain like the others (`wrk_<floor>_ratio`).
 //!
 //! The driver (part of every bench run) runs each layered server **side by side** with a plain
 //! one: both servers at once, each with its own `wrk -t1 -c32 -d<secs>` at the same time. With
@@ -49,7 +48,7 @@ use std::process::{Child, Command, ExitCode, Stdio};
 use std::time::Duration;
 
 use serde_json::{json, Map, Value};
-use tower_waiting_room::__private::AdmissionToken;
+use tower_waiting_room::__private::{AdmissionToken, QueueCookie};
 use tower_waiting_room::store::MemoryStore;
 use tower_waiting_room::{Keyring, SessionId, SigningKey, WaitingRoomLayer};
 
@@ -198,15 +197,14 @@ fn serve_one(scenario: &str, port: u16) -> Result<(), BoxError> {
                         r.map(http_body_util::Either::<_, http_body_util::Full<bytes::Bytes>>::Left)
                     }),
             ),
-            // The least a first visit does, with no room around it: a fresh signed value
-            // (a session id from a counter, the clock, one HMAC-SHA256 of the same message
-            // length as a queue cookie's, base64) in a `Set-Cookie` and a header of its own,
+            // The least a first visit does, with no room around it: a queue cookie issued
+            // and signed by the crate's own code, in a `Set-Cookie` and a header of its own,
             // on the `302` with the headers a first visit gets.
             "first_visit_floor" => {
-                let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, &SECRET);
+                let keyring = keyring()?;
                 axum::Router::new().route(
                     "/",
-                    axum::routing::get(move || std::future::ready(first_visit_floor(&key))),
+                    axum::routing::get(move || std::future::ready(first_visit_floor(&keyring))),
                 )
             }
             // Exactly the in-process scenarios' layer.
@@ -258,22 +256,20 @@ async fn redirect_only() -> http::Response<axum::body::Body> {
 #[derive(Clone)]
 struct FloorAdmission(#[allow(dead_code)] [u64; 7]);
 
-/// [`serve_one`]'s `first_visit_floor` answer: see there.
-fn first_visit_floor(key: &ring::hmac::Key) -> http::Response<axum::body::Body> {
-    use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-    use base64::Engine;
+/// [`serve_one`]'s `first_visit_floor` answer: a first visit's `302` around a queue cookie
+/// freshly issued and signed by the crate's own code (`QueueCookie::issue` and `sign`: a
+/// random session id, the clock, the HMAC, the text), with no room around it.
+fn first_visit_floor(keyring: &Keyring) -> http::Response<axum::body::Body> {
     use http::header::{HeaderName, HeaderValue, CACHE_CONTROL, LOCATION, SET_COOKIE};
-    use std::fmt::Write;
-    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
-    let id = u128::from(COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
-    let now = now_ms();
-    let mut value = String::with_capacity(160);
-    let _ = write!(value, "q1.k1.{id:032x}.{now}.{}.", now + 86_400_000);
-    let message = format!("twr|q1|{ROOM}|k1|{id:032x}|{now}|{}", now + 86_400_000);
-    let tag = ring::hmac::sign(key, message.as_bytes());
-    URL_SAFE_NO_PAD.encode_string(tag.as_ref(), &mut value);
-    let cookie =
-        format!("wr_bench_q={value}; Path=/; Max-Age=86400; HttpOnly; SameSite=Lax; Secure");
+    let value = QueueCookie::issue(now_ms(), 86_400_000).sign(keyring, ROOM);
+    let mut cookie = String::with_capacity(value.len() + 80);
+    for piece in [
+        "wr_bench_q=",
+        &value,
+        "; Path=/; Max-Age=86400; HttpOnly; SameSite=Lax; Secure",
+    ] {
+        cookie.push_str(piece);
+    }
     let mut res = http::Response::new(axum::body::Body::empty());
     *res.status_mut() = http::StatusCode::FOUND;
     let h = res.headers_mut();
