@@ -662,8 +662,9 @@ async fn a_rooms_own_gates_hold_behind_several_rooms() {
 /// The fail policy holds at a gate: while the store is down (a page's store call just failed)
 /// and the room fails open, a visitor who came through the room (its queue cookie) passes the
 /// gate as the pages let them in, without a slot; one who never came through the room does
-/// not. Failing closed, or with the store only busy, or once the store answers again, the gate
-/// refuses as ever. The gate itself makes no store call.
+/// not. Failing closed, or with the store only busy (also right after an outage: busy is an
+/// answer), or once the store answers again, the gate refuses as ever. The gate itself makes
+/// no store call.
 #[tokio::test]
 async fn a_gate_follows_the_fail_policy_while_the_store_is_down() {
     use tower_waiting_room::store::StoreErrorKind;
@@ -703,10 +704,13 @@ async fn a_gate_follows_the_fail_policy_while_the_store_is_down() {
             "missing",
         );
 
+        // Busy last too: a store that is back but out of memory is up (it answered), so the
+        // outage before it no longer opens the gate.
         for (kind, down) in [
             (StoreErrorKind::Busy, false),
             (StoreErrorKind::Unavailable, true),
             (StoreErrorKind::Timeout, true),
+            (StoreErrorKind::Busy, false),
         ] {
             store.fail_with(Some(kind));
             let page = http.visit(&mut jar, Method::GET, "/drop").await;

@@ -201,7 +201,8 @@ fn serve_one(scenario: &str, port: u16) -> Result<(), BoxError> {
             // and signed by the crate's own code, in a `Set-Cookie` and a header of its own,
             // on the `302` with the headers a first visit gets.
             "first_visit_floor" => {
-                let keyring = keyring()?;
+                // Shared: axum clones the handler for every request.
+                let keyring = std::sync::Arc::new(keyring()?);
                 axum::Router::new().route(
                     "/",
                     axum::routing::get(move || std::future::ready(first_visit_floor(&keyring))),

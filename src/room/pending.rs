@@ -477,8 +477,11 @@ impl Room {
     pub(super) fn log_store_failure(&self, e: &StoreError, call: &'static str) {
         let room = self.config.room();
         let now = self.now_ms();
-        if e.kind() != StoreErrorKind::Busy {
-            // Busy is the store saying "not now", never "down".
+        if e.kind() == StoreErrorKind::Busy {
+            // Busy is the store saying "not now", never "down": it answered, so an outage
+            // before it is over (a gate fails open only while the store seems down).
+            self.store_failures.answered();
+        } else {
             self.store_failures.down_at(now);
         }
         match self.store_failures.note(now) {
@@ -631,7 +634,7 @@ pub(super) struct FailureLog {
     unreported: AtomicU64,
     /// Orders the two below (a clock's millisecond can hold both).
     events: AtomicU64,
-    /// The event number of the store's last answer (0: none yet).
+    /// The event number of the store's last answer, a busy one included (0: none yet).
     answered: AtomicU64,
     /// The event number of the last call the store could not decide (unreachable, timed
     /// out...; not busy), and its time (ms).
@@ -651,7 +654,7 @@ impl FailureLog {
         }
     }
 
-    /// The store answered a call.
+    /// The store answered a call (a busy answer is one: the store is up).
     pub(super) fn answered(&self) {
         let n = self.events.fetch_add(1, Ordering::Relaxed) + 1;
         self.answered.fetch_max(n, Ordering::Relaxed);
@@ -665,7 +668,7 @@ impl FailureLog {
     }
 
     /// Whether the store seems down at `now`: its last call failed (not busy), within the last
-    /// [`STORE_DOWN_WINDOW_MS`], and nothing was answered since. Only as fresh as the room's
+    /// [`STORE_DOWN_WINDOW_MS`], and nothing was answered since (busy included). Only as fresh as the room's
     /// other store calls; a gate uses it to apply the fail policy without a store call.
     pub(super) fn seems_down(&self, now: u64) -> bool {
         self.down.load(Ordering::Relaxed) > self.answered.load(Ordering::Relaxed)
