@@ -668,8 +668,9 @@ impl FailureLog {
     }
 
     /// Whether the store seems down at `now`: its last call failed (not busy), within the last
-    /// [`STORE_DOWN_WINDOW_MS`], and nothing was answered since (busy included). Only as fresh as the room's
-    /// other store calls; a gate uses it to apply the fail policy without a store call.
+    /// [`STORE_DOWN_WINDOW_MS`], and nothing was answered since (busy included). Only as fresh
+    /// as the room's other store calls; a gate uses it to apply the fail policy without a
+    /// store call.
     pub(super) fn seems_down(&self, now: u64) -> bool {
         self.down.load(Ordering::Relaxed) > self.answered.load(Ordering::Relaxed)
             && now.saturating_sub(self.down_ms.load(Ordering::Relaxed)) <= STORE_DOWN_WINDOW_MS
