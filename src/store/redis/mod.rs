@@ -76,7 +76,8 @@
 //! - Behind Redis Sentinel (`redis+sentinel://`), a failover is followed: after a connection
 //!   error, a timeout or `READONLY` the next call asks the sentinels for the primary again, and a
 //!   watcher asks them every second, so a planned failover is followed before the old primary
-//!   is demoted.
+//!   is demoted. A failed call forgets only the connection it used: a late timeout of a call
+//!   sent to the old primary keeps the connection another call has made to the new one.
 
 mod breaker;
 mod builder;
@@ -260,12 +261,16 @@ impl RedisStore {
         Box::pin(async move {
             // Held across the call: a probe whose future is dropped frees the half-open state.
             let permit = store.breaker.allow()?;
+            // Behind Sentinel, the generation of the connection this call got, if it got one:
+            // a failure forgets that connection only, not one made since by another call.
+            let mut used = None;
             let run = async {
                 match store.conn.clone() {
                     Connection::Single(mut c) => callee.invoke::<T, _>(&mut c, &keys, &args).await,
                     Connection::Cluster(mut c) => callee.invoke::<T, _>(&mut c, &keys, &args).await,
                     Connection::Sentinel(s) => {
-                        let mut c = s.get().await?;
+                        let (mut c, generation) = s.get_with_generation().await?;
+                        used = Some(generation);
                         callee.invoke::<T, _>(&mut c, &keys, &args).await
                     }
                 }
@@ -282,12 +287,14 @@ impl RedisStore {
                 )),
             };
             if let (Err((class, _)), Connection::Sentinel(s)) = (&result, &store.conn) {
-                // The node is gone or no longer the primary: ask the sentinels next time.
+                // The node is gone or no longer the primary: ask the sentinels next time, unless
+                // the connection this call used was replaced meanwhile (a call that timed out on
+                // the old primary after another one connected to the new) or the call got none.
                 if matches!(
                     class,
                     ErrorClass::Connection | ErrorClass::Timeout | ErrorClass::Failover
                 ) {
-                    s.forget();
+                    s.forget(used);
                 }
             }
             match result {

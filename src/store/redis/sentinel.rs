@@ -7,7 +7,11 @@
 //!
 //! - when a call says the node is gone or no longer the primary (a connection error, a
 //!   timeout, `READONLY`…): a crashed primary is left as soon as the sentinels have promoted a
-//!   replica;
+//!   replica. Only the connection that call used is forgotten, by its [`Generation`]: a call
+//!   sent to the old primary before a failover may time out after another call has already
+//!   connected to the new one, and dropping that fresh connection would make the next calls
+//!   ask the sentinels again, slower on a loaded machine, time out in turn and keep the store
+//!   failing long after the failover;
 //! - when a watcher, which asks the sentinels for the primary's address every
 //!   [`WATCH_EVERY`], sees it change: after a planned failover (`SENTINEL FAILOVER`) the old
 //!   primary keeps accepting writes until the sentinels demote it, which takes them up to
@@ -33,8 +37,8 @@ pub(super) struct SentinelConnection {
 struct Inner {
     /// The sentinels; one lookup at a time.
     client: tokio::sync::Mutex<SentinelClient>,
-    /// The connection to the primary and its address, once found.
-    current: Mutex<Option<(MultiplexedConnection, (String, u16))>>,
+    /// The connection to the primary, its address and its generation, once found.
+    current: Mutex<Cached<MultiplexedConnection>>,
     config: AsyncConnectionConfig,
     /// The sentinels' URLs and the master name, for the watcher.
     sentinels: Vec<String>,
@@ -61,7 +65,7 @@ impl SentinelConnection {
         Ok(Self {
             inner: Arc::new(Inner {
                 client: tokio::sync::Mutex::new(client),
-                current: Mutex::new(None),
+                current: Mutex::new(Cached::new()),
                 config,
                 sentinels: target.sentinels,
                 service: target.service,
@@ -72,13 +76,21 @@ impl SentinelConnection {
 
     /// The connection to the current primary, asking the sentinels when there is none.
     pub(super) async fn get(&self) -> RedisResult<MultiplexedConnection> {
-        if let Some(c) = self.inner.cached() {
-            return Ok(c);
+        self.get_with_generation().await.map(|(c, _)| c)
+    }
+
+    /// The connection to the current primary and its generation, asking the sentinels when
+    /// there is none. A call that fails on it passes the generation to [`Self::forget`].
+    pub(super) async fn get_with_generation(
+        &self,
+    ) -> RedisResult<(MultiplexedConnection, Generation)> {
+        if let Some(found) = self.inner.lock().get() {
+            return Ok(found);
         }
         let mut client = self.inner.client.lock().await;
         // Another call may have found the primary while this one waited for the lock.
-        if let Some(c) = self.inner.cached() {
-            return Ok(c);
+        if let Some(found) = self.inner.lock().get() {
+            return Ok(found);
         }
         let primary = client.async_get_client().await?;
         let addr = match primary.get_connection_info().addr() {
@@ -90,14 +102,18 @@ impl SentinelConnection {
         let conn = primary
             .get_multiplexed_async_connection_with_config(&self.inner.config)
             .await?;
-        *self.inner.lock() = Some((conn.clone(), addr));
+        let generation = self.inner.lock().set(conn.clone(), addr);
         self.watch();
-        Ok(conn)
+        Ok((conn, generation))
     }
 
-    /// Drops the connection to the primary: the next call asks the sentinels again.
-    pub(super) fn forget(&self) {
-        self.inner.lock().take();
+    /// Drops the connection a failed call `used`, so that the next call asks the sentinels
+    /// again, unless it was replaced meanwhile: a late timeout of a call sent to the old
+    /// primary must not drop the connection another call has made to the new one. A call that
+    /// got no connection (the sentinels did not answer in time) passes `None` and forgets
+    /// nothing: whatever is cached was made by another call.
+    pub(super) fn forget(&self, used: Option<Generation>) {
+        self.inner.lock().forget(used);
     }
 
     /// Starts the watcher once. It holds only a weak reference: it ends with the last clone of
@@ -113,12 +129,66 @@ impl SentinelConnection {
 }
 
 impl Inner {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Option<(MultiplexedConnection, (String, u16))>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Cached<MultiplexedConnection>> {
         self.current.lock().unwrap_or_else(PoisonError::into_inner)
     }
+}
 
-    fn cached(&self) -> Option<MultiplexedConnection> {
-        self.lock().as_ref().map(|(c, _)| c.clone())
+/// The number of a cached connection: each connection cached gets a new one. A failed call
+/// forgets the connection by the generation it used, so that it cannot drop one cached after
+/// it (see [`SentinelConnection::forget`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Generation(u64);
+
+/// The cached connection `C` to the primary, with its address and generation, and the number
+/// of connections cached so far. Generic so that the forgetting rules can be tested without a
+/// server.
+struct Cached<C> {
+    current: Option<(C, (String, u16), Generation)>,
+    /// Connections cached so far: the generation of the last one.
+    made: u64,
+}
+
+impl<C: Clone> Cached<C> {
+    const fn new() -> Self {
+        Self {
+            current: None,
+            made: 0,
+        }
+    }
+
+    /// Caches `conn` to `addr`, replacing any other, under a new generation.
+    fn set(&mut self, conn: C, addr: (String, u16)) -> Generation {
+        self.made += 1;
+        let generation = Generation(self.made);
+        self.current = Some((conn, addr, generation));
+        generation
+    }
+
+    /// The cached connection and its generation.
+    fn get(&self) -> Option<(C, Generation)> {
+        self.current.as_ref().map(|(c, _, g)| (c.clone(), *g))
+    }
+
+    /// The address of the cached connection.
+    fn addr(&self) -> Option<(String, u16)> {
+        self.current.as_ref().map(|(_, a, _)| a.clone())
+    }
+
+    /// Drops the cached connection if it is still the one of generation `used`; with `None`
+    /// (a call that got no connection), nothing.
+    fn forget(&mut self, used: Option<Generation>) {
+        if used.is_some() && self.current.as_ref().map(|(_, _, g)| *g) == used {
+            self.current = None;
+        }
+    }
+
+    /// Drops the cached connection if it is still to `addr` (the watcher's rule: the sentinels
+    /// name another primary than `addr`).
+    fn forget_if_at(&mut self, addr: &(String, u16)) {
+        if self.current.as_ref().map(|(_, a, _)| a) == Some(addr) {
+            self.current = None;
+        }
     }
 }
 
@@ -132,7 +202,7 @@ async fn watch(weak: Weak<Inner>) {
         let Some(inner) = weak.upgrade() else {
             return;
         };
-        let Some(current) = inner.lock().as_ref().map(|(_, addr)| addr.clone()) else {
+        let Some(current) = inner.lock().addr() else {
             continue;
         };
         let asked =
@@ -145,11 +215,8 @@ async fn watch(weak: Weak<Inner>) {
                     to = format!("{}:{}", addr.0, addr.1),
                     "the sentinels name another primary; the store follows"
                 );
-                // Only if it is still the connection we compared with.
-                let mut guard = inner.lock();
-                if guard.as_ref().map(|(_, a)| a) == Some(&current) {
-                    guard.take();
-                }
+                // Only if it is still a connection to the address we compared with.
+                inner.lock().forget_if_at(&current);
             }
             Ok(Ok(_)) => {}
             // A sentinel that does not answer: try the next one next time. Calls keep their
@@ -185,4 +252,69 @@ async fn primary_addr(
         .query_async(conn)
         .await?;
     Ok((host, port))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(port: u16) -> (String, u16) {
+        ("127.0.0.1".to_owned(), port)
+    }
+
+    #[test]
+    fn a_late_failure_on_an_old_connection_keeps_the_new_one() {
+        let mut cached = Cached::new();
+        let old = cached.set(1_u32, at(6379));
+        // A failover: another call connects to the new primary before the old call times out.
+        let new = cached.set(2, at(6380));
+        assert_ne!(old, new);
+        cached.forget(Some(old));
+        assert_eq!(cached.get(), Some((2, new)));
+        assert_eq!(cached.addr(), Some(at(6380)));
+    }
+
+    #[test]
+    fn a_failure_on_the_current_connection_drops_it() {
+        let mut cached = Cached::new();
+        cached.set(1_u32, at(6379));
+        let current = cached.set(2, at(6380));
+        cached.forget(Some(current));
+        assert_eq!(cached.get(), None);
+        assert_eq!(cached.addr(), None);
+    }
+
+    #[test]
+    fn a_generation_forgotten_once_does_not_drop_its_successor() {
+        let mut cached = Cached::new();
+        let first = cached.set(1_u32, at(6379));
+        cached.forget(Some(first));
+        assert_eq!(cached.get(), None);
+        // Reconnected, to the same address: a late failure of another call that used the first
+        // connection forgets nothing.
+        let second = cached.set(2, at(6379));
+        cached.forget(Some(first));
+        assert_eq!(cached.get(), Some((2, second)));
+    }
+
+    #[test]
+    fn a_call_that_got_no_connection_forgets_nothing() {
+        let mut cached = Cached::new();
+        cached.forget(None);
+        assert_eq!(cached.get(), None);
+        let current = cached.set(1_u32, at(6379));
+        cached.forget(None);
+        assert_eq!(cached.get(), Some((1, current)));
+    }
+
+    #[test]
+    fn the_watcher_drops_only_a_connection_to_the_address_it_compared() {
+        let mut cached = Cached::new();
+        cached.set(1_u32, at(6379));
+        let new = cached.set(2, at(6380));
+        cached.forget_if_at(&at(6379));
+        assert_eq!(cached.get(), Some((2, new)));
+        cached.forget_if_at(&at(6380));
+        assert_eq!(cached.get(), None);
+    }
 }
