@@ -147,6 +147,13 @@ impl Sentinel {
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.dir.join("sentinel.log")).unwrap_or_default()
     }
+
+    /// How many times the sentinel has gone into TILT so far: its timer ran over 2 s late (a
+    /// starved or paused machine, or a clock that jumped), after which it acts on nothing for
+    /// 30 s and then must see the replicas afresh before it fails over.
+    pub fn tilts(&self) -> usize {
+        self.log().matches("+tilt").count()
+    }
 }
 
 impl Drop for Sentinel {
