@@ -36,8 +36,8 @@
 
 use std::sync::Arc;
 
-use crate::config::RoomPolicy;
 #[cfg(feature = "metrics")]
+use crate::config::RoomPolicy;
 use crate::future::ResponseFuture;
 #[cfg(feature = "metrics")]
 use crate::session::SessionId;
