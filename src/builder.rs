@@ -480,9 +480,9 @@ impl WaitingRoomBuilder {
     /// Most waiters listening at once, on this gateway, for their position as Server-Sent
     /// Events (`GET {prefix}/{room}/events`; 10 000 by default, 0 turns streams off). A
     /// stream is fed by the gateway's snapshot of the line, so it needs a store that keeps
-    /// snapshots (the Redis store) and a Tokio runtime; without them, beyond this number, or
-    /// in a browser without `EventSource`, the waiting page polls the status endpoint as
-    /// before. Each open stream holds a connection and a little memory (see
+    /// snapshots (the embedded store and the Redis store do) and a Tokio runtime; without them,
+    /// beyond this number, or in a browser without `EventSource`, the waiting page polls the
+    /// status endpoint as before. Each open stream holds a connection and a little memory (see
     /// `docs/benchmarks.md`), and is checked in for its waiter like a poll.
     ///
     /// ```
