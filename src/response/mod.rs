@@ -107,9 +107,10 @@ where
 /// The pages are made from three [`PageTemplate`]s ([`WAITING_TEMPLATE`], [`NOTICE_TEMPLATE`]
 /// for full, unavailable, busy, limited and the proof-of-work challenge, [`LEFT_TEMPLATE`]) and
 /// the words of a [`Texts`]; replace any of them. Each page is one self-contained document
-/// (inline CSS and JS, no external assets, about 9.1 KB), works without JavaScript (a `<noscript>`
-/// meta refresh; the proof-of-work challenge alone needs JavaScript), and is accessible:
-/// semantic markup, the position in a polite live region, AA contrast.
+/// (inline CSS and JS, no external assets; the waiting page about 11 KB), works without
+/// JavaScript (a `<noscript>` meta refresh; the proof-of-work challenge alone needs
+/// JavaScript), and is accessible: semantic markup, the position in a polite live region, AA
+/// contrast.
 ///
 /// ```
 /// use tower_waiting_room::response::{DefaultRenderer, Texts};
