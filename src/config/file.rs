@@ -10,7 +10,7 @@ use serde::Deserialize;
 
 use super::readable::refused;
 use super::settings::Settings;
-use super::value::{field_names, from_entries, read_value, EntryError, Value, ValueError};
+use super::value::{field_names, from_entries, read_file_value, EntryError, Value, ValueError};
 
 /// The room's settings as an operator writes them: deserialized from a file (any serde format:
 /// TOML, JSON, YAML...) or read from environment variables with [`from_env`](Self::from_env),
@@ -240,12 +240,8 @@ impl<'de, A: MapAccess<'de>> MapAccess<'de> for FileMap<'_, A> {
                 ROOM => *self.room = Some(self.map.next_value()?),
                 SECRET_ENV => self.file.secret_env = Some(self.map.next_value()?),
                 SECRET_FILE => self.file.secret_file = Some(self.map.next_value()?),
-                SECRET => {
-                    return Err(de::Error::custom(
-                        "secret: the secret does not go in the settings; name an environment \
-                         variable with secret_env, or a file with secret_file",
-                    ))
-                }
+                // Refused while the format stands on the value, to point at its line.
+                SECRET => match self.map.next_value_seed(RefuseSecret)? {},
                 _ => {
                     self.key = key;
                     return seed.deserialize(key.into_deserializer()).map(Some);
@@ -277,6 +273,20 @@ impl<'de, A: MapAccess<'de>> Deserializer<'de> for FileMap<'_, A> {
     }
 }
 
+/// A `secret` key's value: always refused, without reading (or quoting) it.
+struct RefuseSecret;
+
+impl<'de> DeserializeSeed<'de> for RefuseSecret {
+    type Value = std::convert::Infallible;
+
+    fn deserialize<D: Deserializer<'de>>(self, _: D) -> Result<Self::Value, D::Error> {
+        Err(de::Error::custom(
+            "secret: the secret does not go in the settings; name an environment variable \
+             with secret_env, or a file with secret_file",
+        ))
+    }
+}
+
 /// The value of `key`, read by `seed`; an error names the key.
 struct Keyed<S> {
     key: &'static str,
@@ -288,7 +298,7 @@ impl<'de, S: DeserializeSeed<'de>> DeserializeSeed<'de> for Keyed<S> {
 
     fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<S::Value, D::Error> {
         let value = Value::deserialize(d)?;
-        read_value(&value, false, self.seed).map_err(|ValueError(problem)| {
+        read_file_value(&value, self.seed).map_err(|ValueError(problem)| {
             de::Error::custom(format_args!("{}: {problem}", self.key))
         })
     }
@@ -491,7 +501,7 @@ impl RoomFile {
                 }
             }
         }
-        file.settings = from_entries(&entries, true).map_err(|EntryError { entry, message }| {
+        file.settings = from_entries(&entries).map_err(|EntryError { entry, message }| {
             let (variable, value) = match entry {
                 Some(i) => variables[i].clone(),
                 None => (format!("{prefix}_*"), String::new()),
@@ -616,5 +626,28 @@ mod tests {
         );
         let bad = [("WR_ROOM", "sale"), ("WR_OPENS_AT", "tomorrow")];
         assert!(RoomFile::from_env_vars("WR", bad).is_err());
+    }
+
+    #[test]
+    fn every_setting_is_a_key_of_files_and_a_variable() {
+        let fields = field_names::<Settings>();
+        assert!(fields.len() >= 29, "{fields:?}");
+        for field in fields {
+            assert!(keys().contains(field), "{field}");
+            // An empty value: refused as a value, never as an unknown key or variable.
+            let variable = format!("WR_{}", field.to_ascii_uppercase());
+            let env = RoomFile::from_env_vars("WR", [("WR_ROOM", "shop"), (&*variable, "")]);
+            assert!(
+                !matches!(env, Err(RoomFileError::UnknownVariable { .. })),
+                "{variable}: {env:?}"
+            );
+            let text = format!("room = \"shop\"\n{field} = \"\"");
+            if let Err(err) = toml::from_str::<RoomFile>(&text) {
+                assert!(err.message().starts_with(&format!("{field}: ")), "{err}");
+            }
+        }
+        let env =
+            RoomFile::from_env_vars("WR", [("WR_ROOM", "shop"), ("WR_MAX_EVENT_STREAMS", "7")]);
+        assert_eq!(env.unwrap().settings.max_event_streams, 7);
     }
 }

@@ -178,7 +178,6 @@ impl<'de> Deserializer<'de> for ValueDeserializer<'_> {
 struct Entries<'a> {
     entries: &'a [(String, Value)],
     next: usize,
-    env: bool,
     /// The entry whose value is being read: when reading fails, the one refused.
     reading: &'a Cell<Option<usize>>,
 }
@@ -205,7 +204,7 @@ impl<'de> MapAccess<'de> for Entries<'_> {
         self.reading.set(Some(index));
         let value = seed.deserialize(ValueDeserializer {
             value: &self.entries[index].1,
-            env: self.env,
+            env: true,
         })?;
         self.reading.set(None);
         Ok(value)
@@ -234,17 +233,15 @@ pub(crate) struct EntryError {
     pub(crate) message: String,
 }
 
-/// `T` from `(key, value)` entries, keys being `T`'s field names; `env`: the values are text
-/// from environment variables.
+/// `T` from the environment's `(key, value)` entries, keys being `T`'s field names and values
+/// text, each parsed as its field's type.
 pub(crate) fn from_entries<T: DeserializeOwned>(
     entries: &[(String, Value)],
-    env: bool,
 ) -> Result<T, EntryError> {
     let reading = Cell::new(None);
     T::deserialize(Entries {
         entries,
         next: 0,
-        env,
         reading: &reading,
     })
     .map_err(|ValueError(message)| EntryError {
@@ -253,13 +250,12 @@ pub(crate) fn from_entries<T: DeserializeOwned>(
     })
 }
 
-/// One value read by `seed`; `env`: as [`from_entries`] reads them.
-pub(crate) fn read_value<'de, S: DeserializeSeed<'de>>(
+/// A file's value, as the format gave it, read by `seed`.
+pub(crate) fn read_file_value<'de, S: DeserializeSeed<'de>>(
     value: &Value,
-    env: bool,
     seed: S,
 ) -> Result<S::Value, ValueError> {
-    seed.deserialize(ValueDeserializer { value, env })
+    seed.deserialize(ValueDeserializer { value, env: false })
 }
 
 /// The field names of the struct `T` derives `Deserialize` for, in their order.
