@@ -7,8 +7,10 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::client::{ClientIp, ClientIpFn, RequestInfo};
 use crate::clock::{Clock, SharedClock, SystemClock};
+use crate::config::settings::Settings;
 use crate::config::{
-    defaults, validate, ConfigError, EventSchedule, FailPolicy, RoomConfig, RoomPolicy, SameSite,
+    defaults, validate, ConfigError, EventSchedule, FailPolicy, RoomConfig, RoomFile,
+    RoomFileError, RoomPolicy, SameSite,
 };
 use crate::defences::{
     BypassFn, Defences, Limiter, ProofGate, ProofOfWork, RateLimit, MAX_TRACKED,
@@ -34,25 +36,8 @@ impl WaitingRoomLayer {
 #[must_use]
 pub struct WaitingRoomBuilder {
     room: String,
-    capacity: Option<u32>,
-    admission_rate: Option<u32>,
-    active_ttl: Duration,
-    grant_ttl: Duration,
-    queue_ttl: Duration,
-    /// `None`: the default, or `queue_ttl` when that is longer.
-    abandon_after: Option<Duration>,
-    refresh: Duration,
-    session_ttl: Duration,
-    max_queue_len: u64,
-    fail_policy: FailPolicy,
-    cookie_name: Option<String>,
-    cookie_path: String,
-    cookie_domain: Option<String>,
-    secure: bool,
-    same_site: SameSite,
-    path_prefix: String,
-    queue_header: String,
-    token_header: String,
+    /// Every setting that is data; the setters write its fields.
+    settings: Settings,
     current_key: Option<Result<SigningKey, KeyError>>,
     previous_key: Option<Result<SigningKey, KeyError>>,
     clock: Option<SharedClock>,
@@ -60,41 +45,14 @@ pub struct WaitingRoomBuilder {
     renderer: Arc<dyn Render>,
     bypass: Vec<Box<BypassFn>>,
     client_ip: ClientIp,
-    client_ip_header: Option<String>,
-    new_visitor_limit: Option<RateLimit>,
-    poll_limit: Option<RateLimit>,
-    bind_tokens_to_network: bool,
-    proof_of_work: Option<ProofOfWork>,
     gates: Vec<Rule>,
-    single_use_tickets: bool,
-    max_event_streams: usize,
-    opens_at: Option<SystemTime>,
-    closes_at: Option<SystemTime>,
-    keep_line_after_close: bool,
 }
 
 impl WaitingRoomBuilder {
     pub(crate) fn new(room: String) -> Self {
         Self {
             room,
-            capacity: None,
-            admission_rate: None,
-            active_ttl: defaults::ACTIVE_TTL,
-            grant_ttl: defaults::GRANT_TTL,
-            queue_ttl: defaults::QUEUE_TTL,
-            abandon_after: None,
-            refresh: defaults::REFRESH,
-            session_ttl: defaults::SESSION_TTL,
-            max_queue_len: defaults::MAX_QUEUE_LEN,
-            fail_policy: defaults::FAIL_POLICY,
-            cookie_name: None,
-            cookie_path: defaults::COOKIE_PATH.to_owned(),
-            cookie_domain: None,
-            secure: defaults::SECURE_COOKIES,
-            same_site: defaults::SAME_SITE,
-            path_prefix: defaults::PATH_PREFIX.to_owned(),
-            queue_header: defaults::QUEUE_HEADER.to_owned(),
-            token_header: defaults::TOKEN_HEADER.to_owned(),
+            settings: Settings::default(),
             current_key: None,
             previous_key: None,
             clock: None,
@@ -102,47 +60,37 @@ impl WaitingRoomBuilder {
             renderer: Arc::new(DefaultRenderer::new()),
             bypass: Vec::new(),
             client_ip: ClientIp::Peer,
-            client_ip_header: None,
-            new_visitor_limit: Some(defaults::NEW_VISITORS_PER_IP),
-            poll_limit: Some(defaults::POLLS_PER_SESSION),
-            bind_tokens_to_network: defaults::BIND_TOKENS_TO_NETWORK,
-            proof_of_work: None,
             gates: Vec::new(),
-            single_use_tickets: defaults::SINGLE_USE_TICKETS,
-            max_event_streams: defaults::MAX_EVENT_STREAMS,
-            opens_at: None,
-            closes_at: None,
-            keep_line_after_close: true,
         }
     }
 
     /// Visitors inside at once, counting granted but unclaimed slots. Required.
     pub fn capacity(mut self, capacity: u32) -> Self {
-        self.capacity = Some(capacity);
+        self.settings.capacity = Some(capacity);
         self
     }
 
     /// At most this many admissions per second (on top of capacity). Unset by default.
     pub fn admission_rate(mut self, per_second: u32) -> Self {
-        self.admission_rate = Some(per_second);
+        self.settings.admission_rate = Some(per_second);
         self
     }
 
     /// Slot lifetime, extended by activity. Default 300 s.
     pub fn active_ttl(mut self, ttl: Duration) -> Self {
-        self.active_ttl = ttl;
+        self.settings.active_ttl = ttl;
         self
     }
 
     /// Time a promoted visitor has to come back and claim the slot. Default 30 s.
     pub fn grant_ttl(mut self, ttl: Duration) -> Self {
-        self.grant_ttl = ttl;
+        self.settings.grant_ttl = ttl;
         self
     }
 
     /// A waiter silent for longer is skipped when their turn comes. Default 120 s.
     pub fn queue_ttl(mut self, ttl: Duration) -> Self {
-        self.queue_ttl = ttl;
+        self.settings.queue_ttl = ttl;
         self
     }
 
@@ -152,83 +100,83 @@ impl WaitingRoomBuilder {
     /// A waiter silent for longer than `queue_ttl` but back within `abandon_after` keeps their
     /// place, unless their turn came while they were away.
     pub fn abandon_after(mut self, after: Duration) -> Self {
-        self.abandon_after = Some(after);
+        self.settings.abandon_after = Some(after);
         self
     }
 
     /// Age under which an admission token is trusted without a store call. Default 15 s; must
     /// be shorter than `active_ttl`.
     pub fn refresh(mut self, refresh: Duration) -> Self {
-        self.refresh = refresh;
+        self.settings.refresh = refresh;
         self
     }
 
     /// Lifetime of the signed queue cookie. Default 24 h.
     pub fn session_ttl(mut self, ttl: Duration) -> Self {
-        self.session_ttl = ttl;
+        self.settings.session_ttl = ttl;
         self
     }
 
     /// Longest line; beyond it visitors get the "full" answer. Default 100 000.
     pub fn max_queue_len(mut self, max: u64) -> Self {
-        self.max_queue_len = max;
+        self.settings.max_queue_len = max;
         self
     }
 
     /// What new visitors get while the store is unreachable. Default [`FailPolicy::Open`].
     pub fn fail_policy(mut self, policy: FailPolicy) -> Self {
-        self.fail_policy = policy;
+        self.settings.fail_policy = policy;
         self
     }
 
     /// Base name of the cookies: `{name}_q` (queue) and `{name}_a` (admission). Default
     /// `wr_{room}`, so two rooms on one site do not collide.
     pub fn cookie_name(mut self, name: impl Into<String>) -> Self {
-        self.cookie_name = Some(name.into());
+        self.settings.cookie_name = Some(name.into());
         self
     }
 
     /// `Path` of the cookies. Default `/`.
     pub fn cookie_path(mut self, path: impl Into<String>) -> Self {
-        self.cookie_path = path.into();
+        self.settings.cookie_path = path.into();
         self
     }
 
     /// `Domain` of the cookies. Unset by default (host-only cookies).
     pub fn cookie_domain(mut self, domain: impl Into<String>) -> Self {
-        self.cookie_domain = Some(domain.into());
+        self.settings.cookie_domain = Some(domain.into());
         self
     }
 
     /// Whether cookies carry `Secure`. Default `true`; turn off only for plain-http development.
     pub fn secure_cookies(mut self, secure: bool) -> Self {
-        self.secure = secure;
+        self.settings.secure_cookies = secure;
         self
     }
 
     /// `SameSite` of the cookies. Default [`SameSite::Lax`].
     pub fn same_site(mut self, same_site: SameSite) -> Self {
-        self.same_site = same_site;
+        self.settings.same_site = same_site;
         self
     }
 
     /// Where the room's own endpoints live. Default `/__waitingroom`.
     pub fn path_prefix(mut self, prefix: impl Into<String>) -> Self {
-        self.path_prefix = prefix.into();
+        self.settings.path_prefix = prefix.into();
         self
     }
 
     /// The header carrying the signed queue value for apps without a cookie jar. Default
     /// [`waiting-room-session`](defaults::QUEUE_HEADER).
     pub fn queue_header(mut self, name: impl Into<String>) -> Self {
-        self.queue_header = name.into();
+        self.settings.queue_header = name.into();
         self
     }
 
     /// The header carrying the signed admission token for apps without a cookie jar. Default
     /// [`waiting-room-token`](defaults::TOKEN_HEADER).
     pub fn token_header(mut self, name: impl Into<String>) -> Self {
-        self.token_header = name.into();
+        self.settings.token_header = name.into();
         self
     }
 
@@ -320,7 +268,7 @@ impl WaitingRoomBuilder {
     /// turns it off. Kept in process memory, so with several gateways each counts its own. See
     /// [`client`](crate::client) for where the IP comes from; with no IP there is no limit.
     pub fn new_visitor_limit(mut self, limit: impl Into<Option<RateLimit>>) -> Self {
-        self.new_visitor_limit = limit.into();
+        self.settings.new_visitor_limit = limit.into();
         self
     }
 
@@ -330,7 +278,7 @@ impl WaitingRoomBuilder {
     /// valid admission token passes without its heartbeat (it needs no store). Default
     /// [`POLLS_PER_SESSION`](defaults::POLLS_PER_SESSION) (30 per 10 s); `None` turns it off.
     pub fn poll_limit(mut self, limit: impl Into<Option<RateLimit>>) -> Self {
-        self.poll_limit = limit.into();
+        self.settings.poll_limit = limit.into();
         self
     }
 
@@ -340,7 +288,7 @@ impl WaitingRoomBuilder {
     /// into the header, and the right-most entry is the only one your proxy vouches for. Behind
     /// several proxies, use [`client_ip_with`](Self::client_ip_with).
     pub fn client_ip_header(mut self, name: impl Into<String>) -> Self {
-        self.client_ip_header = Some(name.into());
+        self.settings.client_ip_header = Some(name.into());
         self
     }
 
@@ -377,7 +325,7 @@ impl WaitingRoomBuilder {
     /// Unbound tokens (issued before binding was turned on) count as no token while it is on;
     /// bound tokens admit from anywhere once it is turned off again.
     pub fn bind_tokens_to_network(mut self, bind: bool) -> Self {
-        self.bind_tokens_to_network = bind;
+        self.settings.bind_tokens_to_network = bind;
         self
     }
 
@@ -407,7 +355,7 @@ impl WaitingRoomBuilder {
     /// assert_eq!(too_hard.err(), Some(ConfigError::InvalidProofOfWork));
     /// ```
     pub fn proof_of_work(mut self, settings: impl Into<Option<ProofOfWork>>) -> Self {
-        self.proof_of_work = settings.into();
+        self.settings.set_proof_of_work(settings.into());
         self
     }
 
@@ -473,7 +421,7 @@ impl WaitingRoomBuilder {
     /// assert_eq!(layer.config().cookies().ticket_name(), "wr_shop_t");
     /// ```
     pub fn single_use_tickets(mut self, on: bool) -> Self {
-        self.single_use_tickets = on;
+        self.settings.single_use_tickets = on;
         self
     }
 
@@ -497,7 +445,7 @@ impl WaitingRoomBuilder {
     /// assert_eq!(layer.config().max_event_streams(), 50_000);
     /// ```
     pub fn max_event_streams(mut self, max: usize) -> Self {
-        self.max_event_streams = max;
+        self.settings.max_event_streams = max;
         self
     }
 
@@ -509,7 +457,7 @@ impl WaitingRoomBuilder {
     /// their session (secret per event, derived from the current signing key, the room and the
     /// opening), ahead of everyone who comes later. A time in the past opens at once.
     pub fn opens_at(mut self, at: SystemTime) -> Self {
-        self.opens_at = Some(at);
+        self.settings.opens_at = Some(at);
         self
     }
 
@@ -518,7 +466,7 @@ impl WaitingRoomBuilder {
     /// course either way. Must be after [`opens_at`](Self::opens_at)
     /// ([`ConfigError::ClosesBeforeOpening`]).
     pub fn closes_at(mut self, at: SystemTime) -> Self {
-        self.closes_at = Some(at);
+        self.settings.closes_at = Some(at);
         self
     }
 
@@ -526,92 +474,65 @@ impl WaitingRoomBuilder {
     /// line keeps moving (`true`, the default), or everyone without a slot is told `closed`
     /// and nobody is promoted (as an operator's close).
     pub fn keep_line_after_close(mut self, keep: bool) -> Self {
-        self.keep_line_after_close = keep;
+        self.settings.keep_line_after_close = keep;
         self
     }
 
     /// Validates the configuration and builds the layer. Nothing is half-built: every
     /// setting is checked first, and the first one refused is the error.
-    // A little over 60 lines, in one straight line: validate everything, then assemble.
     pub fn build(self) -> Result<WaitingRoomLayer, ConfigError> {
         // Validate: every check, before anything is assembled.
-        let capacity = self.check_settings()?;
-        let cookies = validate::cookie_settings(
-            &self.room,
-            self.cookie_name.as_deref(),
-            &self.cookie_path,
-            self.cookie_domain.as_deref(),
-            self.secure,
-            self.same_site,
-        )?;
-        let (queue_header, token_header) =
-            validate::value_headers(&self.queue_header, &self.token_header)?;
-        self.check_defences()?;
-        if let Some(rule) = self.gates.iter().find(|rule| !rule.is_valid()) {
-            return Err(ConfigError::InvalidRule {
-                rule: rule.describe(),
-            });
-        }
-        if let (Some(opens), Some(closes)) = (self.opens_at, self.closes_at) {
-            if closes <= opens {
-                return Err(ConfigError::ClosesBeforeOpening);
-            }
-        }
-        let client_ip_header = self
-            .client_ip_header
-            .as_deref()
-            .map(|name| validate::header_name(name, "client_ip_header"))
-            .transpose()?;
-        let abandon_after = self.effective_abandon_after();
+        let s = self.settings;
+        let checked = validate::settings(&self.room, &s, &self.gates)?;
         let keys = validate::keyring(self.current_key, self.previous_key)?;
         let schedule = schedule(
             &self.room,
-            (self.opens_at, self.closes_at),
-            self.keep_line_after_close,
+            (s.opens_at, s.closes_at),
+            s.keep_line_after_close,
             &keys,
         );
 
         // Assemble.
-        let client_ip = match (self.client_ip, client_ip_header) {
+        let client_ip = match (self.client_ip, checked.client_ip_header) {
             (ClientIp::Peer, Some(name)) => ClientIp::Header(name),
             (client_ip, _) => client_ip,
         };
-        if self.new_visitor_limit.is_some() || self.bind_tokens_to_network {
+        if s.new_visitor_limit.is_some() || s.bind_tokens_to_network {
             client_ip.log_source(&self.room);
         }
         let defences = Defences {
             bypass: self.bypass,
             client_ip,
-            new_visitors: self.new_visitor_limit.map(|l| Limiter::new(l, MAX_TRACKED)),
-            polls: self.poll_limit.map(|l| Limiter::new(l, MAX_TRACKED)),
-            proof: self.proof_of_work.map(ProofGate::new),
+            new_visitors: s.new_visitor_limit.map(|l| Limiter::new(l, MAX_TRACKED)),
+            polls: s.poll_limit.map(|l| Limiter::new(l, MAX_TRACKED)),
+            proof: checked.proof_of_work.map(ProofGate::new),
             warned_no_ip: Default::default(),
         };
         let clock: SharedClock = self.clock.unwrap_or_else(|| Arc::new(SystemClock));
         let store = self
             .store
             .unwrap_or_else(|| Arc::new(MemoryStore::with_shared_clock(clock.clone())));
-        if self.single_use_tickets && !store.keeps_tickets() {
+        if s.single_use_tickets && !store.keeps_tickets() {
             return Err(ConfigError::StoreWithoutTickets);
         }
-        let policy = RoomPolicy::new(&self.room, capacity)
-            .with_admission_rate(self.admission_rate)
-            .with_ttls(self.active_ttl, self.grant_ttl, self.queue_ttl)
-            .with_abandon_after(abandon_after)
-            .with_max_queue_len(self.max_queue_len)
+        let policy = RoomPolicy::new(&self.room, checked.capacity)
+            .with_admission_rate(s.admission_rate)
+            .with_ttls(s.active_ttl, s.grant_ttl, s.queue_ttl)
+            .with_abandon_after(checked.abandon_after)
+            .with_max_queue_len(s.max_queue_len)
             .with_schedule(schedule);
         let config = RoomConfig {
             policy,
-            refresh: self.refresh,
-            session_ttl: self.session_ttl,
-            fail_policy: self.fail_policy,
-            cookies,
-            path_prefix: self.path_prefix,
-            queue_header,
-            token_header,
-            bind_tokens_to_network: self.bind_tokens_to_network,
-            single_use_tickets: self.single_use_tickets,
-            max_event_streams: self.max_event_streams,
+            refresh: s.refresh,
+            session_ttl: s.session_ttl,
+            fail_policy: s.fail_policy,
+            cookies: checked.cookies,
+            path_prefix: s.path_prefix,
+            queue_header: checked.queue_header,
+            token_header: checked.token_header,
+            bind_tokens_to_network: s.bind_tokens_to_network,
+            single_use_tickets: s.single_use_tickets,
+            max_event_streams: s.max_event_streams,
         };
         let room = Room::new(RoomParts {
             config,
@@ -624,74 +545,31 @@ impl WaitingRoomBuilder {
         });
         Ok(WaitingRoomLayer::from_room(Arc::new(room)))
     }
+}
 
-    /// The room id, capacity, admission rate, line length, durations and path prefix. Returns the
-    /// capacity.
-    fn check_settings(&self) -> Result<u32, ConfigError> {
-        if !validate::valid_room_id(&self.room) {
-            return Err(ConfigError::InvalidRoomId {
-                room: self.room.clone(),
-            });
-        }
-        let capacity = match self.capacity {
-            Some(c) if c > 0 => c,
-            _ => return Err(ConfigError::MissingCapacity),
-        };
-        if self.admission_rate == Some(0) {
-            return Err(ConfigError::ZeroAdmissionRate);
-        }
-        if self.max_queue_len == 0 {
-            return Err(ConfigError::ZeroMaxQueueLen);
-        }
-        for (setting, d) in [
-            ("active_ttl", self.active_ttl),
-            ("grant_ttl", self.grant_ttl),
-            ("queue_ttl", self.queue_ttl),
-            ("abandon_after", self.effective_abandon_after()),
-            ("refresh", self.refresh),
-            ("session_ttl", self.session_ttl),
-        ] {
-            if !validate::valid_duration(d) {
-                return Err(ConfigError::InvalidDuration { setting });
-            }
-        }
-        if self.refresh >= self.active_ttl {
-            return Err(ConfigError::RefreshNotShorterThanActiveTtl);
-        }
-        if self.abandon_after.is_some_and(|a| a < self.queue_ttl) {
-            return Err(ConfigError::AbandonAfterShorterThanQueueTtl);
-        }
-        if !validate::valid_path_prefix(&self.path_prefix) {
-            return Err(ConfigError::InvalidPathPrefix {
-                prefix: self.path_prefix.clone(),
-            });
-        }
-        Ok(capacity)
+// A settings file is applied here, so that the settings do not depend on the builder.
+impl RoomFile {
+    /// A builder with these settings: settings left out keep the builder's defaults, and
+    /// [`build`](WaitingRoomBuilder::build) validates them as it validates settings made in
+    /// code. Reads the secret named by `secret_env` or `secret_file` now; without one, `build`
+    /// asks for a key ([`MissingSigningKey`](crate::ConfigError::MissingSigningKey)) unless you
+    /// add one to the builder.
+    pub fn builder(&self) -> Result<WaitingRoomBuilder, RoomFileError> {
+        self.builder_with_env(|name| std::env::var(name).ok())
     }
 
-    /// The abandonment time: as set, or the default stretched to `queue_ttl`.
-    fn effective_abandon_after(&self) -> Duration {
-        self.abandon_after
-            .unwrap_or_else(|| defaults::ABANDON_AFTER.max(self.queue_ttl))
-    }
-
-    /// The rate limits and proof of work.
-    fn check_defences(&self) -> Result<(), ConfigError> {
-        for (setting, limit) in [
-            ("new_visitor_limit", self.new_visitor_limit),
-            ("poll_limit", self.poll_limit),
-        ] {
-            if limit.is_some_and(|l| !validate::valid_rate_limit(&l)) {
-                return Err(ConfigError::InvalidRateLimit { setting });
-            }
-        }
-        if self
-            .proof_of_work
-            .is_some_and(|p| !validate::valid_proof_of_work(&p))
-        {
-            return Err(ConfigError::InvalidProofOfWork);
-        }
-        Ok(())
+    /// [`builder`](Self::builder), with `env` standing for the process environment.
+    fn builder_with_env(
+        &self,
+        env: impl Fn(&str) -> Option<String>,
+    ) -> Result<WaitingRoomBuilder, RoomFileError> {
+        let (settings, secret) = self.settings_and_secret(env)?;
+        let mut builder = WaitingRoomLayer::builder(self.room());
+        builder.settings = settings.clone();
+        Ok(match secret {
+            Some(secret) => builder.secret(secret),
+            None => builder,
+        })
     }
 }
 
@@ -718,7 +596,7 @@ impl std::fmt::Debug for WaitingRoomBuilder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("WaitingRoomBuilder")
             .field("room", &self.room)
-            .field("capacity", &self.capacity)
+            .field("capacity", &self.settings.capacity)
             .finish_non_exhaustive()
     }
 }
@@ -727,6 +605,7 @@ impl std::fmt::Debug for WaitingRoomBuilder {
 mod tests {
     use std::time::Duration;
 
+    use crate::config::{RoomFile, RoomFileError};
     use crate::{ConfigError, WaitingRoomLayer};
 
     fn room() -> super::WaitingRoomBuilder {
@@ -768,5 +647,30 @@ mod tests {
             .policy()
             .clone();
         assert_eq!(p.abandon_after_ms, 2 * 3_600 * 1_000);
+    }
+
+    #[test]
+    fn the_secret_from_secret_env_reaches_the_builder() {
+        let settings = RoomFile {
+            secret_env: Some("TEST_SECRET".to_owned()),
+            ..RoomFile::new("shop".to_owned())
+        };
+        let mut settings = settings;
+        settings.settings.capacity = Some(1);
+        let env = |name: &str| (name == "TEST_SECRET").then(|| "s".repeat(32));
+        assert!(settings.builder_with_env(env).unwrap().build().is_ok());
+        let short = |name: &str| (name == "TEST_SECRET").then(|| "s".repeat(31));
+        let err = settings.builder_with_env(short).unwrap().build().err();
+        assert_eq!(
+            err,
+            Some(crate::ConfigError::SecretTooShort {
+                key_id: "k1".to_owned(),
+                len: 31
+            })
+        );
+        let err = settings.builder_with_env(|_| None).err().unwrap();
+        assert!(
+            matches!(err, RoomFileError::SecretEnv { ref variable } if variable == "TEST_SECRET")
+        );
     }
 }

@@ -43,8 +43,11 @@ use crate::clock::duration_ms;
 pub mod defaults;
 mod error;
 mod file;
+mod readable;
 mod schedule;
+pub(crate) mod settings;
 pub(crate) mod validate;
+mod value;
 
 pub use crate::token::{MAX_KEY_ID_LEN, MIN_SECRET_LEN};
 pub use error::ConfigError;

@@ -1,4 +1,4 @@
-//! Checks of single settings: every check the builder makes, in one place (keys check their own
+//! Checks of the settings: every check the builder makes, in one place (keys check their own
 //! secrets and ids when they are made, since [`SigningKey`](crate::SigningKey) is built by users
 //! too).
 
@@ -6,12 +6,120 @@ use std::time::Duration;
 
 use http::HeaderName;
 
+use super::settings::Settings;
 use super::{ConfigError, CookieSettings, SameSite, MAX_ROOM_ID_LEN};
 use crate::clock::duration_ms;
 use crate::defences::proof_of_work::{MAX_DIFFICULTY, MIN_DIFFICULTY};
 use crate::defences::{ProofOfWork, RateLimit};
 use crate::encoding::is_plain_id;
+use crate::rooms::Rule;
 use crate::token::{KeyError, Keyring, SigningKey};
+
+/// What [`settings`] makes of valid settings.
+pub(crate) struct Checked {
+    pub(crate) capacity: u32,
+    pub(crate) abandon_after: Duration,
+    pub(crate) cookies: CookieSettings,
+    pub(crate) queue_header: HeaderName,
+    pub(crate) token_header: HeaderName,
+    pub(crate) client_ip_header: Option<HeaderName>,
+    pub(crate) proof_of_work: Option<ProofOfWork>,
+}
+
+/// Every setting of the room `room` and its gates, in a fixed order: the first one refused is
+/// the error.
+pub(crate) fn settings(room: &str, s: &Settings, gates: &[Rule]) -> Result<Checked, ConfigError> {
+    let capacity = numbers_and_durations(room, s)?;
+    let cookies = cookie_settings(
+        room,
+        s.cookie_name.as_deref(),
+        &s.cookie_path,
+        s.cookie_domain.as_deref(),
+        s.secure_cookies,
+        s.same_site,
+    )?;
+    let (queue_header, token_header) = value_headers(&s.queue_header, &s.token_header)?;
+    for (setting, limit) in [
+        ("new_visitor_limit", s.new_visitor_limit),
+        ("poll_limit", s.poll_limit),
+    ] {
+        if limit.is_some_and(|l| !valid_rate_limit(&l)) {
+            return Err(ConfigError::InvalidRateLimit { setting });
+        }
+    }
+    let proof_of_work = s.proof_of_work();
+    if proof_of_work.is_some_and(|p| !valid_proof_of_work(&p)) {
+        return Err(ConfigError::InvalidProofOfWork);
+    }
+    if let Some(rule) = gates.iter().find(|rule| !rule.is_valid()) {
+        return Err(ConfigError::InvalidRule {
+            rule: rule.describe(),
+        });
+    }
+    if let (Some(opens), Some(closes)) = (s.opens_at, s.closes_at) {
+        if closes <= opens {
+            return Err(ConfigError::ClosesBeforeOpening);
+        }
+    }
+    let client_ip_header = s
+        .client_ip_header
+        .as_deref()
+        .map(|name| header_name(name, "client_ip_header"))
+        .transpose()?;
+    Ok(Checked {
+        capacity,
+        abandon_after: s.effective_abandon_after(),
+        cookies,
+        queue_header,
+        token_header,
+        client_ip_header,
+        proof_of_work,
+    })
+}
+
+/// The room id, capacity, admission rate, line length, durations and path prefix. Returns the
+/// capacity.
+fn numbers_and_durations(room: &str, s: &Settings) -> Result<u32, ConfigError> {
+    if !valid_room_id(room) {
+        return Err(ConfigError::InvalidRoomId {
+            room: room.to_owned(),
+        });
+    }
+    let capacity = match s.capacity {
+        Some(c) if c > 0 => c,
+        _ => return Err(ConfigError::MissingCapacity),
+    };
+    if s.admission_rate == Some(0) {
+        return Err(ConfigError::ZeroAdmissionRate);
+    }
+    if s.max_queue_len == 0 {
+        return Err(ConfigError::ZeroMaxQueueLen);
+    }
+    for (setting, d) in [
+        ("active_ttl", s.active_ttl),
+        ("grant_ttl", s.grant_ttl),
+        ("queue_ttl", s.queue_ttl),
+        ("abandon_after", s.effective_abandon_after()),
+        ("refresh", s.refresh),
+        ("session_ttl", s.session_ttl),
+    ] {
+        if !valid_duration(d) {
+            return Err(ConfigError::InvalidDuration { setting });
+        }
+    }
+    if s.refresh >= s.active_ttl {
+        return Err(ConfigError::RefreshNotShorterThanActiveTtl);
+    }
+    if s.abandon_after.is_some_and(|a| a < s.queue_ttl) {
+        return Err(ConfigError::AbandonAfterShorterThanQueueTtl);
+    }
+    if !valid_path_prefix(&s.path_prefix) {
+        return Err(ConfigError::InvalidPathPrefix {
+            prefix: s.path_prefix.clone(),
+        });
+    }
+    Ok(capacity)
+}
 
 /// Whole milliseconds, and far from overflowing when added to a timestamp.
 pub(crate) fn valid_duration(d: Duration) -> bool {
