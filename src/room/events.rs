@@ -45,6 +45,7 @@ use super::reply::{method_not_allowed, with_room_headers};
 use super::snapshot::{Held, Refresh};
 use super::visitor::{Carried, Visitor};
 use super::{Next, Room};
+use crate::body::Chunks;
 use crate::response::StatusBody;
 use crate::session::SessionId;
 use crate::store::snapshot::SNAPSHOT_REFRESH_MS;
@@ -256,42 +257,6 @@ impl EventStream {
         }
     }
 
-    /// The next chunk of the stream; `None` once it has ended.
-    pub(crate) fn poll_chunk(&mut self, cx: &mut Context<'_>) -> Poll<Option<Bytes>> {
-        if !self.greeted {
-            self.greeted = true;
-            return Poll::Ready(Some(Bytes::from(format!("retry: {RETRY_MS}\n\n"))));
-        }
-        loop {
-            if self.done {
-                return Poll::Ready(None);
-            }
-            if let Some((call, _)) = &mut self.refresh {
-                let answer = ready!(call.as_mut().poll(cx));
-                let (_, refresh) = self.refresh.take().expect("just polled");
-                self.room.refreshed(refresh, answer);
-            } else {
-                ready!(self.look.as_mut().poll(cx));
-                self.look
-                    .as_mut()
-                    .reset(Instant::now() + Duration::from_millis(LOOK_MS));
-                let now = self.room.now_ms();
-                if now >= self.start.until_ms {
-                    // A plain close: the client reconnects with Last-Event-ID.
-                    self.done = true;
-                    return Poll::Ready(None);
-                }
-                if let Some(refresh) = self.room.start_refresh(now) {
-                    self.refresh = Some(refresh);
-                    continue;
-                }
-            }
-            if let Some(chunk) = self.look_at_snapshot() {
-                return Poll::Ready(Some(chunk));
-            }
-        }
-    }
-
     /// What the snapshot says now: an event, a comment, the end, or nothing to send.
     fn look_at_snapshot(&mut self) -> Option<Bytes> {
         let now = self.room.now_ms();
@@ -337,9 +302,47 @@ impl EventStream {
         self.done = true;
         Bytes::from_static(b"event: end\ndata: {}\n\n")
     }
+}
+
+impl Chunks for EventStream {
+    /// The next chunk of the stream; `None` once it has ended.
+    fn poll_chunk(&mut self, cx: &mut Context<'_>) -> Poll<Option<Bytes>> {
+        if !self.greeted {
+            self.greeted = true;
+            return Poll::Ready(Some(Bytes::from(format!("retry: {RETRY_MS}\n\n"))));
+        }
+        loop {
+            if self.done {
+                return Poll::Ready(None);
+            }
+            if let Some((call, _)) = &mut self.refresh {
+                let answer = ready!(call.as_mut().poll(cx));
+                let (_, refresh) = self.refresh.take().expect("just polled");
+                self.room.refreshed(refresh, answer);
+            } else {
+                ready!(self.look.as_mut().poll(cx));
+                self.look
+                    .as_mut()
+                    .reset(Instant::now() + Duration::from_millis(LOOK_MS));
+                let now = self.room.now_ms();
+                if now >= self.start.until_ms {
+                    // A plain close: the client reconnects with Last-Event-ID.
+                    self.done = true;
+                    return Poll::Ready(None);
+                }
+                if let Some(refresh) = self.room.start_refresh(now) {
+                    self.refresh = Some(refresh);
+                    continue;
+                }
+            }
+            if let Some(chunk) = self.look_at_snapshot() {
+                return Poll::Ready(Some(chunk));
+            }
+        }
+    }
 
     /// Whether the stream has ended.
-    pub(crate) fn is_done(&self) -> bool {
+    fn is_done(&self) -> bool {
         self.done
     }
 }
