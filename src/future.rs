@@ -183,7 +183,7 @@ where
                     let mut res = ready!(future.poll(cx))?;
                     let header = strip_end_slot(res.headers_mut());
                     let ending = slot.take().and_then(|(slot, room)| {
-                        let Some(by) = room.slot_end(&slot, header) else {
+                        let Some(by) = slot.ended_by(header) else {
                             slot.done();
                             return None;
                         };

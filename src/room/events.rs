@@ -41,8 +41,9 @@ use http::header::{self, HeaderValue};
 use http::{HeaderName, Method, Request, Response, StatusCode};
 use tokio::time::{Instant, Sleep};
 
-use super::reply::{method_not_allowed, with_room_headers};
-use super::snapshot::{Held, Refresh};
+use super::reply::{method_not_allowed, with_room_headers, Replies};
+use super::shared::Core;
+use super::snapshot::{Held, LineView, Refresh};
 use super::visitor::{Carried, Visitor};
 use super::{Next, Room};
 use crate::body::Chunks;
@@ -105,9 +106,28 @@ pub(crate) struct EventsStart {
     _slot: StreamSlot,
 }
 
-impl Room {
+/// The event streams open on this gateway, counted (at most
+/// [`max_event_streams`](crate::WaitingRoomBuilder::max_event_streams)).
+pub(super) struct EventStreams {
+    open: Arc<AtomicUsize>,
+}
+
+impl EventStreams {
+    pub(super) fn new() -> Self {
+        Self {
+            open: Arc::default(),
+        }
+    }
+
     /// `GET {prefix}/{room}/events` (see the [module docs](self)).
-    pub(super) fn events<B>(&self, req: &Request<B>, carried: &Carried<'_>, now: u64) -> Next {
+    pub(super) fn start<B>(
+        &self,
+        core: &Core,
+        line: &LineView,
+        req: &Request<B>,
+        carried: &Carried<'_>,
+        now: u64,
+    ) -> Next {
         if req.method() != Method::GET {
             return Next::Answer(method_not_allowed("GET"));
         }
@@ -116,25 +136,24 @@ impl Room {
             *res.status_mut() = StatusCode::NO_CONTENT;
             Next::Answer(res)
         };
-        if !self.offers_events() || tokio::runtime::Handle::try_current().is_err() {
+        if !core.offers_events || tokio::runtime::Handle::try_current().is_err() {
             return no_stream();
         }
-        let cookie = match self.visitor(req, carried, now) {
-            Some(Visitor::Queued(cookie)) if !self.needs_proof(&cookie) => cookie,
+        let cookie = match carried.visitor(core, req, now) {
+            Some(Visitor::Queued(cookie)) if !core.needs_proof(&cookie) => cookie,
             _ => return no_stream(),
         };
         let Some(place) = cookie.place() else {
             return no_stream();
         };
-        if self.line.is_forgotten(cookie.session()) {
+        if line.is_forgotten(cookie.session()) {
             return no_stream();
         }
-        if let Err(wait) = self.check_polls(cookie.session(), now) {
-            let res = self.limited(wait, req);
-            return self.counted(Stage::Endpoint, Outcome::Limited, Next::Answer(res));
+        if let Err(wait) = core.check_polls(cookie.session(), now) {
+            let res = Replies(core).limited(wait, req);
+            return core.counted(Stage::Endpoint, Outcome::Limited, Next::Answer(res));
         }
-        let Some(slot) = StreamSlot::take(&self.event_streams, self.config.max_event_streams)
-        else {
+        let Some(slot) = StreamSlot::take(&self.open, core.config.max_event_streams) else {
             return no_stream();
         };
         let resume = req
@@ -153,30 +172,31 @@ impl Room {
         })
     }
 
-    /// Whether waiters can listen for events here: the store keeps snapshots and streams are
-    /// not turned off. (The waiting page is then given the endpoint.)
-    pub(crate) fn offers_events(&self) -> bool {
-        self.line.supported() && self.config.max_event_streams > 0
-    }
-
     /// What the snapshot says for the waiter now (they are checked in when it answers).
     /// `seen`: the snapshot of the stream's last look, whose answer it has already made.
-    fn look(&self, session: SessionId, place: Place, now: u64, seen: Option<&Arc<Held>>) -> Look {
-        let Some(held) = self.line.fresh(now) else {
+    fn look(
+        core: &Core,
+        line: &LineView,
+        session: SessionId,
+        place: Place,
+        now: u64,
+        seen: Option<&Arc<Held>>,
+    ) -> Look {
+        let Some(held) = line.fresh(now) else {
             return Look::Stale;
         };
-        if self.line.is_forgotten(session) {
+        if line.is_forgotten(session) {
             return Look::Ask;
         }
         let snapshot = &held.snapshot;
-        let Some(rejection) = self.waiting_by_snapshot(snapshot, session, place, now) else {
+        let Some(rejection) = line.waiting_by_snapshot(core, snapshot, session, place, now) else {
             return Look::Ask;
         };
         // The same snapshot gives the same answer: checked in, nothing more to build.
         if seen.is_some_and(|s| Arc::ptr_eq(s, &held)) {
             return Look::Same;
         }
-        let body = StatusBody::from_rejection(self.config.room(), &rejection);
+        let body = StatusBody::from_rejection(core.config.room(), &rejection);
         let json = serde_json::to_vec(&body).expect("status bodies serialize");
         Look::Waiting {
             data: Bytes::from(json),
@@ -261,10 +281,15 @@ impl EventStream {
     fn look_at_snapshot(&mut self) -> Option<Bytes> {
         let now = self.room.now_ms();
         let seen = self.seen.as_ref();
-        match self
-            .room
-            .look(self.start.session, self.start.place, now, seen)
-        {
+        let room = &self.room;
+        match EventStreams::look(
+            &room.core,
+            &room.line,
+            self.start.session,
+            self.start.place,
+            now,
+            seen,
+        ) {
             Look::Stale => {
                 self.stale += 1;
                 if self.stale >= STALE_TICKS {
@@ -318,7 +343,9 @@ impl Chunks for EventStream {
             if let Some((call, _)) = &mut self.refresh {
                 let answer = ready!(call.as_mut().poll(cx));
                 let (_, refresh) = self.refresh.take().expect("just polled");
-                self.room.refreshed(refresh, answer);
+                let room = &self.room;
+                room.line
+                    .refreshed(&room.core, &room.failures, refresh, answer);
             } else {
                 ready!(self.look.as_mut().poll(cx));
                 self.look
@@ -330,7 +357,7 @@ impl Chunks for EventStream {
                     self.done = true;
                     return Poll::Ready(None);
                 }
-                if let Some(refresh) = self.room.start_refresh(now) {
+                if let Some(refresh) = self.room.line.start_refresh(&self.room.core, now) {
                     self.refresh = Some(refresh);
                     continue;
                 }
