@@ -7,7 +7,15 @@ use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use pin_project_lite::pin_project;
 
-use crate::room::events::EventStream;
+/// A body the room streams chunk by chunk (a waiter's Server-Sent Events): defined here, and
+/// implemented where the stream is made, so that the body needs nothing from the room.
+pub(crate) trait Chunks: Send {
+    /// The next chunk; `None` once the stream has ended.
+    fn poll_chunk(&mut self, cx: &mut Context<'_>) -> Poll<Option<Bytes>>;
+
+    /// Whether the stream has ended.
+    fn is_done(&self) -> bool;
+}
 
 pin_project! {
     /// The body of a response through [`WaitingRoom`](crate::WaitingRoom): the inner
@@ -24,7 +32,7 @@ pin_project! {
     enum BodyKind<B> {
         Inner { #[pin] body: B },
         Room { data: Option<Bytes> },
-        Events { stream: Box<EventStream> },
+        Events { stream: Box<dyn Chunks> },
     }
 }
 
@@ -35,7 +43,7 @@ impl<B> ResponseBody<B> {
         }
     }
 
-    pub(crate) fn events(stream: Box<EventStream>) -> Self {
+    pub(crate) fn events(stream: Box<dyn Chunks>) -> Self {
         Self {
             kind: BodyKind::Events { stream },
         }

@@ -11,11 +11,12 @@ use http::{Request, Response};
 use pin_project_lite::pin_project;
 use tower_service::Service;
 
-use crate::body::ResponseBody;
+use crate::body::{Chunks, ResponseBody};
 use crate::outcome::Admission;
 use crate::room::events::{self, EventStream};
 use crate::room::{strip_end_slot, with_room_headers, Issued, Next, Pending, Room, Slot};
 use crate::store::StoreFuture;
+use crate::telemetry::InSpan;
 
 pin_project! {
     /// Response future of [`WaitingRoom`](crate::WaitingRoom): the inner service's future,
@@ -79,7 +80,7 @@ pin_project! {
         /// The room answers with a waiter's event stream. Boxed (the stream is large), so
         /// that the fast path's future stays small to move.
         Events {
-            response: Option<Response<Box<EventStream>>>,
+            response: Option<Response<Box<dyn Chunks>>>,
         },
         /// The inner service failed to become ready.
         Failed {
@@ -94,12 +95,6 @@ where
 {
     fn new(kind: Kind<S, ReqBody>) -> Self {
         Self { kind, span: None }
-    }
-
-    /// The same future, polled inside `span`.
-    pub(crate) fn in_span(mut self, span: Option<tracing::Span>) -> Self {
-        self.span = span;
-        self
     }
 
     pub(crate) fn pass(
@@ -136,7 +131,7 @@ where
 
     pub(crate) fn events(response: Response<EventStream>) -> Self {
         Self::new(Kind::Events {
-            response: Some(response.map(Box::new)),
+            response: Some(response.map(|stream| Box::new(stream) as Box<dyn Chunks>)),
         })
     }
 
@@ -159,6 +154,16 @@ where
     }
 }
 
+impl<S, ReqBody> InSpan for ResponseFuture<S, ReqBody>
+where
+    S: Service<Request<ReqBody>>,
+{
+    fn in_span(mut self, span: Option<tracing::Span>) -> Self {
+        self.span = span;
+        self
+    }
+}
+
 impl<S, ReqBody, ResBody> Future for ResponseFuture<S, ReqBody>
 where
     S: Service<Request<ReqBody>, Response = Response<ResBody>>,
@@ -178,7 +183,7 @@ where
                     let mut res = ready!(future.poll(cx))?;
                     let header = strip_end_slot(res.headers_mut());
                     let ending = slot.take().and_then(|(slot, room)| {
-                        let Some(by) = room.slot_end(&slot, header) else {
+                        let Some(by) = slot.ended_by(header) else {
                             slot.done();
                             return None;
                         };
@@ -260,7 +265,10 @@ where
                             response: Some(response),
                         },
                         Next::Events(start) => Kind::Events {
-                            response: Some(events::open(room.clone(), start).map(Box::new)),
+                            response: Some(
+                                events::open(room.clone(), start)
+                                    .map(|stream| Box::new(stream) as Box<dyn Chunks>),
+                            ),
                         },
                         Next::Ask(next) => {
                             *pending = next;

@@ -38,7 +38,6 @@ use std::sync::Arc;
 
 #[cfg(feature = "metrics")]
 use crate::config::RoomPolicy;
-use crate::future::ResponseFuture;
 #[cfg(feature = "metrics")]
 use crate::session::SessionId;
 #[cfg(feature = "metrics")]
@@ -286,6 +285,13 @@ pub(crate) enum BreakerState {
     HalfOpen = 2,
 }
 
+/// A response future that is polled inside the request's span: implemented by the futures
+/// (next to them), so that this module needs nothing from them.
+pub(crate) trait InSpan {
+    /// The same future, polled inside `span`.
+    fn in_span(self, span: Option<tracing::Span>) -> Self;
+}
+
 /// Runs `decide` inside the request's `waiting_room` span (`room`, and `stage` and `outcome`
 /// written once the room decides), and returns the span for the response future to be polled
 /// in; none at all unless a subscriber wants DEBUG spans here. Checked first: with `tracing`'s
@@ -296,13 +302,7 @@ pub(crate) enum BreakerState {
 /// The future is made where it is returned: on the fast path it is not moved again to be
 /// paired with a span (each move of a response future is a copy of a few hundred bytes).
 #[inline(always)]
-pub(crate) fn in_request_span<S, ReqBody>(
-    room: &str,
-    decide: impl FnOnce() -> ResponseFuture<S, ReqBody>,
-) -> ResponseFuture<S, ReqBody>
-where
-    S: tower_service::Service<http::Request<ReqBody>>,
-{
+pub(crate) fn in_request_span<F: InSpan>(room: &str, decide: impl FnOnce() -> F) -> F {
     if !tracing::enabled!(tracing::Level::DEBUG) {
         return decide();
     }
@@ -311,13 +311,7 @@ where
 
 /// [`in_request_span`] when a subscriber wants the span: out of line, off the fast path.
 #[inline(never)]
-fn in_new_request_span<S, ReqBody>(
-    room: &str,
-    decide: impl FnOnce() -> ResponseFuture<S, ReqBody>,
-) -> ResponseFuture<S, ReqBody>
-where
-    S: tower_service::Service<http::Request<ReqBody>>,
-{
+fn in_new_request_span<F: InSpan>(room: &str, decide: impl FnOnce() -> F) -> F {
     let span = tracing::debug_span!(
         "waiting_room",
         room,

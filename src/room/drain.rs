@@ -16,14 +16,14 @@
 //! kept or replayed), gets "try again soon", as under [`FailPolicy::Closed`]. Nor is anyone before a scheduled opening, or after a closing that
 //! ends the line (those are checked first, as for every policy).
 
-use http::Request;
-
+use super::failure::FailureLog;
 use super::reply::waiting_rejection;
-use super::Room;
+use super::shared::Core;
+use super::snapshot::LineView;
 use crate::config::FailPolicy;
 use crate::outcome::Rejection;
+use crate::store::StoreError;
 use crate::store::{RoomSnapshot, ADMISSION_BUCKET_MS, FIVE_MINUTE_BUCKETS, MINUTE_BUCKETS};
-use crate::store::{StoreError, StoreErrorKind};
 use crate::telemetry::{Outcome, Stage};
 use crate::token::QueueCookie;
 
@@ -38,14 +38,19 @@ pub(super) enum Drained {
     Out,
 }
 
-impl Room {
+impl Drained {
     /// Under [`FailPolicy::Drain`], what the visitor with `cookie` gets at `now` while the
     /// store cannot decide; [`Drained::Out`] under any other policy.
-    pub(super) fn drained(&self, cookie: Option<&QueueCookie>, now: u64) -> Drained {
-        let FailPolicy::Drain { budget } = self.config.fail_policy else {
+    pub(super) fn of(
+        core: &Core,
+        line: &LineView,
+        cookie: Option<&QueueCookie>,
+        now: u64,
+    ) -> Drained {
+        let FailPolicy::Drain { budget } = core.config.fail_policy else {
             return Drained::Out;
         };
-        let (Some(cookie), Some(held)) = (cookie, self.line.last()) else {
+        let (Some(cookie), Some(held)) = (cookie, line.last()) else {
             return Drained::Out;
         };
         let Some(place) = cookie.place() else {
@@ -59,10 +64,10 @@ impl Room {
         // skipped, or left (an old cookie kept, or replayed), or holds a grant that only the
         // store can tell from those. None of them is drained: that would let in anyone with
         // an old cookie, at once and beyond the pace. Nor one the store said has no place.
-        let Some(position) = self.position_in(snapshot, cookie.session(), place) else {
+        let Some(position) = line.position_in(core, snapshot, cookie.session(), place) else {
             return Drained::Out;
         };
-        if self.line.is_forgotten(cookie.session()) {
+        if line.is_forgotten(cookie.session()) {
             return Drained::Out;
         }
         let drained = drained_places(snapshot, held.age_ms(now), budget);
@@ -78,37 +83,26 @@ impl Room {
         }
     }
 
-    /// Whether the drain policy decides what a visitor gets after the failed call `e`: the
-    /// room drains, the store is not merely busy, and the schedule does not shut them out.
-    pub(super) fn drains(&self, e: &StoreError) -> bool {
-        matches!(self.config.fail_policy, FailPolicy::Drain { .. })
-            && e.kind() != StoreErrorKind::Busy
-            && !self.schedule_shuts_out(e)
-    }
-
     /// What the drain policy gives the visitor with `cookie` after the failed call `e` (which
-    /// it [`drains`](Self::drains)), counted under `stage`.
-    pub(super) fn drained_counted(
-        &self,
+    /// it [`drains`](FailureLog::drains)), counted under `stage`.
+    pub(super) fn counted(
+        core: &Core,
+        line: &LineView,
+        failures: &FailureLog,
         e: &StoreError,
         cookie: Option<&QueueCookie>,
         stage: Stage,
         now: u64,
     ) -> Drained {
-        debug_assert!(self.drains(e));
-        let drained = self.drained(cookie, now);
+        debug_assert!(failures.drains(core, e));
+        let drained = Drained::of(core, line, cookie, now);
         let outcome = match drained {
             Drained::In => Outcome::Drained,
             Drained::Waiting(_) => Outcome::Waiting,
             Drained::Out => Outcome::Unavailable,
         };
-        self.metrics.request(stage, outcome);
+        core.metrics.request(stage, outcome);
         drained
-    }
-
-    /// The queue cookie of `req`, read again (on the rare path of a failed store call).
-    pub(super) fn cookie_of<B>(&self, req: &Request<B>, now: u64) -> Option<QueueCookie> {
-        self.queue_cookie(req, &self.carried(req), now)
     }
 }
 

@@ -9,13 +9,13 @@ use std::sync::Arc;
 
 use http::{header, HeaderMap, HeaderName};
 
-use super::Room;
 use crate::config::defaults::END_SLOT_HEADER;
+use crate::config::RoomConfig;
 use crate::cookies;
 use crate::outcome::{Admission, AdmittedBy};
 use crate::session::SessionId;
-use crate::store::{StoreError, StoreFuture};
-use crate::telemetry::EndedBy;
+use crate::store::{Store, StoreFuture};
+use crate::telemetry::{EndedBy, RoomMetrics};
 
 /// The slot a passing request holds, and the flag its [`Admission`] shares with the layer.
 pub(crate) struct Slot {
@@ -30,6 +30,38 @@ impl Slot {
             session: admission.session,
             ended: admission.ended.clone(),
         })
+    }
+
+    /// Whether the app ended the slot (its response had the header, or a handler called
+    /// `end_slot`), and how. Both together count as the header.
+    pub(crate) fn ended_by(&self, header: bool) -> Option<EndedBy> {
+        if header {
+            Some(EndedBy::Header)
+        } else if self.ended.load(Ordering::Relaxed) {
+            Some(EndedBy::Admission)
+        } else {
+            None
+        }
+    }
+
+    /// Frees the slot the app ended, and removes the admission cookie on its response: the
+    /// token of a slot that is gone would otherwise cost a heartbeat on every request. The queue
+    /// cookie stays, its place used up: back later, the visitor joins the end of the line.
+    pub(super) fn end(
+        &self,
+        config: &RoomConfig,
+        metrics: &RoomMetrics,
+        store: &Arc<dyn Store>,
+        by: EndedBy,
+        headers: &mut HeaderMap,
+    ) -> StoreFuture<bool> {
+        let c = &config.cookies;
+        headers.append(
+            header::SET_COOKIE,
+            cookies::clear_cookie(c, &c.admission_name),
+        );
+        metrics.ended(by);
+        store.release(&config.policy, self.session)
     }
 
     /// Done with: the app's response is ready and the slot was not ended. When nothing else
@@ -83,46 +115,6 @@ pub(crate) fn strip_end_slot(headers: &mut HeaderMap) -> bool {
 
 /// Up to this many response headers, [`strip_end_slot`] compares names instead of hashing.
 const FEW_HEADERS: usize = 8;
-
-impl Room {
-    /// Whether the app ended `slot` (its response had the header, or a handler called
-    /// `end_slot`), and how. Both together count as the header.
-    pub(crate) fn slot_end(&self, slot: &Slot, header: bool) -> Option<EndedBy> {
-        if header {
-            Some(EndedBy::Header)
-        } else if slot.ended.load(Ordering::Relaxed) {
-            Some(EndedBy::Admission)
-        } else {
-            None
-        }
-    }
-
-    /// Frees the slot the app ended, and removes the admission cookie on its response: the
-    /// token of a slot that is gone would otherwise cost a heartbeat on every request. The queue
-    /// cookie stays, its place used up: back later, the visitor joins the end of the line.
-    pub(crate) fn end_slot(
-        &self,
-        slot: &Slot,
-        by: EndedBy,
-        headers: &mut HeaderMap,
-    ) -> StoreFuture<bool> {
-        let c = &self.config.cookies;
-        headers.append(
-            header::SET_COOKIE,
-            cookies::clear_cookie(c, &c.admission_name),
-        );
-        self.metrics.ended(by);
-        self.store.release(&self.config.policy, slot.session)
-    }
-
-    /// The store's answer to ending a slot. A failure is logged and otherwise ignored: the
-    /// app's response goes out all the same, and the slot expires by itself.
-    pub(crate) fn slot_ended(&self, answer: Result<bool, StoreError>) {
-        if let Err(e) = answer {
-            self.log_store_failure(&e, "release (the app ended the slot; it will expire)");
-        }
-    }
-}
 
 #[cfg(test)]
 mod tests {

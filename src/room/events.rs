@@ -41,10 +41,12 @@ use http::header::{self, HeaderValue};
 use http::{HeaderName, Method, Request, Response, StatusCode};
 use tokio::time::{Instant, Sleep};
 
-use super::reply::{method_not_allowed, with_room_headers};
-use super::snapshot::{Held, Refresh};
+use super::reply::{method_not_allowed, with_room_headers, Replies};
+use super::shared::Core;
+use super::snapshot::{Held, LineView, Refresh};
 use super::visitor::{Carried, Visitor};
 use super::{Next, Room};
+use crate::body::Chunks;
 use crate::response::StatusBody;
 use crate::session::SessionId;
 use crate::store::snapshot::SNAPSHOT_REFRESH_MS;
@@ -104,9 +106,28 @@ pub(crate) struct EventsStart {
     _slot: StreamSlot,
 }
 
-impl Room {
+/// The event streams open on this gateway, counted (at most
+/// [`max_event_streams`](crate::WaitingRoomBuilder::max_event_streams)).
+pub(super) struct EventStreams {
+    open: Arc<AtomicUsize>,
+}
+
+impl EventStreams {
+    pub(super) fn new() -> Self {
+        Self {
+            open: Arc::default(),
+        }
+    }
+
     /// `GET {prefix}/{room}/events` (see the [module docs](self)).
-    pub(super) fn events<B>(&self, req: &Request<B>, carried: &Carried<'_>, now: u64) -> Next {
+    pub(super) fn start<B>(
+        &self,
+        core: &Core,
+        line: &LineView,
+        req: &Request<B>,
+        carried: &Carried<'_>,
+        now: u64,
+    ) -> Next {
         if req.method() != Method::GET {
             return Next::Answer(method_not_allowed("GET"));
         }
@@ -115,25 +136,24 @@ impl Room {
             *res.status_mut() = StatusCode::NO_CONTENT;
             Next::Answer(res)
         };
-        if !self.offers_events() || tokio::runtime::Handle::try_current().is_err() {
+        if !core.offers_events || tokio::runtime::Handle::try_current().is_err() {
             return no_stream();
         }
-        let cookie = match self.visitor(req, carried, now) {
-            Some(Visitor::Queued(cookie)) if !self.needs_proof(&cookie) => cookie,
+        let cookie = match carried.visitor(core, req, now) {
+            Some(Visitor::Queued(cookie)) if !core.needs_proof(&cookie) => cookie,
             _ => return no_stream(),
         };
         let Some(place) = cookie.place() else {
             return no_stream();
         };
-        if self.line.is_forgotten(cookie.session()) {
+        if line.is_forgotten(cookie.session()) {
             return no_stream();
         }
-        if let Err(wait) = self.check_polls(cookie.session(), now) {
-            let res = self.limited(wait, req);
-            return self.counted(Stage::Endpoint, Outcome::Limited, Next::Answer(res));
+        if let Err(wait) = core.check_polls(cookie.session(), now) {
+            let res = Replies(core).limited(wait, req);
+            return core.counted(Stage::Endpoint, Outcome::Limited, Next::Answer(res));
         }
-        let Some(slot) = StreamSlot::take(&self.event_streams, self.config.max_event_streams)
-        else {
+        let Some(slot) = StreamSlot::take(&self.open, core.config.max_event_streams) else {
             return no_stream();
         };
         let resume = req
@@ -152,30 +172,31 @@ impl Room {
         })
     }
 
-    /// Whether waiters can listen for events here: the store keeps snapshots and streams are
-    /// not turned off. (The waiting page is then given the endpoint.)
-    pub(crate) fn offers_events(&self) -> bool {
-        self.line.supported() && self.config.max_event_streams > 0
-    }
-
     /// What the snapshot says for the waiter now (they are checked in when it answers).
     /// `seen`: the snapshot of the stream's last look, whose answer it has already made.
-    fn look(&self, session: SessionId, place: Place, now: u64, seen: Option<&Arc<Held>>) -> Look {
-        let Some(held) = self.line.fresh(now) else {
+    fn look(
+        core: &Core,
+        line: &LineView,
+        session: SessionId,
+        place: Place,
+        now: u64,
+        seen: Option<&Arc<Held>>,
+    ) -> Look {
+        let Some(held) = line.fresh(now) else {
             return Look::Stale;
         };
-        if self.line.is_forgotten(session) {
+        if line.is_forgotten(session) {
             return Look::Ask;
         }
         let snapshot = &held.snapshot;
-        let Some(rejection) = self.waiting_by_snapshot(snapshot, session, place, now) else {
+        let Some(rejection) = line.waiting_by_snapshot(core, snapshot, session, place, now) else {
             return Look::Ask;
         };
         // The same snapshot gives the same answer: checked in, nothing more to build.
         if seen.is_some_and(|s| Arc::ptr_eq(s, &held)) {
             return Look::Same;
         }
-        let body = StatusBody::from_rejection(self.config.room(), &rejection);
+        let body = StatusBody::from_rejection(core.config.room(), &rejection);
         let json = serde_json::to_vec(&body).expect("status bodies serialize");
         Look::Waiting {
             data: Bytes::from(json),
@@ -256,50 +277,19 @@ impl EventStream {
         }
     }
 
-    /// The next chunk of the stream; `None` once it has ended.
-    pub(crate) fn poll_chunk(&mut self, cx: &mut Context<'_>) -> Poll<Option<Bytes>> {
-        if !self.greeted {
-            self.greeted = true;
-            return Poll::Ready(Some(Bytes::from(format!("retry: {RETRY_MS}\n\n"))));
-        }
-        loop {
-            if self.done {
-                return Poll::Ready(None);
-            }
-            if let Some((call, _)) = &mut self.refresh {
-                let answer = ready!(call.as_mut().poll(cx));
-                let (_, refresh) = self.refresh.take().expect("just polled");
-                self.room.refreshed(refresh, answer);
-            } else {
-                ready!(self.look.as_mut().poll(cx));
-                self.look
-                    .as_mut()
-                    .reset(Instant::now() + Duration::from_millis(LOOK_MS));
-                let now = self.room.now_ms();
-                if now >= self.start.until_ms {
-                    // A plain close: the client reconnects with Last-Event-ID.
-                    self.done = true;
-                    return Poll::Ready(None);
-                }
-                if let Some(refresh) = self.room.start_refresh(now) {
-                    self.refresh = Some(refresh);
-                    continue;
-                }
-            }
-            if let Some(chunk) = self.look_at_snapshot() {
-                return Poll::Ready(Some(chunk));
-            }
-        }
-    }
-
     /// What the snapshot says now: an event, a comment, the end, or nothing to send.
     fn look_at_snapshot(&mut self) -> Option<Bytes> {
         let now = self.room.now_ms();
         let seen = self.seen.as_ref();
-        match self
-            .room
-            .look(self.start.session, self.start.place, now, seen)
-        {
+        let room = &self.room;
+        match EventStreams::look(
+            &room.core,
+            &room.line,
+            self.start.session,
+            self.start.place,
+            now,
+            seen,
+        ) {
             Look::Stale => {
                 self.stale += 1;
                 if self.stale >= STALE_TICKS {
@@ -337,9 +327,49 @@ impl EventStream {
         self.done = true;
         Bytes::from_static(b"event: end\ndata: {}\n\n")
     }
+}
+
+impl Chunks for EventStream {
+    /// The next chunk of the stream; `None` once it has ended.
+    fn poll_chunk(&mut self, cx: &mut Context<'_>) -> Poll<Option<Bytes>> {
+        if !self.greeted {
+            self.greeted = true;
+            return Poll::Ready(Some(Bytes::from(format!("retry: {RETRY_MS}\n\n"))));
+        }
+        loop {
+            if self.done {
+                return Poll::Ready(None);
+            }
+            if let Some((call, _)) = &mut self.refresh {
+                let answer = ready!(call.as_mut().poll(cx));
+                let (_, refresh) = self.refresh.take().expect("just polled");
+                let room = &self.room;
+                room.line
+                    .refreshed(&room.core, &room.failures, refresh, answer);
+            } else {
+                ready!(self.look.as_mut().poll(cx));
+                self.look
+                    .as_mut()
+                    .reset(Instant::now() + Duration::from_millis(LOOK_MS));
+                let now = self.room.now_ms();
+                if now >= self.start.until_ms {
+                    // A plain close: the client reconnects with Last-Event-ID.
+                    self.done = true;
+                    return Poll::Ready(None);
+                }
+                if let Some(refresh) = self.room.line.start_refresh(&self.room.core, now) {
+                    self.refresh = Some(refresh);
+                    continue;
+                }
+            }
+            if let Some(chunk) = self.look_at_snapshot() {
+                return Poll::Ready(Some(chunk));
+            }
+        }
+    }
 
     /// Whether the stream has ended.
-    pub(crate) fn is_done(&self) -> bool {
+    fn is_done(&self) -> bool {
         self.done
     }
 }

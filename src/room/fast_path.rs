@@ -10,7 +10,7 @@
 //! memory of verified values (no parse, no HMAC: see `token::verified`), the clock for
 //! expiry and freshness.
 //!
-//! It never decides anything [`Room::classify`] would decide otherwise: whatever it is not
+//! It never decides anything [`Room::classify`](super::Room::classify) would decide otherwise: whatever it is not
 //! sure of (a token it has not verified yet, expired or due for a refresh, network binding on,
 //! one of the room's endpoints) goes on to the whole of `classify`. So a visitor it passes is
 //! one `classify` would pass, with the same admission: `classify` takes the first admission
@@ -19,31 +19,29 @@
 
 use http::Request;
 
+use super::shared::Core;
 use super::visitor::Carried;
-use super::Room;
 use crate::outcome::Admission;
 use crate::token::AdmissionToken;
 
-impl Room {
-    /// The admission of a request that stage 2 passes at once, if this path can tell: see the
-    /// module docs. `None`: the rest of [`classify`](Room::classify) decides.
-    #[inline]
-    pub(super) fn fast_path<B>(
-        &self,
-        req: &Request<B>,
-        carried: &Carried<'_>,
-        now: u64,
-    ) -> Option<Admission> {
-        let config = &self.config;
-        if config.bind_tokens_to_network || self.is_endpoint_path(req.uri().path()) {
-            return None;
-        }
-        let value = carried.admission.first()?;
-        let token = AdmissionToken::remembered(&self.keys, config.room(), value, now)?;
-        token
-            .is_fresh(now, config.refresh)
-            .then(|| self.token_admission(&token))
+/// The admission of a request that stage 2 passes at once, if this path can tell: see the
+/// module docs. `None`: the rest of [`classify`](super::Room::classify) decides.
+#[inline]
+pub(super) fn admit<B>(
+    core: &Core,
+    req: &Request<B>,
+    carried: &Carried<'_>,
+    now: u64,
+) -> Option<Admission> {
+    let config = &core.config;
+    if config.bind_tokens_to_network || core.is_endpoint_path(req.uri().path()) {
+        return None;
     }
+    let value = carried.admission.first()?;
+    let token = AdmissionToken::remembered(&core.keys, config.room(), value, now)?;
+    token
+        .is_fresh(now, config.refresh)
+        .then(|| core.token_admission(&token))
 }
 
 #[cfg(test)]
@@ -53,6 +51,7 @@ mod tests {
     use http::{header, HeaderValue, Request};
 
     use crate::outcome::{Admission, AdmittedBy};
+    use crate::room::visitor::Carried;
     use crate::room::{Next, Room};
     use crate::testing::TestRoom;
     use crate::WaitingRoomLayer;
@@ -68,9 +67,9 @@ mod tests {
     /// What the fast path says of `req`, and what the rest of `classify` says of it.
     fn both(room: &Room, req: &Request<()>) -> (Option<Admission>, Next) {
         let now = room.now_ms();
-        let carried = room.carried(req);
+        let carried = Carried::read(&room.core, req);
         (
-            room.fast_path(req, &carried, now),
+            super::admit(&room.core, req, &carried, now),
             room.classify_whole(req, &carried, now),
         )
     }

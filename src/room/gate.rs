@@ -15,9 +15,9 @@
 //! [`NotAdmittedBody`](crate::response::NotAdmittedBody), with one vocabulary of reasons,
 //! [`Refusal`].
 //!
-//! [`Room::gate`] is the one place that decides whether a gated request is admitted: by the
-//! admission token ([`Room::gate_admission`]), or by the ticket
-//! ([`Room::redeem_ticket`](super::Room::redeem_ticket)) when the room mints them.
+//! [`Gates::admit`] is the one place that decides whether a gated request is admitted: by the
+//! admission token (`Gates::admission`), or by the ticket
+//! ([`Tickets::redeem`](super::ticket::Tickets::redeem)) when the room mints them.
 
 use std::sync::Arc;
 use std::task::{ready, Context, Poll};
@@ -27,13 +27,14 @@ use http::{Request, Response};
 
 use super::drain::Drained;
 use super::pending::{Next, Pending};
-use super::reply::not_admitted;
+use super::reply::{not_admitted, Replies};
+use super::shared::Core;
 use super::visitor::Carried;
 use super::Room;
 use crate::clock::{duration_ms, secs_ceil};
 use crate::config::FailPolicy;
 use crate::outcome::AdmittedBy;
-use crate::rooms::ADMISSION_TICKET;
+use crate::rooms::{Rule, ADMISSION_TICKET};
 use crate::session::SessionId;
 use crate::store::{Decision, StoreError, StoreErrorKind, StoreFuture};
 use crate::telemetry::{Outcome, Stage};
@@ -78,6 +79,23 @@ pub(crate) enum Refusal {
 }
 
 impl Refusal {
+    /// `403` JSON `not_admitted` (or `ticket_used`), with the reason and the room's status
+    /// path; counted at stage `gate`.
+    pub(super) fn answer(self, core: &Core) -> Response<Bytes> {
+        core.metrics.request(Stage::Gate, Outcome::Unknown);
+        tracing::debug!(
+            room = core.config.room(),
+            reason = self.as_str(),
+            "gated request refused"
+        );
+        not_admitted(
+            core.config.room(),
+            &core.paths.status,
+            self.error(),
+            self.as_str(),
+        )
+    }
+
     /// The reason's name in the JSON answer.
     pub(crate) fn as_str(self) -> &'static str {
         match self {
@@ -135,60 +153,136 @@ impl GateHeartbeat {
         req: &Request<B>,
     ) -> Poll<Next> {
         let answer = ready!(self.call.as_mut().poll(cx));
-        Poll::Ready(room.after_gate_heartbeat(self, answer, req))
+        Poll::Ready(self.after(room, answer, req))
+    }
+
+    fn after<B>(
+        &self,
+        room: &Room,
+        answer: Result<Decision, StoreError>,
+        req: &Request<B>,
+    ) -> Next {
+        let core = &room.core;
+        let token = &self.token;
+        match answer {
+            Ok(Decision::Admitted { expires_at_ms }) => {
+                let now = core.now_ms();
+                let mut fresh = AdmissionToken::new(token.session(), now, expires_at_ms);
+                if let Some(network) = core.network_binding(req) {
+                    fresh = fresh.bound_to(network);
+                }
+                let header = match self.source {
+                    Source::Ticket => ADMISSION_TICKET,
+                    Source::Cookie | Source::TokenHeader => core.config.token_header.clone(),
+                };
+                let issued = Replies(core).issue(
+                    self.uses_headers,
+                    &core.config.cookies.admission_name,
+                    &header,
+                    fresh.sign(&core.keys, core.config.room()),
+                    secs_ceil(expires_at_ms.saturating_sub(now)),
+                );
+                core.counted(
+                    Stage::Gate,
+                    Outcome::Admitted,
+                    Next::Pass {
+                        admission: core.admission(
+                            token.session(),
+                            expires_at_ms,
+                            AdmittedBy::Store,
+                        ),
+                        set_cookie: Some(issued),
+                    },
+                )
+            }
+            // The slot is gone: refused, never a place in line, and the dead token removed so
+            // it stops costing a heartbeat.
+            Ok(_) => Next::Answer(Replies(core).without_token(Refusal::SlotGone.answer(core))),
+            // The token is valid and its check needs no store: keep letting it through.
+            Err(e) => {
+                room.failures
+                    .log(core, &e, "heartbeat (the valid token passes)");
+                core.counted(
+                    Stage::Gate,
+                    Outcome::Passed,
+                    Next::pass(core.token_admission(token)),
+                )
+            }
+        }
     }
 }
 
-impl Room {
+/// The room's gated routes: admitted or refused, never queued.
+pub(super) struct Gates {
+    rules: Vec<Rule>,
+}
+
+impl Gates {
+    pub(super) fn new(rules: Vec<Rule>) -> Self {
+        Self { rules }
+    }
+
+    pub(super) fn rules(&self) -> &[Rule] {
+        &self.rules
+    }
+
+    /// Whether `req` is for one of the room's gated routes (never one of its endpoints).
+    pub(super) fn matches<B>(&self, core: &Core, req: &Request<B>) -> bool {
+        !self.rules.is_empty()
+            && !core.is_endpoint_path(req.uri().path())
+            && self.rules.iter().any(|rule| rule.matches(req))
+    }
+
     /// A request to a route gated by this room. `others`: the other rooms behind the same layer,
     /// so that a token (or ticket) of one of them is refused as `other_room` rather than
     /// `invalid`. With single-use tickets on, the request's ticket is used (and an admission
     /// token alone does not pass); otherwise its admission token is checked. Counted once, at
     /// stage `gate`.
-    pub(crate) fn gate<B>(&self, req: &Request<B>, others: &[Arc<Room>]) -> Next {
-        if self.mints_tickets() {
-            return self.redeem_ticket(req, others);
+    pub(super) fn admit<B>(&self, room: &Room, req: &Request<B>, others: &[Arc<Room>]) -> Next {
+        let core = &room.core;
+        if room.tickets.mints() {
+            return room.tickets.redeem(core, req, others);
         }
-        let now = self.now_ms();
-        let carried = self.carried(req);
-        match self.gate_admission(req, &carried, others, now) {
-            Ok((token, _)) if token.is_fresh(now, self.config.refresh) => self.counted(
+        let now = core.now_ms();
+        let carried = Carried::read(core, req);
+        match Self::admission(core, req, &carried, others, now) {
+            Ok((token, _)) if token.is_fresh(now, core.config.refresh) => core.counted(
                 Stage::Gate,
                 Outcome::Passed,
-                Next::pass(self.token_admission(&token)),
+                Next::pass(core.token_admission(&token)),
             ),
             // Past refresh: a heartbeat, within the session's poll limit; over it the token
             // still passes (it needs no store), as on any route of the room.
-            Ok((token, source)) => match self.check_polls(token.session(), now) {
+            Ok((token, source)) => match core.check_polls(token.session(), now) {
                 Ok(()) => Next::ask(Pending::Gate(GateHeartbeat {
-                    call: self.store.heartbeat(&self.config.policy, token.session()),
+                    call: core.store.heartbeat(&core.config.policy, token.session()),
                     token,
                     source,
                     uses_headers: carried.uses_headers(),
                 })),
-                Err(_) => self.counted(
+                Err(_) => core.counted(
                     Stage::Gate,
                     Outcome::Passed,
-                    Next::pass(self.token_admission(&token)),
+                    Next::pass(core.token_admission(&token)),
                 ),
             },
-            Err(refusal) => match self.gate_fails_open(req, &carried, now) {
+            Err(refusal) => match Self::fails_open(room, req, &carried, now) {
                 Some(session) => {
-                    let (outcome, by) = match self.config.fail_policy {
+                    let (outcome, by) = match core.config.fail_policy {
                         FailPolicy::Drain { .. } => (Outcome::Drained, AdmittedBy::Drained),
                         _ => (Outcome::FailOpen, AdmittedBy::FailOpen),
                     };
-                    self.counted(
+                    core.counted(
                         Stage::Gate,
                         outcome,
-                        Next::pass(self.admission(
+                        Next::pass(core.admission(
                             session,
-                            now + duration_ms(self.config.refresh),
+                            now + duration_ms(core.config.refresh),
                             by,
                         )),
                     )
                 }
-                None => Next::Answer(self.refuse(refusal)),
+                None => Next::Answer(refusal.answer(core)),
             },
         }
     }
@@ -200,25 +294,28 @@ impl Room {
     /// a scheduled opening nor after a closing that does not keep the line. `None` otherwise:
     /// refused as usual. No store call either way. (A single-use gate needs the store to know
     /// whether a ticket was used, and answers `503` instead: see `ticket`.)
-    fn gate_fails_open<B>(
-        &self,
+    fn fails_open<B>(
+        room: &Room,
         req: &Request<B>,
         carried: &Carried<'_>,
         now: u64,
     ) -> Option<SessionId> {
-        if self.config.fail_policy == FailPolicy::Closed || !self.store_failures.seems_down(now) {
+        let core = &room.core;
+        if core.config.fail_policy == FailPolicy::Closed || !room.failures.seems_down(now) {
             return None;
         }
         let down = StoreError::new(StoreErrorKind::Unavailable);
-        if self.schedule_shuts_out(&down) {
+        if room.failures.schedule_shuts_out(core, &down) {
             return None;
         }
-        let cookie = self.queue_cookie(req, carried, now)?;
-        match self.config.fail_policy {
+        let cookie = carried.queue_cookie(core, req, now)?;
+        match core.config.fail_policy {
             // Draining: only the drained front of the line, as the pages let in.
-            FailPolicy::Drain { .. } => {
-                matches!(self.drained(Some(&cookie), now), Drained::In).then(|| cookie.session())
-            }
+            FailPolicy::Drain { .. } => matches!(
+                Drained::of(core, &room.line, Some(&cookie), now),
+                Drained::In
+            )
+            .then(|| cookie.session()),
             _ => Some(cookie.session()),
         }
     }
@@ -227,16 +324,16 @@ impl Room {
     /// this room from its admission cookie (any of the values sent), its token header, or the
     /// `X-Admission-Ticket` header, in that order. Stateless: signatures and clocks only, no
     /// store call, so refusing a forged value costs the store nothing.
-    pub(super) fn gate_admission<B>(
-        &self,
+    fn admission<B>(
+        core: &Core,
         req: &Request<B>,
         carried: &Carried<'_>,
         others: &[Arc<Room>],
         now: u64,
     ) -> Result<(AdmissionToken, Source), Refusal> {
-        let expected = self.network_binding(req);
-        let room = self.config.room();
-        let consider = |value: &str| match AdmissionToken::check(&self.keys, room, value, now) {
+        let expected = core.network_binding(req);
+        let room = core.config.room();
+        let consider = |value: &str| match AdmissionToken::check(&core.keys, room, value, now) {
             Ok(token) if expected.is_none() || token.network() == expected => Ok(token),
             Ok(_) => Err(Refusal::OtherNetwork),
             Err(TokenFault::Expired) => Err(Refusal::Expired),
@@ -244,9 +341,9 @@ impl Room {
             // no signature check): another room's signatures, to say why.
             Err(TokenFault::Invalid)
                 if AdmissionToken::could_be(value)
-                    && others
-                        .iter()
-                        .any(|o| !std::ptr::eq(o.as_ref(), self) && o.signed(value, now)) =>
+                    && others.iter().any(|o| {
+                        !std::ptr::eq(&o.core, core) && Self::signed(&o.core, value, now)
+                    }) =>
             {
                 Err(Refusal::OtherRoom)
             }
@@ -264,7 +361,7 @@ impl Room {
             }
         }
         for (name, source) in [
-            (&self.config.token_header, Source::TokenHeader),
+            (&core.config.token_header, Source::TokenHeader),
             (&ADMISSION_TICKET, Source::Ticket),
         ] {
             for value in req.headers().get_all(name) {
@@ -282,77 +379,7 @@ impl Room {
 
     /// Whether `value` is a valid admission token of this room (for another room's gate, to
     /// tell `other_room` from `invalid`).
-    fn signed(&self, value: &str, now: u64) -> bool {
-        AdmissionToken::verify(&self.keys, self.config.room(), value, now).is_some()
-    }
-
-    /// `403` JSON `not_admitted` (or `ticket_used`), with the reason and the room's status
-    /// path; counted at stage `gate`.
-    pub(super) fn refuse(&self, refusal: Refusal) -> Response<Bytes> {
-        self.metrics.request(Stage::Gate, Outcome::Unknown);
-        tracing::debug!(
-            room = self.config.room(),
-            reason = refusal.as_str(),
-            "gated request refused"
-        );
-        not_admitted(
-            self.config.room(),
-            &self.paths.status,
-            refusal.error(),
-            refusal.as_str(),
-        )
-    }
-
-    fn after_gate_heartbeat<B>(
-        &self,
-        step: &GateHeartbeat,
-        answer: Result<Decision, StoreError>,
-        req: &Request<B>,
-    ) -> Next {
-        let token = &step.token;
-        match answer {
-            Ok(Decision::Admitted { expires_at_ms }) => {
-                let now = self.now_ms();
-                let mut fresh = AdmissionToken::new(token.session(), now, expires_at_ms);
-                if let Some(network) = self.network_binding(req) {
-                    fresh = fresh.bound_to(network);
-                }
-                let header = match step.source {
-                    Source::Ticket => ADMISSION_TICKET,
-                    Source::Cookie | Source::TokenHeader => self.config.token_header.clone(),
-                };
-                let issued = self.issue(
-                    step.uses_headers,
-                    &self.config.cookies.admission_name,
-                    &header,
-                    fresh.sign(&self.keys, self.config.room()),
-                    secs_ceil(expires_at_ms.saturating_sub(now)),
-                );
-                self.counted(
-                    Stage::Gate,
-                    Outcome::Admitted,
-                    Next::Pass {
-                        admission: self.admission(
-                            token.session(),
-                            expires_at_ms,
-                            AdmittedBy::Store,
-                        ),
-                        set_cookie: Some(issued),
-                    },
-                )
-            }
-            // The slot is gone: refused, never a place in line, and the dead token removed so
-            // it stops costing a heartbeat.
-            Ok(_) => Next::Answer(self.without_token(self.refuse(Refusal::SlotGone))),
-            // The token is valid and its check needs no store: keep letting it through.
-            Err(e) => {
-                self.log_store_failure(&e, "heartbeat (the valid token passes)");
-                self.counted(
-                    Stage::Gate,
-                    Outcome::Passed,
-                    Next::pass(self.token_admission(token)),
-                )
-            }
-        }
+    fn signed(core: &Core, value: &str, now: u64) -> bool {
+        AdmissionToken::verify(&core.keys, core.config.room(), value, now).is_some()
     }
 }

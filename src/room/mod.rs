@@ -1,61 +1,69 @@
-//! The room itself: the three stages wired together, shared by every clone of the layer.
+//! The room itself: its stages wired together, shared by every clone of the layer.
 //!
 //! [`Room::classify`] runs the two stateless stages synchronously and says what to do next
 //! ([`Next`]): pass the request through, answer it here, or ask the store. A store question is a
 //! [`Pending`] step that carries its own context and, once the store has answered, says what to
 //! do next in the same terms. The service and its future only carry these out.
 //!
-//! | file | what |
-//! |---|---|
-//! | `mod.rs` | [`Room`] and the dispatch of a request |
-//! | `fast_path` | stage 2 for an admitted visitor whose fresh token this gateway has verified before: the least code per request |
-//! | `visitor` | who a request comes from: its admission token, queue cookie, network |
-//! | `endpoints` | the room's own endpoints: status, leave, proof |
-//! | `events` | the events endpoint: a waiter's Server-Sent Events stream, fed by the snapshot |
-//! | `gate` | gated routes: admitted (by cookie, token header or ticket header; with single-use tickets, by the ticket, once) or `403 not_admitted` (`ticket_used`) |
-//! | `pending` | the store steps and what each answer means, the fail policy included |
-//! | `snapshot` | waiting polls answered at the gateway from its snapshot of the line, and the check-ins it batches |
-//! | `drain` | the drain fail policy: letting the front of the line in, at the last known pace, while the store is away |
-//! | `reply` | redirects, rejections, issued cookies, the headers every answer carries |
-//! | `ticket` | single-use checkout tickets: minted at admission and on the status endpoint, and the redeem step of a gated route |
+//! [`Room`] holds what every stage shares ([`Core`]) and the stages that keep state of their
+//! own; each stage is a type in its own file, whose methods are handed the shared parts they
+//! read (`room.tickets.mint(core, ..)`), so where a method lives is its module path.
+//!
+//! | file | type | what |
+//! |---|---|---|
+//! | `mod.rs` | [`Room`] | the shared parts and the stages, and the dispatch of a request (`classify`) |
+//! | `shared` | [`Core`] | configuration, keys, store, clock, renderer, defences, metrics, the endpoints' paths; the per-session and per-IP limits |
+//! | `fast_path` | (`admit`) | stage 2 for an admitted visitor whose fresh token this gateway has verified before: the least code per request |
+//! | `visitor` | `Carried`, `Visitor` | who a request comes from: its admission token, queue cookie, network |
+//! | `endpoints` | (functions) | the room's own endpoints: status, events, leave, proof |
+//! | `events` | `EventStreams`, `EventStream` | the events endpoint: a waiter's Server-Sent Events stream, fed by the snapshot, and the count of open streams |
+//! | `gate` | `Gates`, `GateHeartbeat`, `Refusal` | gated routes: admitted (by cookie, token header or ticket header; with single-use tickets, by the ticket, once) or `403 not_admitted` (`ticket_used`) |
+//! | `pending` | [`Next`], [`Pending`] | the store steps and what each answer means |
+//! | `failure` | `FailureLog` | the fail policy, and the memory of failed store calls (reported once per interval; whether the store seems down) |
+//! | `snapshot` | `LineView` | the gateway's snapshot of the line: waiting polls answered from it, and the check-ins it batches |
+//! | `drain` | `Drained` | the drain fail policy: letting the front of the line in, at the last known pace, while the store is away |
+//! | `reply` | `Replies`, [`Issued`] | redirects, rejections, issued cookies, the headers every answer carries |
+//! | `ticket` | `Tickets` | single-use checkout tickets: minted at admission and on the status endpoint, and the redeem step of a gated route |
+//! | `ending` | [`Slot`] | the app ending a visitor's slot (checkout finished) |
 
 mod drain;
 mod ending;
 mod endpoints;
 pub(crate) mod events;
+mod failure;
 mod fast_path;
 mod gate;
-mod observe;
 mod pending;
 mod reply;
+mod shared;
 mod snapshot;
 mod ticket;
 mod visitor;
 
-use std::net::IpAddr;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
 
-use http::Request;
+use http::{HeaderMap, Request};
 
 pub(crate) use self::ending::{strip_end_slot, Slot};
-use self::pending::FailureLog;
+use self::events::EventStreams;
+use self::failure::FailureLog;
+use self::gate::Gates;
 pub(crate) use self::pending::{Next, Pending};
+use self::reply::Replies;
 pub(crate) use self::reply::{with_room_headers, Issued};
+use self::shared::Core;
 use self::snapshot::{Asking, LineView};
+use self::ticket::Tickets;
 use self::visitor::{Carried, Visitor};
 use crate::client::RequestInfo;
 use crate::clock::SharedClock;
 use crate::config::RoomConfig;
 use crate::defences::{Defences, Limiter};
-use crate::outcome::{Admission, AdmittedBy};
 use crate::response::Render;
 use crate::rooms::Rule;
-use crate::session::SessionId;
-use crate::store::{RoomStats, Store, StoreFuture};
-use crate::telemetry::{self, Outcome, RoomMetrics, Stage};
-use crate::token::{AdmissionToken, Keyring, QueueCookie};
+use crate::store::{RoomStats, Store, StoreError, StoreFuture};
+use crate::telemetry::{self, EndedBy, Outcome, RoomMetrics, Stage};
+use crate::token::Keyring;
 
 /// What the builder assembles a room from.
 pub(crate) struct RoomParts {
@@ -69,96 +77,78 @@ pub(crate) struct RoomParts {
     pub(crate) gates: Vec<Rule>,
 }
 
-/// One room: its configuration, keys, store, clock, renderer and defences, and the paths of
-/// its endpoints. Immutable once built, shared by every clone of the layer and service.
+/// One room: the parts its stages share ([`Core`]) and the stages that keep state of their
+/// own. Immutable once built (but for that state), shared by every clone of the layer and
+/// service.
 pub(crate) struct Room {
-    config: RoomConfig,
-    keys: Keyring,
-    store: Arc<dyn Store>,
-    clock: SharedClock,
-    renderer: Arc<dyn Render>,
-    defences: Defences,
-    gates: Vec<Rule>,
-    paths: EndpointPaths,
-    /// Whether the room has warned that it binds tokens to networks without knowing the IP.
-    warned_unknown_network: AtomicBool,
-    /// Failed store calls, reported at most once per interval.
-    store_failures: FailureLog,
-    metrics: Arc<RoomMetrics>,
+    core: Core,
+    /// The room's gated routes.
+    gates: Gates,
+    /// Failed store calls, reported at most once per interval, and whether the store seems
+    /// down (the fail policy's memory).
+    failures: FailureLog,
     /// The gateway's snapshot of the line, for waiting polls answered without the store.
     line: Arc<LineView>,
     /// Event streams open on this gateway ([`events`]).
-    event_streams: Arc<AtomicUsize>,
-}
-
-/// `{prefix}/{room}/status`, `…/events`, `…/leave`, `…/proof`, made once.
-struct EndpointPaths {
-    status: String,
-    events: String,
-    leave: String,
-    proof: String,
+    streams: EventStreams,
+    /// Single-use checkout tickets.
+    tickets: Tickets,
 }
 
 impl Room {
     pub(crate) fn new(parts: RoomParts) -> Self {
-        let endpoint = |name: &str| {
-            let c = &parts.config;
-            format!("{}/{}/{name}", c.path_prefix, c.room())
-        };
-        let paths = EndpointPaths {
-            status: endpoint("status"),
-            events: endpoint("events"),
-            leave: endpoint("leave"),
-            proof: endpoint("proof"),
-        };
         let metrics = Arc::new(RoomMetrics::new(&parts.config.policy.room));
         let line = Arc::new(LineView::new(parts.store.keeps_snapshots()));
+        let offers_events = line.supported() && parts.config.max_event_streams > 0;
+        let tickets = Tickets::new(parts.config.single_use_tickets);
         Self {
-            config: parts.config,
-            keys: parts.keys,
-            // Every store call the room makes is counted and timed, whatever the store.
-            store: telemetry::metered(parts.store, &metrics),
-            clock: parts.clock,
-            renderer: parts.renderer,
-            defences: parts.defences,
-            gates: parts.gates,
-            paths,
-            warned_unknown_network: AtomicBool::new(false),
-            store_failures: FailureLog::new(),
-            metrics,
+            core: Core::new(
+                parts.config,
+                parts.keys,
+                // Every store call the room makes is counted and timed, whatever the store.
+                telemetry::metered(parts.store, &metrics),
+                parts.clock,
+                parts.renderer,
+                parts.defences,
+                metrics,
+                offers_events,
+            ),
+            gates: Gates::new(parts.gates),
+            failures: FailureLog::new(),
             line,
-            event_streams: Arc::default(),
+            streams: EventStreams::new(),
+            tickets,
         }
     }
 
     pub(crate) fn config(&self) -> &RoomConfig {
-        &self.config
+        &self.core.config
     }
 
     pub(crate) fn keys(&self) -> &Keyring {
-        &self.keys
+        &self.core.keys
     }
 
     pub(crate) fn store(&self) -> &Arc<dyn Store> {
-        &self.store
+        &self.core.store
     }
 
     pub(crate) fn now_ms(&self) -> u64 {
-        self.clock.now_ms()
+        self.core.now_ms()
     }
 
     /// Counts for the room, from the store.
     pub(crate) fn stats(&self) -> StoreFuture<RoomStats> {
-        self.store.stats(&self.config.policy)
+        self.core.store.stats(&self.core.config.policy)
     }
 
     pub(crate) fn metrics(&self) -> &RoomMetrics {
-        &self.metrics
+        &self.core.metrics
     }
 
     /// Keys tracked by the new-visitor and the poll limiters.
     pub(crate) fn limiter_sizes(&self) -> (usize, usize) {
-        let d = &self.defences;
+        let d = &self.core.defences;
         (
             d.new_visitors.as_ref().map_or(0, Limiter::len),
             d.polls.as_ref().map_or(0, Limiter::len),
@@ -168,38 +158,59 @@ impl Room {
     /// Whether a bypass rule matches: the request skips the room entirely (no admission, no
     /// cookie, no store call, not counted by any limit).
     pub(crate) fn bypasses<B>(&self, req: &Request<B>) -> bool {
-        !self.defences.bypass.is_empty() && self.defences.bypasses(&RequestInfo::new(req))
+        let d = &self.core.defences;
+        !d.bypass.is_empty() && d.bypasses(&RequestInfo::new(req))
     }
 
     /// The room's own gated routes ([`WaitingRoomBuilder::gate`](crate::WaitingRoomBuilder::gate)).
     pub(crate) fn gates(&self) -> &[Rule] {
-        &self.gates
+        self.gates.rules()
     }
 
     /// Whether `req` is for one of the room's gated routes (never one of its endpoints).
     pub(crate) fn is_gated<B>(&self, req: &Request<B>) -> bool {
-        !self.gates.is_empty()
-            && !self.is_endpoint_path(req.uri().path())
-            && self.gates.iter().any(|rule| rule.matches(req))
+        self.gates.matches(&self.core, req)
     }
 
-    /// Whether `path` is under `{prefix}/{room}/`, where the room's endpoints are.
-    fn is_endpoint_path(&self, path: &str) -> bool {
-        let c = &self.config;
-        path.strip_prefix(c.path_prefix.as_str())
-            .and_then(|rest| rest.strip_prefix('/'))
-            .and_then(|rest| rest.strip_prefix(c.room()))
-            .is_some_and(|rest| rest.starts_with('/'))
+    /// A request to a route gated by this room (see [`Gates::admit`]). `others`: the other
+    /// rooms behind the same layer.
+    pub(crate) fn gate<B>(&self, req: &Request<B>, others: &[Arc<Room>]) -> Next {
+        self.gates.admit(self, req, others)
+    }
+
+    /// Frees the slot the app ended (see [`Slot`]), and removes the admission cookie on its
+    /// response.
+    pub(crate) fn end_slot(
+        &self,
+        slot: &Slot,
+        by: EndedBy,
+        headers: &mut HeaderMap,
+    ) -> StoreFuture<bool> {
+        let core = &self.core;
+        slot.end(&core.config, &core.metrics, &core.store, by, headers)
+    }
+
+    /// The store's answer to ending a slot. A failure is logged and otherwise ignored: the
+    /// app's response goes out all the same, and the slot expires by itself.
+    pub(crate) fn slot_ended(&self, answer: Result<bool, StoreError>) {
+        if let Err(e) = answer {
+            self.failures.log(
+                &self.core,
+                &e,
+                "release (the app ended the slot; it will expire)",
+            );
+        }
     }
 
     /// Stages 1 and 2, and the room's own endpoints.
     pub(crate) fn classify<B>(&self, req: &Request<B>) -> Next {
-        let now = self.clock.now_ms();
+        let core = &self.core;
+        let now = core.clock.now_ms();
         // The one read of the request's cookies; everything below works from it.
-        let carried = self.carried(req);
+        let carried = Carried::read(core, req);
         // Stage 2 for nearly every request of a sale, with the least code run (`fast_path`).
-        if let Some(admission) = self.fast_path(req, &carried, now) {
-            return self.counted(Stage::FastPath, Outcome::Passed, Next::pass(admission));
+        if let Some(admission) = fast_path::admit(core, req, &carried, now) {
+            return core.counted(Stage::FastPath, Outcome::Passed, Next::pass(admission));
         }
         self.classify_whole(req, &carried, now)
     }
@@ -208,112 +219,62 @@ impl Room {
     /// fast path's code stays together and small.
     #[inline(never)]
     fn classify_whole<B>(&self, req: &Request<B>, carried: &Carried<'_>, now: u64) -> Next {
-        if let Some(next) = self.endpoint(req, carried, now) {
+        let core = &self.core;
+        if let Some(next) = endpoints::answer(self, req, carried, now) {
             return next;
         }
         let uses_headers = carried.uses_headers();
-        match self.visitor(req, carried, now) {
+        match carried.visitor(core, req, now) {
             // Stage 2: a valid admission token, fresh enough to need no store call.
-            Some(Visitor::Admitted(token)) if token.is_fresh(now, self.config.refresh) => self
+            Some(Visitor::Admitted(token)) if token.is_fresh(now, core.config.refresh) => core
                 .counted(
                     Stage::FastPath,
                     Outcome::Passed,
-                    Next::pass(self.token_admission(&token)),
+                    Next::pass(core.token_admission(&token)),
                 ),
             // Past refresh: a heartbeat, within the session's poll limit. Over it, the token is
             // still valid and the fast path needs no store: it passes, not renewed.
-            Some(Visitor::Admitted(token)) => match self.check_polls(token.session(), now) {
-                Ok(()) => self.ask_heartbeat(token, uses_headers),
-                Err(_) => self.counted(
+            Some(Visitor::Admitted(token)) => match core.check_polls(token.session(), now) {
+                Ok(()) => Pending::heartbeat(core, token, uses_headers),
+                Err(_) => core.counted(
                     Stage::FastPath,
                     Outcome::Passed,
-                    Next::pass(self.token_admission(&token)),
+                    Next::pass(core.token_admission(&token)),
                 ),
             },
             // Proof of work on and not yet solved: the challenge, no store call.
-            Some(Visitor::Queued(cookie)) if self.needs_proof(&cookie) => self.counted(
+            Some(Visitor::Queued(cookie)) if core.needs_proof(&cookie) => core.counted(
                 Stage::CookieCheck,
                 Outcome::Challenge,
-                Next::Answer(self.challenge(req, cookie.session(), now)),
+                Next::Answer(Replies(core).challenge(req, cookie.session(), now)),
             ),
-            Some(Visitor::Queued(cookie)) => match self.check_polls(cookie.session(), now) {
+            Some(Visitor::Queued(cookie)) => match core.check_polls(cookie.session(), now) {
                 Ok(()) => self
-                    .waiting_poll_at_gateway(req, cookie, uses_headers, Asking::Page, now)
+                    .line
+                    .at_gateway(core, req, cookie, uses_headers, Asking::Page, now)
                     .unwrap_or_else(|| {
-                        self.ask_enter(cookie.session(), Some(cookie), false, uses_headers)
+                        Pending::enter(core, cookie.session(), Some(cookie), false, uses_headers)
                     }),
-                Err(wait) => self.counted(
+                Err(wait) => core.counted(
                     Stage::CookieCheck,
                     Outcome::Limited,
-                    Next::Answer(self.limited(wait, req)),
+                    Next::Answer(Replies(core).limited(wait, req)),
                 ),
             },
             // Stage 1: no queue cookie, no state: sign one and send the visitor back here.
-            None => match self.check_new_visitor(req, now) {
-                Ok(()) => self.counted(
+            None => match core.check_new_visitor(req, now) {
+                Ok(()) => core.counted(
                     Stage::CookieCheck,
                     Outcome::NewVisitor,
-                    Next::Answer(self.first_visit(req, uses_headers, now)),
+                    Next::Answer(Replies(core).first_visit(req, uses_headers, now)),
                 ),
-                Err(wait) => self.counted(
+                Err(wait) => core.counted(
                     Stage::CookieCheck,
                     Outcome::Limited,
-                    Next::Answer(self.limited(wait, req)),
+                    Next::Answer(Replies(core).limited(wait, req)),
                 ),
             },
         }
-    }
-
-    /// The per-session limit on store questions: every store call a session can cause goes
-    /// through it (entering, heartbeats, the entry after a heartbeat that found no slot, the
-    /// status and leave endpoints), and so do proof submissions. A refused check counts nothing.
-    fn check_polls(&self, session: SessionId, now: u64) -> Result<(), Duration> {
-        match &self.defences.polls {
-            Some(limiter) => limiter.check(session, now),
-            None => Ok(()),
-        }
-    }
-
-    /// The per-client-IP limit on new queue entries (stage 1). No IP found: no limit, and one
-    /// warning in the log.
-    fn check_new_visitor<B>(&self, req: &Request<B>, now: u64) -> Result<(), Duration> {
-        let Some(limiter) = &self.defences.new_visitors else {
-            return Ok(());
-        };
-        match self.client_ip(req) {
-            Some(ip) => limiter.check_client(ip, now),
-            None => {
-                if !self.defences.warned_no_ip.swap(true, Ordering::Relaxed) {
-                    self.defences.client_ip.warn_not_found(self.config.room());
-                }
-                Ok(())
-            }
-        }
-    }
-
-    /// The client IP, from wherever the room was told to find it (see [`client`](crate::client)).
-    fn client_ip<B>(&self, req: &Request<B>) -> Option<IpAddr> {
-        self.defences.client_ip.find(&RequestInfo::new(req))
-    }
-
-    /// Whether this queue cookie must solve a proof-of-work challenge before it joins the line.
-    fn needs_proof(&self, cookie: &QueueCookie) -> bool {
-        self.defences.proof.is_some() && !cookie.is_proven()
-    }
-
-    fn admission(&self, session: SessionId, expires_at_ms: u64, by: AdmittedBy) -> Admission {
-        Admission {
-            room: self.config.policy.room.clone(),
-            session,
-            expires_at_ms,
-            by,
-            ended: ending::end_flag(),
-        }
-    }
-
-    /// An admission that the token alone vouches for.
-    fn token_admission(&self, token: &AdmissionToken) -> Admission {
-        self.admission(token.session(), token.expires_at_ms(), AdmittedBy::Token)
     }
 }
 

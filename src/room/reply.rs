@@ -8,7 +8,7 @@ use bytes::Bytes;
 use http::header::{self, HeaderName, HeaderValue};
 use http::{HeaderMap, Method, Request, Response, StatusCode};
 
-use super::Room;
+use super::shared::Core;
 use crate::clock::{duration_ms, secs_ceil};
 use crate::cookies;
 use crate::eta::{estimate, Eta, EtaInput};
@@ -65,7 +65,11 @@ impl Issued {
     }
 }
 
-impl Room {
+/// The room's own answers, made from its shared parts: `Replies(core).reject(..)`.
+#[derive(Clone, Copy)]
+pub(super) struct Replies<'a>(pub(super) &'a Core);
+
+impl Replies<'_> {
     /// A signed value as cookie `cookie_name` (for `max_age_secs`), and in header `header_name`
     /// too when the client uses headers instead of cookies (see
     /// [`Carried::uses_headers`](super::visitor::Carried::uses_headers)).
@@ -77,7 +81,7 @@ impl Room {
         value: String,
         max_age_secs: u64,
     ) -> Issued {
-        let cookie = cookies::set_cookie(&self.config.cookies, cookie_name, &value, max_age_secs);
+        let cookie = cookies::set_cookie(&self.0.config.cookies, cookie_name, &value, max_age_secs);
         let header = uses_headers
             .then(|| HeaderValue::try_from(value).ok())
             .flatten()
@@ -96,9 +100,9 @@ impl Room {
         cookie: QueueCookie,
         now: u64,
     ) -> Issued {
-        let value = cookie.sign(&self.keys, self.config.room());
+        let value = cookie.sign(&self.0.keys, self.0.config.room());
         let max_age = secs_ceil(cookie.expires_at_ms().saturating_sub(now));
-        let c = &self.config;
+        let c = &self.0.config;
         self.issue(
             uses_headers,
             &c.cookies.queue_name,
@@ -116,7 +120,7 @@ impl Room {
         uses_headers: bool,
         now: u64,
     ) -> Response<Bytes> {
-        let cookie = QueueCookie::issue(now, duration_ms(self.config.session_ttl));
+        let cookie = QueueCookie::issue(now, duration_ms(self.0.config.session_ttl));
         let status = if req.method() == Method::GET || req.method() == Method::HEAD {
             StatusCode::FOUND
         } else {
@@ -159,6 +163,7 @@ impl Room {
     /// A fresh signed challenge for `session`, and the rejection that carries it.
     pub(super) fn new_challenge(&self, session: SessionId, now: u64) -> (Rejection, String) {
         let gate = self
+            .0
             .defences
             .proof
             .as_ref()
@@ -167,7 +172,7 @@ impl Room {
             difficulty: gate.settings.difficulty(),
             retry_after: CHALLENGE_RETRY_AFTER,
         };
-        let challenge = gate.challenge(&self.keys, self.config.room(), session, now);
+        let challenge = gate.challenge(&self.0.keys, self.0.config.room(), session, now);
         (rejection, challenge)
     }
 
@@ -175,14 +180,14 @@ impl Room {
     pub(super) fn left<B>(&self, req: &Request<B>) -> Response<Bytes> {
         let cx = self.render_context(req, "/");
         let mut res = if cx.wants_html() {
-            self.renderer.render_left(&cx)
+            self.0.renderer.render_left(&cx)
         } else {
             json_response(
                 StatusCode::OK,
-                &StatusBody::plain(self.config.room(), "left"),
+                &StatusBody::plain(self.0.config.room(), "left"),
             )
         };
-        let c = &self.config.cookies;
+        let c = &self.0.config.cookies;
         let headers = res.headers_mut();
         headers.append(header::SET_COOKIE, cookies::clear_cookie(c, &c.queue_name));
         headers.append(
@@ -199,13 +204,13 @@ impl Room {
         return_to: &'a str,
     ) -> RenderContext<'a> {
         RenderContext {
-            room: self.config.room(),
+            room: self.0.config.room(),
             headers: req.headers(),
             return_to,
-            status_path: &self.paths.status,
-            events_path: self.offers_events().then_some(self.paths.events.as_str()),
-            leave_path: &self.paths.leave,
-            proof_path: &self.paths.proof,
+            status_path: &self.0.paths.status,
+            events_path: self.0.offers_events.then_some(self.0.paths.events.as_str()),
+            leave_path: &self.0.paths.leave,
+            proof_path: &self.0.paths.proof,
             challenge: None,
         }
     }
@@ -227,7 +232,27 @@ impl Room {
             challenge,
             ..self.render_context(req, &back)
         };
-        with_retry_after(self.renderer.render(rejection, &cx), rejection)
+        with_retry_after(self.0.renderer.render(rejection, &cx), rejection)
+    }
+
+    /// `res`, also removing the admission token cookie.
+    pub(super) fn without_token(&self, mut res: Response<Bytes>) -> Response<Bytes> {
+        let c = &self.0.config.cookies;
+        res.headers_mut().append(
+            header::SET_COOKIE,
+            cookies::clear_cookie(c, &c.admission_name),
+        );
+        res
+    }
+
+    /// The status endpoint's `200` for a waiting visitor; and for a `scheduled` answer (the
+    /// visitor is registered, as a waiter's answer is), whose body's `retry_after` paces the
+    /// polls (no header), as every `200` of it.
+    pub(super) fn status_json(&self, rejection: &Rejection) -> Response<Bytes> {
+        json_response(
+            StatusCode::OK,
+            &StatusBody::from_rejection(self.0.config.room(), rejection),
+        )
     }
 }
 

@@ -24,14 +24,14 @@ use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
-use bytes::Bytes;
-use http::{HeaderName, HeaderValue, Request, Response, StatusCode};
+use http::{HeaderName, HeaderValue, Request};
 
+use super::failure::FailureLog;
 use super::pending::{Next, Pending};
-use super::reply::waiting_rejection;
+use super::reply::{waiting_rejection, Replies};
+use super::shared::Core;
 use super::Room;
 use crate::outcome::Rejection;
-use crate::response::{json_response, StatusBody};
 use crate::session::SessionId;
 use crate::store::snapshot::{draw_score, NEAR_HEAD, SNAPSHOT_MAX_AGE_MS, SNAPSHOT_REFRESH_MS};
 use crate::store::{LivenessRule, Place, RoomPace, RoomSnapshot, SeenWaiters};
@@ -310,25 +310,26 @@ impl Drop for Refresh {
     }
 }
 
-impl Room {
+impl LineView {
     /// A waiting poll answered from the gateway's snapshot, or (the snapshot is due) the
     /// refresh after which it is; `None` when the store must be asked (see the module docs).
-    pub(super) fn waiting_poll_at_gateway<B>(
-        &self,
+    pub(super) fn at_gateway<B>(
+        self: &Arc<Self>,
+        core: &Core,
         req: &Request<B>,
         cookie: QueueCookie,
         uses_headers: bool,
         asking: Asking,
         now: u64,
     ) -> Option<Next> {
-        if !self.line.supported() {
+        if !self.supported() {
             return None;
         }
         let place = cookie.place()?;
-        if self.line.is_forgotten(cookie.session()) {
+        if self.is_forgotten(cookie.session()) {
             return None;
         }
-        if let Some((call, refresh)) = self.start_refresh(now) {
+        if let Some((call, refresh)) = self.start_refresh(core, now) {
             return Some(Next::ask(Pending::Sync {
                 call,
                 then: Some(AfterSync {
@@ -339,30 +340,41 @@ impl Room {
                 }),
             }));
         }
-        let held = self.line.fresh(now)?;
-        self.answer_from_snapshot(&held.snapshot, req, cookie.session(), place, asking, now)
+        let held = self.fresh(now)?;
+        self.answer_from_snapshot(
+            core,
+            &held.snapshot,
+            req,
+            cookie.session(),
+            place,
+            asking,
+            now,
+        )
     }
 
     /// The snapshot's refresh, if it is due and no other is in flight: the store call, sent
     /// now with the batched check-ins (put apart by the turn horizon of the snapshot held, if
     /// any: see [`RoomSnapshot::turn_horizon`]), and the [`Refresh`] to settle with its answer
     /// ([`refreshed`](Self::refreshed)).
-    pub(super) fn start_refresh(&self, now: u64) -> Option<(StoreFuture<RoomSnapshot>, Refresh)> {
-        if !self.line.claim_refresh(now) {
+    pub(super) fn start_refresh(
+        self: &Arc<Self>,
+        core: &Core,
+        now: u64,
+    ) -> Option<(StoreFuture<RoomSnapshot>, Refresh)> {
+        if !self.claim_refresh(now) {
             return None;
         }
-        let seen = self.line.take_check_ins();
-        let policy = &self.config.policy;
+        let seen = self.take_check_ins();
+        let policy = &core.config.policy;
         let horizon = self
-            .line
             .last()
             .and_then(|h| h.snapshot.turn_horizon(policy.queue_ttl_ms));
-        let call = self.store.sync(
+        let call = core.store.sync(
             policy,
             SeenWaiters::with_horizon(horizon, seen.iter().copied()),
         );
         let refresh = Refresh {
-            line: Arc::clone(&self.line),
+            line: Arc::clone(self),
             sent_at_ms: now,
             check_ins: Some(seen),
         };
@@ -371,18 +383,24 @@ impl Room {
 
     /// A refresh is back: the new snapshot is held, or the failure noted (its check-ins go
     /// back into the batch).
-    pub(super) fn refreshed(&self, mut refresh: Refresh, answer: Result<RoomSnapshot, StoreError>) {
-        let now = self.now_ms();
+    pub(super) fn refreshed(
+        &self,
+        core: &Core,
+        failures: &FailureLog,
+        mut refresh: Refresh,
+        answer: Result<RoomSnapshot, StoreError>,
+    ) {
+        let now = core.now_ms();
         let check_ins = refresh.settle();
         match answer {
             Ok(snapshot) => {
-                self.store_failures.answered();
-                let rule = LivenessRule::for_turn(&self.config.policy);
-                self.line.received(snapshot, refresh.sent_at_ms, now, &rule);
+                failures.answered();
+                let rule = LivenessRule::for_turn(&core.config.policy);
+                self.received(snapshot, refresh.sent_at_ms, now, &rule);
             }
             Err(e) => {
-                self.line.failed(check_ins);
-                self.log_store_failure(&e, "sync");
+                self.failed(check_ins);
+                failures.log(core, &e, "sync");
             }
         }
     }
@@ -392,6 +410,7 @@ impl Room {
     /// does not move, or they arrived after the snapshot was taken): the store is asked.
     pub(super) fn waiting_by_snapshot(
         &self,
+        core: &Core,
         snapshot: &RoomSnapshot,
         session: SessionId,
         place: Place,
@@ -400,16 +419,15 @@ impl Room {
         if !snapshot.answers_waiters() {
             return None;
         }
-        let score = self.score_of(session, place)?;
+        let score = self.score_of(core, session, place)?;
         // Behind the snapshot's last waiter: arrived since it was taken; the store places them.
         if !snapshot.covers(score) {
             return None;
         }
         let position = snapshot.position_of(score).filter(|&p| p > NEAR_HEAD)?;
-        let policy = &self.config.policy;
-        self.line
-            .checked_in(session, score, now, &LivenessRule::for_turn(policy));
-        self.metrics.waiting(snapshot.waiting);
+        let policy = &core.config.policy;
+        self.checked_in(session, score, now, &LivenessRule::for_turn(policy));
+        core.metrics.waiting(snapshot.waiting);
         Some(waiting_rejection(
             position,
             snapshot.waiting.max(position),
@@ -421,8 +439,10 @@ impl Room {
     /// The answer from `snapshot` for a waiter at `place` ([`waiting_by_snapshot`]).
     ///
     /// [`waiting_by_snapshot`]: Self::waiting_by_snapshot
+    #[allow(clippy::too_many_arguments)]
     fn answer_from_snapshot<B>(
         &self,
+        core: &Core,
         snapshot: &RoomSnapshot,
         req: &Request<B>,
         session: SessionId,
@@ -430,33 +450,34 @@ impl Room {
         asking: Asking,
         now: u64,
     ) -> Option<Next> {
-        let rejection = self.waiting_by_snapshot(snapshot, session, place, now)?;
+        let rejection = self.waiting_by_snapshot(core, snapshot, session, place, now)?;
         let mut res = match asking {
-            Asking::Page => self.reject(&rejection, req),
-            Asking::Status => self.status_json(&rejection),
+            Asking::Page => Replies(core).reject(&rejection, req),
+            Asking::Status => Replies(core).status_json(&rejection),
         };
         // When the position was true: the snapshot's time, by the store's clock.
         res.headers_mut()
             .insert(POSITION_AS_OF, HeaderValue::from(snapshot.taken_at_ms));
-        Some(self.counted(Stage::Snapshot, Outcome::Waiting, Next::Answer(res)))
+        Some(core.counted(Stage::Snapshot, Outcome::Waiting, Next::Answer(res)))
     }
 
     /// Where `place` stands in `snapshot` (1-based); `None` ahead of its head. A registrant's
     /// score is their draw's, computed again here (the draw key never leaves the gateway).
     pub(super) fn position_in(
         &self,
+        core: &Core,
         snapshot: &RoomSnapshot,
         session: SessionId,
         place: Place,
     ) -> Option<u64> {
-        snapshot.position_of(self.score_of(session, place)?)
+        snapshot.position_of(self.score_of(core, session, place)?)
     }
 
     /// The line's score of `place` (`None`: a registrant's place in a room without a schedule).
-    pub(super) fn score_of(&self, session: SessionId, place: Place) -> Option<f64> {
+    pub(super) fn score_of(&self, core: &Core, session: SessionId, place: Place) -> Option<f64> {
         Some(match place {
             Place::Seq(seq) => seq as f64,
-            Place::Drawn => draw_score(self.config.policy.schedule.as_ref()?.draw(session)),
+            Place::Drawn => draw_score(core.config.policy.schedule.as_ref()?.draw(session)),
         })
     }
 
@@ -466,21 +487,13 @@ impl Room {
         if pace != RoomPace::default() {
             return pace;
         }
-        self.line.last().map_or(pace, |held| held.snapshot.pace)
-    }
-
-    /// The status endpoint's `200` for a waiting visitor.
-    pub(super) fn status_json(&self, rejection: &Rejection) -> Response<Bytes> {
-        json_response(
-            StatusCode::OK,
-            &StatusBody::from_rejection(self.config.room(), rejection),
-        )
+        self.last().map_or(pace, |held| held.snapshot.pace)
     }
 
     /// The refresh is back: hold the new snapshot (or note the failure), then answer the poll
     /// that made it, from the snapshot if it can be, else by asking the store as before.
     pub(super) fn after_sync<B>(
-        &self,
+        room: &Room,
         then: AfterSync,
         answer: Result<RoomSnapshot, StoreError>,
         req: &Request<B>,
@@ -491,21 +504,28 @@ impl Room {
             asking,
             refresh,
         } = then;
-        self.refreshed(refresh, answer);
-        let now = self.now_ms();
+        let core = &room.core;
+        room.line.refreshed(core, &room.failures, refresh, answer);
+        let now = core.now_ms();
         let session = cookie.session();
-        if let (Some(held), Some(place)) = (self.line.fresh(now), cookie.place()) {
-            if !self.line.is_forgotten(session) {
-                if let Some(next) =
-                    self.answer_from_snapshot(&held.snapshot, req, session, place, asking, now)
-                {
+        if let (Some(held), Some(place)) = (room.line.fresh(now), cookie.place()) {
+            if !room.line.is_forgotten(session) {
+                if let Some(next) = room.line.answer_from_snapshot(
+                    core,
+                    &held.snapshot,
+                    req,
+                    session,
+                    place,
+                    asking,
+                    now,
+                ) {
                     return next;
                 }
             }
         }
         match asking {
-            Asking::Page => self.ask_enter(session, Some(cookie), false, uses_headers),
-            Asking::Status => self.ask_status(cookie, uses_headers),
+            Asking::Page => Pending::enter(core, session, Some(cookie), false, uses_headers),
+            Asking::Status => Pending::status(core, cookie, uses_headers),
         }
     }
 }

@@ -31,9 +31,11 @@ use bytes::Bytes;
 use http::{Request, Response, StatusCode};
 use serde::Serialize;
 
+use super::failure::FailureLog;
 use super::gate::Refusal;
 use super::pending::{Next, Pending};
-use super::reply::{store_error_json, Issued};
+use super::reply::{store_error_json, Issued, Replies};
+use super::shared::Core;
 use super::Room;
 use crate::clock::secs_ceil;
 use crate::cookies::{self, Wanted};
@@ -61,6 +63,14 @@ pub(crate) struct Minting {
     now: u64,
 }
 
+/// Single-use checkout tickets: minted with a slot or on the status endpoint, redeemed once at
+/// a gate (see the [module docs](self)).
+pub(super) struct Tickets {
+    /// Whether the room mints them
+    /// ([`single_use_tickets`](crate::WaitingRoomBuilder::single_use_tickets)).
+    on: bool,
+}
+
 /// The status endpoint's answer to an admitted visitor with tickets on: the usual body (with
 /// the ticket, for clients that use headers only: a page's scripts must not read a browser's
 /// `HttpOnly` ticket) or the note that it was used.
@@ -72,18 +82,23 @@ struct TicketStatus<'a> {
     ticket_used: bool,
 }
 
-impl Room {
+impl Tickets {
+    pub(super) fn new(on: bool) -> Self {
+        Self { on }
+    }
+
     /// Whether the room mints single-use tickets.
-    pub(super) fn mints_tickets(&self) -> bool {
-        self.config.single_use_tickets
+    pub(super) fn mints(&self) -> bool {
+        self.on
     }
 
     /// The store granted or extended the visitor's slot (`pass`, with its fresh admission
     /// token): with tickets on, one more store call mints their ticket, or finds it and extends
     /// it to the slot's new expiry, before the request passes; otherwise `pass`. So the ticket
     /// (its record and its cookie) lives as long as the slot, however often it is renewed.
-    pub(super) fn with_ticket(
+    pub(super) fn with_slot(
         &self,
+        core: &Core,
         pass: Next,
         expires_at_ms: u64,
         uses_headers: bool,
@@ -93,7 +108,7 @@ impl Room {
             Next::Pass {
                 admission,
                 set_cookie,
-            } if self.mints_tickets() => {
+            } if self.on => {
                 let minting = Minting {
                     session: admission.session,
                     expires_at_ms,
@@ -101,7 +116,7 @@ impl Room {
                     now,
                 };
                 Next::ask(Pending::MintWithSlot {
-                    call: self.mint(&minting),
+                    call: Self::mint(core, &minting),
                     admission,
                     token: set_cookie,
                     minting,
@@ -111,9 +126,9 @@ impl Room {
         }
     }
 
-    fn mint(&self, m: &Minting) -> crate::store::StoreFuture<Minted> {
-        self.store.mint_ticket(
-            &self.config.policy,
+    fn mint(core: &Core, m: &Minting) -> crate::store::StoreFuture<Minted> {
+        core.store.mint_ticket(
+            &core.config.policy,
             m.session,
             TicketNonce::random(),
             m.expires_at_ms,
@@ -123,8 +138,10 @@ impl Room {
     /// The mint after an admission or a heartbeat answered: pass, with the (re-issued) ticket
     /// when it is unused; a used one sets nothing. A failed mint still passes: the admission is
     /// real, and the next heartbeat (or the status endpoint) hands the ticket out later.
-    pub(super) fn after_mint_with_slot(
+    pub(super) fn after_mint(
         &self,
+        core: &Core,
+        failures: &FailureLog,
         answer: Result<Minted, StoreError>,
         admission: Admission,
         token: Option<Issued>,
@@ -134,10 +151,10 @@ impl Room {
             Ok(Minted::Ticket {
                 nonce,
                 expires_at_ms,
-            }) => Some(self.issue_ticket(&minting, nonce, expires_at_ms)),
+            }) => Some(Self::issue(core, &minting, nonce, expires_at_ms)),
             Ok(_) => None,
             Err(e) => {
-                self.log_store_failure(&e, "mint_ticket (passed without a fresh ticket)");
+                failures.log(core, &e, "mint_ticket (passed without a fresh ticket)");
                 None
             }
         };
@@ -153,15 +170,15 @@ impl Room {
 
     /// The ticket `nonce` of `m`'s session, expiring with its store record at `expires_at_ms`,
     /// signed and issued: the ticket cookie, and the ticket header for clients that use headers.
-    fn issue_ticket(&self, m: &Minting, nonce: TicketNonce, expires_at_ms: u64) -> Issued {
-        let value = self.sign_ticket(m, nonce, expires_at_ms);
-        self.issue_ticket_value(m, value, expires_at_ms)
+    fn issue(core: &Core, m: &Minting, nonce: TicketNonce, expires_at_ms: u64) -> Issued {
+        let value = Self::sign(core, m, nonce, expires_at_ms);
+        Self::issue_value(core, m, value, expires_at_ms)
     }
 
-    fn issue_ticket_value(&self, m: &Minting, value: String, expires_at_ms: u64) -> Issued {
-        self.issue(
+    fn issue_value(core: &Core, m: &Minting, value: String, expires_at_ms: u64) -> Issued {
+        Replies(core).issue(
             m.uses_headers,
-            &self.config.cookies.ticket_name,
+            &core.config.cookies.ticket_name,
             &TICKET_HEADER,
             value,
             secs_ceil(expires_at_ms.saturating_sub(m.now)),
@@ -170,15 +187,16 @@ impl Room {
 
     /// The signed ticket: the record's expiry, not the one asked for, so a ticket found (made
     /// by an earlier mint) ends with its record.
-    fn sign_ticket(&self, m: &Minting, nonce: TicketNonce, expires_at_ms: u64) -> String {
+    fn sign(core: &Core, m: &Minting, nonce: TicketNonce, expires_at_ms: u64) -> String {
         AdmissionTicket::new(m.session, nonce, m.now, expires_at_ms)
-            .sign(&self.keys, self.config.room())
+            .sign(&core.keys, core.config.room())
     }
 
     /// The status endpoint for a visitor with a valid admission token, tickets on: mints (or
     /// finds) their ticket, within the session's poll limit like every store question.
-    pub(super) fn ask_status_ticket(
+    pub(super) fn ask_status(
         &self,
+        core: &Core,
         session: SessionId,
         expires_at_ms: u64,
         uses_headers: bool,
@@ -191,7 +209,7 @@ impl Room {
             now,
         };
         Next::ask(Pending::StatusTicket {
-            call: self.mint(&minting),
+            call: Self::mint(core, &minting),
             minting,
         })
     }
@@ -199,12 +217,14 @@ impl Room {
     /// `200 {"state":"admitted",...}`, with the ticket (cookie; and header and `"ticket"` for
     /// header clients), or `"ticket_used": true`. A failed mint answers without a ticket: the
     /// visitor is admitted all the same, and can ask again.
-    pub(super) fn after_status_ticket(
+    pub(super) fn after_status(
         &self,
+        core: &Core,
+        failures: &FailureLog,
         answer: Result<Minted, StoreError>,
         minting: Minting,
     ) -> Response<Bytes> {
-        let room = self.config.room();
+        let room = core.config.room();
         let mut body = TicketStatus {
             status: StatusBody::plain(room, "admitted"),
             ticket_used: false,
@@ -216,45 +236,50 @@ impl Room {
                 nonce,
                 expires_at_ms,
             }) => {
-                value = self.sign_ticket(&minting, nonce, expires_at_ms);
+                value = Self::sign(core, &minting, nonce, expires_at_ms);
                 if minting.uses_headers {
                     body.status.ticket = Some(&value);
                 }
-                issued = Some(self.issue_ticket_value(&minting, value.clone(), expires_at_ms));
+                issued = Some(Self::issue_value(
+                    core,
+                    &minting,
+                    value.clone(),
+                    expires_at_ms,
+                ));
             }
             Ok(_) => body.ticket_used = true,
-            Err(e) => self.log_store_failure(&e, "mint_ticket (status without a ticket)"),
+            Err(e) => failures.log(core, &e, "mint_ticket (status without a ticket)"),
         }
         let mut res = json_response(StatusCode::OK, &body);
         if let Some(issued) = issued {
             issued.apply(res.headers_mut());
         }
-        self.counted(Stage::Endpoint, Outcome::Admitted, res)
+        core.counted(Stage::Endpoint, Outcome::Admitted, res)
     }
 
     /// The redeem step of a gated route of a room with tickets on (see
-    /// [`gate`](Room::gate)): the request's ticket, checked here (MAC, room, expiry) and then
+    /// [`Gates::admit`](super::gate::Gates::admit)): the request's ticket, checked here (MAC, room, expiry) and then
     /// used in the store. Says [`Next::Pass`] (admitted [`AdmittedBy::Ticket`]) exactly once
     /// per ticket across all gateways, and otherwise answers `403` with the reason, `429` over
     /// the session's poll limit, or `503` when the store fails (see the [module docs](self)).
     /// Nothing is asked of the store for a missing, forged, tampered, other-room or expired
     /// ticket. `others`: the other rooms behind the same layer, to tell `other_room`. Counted
     /// once, at stage `gate`.
-    pub(crate) fn redeem_ticket<B>(&self, req: &Request<B>, others: &[Arc<Room>]) -> Next {
-        let now = self.now_ms();
-        let presented = match self.presented_ticket(req, others, now) {
+    pub(super) fn redeem<B>(&self, core: &Core, req: &Request<B>, others: &[Arc<Room>]) -> Next {
+        let now = core.now_ms();
+        let presented = match Self::presented(core, req, others, now) {
             Ok(presented) => presented,
-            Err(refusal) => return Next::Answer(self.refuse(refusal)),
+            Err(refusal) => return Next::Answer(refusal.answer(core)),
         };
         let session = presented.ticket.session();
-        if let Err(wait) = self.check_polls(session, now) {
-            let res = self.limited(wait, req);
-            return self.counted(Stage::Gate, Outcome::Limited, Next::Answer(res));
+        if let Err(wait) = core.check_polls(session, now) {
+            let res = Replies(core).limited(wait, req);
+            return core.counted(Stage::Gate, Outcome::Limited, Next::Answer(res));
         }
         Next::ask(Pending::Redeem {
-            call: self
+            call: core
                 .store
-                .redeem_ticket(&self.config.policy, session, presented.ticket.nonce()),
+                .redeem_ticket(&core.config.policy, session, presented.ticket.nonce()),
             presented,
         })
     }
@@ -262,6 +287,8 @@ impl Room {
     /// The store's answer to a redeem.
     pub(super) fn after_redeem(
         &self,
+        core: &Core,
+        failures: &FailureLog,
         answer: Result<Redeemed, StoreError>,
         presented: Presented,
     ) -> Next {
@@ -269,33 +296,33 @@ impl Room {
         match answer {
             // The ticket cookie stays (until its expiry): the browser's next use of it (a
             // second submit) is told `ticket_used`, not sent to look for a ticket.
-            Ok(Redeemed::Accepted) => self.counted(
+            Ok(Redeemed::Accepted) => core.counted(
                 Stage::Gate,
                 Outcome::Admitted,
-                Next::pass(self.admission(
+                Next::pass(core.admission(
                     ticket.session(),
                     ticket.expires_at_ms(),
                     AdmittedBy::Ticket,
                 )),
             ),
-            Ok(Redeemed::Used) => Next::Answer(self.refuse(Refusal::TicketUsed)),
+            Ok(Redeemed::Used) => Next::Answer(Refusal::TicketUsed.answer(core)),
             // The visitor left (or was dropped, or the app ended the slot): the ticket would let
             // someone past the capacity, so it is refused (and stays unused).
-            Ok(Redeemed::SlotEnded) => Next::Answer(self.refuse(Refusal::SlotEnded)),
+            Ok(Redeemed::SlotEnded) => Next::Answer(Refusal::SlotEnded.answer(core)),
             // A genuine ticket the store does not hold: its record was lost (an eviction, a
             // flushed store), replaced by the ticket of the session's next admission, or ended
             // on the store's clock before the gateway's. It cannot be shown unused, so it is
             // refused.
-            Ok(_) => Next::Answer(self.refuse(Refusal::TicketInvalid)),
+            Ok(_) => Next::Answer(Refusal::TicketInvalid.answer(core)),
             // A single-use ticket cannot be honoured without the store: only the store knows
             // whether it was used, and letting it through (fail open) would let every copy of
             // it through. So `503` under either fail policy; the ticket stays unused (nothing
             // was written), and the visitor can try again.
             Err(e) => {
-                self.log_store_failure(&e, "redeem_ticket");
-                self.metrics
+                failures.log(core, &e, "redeem_ticket");
+                core.metrics
                     .request(Stage::Gate, Outcome::of_error(&e, false));
-                Next::Answer(store_error_json(self.config.room(), &e))
+                Next::Answer(store_error_json(core.config.room(), &e))
             }
         }
     }
@@ -305,13 +332,13 @@ impl Room {
     /// to the gates of rooms without tickets, and an admission token is no ticket). Refused:
     /// the most telling refusal found (expired, then another room's, then invalid, then
     /// missing).
-    fn presented_ticket<B>(
-        &self,
+    fn presented<B>(
+        core: &Core,
         req: &Request<B>,
         others: &[Arc<Room>],
         now: u64,
     ) -> Result<Presented, Refusal> {
-        let c = &self.config.cookies;
+        let c = &core.config.cookies;
         let [cookie] = cookies::read(
             req.headers(),
             [Wanted {
@@ -324,9 +351,9 @@ impl Room {
         } else {
             Refusal::TicketMissing
         };
-        let room = self.config.room();
+        let room = core.config.room();
         let mut check = |value: &str| {
-            let why = match AdmissionTicket::check(&self.keys, room, value, now) {
+            let why = match AdmissionTicket::check(&core.keys, room, value, now) {
                 Ok(ticket) => return Some(ticket),
                 Err(TicketRefusal::Expired) => Refusal::TicketExpired,
                 // Only on the refusal's path, and only for what looks like a ticket (garbage
@@ -334,7 +361,7 @@ impl Room {
                 Err(TicketRefusal::Invalid)
                     if AdmissionTicket::could_be(value)
                         && others.iter().any(|o| {
-                            !std::ptr::eq(o.as_ref(), self) && o.signed_ticket(value, now)
+                            !std::ptr::eq(&o.core, core) && Self::signed(&o.core, value, now)
                         }) =>
                 {
                     Refusal::TicketOtherRoom
@@ -365,8 +392,8 @@ impl Room {
 
     /// Whether `value` is a valid ticket of this room (for another room's gate, to tell
     /// `other_room` from `ticket_invalid`).
-    fn signed_ticket(&self, value: &str, now: u64) -> bool {
-        AdmissionTicket::verify(&self.keys, self.config.room(), value, now).is_some()
+    fn signed(core: &Core, value: &str, now: u64) -> bool {
+        AdmissionTicket::verify(&core.keys, core.config.room(), value, now).is_some()
     }
 }
 
