@@ -85,7 +85,7 @@ FLAGS:
     --out PATH    where to write the summary (default target/bench/summary.json)
     --micro       only the in-process micro benchmarks, printed as JSON (for profiling)
     --script      only the room function next to the peer's algorithm and `return 1`
-                  (redis-benchmark; printed as JSON): for work on room.lua
+                  (redis-benchmark; printed as JSON): for work on the room's script
     --sim         only the simulated run (2 000 000 waiters, 8 gateways; printed as JSON)
     -h, --help    print this help
 
@@ -99,7 +99,7 @@ const POLL_ROOM: &str = "benchpoll";
 const SCRIPT_ROOM: &str = "benchscript";
 const SCALE_ROOM: &str = "benchscale";
 /// The room's function library (`FUNCTION LOAD REPLACE`, then `FCALL twr_room_v7`).
-const ROOM_SCRIPT: &str = include_str!("../src/store/redis/room.lua");
+const ROOM_SCRIPT: &str = tower_waiting_room::__private::ROOM_LIBRARY;
 
 #[path = "bench_parts/wrk.rs"]
 mod wrk;

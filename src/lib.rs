@@ -25,7 +25,7 @@
 //!      ├─ no ─► 302 + a signed queue cookie; nothing stored   (per-IP limit: defences)
 //!      ├─ not proven while proof of work is on ─► 403 + a signed challenge, no store call
 //!      ▼ yes (per-session poll limit first: defences)
-//!   ③ the store, one atomic step  (store: memory | redis + room.lua; room/pending)
+//!   ③ the store, one atomic step  (store: memory | redis + script/*.lua; room/pending)
 //!      ├─ admitted ─────────────────────────────► app, with a fresh admission token
 //!      ├─ waiting ─► 429, page or JSON with position and ETA     (room/reply, response)
 //!      ├─ full ─► 503
@@ -75,7 +75,7 @@
 //! | [`WaitingRoomLayer`], [`WaitingRoomBuilder`], [`WaitingRoom`], [`future`] | the Tower layer and its builder, the service (`poll_ready`/`call`) and its future (pass, ask the store, answer) |
 //! | `room` (private) | the three stages wired together: dispatch, who a visitor is, the endpoints, the store steps, the replies |
 //! | `token` (private; [`SigningKey`], [`Keyring`], [`KeyError`] public) | signed values: keys and rotation, the wire format, queue cookie (stage 1), admission token (stage 2), challenge |
-//! | [`store`] | stage 3: the [`Store`](store::Store) trait and its error, the [`MemoryStore`](store::MemoryStore) and (feature `redis`) the `RedisStore`: builder, protocol, breaker and its Lua script (`src/store/redis/room.lua`) |
+//! | [`store`] | stage 3: the [`Store`](store::Store) trait and its error, the [`MemoryStore`](store::MemoryStore) and (feature `redis`) the `RedisStore`: builder, protocol, breaker and its Lua script (`src/store/redis/script/`) |
 //! | [`config`] | settings, [`defaults`](config::defaults) in one place, validation, [`ConfigError`] |
 //! | [`client`] | who a request comes from: [`RequestInfo`], [`PeerAddr`], (feature `axum`, on by default) axum's `ConnectInfo`, the client IP and the network prefixes |
 //! | [`defences`] | bypass rules, rate limits, [proof of work](defences::proof_of_work) |
@@ -152,6 +152,11 @@ pub mod __private {
     /// The name of the Redis room function (`FCALL <name>`), for the benchmark's raw calls.
     #[cfg(feature = "redis")]
     pub const ROOM_FUNCTION: &str = crate::store::REDIS_ROOM_FUNCTION;
+
+    /// The Redis room function library's source (`FUNCTION LOAD REPLACE`), as the store loads
+    /// it, for the benchmark and the tests that load it by hand.
+    #[cfg(feature = "redis")]
+    pub const ROOM_LIBRARY: &str = crate::store::REDIS_ROOM_LIBRARY;
 
     /// The keys of `room` in `store`, in the Redis script's order, for the crate's fault tests and
     /// benchmark.

@@ -837,7 +837,7 @@ async fn a_malformed_schedule_argument_is_refused_not_read_as_open() {
     let loaded: String = redis::cmd("FUNCTION")
         .arg("LOAD")
         .arg("REPLACE")
-        .arg(include_str!("../src/store/redis/room.lua"))
+        .arg(tower_waiting_room::__private::ROOM_LIBRARY)
         .query_async(&mut conn)
         .await
         .unwrap();

@@ -144,6 +144,8 @@ pub(crate) use self::redis::protocol_numbers as redis_protocol_numbers;
 #[cfg(feature = "redis")]
 pub(crate) use self::redis::ROOM_FUNCTION as REDIS_ROOM_FUNCTION;
 #[cfg(feature = "redis")]
+pub(crate) use self::redis::ROOM_LIBRARY as REDIS_ROOM_LIBRARY;
+#[cfg(feature = "redis")]
 pub use self::redis::{
     RedisCheckError, RedisServerInfo, RedisStore, RedisStoreBuilder, RedisStoreMetrics,
 };

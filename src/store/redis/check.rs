@@ -12,7 +12,7 @@ use super::tickets;
 use super::{Connection, RedisStore};
 use crate::store::{StoreError, StoreErrorKind};
 
-/// Whether the room's keys carry a TTL. They do not (`room.lua` sets none; a test keeps it
+/// Whether the room's keys carry a TTL. They do not (the room's script sets none; a test keeps it
 /// so), so a `volatile-*` eviction policy, which only evicts keys with a TTL, cannot evict
 /// them: a full Redis answers `OOM` instead, which the store reports as `Busy`. The one
 /// exception is the liveness bitmaps (store v2), which expire with their ring: one evicted
@@ -347,7 +347,7 @@ mod tests {
             ] {
                 assert!(
                     !code.contains(word),
-                    "room.lua sets a TTL ({word}): revisit ROOM_KEYS_HAVE_TTL: {line}"
+                    "the room's script sets a TTL ({word}): revisit ROOM_KEYS_HAVE_TTL: {line}"
                 );
             }
         }

@@ -1,6 +1,6 @@
 //! The Redis/Valkey store: several gateways share one queue.
 //!
-//! The whole state machine of a room runs as **one Lua function** (`room.lua`, a Redis
+//! The whole state machine of a room runs as **one Lua function** (`script/*.lua`, a Redis
 //! Functions library loaded with `FUNCTION LOAD REPLACE` and called with `FCALL`; Redis 7.0+
 //! or Valkey 7.2+), atomically inside Redis, with the exact semantics of the [`MemoryStore`](super::MemoryStore).
 //! Time is Redis `TIME`, so every gateway shares one clock. All keys of a room share the hash tag
@@ -103,6 +103,7 @@ pub use self::check::{RedisCheckError, RedisServerInfo};
 pub(crate) use self::protocol::bloom_bits;
 pub(crate) use self::protocol::packed_numbers as protocol_numbers;
 pub(crate) use self::protocol::ROOM_FUNCTION;
+pub(crate) use self::protocol::SCRIPT as ROOM_LIBRARY;
 use self::protocol::{decision, non_negative, protocol_error, reply, Op, NOW_FROM_SERVER};
 use self::sentinel::SentinelConnection;
 use super::{
@@ -377,7 +378,7 @@ impl Store for RedisStore {
         self.decide(Op::Enter, policy, session)
     }
 
-    /// An enter sent as `join` (room.lua: the fast path takes a number first and looks for the
+    /// An enter sent as `join` (script/fast_path.lua: the fast path takes a number first and looks for the
     /// caller's place only when the join finds one; main reads it as `enter`).
     fn join(&self, policy: &RoomPolicy, session: SessionId) -> StoreFuture<Decision> {
         let member = session.as_bytes().to_vec();

@@ -1,4 +1,4 @@
-//! The protocol between [`RedisStore`](super::RedisStore) and its script (`room.lua`): the keys
+//! The protocol between [`RedisStore`](super::RedisStore) and its script (`script/*.lua`): the keys
 //! in their order, the arguments in their order, and the reply codes. The script's header says
 //! the same from the other side; keep the two in step.
 
@@ -16,12 +16,27 @@ use crate::store::{
     MINUTE_BUCKETS,
 };
 
-/// The room's function library (`room.lua`), loaded with `include_str!`: sent by
-/// `FUNCTION LOAD REPLACE`, called by `FCALL` [`ROOM_FUNCTION`].
-pub(crate) const SCRIPT: &str = include_str!("room.lua");
+/// The room's function library, one Lua chunk assembled from its files under `script/` (one per
+/// concern; `keys.lua` first, for its `#!lua` line, and `register.lua` last, after every
+/// definition its function calls): sent by `FUNCTION LOAD REPLACE`, called by `FCALL`
+/// [`ROOM_FUNCTION`]. One chunk, so the files share its top-level locals (the constants and
+/// the tables `R` and `F`).
+pub(crate) const SCRIPT: &str = concat!(
+    include_str!("script/keys.lua"),
+    include_str!("script/call.lua"),
+    include_str!("script/settings.lua"),
+    include_str!("script/schedule.lua"),
+    include_str!("script/liveness.lua"),
+    include_str!("script/line.lua"),
+    include_str!("script/pace.lua"),
+    include_str!("script/sync.lua"),
+    include_str!("script/main.lua"),
+    include_str!("script/fast_path.lua"),
+    include_str!("script/register.lua"),
+);
 
 /// The library's name and its one function's (the same): its version is in the name, so a
-/// changed library is a new name (`room.lua`'s first line says it too).
+/// changed library is a new name (`script/keys.lua`'s first line says it too).
 pub(crate) const ROOM_FUNCTION: &str = "twr_room_v7";
 
 /// Whether `e` is the server's answer to an `FCALL` of a function it does not have (a flushed
@@ -521,7 +536,7 @@ pub(crate) fn classify(e: RedisError) -> (ErrorClass, StoreError) {
             // Credentials, a key of another type under the room's prefix, persistence that
             // stops writes: an operator must act.
             Some("NOAUTH" | "WRONGPASS" | "WRONGTYPE" | "MISCONF") => ErrorClass::Misconfigured,
-            // The room's settings were written by another version of the crate (room.lua).
+            // The room's settings were written by another version of the crate (script/settings.lua).
             Some("WRSETTINGS") => ErrorClass::Misconfigured,
             _ => ErrorClass::Protocol,
         },

@@ -9,11 +9,11 @@
 -- KEYS (they share the room's hash tag, so a Redis Cluster keeps them in the room's slot):
 --   1 ticket   string  `{prefix}:{room}:tk:<session>`, value `<state>:<nonce>:<expires_at_ms>`,
 --                      state `n` (unused) or `u` (used), or `N` or `U` once the slot it came
---                      with was released or banned (room.lua's free_session upper-cases it:
+--                      with was released or banned (line.lua's free_session upper-cases it:
 --                      such a ticket never passes again, and the next mint replaces the
 --                      record), with a TTL that ends it at its expiry (on the server's clock;
 --                      the expiry in the value is the one that counts)
---   2 active   zset    redeem only: the room's claimed slots by expiry (room.lua's KEYS[3]),
+--   2 active   zset    redeem only: the room's claimed slots by expiry (the room's KEYS[3], script/keys.lua),
 --                      only read: a ticket is used only while its session holds its slot
 -- ARGV:
 --   1 op (mint | redeem)
@@ -21,7 +21,7 @@
 --     redeem: the one the ticket names
 --   3 now in ms, or 0 to use the server's TIME (shared by every gateway)
 --   4 mint: the record's expiry in ms (the slot's expiry); redeem: the session id (its 16 raw
---     bytes, the member room.lua keeps in its zsets)
+--     bytes, the member the room's script keeps in its zsets)
 -- Reply:
 --   mint:   {'ticket', nonce, expires_at_ms} the live unused record's (or the new one's)
 --           {'used'}
