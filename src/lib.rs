@@ -142,16 +142,35 @@ pub use token::{KeyError, Keyring, SigningKey};
 pub mod __private {
     pub use crate::token::{AdmissionTicket, AdmissionToken, Challenge, QueueCookie};
 
-    /// `ARGV[4]` and `ARGV[5]` of the Redis room function for `policy` (its numbers, packed),
-    /// for the benchmark's raw `FCALL`.
+    /// The Redis room functions' `line_numbers` and `room_numbers` for `policy` (its numbers,
+    /// packed), for the tests that call an older library by hand.
     #[cfg(feature = "redis")]
     pub fn room_script_numbers(policy: &crate::RoomPolicy) -> [String; 2] {
         crate::store::redis_protocol_numbers(policy)
     }
 
-    /// The name of the Redis room function (`FCALL <name>`), for the benchmark's raw calls.
+    /// The name of the Redis room function library (what `FUNCTION LOAD` answers).
     #[cfg(feature = "redis")]
-    pub const ROOM_FUNCTION: &str = crate::store::REDIS_ROOM_FUNCTION;
+    pub const ROOM_LIBRARY_NAME: &str = crate::store::REDIS_ROOM_LIBRARY_NAME;
+
+    /// The name of the Redis room function of a newcomer's enter (`join`), for the benchmark's
+    /// `redis-benchmark` command.
+    #[cfg(feature = "redis")]
+    pub const ROOM_JOIN_FUNCTION: &str = crate::store::REDIS_ROOM_JOIN_FUNCTION;
+
+    /// A Redis room function's call by hand, for the benchmark and the fault tests: the name of
+    /// `op`'s function (`"enter"`, `"join"`, `"poll"`, `"heartbeat"` or `"release"`; `None` for
+    /// another) and its `ARGV` for `policy`, the session given as its raw bytes, `now` the
+    /// server's clock, silence not excused, and `schedule` last when given.
+    #[cfg(feature = "redis")]
+    pub fn room_visitor_call(
+        op: &str,
+        policy: &crate::RoomPolicy,
+        session: &[u8],
+        schedule: Option<String>,
+    ) -> Option<(&'static str, Vec<Vec<u8>>)> {
+        crate::store::redis_visitor_call(op, policy, session, schedule)
+    }
 
     /// The Redis room function library's source (`FUNCTION LOAD REPLACE`), as the store loads
     /// it, for the benchmark and the tests that load it by hand.

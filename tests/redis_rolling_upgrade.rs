@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use redis::AsyncCommands;
 use redis_harness::Server;
-use tower_waiting_room::__private::{redis_keys, room_script_numbers, ROOM_FUNCTION};
+use tower_waiting_room::__private::{redis_keys, room_script_numbers, ROOM_LIBRARY_NAME};
 use tower_waiting_room::clock::{Clock, ManualClock};
 use tower_waiting_room::store::{
     Decision, Place, RedisStore, SeenWaiters, Store, SETTINGS_VERSION,
@@ -103,7 +103,7 @@ fn names_version(window: &[u8], version: u32) -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rolling_deploy_upgrades_the_room_once_and_never_mixes_the_versions() {
-    assert_eq!(ROOM_FUNCTION, "twr_room_v7");
+    assert_eq!(ROOM_LIBRARY_NAME, "twr_room_v8");
     assert_eq!(SETTINGS_VERSION, 5);
     let (server, mut c) = server_with(PREVIOUS_LIBRARY).await;
     let store = RedisStore::builder()

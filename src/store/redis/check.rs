@@ -7,7 +7,8 @@ use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
 use redis::{Cmd, FromRedisValue, RedisError};
 
 use super::breaker::ErrorClass;
-use super::protocol::{classify, ROOM_FUNCTION, SCRIPT};
+use super::calls::LIBRARY;
+use super::protocol::{classify, SCRIPT};
 use super::tickets;
 use super::{Connection, RedisStore};
 use crate::store::{StoreError, StoreErrorKind};
@@ -43,7 +44,7 @@ pub struct RedisServerInfo {
     /// The SHA-1 of the tickets script (the scripts other than the room's still run with
     /// `EVALSHA`), as loaded by `SCRIPT LOAD`.
     pub script_sha1: String,
-    /// The room's function library (`twr_room_v7`), as loaded by `FUNCTION LOAD REPLACE`.
+    /// The room's function library (`twr_room_v8`), as loaded by `FUNCTION LOAD REPLACE`.
     pub function_library: String,
 }
 
@@ -224,10 +225,10 @@ impl RedisStore {
         let mut load = redis::cmd("FUNCTION");
         load.arg("LOAD").arg("REPLACE").arg(SCRIPT);
         let function_library: String = self.check_step(&load, true).await?;
-        if function_library != ROOM_FUNCTION {
+        if function_library != LIBRARY {
             return Err(StoreError::with_source(
                 StoreErrorKind::Protocol,
-                format!("FUNCTION LOAD answered {function_library}, not {ROOM_FUNCTION}"),
+                format!("FUNCTION LOAD answered {function_library}, not {LIBRARY}"),
             )
             .into());
         }

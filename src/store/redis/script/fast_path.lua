@@ -6,8 +6,8 @@
 -- rings). Main, at the end of every run that answered, keeps a window in the `fast` key
 -- (KEYS[20]): '<since>:<from>:<till>:<for>', with a TTL that ends the key at till - 1 ms
 -- (Redis expires a key by its own clock, the one TIME reads, and judges expiry at a script's
--- start), or deletes it. `for` is ARGV 4 as main's call sent it, then '|' and the schedule
--- without the draw for a room with one, then '#' and the settings version (`F.window_key`): a
+-- start), or deletes it. `for` is line_numbers (call.lua) as main's call sent it, then '|'
+-- and the schedule without the draw for a room with one, then '#' and the settings version (`F.window_key`): a
 -- call that sends other liveness TTLs, another line bound or another schedule, or that finds
 -- a window of another version, is main's. The window is the time in which everything
 -- main would look at but the slots and the caller's own place is settled (`F.window`): the
@@ -29,8 +29,8 @@
 -- taken, by the holders' ids that main wrote into the window (the holders change only by main,
 -- which writes the window again whenever it runs).
 -- An `enter` looks for the caller's place (ZSCORE line); a `join` (the gateway knows of no
--- place: see OPS) does not, first. A newcomer takes the next number (INCR) and joins with it
--- (ZADD NX) when nobody in line has that number or a later one (one ZCOUNT: main's tail check;
+-- place: twr_room_v8_join, visitor.lua) does not, first. A newcomer takes the next number
+-- (INCR) and joins with it (ZADD NX) when nobody in line has that number or a later one (one ZCOUNT: main's tail check;
 -- otherwise seq went back, and main places them after the last waiter), and is alive by the
 -- join when the number is above `since`, as main decides it: for a join GET, ZSCORE active and
 -- granted, ZCARD line, INCR, ZCOUNT, ZADD (7 redis.calls, 5 in a small room; no TIME: the
@@ -43,11 +43,11 @@
 -- %.17g, costs more than the commands) and told their rank (ZRANK). A server clock that went
 -- back before the window's `from` is main's for a
 -- waiter (their bits go by the time); a newcomer's join does not read the clock. With an
--- injected clock (ARGV 3 not 0: tests) the window is judged by that clock, from <= now < till,
+-- injected clock (`now` not 0: tests) the window is judged by that clock, from <= now < till,
 -- not by the key's expiry. A lost bitmap is seen by its sentinel as main sees it, marked, and
 -- closes the window. Everything else (a claim, a room with free slots, a call before the
--- opening, a damaged key) is main's, as before; an unknown operation is refused
--- before either runs. tests/redis_fast_path.rs holds the two to the same answers and writes.
+-- opening, a damaged key, arguments not as the crate sends them) is main's, which reads or
+-- refuses them. tests/redis_fast_path.rs holds the two to the same answers and writes.
 -- An older library (which does not keep this window) never runs on a room this one keeps one
 -- for: it refuses the room's settings version (see Settings).
 
@@ -79,7 +79,7 @@ function F.window()
   return till, since
 end
 
--- What a window holds for: ARGV 4 as sent (the line's bound and the liveness TTLs, which set
+-- What a window holds for: line_numbers as sent (the line's bound and the liveness TTLs, which set
 -- the rings' epoch widths, so a gateway with other TTLs, in a rolling change of them, never
 -- writes into a key of another width's epoch), then, for a call with a schedule, '|' and the
 -- schedule argument without the session's draw (a room with a schedule sends it on every
@@ -104,7 +104,7 @@ function F.keep_window(reply)
   if type(reply) == 'table' and reply.err then return end
   local till, since = F.window()
   local key = till and F.window_key(R.fast_numbers,
-    R.scheduled_call and R.argv[#R.argv] or nil)
+    R.scheduled_call and R.schedule_arg or nil)
   if key and till - 1 > R.now then
     -- The window holds only while the room is full by its slots (F.window), and every slot
     -- added or freed is main's, which writes the window again: so the holders it lists stay
@@ -134,12 +134,12 @@ function F.give_back(k_seq, seq)
   if seq == 1 then redis.call('DEL', k_seq) else redis.call('DECR', k_seq) end
 end
 
--- The time of a fast enter that writes liveness bits: ARGV 3, or the server's TIME; nil when it
--- is not in the window (before its `from`: a clock that went back; at or after its `till`: the
+-- The time of a fast enter that writes liveness bits: `now` (ARGV 1), or the server's TIME;
+-- nil when it is not in the window (before its `from`: a clock that went back; at or after its `till`: the
 -- script began in the window's last millisecond, and the bits would go to the next epoch's key,
 -- which main makes first). Either is main's.
 function F.fast_now(args, from, till)
-  local now = tonumber(args[3])
+  local now = tonumber(args[1])
   if now == 0 then
     local t = redis.call('TIME')
     now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -152,26 +152,27 @@ end
 -- it reads. Returns nil whenever main must answer instead, having written nothing (a number
 -- taken is given back first); the writes it makes (INCR seq, ZADD line, the liveness bits) are
 -- those main's enter makes, so a call that fails after one (a key of the wrong type) is
--- answered by main, repaired, as before.
-function F.fast_enter(keys, args)
+-- answered by main, repaired, as before. `args` are enter's (visitor.lua); `join`, whether the
+-- call is a join.
+function F.fast_enter(keys, args, join)
   -- Exactly an enter's arguments as the crate sends them (then the schedule, when the room has
   -- one); anything else is main's, which reads it or refuses it.
   local n = #args
-  if (n ~= 6 and n ~= 7) or (args[6] ~= '0' and args[6] ~= '1') then return nil end
+  if (n ~= 5 and n ~= 6) or (args[4] ~= '0' and args[4] ~= '1') then return nil end
   local window = redis.call('GET', keys[K_FAST])
   if not window then return nil end
   local since, from, till, held_for, max_queue, holders = string.match(window, WINDOW)
-  if not since or held_for ~= F.window_key(args[4], args[7]) then return nil end
+  if not since or held_for ~= F.window_key(args[2], args[6]) then return nil end
   from, till = tonumber(from), tonumber(till)
-  if args[3] ~= '0' then
+  if args[1] ~= '0' then
     -- An injected clock: the window by that clock (the key's expiry is the server's).
-    local now = tonumber(args[3])
+    local now = tonumber(args[1])
     if not now or now < from or now >= till then return nil end
   end
   since = tonumber(since)
   -- The window holds only while the room is full by its slots (F.window): main would
   -- promote nobody.
-  local s = args[2]
+  local s = args[5]
   -- A slot to claim or extend: main's. A small room's window names its holders (an id found
   -- across two of them is a false alarm: main's too).
   if holders == '' then
@@ -183,7 +184,7 @@ function F.fast_enter(keys, args)
   local waiting = redis.call('ZCARD', k_line)
   local now, place, position
   local full = waiting >= tonumber(max_queue)
-  if full or args[1] ~= 'join' then
+  if full or not join then
     -- An enter looks for the caller's place first; so does anyone in a full line, where a
     -- newcomer gets {3} and a waiter their place, as main answers.
     place = redis.call('ZSCORE', k_line, s)
@@ -228,7 +229,7 @@ function F.fast_enter(keys, args)
   end
   -- The check-in, into the current epoch of both rings, as F.set_bits makes it (the window
   -- ends with either epoch, so each key holds it).
-  local _, queue_ttl, abandon = string.match(args[4], FAST_NUMBERS)
+  local _, queue_ttl, abandon = string.match(args[2], FAST_NUMBERS)
   queue_ttl, abandon = tonumber(queue_ttl), tonumber(abandon)
   local bits = F.bloom_bits(tonumber(max_queue))
   local b1, b2, b3, b4, b5, b6, b7, b8 = string.byte(s, 1, 8)

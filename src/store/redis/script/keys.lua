@@ -1,14 +1,20 @@
-#!lua name=twr_room_v7
+#!lua name=twr_room_v8
 -- tower-waiting-room: the whole state machine of one room, atomically inside Redis/Valkey.
 --
--- A Redis Functions library (Redis 7.0+, Valkey 7.2+), loaded with `FUNCTION LOAD REPLACE` and
--- called as `FCALL twr_room_v7 <numkeys> KEYS... ARGV...`: the library's top level defines the
--- functions once, at load; each call only runs the registered function (with EVALSHA, Lua ran
--- the whole top level, ~40 function definitions, on every call: most of a short call's cost).
--- The library's name carries its version (`twr_room_v7`): a changed library is loaded under a
--- new name, or replaces the old one by REPLACE, never mixed with it.
+-- A Redis Functions library (Redis 7.0+, Valkey 7.2+), loaded with `FUNCTION LOAD REPLACE`,
+-- one function per operation, each called as `FCALL twr_room_v8_<op> <numkeys> KEYS... ARGV...`
+-- (register.lua): the library's top level defines the functions once, at load; each call only
+-- runs its registered function (with EVALSHA, Lua ran the whole top level, ~40 function
+-- definitions, on every call: most of a short call's cost). The library's name carries its
+-- version (`twr_room_v8`), and so does each function's: a changed library is loaded under a new
+-- name, or replaces the old one by REPLACE, never mixed with it, and a gateway of another
+-- version never calls a function with arguments it does not read.
 --
--- The function has no flags: not `no-writes` and not `allow-oom`, so the server checks memory
+-- The library is this file and the others of src/store/redis/script/, one chunk assembled in
+-- src/store/redis/protocol.rs (SCRIPT), each file on one concern: this one the keys and the
+-- constants every other file shares (top-level locals of the one chunk).
+--
+-- The functions have no flags: not `no-writes` and not `allow-oom`, so the server checks memory
 -- before it starts: with `maxmemory` exhausted the whole call is refused with OOM, never
 -- half-run.
 --
@@ -31,7 +37,7 @@
 --                      number, now // bucket_ms), n<i> (its admissions) and k<i> (waiters
 --                      skipped as silent at their turn); at most 3 * ring fields
 --   7 settings hash    the live settings: v (SETTINGS_VERSION), capacity, rate (0 = none),
---                      paused (0|1), open (0|1); written from ARGV 4-5 when missing; and born
+--                      paused (0|1), open (0|1); written from room_numbers when missing; and born
 --                      (ms), when the room was first seen, for the wait estimate's window;
 --                      cap_before and cap_at, the capacity before its last change and when;
 --                      paused_at, pause_start and pause_end, the current and the last pause;
@@ -72,11 +78,9 @@ local SETTINGS_VERSION = 5
 local BLOOM_SLACK = 128
 -- The end of the fast path's window's `for` (see F.window_key).
 local WINDOW_VERSION = '#' .. SETTINGS_VERSION
--- The operations (ARGV 1): anything else is refused before any read or write. `join` is an
--- enter by a visitor whose cookie has no place (the gateway knows of none): the fast path takes
--- their number first; main answers it as `enter`.
-local OPS = {enter = true, join = true, poll = true, heartbeat = true, release = true, stats = true,
-  configure = true, admit_next = true, ban = true, sync = true}
+-- The operations' bodies by name, read by main after its common steps (main.lua), each written
+-- under its function's header (visitor.lua, sync.lua, operator.lua).
+local OPERATIONS = {}
 -- src/store/snapshot.rs: TURN_EPOCHS, ABANDON_EPOCHS, EXACT_RANKS, CHECKPOINT_GAP_DIVISOR.
 local TURN_EPOCHS, ABANDON_EPOCHS = 4, 2
 local EXACT_RANKS, CHECKPOINT_GAP = 100, 100
@@ -114,7 +118,7 @@ local FAST_RINGS = {
 }
 -- The window's key (KEYS[20]) and the ticket's (KEYS[21], release and ban).
 local K_FAST, K_TICKET = 20, 21
--- ARGV 4 and 5 as sent (call.lua).
+-- line_numbers and room_numbers as sent (call.lua).
 local FAST_NUMBERS = '^(%d+):(%d+):(%d+)$'
 local MAIN_NUMBERS = '^(%d+):(%d+):(%d+):(%d+):(%d+):(%d+):(%d+):(%d+):(%d+):(%d+)$'
 -- The window's value: since, from, till, what it holds for (whose first number is the line's

@@ -26,7 +26,7 @@
 -- the big-endian u32 of its id's bytes 1-4 and 5-8, each mod M (one BITFIELD per key and up to
 -- 500 sessions). A waiter is alive by a rule if both bits are set in a key whose epoch still
 -- counts (epoch + keep >= now's epoch).
--- The turn horizon: a sync may name one (ARGV 26), a sequence number behind which its gateway
+-- The turn horizon: a sync may name one (`horizon`), a sequence number behind which its gateway
 -- sent no turn check-ins (their turn cannot come while one would count; the gateway's reason,
 -- src/store/snapshot.rs). The turn ring's current epoch's first number is then lowered to it
 -- (`lower_first_number`): everyone behind it counts as joined since in that epoch, seen or
@@ -50,7 +50,7 @@
 -- offsets: a liveness read (alive_many, one STRLEN per key) then counts everyone as alive, as
 -- for a lost bitmap. A shorter one is also caught when written (its sentinel reads 0).
 --   - at their turn (promotion, admit_next): a waiter not alive by the turn rule is skipped
---     (unless silence is excused, ARGV 17): seen within queue_ttl, never skipped; silent for
+--     (unless silence is excused, `excused`): seen within queue_ttl, never skipped; silent for
 --     longer than 5/4 queue_ttl, skipped;
 --   - the sweep, in sync only: from the cursor on, at most max_sweep waiters are looked at per
 --     call (a line of at most max_sweep is looked at whole), and those not alive by the abandon

@@ -1,7 +1,7 @@
 -- The schedule: a pre-queue before the opening, a closing after which newcomers are refused.
 --
--- Schedule (the last ARGV, when present): before opens_at nobody is admitted (no promotion, no
--- direct admission, admit_next lets nobody in); a newcomer joins the pre-queue with the score
+-- Schedule (the `schedule` argument, when present): before opens_at nobody is admitted (no
+-- promotion, no direct admission, admit_next lets nobody in); a newcomer joins the pre-queue with the score
 -- draw / 2^52 - 1 (exact in a double, and written with %.17g so Redis reads the same double) and
 -- gets {11}; a waiter's check-in is recorded as opens_at, so silence counts from the opening.
 -- The order of the pre-queue is thus fixed on arrival, and at the opening nothing moves: the
