@@ -58,9 +58,7 @@ use http_body_util::{BodyExt, Empty, Full};
 use hyper_util::rt::TokioIo;
 use serde_json::{json, Map, Value};
 use tower::{Layer, Service};
-use tower_waiting_room::__private::{
-    redis_keys, room_script_numbers, AdmissionToken, QueueCookie, ROOM_FUNCTION,
-};
+use tower_waiting_room::__private::{redis_keys, room_visitor_call, AdmissionToken, QueueCookie};
 use tower_waiting_room::matching::store::RedisMatchStore;
 use tower_waiting_room::matching::{
     GroupSize, JoinOutcome, MatchState, Matchmaker, Queue, Topic, UserId,
@@ -85,7 +83,7 @@ FLAGS:
     --out PATH    where to write the summary (default target/bench/summary.json)
     --micro       only the in-process micro benchmarks, printed as JSON (for profiling)
     --script      only the room function next to the peer's algorithm and `return 1`
-                  (redis-benchmark; printed as JSON): for work on room.lua
+                  (redis-benchmark; printed as JSON): for work on the room's script
     --sim         only the simulated run (2 000 000 waiters, 8 gateways; printed as JSON)
     -h, --help    print this help
 
@@ -98,8 +96,8 @@ const ROOM: &str = "bench";
 const POLL_ROOM: &str = "benchpoll";
 const SCRIPT_ROOM: &str = "benchscript";
 const SCALE_ROOM: &str = "benchscale";
-/// The room's function library (`FUNCTION LOAD REPLACE`, then `FCALL twr_room_v7`).
-const ROOM_SCRIPT: &str = include_str!("../src/store/redis/room.lua");
+/// The room's function library (`FUNCTION LOAD REPLACE`, then `FCALL twr_room_v8_<op>`).
+const ROOM_SCRIPT: &str = tower_waiting_room::__private::ROOM_LIBRARY;
 
 #[path = "bench_parts/wrk.rs"]
 mod wrk;
@@ -920,7 +918,7 @@ async fn script_scenarios(
     let client = redis::Client::open(redis.url())?;
     let conn = client.get_connection_manager().await?;
     let trivial = Arc::new(redis::Script::new("return 1"));
-    // The room runs as a function (`FCALL twr_room_v7`); the store loaded it with its first call.
+    // The room runs as functions (`FCALL twr_room_v8_<op>`); the store loaded them with its first call.
     let keys = redis_keys(&store, SCRIPT_ROOM);
 
     let mut script_runs = Vec::new();
@@ -959,20 +957,17 @@ async fn script_scenarios(
             move |i: u64| {
                 let (mut conn, keys) = (conn.clone(), keys.clone());
                 let w = waiters[(i as usize * 7919) % waiters.len()];
-                let numbers = room_script_numbers(&p);
+                // The ARGV as the crate writes them: now 0 (the server's TIME), silence not
+                // excused.
+                let op = if i.is_multiple_of(2) { "enter" } else { "poll" };
+                let (function, args) =
+                    room_visitor_call(op, &p, w.as_bytes(), None).expect("a visitor's call");
                 async move {
                     let mut fcall = redis::cmd("FCALL");
-                    fcall.arg(ROOM_FUNCTION).arg(keys.len()).arg(&keys[..]);
-                    // ARGV: op, session (16 raw bytes), now (0: the server's TIME), then the
-                    // room's numbers (packed, two arguments) and ARGV 6 (silence not excused).
-                    fcall
-                        .arg(if i.is_multiple_of(2) { "enter" } else { "poll" })
-                        .arg(&w.as_bytes()[..])
-                        .arg(0);
-                    for n in numbers {
-                        fcall.arg(n);
+                    fcall.arg(function).arg(keys.len()).arg(&keys[..]);
+                    for a in args {
+                        fcall.arg(a);
                     }
-                    fcall.arg(0);
                     matches!(fcall.query_async::<Vec<i64>>(&mut conn).await, Ok(r) if r.first() == Some(&2))
                 }
             }

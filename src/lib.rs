@@ -25,7 +25,7 @@
 //!      ├─ no ─► 302 + a signed queue cookie; nothing stored   (per-IP limit: defences)
 //!      ├─ not proven while proof of work is on ─► 403 + a signed challenge, no store call
 //!      ▼ yes (per-session poll limit first: defences)
-//!   ③ the store, one atomic step  (store: memory | redis + room.lua; room/pending)
+//!   ③ the store, one atomic step  (store: memory | redis + script/*.lua; room/pending)
 //!      ├─ admitted ─────────────────────────────► app, with a fresh admission token
 //!      ├─ waiting ─► 429, page or JSON with position and ETA     (room/reply, response)
 //!      ├─ full ─► 503
@@ -75,7 +75,7 @@
 //! | [`WaitingRoomLayer`], [`WaitingRoomBuilder`], [`WaitingRoom`], [`future`] | the Tower layer and its builder, the service (`poll_ready`/`call`) and its future (pass, ask the store, answer) |
 //! | `room` (private) | the three stages wired together: dispatch, who a visitor is, the endpoints, the store steps, the replies |
 //! | `token` (private; [`SigningKey`], [`Keyring`], [`KeyError`] public) | signed values: keys and rotation, the wire format, queue cookie (stage 1), admission token (stage 2), challenge |
-//! | [`store`] | stage 3: the [`Store`](store::Store) trait and its error, the [`MemoryStore`](store::MemoryStore) and (feature `redis`) the `RedisStore`: builder, protocol, breaker and its Lua script (`src/store/redis/room.lua`) |
+//! | [`store`] | stage 3: the [`Store`](store::Store) trait and its error, the [`MemoryStore`](store::MemoryStore) and (feature `redis`) the `RedisStore`: builder, protocol, breaker and its Lua script (`src/store/redis/script/`) |
 //! | [`config`] | settings, [`defaults`](config::defaults) in one place, validation, [`ConfigError`] |
 //! | [`client`] | who a request comes from: [`RequestInfo`], [`PeerAddr`], (feature `axum`, on by default) axum's `ConnectInfo`, the client IP and the network prefixes |
 //! | [`defences`] | bypass rules, rate limits, [proof of work](defences::proof_of_work) |
@@ -142,16 +142,40 @@ pub use token::{KeyError, Keyring, SigningKey};
 pub mod __private {
     pub use crate::token::{AdmissionTicket, AdmissionToken, Challenge, QueueCookie};
 
-    /// `ARGV[4]` and `ARGV[5]` of the Redis room function for `policy` (its numbers, packed),
-    /// for the benchmark's raw `FCALL`.
+    /// The Redis room functions' `line_numbers` and `room_numbers` for `policy` (its numbers,
+    /// packed), for the tests that call an older library by hand.
     #[cfg(feature = "redis")]
     pub fn room_script_numbers(policy: &crate::RoomPolicy) -> [String; 2] {
         crate::store::redis_protocol_numbers(policy)
     }
 
-    /// The name of the Redis room function (`FCALL <name>`), for the benchmark's raw calls.
+    /// The name of the Redis room function library (what `FUNCTION LOAD` answers).
     #[cfg(feature = "redis")]
-    pub const ROOM_FUNCTION: &str = crate::store::REDIS_ROOM_FUNCTION;
+    pub const ROOM_LIBRARY_NAME: &str = crate::store::REDIS_ROOM_LIBRARY_NAME;
+
+    /// The name of the Redis room function of a newcomer's enter (`join`), for the benchmark's
+    /// `redis-benchmark` command.
+    #[cfg(feature = "redis")]
+    pub const ROOM_JOIN_FUNCTION: &str = crate::store::REDIS_ROOM_JOIN_FUNCTION;
+
+    /// A Redis room function's call by hand, for the benchmark and the fault tests: the name of
+    /// `op`'s function (`"enter"`, `"join"`, `"poll"`, `"heartbeat"` or `"release"`; `None` for
+    /// another) and its `ARGV` for `policy`, the session given as its raw bytes, `now` the
+    /// server's clock, silence not excused, and `schedule` last when given.
+    #[cfg(feature = "redis")]
+    pub fn room_visitor_call(
+        op: &str,
+        policy: &crate::RoomPolicy,
+        session: &[u8],
+        schedule: Option<String>,
+    ) -> Option<(&'static str, Vec<Vec<u8>>)> {
+        crate::store::redis_visitor_call(op, policy, session, schedule)
+    }
+
+    /// The Redis room function library's source (`FUNCTION LOAD REPLACE`), as the store loads
+    /// it, for the benchmark and the tests that load it by hand.
+    #[cfg(feature = "redis")]
+    pub const ROOM_LIBRARY: &str = crate::store::REDIS_ROOM_LIBRARY;
 
     /// The keys of `room` in `store`, in the Redis script's order, for the crate's fault tests and
     /// benchmark.

@@ -1,4 +1,4 @@
-//! The room function's fast path (issue 14, `room.lua`: "The fast path") answers an enter (or a
+//! The room function's fast path (issue 14, `script/fast_path.lua`) answers an enter (or a
 //! join: the enter of a visitor whose cookie has no place) exactly as the function's main path
 //! would. Proof by difference, against a real
 //! `redis-server`: one seeded run of every store operation (newcomers, waiters' enters, claims,
@@ -177,7 +177,7 @@ fn policy(room: &str) -> RoomPolicy {
         .with_max_queue_len(25)
 }
 
-/// A room of 3 slots: its window names the slot holders (room.lua's HOLDERS_IN_WINDOW).
+/// A room of 3 slots: its window names the slot holders (script/keys.lua's HOLDERS_IN_WINDOW).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_fast_path_answers_every_enter_as_main_does() {
     // 8 %: about 90 of the 920 enters it may answer (holders' enters, a twentieth of the steps,

@@ -8,7 +8,9 @@
 //! call, the older library then refuses it (its gateways answer by their fail policy), and
 //! nobody loses their place or their order. And from `twr_room_v6` to this library (the same
 //! data): a waiter whose turn check-ins this version left out behind a turn horizon is never
-//! skipped by the older library's promotion.
+//! skipped by the older library's promotion. And from `twr_room_v7` (the same data, one
+//! function for every operation) to this library's function per operation: the two share a
+//! room.
 #![cfg(feature = "redis")]
 
 mod redis_harness;
@@ -17,7 +19,7 @@ use std::time::Duration;
 
 use redis::AsyncCommands;
 use redis_harness::Server;
-use tower_waiting_room::__private::{redis_keys, room_script_numbers, ROOM_FUNCTION};
+use tower_waiting_room::__private::{redis_keys, room_script_numbers, ROOM_LIBRARY_NAME};
 use tower_waiting_room::clock::{Clock, ManualClock};
 use tower_waiting_room::store::{
     Decision, Place, RedisStore, SeenWaiters, Store, SETTINGS_VERSION,
@@ -103,7 +105,7 @@ fn names_version(window: &[u8], version: u32) -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rolling_deploy_upgrades_the_room_once_and_never_mixes_the_versions() {
-    assert_eq!(ROOM_FUNCTION, "twr_room_v7");
+    assert_eq!(ROOM_LIBRARY_NAME, "twr_room_v8");
     assert_eq!(SETTINGS_VERSION, 5);
     let (server, mut c) = server_with(PREVIOUS_LIBRARY).await;
     let store = RedisStore::builder()
@@ -261,4 +263,88 @@ async fn the_previous_library_never_skips_a_waiter_left_out_behind_a_horizon() {
         Ok(1),
         "seen within queue_ttl, behind the horizon: let in, not skipped"
     );
+}
+
+/// The library before this one, `twr_room_v7` (settings version 5, the same data, one function
+/// for every operation, told by its first argument), kept as it shipped in
+/// `tests/fixtures/room_v7.lua` (commit `b21f3af`).
+const V7_LIBRARY: &str = include_str!("fixtures/room_v7.lua");
+const V7_FUNCTION: &str = "twr_room_v7";
+
+/// The number at `i` of a reply.
+fn int_at(reply: &[redis::Value], i: usize) -> i64 {
+    match reply.get(i) {
+        Some(redis::Value::Int(n)) => *n,
+        other => panic!("no number at {i}: {other:?}"),
+    }
+}
+
+/// This version only changed the call (one function per operation): gateways of v7 and v8
+/// share a room, loaded side by side, each placing newcomers behind the other's, each finding
+/// the other's waiters in their places, and a slot freed by one claimed through the other.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_previous_library_and_this_one_share_a_room() {
+    let (server, mut c) = server_with(V7_LIBRARY).await;
+    let store = RedisStore::builder()
+        .url(server.url())
+        .timeout(Duration::from_secs(5))
+        .build()
+        .unwrap();
+    let policy = RoomPolicy::new("shared", 1)
+        .with_ttls(
+            Duration::from_secs(3_600),
+            Duration::from_secs(60),
+            Duration::from_secs(120),
+        )
+        .with_max_queue_len(1_000);
+    let keys = redis_keys(&store, "shared").to_vec();
+    let v7 = |op, session| (op, session, "0");
+    let holder = SessionId::random();
+    let (a, b, d) = (
+        SessionId::random(),
+        SessionId::random(),
+        SessionId::random(),
+    );
+    let reply = older_call(&mut c, V7_FUNCTION, &keys, &policy, v7("join", holder))
+        .await
+        .unwrap();
+    assert_eq!(code(&reply), 1, "v7 lets the first in: {reply:?}");
+    let reply = older_call(&mut c, V7_FUNCTION, &keys, &policy, v7("join", a))
+        .await
+        .unwrap();
+    assert_eq!((code(&reply), int_at(&reply, 1)), (2, 1), "{reply:?}");
+    assert!(matches!(
+        store.join(&policy, b).await.unwrap(),
+        Decision::Waiting { position: 2, .. }
+    ));
+    let reply = older_call(&mut c, V7_FUNCTION, &keys, &policy, v7("join", d))
+        .await
+        .unwrap();
+    assert_eq!(
+        (code(&reply), int_at(&reply, 1)),
+        (2, 3),
+        "v7 places a newcomer behind v8's: {reply:?}"
+    );
+    assert!(matches!(
+        store.enter(&policy, a).await.unwrap(),
+        Decision::Waiting { position: 1, .. }
+    ));
+    let reply = older_call(&mut c, V7_FUNCTION, &keys, &policy, v7("enter", b))
+        .await
+        .unwrap();
+    assert_eq!((code(&reply), int_at(&reply, 1)), (2, 2), "{reply:?}");
+    // The holder leaves through v8; the head of the line, granted, claims through v7.
+    assert!(store.release(&policy, holder).await.unwrap());
+    let reply = older_call(&mut c, V7_FUNCTION, &keys, &policy, v7("enter", a))
+        .await
+        .unwrap();
+    assert_eq!(
+        code(&reply),
+        1,
+        "the next in line claims the freed slot: {reply:?}"
+    );
+    assert!(matches!(
+        store.enter(&policy, b).await.unwrap(),
+        Decision::Waiting { position: 1, .. }
+    ));
 }

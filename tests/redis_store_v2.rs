@@ -1141,7 +1141,7 @@ async fn a_ring_key_taken_by_other_epochs_is_written_again() {
 
 /// A sync with a turn horizon writes no turn-ring bits for the waiters behind it, only their
 /// abandon-ring bits, and lowers the turn epoch's first number to the horizon (so everyone
-/// behind it counts as joined since: `room.lua`, Liveness), never raising it again in that
+/// behind it counts as joined since: `script/liveness.lua`), never raising it again in that
 /// epoch; the epoch's first number as made is kept apart. The waiters ahead of it get both.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sync_writes_no_turn_bits_behind_its_horizon() {

@@ -221,7 +221,7 @@ async fn flushed_script_cache_is_reloaded() {
     ));
 }
 
-/// The room runs as a function (`FCALL twr_room_v7`): a server that lost it (`FUNCTION FLUSH`,
+/// The room runs as functions (`FCALL twr_room_v8_enter`, ...): a server that lost it (`FUNCTION FLUSH`,
 /// a restart without persistence of it, a failover to a replica that missed it) gets the
 /// library loaded again and the call retried, with nothing lost but the function.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -699,7 +699,7 @@ fn function_loaded(server: &Server) -> bool {
     let libraries: Vec<redis::Value> = redis::cmd("FUNCTION")
         .arg("LIST")
         .arg("LIBRARYNAME")
-        .arg("twr_room_v7")
+        .arg("twr_room_v8")
         .query(&mut c)
         .unwrap();
     !libraries.is_empty()
@@ -724,7 +724,7 @@ async fn check_reports_the_server_and_loads_the_script() {
         script_loaded(&server, &info.script_sha1),
         "script not loaded"
     );
-    assert_eq!(info.function_library, "twr_room_v7", "{info}");
+    assert_eq!(info.function_library, "twr_room_v8", "{info}");
     assert!(function_loaded(&server), "library not loaded");
     assert!(
         info.to_string().contains("maxmemory-policy volatile-lru"),
@@ -828,7 +828,7 @@ async fn a_malformed_schedule_argument_is_refused_not_read_as_open() {
     let store = store(&server);
     let room = "malformed-schedule";
     let keys = tower_waiting_room::__private::redis_keys(&store, room);
-    let numbers = tower_waiting_room::__private::room_script_numbers(&RoomPolicy::new(room, 5));
+    let policy = RoomPolicy::new(room, 5);
     let mut conn = redis::Client::open(server.url())
         .unwrap()
         .get_multiplexed_async_connection()
@@ -837,27 +837,27 @@ async fn a_malformed_schedule_argument_is_refused_not_read_as_open() {
     let loaded: String = redis::cmd("FUNCTION")
         .arg("LOAD")
         .arg("REPLACE")
-        .arg(include_str!("../src/store/redis/room.lua"))
+        .arg(tower_waiting_room::__private::ROOM_LIBRARY)
         .query_async(&mut conn)
         .await
         .unwrap();
-    assert_eq!(loaded, "twr_room_v7");
+    assert_eq!(loaded, "twr_room_v8");
     let now = tower_waiting_room::clock::Clock::now_ms(&tower_waiting_room::clock::SystemClock);
     let opens = now + 3_600_000;
     let call = |last: String| {
+        let session = SessionId::random();
+        let (function, args) = tower_waiting_room::__private::room_visitor_call(
+            "enter",
+            &policy,
+            session.as_bytes(),
+            Some(last),
+        )
+        .unwrap();
         let mut fcall = redis::cmd("FCALL");
-        fcall
-            .arg(tower_waiting_room::__private::ROOM_FUNCTION)
-            .arg(keys.len())
-            .arg(&keys[..]);
-        fcall
-            .arg("enter")
-            .arg(SessionId::random().as_bytes().to_vec())
-            .arg(0);
-        for n in &numbers {
-            fcall.arg(n);
+        fcall.arg(function).arg(keys.len()).arg(&keys[..]);
+        for a in args {
+            fcall.arg(a);
         }
-        fcall.arg(0).arg(last);
         fcall
     };
     for bad in [

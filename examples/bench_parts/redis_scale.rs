@@ -2,7 +2,7 @@
 //!
 //! Four parts, each on a `redis-server` of its own (started fresh, so one part's keys and
 //! memory never weigh on another's numbers):
-//! 1. **peer comparison**: our room function's `enter` (`FCALL twr_room_v7`) of a random new
+//! 1. **peer comparison**: our room function's `join` (`FCALL twr_room_v8_join`) of a random new
 //!    session next to the algorithm of the closest open-source peer (`peer_room.lua`, written
 //!    for this benchmark from its description; not their code), `EVALSHA return 1` and the
 //!    `FCALL` of a trivial function, under `redis-benchmark -c 32 -r 1000000`, at capacities 1
@@ -33,7 +33,7 @@ use http::{header, HeaderValue, Request, StatusCode};
 use http_body_util::{BodyExt, Empty};
 use hyper_util::rt::TokioIo;
 use serde_json::{json, Map, Value};
-use tower_waiting_room::__private::{redis_keys, room_script_numbers, ROOM_FUNCTION};
+use tower_waiting_room::__private::{redis_keys, room_visitor_call, ROOM_JOIN_FUNCTION};
 use tower_waiting_room::store::{
     Decision, Place, RedisStore, RoomSnapshot, SeenWaiters, SettingsChange, Store, StoreErrorKind,
 };
@@ -335,9 +335,9 @@ enum IdEncoding {
 /// The encoding our room script takes its session ids in. Store v2: `IdEncoding::Binary16`.
 const OUR_IDS: IdEncoding = IdEncoding::Binary16;
 
-/// How our room is called: `FCALL twr_room_v7` (a Redis Functions library, loaded by
-/// [`load_ours`]), then [`our_enter`]'s arguments.
-const OUR_CALL: [&str; 2] = ["FCALL", ROOM_FUNCTION];
+/// How our room is called: `FCALL twr_room_v8_join` (a function of the room's Redis Functions
+/// library, loaded by [`load_ours`]), then [`our_enter`]'s arguments.
+const OUR_CALL: [&str; 2] = ["FCALL", ROOM_JOIN_FUNCTION];
 
 /// The second baseline: `FCALL` of a function that returns 1 (what any `FCALL` costs).
 const TRIVIAL_LIBRARY: &str =
@@ -387,17 +387,17 @@ impl IdEncoding {
     }
 }
 
-/// A room of our script as seen from outside the store: its keys and `ARGV[4..=16]`.
+/// A room of our script as seen from outside the store: its keys and policy.
 struct OurRoom {
     keys: Vec<String>,
-    numbers: [String; 2],
+    policy: RoomPolicy,
 }
 
 impl OurRoom {
     fn new(store: &RedisStore, policy: &RoomPolicy) -> Self {
         Self {
             keys: redis_keys(store, &policy.room).to_vec(),
-            numbers: room_script_numbers(policy),
+            policy: policy.clone(),
         }
     }
 }
@@ -405,18 +405,17 @@ impl OurRoom {
 /// THE one place that knows how to call our room function's `enter` from outside the store:
 /// the arguments of [`OUR_CALL`] (numkeys, the keys, then ARGV), for the
 /// session id `id` already encoded in [`OUR_IDS`] (or a `redis-benchmark` template of it).
-/// Today: ARGV = `join` (a newcomer's enter, as the layer sends it for a cookie without a place),
-/// the id, now = 0 (the server's `TIME`), the room's numbers (packed, two arguments), and
-/// `ARGV[6]` = 0 (silence not excused). Replies start with the code: 1 admitted, 2 waiting.
+/// Today: a `join` (a newcomer's enter, as the layer sends it for a cookie without a place),
+/// its ARGV as the crate writes it (`room_visitor_call`: now = 0, the server's `TIME`; silence
+/// not excused). Replies start with the code: 1 admitted, 2 waiting.
 fn our_enter(room: &OurRoom, id: &[u8]) -> Vec<Vec<u8>> {
-    let mut args = Vec::with_capacity(room.keys.len() + room.numbers.len() + 6);
+    let (function, argv) =
+        room_visitor_call("join", &room.policy, id, None).expect("join is a visitor's call");
+    debug_assert_eq!(function, ROOM_JOIN_FUNCTION);
+    let mut args = Vec::with_capacity(room.keys.len() + argv.len() + 1);
     args.push(room.keys.len().to_string().into_bytes());
     args.extend(room.keys.iter().map(|k| k.as_bytes().to_vec()));
-    args.push(b"join".to_vec());
-    args.push(id.to_vec());
-    args.push(b"0".to_vec());
-    args.extend(room.numbers.iter().map(|n| n.as_bytes().to_vec()));
-    args.push(b"0".to_vec());
+    args.extend(argv);
     args
 }
 

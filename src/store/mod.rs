@@ -142,7 +142,13 @@ pub(crate) use self::redis::bloom_bits as redis_bloom_bits;
 #[cfg(feature = "redis")]
 pub(crate) use self::redis::protocol_numbers as redis_protocol_numbers;
 #[cfg(feature = "redis")]
-pub(crate) use self::redis::ROOM_FUNCTION as REDIS_ROOM_FUNCTION;
+pub(crate) use self::redis::visitor_call as redis_visitor_call;
+#[cfg(feature = "redis")]
+pub(crate) use self::redis::ROOM_JOIN_FUNCTION as REDIS_ROOM_JOIN_FUNCTION;
+#[cfg(feature = "redis")]
+pub(crate) use self::redis::ROOM_LIBRARY as REDIS_ROOM_LIBRARY;
+#[cfg(feature = "redis")]
+pub(crate) use self::redis::ROOM_LIBRARY_NAME as REDIS_ROOM_LIBRARY_NAME;
 #[cfg(feature = "redis")]
 pub use self::redis::{
     RedisCheckError, RedisServerInfo, RedisStore, RedisStoreBuilder, RedisStoreMetrics,

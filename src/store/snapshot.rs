@@ -58,7 +58,7 @@
 //! reaches faster than the horizon foresaw (a capacity raised a hundredfold): they are granted
 //! at their turn, and the grant expires unclaimed, as for a Bloom false positive of the Redis
 //! store. The Redis store keeps this rule in the epoch's first sequence number, which it
-//! lowers to the horizon (everyone above it counts as joined since: `room.lua`, Liveness); the
+//! lowers to the horizon (everyone above it counts as joined since: `script/liveness.lua`); the
 //! embedded store writes every check-in, and so needs no such rule.
 
 use serde::Serialize;

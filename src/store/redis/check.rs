@@ -7,12 +7,13 @@ use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
 use redis::{Cmd, FromRedisValue, RedisError};
 
 use super::breaker::ErrorClass;
-use super::protocol::{classify, ROOM_FUNCTION, SCRIPT};
+use super::calls::LIBRARY;
+use super::protocol::{classify, SCRIPT};
 use super::tickets;
 use super::{Connection, RedisStore};
 use crate::store::{StoreError, StoreErrorKind};
 
-/// Whether the room's keys carry a TTL. They do not (`room.lua` sets none; a test keeps it
+/// Whether the room's keys carry a TTL. They do not (the room's script sets none; a test keeps it
 /// so), so a `volatile-*` eviction policy, which only evicts keys with a TTL, cannot evict
 /// them: a full Redis answers `OOM` instead, which the store reports as `Busy`. The one
 /// exception is the liveness bitmaps (store v2), which expire with their ring: one evicted
@@ -43,7 +44,7 @@ pub struct RedisServerInfo {
     /// The SHA-1 of the tickets script (the scripts other than the room's still run with
     /// `EVALSHA`), as loaded by `SCRIPT LOAD`.
     pub script_sha1: String,
-    /// The room's function library (`twr_room_v7`), as loaded by `FUNCTION LOAD REPLACE`.
+    /// The room's function library (`twr_room_v8`), as loaded by `FUNCTION LOAD REPLACE`.
     pub function_library: String,
 }
 
@@ -224,10 +225,10 @@ impl RedisStore {
         let mut load = redis::cmd("FUNCTION");
         load.arg("LOAD").arg("REPLACE").arg(SCRIPT);
         let function_library: String = self.check_step(&load, true).await?;
-        if function_library != ROOM_FUNCTION {
+        if function_library != LIBRARY {
             return Err(StoreError::with_source(
                 StoreErrorKind::Protocol,
-                format!("FUNCTION LOAD answered {function_library}, not {ROOM_FUNCTION}"),
+                format!("FUNCTION LOAD answered {function_library}, not {LIBRARY}"),
             )
             .into());
         }
@@ -347,7 +348,7 @@ mod tests {
             ] {
                 assert!(
                     !code.contains(word),
-                    "room.lua sets a TTL ({word}): revisit ROOM_KEYS_HAVE_TTL: {line}"
+                    "the room's script sets a TTL ({word}): revisit ROOM_KEYS_HAVE_TTL: {line}"
                 );
             }
         }

@@ -2,7 +2,7 @@
 //! `sync` does not set them again with every poll it answered.
 //!
 //! A waiter is alive by a ring's rule when both their Bloom bits are set in an epoch's bitmap
-//! that still counts (`room.lua`, Liveness). An epoch is long (the abandon ring's a quarter of
+//! that still counts (`script/liveness.lua`). An epoch is long (the abandon ring's a quarter of
 //! an hour by default, the turn ring's a quarter of `queue_ttl`) and a waiter polls every few
 //! seconds, so most of a sync's check-ins used to set bits that were set already: at two
 //! million waiters the script's `BITFIELD`s and the Lua building their arguments were most of

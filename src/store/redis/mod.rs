@@ -1,6 +1,6 @@
 //! The Redis/Valkey store: several gateways share one queue.
 //!
-//! The whole state machine of a room runs as **one Lua function** (`room.lua`, a Redis
+//! The whole state machine of a room runs as **one Lua function** (`script/*.lua`, a Redis
 //! Functions library loaded with `FUNCTION LOAD REPLACE` and called with `FCALL`; Redis 7.0+
 //! or Valkey 7.2+), atomically inside Redis, with the exact semantics of the [`MemoryStore`](super::MemoryStore).
 //! Time is Redis `TIME`, so every gateway shares one clock. All keys of a room share the hash tag
@@ -81,6 +81,7 @@
 
 mod breaker;
 mod builder;
+mod calls;
 mod check;
 mod checked_in;
 mod found;
@@ -99,10 +100,14 @@ use redis::{FromRedisValue, RedisResult, Script, ToRedisArgs};
 pub use self::breaker::RedisStoreMetrics;
 use self::breaker::{Breaker, ErrorClass};
 pub use self::builder::RedisStoreBuilder;
+pub(crate) use self::calls::{
+    visitor_call, JOIN_FUNCTION as ROOM_JOIN_FUNCTION, LIBRARY as ROOM_LIBRARY_NAME,
+};
+use self::calls::{AdmitNext, Ban, Call, Configure, Stats, Sync, Visitor, VisitorOp};
 pub use self::check::{RedisCheckError, RedisServerInfo};
 pub(crate) use self::protocol::bloom_bits;
 pub(crate) use self::protocol::packed_numbers as protocol_numbers;
-pub(crate) use self::protocol::ROOM_FUNCTION;
+pub(crate) use self::protocol::SCRIPT as ROOM_LIBRARY;
 use self::protocol::{decision, non_negative, protocol_error, reply, Op, NOW_FROM_SERVER};
 use self::sentinel::SentinelConnection;
 use super::{
@@ -158,60 +163,48 @@ impl RedisStore {
         protocol::keys(&self.prefix, room)
     }
 
-    fn call(
-        &self,
-        op: Op,
-        policy: &RoomPolicy,
-        session: Option<SessionId>,
-    ) -> StoreFuture<Vec<i64>> {
-        self.call_with(op, policy, session, &[])
+    /// The arguments every room function takes first ([`Call`]).
+    fn call_arg(&self, policy: &RoomPolicy) -> Call {
+        let [line_numbers, room_numbers] = protocol::packed_numbers(policy);
+        Call {
+            now: self.now_arg(),
+            line_numbers,
+            room_numbers,
+            // This store could not reach Redis within the last queue_ttl, so the waiters'
+            // check-ins failed meanwhile: nobody is skipped or swept for silence now.
+            excused: self.breaker.failed_within(policy.queue_ttl_ms),
+        }
     }
 
-    /// A script call with the operation's own arguments (`ARGV[18]` on).
-    fn call_with(
-        &self,
-        op: Op,
-        policy: &RoomPolicy,
-        session: Option<SessionId>,
-        extra: &[i64],
-    ) -> StoreFuture<Vec<i64>> {
-        // Release and ban end the session's single-use ticket record in the same step: its key
-        // goes last in `KEYS` (in the room's hash tag, so a Cluster keeps it in the room's slot).
-        let ticket_key = session
-            .filter(|_| matches!(op, Op::Release | Op::Ban))
-            .map(|s| tickets::ticket_key(&self.prefix, &policy.room, s));
-        // The member of every zset: the id's 16 raw bytes.
-        let member = session.map(|s| s.as_bytes().to_vec()).unwrap_or_default();
-        let (keys, args) = self.script_args(op, policy, session, member, extra);
-        let keys = keys.into_iter().chain(ticket_key).collect();
-        self.run_room(keys, args)
+    /// The room's keys, then, for release and ban, `ticket_of`'s single-use ticket record,
+    /// which they end in the same step (its key in the room's hash tag, so a Cluster keeps it
+    /// in the room's slot).
+    fn room_keys(&self, policy: &RoomPolicy, ticket_of: Option<SessionId>) -> Vec<String> {
+        let mut keys = self.keys(&policy.room).to_vec();
+        keys.extend(ticket_of.map(|s| tickets::ticket_key(&self.prefix, &policy.room, s)));
+        keys
     }
 
-    /// The room script's keys and arguments for `op`, `ARGV[2]` being `session_arg`.
-    fn script_args(
+    /// A visitor's call ([`Visitor`]).
+    fn visit(
         &self,
-        op: Op,
+        op: VisitorOp,
         policy: &RoomPolicy,
-        session: Option<SessionId>,
-        session_arg: Vec<u8>,
-        extra: &[i64],
-    ) -> (Vec<String>, Vec<Vec<u8>>) {
-        let schedule = protocol::schedule_arg(op, policy, session);
-        let text = |s: String| s.into_bytes();
-        let mut args = vec![
-            text(op.as_str().to_owned()),
-            session_arg,
-            text(self.now_arg().to_string()),
-        ];
-        args.extend(protocol::packed_numbers(policy).map(text));
-        // ARGV 6: this store could not reach Redis within the last queue_ttl, so the waiters'
-        // check-ins failed meanwhile: nobody is skipped or swept for silence now.
-        let excused = self.breaker.failed_within(policy.queue_ttl_ms);
-        args.push(text(u8::from(excused).to_string()));
-        args.extend(extra.iter().map(|n| text(n.to_string())));
-        // Last, so the operations' own arguments keep their places.
-        args.extend(schedule.map(text));
-        (self.keys(&policy.room).to_vec(), args)
+        session: SessionId,
+    ) -> StoreFuture<Vec<i64>> {
+        // Only an enter (or join) places anyone, so only its schedule carries a draw.
+        let draw = match op {
+            VisitorOp::Enter | VisitorOp::Join => Op::Enter,
+            VisitorOp::Poll | VisitorOp::Heartbeat | VisitorOp::Release => Op::Poll,
+        };
+        let args = Visitor {
+            call: self.call_arg(policy),
+            session,
+            schedule: protocol::schedule_arg(draw, policy, Some(session)),
+        }
+        .argv();
+        let ticket_of = (op == VisitorOp::Release).then_some(session);
+        self.run_room(op.function(), self.room_keys(policy, ticket_of), args)
     }
 
     /// The key prefix, shared by every script of this store (the room's, matching's).
@@ -241,14 +234,19 @@ impl RedisStore {
         self.run(Callee::Script(script), keys, args)
     }
 
-    /// Runs the room function (`FCALL`) with `keys` and `args`, as [`Self::run_script`] runs
-    /// a script.
-    fn run_room<T, A>(&self, keys: Vec<String>, args: Vec<A>) -> StoreFuture<T>
+    /// Runs the room function `function` (`FCALL`) with `keys` and `args`, as
+    /// [`Self::run_script`] runs a script.
+    fn run_room<T, A>(
+        &self,
+        function: &'static str,
+        keys: Vec<String>,
+        args: Vec<A>,
+    ) -> StoreFuture<T>
     where
         T: redis::FromRedisValue + Send + 'static,
         A: redis::ToRedisArgs + Send + 'static,
     {
-        self.run(Callee::Room, keys, args)
+        self.run(Callee::Room(function), keys, args)
     }
 
     fn run<T, A>(&self, callee: Callee, keys: Vec<String>, args: Vec<A>) -> StoreFuture<T>
@@ -310,17 +308,22 @@ impl RedisStore {
         })
     }
 
-    fn decide(&self, op: Op, policy: &RoomPolicy, session: SessionId) -> StoreFuture<Decision> {
-        let call = self.call(op, policy, Some(session));
+    fn decide(
+        &self,
+        op: VisitorOp,
+        policy: &RoomPolicy,
+        session: SessionId,
+    ) -> StoreFuture<Decision> {
+        let call = self.visit(op, policy, session);
         Box::pin(async move { decision(&call.await?) })
     }
 }
 
-/// What a call runs: a script (`EVALSHA`, loaded on `NOSCRIPT`) or the room function (`FCALL`,
-/// its library loaded when the server has no such function).
+/// What a call runs: a script (`EVALSHA`, loaded on `NOSCRIPT`) or a room function (`FCALL` of
+/// the function named, its library loaded when the server has no such function).
 enum Callee {
     Script(Arc<Script>),
-    Room,
+    Room(&'static str),
 }
 
 impl Callee {
@@ -340,9 +343,9 @@ impl Callee {
                 }
                 invocation.invoke_async::<T>(con).await
             }
-            Callee::Room => {
+            Callee::Room(function) => {
                 let mut fcall = redis::cmd("FCALL");
-                fcall.arg(protocol::ROOM_FUNCTION).arg(keys.len()).arg(keys);
+                fcall.arg(*function).arg(keys.len()).arg(keys);
                 for arg in args {
                     fcall.arg(arg);
                 }
@@ -361,7 +364,7 @@ impl Callee {
     }
 }
 
-/// `FUNCTION LOAD REPLACE` of the room library: its name (`twr_room_v7`). In a cluster redis-rs
+/// `FUNCTION LOAD REPLACE` of the room library: its name (`twr_room_v8`). In a cluster redis-rs
 /// sends it to every primary (and answers once all succeeded).
 pub(crate) async fn load_room_library<C: ConnectionLike>(con: &mut C) -> RedisResult<String> {
     redis::cmd("FUNCTION")
@@ -374,29 +377,26 @@ pub(crate) async fn load_room_library<C: ConnectionLike>(con: &mut C) -> RedisRe
 
 impl Store for RedisStore {
     fn enter(&self, policy: &RoomPolicy, session: SessionId) -> StoreFuture<Decision> {
-        self.decide(Op::Enter, policy, session)
+        self.decide(VisitorOp::Enter, policy, session)
     }
 
-    /// An enter sent as `join` (room.lua: the fast path takes a number first and looks for the
-    /// caller's place only when the join finds one; main reads it as `enter`).
+    /// An enter sent as `join` (`script/fast_path.lua`: the fast path takes a number first
+    /// and looks for the caller's place only when the join finds one; main answers it as an
+    /// enter).
     fn join(&self, policy: &RoomPolicy, session: SessionId) -> StoreFuture<Decision> {
-        let member = session.as_bytes().to_vec();
-        let (keys, mut args) = self.script_args(Op::Enter, policy, Some(session), member, &[]);
-        args[0] = protocol::JOIN.as_bytes().to_vec();
-        let call: StoreFuture<Vec<i64>> = self.run_room(keys, args);
-        Box::pin(async move { decision(&call.await?) })
+        self.decide(VisitorOp::Join, policy, session)
     }
 
     fn poll(&self, policy: &RoomPolicy, session: SessionId) -> StoreFuture<Decision> {
-        self.decide(Op::Poll, policy, session)
+        self.decide(VisitorOp::Poll, policy, session)
     }
 
     fn heartbeat(&self, policy: &RoomPolicy, session: SessionId) -> StoreFuture<Decision> {
-        self.decide(Op::Heartbeat, policy, session)
+        self.decide(VisitorOp::Heartbeat, policy, session)
     }
 
     fn release(&self, policy: &RoomPolicy, session: SessionId) -> StoreFuture<bool> {
-        let call = self.call(Op::Release, policy, Some(session));
+        let call = self.visit(VisitorOp::Release, policy, session);
         Box::pin(async move {
             match *call.await? {
                 [reply::RELEASED, released, ..] => Ok(released == 1),
@@ -406,7 +406,14 @@ impl Store for RedisStore {
     }
 
     fn stats(&self, policy: &RoomPolicy) -> StoreFuture<RoomStats> {
-        let call = self.call_with(Op::Stats, policy, None, &[HISTORY_MINUTES as i64]);
+        let args = Stats {
+            call: self.call_arg(policy),
+            history_minutes: HISTORY_MINUTES as u64,
+            schedule: protocol::schedule_arg(Op::Stats, policy, None),
+        }
+        .argv();
+        let call: StoreFuture<Vec<i64>> =
+            self.run_room(Stats::FUNCTION, self.room_keys(policy, None), args);
         Box::pin(async move { protocol::stats(&call.await?) })
     }
 
@@ -415,7 +422,10 @@ impl Store for RedisStore {
         policy: &RoomPolicy,
         change: SettingsChange,
     ) -> StoreFuture<SettingsUpdate> {
-        let call = self.call_with(Op::Configure, policy, None, &protocol::change_args(&change));
+        let schedule = protocol::schedule_arg(Op::Configure, policy, None);
+        let args = protocol::configure(self.call_arg(policy), &change, schedule).argv();
+        let call: StoreFuture<Vec<i64>> =
+            self.run_room(Configure::FUNCTION, self.room_keys(policy, None), args);
         Box::pin(async move {
             match *call.await? {
                 [reply::SETTINGS, c, r, p, o, c0, r0, p0, o0] => Ok(SettingsUpdate::new(
@@ -429,7 +439,14 @@ impl Store for RedisStore {
 
     fn admit_next(&self, policy: &RoomPolicy, count: u32) -> StoreFuture<u64> {
         let count = count.min(MAX_ADMIT_NEXT_PER_CALL);
-        let call = self.call_with(Op::AdmitNext, policy, None, &[i64::from(count)]);
+        let args = AdmitNext {
+            call: self.call_arg(policy),
+            count: u64::from(count),
+            schedule: protocol::schedule_arg(Op::AdmitNext, policy, None),
+        }
+        .argv();
+        let call: StoreFuture<Vec<i64>> =
+            self.run_room(AdmitNext::FUNCTION, self.room_keys(policy, None), args);
         Box::pin(async move {
             match *call.await? {
                 [reply::ADMITTED_NEXT, n] => Ok(non_negative(n)),
@@ -439,8 +456,15 @@ impl Store for RedisStore {
     }
 
     fn ban(&self, policy: &RoomPolicy, session: SessionId, until_ms: u64) -> StoreFuture<bool> {
-        let until = i64::try_from(until_ms).unwrap_or(i64::MAX);
-        let call = self.call_with(Op::Ban, policy, Some(session), &[until]);
+        let args = Ban {
+            call: self.call_arg(policy),
+            session,
+            until_ms: i64::try_from(until_ms).unwrap_or(i64::MAX),
+            schedule: protocol::schedule_arg(Op::Ban, policy, Some(session)),
+        }
+        .argv();
+        let call: StoreFuture<Vec<i64>> =
+            self.run_room(Ban::FUNCTION, self.room_keys(policy, Some(session)), args);
         Box::pin(async move {
             match *call.await? {
                 [reply::BANNED_NOW, had] => Ok(had == 1),
@@ -512,30 +536,28 @@ impl Store for RedisStore {
             protocol::offsets_of(&known, bits),
             protocol::offsets_of(&known_behind, bits),
         );
-        // ARGV[2]: the ids of the sessions to look up, 16 raw bytes each, in one argument (the
-        // first `ahead` of them ahead of the horizon), and their two Bloom offsets each
-        // (computed here: the script only looks them up), ARGV[23]; ARGV[18] to [22], [24] and
-        // [25]: the two offsets of each of the others, whose bits are set without a lookup, by
-        // what this gateway set already (ARGV[7] to [11], [13] and [14] as sent); ARGV[26] the
-        // horizon ([15] as sent).
-        let list = protocol::seen_arg(&look_up);
-        let (keys, mut args) = self.script_args(Op::Sync, policy, None, list, &[]);
-        let [turn, abandon] = plan.named;
-        args.splice(
-            protocol::SYNC_KNOWN_ARG..protocol::SYNC_KNOWN_ARG,
-            [
-                protocol::offsets_arg(plan.both),
-                turn,
-                abandon,
-                protocol::offsets_arg(plan.turn_only),
-                protocol::offsets_arg(plan.neither),
-                protocol::offsets_arg(protocol::offsets_of(&look_up, bits)),
-                protocol::offsets_arg(plan.abandon_only),
-                protocol::offsets_arg(plan.behind_set),
-                horizon.map_or_else(Vec::new, |h| format!("{ahead} {h}").into_bytes()),
-            ],
-        );
-        let call: StoreFuture<Vec<redis::Value>> = self.run_room(keys, args);
+        // The ids of the sessions to look up (the first `ahead` of them ahead of the horizon)
+        // and their two Bloom offsets each (computed here: the script only looks them up);
+        // the two offsets of each of the others, whose bits are set without a lookup, by what
+        // this gateway set already.
+        let [turn_epoch, abandon_epoch] = plan.named;
+        let args = Sync {
+            call: self.call_arg(policy),
+            sessions: protocol::seen_arg(&look_up),
+            both: protocol::offsets_arg(plan.both),
+            turn_epoch,
+            abandon_epoch,
+            turn_only: protocol::offsets_arg(plan.turn_only),
+            neither: protocol::offsets_arg(plan.neither),
+            offsets: protocol::offsets_arg(protocol::offsets_of(&look_up, bits)),
+            abandon_only: protocol::offsets_arg(plan.abandon_only),
+            behind_set: protocol::offsets_arg(plan.behind_set),
+            horizon: horizon.map_or_else(Vec::new, |h| format!("{ahead} {h}").into_bytes()),
+            schedule: protocol::schedule_arg(Op::Sync, policy, None),
+        }
+        .argv();
+        let call: StoreFuture<Vec<redis::Value>> =
+            self.run_room(Sync::FUNCTION, self.room_keys(policy, None), args);
         let (found, checked_in, breaker) = (
             Arc::clone(&self.found),
             Arc::clone(&self.checked_in),

@@ -1,10 +1,11 @@
-//! The protocol between [`RedisStore`](super::RedisStore) and its script (`room.lua`): the keys
+//! The protocol between [`RedisStore`](super::RedisStore) and its script (`script/*.lua`): the keys
 //! in their order, the arguments in their order, and the reply codes. The script's header says
 //! the same from the other side; keep the two in step.
 
 use redis::{ErrorKind, RedisError, ServerErrorKind};
 
 use super::breaker::ErrorClass;
+use super::calls::{Call, Configure};
 
 use crate::config::RoomPolicy;
 use crate::session::SessionId;
@@ -16,13 +17,27 @@ use crate::store::{
     MINUTE_BUCKETS,
 };
 
-/// The room's function library (`room.lua`), loaded with `include_str!`: sent by
-/// `FUNCTION LOAD REPLACE`, called by `FCALL` [`ROOM_FUNCTION`].
-pub(crate) const SCRIPT: &str = include_str!("room.lua");
-
-/// The library's name and its one function's (the same): its version is in the name, so a
-/// changed library is a new name (`room.lua`'s first line says it too).
-pub(crate) const ROOM_FUNCTION: &str = "twr_room_v7";
+/// The room's function library, one Lua chunk assembled from its files under `script/` (one per
+/// concern; `keys.lua` first, for its `#!lua` line, and `register.lua` last, after every
+/// definition its function calls): sent by `FUNCTION LOAD REPLACE`, called by `FCALL`
+/// `twr_room_v8_<op>` (`calls.rs`). One chunk, so the files share its top-level locals (the constants and
+/// the tables `R` and `F`).
+pub(crate) const SCRIPT: &str = concat!(
+    include_str!("script/keys.lua"),
+    include_str!("script/call.lua"),
+    include_str!("script/settings.lua"),
+    include_str!("script/schedule.lua"),
+    include_str!("script/liveness.lua"),
+    include_str!("script/line.lua"),
+    include_str!("script/pace.lua"),
+    include_str!("script/sync.lua"),
+    include_str!("script/main.lua"),
+    include_str!("script/visitor.lua"),
+    include_str!("script/sync.lua"),
+    include_str!("script/operator.lua"),
+    include_str!("script/fast_path.lua"),
+    include_str!("script/register.lua"),
+);
 
 /// Whether `e` is the server's answer to an `FCALL` of a function it does not have (a flushed
 /// or restarted server, a failover to a replica that missed the load, `FUNCTION FLUSH`). It has
@@ -82,7 +97,7 @@ pub(crate) fn bloom_offsets(id: &[u8; 16], bits: u64) -> (u32, u32) {
     ((x % bits) as u32, (y % bits) as u32)
 }
 
-/// `sync`'s `ARGV[2]`: the ids of the sessions to look up, 16 raw bytes each (their offsets
+/// `sync`'s `sessions`: the ids of the sessions to look up, 16 raw bytes each (their offsets
 /// follow in their own list, [`offsets_arg`]).
 pub(crate) fn seen_arg(seen: &[SessionId]) -> Vec<u8> {
     let mut list = Vec::with_capacity(seen.len() * SEEN_ENTRY_BYTES);
@@ -102,8 +117,7 @@ pub(crate) fn offsets_of(
         .map(move |s| bloom_offsets(s.as_bytes(), bits))
 }
 
-/// A list of `sync`'s Bloom offsets (`ARGV[18]`, `[21]`, `[22]` and `[23]` in the script's
-/// unpacked numbering): per session its two offsets in decimal, `"<x> <y> "`. Text, not binary:
+/// A list of `sync`'s Bloom offsets ([`calls::Sync`](super::calls::Sync)'s lists): per session its two offsets in decimal, `"<x> <y> "`. Text, not binary:
 /// Redis formats a BITFIELD argument that the script made from a Lua number (about a
 /// microsecond for each bit of each ring, measured), and takes a string as it is.
 pub(crate) fn offsets_arg(offsets: impl IntoIterator<Item = (u32, u32)>) -> Vec<u8> {
@@ -132,15 +146,6 @@ fn push_decimal(out: &mut Vec<u8>, mut n: u32) {
     out.extend_from_slice(&digits[at..]);
 }
 
-/// Where `sync`'s own arguments go: from `ARGV[7]` as sent (`ARGV[18]` in the script's
-/// unpacked numbering), in this order: the sessions found in line to check in into both rings,
-/// the epochs the gateway has set bits in (turn ring, abandon ring: `checked_in.rs`), the
-/// sessions set in the abandon ring's epoch only, those set in both, the offsets of the
-/// sessions of `ARGV[2]`, then behind the turn horizon the sessions not set in the abandon
-/// ring's epoch and those set there, and the horizon (`"<n> <horizon>"`, the first `n`
-/// sessions of `ARGV[2]` ahead of it; empty for none).
-pub(crate) const SYNC_KNOWN_ARG: usize = 6;
-
 /// Scores below this are whole numbers exactly as doubles (2^53): a turn horizon beyond it is
 /// not sent (nobody's sequence number gets there).
 pub(crate) const MAX_SAFE_SCORE: f64 = 9_007_199_254_740_992.0;
@@ -148,24 +153,18 @@ pub(crate) const MAX_SAFE_SCORE: f64 = 9_007_199_254_740_992.0;
 /// The bytes of one session in `sync`'s list of sessions to look up.
 pub(crate) const SEEN_ENTRY_BYTES: usize = 16;
 
-/// `ARGV[3]` when the store has no clock of its own: the script reads the server's `TIME`, one
+/// `now` when the store has no clock of its own: the script reads the server's `TIME`, one
 /// clock for every gateway.
 pub(crate) const NOW_FROM_SERVER: u64 = 0;
 
-/// `ARGV[1]` of an enter by a visitor whose cookie has no place ([`Store::join`]): the script
-/// answers it as `enter`.
-///
-/// [`Store::join`]: crate::store::Store::join
-pub(crate) const JOIN: &str = "join";
-
-/// The operation, `ARGV[1]`: [`StoreOp::as_str`].
+/// The operation, for the schedule's draw ([`schedule_arg`]).
 pub(crate) use crate::store::StoreOp as Op;
 
-/// `ARGV[4]` and `ARGV[5]`: the room's policy and the crate's bounds, each a string of numbers
+/// `line_numbers` and `room_numbers` ([`Call`](super::calls::Call)): the room's policy and the crate's bounds, each a string of numbers
 /// joined by `:` (Redis makes a string of every argument, and the script's Lua another, on
-/// every call: thirteen of them cost a short call more than one of its commands). `ARGV[4]`
+/// every call: thirteen of them cost a short call more than one of its commands). The first
 /// holds the three the script's fast path needs (`max_queue_len`, `queue_ttl`, the effective
-/// `abandon_after`), whose string its window is kept for; `ARGV[5]` the ten only main reads.
+/// `abandon_after`), whose string its window is kept for; the second the ten only main reads.
 pub(crate) fn packed_numbers(policy: &RoomPolicy) -> [String; 2] {
     let [capacity, rate, active, grant, queue_ttl, max_queue, promote, sweep, bucket, ring, minute, five, abandon] =
         numbers(policy);
@@ -187,9 +186,8 @@ pub(crate) fn packed_numbers(policy: &RoomPolicy) -> [String; 2] {
     ]
 }
 
-/// The room's policy and the crate's bounds, in the order the script reads them unpacked
-/// (`ARGV[4]` to `ARGV[16]` of its long numbering): what [`packed_numbers`] sends.
-pub(crate) fn numbers(policy: &RoomPolicy) -> [u64; 13] {
+/// The room's policy and the crate's bounds: what [`packed_numbers`] sends.
+fn numbers(policy: &RoomPolicy) -> [u64; 13] {
     [
         u64::from(policy.capacity),
         u64::from(policy.admission_rate.unwrap_or(0)),
@@ -265,19 +263,26 @@ pub(crate) fn schedule_arg(
     ))
 }
 
-/// The operation's own arguments, `ARGV[18]` on.
-pub(crate) fn change_args(change: &SettingsChange) -> [i64; 5] {
+/// `change` as `twr_room_v8_configure` takes it (`script/operator.lua`): 0 leaves the capacity
+/// as it is, -1 any other setting.
+pub(crate) fn configure(
+    call: Call,
+    change: &SettingsChange,
+    schedule: Option<String>,
+) -> Configure {
     let unchanged = -1;
     let flag = |b: Option<bool>| b.map_or(unchanged, i64::from);
-    [
-        change.capacity.map_or(0, |c| i64::from(c.max(1))),
-        change
+    Configure {
+        call,
+        capacity: change.capacity.map_or(0, |c| i64::from(c.max(1))),
+        rate: change
             .admission_rate
             .map_or(unchanged, |r| i64::from(r.unwrap_or(0))),
-        flag(change.paused),
-        flag(change.open),
-        i64::from(change.ends_slots()),
-    ]
+        paused: flag(change.paused),
+        open: flag(change.open),
+        end_slots: change.ends_slots(),
+        schedule,
+    }
 }
 
 /// The settings in a reply's fields `capacity, rate, paused, open`.
@@ -521,7 +526,7 @@ pub(crate) fn classify(e: RedisError) -> (ErrorClass, StoreError) {
             // Credentials, a key of another type under the room's prefix, persistence that
             // stops writes: an operator must act.
             Some("NOAUTH" | "WRONGPASS" | "WRONGTYPE" | "MISCONF") => ErrorClass::Misconfigured,
-            // The room's settings were written by another version of the crate (room.lua).
+            // The room's settings were written by another version of the crate (script/settings.lua).
             Some("WRSETTINGS") => ErrorClass::Misconfigured,
             _ => ErrorClass::Protocol,
         },
@@ -742,8 +747,6 @@ mod tests {
             crate::store::SETTINGS_VERSION
         )));
         assert!(SCRIPT.contains(&format!("local BLOOM_SLACK = {BLOOM_SLACK}\n")));
-        assert!(SCRIPT.starts_with(&format!("#!lua name={ROOM_FUNCTION}\n")));
-        assert!(SCRIPT.contains(&format!("function_name = '{ROOM_FUNCTION}',")));
         for (i, name) in KEY_NAMES.iter().enumerate() {
             assert!(
                 SCRIPT.contains(&format!("--  {:>2} ", i + 1))

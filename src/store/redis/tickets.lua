@@ -9,30 +9,40 @@
 -- KEYS (they share the room's hash tag, so a Redis Cluster keeps them in the room's slot):
 --   1 ticket   string  `{prefix}:{room}:tk:<session>`, value `<state>:<nonce>:<expires_at_ms>`,
 --                      state `n` (unused) or `u` (used), or `N` or `U` once the slot it came
---                      with was released or banned (room.lua's free_session upper-cases it:
+--                      with was released or banned (line.lua's free_session upper-cases it:
 --                      such a ticket never passes again, and the next mint replaces the
 --                      record), with a TTL that ends it at its expiry (on the server's clock;
 --                      the expiry in the value is the one that counts)
---   2 active   zset    redeem only: the room's claimed slots by expiry (room.lua's KEYS[3]),
---                      only read: a ticket is used only while its session holds its slot
+--   2 active   zset    redeem only: the room's claimed slots by expiry (the room's KEYS[3],
+--                      script/keys.lua), only read: a ticket is used only while its session
+--                      holds its slot
+-- One script, two operations, told by ARGV 1 (an EVALSHA script: its top level, which EVALSHA
+-- runs on every call, is two small functions, not the room's forty):
+--
+-- mint: the session's ticket, made or kept.
+-- KEYS: 1 ticket
 -- ARGV:
---   1 op (mint | redeem)
---   2 nonce (32 lowercase hex digits): mint: the fresh one to store if there is no record;
---     redeem: the one the ticket names
---   3 now in ms, or 0 to use the server's TIME (shared by every gateway)
---   4 mint: the record's expiry in ms (the slot's expiry); redeem: the session id (its 16 raw
---     bytes, the member room.lua keeps in its zsets)
--- Reply:
---   mint:   {'ticket', nonce, expires_at_ms} the live unused record's (or the new one's)
---           {'used'}
---           A live record (not ended) is kept, its expiry moved to ARGV[4] if that is later
---           (never earlier): the room mints again whenever it extends the slot, so the record
---           lives as long as the slot. Without one (none, expired, or ended) a new record is
---           made with ARGV[2].
---   redeem: {'accepted'} (the record is now used, and lives at least as long as the slot)
---           {'used'}   {'unknown'} (no live record of that nonce)   {'slot_ended'} (unused, but
---           the session holds no claimed slot, or the record ended with its slot: the record is
---           left as it is)
+--   1 op          'mint'
+--   2 nonce       the fresh one (32 lowercase hex digits), stored if there is no live record
+--   3 now         ms, or 0 to use the server's TIME (shared by every gateway)
+--   4 expires_at  the record's expiry in ms (the slot's expiry)
+-- Reply: {'ticket', nonce, expires_at_ms} the live unused record's (or the new one's), or
+-- {'used'}. A live record (not ended) is kept, its expiry moved to expires_at if that is later
+-- (never earlier): the room mints again whenever it extends the slot, so the record lives as
+-- long as the slot. Without one (none, expired, or ended) a new record is made with nonce.
+--
+-- redeem: the ticket's one use.
+-- KEYS: 1 ticket, 2 active
+-- ARGV:
+--   1 op          'redeem'
+--   2 nonce       the one the ticket names
+--   3 now         ms, or 0 to use the server's TIME
+--   4 session     the session id (its 16 raw bytes, the member the room's script keeps in its
+--                 zsets)
+-- Reply: {'accepted'} (the record is now used, and lives at least as long as the slot),
+-- {'used'}, {'unknown'} (no live record of that nonce), or {'slot_ended'} (unused, but the
+-- session holds no claimed slot, or the record ended with its slot: the record is left as it
+-- is).
 --
 -- Damage heals as in the room's script: a key of another type, or a value this script did not
 -- write, counts as no record and is dropped. A record past its expiry counts as none (the TTL

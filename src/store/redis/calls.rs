@@ -1,0 +1,389 @@
+//! The room library's functions and their arguments: one struct per function (or per family of
+//! functions that take the same arguments), whose fields, in their declared order, are the
+//! function's `ARGV` as its header in the script names them (`script/visitor.lua`,
+//! `script/sync.lua`, `script/operator.lua`). Every function takes the call's four arguments
+//! first ([`Call`], `script/call.lua`) and, for a room with a schedule, the schedule last; the
+//! [`room_args!`] macro writes both around the fields, so each order is declared once. A unit
+//! test holds each `FIELDS` to its function's header.
+
+use crate::session::SessionId;
+
+/// The library's name, its version in it: `FUNCTION LOAD` answers it, and every function's
+/// name starts with it (`script/keys.lua`'s first line says it too).
+pub(crate) const LIBRARY: &str = "twr_room_v8";
+
+/// The function of a newcomer's enter ([`VisitorOp::Join`]), the benchmark's.
+pub(crate) const JOIN_FUNCTION: &str = "twr_room_v8_join";
+
+/// The arguments every function takes first (`script/call.lua`).
+pub(crate) struct Call {
+    /// The time in ms, or [`NOW_FROM_SERVER`](super::protocol::NOW_FROM_SERVER).
+    pub(crate) now: u64,
+    /// `<max_queue_len>:<queue_ttl_ms>:<abandon_after_ms>`
+    /// ([`packed_numbers`](super::protocol::packed_numbers)).
+    pub(crate) line_numbers: String,
+    /// The ten numbers only main reads, packed likewise.
+    pub(crate) room_numbers: String,
+    /// Silence excused: this gateway failed to reach the store within the last queue_ttl.
+    pub(crate) excused: bool,
+}
+
+impl Call {
+    /// The names of [`Call`]'s fields in their order, as the headers list them.
+    pub(crate) const FIELDS: [&'static str; 4] = ["now", "line_numbers", "room_numbers", "excused"];
+
+    fn write(self, argv: &mut Vec<Vec<u8>>) {
+        self.now.write(argv);
+        self.line_numbers.write(argv);
+        self.room_numbers.write(argv);
+        self.excused.write(argv);
+    }
+}
+
+/// One argument as the script reads it: numbers and flags as decimal text, ids as their raw
+/// bytes, lists as built.
+pub(crate) trait Arg {
+    fn write(self, argv: &mut Vec<Vec<u8>>);
+}
+
+impl Arg for u64 {
+    fn write(self, argv: &mut Vec<Vec<u8>>) {
+        argv.push(self.to_string().into_bytes());
+    }
+}
+
+impl Arg for i64 {
+    fn write(self, argv: &mut Vec<Vec<u8>>) {
+        argv.push(self.to_string().into_bytes());
+    }
+}
+
+impl Arg for bool {
+    fn write(self, argv: &mut Vec<Vec<u8>>) {
+        argv.push(vec![if self { b'1' } else { b'0' }]);
+    }
+}
+
+impl Arg for String {
+    fn write(self, argv: &mut Vec<Vec<u8>>) {
+        argv.push(self.into_bytes());
+    }
+}
+
+impl Arg for Vec<u8> {
+    fn write(self, argv: &mut Vec<Vec<u8>>) {
+        argv.push(self);
+    }
+}
+
+impl Arg for SessionId {
+    /// The member of every zset: the id's 16 raw bytes.
+    fn write(self, argv: &mut Vec<Vec<u8>>) {
+        argv.push(self.as_bytes().to_vec());
+    }
+}
+
+/// A function's arguments: the struct with [`Call`] first, the fields in their `ARGV` order,
+/// and the schedule last; `FIELDS`, their names; `argv`, the arguments in that order.
+macro_rules! room_args {
+    ($(#[$meta:meta])* $name:ident { $($(#[$fmeta:meta])* $field:ident: $ty:ty,)* }) => {
+        $(#[$meta])*
+        pub(crate) struct $name {
+            /// `ARGV` 1 to 4.
+            pub(crate) call: Call,
+            $($(#[$fmeta])* pub(crate) $field: $ty,)*
+            /// Last, only for a room with a schedule
+            /// ([`schedule_arg`](super::protocol::schedule_arg)).
+            pub(crate) schedule: Option<String>,
+        }
+
+        impl $name {
+            /// The names of the `ARGV` in their order, as the function's header lists them.
+            #[cfg_attr(not(test), allow(dead_code))]
+            pub(crate) const FIELDS: &'static [&'static str] = &[
+                Call::FIELDS[0],
+                Call::FIELDS[1],
+                Call::FIELDS[2],
+                Call::FIELDS[3],
+                $(stringify!($field),)*
+                "schedule",
+            ];
+
+            /// The `ARGV`, in [`Self::FIELDS`] order (the schedule only when there is one).
+            pub(crate) fn argv(self) -> Vec<Vec<u8>> {
+                let mut argv = Vec::with_capacity(Self::FIELDS.len());
+                self.call.write(&mut argv);
+                $(Arg::write(self.$field, &mut argv);)*
+                if let Some(schedule) = self.schedule {
+                    schedule.write(&mut argv);
+                }
+                argv
+            }
+        }
+    };
+}
+
+/// The functions that take a visitor's session and nothing else of their own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum VisitorOp {
+    Enter,
+    /// An enter by a visitor whose cookie has no place ([`Store::join`]): the fast path takes
+    /// a number first; main answers it as an enter.
+    ///
+    /// [`Store::join`]: crate::store::Store::join
+    Join,
+    Poll,
+    Heartbeat,
+    Release,
+}
+
+impl VisitorOp {
+    /// The registered function's name (`script/register.lua`).
+    pub(crate) fn function(self) -> &'static str {
+        match self {
+            VisitorOp::Enter => "twr_room_v8_enter",
+            VisitorOp::Join => JOIN_FUNCTION,
+            VisitorOp::Poll => "twr_room_v8_poll",
+            VisitorOp::Heartbeat => "twr_room_v8_heartbeat",
+            VisitorOp::Release => "twr_room_v8_release",
+        }
+    }
+}
+
+room_args! {
+    /// `twr_room_v8_enter`, `_join`, `_poll`, `_heartbeat`, `_release` (`script/visitor.lua`).
+    Visitor {
+        /// The visitor.
+        session: SessionId,
+    }
+}
+
+room_args! {
+    /// `twr_room_v8_sync` (`script/sync.lua`): a gateway's check-ins and its snapshot. The
+    /// lists of offsets are [`offsets_arg`](super::protocol::offsets_arg)'s.
+    Sync {
+        /// The sessions looked up, 16 raw bytes each ([`seen_arg`](super::protocol::seen_arg)).
+        sessions: Vec<u8>,
+        /// Found in line, set in neither ring's current epoch: written into both.
+        both: Vec<u8>,
+        /// The turn ring's epoch in which this gateway set bits (`checked_in.rs`), or empty.
+        turn_epoch: Vec<u8>,
+        /// The abandon ring's, likewise.
+        abandon_epoch: Vec<u8>,
+        /// Set in the abandon ring's named epoch only.
+        turn_only: Vec<u8>,
+        /// Set in both named epochs.
+        neither: Vec<u8>,
+        /// The offsets of `sessions`, in their order.
+        offsets: Vec<u8>,
+        /// Behind the turn horizon, set in neither.
+        abandon_only: Vec<u8>,
+        /// Behind the turn horizon, set in the abandon ring's named epoch.
+        behind_set: Vec<u8>,
+        /// `<n> <horizon>`, the first `n` of `sessions` ahead of it; empty for none.
+        horizon: Vec<u8>,
+    }
+}
+
+room_args! {
+    /// `twr_room_v8_stats` (`script/operator.lua`).
+    Stats {
+        /// Minutes of admissions history in the reply.
+        history_minutes: u64,
+    }
+}
+
+room_args! {
+    /// `twr_room_v8_configure` (`script/operator.lua`): -1 (0 for the capacity) leaves a
+    /// setting as it is ([`configure`](super::protocol::configure)).
+    Configure {
+        capacity: i64,
+        /// Admissions per second, 0 = none.
+        rate: i64,
+        paused: i64,
+        open: i64,
+        /// On closing, end the slots too.
+        end_slots: bool,
+    }
+}
+
+room_args! {
+    /// `twr_room_v8_admit_next` (`script/operator.lua`).
+    AdmitNext {
+        /// How many to let in.
+        count: u64,
+    }
+}
+
+room_args! {
+    /// `twr_room_v8_ban` (`script/operator.lua`).
+    Ban {
+        session: SessionId,
+        /// The end of the ban in ms.
+        until_ms: i64,
+    }
+}
+
+/// A visitor's call of `op` (`"enter"`, `"join"`, `"poll"`, `"heartbeat"`, `"release"`) with
+/// the session as the raw bytes `session` (16 for an id; the benchmark sends a
+/// `redis-benchmark` template in their place), `now` the server's clock and silence not
+/// excused: for the tests and the benchmark that call the function by hand. Its function's
+/// name, and the arguments; `None` for another `op`.
+pub(crate) fn visitor_call(
+    op: &str,
+    policy: &crate::RoomPolicy,
+    session: &[u8],
+    schedule: Option<String>,
+) -> Option<(&'static str, Vec<Vec<u8>>)> {
+    let op = match op {
+        "enter" => VisitorOp::Enter,
+        "join" => VisitorOp::Join,
+        "poll" => VisitorOp::Poll,
+        "heartbeat" => VisitorOp::Heartbeat,
+        "release" => VisitorOp::Release,
+        _ => return None,
+    };
+    let [line_numbers, room_numbers] = super::protocol::packed_numbers(policy);
+    let mut argv = Visitor {
+        call: Call {
+            now: super::protocol::NOW_FROM_SERVER,
+            line_numbers,
+            room_numbers,
+            excused: false,
+        },
+        session: SessionId::from_bytes([0; 16]),
+        schedule,
+    }
+    .argv();
+    let at = Visitor::FIELDS.iter().position(|f| *f == "session");
+    argv[at.expect("a visitor's ARGV has its session")] = session.to_vec();
+    Some((op.function(), argv))
+}
+
+impl Sync {
+    pub(crate) const FUNCTION: &'static str = "twr_room_v8_sync";
+}
+
+impl Stats {
+    pub(crate) const FUNCTION: &'static str = "twr_room_v8_stats";
+}
+
+impl Configure {
+    pub(crate) const FUNCTION: &'static str = "twr_room_v8_configure";
+}
+
+impl AdmitNext {
+    pub(crate) const FUNCTION: &'static str = "twr_room_v8_admit_next";
+}
+
+impl Ban {
+    pub(crate) const FUNCTION: &'static str = "twr_room_v8_ban";
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::redis::protocol::SCRIPT;
+
+    /// The `ARGV` names of the function `name` as its header in the script lists them: the
+    /// lines `--   <n> <name> ...` after `-- ARGV`, numbered from 1 with no gap.
+    fn header_argv(name: &str) -> Vec<String> {
+        let start = SCRIPT
+            .find(&format!("\n-- {name}: "))
+            .unwrap_or_else(|| panic!("no header for {name}"));
+        let mut lines = SCRIPT[start + 1..].lines();
+        lines
+            .by_ref()
+            .find(|l| l.starts_with("-- ARGV"))
+            .unwrap_or_else(|| panic!("{name}'s header lists no ARGV"));
+        let mut names = Vec::new();
+        for line in lines {
+            if line.starts_with("-- Reply") || !line.starts_with("--") {
+                break;
+            }
+            let mut words = line.trim_start_matches('-').split_whitespace();
+            let (Some(n), Some(field)) = (words.next(), words.next()) else {
+                continue;
+            };
+            // A continuation line (its first word no number) belongs to the field above.
+            let Ok(n) = n.parse::<usize>() else {
+                continue;
+            };
+            assert_eq!(n, names.len() + 1, "{name}'s ARGV numbering: {line}");
+            names.push(field.to_owned());
+        }
+        names
+    }
+
+    #[test]
+    fn every_functions_argv_header_matches_its_struct() {
+        let visitor = [
+            VisitorOp::Enter,
+            VisitorOp::Join,
+            VisitorOp::Poll,
+            VisitorOp::Heartbeat,
+            VisitorOp::Release,
+        ]
+        .map(|op| (op.function(), Visitor::FIELDS));
+        let others = [
+            (Sync::FUNCTION, Sync::FIELDS),
+            (Stats::FUNCTION, Stats::FIELDS),
+            (Configure::FUNCTION, Configure::FIELDS),
+            (AdmitNext::FUNCTION, AdmitNext::FIELDS),
+            (Ban::FUNCTION, Ban::FIELDS),
+        ];
+        let mut registered = 0;
+        for (function, fields) in visitor.into_iter().chain(others) {
+            assert!(function.starts_with(&format!("{LIBRARY}_")), "{function}");
+            assert!(
+                SCRIPT.contains(&format!("register('{function}', ")),
+                "{function} is registered"
+            );
+            assert_eq!(header_argv(function), fields, "{function}");
+            registered += 1;
+        }
+        assert_eq!(
+            SCRIPT.matches("\nregister('").count(),
+            registered,
+            "every registered function has its struct"
+        );
+        assert!(SCRIPT.starts_with(&format!("#!lua name={LIBRARY}\n")));
+    }
+
+    #[test]
+    fn the_arguments_go_in_their_declared_order() {
+        let call = || Call {
+            now: 7,
+            line_numbers: "1:2:3".to_owned(),
+            room_numbers: "4:5".to_owned(),
+            excused: true,
+        };
+        let s = SessionId::from_bytes([9; 16]);
+        let ban = Ban {
+            call: call(),
+            session: s,
+            until_ms: 42,
+            schedule: None,
+        }
+        .argv();
+        assert_eq!(
+            ban,
+            [
+                b"7".to_vec(),
+                b"1:2:3".to_vec(),
+                b"4:5".to_vec(),
+                b"1".to_vec(),
+                vec![9; 16],
+                b"42".to_vec(),
+            ]
+        );
+        let visit = Visitor {
+            call: call(),
+            session: s,
+            schedule: Some("schedule:1:0:1:5".to_owned()),
+        }
+        .argv();
+        assert_eq!(visit.len(), Visitor::FIELDS.len());
+        assert_eq!(visit.last().unwrap(), b"schedule:1:0:1:5");
+    }
+}

@@ -1,0 +1,386 @@
+-- Liveness: the two rings of Bloom-filter bitmaps that record check-ins, and the rules that
+-- read them.
+--
+-- Liveness (src/store/snapshot.rs, LivenessRule): a check-in (a join, an enter or poll of a
+-- waiter, or the session in a sync's list while it has a place) marks the epoch of check_in_at
+-- (now, or opens_at before a scheduled opening) in two rings of bitmaps: the turn ring (epochs
+-- of queue_ttl / TURN_EPOCHS) and the abandon ring (epochs of abandon_after / ABANDON_EPOCHS).
+-- Joined since: a newcomer's join is a check-in too, but it sets no bits. Each epoch's first
+-- sequence number (`<ring><i>from`: seq as it was when the epoch's bitmap was made, before
+-- anyone joined in it) tells who joined in or after it: a waiter whose number is above the
+-- first number of an epoch that counts is alive by the rule, as if their bits were set in it.
+-- Main makes both current epochs (`open_epochs`) before a newcomer's number is taken, so the
+-- number is above both first numbers; when it is not (seq went back: lost or reset), the join
+-- sets bits as any check-in does. A registrant's score (< 0) is never above a first number: a
+-- registrant's check-ins are bits. A lost first number (the settings key lost) is no harm: the
+-- epoch's bitmap is then marked lost (`mark_orphan_bitmaps_lost`, `ring_key_for`), and
+-- everyone counts as seen in it. A
+-- lost or reset seq recorded as a first number only makes more waiters look joined since:
+-- alive longer, as for a Bloom false positive.
+-- Ring key i holds the epoch e with e mod ring length == i (which one: the settings field); a
+-- key found holding an older epoch is DELeted before the first write of the new one, and gets a
+-- PEXPIRE to the end of its ring (ring length * width after its epoch began), so a dead room's
+-- bitmaps vanish. Each key is a Bloom filter of M bits, M = P - BLOOM_SLACK, P the power of two
+-- >= 16 * max_queue_len in [2^16, 2^32] (under P so that the string, with the sentinel bit M,
+-- Redis's header and NUL, fits the allocator's size class P / 8 bytes); a session sets 2 bits,
+-- the big-endian u32 of its id's bytes 1-4 and 5-8, each mod M (one BITFIELD per key and up to
+-- 500 sessions). A waiter is alive by a rule if both bits are set in a key whose epoch still
+-- counts (epoch + keep >= now's epoch).
+-- The turn horizon: a sync may name one (`horizon`), a sequence number behind which its gateway
+-- sent no turn check-ins (their turn cannot come while one would count; the gateway's reason,
+-- src/store/snapshot.rs). The turn ring's current epoch's first number is then lowered to it
+-- (`lower_first_number`): everyone behind it counts as joined since in that epoch, seen or
+-- not, so a waiter left out is never skipped while the epoch counts. The epoch's first number
+-- as it was made is kept apart (`<ring><i>first`, the turn ring's only) for the pace's silent
+-- estimate (silent_among). Libraries of version 5 before this one read a lowered first number
+-- the same way (it only makes more waiters look joined since), so gateways of both can share a
+-- room in a rolling deploy.
+-- A false positive (another session's bits) only makes a silent waiter look alive: granted at
+-- their turn, then the grant expires unclaimed, or kept in line until a later sweep finds them
+-- silent. It never admits anyone out of order, never over capacity. A key whose epoch field is
+-- newer than the one written (a clock that went back) is written into: alive longer, as above.
+-- Lost bitmaps: every write also sets bit M (the sentinel) and reads it back in the same
+-- BITFIELD; a key its field says holds this epoch but whose sentinel was clear was lost since
+-- (evicted: the ring keys are the room's only keys with a TTL; deleted; repaired) and the
+-- write is making it again without its check-ins: the field becomes -epoch ("lost"), and while
+-- that epoch counts everyone is alive by the rule, as for a key that counts and is gone.
+-- Bitmaps of another size: a key that counts but is not exactly M / 8 + 1 bytes long was made
+-- with another M (by an older version, whose epochs the upgrade marks lost unless the settings
+-- key is lost too; or by a gateway with another max_queue_len), so its bits sit at other
+-- offsets: a liveness read (alive_many, one STRLEN per key) then counts everyone as alive, as
+-- for a lost bitmap. A shorter one is also caught when written (its sentinel reads 0).
+--   - at their turn (promotion, admit_next): a waiter not alive by the turn rule is skipped
+--     (unless silence is excused, `excused`): seen within queue_ttl, never skipped; silent for
+--     longer than 5/4 queue_ttl, skipped;
+--   - the sweep, in sync only: from the cursor on, at most max_sweep waiters are looked at per
+--     call (a line of at most max_sweep is looked at whole), and those not alive by the abandon
+--     rule are dropped; the cursor wraps to the head at the end of the line. None while silence
+--     is excused.
+
+-- The liveness rings (see above): their keys, epoch widths, the epochs that
+-- still count, and which epoch each key holds (`held`, from the settings; nil: not known).
+function F.make_ring(name, first, epochs, ttl)
+  local r = {name = name, first = first, len = epochs + 2, keep = epochs,
+    width = math.max(1, math.floor(ttl / epochs)), held = {}, from = {}, first_made = {},
+    known = {}, all = false, since = nil, first_min = nil}
+  r.current = math.floor(R.now / r.width)
+  return r
+end
+
+-- The Bloom filter's size in bits for a line of at most `max_queue`: BLOOM_SLACK under the
+-- power of two >= 16 * max_queue, in [2^16, 2^32] (memoized: a room's bound rarely changes).
+function F.bloom_bits(max_queue)
+  local bits = BLOOM_BITS[max_queue]
+  if not bits then
+    bits = 65536
+    while bits < 16 * max_queue and bits < 4294967296 do bits = bits * 2 end
+    bits = bits - BLOOM_SLACK
+    BLOOM_BITS[max_queue] = bits
+  end
+  return bits
+end
+
+-- Every epoch field of `rg` not read yet (a liveness test reads the whole ring).
+function F.load_ring(rg)
+  if rg.all then return end
+  local fields = {}
+  for i = 0, rg.len - 1 do
+    fields[2 * i + 1], fields[2 * i + 2] = RING_FIELDS[rg.name][i], FROM_FIELDS[rg.name][i]
+  end
+  if rg == R.turn then
+    for i = 0, rg.len - 1 do fields[2 * rg.len + i + 1] = FIRST_FIELDS[i] end
+  end
+  local v = redis.call('HMGET', R.k_settings, unpack(fields))
+  for i = 0, rg.len - 1 do
+    if not rg.known[i] then
+      rg.held[i], rg.from[i], rg.known[i] = tonumber(v[2 * i + 1]), tonumber(v[2 * i + 2]), true
+    end
+    if rg.first_made[i] == nil then rg.first_made[i] = tonumber(v[2 * rg.len + i + 1]) end
+  end
+  rg.all = true
+end
+
+-- The two bits of a session in a bitmap of bloom_bits bits: the big-endian u32 of the id's
+-- bytes 1-4 and 5-8 (missing bytes count as 0), each mod bloom_bits.
+function F.bloom_offsets(id)
+  local b1, b2, b3, b4, b5, b6, b7, b8 = string.byte(id, 1, 8)
+  local x = (((b1 or 0) * 256 + (b2 or 0)) * 256 + (b3 or 0)) * 256 + (b4 or 0)
+  local y = (((b5 or 0) * 256 + (b6 or 0)) * 256 + (b7 or 0)) * 256 + (b8 or 0)
+  return x % R.bloom_bits, y % R.bloom_bits
+end
+
+-- The key of `rg` holding epoch `e`, ready to be written, and its lifetime (to the end of the
+-- ring after `e`, for the caller to set once written), and whether the key is new: a key
+-- holding an older epoch is DELeted first and its field set. A field holding -e says epoch
+-- e's bitmap was lost (see check_in): it stays the key of e.
+--
+-- A key whose epoch is not known (its field missing) but which exists: the settings key was
+-- lost, and the bitmap may hold this very epoch's check-ins (a gateway sends each waiter's
+-- once per epoch: deleting them would have the sweep drop waiters who are polling). It is
+-- kept and written into, and marked lost (-e): everyone counts as seen in e, and the bits of
+-- an older epoch it may hold only make silent waiters look alive longer. A missing field and
+-- no key is a room's first use of it.
+function F.ring_key_for(rg, e)
+  local i = e % rg.len
+  local key = R.keys[rg.first + i]
+  if not rg.known[i] then F.load_ring(rg) end
+  local held = rg.held[i]
+  local lifetime = math.max(1, (e + rg.len) * rg.width - R.now)
+  if held and math.abs(held) >= e then return key, lifetime, false end
+  if held == nil and redis.call('EXISTS', key) == 1 then
+    F.mark_lost(R.k_settings, rg.name, rg.len, e)
+    -- Who joined since is not known either: nobody is alive by their join in e.
+    redis.call('HDEL', R.k_settings, FROM_FIELDS[rg.name][i])
+    if rg == R.turn then redis.call('HDEL', R.k_settings, FIRST_FIELDS[i]) end
+    rg.held[i], rg.from[i], rg.first_made[i] = -e, nil, nil
+    return key, lifetime, true
+  end
+  redis.call('DEL', key)
+  -- The epoch's first sequence number (see Liveness: joined since): seq as it is now, before
+  -- anyone joins in e. A lost seq reads 0: everyone looks joined since, alive longer.
+  local from = tonumber(redis.call('GET', R.k_seq)) or 0
+  local number = string.format('%d', from)
+  if rg == R.turn then
+    redis.call('HSET', R.k_settings, RING_FIELDS[rg.name][i], e, FROM_FIELDS[rg.name][i],
+      number, FIRST_FIELDS[i], number)
+  else
+    redis.call('HSET', R.k_settings, RING_FIELDS[rg.name][i], e, FROM_FIELDS[rg.name][i],
+      number)
+  end
+  rg.held[i], rg.from[i], rg.first_made[i] = e, from, from
+  return key, lifetime, true
+end
+
+-- Makes sure the current epoch (of check_in_at) of each ring has its bitmap and its first
+-- sequence number, before a newcomer's sequence number is taken: a new one gets its sentinel
+-- and lifetime and nothing else (no check-in).
+function F.open_epochs()
+  for _, rg in ipairs(R.rings) do F.open_epoch(rg) end
+end
+
+-- The current epoch of `rg`, made if new (see open_epochs); returns its index in the ring.
+function F.open_epoch(rg)
+  local e = math.floor(R.check_in_at / rg.width)
+  local key, lifetime, new = F.ring_key_for(rg, e)
+  if new then
+    redis.call('BITFIELD', key, 'SET', 'u1', R.bloom_bits, '1')
+    F.set_bitmap_lifetime(key, lifetime)
+  end
+  return e % rg.len
+end
+
+-- A sync's turn horizon (see Liveness: the turn horizon): the turn ring's current epoch's
+-- first number is lowered to it, so that everyone behind it counts as joined since in that
+-- epoch (whose turn check-ins the gateway did not send). Never raised: the lowest horizon of
+-- the epoch's syncs holds for all of them.
+function F.lower_first_number(horizon)
+  local rg = R.turn
+  local i = F.open_epoch(rg)
+  local from = rg.from[i]
+  if from == nil or horizon < from then
+    redis.call('HSET', R.k_settings, FROM_FIELDS.turn[i], string.format('%d', horizon))
+    rg.from[i] = horizon
+  end
+end
+
+-- Whether a newcomer given sequence number `seq` now is alive by its join in both rings'
+-- current epochs (opened by open_epochs): then it needs no bits.
+function F.joined_since(seq)
+  for _, rg in ipairs(R.rings) do
+    local from = rg.from[math.floor(R.check_in_at / rg.width) % rg.len]
+    if from == nil or seq <= from then return false end
+  end
+  return true
+end
+
+-- Checks in every session of `ids` (a list) at check_in_at, in both rings. `offsets`, when
+-- given, holds each session's two bits, flat (session j's at 2j - 1 and 2j, as decimal strings,
+-- as sync's lists bring them); else they are computed here.
+--
+-- Every write also sets the bitmap's sentinel, bit M (past the Bloom bits), and reads what it
+-- was, in the same BITFIELD: a bitmap that its field says holds this epoch but whose sentinel
+-- was clear was lost since its first write (evicted: the ring keys are the room's only keys
+-- with a TTL; deleted; repaired) and is being made again by this write, without the
+-- check-ins it had. Its field is then set to -e: epoch e's bitmap is lost, and until the epoch
+-- stops counting everyone counts as seen in it (see alive_many), as for a bitmap that is gone.
+-- A bitmap made again gets its lifetime again, so it still expires.
+-- `rings`, when given, is the list of rings written (else both).
+function F.check_in(ids, offsets, rings)
+  if #ids == 0 then return end
+  local chunks = F.new_chunks()
+  for j = 1, #ids do
+    local x, y
+    if offsets then
+      x, y = offsets[2 * j - 1], offsets[2 * j]
+    else
+      x, y = F.bloom_offsets(ids[j])
+    end
+    F.add_bits(chunks, x, y)
+  end
+  for _, rg in ipairs(rings or R.rings) do F.set_bits_in(rg, {chunks}) end
+end
+
+-- The BITFIELD arguments of a check-in, in chunks of at most CHUNK sessions: the same bits in
+-- every ring (one M), so they are made once; the first chunk led by the sentinel.
+function F.new_chunks()
+  return {{'SET', 'u1', R.bloom_bits, '1'}, n = 0}
+end
+
+function F.add_bits(chunks, x, y)
+  if chunks.n == CHUNK then
+    chunks[#chunks + 1] = {}
+    chunks.n = 0
+  end
+  local args = chunks[#chunks]
+  local n = #args
+  args[n + 1], args[n + 2], args[n + 3], args[n + 4] = 'SET', 'u1', x, '1'
+  args[n + 5], args[n + 6], args[n + 7], args[n + 8] = 'SET', 'u1', y, '1'
+  chunks.n = chunks.n + 1
+end
+
+-- Writes the bits of every chunk list of `lists` (each made by new_chunks) into the current
+-- epoch of the ring `rg`; the sentinel read back is the first BITFIELD's.
+function F.set_bits_in(rg, lists)
+  local e = math.floor(R.check_in_at / rg.width)
+  local key, lifetime, new = F.ring_key_for(rg, e)
+  local had
+  for _, chunks in ipairs(lists) do
+    for c = 1, #chunks do
+      local r = redis.call('BITFIELD', key, unpack(chunks[c]))
+      if had == nil then had = r[1] end
+    end
+  end
+  if had == 0 and not new and rg.held[e % rg.len] == e then
+    rg.held[e % rg.len] = -e
+    F.mark_lost(R.k_settings, rg.name, rg.len, e)
+  end
+  -- A new bitmap, or one made again: its lifetime (an existing one has it already).
+  if new or had == 0 then F.set_bitmap_lifetime(key, lifetime) end
+end
+
+-- The ring's current epoch as sync answers it and a gateway names it back:
+-- '<epoch>:<width ms>:<bitmap bits>:<server run id>'. The run id (INFO server) tells this
+-- server process from another: a failover or a restart may have lost writes it acknowledged,
+-- and then no gateway's copy of the bits it set holds (src/store/redis/checked_in.rs). A server
+-- that does not tell it (INFO refused) names epochs no gateway can hold ('-' for the run id:
+-- see epoch_holds).
+function F.epoch_name(rg)
+  if R.run_id == nil then
+    local info = redis.pcall('INFO', 'server')
+    R.run_id = type(info) == 'string' and string.match(info, 'run_id:(%x+)') or '-'
+  end
+  return string.format('%d:%d:%d:%s', math.floor(R.check_in_at / rg.width), rg.width,
+    R.bloom_bits, R.run_id)
+end
+
+-- Whether a gateway that names `name` as the ring's epoch in which it set its sessions' bits
+-- may skip writing them again: it is the current epoch of this server, and the ring's key still
+-- holds that epoch (its field, lost or not). Another caller's epochs of another width (a rolling
+-- change of queue_ttl or abandon_after, or of the schedule) may have taken the key since: its
+-- field then names their epoch, and the bits are written again.
+function F.epoch_holds(rg, name)
+  if name ~= F.epoch_name(rg) or R.run_id == '-' then return false end
+  local e = math.floor(R.check_in_at / rg.width)
+  local i = e % rg.len
+  if not rg.known[i] then F.load_ring(rg) end
+  local held = rg.held[i]
+  return held ~= nil and math.abs(held) == e
+end
+
+-- A liveness bitmap's lifetime, `ms` from now: the one TTL the room's keys get (check.rs,
+-- ROOM_KEYS_HAVE_TTL).
+function F.set_bitmap_lifetime(key, ms)
+  redis.call('PEXPIRE', key, string.format('%d', math.max(1, ms)))
+end
+
+-- Epoch `e`'s bitmap of the ring `name` (of `len` keys) was lost: its field says so (-e).
+function F.mark_lost(k_settings, name, len, e)
+  redis.call('HSET', k_settings, name .. (e % len), string.format('%d', -e))
+end
+
+-- Whether each session of `ids` is alive by `rg`'s rule: a list of booleans. `scores`, each
+-- session's score in line, as a number or a string: one above the first sequence number of an
+-- epoch that counts joined since, and is alive without a look at the bits. Keys are then read
+-- newest epoch first, only for the sessions not yet found; a key of unknown epoch (its field
+-- lost) counts as current. A key whose epoch counts but which is gone (lost) makes everyone
+-- alive: its check-ins cannot be told apart.
+function F.alive_many(ids, rg, scores)
+  local found, left = {}, {}
+  for j = 1, #ids do found[j] = false end
+  if #ids == 0 then return found end
+  F.load_ring(rg)
+  rg.since, rg.first_min = nil, nil
+  local counting, since = {}, nil
+  for back = 0, rg.len - 1 do
+    local i = (rg.current - back) % rg.len
+    local held = rg.held[i]
+    if held ~= nil and held < 0 and -held + rg.keep >= rg.current then
+      -- An epoch that counts lost its bitmap (check_in): its check-ins cannot be told apart.
+      for j = 1, #ids do found[j] = true end
+      return found
+    end
+    if held == nil or held + rg.keep >= rg.current then
+      counting[#counting + 1] = {R.keys[rg.first + i], held}
+      local from = rg.from[i]
+      if held ~= nil and from ~= nil and (since == nil or from < since) then since = from end
+      local first = held ~= nil and (rg.first_made[i] or from)
+      if first and (rg.first_min == nil or first < rg.first_min) then rg.first_min = first end
+    end
+  end
+  -- For silent_among: behind `since` everyone is alive by their join (or a turn horizon).
+  rg.since = since
+  for j = 1, #ids do
+    local score = since and tonumber(scores[j])
+    if score and score > since then found[j] = true else left[#left + 1] = j end
+  end
+  if #left > 0 then
+    for _, kh in ipairs(counting) do
+      -- A bitmap of another size holds its bits at other offsets (an older version's, whose
+      -- epoch a lost settings key no longer names as lost; or one a gateway with another
+      -- max_queue_len made): its check-ins cannot be told apart either, as for a lost one.
+      -- Each of this size is exactly bloom_bytes long (the sentinel is its last bit); a
+      -- missing one reads 0 (see below). One that was shorter is caught by the sentinel
+      -- when written (check_in).
+      local len = redis.call('STRLEN', kh[1])
+      if len ~= 0 and len ~= R.bloom_bytes then
+        for j = 1, #ids do found[j] = true end
+        return found
+      end
+    end
+  end
+  for _, kh in ipairs(counting) do
+    if #left == 0 then break end
+    local still = {}
+    for from = 1, #left, CHUNK do
+      local args, which = {}, {}
+      for n = from, math.min(#left, from + CHUNK - 1) do
+        local j = left[n]
+        local x, y = F.bloom_offsets(ids[j])
+        args[#args + 1] = 'GET'; args[#args + 1] = 'u1'; args[#args + 1] = x
+        args[#args + 1] = 'GET'; args[#args + 1] = 'u1'; args[#args + 1] = y
+        which[#which + 1] = j
+      end
+      local bits = redis.call('BITFIELD', kh[1], unpack(args))
+      for n, j in ipairs(which) do
+        if bits[2 * n - 1] == 1 and bits[2 * n] == 1 then
+          found[j] = true
+        else
+          still[#still + 1] = j
+        end
+      end
+    end
+    left = still
+  end
+  if #left > 0 then
+    for _, kh in ipairs(counting) do
+      if kh[2] ~= nil and redis.call('EXISTS', kh[1]) == 0 then
+        -- A bitmap that counts is gone: its check-ins are lost with it.
+        for _, j in ipairs(left) do found[j] = true end
+        break
+      end
+    end
+  end
+  return found
+end
+
+function F.alive(id, rg, score) return F.alive_many({id}, rg, {score})[1] end

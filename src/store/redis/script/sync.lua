@@ -1,0 +1,164 @@
+-- Sync: a gateway's check-ins of the sessions it saw waiting, answered with the room's
+-- snapshot.
+--
+-- Sync: checks in the listed sessions that have a place (ZMSCORE, 500 at a time, with the
+-- Bloom offsets the gateway sent; others are ignored, nothing is created), does the housekeeping, sweeps, promotes, and answers the
+-- snapshot: the head's score, and for each rank of checkpoint_ranks(waiting) (every rank below
+-- EXACT_RANKS, then each the last plus 1 / CHECKPOINT_GAP of it, and the last) that waiter's
+-- score, by ZRANGE (one for the exact ranks, one per rank above: about 1 100 for two million).
+-- The pace's silent waiters are estimated from the checkpoint waiters it reads anyway: silent
+-- among them / their number * waiting, rounded (exact for a line of at most EXACT_RANKS).
+
+-- twr_room_v8_sync: a gateway's sync, once a second: checks in the sessions it saw waiting,
+-- does the housekeeping and the sweep, promotes, and answers the room's snapshot.
+-- KEYS: the room's 20 (keys.lua)
+-- ARGV (the lists of offsets are two Bloom offsets per session, decimal text, '<x> <y> ' each,
+-- maybe empty: a BITFIELD argument made from a Lua number is formatted by Redis, about a
+-- microsecond per bit and ring, a string is taken as it is; checked_in.rs says why a set bit
+-- needs no second write):
+--   1 now
+--   2 line_numbers
+--   3 room_numbers
+--   4 excused
+--   5 sessions        the sessions the gateway saw waiting since its last sync and looks up,
+--                     their ids' 16 raw bytes concatenated (their offsets in 11)
+--   6 both            the sessions this gateway already found in line this abandon epoch,
+--                     whose bits are set without a lookup, in both rings
+--   7 turn_epoch      the turn ring's epoch (as this reply names it) in which this gateway's
+--                     own syncs set the bits of 9 and 10 already ('' for none)
+--   8 abandon_epoch   the same of the abandon ring
+--   9 turn_only       as 6, set in the abandon ring's epoch of 8: written into the turn ring,
+--                     and into the abandon ring only if its current epoch is not 8's
+--   10 neither        as 6, set in both: written into a ring only if its current epoch is not
+--                     the one named
+--   11 offsets        the offsets of the sessions of 5, in their order
+--   12 abandon_only   behind the turn horizon (liveness.lua), which get no turn check-in:
+--                     those found in line and not set in the abandon ring's epoch of 8,
+--                     written into the abandon ring
+--   13 behind_set     behind it, those set there: written into it only if its current epoch
+--                     is not 8's
+--   14 horizon        '<n> <horizon>', the horizon a whole number >= 0 and n the sessions of 5
+--                     ahead of it (the first n; the others are behind it), or '' for none
+--   15 schedule       optional, for a room with a schedule (call.lua)
+-- Reply: {12, now_ms, waiting, paused, open, before_opening, line_closed (each 0|1), head,
+-- last_minute, last_five_minutes, pace... (as stats', operator.lua: 20 numbers), n, then n
+-- checkpoints as rank, score, then the ids (16 bytes each, concatenated) of the listed sessions
+-- that have no place, then the current epoch of the turn ring and of the abandon ring, each
+-- '<epoch>:<width ms>:<bitmap bits>:<server run id>' (the check-ins' epochs)}. head and every
+-- checkpoint's score are strings ('%.17g', '' for no head): a registrant's score is no
+-- integer, and Redis truncates the numbers of a Lua reply to integers.
+function OPERATIONS.sync()
+  local waiting = redis.call('ZCARD', R.k_line)
+  local cps = F.checkpoints(waiting)
+  local head = ''
+  if cps[1] then head = F.score_string(cps[1][3]) end
+  local out = {12, R.now, waiting, R.paused and 1 or 0, R.open and 1 or 0,
+    R.before_opening and 1 or 0, R.line_closed and 1 or 0, head, 0, 0}
+  out[9], out[10] = F.append_pace(out, F.silent_among(cps, waiting))
+  out[#out + 1] = #cps
+  for _, cp in ipairs(cps) do
+    out[#out + 1] = cp[1]
+    out[#out + 1] = F.score_string(cp[3])
+  end
+  out[#out + 1] = table.concat(R.unknown)
+  out[#out + 1] = F.epoch_name(R.rings[1])
+  out[#out + 1] = F.epoch_name(R.rings[2])
+  return out
+end
+
+-- Checks in the sessions of sync's first list (`sessions`) that have a place in line, and
+-- answers back those without: their ids' 16 bytes each, their two Bloom offsets in `offsets`
+-- (the gateway computes them for this room's M, so the script only looks the ids up). Then sets
+-- the bits of the lists of sessions already found (both, turn_only, neither, abandon_only,
+-- behind_set: two offsets each):
+-- sessions this gateway already found in line this abandon epoch, not looked up again (one
+-- that left since only looks alive, as for a Bloom false positive, until its next epoch).
+-- With a turn horizon (`horizon`), the sessions behind it get no turn check-in, and the turn
+-- ring's current epoch counts everyone behind it (lower_first_number); a looked-up session
+-- whose score in line is not behind it gets its turn check-in whatever the gateway said.
+function F.check_in_seen(list)
+  -- Anew in each run (a repaired second run checks in again).
+  R.unknown = {}
+  local ahead, horizon = string.match(F.sync_list(14)[1], '^(%d+) (%d+)$')
+  ahead, horizon = tonumber(ahead), tonumber(horizon)
+  -- Their offsets (`offsets`), in the ids' order, as decimal text: Redis takes a BITFIELD
+  -- argument made from a Lua number by formatting it (about a microsecond, for each bit of
+  -- each ring), from a string as it is.
+  local next_offset = string.gmatch(F.sync_list(11)[1], '%d+')
+  local abandon_ring = {R.gone_ring}
+  for from = 1, #list, 16 * CHUNK do
+    local ids, offsets = {}, {}
+    for at = from, math.min(#list, from + 16 * CHUNK - 1) - 15, 16 do
+      ids[#ids + 1] = string.sub(list, at, at + 15)
+      offsets[#offsets + 1] = next_offset()
+      offsets[#offsets + 1] = next_offset()
+    end
+    if #ids > 0 then
+      local scores = redis.call('ZMSCORE', R.k_line, unpack(ids))
+      local placed, placed_offsets = {{}, {}}, {{}, {}}
+      local first = (from - 1) / 16
+      for j = 1, #ids do
+        if scores[j] then
+          -- 1: both rings; 2: behind the horizon, the abandon ring only.
+          local n = 1
+          if horizon and first + j > ahead and tonumber(scores[j]) > horizon then n = 2 end
+          local p, o = placed[n], placed_offsets[n]
+          p[#p + 1] = ids[j]
+          o[#o + 1], o[#o + 2] = offsets[2 * j - 1], offsets[2 * j]
+        else
+          -- No place (skipped, swept, never in line): answered back, so the gateway asks the
+          -- store at their next poll instead of placing them by an old cookie.
+          R.unknown[#R.unknown + 1] = ids[j]
+        end
+      end
+      F.check_in(placed[1], placed_offsets[1])
+      F.check_in(placed[2], placed_offsets[2], abandon_ring)
+    end
+  end
+  -- The sessions found in line, by what the gateway set already in the epochs it names (its
+  -- copy, src/store/redis/checked_in.rs): `both` in neither ring, `turn_only` in the abandon
+  -- ring's named epoch, `neither` in both rings' named epochs; behind the horizon,
+  -- `abandon_only` in neither and `behind_set` in the abandon ring's. A list goes into a ring unless the gateway set it there in the ring's
+  -- current epoch, on this server, in the key that still holds that epoch (epoch_holds); so a
+  -- stale name costs only writes.
+  local both, turn_only, neither = F.sync_list(6), F.sync_list(9), F.sync_list(10)
+  local abandon_only, behind_set = F.sync_list(12), F.sync_list(13)
+  local current = {}
+  for n, rg in ipairs(R.rings) do current[n] = F.epoch_holds(rg, R.args[6 + n]) end
+  local turn_lists = {both, turn_only}
+  if not current[1] then turn_lists[3] = neither end
+  local abandon_lists = {both, abandon_only}
+  if not current[2] then
+    abandon_lists[3], abandon_lists[4], abandon_lists[5] = turn_only, neither, behind_set
+  end
+  for n, lists in ipairs({turn_lists, abandon_lists}) do
+    local out = {}
+    for _, list in ipairs(lists) do
+      if list[0] > 0 then
+        if not list.chunks then list.chunks = F.offset_chunks(list[1]) end
+        out[#out + 1] = list.chunks
+      end
+    end
+    if #out > 0 then F.set_bits_in(R.rings[n], out) end
+  end
+  if horizon then F.lower_first_number(horizon) end
+end
+
+-- Sync's list at ARGV `i` of sessions' Bloom offsets, as decimal text ('<x> <y> ' per
+-- session), in a table {text} whose chunks are made once when a ring needs them.
+function F.sync_list(i)
+  local text = R.args[i]
+  return {text, [0] = #text}
+end
+
+-- The BITFIELD chunks (new_chunks) of a list of Bloom offsets as decimal text (sync_list).
+function F.offset_chunks(text)
+  local chunks = F.new_chunks()
+  local next_offset = string.gmatch(text, '%d+')
+  while true do
+    local x, y = next_offset(), next_offset()
+    if y == nil then break end
+    F.add_bits(chunks, x, y)
+  end
+  return chunks
+end
