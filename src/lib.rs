@@ -83,7 +83,7 @@
 //! | [`control`], [`admin`] | the operator's handle on a running room ([`RoomControl`](control::RoomControl)), and its HTTP API and dashboard ([`AdminService`](admin::AdminService)) |
 //! | [`clock`] | injectable time |
 //! | [`telemetry`] | metric names (feature `metrics`, on by default) and the per-request `tracing` span |
-//! | [`rooms`] | several rooms behind one layer ([`WaitingRooms`](rooms::WaitingRooms)), the [`Rule`](rooms::Rule)s that pick the room, and gated routes (`403 not_admitted`, the `X-Admission-Ticket` header) |
+//! | [`routing`] | several rooms behind one layer ([`WaitingRooms`](routing::WaitingRooms)), routed by the [`Rule`](routing::Rule)s that pick the room, and gated routes (`403 not_admitted`, the `X-Admission-Ticket` header) |
 //! | [`testing`] | [`TestRoom`](testing::TestRoom) for testing handlers behind the layer; with the `testing` feature, the store conformance suite |
 
 #![forbid(unsafe_code)]
@@ -106,7 +106,7 @@ pub mod matching;
 pub mod outcome;
 pub mod response;
 mod room;
-pub mod rooms;
+pub mod routing;
 mod service;
 mod session;
 pub mod store;

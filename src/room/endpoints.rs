@@ -11,7 +11,7 @@ use super::visitor::{header_value, Carried, Visitor};
 use super::{Next, Room};
 use crate::defences::proof_of_work::PROOF_HEADER;
 use crate::response::{json_response, StatusBody};
-use crate::rooms::ADMISSION_TICKET;
+use crate::routing::ADMISSION_TICKET;
 use crate::telemetry::{Outcome, Stage};
 
 impl Room {

@@ -33,7 +33,7 @@ use super::Room;
 use crate::clock::{duration_ms, secs_ceil};
 use crate::config::FailPolicy;
 use crate::outcome::AdmittedBy;
-use crate::rooms::ADMISSION_TICKET;
+use crate::routing::ADMISSION_TICKET;
 use crate::session::SessionId;
 use crate::store::{Decision, StoreError, StoreErrorKind, StoreFuture};
 use crate::telemetry::{Outcome, Stage};

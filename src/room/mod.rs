@@ -51,7 +51,7 @@ use crate::config::RoomConfig;
 use crate::defences::{Defences, Limiter};
 use crate::outcome::{Admission, AdmittedBy};
 use crate::response::Render;
-use crate::rooms::Rule;
+use crate::routing::Rule;
 use crate::session::SessionId;
 use crate::store::{RoomStats, Store, StoreFuture};
 use crate::telemetry::{self, Outcome, RoomMetrics, Stage};

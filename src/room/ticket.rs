@@ -39,7 +39,7 @@ use crate::clock::secs_ceil;
 use crate::cookies::{self, Wanted};
 use crate::outcome::{Admission, AdmittedBy};
 use crate::response::{json_response, StatusBody};
-use crate::rooms::ADMISSION_TICKET as TICKET_HEADER;
+use crate::routing::ADMISSION_TICKET as TICKET_HEADER;
 use crate::session::SessionId;
 use crate::store::{Minted, Redeemed, StoreError, TicketNonce};
 use crate::telemetry::{Outcome, Stage};

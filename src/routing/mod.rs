@@ -68,7 +68,7 @@
 //! use std::net::SocketAddr;
 //!
 //! use axum::{routing::{get, post}, Router};
-//! use tower_waiting_room::rooms::{Rule, WaitingRooms};
+//! use tower_waiting_room::routing::{Rule, WaitingRooms};
 //! use tower_waiting_room::WaitingRoomLayer;
 //!
 //! # #[tokio::main(flavor = "current_thread")]
@@ -112,7 +112,7 @@
 //! [`WaitingRoomBuilder::gate`](crate::WaitingRoomBuilder::gate), no [`WaitingRooms`] needed:
 //!
 //! ```
-//! use tower_waiting_room::rooms::Rule;
+//! use tower_waiting_room::routing::Rule;
 //! use tower_waiting_room::WaitingRoomLayer;
 //!
 //! # fn main() -> Result<(), tower_waiting_room::ConfigError> {

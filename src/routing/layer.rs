@@ -18,7 +18,7 @@ use crate::room::Room;
 ///
 /// ```
 /// use axum::{routing::get, Router};
-/// use tower_waiting_room::rooms::{Rule, WaitingRooms};
+/// use tower_waiting_room::routing::{Rule, WaitingRooms};
 /// use tower_waiting_room::WaitingRoomLayer;
 ///
 /// # fn main() -> Result<(), tower_waiting_room::ConfigError> {

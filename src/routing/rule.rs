@@ -29,7 +29,7 @@ type Predicate = dyn Fn(&RequestInfo<'_>) -> bool + Send + Sync;
 ///
 /// ```
 /// use http::Method;
-/// use tower_waiting_room::rooms::Rule;
+/// use tower_waiting_room::routing::Rule;
 ///
 /// let vip = Rule::path_prefix("/vip");
 /// let orders = Rule::path("/api/orders/*").with_methods([Method::POST, Method::PUT]);
