@@ -1,0 +1,443 @@
+//! [`Rule`]: which requests go to a room, or are gated by one.
+
+use std::fmt;
+use std::sync::Arc;
+
+use http::{header, Method, Request};
+
+use crate::client::RequestInfo;
+
+/// A predicate over a request, for what the structured parts of a rule cannot say.
+type Predicate = dyn Fn(&RequestInfo<'_>) -> bool + Send + Sync;
+
+/// Which requests a room takes (or a gate covers): a path, a host, methods, or a predicate, and
+/// any combination of them (a request matches when every part given matches).
+///
+/// | part | made with | matches |
+/// |---|---|---|
+/// | path prefix | [`path_prefix`](Self::path_prefix), [`with_path_prefix`](Self::with_path_prefix) | the path and everything under it, by segments: `/vip` matches `/vip` and `/vip/x`, not `/vipers`; `/` matches every path |
+/// | path | [`path`](Self::path), [`get`](Self::get), [`post`](Self::post), [`with_path`](Self::with_path) | exactly that path; a pattern ending in `*` matches every path that starts with what is before the `*` (`/api/orders/*` matches `/api/orders/7`, not `/api/orders`) |
+/// | host | [`host`](Self::host), [`with_host`](Self::with_host) | the request's host (`Host` header, or the URI's authority), case-insensitive, port ignored |
+/// | methods | [`method`](Self::method), [`methods`](Self::methods), [`with_methods`](Self::with_methods) | any of them |
+/// | predicate | [`when`](Self::when), [`and_when`](Self::and_when) | whatever the closure says |
+///
+/// [`WaitingRoomsBuilder::build`](crate::routing::WaitingRoomsBuilder::build) refuses two rules of
+/// different rooms (or two gates to different rooms) that can match the same request, so the
+/// order rules are given in never decides which room a request goes to. That check knows the
+/// structured parts only: rules with a predicate are not checked, and are tried after every
+/// rule without one, in the order given.
+///
+/// ```
+/// use http::Method;
+/// use tower_waiting_room::routing::Rule;
+///
+/// let vip = Rule::path_prefix("/vip");
+/// let orders = Rule::path("/api/orders/*").with_methods([Method::POST, Method::PUT]);
+/// let checkout = Rule::post("/checkout");
+/// let launch = Rule::host("launch.example.com").with_path_prefix("/shop");
+/// let beta = Rule::when(|req| req.headers().contains_key("x-beta"));
+/// # let _ = (vip, orders, checkout, launch, beta);
+/// ```
+#[derive(Clone)]
+pub struct Rule {
+    host: Option<String>,
+    path: PathMatch,
+    methods: Option<Vec<Method>>,
+    predicate: Option<Arc<Predicate>>,
+}
+
+/// The path part of a rule.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum PathMatch {
+    /// Any path.
+    Any,
+    /// The path or anything under it, by segments. Kept without a trailing `/`, so the root
+    /// (`/`) is the empty string, under which every path is.
+    Prefix(String),
+    /// Exactly this path.
+    Exact(String),
+    /// Every path that starts with this text (a pattern that ended in `*`).
+    Starts(String),
+    /// A path prefix that names no path (empty, or not starting with `/`), as given: refused
+    /// by the builder.
+    Malformed(String),
+}
+
+impl Rule {
+    /// Every request (on its own, the same as a default room; a start for combinations).
+    pub fn any() -> Self {
+        Self {
+            host: None,
+            path: PathMatch::Any,
+            methods: None,
+            predicate: None,
+        }
+    }
+
+    /// The path `prefix` and everything under it, by segments: `/vip` matches `/vip`,
+    /// `/vip/` and `/vip/x`, not `/vipers`.
+    pub fn path_prefix(prefix: impl Into<String>) -> Self {
+        Self::any().with_path_prefix(prefix)
+    }
+
+    /// Exactly the path `pattern`, or, when it ends in `*`, every path that starts with what
+    /// is before the `*` (`/api/orders/*` matches `/api/orders/7` and `/api/orders/`, not
+    /// `/api/orders`).
+    pub fn path(pattern: impl Into<String>) -> Self {
+        Self::any().with_path(pattern)
+    }
+
+    /// `GET` (and `HEAD`) requests to the path `pattern` (as in [`path`](Self::path)).
+    pub fn get(pattern: impl Into<String>) -> Self {
+        Self::path(pattern).with_methods([Method::GET, Method::HEAD])
+    }
+
+    /// `POST` requests to the path `pattern` (as in [`path`](Self::path)).
+    pub fn post(pattern: impl Into<String>) -> Self {
+        Self::path(pattern).with_methods([Method::POST])
+    }
+
+    /// Requests for `host` (case-insensitive, port ignored).
+    pub fn host(host: impl Into<String>) -> Self {
+        Self::any().with_host(host)
+    }
+
+    /// Requests with this method.
+    pub fn method(method: Method) -> Self {
+        Self::any().with_methods([method])
+    }
+
+    /// Requests with any of these methods.
+    pub fn methods(methods: impl IntoIterator<Item = Method>) -> Self {
+        Self::any().with_methods(methods)
+    }
+
+    /// Requests for which `predicate` returns `true`. Not checked for overlaps: rules with a
+    /// predicate are tried after all the others, in the order given. Keep it cheap: it runs on
+    /// every request that no other rule took.
+    pub fn when<F>(predicate: F) -> Self
+    where
+        F: Fn(&RequestInfo<'_>) -> bool + Send + Sync + 'static,
+    {
+        Self::any().and_when(predicate)
+    }
+
+    /// The same rule, only for `host` (replacing any host it had).
+    pub fn with_host(mut self, host: impl Into<String>) -> Self {
+        self.host = Some(normalize_host(&host.into()).to_ascii_lowercase());
+        self
+    }
+
+    /// The same rule, only under the path `prefix` (replacing any path it had).
+    pub fn with_path_prefix(mut self, prefix: impl Into<String>) -> Self {
+        let prefix = prefix.into();
+        self.path = if prefix.starts_with('/') {
+            PathMatch::Prefix(prefix.trim_end_matches('/').to_owned())
+        } else {
+            PathMatch::Malformed(prefix)
+        };
+        self
+    }
+
+    /// The same rule, only for the path `pattern` (as in [`path`](Self::path); replacing any
+    /// path it had).
+    pub fn with_path(mut self, pattern: impl Into<String>) -> Self {
+        let pattern = pattern.into();
+        self.path = match pattern.strip_suffix('*') {
+            Some(start) => PathMatch::Starts(start.to_owned()),
+            None => PathMatch::Exact(pattern),
+        };
+        self
+    }
+
+    /// The same rule, only for these methods (replacing any it had).
+    pub fn with_methods(mut self, methods: impl IntoIterator<Item = Method>) -> Self {
+        self.methods = Some(methods.into_iter().collect());
+        self
+    }
+
+    /// The same rule, and only when `predicate` returns `true` too (replacing any predicate it
+    /// had). A rule with a predicate is not checked for overlaps; see [`when`](Self::when).
+    pub fn and_when<F>(mut self, predicate: F) -> Self
+    where
+        F: Fn(&RequestInfo<'_>) -> bool + Send + Sync + 'static,
+    {
+        self.predicate = Some(Arc::new(predicate));
+        self
+    }
+
+    /// Whether the rule is well formed: paths start with `/` and hold no `*` but a trailing
+    /// one, the host is a plain name or address, at least one method. Checked by the builder.
+    pub(crate) fn is_valid(&self) -> bool {
+        let path_ok = match &self.path {
+            PathMatch::Any => true,
+            PathMatch::Prefix(p) => p.is_empty() || valid_path(p),
+            PathMatch::Exact(p) | PathMatch::Starts(p) => valid_path(p),
+            PathMatch::Malformed(_) => false,
+        };
+        let host_ok = self.host.as_deref().is_none_or(|h| {
+            !h.is_empty()
+                && h.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"-._:[]".contains(&b))
+        });
+        let methods_ok = self.methods.as_ref().is_none_or(|m| !m.is_empty());
+        path_ok && host_ok && methods_ok
+    }
+
+    /// Whether the rule has a predicate (and so is not checked for overlaps).
+    pub(crate) fn has_predicate(&self) -> bool {
+        self.predicate.is_some()
+    }
+
+    /// Whether `req` matches every part of the rule.
+    pub(crate) fn matches<B>(&self, req: &Request<B>) -> bool {
+        if let Some(methods) = &self.methods {
+            if !methods.contains(req.method()) {
+                return false;
+            }
+        }
+        if !self.path.matches(req.uri().path()) {
+            return false;
+        }
+        if let Some(host) = &self.host {
+            if !request_host(req).is_some_and(|h| h.eq_ignore_ascii_case(host)) {
+                return false;
+            }
+        }
+        self.predicate
+            .as_ref()
+            .is_none_or(|p| p(&RequestInfo::new(req)))
+    }
+
+    /// Whether some request can match both rules, by their structured parts (predicates are
+    /// not looked at: the caller skips rules that have one).
+    pub(crate) fn may_overlap(&self, other: &Rule) -> bool {
+        let hosts = match (&self.host, &other.host) {
+            (Some(a), Some(b)) => a == b,
+            _ => true,
+        };
+        let methods = match (&self.methods, &other.methods) {
+            (Some(a), Some(b)) => a.iter().any(|m| b.contains(m)),
+            _ => true,
+        };
+        hosts && methods && self.path.may_overlap(&other.path)
+    }
+}
+
+impl PathMatch {
+    fn matches(&self, path: &str) -> bool {
+        match self {
+            PathMatch::Any => true,
+            PathMatch::Prefix(p) => under(path, p),
+            PathMatch::Exact(p) => path == p,
+            PathMatch::Starts(p) => path.starts_with(p.as_str()),
+            PathMatch::Malformed(_) => false,
+        }
+    }
+
+    /// Whether some path matches both.
+    fn may_overlap(&self, other: &PathMatch) -> bool {
+        use PathMatch::*;
+        match (self, other) {
+            (Malformed(_), _) | (_, Malformed(_)) => false,
+            (Any, _) | (_, Any) => true,
+            (Exact(a), b) | (b, Exact(a)) => b.matches(a),
+            (Prefix(a), Prefix(b)) => under(a, b) || under(b, a),
+            // Every path that starts with `s` and is under `p`: `s` itself is under `p`, or
+            // `s` is short enough that `p` (which matches itself) starts with it.
+            (Prefix(p), Starts(s)) | (Starts(s), Prefix(p)) => {
+                under(s, p) || p.starts_with(s.as_str()) || (p.is_empty() && s.starts_with('/'))
+            }
+            (Starts(a), Starts(b)) => a.starts_with(b.as_str()) || b.starts_with(a.as_str()),
+        }
+    }
+}
+
+/// Whether `path` is `prefix` or under it, by segments (`prefix` without a trailing `/`; the
+/// empty prefix is the root, under which every path is).
+fn under(path: &str, prefix: &str) -> bool {
+    match path.strip_prefix(prefix) {
+        Some(rest) => rest.is_empty() || rest.starts_with('/'),
+        None => false,
+    }
+}
+
+/// A path a rule can name: starts with `/`, no whitespace or controls, no `*` (a trailing one
+/// was taken off already).
+fn valid_path(path: &str) -> bool {
+    path.starts_with('/') && path.bytes().all(|b| b.is_ascii_graphic() && b != b'*')
+}
+
+/// The request's host: the `Host` header, or (HTTP/2) the URI's authority; without its port.
+fn request_host<B>(req: &Request<B>) -> Option<&str> {
+    let raw = req
+        .headers()
+        .get(header::HOST)
+        .and_then(|v| v.to_str().ok())
+        .or_else(|| req.uri().authority().map(|a| a.as_str()))?;
+    Some(normalize_host(raw))
+}
+
+/// `host[:port]` or `[v6][:port]` without the port, and without a trailing dot.
+fn normalize_host(raw: &str) -> &str {
+    let raw = raw.trim();
+    let host = if raw.starts_with('[') {
+        raw.find(']').map_or(raw, |end| &raw[..=end])
+    } else {
+        raw.rsplit_once(':').map_or(raw, |(host, _)| host)
+    };
+    host.strip_suffix('.').unwrap_or(host)
+}
+
+impl fmt::Debug for Rule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.describe())
+    }
+}
+
+impl Rule {
+    /// The rule in words, for errors and `Debug`.
+    pub(crate) fn describe(&self) -> String {
+        let mut parts = Vec::new();
+        if let Some(host) = &self.host {
+            parts.push(format!("host {host}"));
+        }
+        match &self.path {
+            PathMatch::Any => {}
+            PathMatch::Prefix(p) if p.is_empty() => parts.push("path prefix /".to_owned()),
+            PathMatch::Prefix(p) => parts.push(format!("path prefix {p}")),
+            PathMatch::Exact(p) => parts.push(format!("path {p}")),
+            PathMatch::Starts(p) => parts.push(format!("path {p}*")),
+            PathMatch::Malformed(p) => parts.push(format!("path prefix {p:?}")),
+        }
+        if let Some(methods) = &self.methods {
+            let names: Vec<&str> = methods.iter().map(Method::as_str).collect();
+            parts.push(format!("methods {}", names.join("|")));
+        }
+        if self.predicate.is_some() {
+            parts.push("a predicate".to_owned());
+        }
+        if parts.is_empty() {
+            "any request".to_owned()
+        } else {
+            parts.join(", ")
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req(method: Method, host: &str, path: &str) -> Request<()> {
+        Request::builder()
+            .method(method)
+            .uri(path)
+            .header(header::HOST, host)
+            .body(())
+            .unwrap()
+    }
+
+    fn get(path: &str) -> Request<()> {
+        req(Method::GET, "shop.example", path)
+    }
+
+    #[test]
+    fn prefixes_match_by_segments() {
+        let vip = Rule::path_prefix("/vip");
+        for yes in ["/vip", "/vip/", "/vip/x", "/vip/x/y"] {
+            assert!(vip.matches(&get(yes)), "{yes}");
+        }
+        for no in ["/vipers", "/", "/vi", "/x/vip"] {
+            assert!(!vip.matches(&get(no)), "{no}");
+        }
+        assert!(Rule::path_prefix("/vip/").matches(&get("/vip")));
+        let root = Rule::path_prefix("/");
+        assert!(root.matches(&get("/")) && root.matches(&get("/anything")));
+    }
+
+    #[test]
+    fn paths_are_exact_or_trailing_star_patterns() {
+        let exact = Rule::path("/checkout");
+        assert!(exact.matches(&get("/checkout")));
+        assert!(!exact.matches(&get("/checkout/x")) && !exact.matches(&get("/checkouts")));
+        let orders = Rule::path("/api/orders/*");
+        assert!(orders.matches(&get("/api/orders/7")) && orders.matches(&get("/api/orders/")));
+        assert!(!orders.matches(&get("/api/orders")));
+    }
+
+    #[test]
+    fn hosts_ignore_case_and_port_and_methods_must_be_listed() {
+        let rule = Rule::host("Shop.Example").with_methods([Method::POST]);
+        assert!(rule.matches(&req(Method::POST, "shop.example:8080", "/")));
+        assert!(rule.matches(&req(Method::POST, "SHOP.EXAMPLE.", "/x")));
+        assert!(!rule.matches(&req(Method::GET, "shop.example", "/")));
+        assert!(!rule.matches(&req(Method::POST, "other.example", "/")));
+        let v6 = Rule::host("[::1]");
+        assert!(v6.matches(&req(Method::GET, "[::1]:3000", "/")));
+        let no_host = Request::builder().uri("/").body(()).unwrap();
+        assert!(!Rule::host("shop.example").matches(&no_host));
+        // HTTP/2: the authority.
+        let h2 = Request::builder()
+            .uri("https://shop.example:443/x")
+            .body(())
+            .unwrap();
+        assert!(Rule::host("shop.example").matches(&h2));
+    }
+
+    #[test]
+    fn predicates_combine_with_the_rest() {
+        let rule = Rule::path_prefix("/beta").and_when(|r| r.headers().contains_key("x-beta"));
+        let mut yes = get("/beta/x");
+        yes.headers_mut()
+            .insert("x-beta", http::HeaderValue::from_static("1"));
+        assert!(rule.matches(&yes));
+        assert!(!rule.matches(&get("/beta/x")));
+    }
+
+    #[test]
+    fn overlaps() {
+        let overlapping = [
+            (Rule::path_prefix("/vip"), Rule::path_prefix("/vip/gold")),
+            (Rule::path_prefix("/"), Rule::path("/x")),
+            (Rule::path_prefix("/vip"), Rule::path("/vip")),
+            (Rule::path_prefix("/vip"), Rule::path("/vi*")),
+            (Rule::path_prefix("/vip"), Rule::path("/vip/a*")),
+            (Rule::path("/a/*"), Rule::path("/a/b*")),
+            (Rule::any(), Rule::host("x.example")),
+            (Rule::post("/x"), Rule::path("/x")),
+            (Rule::host("a.example"), Rule::host("A.example:80")),
+        ];
+        for (a, b) in &overlapping {
+            assert!(a.may_overlap(b) && b.may_overlap(a), "{a:?} / {b:?}");
+        }
+        let disjoint = [
+            (Rule::path_prefix("/vip"), Rule::path_prefix("/vipers")),
+            (Rule::path_prefix("/vip"), Rule::path("/vipx*")),
+            (Rule::path_prefix("/vip"), Rule::path("/v")),
+            (Rule::path("/a/*"), Rule::path("/b/*")),
+            (Rule::post("/x"), Rule::get("/x")),
+            (Rule::host("a.example"), Rule::host("b.example")),
+        ];
+        for (a, b) in &disjoint {
+            assert!(!a.may_overlap(b) && !b.may_overlap(a), "{a:?} / {b:?}");
+        }
+    }
+
+    #[test]
+    fn bad_rules_are_invalid() {
+        for bad in [
+            Rule::path_prefix(""),
+            Rule::path_prefix("vip"),
+            Rule::path("vip"),
+            Rule::path("/a*b*"),
+            Rule::path("/a b"),
+            Rule::host(""),
+            Rule::host("a/b"),
+            Rule::methods([]),
+        ] {
+            assert!(!bad.is_valid(), "{bad:?}");
+        }
+        assert!(Rule::path_prefix("/").is_valid() && Rule::path("/*").is_valid());
+    }
+}
