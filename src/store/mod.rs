@@ -129,6 +129,8 @@ use serde::Serialize;
 use crate::config::RoomPolicy;
 use crate::session::SessionId;
 
+#[cfg(feature = "testing")]
+pub(crate) mod damage;
 mod error;
 mod memory;
 #[cfg(feature = "redis")]
