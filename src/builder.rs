@@ -16,9 +16,9 @@ use crate::defences::{
 use crate::layer::WaitingRoomLayer;
 use crate::response::{DefaultRenderer, Render};
 use crate::room::{Room, RoomParts};
-use crate::routing::Rule;
 use crate::store::{MemoryStore, Store};
 use crate::token::{KeyError, Keyring, SigningKey};
+use crate::vocab::Rule;
 
 // The layer's entry point lives here, beside the builder it starts, so that the layer does
 // not depend on its builder.

@@ -113,6 +113,7 @@ pub mod store;
 pub mod telemetry;
 pub mod testing;
 mod token;
+mod vocab;
 
 /// The README's examples, compiled as doc tests.
 #[cfg(doctest)]

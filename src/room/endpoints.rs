@@ -11,8 +11,8 @@ use super::visitor::{header_value, Carried, Visitor};
 use super::{Next, Room};
 use crate::defences::proof_of_work::PROOF_HEADER;
 use crate::response::{json_response, StatusBody};
-use crate::routing::ADMISSION_TICKET;
 use crate::telemetry::{Outcome, Stage};
+use crate::vocab::ADMISSION_TICKET;
 
 impl Room {
     /// The endpoint `req` is for, answered or asked of the store; `None` when it is for none.

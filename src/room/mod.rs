@@ -51,11 +51,11 @@ use crate::config::RoomConfig;
 use crate::defences::{Defences, Limiter};
 use crate::outcome::{Admission, AdmittedBy};
 use crate::response::Render;
-use crate::routing::Rule;
 use crate::session::SessionId;
 use crate::store::{RoomStats, Store, StoreFuture};
 use crate::telemetry::{self, Outcome, RoomMetrics, Stage};
 use crate::token::{AdmissionToken, Keyring, QueueCookie};
+use crate::vocab::Rule;
 
 /// What the builder assembles a room from.
 pub(crate) struct RoomParts {
