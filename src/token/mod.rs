@@ -19,6 +19,7 @@ mod challenge;
 mod claims;
 mod format;
 mod keys;
+#[cfg(feature = "matching")]
 pub(crate) mod match_session;
 mod queue_cookie;
 mod ticket;
