@@ -298,6 +298,7 @@ type BoxedAnswer = Pin<Box<dyn Future<Output = Response<crate::FullBody>> + Send
 /// Boxed: these calls are rare next to a visitor's request through the room, or wait on the
 /// store anyway, so one allocation per call buys a plain `async` implementation over a
 /// hand-written state machine.
+#[doc(hidden)]
 pub struct AnswerFuture {
     inner: BoxedAnswer,
 }

@@ -79,7 +79,7 @@
 //! | [`config`] | settings, [`defaults`](config::defaults) in one place, validation, [`ConfigError`] |
 //! | [`client`] | who a request comes from: [`RequestInfo`], [`PeerAddr`], (feature `axum`, on by default) axum's `ConnectInfo`, the client IP and the network prefixes |
 //! | [`defences`] | bypass rules, rate limits, [proof of work](defences::proof_of_work) |
-//! | [`outcome`], [`eta`], [`response`] | typed outcomes, the wait estimate, and how they are rendered (pages, templates, texts, JSON) |
+//! | [`outcome`], `eta` (hidden: internal), [`response`] | typed outcomes, the wait estimate, and how they are rendered (pages, templates, texts, JSON) |
 //! | [`control`], [`admin`] | the operator's handle on a running room ([`RoomControl`](control::RoomControl)), and (feature `admin`, on by default) its HTTP API and dashboard ([`AdminService`](admin::AdminService)) |
 //! | [`clock`] | injectable time |
 //! | [`telemetry`] | metric names (feature `metrics`, on by default) and the per-request `tracing` span |
@@ -101,6 +101,8 @@ pub mod control;
 mod cookies;
 pub mod defences;
 mod encoding;
+// The wait estimate's model is internal: hidden from the docs, public for its doc tests.
+#[doc(hidden)]
 pub mod eta;
 pub mod future;
 mod layer;
