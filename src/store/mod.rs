@@ -177,7 +177,8 @@ pub(crate) const MAX_ADMIT_NEXT_PER_CALL: u32 = 1_000;
 
 /// How much a store may round up [`RoomStats::oldest_wait_ms`]: the Redis store notes the time of
 /// the first arrival of each second, not of every arrival.
-pub(crate) const OLDEST_WAIT_GRANULARITY_MS: u64 = 1_000;
+#[doc(hidden)]
+pub const OLDEST_WAIT_GRANULARITY_MS: u64 = 1_000;
 
 /// Minutes of admissions [`RoomStats::admissions_per_minute`] covers.
 pub(crate) const HISTORY_MINUTES: usize = 30;
