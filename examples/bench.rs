@@ -2,9 +2,9 @@
 //! store scales to a million waiters, measured side by side in one run on one machine.
 //!
 //! ```text
-//! cargo run --release --example bench            # full run, a few minutes
-//! cargo run --release --example bench -- --quick # about a minute
-//! cargo run --example bench -- --smoke           # a few seconds: checks a complete summary is written
+//! cargo run --release --features matching --example bench             # full run, a few minutes
+//! cargo run --release --features matching --example bench -- --quick  # about a minute
+//! cargo run --features matching --example bench -- --smoke            # a few seconds: checks a complete summary is written
 //! ```
 //!
 //! Everything runs on loopback and is started here: the HTTP servers under test (axum on
@@ -73,8 +73,8 @@ const USAGE: &str = "\
 tower-waiting-room benchmark: the layer next to plain axum, and the Redis store at scale.
 
 USAGE:
-    cargo run --release --example bench -- [--quick | --smoke] [--out PATH]
-    cargo run --release --example bench -- wrk [--secs N] [--rounds N]   (needs wrk: apt-get install -y wrk)
+    cargo run --release --features matching --example bench -- [--quick | --smoke] [--out PATH]
+    cargo run --release --features matching --example bench -- wrk [--secs N] [--rounds N]   (needs wrk: apt-get install -y wrk)
 
 FLAGS:
     --quick       about a minute (shorter runs, fewer repeats)
@@ -233,7 +233,7 @@ fn main() -> ExitCode {
     }
     if cfg!(debug_assertions) && settings.mode != "smoke" {
         eprintln!(
-            "warning: this is a debug build; numbers are meaningless. Use `cargo run --release --example bench`."
+            "warning: this is a debug build; numbers are meaningless. Use `cargo run --release --features matching --example bench`."
         );
     }
     if sim_only {

@@ -62,7 +62,7 @@ use axum::response::{Html, IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Extension, Json, Router};
 use tower_waiting_room::admin::AdminService;
-use tower_waiting_room::rooms::{Rule, WaitingRooms};
+use tower_waiting_room::routing::{Rule, WaitingRooms};
 use tower_waiting_room::{
     Admission, AdmittedBy, ConfigError, FailPolicy, ProofOfWork, SigningKey, WaitingRoomLayer,
 };

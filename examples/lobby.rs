@@ -3,7 +3,7 @@
 //! Redis with `--redis`).
 //!
 //! ```text
-//! cargo run --example lobby
+//! cargo run --features matching --example lobby
 //! ```
 //!
 //! then open <http://127.0.0.1:3100> in two browsers (or a normal and a private window), give
@@ -53,7 +53,7 @@ const USAGE: &str = "\
 tower-waiting-room lobby: a topic chat lobby that matches people in groups of 2 or 3.
 
 USAGE:
-    cargo run --example lobby -- [FLAGS]
+    cargo run --features matching --example lobby -- [FLAGS]
 
 FLAGS:
     --port <N>              port to listen on, on 127.0.0.1 (default 3100; 0 picks a

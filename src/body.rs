@@ -109,7 +109,7 @@ impl<B> std::fmt::Debug for ResponseBody<B> {
 }
 
 /// A body in one chunk: the JSON or page a service of this crate answers by itself (the
-/// [admin API](crate::admin), [matching](crate::matching)).
+/// admin API (feature `admin`), matching (feature `matching`)).
 ///
 /// ```
 /// use http_body::Body;
@@ -169,6 +169,7 @@ impl Body for FullBody {
 }
 
 /// Why a request body was not read whole.
+#[cfg(any(feature = "admin", feature = "matching"))]
 pub(crate) enum Collect {
     /// More than the limit came (the rest is not read).
     TooLarge,
@@ -177,6 +178,7 @@ pub(crate) enum Collect {
 }
 
 /// The whole body, or `TooLarge` as soon as more than `limit` bytes came (the rest is not read).
+#[cfg(any(feature = "admin", feature = "matching"))]
 pub(crate) async fn collect_limited<B: Body>(body: B, limit: usize) -> Result<Bytes, Collect> {
     use bytes::{Buf, BytesMut};
     let mut body = std::pin::pin!(body);
@@ -205,6 +207,7 @@ pub(crate) async fn collect_limited<B: Body>(body: B, limit: usize) -> Result<By
 }
 
 /// A JSON answer.
+#[cfg(any(feature = "admin", feature = "matching"))]
 pub(crate) fn json_response(
     status: http::StatusCode,
     body: &impl serde::Serialize,

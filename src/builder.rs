@@ -18,9 +18,9 @@ use crate::defences::{
 use crate::layer::WaitingRoomLayer;
 use crate::response::{DefaultRenderer, Render};
 use crate::room::{Room, RoomParts};
-use crate::rooms::Rule;
 use crate::store::{MemoryStore, Store};
 use crate::token::{KeyError, Keyring, SigningKey};
+use crate::vocab::Rule;
 
 // The layer's entry point lives here, beside the builder it starts, so that the layer does
 // not depend on its builder.
@@ -364,11 +364,11 @@ impl WaitingRoomBuilder {
     /// are otherwise refused with `403` JSON `not_admitted`; never queued, never a store write.
     /// For API routes of the site behind the room (`POST /checkout`, `/api/orders/*`). Several
     /// gates: a request matching any of them is gated. The room's endpoints are never gated.
-    /// See [`rooms`](crate::rooms) for the answers, and for gates to a room that is not in front
-    /// of the route ([`WaitingRoomsBuilder::gate`](crate::rooms::WaitingRoomsBuilder::gate)).
+    /// See [`routing`](crate::routing) for the answers, and for gates to a room that is not in front
+    /// of the route ([`WaitingRoomsBuilder::gate`](crate::routing::WaitingRoomsBuilder::gate)).
     ///
     /// ```
-    /// use tower_waiting_room::rooms::Rule;
+    /// use tower_waiting_room::routing::Rule;
     /// use tower_waiting_room::{ConfigError, WaitingRoomLayer};
     ///
     /// let room = WaitingRoomLayer::builder("drop")

@@ -26,6 +26,7 @@ pub trait Clock: Send + Sync + 'static {
 
 /// The system's wall clock.
 #[derive(Debug, Clone, Copy, Default)]
+#[doc(hidden)]
 pub struct SystemClock;
 
 impl Clock for SystemClock {

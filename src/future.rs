@@ -299,18 +299,21 @@ where
 
 type BoxedAnswer = Pin<Box<dyn Future<Output = Response<crate::FullBody>> + Send + 'static>>;
 
-/// Response future of the crate's own services, the [admin API](crate::admin) and
-/// [matching](crate::matching): reads the request's body (up to a limit), asks the store, and
+/// Response future of the crate's own services, the admin API (feature `admin`) and
+/// matching (feature `matching`): reads the request's body (up to a limit), asks the store, and
 /// answers. Never fails.
 ///
 /// Boxed: these calls are rare next to a visitor's request through the room, or wait on the
 /// store anyway, so one allocation per call buys a plain `async` implementation over a
 /// hand-written state machine.
+#[doc(hidden)]
 pub struct AnswerFuture {
     inner: BoxedAnswer,
 }
 
 impl AnswerFuture {
+    // Only the admin API and matching make one.
+    #[cfg(any(feature = "admin", feature = "matching"))]
     pub(crate) fn new(f: impl Future<Output = Response<crate::FullBody>> + Send + 'static) -> Self {
         Self { inner: Box::pin(f) }
     }

@@ -79,16 +79,18 @@
 //! | [`config`] | settings, [`defaults`](config::defaults) in one place, validation, [`ConfigError`] |
 //! | [`client`] | who a request comes from: [`RequestInfo`], [`PeerAddr`], (feature `axum`, on by default) axum's `ConnectInfo`, the client IP and the network prefixes |
 //! | [`defences`] | bypass rules, rate limits, [proof of work](defences::proof_of_work) |
-//! | [`outcome`], [`eta`], [`response`] | typed outcomes, the wait estimate, and how they are rendered (pages, templates, texts, JSON) |
-//! | [`control`], [`admin`] | the operator's handle on a running room ([`RoomControl`](control::RoomControl)), and its HTTP API and dashboard ([`AdminService`](admin::AdminService)) |
+//! | [`outcome`], `eta` (hidden: internal), [`response`] | typed outcomes, the wait estimate, and how they are rendered (pages, templates, texts, JSON) |
+//! | [`control`], [`admin`] | the operator's handle on a running room ([`RoomControl`](control::RoomControl)), and (feature `admin`, on by default) its HTTP API and dashboard ([`AdminService`](admin::AdminService)) |
 //! | [`clock`] | injectable time |
 //! | [`telemetry`] | metric names (feature `metrics`, on by default) and the per-request `tracing` span |
-//! | [`rooms`] | several rooms behind one layer ([`WaitingRooms`](rooms::WaitingRooms)), the [`Rule`](rooms::Rule)s that pick the room, and gated routes (`403 not_admitted`, the `X-Admission-Ticket` header) |
+//! | [`routing`] | several rooms behind one layer ([`WaitingRooms`](routing::WaitingRooms)), routed by the [`Rule`](routing::Rule)s that pick the room, and gated routes (`403 not_admitted`, the `X-Admission-Ticket` header) |
+//! | `matching` | (feature `matching`, off by default) a product beside the room: people put together in groups of two or three, with a store of its own |
 //! | [`testing`] | [`TestRoom`](testing::TestRoom) for testing handlers behind the layer; with the `testing` feature, the store conformance suite |
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations)]
 
+#[cfg(feature = "admin")]
 pub mod admin;
 mod body;
 mod builder;
@@ -99,20 +101,24 @@ pub mod control;
 mod cookies;
 pub mod defences;
 mod encoding;
+// The wait estimate's model is internal: hidden from the docs, public for its doc tests.
+#[doc(hidden)]
 pub mod eta;
 pub mod future;
 mod layer;
+#[cfg(feature = "matching")]
 pub mod matching;
 pub mod outcome;
 pub mod response;
 mod room;
-pub mod rooms;
+pub mod routing;
 mod service;
 mod session;
 pub mod store;
 pub mod telemetry;
 pub mod testing;
 mod token;
+mod vocab;
 
 /// The README's examples, compiled as doc tests.
 #[cfg(doctest)]

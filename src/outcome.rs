@@ -246,7 +246,7 @@ pub enum Rejection {
         /// own clock may be wrong).
         opens_in: Duration,
         /// When to ask again: the time to the opening, at most
-        /// [`SCHEDULED_MAX_RETRY_AFTER`].
+        /// 60 s.
         retry_after: Duration,
     },
     /// Proof of work is on and the visitor has not solved its challenge yet: `403 Forbidden`
@@ -392,7 +392,7 @@ pub(crate) const BUSY_RETRY_AFTER: Duration = Duration::from_secs(2);
 pub(crate) const CLOSED_RETRY_AFTER: Duration = Duration::from_secs(30);
 /// A registrant waiting for a scheduled opening asks again at the opening, or this late if it
 /// is further off (a client that re-checks now and then sees a moved opening).
-pub const SCHEDULED_MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
+pub(crate) const SCHEDULED_MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
 /// A banned session is told to look again this late.
 pub(crate) const BANNED_RETRY_AFTER: Duration = Duration::from_secs(300);
 /// A waiter in a paused room asks again this often.

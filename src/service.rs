@@ -106,7 +106,7 @@ where
 
 /// The dispatch of a request to `room` in front of `inner`: the room's bypass rules, then its
 /// gated routes, its endpoints and three stages. Shared by [`WaitingRoom`] and the several
-/// rooms of [`WaitingRooms`](crate::rooms::WaitingRooms), which has chosen the room. `others`:
+/// rooms of [`WaitingRooms`](crate::routing::WaitingRooms), which has chosen the room. `others`:
 /// the other rooms behind the same layer, for a gate to tell `other_room` from `invalid`.
 #[inline]
 pub(crate) fn decide<S, ReqBody, ResBody>(

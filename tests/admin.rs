@@ -9,6 +9,7 @@
 //! Then every bad input with its status (and that nothing changed), the token (401s, never in
 //! `Debug`), the store failing (503), methods (405 + `Allow`), the body limit (413), and mounting
 //! with full paths (`.prefix`).
+#![cfg(feature = "admin")]
 
 mod common;
 #[cfg(feature = "redis")]

@@ -16,6 +16,7 @@
 //!
 //! Chromium and chromedriver are required: without them these tests FAIL (they never pass by
 //! skipping), as in `tests/browser.rs`. `scripts/test` installs them.
+#![cfg(feature = "admin")]
 
 #[path = "common/browser.rs"]
 mod browser;

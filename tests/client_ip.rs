@@ -1,6 +1,7 @@
 //! The client IP as apps that follow the README get it, over real HTTP on loopback: axum served
 //! with `into_make_service_with_connect_info` (no `client_ip_with`), the demo's and the hyper
 //! example's own serving code, and the warning a room gives when it finds no IP.
+#![cfg(feature = "admin")]
 
 mod common;
 

@@ -3,6 +3,7 @@
 //! group undone after `--confirm-ttl` and its members back at the front of their queue; a trio
 //! that falls back to a pair. Each lobby runs in this process (the example's own `build` and
 //! `serve`, included as a module: what it runs is what is tested).
+#![cfg(feature = "matching")]
 
 mod common;
 

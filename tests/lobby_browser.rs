@@ -7,6 +7,7 @@
 //!
 //! Chromium and chromedriver are required: without them this test FAILS (it never passes by
 //! skipping), as in `tests/browser.rs`. `scripts/test` installs them.
+#![cfg(feature = "matching")]
 
 #[path = "common/browser.rs"]
 mod browser;

@@ -1,5 +1,6 @@
 //! Matching's HTTP API over real HTTP on loopback: the contract of `docs/matching.md`, the
 //! hooks, both identities, and bad input answered `400` with nothing written.
+#![cfg(feature = "matching")]
 
 mod common;
 

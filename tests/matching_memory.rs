@@ -1,4 +1,5 @@
 //! The matching conformance suite run against the embedded [`MemoryMatchStore`].
+#![cfg(all(feature = "testing", feature = "matching"))]
 
 use std::sync::Arc;
 

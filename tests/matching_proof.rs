@@ -7,7 +7,7 @@
 //!   waiting user left behind when enough others wait, timeouts on time.
 //! - The crash path: the gateway that would confirm a group is killed between formation and
 //!   confirmation; after `confirm_ttl` the members are back at the front, in order.
-#![cfg(feature = "redis")]
+#![cfg(all(feature = "redis", feature = "matching"))]
 
 mod common;
 mod redis_harness;

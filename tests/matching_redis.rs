@@ -1,7 +1,7 @@
 //! `RedisMatchStore` against real servers (a single Redis and a 3-node Redis Cluster, started by
 //! the harness): the rules step by step, a differential run against `MemoryMatchStore` on the
 //! same clock, and concurrent joins of the same users to several queues.
-#![cfg(feature = "redis")]
+#![cfg(all(feature = "redis", feature = "matching"))]
 
 mod redis_harness;
 

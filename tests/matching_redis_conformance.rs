@@ -2,7 +2,7 @@
 //! `tests/matching_memory.rs`, on a single Redis and on a 3-node Redis Cluster, both started
 //! here. The script is sent the manual clock's time, so the cases move time as they do for the
 //! embedded store.
-#![cfg(feature = "redis")]
+#![cfg(all(feature = "redis", feature = "testing", feature = "matching"))]
 
 mod redis_harness;
 

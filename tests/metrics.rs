@@ -155,7 +155,7 @@ async fn a_gate_counts_its_requests_at_stage_gate() {
     use axum::routing::post;
     use http::header::{self, HeaderValue};
     use tower_waiting_room::clock::Clock;
-    use tower_waiting_room::rooms::{Rule, WaitingRooms};
+    use tower_waiting_room::routing::{Rule, WaitingRooms};
     use tower_waiting_room::SessionId;
 
     let handle = prometheus();
@@ -209,7 +209,7 @@ async fn a_gate_counts_its_requests_at_stage_gate() {
 async fn a_single_use_gate_counts_each_use_once_at_stage_gate() {
     use axum::routing::post;
     use http::header::{self, HeaderValue};
-    use tower_waiting_room::rooms::Rule;
+    use tower_waiting_room::routing::Rule;
 
     let handle = prometheus();
     let layer = WaitingRoomLayer::builder("tix_gate")

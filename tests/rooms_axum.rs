@@ -27,7 +27,7 @@ use serde_json::{json, Value};
 use tower::limit::ConcurrencyLimitLayer;
 use tower::{Service, ServiceBuilder, ServiceExt};
 use tower_waiting_room::clock::{Clock, ManualClock};
-use tower_waiting_room::rooms::{Rule, WaitingRooms, ADMISSION_TICKET_HEADER};
+use tower_waiting_room::routing::{Rule, WaitingRooms, ADMISSION_TICKET_HEADER};
 use tower_waiting_room::{Admission, ConfigError, SessionId, WaitingRoomBuilder, WaitingRoomLayer};
 
 /// Request headers.

@@ -17,7 +17,7 @@ use http::header::{self, HeaderName, HeaderValue};
 use http::{Method, StatusCode};
 use redis_harness::Server;
 use serde_json::{json, Value};
-use tower_waiting_room::rooms::{Rule, WaitingRooms, ADMISSION_TICKET_HEADER};
+use tower_waiting_room::routing::{Rule, WaitingRooms, ADMISSION_TICKET_HEADER};
 use tower_waiting_room::store::RedisStore;
 use tower_waiting_room::{Admission, FailPolicy, SessionId, WaitingRoomLayer};
 

@@ -23,7 +23,7 @@ use http::{Method, StatusCode};
 use serde_json::{json, Value};
 use tower_waiting_room::__private::AdmissionTicket;
 use tower_waiting_room::config::RoomPolicy;
-use tower_waiting_room::rooms::{Rule, WaitingRooms, ADMISSION_TICKET_HEADER};
+use tower_waiting_room::routing::{Rule, WaitingRooms, ADMISSION_TICKET_HEADER};
 use tower_waiting_room::store::{
     Decision, MemoryStore, Minted, Redeemed, RoomStats, SettingsChange, SettingsUpdate, Store,
     StoreFuture, TicketNonce,

@@ -27,7 +27,7 @@ use http::{Method, StatusCode};
 use serde_json::json;
 use tower_waiting_room::__private::AdmissionTicket;
 use tower_waiting_room::clock::{Clock, ManualClock};
-use tower_waiting_room::rooms::{Rule, ADMISSION_TICKET_HEADER};
+use tower_waiting_room::routing::{Rule, ADMISSION_TICKET_HEADER};
 use tower_waiting_room::store::Store;
 use tower_waiting_room::{Admission, WaitingRoomLayer};
 

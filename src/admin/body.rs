@@ -10,4 +10,5 @@
 /// let body = AdminBody::from("{}");
 /// assert_eq!(body.size_hint().exact(), Some(2));
 /// ```
+#[doc(hidden)]
 pub type AdminBody = crate::FullBody;

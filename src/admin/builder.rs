@@ -12,11 +12,11 @@ use crate::control::RoomControl;
 /// The shortest bearer token [`AdminBuilder::bearer_token`] accepts, in bytes: 32 random bytes
 /// (64 hex digits, or 43 characters of base64) cannot be guessed, and a shorter token is more
 /// likely a password someone chose.
-pub const MIN_TOKEN_LEN: usize = 32;
+pub(crate) const MIN_TOKEN_LEN: usize = 32;
 
 /// The largest request body the admin service reads by default: 16 KiB, far more than any of
 /// its JSON bodies needs.
-pub const DEFAULT_BODY_LIMIT: usize = 16 * 1024;
+pub(crate) const DEFAULT_BODY_LIMIT: usize = 16 * 1024;
 
 /// Builds an [`AdminService`]: [`AdminService::builder`].
 ///
@@ -65,7 +65,7 @@ impl fmt::Debug for AdminBuilder {
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum AdminConfigError {
-    /// The bearer token is shorter than [`MIN_TOKEN_LEN`] bytes.
+    /// The bearer token is shorter than 32 bytes.
     TokenTooShort {
         /// Its length in bytes.
         len: usize,
@@ -128,7 +128,7 @@ impl Default for AdminBuilder {
 
 impl AdminBuilder {
     /// Every call but the dashboard's HTML needs `Authorization: Bearer <token>`. At least
-    /// [`MIN_TOKEN_LEN`] bytes of visible ASCII; checked by [`build`](Self::build). The token
+    /// 32 bytes of visible ASCII; checked by [`build`](Self::build). The token
     /// is kept only as an HMAC under a random key of this process (compared in constant time),
     /// and never shown by `Debug` or logged.
     pub fn bearer_token(mut self, token: impl AsRef<[u8]>) -> Self {
@@ -158,7 +158,7 @@ impl AdminBuilder {
         self
     }
 
-    /// The largest request body read, in bytes (default [`DEFAULT_BODY_LIMIT`]); a larger one is
+    /// The largest request body read, in bytes (default 16 KiB); a larger one is
     /// answered `413`.
     pub fn body_limit(mut self, bytes: usize) -> Self {
         self.body_limit = bytes;

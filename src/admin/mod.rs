@@ -70,14 +70,14 @@ mod routes;
 mod service;
 
 pub use body::AdminBody;
-pub use builder::{AdminBuilder, AdminConfigError, DEFAULT_BODY_LIMIT, MIN_TOKEN_LEN};
+pub use builder::{AdminBuilder, AdminConfigError};
 pub use future::ResponseFuture;
 pub use service::AdminService;
 
 /// The dashboard page [`AdminService`] serves at its root: one self-contained HTML document
 /// (inline CSS and JavaScript, no external resources). It holds no data: it asks the operator
 /// for the token and reads everything from the API.
-pub const DASHBOARD: &str = include_str!("dashboard.html");
+pub(crate) const DASHBOARD: &str = include_str!("dashboard.html");
 
 #[doc(no_inline)]
 pub use crate::control::{RoomControl, RoomStatus};

@@ -87,12 +87,12 @@ pub enum ConfigError {
     /// [`MAX_DIFFICULTY`](crate::defences::proof_of_work::MAX_DIFFICULTY) bits, or its challenge TTL is
     /// under a second.
     InvalidProofOfWork,
-    /// Two rooms given to [`WaitingRooms`](crate::rooms::WaitingRooms) have the same id.
+    /// Two rooms given to [`WaitingRooms`](crate::routing::WaitingRooms) have the same id.
     DuplicateRoom {
         /// The id.
         room: String,
     },
-    /// Two rooms given to [`WaitingRooms`](crate::rooms::WaitingRooms) use the same cookie
+    /// Two rooms given to [`WaitingRooms`](crate::routing::WaitingRooms) use the same cookie
     /// name: a browser keeps one value per name, so one room's cookie would overwrite the
     /// other's. Give one of them its own [`cookie_name`](crate::WaitingRoomBuilder::cookie_name).
     SharedCookieName {
@@ -104,7 +104,7 @@ pub enum ConfigError {
         /// The room id the gate names.
         room: String,
     },
-    /// A [`Rule`](crate::rooms::Rule) is malformed: a path not starting with `/` (or with a `*`
+    /// A [`Rule`](crate::routing::Rule) is malformed: a path not starting with `/` (or with a `*`
     /// other than a trailing one), an empty host, no methods.
     InvalidRule {
         /// The rule, in words.

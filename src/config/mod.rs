@@ -49,13 +49,18 @@ pub(crate) mod settings;
 pub(crate) mod validate;
 mod value;
 
-pub use crate::token::{MAX_KEY_ID_LEN, MIN_SECRET_LEN};
+#[doc(hidden)]
+pub use crate::token::MAX_KEY_ID_LEN;
+pub use crate::token::MIN_SECRET_LEN;
 pub use error::ConfigError;
 pub use file::{RoomFile, RoomFileError};
 pub(crate) use schedule::unix_ms;
-pub use schedule::{EventSchedule, DRAW_BITS};
+pub use schedule::EventSchedule;
+#[doc(hidden)]
+pub use schedule::DRAW_BITS;
 
 /// Longest room id accepted.
+#[doc(hidden)]
 pub const MAX_ROOM_ID_LEN: usize = 64;
 
 /// What new visitors get while the store cannot be reached (unreachable, timed out, failing

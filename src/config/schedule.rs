@@ -8,9 +8,7 @@ use ring::hmac;
 
 use crate::session::SessionId;
 
-/// Bits of a pre-queue draw: a double holds every 52-bit integer, and `draw / 2^52 - 1` (the
-/// Redis line's score) exactly.
-pub const DRAW_BITS: u32 = 52;
+pub use crate::vocab::DRAW_BITS;
 
 /// What the per-event draw key is derived from, with the room and the opening.
 const DRAW_KEY_LABEL: &str = "tower-waiting-room pre-queue draw";

@@ -12,8 +12,8 @@ use crate::clock::duration_ms;
 use crate::defences::proof_of_work::{MAX_DIFFICULTY, MIN_DIFFICULTY};
 use crate::defences::{ProofOfWork, RateLimit};
 use crate::encoding::is_plain_id;
-use crate::rooms::Rule;
 use crate::token::{KeyError, Keyring, SigningKey};
+use crate::vocab::Rule;
 
 /// What [`settings`] makes of valid settings.
 pub(crate) struct Checked {

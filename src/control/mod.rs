@@ -265,7 +265,7 @@ impl RoomControl {
     /// (an emergency release). Answers how many were let in: the whole line if it is shorter;
     /// none before a scheduled opening ([`opens_at`](crate::WaitingRoomBuilder::opens_at)).
     /// Silent waiters at the head are skipped as at their turn. Done in steps of at most
-    /// [`MAX_ADMIT_NEXT_PER_CALL`] per store call, each atomic.
+    /// 1 000 per store call, each atomic.
     pub async fn release(&self, count: u64) -> Result<u64, ControlError> {
         let policy = &self.room.config().policy;
         let mut released = 0;

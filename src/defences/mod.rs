@@ -43,6 +43,7 @@ use crate::client::{ClientIp, RequestInfo};
 use crate::session::SessionId;
 
 /// Most keys a limiter tracks per generation; it holds at most twice this many.
+#[doc(hidden)]
 pub const MAX_TRACKED: usize = 65_536;
 
 /// A bypass rule.

@@ -50,10 +50,13 @@ use crate::session::SessionId;
 use crate::token::{Challenge, Keyring, MAX_SIGNED_LEN};
 
 /// The lowest difficulty accepted, in leading zero bits.
+#[doc(hidden)]
 pub const MIN_DIFFICULTY: u8 = 1;
 /// The highest difficulty accepted: 2^32 SHA-256 tries is hours for a browser.
+#[doc(hidden)]
 pub const MAX_DIFFICULTY: u8 = 32;
 /// How long a challenge is valid by default.
+#[doc(hidden)]
 pub const DEFAULT_CHALLENGE_TTL: Duration = Duration::from_secs(300);
 /// The request header that carries a solution, `<challenge>:<nonce>`.
 pub const PROOF_HEADER: &str = "waiting-room-proof";

@@ -360,6 +360,7 @@ impl<'a> StatusBody<'a> {
 /// | `reason` | string | without single-use tickets: `missing` (no value), `invalid` (not a token of the room: garbage, tampered, unknown key), `expired`, `other_room` (a token of another room behind the same layer), `other_network` (bound to another network), `slot_gone` (the store no longer holds its slot). With them: `ticket_missing` (no ticket; an admission alone is none), `ticket_invalid`, `ticket_expired`, `other_room` (a ticket of another room behind the same layer), `slot_ended` (the visitor no longer holds the slot), `ticket_used` |
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[non_exhaustive]
+#[doc(hidden)]
 pub struct NotAdmittedBody<'a> {
     /// `not_admitted`, or `ticket_used` for a single-use ticket used before.
     pub error: &'static str,

@@ -12,8 +12,8 @@ use super::visitor::{header_value, Carried, Visitor};
 use super::{Next, Pending, Room};
 use crate::defences::proof_of_work::PROOF_HEADER;
 use crate::response::{json_response, StatusBody};
-use crate::rooms::ADMISSION_TICKET;
 use crate::telemetry::{Outcome, Stage};
+use crate::vocab::ADMISSION_TICKET;
 
 /// The endpoint `req` is for, answered or asked of the store; `None` when it is for none.
 pub(super) fn answer<B>(

@@ -34,11 +34,11 @@ use super::Room;
 use crate::clock::{duration_ms, secs_ceil};
 use crate::config::FailPolicy;
 use crate::outcome::AdmittedBy;
-use crate::rooms::{Rule, ADMISSION_TICKET};
 use crate::session::SessionId;
 use crate::store::{Decision, StoreError, StoreErrorKind, StoreFuture};
 use crate::telemetry::{Outcome, Stage};
 use crate::token::{AdmissionToken, TokenFault};
+use crate::vocab::{Rule, ADMISSION_TICKET};
 
 /// Why a gated request was refused: the `reason` of the `403 not_admitted` answer.
 ///

@@ -60,10 +60,10 @@ use crate::clock::SharedClock;
 use crate::config::RoomConfig;
 use crate::defences::{Defences, Limiter};
 use crate::response::Render;
-use crate::rooms::Rule;
 use crate::store::{RoomStats, Store, StoreError, StoreFuture};
 use crate::telemetry::{self, EndedBy, Outcome, RoomMetrics, Stage};
 use crate::token::Keyring;
+use crate::vocab::Rule;
 
 /// What the builder assembles a room from.
 pub(crate) struct RoomParts {

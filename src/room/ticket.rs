@@ -41,11 +41,11 @@ use crate::clock::secs_ceil;
 use crate::cookies::{self, Wanted};
 use crate::outcome::{Admission, AdmittedBy};
 use crate::response::{json_response, StatusBody};
-use crate::rooms::ADMISSION_TICKET as TICKET_HEADER;
 use crate::session::SessionId;
 use crate::store::{Minted, Redeemed, StoreError, TicketNonce};
 use crate::telemetry::{Outcome, Stage};
 use crate::token::{AdmissionTicket, TicketRefusal};
+use crate::vocab::ADMISSION_TICKET as TICKET_HEADER;
 
 /// A valid ticket found in a request, on its way to the store.
 #[derive(Clone, Copy, Debug)]

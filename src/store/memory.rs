@@ -179,12 +179,8 @@ impl MemoryStore {
     /// Rust values cannot suffer.
     #[cfg(feature = "testing")]
     #[doc(hidden)]
-    pub fn __damage(
-        &self,
-        room: &str,
-        damage: crate::testing::conformance::Damage,
-    ) -> Result<(), &'static str> {
-        use crate::testing::conformance::{Damage, Part};
+    pub fn __damage(&self, room: &str, damage: super::damage::Damage) -> Result<(), &'static str> {
+        use super::damage::{Damage, Part};
         const TYPED: &str = "the embedded store's parts are typed Rust values: they cannot hold \
                              a value of the wrong type or a number that is not a number";
         let room = self.room(&Arc::from(room));

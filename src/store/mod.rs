@@ -25,7 +25,7 @@
 //!   nobody is waiting and a slot (and the admission-rate budget) is free; re-entering keeps the
 //!   old place;
 //! - promotion grants a slot for `grant_ttl`, which becomes `active_ttl` when the visitor comes
-//!   back; work per call is bounded ([`MAX_PROMOTIONS_PER_CALL`], [`MAX_SWEEP_PER_CALL`]);
+//!   back; work per call is bounded (100 promotions and 100 swept waiters at most);
 //! - absence: a waiter silent for longer than `queue_ttl` keeps their place until their turn
 //!   comes (they are at the head and a slot is free) and is skipped then; back before it, they
 //!   carry on from the same place. A waiter silent for longer than `abandon_after` (never less
@@ -40,7 +40,7 @@
 //!   waiters not alive by the turn's rule (the embedded store exactly, Redis from the checkpoint
 //!   waiters it reads);
 //! - the sweep of abandoned waiters runs only in [`sync`](Store::sync), at most
-//!   [`MAX_SWEEP_PER_CALL`] waiters per call (`enter`, `poll`, `heartbeat`, `release` expire
+//!   100 waiters per call (`enter`, `poll`, `heartbeat`, `release` expire
 //!   slots and promote, but sweep nobody);
 //! - [`sync`](Store::sync), in one step: checks in every session of its `seen` list that has a
 //!   place in line (nothing is made for the others), does the housekeeping with the sweep, and
@@ -60,8 +60,8 @@
 //!   same step as capacity by promotions and direct admissions alike;
 //! - every admission (a direct admission of a newcomer or a promotion's grant; not a claim, not a
 //!   heartbeat) is counted in [`ADMISSION_BUCKET_MS`] time buckets, kept for
-//!   [`ADMISSION_BUCKETS`] buckets in a fixed ring (bounded memory, old buckets overwritten).
-//!   [`stats`](Store::stats) reads [`HISTORY_MINUTES`] minutes of them, per minute. Every
+//!   182 buckets in a fixed ring (bounded memory, old buckets overwritten).
+//!   [`stats`](Store::stats) reads 30 minutes of them, per minute. Every
 //!   `Waiting` answer carries the counts of the last complete minute and five minutes
 //!   ([`AdmissionCounts`]), from which the layer estimates the wait. All gateways share them;
 //! - live settings ([`RoomSettings`]: capacity, admission rate, paused, open) are the store's,
@@ -76,7 +76,7 @@
 //!   the ban ends; bans are few (operators make them), so they are kept in full and dropped once
 //!   past;
 //! - the oldest wait: how long the head of the line has waited since joining (a store may round
-//!   it up by at most [`OLDEST_WAIT_GRANULARITY_MS`]); a registrant of a scheduled opening (below)
+//!   it up by at most 1 s); a registrant of a scheduled opening (below)
 //!   has waited since the pre-queue's first registration;
 //! - single-use tickets ([`tickets`]) are records of their own, one per session
 //!   and room, that touch nothing of the line or the slots (no housekeeping runs for them):
@@ -115,7 +115,7 @@
 //!   an `enter` or `poll` of a waiter, or the session in a gateway's [`sync`](Store::sync)) marks
 //!   its epoch; a waiter is skipped at their turn when not alive by the turn rule (seen within
 //!   `queue_ttl`: never; silent for more than 5/4 of it: skipped), and only `sync` sweeps
-//!   abandoned waiters, at most [`MAX_SWEEP_PER_CALL`] examined per call. Every `Waiting`
+//!   abandoned waiters, at most 100 examined per call. Every `Waiting`
 //!   answer says the waiter's [`Place`]. The Redis store's `enter` and `poll` answer no
 //!   admission counts and no pace (`Default`): a gateway reads them from its snapshot. The
 //!   Redis store keeps liveness in Bloom bitmaps: a false positive only makes a silent waiter
@@ -129,12 +129,18 @@ use serde::Serialize;
 use crate::config::RoomPolicy;
 use crate::session::SessionId;
 
+#[cfg(feature = "testing")]
+pub(crate) mod damage;
 mod error;
 mod memory;
 #[cfg(feature = "redis")]
 mod redis;
 mod settings;
+// The snapshot and ticket protocols are for the crate's own stores and gateways: unstable,
+// hidden from the docs, public only so that a store of one's own can still name them.
+#[doc(hidden)]
 pub mod snapshot;
+#[doc(hidden)]
 pub mod tickets;
 
 #[cfg(feature = "redis")]
@@ -150,35 +156,45 @@ pub(crate) use self::redis::ROOM_LIBRARY as REDIS_ROOM_LIBRARY;
 #[cfg(feature = "redis")]
 pub(crate) use self::redis::ROOM_LIBRARY_NAME as REDIS_ROOM_LIBRARY_NAME;
 #[cfg(feature = "redis")]
-pub use self::redis::{
-    RedisCheckError, RedisServerInfo, RedisStore, RedisStoreBuilder, RedisStoreMetrics,
-};
+pub use self::redis::{RedisCheckError, RedisServerInfo, RedisStore, RedisStoreBuilder};
+// The breaker's counters: the `metrics` feature exports the same, as metrics.
+#[cfg(feature = "redis")]
+#[doc(hidden)]
+pub use self::redis::RedisStoreMetrics;
 pub use error::{StoreError, StoreErrorKind};
 pub use memory::MemoryStore;
-pub use settings::{RoomSettings, SettingsChange, SettingsUpdate, SETTINGS_VERSION};
+#[doc(hidden)]
+pub use settings::SETTINGS_VERSION;
+pub use settings::{RoomSettings, SettingsChange, SettingsUpdate};
+#[doc(hidden)]
 pub use snapshot::{Checkpoint, LivenessRule, Place, RoomSnapshot, SeenWaiters};
-pub use tickets::{Minted, Redeemed, TicketNonce, MAX_TICKET_SWEEP_PER_CALL};
+pub(crate) use tickets::MAX_TICKET_SWEEP_PER_CALL;
+#[doc(hidden)]
+pub use tickets::{Minted, Redeemed, TicketNonce};
 
 /// Most waiters promoted (or skipped as silent) in one call.
-pub const MAX_PROMOTIONS_PER_CALL: u32 = 100;
+pub(crate) const MAX_PROMOTIONS_PER_CALL: u32 = 100;
 /// Most abandoned waiters (silent for longer than `abandon_after`) swept from anywhere in the
 /// line in one call.
-pub const MAX_SWEEP_PER_CALL: u32 = 100;
+pub(crate) const MAX_SWEEP_PER_CALL: u32 = 100;
 
 /// Most waiters [`admit_next`](Store::admit_next) lets in per call; callers ask again for more.
-pub const MAX_ADMIT_NEXT_PER_CALL: u32 = 1_000;
+pub(crate) const MAX_ADMIT_NEXT_PER_CALL: u32 = 1_000;
 
 /// How much a store may round up [`RoomStats::oldest_wait_ms`]: the Redis store notes the time of
 /// the first arrival of each second, not of every arrival.
+#[doc(hidden)]
 pub const OLDEST_WAIT_GRANULARITY_MS: u64 = 1_000;
 
 /// Minutes of admissions [`RoomStats::admissions_per_minute`] covers.
-pub const HISTORY_MINUTES: usize = 30;
+pub(crate) const HISTORY_MINUTES: usize = 30;
 
 /// Width of one admission-counting bucket, in milliseconds.
+#[doc(hidden)]
 pub const ADMISSION_BUCKET_MS: u64 = 10_000;
-/// Buckets kept in a room's admission ring: the [`HISTORY_MINUTES`] shown to operators, the
+/// Buckets kept in a room's admission ring: the 30 minutes shown to operators, the
 /// current bucket and one spare.
+#[doc(hidden)]
 pub const ADMISSION_BUCKETS: u64 = HISTORY_BUCKETS + 2;
 /// Complete buckets in the operators' history.
 pub(crate) const HISTORY_BUCKETS: u64 = HISTORY_MINUTES as u64 * MINUTE_BUCKETS;
@@ -221,7 +237,7 @@ pub trait Store: Send + Sync + 'static {
     /// once; closing with [`SettingsChange::end_slots`] ends every slot.
     fn configure(&self, policy: &RoomPolicy, change: SettingsChange)
         -> StoreFuture<SettingsUpdate>;
-    /// Grants a slot to the first `count` waiters now (at most [`MAX_ADMIT_NEXT_PER_CALL`] per
+    /// Grants a slot to the first `count` waiters now (at most 1 000 per
     /// call), whatever the capacity, the rate, a pause or a close (but nobody before a scheduled
     /// opening: see [`EventSchedule`](crate::config::EventSchedule)); waiters silent for longer
     /// than `queue_ttl` are skipped (dropped) as at their turn. Answers how many were let in:
@@ -285,7 +301,7 @@ pub trait Store: Send + Sync + 'static {
     /// each session of `seen` that has a place in line (the waiters whose polls the gateway
     /// answered from its snapshot since its last refresh; the others are answered back in
     /// [`RoomSnapshot::unknown`], and nothing is stored for them), does the room's
-    /// housekeeping (with a sweep of abandoned waiters of at most [`MAX_SWEEP_PER_CALL`]), and
+    /// housekeeping (with a sweep of abandoned waiters of at most 100), and
     /// answers the line as it then stands. See [`snapshot`].
     ///
     /// The check-ins of [`seen.beyond()`](SeenWaiters::beyond) count for the sweep's rule;
@@ -433,6 +449,7 @@ pub enum Decision {
 /// what it has seen.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 #[non_exhaustive]
+#[doc(hidden)]
 pub struct AdmissionCounts {
     /// Admissions in the last complete minute.
     pub last_minute: u64,
@@ -466,6 +483,7 @@ impl AdmissionCounts {
 /// bucket (the last complete one can be ten seconds old).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 #[non_exhaustive]
+#[doc(hidden)]
 pub struct RoomPace {
     /// Admissions in the current, incomplete bucket.
     pub current: u64,
@@ -486,7 +504,7 @@ pub struct RoomPace {
     pub capacity_changed_ms_ago: Option<u64>,
     /// The last pause that ended: how long ago it began and ended, in ms.
     pub last_pause_ms_ago: Option<(u64, u64)>,
-    /// Admissions in each of the last [`PACE_MINUTES`] complete minutes, most recent first
+    /// Admissions in each of the last 5 complete minutes, most recent first
     /// (each six complete buckets; the first ends where the current bucket begins): how much
     /// the pace varies from one minute to the next, for the estimate's margin.
     pub minutes: [u64; PACE_MINUTES],
@@ -506,7 +524,7 @@ pub struct RoomPace {
 }
 
 /// The minutes of admissions in a [`RoomPace`].
-pub const PACE_MINUTES: usize = 5;
+pub(crate) const PACE_MINUTES: usize = 5;
 
 impl RoomPace {
     /// A pace from its main parts: nobody skipped, the capacity never changed.
@@ -541,7 +559,7 @@ impl RoomPace {
         self
     }
 
-    /// With the admissions of the last [`PACE_MINUTES`] minutes (most recent first) and the
+    /// With the admissions of the last 5 minutes (most recent first) and the
     /// waiters silent for longer than `queue_ttl`.
     pub const fn with_line(mut self, minutes: [u64; PACE_MINUTES], silent: u64) -> Self {
         self.minutes = minutes;
@@ -593,9 +611,9 @@ pub struct RoomStats {
     /// The room's live settings.
     pub settings: RoomSettings,
     /// How long the first in line has waited since joining, in ms (rounded up by at most
-    /// [`OLDEST_WAIT_GRANULARITY_MS`]); `None` when nobody waits (or the store lost track).
+    /// 1 s); `None` when nobody waits (or the store lost track).
     pub oldest_wait_ms: Option<u64>,
-    /// Admissions in each of the last [`HISTORY_MINUTES`] complete minutes, oldest first (each
+    /// Admissions in each of the last 30 complete minutes, oldest first (each
     /// minute is six complete buckets; the last ends where the current bucket begins).
     pub admissions_per_minute: [u64; HISTORY_MINUTES],
     /// The room's pace, as a waiting answer carries it (for the wait of a newcomer).
@@ -678,7 +696,7 @@ impl AdmissionRing {
         count_in(&mut self.skips, now_ms);
     }
 
-    /// Admissions per minute over the [`HISTORY_MINUTES`] complete minutes before the bucket
+    /// Admissions per minute over the 30 complete minutes before the bucket
     /// holding `now_ms`, oldest first.
     pub(crate) fn per_minute(&self, now_ms: u64) -> [u64; HISTORY_MINUTES] {
         let mut out = [0; HISTORY_MINUTES];
@@ -688,7 +706,7 @@ impl AdmissionRing {
         out
     }
 
-    /// Admissions in each of the [`PACE_MINUTES`] complete minutes before the bucket holding
+    /// Admissions in each of the 5 complete minutes before the bucket holding
     /// `now_ms`, most recent first.
     pub(crate) fn last_minutes(&self, now_ms: u64) -> [u64; PACE_MINUTES] {
         let mut out = [0; PACE_MINUTES];

@@ -66,6 +66,7 @@ use serde::Serialize;
 use super::{AdmissionCounts, RoomPace};
 use crate::config::RoomPolicy;
 use crate::session::SessionId;
+pub use crate::vocab::{draw_score, Place};
 
 /// Ranks below this are all checkpoints: positions near the head are exact.
 pub const EXACT_RANKS: u64 = 100;
@@ -200,34 +201,6 @@ impl From<Vec<SessionId>> for SeenWaiters {
     fn from(sessions: Vec<SessionId>) -> Self {
         Self::new(sessions)
     }
-}
-
-/// Where a waiter stands in the store's order: what the queue cookie carries, so a gateway
-/// can place them in its snapshot without asking the store.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Place {
-    /// Their sequence number: the line's score of everyone who arrived after any opening.
-    Seq(u64),
-    /// A registrant of a scheduled opening: their score is their keyed draw's,
-    /// `draw / 2^52 - 1` ([`EventSchedule::draw`](crate::config::EventSchedule::draw)), which
-    /// the gateway computes again from the session id.
-    Drawn,
-}
-
-impl Place {
-    /// The place's score in the line, given the session's draw (used for [`Place::Drawn`]).
-    pub fn score(self, draw: impl FnOnce() -> u64) -> f64 {
-        match self {
-            Place::Seq(seq) => seq as f64,
-            Place::Drawn => draw_score(draw()),
-        }
-    }
-}
-
-/// A registrant's score: `draw / 2^52 - 1`, in `[-1, 0)`, exact in a double.
-pub fn draw_score(draw: u64) -> f64 {
-    draw as f64 / (1u64 << crate::config::DRAW_BITS) as f64 - 1.0
 }
 
 /// One waiter's exact rank (0-based) at the snapshot's time, and their score.

@@ -34,7 +34,7 @@
 //! For the authors of a store: the submodule `conformance` (feature `testing`) is the store
 //! conformance suite, the semantics of the `Store` trait as test cases that any implementation
 //! can run, as the crate's own `MemoryStore` and `RedisStore` do. The submodule `matching`
-//! (feature `testing`) is the same for matching: the semantics of the `MatchStore` trait as
+//! (features `testing` and `matching`) is the same for matching: the semantics of the `MatchStore` trait as
 //! test cases, run on the crate's own `MemoryMatchStore`.
 
 use http::HeaderValue;
@@ -50,7 +50,7 @@ use crate::token::{AdmissionToken, QueueCookie, SigningKey};
 mod case;
 #[cfg(feature = "testing")]
 pub mod conformance;
-#[cfg(feature = "testing")]
+#[cfg(all(feature = "testing", feature = "matching"))]
 pub mod matching;
 
 /// The time a [`TestRoom`]'s clock starts at: 2026-01-01T00:00:00Z.

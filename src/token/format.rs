@@ -14,8 +14,9 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
 use ring::hmac;
 
+pub(crate) use super::claims::Claims;
+use super::claims::Parsed;
 use super::keys::Keyring;
-use super::verified::Parsed;
 use crate::client::network::Network;
 use crate::encoding::{decimal, parse_u64, push_u64};
 use crate::encoding::{hex_into, lower_hex_to};
@@ -29,16 +30,6 @@ const TAG_B64_LEN: usize = 43;
 /// Longest text form of a [`Network`]: `6` and 12 hex digits.
 const NETWORK_TEXT_LEN: usize = 13;
 
-/// What a signed value says. `kind` separates queue cookies from admission tokens, and the room
-/// is part of the signed message (not of the text), so a value of one room or kind never verifies
-/// as another.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Claims {
-    pub(crate) session: SessionId,
-    pub(crate) issued_at_ms: u64,
-    pub(crate) expires_at_ms: u64,
-}
-
 /// Which signed value a text is; its prefix also carries the format's version.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum ValueKind {
@@ -48,8 +39,9 @@ pub(crate) enum ValueKind {
     Admission,
     /// A proof-of-work challenge.
     Challenge,
-    /// A matching session: who a visitor is to [matching](crate::matching) when the
-    /// application does not say.
+    /// A matching session: who a visitor is to matching (feature `matching`) when the
+    /// application does not say. Its prefix stays reserved without the feature.
+    #[cfg_attr(not(feature = "matching"), allow(dead_code))]
     MatchSession,
     /// A single-use checkout ticket; its nonce is the signed extra field.
     Ticket,
@@ -244,14 +236,6 @@ pub(crate) fn verify_unexpired(
     now_ms: u64,
 ) -> Option<Claims> {
     verify(keyring, kind, room, value).filter(|c| c.unexpired(now_ms))
-}
-
-impl Claims {
-    /// Not expired at `now_ms`, and not claiming to be issued after its expiry: the expiry
-    /// check of the queue cookie and the proof-of-work challenge.
-    pub(crate) fn unexpired(&self, now_ms: u64) -> bool {
-        now_ms < self.expires_at_ms && self.issued_at_ms <= self.expires_at_ms
-    }
 }
 
 /// Like [`verify`], and also accepts a value with a signed network (admission tokens only),

@@ -3,6 +3,7 @@
 //! | file | what |
 //! |---|---|
 //! | `keys` | [`SigningKey`], [`Keyring`], [`KeyError`] (public) |
+//! | `claims` | what a signed value says once parsed, shared by `format` and `verified` (private) |
 //! | `format` | the signed-claims wire format every value shares (private) |
 //! | `queue_cookie` | stage 1's [`QueueCookie`] |
 //! | `admission` | stage 2's [`AdmissionToken`] |
@@ -15,8 +16,10 @@
 
 mod admission;
 mod challenge;
+mod claims;
 mod format;
 mod keys;
+#[cfg(feature = "matching")]
 pub(crate) mod match_session;
 mod queue_cookie;
 mod ticket;

@@ -20,10 +20,9 @@
 //! the same keys; a keyring with other keys (made with `new` or `with_previous`) starts empty,
 //! so a key that is no longer in the keyring has nothing remembered for it either.
 
-use std::ops::Range;
 use std::sync::Mutex;
 
-use super::format::Claims;
+use super::claims::Parsed;
 
 /// Shards of the table: independent locks.
 pub(crate) const SHARDS: usize = 16;
@@ -31,14 +30,6 @@ pub(crate) const SHARDS: usize = 16;
 /// hundred bytes each when full (the text, the room and what the text said); an empty slot
 /// is one pointer.
 pub(crate) const SLOTS_PER_SHARD: usize = 1024;
-
-/// What a verified value's text said: its claims, where its key id and its extra field are.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct Parsed {
-    pub(crate) claims: Claims,
-    pub(crate) kid: Range<usize>,
-    pub(crate) extra: Option<Range<usize>>,
-}
 
 /// One remembered value: the room's bytes, then the value's, and what the value said.
 struct Entry {
@@ -164,6 +155,7 @@ impl std::fmt::Debug for VerifiedValues {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::token::claims::Claims;
 
     fn parsed() -> Parsed {
         Parsed {

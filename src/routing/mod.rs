@@ -68,7 +68,7 @@
 //! use std::net::SocketAddr;
 //!
 //! use axum::{routing::{get, post}, Router};
-//! use tower_waiting_room::rooms::{Rule, WaitingRooms};
+//! use tower_waiting_room::routing::{Rule, WaitingRooms};
 //! use tower_waiting_room::WaitingRoomLayer;
 //!
 //! # #[tokio::main(flavor = "current_thread")]
@@ -112,7 +112,7 @@
 //! [`WaitingRoomBuilder::gate`](crate::WaitingRoomBuilder::gate), no [`WaitingRooms`] needed:
 //!
 //! ```
-//! use tower_waiting_room::rooms::Rule;
+//! use tower_waiting_room::routing::Rule;
 //! use tower_waiting_room::WaitingRoomLayer;
 //!
 //! # fn main() -> Result<(), tower_waiting_room::ConfigError> {
@@ -132,26 +132,13 @@
 //!
 //! | file | what |
 //! |---|---|
-//! | `rule.rs` | [`Rule`]: what a request must be to go to a room or a gate, and the overlap check |
+//! | `../vocab/rule.rs` | [`Rule`]: what a request must be to go to a room or a gate, and the overlap check (on the ground floor: a single room's gates take it too) |
 //! | `layer.rs` | [`WaitingRooms`] and [`WaitingRoomsBuilder`]: the rooms, their rules, the dispatch order |
 //! | `service.rs` | [`WaitingRoomsService`]: the service, with a single room's readiness contract |
 
 mod layer;
-mod rule;
 mod service;
 
+pub use crate::vocab::{Rule, ADMISSION_TICKET_HEADER};
 pub use layer::{WaitingRooms, WaitingRoomsBuilder};
-pub use rule::Rule;
 pub use service::WaitingRoomsService;
-
-/// The request header that carries an admission to gated routes, for clients without cookies
-/// (a mobile app, another backend): the admission token (`a1.…`), or, for a room with
-/// [single-use tickets](crate::WaitingRoomBuilder::single_use_tickets), its one-time ticket
-/// (`t1.…`). The status endpoint hands it to admitted clients that use headers, in its JSON
-/// (`"ticket"`) and in this response header.
-pub const ADMISSION_TICKET_HEADER: &str = "x-admission-ticket";
-
-/// [`ADMISSION_TICKET_HEADER`] as a header name: the one the gates, the status endpoint and the
-/// single-use tickets read and write.
-pub(crate) const ADMISSION_TICKET: http::HeaderName =
-    http::HeaderName::from_static(ADMISSION_TICKET_HEADER);

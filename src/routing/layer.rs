@@ -5,11 +5,11 @@ use std::sync::Arc;
 use http::Request;
 use tower_layer::Layer;
 
-use super::rule::Rule;
 use super::service::WaitingRoomsService;
 use crate::config::ConfigError;
 use crate::layer::WaitingRoomLayer;
 use crate::room::Room;
+use crate::vocab::Rule;
 
 /// Several waiting rooms in front of one service: [rules](Rule) send each request to a room, or
 /// gate it by one, or let it pass. Build one with [`WaitingRooms::builder`]; clones share the
@@ -18,7 +18,7 @@ use crate::room::Room;
 ///
 /// ```
 /// use axum::{routing::get, Router};
-/// use tower_waiting_room::rooms::{Rule, WaitingRooms};
+/// use tower_waiting_room::routing::{Rule, WaitingRooms};
 /// use tower_waiting_room::WaitingRoomLayer;
 ///
 /// # fn main() -> Result<(), tower_waiting_room::ConfigError> {

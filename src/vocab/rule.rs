@@ -21,7 +21,7 @@ type Predicate = dyn Fn(&RequestInfo<'_>) -> bool + Send + Sync;
 /// | methods | [`method`](Self::method), [`methods`](Self::methods), [`with_methods`](Self::with_methods) | any of them |
 /// | predicate | [`when`](Self::when), [`and_when`](Self::and_when) | whatever the closure says |
 ///
-/// [`WaitingRoomsBuilder::build`](super::WaitingRoomsBuilder::build) refuses two rules of
+/// [`WaitingRoomsBuilder::build`](crate::routing::WaitingRoomsBuilder::build) refuses two rules of
 /// different rooms (or two gates to different rooms) that can match the same request, so the
 /// order rules are given in never decides which room a request goes to. That check knows the
 /// structured parts only: rules with a predicate are not checked, and are tried after every
@@ -29,7 +29,7 @@ type Predicate = dyn Fn(&RequestInfo<'_>) -> bool + Send + Sync;
 ///
 /// ```
 /// use http::Method;
-/// use tower_waiting_room::rooms::Rule;
+/// use tower_waiting_room::routing::Rule;
 ///
 /// let vip = Rule::path_prefix("/vip");
 /// let orders = Rule::path("/api/orders/*").with_methods([Method::POST, Method::PUT]);

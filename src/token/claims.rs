@@ -1,0 +1,33 @@
+//! What a signed value says, once parsed: the one vocabulary the wire format and the keyring's
+//! memory of verified values share. Kept apart from both so that neither imports the other's
+//! file (the keyring owns the memory, and the format verifies with the keyring).
+
+use std::ops::Range;
+
+use crate::session::SessionId;
+
+/// What a signed value says. `kind` separates queue cookies from admission tokens, and the room
+/// is part of the signed message (not of the text), so a value of one room or kind never verifies
+/// as another.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Claims {
+    pub(crate) session: SessionId,
+    pub(crate) issued_at_ms: u64,
+    pub(crate) expires_at_ms: u64,
+}
+
+impl Claims {
+    /// Not expired at `now_ms`, and not claiming to be issued after its expiry: the expiry
+    /// check of the queue cookie and the proof-of-work challenge.
+    pub(crate) fn unexpired(&self, now_ms: u64) -> bool {
+        now_ms < self.expires_at_ms && self.issued_at_ms <= self.expires_at_ms
+    }
+}
+
+/// What a verified value's text said: its claims, where its key id and its extra field are.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Parsed {
+    pub(crate) claims: Claims,
+    pub(crate) kid: Range<usize>,
+    pub(crate) extra: Option<Range<usize>>,
+}

@@ -1,0 +1,31 @@
+//! The ground floor: the shared vocabulary that the room, the store, the signed values and the
+//! routing of several rooms all speak, kept below every one of them so that no import runs
+//! upward. Nothing here depends on any other module of the crate but `client` (what a request
+//! is), `encoding` and `session`.
+//!
+//! | file | what | public as |
+//! |---|---|---|
+//! | `rule.rs` | [`Rule`]: which requests go to a room, or are gated by one | `routing::Rule` |
+//! | `place.rs` | [`Place`]: where a waiter stands in the line | `store::Place` |
+//! | `nonce.rs` | [`TicketNonce`]: which single-use ticket a signed ticket stands for | `store::TicketNonce` |
+//! | here | [`ADMISSION_TICKET_HEADER`]: the header that carries an admission to gated routes | `routing::ADMISSION_TICKET_HEADER` |
+
+mod nonce;
+mod place;
+mod rule;
+
+pub use nonce::TicketNonce;
+pub use place::{draw_score, Place, DRAW_BITS};
+pub use rule::Rule;
+
+/// The request header that carries an admission to gated routes, for clients without cookies
+/// (a mobile app, another backend): the admission token (`a1.…`), or, for a room with
+/// [single-use tickets](crate::WaitingRoomBuilder::single_use_tickets), its one-time ticket
+/// (`t1.…`). The status endpoint hands it to admitted clients that use headers, in its JSON
+/// (`"ticket"`) and in this response header.
+pub const ADMISSION_TICKET_HEADER: &str = "x-admission-ticket";
+
+/// [`ADMISSION_TICKET_HEADER`] as a header name: the one the gates, the status endpoint and the
+/// single-use tickets read and write.
+pub(crate) const ADMISSION_TICKET: http::HeaderName =
+    http::HeaderName::from_static(ADMISSION_TICKET_HEADER);
