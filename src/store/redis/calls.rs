@@ -6,7 +6,12 @@
 //! [`room_args!`] macro writes both around the fields, so each order is declared once. A unit
 //! test holds each `FIELDS` to its function's header.
 
+use crate::config::RoomPolicy;
 use crate::session::SessionId;
+use crate::store::{
+    ADMISSION_BUCKETS, ADMISSION_BUCKET_MS, FIVE_MINUTE_BUCKETS, MAX_PROMOTIONS_PER_CALL,
+    MAX_SWEEP_PER_CALL, MINUTE_BUCKETS,
+};
 
 /// The library's name, its version in it: `FUNCTION LOAD` answers it, and every function's
 /// name starts with it (`script/keys.lua`'s first line says it too).
@@ -15,12 +20,61 @@ pub(crate) const LIBRARY: &str = "twr_room_v8";
 /// The function of a newcomer's enter ([`VisitorOp::Join`]), the benchmark's.
 pub(crate) const JOIN_FUNCTION: &str = "twr_room_v8_join";
 
+/// `now` when the store has no clock of its own: the script reads the server's `TIME`, one
+/// clock for every gateway.
+pub(crate) const NOW_FROM_SERVER: u64 = 0;
+
+/// `line_numbers` and `room_numbers` ([`Call`]): the room's policy and the crate's bounds, each a string of numbers
+/// joined by `:` (Redis makes a string of every argument, and the script's Lua another, on
+/// every call: thirteen of them cost a short call more than one of its commands). The first
+/// holds the three the script's fast path needs (`max_queue_len`, `queue_ttl`, the effective
+/// `abandon_after`), whose string its window is kept for; the second the ten only main reads.
+pub(crate) fn packed_numbers(policy: &RoomPolicy) -> [String; 2] {
+    let [capacity, rate, active, grant, queue_ttl, max_queue, promote, sweep, bucket, ring, minute, five, abandon] =
+        numbers(policy);
+    let join = |ns: &[u64]| {
+        let mut text = String::with_capacity(ns.len() * 8);
+        for (i, n) in ns.iter().enumerate() {
+            if i > 0 {
+                text.push(':');
+            }
+            text.push_str(&n.to_string());
+        }
+        text
+    };
+    [
+        join(&[max_queue, queue_ttl, abandon]),
+        join(&[
+            capacity, rate, active, grant, promote, sweep, bucket, ring, minute, five,
+        ]),
+    ]
+}
+
+/// The room's policy and the crate's bounds: what [`packed_numbers`] sends.
+fn numbers(policy: &RoomPolicy) -> [u64; 13] {
+    [
+        u64::from(policy.capacity),
+        u64::from(policy.admission_rate.unwrap_or(0)),
+        policy.active_ttl_ms,
+        policy.grant_ttl_ms,
+        policy.queue_ttl_ms,
+        policy.max_queue_len,
+        u64::from(MAX_PROMOTIONS_PER_CALL),
+        u64::from(MAX_SWEEP_PER_CALL),
+        ADMISSION_BUCKET_MS,
+        ADMISSION_BUCKETS,
+        MINUTE_BUCKETS,
+        FIVE_MINUTE_BUCKETS,
+        policy.effective_abandon_after_ms(),
+    ]
+}
+
 /// The arguments every function takes first (`script/call.lua`).
 pub(crate) struct Call {
-    /// The time in ms, or [`NOW_FROM_SERVER`](super::protocol::NOW_FROM_SERVER).
+    /// The time in ms, or [`NOW_FROM_SERVER`](NOW_FROM_SERVER).
     pub(crate) now: u64,
     /// `<max_queue_len>:<queue_ttl_ms>:<abandon_after_ms>`
-    /// ([`packed_numbers`](super::protocol::packed_numbers)).
+    /// ([`packed_numbers`](packed_numbers)).
     pub(crate) line_numbers: String,
     /// The ten numbers only main reads, packed likewise.
     pub(crate) room_numbers: String,
@@ -243,10 +297,10 @@ pub(crate) fn visitor_call(
         "release" => VisitorOp::Release,
         _ => return None,
     };
-    let [line_numbers, room_numbers] = super::protocol::packed_numbers(policy);
+    let [line_numbers, room_numbers] = packed_numbers(policy);
     let mut argv = Visitor {
         call: Call {
-            now: super::protocol::NOW_FROM_SERVER,
+            now: NOW_FROM_SERVER,
             line_numbers,
             room_numbers,
             excused: false,

@@ -5,6 +5,7 @@
 use redis::{ErrorKind, RedisError, ServerErrorKind};
 
 use super::breaker::ErrorClass;
+pub(crate) use super::calls::{packed_numbers, NOW_FROM_SERVER};
 use super::calls::{Call, Configure};
 
 use crate::config::RoomPolicy;
@@ -12,9 +13,7 @@ use crate::session::SessionId;
 use crate::store::snapshot::{ABANDON_EPOCHS, TURN_EPOCHS};
 use crate::store::{
     AdmissionCounts, Checkpoint, Decision, Place, RoomPace, RoomSettings, RoomSnapshot, RoomStats,
-    SettingsChange, StoreError, StoreErrorKind, ADMISSION_BUCKETS, ADMISSION_BUCKET_MS,
-    FIVE_MINUTE_BUCKETS, HISTORY_MINUTES, MAX_PROMOTIONS_PER_CALL, MAX_SWEEP_PER_CALL,
-    MINUTE_BUCKETS,
+    SettingsChange, StoreError, StoreErrorKind, HISTORY_MINUTES,
 };
 
 /// The room's function library, one Lua chunk assembled from its files under `script/` (one per
@@ -153,57 +152,8 @@ pub(crate) const MAX_SAFE_SCORE: f64 = 9_007_199_254_740_992.0;
 /// The bytes of one session in `sync`'s list of sessions to look up.
 pub(crate) const SEEN_ENTRY_BYTES: usize = 16;
 
-/// `now` when the store has no clock of its own: the script reads the server's `TIME`, one
-/// clock for every gateway.
-pub(crate) const NOW_FROM_SERVER: u64 = 0;
-
 /// The operation, for the schedule's draw ([`schedule_arg`]).
 pub(crate) use crate::store::StoreOp as Op;
-
-/// `line_numbers` and `room_numbers` ([`Call`](super::calls::Call)): the room's policy and the crate's bounds, each a string of numbers
-/// joined by `:` (Redis makes a string of every argument, and the script's Lua another, on
-/// every call: thirteen of them cost a short call more than one of its commands). The first
-/// holds the three the script's fast path needs (`max_queue_len`, `queue_ttl`, the effective
-/// `abandon_after`), whose string its window is kept for; the second the ten only main reads.
-pub(crate) fn packed_numbers(policy: &RoomPolicy) -> [String; 2] {
-    let [capacity, rate, active, grant, queue_ttl, max_queue, promote, sweep, bucket, ring, minute, five, abandon] =
-        numbers(policy);
-    let join = |ns: &[u64]| {
-        let mut text = String::with_capacity(ns.len() * 8);
-        for (i, n) in ns.iter().enumerate() {
-            if i > 0 {
-                text.push(':');
-            }
-            text.push_str(&n.to_string());
-        }
-        text
-    };
-    [
-        join(&[max_queue, queue_ttl, abandon]),
-        join(&[
-            capacity, rate, active, grant, promote, sweep, bucket, ring, minute, five,
-        ]),
-    ]
-}
-
-/// The room's policy and the crate's bounds: what [`packed_numbers`] sends.
-fn numbers(policy: &RoomPolicy) -> [u64; 13] {
-    [
-        u64::from(policy.capacity),
-        u64::from(policy.admission_rate.unwrap_or(0)),
-        policy.active_ttl_ms,
-        policy.grant_ttl_ms,
-        policy.queue_ttl_ms,
-        policy.max_queue_len,
-        u64::from(MAX_PROMOTIONS_PER_CALL),
-        u64::from(MAX_SWEEP_PER_CALL),
-        ADMISSION_BUCKET_MS,
-        ADMISSION_BUCKETS,
-        MINUTE_BUCKETS,
-        FIVE_MINUTE_BUCKETS,
-        policy.effective_abandon_after_ms(),
-    ]
-}
 
 /// The reply codes, the first element of every reply.
 pub(crate) mod reply {
