@@ -15,7 +15,7 @@ use super::format::{self, Claims, ValueKind};
 use super::keys::Keyring;
 use crate::encoding::{decimal, parse_u64};
 use crate::session::SessionId;
-use crate::store::Place;
+use crate::vocab::Place;
 
 /// Longest text of a place: `s` and the 20 digits of `u64::MAX`.
 const PLACE_TEXT_LEN: usize = 21;

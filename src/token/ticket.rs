@@ -8,7 +8,7 @@
 use super::format::{self, Claims, ValueKind};
 use super::keys::Keyring;
 use crate::session::SessionId;
-use crate::store::TicketNonce;
+use crate::vocab::TicketNonce;
 
 /// How far in the future a ticket's issue time may be (gateways' clocks differ a little).
 const CLOCK_SKEW_MS: u64 = 60_000;
