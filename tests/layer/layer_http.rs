@@ -1,7 +1,7 @@
 //! The layer's HTTP behaviour, over real HTTP on loopback (axum::serve + hyper-util client).
 //! Time only moves through a `ManualClock`.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 
@@ -679,6 +679,8 @@ impl tracing::Subscriber for CountWarnings {
 async fn a_store_outage_is_logged_once_per_interval_not_once_per_request() {
     let _serial = SERIAL.lock().await;
     let warnings = CountWarnings::default();
+    // The family's other tests run in this process, on other threads.
+    crate::common::tracing_asks_every_subscriber();
     let _guard = tracing::subscriber::set_default(warnings.clone());
     // Other tests of this binary run on other threads without a subscriber: a callsite first
     // hit there while this one was being set can keep "nobody listens" cached. Recompute it now

@@ -2,7 +2,7 @@
 //! `Admission::end_slot`: the slot is freed before the response goes out, the next in line is
 //! let in at once (no clock advance), and the header never reaches the client.
 
-mod common;
+use crate::common;
 
 use std::convert::Infallible;
 use std::sync::atomic::{AtomicUsize, Ordering};

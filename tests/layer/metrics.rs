@@ -2,7 +2,7 @@
 //! test binary, the room served over loopback with `GET /metrics` outside it, and requests of
 //! every kind sent through the room.
 
-mod common;
+use crate::common;
 
 use std::sync::OnceLock;
 

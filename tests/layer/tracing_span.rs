@@ -60,6 +60,8 @@ impl Spans {
 async fn each_request_has_a_span_with_room_stage_and_outcome_and_no_secret() {
     let spans = Spans::default();
     let subscriber = tracing_subscriber::registry().with(spans.clone());
+    // The family's other tests run in this process, on other threads.
+    crate::common::tracing_asks_every_subscriber();
     let _guard = tracing::subscriber::set_default(subscriber);
     tracing::callsite::rebuild_interest_cache();
 

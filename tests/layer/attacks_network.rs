@@ -4,7 +4,7 @@
 //! visitor's slot), without it the visitor starts over. The client IP comes from a trusted
 //! `X-Forwarded-For` header; time is a `ManualClock`.
 
-mod common;
+use crate::common;
 
 use http::header::{self, HeaderName, HeaderValue};
 use http::{Method, StatusCode};

@@ -2,7 +2,7 @@
 //! with `into_make_service_with_connect_info` (no `client_ip_with`), the demo's and the hyper
 //! example's own serving code, and the warning a room gives when it finds no IP.
 
-mod common;
+use crate::common;
 
 use std::io;
 use std::sync::{Arc, Mutex};
@@ -64,10 +64,10 @@ async fn axum_connect_info_limits_first_visits_with_no_extractor() {
 
 // The examples' own serving code, included as modules: what they run is what is tested.
 #[allow(dead_code)]
-#[path = "../examples/demo.rs"]
+#[path = "../../examples/demo.rs"]
 mod demo;
 #[allow(dead_code)]
-#[path = "../examples/hyper_server.rs"]
+#[path = "../../examples/hyper_server.rs"]
 mod hyper_server;
 
 /// Binds a loopback port for an example's `serve`, and a client for it.
@@ -134,6 +134,8 @@ async fn a_room_without_a_client_ip_says_where_it_looked_and_what_to_change_once
         .with_writer(move || writer.clone())
         .with_ansi(false)
         .finish();
+    // The family's other tests run in this process, on other threads.
+    crate::common::tracing_asks_every_subscriber();
     let _guard = tracing::subscriber::set_default(subscriber);
     // Other tests of this binary run on other threads without a subscriber: a callsite first
     // hit there while this one was being set can keep "nobody listens" cached. Recompute it now

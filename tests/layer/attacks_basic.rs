@@ -1,7 +1,7 @@
 //! Bad input over real HTTP: anything that is not a valid signed value of this room is no value
 //! at all (a redirect and a new queue cookie, never a 500, never a store call), and keys rotate.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::time::Duration;

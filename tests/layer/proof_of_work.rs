@@ -3,7 +3,7 @@
 //! by the session it was issued to and before it expires, makes the cookie proven and lets the
 //! visitor join; everything else is refused with a fresh challenge, never a 500.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -1,7 +1,7 @@
 //! The Tower contract: readiness, backpressure, concurrency, and fitting into axum and a plain
 //! hyper server; plus typed configuration errors.
 
-mod common;
+use crate::common;
 
 use std::convert::Infallible;
 use std::future::Future;

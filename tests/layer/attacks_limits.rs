@@ -4,7 +4,7 @@
 //! and that nothing inside changed (counts, other visitors' places). Time is a `ManualClock`:
 //! no sleeps.
 
-mod common;
+use crate::common;
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;

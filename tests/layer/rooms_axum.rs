@@ -8,7 +8,7 @@
 //! rules, gates (to a room not in front of the route, their 403 reasons, tickets for clients
 //! without cookies), typed build errors, and the Tower readiness contract.
 
-mod common;
+use crate::common;
 
 use std::convert::Infallible;
 use std::panic::AssertUnwindSafe;
