@@ -5,7 +5,7 @@
 //! within -10 % and +50 % (+30 s) of the real wait, and at most 5 % of estimates are shorter
 //! than the real wait (too optimistic).
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 use std::time::Duration;

@@ -10,9 +10,9 @@
 //! `Debug`), the store failing (503), methods (405 + `Allow`), the body limit (413), and mounting
 //! with full paths (`.prefix`).
 
-mod common;
+use crate::common;
 #[cfg(feature = "redis")]
-mod redis_harness;
+use crate::redis_harness;
 
 use std::future::Future;
 use std::time::{Duration, Instant};
@@ -1256,7 +1256,7 @@ async fn mounted_with_full_paths_or_nested_or_behind_the_apps_own_auth() {
 
 // The demo's own serving code, included as a module: what it runs is what is tested.
 #[allow(dead_code)]
-#[path = "../examples/demo.rs"]
+#[path = "../../examples/demo.rs"]
 mod demo;
 
 #[tokio::test]

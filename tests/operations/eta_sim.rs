@@ -34,7 +34,7 @@
 //! `cargo test --release --all-features --test eta_sim -- --include-ignored --nocapture`
 //! (`ETA_SIM_TRACE=1` adds where each errs, half a minute at a time).
 
-mod common;
+use crate::common;
 
 use std::convert::Infallible;
 use std::time::Duration;

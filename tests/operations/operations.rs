@@ -3,7 +3,7 @@
 //! Every change goes through `WaitingRoomLayer::control()`; the admin API's own tests
 //! (tests/admin.rs) do the same through HTTP and across gateways.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 
