@@ -7,9 +7,9 @@
 //! refused as `slot_ended`; an admission token alone is `ticket_missing`. The same, lighter, on
 //! the embedded store shared by two layers, where "no store call" is counted directly.
 
-mod common;
+use crate::common;
 #[cfg(feature = "redis")]
-mod redis_harness;
+use crate::redis_harness;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;

@@ -4,10 +4,10 @@
 //! that falls back to a pair. Each lobby runs in this process (the example's own `build` and
 //! `serve`, included as a module: what it runs is what is tested).
 
-mod common;
+use crate::common;
 
 #[allow(dead_code)]
-#[path = "../examples/lobby.rs"]
+#[path = "../../examples/lobby.rs"]
 mod lobby;
 
 use std::time::{Duration, Instant};

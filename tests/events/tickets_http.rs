@@ -3,7 +3,7 @@
 //! at a gated route is in `tests/tickets_gate.rs`, the redeem step's answers in
 //! `src/room/ticket.rs`, and the store's exactly-once across gateways in `tests/tickets_redis.rs`.)
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -4,10 +4,9 @@
 //! for, ends with `event: end` when the store must be asked, and checks its waiter in: a waiter
 //! who only listens keeps their place at their turn, where a silent one is skipped.
 
-#![cfg(feature = "redis")]
 
-mod common;
-mod redis_harness;
+use crate::common;
+use crate::redis_harness;
 
 use std::time::Duration;
 

@@ -11,9 +11,9 @@
 //!   and who is admitted again with the same session gets a new ticket that works once; the old
 //!   one never passes on the new slot.
 
-mod common;
+use crate::common;
 #[cfg(feature = "redis")]
-mod redis_harness;
+use crate::redis_harness;
 
 use std::collections::BTreeMap;
 use std::time::Duration;

@@ -24,9 +24,9 @@
 //! 5. a reload (same cookie, the other gateway) before and after the opening changes nobody's
 //!    place.
 
-mod common;
+use crate::common;
 #[cfg(feature = "redis")]
-mod redis_harness;
+use crate::redis_harness;
 
 use std::collections::HashSet;
 use std::sync::Arc;
