@@ -463,7 +463,7 @@ async fn check(setting: &str, default: &str) -> Result<(), String> {
             )
         }
         other => Err(format!(
-            "no check for the setting {other:?}: add one to tests/docs_honesty.rs \
+            "no check for the setting {other:?}: add one to tests/docs/docs_honesty.rs \
              (or a line in NOT_CHECKED saying why it cannot have one)"
         )),
     }
@@ -870,7 +870,7 @@ async fn api_status_endpoint_table_matches_a_live_room() {
             .clock(ManualClock::new(T0_MS))
             .build()
             .expect("valid room");
-        let app = crate::app(layer.clone());
+        let app = self::app(layer.clone());
         let (_, cookie) = first_visit(&app).await;
         let session = cookie.split('=').nth(1).unwrap();
         // The value is `<kind>.<kid>.<session>.<iat>.<exp>.<tag>`.
