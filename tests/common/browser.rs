@@ -24,6 +24,10 @@ fn find_program(names: &[&str], also: &[&str]) -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
+/// One browser at a time, held by every browser test of the binary: the machine is small, and
+/// two Chromiums at once only slow both.
+pub static ONE_BROWSER: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// A chromedriver on a free loopback port, killed on drop, with a fresh profile directory.
 pub struct Driver {
     child: Child,

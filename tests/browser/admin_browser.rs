@@ -17,9 +17,8 @@
 //! Chromium and chromedriver are required: without them these tests FAIL (they never pass by
 //! skipping), as in `tests/browser.rs`. `scripts/test` installs them.
 
-#[path = "common/browser.rs"]
-mod browser;
-mod common;
+use crate::webdriver as browser;
+use crate::common;
 
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
@@ -34,7 +33,7 @@ use tower_waiting_room::clock::ManualClock;
 use tower_waiting_room::store::{Decision, MemoryStore, Store};
 use tower_waiting_room::{SessionId, WaitingRoomBuilder, WaitingRoomLayer};
 
-use browser::{click, fill, text, Driver};
+use browser::{ONE_BROWSER, click, fill, text, Driver};
 use common::*;
 
 /// Waits until the element `css` shows `want`; a failure also says what `#message` showed.
@@ -42,8 +41,6 @@ async fn shows(client: &Client, css: &str, want: &str) {
     browser::shows(client, css, want, "#message").await
 }
 
-/// One browser at a time: the machine is small, and two Chromiums at once only slow both.
-static ONE_BROWSER: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 const TOKEN: &str = "op-token-0123456789abcdef0123456789abcdef";
 

@@ -34,9 +34,8 @@
 //! Chromium and chromedriver are required: without them these tests FAIL (they never pass by
 //! skipping). `scripts/test` installs them (`apt-get install chromium chromium-driver`).
 
-#[path = "common/browser.rs"]
-mod browser;
-mod common;
+use crate::webdriver as browser;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -50,11 +49,9 @@ use http::{Method, StatusCode};
 use tower_waiting_room::defences::proof_of_work::{is_solution, solve, ProofOfWork, PROOF_HEADER};
 use tower_waiting_room::{RoomPolicy, SessionId, WaitingRoomLayer};
 
-use browser::{shop, Driver};
+use browser::{ONE_BROWSER, shop, Driver};
 use common::*;
 
-/// One browser at a time: the machine is small, and two Chromiums at once only slow both.
-static ONE_BROWSER: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// A visitor let in over HTTP (the shop answers HTML, not the echo JSON `Site::admit` reads).
 async fn admit(site: &Site) -> Jar {

@@ -7,9 +7,8 @@
 //! Chromium and chromedriver are required: without them this test FAILS (it never passes by
 //! skipping). `scripts/test` installs them.
 
-#[path = "common/browser.rs"]
-mod browser;
-mod common;
+use crate::webdriver as browser;
+use crate::common;
 
 use std::time::{Duration, Instant, UNIX_EPOCH};
 
@@ -19,6 +18,7 @@ use tower_waiting_room::WaitingRoomLayer;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_countdown_page_joins_the_line_by_itself_at_the_opening() {
+    let _one = browser::ONE_BROWSER.lock().await;
     let site = Site::start_with(
         WaitingRoomLayer::builder("sale")
             .capacity(1)

@@ -8,12 +8,11 @@
 //! Chromium and chromedriver are required: without them this test FAILS (it never passes by
 //! skipping), as in `tests/browser.rs`. `scripts/test` installs them.
 
-#[path = "common/browser.rs"]
-mod browser;
-mod common;
+use crate::webdriver as browser;
+use crate::common;
 
 #[allow(dead_code)]
-#[path = "../examples/lobby.rs"]
+#[path = "../../examples/lobby.rs"]
 mod lobby;
 
 use std::path::Path;
@@ -57,6 +56,7 @@ async fn screenshot(client: &Client, name: &str) {
 
 #[tokio::test]
 async fn two_browsers_are_matched_and_see_their_group_confirmed() {
+    let _one = browser::ONE_BROWSER.lock().await;
     let opts = lobby::parse_args(["--port".to_owned(), "0".to_owned()])
         .unwrap()
         .unwrap();

@@ -1,0 +1,12 @@
+//! The waiting page, the admin page and the lobby in a real browser (chromium through
+//! chromedriver), in one binary; the tests take `webdriver::ONE_BROWSER`, one browser at a time.
+
+#[path = "../common/mod.rs"]
+mod common;
+#[path = "../common/browser.rs"]
+mod webdriver;
+
+mod browser;
+mod browser_countdown;
+mod admin_browser;
+mod lobby_browser;
