@@ -24,12 +24,10 @@
 //!
 //! `CHAOS_SEED` replays a run (the seed is printed), `CHAOS_VISITORS` overrides the number of
 //! visitors, `CHAOS_FAULTS=kill,pause,oom,del,failover` restricts the fault kinds.
-#![cfg(feature = "redis")]
 
-mod common;
-mod redis_harness;
-#[path = "common/sentinel.rs"]
-mod sentinel;
+use crate::common;
+use crate::redis_harness;
+use crate::sentinel;
 
 use std::collections::{BTreeMap, HashMap};
 use std::process::Command;
