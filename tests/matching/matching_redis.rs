@@ -1,9 +1,8 @@
 //! `RedisMatchStore` against real servers (a single Redis and a 3-node Redis Cluster, started by
 //! the harness): the rules step by step, a differential run against `MemoryMatchStore` on the
 //! same clock, and concurrent joins of the same users to several queues.
-#![cfg(feature = "redis")]
 
-mod redis_harness;
+use crate::redis_harness;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -2,9 +2,8 @@
 //! across 3 gateways: exactly one 2xx". Three `RedisStore`s (three gateways: each its own
 //! connection, no clock override, so Redis `TIME` is the one clock) share one `redis-server`,
 //! and a 3-node Redis Cluster.
-#![cfg(feature = "redis")]
 
-mod redis_harness;
+use crate::redis_harness;
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 

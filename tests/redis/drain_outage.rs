@@ -2,10 +2,9 @@
 //! line, in order, never faster than the pace the line had, within the budget; newcomers are
 //! refused; nobody is let in twice over by two gateways. Real Redis, killed for real.
 
-#![cfg(feature = "redis")]
 
-mod common;
-mod redis_harness;
+use crate::common;
+use crate::redis_harness;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};

@@ -1,7 +1,7 @@
 //! Matching's HTTP API over real HTTP on loopback: the contract of `docs/matching.md`, the
 //! hooks, both identities, and bad input answered `400` with nothing written.
 
-mod common;
+use crate::common;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;

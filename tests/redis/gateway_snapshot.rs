@@ -3,10 +3,9 @@
 //! (only each gateway's once-a-second refresh, and those near the head), and the positions
 //! shown are within the bound of `store::snapshot` of the exact ones.
 
-#![cfg(feature = "redis")]
 
-mod common;
-mod redis_harness;
+use crate::common;
+use crate::redis_harness;
 
 use common::{serve, Http, Jar, SECRET};
 use http::header::{self, HeaderValue};

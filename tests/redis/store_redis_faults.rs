@@ -1,9 +1,8 @@
 //! The Redis store on bad days, against real servers: out of memory, an outage with a restart,
 //! a flushed script cache, cookie-less floods, and a million waiters.
-#![cfg(feature = "redis")]
 
-mod common;
-mod redis_harness;
+use crate::common;
+use crate::redis_harness;
 
 use std::time::{Duration, Instant};
 
@@ -837,7 +836,7 @@ async fn a_malformed_schedule_argument_is_refused_not_read_as_open() {
     let loaded: String = redis::cmd("FUNCTION")
         .arg("LOAD")
         .arg("REPLACE")
-        .arg(include_str!("../src/store/redis/room.lua"))
+        .arg(include_str!("../../src/store/redis/room.lua"))
         .query_async(&mut conn)
         .await
         .unwrap();

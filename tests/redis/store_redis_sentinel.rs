@@ -1,11 +1,9 @@
 //! The Redis store behind Redis Sentinel, against real servers: a primary, a replica and a
 //! sentinel. The primary dies mid-run; the store follows the failover and the line keeps its
 //! order.
-#![cfg(feature = "redis")]
 
-mod redis_harness;
-#[path = "common/sentinel.rs"]
-mod sentinel;
+use crate::redis_harness;
+use crate::sentinel;
 
 use std::time::{Duration, Instant};
 

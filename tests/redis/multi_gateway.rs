@@ -24,10 +24,9 @@
 //! 3. first come, first served among those who keep waiting (an ordering check that relies only
 //!    on causality, never on timing);
 //! 4. everyone who keeps waiting gets in, and the room empties by itself.
-#![cfg(feature = "redis")]
 
-mod common;
-mod redis_harness;
+use crate::common;
+use crate::redis_harness;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};

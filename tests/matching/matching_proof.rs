@@ -7,10 +7,9 @@
 //!   waiting user left behind when enough others wait, timeouts on time.
 //! - The crash path: the gateway that would confirm a group is killed between formation and
 //!   confirmation; after `confirm_ttl` the members are back at the front, in order.
-#![cfg(feature = "redis")]
 
-mod common;
-mod redis_harness;
+use crate::common;
+use crate::redis_harness;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::{BufRead, BufReader, Read};
@@ -116,7 +115,7 @@ impl Gateway {
     fn start(redis: &str, timings: (u64, u64, u64), auto_confirm_ms: u64) -> Gateway {
         let (fallback, timeout, confirm) = timings;
         let mut child = Command::new(std::env::current_exe().unwrap())
-            .args(["gateway_process", "--exact", "--ignored", "--nocapture"])
+            .args(["matching_proof::gateway_process", "--exact", "--ignored", "--nocapture"])
             .env(
                 GATEWAY_ENV,
                 format!("{redis} {fallback} {timeout} {confirm} {auto_confirm_ms}"),

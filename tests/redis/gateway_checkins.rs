@@ -3,7 +3,7 @@
 //! around them lose theirs; a waiter who lost their place learns it at the gateway. On the
 //! embedded store, over loopback HTTP, with a manual clock.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

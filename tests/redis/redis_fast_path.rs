@@ -10,9 +10,8 @@
 //! must every key at the end (the line, the slots, the sequence, the liveness bitmaps and their
 //! lifetimes, the settings; all but the window's own key). A `MONITOR` on A counts how many of its enters the
 //! fast path answered, so the run proves it was exercised.
-#![cfg(feature = "redis")]
 
-mod redis_harness;
+use crate::redis_harness;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};

@@ -2,9 +2,8 @@
 //! session ids' 16 raw bytes, there is no `seen` zset, liveness lives in Bloom bitmaps that a
 //! gateway's `sync` sets, housekeeping runs exactly when due, and a snapshot's checkpoints are
 //! the exact ranks.
-#![cfg(feature = "redis")]
 
-mod redis_harness;
+use crate::redis_harness;
 
 use std::time::Duration;
 

@@ -2,9 +2,8 @@
 //! `tests/matching_memory.rs`, on a single Redis and on a 3-node Redis Cluster, both started
 //! here. The script is sent the manual clock's time, so the cases move time as they do for the
 //! embedded store.
-#![cfg(feature = "redis")]
 
-mod redis_harness;
+use crate::redis_harness;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;

@@ -3,9 +3,8 @@
 //!
 //! The damage cases (`heals_*`) damage a room with real Redis commands (`DEL`, `SET`, `HSET`,
 //! `ZREM`, `ZADD`) on the room's own keys, as an eviction or an operator would.
-#![cfg(feature = "redis")]
 
-mod redis_harness;
+use crate::redis_harness;
 
 use std::sync::Arc;
 use std::time::Duration;

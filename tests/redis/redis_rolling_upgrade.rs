@@ -9,9 +9,8 @@
 //! nobody loses their place or their order. And from `twr_room_v6` to this library (the same
 //! data): a waiter whose turn check-ins this version left out behind a turn horizon is never
 //! skipped by the older library's promotion.
-#![cfg(feature = "redis")]
 
-mod redis_harness;
+use crate::redis_harness;
 
 use std::time::Duration;
 
@@ -25,7 +24,7 @@ use tower_waiting_room::store::{
 use tower_waiting_room::{RoomPolicy, SessionId};
 
 /// The previous room library, as it shipped (commit `00fa75c`).
-const PREVIOUS_LIBRARY: &str = include_str!("fixtures/room_v5.lua");
+const PREVIOUS_LIBRARY: &str = include_str!("../fixtures/room_v5.lua");
 const PREVIOUS_FUNCTION: &str = "twr_room_v5";
 
 /// An older library's `FCALL` of `op` for `session`, as its gateways called it for an operation
@@ -187,7 +186,7 @@ async fn a_rolling_deploy_upgrades_the_room_once_and_never_mixes_the_versions() 
 
 /// The library before this one, `twr_room_v6` (settings version 5, the same data), kept as it
 /// shipped in `tests/fixtures/room_v6.lua` (commit `77967bd`).
-const V6_LIBRARY: &str = include_str!("fixtures/room_v6.lua");
+const V6_LIBRARY: &str = include_str!("../fixtures/room_v6.lua");
 const V6_FUNCTION: &str = "twr_room_v6";
 
 /// A `twr_room_v6` gateway's call of `op` for `session` at `now_ms`: the reply's code, or the

@@ -3,10 +3,9 @@
 //! admission from gateway 1 passes a gate on gateway 2, as a cookie and as a ticket; a forged,
 //! expired or other-room value is refused there and writes nothing to Redis (its dirty counter
 //! and key count do not move).
-#![cfg(feature = "redis")]
 
-mod common;
-mod redis_harness;
+use crate::common;
+use crate::redis_harness;
 
 use std::time::Duration;
 
