@@ -15,10 +15,10 @@
 //!    fits without scrolling sideways.
 //!
 //! Chromium and chromedriver are required: without them these tests FAIL (they never pass by
-//! skipping), as in `tests/browser.rs`. `scripts/test` installs them.
+//! skipping), as in `tests/browser/browser.rs`. `scripts/test` installs them.
 
-use crate::webdriver as browser;
 use crate::common;
+use crate::webdriver as browser;
 
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
@@ -33,14 +33,13 @@ use tower_waiting_room::clock::ManualClock;
 use tower_waiting_room::store::{Decision, MemoryStore, Store};
 use tower_waiting_room::{SessionId, WaitingRoomBuilder, WaitingRoomLayer};
 
-use browser::{ONE_BROWSER, click, fill, text, Driver};
+use browser::{click, fill, text, Driver, ONE_BROWSER};
 use common::*;
 
 /// Waits until the element `css` shows `want`; a failure also says what `#message` showed.
 async fn shows(client: &Client, css: &str, want: &str) {
     browser::shows(client, css, want, "#message").await
 }
-
 
 const TOKEN: &str = "op-token-0123456789abcdef0123456789abcdef";
 

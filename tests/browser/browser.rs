@@ -34,8 +34,8 @@
 //! Chromium and chromedriver are required: without them these tests FAIL (they never pass by
 //! skipping). `scripts/test` installs them (`apt-get install chromium chromium-driver`).
 
-use crate::webdriver as browser;
 use crate::common;
+use crate::webdriver as browser;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -49,9 +49,8 @@ use http::{Method, StatusCode};
 use tower_waiting_room::defences::proof_of_work::{is_solution, solve, ProofOfWork, PROOF_HEADER};
 use tower_waiting_room::{RoomPolicy, SessionId, WaitingRoomLayer};
 
-use browser::{ONE_BROWSER, shop, Driver};
+use browser::{shop, Driver, ONE_BROWSER};
 use common::*;
-
 
 /// A visitor let in over HTTP (the shop answers HTML, not the echo JSON `Site::admit` reads).
 async fn admit(site: &Site) -> Jar {

@@ -1,14 +1,14 @@
 //! The countdown to a scheduled opening in a real browser (Debian's headless Chromium through
-//! chromedriver, as tests/browser.rs): before the opening the browser is registered and shown a
-//! countdown ("Opens in 0:04", by the room's clock), nobody is let in; once the room's clock
-//! passes the opening, the page goes back to the page asked for by itself (at the opening plus
-//! a random few seconds) and the browser is let in.
+//! chromedriver, as tests/browser/browser.rs): before the opening the browser is registered and
+//! shown a countdown ("Opens in 0:04", by the room's clock), nobody is let in; once the room's
+//! clock passes the opening, the page goes back to the page asked for by itself (at the opening
+//! plus a random few seconds) and the browser is let in.
 //!
 //! Chromium and chromedriver are required: without them this test FAILS (it never passes by
 //! skipping). `scripts/test` installs them.
 
-use crate::webdriver as browser;
 use crate::common;
+use crate::webdriver as browser;
 
 use std::time::{Duration, Instant, UNIX_EPOCH};
 

@@ -6,10 +6,10 @@
 //! page back to idle. Screenshots of both pages go to `target/screenshots/lobby-*.png`.
 //!
 //! Chromium and chromedriver are required: without them this test FAILS (it never passes by
-//! skipping), as in `tests/browser.rs`. `scripts/test` installs them.
+//! skipping), as in `tests/browser/browser.rs`. `scripts/test` installs them.
 
-use crate::webdriver as browser;
 use crate::common;
+use crate::webdriver as browser;
 
 #[allow(dead_code)]
 #[path = "../../examples/lobby.rs"]

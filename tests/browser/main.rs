@@ -6,7 +6,7 @@ mod common;
 #[path = "../common/browser.rs"]
 mod webdriver;
 
+mod admin_browser;
 mod browser;
 mod browser_countdown;
-mod admin_browser;
 mod lobby_browser;

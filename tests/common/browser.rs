@@ -1,6 +1,7 @@
-//! A headless Chromium for the browser tests (tests/browser.rs, tests/admin_browser.rs,
-//! tests/lobby_browser.rs), driven through Debian's chromedriver on loopback: plain http, a fresh
-//! profile per session; and the page helpers they share (read, wait for, click, fill).
+//! A headless Chromium for the browser tests (tests/browser/: browser.rs, admin_browser.rs,
+//! lobby_browser.rs, browser_countdown.rs), driven through Debian's chromedriver on loopback:
+//! plain http, a fresh profile per session; and the page helpers they share (read, wait for,
+//! click, fill).
 #![allow(dead_code)]
 
 use std::path::PathBuf;

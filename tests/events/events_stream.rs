@@ -4,7 +4,6 @@
 //! for, ends with `event: end` when the store must be asked, and checks its waiter in: a waiter
 //! who only listens keeps their place at their turn, where a silent one is skipped.
 
-
 use crate::common;
 use crate::redis_harness;
 

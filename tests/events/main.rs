@@ -9,7 +9,7 @@ mod redis_harness;
 mod events_prequeue;
 #[cfg(feature = "redis")]
 mod events_stream;
+mod lobby;
 mod tickets_gate;
 mod tickets_http;
 mod tickets_lifetime;
-mod lobby;

@@ -5,17 +5,17 @@
 #[path = "../common/mod.rs"]
 mod common;
 
-mod layer_contract;
-mod layer_http;
-#[cfg(feature = "axum")]
-mod client_ip;
-mod tracing_span;
-mod end_slot;
-mod proof_of_work;
-mod token_properties;
-mod config_file;
-mod rooms_axum;
 mod attacks_basic;
 mod attacks_limits;
 mod attacks_network;
+#[cfg(feature = "axum")]
+mod client_ip;
+mod config_file;
+mod end_slot;
+mod layer_contract;
+mod layer_http;
 mod metrics;
+mod proof_of_work;
+mod rooms_axum;
+mod token_properties;
+mod tracing_span;

@@ -115,7 +115,12 @@ impl Gateway {
     fn start(redis: &str, timings: (u64, u64, u64), auto_confirm_ms: u64) -> Gateway {
         let (fallback, timeout, confirm) = timings;
         let mut child = Command::new(std::env::current_exe().unwrap())
-            .args(["matching_proof::gateway_process", "--exact", "--ignored", "--nocapture"])
+            .args([
+                "matching_proof::gateway_process",
+                "--exact",
+                "--ignored",
+                "--nocapture",
+            ])
             .env(
                 GATEWAY_ENV,
                 format!("{redis} {fallback} {timeout} {confirm} {auto_confirm_ms}"),

@@ -1,7 +1,7 @@
 //! The matching conformance suite against real servers: the same cases as
-//! `tests/matching_memory.rs`, on a single Redis and on a 3-node Redis Cluster, both started
-//! here. The script is sent the manual clock's time, so the cases move time as they do for the
-//! embedded store.
+//! `tests/matching/matching_memory.rs`, on a single Redis and on a 3-node Redis Cluster, both
+//! started here. The script is sent the manual clock's time, so the cases move time as they do
+//! for the embedded store.
 
 use crate::redis_harness;
 

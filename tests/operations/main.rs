@@ -6,6 +6,6 @@ mod common;
 mod redis_harness;
 
 mod admin;
-mod operations;
 mod eta;
 mod eta_sim;
+mod operations;

@@ -1,7 +1,7 @@
 //! What visitors see when operators act (issue 12), over real HTTP on loopback, one gateway:
 //! pause, close, release, drop (ban), and the app ending a slot through the control handle.
 //! Every change goes through `WaitingRoomLayer::control()`; the admin API's own tests
-//! (tests/admin.rs) do the same through HTTP and across gateways.
+//! (tests/operations/admin.rs) do the same through HTTP and across gateways.
 
 use crate::common;
 
@@ -261,5 +261,5 @@ async fn the_status_of_a_room_for_operators() {
     let status = site.layer.control().status().await.unwrap();
     assert_eq!((status.waiting, status.inside), (0, 1), "{status:?}");
     assert_eq!(status.eta_seconds, Some(0), "{status:?}");
-    // The JSON fields are the admin API's: tests/admin.rs checks them over HTTP.
+    // The JSON fields are the admin API's: tests/operations/admin.rs checks them over HTTP.
 }

@@ -2,7 +2,6 @@
 //! line, in order, never faster than the pace the line had, within the budget; newcomers are
 //! refused; nobody is let in twice over by two gateways. Real Redis, killed for real.
 
-
 use crate::common;
 use crate::redis_harness;
 

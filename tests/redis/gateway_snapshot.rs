@@ -3,7 +3,6 @@
 //! (only each gateway's once-a-second refresh, and those near the head), and the positions
 //! shown are within the bound of `store::snapshot` of the exact ones.
 
-
 use crate::common;
 use crate::redis_harness;
 

@@ -10,12 +10,13 @@ mod redis_harness;
 #[path = "../common/sentinel.rs"]
 mod sentinel;
 
-#[cfg(all(feature = "redis", feature = "testing"))]
-mod store_redis;
 #[cfg(feature = "redis")]
-mod store_redis_faults;
+mod drain_outage;
+mod gateway_checkins;
 #[cfg(feature = "redis")]
-mod store_redis_sentinel;
+mod gateway_snapshot;
+#[cfg(feature = "redis")]
+mod multi_gateway;
 #[cfg(feature = "redis")]
 mod redis_fast_path;
 #[cfg(feature = "redis")]
@@ -23,13 +24,12 @@ mod redis_rolling_upgrade;
 #[cfg(feature = "redis")]
 mod redis_store_v2;
 #[cfg(feature = "redis")]
-mod multi_gateway;
-mod gateway_checkins;
-#[cfg(feature = "redis")]
-mod gateway_snapshot;
-#[cfg(feature = "redis")]
 mod rooms_redis;
+#[cfg(all(feature = "redis", feature = "testing"))]
+mod store_redis;
+#[cfg(feature = "redis")]
+mod store_redis_faults;
+#[cfg(feature = "redis")]
+mod store_redis_sentinel;
 #[cfg(feature = "redis")]
 mod tickets_redis;
-#[cfg(feature = "redis")]
-mod drain_outage;
