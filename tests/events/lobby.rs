@@ -6,7 +6,8 @@
 
 use crate::common;
 
-#[allow(dead_code)]
+// The example's own code, under its own name inside this module of the same name.
+#[allow(dead_code, clippy::module_inception)]
 #[path = "../../examples/lobby.rs"]
 mod lobby;
 
