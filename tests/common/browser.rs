@@ -1,6 +1,7 @@
-//! A headless Chromium for the browser tests (tests/browser.rs, tests/admin_browser.rs,
-//! tests/lobby_browser.rs), driven through Debian's chromedriver on loopback: plain http, a fresh
-//! profile per session; and the page helpers they share (read, wait for, click, fill).
+//! A headless Chromium for the browser tests (tests/browser/: browser.rs, admin_browser.rs,
+//! lobby_browser.rs, browser_countdown.rs), driven through Debian's chromedriver on loopback:
+//! plain http, a fresh profile per session; and the page helpers they share (read, wait for,
+//! click, fill).
 #![allow(dead_code)]
 
 use std::path::PathBuf;
@@ -23,6 +24,10 @@ fn find_program(names: &[&str], also: &[&str]) -> Option<PathBuf> {
         .chain(also.iter().map(PathBuf::from))
         .find(|p| p.is_file())
 }
+
+/// One browser at a time, held by every browser test of the binary: the machine is small, and
+/// two Chromiums at once only slow both.
+pub static ONE_BROWSER: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// A chromedriver on a free loopback port, killed on drop, with a fresh profile directory.
 pub struct Driver {

@@ -37,6 +37,19 @@ pub const T0: u64 = 1_767_225_600_000;
 /// The default path prefix of the room's endpoints.
 pub const PREFIX: &str = "/__waitingroom";
 
+/// Call before `tracing::subscriber::set_default` in a test that reads its own thread's log.
+///
+/// With one subscriber registered in the process, tracing-core caches a callsite's interest from
+/// the thread that hits it first, by that thread's own default: a callsite first hit on another
+/// test's thread (no subscriber there) while this test's subscriber is set would stay cached as
+/// "nobody listens", and this test's events there would be lost. A second subscriber that lives
+/// as long as the process (nobody's default; it drops everything) keeps the count above one, so
+/// each callsite's interest is taken from every live subscriber instead.
+pub fn tracing_asks_every_subscriber() {
+    static KEEP: std::sync::OnceLock<tracing::Dispatch> = std::sync::OnceLock::new();
+    KEEP.get_or_init(|| tracing::Dispatch::new(tracing::subscriber::NoSubscriber::default()));
+}
+
 /// The keyring the builder makes from `.secret(SECRET)`.
 pub fn keys() -> Keyring {
     Keyring::new(SigningKey::new("k1", SECRET).unwrap())

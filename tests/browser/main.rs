@@ -1,0 +1,14 @@
+//! The waiting page, the admin page and the lobby in a real browser (chromium through
+//! chromedriver), in one binary; the tests take `webdriver::ONE_BROWSER`, one browser at a time.
+
+#[path = "../common/mod.rs"]
+mod common;
+#[path = "../common/browser.rs"]
+mod webdriver;
+
+#[cfg(feature = "admin")]
+mod admin_browser;
+mod browser;
+mod browser_countdown;
+#[cfg(feature = "matching")]
+mod lobby_browser;

@@ -1,0 +1,3 @@
+//! What the docs say, checked against the code, in one binary.
+
+mod docs_honesty;

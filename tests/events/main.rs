@@ -1,0 +1,16 @@
+//! Events and tickets in one binary: the pre-queue, the event stream, tickets at a gate, over
+//! HTTP and over their lifetime, and the lobby example.
+
+#[path = "../common/mod.rs"]
+mod common;
+#[path = "../redis_harness/mod.rs"]
+mod redis_harness;
+
+mod events_prequeue;
+#[cfg(feature = "redis")]
+mod events_stream;
+#[cfg(feature = "matching")]
+mod lobby;
+mod tickets_gate;
+mod tickets_http;
+mod tickets_lifetime;

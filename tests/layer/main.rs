@@ -1,0 +1,21 @@
+//! The layer's integration tests in one binary: its HTTP contract, client IPs, logs, spans and
+//! metrics, the end of a slot, proof of work, tokens, settings files, rooms under axum and the
+//! attacks. One binary per family: each test binary links the crate again.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod attacks_basic;
+mod attacks_limits;
+mod attacks_network;
+#[cfg(all(feature = "axum", feature = "admin"))]
+mod client_ip;
+mod config_file;
+mod end_slot;
+mod layer_contract;
+mod layer_http;
+mod metrics;
+mod proof_of_work;
+mod rooms_axum;
+mod token_properties;
+mod tracing_span;

@@ -1,0 +1,1071 @@
+//! The wait estimate against real waits, in simulation (issue 15): visitors arrive, wait, poll the
+//! status endpoint, are let in, stay and leave, all through the real layer in process, on the
+//! embedded store and a manual clock moved one second at a time. Deterministic: every random
+//! draw comes from an xorshift generator with a fixed seed.
+//!
+//! The harness reads the estimates where a visitor's page reads them, in the JSON of the status
+//! endpoint (and of the `429` a newcomer gets): `eta_seconds`, and the range `eta_low_seconds` /
+//! `eta_high_seconds` when the answer has them. Whatever estimator sits behind the endpoint is
+//! measured as it is, with no change here.
+//!
+//! Per scenario, over every estimate shown from the first second (not after a warm-up):
+//! - **>= real**: the share of shown estimates that are at least the real remaining wait
+//!   (`admitted_at - shown_at`, whole seconds; admitted = the first status answer `admitted`),
+//! - **median rel. error**: the median of `|eta - real| / max(real, 10 s)` (the 10 s floor keeps
+//!   estimates near the front, where the real wait is a few seconds, from exploding the ratio),
+//! - **shown after 15 s**: of the polls answered `waiting` once the visitor had waited 15 s or
+//!   more, the share with an estimate (polls answered `paused: true` are left out: the line is
+//!   stopped by its operators and the page says so),
+//! - **within range**: of the estimates that came with a range, the share whose real wait lies in
+//!   `[eta_low_seconds, eta_high_seconds]`.
+//!
+//! Estimates shown to visitors who gave up are not scored for accuracy (they have no real wait);
+//! their polls count for "shown after 15 s".
+//!
+//! Every scenario runs once per seed of [`SEEDS`] and its figures pool the runs. Estimates shown
+//! before a change nobody announced (checkout slowing down, a pause, a capacity change), for a
+//! wait that outlasted it, are published in the "all" column but not scored: no estimate could
+//! have known. A slowdown of visits counts from when the first slower visit outlasts the
+//! shortest of the old ones (before that the room's departures are what they would have been).
+//!
+//! The targets of issue 15 are [`TARGETS`]; each scenario's test asserts them. Issue 15's six
+//! scenarios meet them; a harder one beyond its list ("late as early") does not yet and is
+//! ignored, with its figures in `docs/eta.md`; run every one, with the table, by
+//! `cargo test --release --all-features --test eta_sim -- --include-ignored --nocapture`
+//! (`ETA_SIM_TRACE=1` adds where each errs, half a minute at a time).
+
+use crate::common;
+
+use std::convert::Infallible;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{header, Method, Request, Response, StatusCode};
+use http_body_util::Full;
+use serde_json::Value;
+use tower::util::BoxCloneService;
+use tower::{service_fn, Layer, ServiceExt};
+use tower_waiting_room::clock::ManualClock;
+use tower_waiting_room::store::MemoryStore;
+use tower_waiting_room::{ResponseBody, WaitingRoomLayer};
+
+use common::{Jar, Reply, PREFIX, SECRET, T0};
+
+// ===== the targets, in one place =====
+
+/// What each scenario must reach.
+#[derive(Clone, Copy, Debug)]
+struct Targets {
+    /// Least share of shown estimates that are >= the real remaining wait.
+    at_least_real: f64,
+    /// Greatest median relative error (denominator `max(real, 10 s)`).
+    median_rel_error: f64,
+    /// Least share of polls, after the first 15 s of a wait, that showed an estimate.
+    shown_after_15s: f64,
+    /// Least share of real waits within the range shown, when the answers carry one; `None`:
+    /// reported, not asserted (issue 15 sets no figure).
+    within_range: Option<f64>,
+}
+
+/// Issue 15's targets.
+const TARGETS: Targets = Targets {
+    at_least_real: 0.90,
+    median_rel_error: 0.25,
+    shown_after_15s: 0.80,
+    within_range: None,
+};
+
+/// The seeds of the scenarios' draws: each scenario runs once per seed, and its figures pool
+/// the runs (one seed's luck, a quiet minute or a wave of quitters, is not the estimator's).
+const SEEDS: [u64; 10] = [
+    0x0015_e7a5_eed0_0001,
+    0x0015_e7a5_eed0_0002,
+    0x0015_e7a5_eed0_0003,
+    0x0015_e7a5_eed0_0004,
+    0x0015_e7a5_eed0_0005,
+    0x0015_e7a5_eed0_0006,
+    0x0015_e7a5_eed0_0007,
+    0x0015_e7a5_eed0_0008,
+    0x0015_e7a5_eed0_0009,
+    0x0015_e7a5_eed0_000a,
+];
+
+/// No scenario runs longer than this (simulated seconds): a room that stops letting people in
+/// is a failure of the harness, not an endless loop.
+const MAX_SECONDS: u64 = 4 * 3_600;
+
+/// Name of the room in every scenario.
+const ROOM: &str = "sim";
+
+// ===== a small deterministic generator =====
+
+/// xorshift64*: small, fast, and the same draws on every platform.
+struct Rng(u64);
+
+impl Rng {
+    fn new(seed: u64) -> Self {
+        Self(seed.max(1))
+    }
+
+    fn next_u64(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.0 = x;
+        x.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    /// Uniform in [0, 1).
+    fn unit(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    /// Uniform in `lo..=hi`.
+    fn between(&mut self, (lo, hi): (u64, u64)) -> u64 {
+        lo + self.next_u64() % (hi - lo + 1)
+    }
+
+    fn chance(&mut self, p: f64) -> bool {
+        self.unit() < p
+    }
+
+    /// Poisson with mean `lambda` (Knuth; `lambda` is small here).
+    fn poisson(&mut self, lambda: f64) -> u64 {
+        let limit = (-lambda).exp();
+        let mut k = 0;
+        let mut p = self.unit();
+        while p > limit {
+            k += 1;
+            p *= self.unit();
+        }
+        k
+    }
+}
+
+// ===== scenarios =====
+
+/// How newcomers arrive after the opening crowd.
+#[derive(Clone, Copy, Debug)]
+enum Arrivals {
+    /// Exactly this many every second.
+    Every(u64),
+    /// A Poisson number with this mean every second.
+    Poisson(f64),
+}
+
+/// Waiters who stop polling and never come back.
+#[derive(Clone, Copy, Debug)]
+struct GiveUp {
+    /// Share of newcomers who will give up (if their turn has not come first).
+    share: f64,
+    /// After how long in line they stop.
+    patience: Patience,
+}
+
+/// How long a waiter who will give up waits first.
+#[derive(Clone, Copy, Debug)]
+enum Patience {
+    /// Exponential with this mean, in seconds: the patience of queueing theory's model of
+    /// abandonment (Erlang-A), where most who leave do so early.
+    Exponential(f64),
+    /// Uniform in this range of seconds: as many leave late in their wait as early.
+    Uniform(u64, u64),
+}
+
+#[derive(Clone, Debug)]
+struct Scenario {
+    name: &'static str,
+    capacity: u32,
+    /// Arrive in the first second.
+    opening_crowd: u64,
+    arrivals: Arrivals,
+    /// Newcomers arrive in seconds `1..=arrivals_for` (after the opening crowd).
+    arrivals_for: u64,
+    /// Time inside (seconds, uniform), for those let in before `slower.0`.
+    stay: (u64, u64),
+    /// From this second on, those let in stay this long.
+    slower: Option<(u64, (u64, u64))>,
+    /// Admissions paused in `[from, to)`.
+    pause: Option<(u64, u64)>,
+    /// The capacity becomes this at that second.
+    capacity_change: Option<(u64, u32)>,
+    /// The operators limit admissions to this many a second from that second on.
+    rate_limit: Option<(u64, u32)>,
+    give_up: Option<GiveUp>,
+    queue_ttl: Duration,
+    /// Each waiter polls the status endpoint every this many seconds.
+    poll_every: u64,
+}
+
+impl Scenario {
+    fn base(name: &'static str) -> Self {
+        Self {
+            name,
+            capacity: 10,
+            opening_crowd: 80,
+            arrivals: Arrivals::Poisson(1.0 / 3.0),
+            arrivals_for: 600,
+            stay: (20, 40),
+            slower: None,
+            pause: None,
+            capacity_change: None,
+            rate_limit: None,
+            give_up: None,
+            queue_ttl: Duration::from_secs(120),
+            poll_every: 1,
+        }
+    }
+
+    /// Issue 15's example: 60 at the opening, then one a second for 30 s; capacity 5; stays of
+    /// 1-5 s.
+    fn burst() -> Self {
+        Self {
+            capacity: 5,
+            opening_crowd: 60,
+            arrivals: Arrivals::Every(1),
+            arrivals_for: 30,
+            stay: (1, 5),
+            ..Self::base("burst at opening")
+        }
+    }
+
+    /// Capacity 10, stays of 20-40 s (a third of a visitor a second leaves), newcomers at that
+    /// rate (Poisson) for 10 minutes behind a line of 70 (80 arrive at the opening): a wait of
+    /// about 3-4 minutes that stays about that long.
+    fn steady() -> Self {
+        Self::base("steady line")
+    }
+
+    /// The steady line whose visitors stay twice as long after 5 minutes.
+    fn slowdown() -> Self {
+        Self {
+            slower: Some((300, (40, 80))),
+            ..Self::base("checkout slows at 5 min")
+        }
+    }
+
+    /// The steady line paused for 2 minutes in the middle.
+    fn pause() -> Self {
+        Self {
+            pause: Some((240, 360)),
+            ..Self::base("paused 4-6 min")
+        }
+    }
+
+    /// Capacity 5 raised to 15 halfway, newcomers at 0.3 a second.
+    fn capacity_raised() -> Self {
+        Self {
+            capacity: 5,
+            arrivals: Arrivals::Poisson(0.3),
+            capacity_change: Some((300, 15)),
+            ..Self::base("capacity 5 -> 15 at 5 min")
+        }
+    }
+
+    /// Capacity 20 and visits of 10-20 s (the line moves at about 1.3 a second), newcomers at
+    /// 1.2 a second; from minute 5 the operators let in at most one a second, and the line
+    /// grows.
+    fn rate_limited() -> Self {
+        Self {
+            capacity: 20,
+            opening_crowd: 100,
+            arrivals: Arrivals::Poisson(1.2),
+            stay: (10, 20),
+            rate_limit: Some((300, 1)),
+            ..Self::base("rate limited to 1/s at 5 min")
+        }
+    }
+
+    /// 40 % of newcomers stop polling after a patience of a minute on average (exponential),
+    /// if their turn has not come first; `queue_ttl` 20 s.
+    fn giving_up() -> Self {
+        Self {
+            opening_crowd: 60,
+            arrivals: Arrivals::Poisson(0.5),
+            arrivals_for: 300,
+            give_up: Some(GiveUp {
+                share: 0.4,
+                patience: Patience::Exponential(60.0),
+            }),
+            queue_ttl: Duration::from_secs(20),
+            ..Self::base("40 % give up")
+        }
+    }
+
+    /// As [`giving_up`](Self::giving_up), but those who give up do so at any time in their
+    /// first two minutes (uniform), as late as early: the room cannot know who is still to
+    /// leave. Published, beyond the targets.
+    fn giving_up_late() -> Self {
+        Self {
+            give_up: Some(GiveUp {
+                share: 0.4,
+                patience: Patience::Uniform(5, 120),
+            }),
+            ..Self::giving_up()
+        }
+        .named("40 % give up, late as early")
+    }
+
+    fn named(self, name: &'static str) -> Self {
+        Self { name, ..self }
+    }
+}
+
+// ===== what is recorded =====
+
+/// An estimate a visitor was shown.
+#[derive(Clone, Copy, Debug)]
+struct Shown {
+    visitor: usize,
+    /// Simulated second.
+    at: u64,
+    eta: u64,
+    /// The position the answer gave.
+    position: u64,
+    low: Option<u64>,
+    high: Option<u64>,
+}
+
+/// A status answer `waiting`.
+#[derive(Clone, Copy, Debug)]
+struct Poll {
+    /// Seconds the visitor had waited.
+    waited: u64,
+    estimate: bool,
+    paused: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    Waiting,
+    Inside { leaves_at: u64 },
+    Left,
+    GaveUp,
+}
+
+#[derive(Debug)]
+struct Visitor {
+    arrived: u64,
+    jar: Jar,
+    phase: Phase,
+    /// When a quitter stops polling.
+    gives_up_at: Option<u64>,
+    admitted_at: Option<u64>,
+}
+
+/// Everything one run recorded.
+#[derive(Debug)]
+struct Run {
+    visitors: Vec<Visitor>,
+    shown: Vec<Shown>,
+    polls: Vec<Poll>,
+    seconds: u64,
+    /// Seconds at which the scenario changed without notice (checkout slowing down, a pause
+    /// beginning, the capacity changed): an estimate shown before one of them, for a wait that
+    /// ends after it, could not have known it.
+    changes: Vec<u64>,
+}
+
+/// One scenario's figures.
+#[derive(Clone, Copy, Debug)]
+struct Figures {
+    visitors: usize,
+    /// The share `>= real` over every estimate, those made before an unannounced change too.
+    all_at_least_real: f64,
+    scored: usize,
+    at_least_real: f64,
+    median_rel_error: f64,
+    late_polls: usize,
+    shown_after_15s: f64,
+    ranged: usize,
+    within_range: Option<f64>,
+    seconds: u64,
+}
+
+// ===== the room, in process =====
+
+type Body = Full<Bytes>;
+type RoomService = BoxCloneService<Request<Body>, Response<ResponseBody<Body>>, Infallible>;
+
+/// The app behind the room: answers every admitted request with an empty `200`.
+async fn app(_req: Request<Body>) -> Result<Response<Body>, Infallible> {
+    Ok(Response::new(Body::new(Bytes::new())))
+}
+
+struct Sim {
+    scenario: Scenario,
+    layer: WaitingRoomLayer,
+    service: RoomService,
+    clock: ManualClock,
+    rng: Rng,
+    /// Simulated seconds since the opening.
+    now: u64,
+    run: Run,
+}
+
+impl Sim {
+    fn new(scenario: Scenario, seed: u64) -> Self {
+        let scenario_changes = (
+            // Visits slower from `at` on differ from the room's point of view only from the
+            // moment the first of them outlasts the shortest of the old ones.
+            scenario.slower.map(|(at, _)| at + scenario.stay.0),
+            scenario.pause.map(|(at, _)| at),
+            scenario.capacity_change.map(|(at, _)| at),
+            scenario.rate_limit.map(|(at, _)| at),
+        );
+        let clock = ManualClock::new(T0);
+        let store = MemoryStore::with_clock(clock.clone());
+        let hour = Duration::from_secs(3_600);
+        let layer = WaitingRoomLayer::builder(ROOM)
+            .capacity(scenario.capacity)
+            .queue_ttl(scenario.queue_ttl)
+            .active_ttl(hour)
+            .max_queue_len(100_000)
+            .secure_cookies(false)
+            .secret(SECRET)
+            .clock(clock.clone())
+            .store(store.clone())
+            .build()
+            .expect("a valid room");
+        let service = BoxCloneService::new(layer.layer(service_fn(app)));
+        Self {
+            scenario,
+            layer,
+            service,
+            clock,
+            rng: Rng::new(seed),
+            now: 0,
+            run: Run {
+                visitors: Vec::new(),
+                shown: Vec::new(),
+                polls: Vec::new(),
+                seconds: 0,
+                changes: [
+                    scenario_changes.0,
+                    scenario_changes.1,
+                    scenario_changes.2,
+                    scenario_changes.3,
+                ]
+                .into_iter()
+                .flatten()
+                .collect(),
+            },
+        }
+    }
+
+    /// `method path` with visitor `v`'s cookies; the answer's cookies go into the jar.
+    async fn send(&mut self, v: usize, method: Method, path: &str) -> Reply {
+        let mut req = Request::builder().method(method).uri(path);
+        if let Some(cookie) = self.run.visitors[v].jar.header() {
+            req = req.header(header::COOKIE, cookie);
+        }
+        let req = req.body(Body::new(Bytes::new())).unwrap();
+        let res = self.service.clone().oneshot(req).await.unwrap();
+        let reply = Reply::read(res).await.unwrap();
+        self.run.visitors[v].jar.absorb(&reply);
+        reply
+    }
+
+    fn status_path() -> String {
+        format!("{PREFIX}/{ROOM}/status")
+    }
+
+    fn leave_path() -> String {
+        format!("{PREFIX}/{ROOM}/leave")
+    }
+
+    /// Records what a `waiting` answer showed.
+    fn record_waiting(&mut self, v: usize, body: &Value) {
+        let eta = body["eta_seconds"].as_u64();
+        let waited = self.now - self.run.visitors[v].arrived;
+        self.run.polls.push(Poll {
+            waited,
+            estimate: eta.is_some(),
+            paused: body["paused"] == Value::Bool(true),
+        });
+        if let Some(eta) = eta {
+            self.run.shown.push(Shown {
+                visitor: v,
+                at: self.now,
+                eta,
+                position: body["position"].as_u64().unwrap_or(0),
+                low: body["eta_low_seconds"].as_u64(),
+                high: body["eta_high_seconds"].as_u64(),
+            });
+        }
+    }
+
+    /// Visitor `v` is let in now: the request that claims the slot, and the stay drawn.
+    async fn enter(&mut self, v: usize) {
+        let r = self.send(v, Method::GET, "/").await;
+        assert_eq!(
+            r.status,
+            StatusCode::OK,
+            "{}: visitor {v} told admitted could not claim the slot at {} s: {}",
+            self.scenario.name,
+            self.now,
+            r.text()
+        );
+        let stay = match self.scenario.slower {
+            Some((from, slower)) if self.now >= from => slower,
+            _ => self.scenario.stay,
+        };
+        let stay = self.rng.between(stay);
+        let visitor = &mut self.run.visitors[v];
+        visitor.admitted_at = Some(self.now);
+        visitor.phase = Phase::Inside {
+            leaves_at: self.now + stay,
+        };
+    }
+
+    /// A newcomer: the first visit (a place in a cookie), then the request again, which joins
+    /// the line or goes in.
+    async fn arrive(&mut self) {
+        let v = self.run.visitors.len();
+        let gives_up_at = match self.scenario.give_up {
+            Some(g) if self.rng.chance(g.share) => Some(
+                self.now
+                    + match g.patience {
+                        Patience::Exponential(mean) => {
+                            (-mean * (1.0 - self.rng.unit()).ln()).ceil() as u64
+                        }
+                        Patience::Uniform(lo, hi) => self.rng.between((lo, hi)),
+                    },
+            ),
+            _ => None,
+        };
+        self.run.visitors.push(Visitor {
+            arrived: self.now,
+            jar: Jar::new(),
+            phase: Phase::Waiting,
+            gives_up_at,
+            admitted_at: None,
+        });
+        let r = self.send(v, Method::GET, "/").await;
+        assert_eq!(r.status, StatusCode::FOUND, "{}", r.text());
+        let r = self.send(v, Method::GET, "/").await;
+        match r.status {
+            StatusCode::OK => {
+                // In at once: the request went through (the slot is claimed).
+                let stay = self.rng.between(self.scenario.stay);
+                let visitor = &mut self.run.visitors[v];
+                visitor.admitted_at = Some(self.now);
+                visitor.phase = Phase::Inside {
+                    leaves_at: self.now + stay,
+                };
+            }
+            StatusCode::TOO_MANY_REQUESTS => {
+                let body = r.json();
+                assert_eq!(body["state"], "waiting", "{body}");
+                self.record_waiting(v, &body);
+            }
+            other => panic!(
+                "{}: a newcomer got {other}: {}",
+                self.scenario.name,
+                r.text()
+            ),
+        }
+    }
+
+    async fn leave(&mut self, v: usize) {
+        let r = self.send(v, Method::POST, &Self::leave_path()).await;
+        assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+        assert_eq!(r.json()["state"], "left");
+        self.run.visitors[v].phase = Phase::Left;
+    }
+
+    async fn poll(&mut self, v: usize) {
+        let r = self.send(v, Method::GET, &Self::status_path()).await;
+        assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+        let body = r.json();
+        match body["state"].as_str() {
+            Some("waiting") => self.record_waiting(v, &body),
+            Some("admitted") => self.enter(v).await,
+            _ => panic!(
+                "{}: visitor {v} polling at {} s got {body}",
+                self.scenario.name, self.now
+            ),
+        }
+    }
+
+    /// The operators' changes due this second.
+    async fn operate(&mut self) {
+        let control = self.layer.control();
+        if let Some((from, to)) = self.scenario.pause {
+            if self.now == from {
+                control.pause().await.unwrap();
+            }
+            if self.now == to {
+                control.resume().await.unwrap();
+            }
+        }
+        if let Some((at, capacity)) = self.scenario.capacity_change {
+            if self.now == at {
+                control.set_capacity(capacity).await.unwrap();
+            }
+        }
+        if let Some((at, per_second)) = self.scenario.rate_limit {
+            if self.now == at {
+                control.set_rate(Some(per_second)).await.unwrap();
+            }
+        }
+    }
+
+    fn capacity_now(&self) -> usize {
+        match self.scenario.capacity_change {
+            Some((at, capacity)) if self.now >= at => capacity as usize,
+            _ => self.scenario.capacity as usize,
+        }
+    }
+
+    /// One simulated second: operators, departures, arrivals, then the line polls (in order of
+    /// arrival). Answers whether anyone is still to be let in or inside.
+    async fn second(&mut self) -> bool {
+        self.operate().await;
+        for v in 0..self.run.visitors.len() {
+            if let Phase::Inside { leaves_at } = self.run.visitors[v].phase {
+                if leaves_at <= self.now {
+                    self.leave(v).await;
+                }
+            }
+        }
+        let newcomers = if self.now == 0 {
+            self.scenario.opening_crowd
+        } else if self.now <= self.scenario.arrivals_for {
+            match self.scenario.arrivals {
+                Arrivals::Every(n) => n,
+                Arrivals::Poisson(mean) => self.rng.poisson(mean),
+            }
+        } else {
+            0
+        };
+        let before = self.run.visitors.len();
+        for _ in 0..newcomers {
+            self.arrive().await;
+        }
+        for v in 0..before {
+            let visitor = &self.run.visitors[v];
+            if visitor.phase != Phase::Waiting {
+                continue;
+            }
+            if visitor.gives_up_at.is_some_and(|at| at <= self.now) {
+                self.run.visitors[v].phase = Phase::GaveUp;
+                continue;
+            }
+            if (self.now - visitor.arrived).is_multiple_of(self.scenario.poll_every) {
+                self.poll(v).await;
+            }
+        }
+        let inside = self
+            .run
+            .visitors
+            .iter()
+            .filter(|v| matches!(v.phase, Phase::Inside { .. }))
+            .count();
+        assert!(
+            inside <= self.capacity_now(),
+            "{}: {inside} inside at {} s",
+            self.scenario.name,
+            self.now
+        );
+        self.now < self.scenario.arrivals_for
+            || self
+                .run
+                .visitors
+                .iter()
+                .any(|v| matches!(v.phase, Phase::Waiting | Phase::Inside { .. }))
+    }
+
+    async fn run(mut self) -> Run {
+        while self.second().await {
+            self.now += 1;
+            assert!(
+                self.now < MAX_SECONDS,
+                "{}: still going after {MAX_SECONDS} s",
+                self.scenario.name
+            );
+            self.clock.advance(Duration::from_secs(1));
+        }
+        self.run.seconds = self.now;
+        self.run
+    }
+}
+
+// ===== figures =====
+
+fn share(hits: usize, of: usize) -> f64 {
+    if of == 0 {
+        f64::NAN
+    } else {
+        hits as f64 / of as f64
+    }
+}
+
+impl Run {
+    /// The estimates scored for accuracy: shown to a visitor who was let in, and not before an
+    /// unannounced change that their wait outlasted.
+    fn scored(&self) -> impl Iterator<Item = &Shown> {
+        self.shown.iter().filter(|s| {
+            self.visitors[s.visitor]
+                .admitted_at
+                .is_some_and(|admitted_at| {
+                    !self.changes.iter().any(|&c| s.at < c && c < admitted_at)
+                })
+        })
+    }
+
+    fn figures(&self) -> Figures {
+        let mut at_least = 0;
+        let mut errors = Vec::new();
+        let mut ranged = 0;
+        let mut within = 0;
+        let (mut all_at_least, mut all_scored) = (0, 0);
+        for s in &self.shown {
+            let Some(admitted_at) = self.visitors[s.visitor].admitted_at else {
+                continue; // gave up: no real wait to compare with
+            };
+            let real = admitted_at - s.at;
+            all_scored += 1;
+            if s.eta >= real {
+                all_at_least += 1;
+            }
+            if self.changes.iter().any(|&c| s.at < c && c < admitted_at) {
+                // Shown before a change nobody announced, for a wait that outlasted it: no
+                // estimate could have known; published in the "all" column, not scored.
+                continue;
+            }
+            if s.eta >= real {
+                at_least += 1;
+            }
+            errors.push(s.eta.abs_diff(real) as f64 / real.max(10) as f64);
+            if let (Some(low), Some(high)) = (s.low, s.high) {
+                ranged += 1;
+                if (low..=high).contains(&real) {
+                    within += 1;
+                }
+            }
+        }
+        errors.sort_by(f64::total_cmp);
+        let median = if errors.is_empty() {
+            f64::NAN
+        } else if errors.len() % 2 == 1 {
+            errors[errors.len() / 2]
+        } else {
+            (errors[errors.len() / 2 - 1] + errors[errors.len() / 2]) / 2.0
+        };
+        let late: Vec<&Poll> = self
+            .polls
+            .iter()
+            .filter(|p| p.waited >= 15 && !p.paused)
+            .collect();
+        let late_shown = late.iter().filter(|p| p.estimate).count();
+        Figures {
+            visitors: self.visitors.len(),
+            all_at_least_real: share(all_at_least, all_scored),
+            scored: errors.len(),
+            at_least_real: share(at_least, errors.len()),
+            median_rel_error: median,
+            late_polls: late.len(),
+            shown_after_15s: share(late_shown, late.len()),
+            ranged,
+            within_range: (ranged > 0).then(|| share(within, ranged)),
+            seconds: self.seconds,
+        }
+    }
+}
+
+fn pct(x: f64) -> String {
+    if x.is_nan() {
+        "-".to_owned()
+    } else {
+        format!("{:.1} %", 100.0 * x)
+    }
+}
+
+impl Figures {
+    /// The table row (with its header, so that rows printed by tests running in parallel stay
+    /// readable).
+    fn row(&self, name: &str) -> String {
+        format!(
+            "| scenario | visitors | estimates | >= real | >= real, all | median rel. error | shown after 15 s | within range | simulated |\n\
+             |---|---|---|---|---|---|---|---|---|\n\
+             | {name} | {} | {} | {} | {} | {} | {} (of {}) | {} | {} s |",
+            self.visitors,
+            self.scored,
+            pct(self.at_least_real),
+            pct(self.all_at_least_real),
+            pct(self.median_rel_error),
+            pct(self.shown_after_15s),
+            self.late_polls,
+            self.within_range
+                .map_or_else(|| "no range".to_owned(), |w| format!("{} (of {})", pct(w), self.ranged)),
+            self.seconds,
+        )
+    }
+
+    /// The targets missed, in words.
+    fn misses(&self, t: &Targets) -> Vec<String> {
+        let mut misses = Vec::new();
+        if self.at_least_real.is_nan() || self.at_least_real < t.at_least_real {
+            misses.push(format!(
+                ">= real {} < {}",
+                pct(self.at_least_real),
+                pct(t.at_least_real)
+            ));
+        }
+        if self.median_rel_error.is_nan() || self.median_rel_error > t.median_rel_error {
+            misses.push(format!(
+                "median rel. error {} > {}",
+                pct(self.median_rel_error),
+                pct(t.median_rel_error)
+            ));
+        }
+        if self.shown_after_15s.is_nan() || self.shown_after_15s < t.shown_after_15s {
+            misses.push(format!(
+                "shown after 15 s {} < {}",
+                pct(self.shown_after_15s),
+                pct(t.shown_after_15s)
+            ));
+        }
+        if let (Some(target), Some(within)) = (t.within_range, self.within_range) {
+            if within < target {
+                misses.push(format!("within range {} < {}", pct(within), pct(target)));
+            }
+        }
+        misses
+    }
+}
+
+/// With `ETA_SIM_TRACE` set: the scored estimates per half minute of showing (how many, the
+/// share >= real, the median error and the median eta / real), to see where an estimator errs;
+/// with `ETA_SIM_TRACE_ALL` too, every estimate shown on a whole ten seconds and every visitor.
+fn trace(run: &Run) {
+    if std::env::var_os("ETA_SIM_TRACE").is_none() {
+        return;
+    }
+    let all = std::env::var_os("ETA_SIM_TRACE_ALL").is_some();
+    let mut by_half_minute: std::collections::BTreeMap<u64, Vec<(u64, u64)>> = Default::default();
+    for s in run.scored() {
+        let real = run.visitors[s.visitor].admitted_at.unwrap() - s.at;
+        by_half_minute
+            .entry(s.at / 30)
+            .or_default()
+            .push((s.eta, real));
+        if all && s.at % 10 == 0 {
+            println!(
+                "    at {} visitor {} position {} eta {} real {real}",
+                s.at, s.visitor, s.position, s.eta
+            );
+        }
+    }
+    if all {
+        for (i, v) in run.visitors.iter().enumerate() {
+            println!(
+                "    visitor {i} arrived {} admitted {:?} gives up {:?}",
+                v.arrived, v.admitted_at, v.gives_up_at
+            );
+        }
+    }
+    let median = |mut xs: Vec<f64>| {
+        xs.sort_by(f64::total_cmp);
+        xs[xs.len() / 2]
+    };
+    for (half, v) in by_half_minute {
+        let at_least = v.iter().filter(|(eta, real)| eta >= real).count();
+        let error = median(
+            v.iter()
+                .map(|&(e, r)| e.abs_diff(r) as f64 / r.max(10) as f64)
+                .collect(),
+        );
+        let ratio = median(v.iter().map(|&(e, r)| e as f64 / r.max(1) as f64).collect());
+        println!(
+            "  {:>5} s: {:>5} shown, {:>5.1} % >= real, median error {:>5.1} %, eta / real {ratio:.2}",
+            half * 30,
+            v.len(),
+            100.0 * at_least as f64 / v.len() as f64,
+            100.0 * error
+        );
+    }
+}
+
+/// Runs `scenario` once per seed of [`SEEDS`], pooled into one run.
+async fn run_seeds(scenario: &Scenario) -> Run {
+    let mut pooled: Option<Run> = None;
+    for seed in SEEDS {
+        let run = Sim::new(scenario.clone(), seed).run().await;
+        pooled = Some(match pooled {
+            None => run,
+            Some(mut all) => {
+                let offset = all.visitors.len();
+                all.shown.extend(run.shown.into_iter().map(|s| Shown {
+                    visitor: s.visitor + offset,
+                    ..s
+                }));
+                all.visitors.extend(run.visitors);
+                all.polls.extend(run.polls);
+                all.seconds = all.seconds.max(run.seconds);
+                all
+            }
+        });
+    }
+    pooled.expect("at least one seed")
+}
+
+/// Runs `scenario`, prints its row and asserts [`TARGETS`].
+async fn meets_targets(scenario: Scenario) {
+    let name = scenario.name;
+    let run = run_seeds(&scenario).await;
+    let figures = run.figures();
+    println!("{}", figures.row(name));
+    trace(&run);
+    let misses = figures.misses(&TARGETS);
+    assert!(misses.is_empty(), "{name}: {}", misses.join("; "));
+}
+
+// ===== the scenarios against the targets (issue 15) =====
+
+#[tokio::test]
+async fn burst_at_opening() {
+    meets_targets(Scenario::burst()).await;
+}
+
+#[tokio::test]
+async fn steady_line() {
+    meets_targets(Scenario::steady()).await;
+}
+
+#[tokio::test]
+async fn checkout_slows_mid_sale() {
+    meets_targets(Scenario::slowdown()).await;
+}
+
+#[tokio::test]
+async fn pause_and_resume() {
+    meets_targets(Scenario::pause()).await;
+}
+
+#[tokio::test]
+async fn capacity_raised_mid_sale() {
+    meets_targets(Scenario::capacity_raised()).await;
+}
+
+#[tokio::test]
+async fn admission_rate_lowered_mid_sale() {
+    meets_targets(Scenario::rate_limited()).await;
+}
+
+#[tokio::test]
+async fn many_waiters_give_up() {
+    meets_targets(Scenario::giving_up()).await;
+}
+
+#[tokio::test]
+#[ignore = "beyond issue 15's list, misses its error target (docs/eta.md): run with --ignored"]
+async fn many_waiters_give_up_late() {
+    meets_targets(Scenario::giving_up_late()).await;
+}
+
+// ===== the harness itself =====
+
+/// The steady line, checked for what the harness relies on rather than for the estimator's
+/// figures: everyone is let in, in order of arrival, and estimates were read.
+#[tokio::test]
+async fn the_harness_lets_everyone_in_in_order_and_records_estimates() {
+    for scenario in [Scenario::steady(), Scenario::giving_up()] {
+        let name = scenario.name;
+        let run = Sim::new(scenario, SEEDS[0]).run().await;
+        assert!(run.visitors.len() > 100, "{name}: {}", run.visitors.len());
+        let mut last = 0;
+        for (i, v) in run.visitors.iter().enumerate() {
+            if v.phase == Phase::GaveUp {
+                assert!(v.admitted_at.is_none(), "{name}: visitor {i}: {v:?}");
+                continue;
+            }
+            assert_eq!(v.phase, Phase::Left, "{name}: visitor {i}");
+            let admitted_at = v.admitted_at.expect("admitted");
+            assert!(admitted_at >= v.arrived, "{name}: visitor {i}: {v:?}");
+            assert!(
+                admitted_at >= last,
+                "{name}: visitor {i}, arrived at {} s, let in at {admitted_at} s, after one \
+                 who arrived before them was let in at {last} s",
+                v.arrived
+            );
+            last = admitted_at;
+        }
+        let gave_up = run
+            .visitors
+            .iter()
+            .filter(|v| v.phase == Phase::GaveUp)
+            .count();
+        if name == Scenario::giving_up().name {
+            assert!(gave_up > 20, "{name}: {gave_up} gave up");
+        } else {
+            assert_eq!(gave_up, 0, "{name}");
+        }
+        assert!(run.shown.len() > 1_000, "{name}: {}", run.shown.len());
+        assert!(run.polls.len() >= run.shown.len());
+        let figures = run.figures();
+        assert!(figures.scored > 1_000, "{name}: {figures:?}");
+        println!("{}", figures.row(name));
+    }
+}
+
+/// The arithmetic of the figures, on a hand-made run: what each share counts.
+#[test]
+fn figures_count_what_they_say() {
+    let visitor = |arrived, admitted_at: Option<u64>| Visitor {
+        arrived,
+        jar: Jar::new(),
+        phase: if admitted_at.is_some() {
+            Phase::Left
+        } else {
+            Phase::GaveUp
+        },
+        gives_up_at: None,
+        admitted_at,
+    };
+    let shown = |visitor, at, eta, range: Option<(u64, u64)>| Shown {
+        visitor,
+        at,
+        eta,
+        position: 1,
+        low: range.map(|r| r.0),
+        high: range.map(|r| r.1),
+    };
+    let poll = |waited, estimate, paused| Poll {
+        waited,
+        estimate,
+        paused,
+    };
+    let run = Run {
+        changes: Vec::new(),
+        // Visitor 0 is let in at 100 s, visitor 1 gives up.
+        visitors: vec![visitor(0, Some(100)), visitor(0, None)],
+        shown: vec![
+            shown(0, 0, 120, Some((80, 130))), // real 100: >=, error 20 %, in range
+            shown(0, 50, 40, Some((55, 60))),  // real 50: short, error 20 %, out of range
+            shown(0, 95, 1, None),             // real 5: short, error 4/10 = 40 %
+            shown(1, 10, 1_000, None),         // gave up: not scored
+        ],
+        polls: vec![
+            poll(10, false, false), // before 15 s: not counted
+            poll(15, true, false),
+            poll(20, false, false),
+            poll(30, false, true), // paused: not counted
+            poll(40, true, false),
+        ],
+        seconds: 100,
+    };
+    let f = run.figures();
+    assert_eq!(f.scored, 3);
+    assert!((f.at_least_real - 1.0 / 3.0).abs() < 1e-9, "{f:?}");
+    assert!((f.median_rel_error - 0.2).abs() < 1e-9, "{f:?}");
+    assert_eq!(f.late_polls, 3);
+    assert!((f.shown_after_15s - 2.0 / 3.0).abs() < 1e-9, "{f:?}");
+    assert_eq!(f.ranged, 2);
+    assert_eq!(f.within_range, Some(0.5));
+    let misses = f.misses(&TARGETS);
+    // Too short too often and too few shown; the median error (20 %) is within 25 %.
+    assert_eq!(misses.len(), 2, "{misses:?}");
+}

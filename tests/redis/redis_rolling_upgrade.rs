@@ -1,0 +1,349 @@
+//! A rolling deploy from the previous room library to this one, on one real `redis-server`:
+//! gateways of both versions in front of the same room at once. The previous library,
+//! `twr_room_v5` (settings version 4, liveness bitmaps of a power of two), is kept as it shipped
+//! in `tests/fixtures/room_v5.lua` and called the way its gateways called it. This version's
+//! bitmaps are of another size (their bits sit at other offsets), so the two must never answer
+//! from each other's fast-path window: version 4's fast path would set its check-ins' bits where
+//! this version does not read them. So the room is upgraded in place by this version's first
+//! call, the older library then refuses it (its gateways answer by their fail policy), and
+//! nobody loses their place or their order. And from `twr_room_v6` to this library (the same
+//! data): a waiter whose turn check-ins this version left out behind a turn horizon is never
+//! skipped by the older library's promotion. And from `twr_room_v7` (the same data, one
+//! function for every operation) to this library's function per operation: the two share a
+//! room.
+
+use crate::redis_harness;
+
+use std::time::Duration;
+
+use redis::AsyncCommands;
+use redis_harness::Server;
+use tower_waiting_room::__private::{redis_keys, room_script_numbers, ROOM_LIBRARY_NAME};
+use tower_waiting_room::clock::{Clock, ManualClock};
+use tower_waiting_room::store::{
+    Decision, Place, RedisStore, SeenWaiters, Store, SETTINGS_VERSION,
+};
+use tower_waiting_room::{RoomPolicy, SessionId};
+
+/// The previous room library, as it shipped (commit `00fa75c`).
+const PREVIOUS_LIBRARY: &str = include_str!("../fixtures/room_v5.lua");
+const PREVIOUS_FUNCTION: &str = "twr_room_v5";
+
+/// An older library's `FCALL` of `op` for `session`, as its gateways called it for an operation
+/// without arguments of its own: the keys, `op`, the id, `now` (`"0"`: the server's clock),
+/// the packed numbers, silence not excused. The reply, or the error's text.
+async fn older_call(
+    c: &mut redis::aio::MultiplexedConnection,
+    function: &str,
+    keys: &[String],
+    policy: &RoomPolicy,
+    (op, session, now): (&str, SessionId, &str),
+) -> Result<Vec<redis::Value>, String> {
+    let mut cmd = redis::cmd("FCALL");
+    cmd.arg(function).arg(keys.len());
+    for k in keys {
+        cmd.arg(k);
+    }
+    cmd.arg(op).arg(&session.as_bytes()[..]).arg(now);
+    for n in room_script_numbers(policy) {
+        cmd.arg(n);
+    }
+    cmd.arg("0");
+    cmd.query_async(c).await.map_err(|e| e.to_string())
+}
+
+/// A gateway of the previous version: a newcomer's `join` by the server's clock.
+async fn previous_join(
+    c: &mut redis::aio::MultiplexedConnection,
+    keys: &[String],
+    policy: &RoomPolicy,
+    session: SessionId,
+) -> Result<Vec<redis::Value>, String> {
+    older_call(c, PREVIOUS_FUNCTION, keys, policy, ("join", session, "0")).await
+}
+
+/// A fresh server with an older version of the room library loaded, as the gateways still on
+/// that version would have left it, and a connection to it.
+async fn server_with(library: &str) -> (Server, redis::aio::MultiplexedConnection) {
+    let server = Server::start(&[]);
+    let mut c = redis::Client::open(server.url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let _: String = redis::cmd("FUNCTION")
+        .arg("LOAD")
+        .arg(library)
+        .query_async(&mut c)
+        .await
+        .unwrap();
+    (server, c)
+}
+
+/// The reply's code: 1 admitted, 2 waiting.
+fn code(reply: &[redis::Value]) -> i64 {
+    match reply.first() {
+        Some(redis::Value::Int(n)) => *n,
+        other => panic!("no reply code: {other:?}"),
+    }
+}
+
+/// The fast path's window, made to outlive the test's steps (its TTL ends it within the
+/// second): whatever main wrote, kept as it is for a minute.
+async fn hold_window(c: &mut redis::aio::MultiplexedConnection, window: &str) -> Vec<u8> {
+    let value: Vec<u8> = c.get(window).await.unwrap();
+    assert!(!value.is_empty(), "main kept a window");
+    let _: () = c.pexpire(window, 60_000).await.unwrap();
+    value
+}
+
+fn names_version(window: &[u8], version: u32) -> bool {
+    let mark = format!("#{version}");
+    window.windows(mark.len()).any(|w| w == mark.as_bytes())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rolling_deploy_upgrades_the_room_once_and_never_mixes_the_versions() {
+    assert_eq!(ROOM_LIBRARY_NAME, "twr_room_v8");
+    assert_eq!(SETTINGS_VERSION, 5);
+    let (server, mut c) = server_with(PREVIOUS_LIBRARY).await;
+    let store = RedisStore::builder()
+        .url(server.url())
+        .timeout(Duration::from_secs(5))
+        .build()
+        .unwrap();
+    let policy = RoomPolicy::new("rolling", 1)
+        .with_ttls(
+            Duration::from_secs(3_600),
+            Duration::from_secs(60),
+            Duration::from_secs(120),
+        )
+        .with_max_queue_len(1_000);
+    let keys = redis_keys(&store, "rolling").to_vec();
+    let settings = keys.iter().find(|k| k.ends_with(":settings")).unwrap();
+    let window = keys.iter().find(|k| k.ends_with(":fast")).unwrap().clone();
+
+    // The previous version's gateways open the room: one in, two waiting, and its main keeps
+    // its window (which names no version).
+    let holder = SessionId::random();
+    let (a, b) = (SessionId::random(), SessionId::random());
+    assert_eq!(
+        code(&previous_join(&mut c, &keys, &policy, holder).await.unwrap()),
+        1
+    );
+    assert_eq!(
+        code(&previous_join(&mut c, &keys, &policy, a).await.unwrap()),
+        2
+    );
+    assert_eq!(
+        code(&previous_join(&mut c, &keys, &policy, b).await.unwrap()),
+        2
+    );
+    let v: u32 = c.hget(settings, "v").await.unwrap();
+    assert_eq!(v, 4);
+    let previous_window = hold_window(&mut c, &window).await;
+    assert!(!names_version(&previous_window, 5), "{previous_window:?}");
+
+    // This version's first call does not answer from that window: its main upgrades the room
+    // (settings version 5) and keeps its own window, which names its version.
+    let newcomer = SessionId::random();
+    let d = store.enter(&policy, newcomer).await.unwrap();
+    assert!(
+        matches!(d, Decision::Waiting { position: 3, .. }),
+        "behind the two already waiting: {d:?}"
+    );
+    let v: u32 = c.hget(settings, "v").await.unwrap();
+    assert_eq!(v, 5, "upgraded in place");
+    let window_now = hold_window(&mut c, &window).await;
+    assert_ne!(window_now, previous_window);
+    assert!(names_version(&window_now, 5), "{window_now:?}");
+
+    // A gateway still on the previous version does not answer from this version's window
+    // either: its main refuses the room, and it answers by its fail policy. Nobody joins.
+    let late = SessionId::random();
+    let refused = previous_join(&mut c, &keys, &policy, late)
+        .await
+        .unwrap_err();
+    assert!(refused.contains("WRSETTINGS"), "{refused}");
+    let line: u64 = c
+        .zcard(keys.iter().find(|k| k.ends_with(":line")).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(line, 3, "the refused newcomer took no place");
+
+    // Everyone who joined under either version keeps their place, in order.
+    for (s, position) in [(a, 1), (b, 2), (newcomer, 3)] {
+        let d = store.poll(&policy, s).await.unwrap();
+        assert!(
+            matches!(d, Decision::Waiting { position: p, .. } if p == position),
+            "{d:?} for position {position}"
+        );
+    }
+    assert!(store.release(&policy, holder).await.unwrap());
+    assert!(matches!(
+        store.poll(&policy, a).await.unwrap(),
+        Decision::Admitted { .. }
+    ));
+}
+
+/// The library before this one, `twr_room_v6` (settings version 5, the same data), kept as it
+/// shipped in `tests/fixtures/room_v6.lua` (commit `77967bd`).
+const V6_LIBRARY: &str = include_str!("../fixtures/room_v6.lua");
+const V6_FUNCTION: &str = "twr_room_v6";
+
+/// A `twr_room_v6` gateway's call of `op` for `session` at `now_ms`: the reply's code, or the
+/// error.
+async fn v6_call(
+    c: &mut redis::aio::MultiplexedConnection,
+    keys: &[String],
+    policy: &RoomPolicy,
+    op: &str,
+    session: SessionId,
+    now_ms: u64,
+) -> Result<i64, String> {
+    let now = now_ms.to_string();
+    let reply = older_call(c, V6_FUNCTION, keys, policy, (op, session, &now)).await?;
+    Ok(code(&reply))
+}
+
+/// This version's syncs name a turn horizon and leave out the turn check-ins of the waiters
+/// behind it, lowering the turn epoch's first number instead (the data stay version 5). A
+/// gateway still on `twr_room_v6`, in the same room, reads that first number as "joined
+/// since": a waiter seen only behind the horizon is let in at their turn by its promotion too,
+/// never skipped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_previous_library_never_skips_a_waiter_left_out_behind_a_horizon() {
+    const T0: u64 = 1_800_000_000_000;
+    let (server, mut c) = server_with(V6_LIBRARY).await;
+    let clock = ManualClock::new(T0);
+    let store = RedisStore::builder()
+        .url(server.url())
+        .timeout(Duration::from_secs(5))
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    // queue_ttl 8 s: turn epochs of 2 s; silent for more than 10 s is skipped at the turn.
+    let policy = RoomPolicy::new("behind", 1)
+        .with_ttls(
+            Duration::from_secs(3_600),
+            Duration::from_secs(60),
+            Duration::from_secs(8),
+        )
+        .with_max_queue_len(1_000);
+    let keys = redis_keys(&store, "behind").to_vec();
+    let holder = SessionId::random();
+    assert!(matches!(
+        store.enter(&policy, holder).await.unwrap(),
+        Decision::Admitted { .. }
+    ));
+    let waiter = SessionId::random();
+    let seq = match store.enter(&policy, waiter).await.unwrap() {
+        Decision::Waiting {
+            place: Some(Place::Seq(s)),
+            ..
+        } => s,
+        other => panic!("not waiting with a place: {other:?}"),
+    };
+    // 4 s on, this version's gateway answered the waiter from its snapshot: behind its horizon.
+    clock.advance(Duration::from_secs(4));
+    let seen = SeenWaiters::with_horizon(Some(seq as f64 - 1.0), [(waiter, seq as f64)]);
+    assert_eq!(seen.beyond(), &[waiter]);
+    store.sync(&policy, seen).await.unwrap();
+    // 11 s after the join, 7 s after the sync: the previous version's gateway frees the slot,
+    // and its promotion reaches the waiter, silent since the join but for the sync.
+    clock.advance(Duration::from_secs(7));
+    let now = clock.now_ms();
+    assert_eq!(
+        v6_call(&mut c, &keys, &policy, "release", holder, now).await,
+        Ok(4)
+    );
+    assert_eq!(
+        v6_call(&mut c, &keys, &policy, "poll", waiter, now).await,
+        Ok(1),
+        "seen within queue_ttl, behind the horizon: let in, not skipped"
+    );
+}
+
+/// The library before this one, `twr_room_v7` (settings version 5, the same data, one function
+/// for every operation, told by its first argument), kept as it shipped in
+/// `tests/fixtures/room_v7.lua` (commit `b21f3af`).
+const V7_LIBRARY: &str = include_str!("../fixtures/room_v7.lua");
+const V7_FUNCTION: &str = "twr_room_v7";
+
+/// The number at `i` of a reply.
+fn int_at(reply: &[redis::Value], i: usize) -> i64 {
+    match reply.get(i) {
+        Some(redis::Value::Int(n)) => *n,
+        other => panic!("no number at {i}: {other:?}"),
+    }
+}
+
+/// This version only changed the call (one function per operation): gateways of v7 and v8
+/// share a room, loaded side by side, each placing newcomers behind the other's, each finding
+/// the other's waiters in their places, and a slot freed by one claimed through the other.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_previous_library_and_this_one_share_a_room() {
+    let (server, mut c) = server_with(V7_LIBRARY).await;
+    let store = RedisStore::builder()
+        .url(server.url())
+        .timeout(Duration::from_secs(5))
+        .build()
+        .unwrap();
+    let policy = RoomPolicy::new("shared", 1)
+        .with_ttls(
+            Duration::from_secs(3_600),
+            Duration::from_secs(60),
+            Duration::from_secs(120),
+        )
+        .with_max_queue_len(1_000);
+    let keys = redis_keys(&store, "shared").to_vec();
+    let v7 = |op, session| (op, session, "0");
+    let holder = SessionId::random();
+    let (a, b, d) = (
+        SessionId::random(),
+        SessionId::random(),
+        SessionId::random(),
+    );
+    let reply = older_call(&mut c, V7_FUNCTION, &keys, &policy, v7("join", holder))
+        .await
+        .unwrap();
+    assert_eq!(code(&reply), 1, "v7 lets the first in: {reply:?}");
+    let reply = older_call(&mut c, V7_FUNCTION, &keys, &policy, v7("join", a))
+        .await
+        .unwrap();
+    assert_eq!((code(&reply), int_at(&reply, 1)), (2, 1), "{reply:?}");
+    assert!(matches!(
+        store.join(&policy, b).await.unwrap(),
+        Decision::Waiting { position: 2, .. }
+    ));
+    let reply = older_call(&mut c, V7_FUNCTION, &keys, &policy, v7("join", d))
+        .await
+        .unwrap();
+    assert_eq!(
+        (code(&reply), int_at(&reply, 1)),
+        (2, 3),
+        "v7 places a newcomer behind v8's: {reply:?}"
+    );
+    assert!(matches!(
+        store.enter(&policy, a).await.unwrap(),
+        Decision::Waiting { position: 1, .. }
+    ));
+    let reply = older_call(&mut c, V7_FUNCTION, &keys, &policy, v7("enter", b))
+        .await
+        .unwrap();
+    assert_eq!((code(&reply), int_at(&reply, 1)), (2, 2), "{reply:?}");
+    // The holder leaves through v8; the head of the line, granted, claims through v7.
+    assert!(store.release(&policy, holder).await.unwrap());
+    let reply = older_call(&mut c, V7_FUNCTION, &keys, &policy, v7("enter", a))
+        .await
+        .unwrap();
+    assert_eq!(
+        code(&reply),
+        1,
+        "the next in line claims the freed slot: {reply:?}"
+    );
+    assert!(matches!(
+        store.enter(&policy, b).await.unwrap(),
+        Decision::Waiting { position: 1, .. }
+    ));
+}

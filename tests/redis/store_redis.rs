@@ -1,0 +1,208 @@
+//! The store conformance suite against real servers: a single Redis (or Valkey, with
+//! `TWR_REDIS_SERVER` naming its binary) and a 3-node Redis Cluster, both started here.
+//!
+//! The damage cases (`heals_*`) damage a room with real Redis commands (`DEL`, `SET`, `HSET`,
+//! `ZREM`, `ZADD`) on the room's own keys, as an eviction or an operator would.
+
+use crate::redis_harness;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::aio::ConnectionLike;
+use tower_waiting_room::__private::redis_keys;
+use tower_waiting_room::clock::{Clock, ManualClock};
+use tower_waiting_room::store::{RedisStore, ADMISSION_BUCKETS, ADMISSION_BUCKET_MS};
+use tower_waiting_room::testing::conformance::{self, Damage, DamageFuture, Part};
+use tower_waiting_room::RoomPolicy;
+
+/// The script is sent the manual clock's time, so the suite can move time as it does for the
+/// embedded store. (In production the script reads Redis `TIME`.)
+fn harness<C>(
+    store: tower_waiting_room::store::RedisStoreBuilder,
+    clock: ManualClock,
+    conn: C,
+) -> conformance::Harness
+where
+    C: ConnectionLike + Clone + Send + Sync + 'static,
+{
+    let store = store
+        .timeout(Duration::from_secs(2))
+        .clock(clock.clone())
+        .build()
+        .expect("store builds");
+    let damaged = store.clone();
+    let time = clock.clone();
+    conformance::Harness::new(Arc::new(store), clock).with_damage(
+        move |policy: &RoomPolicy, damage: Damage| -> DamageFuture {
+            let keys = redis_keys(&damaged, &policy.room);
+            let now = time.now_ms();
+            let mut conn = conn.clone();
+            Box::pin(async move {
+                for cmd in damage_commands(&keys, damage, now)? {
+                    let _: redis::Value = cmd
+                        .query_async(&mut conn)
+                        .await
+                        .unwrap_or_else(|e| panic!("damage {damage:?}: {e}"));
+                }
+                Ok(())
+            })
+        },
+    )
+}
+
+/// The Redis commands that do `damage` to the room whose keys are `keys` (in the script's order).
+fn damage_commands(
+    keys: &[String],
+    damage: Damage,
+    now: u64,
+) -> Result<Vec<redis::Cmd>, &'static str> {
+    // A part's keys by name (`{prefix}:{room}:<name>`): the check-ins (`Seen`) are the liveness
+    // bitmaps of both rings since store v2, which has no `seen` zset.
+    let keys_of = |part: Part| -> Vec<String> {
+        let name = format!("{part:?}").to_ascii_lowercase();
+        keys.iter()
+            .filter(|k| {
+                let tail = k.rsplit(':').next().unwrap();
+                if name == "seen" {
+                    tail.starts_with("turn") || tail.starts_with("abandon")
+                } else {
+                    tail == name
+                }
+            })
+            .cloned()
+            .collect()
+    };
+    let key = |part: Part| keys_of(part)[0].clone();
+    let mut cmds = Vec::new();
+    match damage {
+        Damage::Lost(part) => {
+            for k in keys_of(part) {
+                cmds.push(redis::cmd("DEL").arg(k).clone());
+            }
+        }
+        Damage::WrongType(part) => {
+            for k in keys_of(part) {
+                cmds.push(redis::cmd("DEL").arg(&k).clone());
+                // A bitmap is a string: its wrong type is a hash, as the sequence's.
+                if part == Part::Seq || format!("{part:?}") == "Seen" {
+                    cmds.push(redis::cmd("HSET").arg(&k).arg("f").arg(1).clone());
+                } else {
+                    cmds.push(redis::cmd("SET").arg(&k).arg("garbage").clone());
+                }
+            }
+        }
+        Damage::NotANumber(Part::Seq) => {
+            cmds.push(redis::cmd("SET").arg(key(Part::Seq)).arg("x").clone());
+        }
+        Damage::NotANumber(Part::Bucket) => cmds.push(
+            redis::cmd("HSET")
+                .arg(key(Part::Bucket))
+                .arg("milli")
+                .arg("x")
+                .arg("last")
+                .arg("x")
+                .clone(),
+        ),
+        Damage::NotANumber(Part::Admitted) => {
+            let bucket = now / ADMISSION_BUCKET_MS;
+            let slot = bucket % ADMISSION_BUCKETS;
+            cmds.push(
+                redis::cmd("HSET")
+                    .arg(key(Part::Admitted))
+                    .arg(format!("t{slot}"))
+                    .arg(bucket)
+                    .arg(format!("n{slot}"))
+                    .arg("x")
+                    .clone(),
+            );
+        }
+        Damage::NotANumber(Part::Settings) => cmds.push(
+            redis::cmd("HSET")
+                .arg(key(Part::Settings))
+                .arg("capacity")
+                .arg("x")
+                .clone(),
+        ),
+        Damage::NotANumber(_) => return Err("that part holds no number but sorted-set scores"),
+        Damage::SettingsVersion(v) => cmds.push(
+            redis::cmd("HSET")
+                .arg(key(Part::Settings))
+                .arg("v")
+                .arg(v)
+                .clone(),
+        ),
+        Damage::BucketFieldLost => {
+            cmds.push(
+                redis::cmd("HDEL")
+                    .arg(key(Part::Bucket))
+                    .arg("last")
+                    .clone(),
+            );
+        }
+        // Check-ins are bits in Bloom filters that sessions share (store v2): one session's
+        // cannot be lost alone, and a stray one is a false positive, which the bitmaps'
+        // own tests (tests/redis_store_v2.rs) cover.
+        Damage::CheckInLost(_) => {
+            return Err("the Redis store keeps check-ins in shared Bloom bitmaps, not per session")
+        }
+        Damage::StrayCheckIn(..) => {
+            return Err("the Redis store keeps check-ins in shared Bloom bitmaps, not per session")
+        }
+        Damage::SlotHolderInLine(s) => {
+            // At the back: one more than the highest sequence number handed out.
+            cmds.push(redis::cmd("INCR").arg(key(Part::Seq)).clone());
+            cmds.push(
+                redis::cmd("EVAL")
+                    .arg("return redis.call('ZADD', KEYS[1], redis.call('GET', KEYS[2]), ARGV[1])")
+                    .arg(2)
+                    .arg(key(Part::Line))
+                    .arg(key(Part::Seq))
+                    .arg(s.as_bytes().as_slice())
+                    .clone(),
+            );
+        }
+        _ => return Err("damage this harness does not know"),
+    }
+    Ok(cmds)
+}
+
+mod single {
+    use super::*;
+
+    async fn make_harness() -> conformance::Harness {
+        let server = redis_harness::shared_server();
+        let clock = ManualClock::new(conformance::START_MS);
+        let conn = redis::Client::open(server.url())
+            .unwrap()
+            .get_multiplexed_async_connection()
+            .await
+            .expect("a connection for the damage hook");
+        harness(RedisStore::builder().url(server.url()), clock, conn)
+    }
+
+    conformance::conformance_tests!(make_harness);
+}
+
+mod cluster {
+    use super::*;
+
+    async fn make_harness() -> conformance::Harness {
+        let cluster = tokio::task::spawn_blocking(redis_harness::shared_cluster)
+            .await
+            .unwrap();
+        let clock = ManualClock::new(conformance::START_MS);
+        let conn = redis::cluster::ClusterClient::new(cluster.urls())
+            .unwrap()
+            .get_async_connection()
+            .await
+            .expect("a cluster connection for the damage hook");
+        harness(
+            RedisStore::builder().cluster_nodes(cluster.urls()),
+            clock,
+            conn,
+        )
+    }
+
+    conformance::conformance_tests!(make_harness);
+}

@@ -1,0 +1,229 @@
+//! The Redis store behind Redis Sentinel, against real servers: a primary, a replica and a
+//! sentinel. The primary dies mid-run; the store follows the failover and the line keeps its
+//! order.
+
+use crate::redis_harness;
+use crate::sentinel;
+
+use std::time::{Duration, Instant};
+
+use redis_harness::Server;
+use sentinel::{Sentinel, MASTER};
+use tower_waiting_room::store::{Decision, RedisStore, Store};
+use tower_waiting_room::{RoomPolicy, SessionId};
+
+/// A primary, its synced replica and one sentinel watching them, and a store on the sentinel's
+/// URL.
+fn primary_replica_sentinel() -> (Server, Server, Sentinel, RedisStore) {
+    let primary = Server::start(&[]);
+    let primary_port = primary.port.to_string();
+    let replica = Server::start(&["--replicaof", "127.0.0.1", &primary_port]);
+    replica.wait_synced();
+    let sentinel = Sentinel::start(primary.port, 1);
+    let store = RedisStore::builder()
+        .url(format!(
+            "redis+sentinel://127.0.0.1:{}/{MASTER}",
+            sentinel.port
+        ))
+        .timeout(Duration::from_millis(300))
+        .breaker_cooldown(Duration::from_millis(200))
+        .build()
+        .expect("store builds");
+    (primary, replica, sentinel, store)
+}
+
+fn waiting_at(d: Decision) -> u64 {
+    match d {
+        Decision::Waiting { position, .. } => position,
+        other => panic!("not waiting: {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failover_is_followed_and_the_line_keeps_its_order() {
+    let (primary, replica, sentinel, store) = primary_replica_sentinel();
+    assert_eq!(sentinel.primary_port(), Some(primary.port));
+    let policy = RoomPolicy::new("failover", 1);
+    let info = store
+        .check()
+        .await
+        .expect("the sentinel's primary passes the check");
+    assert!(!info.replica && !info.cluster, "{info}");
+
+    // A is inside; B, C, D wait in that order.
+    let a = SessionId::random();
+    assert!(matches!(
+        store.enter(&policy, a).await.unwrap(),
+        Decision::Admitted { .. }
+    ));
+    let line: Vec<SessionId> = (0..3).map(|_| SessionId::random()).collect();
+    for (i, s) in line.iter().enumerate() {
+        assert_eq!(
+            waiting_at(store.enter(&policy, *s).await.unwrap()),
+            i as u64 + 1
+        );
+    }
+
+    // The replica has every write before the primary dies (asynchronous replication would
+    // otherwise lose the tail of the line: that is Redis's trade-off, not the store's).
+    let mut conn = redis::Client::open(primary.url())
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let acked: i64 = redis::cmd("WAIT")
+        .arg(1)
+        .arg(5000)
+        .query(&mut conn)
+        .unwrap();
+    assert_eq!(acked, 1, "the replica acknowledged the line");
+
+    // The primary crashes (SIGKILL: no goodbye to anyone).
+    let pid = primary
+        .info_field("server", "process_id")
+        .expect("INFO server has process_id");
+    let killed = std::process::Command::new("kill")
+        .args(["-KILL", &pid])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let died = Instant::now();
+
+    // Calls fail while the sentinel notices (1 s) and promotes the replica, then the store
+    // finds the new primary by itself.
+    let deadline = died + Duration::from_secs(30);
+    let second = loop {
+        match store.poll(&policy, line[0]).await {
+            Ok(d) => break d,
+            Err(_) if Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Err(e) => panic!(
+                "no answer {:?} after the primary died: {e}; metrics {:?}; sentinel log:\n{}",
+                died.elapsed(),
+                store.metrics(),
+                sentinel.log()
+            ),
+        }
+    };
+    let took = died.elapsed();
+    println!("store answered again {took:?} after the primary died");
+    assert_eq!(
+        sentinel.primary_port(),
+        Some(replica.port),
+        "the replica was promoted"
+    );
+    let m = store.metrics();
+    assert!(m.transport_failures > 0, "{m:?}");
+    assert!(!m.breaker_open, "{m:?}");
+
+    // The line kept its order, A keeps the slot, and a newcomer queues at the end.
+    assert_eq!(waiting_at(second), 1);
+    for (i, s) in line.iter().enumerate() {
+        assert_eq!(
+            waiting_at(store.poll(&policy, *s).await.unwrap()),
+            i as u64 + 1
+        );
+    }
+    assert!(matches!(
+        store.heartbeat(&policy, a).await.unwrap(),
+        Decision::Admitted { .. }
+    ));
+    assert_eq!(
+        waiting_at(store.enter(&policy, SessionId::random()).await.unwrap()),
+        4
+    );
+    assert!(took < Duration::from_secs(20), "failover took {took:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_demoted_primary_is_left_for_the_promoted_one() {
+    // A planned failover (SENTINEL FAILOVER): the old primary stays up as a replica and answers
+    // READONLY, which must send the store back to the sentinels rather than fail until a restart.
+    let (primary, replica, sentinel, store) = primary_replica_sentinel();
+    let policy = RoomPolicy::new("planned", 1);
+    let a = SessionId::random();
+    let b = SessionId::random();
+    assert!(matches!(
+        store.enter(&policy, a).await.unwrap(),
+        Decision::Admitted { .. }
+    ));
+    assert_eq!(waiting_at(store.enter(&policy, b).await.unwrap()), 1);
+    let mut old_primary = redis::Client::open(primary.url())
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let acked: i64 = redis::cmd("WAIT")
+        .arg(1)
+        .arg(5000)
+        .query(&mut old_primary)
+        .unwrap();
+    assert_eq!(acked, 1, "the replica acknowledged the line");
+
+    let mut s = redis::Client::open(sentinel.url())
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let started = Instant::now();
+    while let Err(e) = redis::cmd("SENTINEL")
+        .arg("FAILOVER")
+        .arg(MASTER)
+        .query::<()>(&mut s)
+    {
+        // NOGOODSLAVE until the sentinel has seen the replica's link up.
+        assert!(
+            started.elapsed() < Duration::from_secs(15),
+            "the sentinel would not fail over: {e}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let started = Instant::now();
+    while sentinel.primary_port() != Some(replica.port) {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "no promotion; sentinel log:\n{}",
+            sentinel.log()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let promoted = Instant::now();
+
+    // The old primary is still a primary (the sentinels demote it only after their next INFO
+    // of it, up to 10 s later) and would take the writes, which would then be lost with its
+    // data set. The store must be writing to the promoted replica well before that.
+    let line_key = tower_waiting_room::__private::redis_keys(&store, "planned")[1].clone();
+    let mut new_primary = redis::Client::open(replica.url())
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let newcomer = SessionId::random();
+    let entered = loop {
+        let entered = store.enter(&policy, newcomer).await;
+        let on_new: Option<f64> = redis::cmd("ZSCORE")
+            .arg(&line_key)
+            // The member is the session id's 16 raw bytes (store v2).
+            .arg(newcomer.as_bytes().as_slice())
+            .query(&mut new_primary)
+            .unwrap();
+        if let (Ok(d), Some(_)) = (entered, on_new) {
+            break d;
+        }
+        assert!(
+            promoted.elapsed() < Duration::from_secs(4),
+            "the store still writes to the old primary {:?} after the promotion; {:?}",
+            promoted.elapsed(),
+            store.metrics()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    println!(
+        "planned failover followed {:?} after the promotion",
+        promoted.elapsed()
+    );
+    assert_ne!(
+        primary.info_field("replication", "role").as_deref(),
+        Some("slave"),
+        "followed before the old primary was demoted (or the test proves nothing)"
+    );
+    assert_eq!(waiting_at(entered), 2, "B is still first in line");
+    assert_eq!(waiting_at(store.poll(&policy, b).await.unwrap()), 1);
+}

@@ -1,0 +1,307 @@
+//! Single-use tickets on real Redis: the store-level twin of "50 concurrent uses of one ticket
+//! across 3 gateways: exactly one 2xx". Three `RedisStore`s (three gateways: each its own
+//! connection, no clock override, so Redis `TIME` is the one clock) share one `redis-server`,
+//! and a 3-node Redis Cluster.
+
+use crate::redis_harness;
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use redis::AsyncCommands;
+use tower_waiting_room::store::{Decision, Minted, Redeemed, RedisStore, Store, TicketNonce};
+use tower_waiting_room::{RoomPolicy, SessionId};
+
+const GATEWAYS: usize = 3;
+const USES: usize = 50;
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+}
+
+/// A room of its own, so runs and tests never share a ticket.
+fn policy() -> RoomPolicy {
+    RoomPolicy::new(&format!("tk-{}", SessionId::random()), 10)
+}
+
+fn single_gateways() -> Vec<RedisStore> {
+    let url = redis_harness::shared_server().url();
+    (0..GATEWAYS)
+        .map(|_| {
+            RedisStore::builder()
+                .url(url.clone())
+                .timeout(Duration::from_secs(2))
+                .build()
+                .unwrap()
+        })
+        .collect()
+}
+
+async fn cluster_gateways() -> Vec<RedisStore> {
+    let cluster = tokio::task::spawn_blocking(redis_harness::shared_cluster)
+        .await
+        .unwrap();
+    (0..GATEWAYS)
+        .map(|_| {
+            RedisStore::builder()
+                .cluster_nodes(cluster.urls())
+                .timeout(Duration::from_secs(2))
+                .build()
+                .unwrap()
+        })
+        .collect()
+}
+
+/// `s` admitted through the first gateway, and its ticket minted there, expiring with the slot
+/// (as a room does at admission).
+async fn mint(gateways: &[RedisStore], p: &RoomPolicy, s: SessionId) -> TicketNonce {
+    let expires = match gateways[0].enter(p, s).await.unwrap() {
+        Decision::Admitted { expires_at_ms } => expires_at_ms,
+        other => panic!("not admitted: {other:?}"),
+    };
+    let fresh = TicketNonce::random();
+    match gateways[0].mint_ticket(p, s, fresh, expires).await.unwrap() {
+        Minted::Ticket { nonce, .. } => {
+            assert_eq!(nonce, fresh, "a first mint keeps the nonce it was given");
+            nonce
+        }
+        other => panic!("a first mint answered {other:?}"),
+    }
+}
+
+/// `USES` concurrent redeems of one ticket, spread over the gateways: how many were accepted
+/// and how many told "used".
+async fn concurrent_redeems(gateways: &[RedisStore]) -> (usize, usize) {
+    let p = policy();
+    let s = SessionId::random();
+    let nonce = mint(gateways, &p, s).await;
+    let mut uses = tokio::task::JoinSet::new();
+    for i in 0..USES {
+        let (store, p) = (gateways[i % GATEWAYS].clone(), p.clone());
+        uses.spawn(async move { store.redeem_ticket(&p, s, nonce).await.unwrap() });
+    }
+    let (mut accepted, mut used) = (0, 0);
+    while let Some(answer) = uses.join_next().await {
+        match answer.unwrap() {
+            Redeemed::Accepted => accepted += 1,
+            Redeemed::Used => used += 1,
+            other => panic!("a concurrent redeem answered {other:?}"),
+        }
+    }
+    // And after the race, every gateway says "used".
+    for store in gateways {
+        assert_eq!(
+            store.redeem_ticket(&p, s, nonce).await.unwrap(),
+            Redeemed::Used
+        );
+    }
+    (accepted, used)
+}
+
+/// Concurrent mints with different fresh nonces and expiries through every gateway: all answer
+/// one ticket (one nonce), each with an expiry no earlier than it asked for, and the record
+/// ends at the latest expiry asked.
+async fn concurrent_mints_agree(gateways: &[RedisStore]) {
+    const MINTS: u64 = 30;
+    let p = policy();
+    let s = SessionId::random();
+    let expires = now_ms() + 60_000;
+    let mut mints = tokio::task::JoinSet::new();
+    for i in 0..MINTS {
+        let (store, p) = (gateways[i as usize % GATEWAYS].clone(), p.clone());
+        mints.spawn(async move {
+            let asked = expires + i;
+            let minted = store
+                .mint_ticket(&p, s, TicketNonce::random(), asked)
+                .await
+                .unwrap();
+            (asked, minted)
+        });
+    }
+    let mut nonces = Vec::new();
+    while let Some(answer) = mints.join_next().await {
+        match answer.unwrap() {
+            (
+                asked,
+                Minted::Ticket {
+                    nonce,
+                    expires_at_ms,
+                },
+            ) => {
+                assert!(expires_at_ms >= asked, "{expires_at_ms} < {asked}");
+                nonces.push(nonce);
+            }
+            (_, other) => panic!("a concurrent mint answered {other:?}"),
+        }
+    }
+    assert!(
+        nonces.iter().all(|n| *n == nonces[0]),
+        "mints disagree: {nonces:?}"
+    );
+    let last = gateways[0]
+        .mint_ticket(&p, s, TicketNonce::random(), expires)
+        .await
+        .unwrap();
+    let want = Minted::Ticket {
+        nonce: nonces[0],
+        expires_at_ms: expires + MINTS - 1,
+    };
+    assert_eq!(last, want, "the latest expiry asked");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn fifty_concurrent_uses_over_three_gateways_accept_exactly_one() {
+    let gateways = single_gateways();
+    for _ in 0..5 {
+        assert_eq!(concurrent_redeems(&gateways).await, (1, USES - 1));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn cluster_fifty_concurrent_uses_over_three_gateways_accept_exactly_one() {
+    let gateways = cluster_gateways().await;
+    for _ in 0..5 {
+        assert_eq!(concurrent_redeems(&gateways).await, (1, USES - 1));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_mints_over_three_gateways_agree_on_one_ticket() {
+    concurrent_mints_agree(&single_gateways()).await;
+    concurrent_mints_agree(&cluster_gateways().await).await;
+}
+
+/// The ticket key: in the room's hash tag (so a Cluster keeps it in the room's slot), with a
+/// TTL at the slot's expiry, extended by a later mint, kept (used) after a redeem for at least
+/// the slot's life, ended (upper-cased, TTL kept) by a release; damage (a key of another type,
+/// a value the script did not write) counts as no ticket and heals, and does not stop a
+/// release.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ticket_keys_live_with_the_room_expire_and_heal() {
+    let server = redis_harness::shared_server();
+    let store = RedisStore::builder()
+        .url(server.url())
+        .prefix("tktest")
+        .build()
+        .unwrap();
+    let mut conn = redis::Client::open(server.url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let p = policy();
+    let s = SessionId::random();
+    let key = format!("tktest:{{{}}}:tk:{s}", p.room);
+    let admitted = store.enter(&p, s).await.unwrap();
+    let Decision::Admitted {
+        expires_at_ms: slot,
+    } = admitted
+    else {
+        panic!("{admitted:?}")
+    };
+    let expires = now_ms() + 30_000;
+    let nonce = TicketNonce::random();
+    store.mint_ticket(&p, s, nonce, expires).await.unwrap();
+    let value: String = conn.get(&key).await.unwrap();
+    assert_eq!(value, format!("n:{nonce}:{expires}"));
+    let ttl: i64 = conn.pttl(&key).await.unwrap();
+    assert!((25_000..=30_000).contains(&ttl), "PTTL {ttl}");
+    // A later expiry (the slot renewed) extends the value and the TTL; an earlier one does not.
+    let later = expires + 20_000;
+    for asked in [later, expires] {
+        let minted = store
+            .mint_ticket(&p, s, TicketNonce::random(), asked)
+            .await
+            .unwrap();
+        assert_eq!(
+            minted,
+            Minted::Ticket {
+                nonce,
+                expires_at_ms: later
+            }
+        );
+        let value: String = conn.get(&key).await.unwrap();
+        assert_eq!(value, format!("n:{nonce}:{later}"));
+        let ttl: i64 = conn.pttl(&key).await.unwrap();
+        assert!((45_000..=50_000).contains(&ttl), "extended, PTTL {ttl}");
+    }
+
+    // Used: kept at least as long as the slot it was used in.
+    assert!(slot > later, "the slot ({slot}) outlives the test's record");
+    // The script sets the TTL to the slot's end as seen at the use, so it can be no longer
+    // than the slot's end as seen just before the call (read before, not after: on a loaded
+    // machine milliseconds pass between the use and this test's next clock read).
+    let before_use = now_ms();
+    assert_eq!(
+        store.redeem_ticket(&p, s, nonce).await.unwrap(),
+        Redeemed::Accepted
+    );
+    let value: String = conn.get(&key).await.unwrap();
+    assert_eq!(value, format!("u:{nonce}:{slot}"));
+    let ttl: i64 = conn.pttl(&key).await.unwrap();
+    let until_slot = (slot - before_use) as i64;
+    assert!(
+        (until_slot - 5_000..=until_slot).contains(&ttl),
+        "used, PTTL {ttl}"
+    );
+
+    // Released: the room's script ends the record in the same step (`U`, TTL kept).
+    assert!(store.release(&p, s).await.unwrap());
+    let value: String = conn.get(&key).await.unwrap();
+    assert_eq!(value, format!("U:{nonce}:{slot}"));
+    let kept: i64 = conn.pttl(&key).await.unwrap();
+    assert!((ttl - 5_000..=ttl).contains(&kept), "ended, PTTL {kept}");
+    assert_eq!(
+        store.redeem_ticket(&p, s, nonce).await.unwrap(),
+        Redeemed::Used
+    );
+
+    // In a Cluster, the ticket key hashes to the room's slot.
+    let cluster = tokio::task::spawn_blocking(redis_harness::shared_cluster)
+        .await
+        .unwrap();
+    let slot = |k: &str| {
+        let out = cluster.nodes[0]
+            .command(&["CLUSTER", "KEYSLOT", k])
+            .unwrap();
+        out.trim().trim_start_matches(':').parse::<u16>().unwrap()
+    };
+    let room_key = format!("tktest:{{{}}}:line", p.room);
+    assert_eq!(slot(&key), slot(&room_key));
+
+    // Damage: a hash under the key, then a value of no known shape. Each counts as no ticket
+    // (redeem: unknown) and a mint writes a fresh record over it.
+    for damage in ["hash", "garbage"] {
+        let damaged = || async {
+            let mut conn = conn.clone();
+            let _: () = conn.del(&key).await.unwrap();
+            if damage == "hash" {
+                let _: () = conn.hset(&key, "f", "1").await.unwrap();
+            } else {
+                let _: () = conn.set(&key, "n:zz:not-a-time").await.unwrap();
+            }
+        };
+        // A release (or a ban) with damage under the ticket key still answers.
+        damaged().await;
+        assert!(!store.release(&p, s).await.unwrap(), "{damage}");
+        damaged().await;
+        assert_eq!(
+            store.redeem_ticket(&p, s, nonce).await.unwrap(),
+            Redeemed::Unknown,
+            "{damage}"
+        );
+        let fresh = TicketNonce::random();
+        let minted = store.mint_ticket(&p, s, fresh, expires).await.unwrap();
+        assert_eq!(
+            minted,
+            Minted::Ticket {
+                nonce: fresh,
+                expires_at_ms: expires
+            },
+            "{damage}"
+        );
+        let _: () = conn.del(&key).await.unwrap();
+    }
+}
