@@ -584,7 +584,7 @@ fn app(layer: WaitingRoomLayer, rooms: WaitingRooms) -> Router {
 /// (`ConnectInfo<SocketAddr>`) in its requests: the room takes the client IP for its per-IP limit
 /// on new visitors from there. Plain `axum::serve(listener, app)` would leave the room blind to
 /// who is who, and the limit off.
-// Without an admin: what tests/client_ip.rs runs (main itself calls `serve_with_admin`).
+// Without an admin: what tests/layer/client_ip.rs runs (main itself calls `serve_with_admin`).
 #[allow(dead_code)]
 pub(crate) async fn serve(
     listener: tokio::net::TcpListener,

@@ -97,7 +97,7 @@
 //! # }
 //! ```
 //!
-//! The traps this avoids (each reproduced in `tests/rooms_axum.rs`): a room layered onto one
+//! The traps this avoids (each reproduced in `tests/layer/rooms_axum.rs`): a room layered onto one
 //! part of the app sees only the requests axum routes to that part, so its endpoints answer
 //! `404` (outside every `nest`), or reach another room's layer through the merged fallback and
 //! get that room's redirect; two parts that each carry a fallback (as a room's endpoints would

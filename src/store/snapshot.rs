@@ -16,7 +16,7 @@
 //! two checkpoints the only error comes from waiters who left between them; it is always less
 //! than the checkpoints' rank gap, so **at the snapshot's time a position is exact below
 //! [`EXACT_RANKS`] and within 1 % of the exact position above** (the `position_error_max`
-//! of the benchmark, and `tests/gateway_snapshot.rs`, measure it). A place behind the
+//! of the benchmark, and `tests/redis/gateway_snapshot.rs`, measure it). A place behind the
 //! snapshot's last waiter (an arrival since) is not placed by it: the store answers.
 //!
 //! A snapshot is as old as its gateway's last refresh: at most [`SNAPSHOT_MAX_AGE_MS`] when

@@ -142,7 +142,7 @@ fn damage_commands(
         }
         // Check-ins are bits in Bloom filters that sessions share (store v2): one session's
         // cannot be lost alone, and a stray one is a false positive, which the bitmaps'
-        // own tests (tests/redis_store_v2.rs) cover.
+        // own tests (tests/redis/redis_store_v2.rs) cover.
         Damage::CheckInLost(_) => {
             return Err("the Redis store keeps check-ins in shared Bloom bitmaps, not per session")
         }

@@ -47,7 +47,7 @@
 -- not by the key's expiry. A lost bitmap is seen by its sentinel as main sees it, marked, and
 -- closes the window. Everything else (a claim, a room with free slots, a call before the
 -- opening, a damaged key, arguments not as the crate sends them) is main's, which reads or
--- refuses them. tests/redis_fast_path.rs holds the two to the same answers and writes.
+-- refuses them. tests/redis/redis_fast_path.rs holds the two to the same answers and writes.
 -- An older library (which does not keep this window) never runs on a room this one keeps one
 -- for: it refuses the room's settings version (see Settings).
 
