@@ -32,7 +32,6 @@ pub(crate) const SCRIPT: &str = concat!(
     include_str!("script/sync.lua"),
     include_str!("script/main.lua"),
     include_str!("script/visitor.lua"),
-    include_str!("script/sync.lua"),
     include_str!("script/operator.lua"),
     include_str!("script/fast_path.lua"),
     include_str!("script/register.lua"),
@@ -489,6 +488,33 @@ pub(crate) fn classify(e: RedisError) -> (ErrorClass, StoreError) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Each file under `script/` goes into the library once: a file left out fails at load
+    /// (a function it defines is missing), but one included twice only redefines its functions,
+    /// which no other test would notice.
+    #[test]
+    fn the_library_holds_each_script_file_once() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/store/redis/script");
+        let mut files = 0;
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "lua") {
+                let text = std::fs::read_to_string(&path).unwrap();
+                assert_eq!(
+                    SCRIPT.matches(text.as_str()).count(),
+                    1,
+                    "{}",
+                    path.display()
+                );
+                files += 1;
+            }
+        }
+        assert!(
+            files >= 10,
+            "only {files} script files under {}",
+            dir.display()
+        );
+    }
 
     #[test]
     fn keys_share_the_room_hash_tag() {

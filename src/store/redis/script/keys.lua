@@ -19,7 +19,7 @@
 -- half-run.
 --
 -- The semantics are exactly those of the embedded MemoryStore (src/store/memory/, laid out in the same files as this script); the
--- conformance suite runs against both. Store v2 (issue 14): waiting visitors are answered by
+-- conformance suite runs against both. Waiting visitors are answered by
 -- their gateway from a snapshot (`sync`, once a second per gateway), so the script keeps no
 -- record per waiter but their place in `line`, and a waiter's liveness lives in shared bitmaps.
 --
