@@ -64,121 +64,8 @@ impl WaitingRoomBuilder {
         }
     }
 
-    /// Visitors inside at once, counting granted but unclaimed slots. Required.
-    pub fn capacity(mut self, capacity: u32) -> Self {
-        self.settings.capacity = Some(capacity);
-        self
-    }
-
-    /// At most this many admissions per second (on top of capacity). Unset by default.
-    pub fn admission_rate(mut self, per_second: u32) -> Self {
-        self.settings.admission_rate = Some(per_second);
-        self
-    }
-
-    /// Slot lifetime, extended by activity. Default 300 s.
-    pub fn active_ttl(mut self, ttl: Duration) -> Self {
-        self.settings.active_ttl = ttl;
-        self
-    }
-
-    /// Time a promoted visitor has to come back and claim the slot. Default 30 s.
-    pub fn grant_ttl(mut self, ttl: Duration) -> Self {
-        self.settings.grant_ttl = ttl;
-        self
-    }
-
-    /// A waiter silent for longer is skipped when their turn comes. Default 120 s.
-    pub fn queue_ttl(mut self, ttl: Duration) -> Self {
-        self.settings.queue_ttl = ttl;
-        self
-    }
-
-    /// A waiter silent for longer is dropped from the line wherever they stand, so the positions
-    /// others see do not count people long gone. Default 30 min (or `queue_ttl`, if that is
-    /// set longer); when set, it must be at least `queue_ttl`.
-    /// A waiter silent for longer than `queue_ttl` but back within `abandon_after` keeps their
-    /// place, unless their turn came while they were away.
-    pub fn abandon_after(mut self, after: Duration) -> Self {
-        self.settings.abandon_after = Some(after);
-        self
-    }
-
-    /// Age under which an admission token is trusted without a store call. Default 15 s; must
-    /// be shorter than `active_ttl`.
-    pub fn refresh(mut self, refresh: Duration) -> Self {
-        self.settings.refresh = refresh;
-        self
-    }
-
-    /// Lifetime of the signed queue cookie. Default 24 h.
-    pub fn session_ttl(mut self, ttl: Duration) -> Self {
-        self.settings.session_ttl = ttl;
-        self
-    }
-
-    /// Longest line; beyond it visitors get the "full" answer. Default 100 000.
-    pub fn max_queue_len(mut self, max: u64) -> Self {
-        self.settings.max_queue_len = max;
-        self
-    }
-
-    /// What new visitors get while the store is unreachable. Default [`FailPolicy::Open`].
-    pub fn fail_policy(mut self, policy: FailPolicy) -> Self {
-        self.settings.fail_policy = policy;
-        self
-    }
-
-    /// Base name of the cookies: `{name}_q` (queue) and `{name}_a` (admission). Default
-    /// `wr_{room}`, so two rooms on one site do not collide.
-    pub fn cookie_name(mut self, name: impl Into<String>) -> Self {
-        self.settings.cookie_name = Some(name.into());
-        self
-    }
-
-    /// `Path` of the cookies. Default `/`.
-    pub fn cookie_path(mut self, path: impl Into<String>) -> Self {
-        self.settings.cookie_path = path.into();
-        self
-    }
-
-    /// `Domain` of the cookies. Unset by default (host-only cookies).
-    pub fn cookie_domain(mut self, domain: impl Into<String>) -> Self {
-        self.settings.cookie_domain = Some(domain.into());
-        self
-    }
-
-    /// Whether cookies carry `Secure`. Default `true`; turn off only for plain-http development.
-    pub fn secure_cookies(mut self, secure: bool) -> Self {
-        self.settings.secure_cookies = secure;
-        self
-    }
-
-    /// `SameSite` of the cookies. Default [`SameSite::Lax`].
-    pub fn same_site(mut self, same_site: SameSite) -> Self {
-        self.settings.same_site = same_site;
-        self
-    }
-
-    /// Where the room's own endpoints live. Default `/__waitingroom`.
-    pub fn path_prefix(mut self, prefix: impl Into<String>) -> Self {
-        self.settings.path_prefix = prefix.into();
-        self
-    }
-
-    /// The header carrying the signed queue value for apps without a cookie jar. Default
-    /// [`waiting-room-session`](defaults::QUEUE_HEADER).
-    pub fn queue_header(mut self, name: impl Into<String>) -> Self {
-        self.settings.queue_header = name.into();
-        self
-    }
-
-    /// The header carrying the signed admission token for apps without a cookie jar. Default
-    /// [`waiting-room-token`](defaults::TOKEN_HEADER).
-    pub fn token_header(mut self, name: impl Into<String>) -> Self {
-        self.settings.token_header = name.into();
-        self
-    }
+    // Every setter of a setting that is data, each with its doc, as the settings declare them.
+    crate::config::settings::builder_setters!();
 
     /// The secret of the current signing key: at least 32 bytes, used as they are (a hex string
     /// is not decoded; for that, use [`signing_key`](Self::signing_key) with
@@ -261,37 +148,6 @@ impl WaitingRoomBuilder {
         self
     }
 
-    /// How many new queue entries (fresh queue cookies, stage 1) one client IP gets; over it the
-    /// answer is `429` with `Retry-After` and no cookie. Default
-    /// [`NEW_VISITORS_PER_IP`](defaults::NEW_VISITORS_PER_IP) (60 a minute; IPv6
-    /// clients counted by /64); `None`
-    /// turns it off. Kept in process memory, so with several gateways each counts its own. See
-    /// [`client`](crate::client) for where the IP comes from; with no IP there is no limit.
-    pub fn new_visitor_limit(mut self, limit: impl Into<Option<RateLimit>>) -> Self {
-        self.settings.new_visitor_limit = limit.into();
-        self
-    }
-
-    /// How many store questions one session may cause: stage 3, heartbeats of admission tokens
-    /// past `refresh` (and the entry when the slot is gone), the status and leave endpoints.
-    /// Over it the store is not asked: the answer is `429` with `Retry-After`, except that a
-    /// valid admission token passes without its heartbeat (it needs no store). Default
-    /// [`POLLS_PER_SESSION`](defaults::POLLS_PER_SESSION) (30 per 10 s); `None` turns it off.
-    pub fn poll_limit(mut self, limit: impl Into<Option<RateLimit>>) -> Self {
-        self.settings.poll_limit = limit.into();
-        self
-    }
-
-    /// Take the client IP from the **right-most** address in this header (`X-Forwarded-For`,
-    /// `X-Real-IP`, ...) instead of the connection: for services behind a reverse proxy that
-    /// appends the address it saw. **Only behind such a proxy**: a client can write anything
-    /// into the header, and the right-most entry is the only one your proxy vouches for. Behind
-    /// several proxies, use [`client_ip_with`](Self::client_ip_with).
-    pub fn client_ip_header(mut self, name: impl Into<String>) -> Self {
-        self.settings.client_ip_header = Some(name.into());
-        self
-    }
-
     /// Find the client IP with your own function (for example behind several proxies, or from
     /// axum's `ConnectInfo<SocketAddr>` without the `axum` feature; see
     /// [`client`](crate::client)). Overrides [`client_ip_header`](Self::client_ip_header).
@@ -300,32 +156,6 @@ impl WaitingRoomBuilder {
         F: Fn(&RequestInfo<'_>) -> Option<IpAddr> + Send + Sync + 'static,
     {
         self.client_ip = ClientIp::With(Box::new(find) as Box<ClientIpFn>);
-        self
-    }
-
-    /// Bind admission tokens to the visitor's network: the /24 of an IPv4 address, the /48 of an
-    /// IPv6 address (an IPv4-mapped IPv6 address counts as IPv4), signed into the token. A token
-    /// presented from another network is treated exactly like no token: a visitor who still has
-    /// the queue cookie goes to the store, which finds their slot and hands them a token for the
-    /// new network; someone who only copied the token starts at the back of the line. Default
-    /// **off**.
-    ///
-    /// Why off: people move between networks during a visit (Wi-Fi to mobile data, a VPN
-    /// switching exits, a carrier's NAT changing address), and with binding on, each move costs
-    /// a store call and, for clients without the queue cookie, the slot. And it is only a weak
-    /// defence against shared tokens: anyone on the same /24 or /48 (an office, a university, a
-    /// carrier's NAT) can still use a copied token.
-    ///
-    /// The network comes from the same place as for the limits (see [`client`](crate::client)):
-    /// [`client_ip_with`](Self::client_ip_with), [`client_ip_header`](Self::client_ip_header),
-    /// or the connection. **No client IP** when a token is issued binds it to "unknown", and such
-    /// a token admits only requests whose IP is unknown too; a token bound to a real network
-    /// never admits a request without an IP. A room that never finds the IP thus behaves as
-    /// without binding (and logs one warning), and hiding one's IP never unlocks a token.
-    /// Unbound tokens (issued before binding was turned on) count as no token while it is on;
-    /// bound tokens admit from anywhere once it is turned off again.
-    pub fn bind_tokens_to_network(mut self, bind: bool) -> Self {
-        self.settings.bind_tokens_to_network = bind;
         self
     }
 
@@ -391,99 +221,12 @@ impl WaitingRoomBuilder {
         self
     }
 
-    /// Mint a **single-use checkout ticket** at admission, for routes that must be used once
-    /// per admission (a checkout, a purchase): a gated route consumes it atomically in the
-    /// store, so a ticket shared or replayed goes through exactly once across all gateways.
-    /// Default **off**; on, each admission (a new slot or a claimed grant) and each heartbeat
-    /// that extends the slot costs one more store call.
-    ///
-    /// The ticket is signed for the room (kind `t1`) and lives as long as the slot: each
-    /// heartbeat extends its store record and re-issues it (the same ticket) with the slot's new
-    /// expiry; releasing the slot (leave, `end_slot`) or a ban ends it, and the next admission
-    /// gets a new one. Browsers get it as the `HttpOnly` cookie `wr_{room}_t` (the
-    /// [cookie name](Self::cookie_name) with `_t`), clients that use headers in the
-    /// `X-Admission-Ticket` response header. If the store cannot mint it at admission the
-    /// visitor still gets in, without a ticket; the status endpoint hands it out later
-    /// (idempotently: one ticket per admission, however often asked; `"ticket_used": true`
-    /// once used). The store must implement [`Store::mint_ticket`] and
-    /// [`Store::redeem_ticket`] (the embedded store and the Redis store do).
-    ///
-    /// ```
-    /// use tower_waiting_room::WaitingRoomLayer;
-    ///
-    /// let layer = WaitingRoomLayer::builder("shop")
-    ///     .capacity(100)
-    ///     .secret(b"an example secret of at least thirty-two bytes".to_vec())
-    ///     .single_use_tickets(true)
-    ///     .build()
-    ///     .unwrap();
-    /// assert!(layer.config().single_use_tickets());
-    /// assert_eq!(layer.config().cookies().ticket_name(), "wr_shop_t");
-    /// ```
-    pub fn single_use_tickets(mut self, on: bool) -> Self {
-        self.settings.single_use_tickets = on;
-        self
-    }
-
-    /// Most waiters listening at once, on this gateway, for their position as Server-Sent
-    /// Events (`GET {prefix}/{room}/events`; 10 000 by default, 0 turns streams off). A
-    /// stream is fed by the gateway's snapshot of the line, so it needs a store that keeps
-    /// snapshots (the embedded store and the Redis store do) and a Tokio runtime; without them,
-    /// beyond this number, or in a browser without `EventSource`, the waiting page polls the
-    /// status endpoint as before. Each open stream holds a connection and a little memory (see
-    /// `docs/benchmarks.md`), and is checked in for its waiter like a poll.
-    ///
-    /// ```
-    /// use tower_waiting_room::WaitingRoomLayer;
-    ///
-    /// let layer = WaitingRoomLayer::builder("shop")
-    ///     .capacity(100)
-    ///     .secret(b"an example secret of at least thirty-two bytes".to_vec())
-    ///     .max_event_streams(50_000)
-    ///     .build()
-    ///     .unwrap();
-    /// assert_eq!(layer.config().max_event_streams(), 50_000);
-    /// ```
-    pub fn max_event_streams(mut self, max: usize) -> Self {
-        self.settings.max_event_streams = max;
-        self
-    }
-
-    /// Opens the room at `opens_at` (the store's clock decides; see
-    /// [`EventSchedule`](crate::config::EventSchedule)). Before then, arrivals are registered
-    /// in a pre-queue and told when it opens (state `scheduled`, a countdown page); nobody is
-    /// admitted, on any gateway, not even by [`admit_next`](crate::control::RoomControl). At
-    /// the opening the registrants stand in a uniformly random order, fixed by a keyed draw of
-    /// their session (secret per event, derived from the current signing key, the room and the
-    /// opening), ahead of everyone who comes later. A time in the past opens at once.
-    pub fn opens_at(mut self, at: SystemTime) -> Self {
-        self.settings.opens_at = Some(at);
-        self
-    }
-
-    /// Stops taking newcomers at `closes_at` (state `closed`); those in line keep their place
-    /// unless [`keep_line_after_close`](Self::keep_line_after_close) is off, and slots run their
-    /// course either way. Must be after [`opens_at`](Self::opens_at)
-    /// ([`ConfigError::ClosesBeforeOpening`]).
-    pub fn closes_at(mut self, at: SystemTime) -> Self {
-        self.settings.closes_at = Some(at);
-        self
-    }
-
-    /// After [`closes_at`](Self::closes_at): whether those in line keep their place and the
-    /// line keeps moving (`true`, the default), or everyone without a slot is told `closed`
-    /// and nobody is promoted (as an operator's close).
-    pub fn keep_line_after_close(mut self, keep: bool) -> Self {
-        self.settings.keep_line_after_close = keep;
-        self
-    }
-
     /// Validates the configuration and builds the layer. Nothing is half-built: every
     /// setting is checked first, and the first one refused is the error.
     pub fn build(self) -> Result<WaitingRoomLayer, ConfigError> {
         // Validate: every check, before anything is assembled.
-        let s = self.settings;
-        let checked = validate::settings(&self.room, &s, &self.gates)?;
+        let checked = validate::settings(&self.room, self.settings, &self.gates)?;
+        let s = checked.settings;
         let keys = validate::keyring(self.current_key, self.previous_key)?;
         let schedule = schedule(
             &self.room,
@@ -518,21 +261,15 @@ impl WaitingRoomBuilder {
         let policy = RoomPolicy::new(&self.room, checked.capacity)
             .with_admission_rate(s.admission_rate)
             .with_ttls(s.active_ttl, s.grant_ttl, s.queue_ttl)
-            .with_abandon_after(checked.abandon_after)
+            .with_abandon_after(s.effective_abandon_after())
             .with_max_queue_len(s.max_queue_len)
             .with_schedule(schedule);
         let config = RoomConfig {
             policy,
-            refresh: s.refresh,
-            session_ttl: s.session_ttl,
-            fail_policy: s.fail_policy,
+            settings: s,
             cookies: checked.cookies,
-            path_prefix: s.path_prefix,
             queue_header: checked.queue_header,
             token_header: checked.token_header,
-            bind_tokens_to_network: s.bind_tokens_to_network,
-            single_use_tickets: s.single_use_tickets,
-            max_event_streams: s.max_event_streams,
         };
         let room = Room::new(RoomParts {
             config,

@@ -243,15 +243,16 @@ pub struct RoomPolicy {
 impl RoomPolicy {
     /// A policy with the documented defaults, for stores used directly (tests, tools).
     pub fn new(room: &str, capacity: u32) -> Self {
+        let defaults = settings::Settings::default();
         Self {
             room: Arc::from(room),
             capacity,
-            admission_rate: None,
-            active_ttl_ms: duration_ms(defaults::ACTIVE_TTL),
-            grant_ttl_ms: duration_ms(defaults::GRANT_TTL),
-            queue_ttl_ms: duration_ms(defaults::QUEUE_TTL),
-            abandon_after_ms: duration_ms(defaults::ABANDON_AFTER),
-            max_queue_len: defaults::MAX_QUEUE_LEN,
+            admission_rate: defaults.admission_rate,
+            active_ttl_ms: duration_ms(defaults.active_ttl),
+            grant_ttl_ms: duration_ms(defaults.grant_ttl),
+            queue_ttl_ms: duration_ms(defaults.queue_ttl),
+            abandon_after_ms: duration_ms(defaults.effective_abandon_after()),
+            max_queue_len: defaults.max_queue_len,
             schedule: None,
         }
     }
@@ -308,16 +309,13 @@ impl RoomPolicy {
 #[derive(Clone, Debug)]
 pub struct RoomConfig {
     pub(crate) policy: RoomPolicy,
-    pub(crate) refresh: Duration,
-    pub(crate) session_ttl: Duration,
-    pub(crate) fail_policy: FailPolicy,
+    /// The settings as validated, with the defaults that follow from other settings resolved.
+    /// Getters of the settings that are public API are declared with them.
+    pub(crate) settings: settings::Settings,
+    /// Made of the settings: derived once, at build time.
     pub(crate) cookies: CookieSettings,
-    pub(crate) path_prefix: String,
     pub(crate) queue_header: HeaderName,
     pub(crate) token_header: HeaderName,
-    pub(crate) bind_tokens_to_network: bool,
-    pub(crate) single_use_tickets: bool,
-    pub(crate) max_event_streams: usize,
 }
 
 impl RoomConfig {
@@ -329,26 +327,9 @@ impl RoomConfig {
     pub fn policy(&self) -> &RoomPolicy {
         &self.policy
     }
-    /// Age under which an admission token is trusted without a store call.
-    pub fn refresh(&self) -> Duration {
-        self.refresh
-    }
-    /// Lifetime of the signed queue cookie.
-    pub fn session_ttl(&self) -> Duration {
-        self.session_ttl
-    }
-    /// What new visitors get while the store is unreachable.
-    pub fn fail_policy(&self) -> FailPolicy {
-        self.fail_policy
-    }
     /// Cookie names and attributes.
     pub fn cookies(&self) -> &CookieSettings {
         &self.cookies
-    }
-    /// Where the room's own endpoints live (`{prefix}/{room}/status`, `{prefix}/{room}/leave`,
-    /// and with proof of work on, `{prefix}/{room}/proof`).
-    pub fn path_prefix(&self) -> &str {
-        &self.path_prefix
     }
     /// The header that carries the signed queue value (the place in line) for clients without
     /// cookies; see [`defaults::QUEUE_HEADER`].
@@ -359,20 +340,5 @@ impl RoomConfig {
     /// [`defaults::TOKEN_HEADER`].
     pub fn token_header(&self) -> &HeaderName {
         &self.token_header
-    }
-    /// Whether admission tokens are bound to the visitor's network (IPv4 /24, IPv6 /48); see
-    /// [`bind_tokens_to_network`](crate::WaitingRoomBuilder::bind_tokens_to_network).
-    pub fn bind_tokens_to_network(&self) -> bool {
-        self.bind_tokens_to_network
-    }
-    /// Whether the room mints a single-use checkout ticket at admission; see
-    /// [`single_use_tickets`](crate::WaitingRoomBuilder::single_use_tickets).
-    pub fn single_use_tickets(&self) -> bool {
-        self.single_use_tickets
-    }
-    /// Most event streams open at once on this gateway; see
-    /// [`max_event_streams`](crate::WaitingRoomBuilder::max_event_streams).
-    pub fn max_event_streams(&self) -> usize {
-        self.max_event_streams
     }
 }

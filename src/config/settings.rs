@@ -1,8 +1,10 @@
-//! [`Settings`]: every setting of a room that is plain data, declared once. The builder holds
-//! one (its setters write its fields), and a settings file or the environment deserializes
-//! the same struct ([`RoomFile`](super::RoomFile)), under the same names. A new setting is a
-//! field here with its doc and its default, its check in [`validate`](super::validate), and the
-//! code that uses it.
+//! [`Settings`]: every setting of a room that is plain data, declared once, with its doc and
+//! its default, by the [`settings!`] list below. The list makes the struct that the builder
+//! holds and that a settings file or the environment deserializes ([`RoomFile`](super::RoomFile)),
+//! under the same names; the builder's setter of each setting, with the doc written here (so
+//! the doc is the builder method's); and the getters of [`RoomConfig`](super::RoomConfig) that
+//! are public API. A new setting is an entry here, its check in [`validate`](super::validate),
+//! and the code that uses it (reading `config.settings`).
 
 use std::time::{Duration, SystemTime};
 
@@ -11,133 +13,370 @@ use serde::Deserialize;
 use super::{defaults, readable, FailPolicy, SameSite};
 use crate::defences::{ProofOfWork, RateLimit};
 
-/// The room's settings that are data; see the [`config`](super) docs for what each means. A
-/// key missing from a file keeps the [`Default`] below, which is the builder's.
-#[derive(Clone, Debug, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub(crate) struct Settings {
-    /// Visitors inside at once, counting granted but unclaimed slots. Required: no default.
-    pub(crate) capacity: Option<u32>,
-    /// Admissions per second, on top of capacity. Default: unlimited.
-    pub(crate) admission_rate: Option<u32>,
-    /// Slot lifetime, extended by activity. Default [`defaults::ACTIVE_TTL`].
+/// Declares the settings. Each entry is
+///
+/// ```text
+/// /// The doc of the builder's setter (its first lines say the default).
+/// #[serde(...)]                  // how a file or the environment reads it, if not plain
+/// name: Type = default,
+///     set(param: ParamType) => value,   // the setter: `self.settings.name = value`
+///     get { pub fn name(&self) ... },   // a getter of `RoomConfig`, if it has one
+/// ;
+/// ```
+///
+/// An entry without `set` has a handwritten setter in the builder (its doc then stays here, in
+/// the source only). It makes [`Settings`] and its [`Default`], the getters, and
+/// `builder_setters!`, which the builder invokes in its `impl` to get the setters (so that
+/// the settings do not depend on the builder).
+macro_rules! settings {
+    (@setter [$($doc:tt)*] $name:ident ($param:ident: $pty:ty) => $set:expr) => {
+        $($doc)*
+        pub fn $name(mut self, $param: $pty) -> Self {
+            self.settings.$name = $set;
+            self
+        }
+    };
+    (@setter [$($doc:tt)*] $name:ident) => {};
+    ($(
+        $(#[doc = $doc:literal])+
+        $(#[serde($($serde:tt)*)])*
+        $name:ident: $ty:ty = $default:expr
+        $(, set($param:ident: $pty:ty) => $set:expr)?
+        $(, get { $($get:tt)* })?
+        ;
+    )*) => {
+        /// The room's settings that are data, each documented on its builder setter. A key
+        /// missing from a file keeps the [`Default`], which is the builder's. In a built
+        /// room's [`RoomConfig`](super::RoomConfig), defaults that follow from other settings
+        /// are resolved (`abandon_after`, `cookie_name`, the challenge's lifetime).
+        #[derive(Clone, Debug, Deserialize)]
+        #[serde(default, deny_unknown_fields)]
+        pub(crate) struct Settings {
+            $(
+                $(#[serde($($serde)*)])*
+                pub(crate) $name: $ty,
+            )*
+        }
+
+        impl Default for Settings {
+            fn default() -> Self {
+                Self {
+                    $($name: $default,)*
+                }
+            }
+        }
+
+        impl super::RoomConfig {
+            $($($($get)*)?)*
+        }
+
+        /// The builder's setters of the settings declared with `set`.
+        macro_rules! builder_setters {
+            () => {
+                $(
+                    $crate::config::settings::settings!(
+                        @setter [$(#[doc = $doc])*] $name $(($param: $pty) => $set)?
+                    );
+                )*
+            };
+        }
+        pub(crate) use builder_setters;
+    };
+}
+pub(crate) use settings;
+
+settings! {
+    /// Visitors inside at once, counting granted but unclaimed slots. Required.
+    capacity: Option<u32> = None,
+        set(capacity: u32) => Some(capacity);
+
+    /// At most this many admissions per second (on top of capacity). Unset by default.
+    admission_rate: Option<u32> = None,
+        set(per_second: u32) => Some(per_second);
+
+    /// Slot lifetime, extended by activity. Default 300 s.
     #[serde(deserialize_with = "readable::duration")]
-    pub(crate) active_ttl: Duration,
-    /// Time a promoted visitor has to claim the slot. Default [`defaults::GRANT_TTL`].
+    active_ttl: Duration = Duration::from_secs(300),
+        set(ttl: Duration) => ttl;
+
+    /// Time a promoted visitor has to come back and claim the slot. Default 30 s.
     #[serde(deserialize_with = "readable::duration")]
-    pub(crate) grant_ttl: Duration,
-    /// A waiter silent for longer is skipped when their turn comes. Default
-    /// [`defaults::QUEUE_TTL`].
+    grant_ttl: Duration = Duration::from_secs(30),
+        set(ttl: Duration) => ttl;
+
+    /// A waiter silent for longer is skipped when their turn comes. Default 120 s.
     #[serde(deserialize_with = "readable::duration")]
-    pub(crate) queue_ttl: Duration,
-    /// A waiter silent for longer is dropped from the line. Default (`None`):
-    /// [`defaults::ABANDON_AFTER`], or `queue_ttl` when that is longer.
+    queue_ttl: Duration = Duration::from_secs(120),
+        set(ttl: Duration) => ttl;
+
+    /// A waiter silent for longer is dropped from the line wherever they stand, so the positions
+    /// others see do not count people long gone. Default 30 min (or `queue_ttl`, if that is
+    /// set longer); when set, it must be at least `queue_ttl`.
+    /// A waiter silent for longer than `queue_ttl` but back within `abandon_after` keeps their
+    /// place, unless their turn came while they were away.
     #[serde(deserialize_with = "readable::some_duration")]
-    pub(crate) abandon_after: Option<Duration>,
-    /// Age under which an admission token is trusted without a store call. Default
-    /// [`defaults::REFRESH`].
+    abandon_after: Option<Duration> = None,
+        set(after: Duration) => Some(after);
+
+    /// Age under which an admission token is trusted without a store call. Default 15 s; must
+    /// be shorter than `active_ttl`.
     #[serde(deserialize_with = "readable::duration")]
-    pub(crate) refresh: Duration,
-    /// Lifetime of the signed queue cookie. Default [`defaults::SESSION_TTL`].
+    refresh: Duration = Duration::from_secs(15),
+        set(refresh: Duration) => refresh,
+        get {
+            /// Age under which an admission token is trusted without a store call.
+            pub fn refresh(&self) -> Duration {
+                self.settings.refresh
+            }
+        };
+
+    /// Lifetime of the signed queue cookie. Default 24 h.
     #[serde(deserialize_with = "readable::duration")]
-    pub(crate) session_ttl: Duration,
-    /// Longest line. Default [`defaults::MAX_QUEUE_LEN`].
-    pub(crate) max_queue_len: u64,
-    /// What new visitors get while the store is unreachable. Default [`defaults::FAIL_POLICY`].
+    session_ttl: Duration = Duration::from_secs(24 * 3600),
+        set(ttl: Duration) => ttl,
+        get {
+            /// Lifetime of the signed queue cookie.
+            pub fn session_ttl(&self) -> Duration {
+                self.settings.session_ttl
+            }
+        };
+
+    /// Longest line; beyond it visitors get the "full" answer. Default 100 000.
+    max_queue_len: u64 = 100_000,
+        set(max: u64) => max;
+
+    /// What new visitors get while the store is unreachable. Default [`FailPolicy::Open`].
     #[serde(deserialize_with = "readable::fail_policy")]
-    pub(crate) fail_policy: FailPolicy,
-    /// Base name of the cookies. Default (`None`): `wr_{room}`.
-    pub(crate) cookie_name: Option<String>,
-    /// `Path` of the cookies. Default [`defaults::COOKIE_PATH`].
-    pub(crate) cookie_path: String,
-    /// `Domain` of the cookies. Default: none (host-only cookies).
-    pub(crate) cookie_domain: Option<String>,
-    /// Whether the cookies carry `Secure`. Default [`defaults::SECURE_COOKIES`].
-    pub(crate) secure_cookies: bool,
-    /// `SameSite` of the cookies. Default [`defaults::SAME_SITE`].
+    fail_policy: FailPolicy = FailPolicy::Open,
+        set(policy: FailPolicy) => policy,
+        get {
+            /// What new visitors get while the store is unreachable.
+            pub fn fail_policy(&self) -> FailPolicy {
+                self.settings.fail_policy
+            }
+        };
+
+    /// Base name of the cookies: `{name}_q` (queue) and `{name}_a` (admission). Default
+    /// `wr_{room}`, so two rooms on one site do not collide.
+    cookie_name: Option<String> = None,
+        set(name: impl Into<String>) => Some(name.into());
+
+    /// `Path` of the cookies. Default `/`.
+    cookie_path: String = "/".to_owned(),
+        set(path: impl Into<String>) => path.into();
+
+    /// `Domain` of the cookies. Unset by default (host-only cookies).
+    cookie_domain: Option<String> = None,
+        set(domain: impl Into<String>) => Some(domain.into());
+
+    /// Whether cookies carry `Secure`. Default `true`; turn off only for plain-http development.
+    secure_cookies: bool = true,
+        set(secure: bool) => secure;
+
+    /// `SameSite` of the cookies. Default [`SameSite::Lax`].
     #[serde(deserialize_with = "readable::same_site")]
-    pub(crate) same_site: SameSite,
-    /// Where the room's own endpoints live. Default [`defaults::PATH_PREFIX`].
-    pub(crate) path_prefix: String,
-    /// The header with the signed queue value. Default [`defaults::QUEUE_HEADER`].
-    pub(crate) queue_header: String,
-    /// The header with the signed admission token. Default [`defaults::TOKEN_HEADER`].
-    pub(crate) token_header: String,
-    /// New queue entries per client IP (`None`: off). Default
-    /// [`defaults::NEW_VISITORS_PER_IP`].
+    same_site: SameSite = SameSite::Lax,
+        set(same_site: SameSite) => same_site;
+
+    /// Where the room's own endpoints live. Default `/__waitingroom`.
+    path_prefix: String = "/__waitingroom".to_owned(),
+        set(prefix: impl Into<String>) => prefix.into(),
+        get {
+            /// Where the room's own endpoints live (`{prefix}/{room}/status`,
+            /// `{prefix}/{room}/leave`, and with proof of work on, `{prefix}/{room}/proof`).
+            pub fn path_prefix(&self) -> &str {
+                &self.settings.path_prefix
+            }
+        };
+
+    /// The header carrying the signed queue value for apps without a cookie jar. Default
+    /// [`waiting-room-session`](crate::config::defaults::QUEUE_HEADER).
+    queue_header: String = defaults::QUEUE_HEADER.to_owned(),
+        set(name: impl Into<String>) => name.into();
+
+    /// The header carrying the signed admission token for apps without a cookie jar. Default
+    /// [`waiting-room-token`](crate::config::defaults::TOKEN_HEADER).
+    token_header: String = defaults::TOKEN_HEADER.to_owned(),
+        set(name: impl Into<String>) => name.into();
+
+    /// How many new queue entries (fresh queue cookies, stage 1) one client IP gets; over it the
+    /// answer is `429` with `Retry-After` and no cookie. Default
+    /// [`NEW_VISITORS_PER_IP`](crate::config::defaults::NEW_VISITORS_PER_IP) (60 a minute; IPv6
+    /// clients counted by /64); `None`
+    /// turns it off. Kept in process memory, so with several gateways each counts its own. See
+    /// [`client`](crate::client) for where the IP comes from; with no IP there is no limit.
     #[serde(deserialize_with = "readable::rate_limit")]
-    pub(crate) new_visitor_limit: Option<RateLimit>,
-    /// Store questions per session (`None`: off). Default [`defaults::POLLS_PER_SESSION`].
+    new_visitor_limit: Option<RateLimit> = Some(defaults::NEW_VISITORS_PER_IP),
+        set(limit: impl Into<Option<RateLimit>>) => limit.into();
+
+    /// How many store questions one session may cause: stage 3, heartbeats of admission tokens
+    /// past `refresh` (and the entry when the slot is gone), the status and leave endpoints.
+    /// Over it the store is not asked: the answer is `429` with `Retry-After`, except that a
+    /// valid admission token passes without its heartbeat (it needs no store). Default
+    /// [`POLLS_PER_SESSION`](crate::config::defaults::POLLS_PER_SESSION) (30 per 10 s); `None`
+    /// turns it off.
     #[serde(deserialize_with = "readable::rate_limit")]
-    pub(crate) poll_limit: Option<RateLimit>,
-    /// The header whose right-most address is the client IP. Default: none (the peer).
-    pub(crate) client_ip_header: Option<String>,
-    /// Whether admission tokens are bound to the visitor's network. Default
-    /// [`defaults::BIND_TOKENS_TO_NETWORK`].
-    pub(crate) bind_tokens_to_network: bool,
-    /// Whether admission mints a single-use checkout ticket. Default
-    /// [`defaults::SINGLE_USE_TICKETS`].
-    pub(crate) single_use_tickets: bool,
-    /// Most event streams open at once per room on one gateway (0: none). Default
-    /// [`defaults::MAX_EVENT_STREAMS`].
-    pub(crate) max_event_streams: usize,
-    /// The proof-of-work difficulty in bits (`None`: off). Default: off.
-    pub(crate) proof_of_work: Option<u8>,
+    poll_limit: Option<RateLimit> = Some(defaults::POLLS_PER_SESSION),
+        set(limit: impl Into<Option<RateLimit>>) => limit.into();
+
+    /// Take the client IP from the **right-most** address in this header (`X-Forwarded-For`,
+    /// `X-Real-IP`, ...) instead of the connection: for services behind a reverse proxy that
+    /// appends the address it saw. **Only behind such a proxy**: a client can write anything
+    /// into the header, and the right-most entry is the only one your proxy vouches for. Behind
+    /// several proxies, use [`client_ip_with`](crate::WaitingRoomBuilder::client_ip_with).
+    client_ip_header: Option<String> = None,
+        set(name: impl Into<String>) => Some(name.into());
+
+    /// Bind admission tokens to the visitor's network: the /24 of an IPv4 address, the /48 of an
+    /// IPv6 address (an IPv4-mapped IPv6 address counts as IPv4), signed into the token. A token
+    /// presented from another network is treated exactly like no token: a visitor who still has
+    /// the queue cookie goes to the store, which finds their slot and hands them a token for the
+    /// new network; someone who only copied the token starts at the back of the line. Default
+    /// **off**.
+    ///
+    /// Why off: people move between networks during a visit (Wi-Fi to mobile data, a VPN
+    /// switching exits, a carrier's NAT changing address), and with binding on, each move costs
+    /// a store call and, for clients without the queue cookie, the slot. And it is only a weak
+    /// defence against shared tokens: anyone on the same /24 or /48 (an office, a university, a
+    /// carrier's NAT) can still use a copied token.
+    ///
+    /// The network comes from the same place as for the limits (see [`client`](crate::client)):
+    /// [`client_ip_with`](crate::WaitingRoomBuilder::client_ip_with),
+    /// [`client_ip_header`](crate::WaitingRoomBuilder::client_ip_header), or the connection.
+    /// **No client IP** when a token is issued binds it to "unknown", and such
+    /// a token admits only requests whose IP is unknown too; a token bound to a real network
+    /// never admits a request without an IP. A room that never finds the IP thus behaves as
+    /// without binding (and logs one warning), and hiding one's IP never unlocks a token.
+    /// Unbound tokens (issued before binding was turned on) count as no token while it is on;
+    /// bound tokens admit from anywhere once it is turned off again.
+    bind_tokens_to_network: bool = false,
+        set(bind: bool) => bind,
+        get {
+            /// Whether admission tokens are bound to the visitor's network (IPv4 /24, IPv6
+            /// /48); see
+            /// [`bind_tokens_to_network`](crate::WaitingRoomBuilder::bind_tokens_to_network).
+            pub fn bind_tokens_to_network(&self) -> bool {
+                self.settings.bind_tokens_to_network
+            }
+        };
+
+    /// Mint a **single-use checkout ticket** at admission, for routes that must be used once
+    /// per admission (a checkout, a purchase): a gated route consumes it atomically in the
+    /// store, so a ticket shared or replayed goes through exactly once across all gateways.
+    /// Default **off**; on, each admission (a new slot or a claimed grant) and each heartbeat
+    /// that extends the slot costs one more store call.
+    ///
+    /// The ticket is signed for the room (kind `t1`) and lives as long as the slot: each
+    /// heartbeat extends its store record and re-issues it (the same ticket) with the slot's new
+    /// expiry; releasing the slot (leave, `end_slot`) or a ban ends it, and the next admission
+    /// gets a new one. Browsers get it as the `HttpOnly` cookie `wr_{room}_t` (the
+    /// [cookie name](crate::WaitingRoomBuilder::cookie_name) with `_t`), clients that use
+    /// headers in the `X-Admission-Ticket` response header. If the store cannot mint it at
+    /// admission the visitor still gets in, without a ticket; the status endpoint hands it out
+    /// later (idempotently: one ticket per admission, however often asked; `"ticket_used": true`
+    /// once used). The store must implement [`Store::mint_ticket`](crate::store::Store::mint_ticket)
+    /// and [`Store::redeem_ticket`](crate::store::Store::redeem_ticket) (the embedded store and
+    /// the Redis store do).
+    ///
+    /// ```
+    /// use tower_waiting_room::WaitingRoomLayer;
+    ///
+    /// let layer = WaitingRoomLayer::builder("shop")
+    ///     .capacity(100)
+    ///     .secret(b"an example secret of at least thirty-two bytes".to_vec())
+    ///     .single_use_tickets(true)
+    ///     .build()
+    ///     .unwrap();
+    /// assert!(layer.config().single_use_tickets());
+    /// assert_eq!(layer.config().cookies().ticket_name(), "wr_shop_t");
+    /// ```
+    single_use_tickets: bool = false,
+        set(on: bool) => on,
+        get {
+            /// Whether the room mints a single-use checkout ticket at admission; see
+            /// [`single_use_tickets`](crate::WaitingRoomBuilder::single_use_tickets).
+            pub fn single_use_tickets(&self) -> bool {
+                self.settings.single_use_tickets
+            }
+        };
+
+    /// Most waiters listening at once, on this gateway, for their position as Server-Sent
+    /// Events (`GET {prefix}/{room}/events`; 10 000 by default, 0 turns streams off). A
+    /// stream is fed by the gateway's snapshot of the line, so it needs a store that keeps
+    /// snapshots (the embedded store and the Redis store do) and a Tokio runtime; without them,
+    /// beyond this number, or in a browser without `EventSource`, the waiting page polls the
+    /// status endpoint as before. Each open stream holds a connection and a little memory (see
+    /// `docs/benchmarks.md`), and is checked in for its waiter like a poll.
+    ///
+    /// ```
+    /// use tower_waiting_room::WaitingRoomLayer;
+    ///
+    /// let layer = WaitingRoomLayer::builder("shop")
+    ///     .capacity(100)
+    ///     .secret(b"an example secret of at least thirty-two bytes".to_vec())
+    ///     .max_event_streams(50_000)
+    ///     .build()
+    ///     .unwrap();
+    /// assert_eq!(layer.config().max_event_streams(), 50_000);
+    /// ```
+    max_event_streams: usize = 10_000,
+        set(max: usize) => max,
+        get {
+            /// Most event streams open at once on this gateway; see
+            /// [`max_event_streams`](crate::WaitingRoomBuilder::max_event_streams).
+            pub fn max_event_streams(&self) -> usize {
+                self.settings.max_event_streams
+            }
+        };
+
+    /// The proof-of-work difficulty in bits (`None`: off). Default: off. Set with
+    /// `proof_of_work_challenge_ttl` by the builder's handwritten
+    /// [`proof_of_work`](crate::WaitingRoomBuilder::proof_of_work).
+    proof_of_work: Option<u8> = None;
+
     /// How long a proof-of-work challenge stays valid; needs `proof_of_work`. Default (`None`):
     /// [`DEFAULT_CHALLENGE_TTL`](crate::defences::proof_of_work::DEFAULT_CHALLENGE_TTL).
     #[serde(deserialize_with = "readable::some_duration")]
-    pub(crate) proof_of_work_challenge_ttl: Option<Duration>,
-    /// The scheduled opening (in files, Unix seconds). Default: none.
+    proof_of_work_challenge_ttl: Option<Duration> = None;
+
+    /// Opens the room at `opens_at` (the store's clock decides; see
+    /// [`EventSchedule`](crate::config::EventSchedule)). Before then, arrivals are registered
+    /// in a pre-queue and told when it opens (state `scheduled`, a countdown page); nobody is
+    /// admitted, on any gateway, not even by [`admit_next`](crate::control::RoomControl). At
+    /// the opening the registrants stand in a uniformly random order, fixed by a keyed draw of
+    /// their session (secret per event, derived from the current signing key, the room and the
+    /// opening), ahead of everyone who comes later. A time in the past opens at once.
     #[serde(deserialize_with = "readable::unix_time")]
-    pub(crate) opens_at: Option<SystemTime>,
-    /// The scheduled closing (in files, Unix seconds). Default: none.
+    opens_at: Option<SystemTime> = None,
+        set(at: SystemTime) => Some(at);
+
+    /// Stops taking newcomers at `closes_at` (state `closed`); those in line keep their place
+    /// unless [`keep_line_after_close`](crate::WaitingRoomBuilder::keep_line_after_close) is
+    /// off, and slots run their course either way. Must be after
+    /// [`opens_at`](crate::WaitingRoomBuilder::opens_at)
+    /// ([`ConfigError::ClosesBeforeOpening`](crate::ConfigError::ClosesBeforeOpening)).
     #[serde(deserialize_with = "readable::unix_time")]
-    pub(crate) closes_at: Option<SystemTime>,
-    /// After `closes_at`, whether those in line keep their place. Default: yes.
-    pub(crate) keep_line_after_close: bool,
+    closes_at: Option<SystemTime> = None,
+        set(at: SystemTime) => Some(at);
+
+    /// After [`closes_at`](crate::WaitingRoomBuilder::closes_at): whether those in line keep
+    /// their place and the line keeps moving (`true`, the default), or everyone without a slot
+    /// is told `closed` and nobody is promoted (as an operator's close).
+    keep_line_after_close: bool = true,
+        set(keep: bool) => keep;
 }
 
-impl Default for Settings {
-    fn default() -> Self {
-        Self {
-            capacity: None,
-            admission_rate: None,
-            active_ttl: defaults::ACTIVE_TTL,
-            grant_ttl: defaults::GRANT_TTL,
-            queue_ttl: defaults::QUEUE_TTL,
-            abandon_after: None,
-            refresh: defaults::REFRESH,
-            session_ttl: defaults::SESSION_TTL,
-            max_queue_len: defaults::MAX_QUEUE_LEN,
-            fail_policy: defaults::FAIL_POLICY,
-            cookie_name: None,
-            cookie_path: defaults::COOKIE_PATH.to_owned(),
-            cookie_domain: None,
-            secure_cookies: defaults::SECURE_COOKIES,
-            same_site: defaults::SAME_SITE,
-            path_prefix: defaults::PATH_PREFIX.to_owned(),
-            queue_header: defaults::QUEUE_HEADER.to_owned(),
-            token_header: defaults::TOKEN_HEADER.to_owned(),
-            new_visitor_limit: Some(defaults::NEW_VISITORS_PER_IP),
-            poll_limit: Some(defaults::POLLS_PER_SESSION),
-            client_ip_header: None,
-            bind_tokens_to_network: defaults::BIND_TOKENS_TO_NETWORK,
-            single_use_tickets: defaults::SINGLE_USE_TICKETS,
-            max_event_streams: defaults::MAX_EVENT_STREAMS,
-            proof_of_work: None,
-            proof_of_work_challenge_ttl: None,
-            opens_at: None,
-            closes_at: None,
-            keep_line_after_close: true,
-        }
-    }
-}
+/// A waiter silent for longer is dropped from the line wherever they stand, so positions do not
+/// count people long gone and the line's memory stays bounded: the default of `abandon_after`.
+/// Much longer than `queue_ttl`: a visitor whose tab slept for a few minutes keeps their place
+/// until their turn.
+const ABANDON_AFTER: Duration = Duration::from_secs(30 * 60);
 
 impl Settings {
     /// The abandonment time: as set, or the default stretched to `queue_ttl`.
     pub(crate) fn effective_abandon_after(&self) -> Duration {
         self.abandon_after
-            .unwrap_or_else(|| defaults::ABANDON_AFTER.max(self.queue_ttl))
+            .unwrap_or_else(|| ABANDON_AFTER.max(self.queue_ttl))
     }
 
     /// Proof of work as the room runs it, if on.

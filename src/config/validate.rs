@@ -17,8 +17,10 @@ use crate::vocab::Rule;
 
 /// What [`settings`] makes of valid settings.
 pub(crate) struct Checked {
+    /// The settings, with the defaults that follow from other settings resolved: a room's
+    /// settings say what it does, whether a value was left to its default or set to it.
+    pub(crate) settings: Settings,
     pub(crate) capacity: u32,
-    pub(crate) abandon_after: Duration,
     pub(crate) cookies: CookieSettings,
     pub(crate) queue_header: HeaderName,
     pub(crate) token_header: HeaderName,
@@ -28,11 +30,15 @@ pub(crate) struct Checked {
 
 /// Every setting of the room `room` and its gates, in a fixed order: the first one refused is
 /// the error.
-pub(crate) fn settings(room: &str, s: &Settings, gates: &[Rule]) -> Result<Checked, ConfigError> {
-    let capacity = numbers_and_durations(room, s)?;
+pub(crate) fn settings(
+    room: &str,
+    mut s: Settings,
+    gates: &[Rule],
+) -> Result<Checked, ConfigError> {
+    let capacity = numbers_and_durations(room, &s)?;
+    let cookie_name = s.cookie_name.take().unwrap_or_else(|| format!("wr_{room}"));
     let cookies = cookie_settings(
-        room,
-        s.cookie_name.as_deref(),
+        &cookie_name,
         &s.cookie_path,
         s.cookie_domain.as_deref(),
         s.secure_cookies,
@@ -66,9 +72,12 @@ pub(crate) fn settings(room: &str, s: &Settings, gates: &[Rule]) -> Result<Check
         .as_deref()
         .map(|name| header_name(name, "client_ip_header"))
         .transpose()?;
+    s.cookie_name = Some(cookie_name);
+    s.abandon_after = Some(s.effective_abandon_after());
+    s.proof_of_work_challenge_ttl = proof_of_work.map(|p| p.challenge_ttl());
     Ok(Checked {
+        settings: s,
         capacity,
-        abandon_after: s.effective_abandon_after(),
         cookies,
         queue_header,
         token_header,
@@ -168,18 +177,16 @@ pub(crate) fn valid_cookie_attr(value: &str) -> bool {
             .all(|b| (0x21..0x7f).contains(&b) && b != b';' && b != b',')
 }
 
-/// The room's cookie settings: `{name}_q`, `{name}_a` and `{name}_t` (name `wr_{room}` unless
-/// given), with their attributes checked.
+/// The room's cookie settings: `{base}_q`, `{base}_a` and `{base}_t`, with their attributes
+/// checked.
 pub(crate) fn cookie_settings(
-    room: &str,
-    name: Option<&str>,
+    base: &str,
     path: &str,
     domain: Option<&str>,
     secure: bool,
     same_site: SameSite,
 ) -> Result<CookieSettings, ConfigError> {
-    let base = name.map_or_else(|| format!("wr_{room}"), str::to_owned);
-    if !valid_cookie_name(&base) {
+    if !valid_cookie_name(base) {
         return Err(ConfigError::InvalidCookieSetting { setting: "name" });
     }
     if !valid_cookie_attr(path) || !path.starts_with('/') {

@@ -299,7 +299,7 @@ impl RoomControl {
     /// back as a new visitor, at the back of the line (within the per-IP limit on new places).
     pub async fn drop_session(&self, session: SessionId) -> Result<bool, ControlError> {
         let config = self.room.config();
-        let until = self.room.now_ms() + crate::clock::duration_ms(config.session_ttl);
+        let until = self.room.now_ms() + crate::clock::duration_ms(config.settings.session_ttl);
         let had = self
             .room
             .store()

@@ -47,7 +47,7 @@ impl Drained {
         cookie: Option<&QueueCookie>,
         now: u64,
     ) -> Drained {
-        let FailPolicy::Drain { budget } = core.config.fail_policy else {
+        let FailPolicy::Drain { budget } = core.config.settings.fail_policy else {
             return Drained::Out;
         };
         let (Some(cookie), Some(held)) = (cookie, line.last()) else {

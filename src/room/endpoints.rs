@@ -24,7 +24,7 @@ pub(super) fn answer<B>(
 ) -> Option<Next> {
     let core = &room.core;
     let path = req.uri().path();
-    if !path.starts_with(&core.config.path_prefix) {
+    if !path.starts_with(&core.config.settings.path_prefix) {
         return None;
     }
     if path == core.paths.status {

@@ -153,7 +153,8 @@ impl EventStreams {
             let res = Replies(core).limited(wait, req);
             return core.counted(Stage::Endpoint, Outcome::Limited, Next::Answer(res));
         }
-        let Some(slot) = StreamSlot::take(&self.open, core.config.max_event_streams) else {
+        let Some(slot) = StreamSlot::take(&self.open, core.config.settings.max_event_streams)
+        else {
             return no_stream();
         };
         let resume = req

@@ -98,14 +98,14 @@ impl FailureLog {
     pub(super) fn fails_open(&self, core: &Core, e: &StoreError) -> bool {
         match e.kind() {
             StoreErrorKind::Busy => false,
-            _ => core.config.fail_policy == FailPolicy::Open,
+            _ => core.config.settings.fail_policy == FailPolicy::Open,
         }
     }
 
     /// Whether the drain policy decides what a visitor gets after the failed call `e`: the
     /// room drains, the store is not merely busy, and the schedule does not shut them out.
     pub(super) fn drains(&self, core: &Core, e: &StoreError) -> bool {
-        matches!(core.config.fail_policy, FailPolicy::Drain { .. })
+        matches!(core.config.settings.fail_policy, FailPolicy::Drain { .. })
             && e.kind() != StoreErrorKind::Busy
             && !self.schedule_shuts_out(core, e)
     }

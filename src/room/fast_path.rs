@@ -34,13 +34,13 @@ pub(super) fn admit<B>(
     now: u64,
 ) -> Option<Admission> {
     let config = &core.config;
-    if config.bind_tokens_to_network || core.is_endpoint_path(req.uri().path()) {
+    if config.settings.bind_tokens_to_network || core.is_endpoint_path(req.uri().path()) {
         return None;
     }
     let value = carried.admission.first()?;
     let token = AdmissionToken::remembered(&core.keys, config.room(), value, now)?;
     token
-        .is_fresh(now, config.refresh)
+        .is_fresh(now, config.settings.refresh)
         .then(|| core.token_admission(&token))
 }
 

@@ -246,7 +246,7 @@ impl Gates {
         let now = core.now_ms();
         let carried = Carried::read(core, req);
         match Self::admission(core, req, &carried, others, now) {
-            Ok((token, _)) if token.is_fresh(now, core.config.refresh) => core.counted(
+            Ok((token, _)) if token.is_fresh(now, core.config.settings.refresh) => core.counted(
                 Stage::Gate,
                 Outcome::Passed,
                 Next::pass(core.token_admission(&token)),
@@ -268,7 +268,7 @@ impl Gates {
             },
             Err(refusal) => match Self::fails_open(room, req, &carried, now) {
                 Some(session) => {
-                    let (outcome, by) = match core.config.fail_policy {
+                    let (outcome, by) = match core.config.settings.fail_policy {
                         FailPolicy::Drain { .. } => (Outcome::Drained, AdmittedBy::Drained),
                         _ => (Outcome::FailOpen, AdmittedBy::FailOpen),
                     };
@@ -277,7 +277,7 @@ impl Gates {
                         outcome,
                         Next::pass(core.admission(
                             session,
-                            now + duration_ms(core.config.refresh),
+                            now + duration_ms(core.config.settings.refresh),
                             by,
                         )),
                     )
@@ -301,7 +301,8 @@ impl Gates {
         now: u64,
     ) -> Option<SessionId> {
         let core = &room.core;
-        if core.config.fail_policy == FailPolicy::Closed || !room.failures.seems_down(now) {
+        if core.config.settings.fail_policy == FailPolicy::Closed || !room.failures.seems_down(now)
+        {
             return None;
         }
         let down = StoreError::new(StoreErrorKind::Unavailable);
@@ -309,7 +310,7 @@ impl Gates {
             return None;
         }
         let cookie = carried.queue_cookie(core, req, now)?;
-        match core.config.fail_policy {
+        match core.config.settings.fail_policy {
             // Draining: only the drained front of the line, as the pages let in.
             FailPolicy::Drain { .. } => matches!(
                 Drained::of(core, &room.line, Some(&cookie), now),

@@ -99,8 +99,8 @@ impl Room {
     pub(crate) fn new(parts: RoomParts) -> Self {
         let metrics = Arc::new(RoomMetrics::new(&parts.config.policy.room));
         let line = Arc::new(LineView::new(parts.store.keeps_snapshots()));
-        let offers_events = line.supported() && parts.config.max_event_streams > 0;
-        let tickets = Tickets::new(parts.config.single_use_tickets);
+        let offers_events = line.supported() && parts.config.settings.max_event_streams > 0;
+        let tickets = Tickets::new(parts.config.settings.single_use_tickets);
         Self {
             core: Core::new(
                 parts.config,
@@ -226,12 +226,13 @@ impl Room {
         let uses_headers = carried.uses_headers();
         match carried.visitor(core, req, now) {
             // Stage 2: a valid admission token, fresh enough to need no store call.
-            Some(Visitor::Admitted(token)) if token.is_fresh(now, core.config.refresh) => core
-                .counted(
+            Some(Visitor::Admitted(token)) if token.is_fresh(now, core.config.settings.refresh) => {
+                core.counted(
                     Stage::FastPath,
                     Outcome::Passed,
                     Next::pass(core.token_admission(&token)),
-                ),
+                )
+            }
             // Past refresh: a heartbeat, within the session's poll limit. Over it, the token is
             // still valid and the fast path needs no store: it passes, not renewed.
             Some(Visitor::Admitted(token)) => match core.check_polls(token.session(), now) {

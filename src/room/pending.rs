@@ -515,7 +515,7 @@ impl Pending {
         if room.failures.fails_open(core, &e) {
             return Next::pass(core.admission(
                 asked.session,
-                asked.now + duration_ms(core.config.refresh),
+                asked.now + duration_ms(core.config.settings.refresh),
                 AdmittedBy::FailOpen,
             ));
         }
@@ -536,7 +536,7 @@ impl Pending {
                 Drained::In => {
                     return Next::pass(core.admission(
                         asked.session,
-                        asked.now + duration_ms(core.config.refresh),
+                        asked.now + duration_ms(core.config.settings.refresh),
                         AdmittedBy::Drained,
                     ))
                 }

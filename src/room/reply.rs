@@ -120,7 +120,7 @@ impl Replies<'_> {
         uses_headers: bool,
         now: u64,
     ) -> Response<Bytes> {
-        let cookie = QueueCookie::issue(now, duration_ms(self.0.config.session_ttl));
+        let cookie = QueueCookie::issue(now, duration_ms(self.0.config.settings.session_ttl));
         let status = if req.method() == Method::GET || req.method() == Method::HEAD {
             StatusCode::FOUND
         } else {

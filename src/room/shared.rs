@@ -51,7 +51,8 @@ pub(super) struct EndpointPaths {
 
 impl EndpointPaths {
     pub(super) fn new(config: &RoomConfig) -> Self {
-        let endpoint = |name: &str| format!("{}/{}/{name}", config.path_prefix, config.room());
+        let endpoint =
+            |name: &str| format!("{}/{}/{name}", config.settings.path_prefix, config.room());
         Self {
             status: endpoint("status"),
             events: endpoint("events"),
@@ -102,7 +103,7 @@ impl Core {
     /// Whether `path` is under `{prefix}/{room}/`, where the room's endpoints are.
     pub(super) fn is_endpoint_path(&self, path: &str) -> bool {
         let c = &self.config;
-        path.strip_prefix(c.path_prefix.as_str())
+        path.strip_prefix(c.settings.path_prefix.as_str())
             .and_then(|rest| rest.strip_prefix('/'))
             .and_then(|rest| rest.strip_prefix(c.room()))
             .is_some_and(|rest| rest.starts_with('/'))
@@ -144,7 +145,7 @@ impl Core {
     /// tokens are bound to when issued and must match when checked; `Unknown` without a client
     /// IP (one warning in the log). `None` when binding is off.
     pub(super) fn network_binding<B>(&self, req: &Request<B>) -> Option<Network> {
-        if !self.config.bind_tokens_to_network {
+        if !self.config.settings.bind_tokens_to_network {
             return None;
         }
         let ip = self.client_ip(req);
