@@ -61,31 +61,15 @@ use super::value::{field_names, from_entries, read_file_value, EntryError, Value
 ///
 /// # Keys
 ///
-/// Every key is named after the [`WaitingRoomBuilder`](crate::WaitingRoomBuilder) method that
-/// takes it, and every key but
-/// `room` may be left out: a missing key keeps the builder's default (see the
-/// [`config`](crate::config) docs). Unknown keys are refused, so a typo is an error, not a default.
+/// Every setting in the [settings table](crate::config#settings) that is not marked "code
+/// only" is a key, named after the [`WaitingRoomBuilder`](crate::WaitingRoomBuilder) method
+/// that takes it; the table says how a file writes its value. Every key but `room` may be left
+/// out: a missing key keeps the builder's default. Unknown keys are refused, so a typo is an
+/// error, not a default. Besides the settings, a file has:
 ///
-/// | key | value |
-/// |---|---|
-/// | `room` | the room id (required) |
-/// | `capacity`, `admission_rate`, `max_queue_len` | whole numbers |
-/// | `active_ttl`, `grant_ttl`, `queue_ttl`, `abandon_after`, `refresh`, `session_ttl` | duration |
-/// | `fail_policy` | `"open"`, `"closed"`, `"drain"` or `"drain:<budget>"` |
-/// | `cookie_name`, `cookie_path`, `cookie_domain` | strings |
-/// | `secure_cookies` | `true` or `false` |
-/// | `same_site` | `"lax"`, `"strict"` or `"none"` |
-/// | `path_prefix`, `queue_header`, `token_header`, `client_ip_header` | strings |
-/// | `new_visitor_limit`, `poll_limit` | `"<max>/<duration>"` (`"60/1m"`, `"5/s"`), or `"off"` |
-/// | `bind_tokens_to_network` | `true` or `false` |
-/// | `single_use_tickets` | `true` or `false` |
-/// | `max_event_streams` | a whole number (0 turns event streams off) |
-/// | `proof_of_work` | the difficulty in bits (turns proof of work on) |
-/// | `proof_of_work_challenge_ttl` | a duration; needs `proof_of_work` |
-/// | `opens_at`, `closes_at` | Unix seconds (whole numbers): a scheduled opening and closing |
-/// | `keep_line_after_close` | `true` or `false` |
-/// | `secret_env` | the name of the environment variable holding the signing secret |
-/// | `secret_file` | the path of a file holding the signing secret |
+/// - `room`: the room id (required);
+/// - `secret_env`: the name of the environment variable holding the signing secret;
+/// - `secret_file`: the path of a file holding the signing secret.
 ///
 /// # Readable durations
 ///

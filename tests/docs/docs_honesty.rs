@@ -1,9 +1,11 @@
 //! The documentation states defaults and status codes; these tests hold it to the code.
 //!
-//! - The settings table of the `config` module docs (`| setting | default | meaning |`) and the
-//!   README's configuration table (`| builder method | default | meaning |`): every row's default
-//!   is compared with what a built room really does. A row this file does not know fails, so a
-//!   new setting gets a check (or a line in [`NOT_CHECKED`] saying why it cannot have one).
+//! - The settings table of the `config` module docs (`| setting | default | in a file | meaning |`)
+//!   and the README's configuration table (`| builder method | default | meaning |`): every row's
+//!   default is compared with what a built room really does. A row this file does not know
+//!   fails, so a new setting gets a check (or a line in [`NOT_CHECKED`] saying why it cannot
+//!   have one); and every key of a settings file must have its row in the `config` table, so a
+//!   new setting cannot be left out of it.
 //! - The table of the status endpoint's answers in `docs/api.md` (`| status | when | body |`):
 //!   its statuses are the ones a live room gives.
 //! - The README's secret recipe: run under `sh`, it yields a key the demo's `--secret` accepts.
@@ -49,19 +51,23 @@ fn read(rel: &str) -> String {
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("cannot read {rel}: {e}"))
 }
 
+/// The header of the `config` module's settings table.
+const CONFIG_TABLE: &[&str] = &["setting", "default", "in a file", "meaning"];
+
 /// The `config` module's source, wherever the module lives.
 fn config_source() -> (String, String) {
+    let header = format!("| {} |", CONFIG_TABLE.join(" | "));
     for rel in ["src/config.rs", "src/config/mod.rs"] {
         let path = format!("{}/{rel}", env!("CARGO_MANIFEST_DIR"));
         if let Ok(text) = std::fs::read_to_string(&path) {
-            if text.contains("| setting | default | meaning |") {
+            if text.contains(&header) {
                 return (rel.to_owned(), text);
             }
         }
     }
     panic!(
-        "no settings table (`| setting | default | meaning |`) in src/config.rs or \
-         src/config/mod.rs: if the config module moved, add its path to config_source()"
+        "no settings table (`{header}`) in src/config.rs or src/config/mod.rs: if the config \
+         module moved, add its path to config_source()"
     );
 }
 
@@ -433,7 +439,9 @@ async fn check(setting: &str, default: &str) -> Result<(), String> {
         "new_visitor_limit" => new_visitor_limit(default).await,
         "poll_limit" => poll_limit(default).await,
         "client_ip_header/client_ip_with" => client_ip_default(default).await,
-        "proof_of_work" => proof_of_work_off(default).await,
+        "proof_of_work" | "proof_of_work/proof_of_work_challenge_ttl" => {
+            proof_of_work_off(default).await
+        }
         "opens_at/closes_at" => {
             if default != "none" {
                 return Err(format!("expected \"none\", got {default:?}"));
@@ -744,11 +752,52 @@ async fn check_table(file: &str, text: &str, header: &[&str]) -> Vec<String> {
 #[tokio::test]
 async fn config_module_defaults_table_matches_the_builder() {
     let (file, text) = config_source();
-    let failures = check_table(&file, &text, &["setting", "default", "meaning"]).await;
+    let failures = check_table(&file, &text, CONFIG_TABLE).await;
     assert!(
         failures.is_empty(),
         "the defaults documented in {file} are not the room's:\n{}",
         failures.join("\n")
+    );
+}
+
+/// The keys of a settings file, from serde's "unknown field" error, which lists them.
+fn file_keys() -> Vec<String> {
+    let err =
+        toml::from_str::<tower_waiting_room::config::RoomFile>("room = \"x\"\nno_such_key = 1")
+            .expect_err("an unknown key is refused");
+    let message = err.message().to_owned();
+    let list = message
+        .split("expected one of ")
+        .nth(1)
+        .unwrap_or_else(|| panic!("serde lists the keys: {message}"));
+    list.split(", ")
+        .map(|k| k.trim_matches('`').to_owned())
+        .collect()
+}
+
+#[test]
+fn config_module_table_has_a_row_for_every_key_of_a_file() {
+    // Keys of the file itself, not settings of the room (documented with `RoomFile`).
+    const FILE_ONLY: &[&str] = &["room", "secret_env", "secret_file", "secret"];
+    let (file, text) = config_source();
+    let named: BTreeSet<String> = table(&file, &text, CONFIG_TABLE)
+        .iter()
+        .flat_map(|row| {
+            setting(&row.cells[0])
+                .split('/')
+                .map(str::to_owned)
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    let keys = file_keys();
+    assert!(keys.len() >= 30, "too few keys: {keys:?}");
+    let missing: Vec<&String> = keys
+        .iter()
+        .filter(|k| !FILE_ONLY.contains(&k.as_str()) && !named.contains(*k))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "{file}: the settings table has no row for {missing:?}"
     );
 }
 
