@@ -11,7 +11,7 @@ use http::{Request, Response};
 use pin_project_lite::pin_project;
 use tower_service::Service;
 
-use crate::body::{Chunks, ResponseBody};
+use crate::body::{Chunks, FullBody, ResponseBody};
 use crate::outcome::Admission;
 use crate::room::events::{self, EventStream};
 use crate::room::{strip_end_slot, with_room_headers, Issued, Next, Pending, Room, Slot};
@@ -297,7 +297,7 @@ where
     }
 }
 
-type BoxedAnswer = Pin<Box<dyn Future<Output = Response<crate::FullBody>> + Send + 'static>>;
+type BoxedAnswer = Pin<Box<dyn Future<Output = Response<FullBody>> + Send + 'static>>;
 
 /// Response future of the crate's own services, the admin API (feature `admin`) and
 /// matching (feature `matching`): reads the request's body (up to a limit), asks the store, and
@@ -314,13 +314,13 @@ pub struct AnswerFuture {
 impl AnswerFuture {
     // Only the admin API and matching make one.
     #[cfg(any(feature = "admin", feature = "matching"))]
-    pub(crate) fn new(f: impl Future<Output = Response<crate::FullBody>> + Send + 'static) -> Self {
+    pub(crate) fn new(f: impl Future<Output = Response<FullBody>> + Send + 'static) -> Self {
         Self { inner: Box::pin(f) }
     }
 }
 
 impl Future for AnswerFuture {
-    type Output = Result<Response<crate::FullBody>, std::convert::Infallible>;
+    type Output = Result<Response<FullBody>, std::convert::Infallible>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         self.inner.as_mut().poll(cx).map(Ok)

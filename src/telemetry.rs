@@ -69,9 +69,8 @@ pub const INSIDE: &str = "waiting_room_inside";
 /// Slots granted to promoted visitors who have not come back yet, from the last
 /// [`WaitingRoomLayer::stats`](crate::WaitingRoomLayer::stats). Gauge.
 pub const GRANTED: &str = "waiting_room_granted";
-/// The Redis store's circuit breaker, labelled `store` with the store's key prefix: 0 closed,
-/// 1 open, 2 half-open (one probe in flight). Set on each change. Gauge.
-pub const BREAKER_STATE: &str = "waiting_room_store_breaker_state";
+// The Redis store's breaker, below this module, sets it: so the name is on the ground floor.
+pub use crate::vocab::BREAKER_STATE;
 
 /// Gives every metric of the room its help text and unit, in the recorder installed now (a
 /// recorder installed later does not have them). Rooms call it when they are built; call it
@@ -276,15 +275,6 @@ pub(crate) enum EndedBy {
     Admission,
 }
 
-/// The states of [`BREAKER_STATE`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[cfg_attr(not(feature = "redis"), allow(dead_code))]
-pub(crate) enum BreakerState {
-    Closed = 0,
-    Open = 1,
-    HalfOpen = 2,
-}
-
 /// A response future that is polled inside the request's span: implemented by the futures
 /// (next to them), so that this module needs nothing from them.
 pub(crate) trait InSpan {
@@ -319,17 +309,6 @@ fn in_new_request_span<F: InSpan>(room: &str, decide: impl FnOnce() -> F) -> F {
         outcome = tracing::field::Empty,
     );
     span.in_scope(decide).in_span(Some(span))
-}
-
-/// Sets [`BREAKER_STATE`] of the store whose key prefix is `store`. Only on a change of state,
-/// so its label is made here.
-#[cfg_attr(not(feature = "redis"), allow(dead_code))]
-pub(crate) fn breaker_state(store: &Arc<str>, state: BreakerState) {
-    #[cfg(feature = "metrics")]
-    metrics::gauge!(BREAKER_STATE, "store" => metrics::SharedString::from(store.clone()))
-        .set(state as u8 as f64);
-    #[cfg(not(feature = "metrics"))]
-    let _ = (store, state);
 }
 
 /// `store`, each of its calls counted and timed in `metrics` (and its `stats` answers setting the

@@ -6,7 +6,8 @@ use std::sync::Arc;
 use ring::hmac;
 use ring::rand::SystemRandom;
 
-use super::service::{AdminService, Auth, Inner};
+use super::service::AdminService;
+use super::shared::{Auth, Inner};
 use crate::control::RoomControl;
 
 /// The shortest bearer token [`AdminBuilder::bearer_token`] accepts, in bytes: 32 random bytes
@@ -114,6 +115,31 @@ impl fmt::Display for AdminConfigError {
 }
 
 impl std::error::Error for AdminConfigError {}
+
+// Next to the builder it starts, so that the service needs nothing from here.
+impl AdminService {
+    /// Starts building the service: choose [`bearer_token`](AdminBuilder::bearer_token) or
+    /// [`without_token`](AdminBuilder::without_token), add each room's
+    /// [`control`](crate::WaitingRoomLayer::control), then [`build`](AdminBuilder::build).
+    ///
+    /// ```
+    /// use tower_waiting_room::admin::AdminService;
+    /// use tower_waiting_room::testing::TestRoom;
+    ///
+    /// let room = TestRoom::new("drop", 10);
+    /// // Behind the app's own operator auth (not shown): no token.
+    /// let admin = AdminService::builder()
+    ///     .without_token()
+    ///     .room(room.layer().control())
+    ///     .prefix("/ops/waiting-room")
+    ///     .build()
+    ///     .unwrap();
+    /// assert_eq!(admin.rooms().collect::<Vec<_>>(), ["drop"]);
+    /// ```
+    pub fn builder() -> AdminBuilder {
+        AdminBuilder::default()
+    }
+}
 
 impl Default for AdminBuilder {
     fn default() -> Self {

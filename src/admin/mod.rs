@@ -68,6 +68,7 @@ mod builder;
 mod future;
 mod routes;
 mod service;
+mod shared;
 
 pub use body::AdminBody;
 pub use builder::{AdminBuilder, AdminConfigError};

@@ -9,7 +9,7 @@ use http_body::Body;
 use serde::de::{Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{json, Map, Value};
 
-use super::service::Inner;
+use super::shared::Inner;
 use super::{AdminBody, DASHBOARD};
 use crate::body::{collect_limited, json_response, Collect};
 use crate::control::{ControlError, RoomControl};

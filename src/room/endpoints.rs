@@ -30,7 +30,11 @@ pub(super) fn answer<B>(
     if path == core.paths.status {
         Some(status(room, req, carried, now))
     } else if path == core.paths.events {
-        Some(room.streams.start(core, &room.line, req, carried, now))
+        Some(
+            room.streams
+                .start(core, &room.line, req, carried, now)
+                .into(),
+        )
     } else if path == core.paths.leave {
         Some(leave(core, req, carried, now))
     } else if path == core.paths.proof && core.defences.proof.is_some() {
@@ -53,13 +57,16 @@ fn status<B>(room: &Room, req: &Request<B>, carried: &Carried<'_>, now: u64) -> 
         // Single-use tickets on: the visitor's ticket, minted or found (a store call).
         Some(Visitor::Admitted(token)) if room.tickets.mints() => {
             match core.check_polls(token.session(), now) {
-                Ok(()) => room.tickets.ask_status(
-                    core,
-                    token.session(),
-                    token.expires_at_ms(),
-                    carried.uses_headers(),
-                    now,
-                ),
+                Ok(()) => room
+                    .tickets
+                    .ask_status(
+                        core,
+                        token.session(),
+                        token.expires_at_ms(),
+                        carried.uses_headers(),
+                        now,
+                    )
+                    .into(),
                 Err(wait) => limited(core, wait, req),
             }
         }
@@ -101,6 +108,7 @@ fn status<B>(room: &Room, req: &Request<B>, carried: &Carried<'_>, now: u64) -> 
                     Asking::Status,
                     now,
                 )
+                .map(Next::from)
                 .unwrap_or_else(|| Pending::status(core, cookie, carried.uses_headers())),
             Err(wait) => limited(core, wait, req),
         },

@@ -44,8 +44,9 @@ use tokio::time::{Instant, Sleep};
 use super::reply::{method_not_allowed, with_room_headers, Replies};
 use super::shared::Core;
 use super::snapshot::{Held, LineView, Refresh};
+use super::verdict::Verdict;
 use super::visitor::{Carried, Visitor};
-use super::{Next, Room};
+use super::Room;
 use crate::body::Chunks;
 use crate::response::StatusBody;
 use crate::session::SessionId;
@@ -127,14 +128,14 @@ impl EventStreams {
         req: &Request<B>,
         carried: &Carried<'_>,
         now: u64,
-    ) -> Next {
+    ) -> Verdict<EventsStart> {
         if req.method() != Method::GET {
-            return Next::Answer(method_not_allowed("GET"));
+            return Verdict::Answer(method_not_allowed("GET"));
         }
         let no_stream = || {
             let mut res = Response::new(Bytes::new());
             *res.status_mut() = StatusCode::NO_CONTENT;
-            Next::Answer(res)
+            Verdict::Answer(res)
         };
         if !core.offers_events || tokio::runtime::Handle::try_current().is_err() {
             return no_stream();
@@ -151,7 +152,7 @@ impl EventStreams {
         }
         if let Err(wait) = core.check_polls(cookie.session(), now) {
             let res = Replies(core).limited(wait, req);
-            return core.counted(Stage::Endpoint, Outcome::Limited, Next::Answer(res));
+            return core.counted(Stage::Endpoint, Outcome::Limited, Verdict::Answer(res));
         }
         let Some(slot) = StreamSlot::take(&self.open, core.config.settings.max_event_streams)
         else {
@@ -162,7 +163,7 @@ impl EventStreams {
             .get(LAST_EVENT_ID)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.trim().parse().ok());
-        Next::Events(EventsStart {
+        Verdict::Step(EventsStart {
             session: cookie.session(),
             place,
             until_ms: cookie

@@ -15,8 +15,8 @@
 //! [`NotAdmittedBody`](crate::response::NotAdmittedBody), with one vocabulary of reasons,
 //! [`Refusal`].
 //!
-//! [`Gates::admit`] is the one place that decides whether a gated request is admitted: by the
-//! admission token (`Gates::admission`), or by the ticket
+//! [`Room::gate`](super::Room::gate) is the one place that decides how a gated request is
+//! admitted: by the admission token ([`Gates::admit`]), or by the ticket
 //! ([`Tickets::redeem`](super::ticket::Tickets::redeem)) when the room mints them.
 
 use std::sync::Arc;
@@ -26,9 +26,9 @@ use bytes::Bytes;
 use http::{Request, Response};
 
 use super::drain::Drained;
-use super::pending::{Next, Pending};
 use super::reply::{not_admitted, Replies};
 use super::shared::Core;
+use super::verdict::Verdict;
 use super::visitor::Carried;
 use super::Room;
 use crate::clock::{duration_ms, secs_ceil};
@@ -151,7 +151,7 @@ impl GateHeartbeat {
         cx: &mut Context<'_>,
         room: &Room,
         req: &Request<B>,
-    ) -> Poll<Next> {
+    ) -> Poll<Verdict> {
         let answer = ready!(self.call.as_mut().poll(cx));
         Poll::Ready(self.after(room, answer, req))
     }
@@ -161,7 +161,7 @@ impl GateHeartbeat {
         room: &Room,
         answer: Result<Decision, StoreError>,
         req: &Request<B>,
-    ) -> Next {
+    ) -> Verdict {
         let core = &room.core;
         let token = &self.token;
         match answer {
@@ -185,7 +185,7 @@ impl GateHeartbeat {
                 core.counted(
                     Stage::Gate,
                     Outcome::Admitted,
-                    Next::Pass {
+                    Verdict::Pass {
                         admission: core.admission(
                             token.session(),
                             expires_at_ms,
@@ -197,7 +197,7 @@ impl GateHeartbeat {
             }
             // The slot is gone: refused, never a place in line, and the dead token removed so
             // it stops costing a heartbeat.
-            Ok(_) => Next::Answer(Replies(core).without_token(Refusal::SlotGone.answer(core))),
+            Ok(_) => Verdict::Answer(Replies(core).without_token(Refusal::SlotGone.answer(core))),
             // The token is valid and its check needs no store: keep letting it through.
             Err(e) => {
                 room.failures
@@ -205,7 +205,7 @@ impl GateHeartbeat {
                 core.counted(
                     Stage::Gate,
                     Outcome::Passed,
-                    Next::pass(core.token_admission(token)),
+                    Verdict::pass(core.token_admission(token)),
                 )
             }
         }
@@ -233,37 +233,38 @@ impl Gates {
             && self.rules.iter().any(|rule| rule.matches(req))
     }
 
-    /// A request to a route gated by this room. `others`: the other rooms behind the same layer,
-    /// so that a token (or ticket) of one of them is refused as `other_room` rather than
-    /// `invalid`. With single-use tickets on, the request's ticket is used (and an admission
-    /// token alone does not pass); otherwise its admission token is checked. Counted once, at
+    /// A request to a route gated by this room, in a room without single-use tickets: its
+    /// admission token is checked. `others`: the other rooms behind the same layer, so that a
+    /// token of one of them is refused as `other_room` rather than `invalid`. Counted once, at
     /// stage `gate`.
-    pub(super) fn admit<B>(&self, room: &Room, req: &Request<B>, others: &[Arc<Room>]) -> Next {
+    pub(super) fn admit<B>(
+        &self,
+        room: &Room,
+        req: &Request<B>,
+        others: &[Arc<Room>],
+    ) -> Verdict<GateHeartbeat> {
         let core = &room.core;
-        if room.tickets.mints() {
-            return room.tickets.redeem(core, req, others);
-        }
         let now = core.now_ms();
         let carried = Carried::read(core, req);
         match Self::admission(core, req, &carried, others, now) {
             Ok((token, _)) if token.is_fresh(now, core.config.settings.refresh) => core.counted(
                 Stage::Gate,
                 Outcome::Passed,
-                Next::pass(core.token_admission(&token)),
+                Verdict::pass(core.token_admission(&token)),
             ),
             // Past refresh: a heartbeat, within the session's poll limit; over it the token
             // still passes (it needs no store), as on any route of the room.
             Ok((token, source)) => match core.check_polls(token.session(), now) {
-                Ok(()) => Next::ask(Pending::Gate(GateHeartbeat {
+                Ok(()) => Verdict::Step(GateHeartbeat {
                     call: core.store.heartbeat(&core.config.policy, token.session()),
                     token,
                     source,
                     uses_headers: carried.uses_headers(),
-                })),
+                }),
                 Err(_) => core.counted(
                     Stage::Gate,
                     Outcome::Passed,
-                    Next::pass(core.token_admission(&token)),
+                    Verdict::pass(core.token_admission(&token)),
                 ),
             },
             Err(refusal) => match Self::fails_open(room, req, &carried, now) {
@@ -275,14 +276,14 @@ impl Gates {
                     core.counted(
                         Stage::Gate,
                         outcome,
-                        Next::pass(core.admission(
+                        Verdict::pass(core.admission(
                             session,
                             now + duration_ms(core.config.settings.refresh),
                             by,
                         )),
                     )
                 }
-                None => Next::Answer(refusal.answer(core)),
+                None => Verdict::Answer(refusal.answer(core)),
             },
         }
     }

@@ -18,7 +18,8 @@
 //! | `endpoints` | (functions) | the room's own endpoints: status, events, leave, proof |
 //! | `events` | `EventStreams`, `EventStream` | the events endpoint: a waiter's Server-Sent Events stream, fed by the snapshot, and the count of open streams |
 //! | `gate` | `Gates`, `GateHeartbeat`, `Refusal` | gated routes: admitted (by cookie, token header or ticket header; with single-use tickets, by the ticket, once) or `403 not_admitted` (`ticket_used`) |
-//! | `pending` | [`Next`], [`Pending`] | the store steps and what each answer means |
+//! | `pending` | [`Next`], [`Pending`] | the store steps and what each answer means; the stages' verdicts made the room's |
+//! | `verdict` | `Verdict` | what a stage says of a request in its own terms: pass, answer, or the stage's own next step |
 //! | `failure` | `FailureLog` | the fail policy, and the memory of failed store calls (reported once per interval; whether the store seems down) |
 //! | `snapshot` | `LineView` | the gateway's snapshot of the line: waiting polls answered from it, and the check-ins it batches |
 //! | `drain` | `Drained` | the drain fail policy: letting the front of the line in, at the last known pace, while the store is away |
@@ -38,6 +39,7 @@ mod reply;
 mod shared;
 mod snapshot;
 mod ticket;
+mod verdict;
 mod visitor;
 
 use std::sync::Arc;
@@ -172,10 +174,15 @@ impl Room {
         self.gates.matches(&self.core, req)
     }
 
-    /// A request to a route gated by this room (see [`Gates::admit`]). `others`: the other
+    /// A request to a route gated by this room: with single-use tickets on, the request's
+    /// ticket is used (see [`Tickets::redeem`]; an admission token alone does not pass);
+    /// otherwise its admission token is checked (see [`Gates::admit`]). `others`: the other
     /// rooms behind the same layer.
     pub(crate) fn gate<B>(&self, req: &Request<B>, others: &[Arc<Room>]) -> Next {
-        self.gates.admit(self, req, others)
+        if self.tickets.mints() {
+            return self.tickets.redeem(&self.core, req, others).into();
+        }
+        self.gates.admit(self, req, others).into()
     }
 
     /// Frees the slot the app ended (see [`Slot`]), and removes the admission cookie on its
@@ -253,6 +260,7 @@ impl Room {
                 Ok(()) => self
                     .line
                     .at_gateway(core, req, cookie, uses_headers, Asking::Page, now)
+                    .map(Next::from)
                     .unwrap_or_else(|| {
                         Pending::enter(core, cookie.session(), Some(cookie), false, uses_headers)
                     }),

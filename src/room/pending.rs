@@ -1,7 +1,12 @@
 //! Stage 3: the store steps. Each [`Pending`] step holds its store call and the context its
 //! answer needs, and turns the answer into the [`Next`] thing to do, so a step can never be
 //! paired with another step's answer.
+//!
+//! The room's decision code: the stages below it (gates, tickets, the snapshot, event streams)
+//! answer with a [`Verdict`] whose step is their own, and the conversions here turn it into
+//! a [`Next`].
 
+use std::convert::Infallible;
 use std::task::{ready, Context, Poll};
 
 use bytes::Bytes;
@@ -15,17 +20,16 @@ use super::reply::{
     scheduled_rejection, store_error_json, waiting_rejection, Issued, Replies,
 };
 use super::shared::Core;
-use super::snapshot::{AfterSync, LineView};
-use super::ticket::{Minting, Presented};
+use super::snapshot::{Asking, SyncStep, WaitingPoll};
+use super::ticket::{MintWithSlot, Redeem, StatusTicket};
+use super::verdict::Verdict;
 use super::visitor::queue_cookie_again;
 use super::Room;
 use crate::clock::{duration_ms, secs_ceil};
 use crate::outcome::{Admission, AdmittedBy};
 use crate::response::{json_response, StatusBody};
 use crate::session::SessionId;
-use crate::store::{
-    Decision, Minted, Place, Redeemed, RoomSnapshot, StoreError, StoreErrorKind, StoreFuture,
-};
+use crate::store::{Decision, Place, StoreError, StoreErrorKind, StoreFuture};
 use crate::telemetry::{Outcome, Stage};
 use crate::token::{AdmissionToken, QueueCookie};
 
@@ -61,6 +65,66 @@ impl Next {
     }
 }
 
+/// A stage's verdict, its own step made the room's.
+impl<S: Into<Next>> From<Verdict<S>> for Next {
+    fn from(verdict: Verdict<S>) -> Self {
+        match verdict {
+            Verdict::Pass {
+                admission,
+                set_cookie,
+            } => Next::Pass {
+                admission,
+                set_cookie,
+            },
+            Verdict::Answer(res) => Next::Answer(res),
+            Verdict::Step(step) => step.into(),
+        }
+    }
+}
+
+/// A verdict without a step of its own.
+impl From<Infallible> for Next {
+    fn from(never: Infallible) -> Self {
+        match never {}
+    }
+}
+
+impl From<EventsStart> for Next {
+    fn from(start: EventsStart) -> Self {
+        Next::Events(start)
+    }
+}
+
+impl From<GateHeartbeat> for Next {
+    fn from(step: GateHeartbeat) -> Self {
+        Next::ask(Pending::Gate(step))
+    }
+}
+
+impl From<SyncStep> for Next {
+    fn from(step: SyncStep) -> Self {
+        Next::ask(Pending::Sync(step))
+    }
+}
+
+impl From<MintWithSlot> for Next {
+    fn from(step: MintWithSlot) -> Self {
+        Next::ask(Pending::MintWithSlot(step))
+    }
+}
+
+impl From<StatusTicket> for Next {
+    fn from(step: StatusTicket) -> Self {
+        Next::ask(Pending::StatusTicket(step))
+    }
+}
+
+impl From<Redeem> for Next {
+    fn from(step: Redeem) -> Self {
+        Next::ask(Pending::Redeem(step))
+    }
+}
+
 /// A store question in flight, with what its answer will need.
 pub(crate) enum Pending {
     /// Stage 3 for a visitor with a queue cookie. `stale_token`: the visitor's admission token
@@ -87,10 +151,7 @@ pub(crate) enum Pending {
     },
     /// The gateway's snapshot is due: refreshed, then the waiting poll that found it due is
     /// answered (see `snapshot`).
-    Sync {
-        call: StoreFuture<RoomSnapshot>,
-        then: Option<AfterSync>,
-    },
+    Sync(SyncStep),
     /// The leave endpoint.
     Leave { call: StoreFuture<bool> },
     /// A valid admission token past `refresh` on a gated route (see `gate`).
@@ -98,23 +159,11 @@ pub(crate) enum Pending {
     /// Single-use tickets on: the store just granted or extended the visitor's slot (a new
     /// slot, a claimed grant, or a heartbeat), and is asked for their ticket (minted, or found
     /// and extended with the slot) before the request passes.
-    MintWithSlot {
-        call: StoreFuture<Minted>,
-        admission: Admission,
-        /// The fresh admission token.
-        token: Option<Issued>,
-        minting: Minting,
-    },
+    MintWithSlot(MintWithSlot),
     /// The status endpoint for a visitor with a valid admission token, single-use tickets on.
-    StatusTicket {
-        call: StoreFuture<Minted>,
-        minting: Minting,
-    },
+    StatusTicket(StatusTicket),
     /// A gated route's single-use ticket, being used.
-    Redeem {
-        call: StoreFuture<Redeemed>,
-        presented: Presented,
-    },
+    Redeem(Redeem),
 }
 
 impl Pending {
@@ -162,40 +211,14 @@ impl Pending {
                 let answer = ready!(call.as_mut().poll(cx));
                 Next::Answer(Self::after_status(room, answer, *cookie, *uses_headers))
             }
-            Pending::Sync { call, then } => {
-                let answer = ready!(call.as_mut().poll(cx));
-                let then = then.take().expect("a sync step answers once");
-                LineView::after_sync(room, then, answer, req)
-            }
-            Pending::Gate(step) => return step.poll_next(cx, room, req),
-            Pending::MintWithSlot {
-                call,
-                admission,
-                token,
-                minting,
-            } => {
-                let answer = ready!(call.as_mut().poll(cx));
-                room.tickets.after_mint(
-                    &room.core,
-                    &room.failures,
-                    answer,
-                    admission.clone(),
-                    token.take(),
-                    *minting,
-                )
-            }
-            Pending::StatusTicket { call, minting } => Next::Answer(room.tickets.after_status(
-                &room.core,
-                &room.failures,
-                ready!(call.as_mut().poll(cx)),
-                *minting,
-            )),
-            Pending::Redeem { call, presented } => room.tickets.after_redeem(
-                &room.core,
-                &room.failures,
-                ready!(call.as_mut().poll(cx)),
-                *presented,
-            ),
+            Pending::Sync(step) => match ready!(step.poll_answer(cx, room, req)) {
+                Ok(res) => Next::Answer(res),
+                Err(poll) => Self::unanswered(&room.core, poll),
+            },
+            Pending::Gate(step) => ready!(step.poll_next(cx, room, req)).into(),
+            Pending::MintWithSlot(step) => ready!(step.poll_next(cx, room)).into(),
+            Pending::StatusTicket(step) => Next::Answer(ready!(step.poll_answer(cx, room))),
+            Pending::Redeem(step) => ready!(step.poll_next(cx, room)).into(),
             Pending::Leave { call } => Next::Answer(match ready!(call.as_mut().poll(cx)) {
                 Ok(_) => room.core.counted(
                     Stage::Endpoint,
@@ -265,6 +288,20 @@ impl Pending {
         })
     }
 
+    /// A waiting poll the gateway's snapshot could not answer: the store is asked, as it is
+    /// without a snapshot.
+    fn unanswered(core: &Core, poll: WaitingPoll) -> Next {
+        let WaitingPoll {
+            cookie,
+            uses_headers,
+            asking,
+        } = poll;
+        match asking {
+            Asking::Page => Self::enter(core, cookie.session(), Some(cookie), false, uses_headers),
+            Asking::Status => Self::status(core, cookie, uses_headers),
+        }
+    }
+
     /// `res`, with the queue cookie issued again if the store placed the visitor elsewhere
     /// than it says: the gateway answers their next polls from its snapshot by it.
     fn with_place(
@@ -305,14 +342,18 @@ impl Pending {
         let next = match answer {
             Ok(Decision::Admitted { expires_at_ms }) => {
                 // A new slot or a claimed grant: with tickets on, the visitor's ticket too.
-                let pass = Self::admitted(room, asked, expires_at_ms, req);
-                return room.tickets.with_slot(
-                    core,
-                    pass,
-                    expires_at_ms,
-                    asked.uses_headers,
-                    asked.now,
-                );
+                let (admission, token) = Self::admitted(room, asked, expires_at_ms, req);
+                return room
+                    .tickets
+                    .with_slot(
+                        core,
+                        admission,
+                        Some(token),
+                        expires_at_ms,
+                        asked.uses_headers,
+                        asked.now,
+                    )
+                    .into();
             }
             Ok(Decision::Waiting {
                 position,
@@ -366,7 +407,7 @@ impl Pending {
         let core = &room.core;
         match answer {
             Ok(Decision::Admitted { expires_at_ms }) => {
-                let pass = core.counted(
+                let (admission, token) = core.counted(
                     Stage::Store,
                     Outcome::Admitted,
                     Self::admitted(room, asked, expires_at_ms, req),
@@ -374,7 +415,15 @@ impl Pending {
                 // The slot lives on: with tickets on, so does its ticket (the same one,
                 // extended; a browser never asks the status endpoint once inside).
                 room.tickets
-                    .with_slot(core, pass, expires_at_ms, asked.uses_headers, asked.now)
+                    .with_slot(
+                        core,
+                        admission,
+                        Some(token),
+                        expires_at_ms,
+                        asked.uses_headers,
+                        asked.now,
+                    )
+                    .into()
             }
             // The slot is gone (expired or released): back to stage 3 as a queued visitor, a
             // second store call, so a second count against the poll limit. Over it, the token
@@ -549,8 +598,14 @@ impl Pending {
         Next::Answer(Replies(core).reject(&error_rejection(&e), req))
     }
 
-    /// The store granted or extended the slot: pass, with a fresh admission token.
-    fn admitted<B>(room: &Room, asked: Asked, expires_at_ms: u64, req: &Request<B>) -> Next {
+    /// The store granted or extended the slot: the admission the request passes with, and a
+    /// fresh admission token.
+    fn admitted<B>(
+        room: &Room,
+        asked: Asked,
+        expires_at_ms: u64,
+        req: &Request<B>,
+    ) -> (Admission, Issued) {
         let core = &room.core;
         let Asked {
             session,
@@ -569,9 +624,9 @@ impl Pending {
             value,
             secs_ceil(expires_at_ms.saturating_sub(now)),
         );
-        Next::Pass {
-            admission: core.admission(session, expires_at_ms, AdmittedBy::Store),
-            set_cookie: Some(issued),
-        }
+        (
+            core.admission(session, expires_at_ms, AdmittedBy::Store),
+            issued,
+        )
     }
 }

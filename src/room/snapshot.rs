@@ -23,13 +23,15 @@
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::task::{ready, Context, Poll};
 
-use http::{HeaderName, HeaderValue, Request};
+use bytes::Bytes;
+use http::{HeaderName, HeaderValue, Request, Response};
 
 use super::failure::FailureLog;
-use super::pending::{Next, Pending};
 use super::reply::{waiting_rejection, Replies};
 use super::shared::Core;
+use super::verdict::Verdict;
 use super::Room;
 use crate::outcome::Rejection;
 use crate::session::SessionId;
@@ -277,11 +279,38 @@ pub(crate) enum Asking {
     Status,
 }
 
+/// A waiting poll: the visitor's queue cookie, whether they carry the room's values in
+/// headers, and what they asked for.
+pub(crate) struct WaitingPoll {
+    pub(super) cookie: QueueCookie,
+    pub(super) uses_headers: bool,
+    pub(super) asking: Asking,
+}
+
+/// The gateway's snapshot is due: its refresh in flight, then the waiting poll that found it
+/// due is answered.
+pub(crate) struct SyncStep {
+    call: StoreFuture<RoomSnapshot>,
+    then: Option<AfterSync>,
+}
+
+impl SyncStep {
+    /// Waits for the refresh, then answers the poll (see [`LineView::after_sync`]).
+    pub(super) fn poll_answer<B>(
+        &mut self,
+        cx: &mut Context<'_>,
+        room: &Room,
+        req: &Request<B>,
+    ) -> Poll<Result<Response<Bytes>, WaitingPoll>> {
+        let answer = ready!(self.call.as_mut().poll(cx));
+        let then = self.then.take().expect("a sync step answers once");
+        Poll::Ready(LineView::after_sync(room, then, answer, req))
+    }
+}
+
 /// A waiting poll whose answer waits for the snapshot's refresh.
-pub(crate) struct AfterSync {
-    cookie: QueueCookie,
-    uses_headers: bool,
-    asking: Asking,
+struct AfterSync {
+    poll: WaitingPoll,
     refresh: Refresh,
 }
 
@@ -313,6 +342,7 @@ impl Drop for Refresh {
 impl LineView {
     /// A waiting poll answered from the gateway's snapshot, or (the snapshot is due) the
     /// refresh after which it is; `None` when the store must be asked (see the module docs).
+    /// Never a pass: only the store lets anyone in.
     pub(super) fn at_gateway<B>(
         self: &Arc<Self>,
         core: &Core,
@@ -321,7 +351,7 @@ impl LineView {
         uses_headers: bool,
         asking: Asking,
         now: u64,
-    ) -> Option<Next> {
+    ) -> Option<Verdict<SyncStep>> {
         if !self.supported() {
             return None;
         }
@@ -330,12 +360,14 @@ impl LineView {
             return None;
         }
         if let Some((call, refresh)) = self.start_refresh(core, now) {
-            return Some(Next::ask(Pending::Sync {
+            return Some(Verdict::Step(SyncStep {
                 call,
                 then: Some(AfterSync {
-                    cookie,
-                    uses_headers,
-                    asking,
+                    poll: WaitingPoll {
+                        cookie,
+                        uses_headers,
+                        asking,
+                    },
                     refresh,
                 }),
             }));
@@ -350,6 +382,7 @@ impl LineView {
             asking,
             now,
         )
+        .map(Verdict::Answer)
     }
 
     /// The snapshot's refresh, if it is due and no other is in flight: the store call, sent
@@ -449,7 +482,7 @@ impl LineView {
         place: Place,
         asking: Asking,
         now: u64,
-    ) -> Option<Next> {
+    ) -> Option<Response<Bytes>> {
         let rejection = self.waiting_by_snapshot(core, snapshot, session, place, now)?;
         let mut res = match asking {
             Asking::Page => Replies(core).reject(&rejection, req),
@@ -458,7 +491,7 @@ impl LineView {
         // When the position was true: the snapshot's time, by the store's clock.
         res.headers_mut()
             .insert(POSITION_AS_OF, HeaderValue::from(snapshot.taken_at_ms));
-        Some(core.counted(Stage::Snapshot, Outcome::Waiting, Next::Answer(res)))
+        Some(core.counted(Stage::Snapshot, Outcome::Waiting, res))
     }
 
     /// Where `place` stands in `snapshot` (1-based); `None` ahead of its head. A registrant's
@@ -491,26 +524,23 @@ impl LineView {
     }
 
     /// The refresh is back: hold the new snapshot (or note the failure), then answer the poll
-    /// that made it, from the snapshot if it can be, else by asking the store as before.
-    pub(super) fn after_sync<B>(
+    /// that made it, from the snapshot if it can be; `Err` with the poll when it cannot, for
+    /// the store to be asked as before.
+    fn after_sync<B>(
         room: &Room,
         then: AfterSync,
         answer: Result<RoomSnapshot, StoreError>,
         req: &Request<B>,
-    ) -> Next {
-        let AfterSync {
-            cookie,
-            uses_headers,
-            asking,
-            refresh,
-        } = then;
+    ) -> Result<Response<Bytes>, WaitingPoll> {
+        let AfterSync { poll, refresh } = then;
+        let WaitingPoll { cookie, asking, .. } = poll;
         let core = &room.core;
         room.line.refreshed(core, &room.failures, refresh, answer);
         let now = core.now_ms();
         let session = cookie.session();
         if let (Some(held), Some(place)) = (room.line.fresh(now), cookie.place()) {
             if !room.line.is_forgotten(session) {
-                if let Some(next) = room.line.answer_from_snapshot(
+                if let Some(res) = room.line.answer_from_snapshot(
                     core,
                     &held.snapshot,
                     req,
@@ -519,14 +549,11 @@ impl LineView {
                     asking,
                     now,
                 ) {
-                    return next;
+                    return Ok(res);
                 }
             }
         }
-        match asking {
-            Asking::Page => Pending::enter(core, session, Some(cookie), false, uses_headers),
-            Asking::Status => Pending::status(core, cookie, uses_headers),
-        }
+        Err(poll)
     }
 }
 

@@ -26,6 +26,7 @@
 
 use std::ops::Not;
 use std::sync::Arc;
+use std::task::{ready, Context, Poll};
 
 use bytes::Bytes;
 use http::{Request, Response, StatusCode};
@@ -33,34 +34,101 @@ use serde::Serialize;
 
 use super::failure::FailureLog;
 use super::gate::Refusal;
-use super::pending::{Next, Pending};
 use super::reply::{store_error_json, Issued, Replies};
 use super::shared::Core;
+use super::verdict::Verdict;
 use super::Room;
 use crate::clock::secs_ceil;
 use crate::cookies::{self, Wanted};
 use crate::outcome::{Admission, AdmittedBy};
 use crate::response::{json_response, StatusBody};
 use crate::session::SessionId;
-use crate::store::{Minted, Redeemed, StoreError, TicketNonce};
+use crate::store::{Minted, Redeemed, StoreError, StoreFuture, TicketNonce};
 use crate::telemetry::{Outcome, Stage};
 use crate::token::{AdmissionTicket, TicketRefusal};
 use crate::vocab::ADMISSION_TICKET as TICKET_HEADER;
 
 /// A valid ticket found in a request, on its way to the store.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct Presented {
+struct Presented {
     ticket: AdmissionTicket,
 }
 
 /// What minting a ticket needs to issue it once the store answers.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct Minting {
+struct Minting {
     session: SessionId,
     /// The slot's expiry: the ticket's, and its record's.
     expires_at_ms: u64,
     uses_headers: bool,
     now: u64,
+}
+
+/// The store just granted or extended the visitor's slot (a new slot, a claimed grant, or a
+/// heartbeat), and is asked for their ticket (minted, or found and extended with the slot)
+/// before the request passes.
+pub(crate) struct MintWithSlot {
+    call: StoreFuture<Minted>,
+    admission: Admission,
+    /// The fresh admission token.
+    token: Option<Issued>,
+    minting: Minting,
+}
+
+impl MintWithSlot {
+    /// Waits for the mint, then passes (see [`Tickets::after_mint`]).
+    pub(super) fn poll_next(&mut self, cx: &mut Context<'_>, room: &Room) -> Poll<Verdict> {
+        let answer = ready!(self.call.as_mut().poll(cx));
+        Poll::Ready(room.tickets.after_mint(
+            &room.core,
+            &room.failures,
+            answer,
+            self.admission.clone(),
+            self.token.take(),
+            self.minting,
+        ))
+    }
+}
+
+/// The status endpoint for a visitor with a valid admission token: their ticket, being minted
+/// or found.
+pub(crate) struct StatusTicket {
+    call: StoreFuture<Minted>,
+    minting: Minting,
+}
+
+impl StatusTicket {
+    /// Waits for the mint, then answers (see [`Tickets::after_status`]).
+    pub(super) fn poll_answer(
+        &mut self,
+        cx: &mut Context<'_>,
+        room: &Room,
+    ) -> Poll<Response<Bytes>> {
+        Poll::Ready(room.tickets.after_status(
+            &room.core,
+            &room.failures,
+            ready!(self.call.as_mut().poll(cx)),
+            self.minting,
+        ))
+    }
+}
+
+/// A gated route's single-use ticket, being used.
+pub(crate) struct Redeem {
+    call: StoreFuture<Redeemed>,
+    presented: Presented,
+}
+
+impl Redeem {
+    /// Waits for the store, then passes or refuses (see [`Tickets::after_redeem`]).
+    pub(super) fn poll_next(&mut self, cx: &mut Context<'_>, room: &Room) -> Poll<Verdict> {
+        Poll::Ready(room.tickets.after_redeem(
+            &room.core,
+            &room.failures,
+            ready!(self.call.as_mut().poll(cx)),
+            self.presented,
+        ))
+    }
 }
 
 /// Single-use checkout tickets: minted with a slot or on the status endpoint, redeemed once at
@@ -92,38 +160,38 @@ impl Tickets {
         self.on
     }
 
-    /// The store granted or extended the visitor's slot (`pass`, with its fresh admission
-    /// token): with tickets on, one more store call mints their ticket, or finds it and extends
-    /// it to the slot's new expiry, before the request passes; otherwise `pass`. So the ticket
-    /// (its record and its cookie) lives as long as the slot, however often it is renewed.
+    /// The store granted or extended the visitor's slot (the request passes as `admission`,
+    /// with its fresh admission token): with tickets on, one more store call mints their
+    /// ticket, or finds it and extends it to the slot's new expiry, before the request passes;
+    /// otherwise it passes now. So the ticket (its record and its cookie) lives as long as the
+    /// slot, however often it is renewed.
     pub(super) fn with_slot(
         &self,
         core: &Core,
-        pass: Next,
+        admission: Admission,
+        token: Option<Issued>,
         expires_at_ms: u64,
         uses_headers: bool,
         now: u64,
-    ) -> Next {
-        match pass {
-            Next::Pass {
+    ) -> Verdict<MintWithSlot> {
+        if !self.on {
+            return Verdict::Pass {
                 admission,
-                set_cookie,
-            } if self.on => {
-                let minting = Minting {
-                    session: admission.session,
-                    expires_at_ms,
-                    uses_headers,
-                    now,
-                };
-                Next::ask(Pending::MintWithSlot {
-                    call: Self::mint(core, &minting),
-                    admission,
-                    token: set_cookie,
-                    minting,
-                })
-            }
-            next => next,
+                set_cookie: token,
+            };
         }
+        let minting = Minting {
+            session: admission.session,
+            expires_at_ms,
+            uses_headers,
+            now,
+        };
+        Verdict::Step(MintWithSlot {
+            call: Self::mint(core, &minting),
+            admission,
+            token,
+            minting,
+        })
     }
 
     fn mint(core: &Core, m: &Minting) -> crate::store::StoreFuture<Minted> {
@@ -138,7 +206,7 @@ impl Tickets {
     /// The mint after an admission or a heartbeat answered: pass, with the (re-issued) ticket
     /// when it is unused; a used one sets nothing. A failed mint still passes: the admission is
     /// real, and the next heartbeat (or the status endpoint) hands the ticket out later.
-    pub(super) fn after_mint(
+    fn after_mint(
         &self,
         core: &Core,
         failures: &FailureLog,
@@ -146,7 +214,7 @@ impl Tickets {
         admission: Admission,
         token: Option<Issued>,
         minting: Minting,
-    ) -> Next {
+    ) -> Verdict {
         let ticket = match answer {
             Ok(Minted::Ticket {
                 nonce,
@@ -162,7 +230,7 @@ impl Tickets {
             (Some(token), Some(ticket)) => Some(token.and(ticket)),
             (token, ticket) => token.or(ticket),
         };
-        Next::Pass {
+        Verdict::Pass {
             admission,
             set_cookie,
         }
@@ -201,23 +269,23 @@ impl Tickets {
         expires_at_ms: u64,
         uses_headers: bool,
         now: u64,
-    ) -> Next {
+    ) -> StatusTicket {
         let minting = Minting {
             session,
             expires_at_ms,
             uses_headers,
             now,
         };
-        Next::ask(Pending::StatusTicket {
+        StatusTicket {
             call: Self::mint(core, &minting),
             minting,
-        })
+        }
     }
 
     /// `200 {"state":"admitted",...}`, with the ticket (cookie; and header and `"ticket"` for
     /// header clients), or `"ticket_used": true`. A failed mint answers without a ticket: the
     /// visitor is admitted all the same, and can ask again.
-    pub(super) fn after_status(
+    fn after_status(
         &self,
         core: &Core,
         failures: &FailureLog,
@@ -259,24 +327,29 @@ impl Tickets {
 
     /// The redeem step of a gated route of a room with tickets on (see
     /// [`Gates::admit`](super::gate::Gates::admit)): the request's ticket, checked here (MAC, room, expiry) and then
-    /// used in the store. Says [`Next::Pass`] (admitted [`AdmittedBy::Ticket`]) exactly once
+    /// used in the store. Says [`Verdict::Pass`] (admitted [`AdmittedBy::Ticket`]) exactly once
     /// per ticket across all gateways, and otherwise answers `403` with the reason, `429` over
     /// the session's poll limit, or `503` when the store fails (see the [module docs](self)).
     /// Nothing is asked of the store for a missing, forged, tampered, other-room or expired
     /// ticket. `others`: the other rooms behind the same layer, to tell `other_room`. Counted
     /// once, at stage `gate`.
-    pub(super) fn redeem<B>(&self, core: &Core, req: &Request<B>, others: &[Arc<Room>]) -> Next {
+    pub(super) fn redeem<B>(
+        &self,
+        core: &Core,
+        req: &Request<B>,
+        others: &[Arc<Room>],
+    ) -> Verdict<Redeem> {
         let now = core.now_ms();
         let presented = match Self::presented(core, req, others, now) {
             Ok(presented) => presented,
-            Err(refusal) => return Next::Answer(refusal.answer(core)),
+            Err(refusal) => return Verdict::Answer(refusal.answer(core)),
         };
         let session = presented.ticket.session();
         if let Err(wait) = core.check_polls(session, now) {
             let res = Replies(core).limited(wait, req);
-            return core.counted(Stage::Gate, Outcome::Limited, Next::Answer(res));
+            return core.counted(Stage::Gate, Outcome::Limited, Verdict::Answer(res));
         }
-        Next::ask(Pending::Redeem {
+        Verdict::Step(Redeem {
             call: core
                 .store
                 .redeem_ticket(&core.config.policy, session, presented.ticket.nonce()),
@@ -285,13 +358,13 @@ impl Tickets {
     }
 
     /// The store's answer to a redeem.
-    pub(super) fn after_redeem(
+    fn after_redeem(
         &self,
         core: &Core,
         failures: &FailureLog,
         answer: Result<Redeemed, StoreError>,
         presented: Presented,
-    ) -> Next {
+    ) -> Verdict {
         let ticket = presented.ticket;
         match answer {
             // The ticket cookie stays (until its expiry): the browser's next use of it (a
@@ -299,21 +372,21 @@ impl Tickets {
             Ok(Redeemed::Accepted) => core.counted(
                 Stage::Gate,
                 Outcome::Admitted,
-                Next::pass(core.admission(
+                Verdict::pass(core.admission(
                     ticket.session(),
                     ticket.expires_at_ms(),
                     AdmittedBy::Ticket,
                 )),
             ),
-            Ok(Redeemed::Used) => Next::Answer(Refusal::TicketUsed.answer(core)),
+            Ok(Redeemed::Used) => Verdict::Answer(Refusal::TicketUsed.answer(core)),
             // The visitor left (or was dropped, or the app ended the slot): the ticket would let
             // someone past the capacity, so it is refused (and stays unused).
-            Ok(Redeemed::SlotEnded) => Next::Answer(Refusal::SlotEnded.answer(core)),
+            Ok(Redeemed::SlotEnded) => Verdict::Answer(Refusal::SlotEnded.answer(core)),
             // A genuine ticket the store does not hold: its record was lost (an eviction, a
             // flushed store), replaced by the ticket of the session's next admission, or ended
             // on the store's clock before the gateway's. It cannot be shown unused, so it is
             // refused.
-            Ok(_) => Next::Answer(Refusal::TicketInvalid.answer(core)),
+            Ok(_) => Verdict::Answer(Refusal::TicketInvalid.answer(core)),
             // A single-use ticket cannot be honoured without the store: only the store knows
             // whether it was used, and letting it through (fail open) would let every copy of
             // it through. So `503` under either fail policy; the ticket stays unused (nothing
@@ -322,7 +395,7 @@ impl Tickets {
                 failures.log(core, &e, "redeem_ticket");
                 core.metrics
                     .request(Stage::Gate, Outcome::of_error(&e, false));
-                Next::Answer(store_error_json(core.config.room(), &e))
+                Verdict::Answer(store_error_json(core.config.room(), &e))
             }
         }
     }
@@ -410,6 +483,7 @@ mod tests {
     use super::*;
     use crate::clock::{Clock, ManualClock};
     use crate::config::{FailPolicy, RoomPolicy};
+    use crate::room::Next;
     use crate::store::{
         Decision, MemoryStore, RoomStats, SettingsChange, SettingsUpdate, Store, StoreErrorKind,
         StoreFuture,

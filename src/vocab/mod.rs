@@ -9,6 +9,7 @@
 //! | `place.rs` | [`Place`]: where a waiter stands in the line | `store::Place` |
 //! | `nonce.rs` | [`TicketNonce`]: which single-use ticket a signed ticket stands for | `store::TicketNonce` |
 //! | here | [`ADMISSION_TICKET_HEADER`]: the header that carries an admission to gated routes | `routing::ADMISSION_TICKET_HEADER` |
+//! | here | [`BREAKER_STATE`]: the gauge the Redis store's circuit breaker sets | `telemetry::BREAKER_STATE` |
 
 mod nonce;
 mod place;
@@ -29,3 +30,7 @@ pub const ADMISSION_TICKET_HEADER: &str = "x-admission-ticket";
 /// single-use tickets read and write.
 pub(crate) const ADMISSION_TICKET: http::HeaderName =
     http::HeaderName::from_static(ADMISSION_TICKET_HEADER);
+
+/// The Redis store's circuit breaker, labelled `store` with the store's key prefix: 0 closed,
+/// 1 open, 2 half-open (one probe in flight). Set on each change. Gauge.
+pub const BREAKER_STATE: &str = "waiting_room_store_breaker_state";

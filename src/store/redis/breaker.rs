@@ -24,7 +24,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::store::{StoreError, StoreErrorKind};
-use crate::telemetry::{self, BreakerState};
 
 /// Counters of a [`RedisStore`](crate::store::RedisStore)'s calls, by outcome. Every failed call
 /// is counted in exactly one error class.
@@ -134,6 +133,27 @@ impl ErrorClass {
 /// How often an error class that keeps happening is logged again (with its count).
 pub(crate) const REPORT_EVERY: Duration = Duration::from_secs(60);
 
+/// The states of the breaker's gauge, [`BREAKER_STATE`](crate::telemetry::BREAKER_STATE).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum BreakerState {
+    Closed = 0,
+    Open = 1,
+    HalfOpen = 2,
+}
+
+/// Sets the breaker's gauge of the store whose key prefix is `store`. Only on a change of state,
+/// so its label is made here.
+fn breaker_state(store: &Arc<str>, state: BreakerState) {
+    #[cfg(feature = "metrics")]
+    metrics::gauge!(
+        crate::vocab::BREAKER_STATE,
+        "store" => metrics::SharedString::from(store.clone())
+    )
+    .set(state as u8 as f64);
+    #[cfg(not(feature = "metrics"))]
+    let _ = (store, state);
+}
+
 /// The circuit breaker shared by every clone of a store, with the store's counters.
 pub(super) struct Breaker {
     attempts: AtomicU64,
@@ -203,7 +223,7 @@ impl Breaker {
     /// The breaker of the store with key prefix `id`, for its gauge.
     pub(super) fn named(mut self, id: Arc<str>) -> Self {
         self.id = id;
-        telemetry::breaker_state(&self.id, BreakerState::Closed);
+        breaker_state(&self.id, BreakerState::Closed);
         self
     }
 
@@ -231,7 +251,7 @@ impl Breaker {
                     .compare_exchange(started, now, Ordering::AcqRel, Ordering::Acquire)
                     .is_ok()
             {
-                telemetry::breaker_state(&self.id, BreakerState::HalfOpen);
+                breaker_state(&self.id, BreakerState::HalfOpen);
                 return Ok(self.permit(Some(now)));
             }
         }
@@ -289,7 +309,7 @@ impl Breaker {
         let was_closed = self.open_until.swap(until, Ordering::AcqRel) == 0;
         if was_closed || probe {
             // Closed or half-open to open; a second failure while open changes nothing.
-            telemetry::breaker_state(&self.id, BreakerState::Open);
+            breaker_state(&self.id, BreakerState::Open);
         }
         if was_closed {
             // A change: closed to open. A failed probe or a second failure while open is not.
@@ -316,7 +336,7 @@ impl Breaker {
         if self.open_until.load(Ordering::Acquire) != 0
             && self.open_until.swap(0, Ordering::AcqRel) != 0
         {
-            telemetry::breaker_state(&self.id, BreakerState::Closed);
+            breaker_state(&self.id, BreakerState::Closed);
             let skipped =
                 self.skipped.load(Ordering::Relaxed) - self.skipped_at_open.load(Ordering::Relaxed);
             let failed_probes = self.failed_probes.load(Ordering::Relaxed);

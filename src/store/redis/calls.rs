@@ -285,7 +285,7 @@ room_args! {
 /// name, and the arguments; `None` for another `op`.
 pub(crate) fn visitor_call(
     op: &str,
-    policy: &crate::RoomPolicy,
+    policy: &RoomPolicy,
     session: &[u8],
     schedule: Option<String>,
 ) -> Option<(&'static str, Vec<Vec<u8>>)> {
