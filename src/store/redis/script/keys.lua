@@ -86,7 +86,7 @@ local TURN_EPOCHS, ABANDON_EPOCHS = 4, 2
 local EXACT_RANKS, CHECKPOINT_GAP = 100, 100
 
 -- Constant across calls, so made once here at load: the chunk size, the "no expiry" due time,
--- each ring's settings field names, and the Bloom size of each max_queue_len seen (memo).
+-- each ring's settings field names.
 -- Redis refuses more arguments in one command than it is wise to send: BITFIELD and ZMSCORE
 -- take at most this many sessions at a time (two bits each).
 local CHUNK = 500
@@ -108,7 +108,6 @@ for i = 0, TURN_EPOCHS + 1 do FIRST_FIELDS[i] = 'turn' .. i .. 'first' end
 -- cursor, the other bitmaps' epochs) only when a call needs them (`load_more`, `load_ring`).
 local RING_FIELD_AT = 14
 local FROM_FIELD_AT = 16
-local BLOOM_BITS = {}
 -- The rings as the fast path sees them: the first key, the keys, the epochs per TTL, and
 -- whether the TTL is abandon_after (else queue_ttl; each at least queue_ttl), as F.make_ring.
 local FAST_RINGS = {
