@@ -60,8 +60,7 @@
 --  10 .. 15 turn0 .. turn5        string  the turn ring: TURN_EPOCHS + 2 liveness bitmaps
 --  16 .. 19 abandon0 .. abandon3  string  the abandon ring: ABANDON_EPOCHS + 2 liveness bitmaps
 --  20 fast     string  the fast path's window (see The fast path): '<since>:<from>:<till>:<for>',
---                      then, in a small room, a NUL and the slot holders' ids; with a TTL that
---                      ends it before till; absent: closed
+--                      with a TTL that ends it before till; absent: closed
 --  21 ticket   string  release and ban only: the session's single-use ticket record
 --                      (tickets.lua's R.keys[1]), ended with the slot in free_session
 
@@ -121,8 +120,6 @@ local K_FAST, K_TICKET = 20, 21
 local FAST_NUMBERS = '^(%d+):(%d+):(%d+)$'
 local MAIN_NUMBERS = '^(%d+):(%d+):(%d+):(%d+):(%d+):(%d+):(%d+):(%d+):(%d+):(%d+)$'
 -- The window's value: since, from, till, what it holds for (whose first number is the line's
--- bound), then nothing, or a NUL and the slot holders' ids (16 bytes each) of a small room.
-local WINDOW = '^(%d+):(%d+):(%d+):((%d+):[^%z]*)(.*)$'
--- A room with at most this many slots taken has its holders in the window: a newcomer is then
--- told from a holder without the two slot lookups.
-local HOLDERS_IN_WINDOW = 16
+-- bound). What may follow a NUL is not read: `twr_room_v7`, which shares the window, writes a
+-- small room's slot holders there.
+local WINDOW = '^(%d+):(%d+):(%d+):((%d+):[^%z]*)'
