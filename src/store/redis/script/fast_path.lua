@@ -38,9 +38,10 @@
 -- NX: the number is given back (DECR, or DEL when it was the first: seq is then as it was, as
 -- main leaves it), and their place looked up. A waiter is checked in (TIME, the BITFIELD of each
 -- ring's current key, whose numbers go as strings: Lua's own number to string conversion,
--- %.17g, costs more than the commands) and told their rank (ZRANK). A server clock that went
--- back before the window's `from` is main's for a
--- waiter (their bits go by the time); a newcomer's join does not read the clock. With an
+-- %.17g, costs more than the commands, 15 % of a waiter's fast enter at 2M,
+-- bench: docs/benchmarks.md#each-shortcut-measured) and told their rank (ZRANK). A server
+-- clock that went back before the window's `from` is main's for a waiter (their bits go by
+-- the time); a newcomer's join does not read the clock. With an
 -- injected clock (`now` not 0: tests) the window is judged by that clock, from <= now < till,
 -- not by the key's expiry. A lost bitmap is seen by its sentinel as main sees it, marked, and
 -- closes the window. Everything else (a claim, a room with free slots, a call before the
@@ -175,6 +176,8 @@ function F.fast_enter(keys, args, join)
   if not place then
     -- A newcomer (or a join, which looks for the place only if the number finds one).
     local seq = redis.call('INCR', k_seq)
+    -- Formatted once for ZCOUNT and ZADD: about 3 % of a fast join at 2M
+    -- (bench: docs/benchmarks.md#each-shortcut-measured).
     local number = string.format('%d', seq)
     if redis.call('ZCOUNT', k_line, number, '+inf') > 0 then
       -- Someone in line has this number or a later one: seq went back (lost or reset), and
