@@ -347,3 +347,69 @@ async fn the_previous_library_and_this_one_share_a_room() {
         Decision::Waiting { position: 1, .. }
     ));
 }
+
+/// v7 writes a small room's slot holders into the fast path's window (after a NUL); this
+/// library does not, and reads such a window by its text alone: a newcomer's join is answered
+/// from it, and a holder it names is still told by the slot lookups (a claim, main's).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_window_naming_holders_is_answered_from_by_this_library() {
+    let (server, mut c) = server_with(V7_LIBRARY).await;
+    let store = RedisStore::builder()
+        .url(server.url())
+        .timeout(Duration::from_secs(5))
+        .build()
+        .unwrap();
+    let policy = RoomPolicy::new("holders", 1)
+        .with_ttls(
+            Duration::from_secs(3_600),
+            Duration::from_secs(60),
+            Duration::from_secs(120),
+        )
+        .with_max_queue_len(1_000);
+    let keys = redis_keys(&store, "holders").to_vec();
+    let window = keys.iter().find(|k| k.ends_with(":fast")).unwrap().clone();
+    let v7 = |op, session| (op, session, "0");
+    let (holder, a, b) = (
+        SessionId::random(),
+        SessionId::random(),
+        SessionId::random(),
+    );
+    let reply = older_call(&mut c, V7_FUNCTION, &keys, &policy, v7("join", holder))
+        .await
+        .unwrap();
+    assert_eq!(code(&reply), 1, "v7 lets the first in: {reply:?}");
+    // A window v7's main opened in the same second as the join that noted the arrival.
+    let mut held = Vec::new();
+    for _ in 0..20 {
+        let _: u64 = c.del(&window).await.unwrap();
+        let reply = older_call(&mut c, V7_FUNCTION, &keys, &policy, v7("enter", a))
+            .await
+            .unwrap();
+        assert_eq!(code(&reply), 2, "{reply:?}");
+        let value: Vec<u8> = c.get(&window).await.unwrap();
+        if !value.is_empty() {
+            held = hold_window(&mut c, &window).await;
+            break;
+        }
+    }
+    let mut named = vec![0u8];
+    named.extend_from_slice(holder.as_bytes());
+    assert!(held.ends_with(&named), "v7 names the holder: {held:?}");
+
+    assert!(matches!(
+        store.join(&policy, b).await.unwrap(),
+        Decision::Waiting { position: 2, .. }
+    ));
+    let now: Vec<u8> = c.get(&window).await.unwrap();
+    assert_eq!(
+        now, held,
+        "the join was answered from v7's window, main not run"
+    );
+    assert!(
+        matches!(
+            store.enter(&policy, holder).await.unwrap(),
+            Decision::Admitted { .. }
+        ),
+        "the holder claims their slot"
+    );
+}

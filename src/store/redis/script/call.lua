@@ -3,7 +3,8 @@
 -- header above its body (visitor.lua, sync.lua, operator.lua) gives its KEYS, ARGV and reply.
 --
 -- ARGV (few and packed: Redis makes a string of each, and Lua another, on every call, which
--- cost a short call more than a command), first in every function:
+-- cost a short call more than a command: 10 % of a fast join, 8 % of a heartbeat at 2M;
+-- bench: docs/benchmarks.md#each-shortcut-measured), first in every function:
 --   1 now           the time in ms, or 0 (NOW_FROM_SERVER) to use the server's TIME (shared by
 --                   every gateway)
 --   2 line_numbers  '<max_queue_len>:<queue_ttl_ms>:<abandon_after_ms>', the numbers the fast
@@ -35,7 +36,8 @@ local CALL_ARGS = 4
 -- One call's state, from its keys and arguments: R is made anew by every FCALL (the functions
 -- are defined once, when the library is loaded), in ONE table constructor, so that its hash
 -- part is sized once instead of growing field by field (the nil ones are set later in the
--- call: the constructor still sizes the table for them). `op` is the operation, `own` how
+-- call: the constructor still sizes the table for them: 5 % of a heartbeat, 3 % of a poll
+-- at 2M; bench: docs/benchmarks.md#each-shortcut-measured). `op` is the operation, `own` how
 -- many arguments of its own it takes after the call's, the first of them its session (or
 -- sync's list of sessions) when `has_session`. Returns an error reply for arguments that
 -- cannot be read, else nil.

@@ -25,24 +25,23 @@
 -- Liveness: joined since); `from`, when main opened it.
 -- In the window, an enter reads the window (GET) and answers here only when main would answer
 -- the same from the same reads: the caller holding no slot (else main claims or extends it),
--- told by ZSCORE of active and granted, or, in a room with at most HOLDERS_IN_WINDOW slots
--- taken, by the holders' ids that main wrote into the window (the holders change only by main,
--- which writes the window again whenever it runs).
+-- told by ZSCORE of active and granted.
 -- An `enter` looks for the caller's place (ZSCORE line); a `join` (the gateway knows of no
 -- place: twr_room_v8_join, visitor.lua) does not, first. A newcomer takes the next number
 -- (INCR) and joins with it (ZADD NX) when nobody in line has that number or a later one (one ZCOUNT: main's tail check;
 -- otherwise seq went back, and main places them after the last waiter), and is alive by the
 -- join when the number is above `since`, as main decides it: for a join GET, ZSCORE active and
--- granted, ZCARD line, INCR, ZCOUNT, ZADD (7 redis.calls, 5 in a small room; no TIME: the
+-- granted, ZCARD line, INCR, ZCOUNT, ZADD (7 redis.calls; no TIME: the
 -- key's expiry is the window's end, and nothing a newcomer's join writes depends on the time).
 -- In a full line (ZCARD at the bound) nobody takes a number: a newcomer gets {3}, a waiter is
 -- found by ZSCORE. A join by a waiter (a reply lost, another gateway) adds nothing by its ZADD
 -- NX: the number is given back (DECR, or DEL when it was the first: seq is then as it was, as
 -- main leaves it), and their place looked up. A waiter is checked in (TIME, the BITFIELD of each
 -- ring's current key, whose numbers go as strings: Lua's own number to string conversion,
--- %.17g, costs more than the commands) and told their rank (ZRANK). A server clock that went
--- back before the window's `from` is main's for a
--- waiter (their bits go by the time); a newcomer's join does not read the clock. With an
+-- %.17g, costs more than the commands, 15 % of a waiter's fast enter at 2M,
+-- bench: docs/benchmarks.md#each-shortcut-measured) and told their rank (ZRANK). A server
+-- clock that went back before the window's `from` is main's for a waiter (their bits go by
+-- the time); a newcomer's join does not read the clock. With an
 -- injected clock (`now` not 0: tests) the window is judged by that clock, from <= now < till,
 -- not by the key's expiry. A lost bitmap is seen by its sentinel as main sees it, marked, and
 -- closes the window. Everything else (a claim, a room with free slots, a call before the
@@ -106,18 +105,7 @@ function F.keep_window(reply)
   local key = till and F.window_key(R.fast_numbers,
     R.scheduled_call and R.schedule_arg or nil)
   if key and till - 1 > R.now then
-    -- The window holds only while the room is full by its slots (F.window), and every slot
-    -- added or freed is main's, which writes the window again: so the holders it lists stay
-    -- the holders while it lasts.
-    local holders = ''
-    if R.capacity <= HOLDERS_IN_WINDOW then
-      local a = redis.call('ZRANGE', R.k_active, 0, HOLDERS_IN_WINDOW)
-      local g = redis.call('ZRANGE', R.k_granted, 0, HOLDERS_IN_WINDOW)
-      if #a + #g <= HOLDERS_IN_WINDOW then
-        holders = '\0' .. table.concat(a) .. table.concat(g)
-      end
-    end
-    redis.call('SET', R.k_fast, string.format('%d:%d:%d:', since, R.now, till) .. key .. holders,
+    redis.call('SET', R.k_fast, string.format('%d:%d:%d:', since, R.now, till) .. key,
       'PX', string.format('%d', till - 1 - R.now))
   else
     F.close_window(R.k_fast)
@@ -161,7 +149,7 @@ function F.fast_enter(keys, args, join)
   if (n ~= 5 and n ~= 6) or (args[4] ~= '0' and args[4] ~= '1') then return nil end
   local window = redis.call('GET', keys[K_FAST])
   if not window then return nil end
-  local since, from, till, held_for, max_queue, holders = string.match(window, WINDOW)
+  local since, from, till, held_for, max_queue = string.match(window, WINDOW)
   if not since or held_for ~= F.window_key(args[2], args[6]) then return nil end
   from, till = tonumber(from), tonumber(till)
   if args[1] ~= '0' then
@@ -173,13 +161,8 @@ function F.fast_enter(keys, args, join)
   -- The window holds only while the room is full by its slots (F.window): main would
   -- promote nobody.
   local s = args[5]
-  -- A slot to claim or extend: main's. A small room's window names its holders (an id found
-  -- across two of them is a false alarm: main's too).
-  if holders == '' then
-    if redis.call('ZSCORE', keys[3], s) or redis.call('ZSCORE', keys[4], s) then return nil end
-  elseif string.find(holders, s, 2, true) then
-    return nil
-  end
+  -- A slot to claim or extend: main's.
+  if redis.call('ZSCORE', keys[3], s) or redis.call('ZSCORE', keys[4], s) then return nil end
   local k_seq, k_line = keys[1], keys[2]
   local waiting = redis.call('ZCARD', k_line)
   local now, place, position
@@ -193,6 +176,8 @@ function F.fast_enter(keys, args, join)
   if not place then
     -- A newcomer (or a join, which looks for the place only if the number finds one).
     local seq = redis.call('INCR', k_seq)
+    -- Formatted once for ZCOUNT and ZADD: about 3 % of a fast join at 2M
+    -- (bench: docs/benchmarks.md#each-shortcut-measured).
     local number = string.format('%d', seq)
     if redis.call('ZCOUNT', k_line, number, '+inf') > 0 then
       -- Someone in line has this number or a later one: seq went back (lost or reset), and

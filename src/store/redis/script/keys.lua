@@ -60,8 +60,7 @@
 --  10 .. 15 turn0 .. turn5        string  the turn ring: TURN_EPOCHS + 2 liveness bitmaps
 --  16 .. 19 abandon0 .. abandon3  string  the abandon ring: ABANDON_EPOCHS + 2 liveness bitmaps
 --  20 fast     string  the fast path's window (see The fast path): '<since>:<from>:<till>:<for>',
---                      then, in a small room, a NUL and the slot holders' ids; with a TTL that
---                      ends it before till; absent: closed
+--                      with a TTL that ends it before till; absent: closed
 --  21 ticket   string  release and ban only: the session's single-use ticket record
 --                      (tickets.lua's R.keys[1]), ended with the slot in free_session
 
@@ -86,7 +85,7 @@ local TURN_EPOCHS, ABANDON_EPOCHS = 4, 2
 local EXACT_RANKS, CHECKPOINT_GAP = 100, 100
 
 -- Constant across calls, so made once here at load: the chunk size, the "no expiry" due time,
--- each ring's settings field names, and the Bloom size of each max_queue_len seen (memo).
+-- each ring's settings field names.
 -- Redis refuses more arguments in one command than it is wise to send: BITFIELD and ZMSCORE
 -- take at most this many sessions at a time (two bits each).
 local CHUNK = 500
@@ -108,7 +107,6 @@ for i = 0, TURN_EPOCHS + 1 do FIRST_FIELDS[i] = 'turn' .. i .. 'first' end
 -- cursor, the other bitmaps' epochs) only when a call needs them (`load_more`, `load_ring`).
 local RING_FIELD_AT = 14
 local FROM_FIELD_AT = 16
-local BLOOM_BITS = {}
 -- The rings as the fast path sees them: the first key, the keys, the epochs per TTL, and
 -- whether the TTL is abandon_after (else queue_ttl; each at least queue_ttl), as F.make_ring.
 local FAST_RINGS = {
@@ -122,8 +120,6 @@ local K_FAST, K_TICKET = 20, 21
 local FAST_NUMBERS = '^(%d+):(%d+):(%d+)$'
 local MAIN_NUMBERS = '^(%d+):(%d+):(%d+):(%d+):(%d+):(%d+):(%d+):(%d+):(%d+):(%d+)$'
 -- The window's value: since, from, till, what it holds for (whose first number is the line's
--- bound), then nothing, or a NUL and the slot holders' ids (16 bytes each) of a small room.
-local WINDOW = '^(%d+):(%d+):(%d+):((%d+):[^%z]*)(.*)$'
--- A room with at most this many slots taken has its holders in the window: a newcomer is then
--- told from a holder without the two slot lookups.
-local HOLDERS_IN_WINDOW = 16
+-- bound). What may follow a NUL is not read: `twr_room_v7`, which shares the window, writes a
+-- small room's slot holders there.
+local WINDOW = '^(%d+):(%d+):(%d+):((%d+):[^%z]*)'

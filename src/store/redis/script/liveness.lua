@@ -68,16 +68,11 @@ function F.make_ring(name, first, epochs, ttl)
 end
 
 -- The Bloom filter's size in bits for a line of at most `max_queue`: BLOOM_SLACK under the
--- power of two >= 16 * max_queue, in [2^16, 2^32] (memoized: a room's bound rarely changes).
+-- power of two >= 16 * max_queue, in [2^16, 2^32].
 function F.bloom_bits(max_queue)
-  local bits = BLOOM_BITS[max_queue]
-  if not bits then
-    bits = 65536
-    while bits < 16 * max_queue and bits < 4294967296 do bits = bits * 2 end
-    bits = bits - BLOOM_SLACK
-    BLOOM_BITS[max_queue] = bits
-  end
-  return bits
+  local bits = 65536
+  while bits < 16 * max_queue and bits < 4294967296 do bits = bits * 2 end
+  return bits - BLOOM_SLACK
 end
 
 -- Every epoch field of `rg` not read yet (a liveness test reads the whole ring).

@@ -16,8 +16,10 @@
 -- Reply: {1, expires_at_ms, 0} admitted; {2, position, waiting, paused (0|1), place} waiting,
 -- place being the waiter's sequence number, or -1 for a registrant with a draw score (no
 -- admission counts and no pace: the ring read is the costly part, and the gateway has them
--- from its snapshot); {3, 0, waiting} full; {6, 0, 0} closed; {7, 0, 0} banned;
--- {11, opens_at_ms, 0} scheduled: registered in the pre-queue (or already), not open yet.
+-- from its snapshot; with them a poll would cost 2.4 times as much, a fast join 6 times at 2M,
+-- bench: docs/benchmarks.md#each-shortcut-measured); {3, 0, waiting} full; {6, 0, 0} closed;
+-- {7, 0, 0} banned; {11, opens_at_ms, 0} scheduled: registered in the pre-queue (or already),
+-- not open yet.
 --
 -- twr_room_v8_join: an enter by a visitor whose cookie has no place (the gateway knows of
 -- none): the fast path takes their number first and looks for their place only when the
