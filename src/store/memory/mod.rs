@@ -24,26 +24,28 @@
 
 #[cfg(feature = "testing")]
 mod damage;
+mod keys;
 mod line;
 mod liveness;
 mod operator;
 mod pace;
 mod schedule;
-mod sets;
 mod settings;
 mod sync;
 mod tickets;
 mod visitor;
+mod waiters;
 
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 
+use self::keys::ZSet;
 use self::line::Sweep;
 use self::liveness::Liveness;
 use self::pace::Bucket;
-use self::sets::{Waiters, ZSet};
 use self::tickets::Tickets;
+use self::waiters::Waiters;
 
 use super::snapshot::RoomSnapshot;
 use super::{
