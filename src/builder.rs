@@ -405,8 +405,8 @@ impl WaitingRoomBuilder {
     /// `X-Admission-Ticket` response header. If the store cannot mint it at admission the
     /// visitor still gets in, without a ticket; the status endpoint hands it out later
     /// (idempotently: one ticket per admission, however often asked; `"ticket_used": true`
-    /// once used). The store must implement [`Store::mint_ticket`] and
-    /// [`Store::redeem_ticket`] (the embedded store and the Redis store do).
+    /// once used). The store must keep tickets ([`Store::tickets`]: the embedded store and the
+    /// Redis store do).
     ///
     /// ```
     /// use tower_waiting_room::WaitingRoomLayer;
@@ -512,7 +512,7 @@ impl WaitingRoomBuilder {
         let store = self
             .store
             .unwrap_or_else(|| Arc::new(MemoryStore::with_shared_clock(clock.clone())));
-        if s.single_use_tickets && !store.keeps_tickets() {
+        if s.single_use_tickets && Arc::clone(&store).tickets().is_none() {
             return Err(ConfigError::StoreWithoutTickets);
         }
         let policy = RoomPolicy::new(&self.room, checked.capacity)
