@@ -255,7 +255,7 @@ impl WaitingRoomBuilder {
         let store = self
             .store
             .unwrap_or_else(|| Arc::new(MemoryStore::with_shared_clock(clock.clone())));
-        if s.single_use_tickets && !store.keeps_tickets() {
+        if s.single_use_tickets && Arc::clone(&store).tickets().is_none() {
             return Err(ConfigError::StoreWithoutTickets);
         }
         let policy = RoomPolicy::new(&self.room, checked.capacity)

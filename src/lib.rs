@@ -104,6 +104,9 @@ mod encoding;
 // The wait estimate's model is internal: hidden from the docs, public for its doc tests.
 #[doc(hidden)]
 pub mod eta;
+// The services' response futures: named by their `Service` impls, never in ordinary use;
+// hidden from the docs.
+#[doc(hidden)]
 pub mod future;
 mod layer;
 #[cfg(feature = "matching")]
@@ -130,7 +133,10 @@ pub struct ReadmeDoctests;
 #[doc = include_str!("../docs/events.md")]
 pub struct EventsGuideDoctests;
 
-pub use body::{FullBody, ResponseBody};
+// The body of the crate's own services (admin, matching): named by their `Service` impls only.
+#[doc(hidden)]
+pub use body::FullBody;
+pub use body::ResponseBody;
 pub use builder::WaitingRoomBuilder;
 pub use client::{PeerAddr, RequestInfo};
 pub use config::{ConfigError, FailPolicy, RoomConfig, RoomPolicy, SameSite};

@@ -45,6 +45,8 @@ use crate::store::{Decision, SettingsChange, SettingsUpdate};
 #[cfg(feature = "metrics")]
 use crate::store::{Minted, Redeemed, RoomSnapshot, SeenWaiters, TicketNonce};
 use crate::store::{RoomStats, Store, StoreError, StoreErrorKind, StoreFuture, StoreOp};
+#[cfg(feature = "metrics")]
+use crate::store::{SnapshotStore, TicketStore};
 
 /// Requests the room handled, by `stage` (where it decided: `fast_path`, `cookie_check`,
 /// `store`, `endpoint`, `bypass`) and `outcome` (`admitted`, `waiting`, `full`, `closed`,
@@ -312,12 +314,29 @@ fn in_new_request_span<F: InSpan>(room: &str, decide: impl FnOnce() -> F) -> F {
 }
 
 /// `store`, each of its calls counted and timed in `metrics` (and its `stats` answers setting the
-/// room's gauges). Without the feature, `store` itself.
+/// room's gauges), with the same capabilities. Without the feature, `store` itself.
 pub(crate) fn metered(store: Arc<dyn Store>, metrics: &Arc<RoomMetrics>) -> Arc<dyn Store> {
     #[cfg(feature = "metrics")]
     {
+        // Each capability is wrapped once, here, and only if the store has it.
+        let tickets = Arc::clone(&store).tickets().map(|inner| {
+            Arc::new(Metered {
+                inner,
+                metrics: metrics.clone(),
+            }) as Arc<dyn TicketStore>
+        });
+        let snapshots = Arc::clone(&store).snapshots().map(|inner| {
+            Arc::new(Metered {
+                inner,
+                metrics: metrics.clone(),
+            }) as Arc<dyn SnapshotStore>
+        });
         Arc::new(Metered {
-            inner: store,
+            inner: MeteredStore {
+                store,
+                tickets,
+                snapshots,
+            },
             metrics: metrics.clone(),
         })
     }
@@ -328,55 +347,73 @@ pub(crate) fn metered(store: Arc<dyn Store>, metrics: &Arc<RoomMetrics>) -> Arc<
     }
 }
 
-/// A store whose calls are counted and timed: wrapped once by the room, so every store (the
-/// embedded one, Redis, the app's own) is measured the same way.
+/// A store, or one of its capabilities, whose calls are counted and timed: wrapped once by the
+/// room, so every store (the embedded one, Redis, the app's own) is measured the same way.
 #[cfg(feature = "metrics")]
-struct Metered {
-    inner: Arc<dyn Store>,
+struct Metered<T> {
+    inner: T,
     metrics: Arc<RoomMetrics>,
 }
 
+/// The store a [`Metered`] store calls, and its capabilities, already metered.
 #[cfg(feature = "metrics")]
-impl Store for Metered {
+struct MeteredStore {
+    store: Arc<dyn Store>,
+    tickets: Option<Arc<dyn TicketStore>>,
+    snapshots: Option<Arc<dyn SnapshotStore>>,
+}
+
+#[cfg(feature = "metrics")]
+impl Store for Metered<MeteredStore> {
     fn enter(&self, policy: &RoomPolicy, session: SessionId) -> StoreFuture<Decision> {
-        let call = self.inner.enter(policy, session);
+        let call = self.inner.store.enter(policy, session);
         self.metrics.timed(StoreOp::Enter, call)
     }
     fn join(&self, policy: &RoomPolicy, session: SessionId) -> StoreFuture<Decision> {
-        let call = self.inner.join(policy, session);
+        let call = self.inner.store.join(policy, session);
         self.metrics.timed(StoreOp::Enter, call)
     }
     fn poll(&self, policy: &RoomPolicy, session: SessionId) -> StoreFuture<Decision> {
-        let call = self.inner.poll(policy, session);
+        let call = self.inner.store.poll(policy, session);
         self.metrics.timed(StoreOp::Poll, call)
     }
     fn heartbeat(&self, policy: &RoomPolicy, session: SessionId) -> StoreFuture<Decision> {
-        let call = self.inner.heartbeat(policy, session);
+        let call = self.inner.store.heartbeat(policy, session);
         self.metrics.timed(StoreOp::Heartbeat, call)
     }
     fn release(&self, policy: &RoomPolicy, session: SessionId) -> StoreFuture<bool> {
-        let call = self.inner.release(policy, session);
+        let call = self.inner.store.release(policy, session);
         self.metrics.timed(StoreOp::Release, call)
     }
     fn stats(&self, policy: &RoomPolicy) -> StoreFuture<RoomStats> {
-        self.metrics.stats_call(self.inner.stats(policy))
+        self.metrics.stats_call(self.inner.store.stats(policy))
     }
     fn configure(
         &self,
         policy: &RoomPolicy,
         change: SettingsChange,
     ) -> StoreFuture<SettingsUpdate> {
-        let call = self.inner.configure(policy, change);
+        let call = self.inner.store.configure(policy, change);
         self.metrics.timed(StoreOp::Configure, call)
     }
     fn admit_next(&self, policy: &RoomPolicy, count: u32) -> StoreFuture<u64> {
-        let call = self.inner.admit_next(policy, count);
+        let call = self.inner.store.admit_next(policy, count);
         self.metrics.timed(StoreOp::AdmitNext, call)
     }
     fn ban(&self, policy: &RoomPolicy, session: SessionId, until_ms: u64) -> StoreFuture<bool> {
-        let call = self.inner.ban(policy, session, until_ms);
+        let call = self.inner.store.ban(policy, session, until_ms);
         self.metrics.timed(StoreOp::Ban, call)
     }
+    fn tickets(self: Arc<Self>) -> Option<Arc<dyn TicketStore>> {
+        self.inner.tickets.clone()
+    }
+    fn snapshots(self: Arc<Self>) -> Option<Arc<dyn SnapshotStore>> {
+        self.inner.snapshots.clone()
+    }
+}
+
+#[cfg(feature = "metrics")]
+impl TicketStore for Metered<Arc<dyn TicketStore>> {
     fn mint_ticket(
         &self,
         policy: &RoomPolicy,
@@ -398,15 +435,13 @@ impl Store for Metered {
         let call = self.inner.redeem_ticket(policy, session, nonce);
         self.metrics.timed(StoreOp::RedeemTicket, call)
     }
-    fn keeps_tickets(&self) -> bool {
-        self.inner.keeps_tickets()
-    }
+}
+
+#[cfg(feature = "metrics")]
+impl SnapshotStore for Metered<Arc<dyn SnapshotStore>> {
     fn sync(&self, policy: &RoomPolicy, seen: SeenWaiters) -> StoreFuture<RoomSnapshot> {
         let call = self.inner.sync(policy, seen);
         self.metrics.timed(StoreOp::Sync, call)
-    }
-    fn keeps_snapshots(&self) -> bool {
-        self.inner.keeps_snapshots()
     }
 }
 

@@ -12,8 +12,9 @@
 //! 3. **Redis CPU per 1 000 waiting polls** through a [`WaitingRoomLayer`] over HTTP
 //!    ([`waiting_poll_cost`]: give it any layer, it measures what that layer makes Redis do);
 //! 4. **the simulated 2M / 8-gateway run** ([`simulated_run`]): eight `RedisStore`s on one
-//!    Redis, each calling `Store::sync` once a second with the waiters whose polls it answered,
-//!    claiming the turns that came and letting newcomers join; Redis CPU as a share of a core.
+//!    Redis, each calling `SnapshotStore::sync` once a second with the waiters whose polls it
+//!    answered, claiming the turns that came and letting newcomers join; Redis CPU as a share of
+//!    a core.
 //!
 //! How our room function is invoked from outside the store (the command, the keys, the
 //! argument order, the id's encoding) lives in ONE place, [`our_enter`], [`OUR_CALL`] and
@@ -35,7 +36,8 @@ use hyper_util::rt::TokioIo;
 use serde_json::{json, Map, Value};
 use tower_waiting_room::__private::{redis_keys, room_visitor_call, ROOM_JOIN_FUNCTION};
 use tower_waiting_room::store::{
-    Decision, Place, RedisStore, RoomSnapshot, SeenWaiters, SettingsChange, Store, StoreErrorKind,
+    Decision, Place, RedisStore, RoomSnapshot, SeenWaiters, SettingsChange, SnapshotStore, Store,
+    StoreErrorKind,
 };
 use tower_waiting_room::{Keyring, RoomPolicy, SessionId, WaitingRoomLayer};
 
@@ -252,7 +254,7 @@ pub(super) async fn scenarios(
 
 /// Positions from a gateway's snapshot against the exact ones, on the filled line with gaps:
 /// one waiter in a hundred leaves (spread over the line), a snapshot is taken
-/// (`Store::sync`), and for a sample of the waiters left the position the snapshot gives
+/// (`SnapshotStore::sync`), and for a sample of the waiters left the position the snapshot gives
 /// (`RoomSnapshot::position_of`) is compared with `ZRANK + 1`. `position_error_max` is the
 /// largest relative error beyond the exact ranks (docs/scale.md bounds it by 1 %);
 /// `position_error_near_head` the largest difference among the first `EXACT_RANKS` (0).
@@ -1332,8 +1334,8 @@ fn sim_seen(
 ///
 /// After the warm-up (below) the room opens up: capacity a million, [`SIM_ADMISSION_RATE`] a
 /// second. Then each gateway, once a second (their ticks spread over the second):
-/// - calls `Store::sync(policy, seen)` with the waiters whose polls it answered that second:
-///   `line / 20 / 8` of them (waiter `i` polls at second `i mod 20`, through gateway
+/// - calls `SnapshotStore::sync(policy, seen)` with the waiters whose polls it answered that
+///   second: `line / 20 / 8` of them (waiter `i` polls at second `i mod 20`, through gateway
 ///   `(i / 20) mod 8`), so every waiter checks in every 20 s;
 /// - claims the turns that came, one `enter` each: with a snapshot, every waiter ahead of its
 ///   head not yet claimed; without one (a store without `sync`), the next in line, one `enter`

@@ -123,8 +123,8 @@ pub enum ConfigError {
         second_rule: String,
     },
     /// [`single_use_tickets`](crate::WaitingRoomBuilder::single_use_tickets) is on, but the
-    /// store does not keep tickets ([`Store::keeps_tickets`](crate::store::Store::keeps_tickets)
-    /// is `false`: it does not implement `mint_ticket` and `redeem_ticket`).
+    /// store does not keep tickets ([`Store::tickets`](crate::store::Store::tickets) answers
+    /// `None`: it offers no [`TicketStore`](crate::store::TicketStore)).
     StoreWithoutTickets,
     /// One room's endpoints (`{prefix}/{room}/`) lie under another's, so requests for them
     /// would reach the other room: give the rooms path prefixes that do not nest.
@@ -247,8 +247,8 @@ impl fmt::Display for ConfigError {
                  {second_room:?} ({second_rule}) can match the same request: make them disjoint"
             ),
             ConfigError::StoreWithoutTickets => f.write_str(
-                "single_use_tickets needs a store that keeps tickets (Store::mint_ticket and \
-                 Store::redeem_ticket), such as the embedded store or the Redis store",
+                "single_use_tickets needs a store that keeps tickets (Store::tickets answers a \
+                 TicketStore), such as the embedded store or the Redis store",
             ),
             ConfigError::NestedEndpoints {
                 outer_room,

@@ -274,9 +274,8 @@ settings! {
     /// headers in the `X-Admission-Ticket` response header. If the store cannot mint it at
     /// admission the visitor still gets in, without a ticket; the status endpoint hands it out
     /// later (idempotently: one ticket per admission, however often asked; `"ticket_used": true`
-    /// once used). The store must implement [`Store::mint_ticket`](crate::store::Store::mint_ticket)
-    /// and [`Store::redeem_ticket`](crate::store::Store::redeem_ticket) (the embedded store and
-    /// the Redis store do).
+    /// once used). The store must keep tickets ([`Store::tickets`](crate::store::Store::tickets):
+    /// the embedded store and the Redis store do).
     ///
     /// ```
     /// use tower_waiting_room::WaitingRoomLayer;

@@ -2,8 +2,8 @@
 //!
 //! Rejections are responses, not errors: the layer's `Error` is the inner service's. What a
 //! rejected request sees is rendered by a [`Render`] implementation: the [`DefaultRenderer`]
-//! gives browsers (`Accept` includes `text/html`) an HTML page and everyone else JSON
-//! ([`StatusBody`]) with `Retry-After`.
+//! gives browsers (`Accept` includes `text/html`) an HTML page and everyone else JSON (the
+//! status body of `docs/api.md`) with `Retry-After`.
 //!
 //! Three ways to change the pages, from small to large:
 //! - translate or reword them: [`DefaultRenderer::with_texts`] with your [`Texts`];
@@ -242,8 +242,12 @@ impl Render for DefaultRenderer {
 /// | `proof_path` | string, only in `challenge` answers | where to `POST` the solution |
 /// | `ticket` | string, only in `admitted` answers to clients that use headers | the admission token, to send as `X-Admission-Ticket` to gated routes |
 /// | `opens_at` | number, only in `scheduled` answers | when the room opens, in Unix seconds (rounded up) |
+// The room's own serialization of its answers: the contract is the JSON (`docs/api.md`), not
+// this type, so it is hidden from the docs (a renderer of one's own delegates JSON to the
+// `DefaultRenderer`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[non_exhaustive]
+#[doc(hidden)]
 pub struct StatusBody<'a> {
     /// The room's id.
     pub room: &'a str,

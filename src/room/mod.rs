@@ -100,15 +100,21 @@ pub(crate) struct Room {
 impl Room {
     pub(crate) fn new(parts: RoomParts) -> Self {
         let metrics = Arc::new(RoomMetrics::new(&parts.config.policy.room));
-        let line = Arc::new(LineView::new(parts.store.keeps_snapshots()));
+        // Every store call the room makes is counted and timed, whatever the store; the
+        // stages that use a capability of the store hold it (metered too), if it has it.
+        let store = telemetry::metered(parts.store, &metrics);
+        let line = Arc::new(LineView::new(Arc::clone(&store).snapshots()));
         let offers_events = line.supported() && parts.config.settings.max_event_streams > 0;
-        let tickets = Tickets::new(parts.config.settings.single_use_tickets);
+        let tickets = Tickets::new(
+            Arc::clone(&store)
+                .tickets()
+                .filter(|_| parts.config.settings.single_use_tickets),
+        );
         Self {
             core: Core::new(
                 parts.config,
                 parts.keys,
-                // Every store call the room makes is counted and timed, whatever the store.
-                telemetry::metered(parts.store, &metrics),
+                store,
                 parts.clock,
                 parts.renderer,
                 parts.defences,

@@ -1,7 +1,7 @@
 //! Waiting polls answered at the gateway, from its [`RoomSnapshot`] of the line.
 //!
 //! Each gateway keeps one snapshot per room, refreshed about once a second
-//! ([`SNAPSHOT_REFRESH_MS`]) by one [`Store::sync`](crate::store::Store::sync) call: the
+//! ([`SNAPSHOT_REFRESH_MS`]) by one [`SnapshotStore::sync`] call: the
 //! request that finds it due makes the call (no background task, so no runtime is assumed),
 //! and every other waiting poll meanwhile is answered from the snapshot it has. A waiter is
 //! answered here only when all of these hold; otherwise the store is asked, as before:
@@ -36,7 +36,7 @@ use super::Room;
 use crate::outcome::Rejection;
 use crate::session::SessionId;
 use crate::store::snapshot::{draw_score, NEAR_HEAD, SNAPSHOT_MAX_AGE_MS, SNAPSHOT_REFRESH_MS};
-use crate::store::{LivenessRule, Place, RoomPace, RoomSnapshot, SeenWaiters};
+use crate::store::{LivenessRule, Place, RoomPace, RoomSnapshot, SeenWaiters, SnapshotStore};
 use crate::store::{StoreError, StoreFuture};
 use crate::telemetry::{Outcome, Stage};
 use crate::token::QueueCookie;
@@ -84,8 +84,8 @@ impl Held {
 
 /// One room's snapshot on this gateway, and the check-ins waiting for its next refresh.
 pub(super) struct LineView {
-    /// Whether the store keeps snapshots at all.
-    supported: bool,
+    /// The store's snapshots (metered), if it keeps them.
+    store: Option<Arc<dyn SnapshotStore>>,
     held: RwLock<Option<Arc<Held>>>,
     /// When the refresh in flight began (gateway ms; 0 = none).
     refreshing_since: AtomicU64,
@@ -114,9 +114,9 @@ struct CheckIns {
 }
 
 impl LineView {
-    pub(super) fn new(supported: bool) -> Self {
+    pub(super) fn new(store: Option<Arc<dyn SnapshotStore>>) -> Self {
         Self {
-            supported,
+            store,
             held: RwLock::new(None),
             refreshing_since: AtomicU64::new(0),
             check_ins: Mutex::new(CheckIns {
@@ -129,7 +129,7 @@ impl LineView {
     }
 
     pub(super) fn supported(&self) -> bool {
-        self.supported
+        self.store.is_some()
     }
 
     /// The last snapshot, whatever its age (the drain fail policy goes by it).
@@ -149,7 +149,7 @@ impl LineView {
     /// refresh is in flight (or the one in flight is overdue). At most one caller at a time
     /// gets `true`; it must call [`received`](Self::received) or [`failed`](Self::failed).
     pub(super) fn claim_refresh(&self, now: u64) -> bool {
-        if !self.supported {
+        if !self.supported() {
             return false;
         }
         let due = self
@@ -394,6 +394,7 @@ impl LineView {
         core: &Core,
         now: u64,
     ) -> Option<(StoreFuture<RoomSnapshot>, Refresh)> {
+        let store = self.store.as_ref()?;
         if !self.claim_refresh(now) {
             return None;
         }
@@ -402,7 +403,7 @@ impl LineView {
         let horizon = self
             .last()
             .and_then(|h| h.snapshot.turn_horizon(policy.queue_ttl_ms));
-        let call = core.store.sync(
+        let call = store.sync(
             policy,
             SeenWaiters::with_horizon(horizon, seen.iter().copied()),
         );
@@ -583,9 +584,14 @@ mod tests {
         keep: 4,
     };
 
+    /// The snapshots of a store that keeps them.
+    fn kept() -> Option<Arc<dyn SnapshotStore>> {
+        crate::store::Store::snapshots(Arc::new(crate::store::MemoryStore::new()))
+    }
+
     #[test]
     fn one_refresh_at_a_time_and_again_when_due() {
-        let view = LineView::new(true);
+        let view = LineView::new(kept());
         assert!(view.claim_refresh(1_000));
         assert!(!view.claim_refresh(1_001), "one in flight");
         view.received(snapshot(Vec::new()), 1_002, 1_002, &RULE);
@@ -596,12 +602,12 @@ mod tests {
         assert!(!view.claim_refresh(3_000));
         assert!(view.claim_refresh(1_002 + SNAPSHOT_REFRESH_MS + REFRESH_TIMEOUT_MS));
         assert!(view.fresh(1_002 + SNAPSHOT_MAX_AGE_MS + 1).is_none());
-        assert!(!LineView::new(false).claim_refresh(1_000));
+        assert!(!LineView::new(None).claim_refresh(1_000));
     }
 
     #[test]
     fn a_late_refresh_is_aged_from_when_it_was_sent_and_never_replaces_a_newer_one() {
-        let view = LineView::new(true);
+        let view = LineView::new(kept());
         // Sent at 1 000, answered 1 500 ms later: 500 ms of its age are already spent.
         view.received(snapshot(Vec::new()), 1_000, 2_500, &RULE);
         assert_eq!(view.last().unwrap().age_ms(2_500), 1_500);
@@ -626,7 +632,7 @@ mod tests {
 
     #[test]
     fn check_ins_are_batched_once_per_epoch() {
-        let view = LineView::new(true);
+        let view = LineView::new(kept());
         let rule = LivenessRule {
             width_ms: 1_000,
             keep: 4,
@@ -645,7 +651,7 @@ mod tests {
 
     #[test]
     fn sessions_without_a_place_are_sent_to_the_store_once() {
-        let view = LineView::new(true);
+        let view = LineView::new(kept());
         let gone = SessionId::random();
         view.received(snapshot(vec![gone]), 0, 0, &RULE);
         assert!(view.last().unwrap().snapshot.unknown.is_empty());
@@ -662,7 +668,7 @@ mod tests {
 
     #[test]
     fn a_failed_or_dropped_refresh_gives_its_check_ins_back_and_frees_the_next() {
-        let view = Arc::new(LineView::new(true));
+        let view = Arc::new(LineView::new(kept()));
         let a = SessionId::random();
         view.checked_in(a, 1.0, 0, &RULE);
         assert!(view.claim_refresh(10));
@@ -684,7 +690,7 @@ mod tests {
 
     #[test]
     fn one_refresh_sends_a_bounded_batch() {
-        let view = LineView::new(true);
+        let view = LineView::new(kept());
         for t in 0..(MAX_CHECK_INS_PER_SYNC + 10) as u64 {
             view.checked_in(SessionId::random(), 1.0, t % 1_000, &RULE);
         }

@@ -6,8 +6,8 @@
 //!
 //! A ticket is checked at the gateway first (MAC, room, expiry: no store call for a forged,
 //! tampered, other-room or expired one), then used in the store in one atomic step
-//! ([`Store::redeem_ticket`](crate::store::Store::redeem_ticket)), so of any number of uses of
-//! one ticket through any number of gateways exactly one passes. The room's gates
+//! ([`TicketStore::redeem_ticket`]), so of any number of uses of one ticket through any number
+//! of gateways exactly one passes. The room's gates
 //! ([`Room::gate`]) run this step instead of the admission token's check. The answers, every
 //! `403` in the gates' one shape ([`NotAdmittedBody`](crate::response::NotAdmittedBody):
 //! `error`, `room`, `status`, `reason`):
@@ -43,7 +43,9 @@ use crate::cookies::{self, Wanted};
 use crate::outcome::{Admission, AdmittedBy};
 use crate::response::{json_response, StatusBody};
 use crate::session::SessionId;
-use crate::store::{Minted, Redeemed, StoreError, StoreFuture, TicketNonce};
+use crate::store::{
+    Minted, Redeemed, StoreError, StoreErrorKind, StoreFuture, TicketNonce, TicketStore,
+};
 use crate::telemetry::{Outcome, Stage};
 use crate::token::{AdmissionTicket, TicketRefusal};
 use crate::vocab::ADMISSION_TICKET as TICKET_HEADER;
@@ -134,9 +136,9 @@ impl Redeem {
 /// Single-use checkout tickets: minted with a slot or on the status endpoint, redeemed once at
 /// a gate (see the [module docs](self)).
 pub(super) struct Tickets {
-    /// Whether the room mints them
+    /// The store's tickets (metered), if the room mints them
     /// ([`single_use_tickets`](crate::WaitingRoomBuilder::single_use_tickets)).
-    on: bool,
+    store: Option<Arc<dyn TicketStore>>,
 }
 
 /// The status endpoint's answer to an admitted visitor with tickets on: the usual body (with
@@ -151,13 +153,14 @@ struct TicketStatus<'a> {
 }
 
 impl Tickets {
-    pub(super) fn new(on: bool) -> Self {
-        Self { on }
+    /// The stage of a room that mints tickets in `store`, or of one that does not (`None`).
+    pub(super) fn new(store: Option<Arc<dyn TicketStore>>) -> Self {
+        Self { store }
     }
 
     /// Whether the room mints single-use tickets.
     pub(super) fn mints(&self) -> bool {
-        self.on
+        self.store.is_some()
     }
 
     /// The store granted or extended the visitor's slot (the request passes as `admission`,
@@ -174,7 +177,7 @@ impl Tickets {
         uses_headers: bool,
         now: u64,
     ) -> Verdict<MintWithSlot> {
-        if !self.on {
+        if !self.mints() {
             return Verdict::Pass {
                 admission,
                 set_cookie: token,
@@ -187,15 +190,18 @@ impl Tickets {
             now,
         };
         Verdict::Step(MintWithSlot {
-            call: Self::mint(core, &minting),
+            call: self.mint(core, &minting),
             admission,
             token,
             minting,
         })
     }
 
-    fn mint(core: &Core, m: &Minting) -> crate::store::StoreFuture<Minted> {
-        core.store.mint_ticket(
+    fn mint(&self, core: &Core, m: &Minting) -> StoreFuture<Minted> {
+        let Some(store) = &self.store else {
+            return tickets_off();
+        };
+        store.mint_ticket(
             &core.config.policy,
             m.session,
             TicketNonce::random(),
@@ -277,7 +283,7 @@ impl Tickets {
             now,
         };
         StatusTicket {
-            call: Self::mint(core, &minting),
+            call: self.mint(core, &minting),
             minting,
         }
     }
@@ -349,12 +355,13 @@ impl Tickets {
             let res = Replies(core).limited(wait, req);
             return core.counted(Stage::Gate, Outcome::Limited, Verdict::Answer(res));
         }
-        Verdict::Step(Redeem {
-            call: core
-                .store
-                .redeem_ticket(&core.config.policy, session, presented.ticket.nonce()),
-            presented,
-        })
+        let call = match &self.store {
+            Some(store) => {
+                store.redeem_ticket(&core.config.policy, session, presented.ticket.nonce())
+            }
+            None => tickets_off(),
+        };
+        Verdict::Step(Redeem { call, presented })
     }
 
     /// The store's answer to a redeem.
@@ -470,6 +477,15 @@ impl Tickets {
     }
 }
 
+/// The answer of a ticket call in a room that mints none: never asked for (the room's stages
+/// ask only when it [mints](Tickets::mints)), and refused rather than passed if it were.
+fn tickets_off<T: Send + 'static>() -> StoreFuture<T> {
+    Box::pin(std::future::ready(Err(StoreError::with_source(
+        StoreErrorKind::Misconfigured,
+        "single-use tickets are off in this room",
+    ))))
+}
+
 #[cfg(test)]
 mod tests {
     use std::future::poll_fn;
@@ -545,6 +561,12 @@ mod tests {
         fn ban(&self, p: &RoomPolicy, s: SessionId, until: u64) -> StoreFuture<bool> {
             self.inner.ban(p, s, until)
         }
+        fn tickets(self: Arc<Self>) -> Option<Arc<dyn TicketStore>> {
+            Some(self)
+        }
+    }
+
+    impl TicketStore for Tickets {
         fn mint_ticket(
             &self,
             p: &RoomPolicy,
@@ -565,9 +587,6 @@ mod tests {
             self.redeems.fetch_add(1, Ordering::SeqCst);
             self.failing()
                 .unwrap_or_else(|| self.inner.redeem_ticket(p, s, nonce))
-        }
-        fn keeps_tickets(&self) -> bool {
-            true
         }
     }
 
@@ -1120,13 +1139,7 @@ mod tests {
             .store(plain())
             .build()
             .is_ok());
-        // Its ticket calls answer a typed error, never a panic.
-        let p = RoomPolicy::new("shop", 1);
-        let call = plain().redeem_ticket(&p, SessionId::random(), TicketNonce::random());
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .build()
-            .unwrap();
-        let e = rt.block_on(call).unwrap_err();
-        assert_eq!(e.kind(), StoreErrorKind::Misconfigured);
+        // It offers no tickets: nothing to call that could answer wrongly.
+        assert!(Arc::new(plain()).tickets().is_none());
     }
 }

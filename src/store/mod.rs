@@ -1,23 +1,103 @@
 //! Stage 3: the store, which holds the line and the slots and decides.
 //!
-//! A [`Store`] has five operations, all of which first do the room's housekeeping (expire slots,
-//! sweep abandoned waiters (only [`sync`](Store::sync) sweeps), promote from the head of the line
-//! into free slots) and then answer:
+//! A [`Store`] holds the line (five operations) and answers operators (four); every call first
+//! does the room's housekeeping (expire slots, promote from the head of the line into free
+//! slots; only [`sync`](SnapshotStore::sync) sweeps abandoned waiters) and then answers. Two
+//! more capabilities are optional, each a trait of its own that a store offers through an
+//! accessor of [`Store`] answering `Some(self)` (`None` by default), asked once when a room is
+//! built: single-use tickets ([`TicketStore`], through [`Store::tickets`]) and the gateways'
+//! snapshots of the line ([`SnapshotStore`], through `Store::snapshots`: an unstable protocol
+//! for the crate's own stores, hidden from these docs, see [`snapshot`]).
 //!
-//! | operation | for | answer |
-//! |---|---|---|
-//! | [`enter`](Store::enter) | a visitor with a queue cookie but no fresh admission | joins the line (or keeps their place), or claims a granted slot |
-//! | [`join`](Store::join) | the same, when the cookie carries no place yet (default: `enter`) | the same answers as `enter`; a store may look for the place last |
-//! | [`poll`](Store::poll) | the status endpoint | where the visitor stands; creates nothing |
-//! | [`heartbeat`](Store::heartbeat) | an admitted visitor whose token is older than `refresh` | extends the slot, or says it is gone |
-//! | [`release`](Store::release) | the leave endpoint | frees the place or slot now |
-//! | [`stats`](Store::stats) | operators | counts, settings, the oldest wait, admissions per minute |
-//! | [`configure`](Store::configure) | operators | reads or changes the room's live [settings](RoomSettings) |
-//! | [`admit_next`](Store::admit_next) | operators | lets the first `n` of the line in now, whatever the capacity |
-//! | [`ban`](Store::ban) | operators | drops a session's place or slot and refuses it until a time |
-//! | [`mint_ticket`](Store::mint_ticket) | a room with single-use tickets, at admission, after each heartbeat that extends the slot, and on the status endpoint | the session's one ticket of this admission (extended with the slot), or "used" |
-//! | [`redeem_ticket`](Store::redeem_ticket) | a gated route presenting a ticket | accepted exactly once, then "used" |
-//! | [`sync`](Store::sync) | each gateway, about once a second | checks in the waiters it answered, sweeps, and answers the room's [`RoomSnapshot`] |
+//! | operation | of | for | answer |
+//! |---|---|---|---|
+//! | [`enter`](Store::enter) | the line | a visitor with a queue cookie but no fresh admission | joins the line (or keeps their place), or claims a granted slot |
+//! | [`join`](Store::join) | the line | the same, when the cookie carries no place yet (default: `enter`) | the same answers as `enter`; a store may look for the place last |
+//! | [`poll`](Store::poll) | the line | the status endpoint | where the visitor stands; creates nothing |
+//! | [`heartbeat`](Store::heartbeat) | the line | an admitted visitor whose token is older than `refresh` | extends the slot, or says it is gone |
+//! | [`release`](Store::release) | the line | the leave endpoint | frees the place or slot now |
+//! | [`stats`](Store::stats) | operations | operators | counts, settings, the oldest wait, admissions per minute |
+//! | [`configure`](Store::configure) | operations | operators | reads or changes the room's live [settings](RoomSettings) |
+//! | [`admit_next`](Store::admit_next) | operations | operators | lets the first `n` of the line in now, whatever the capacity |
+//! | [`ban`](Store::ban) | operations | operators | drops a session's place or slot and refuses it until a time |
+//! | [`mint_ticket`](TicketStore::mint_ticket) | tickets | a room with single-use tickets, at admission, after each heartbeat that extends the slot, and on the status endpoint | the session's one ticket of this admission (extended with the slot), or "used" |
+//! | [`redeem_ticket`](TicketStore::redeem_ticket) | tickets | a gated route presenting a ticket | accepted exactly once, then "used" |
+//! | [`sync`](SnapshotStore::sync) | snapshots | each gateway, about once a second | checks in the waiters it answered, sweeps, and answers the room's [`RoomSnapshot`] |
+//!
+//! # Writing a store
+//!
+//! A store of your own implements [`Store`]: eight methods ([`join`](Store::join) has a
+//! default). To keep single-use tickets it also implements [`TicketStore`] and answers
+//! `Some(self)` from [`Store::tickets`]. Run the conformance suite on it
+//! (`testing::conformance`, feature `testing`): its ticket cases run when the store keeps
+//! tickets.
+//!
+//! ```
+//! use std::sync::Arc;
+//!
+//! use tower_waiting_room::store::{
+//!     Decision, MemoryStore, Minted, Redeemed, RoomStats, SettingsChange, SettingsUpdate, Store,
+//!     StoreFuture, TicketNonce, TicketStore,
+//! };
+//! use tower_waiting_room::{RoomPolicy, SessionId};
+//!
+//! /// A store that hands every call to the embedded one (yours would keep the line itself).
+//! struct Mine(MemoryStore);
+//!
+//! impl Store for Mine {
+//!     fn enter(&self, p: &RoomPolicy, s: SessionId) -> StoreFuture<Decision> {
+//!         self.0.enter(p, s)
+//!     }
+//!     fn poll(&self, p: &RoomPolicy, s: SessionId) -> StoreFuture<Decision> {
+//!         self.0.poll(p, s)
+//!     }
+//!     fn heartbeat(&self, p: &RoomPolicy, s: SessionId) -> StoreFuture<Decision> {
+//!         self.0.heartbeat(p, s)
+//!     }
+//!     fn release(&self, p: &RoomPolicy, s: SessionId) -> StoreFuture<bool> {
+//!         self.0.release(p, s)
+//!     }
+//!     fn stats(&self, p: &RoomPolicy) -> StoreFuture<RoomStats> {
+//!         self.0.stats(p)
+//!     }
+//!     fn configure(&self, p: &RoomPolicy, c: SettingsChange) -> StoreFuture<SettingsUpdate> {
+//!         self.0.configure(p, c)
+//!     }
+//!     fn admit_next(&self, p: &RoomPolicy, n: u32) -> StoreFuture<u64> {
+//!         self.0.admit_next(p, n)
+//!     }
+//!     fn ban(&self, p: &RoomPolicy, s: SessionId, until_ms: u64) -> StoreFuture<bool> {
+//!         self.0.ban(p, s, until_ms)
+//!     }
+//!     // Only for a store that keeps single-use tickets:
+//!     fn tickets(self: Arc<Self>) -> Option<Arc<dyn TicketStore>> {
+//!         Some(self)
+//!     }
+//! }
+//!
+//! impl TicketStore for Mine {
+//!     fn mint_ticket(
+//!         &self,
+//!         p: &RoomPolicy,
+//!         s: SessionId,
+//!         fresh: TicketNonce,
+//!         expires_at_ms: u64,
+//!     ) -> StoreFuture<Minted> {
+//!         self.0.mint_ticket(p, s, fresh, expires_at_ms)
+//!     }
+//!     fn redeem_ticket(&self, p: &RoomPolicy, s: SessionId, n: TicketNonce) -> StoreFuture<Redeemed> {
+//!         self.0.redeem_ticket(p, s, n)
+//!     }
+//! }
+//!
+//! let layer = tower_waiting_room::WaitingRoomLayer::builder("shop")
+//!     .capacity(100)
+//!     .secret("a secret of at least thirty-two bytes!")
+//!     .single_use_tickets(true)
+//!     .store(Mine(MemoryStore::new()))
+//!     .build();
+//! assert!(layer.is_ok());
+//! ```
 //!
 //! The semantics every store implements exactly (the [`MemoryStore`] is the reference):
 //! - never more than `capacity` slots at once, counting granted-but-unclaimed ones;
@@ -32,24 +112,26 @@
 //!   than `queue_ttl`) is dropped from anywhere in the line, so positions do not count people
 //!   long gone and a line's memory stays bounded;
 //! - liveness is to the epoch ([`LivenessRule`], in [`snapshot`]): a check-in (a join, an
-//!   `enter` or `poll` of a waiter, or the waiter in a [`sync`](Store::sync)'s `seen` list) marks
-//!   the epoch of its time (the opening's, before a scheduled opening) in both rules, and a store
+//!   `enter` or `poll` of a waiter, or the waiter in a [`sync`](SnapshotStore::sync)'s `seen`
+//!   list) marks the epoch of its time (the opening's, before a scheduled opening) in both rules, and a store
 //!   keeps epochs, not times. At their turn: seen within `queue_ttl`, never skipped; silent for
 //!   longer than `queue_ttl * 5 / 4`, skipped. The sweep: seen within `abandon_after`, kept;
 //!   silent for longer than `abandon_after * 3 / 2`, swept. [`RoomPace::silent`] counts the
 //!   waiters not alive by the turn's rule (the embedded store exactly, Redis from the checkpoint
 //!   waiters it reads);
-//! - the sweep of abandoned waiters runs only in [`sync`](Store::sync), at most
+//! - the sweep of abandoned waiters runs only in [`sync`](SnapshotStore::sync), at most
 //!   100 waiters per call (`enter`, `poll`, `heartbeat`, `release` expire
-//!   slots and promote, but sweep nobody);
-//! - [`sync`](Store::sync), in one step: checks in every session of its `seen` list that has a
-//!   place in line (nothing is made for the others), does the housekeeping with the sweep, and
-//!   answers a [`RoomSnapshot`]: the head's score, how many wait, the exact rank and score of the
+//!   slots and promote, but sweep nobody), so it is part of the snapshot capability;
+//! - [`sync`](SnapshotStore::sync), in one step: checks in every session of its `seen` list
+//!   that has a place in line (nothing is made for the others), does the housekeeping with the
+//!   sweep, and answers a [`RoomSnapshot`]: the head's score, how many wait, the exact rank and score of the
 //!   waiters at [`checkpoint_ranks`](snapshot::checkpoint_ranks), the paused, open,
 //!   before-opening and line-closed flags, and the admission counts and pace. A waiter's score
 //!   is their sequence number, or a registrant's [`draw_score`](snapshot::draw_score); every
 //!   `Waiting` answer says which ([`Place`]). Read the counts and pace from `sync` or `stats`: a
-//!   store's `enter` and `poll` answers may leave them at their defaults;
+//!   store that keeps snapshots may leave them at their defaults in its `enter` and `poll`
+//!   answers (gateways read them from their snapshot); a store without snapshots fills them in,
+//!   as its rooms estimate the wait from them;
 //! - a damaged room heals: a part lost (a Redis key evicted or deleted) counts as empty, a part
 //!   of the wrong type is dropped, a place without a check-in counts as seen now, a check-in
 //!   without a place is dropped, a slot holder with a place keeps the slot and loses the place,
@@ -78,7 +160,7 @@
 //! - the oldest wait: how long the head of the line has waited since joining (a store may round
 //!   it up by at most 1 s); a registrant of a scheduled opening (below)
 //!   has waited since the pre-queue's first registration;
-//! - single-use tickets ([`tickets`]) are records of their own, one per session
+//! - single-use tickets ([`TicketStore`]) are records of their own, one per session
 //!   and room, that touch nothing of the line or the slots (no housekeeping runs for them):
 //!   `mint_ticket` answers the session's live record (its nonce while unused, [`Minted::Used`]
 //!   once used), its expiry moved to the given time if that is later (never earlier: the room
@@ -93,8 +175,8 @@
 //!   end the session's record in the same step as its slot: its ticket never passes again
 //!   ([`Redeemed::SlotEnded`] while unused, [`Redeemed::Used`] once used, whatever slot the
 //!   session holds later), and the next mint replaces it with a new record. A record past its
-//!   expiry counts as none; expired records are dropped as the store goes (at most [`MAX_TICKET_SWEEP_PER_CALL`] a call) or expire by
-//!   themselves, so their memory stays bounded. A record that cannot be read (damaged) counts
+//!   expiry counts as none; expired records are dropped as the store goes (at most 100 a call)
+//!   or expire by themselves, so their memory stays bounded. A record that cannot be read (damaged) counts
 //!   as none;
 //! - a scheduled opening ([`RoomPolicy::schedule`], an
 //!   [`EventSchedule`](crate::config::EventSchedule)), by the store's clock: before `opens_at`
@@ -112,8 +194,8 @@
 //!   The room's pace ([`RoomPace::observed_ms`]) is measured from the opening, so a room that
 //!   just opened is estimating its pace, not stalled;
 //! - store v2 ([`snapshot`]): liveness is to the epoch ([`LivenessRule`]): a check-in (a join,
-//!   an `enter` or `poll` of a waiter, or the session in a gateway's [`sync`](Store::sync)) marks
-//!   its epoch; a waiter is skipped at their turn when not alive by the turn rule (seen within
+//!   an `enter` or `poll` of a waiter, or the session in a gateway's
+//!   [`sync`](SnapshotStore::sync)) marks its epoch; a waiter is skipped at their turn when not alive by the turn rule (seen within
 //!   `queue_ttl`: never; silent for more than 5/4 of it: skipped), and only `sync` sweeps
 //!   abandoned waiters, at most 100 examined per call. Every `Waiting`
 //!   answer says the waiter's [`Place`]. The Redis store's `enter` and `poll` answer no
@@ -123,6 +205,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 
 use serde::Serialize;
 
@@ -136,12 +219,11 @@ mod memory;
 #[cfg(feature = "redis")]
 mod redis;
 mod settings;
-// The snapshot and ticket protocols are for the crate's own stores and gateways: unstable,
-// hidden from the docs, public only so that a store of one's own can still name them.
+// The snapshot protocol is for the crate's own stores and gateways: unstable, hidden from the
+// docs, public only so that a store of one's own can still name it.
 #[doc(hidden)]
 pub mod snapshot;
-#[doc(hidden)]
-pub mod tickets;
+mod tickets;
 
 #[cfg(feature = "redis")]
 pub(crate) use self::redis::bloom_bits as redis_bloom_bits;
@@ -167,10 +249,9 @@ pub use memory::MemoryStore;
 pub use settings::SETTINGS_VERSION;
 pub use settings::{RoomSettings, SettingsChange, SettingsUpdate};
 #[doc(hidden)]
-pub use snapshot::{Checkpoint, LivenessRule, Place, RoomSnapshot, SeenWaiters};
+pub use snapshot::{Checkpoint, LivenessRule, Place, RoomSnapshot, SeenWaiters, SnapshotStore};
 pub(crate) use tickets::MAX_TICKET_SWEEP_PER_CALL;
-#[doc(hidden)]
-pub use tickets::{Minted, Redeemed, TicketNonce};
+pub use tickets::{Minted, Redeemed, TicketNonce, TicketStore};
 
 /// Most waiters promoted (or skipped as silent) in one call.
 pub(crate) const MAX_PROMOTIONS_PER_CALL: u32 = 100;
@@ -206,12 +287,16 @@ pub(crate) const FIVE_MINUTE_BUCKETS: u64 = 30;
 /// The future a store operation returns.
 pub type StoreFuture<T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + 'static>>;
 
-/// A room's line and slots. Implementations must follow the semantics in the
-/// [module docs](self); the crate's conformance tests check them.
+/// A room's line and slots: the line's five operations and the operators' four, which every
+/// room needs, and the accessors of the optional capabilities ([`tickets`](Store::tickets)).
+/// Implementations must follow the semantics in the [module docs](self), which also show a
+/// store of one's own; the crate's conformance tests check them.
 ///
 /// Methods take what they need by value or clone it, so the returned futures are `'static` and
 /// can live in the layer's response future.
 pub trait Store: Send + Sync + 'static {
+    // The line.
+
     /// A visitor wants in: joins the line, keeps their place, or claims their slot.
     fn enter(&self, policy: &RoomPolicy, session: SessionId) -> StoreFuture<Decision>;
     /// [`enter`](Store::enter) for a visitor who, as far as the gateway knows, has no place in
@@ -227,9 +312,12 @@ pub trait Store: Send + Sync + 'static {
     /// Extends an admitted visitor's slot to `active_ttl` from now; [`Decision::Unknown`] if the
     /// slot is gone (expired or released).
     fn heartbeat(&self, policy: &RoomPolicy, session: SessionId) -> StoreFuture<Decision>;
-    /// Frees the visitor's place or slot now, and ends their single-use ticket record (see
-    /// [`tickets`]) in the same step. `true` if there was a place or a slot.
+    /// Frees the visitor's place or slot now, and ends their single-use ticket record (if the
+    /// store keeps them: [`TicketStore`]) in the same step. `true` if there was a place or a slot.
     fn release(&self, policy: &RoomPolicy, session: SessionId) -> StoreFuture<bool>;
+
+    // Operations.
+
     /// Counts for the room.
     fn stats(&self, policy: &RoomPolicy) -> StoreFuture<RoomStats>;
     /// Applies `change` to the room's live settings in one step and answers the settings before
@@ -248,92 +336,27 @@ pub trait Store: Send + Sync + 'static {
     /// `true` if it had a place or a slot.
     fn ban(&self, policy: &RoomPolicy, session: SessionId, until_ms: u64) -> StoreFuture<bool>;
 
-    /// The session's single-use ticket of this admission: the nonce of its live unused record,
-    /// [`Minted::Used`] if that record was used (either way its expiry moved to
-    /// `expires_at_ms` if that is later, never earlier), or else (no live record, or one ended
-    /// by [`release`](Self::release) or [`ban`](Self::ban)) a new record holding `fresh`,
-    /// expiring at `expires_at_ms` (the slot's expiry). One ticket per admission, however often
-    /// it is asked; see [`tickets`].
-    ///
-    /// The default answers a [`Misconfigured`](StoreErrorKind::Misconfigured) error: a store of
-    /// your own must implement both ticket operations (and [`keeps_tickets`](Self::keeps_tickets))
-    /// before a room with [`single_use_tickets`](crate::WaitingRoomBuilder::single_use_tickets)
-    /// can use it.
-    fn mint_ticket(
-        &self,
-        policy: &RoomPolicy,
-        session: SessionId,
-        fresh: TicketNonce,
-        expires_at_ms: u64,
-    ) -> StoreFuture<Minted> {
-        let _ = (policy, session, fresh, expires_at_ms);
-        tickets_unsupported()
+    // Optional capabilities, each answered `Some(self)` by a store that has it.
+
+    /// This store's single-use tickets, if it keeps them: a store that also implements
+    /// [`TicketStore`] answers `Some(self)`. `None` by default. A room with
+    /// [`single_use_tickets`](crate::WaitingRoomBuilder::single_use_tickets) on asks once, when
+    /// it is built, and refuses a store that answers `None`
+    /// ([`ConfigError::StoreWithoutTickets`](crate::ConfigError::StoreWithoutTickets)). The
+    /// embedded and the Redis store keep tickets. It takes and answers an `Arc`, so that the room
+    /// holds the capability itself from then on: `Some(self)` is all a store writes.
+    fn tickets(self: Arc<Self>) -> Option<Arc<dyn TicketStore>> {
+        None
     }
 
-    /// Uses the session's ticket `nonce`, atomically: [`Redeemed::Accepted`] exactly once (the
-    /// record becomes used), then [`Redeemed::Used`]; [`Redeemed::Unknown`] without a live
-    /// record of that nonce; [`Redeemed::SlotEnded`] for an unused ticket whose session holds no
-    /// claimed slot any more, or whose record was ended by a release or a ban (whatever slot
-    /// the session holds now: that is a later admission's). An accepted record lives at least
-    /// as long as the slot it was used in. The default answers a
-    /// [`Misconfigured`](StoreErrorKind::Misconfigured) error, as for
-    /// [`mint_ticket`](Self::mint_ticket).
-    fn redeem_ticket(
-        &self,
-        policy: &RoomPolicy,
-        session: SessionId,
-        nonce: TicketNonce,
-    ) -> StoreFuture<Redeemed> {
-        let _ = (policy, session, nonce);
-        tickets_unsupported()
+    /// This store's snapshots of the line, if it keeps them: a store that also implements
+    /// [`SnapshotStore`] answers `Some(self)`. `None` by default: a room on such a store asks
+    /// it for every waiting poll, and offers no event streams. Asked once, when the room is
+    /// built. Unstable, as the whole [`snapshot`] protocol: for the crate's own stores.
+    #[doc(hidden)]
+    fn snapshots(self: Arc<Self>) -> Option<Arc<dyn SnapshotStore>> {
+        None
     }
-
-    /// Whether this store implements [`mint_ticket`](Self::mint_ticket) and
-    /// [`redeem_ticket`](Self::redeem_ticket): a room with
-    /// [`single_use_tickets`](crate::WaitingRoomBuilder::single_use_tickets) on refuses to build
-    /// on a store that does not ([`ConfigError::StoreWithoutTickets`](crate::ConfigError::StoreWithoutTickets)).
-    /// `false` by default; the embedded and the Redis store say `true`.
-    fn keeps_tickets(&self) -> bool {
-        false
-    }
-
-    /// One gateway's refresh of its [`RoomSnapshot`], in one step: records a check-in now for
-    /// each session of `seen` that has a place in line (the waiters whose polls the gateway
-    /// answered from its snapshot since its last refresh; the others are answered back in
-    /// [`RoomSnapshot::unknown`], and nothing is stored for them), does the room's
-    /// housekeeping (with a sweep of abandoned waiters of at most 100), and
-    /// answers the line as it then stands. See [`snapshot`].
-    ///
-    /// The check-ins of [`seen.beyond()`](SeenWaiters::beyond) count for the sweep's rule;
-    /// for the turn's a store may leave them out if it then counts every waiter whose score is
-    /// above [`seen.horizon()`](SeenWaiters::horizon) as seen in the current epoch by that
-    /// rule ([the turn horizon](snapshot#the-turn-horizon)). Nobody seen is skipped either way.
-    ///
-    /// The default answers a [`Misconfigured`](StoreErrorKind::Misconfigured) error, and
-    /// [`keeps_snapshots`](Self::keeps_snapshots) says `false`: a room on such a store asks
-    /// the store for every waiting poll, as before.
-    fn sync(&self, policy: &RoomPolicy, seen: SeenWaiters) -> StoreFuture<RoomSnapshot> {
-        let _ = (policy, seen);
-        Box::pin(std::future::ready(Err(StoreError::with_source(
-            StoreErrorKind::Misconfigured,
-            "this store does not implement Store::sync",
-        ))))
-    }
-
-    /// Whether this store implements [`sync`](Self::sync). `false` by default; the embedded
-    /// and the Redis store say `true`.
-    fn keeps_snapshots(&self) -> bool {
-        false
-    }
-}
-
-/// The answer of a store without single-use tickets.
-fn tickets_unsupported<T: Send + 'static>() -> StoreFuture<T> {
-    Box::pin(std::future::ready(Err(StoreError::with_source(
-        StoreErrorKind::Misconfigured,
-        "this store does not implement single-use tickets (Store::mint_ticket and \
-         Store::redeem_ticket)",
-    ))))
 }
 
 /// A store operation: the Redis script's `ARGV[1]` and the metrics' `op` label.

@@ -1,5 +1,8 @@
 //! A room as one gateway sees it between two store calls: the [`RoomSnapshot`] that
-//! [`Store::sync`](super::Store::sync) answers, and the liveness rule every store follows.
+//! [`SnapshotStore::sync`] answers, and the liveness rule every store follows.
+//!
+//! Unstable: the protocol between the crate's own stores and gateways, hidden from the docs. A
+//! store offers it through [`Store::snapshots`](super::Store::snapshots).
 //!
 //! Waiting polls are the bulk of a busy room's traffic: two million waiters polling every 20 s
 //! are 100 000 polls a second. A gateway answers them from its snapshot of the room, refreshed
@@ -63,10 +66,29 @@
 
 use serde::Serialize;
 
-use super::{AdmissionCounts, RoomPace};
+use super::{AdmissionCounts, RoomPace, StoreFuture};
 use crate::config::RoomPolicy;
 use crate::session::SessionId;
 pub use crate::vocab::{draw_score, Place};
+
+/// A store's snapshots of the line: an optional capability of a [`Store`](super::Store), found
+/// by [`Store::snapshots`](super::Store::snapshots). With it, each gateway answers waiting
+/// polls from its snapshot, refreshed about once a second by one [`sync`](Self::sync) (and
+/// offers event streams); without it, every waiting poll asks the store.
+pub trait SnapshotStore: Send + Sync {
+    /// One gateway's refresh of its [`RoomSnapshot`], in one step: records a check-in now for
+    /// each session of `seen` that has a place in line (the waiters whose polls the gateway
+    /// answered from its snapshot since its last refresh; the others are answered back in
+    /// [`RoomSnapshot::unknown`], and nothing is stored for them), does the room's
+    /// housekeeping (with a sweep of abandoned waiters of at most 100), and
+    /// answers the line as it then stands.
+    ///
+    /// The check-ins of [`seen.beyond()`](SeenWaiters::beyond) count for the sweep's rule;
+    /// for the turn's a store may leave them out if it then counts every waiter whose score is
+    /// above [`seen.horizon()`](SeenWaiters::horizon) as seen in the current epoch by that
+    /// rule ([the turn horizon](self#the-turn-horizon)). Nobody seen is skipped either way.
+    fn sync(&self, policy: &RoomPolicy, seen: SeenWaiters) -> StoreFuture<RoomSnapshot>;
+}
 
 /// Ranks below this are all checkpoints: positions near the head are exact.
 pub const EXACT_RANKS: u64 = 100;
@@ -100,7 +122,7 @@ pub const HORIZON_SLACK_RANKS: u64 = 1_000;
 pub const HORIZON_MARGIN: u64 = 3;
 
 /// The waiters a gateway answered from its snapshot since its last refresh, for
-/// [`Store::sync`](super::Store::sync) to check in: those at or ahead of the refresh's turn
+/// [`SnapshotStore::sync`] to check in: those at or ahead of the refresh's turn
 /// horizon, and those behind it (see [the turn horizon](self#the-turn-horizon)), whose turn
 /// check-ins a store may leave out.
 ///

@@ -1,59 +1,97 @@
-//! Single-use checkout tickets in the store: [`TicketNonce`], and the answers of
-//! [`Store::mint_ticket`](super::Store::mint_ticket) ([`Minted`]) and
-//! [`Store::redeem_ticket`](super::Store::redeem_ticket) ([`Redeemed`]).
-//!
-//! A room with [`single_use_tickets`](crate::WaitingRoomBuilder::single_use_tickets) on asks the
-//! store for a ticket when it admits a visitor, and again whenever a heartbeat extends the slot.
-//! The store keeps one record per session while the admission lasts: the ticket's nonce, unused
-//! or used. Each mint extends the record to the slot's new expiry (never earlier), so it lives as
-//! long as the slot; [`release`](super::Store::release) and [`ban`](super::Store::ban) end it
-//! with the slot, so the session's next admission gets a new ticket. Redeeming turns an unused
-//! record into a used one in one atomic step, so of any number of concurrent uses of one ticket,
-//! on any number of gateways, exactly one is accepted; and only while the session still holds
-//! its claimed slot, so a ticket never lets anyone past the room's capacity after its visitor
-//! left.
-//!
-//! ```
-//! use tower_waiting_room::clock::ManualClock;
-//! use tower_waiting_room::store::{Decision, MemoryStore, Minted, Redeemed, Store, TicketNonce};
-//! use tower_waiting_room::{RoomPolicy, SessionId};
-//!
-//! # tokio_test_block_on(async {
-//! let store = MemoryStore::with_clock(ManualClock::new(1_000));
-//! let policy = RoomPolicy::new("shop", 10);
-//! let session = SessionId::random();
-//! // Tickets come with an admission: the session holds a slot.
-//! assert!(matches!(store.enter(&policy, session).await?, Decision::Admitted { .. }));
-//! // One ticket per admission: a second mint answers the first nonce, its record extended to
-//! // the later expiry (the slot's, renewed), never shortened.
-//! let first = store.mint_ticket(&policy, session, TicketNonce::random(), 61_000).await?;
-//! let Minted::Ticket { nonce, .. } = first else { panic!("a fresh record") };
-//! let again = store.mint_ticket(&policy, session, TicketNonce::random(), 90_000).await?;
-//! assert_eq!(again, Minted::Ticket { nonce, expires_at_ms: 90_000 });
-//! let earlier = store.mint_ticket(&policy, session, TicketNonce::random(), 61_000).await?;
-//! assert_eq!(earlier, Minted::Ticket { nonce, expires_at_ms: 90_000 });
-//! // Exactly one redeem is accepted; a replay is told the ticket was used.
-//! assert_eq!(store.redeem_ticket(&policy, session, nonce).await?, Redeemed::Accepted);
-//! assert_eq!(store.redeem_ticket(&policy, session, nonce).await?, Redeemed::Used);
-//! // No second ticket for the same admission.
-//! let after = store.mint_ticket(&policy, session, TicketNonce::random(), 90_000).await?;
-//! assert_eq!(after, Minted::Used);
-//! // Ending the slot ends its ticket: the next admission gets a new one.
-//! store.release(&policy, session).await?;
-//! assert!(matches!(store.enter(&policy, session).await?, Decision::Admitted { .. }));
-//! let fresh = TicketNonce::random();
-//! let next = store.mint_ticket(&policy, session, fresh, 61_000).await?;
-//! assert_eq!(next, Minted::Ticket { nonce: fresh, expires_at_ms: 61_000 });
-//! # Ok::<_, tower_waiting_room::store::StoreError>(())
-//! # }).unwrap();
-//! # fn tokio_test_block_on<F: std::future::Future>(f: F) -> F::Output {
-//! #     tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(f)
-//! # }
-//! ```
+//! Single-use checkout tickets in the store: the [`TicketStore`] capability, its
+//! [`TicketNonce`], and the answers of its two operations ([`Minted`], [`Redeemed`]).
 
+use super::StoreFuture;
+use crate::config::RoomPolicy;
+use crate::session::SessionId;
 pub use crate::vocab::TicketNonce;
 
-/// What [`Store::mint_ticket`](super::Store::mint_ticket) answers.
+/// A store's single-use tickets: an optional capability of a [`Store`](super::Store), found by
+/// [`Store::tickets`](super::Store::tickets).
+///
+/// A room with [`single_use_tickets`](crate::WaitingRoomBuilder::single_use_tickets) on asks the
+/// store for a ticket when it admits a visitor, and again whenever a heartbeat extends the slot.
+/// The store keeps one record per session while the admission lasts: the ticket's nonce, unused
+/// or used. Each mint extends the record to the slot's new expiry (never earlier), so it lives as
+/// long as the slot; [`release`](super::Store::release) and [`ban`](super::Store::ban) end it
+/// with the slot, so the session's next admission gets a new ticket. Redeeming turns an unused
+/// record into a used one in one atomic step, so of any number of concurrent uses of one ticket,
+/// on any number of gateways, exactly one is accepted; and only while the session still holds
+/// its claimed slot, so a ticket never lets anyone past the room's capacity after its visitor
+/// left.
+///
+/// ```
+/// use tower_waiting_room::clock::ManualClock;
+/// use tower_waiting_room::store::{
+///     Decision, MemoryStore, Minted, Redeemed, Store, TicketNonce, TicketStore,
+/// };
+/// use tower_waiting_room::{RoomPolicy, SessionId};
+///
+/// # tokio_test_block_on(async {
+/// let store = MemoryStore::with_clock(ManualClock::new(1_000));
+/// let policy = RoomPolicy::new("shop", 10);
+/// let session = SessionId::random();
+/// // Tickets come with an admission: the session holds a slot.
+/// assert!(matches!(store.enter(&policy, session).await?, Decision::Admitted { .. }));
+/// // One ticket per admission: a second mint answers the first nonce, its record extended to
+/// // the later expiry (the slot's, renewed), never shortened.
+/// let first = store.mint_ticket(&policy, session, TicketNonce::random(), 61_000).await?;
+/// let Minted::Ticket { nonce, .. } = first else { panic!("a fresh record") };
+/// let again = store.mint_ticket(&policy, session, TicketNonce::random(), 90_000).await?;
+/// assert_eq!(again, Minted::Ticket { nonce, expires_at_ms: 90_000 });
+/// let earlier = store.mint_ticket(&policy, session, TicketNonce::random(), 61_000).await?;
+/// assert_eq!(earlier, Minted::Ticket { nonce, expires_at_ms: 90_000 });
+/// // Exactly one redeem is accepted; a replay is told the ticket was used.
+/// assert_eq!(store.redeem_ticket(&policy, session, nonce).await?, Redeemed::Accepted);
+/// assert_eq!(store.redeem_ticket(&policy, session, nonce).await?, Redeemed::Used);
+/// // No second ticket for the same admission.
+/// let after = store.mint_ticket(&policy, session, TicketNonce::random(), 90_000).await?;
+/// assert_eq!(after, Minted::Used);
+/// // Ending the slot ends its ticket: the next admission gets a new one.
+/// store.release(&policy, session).await?;
+/// assert!(matches!(store.enter(&policy, session).await?, Decision::Admitted { .. }));
+/// let fresh = TicketNonce::random();
+/// let next = store.mint_ticket(&policy, session, fresh, 61_000).await?;
+/// assert_eq!(next, Minted::Ticket { nonce: fresh, expires_at_ms: 61_000 });
+/// # Ok::<_, tower_waiting_room::store::StoreError>(())
+/// # }).unwrap();
+/// # fn tokio_test_block_on<F: std::future::Future>(f: F) -> F::Output {
+/// #     tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(f)
+/// # }
+/// ```
+///
+/// The exact rules are in the [store docs](super) (single-use tickets); the conformance suite
+/// checks them (`testing::conformance`, feature `testing`).
+pub trait TicketStore: Send + Sync {
+    /// The session's single-use ticket of this admission: the nonce of its live unused record,
+    /// [`Minted::Used`] if that record was used (either way its expiry moved to
+    /// `expires_at_ms` if that is later, never earlier), or else (no live record, or one ended
+    /// by [`release`](super::Store::release) or [`ban`](super::Store::ban)) a new record
+    /// holding `fresh`, expiring at `expires_at_ms` (the slot's expiry). One ticket per
+    /// admission, however often it is asked.
+    fn mint_ticket(
+        &self,
+        policy: &RoomPolicy,
+        session: SessionId,
+        fresh: TicketNonce,
+        expires_at_ms: u64,
+    ) -> StoreFuture<Minted>;
+
+    /// Uses the session's ticket `nonce`, atomically: [`Redeemed::Accepted`] exactly once (the
+    /// record becomes used), then [`Redeemed::Used`]; [`Redeemed::Unknown`] without a live
+    /// record of that nonce; [`Redeemed::SlotEnded`] for an unused ticket whose session holds no
+    /// claimed slot any more, or whose record was ended by a release or a ban (whatever slot
+    /// the session holds now: that is a later admission's). An accepted record lives at least
+    /// as long as the slot it was used in.
+    fn redeem_ticket(
+        &self,
+        policy: &RoomPolicy,
+        session: SessionId,
+        nonce: TicketNonce,
+    ) -> StoreFuture<Redeemed>;
+}
+
+/// What [`TicketStore::mint_ticket`] answers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Minted {
@@ -70,7 +108,7 @@ pub enum Minted {
     Used,
 }
 
-/// What [`Store::redeem_ticket`](super::Store::redeem_ticket) answers.
+/// What [`TicketStore::redeem_ticket`] answers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Redeemed {
@@ -89,4 +127,4 @@ pub enum Redeemed {
 
 /// Most expired ticket records a store drops in one call, so a call's work stays bounded
 /// (records also expire by themselves in Redis).
-pub const MAX_TICKET_SWEEP_PER_CALL: u32 = 100;
+pub(crate) const MAX_TICKET_SWEEP_PER_CALL: u32 = 100;

@@ -25,7 +25,9 @@ use tower_waiting_room::store::{
     Decision, MemoryStore, RoomStats, SettingsChange, SettingsUpdate, Store, StoreError,
     StoreErrorKind, StoreFuture,
 };
-use tower_waiting_room::store::{Minted, Redeemed, RoomSnapshot, SeenWaiters, TicketNonce};
+use tower_waiting_room::store::{
+    Minted, Redeemed, RoomSnapshot, SeenWaiters, SnapshotStore, TicketNonce, TicketStore,
+};
 use tower_waiting_room::{
     Admission, Keyring, RoomPolicy, SessionId, SigningKey, WaitingRoomBuilder, WaitingRoomLayer,
 };
@@ -506,7 +508,7 @@ impl TestStore {
         }
     }
 
-    /// The same store, also keeping snapshots ([`Store::sync`], counted): its rooms answer
+    /// The same store, also keeping snapshots ([`SnapshotStore::sync`], counted): its rooms answer
     /// waiting polls at the gateway. Off by default, so the tests that count each poll's call
     /// see one.
     pub fn with_snapshots(mut self) -> Self {
@@ -603,6 +605,20 @@ impl Store for TestStore {
             .unwrap_or_else(|| self.inner.ban(policy, session, until_ms))
     }
 
+    fn tickets(self: Arc<Self>) -> Option<Arc<dyn TicketStore>> {
+        Some(self)
+    }
+
+    fn snapshots(self: Arc<Self>) -> Option<Arc<dyn SnapshotStore>> {
+        if self.snapshots {
+            Some(self)
+        } else {
+            None
+        }
+    }
+}
+
+impl TicketStore for TestStore {
     fn mint_ticket(
         &self,
         policy: &RoomPolicy,
@@ -625,19 +641,13 @@ impl Store for TestStore {
         self.failure()
             .unwrap_or_else(|| self.inner.redeem_ticket(policy, session, nonce))
     }
+}
 
-    fn keeps_tickets(&self) -> bool {
-        true
-    }
-
+impl SnapshotStore for TestStore {
     fn sync(&self, policy: &RoomPolicy, seen: SeenWaiters) -> StoreFuture<RoomSnapshot> {
         self.counters.sync.fetch_add(1, Ordering::SeqCst);
         self.failure()
             .unwrap_or_else(|| self.inner.sync(policy, seen))
-    }
-
-    fn keeps_snapshots(&self) -> bool {
-        self.snapshots
     }
 }
 

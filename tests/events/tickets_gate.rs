@@ -26,7 +26,7 @@ use tower_waiting_room::config::RoomPolicy;
 use tower_waiting_room::routing::{Rule, WaitingRooms, ADMISSION_TICKET_HEADER};
 use tower_waiting_room::store::{
     Decision, MemoryStore, Minted, Redeemed, RoomStats, SettingsChange, SettingsUpdate, Store,
-    StoreFuture, TicketNonce,
+    StoreFuture, TicketNonce, TicketStore,
 };
 use tower_waiting_room::{
     Admission, AdmittedBy, FailPolicy, Keyring, SessionId, SigningKey, WaitingRoomBuilder,
@@ -367,6 +367,12 @@ impl Store for Counted {
     fn ban(&self, p: &RoomPolicy, s: SessionId, until: u64) -> StoreFuture<bool> {
         self.count().ban(p, s, until)
     }
+    fn tickets(self: Arc<Self>) -> Option<Arc<dyn TicketStore>> {
+        Some(self)
+    }
+}
+
+impl TicketStore for Counted {
     fn mint_ticket(
         &self,
         p: &RoomPolicy,
@@ -378,9 +384,6 @@ impl Store for Counted {
     }
     fn redeem_ticket(&self, p: &RoomPolicy, s: SessionId, n: TicketNonce) -> StoreFuture<Redeemed> {
         self.count().redeem_ticket(p, s, n)
-    }
-    fn keeps_tickets(&self) -> bool {
-        true
     }
 }
 

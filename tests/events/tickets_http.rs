@@ -12,7 +12,7 @@ use http::header::{HeaderName, HeaderValue};
 use http::{Method, StatusCode};
 use tower_waiting_room::__private::AdmissionTicket;
 use tower_waiting_room::clock::Clock;
-use tower_waiting_room::store::{Redeemed, Store};
+use tower_waiting_room::store::{Redeemed, TicketStore};
 use tower_waiting_room::WaitingRoomLayer;
 
 use common::*;

@@ -259,4 +259,60 @@ async fn a_single_use_gate_counts_each_use_once_at_stage_gate() {
     assert_eq!(requests("admitted"), Some(1.0), "{text}");
     assert_eq!(requests("unknown"), Some(3.0), "{text}");
     assert_eq!(requests("passed"), None, "{text}");
+    // The ticket calls are counted as store calls: one mint at admission, and a redeem for
+    // each genuine ticket presented (the forged one and the missing one never reach the store).
+    let calls = |op| {
+        value(
+            &text,
+            STORE_CALLS_TOTAL,
+            &[("room", "tix_gate"), ("op", op), ("result", "ok")],
+        )
+    };
+    assert_eq!(calls("mint_ticket"), Some(1.0), "{text}");
+    assert_eq!(calls("redeem_ticket"), Some(2.0), "{text}");
+}
+
+/// A room on a store that keeps snapshots counts its refreshes as store calls (`op="sync"`).
+#[tokio::test]
+async fn snapshot_refreshes_are_counted_as_store_calls() {
+    use http::header;
+
+    let handle = prometheus();
+    let layer = WaitingRoomLayer::builder("synced")
+        .capacity(1)
+        .secret(SECRET)
+        .secure_cookies(false)
+        .build()
+        .unwrap();
+    let router = Router::new()
+        .route("/", get(|| async { "home" }))
+        .layer(layer);
+    // A visitor is let in, and the next waits: their queue cookie then carries their place,
+    // so their next request is answered at the gateway, which first refreshes its snapshot.
+    for waits in [false, true] {
+        let first = call(&router, Method::GET, "/", &[]).await;
+        let queue = first.cookie_value("wr_synced_q").expect("a queue cookie");
+        let again = [(header::COOKIE, cookie("wr_synced_q", &queue))];
+        let entered = call(&router, Method::GET, "/", &again).await;
+        if waits {
+            assert_eq!(entered.status, StatusCode::TOO_MANY_REQUESTS);
+            let placed = entered.cookie_value("wr_synced_q").unwrap_or(queue);
+            let placed = [(header::COOKIE, cookie("wr_synced_q", &placed))];
+            let polled = call(&router, Method::GET, "/", &placed).await;
+            assert_eq!(polled.status, StatusCode::TOO_MANY_REQUESTS);
+        } else {
+            assert_eq!(entered.status, StatusCode::OK, "{}", entered.text());
+        }
+    }
+    let text = handle.render();
+    let calls = |op| {
+        value(
+            &text,
+            STORE_CALLS_TOTAL,
+            &[("room", "synced"), ("op", op), ("result", "ok")],
+        )
+    };
+    assert_eq!(calls("sync"), Some(1.0), "{text}");
+    // The waiter is at the head, so after the refresh the store is asked all the same.
+    assert_eq!(calls("enter"), Some(3.0), "{text}");
 }

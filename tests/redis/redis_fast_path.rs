@@ -23,7 +23,7 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tower_waiting_room::__private::redis_keys;
 use tower_waiting_room::clock::{Clock, ManualClock};
 use tower_waiting_room::config::EventSchedule;
-use tower_waiting_room::store::{RedisStore, SettingsChange, Store};
+use tower_waiting_room::store::{RedisStore, SettingsChange, SnapshotStore, Store};
 use tower_waiting_room::{RoomPolicy, SessionId};
 
 const START_MS: u64 = 1_800_000_000_000;

@@ -21,7 +21,7 @@ use redis_harness::Server;
 use tower_waiting_room::__private::{redis_keys, room_script_numbers, ROOM_LIBRARY_NAME};
 use tower_waiting_room::clock::{Clock, ManualClock};
 use tower_waiting_room::store::{
-    Decision, Place, RedisStore, SeenWaiters, Store, SETTINGS_VERSION,
+    Decision, Place, RedisStore, SeenWaiters, SnapshotStore, Store, SETTINGS_VERSION,
 };
 use tower_waiting_room::{RoomPolicy, SessionId};
 

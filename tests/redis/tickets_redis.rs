@@ -8,7 +8,9 @@ use crate::redis_harness;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use redis::AsyncCommands;
-use tower_waiting_room::store::{Decision, Minted, Redeemed, RedisStore, Store, TicketNonce};
+use tower_waiting_room::store::{
+    Decision, Minted, Redeemed, RedisStore, Store, TicketNonce, TicketStore,
+};
 use tower_waiting_room::{RoomPolicy, SessionId};
 
 const GATEWAYS: usize = 3;

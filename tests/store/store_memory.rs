@@ -18,6 +18,64 @@ async fn make_harness() -> conformance::Harness {
 
 conformance::conformance_tests!(make_harness);
 
+/// The suite on a store that offers neither optional capability (a store of one's own keeping
+/// only the line and the operations): the cases of tickets and snapshots skip, every other one
+/// passes.
+mod without_capabilities {
+    use std::sync::Arc;
+
+    use tower_waiting_room::clock::ManualClock;
+    use tower_waiting_room::store::{
+        Decision, MemoryStore, RoomStats, SettingsChange, SettingsUpdate, Store, StoreFuture,
+    };
+    use tower_waiting_room::testing::conformance;
+    use tower_waiting_room::{RoomPolicy, SessionId};
+
+    /// The embedded store, with its line and operations only.
+    struct Plain(MemoryStore);
+
+    impl Store for Plain {
+        fn enter(&self, p: &RoomPolicy, s: SessionId) -> StoreFuture<Decision> {
+            self.0.enter(p, s)
+        }
+        fn poll(&self, p: &RoomPolicy, s: SessionId) -> StoreFuture<Decision> {
+            self.0.poll(p, s)
+        }
+        fn heartbeat(&self, p: &RoomPolicy, s: SessionId) -> StoreFuture<Decision> {
+            self.0.heartbeat(p, s)
+        }
+        fn release(&self, p: &RoomPolicy, s: SessionId) -> StoreFuture<bool> {
+            self.0.release(p, s)
+        }
+        fn stats(&self, p: &RoomPolicy) -> StoreFuture<RoomStats> {
+            self.0.stats(p)
+        }
+        fn configure(&self, p: &RoomPolicy, c: SettingsChange) -> StoreFuture<SettingsUpdate> {
+            self.0.configure(p, c)
+        }
+        fn admit_next(&self, p: &RoomPolicy, n: u32) -> StoreFuture<u64> {
+            self.0.admit_next(p, n)
+        }
+        fn ban(&self, p: &RoomPolicy, s: SessionId, until_ms: u64) -> StoreFuture<bool> {
+            self.0.ban(p, s, until_ms)
+        }
+    }
+
+    async fn make_harness() -> conformance::Harness {
+        let clock = ManualClock::new(conformance::START_MS);
+        let store = MemoryStore::with_clock(clock.clone());
+        let damaged = store.clone();
+        let harness = conformance::Harness::new(Arc::new(Plain(store)), clock);
+        assert!(harness.tickets().is_none() && harness.snapshots().is_none());
+        harness.with_damage(move |policy, damage| {
+            let done = damaged.__damage(&policy.room, damage);
+            Box::pin(std::future::ready(done))
+        })
+    }
+
+    conformance::conformance_tests!(make_harness);
+}
+
 /// A waiter's poll is O(log n): at the back of a line of 100 000 it costs about what it costs in
 /// a line of 1 000 (it used to count everyone ahead, O(position): about 100 times more). Timed
 /// as the best of several rounds, so a busy machine does not fail it; the bound is loose

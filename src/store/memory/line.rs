@@ -121,7 +121,7 @@ impl RoomState {
 }
 
 /// Whether a call's housekeeping sweeps abandoned waiters: only
-/// [`sync`](crate::store::Store::sync)'s does.
+/// [`sync`](crate::store::SnapshotStore::sync)'s does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Sweep {
     Yes,

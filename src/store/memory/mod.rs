@@ -8,8 +8,8 @@
 //! A waiter is one record: their place (a sequence number that never changes, or a draw) and
 //! the epochs of their last check-in in both liveness rules
 //! ([`LivenessRule`](super::snapshot::LivenessRule)), kept as epochs, not times, so the two stores count a waiter alive or silent alike. The sweep of abandoned
-//! waiters runs only in [`sync`](Store::sync), oldest abandon epoch first (amortised O(1) a
-//! waiter); the silent count is exact (a count per turn epoch); a snapshot's checkpoints are
+//! waiters runs only in [`sync`](super::SnapshotStore::sync), oldest abandon epoch first
+//! (amortised O(1) a waiter); the silent count is exact (a count per turn epoch); a snapshot's checkpoints are
 //! exact ranks, O(log n) each.
 //!
 //! Locking: the map of rooms is behind an `RwLock` held only to find (or, once per room, add) a
@@ -47,10 +47,10 @@ use self::pace::Bucket;
 use self::tickets::Tickets;
 use self::waiters::Waiters;
 
-use super::snapshot::RoomSnapshot;
+use super::snapshot::{RoomSnapshot, SnapshotStore};
 use super::{
     AdmissionRing, Decision, Minted, Redeemed, RoomSettings, RoomStats, SeenWaiters,
-    SettingsChange, SettingsUpdate, Store, StoreFuture, TicketNonce,
+    SettingsChange, SettingsUpdate, Store, StoreFuture, TicketNonce, TicketStore,
 };
 use crate::clock::{Clock, SharedClock, SystemClock};
 use crate::config::RoomPolicy;
@@ -135,7 +135,7 @@ impl MemoryStore {
     }
 
     /// One call's step on the room of `policy`: its housekeeping (without the sweep of
-    /// abandoned waiters, which only [`sync`](Store::sync) does), then `op`.
+    /// abandoned waiters, which only [`sync`](super::SnapshotStore::sync) does), then `op`.
     fn run<T: Send + 'static>(
         &self,
         policy: &RoomPolicy,
@@ -246,6 +246,16 @@ impl Store for MemoryStore {
         })
     }
 
+    fn tickets(self: Arc<Self>) -> Option<Arc<dyn TicketStore>> {
+        Some(self)
+    }
+
+    fn snapshots(self: Arc<Self>) -> Option<Arc<dyn SnapshotStore>> {
+        Some(self)
+    }
+}
+
+impl TicketStore for MemoryStore {
     fn mint_ticket(
         &self,
         policy: &RoomPolicy,
@@ -277,11 +287,9 @@ impl Store for MemoryStore {
         let redeemed = tickets.redeem(&policy.room, session, nonce, slot_expires, now);
         Box::pin(std::future::ready(Ok(redeemed)))
     }
+}
 
-    fn keeps_tickets(&self) -> bool {
-        true
-    }
-
+impl SnapshotStore for MemoryStore {
     fn sync(&self, policy: &RoomPolicy, seen: SeenWaiters) -> StoreFuture<RoomSnapshot> {
         // The closures run one after the other, in this call, under the room's lock.
         let unknown = std::cell::RefCell::new(Vec::new());
@@ -297,10 +305,6 @@ impl Store for MemoryStore {
                 ..room.snapshot(policy, now)
             },
         )
-    }
-
-    fn keeps_snapshots(&self) -> bool {
-        true
     }
 }
 

@@ -112,8 +112,8 @@ use self::protocol::{decision, non_negative, protocol_error, reply, Op, NOW_FROM
 use self::sentinel::SentinelConnection;
 use super::{
     Decision, Minted, Redeemed, RoomSnapshot, RoomStats, SeenWaiters, SettingsChange,
-    SettingsUpdate, Store, StoreError, StoreErrorKind, StoreFuture, TicketNonce, HISTORY_MINUTES,
-    MAX_ADMIT_NEXT_PER_CALL,
+    SettingsUpdate, SnapshotStore, Store, StoreError, StoreErrorKind, StoreFuture, TicketNonce,
+    TicketStore, HISTORY_MINUTES, MAX_ADMIT_NEXT_PER_CALL,
 };
 use crate::clock::SharedClock;
 use crate::config::RoomPolicy;
@@ -473,6 +473,16 @@ impl Store for RedisStore {
         })
     }
 
+    fn tickets(self: Arc<Self>) -> Option<Arc<dyn TicketStore>> {
+        Some(self)
+    }
+
+    fn snapshots(self: Arc<Self>) -> Option<Arc<dyn SnapshotStore>> {
+        Some(self)
+    }
+}
+
+impl TicketStore for RedisStore {
     fn mint_ticket(
         &self,
         policy: &RoomPolicy,
@@ -491,11 +501,9 @@ impl Store for RedisStore {
     ) -> StoreFuture<Redeemed> {
         self.redeem(policy, session, nonce)
     }
+}
 
-    fn keeps_tickets(&self) -> bool {
-        true
-    }
-
+impl SnapshotStore for RedisStore {
     fn sync(&self, policy: &RoomPolicy, seen: SeenWaiters) -> StoreFuture<RoomSnapshot> {
         let now = self.clock.as_ref().map_or_else(
             || crate::config::unix_ms(std::time::SystemTime::now()),
@@ -592,10 +600,6 @@ impl Store for RedisStore {
             );
             Ok(snapshot)
         })
-    }
-
-    fn keeps_snapshots(&self) -> bool {
-        true
     }
 }
 

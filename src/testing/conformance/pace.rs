@@ -2,6 +2,8 @@
 //! ([`RoomPace`]): how long the store has seen the room, its first movement, the admissions of
 //! each recent minute, the waiters gone silent, skipped turns, and the operators' changes.
 
+use std::sync::Arc;
+
 use super::{admitted, Harness, QUEUE_MS};
 use crate::store::{AdmissionCounts, Decision, RoomPace, SettingsChange, ADMISSION_BUCKET_MS};
 use crate::{RoomPolicy, SessionId};
@@ -10,11 +12,41 @@ const MINUTE_MS: u64 = 6 * ADMISSION_BUCKET_MS;
 
 impl Harness {
     /// The room's pace after a `poll` of `waiter`, who must be waiting (else a panic naming
-    /// `what`): read from a [`sync`](Harness::sync)'s snapshot, as gateways read it (since store
-    /// v2 a store's poll answer need not carry it).
+    /// `what`), read where gateways read it: from a [`sync`](Harness::sync)'s snapshot if the
+    /// store keeps snapshots (its poll answer need not carry the pace then), else from the poll
+    /// answer.
     pub async fn pace(&self, policy: &RoomPolicy, waiter: SessionId, what: &str) -> RoomPace {
+        self.waiting_with(policy, waiter, what).await.1
+    }
+
+    /// The room's admission counts after a `poll` of `waiter`, who must be waiting (else a
+    /// panic naming `what`), read where gateways read them, as [`pace`](Self::pace).
+    pub async fn counts(
+        &self,
+        policy: &RoomPolicy,
+        waiter: SessionId,
+        what: &str,
+    ) -> AdmissionCounts {
+        self.waiting_with(policy, waiter, what).await.0
+    }
+
+    /// The counts and the pace of a waiting answer to `waiter`'s poll, from a snapshot if the
+    /// store keeps them.
+    async fn waiting_with(
+        &self,
+        policy: &RoomPolicy,
+        waiter: SessionId,
+        what: &str,
+    ) -> (AdmissionCounts, RoomPace) {
         match self.poll(policy, waiter).await {
-            Decision::Waiting { .. } => self.sync(policy, Vec::new()).await.pace,
+            Decision::Waiting { recent, pace, .. } => {
+                if Arc::clone(&self.store).snapshots().is_some() {
+                    let snapshot = self.sync(policy, Vec::new()).await;
+                    (snapshot.recent, snapshot.pace)
+                } else {
+                    (recent, pace)
+                }
+            }
             other => panic!("{what}: expected Waiting, got {other:?}"),
         }
     }
