@@ -305,7 +305,9 @@ settings! {
     /// snapshots (the embedded store and the Redis store do) and a Tokio runtime; without them,
     /// beyond this number, or in a browser without `EventSource`, the waiting page polls the
     /// status endpoint as before. Each open stream holds a connection and a little memory (see
-    /// `docs/benchmarks.md`), and is checked in for its waiter like a poll.
+    /// `docs/benchmarks.md`), and is checked in for its waiter like a poll. One visitor holds
+    /// two at most (a page and a second tab): a third replaces the oldest, so a few visitors
+    /// cannot use up this number.
     ///
     /// ```
     /// use tower_waiting_room::WaitingRoomLayer;
