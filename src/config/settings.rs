@@ -119,7 +119,10 @@ settings! {
         set(after: Duration) => Some(after);
 
     /// Age under which an admission token is trusted without a store call. Default 15 s; must
-    /// be shorter than `active_ttl`.
+    /// be shorter than `active_ttl`. Each gateway counts it on its own clock from the token's
+    /// issue time, and asks the store about a token issued ahead of its clock; so a slot that
+    /// ended (or a session the operators dropped) is out within `refresh` plus the difference
+    /// between the gateways' clocks: keep them within a second of each other (NTP).
     #[serde(deserialize_with = "readable::duration")]
     refresh: Duration = Duration::from_secs(15),
         set(refresh: Duration) => refresh,
