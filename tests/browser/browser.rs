@@ -1037,49 +1037,83 @@ async fn measure_proof_of_work_in_chromium() {
     browser.close().await.unwrap();
 }
 
+/// A site whose store keeps snapshots (far back in line, its waiting pages listen), every
+/// path asked of it logged as it reaches the server (an EventSource's request included, which
+/// the browser's own resource timing lists only once it ends); one visitor holds the only
+/// slot, and 60 wait in line.
+struct ListeningSite {
+    site: Site,
+    holder: Jar,
+    ahead: Vec<SessionId>,
+    asked: Arc<Mutex<Vec<String>>>,
+}
+
+impl ListeningSite {
+    async fn start(room: &str) -> Self {
+        use tower_waiting_room::store::Store;
+        let hour = Duration::from_secs(3_600);
+        let clock = clock();
+        let store = TestStore::new(clock.clone()).with_snapshots();
+        let layer = WaitingRoomLayer::builder(room)
+            .capacity(1)
+            .active_ttl(hour)
+            .grant_ttl(hour)
+            .queue_ttl(hour)
+            .secure_cookies(false)
+            .secret(SECRET)
+            .clock(clock.clone())
+            .store(store.clone())
+            .build()
+            .unwrap();
+        let asked: Arc<Mutex<Vec<String>>> = Arc::default();
+        let log = Arc::clone(&asked);
+        let http = serve(shop(layer.clone()).layer(tower::util::MapRequestLayer::new(
+            move |req: http::Request<axum::body::Body>| {
+                log.lock().unwrap().push(req.uri().path().to_owned());
+                req
+            },
+        )))
+        .await;
+        let site = Site {
+            layer,
+            store,
+            clock,
+            http,
+        };
+        let holder = admit(&site).await;
+        let policy: RoomPolicy = site.layer.config().policy().clone();
+        let ahead: Vec<SessionId> = (0..60).map(|_| SessionId::random()).collect();
+        for &s in &ahead {
+            site.store.inner().enter(&policy, s).await.unwrap();
+        }
+        Self {
+            site,
+            holder,
+            ahead,
+            asked,
+        }
+    }
+
+    /// How many of the paths asked so far end with `end`.
+    fn count(&self, end: &str) -> usize {
+        let asked = self.asked.lock().unwrap();
+        asked.iter().filter(|u| u.ends_with(end)).count()
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn far_back_the_page_listens_for_its_position_instead_of_polling() {
     let _one = ONE_BROWSER.lock().await;
-    let hour = Duration::from_secs(3_600);
-    let clock = clock();
-    let store = TestStore::new(clock.clone()).with_snapshots();
-    let layer = WaitingRoomLayer::builder("listen")
-        .capacity(1)
-        .active_ttl(hour)
-        .grant_ttl(hour)
-        .queue_ttl(hour)
-        .secure_cookies(false)
-        .secret(SECRET)
-        .clock(clock.clone())
-        .store(store.clone())
-        .build()
-        .unwrap();
-    // Every path the browser asks for, as it reaches the server (an EventSource's request
-    // included, which the browser's own resource timing lists only once it ends).
-    let asked: Arc<Mutex<Vec<String>>> = Arc::default();
-    let log = Arc::clone(&asked);
-    let http = serve(shop(layer.clone()).layer(tower::util::MapRequestLayer::new(
-        move |req: http::Request<axum::body::Body>| {
-            log.lock().unwrap().push(req.uri().path().to_owned());
-            req
-        },
-    )))
-    .await;
+    let ListeningSite {
+        site,
+        mut holder,
+        ahead,
+        asked,
+    } = ListeningSite::start("listen").await;
     let requested = || asked.lock().unwrap().clone();
-    let site = Site {
-        layer,
-        store,
-        clock,
-        http,
-    };
-    let mut holder = admit(&site).await;
     let policy: RoomPolicy = site.layer.config().policy().clone();
     let inner = site.store.inner();
     use tower_waiting_room::store::Store;
-    let ahead: Vec<SessionId> = (0..60).map(|_| SessionId::random()).collect();
-    for &s in &ahead {
-        inner.enter(&policy, s).await.unwrap();
-    }
 
     let driver = Driver::start().await;
     let browser = driver.browser(1280, 800).await;
@@ -1143,51 +1177,9 @@ async fn far_back_the_page_listens_for_its_position_instead_of_polling() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_third_tab_takes_the_oldest_tabs_stream_and_that_tab_polls_instead() {
     let _one = ONE_BROWSER.lock().await;
-    let hour = Duration::from_secs(3_600);
-    let clock = clock();
-    let store = TestStore::new(clock.clone()).with_snapshots();
-    let layer = WaitingRoomLayer::builder("tabs")
-        .capacity(1)
-        .active_ttl(hour)
-        .grant_ttl(hour)
-        .queue_ttl(hour)
-        .secure_cookies(false)
-        .secret(SECRET)
-        .clock(clock.clone())
-        .store(store.clone())
-        .build()
-        .unwrap();
-    let asked: Arc<Mutex<Vec<String>>> = Arc::default();
-    let log = Arc::clone(&asked);
-    let http = serve(shop(layer.clone()).layer(tower::util::MapRequestLayer::new(
-        move |req: http::Request<axum::body::Body>| {
-            log.lock().unwrap().push(req.uri().path().to_owned());
-            req
-        },
-    )))
-    .await;
-    let count = |end: &str| {
-        asked
-            .lock()
-            .unwrap()
-            .iter()
-            .filter(|u| u.ends_with(end))
-            .count()
-    };
-    let site = Site {
-        layer,
-        store,
-        clock,
-        http,
-    };
-    let _holder = admit(&site).await;
-    let policy: RoomPolicy = site.layer.config().policy().clone();
-    let inner = site.store.inner();
-    use tower_waiting_room::store::Store;
-    let ahead: Vec<SessionId> = (0..60).map(|_| SessionId::random()).collect();
-    for &s in &ahead {
-        inner.enter(&policy, s).await.unwrap();
-    }
+    let listening = ListeningSite::start("tabs").await;
+    let site = &listening.site;
+    let count = |end: &str| listening.count(end);
 
     // Three tabs of one browser, one place: each page listens, the third's stream replacing
     // the first's. The first two have listened for over 30 s by then: a page whose stream
@@ -1229,7 +1221,10 @@ async fn a_third_tab_takes_the_oldest_tabs_stream_and_that_tab_polls_instead() {
     assert_eq!(count("/tabs/events"), 3, "a tab listened again");
 
     // The line moves: every tab follows, two by their streams, the first by polling.
-    assert!(inner.release(&policy, ahead[0]).await.unwrap());
+    use tower_waiting_room::store::Store;
+    let policy: RoomPolicy = site.layer.config().policy().clone();
+    let first = listening.ahead[0];
+    assert!(site.store.inner().release(&policy, first).await.unwrap());
     site.clock.advance(Duration::from_secs(1));
     for (n, tab) in tabs.iter().enumerate().rev() {
         browser.switch_to_window(tab.clone()).await.unwrap();

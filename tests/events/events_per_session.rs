@@ -5,18 +5,17 @@
 //! Other waiters still get streams, and a few sessions cannot use up `max_event_streams`.
 
 use crate::common;
-use crate::sse::{open, Stream};
+use crate::sse::{self, fill, open, Stream};
 
 use std::time::Duration;
 
-use common::{serve, Http, Jar, SECRET};
+use common::{serve, Http, Jar};
 use http::StatusCode;
 use serde_json::json;
 use tokio::task::JoinSet;
 use tower_waiting_room::clock::ManualClock;
 use tower_waiting_room::store::snapshot::NEAR_HEAD;
 use tower_waiting_room::store::MemoryStore;
-use tower_waiting_room::WaitingRoomLayer;
 
 const WAIT: Duration = Duration::from_secs(10);
 
@@ -28,30 +27,13 @@ const PER_SESSION: usize = 2;
 /// answer for them (past the `NEAR_HEAD` the store is asked about).
 async fn gateway(room: &str, max_streams: usize, far: usize) -> (Http, Vec<Jar>) {
     let clock = ManualClock::new(common::T0);
-    let layer = WaitingRoomLayer::builder(room)
-        .capacity(1)
-        .secret(SECRET)
-        .secure_cookies(false)
-        .new_visitor_limit(None)
-        .poll_limit(None)
-        .max_event_streams(max_streams)
+    let layer = sse::room(room, max_streams)
         .clock(clock.clone())
         .store(MemoryStore::with_clock(clock))
         .build()
         .unwrap();
     let gw = serve(common::app(layer)).await;
-    let mut line = Vec::new();
-    for i in 0..=NEAR_HEAD as usize + far {
-        let mut jar = Jar::new();
-        gw.visit_json(&mut jar).await;
-        let reply = gw.visit_json(&mut jar).await;
-        if i == 0 {
-            assert_eq!(reply.status, StatusCode::OK, "the one inside");
-        } else {
-            assert_eq!(reply.json()["position"], i as u64, "{:?}", reply.json());
-            line.push(jar);
-        }
-    }
+    let mut line = fill(&gw, NEAR_HEAD as usize + far).await;
     (gw, line.split_off(NEAR_HEAD as usize))
 }
 

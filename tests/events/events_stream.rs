@@ -6,11 +6,11 @@
 
 use crate::common;
 use crate::redis_harness;
-use crate::sse::{open, Stream};
+use crate::sse::{self, fill, open, Stream};
 
 use std::time::Duration;
 
-use common::{serve, Http, Jar, SECRET};
+use common::{serve, Http, Jar};
 use http::header;
 use http::{Method, StatusCode};
 use tower_waiting_room::clock::{Clock, ManualClock};
@@ -35,35 +35,13 @@ async fn gateway(
     clock: &ManualClock,
     max_streams: usize,
 ) -> (Http, WaitingRoomLayer) {
-    let layer = WaitingRoomLayer::builder(room)
-        .capacity(1)
+    let layer = sse::room(room, max_streams)
         .queue_ttl(Duration::from_secs(4))
-        .secret(SECRET)
-        .secure_cookies(false)
-        .new_visitor_limit(None)
-        .poll_limit(None)
-        .max_event_streams(max_streams)
         .clock(clock.clone())
         .store(store(url, prefix, clock))
         .build()
         .unwrap();
     (serve(common::app(layer.clone())).await, layer)
-}
-
-/// One visitor inside, then `n` waiters in line (each with the cookie carrying their place).
-async fn fill(gw: &Http, n: usize) -> Vec<Jar> {
-    let mut inside = Jar::new();
-    gw.visit_json(&mut inside).await;
-    assert_eq!(gw.visit_json(&mut inside).await.status, StatusCode::OK);
-    let mut line = Vec::new();
-    for i in 0..n {
-        let mut jar = Jar::new();
-        gw.visit_json(&mut jar).await;
-        let reply = gw.visit_json(&mut jar).await;
-        assert_eq!(reply.json()["position"], i as u64 + 1, "{:?}", reply.json());
-        line.push(jar);
-    }
-    line
 }
 
 const WAIT: Duration = Duration::from_secs(10);

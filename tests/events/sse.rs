@@ -1,7 +1,7 @@
-//! A client of the events endpoint for the tests: opens a stream with a visitor's cookies and
-//! reads its frames as they come.
+//! What the stream tests share: their room, a line to listen in, and a client of the events
+//! endpoint that opens a stream with a visitor's cookies and reads its frames as they come.
 
-use crate::common::{Http, Jar};
+use crate::common::{Http, Jar, SECRET};
 
 use std::time::Duration;
 
@@ -12,6 +12,35 @@ use http_body_util::{BodyExt, Empty};
 use hyper::body::Incoming;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
+use tower_waiting_room::{WaitingRoomBuilder, WaitingRoomLayer};
+
+/// The stream tests' room: capacity 1, neither new visitors nor polls limited, at most
+/// `max_streams` streams on a gateway.
+pub fn room(name: &str, max_streams: usize) -> WaitingRoomBuilder {
+    WaitingRoomLayer::builder(name)
+        .capacity(1)
+        .secret(SECRET)
+        .secure_cookies(false)
+        .new_visitor_limit(None)
+        .poll_limit(None)
+        .max_event_streams(max_streams)
+}
+
+/// One visitor inside, then `n` waiters in line (each with the cookie carrying their place).
+pub async fn fill(gw: &Http, n: usize) -> Vec<Jar> {
+    let mut inside = Jar::new();
+    gw.visit_json(&mut inside).await;
+    assert_eq!(gw.visit_json(&mut inside).await.status, StatusCode::OK);
+    let mut line = Vec::new();
+    for i in 0..n {
+        let mut jar = Jar::new();
+        gw.visit_json(&mut jar).await;
+        let reply = gw.visit_json(&mut jar).await;
+        assert_eq!(reply.json()["position"], i as u64 + 1, "{:?}", reply.json());
+        line.push(jar);
+    }
+    line
+}
 
 /// An open stream: its frames, read as they come.
 pub struct Stream {
