@@ -637,8 +637,6 @@ async fn http_scenarios(
     let policy = servers.poll_layer.config().policy().clone();
     let holder = SessionId::random();
     servers.poll_store.enter(&policy, holder).await?;
-    let now = now_ms();
-    let q_name = servers.poll_layer.config().cookies().queue_name();
     // The polling waiters stand behind others (more than NEAR_HEAD), as most of a long line
     // does: their polls are answered from the gateway's snapshot, by the place in their
     // cookie (which the store's answer to their joining gives).
@@ -648,22 +646,7 @@ async fn http_scenarios(
             .enter(&policy, SessionId::random())
             .await?;
     }
-    let mut poll_cookies = Vec::new();
-    let mut waiters = Vec::new();
-    for _ in 0..settings.connections {
-        let session = SessionId::random();
-        waiters.push(session);
-        let Decision::Waiting {
-            place: Some(place), ..
-        } = servers.poll_store.enter(&policy, session).await?
-        else {
-            return Err("a poll visitor did not get a place".into());
-        };
-        let value = QueueCookie::for_session(session, now, 86_400_000)
-            .with_place(place)
-            .sign(keyring, POLL_ROOM);
-        poll_cookies.push(HeaderValue::from_str(&format!("{q_name}={value}"))?);
-    }
+    let (waiters, poll_cookies) = in_line(servers, keyring, settings.connections).await?;
     let poll_path: &'static str =
         Box::leak(format!("/__waitingroom/{POLL_ROOM}/status").into_boxed_str());
 
@@ -782,7 +765,7 @@ async fn http_scenarios(
         );
     }
     m.insert("http_errors".into(), json!(errors));
-    m.extend(event_streams(settings, servers.poll, &poll_cookies[0]).await?);
+    m.extend(event_streams(settings, servers, keyring).await?);
     m.insert(
         "http_runs".into(),
         json!({ "rps": runs, "server_cpu_us": cpu_runs }),
@@ -790,15 +773,44 @@ async fn http_scenarios(
     Ok(m)
 }
 
+/// `count` more visitors in the poll room's line, as the store placed them: their sessions,
+/// and their queue cookies (`Cookie` header values) carrying their places.
+async fn in_line(
+    servers: &Servers,
+    keyring: &Keyring,
+    count: usize,
+) -> Result<(Vec<SessionId>, Vec<HeaderValue>), BoxError> {
+    let policy = servers.poll_layer.config().policy();
+    let q_name = servers.poll_layer.config().cookies().queue_name();
+    let now = now_ms();
+    let mut waiters = Vec::with_capacity(count);
+    let mut cookies = Vec::with_capacity(count);
+    for _ in 0..count {
+        let session = SessionId::random();
+        waiters.push(session);
+        let Decision::Waiting {
+            place: Some(place), ..
+        } = servers.poll_store.enter(policy, session).await?
+        else {
+            return Err("a poll visitor did not get a place".into());
+        };
+        let value = QueueCookie::for_session(session, now, 86_400_000)
+            .with_place(place)
+            .sign(keyring, POLL_ROOM);
+        cookies.push(HeaderValue::from_str(&format!("{q_name}={value}"))?);
+    }
+    Ok((waiters, cookies))
+}
+
 /// Memory per open event stream (`GET .../events`, Server-Sent Events fed by the gateway's
 /// snapshot), next to memory per idle keep-alive connection that made one status poll, side
 /// by side on the same server. Both figures are the whole process's resident memory growth
 /// over the connections opened (client sockets included, as the server's): the stream's own
-/// cost is the difference.
+/// cost is the difference. Each stream is a waiter of its own (a session holds two at most).
 async fn event_streams(
     settings: &Settings,
-    addr: SocketAddr,
-    cookie: &HeaderValue,
+    servers: &Servers,
+    keyring: &Keyring,
 ) -> Result<Map<String, Value>, BoxError> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let n = match settings.mode {
@@ -806,18 +818,26 @@ async fn event_streams(
         "quick" => 1_000,
         _ => 4_000,
     };
-    let request = |path: &str| {
+    let addr = servers.poll;
+    let (_, cookies) = in_line(servers, keyring, n).await?;
+    let request = |path: &str, cookie: &HeaderValue| {
         format!(
             "GET {path} HTTP/1.1\r\nHost: {addr}\r\nAccept: text/event-stream\r\nCookie: {}\r\n\r\n",
             cookie.to_str().unwrap_or_default()
         )
     };
-    let events = request(&format!("/__waitingroom/{POLL_ROOM}/events"));
-    let status = request(&format!("/__waitingroom/{POLL_ROOM}/status"));
-    // Opens `n` connections sending `req`, each read until `until` arrives; kept open.
-    let open = |req: String, until: &'static str| async move {
+    let events: Vec<String> = cookies
+        .iter()
+        .map(|c| request(&format!("/__waitingroom/{POLL_ROOM}/events"), c))
+        .collect();
+    let status: Vec<String> = cookies
+        .iter()
+        .map(|c| request(&format!("/__waitingroom/{POLL_ROOM}/status"), c))
+        .collect();
+    // Opens a connection per request of `reqs`, each read until `until` arrives; kept open.
+    let open = |reqs: Vec<String>, until: &'static str| async move {
         let mut held = Vec::with_capacity(n);
-        for _ in 0..n {
+        for req in reqs {
             let mut s = tokio::net::TcpStream::connect(addr).await?;
             s.write_all(req.as_bytes()).await?;
             let mut got = Vec::new();

@@ -81,4 +81,4 @@ pub use service::AdminService;
 pub(crate) const DASHBOARD: &str = include_str!("dashboard.html");
 
 #[doc(no_inline)]
-pub use crate::control::{RoomControl, RoomStatus};
+pub use crate::control::{RoomControl, RoomState, RoomStatus};

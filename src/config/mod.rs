@@ -19,7 +19,7 @@
 //! | `grant_ttl` | 30 s | a duration | time a promoted visitor has to come back and claim the slot |
 //! | `queue_ttl` | 120 s | a duration | a waiter silent for longer is skipped when their turn comes |
 //! | `abandon_after` | 30 min | a duration | a waiter silent for longer is dropped from the line wherever they stand; at least `queue_ttl` (the default stretches to it) |
-//! | `refresh` | 15 s | a duration | age under which an admission token is trusted without a store call; shorter than `active_ttl` |
+//! | `refresh` | 15 s | a duration | age under which an admission token is trusted without a store call, on each gateway's clock from its issue time (one issued ahead of that clock is checked with the store); shorter than `active_ttl` |
 //! | `max_queue_len` | 100 000 | a whole number | waiters beyond this get the "full" answer |
 //! | `session_ttl` | 24 h | a duration | lifetime of the signed queue cookie |
 //! | `fail_policy` | open | `"open"`, `"closed"`, `"drain"` or `"drain:<budget>"` | what new visitors get while the store is unreachable: open, closed, or drain (the front of the line goes on in at its last pace, within a budget of [`DRAIN_BUDGET`](defaults::DRAIN_BUDGET) by default) |

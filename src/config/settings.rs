@@ -119,7 +119,10 @@ settings! {
         set(after: Duration) => Some(after);
 
     /// Age under which an admission token is trusted without a store call. Default 15 s; must
-    /// be shorter than `active_ttl`.
+    /// be shorter than `active_ttl`. Each gateway counts it on its own clock from the token's
+    /// issue time, and asks the store about a token issued ahead of its clock; so a slot that
+    /// ended (or a session the operators dropped) is out within `refresh` plus the difference
+    /// between the gateways' clocks: keep them within a second of each other (NTP).
     #[serde(deserialize_with = "readable::duration")]
     refresh: Duration = Duration::from_secs(15),
         set(refresh: Duration) => refresh,
@@ -305,7 +308,9 @@ settings! {
     /// snapshots (the embedded store and the Redis store do) and a Tokio runtime; without them,
     /// beyond this number, or in a browser without `EventSource`, the waiting page polls the
     /// status endpoint as before. Each open stream holds a connection and a little memory (see
-    /// `docs/benchmarks.md`), and is checked in for its waiter like a poll.
+    /// `docs/benchmarks.md`), and is checked in for its waiter like a poll. One visitor holds
+    /// two at most (a page and a second tab): a third replaces the oldest, so a few visitors
+    /// cannot use up this number.
     ///
     /// ```
     /// use tower_waiting_room::WaitingRoomLayer;

@@ -32,6 +32,7 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
+use crate::config::EventSchedule;
 use crate::eta::{estimate, Eta, EtaInput};
 use crate::room::Room;
 use crate::session::SessionId;
@@ -100,14 +101,59 @@ pub enum Closing {
     EndSlots,
 }
 
-/// A room as an operator sees it: settings, counts and the wait a newcomer faces. The admin
-/// API's `GET /rooms/{room}` body.
+/// Where a room stands, as an operator sees it ([`RoomStatus::state`]; in JSON, the name in
+/// lower case).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+#[non_exhaustive]
+pub enum RoomState {
+    /// Before its scheduled opening: arrivals are registered (they see a countdown, no place
+    /// and no count), nobody is admitted.
+    Scheduled,
+    /// Admitting.
+    Open,
+    /// Open, with admissions paused by the operators.
+    Paused,
+    /// Closed by the operators, or past its scheduled closing: newcomers are refused.
+    Closed,
+}
+
+impl RoomState {
+    /// The state of a room with `settings` and `schedule` at `now_ms`. The operators' close
+    /// comes first (it is the emergency brake, before an opening too), then the schedule, then
+    /// the pause.
+    fn of(settings: &RoomSettings, schedule: Option<&EventSchedule>, now_ms: u64) -> Self {
+        if !settings.open || schedule.is_some_and(|s| s.after_closing(now_ms)) {
+            RoomState::Closed
+        } else if schedule.is_some_and(|s| s.before_opening(now_ms)) {
+            RoomState::Scheduled
+        } else if settings.paused {
+            RoomState::Paused
+        } else {
+            RoomState::Open
+        }
+    }
+}
+
+/// A room as an operator sees it: where it stands, its schedule, settings, counts and the wait
+/// a newcomer faces. The admin API's `GET /rooms/{room}` body.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[non_exhaustive]
 pub struct RoomStatus {
     /// The room id.
     pub room: String,
-    /// Whether the sale is open.
+    /// Where the room stands: scheduled, open, paused or closed, by this gateway's schedule
+    /// and clock and the live settings.
+    pub state: RoomState,
+    /// When the room opens (or opened), in Unix seconds rounded up: the schedule this gateway
+    /// was built with; `None` without one.
+    pub opens_at: Option<u64>,
+    /// When the room stops taking newcomers, in Unix seconds rounded up; `None` if never.
+    pub closes_at: Option<u64>,
+    /// Before the opening, the visitors registered for it (in line, at the places their draws
+    /// gave them); `None` from the opening on, and without a schedule.
+    pub registrants: Option<u64>,
+    /// Whether the sale is open (the operators' open and close).
     pub open: bool,
     /// Whether admissions are paused.
     pub paused: bool,
@@ -127,11 +173,11 @@ pub struct RoomStatus {
     pub admitted_last_five_minutes: u64,
     /// The estimated wait of a newcomer joining now, in seconds, as the waiting page would show
     /// it: 0 when nobody waits and a slot is free (they are let in at once); `None` when the
-    /// line does not move (nobody let in for five minutes, paused or closed) or while
-    /// [`estimating`](Self::estimating).
+    /// line does not move (nobody let in for five minutes, paused or closed), before a
+    /// scheduled opening, or while [`estimating`](Self::estimating).
     pub eta_seconds: Option<u64>,
     /// The room is too young, or has let too few in, to know its pace yet: waiters see
-    /// "Estimating…".
+    /// "Estimating…". Only ever `true` in the [`Open`](RoomState::Open) state.
     pub estimating: bool,
     /// How long the first in line has waited, in seconds; `None` when nobody waits.
     pub oldest_wait_seconds: Option<u64>,
@@ -151,10 +197,11 @@ fn newcomer_eta(stats: &RoomStats) -> Eta {
 }
 
 impl RoomStatus {
-    fn new(room: &str, stats: &RoomStats) -> Self {
+    fn new(room: &str, stats: &RoomStats, schedule: Option<&EventSchedule>, now_ms: u64) -> Self {
         let s = stats.settings;
+        let state = RoomState::of(&s, schedule, now_ms);
         let free = u64::from(s.capacity).saturating_sub(stats.admitted + stats.granted);
-        let (eta, estimating) = if !s.admits() {
+        let (eta, estimating) = if !s.admits() || state != RoomState::Open {
             (None, false)
         } else if stats.waiting == 0 && free > 0 {
             // Nobody waits and a slot is free: a newcomer is let in at once.
@@ -164,8 +211,13 @@ impl RoomStatus {
             (eta.shown().map(|d| d.as_secs()), eta == Eta::Estimating)
         };
         debug_assert_eq!(stats.admissions_per_minute.len(), HISTORY_MINUTES);
+        let seconds = |ms: u64| ms.div_ceil(1000);
         Self {
             room: room.to_owned(),
+            state,
+            opens_at: schedule.map(|s| seconds(s.opens_at_ms)),
+            closes_at: schedule.and_then(|s| s.closes_at_ms).map(seconds),
+            registrants: (state == RoomState::Scheduled).then_some(stats.waiting),
             open: s.open,
             paused: s.paused,
             capacity: s.capacity,
@@ -201,7 +253,13 @@ impl RoomControl {
     /// The room as an operator sees it (the admin API's body).
     pub async fn status(&self) -> Result<RoomStatus, ControlError> {
         let stats = self.stats().await?;
-        Ok(RoomStatus::new(self.room(), &stats))
+        let schedule = self.room.config().policy.schedule.as_ref();
+        Ok(RoomStatus::new(
+            self.room(),
+            &stats,
+            schedule,
+            self.room.now_ms(),
+        ))
     }
 
     /// The room's live settings.

@@ -47,7 +47,7 @@ use super::generations::Generations;
 use crate::clock::duration_ms;
 use crate::encoding::{decimal, parse_u64};
 use crate::session::SessionId;
-use crate::token::{Challenge, Keyring, MAX_SIGNED_LEN};
+use crate::token::{Challenge, Keyring, MAX_ISSUED_AHEAD_MS, MAX_SIGNED_LEN};
 
 /// The lowest difficulty accepted, in leading zero bits.
 #[doc(hidden)]
@@ -189,7 +189,10 @@ impl ProofGate {
     pub(crate) fn new(settings: ProofOfWork) -> Self {
         Self {
             settings,
-            used: UsedChallenges::new(duration_ms(settings.challenge_ttl), MAX_REMEMBERED),
+            used: UsedChallenges::new(
+                duration_ms(settings.challenge_ttl).saturating_add(MAX_ISSUED_AHEAD_MS),
+                MAX_REMEMBERED,
+            ),
         }
     }
 
@@ -215,6 +218,12 @@ impl ProofGate {
     ) -> Result<(), Refused> {
         let (text, nonce) = parse_proof(proof).ok_or(Refused::Invalid)?;
         let challenge = Challenge::verify(keys, room, text, now_ms).ok_or(Refused::Invalid)?;
+        // The memory of used challenges keeps each for its window after accepting it: one that
+        // expires later (issued ahead of this clock by more than that allows) could be
+        // replayed once forgotten.
+        if challenge.expires_at_ms() > now_ms.saturating_add(self.used.window_ms()) {
+            return Err(Refused::Invalid);
+        }
         if challenge.session() != session {
             return Err(Refused::OtherSession);
         }
@@ -228,26 +237,45 @@ impl ProofGate {
     }
 }
 
-/// The challenges accepted and not yet expired, in two generations of `ttl` each.
+/// The challenges accepted and not yet expired, in two generations of a window each: the
+/// challenges' `ttl` and [`MAX_ISSUED_AHEAD_MS`].
 ///
-/// A challenge accepted at `t` expires by `t + ttl` (it was issued before `t`, valid for at most
-/// `ttl`). A generation collects the challenges accepted during `ttl`; when it is `ttl` old it
-/// becomes the previous one, and the previous one is dropped: every challenge in it was accepted
-/// at least `ttl` ago, so it has expired and would be refused anyway. At most `max` per
+/// A challenge accepted at `t` expires by `t + window`: it is valid for `ttl` from its issue
+/// time, which may be ahead of this clock (another gateway's), by up to `MAX_ISSUED_AHEAD_MS`;
+/// [`ProofGate::accept`] refuses one that would expire later. A generation collects the
+/// challenges accepted during a window; when it is a window old it becomes the previous one, and
+/// the previous one is dropped: every challenge in it was accepted at least a window ago, so it
+/// has expired and would be refused anyway. At most `max` per
 /// generation: a generation that fills up is turned over early, which can forget a challenge
 /// before it expires; replaying it then gives its own session a proven cookie again, nothing
 /// more.
-struct UsedChallenges(Mutex<Generations<(SessionId, u64), ()>>);
+struct UsedChallenges {
+    window_ms: u64,
+    table: Mutex<Generations<(SessionId, u64), ()>>,
+}
 
 impl UsedChallenges {
-    fn new(ttl_ms: u64, max: usize) -> Self {
-        Self(Mutex::new(Generations::new(ttl_ms, max)))
+    fn new(window_ms: u64, max: usize) -> Self {
+        let table = Generations::new(window_ms, max);
+        Self {
+            window_ms: table.window_ms(),
+            table: Mutex::new(table),
+        }
+    }
+
+    /// How long an accepted challenge is remembered at least.
+    fn window_ms(&self) -> u64 {
+        self.window_ms
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Generations<(SessionId, u64), ()>> {
+        self.table.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Remembers `challenge` as used; `false` if it already was.
     fn insert(&self, challenge: &Challenge, now_ms: u64) -> bool {
         let key = (challenge.session(), challenge.issued_at_ms());
-        let mut g = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let mut g = self.lock();
         g.advance(now_ms);
         if g.get(&key) != (None, None) {
             return false;
@@ -258,7 +286,7 @@ impl UsedChallenges {
 
     #[cfg(test)]
     fn len(&self) -> usize {
-        self.0.lock().unwrap_or_else(|e| e.into_inner()).len()
+        self.lock().len()
     }
 }
 
@@ -323,6 +351,34 @@ mod tests {
         let later = 1_000 + duration_ms(DEFAULT_CHALLENGE_TTL);
         assert_eq!(
             gate.accept(&keys, "shop", &proof, me, later),
+            Err(Refused::Invalid)
+        );
+    }
+
+    #[test]
+    fn a_challenge_issued_ahead_of_this_clock_stays_used_until_it_expires() {
+        let keys = keys();
+        let ttl = Duration::from_secs(10);
+        let gate = ProofGate::new(ProofOfWork::new(6).with_challenge_ttl(ttl));
+        let me = SessionId::random();
+        // Signed by a gateway whose clock runs 30 s ahead: valid until 41 000 here.
+        let now = 1_000;
+        let text = gate.challenge(&keys, "shop", me, now + 30_000);
+        let proof = format!("{text}:{}", solve(&text, 6));
+        assert_eq!(gate.accept(&keys, "shop", &proof, me, now), Ok(()));
+        // Every replay until it expires is refused as one, across the memory's turns.
+        for t in (now..now + 40_000).step_by(500) {
+            assert_eq!(
+                gate.accept(&keys, "shop", &proof, me, t),
+                Err(Refused::Replayed),
+                "at {t}"
+            );
+        }
+        // Issued further ahead than the memory could keep it: refused outright.
+        let far = gate.challenge(&keys, "shop", me, now + MAX_ISSUED_AHEAD_MS + 1);
+        let proof = format!("{far}:{}", solve(&far, 6));
+        assert_eq!(
+            gate.accept(&keys, "shop", &proof, me, now),
             Err(Refused::Invalid)
         );
     }

@@ -116,8 +116,8 @@ button:focus-visible,.button:focus-visible{outline:3px solid var(--accent);outli
 
 /// The pages' script: listens to the events endpoint when the room offers it and the browser
 /// has `EventSource` (each event is the status endpoint's JSON; `event: end` or a refused
-/// stream sends it back to polling, and a stream that ended within 30 s is not opened again
-/// by that page), else polls the status endpoint (interval from the server's `retry_after`,
+/// stream sends it back to polling, and a stream that ended within 30 s, or was replaced by a
+/// newer stream of the session (another tab), is not opened again by that page), else polls the status endpoint (interval from the server's `retry_after`,
 /// which grows with the position, ±20 % jitter), backs off exponentially up to 60 s on errors
 /// and says so, goes to the page asked for when admitted, and leaves the line without a page
 /// load. Several tabs share one place: the cookie is the place, not the tab. The challenge page
@@ -183,7 +183,7 @@ var es=null,push=!!(d.events&&window.EventSource),opened=0;
 function listen(){if(!push||es||done)return false;var got=false;opened=Date.now();
 try{es=new EventSource(d.events)}catch(x){push=false;return false}
 es.onmessage=function(e){var j;try{j=JSON.parse(e.data)}catch(x){return}got=true;fails=0;if(j.state==="waiting")show(j)};
-es.addEventListener("end",function(){quit();poll()});
+es.addEventListener("end",function(e){if(/"replaced"/.test(e.data))push=false;quit();poll()});
 es.onerror=function(){if(es&&es.readyState===2){quit();if(!got)push=false;later(poll,d.retry)}};
 return true}
 function quit(){if(es){es.close();es=null;if(Date.now()-opened<30000)push=false}}

@@ -9,6 +9,15 @@
 //!   this gateway. Anyone else gets `204 No Content`, which tells an `EventSource` to stop
 //!   and the page to use the status endpoint; so does a server without a Tokio runtime (the
 //!   stream's timer needs one). Over the poll limit: `429`, as the status endpoint answers.
+//! - **How many per waiter**: one session holds at most [`STREAMS_PER_SESSION`] streams on a
+//!   gateway (a page and a second tab). A newer one replaces the oldest, which ends at once
+//!   with `event: end` and `{"reason":"replaced"}`: its page polls from then on instead of
+//!   listening again. Replacing, not refusing, because the newest stream is the page the
+//!   visitor is looking at (a tab just opened or reloaded), and the oldest is the likelier to
+//!   be a forgotten tab or a connection whose close the gateway has not seen yet. So no session
+//!   holds more than its share of `max_event_streams`, however often it opens one. The count is
+//!   per gateway: a session that opens streams on several gateways holds up to the limit on
+//!   each (only a shared store could count across them, and streams cost the store nothing).
 //! - **What it sends**: the status endpoint's JSON for a waiter, as the `data` of an event
 //!   whose `id` is the snapshot's time (ms, the store's clock), once when the stream opens and
 //!   then only when the answer changes. A comment line every [`HEARTBEAT_MS`] keeps proxies
@@ -29,16 +38,17 @@
 //! Nothing here admits anyone: a turn is only ever given, and a slot only ever claimed, by the
 //! store, through the status endpoint or a page load.
 
+use std::collections::hash_map::{Entry, HashMap};
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{ready, Context, Poll};
 use std::time::Duration;
 
 use bytes::{BufMut, Bytes, BytesMut};
 use http::header::{self, HeaderValue};
 use http::{HeaderName, Method, Request, Response, StatusCode};
+use tokio::sync::oneshot;
 use tokio::time::{Instant, Sleep};
 
 use super::reply::{method_not_allowed, with_room_headers, Replies};
@@ -76,23 +86,83 @@ pub(crate) const RETRY_MS: u64 = 3_000;
 /// `Last-Event-ID`: the `id` of the last event an `EventSource` got, sent when it reconnects.
 const LAST_EVENT_ID: HeaderName = HeaderName::from_static("last-event-id");
 
-/// One open stream of the gateway's, counted while it lives.
-pub(crate) struct StreamSlot(Arc<AtomicUsize>);
+/// Streams one session may hold at once on a gateway: a waiting page and a second tab. A newer
+/// stream replaces the oldest (see the [module docs](self)).
+pub(crate) const STREAMS_PER_SESSION: usize = 2;
 
-impl StreamSlot {
-    /// One more stream, unless `max` are open.
-    fn take(open: &Arc<AtomicUsize>, max: usize) -> Option<Self> {
-        open.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-            (n < max).then_some(n + 1)
-        })
-        .ok()
-        .map(|_| Self(Arc::clone(open)))
+/// The last event of a stream a newer one of its session replaced: the page is to poll the
+/// status endpoint from now on, not to listen again.
+const REPLACED_END: &[u8] = b"event: end\ndata: {\"reason\":\"replaced\"}\n\n";
+
+/// The streams open on this gateway, and whose they are.
+#[derive(Default)]
+struct Registry {
+    /// Streams open, replaced ones included until they close: at most `max_event_streams`.
+    open: usize,
+    /// The number the next stream gets.
+    next: u64,
+    /// Each session's streams not replaced yet, oldest first (at most
+    /// [`STREAMS_PER_SESSION`]), each with the sender that tells it it was replaced.
+    sessions: HashMap<SessionId, Vec<(u64, oneshot::Sender<()>)>>,
+}
+
+fn lock(registry: &Mutex<Registry>) -> MutexGuard<'_, Registry> {
+    // Nothing here can leave the registry half-changed: a panic elsewhere must not stop streams.
+    registry.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Registry {
+    /// One more stream for `session`, unless `max` are open; the session's oldest is told it was
+    /// replaced if it holds [`STREAMS_PER_SESSION`] already. The receiver resolves when a newer
+    /// stream of the session replaces this one.
+    fn register(
+        registry: &Arc<Mutex<Self>>,
+        session: SessionId,
+        max: usize,
+    ) -> Option<(Registration, oneshot::Receiver<()>)> {
+        let mut r = lock(registry);
+        if r.open >= max {
+            return None;
+        }
+        r.open += 1;
+        let id = r.next;
+        r.next += 1;
+        let (tx, rx) = oneshot::channel();
+        let held = r.sessions.entry(session).or_default();
+        if held.len() >= STREAMS_PER_SESSION {
+            let (_, oldest) = held.remove(0);
+            // Gone already if that stream is closing on its own: then there is nobody to tell.
+            let _ = oldest.send(());
+        }
+        held.push((id, tx));
+        drop(r);
+        let registration = Registration {
+            registry: Arc::clone(registry),
+            session,
+            id,
+        };
+        Some((registration, rx))
     }
 }
 
-impl Drop for StreamSlot {
+/// One open stream of the gateway's, counted (and listed under its session, until replaced)
+/// while it lives.
+pub(crate) struct Registration {
+    registry: Arc<Mutex<Registry>>,
+    session: SessionId,
+    id: u64,
+}
+
+impl Drop for Registration {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::AcqRel);
+        let mut r = lock(&self.registry);
+        r.open -= 1;
+        if let Entry::Occupied(mut held) = r.sessions.entry(self.session) {
+            held.get_mut().retain(|(id, _)| *id != self.id);
+            if held.get().is_empty() {
+                held.remove();
+            }
+        }
     }
 }
 
@@ -104,19 +174,22 @@ pub(crate) struct EventsStart {
     until_ms: u64,
     /// The `Last-Event-ID` the client reconnected with.
     resume: Option<u64>,
-    _slot: StreamSlot,
+    /// Resolves when a newer stream of the same session replaces this one.
+    replaced: oneshot::Receiver<()>,
+    _registration: Registration,
 }
 
 /// The event streams open on this gateway, counted (at most
-/// [`max_event_streams`](crate::WaitingRoomBuilder::max_event_streams)).
+/// [`max_event_streams`](crate::WaitingRoomBuilder::max_event_streams), and at most
+/// [`STREAMS_PER_SESSION`] per session).
 pub(super) struct EventStreams {
-    open: Arc<AtomicUsize>,
+    registry: Arc<Mutex<Registry>>,
 }
 
 impl EventStreams {
     pub(super) fn new() -> Self {
         Self {
-            open: Arc::default(),
+            registry: Arc::default(),
         }
     }
 
@@ -154,8 +227,11 @@ impl EventStreams {
             let res = Replies(core).limited(wait, req);
             return core.counted(Stage::Endpoint, Outcome::Limited, Verdict::Answer(res));
         }
-        let Some(slot) = StreamSlot::take(&self.open, core.config.settings.max_event_streams)
-        else {
+        let Some((registration, replaced)) = Registry::register(
+            &self.registry,
+            cookie.session(),
+            core.config.settings.max_event_streams,
+        ) else {
             return no_stream();
         };
         let resume = req
@@ -170,7 +246,8 @@ impl EventStreams {
                 .expires_at_ms()
                 .min(now.saturating_add(MAX_STREAM_MS)),
             resume,
-            _slot: slot,
+            replaced,
+            _registration: registration,
         })
     }
 
@@ -342,6 +419,11 @@ impl Chunks for EventStream {
             if self.done {
                 return Poll::Ready(None);
             }
+            if Pin::new(&mut self.start.replaced).poll(cx).is_ready() {
+                // A newer stream of this session took this one's place.
+                self.done = true;
+                return Poll::Ready(Some(Bytes::from_static(REPLACED_END)));
+            }
             if let Some((call, _)) = &mut self.refresh {
                 let answer = ready!(call.as_mut().poll(cx));
                 let (_, refresh) = self.refresh.take().expect("just polled");
@@ -393,5 +475,67 @@ impl std::fmt::Debug for EventStream {
             .field("room", &self.room.config().room())
             .field("done", &self.done)
             .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn told(rx: &mut oneshot::Receiver<()>) -> bool {
+        rx.try_recv().is_ok()
+    }
+
+    fn open(registry: &Arc<Mutex<Registry>>) -> (usize, usize) {
+        let r = lock(registry);
+        (r.open, r.sessions.values().map(Vec::len).sum())
+    }
+
+    #[test]
+    fn a_newer_stream_of_a_session_replaces_its_oldest() {
+        let registry = Arc::default();
+        let one = SessionId::random();
+        let mut held: Vec<_> = (0..10)
+            .map(|_| Registry::register(&registry, one, 100).expect("room for it"))
+            .collect();
+        for (i, (_, rx)) in held.iter_mut().enumerate() {
+            assert_eq!(told(rx), i < 10 - STREAMS_PER_SESSION, "stream {i}");
+        }
+        // The replaced streams count until they close, and are no longer the session's.
+        assert_eq!(open(&registry), (10, STREAMS_PER_SESSION));
+        let kept = held.split_off(10 - STREAMS_PER_SESSION);
+        drop(held);
+        assert_eq!(open(&registry), (STREAMS_PER_SESSION, STREAMS_PER_SESSION));
+        // The session's own closing makes room for it again: nothing is replaced.
+        let mut kept = kept.into_iter();
+        drop(kept.next());
+        let (_again, mut rx) = Registry::register(&registry, one, 100).unwrap();
+        let (_, mut last) = kept.next().unwrap();
+        assert!(!told(&mut last) && !told(&mut rx));
+        drop(_again);
+        drop(last);
+        assert_eq!(open(&registry), (0, 0));
+        assert!(lock(&registry).sessions.is_empty(), "nothing left behind");
+    }
+
+    #[test]
+    fn the_gateway_bound_holds_and_a_full_gateway_replaces_nothing() {
+        let registry = Arc::default();
+        let (one, two, three) = (
+            SessionId::random(),
+            SessionId::random(),
+            SessionId::random(),
+        );
+        let mut ones: Vec<_> = (0..STREAMS_PER_SESSION)
+            .map(|_| Registry::register(&registry, one, 3).unwrap())
+            .collect();
+        let _two = Registry::register(&registry, two, 3).unwrap();
+        assert!(Registry::register(&registry, three, 3).is_none(), "full");
+        assert!(Registry::register(&registry, one, 3).is_none(), "full");
+        for (_, rx) in &mut ones {
+            assert!(!told(rx), "refused: nothing replaced");
+        }
+        drop(ones.pop());
+        assert!(Registry::register(&registry, three, 3).is_some());
     }
 }

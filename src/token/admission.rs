@@ -7,6 +7,7 @@
 
 use std::time::Duration;
 
+use super::claims::MAX_ISSUED_AHEAD_MS;
 use super::format::{self, Claims, ValueKind};
 use super::keys::Keyring;
 use crate::client::network::Network;
@@ -73,9 +74,16 @@ impl AdmissionToken {
         self.expires_at_ms
     }
 
-    /// Young enough to be trusted without asking the store.
+    /// Young enough to be trusted without asking the store: issued at or before `now_ms`, less
+    /// than `refresh` ago. So each gateway trusts a token for `refresh` at most, counted on its
+    /// own clock from the token's issue time. A token issued ahead of this clock (by a gateway
+    /// whose clock runs ahead) is not fresh until this clock reaches its issue time: the store
+    /// is asked meanwhile, as for a token past `refresh`. Counted as issued now, it would pass
+    /// for as long as it is ahead, plus `refresh`, whatever became of its slot.
     pub fn is_fresh(&self, now_ms: u64, refresh: Duration) -> bool {
-        now_ms.saturating_sub(self.issued_at_ms) < duration_ms(refresh)
+        now_ms
+            .checked_sub(self.issued_at_ms)
+            .is_some_and(|age| age < duration_ms(refresh))
     }
 
     /// The signed token for `room`, with the keyring's current key.
@@ -129,9 +137,10 @@ impl AdmissionToken {
     }
 
     /// The token of verified claims, if they are valid at `now_ms`: not expired, nor issued
-    /// more than a minute ahead of this clock.
+    /// more than [`MAX_ISSUED_AHEAD_MS`] ahead of this clock.
     fn valid_at((c, network): (Claims, Option<Network>), now_ms: u64) -> Result<Self, TokenFault> {
-        if now_ms < c.expires_at_ms && c.issued_at_ms <= now_ms.saturating_add(60_000) {
+        if now_ms < c.expires_at_ms && c.issued_at_ms <= now_ms.saturating_add(MAX_ISSUED_AHEAD_MS)
+        {
             Ok(Self {
                 session: c.session,
                 issued_at_ms: c.issued_at_ms,
@@ -227,5 +236,32 @@ mod tests {
         assert!(!checked.is_fresh(26_000, Duration::from_secs(15)));
         // Expired.
         assert_eq!(AdmissionToken::verify(&keys, "shop", &text, 310_000), None);
+    }
+
+    #[test]
+    fn a_token_from_ahead_of_this_clock_is_trusted_for_refresh_at_most() {
+        let refresh = Duration::from_secs(15);
+        // Issued 55 s ahead of this gateway's clock (now = 100 s): still a valid token (up to
+        // a minute ahead is accepted), but never fresh before this clock reaches its issue
+        // time, so the store is asked about it.
+        let token = AdmissionToken::new(SessionId::random(), 155_000, 455_000);
+        let text = token.sign(&keys(), "shop");
+        for now in [100_000, 101_000, 120_000, 145_000, 154_999] {
+            assert!(AdmissionToken::verify(&keys(), "shop", &text, now).is_some());
+            assert!(!token.is_fresh(now, refresh), "fresh at {now}, 55 s early");
+        }
+        // From its issue time on this clock, `refresh` like any other token, and no longer.
+        assert!(token.is_fresh(155_000, refresh));
+        assert!(token.is_fresh(169_999, refresh));
+        assert!(!token.is_fresh(170_000, refresh));
+        let windows = (90_000..200_000)
+            .step_by(500)
+            .filter(|&now| token.is_fresh(now, refresh))
+            .count();
+        assert_eq!(windows as u64 * 500, duration_ms(refresh));
+        // Issued this very millisecond: fresh.
+        assert!(
+            AdmissionToken::new(SessionId::random(), 100_000, 400_000).is_fresh(100_000, refresh)
+        );
     }
 }

@@ -6,6 +6,13 @@ use std::ops::Range;
 
 use crate::session::SessionId;
 
+/// How far ahead of a gateway's clock the issue time of an admission token or a ticket may be
+/// and the value still verify: gateways' clocks differ a little, and a value is often used on
+/// another gateway than the one that signed it. Beyond it, no value the room writes says this.
+/// Verifying is not trusting: an admission token is fresh only from its issue time on the
+/// verifying gateway's clock ([`AdmissionToken::is_fresh`](super::AdmissionToken::is_fresh)).
+pub(crate) const MAX_ISSUED_AHEAD_MS: u64 = 60_000;
+
 /// What a signed value says. `kind` separates queue cookies from admission tokens, and the room
 /// is part of the signed message (not of the text), so a value of one room or kind never verifies
 /// as another.

@@ -28,6 +28,7 @@ mod verified;
 pub use admission::AdmissionToken;
 pub(crate) use admission::TokenFault;
 pub use challenge::Challenge;
+pub(crate) use claims::MAX_ISSUED_AHEAD_MS;
 pub(crate) use format::MAX_SIGNED_LEN;
 pub use keys::{KeyError, Keyring, SigningKey, MAX_KEY_ID_LEN, MIN_SECRET_LEN};
 pub use queue_cookie::QueueCookie;

@@ -5,13 +5,11 @@
 //! gated route checks the signature, the room (inside the MAC) and the expiry here, at the
 //! gateway, and asks the store only about a ticket that passes.
 
+use super::claims::MAX_ISSUED_AHEAD_MS;
 use super::format::{self, Claims, ValueKind};
 use super::keys::Keyring;
 use crate::session::SessionId;
 use crate::vocab::TicketNonce;
-
-/// How far in the future a ticket's issue time may be (gateways' clocks differ a little).
-const CLOCK_SKEW_MS: u64 = 60_000;
 
 /// A single-use checkout ticket: the session it was minted for, its nonce (the store record's),
 /// when it was signed and when it expires (the admission's slot expiry when it was issued: a
@@ -102,7 +100,7 @@ impl AdmissionTicket {
         };
         let nonce = TicketNonce::from_hex(nonce).ok_or(TicketRefusal::Invalid)?;
         if claims.issued_at_ms > claims.expires_at_ms
-            || claims.issued_at_ms > now_ms.saturating_add(CLOCK_SKEW_MS)
+            || claims.issued_at_ms > now_ms.saturating_add(MAX_ISSUED_AHEAD_MS)
         {
             // Signed by us, so not forged; but no ticket the room writes says this.
             return Err(TicketRefusal::Invalid);

@@ -8,7 +8,10 @@
 //!    the line through its confirmation step. Gateway 2 enforces each change: a waiter gets in
 //!    after the raise; a newcomer is queued though slots are free while paused; a waiter is told
 //!    `closed`; the released waiter gets in.
-//! 2. A realistic room (about 1,400 waiting, 200 inside, half an hour of admissions made on a
+//! 2. Before a scheduled opening, the page says so: the state, the opening and closing times
+//!    (UTC), and the registrants; at the opening, on the gateways' clock, it shows the room
+//!    admitting, its registrants now its line.
+//! 3. A realistic room (about 1,400 waiting, 200 inside, half an hour of admissions made on a
 //!    manual clock): the dashboard at desktop width is screenshotted to
 //!    `target/screenshots/admin-dashboard.png` (and to the path in `TWR_SCREENSHOT`, if set:
 //!    `TWR_SCREENSHOT=docs/dashboard.png` made the picture in the docs), and at phone width it
@@ -259,6 +262,45 @@ async fn an_operator_changes_the_room_through_the_page_and_the_other_gateway_enf
     click(&browser, "#pause").await;
     shows(&browser, "#state", "Admitting").await;
     assert!(!gw.layer.control().status().await.unwrap().paused);
+    browser.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn before_the_opening_the_page_shows_the_schedule_and_the_registrants() {
+    let _one = ONE_BROWSER.lock().await;
+    // 2026-01-01 00:10 UTC to 01:10 UTC, on the gateways' manual clock (00:00 now).
+    let opens = T0 + 600_000;
+    let at = |ms: u64| std::time::UNIX_EPOCH + Duration::from_millis(ms);
+    let gw = gateways(|| {
+        WaitingRoomLayer::builder("launch")
+            .capacity(1)
+            .opens_at(at(opens))
+            .closes_at(at(opens + 3_600_000))
+    })
+    .await;
+    for _ in 0..3 {
+        let (_, r) = arrive(&gw.g2).await;
+        assert_eq!(state(&r), "scheduled", "{}", r.text());
+    }
+
+    let driver = Driver::start().await;
+    let browser = driver.browser(1280, 900).await;
+    sign_in(&browser, &gw.g1).await;
+    shows(&browser, "#state", "Scheduled").await;
+    shows(&browser, "#schedule", "Opening 2026-01-01 00:10 UTC").await;
+    shows(&browser, "#schedule", "closing 2026-01-01 01:10 UTC").await;
+    shows(&browser, "#schedule", "no place in line, no count").await;
+    shows(&browser, "#waiting-label", "Registered for the opening").await;
+    shows(&browser, "#waiting", "3").await;
+    shows(&browser, "#eta", "from the opening").await;
+
+    // The opening, on the gateways' clock: the room admits, its registrants are its line.
+    gw.clock.set(opens);
+    shows(&browser, "#state", "Admitting").await;
+    shows(&browser, "#waiting-label", "In line").await;
+    shows(&browser, "#waiting", "2").await;
+    shows(&browser, "#schedule", "Opening 2026-01-01 00:10 UTC").await;
+    assert!(!text(&browser, "#schedule").await.contains("countdown"));
     browser.close().await.unwrap();
 }
 

@@ -6,11 +6,13 @@ mod common;
 #[path = "../redis_harness/mod.rs"]
 mod redis_harness;
 
+mod events_per_session;
 mod events_prequeue;
 #[cfg(feature = "redis")]
 mod events_stream;
 #[cfg(feature = "matching")]
 mod lobby;
+mod sse;
 mod tickets_gate;
 mod tickets_http;
 mod tickets_lifetime;

@@ -18,4 +18,5 @@ mod metrics;
 mod proof_of_work;
 mod rooms_axum;
 mod token_properties;
+mod tokens_from_ahead;
 mod tracing_span;
