@@ -45,16 +45,19 @@
 //! (those in line keep their place). Gateways sharing a queue through Redis take the same
 //! `--opens-at <UNIX SECS>` (and `--closes-at`) instead, so they open at the same instant.
 //!
-//! It serves with `into_make_service_with_connect_info::<SocketAddr>()`, so the room sees each
-//! visitor's address and limits new visitors per IP (60 a minute by default), and it logs (the
-//! room's start-up line, and a warning if it ever finds no client IP) on stderr at `info`;
-//! `RUST_LOG` changes the level.
+//! It serves within limits a sale survives (`shared/serve.rs`: 10 s to send a request header,
+//! 30 s for the app to answer, at most 10 000 connections) and puts each connection's address in
+//! its requests, so the room sees each visitor's address and limits new visitors per IP (60 a
+//! minute by default). It logs (the room's start-up line, and a warning if it ever finds no
+//! client IP) on stderr at `info`; `RUST_LOG` changes the level.
 
 #[path = "shared/mod.rs"]
 mod shared;
 
 use std::net::{Ipv4Addr, SocketAddr};
 use std::process::ExitCode;
+
+use shared::serve::Limits;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use axum::http::StatusCode;
@@ -580,10 +583,12 @@ fn app(layer: WaitingRoomLayer, rooms: WaitingRooms) -> Router {
     open.merge(protected)
 }
 
-/// Serves the app on `listener` until `shutdown` completes, with each connection's address
-/// (`ConnectInfo<SocketAddr>`) in its requests: the room takes the client IP for its per-IP limit
-/// on new visitors from there. Plain `axum::serve(listener, app)` would leave the room blind to
-/// who is who, and the limit off.
+/// Serves the app on `listener` until `shutdown` completes, within the limits a sale needs
+/// ([`shared::serve`]: a client that sends half a request header is hung up on, a slow answer
+/// becomes a `503`, and connections are capped), with each connection's address (`PeerAddr`)
+/// in its requests: the room takes the client IP for its per-IP limit on new visitors from
+/// there. Plain `axum::serve(listener, app)` would wait for ever on slow clients and leave the
+/// room blind to who is who.
 // Without an admin: what tests/layer/client_ip.rs runs (main itself calls `serve_with_admin`).
 #[allow(dead_code)]
 pub(crate) async fn serve(
@@ -606,6 +611,11 @@ pub(crate) async fn serve_with_admin(
     serve_rooms(listener, layer, rooms, admin, shutdown).await
 }
 
+/// The limits the demo serves within ([`shared::serve::Limits`]' defaults).
+pub(crate) fn limits() -> Limits {
+    Limits::default()
+}
+
 /// [`serve_with_admin`], with the rooms given: what `main` runs (with the "vip" room).
 pub(crate) async fn serve_rooms(
     listener: tokio::net::TcpListener,
@@ -618,10 +628,8 @@ pub(crate) async fn serve_rooms(
     if let Some(admin) = admin {
         app = app.nest_service("/admin", admin);
     }
-    let app = app.into_make_service_with_connect_info::<SocketAddr>();
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown)
-        .await
+    shared::serve::serve(listener, app, limits(), shutdown).await;
+    Ok(())
 }
 
 async fn shutdown_signal() {
@@ -760,6 +768,7 @@ async fn main() -> ExitCode {
     if admin.is_some() {
         println!("admin dashboard (not queued; asks for the token): http://{local}/admin/");
     }
+    println!("serving within limits: {}", limits().describe());
     println!("open http://{local}/");
 
     if let Err(e) = serve_rooms(listener, layer, rooms, admin, shutdown_signal()).await {
