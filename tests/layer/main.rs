@@ -1,5 +1,5 @@
 //! The layer's integration tests in one binary: its HTTP contract, client IPs, logs, spans and
-//! metrics, the end of a slot, proof of work, tokens, settings files, rooms under axum, the
+//! metrics, the end of a slot, proof of work and the risk decision, tokens, settings files, rooms under axum, the
 //! examples' serving and the attacks. One binary per family: each test binary links the crate again.
 
 // Each example includes the examples' shared code, and these tests include several examples
@@ -20,6 +20,7 @@ mod layer_contract;
 mod layer_http;
 mod metrics;
 mod proof_of_work;
+mod risk;
 mod rooms_axum;
 mod serving;
 mod token_properties;
