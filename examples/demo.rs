@@ -65,6 +65,7 @@ use axum::response::{Html, IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Extension, Json, Router};
 use tower_waiting_room::admin::AdminService;
+use tower_waiting_room::defences::risk::Risk;
 use tower_waiting_room::routing::{Rule, WaitingRooms};
 use tower_waiting_room::{
     Admission, AdmittedBy, ConfigError, FailPolicy, ProofOfWork, SigningKey, WaitingRoomLayer,
@@ -109,10 +110,18 @@ FLAGS:
     --redis <URL>         share the queue through Redis/Valkey (redis://host:port); every
                           process with the same --redis, --room and --secret shares it
     --proof-of-work <BITS>
-                          ask each new visitor's browser to solve a proof-of-work
-                          challenge (1-32 leading zero bits; measured in headless
-                          Chromium: 16 bits under a second, 20 bits several seconds)
-                          before joining the line (default: off)
+                          ask new visitors who look scripted (no User-Agent or
+                          Accept-Language, or headers in an order no browser sends) to
+                          solve a proof-of-work challenge (1-32 leading zero bits;
+                          measured in headless Chromium: 16 bits under a second, 20 bits
+                          several seconds) before joining the line; browsers go straight
+                          in (default: off)
+    --challenge-everyone  with --proof-of-work: every new visitor solves the challenge,
+                          browsers too (a risk hook that says medium)
+    --risky-networks <RANGES>
+                          refuse new visitors (403, state refused) from these address
+                          ranges, separated by commas (203.0.113.0/24,2001:db8::/32):
+                          data centres, known bots (default: none)
     --admin-token <TOKEN> serve the admin dashboard and API at /admin (not behind the
                           room), for callers sending `Authorization: Bearer <TOKEN>`; at
                           least 32 characters. Also read from ADMIN_TOKEN. Without it,
@@ -171,6 +180,8 @@ pub(crate) struct Options {
     insecure_cookies: bool,
     redis: Option<String>,
     proof_of_work: Option<u8>,
+    challenge_everyone: bool,
+    risky_networks: Vec<String>,
     admin_token: Option<String>,
     opens_in: Option<u64>,
     closes_in: Option<u64>,
@@ -197,6 +208,8 @@ impl Default for Options {
             insecure_cookies: false,
             redis: None,
             proof_of_work: None,
+            challenge_everyone: false,
+            risky_networks: Vec::new(),
             admin_token: None,
             opens_in: None,
             closes_in: None,
@@ -232,6 +245,7 @@ pub(crate) fn parse_args(
                 | "--fail-closed"
                 | "--insecure-cookies"
                 | "--single-use-tickets"
+                | "--challenge-everyone"
         );
         if is_switch && inline.is_some() {
             return Err(format!("{flag} takes no value"));
@@ -262,6 +276,11 @@ pub(crate) fn parse_args(
                 })?);
             }
             "--insecure-cookies" => opts.insecure_cookies = true,
+            "--challenge-everyone" => opts.challenge_everyone = true,
+            "--risky-networks" => {
+                let list = value(&flag)?;
+                opts.risky_networks = list.split(',').map(|n| n.trim().to_owned()).collect();
+            }
             "--single-use-tickets" => opts.single_use_tickets = true,
             "--fail-open" | "--fail-closed" | "--fail-drain" => {
                 let policy = match flag.as_str() {
@@ -386,6 +405,14 @@ fn configure(
     }
     if let Some(bits) = opts.proof_of_work {
         builder = builder.proof_of_work(ProofOfWork::new(bits));
+    }
+    // Without a hook, the default risk scorer decides who solves the challenge (the scripted)
+    // and who is refused (the listed networks).
+    if opts.challenge_everyone {
+        builder = builder.risk(|_| Risk::Medium);
+    }
+    if !opts.risky_networks.is_empty() {
+        builder = builder.risky_networks(opts.risky_networks.iter().cloned());
     }
 
     let key = match &opts.secret {
@@ -807,6 +834,25 @@ mod tests {
             .config()
             .single_use_tickets());
         assert!(parse(&["--single-use-tickets=yes"]).is_err());
+        let o = parse(&["--risky-networks", "203.0.113.0/24, 2001:db8::/32"])
+            .unwrap()
+            .unwrap();
+        let layer = build_layer(&o).unwrap();
+        assert_eq!(
+            layer.config().risky_networks(),
+            ["203.0.113.0/24", "2001:db8::/32"]
+        );
+        let bad = parse(&["--risky-networks=203.0.113.7/24"])
+            .unwrap()
+            .unwrap();
+        assert!(build_layer(&bad).unwrap_err().contains("203.0.113.7/24"));
+        assert!(
+            parse(&["--challenge-everyone"])
+                .unwrap()
+                .unwrap()
+                .challenge_everyone
+        );
+        assert!(parse(&["--challenge-everyone=no"]).is_err());
     }
 
     #[test]
