@@ -9,7 +9,11 @@
 //! then open <http://127.0.0.1:3000> in three browser profiles: with the file's capacity of 2,
 //! the third waits in line. The path argument is optional (default `examples/room.toml`).
 //! The keys, their defaults and the environment-variable form (`WR_CAPACITY=5` ...) are in
-//! `docs/configuration.md`.
+//! `docs/configuration.md`. It serves as the demo does (`shared/serve.rs`): slow clients are hung
+//! up on, connections are capped, and each request carries its connection's address.
+
+#[path = "shared/mod.rs"]
+mod shared;
 
 use std::net::{Ipv4Addr, SocketAddr};
 use std::process::ExitCode;
@@ -81,12 +85,12 @@ async fn main() -> ExitCode {
         config.room(),
         config.policy().capacity
     );
-    // With each connection's address, so the per-IP limit on new visitors sees who is who.
-    let service = app.into_make_service_with_connect_info::<SocketAddr>();
-    if let Err(e) = axum::serve(listener, service).await {
-        eprintln!("error: server failed: {e}");
-        return ExitCode::FAILURE;
-    }
+    // Within limits a slow client cannot outlast, with each connection's address in its
+    // requests, so the per-IP limit on new visitors sees who is who.
+    let stop = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    shared::serve::serve(listener, app, Default::default(), stop).await;
     ExitCode::SUCCESS
 }
 

@@ -45,16 +45,19 @@
 //! (those in line keep their place). Gateways sharing a queue through Redis take the same
 //! `--opens-at <UNIX SECS>` (and `--closes-at`) instead, so they open at the same instant.
 //!
-//! It serves with `into_make_service_with_connect_info::<SocketAddr>()`, so the room sees each
-//! visitor's address and limits new visitors per IP (60 a minute by default), and it logs (the
-//! room's start-up line, and a warning if it ever finds no client IP) on stderr at `info`;
-//! `RUST_LOG` changes the level.
+//! It serves within limits a sale survives (`shared/serve.rs`: 10 s to send a request header,
+//! 30 s for the app to answer, at most 10 000 connections) and puts each connection's address in
+//! its requests, so the room sees each visitor's address and limits new visitors per IP (60 a
+//! minute by default). It logs (the room's start-up line, and a warning if it ever finds no
+//! client IP) on stderr at `info`; `RUST_LOG` changes the level.
 
 #[path = "shared/mod.rs"]
 mod shared;
 
 use std::net::{Ipv4Addr, SocketAddr};
 use std::process::ExitCode;
+
+use shared::serve::Limits;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use axum::http::StatusCode;
@@ -62,6 +65,7 @@ use axum::response::{Html, IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Extension, Json, Router};
 use tower_waiting_room::admin::AdminService;
+use tower_waiting_room::defences::risk::Risk;
 use tower_waiting_room::routing::{Rule, WaitingRooms};
 use tower_waiting_room::{
     Admission, AdmittedBy, ConfigError, FailPolicy, ProofOfWork, SigningKey, WaitingRoomLayer,
@@ -106,10 +110,18 @@ FLAGS:
     --redis <URL>         share the queue through Redis/Valkey (redis://host:port); every
                           process with the same --redis, --room and --secret shares it
     --proof-of-work <BITS>
-                          ask each new visitor's browser to solve a proof-of-work
-                          challenge (1-32 leading zero bits; measured in headless
-                          Chromium: 16 bits under a second, 20 bits several seconds)
-                          before joining the line (default: off)
+                          ask new visitors who look scripted (no User-Agent or
+                          Accept-Language, or headers in an order no browser sends) to
+                          solve a proof-of-work challenge (1-32 leading zero bits;
+                          measured in headless Chromium: 16 bits under a second, 20 bits
+                          several seconds) before joining the line; browsers go straight
+                          in (default: off)
+    --challenge-everyone  with --proof-of-work: every new visitor solves the challenge,
+                          browsers too (a risk hook that says medium)
+    --risky-networks <RANGES>
+                          refuse new visitors (403, state refused) from these address
+                          ranges, separated by commas (203.0.113.0/24,2001:db8::/32):
+                          data centres, known bots (default: none)
     --admin-token <TOKEN> serve the admin dashboard and API at /admin (not behind the
                           room), for callers sending `Authorization: Bearer <TOKEN>`; at
                           least 32 characters. Also read from ADMIN_TOKEN. Without it,
@@ -168,6 +180,8 @@ pub(crate) struct Options {
     insecure_cookies: bool,
     redis: Option<String>,
     proof_of_work: Option<u8>,
+    challenge_everyone: bool,
+    risky_networks: Vec<String>,
     admin_token: Option<String>,
     opens_in: Option<u64>,
     closes_in: Option<u64>,
@@ -194,6 +208,8 @@ impl Default for Options {
             insecure_cookies: false,
             redis: None,
             proof_of_work: None,
+            challenge_everyone: false,
+            risky_networks: Vec::new(),
             admin_token: None,
             opens_in: None,
             closes_in: None,
@@ -229,6 +245,7 @@ pub(crate) fn parse_args(
                 | "--fail-closed"
                 | "--insecure-cookies"
                 | "--single-use-tickets"
+                | "--challenge-everyone"
         );
         if is_switch && inline.is_some() {
             return Err(format!("{flag} takes no value"));
@@ -259,6 +276,11 @@ pub(crate) fn parse_args(
                 })?);
             }
             "--insecure-cookies" => opts.insecure_cookies = true,
+            "--challenge-everyone" => opts.challenge_everyone = true,
+            "--risky-networks" => {
+                let list = value(&flag)?;
+                opts.risky_networks = list.split(',').map(|n| n.trim().to_owned()).collect();
+            }
             "--single-use-tickets" => opts.single_use_tickets = true,
             "--fail-open" | "--fail-closed" | "--fail-drain" => {
                 let policy = match flag.as_str() {
@@ -383,6 +405,14 @@ fn configure(
     }
     if let Some(bits) = opts.proof_of_work {
         builder = builder.proof_of_work(ProofOfWork::new(bits));
+    }
+    // Without a hook, the default risk scorer decides who solves the challenge (the scripted)
+    // and who is refused (the listed networks).
+    if opts.challenge_everyone {
+        builder = builder.risk(|_| Risk::Medium);
+    }
+    if !opts.risky_networks.is_empty() {
+        builder = builder.risky_networks(opts.risky_networks.iter().cloned());
     }
 
     let key = match &opts.secret {
@@ -580,10 +610,12 @@ fn app(layer: WaitingRoomLayer, rooms: WaitingRooms) -> Router {
     open.merge(protected)
 }
 
-/// Serves the app on `listener` until `shutdown` completes, with each connection's address
-/// (`ConnectInfo<SocketAddr>`) in its requests: the room takes the client IP for its per-IP limit
-/// on new visitors from there. Plain `axum::serve(listener, app)` would leave the room blind to
-/// who is who, and the limit off.
+/// Serves the app on `listener` until `shutdown` completes, within the limits a sale needs
+/// ([`shared::serve`]: a client that sends half a request header is hung up on, a slow answer
+/// becomes a `503`, and connections are capped), with each connection's address (`PeerAddr`)
+/// in its requests: the room takes the client IP for its per-IP limit on new visitors from
+/// there. Plain `axum::serve(listener, app)` would wait for ever on slow clients and leave the
+/// room blind to who is who.
 // Without an admin: what tests/layer/client_ip.rs runs (main itself calls `serve_with_admin`).
 #[allow(dead_code)]
 pub(crate) async fn serve(
@@ -606,6 +638,11 @@ pub(crate) async fn serve_with_admin(
     serve_rooms(listener, layer, rooms, admin, shutdown).await
 }
 
+/// The limits the demo serves within ([`shared::serve::Limits`]' defaults).
+pub(crate) fn limits() -> Limits {
+    Limits::default()
+}
+
 /// [`serve_with_admin`], with the rooms given: what `main` runs (with the "vip" room).
 pub(crate) async fn serve_rooms(
     listener: tokio::net::TcpListener,
@@ -618,10 +655,8 @@ pub(crate) async fn serve_rooms(
     if let Some(admin) = admin {
         app = app.nest_service("/admin", admin);
     }
-    let app = app.into_make_service_with_connect_info::<SocketAddr>();
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown)
-        .await
+    shared::serve::serve(listener, app, limits(), shutdown).await;
+    Ok(())
 }
 
 async fn shutdown_signal() {
@@ -760,6 +795,7 @@ async fn main() -> ExitCode {
     if admin.is_some() {
         println!("admin dashboard (not queued; asks for the token): http://{local}/admin/");
     }
+    println!("serving within limits: {}", limits().describe());
     println!("open http://{local}/");
 
     if let Err(e) = serve_rooms(listener, layer, rooms, admin, shutdown_signal()).await {
@@ -798,6 +834,25 @@ mod tests {
             .config()
             .single_use_tickets());
         assert!(parse(&["--single-use-tickets=yes"]).is_err());
+        let o = parse(&["--risky-networks", "203.0.113.0/24, 2001:db8::/32"])
+            .unwrap()
+            .unwrap();
+        let layer = build_layer(&o).unwrap();
+        assert_eq!(
+            layer.config().risky_networks(),
+            ["203.0.113.0/24", "2001:db8::/32"]
+        );
+        let bad = parse(&["--risky-networks=203.0.113.7/24"])
+            .unwrap()
+            .unwrap();
+        assert!(build_layer(&bad).unwrap_err().contains("203.0.113.7/24"));
+        assert!(
+            parse(&["--challenge-everyone"])
+                .unwrap()
+                .unwrap()
+                .challenge_everyone
+        );
+        assert!(parse(&["--challenge-everyone=no"]).is_err());
     }
 
     #[test]

@@ -5,32 +5,34 @@
 //! cargo run --example hyper_server -- --port 8080
 //! ```
 //!
-//! The layer wraps a `tower::service_fn` handler; `hyper_util`'s [`TowerToHyperService`] turns
-//! the Tower service into one hyper can serve on each connection. Capacity is 1 so a second
-//! client (another browser profile, or curl with a second cookie jar) waits in line.
+//! The layer wraps a `tower::service_fn` handler: a Tower service, which `shared/serve.rs`
+//! serves with hyper's HTTP/1 connection builder, one task per connection, within limits a slow
+//! client cannot outlast (a header-read timeout, a request timeout, a connection cap). Capacity
+//! is 1 so a second client (another browser profile, or curl with a second cookie jar) waits in
+//! line.
 //!
-//! Each connection's requests carry its peer address as a [`PeerAddr`], which is where the room
+//! Each connection's requests carry its peer address as a [`PeerAddr`](tower_waiting_room::PeerAddr), which is where the room
 //! finds the client IP for its per-IP limit on new visitors (hyper puts no address anywhere by
-//! itself).
+//! itself): `shared/serve.rs` inserts it into each request.
 //!
 //! Cookies are sent without `Secure` because this example speaks plain http on 127.0.0.1;
 //! keep the default (`Secure`) in production.
 
+#[path = "shared/mod.rs"]
+mod shared;
+
 use std::convert::Infallible;
 use std::future::Future;
 use std::net::{Ipv4Addr, SocketAddr};
-use std::pin::pin;
 use std::process::ExitCode;
 
 use bytes::Bytes;
 use http::{header, Request, Response, StatusCode};
 use http_body_util::Full;
 use hyper::body::Incoming;
-use hyper::server::conn::http1;
-use hyper_util::rt::TokioIo;
-use hyper_util::service::TowerToHyperService;
+use shared::serve::Limits;
 use tower::ServiceBuilder;
-use tower_waiting_room::{Admission, ConfigError, PeerAddr, SigningKey, WaitingRoomLayer};
+use tower_waiting_room::{Admission, ConfigError, SigningKey, WaitingRoomLayer};
 
 const USAGE: &str = "\
 tower-waiting-room hyper example: a plain hyper server behind the waiting room (capacity 1).
@@ -131,46 +133,14 @@ pub(crate) fn room() -> Result<WaitingRoomLayer, ConfigError> {
         .build()
 }
 
-/// Serves [`handle`] behind `room` on `listener`, one task per connection, until `shutdown`
-/// completes.
+/// Serves [`handle`] behind `room` on `listener` until `shutdown` completes, with the serving
+/// the examples share (`shared/serve.rs`: hyper's HTTP/1 connection builder, one task per
+/// connection, within limits a slow client cannot outlast, and a [`PeerAddr`](tower_waiting_room::PeerAddr) in each request).
 pub(crate) async fn serve(
     listener: tokio::net::TcpListener,
     room: WaitingRoomLayer,
     shutdown: impl Future<Output = ()>,
 ) {
     let service = ServiceBuilder::new().layer(room).service_fn(handle);
-    let mut shutdown = pin!(shutdown);
-    loop {
-        let (stream, peer) = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok(conn) => conn,
-                Err(e) => {
-                    // E.g. out of file descriptors: back off instead of spinning.
-                    eprintln!("accept failed: {e}");
-                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-                    continue;
-                }
-            },
-            () = &mut shutdown => return,
-        };
-        // The client IP for the room's per-IP limit on new visitors: the address this
-        // connection came from, as a `PeerAddr` in each of its requests. Without it the room
-        // sees no IP and that limit is off. (Behind a reverse proxy, every connection is the
-        // proxy's: configure `client_ip_header` instead.)
-        let service = ServiceBuilder::new()
-            .map_request(move |mut req: Request<Incoming>| {
-                req.extensions_mut().insert(PeerAddr(peer));
-                req
-            })
-            .service(service.clone());
-        let service = TowerToHyperService::new(service);
-        tokio::spawn(async move {
-            if let Err(e) = http1::Builder::new()
-                .serve_connection(TokioIo::new(stream), service)
-                .await
-            {
-                eprintln!("connection error: {e}");
-            }
-        });
-    }
+    shared::serve::serve(listener, service, Limits::default(), shutdown).await;
 }

@@ -344,19 +344,18 @@ async fn watch_answers(State(recorder): State<Recorder>, req: Request, next: Nex
     Response::from_parts(parts, Body::from(bytes))
 }
 
-/// Serves the lobby on `listener` until `shutdown` completes.
+/// Serves the lobby on `listener` until `shutdown` completes, within the limits the examples
+/// share ([`shared::serve`]: slow clients are hung up on, connections are capped).
 pub(crate) async fn serve(
     listener: tokio::net::TcpListener,
     lobby: Lobby,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let Lobby { router, ticker } = lobby;
-    let served = axum::serve(listener, router)
-        .with_graceful_shutdown(shutdown)
-        .await;
+    shared::serve::serve(listener, router, Default::default(), shutdown).await;
     // The ticks stop with the server.
     drop(ticker);
-    served
+    Ok(())
 }
 
 /// The page, with the topics as options (constant words: nothing from users goes into it).

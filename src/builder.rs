@@ -12,8 +12,9 @@ use crate::config::{
     defaults, validate, ConfigError, EventSchedule, FailPolicy, RoomConfig, RoomFile,
     RoomFileError, RoomPolicy, SameSite,
 };
+use crate::defences::risk::{NewVisitor, Risk, RiskFn};
 use crate::defences::{
-    BypassFn, Defences, Limiter, ProofGate, ProofOfWork, RateLimit, MAX_TRACKED,
+    BypassFn, Defences, Limiter, ProofGate, ProofOfWork, RateLimit, RiskGate, MAX_TRACKED,
 };
 use crate::layer::WaitingRoomLayer;
 use crate::response::{DefaultRenderer, Render};
@@ -46,6 +47,7 @@ pub struct WaitingRoomBuilder {
     bypass: Vec<Box<BypassFn>>,
     client_ip: ClientIp,
     gates: Vec<Rule>,
+    risk: Option<Box<RiskFn>>,
 }
 
 impl WaitingRoomBuilder {
@@ -61,6 +63,7 @@ impl WaitingRoomBuilder {
             bypass: Vec::new(),
             client_ip: ClientIp::Peer,
             gates: Vec::new(),
+            risk: None,
         }
     }
 
@@ -189,6 +192,39 @@ impl WaitingRoomBuilder {
         self
     }
 
+    /// The risk decision for each new visitor (one without a queue cookie), made by `decide`:
+    /// [`Risk::Low`] joins the line at once (no challenge, even with proof of work on),
+    /// [`Risk::Medium`] solves the proof-of-work challenge first (when it is on),
+    /// [`Risk::High`] is refused with `403`, state `refused`. Without a hook, the default
+    /// scorer decides when proof of work is on or [`risky_networks`](Self::risky_networks) are
+    /// listed ([`NewVisitor::default_risk`]); `decide` can call it too. A hook runs for every
+    /// new visitor, before anything is signed: keep it cheap. See
+    /// [`risk`](crate::defences::risk), also for challenging everyone (`|_| Risk::Medium`).
+    ///
+    /// ```
+    /// use tower_waiting_room::defences::risk::Risk;
+    /// use tower_waiting_room::{ProofOfWork, WaitingRoomLayer};
+    ///
+    /// let room = WaitingRoomLayer::builder("drop")
+    ///     .capacity(500)
+    ///     .secret([7u8; 32])
+    ///     .proof_of_work(ProofOfWork::new(18))
+    ///     // Visitors from the app's own mobile app, known by its path, always solve it.
+    ///     .risk(|visitor| match visitor.request().path().starts_with("/api/") {
+    ///         true => Risk::Medium,
+    ///         false => visitor.default_risk(),
+    ///     })
+    ///     .build();
+    /// assert!(room.is_ok());
+    /// ```
+    pub fn risk<F>(mut self, decide: F) -> Self
+    where
+        F: Fn(&NewVisitor<'_>) -> Risk + Send + Sync + 'static,
+    {
+        self.risk = Some(Box::new(decide));
+        self
+    }
+
     /// Requests matching `rule` are gated by this room: they pass with a valid admission of
     /// the room (its admission cookie, its token header, or the `X-Admission-Ticket` header) and
     /// are otherwise refused with `403` JSON `not_admitted`; never queued, never a store write.
@@ -240,15 +276,23 @@ impl WaitingRoomBuilder {
             (ClientIp::Peer, Some(name)) => ClientIp::Header(name),
             (client_ip, _) => client_ip,
         };
-        if s.new_visitor_limit.is_some() || s.bind_tokens_to_network {
+        if s.new_visitor_limit.is_some() || s.bind_tokens_to_network || !s.risky_networks.is_empty()
+        {
             client_ip.log_source(&self.room);
         }
+        // The risk decision runs when something can come of it: the app's hook, a challenge to
+        // give (medium), or networks to refuse (high).
+        let risk = (self.risk.is_some()
+            || checked.proof_of_work.is_some()
+            || !checked.risky_networks.is_empty())
+        .then(|| RiskGate::new(self.risk, checked.risky_networks));
         let defences = Defences {
             bypass: self.bypass,
             client_ip,
             new_visitors: s.new_visitor_limit.map(|l| Limiter::new(l, MAX_TRACKED)),
             polls: s.poll_limit.map(|l| Limiter::new(l, MAX_TRACKED)),
             proof: checked.proof_of_work.map(ProofGate::new),
+            risk,
             warned_no_ip: Default::default(),
         };
         let clock: SharedClock = self.clock.unwrap_or_else(|| Arc::new(SystemClock));

@@ -22,7 +22,9 @@
 //!      │    over it: app, no store call)
 //!      ▼ no token
 //!   ① valid queue cookie? (token/queue_cookie)
-//!      ├─ no ─► 302 + a signed queue cookie; nothing stored   (per-IP limit: defences)
+//!      ├─ no ─► the risk decision (defences/risk): high ─► 403 refused, nothing stored
+//!      │        else 302 + a signed queue cookie (proven if low); nothing stored
+//!      │                                                      (per-IP limit: defences)
 //!      ├─ not proven while proof of work is on ─► 403 + a signed challenge, no store call
 //!      ▼ yes (per-session poll limit first: defences)
 //!   ③ the store, one atomic step  (store: memory | redis + script/*.lua; room/pending)
@@ -78,7 +80,7 @@
 //! | [`store`] | stage 3: the [`Store`](store::Store) trait and its error, the [`MemoryStore`](store::MemoryStore) and (feature `redis`) the `RedisStore`: builder, protocol, breaker and its Lua script (`src/store/redis/script/`) |
 //! | [`config`] | settings, [`defaults`](config::defaults) in one place, validation, [`ConfigError`] |
 //! | [`client`] | who a request comes from: [`RequestInfo`], [`PeerAddr`], (feature `axum`, on by default) axum's `ConnectInfo`, the client IP and the network prefixes |
-//! | [`defences`] | bypass rules, rate limits, [proof of work](defences::proof_of_work) |
+//! | [`defences`] | bypass rules, rate limits, [proof of work](defences::proof_of_work), the [risk decision](defences::risk) for new visitors |
 //! | [`outcome`], `eta` (hidden: internal), [`response`] | typed outcomes, the wait estimate, and how they are rendered (pages, templates, texts, JSON) |
 //! | [`control`], [`admin`] | the operator's handle on a running room ([`RoomControl`](control::RoomControl)), and (feature `admin`, on by default) its HTTP API and dashboard ([`AdminService`](admin::AdminService)) |
 //! | [`clock`] | injectable time |

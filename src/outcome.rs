@@ -249,6 +249,13 @@ pub enum Rejection {
         /// 60 s.
         retry_after: Duration,
     },
+    /// The [risk decision](crate::defences::risk) found a new visitor high risk (an address in
+    /// the room's listed networks, or the app's hook said so): `403 Forbidden`, state
+    /// `refused`; no cookie, nothing stored.
+    Refused {
+        /// When to look again (the visitor is judged again then).
+        retry_after: Duration,
+    },
     /// Proof of work is on and the visitor has not solved its challenge yet: `403 Forbidden`
     /// with the challenge ([`RenderContext::challenge`](crate::response::RenderContext)); the
     /// browser page solves it by itself. See [`proof_of_work`](crate::defences::proof_of_work).
@@ -262,7 +269,7 @@ pub enum Rejection {
 
 impl Rejection {
     /// The state's name as in the JSON answers: `waiting`, `closed`, `banned`, `full`,
-    /// `unavailable`, `busy`, `limited`, `challenge` or `scheduled`.
+    /// `unavailable`, `busy`, `limited`, `refused`, `challenge` or `scheduled`.
     pub fn state(&self) -> &'static str {
         match self {
             Rejection::Waiting { .. } => "waiting",
@@ -272,6 +279,7 @@ impl Rejection {
             Rejection::Unavailable { .. } => "unavailable",
             Rejection::Busy { .. } => "busy",
             Rejection::Limited { .. } => "limited",
+            Rejection::Refused { .. } => "refused",
             Rejection::Challenge { .. } => "challenge",
             Rejection::Scheduled { .. } => "scheduled",
         }
@@ -359,19 +367,22 @@ impl Rejection {
             | Rejection::Unavailable { retry_after }
             | Rejection::Busy { retry_after }
             | Rejection::Limited { retry_after }
+            | Rejection::Refused { retry_after }
             | Rejection::Challenge { retry_after, .. }
             | Rejection::Scheduled { retry_after, .. } => retry_after,
         }
     }
 
-    /// The HTTP status: 429 while waiting or limited, 403 for a challenge or a ban, 503
-    /// otherwise (closed and scheduled included).
+    /// The HTTP status: 429 while waiting or limited, 403 for a challenge, a ban or a refusal,
+    /// 503 otherwise (closed and scheduled included).
     pub fn status(&self) -> http::StatusCode {
         match self {
             Rejection::Waiting { .. } | Rejection::Limited { .. } => {
                 http::StatusCode::TOO_MANY_REQUESTS
             }
-            Rejection::Challenge { .. } | Rejection::Banned { .. } => http::StatusCode::FORBIDDEN,
+            Rejection::Challenge { .. } | Rejection::Banned { .. } | Rejection::Refused { .. } => {
+                http::StatusCode::FORBIDDEN
+            }
             _ => http::StatusCode::SERVICE_UNAVAILABLE,
         }
     }
@@ -397,6 +408,8 @@ pub(crate) const SCHEDULED_MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
 pub(crate) const BANNED_RETRY_AFTER: Duration = Duration::from_secs(300);
 /// A waiter in a paused room asks again this often.
 pub(crate) const PAUSED_RETRY_AFTER: Duration = Duration::from_secs(10);
+/// A refused new visitor is told to look again this late (and is judged again then).
+pub(crate) const REFUSED_RETRY_AFTER: Duration = Duration::from_secs(300);
 /// A client that cannot solve a challenge (no JavaScript, no WebCrypto) looks again this late.
 pub(crate) const CHALLENGE_RETRY_AFTER: Duration = Duration::from_secs(30);
 

@@ -16,6 +16,7 @@
 //! | [`STORE_CALLS_TOTAL`] | counter | `room`, `op`, `result` |
 //! | [`STORE_CALL_SECONDS`] | histogram | `room`, `op` |
 //! | [`SLOTS_ENDED_TOTAL`] | counter | `room`, `by` |
+//! | [`RISK_DECISIONS_TOTAL`] | counter | `room`, `risk`, `by` |
 //! | [`WAITING`], [`INSIDE`], [`GRANTED`] | gauge | `room` |
 //! | [`BREAKER_STATE`] | gauge | `store` (the Redis key prefix; never the URL) |
 //!
@@ -38,6 +39,7 @@ use std::sync::Arc;
 
 #[cfg(feature = "metrics")]
 use crate::config::RoomPolicy;
+use crate::defences::risk::{DecidedBy, Risk};
 #[cfg(feature = "metrics")]
 use crate::session::SessionId;
 #[cfg(feature = "metrics")]
@@ -50,8 +52,8 @@ use crate::store::{SnapshotStore, TicketStore};
 
 /// Requests the room handled, by `stage` (where it decided: `fast_path`, `cookie_check`,
 /// `store`, `endpoint`, `bypass`) and `outcome` (`admitted`, `waiting`, `full`, `closed`,
-/// `busy`, `unavailable`, `limited`, `challenge`, `new_visitor`, `fail_open`, `passed`,
-/// `left`, `unknown`). Counter.
+/// `busy`, `unavailable`, `limited`, `refused`, `challenge`, `new_visitor`, `fail_open`,
+/// `passed`, `left`, `unknown`). Counter.
 pub const REQUESTS_TOTAL: &str = "waiting_room_requests_total";
 /// Store calls by `op` (`enter`, `poll`, `heartbeat`, `release`, `stats`) and `result` (`ok`,
 /// or the [`StoreErrorKind`] in snake case: `unavailable`, `timeout`, `busy`, `protocol`,
@@ -62,6 +64,9 @@ pub const STORE_CALL_SECONDS: &str = "waiting_room_store_call_seconds";
 /// Slots the app ended (checkout finished), `by` the response header (`header`) or
 /// [`Admission::end_slot`](crate::Admission::end_slot) (`admission`). Counter.
 pub const SLOTS_ENDED_TOTAL: &str = "waiting_room_slots_ended_total";
+/// The [risk decisions](crate::defences::risk) for new visitors, by `risk` (`low`, `medium`,
+/// `high`) and `by` (`default`: the default scorer; `hook`: the app's). Counter.
+pub const RISK_DECISIONS_TOTAL: &str = "waiting_room_risk_decisions_total";
 /// Visitors in line, from the last store answer that said (a waiting visitor's answer, or
 /// [`WaitingRoomLayer::stats`](crate::WaitingRoomLayer::stats)). Gauge.
 pub const WAITING: &str = "waiting_room_waiting";
@@ -98,6 +103,10 @@ pub fn describe() {
         describe_counter!(
             SLOTS_ENDED_TOTAL,
             "Slots the app ended (checkout finished), by the header or from Rust."
+        );
+        describe_counter!(
+            RISK_DECISIONS_TOTAL,
+            "Risk decisions for new visitors, by risk and by who decided."
         );
         describe_gauge!(WAITING, "Visitors in line, from the store's last answer.");
         describe_gauge!(
@@ -177,6 +186,8 @@ pub(crate) enum Outcome {
     Unavailable,
     /// Over a limit of the room's own (new visitors per IP, store questions per session).
     Limited,
+    /// A new visitor refused by the risk decision (high risk).
+    Refused,
     /// A proof-of-work challenge.
     Challenge,
     /// The first-visit redirect, with a new queue cookie.
@@ -196,7 +207,7 @@ pub(crate) enum Outcome {
 }
 
 impl Outcome {
-    const ALL: [Outcome; 15] = [
+    const ALL: [Outcome; 16] = [
         Outcome::Admitted,
         Outcome::Waiting,
         Outcome::Full,
@@ -205,6 +216,7 @@ impl Outcome {
         Outcome::Busy,
         Outcome::Unavailable,
         Outcome::Limited,
+        Outcome::Refused,
         Outcome::Challenge,
         Outcome::NewVisitor,
         Outcome::FailOpen,
@@ -224,6 +236,7 @@ impl Outcome {
             Outcome::Busy => "busy",
             Outcome::Unavailable => "unavailable",
             Outcome::Limited => "limited",
+            Outcome::Refused => "refused",
             Outcome::Challenge => "challenge",
             Outcome::NewVisitor => "new_visitor",
             Outcome::FailOpen => "fail_open",
@@ -266,6 +279,26 @@ fn result_index(kind: StoreErrorKind) -> usize {
         StoreErrorKind::Config => 5,
         StoreErrorKind::Misconfigured => 6,
     }
+}
+
+/// The risks and deciders, in the order of the risk keys.
+#[cfg(feature = "metrics")]
+const RISKS: [Risk; 3] = [Risk::Low, Risk::Medium, Risk::High];
+#[cfg(feature = "metrics")]
+const DECIDERS: [DecidedBy; 2] = [DecidedBy::Default, DecidedBy::Hook];
+
+#[cfg(feature = "metrics")]
+fn risk_index(risk: Risk, by: DecidedBy) -> usize {
+    let r = match risk {
+        Risk::Low => 0,
+        Risk::Medium => 1,
+        Risk::High => 2,
+    };
+    let b = match by {
+        DecidedBy::Default => 0,
+        DecidedBy::Hook => 1,
+    };
+    r * DECIDERS.len() + b
 }
 
 /// How the app ended a slot (the `by` label).
@@ -466,6 +499,8 @@ struct Keys {
     store_seconds: Vec<metrics::Key>,
     /// By [`EndedBy`].
     ended: [metrics::Key; 2],
+    /// By `risk * DECIDERS.len() + by`.
+    risks: Vec<metrics::Key>,
     waiting: metrics::Key,
     inside: metrics::Key,
     granted: metrics::Key,
@@ -526,6 +561,14 @@ impl RoomMetrics {
         counter(&self.keys.ended[by as usize]);
         #[cfg(not(feature = "metrics"))]
         let _ = by;
+    }
+
+    /// The risk decision for a new visitor.
+    pub(crate) fn risk(&self, risk: Risk, by: DecidedBy) {
+        #[cfg(feature = "metrics")]
+        counter(&self.keys.risks[risk_index(risk, by)]);
+        #[cfg(not(feature = "metrics"))]
+        let _ = (risk, by);
     }
 
     /// A `stats` call, counted and timed, whose answer sets the room's gauges.
@@ -610,10 +653,18 @@ impl Keys {
             .iter()
             .map(|op| key(STORE_CALL_SECONDS, &[("op", op.as_str())]))
             .collect();
+        let mut risks = Vec::new();
+        for risk in RISKS {
+            for by in DECIDERS {
+                let labels = [("risk", risk.as_str()), ("by", by.as_str())];
+                risks.push(key(RISK_DECISIONS_TOTAL, &labels));
+            }
+        }
         Self {
             requests,
             store_calls,
             store_seconds,
+            risks,
             ended: [
                 key(SLOTS_ENDED_TOTAL, &[("by", "header")]),
                 key(SLOTS_ENDED_TOTAL, &[("by", "admission")]),
@@ -650,6 +701,16 @@ mod tests {
         }
         for (i, op) in StoreOp::ALL.iter().enumerate() {
             assert_eq!(*op as usize, i);
+        }
+    }
+
+    #[cfg(feature = "metrics")]
+    #[test]
+    fn risk_keys_follow_their_tables() {
+        for (r, risk) in RISKS.iter().enumerate() {
+            for (b, by) in DECIDERS.iter().enumerate() {
+                assert_eq!(risk_index(*risk, *by), r * DECIDERS.len() + b);
+            }
         }
     }
 

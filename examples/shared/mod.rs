@@ -1,6 +1,9 @@
-//! What the examples share: their log and how they print a Redis URL. (Not an example: a
-//! folder without a `main.rs`; each example includes it with `#[path]`.)
+//! What the examples share: how they serve ([`serve`]: within limits a slow client cannot
+//! outlast), their log, and how they print a Redis URL. (Not an example: a folder without a
+//! `main.rs`; each example includes it with `#[path]`.)
 #![allow(dead_code)]
+
+pub mod serve;
 
 /// The log (the crate's and any other) on stderr, at `info` unless `RUST_LOG` says otherwise;
 /// stdout keeps the lines meant for people and scripts (`open http://...`).

@@ -136,6 +136,12 @@ pub enum ConfigError {
     },
     /// `closes_at` is not after `opens_at`: the event would never take anyone.
     ClosesBeforeOpening,
+    /// An entry of [`risky_networks`](crate::WaitingRoomBuilder::risky_networks) is neither an
+    /// address nor a range in CIDR notation, or has bits set past its prefix length.
+    InvalidNetwork {
+        /// The refused entry.
+        network: String,
+    },
 }
 
 impl fmt::Display for ConfigError {
@@ -259,6 +265,11 @@ impl fmt::Display for ConfigError {
                  give the rooms path prefixes that do not nest"
             ),
             ConfigError::ClosesBeforeOpening => f.write_str("closes_at must be after opens_at"),
+            ConfigError::InvalidNetwork { network } => write!(
+                f,
+                "risky_networks: {network:?} is neither an address nor a range such as \
+                 203.0.113.0/24 or 2001:db8::/32 (with no bits set past the prefix length)"
+            ),
         }
     }
 }

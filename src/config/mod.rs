@@ -39,11 +39,13 @@
 //! | `opens_at/closes_at` | none | Unix seconds (whole numbers) | a scheduled opening, with a fair, shuffled pre-queue, and closing; see [`EventSchedule`] |
 //! | `keep_line_after_close` | on | `true` or `false` | after `closes_at`, those in line keep their place and the line keeps moving |
 //! | `proof_of_work` / `proof_of_work_challenge_ttl` | off | the difficulty in bits (turns it on); a duration, which needs `proof_of_work` | a proof-of-work challenge (difficulty in bits, challenge TTL 5 min) before joining the line; see [`proof_of_work`](crate::defences::proof_of_work) |
+//! | `risk` | the default scorer, with proof of work on or `risky_networks` listed | code only | the risk decision per new visitor: low joins the line, medium solves the challenge first, high is refused; see [`risk`](crate::defences::risk) |
+//! | `risky_networks` | none | addresses and CIDR ranges, one string separated by commas | ranges listed as data centres or known bots: the default scorer refuses new visitors from them |
 //! | `max_event_streams` | 10 000 | a whole number (0 turns event streams off) | waiters listening for their position as Server-Sent Events at once, per room on one gateway; beyond it (or with 0) the waiting page polls |
 //! | `single_use_tickets` | off | `true` or `false` | at admission, a one-time checkout ticket (cookie `wr_{room}_t`, or the `X-Admission-Ticket` header) that a gated route accepts exactly once across all gateways |
 //!
-//! Signing keys, the store, the clock, the renderer and gates are set in code only; a file
-//! names where the secret is instead ([`RoomFile`], "Secrets").
+//! Signing keys, the store, the clock, the renderer, gates and the risk hook are set in code
+//! only; a file names where the secret is instead ([`RoomFile`], "Secrets").
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -225,6 +225,23 @@ pub(crate) fn some_duration<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Du
     duration(d).map(Some)
 }
 
+/// Addresses and address ranges, one string separated by commas (surrounding spaces ignored);
+/// the builder checks each one.
+pub(crate) fn networks<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+    let expecting =
+        "addresses and ranges separated by commas, such as \"203.0.113.0/24, 2001:db8::/32\"";
+    text(d, expecting, false, |list| Ok(split_list(list)))
+}
+
+/// The items of a list separated by commas, trimmed, empty ones dropped.
+fn split_list(list: &str) -> Vec<String> {
+    list.split(',')
+        .map(str::trim)
+        .filter(|item| !item.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
 /// A rate limit, or `"off"` (`None`).
 pub(crate) fn rate_limit<'de, D: Deserializer<'de>>(d: D) -> Result<Option<RateLimit>, D::Error> {
     let expecting = "a rate limit such as \"60/1m\", or \"off\"";

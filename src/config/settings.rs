@@ -343,6 +343,42 @@ settings! {
     #[serde(deserialize_with = "readable::some_duration")]
     proof_of_work_challenge_ttl: Option<Duration> = None;
 
+    /// Address ranges the operator lists as data centres or known bots, in CIDR notation
+    /// (`203.0.113.0/24`, `2001:db8::/32`) or as single addresses; none by default. The
+    /// default [risk](crate::defences::risk) scorer refuses a new visitor whose client IP is in
+    /// one (`403`, state `refused`); a [`risk`](crate::WaitingRoomBuilder::risk) hook sees
+    /// whether it is ([`NewVisitor::in_listed_network`](crate::defences::risk::NewVisitor::in_listed_network))
+    /// and decides. Listing any turns the risk decision on, with or without proof of work. An
+    /// IPv4-mapped IPv6 address counts as its IPv4 address. A range with bits set past its
+    /// prefix length (`203.0.113.7/24`) is refused
+    /// ([`ConfigError::InvalidNetwork`](crate::ConfigError::InvalidNetwork)): it would list
+    /// another range than the one meant. A file or the environment writes them as one string,
+    /// separated by commas.
+    ///
+    /// ```
+    /// use tower_waiting_room::WaitingRoomLayer;
+    ///
+    /// let layer = WaitingRoomLayer::builder("shop")
+    ///     .capacity(100)
+    ///     .secret(b"an example secret of at least thirty-two bytes".to_vec())
+    ///     .risky_networks(["192.0.2.0/24", "2001:db8::/32", "198.51.100.7"])
+    ///     .build()
+    ///     .unwrap();
+    /// assert_eq!(layer.config().risky_networks().len(), 3);
+    /// ```
+    #[serde(deserialize_with = "readable::networks")]
+    risky_networks: Vec<String> = Vec::new(),
+        set(networks: impl IntoIterator<Item = impl Into<String>>) => {
+            networks.into_iter().map(Into::into).collect()
+        },
+        get {
+            /// The address ranges listed as data centres or known bots; see
+            /// [`risky_networks`](crate::WaitingRoomBuilder::risky_networks).
+            pub fn risky_networks(&self) -> &[String] {
+                &self.settings.risky_networks
+            }
+        };
+
     /// Opens the room at `opens_at` (the store's clock decides; see
     /// [`EventSchedule`](crate::config::EventSchedule)). Before then, arrivals are registered
     /// in a pre-queue and told when it opens (state `scheduled`, a countdown page); nobody is

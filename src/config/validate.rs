@@ -10,6 +10,7 @@ use super::settings::Settings;
 use super::{ConfigError, CookieSettings, SameSite, MAX_ROOM_ID_LEN};
 use crate::clock::duration_ms;
 use crate::defences::proof_of_work::{MAX_DIFFICULTY, MIN_DIFFICULTY};
+use crate::defences::risk::Networks;
 use crate::defences::{ProofOfWork, RateLimit};
 use crate::encoding::is_plain_id;
 use crate::token::{KeyError, Keyring, SigningKey};
@@ -26,6 +27,7 @@ pub(crate) struct Checked {
     pub(crate) token_header: HeaderName,
     pub(crate) client_ip_header: Option<HeaderName>,
     pub(crate) proof_of_work: Option<ProofOfWork>,
+    pub(crate) risky_networks: Networks,
 }
 
 /// Every setting of the room `room` and its gates, in a fixed order: the first one refused is
@@ -57,6 +59,12 @@ pub(crate) fn settings(
     if proof_of_work.is_some_and(|p| !valid_proof_of_work(&p)) {
         return Err(ConfigError::InvalidProofOfWork);
     }
+    let risky_networks =
+        Networks::parse(s.risky_networks.iter().map(String::as_str)).map_err(|network| {
+            ConfigError::InvalidNetwork {
+                network: network.to_owned(),
+            }
+        })?;
     if let Some(rule) = gates.iter().find(|rule| !rule.is_valid()) {
         return Err(ConfigError::InvalidRule {
             rule: rule.describe(),
@@ -83,6 +91,7 @@ pub(crate) fn settings(
         token_header,
         client_ip_header,
         proof_of_work,
+        risky_networks,
     })
 }
 

@@ -24,12 +24,16 @@
 //! generations early instead of growing memory.
 //! - **Proof of work** ([`proof_of_work`], off by default): a challenge a visitor solves before
 //!   joining the line.
+//! - **The risk decision** ([`risk`]): for each new visitor, the app's hook or a default scorer
+//!   from passive signals says low (straight to the line), medium (the challenge first) or high
+//!   (refused). On with proof of work, a hook or listed networks.
 //!
 //! Where the client IP comes from is described in [`client`](crate::client).
 
 mod generations;
 pub mod proof_of_work;
 mod rate_limit;
+pub mod risk;
 
 use std::net::IpAddr;
 use std::sync::atomic::AtomicBool;
@@ -38,6 +42,7 @@ pub(crate) use self::proof_of_work::ProofGate;
 pub use self::proof_of_work::ProofOfWork;
 pub(crate) use rate_limit::Limiter;
 pub use rate_limit::RateLimit;
+pub(crate) use risk::RiskGate;
 
 use crate::client::{ClientIp, RequestInfo};
 use crate::session::SessionId;
@@ -57,6 +62,8 @@ pub(crate) struct Defences {
     pub(crate) polls: Option<Limiter<SessionId>>,
     /// Proof of work before joining the line, when on.
     pub(crate) proof: Option<ProofGate>,
+    /// The risk decision for new visitors, when on (a hook, proof of work or listed networks).
+    pub(crate) risk: Option<RiskGate>,
     /// Whether the room has warned that it found no client IP for the new-visitor limit.
     pub(crate) warned_no_ip: AtomicBool,
 }

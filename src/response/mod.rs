@@ -165,7 +165,8 @@ impl DefaultRenderer {
         self
     }
 
-    /// The full, unavailable, busy, limited and challenge pages (default [`NOTICE_TEMPLATE`]).
+    /// The full, unavailable, busy, limited, refused and challenge pages (default
+    /// [`NOTICE_TEMPLATE`]).
     pub fn with_notice_template(mut self, template: PageTemplate) -> Self {
         self.notice = Arc::new(template);
         self
@@ -228,7 +229,7 @@ impl Render for DefaultRenderer {
 /// | field | type | meaning |
 /// |---|---|---|
 /// | `room` | string | the room's id |
-/// | `state` | string | `admitted`, `waiting`, `full`, `unavailable`, `busy`, `limited`, `challenge`, `proven`, `unknown`, `left` or `scheduled` |
+/// | `state` | string | `admitted`, `waiting`, `full`, `unavailable`, `busy`, `limited`, `refused`, `challenge`, `proven`, `unknown`, `left` or `scheduled` |
 /// | `position` | number or null | 1-based place in line while waiting |
 /// | `ahead` | number or null | how many are ahead while waiting (`position - 1`) |
 /// | `waiting` | number or null | how many are in line |

@@ -308,6 +308,7 @@ fn heading_and_message<'t>(
         Some(Rejection::Full { .. }) => (&texts.full_title, &texts.full_message),
         Some(Rejection::Closed { .. }) => (&texts.closed_title, &texts.closed_message),
         Some(Rejection::Banned { .. }) => (&texts.banned_title, &texts.banned_message),
+        Some(Rejection::Refused { .. }) => (&texts.refused_title, &texts.refused_message),
         Some(Rejection::Unavailable { .. }) => {
             (&texts.unavailable_title, &texts.unavailable_message)
         }

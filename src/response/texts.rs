@@ -84,6 +84,11 @@ pub struct Texts {
     pub banned_title: String,
     /// Message when the visitor's session was banned.
     pub banned_message: String,
+    /// Heading when the room refused a new visitor as too risky (a listed network, or the
+    /// app's hook): "We cannot let you in".
+    pub refused_title: String,
+    /// Message when the room refused a new visitor.
+    pub refused_message: String,
     /// Heading when the line is full.
     pub full_title: String,
     /// Message when the line is full.
@@ -166,6 +171,12 @@ impl Default for Texts {
             ),
             banned_title: s("You cannot enter"),
             banned_message: s("The site's operators ended your visit."),
+            refused_title: s("We cannot let you in"),
+            refused_message: s(
+                "This site does not take visitors from your network or your software right \
+                 now. If you use an ordinary browser, try again from another network (not a \
+                 VPN or a hosting provider's).",
+            ),
             busy_title: s("Very busy right now"),
             busy_message: s("The waiting room is very busy. This page tries again in a moment."),
             limited_title: s("Too many requests"),

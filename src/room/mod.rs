@@ -60,6 +60,7 @@ use self::visitor::{Carried, Visitor};
 use crate::client::RequestInfo;
 use crate::clock::SharedClock;
 use crate::config::RoomConfig;
+use crate::defences::risk::Risk;
 use crate::defences::{Defences, Limiter};
 use crate::response::Render;
 use crate::store::{RoomStats, Store, StoreError, StoreFuture};
@@ -276,19 +277,35 @@ impl Room {
                     Next::Answer(Replies(core).limited(wait, req)),
                 ),
             },
-            // Stage 1: no queue cookie, no state: sign one and send the visitor back here.
-            None => match core.check_new_visitor(req, now) {
-                Ok(()) => core.counted(
-                    Stage::CookieCheck,
-                    Outcome::NewVisitor,
-                    Next::Answer(Replies(core).first_visit(req, uses_headers, now)),
-                ),
-                Err(wait) => core.counted(
-                    Stage::CookieCheck,
-                    Outcome::Limited,
-                    Next::Answer(Replies(core).limited(wait, req)),
-                ),
-            },
+            // Stage 1: no queue cookie, no state: the risk decision, then sign one and send the
+            // visitor back here.
+            None => {
+                let risk = core.risk_of(req);
+                if risk == Some(Risk::High) {
+                    return core.counted(
+                        Stage::CookieCheck,
+                        Outcome::Refused,
+                        Next::Answer(Replies(core).refused(req)),
+                    );
+                }
+                match core.check_new_visitor(req, now) {
+                    Ok(()) => {
+                        // Low risk needs no challenge: its cookie is issued cleared.
+                        let cleared = risk == Some(Risk::Low);
+                        let answer = Replies(core).first_visit(req, uses_headers, cleared, now);
+                        core.counted(
+                            Stage::CookieCheck,
+                            Outcome::NewVisitor,
+                            Next::Answer(answer),
+                        )
+                    }
+                    Err(wait) => core.counted(
+                        Stage::CookieCheck,
+                        Outcome::Limited,
+                        Next::Answer(Replies(core).limited(wait, req)),
+                    ),
+                }
+            }
         }
     }
 }

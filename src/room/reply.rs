@@ -14,8 +14,8 @@ use crate::cookies;
 use crate::eta::{estimate, Eta, EtaInput};
 use crate::outcome::{
     retry_after_for, Rejection, BANNED_RETRY_AFTER, BUSY_RETRY_AFTER, CHALLENGE_RETRY_AFTER,
-    CLOSED_RETRY_AFTER, FULL_RETRY_AFTER, PAUSED_RETRY_AFTER, SCHEDULED_MAX_RETRY_AFTER,
-    UNAVAILABLE_RETRY_AFTER,
+    CLOSED_RETRY_AFTER, FULL_RETRY_AFTER, PAUSED_RETRY_AFTER, REFUSED_RETRY_AFTER,
+    SCHEDULED_MAX_RETRY_AFTER, UNAVAILABLE_RETRY_AFTER,
 };
 use crate::response::{json_response, NotAdmittedBody, RenderContext, StatusBody};
 use crate::session::SessionId;
@@ -114,13 +114,19 @@ impl Replies<'_> {
 
     /// Stage 1: a signed queue cookie and a redirect to the same URL. A method other than GET or
     /// HEAD gets `307`, so the browser repeats it as it was instead of turning it into a GET.
+    /// `cleared`: the risk decision found the visitor low risk, so with proof of work on the
+    /// cookie is issued proven (no challenge).
     pub(super) fn first_visit<B>(
         &self,
         req: &Request<B>,
         uses_headers: bool,
+        cleared: bool,
         now: u64,
     ) -> Response<Bytes> {
-        let cookie = QueueCookie::issue(now, duration_ms(self.0.config.settings.session_ttl));
+        let mut cookie = QueueCookie::issue(now, duration_ms(self.0.config.settings.session_ttl));
+        if cleared && self.0.defences.proof.is_some() {
+            cookie = cookie.into_proven();
+        }
         let status = if req.method() == Method::GET || req.method() == Method::HEAD {
             StatusCode::FOUND
         } else {
@@ -144,6 +150,15 @@ impl Replies<'_> {
         let secs = secs_ceil(duration_ms(wait)).max(1);
         let rejection = Rejection::Limited {
             retry_after: Duration::from_secs(secs),
+        };
+        self.reject(&rejection, req)
+    }
+
+    /// `403` [`Rejection::Refused`]: the risk decision found a new visitor high risk. A page
+    /// for browsers, JSON `{"state":"refused",...}` for others, with `Retry-After`; no cookie.
+    pub(super) fn refused<B>(&self, req: &Request<B>) -> Response<Bytes> {
+        let rejection = Rejection::Refused {
+            retry_after: REFUSED_RETRY_AFTER,
         };
         self.reject(&rejection, req)
     }

@@ -14,6 +14,7 @@ use crate::client::network::Network;
 use crate::client::RequestInfo;
 use crate::clock::SharedClock;
 use crate::config::RoomConfig;
+use crate::defences::risk::Risk;
 use crate::defences::Defences;
 use crate::outcome::{Admission, AdmittedBy};
 use crate::response::Render;
@@ -134,6 +135,15 @@ impl Core {
                 Ok(())
             }
         }
+    }
+
+    /// The risk of a new visitor (stage 1), counted; `None` when the room makes no risk
+    /// decision (no hook, no proof of work, no listed networks).
+    pub(super) fn risk_of<B>(&self, req: &Request<B>) -> Option<Risk> {
+        let gate = self.defences.risk.as_ref()?;
+        let (risk, by) = gate.decide(RequestInfo::new(req), self.client_ip(req));
+        self.metrics.risk(risk, by);
+        Some(risk)
     }
 
     /// The client IP, from wherever the room was told to find it (see [`client`](crate::client)).

@@ -34,7 +34,8 @@ const NETWORK_TEXT_LEN: usize = 13;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum ValueKind {
     Queue,
-    /// A queue cookie whose session has solved a proof-of-work challenge.
+    /// A queue cookie cleared to join the line with proof of work on: its session solved a
+    /// challenge, or was low risk at its first visit.
     ProvenQueue,
     Admission,
     /// A proof-of-work challenge.

@@ -69,9 +69,10 @@ impl QueueCookie {
         self.place
     }
 
-    /// The same cookie, marked as belonging to a session that has solved a proof-of-work
-    /// challenge ([`crate::defences::proof_of_work`]). The mark is signed: a cookie without it cannot be
-    /// edited into one with it.
+    /// The same cookie, marked as cleared to join the line with proof of work on: its session
+    /// solved a challenge ([`crate::defences::proof_of_work`]), or the risk decision found it low
+    /// risk at its first visit ([`crate::defences::risk`]). The mark is signed: a cookie without
+    /// it cannot be edited into one with it.
     pub fn into_proven(self) -> Self {
         Self {
             proven: true,
@@ -79,7 +80,8 @@ impl QueueCookie {
         }
     }
 
-    /// Whether the session has solved a proof-of-work challenge.
+    /// Whether the session is cleared to join the line with proof of work on (solved a
+    /// challenge, or low risk at its first visit).
     pub fn is_proven(&self) -> bool {
         self.proven
     }

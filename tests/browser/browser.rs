@@ -13,9 +13,11 @@
 //!    polling stops) for longer than `queue_ttl`, and comes back before its turn: it still has
 //!    its place, ahead of the one who came after it, and gets in at its turn.
 //!
-//! 4. Proof of work on: the browser gets the challenge page, solves it with WebCrypto by itself
-//!    (in Web Workers, one per core), sends the solution, and joins the line; the page's own
-//!    measurement (workers, hashes tried, ms) is read and printed. `measure_proof_of_work_in_chromium` (ignored; run it by hand with
+//! 4. Proof of work on: with no hook of the app's, the default risk scorer finds the browser low
+//!    risk, and it goes straight in with no challenge (while a scripted client is challenged);
+//!    with a hook that challenges everyone, the browser gets the challenge page, solves it with
+//!    WebCrypto by itself (in Web Workers, one per core), sends the solution, and joins the line;
+//!    the page's own measurement (workers, hashes tried, ms) is read and printed. `measure_proof_of_work_in_chromium` (ignored; run it by hand with
 //!    `cargo test --test browser -- --ignored --nocapture measure`) measures what solving takes
 //!    in Chromium at several difficulties.
 //!
@@ -49,6 +51,7 @@ use fantoccini::{Client, Locator};
 use http::header::{HeaderName, HeaderValue};
 use http::{Method, StatusCode};
 use tower_waiting_room::defences::proof_of_work::{is_solution, solve, ProofOfWork, PROOF_HEADER};
+use tower_waiting_room::defences::risk::Risk;
 use tower_waiting_room::{RoomPolicy, SessionId, WaitingRoomLayer};
 
 use browser::{shop, Driver, ONE_BROWSER};
@@ -824,6 +827,51 @@ async fn long_scripts(client: &Client) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_proof_of_work_and_no_hook_a_browser_is_low_risk_and_goes_in_with_no_challenge() {
+    const DIFFICULTY: u8 = 14;
+    let _one = ONE_BROWSER.lock().await;
+    // Holds any proof that would be sent: none is expected.
+    let hold = ProofHold::new(false);
+    let site = Site::start_with(
+        WaitingRoomLayer::builder("shop")
+            .capacity(1)
+            .proof_of_work(ProofOfWork::new(DIFFICULTY))
+            .secure_cookies(false),
+        |layer| hold.around(shop(layer)),
+    )
+    .await;
+    let driver = Driver::start().await;
+    let browser = driver.browser(1280, 800).await;
+    let base = format!("http://{}", site.http.addr);
+
+    // Chromium's first request: a User-Agent, an Accept-Language, its headers in a browser's
+    // order; its queue cookie is issued cleared, and the next request goes to the store.
+    browser.goto(&format!("{base}/")).await.unwrap();
+    eventually(Duration::from_secs(10), "the browser is let in", || async {
+        text(&browser, "h1").await.as_deref() == Some("You are in")
+    })
+    .await;
+    assert!(hold.proofs().is_empty(), "no challenge was solved");
+    let q = browser.get_named_cookie(&site.q()).await.unwrap();
+    assert!(q.value().starts_with("p1."), "cleared: {}", q.value());
+    assert_eq!(site.store.calls().enter, 1);
+    let s = site.stats().await;
+    assert_eq!((s.admitted, s.granted, s.waiting), (1, 0, 0));
+
+    // A scripted client (no browser's headers) on the same room is challenged.
+    let mut script = site.arrive("/").await;
+    let r = site.http.visit(&mut script, Method::GET, "/").await;
+    assert_eq!(r.status, StatusCode::FORBIDDEN, "{r:?}");
+    assert_eq!(r.json()["state"], "challenge");
+    assert_eq!(
+        site.store.calls().enter,
+        1,
+        "no store call before its proof"
+    );
+    browser.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_browser_solves_the_proof_of_work_by_itself_and_joins_the_line() {
     const DIFFICULTY: u8 = 14;
     let _one = ONE_BROWSER.lock().await;
@@ -832,6 +880,8 @@ async fn a_browser_solves_the_proof_of_work_by_itself_and_joins_the_line() {
         WaitingRoomLayer::builder("shop")
             .capacity(1)
             .proof_of_work(ProofOfWork::new(DIFFICULTY))
+            // Everyone solves it: left to the default scorer, a browser is low risk and skips it.
+            .risk(|_| Risk::Medium)
             .secure_cookies(false),
         |layer| hold.around(shop(layer)),
     )
@@ -969,6 +1019,7 @@ async fn measure_proof_of_work_in_chromium() {
             WaitingRoomLayer::builder(format!("pow{difficulty}"))
                 .capacity(1_000)
                 .proof_of_work(ProofOfWork::new(difficulty))
+                .risk(|_| Risk::Medium) // the browser solves it, low risk or not
                 .secure_cookies(false),
             |layer| hold.around(shop(layer)),
         )

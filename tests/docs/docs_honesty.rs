@@ -442,6 +442,8 @@ async fn check(setting: &str, default: &str) -> Result<(), String> {
         "proof_of_work" | "proof_of_work/proof_of_work_challenge_ttl" => {
             proof_of_work_off(default).await
         }
+        "risk" => risk_default(default).await,
+        "risky_networks" => risky_networks_none(default).await,
         "opens_at/closes_at" => {
             if default != "none" {
                 return Err(format!("expected \"none\", got {default:?}"));
@@ -725,6 +727,55 @@ async fn proof_of_work_off(default: &str) -> Result<(), String> {
     let a = send(&app, request(Method::GET, "/", Some(&cookie))).await;
     if a.status == StatusCode::FORBIDDEN || a.state().as_deref() == Some("challenge") {
         return Err(format!("a new visitor got a challenge: {}", a.body));
+    }
+    Ok(())
+}
+
+/// The default scorer decides with proof of work on: a browser's first visit gets a cleared
+/// (proven) queue cookie, a client without a browser's headers an unproven one.
+async fn risk_default(default: &str) -> Result<(), String> {
+    if !default.starts_with("the default scorer") {
+        return Err(format!(
+            "expected \"the default scorer ...\", got {default:?}"
+        ));
+    }
+    let app = app(builder()
+        .proof_of_work(tower_waiting_room::ProofOfWork::new(8))
+        .build()
+        .map_err(|e| e.to_string())?);
+    let browser = Request::builder()
+        .uri("/")
+        .header(header::HOST, "shop.example")
+        .header(header::USER_AGENT, "Mozilla/5.0")
+        .header(header::ACCEPT_LANGUAGE, "en")
+        .body(Body::empty())
+        .unwrap();
+    let cookie = |a: &Answer| a.header(header::SET_COOKIE).unwrap_or("").to_owned();
+    let low = cookie(&send(&app, browser).await);
+    let medium = cookie(&send(&app, request(Method::GET, "/", None)).await);
+    if !low.contains("=p1.") || !medium.contains("=q1.") {
+        return Err(format!(
+            "with proof of work on, a browser's cookie is not cleared ({low}) or a script's is ({medium})"
+        ));
+    }
+    Ok(())
+}
+
+/// No networks are listed: a new visitor from anywhere gets its first-visit redirect.
+async fn risky_networks_none(default: &str) -> Result<(), String> {
+    if default != "none" {
+        return Err(format!("expected \"none\", got {default:?}"));
+    }
+    let layer = layer();
+    if !layer.config().risky_networks().is_empty() {
+        return Err(format!("listed: {:?}", layer.config().risky_networks()));
+    }
+    let mut req = request(Method::GET, "/", None);
+    req.extensions_mut()
+        .insert(PeerAddr(SocketAddr::from(([203, 0, 113, 7], 1000))));
+    let a = send(&app(layer), req).await;
+    if a.status != StatusCode::FOUND {
+        return Err(format!("a new visitor got {}: {}", a.status, a.body));
     }
     Ok(())
 }

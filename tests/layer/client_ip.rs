@@ -63,9 +63,10 @@ async fn axum_connect_info_limits_first_visits_with_no_extractor() {
 }
 
 // The examples' own serving code, included as modules: what they run is what is tested.
+// Also what tests/layer/serving.rs tests the demo's serving with.
 #[allow(dead_code)]
 #[path = "../../examples/demo.rs"]
-mod demo;
+pub(crate) mod demo;
 #[allow(dead_code)]
 #[path = "../../examples/hyper_server.rs"]
 mod hyper_server;

@@ -230,6 +230,48 @@ fn values_the_room_refuses_are_the_builders_config_errors() {
 }
 
 #[test]
+fn risky_networks_are_one_string_separated_by_commas_in_a_file_and_the_environment() {
+    let layer = build(
+        "room = \"shop\"\ncapacity = 1\nrisky_networks = \" 192.0.2.0/24, 2001:db8::/32 ,, 198.51.100.7\"",
+    );
+    assert_eq!(
+        layer.config().risky_networks(),
+        ["192.0.2.0/24", "2001:db8::/32", "198.51.100.7"]
+    );
+    let layer = RoomFile::from_env_vars(
+        "WR",
+        [
+            ("WR_ROOM", "shop"),
+            ("WR_CAPACITY", "1"),
+            ("WR_SECRET", SECRET),
+            ("WR_RISKY_NETWORKS", "10.0.0.0/8,203.0.113.0/24"),
+        ],
+    )
+    .unwrap()
+    .builder()
+    .unwrap()
+    .build()
+    .unwrap();
+    assert_eq!(
+        layer.config().risky_networks(),
+        ["10.0.0.0/8", "203.0.113.0/24"]
+    );
+    // A range the builder refuses is its config error, naming the entry.
+    let settings =
+        parse("room = \"shop\"\ncapacity = 1\nrisky_networks = \"192.0.2.7/24\"").unwrap();
+    let err = settings.builder().unwrap().secret(SECRET).build().err();
+    assert_eq!(
+        err,
+        Some(ConfigError::InvalidNetwork {
+            network: "192.0.2.7/24".to_owned()
+        })
+    );
+    // A list is not the form: refused with the key, not read as something else.
+    let err = parse("room = \"shop\"\nrisky_networks = [\"192.0.2.0/24\"]").unwrap_err();
+    assert!(err.message().contains("risky_networks"), "{err}");
+}
+
+#[test]
 fn a_challenge_ttl_needs_proof_of_work() {
     let settings = parse("room = \"shop\"\nproof_of_work_challenge_ttl = \"1m\"").unwrap();
     assert!(matches!(

@@ -1,6 +1,10 @@
 //! The layer's integration tests in one binary: its HTTP contract, client IPs, logs, spans and
-//! metrics, the end of a slot, proof of work, tokens, settings files, rooms under axum and the
-//! attacks. One binary per family: each test binary links the crate again.
+//! metrics, the end of a slot, proof of work and the risk decision, tokens, settings files, rooms under axum, the
+//! examples' serving and the attacks. One binary per family: each test binary links the crate again.
+
+// Each example includes the examples' shared code, and these tests include several examples
+// (and the shared code itself): one file, loaded as several modules on purpose.
+#![allow(clippy::duplicate_mod)]
 
 #[path = "../common/mod.rs"]
 mod common;
@@ -16,7 +20,9 @@ mod layer_contract;
 mod layer_http;
 mod metrics;
 mod proof_of_work;
+mod risk;
 mod rooms_axum;
+mod serving;
 mod token_properties;
 mod tokens_from_ahead;
 mod tracing_span;

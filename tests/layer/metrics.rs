@@ -316,3 +316,86 @@ async fn snapshot_refreshes_are_counted_as_store_calls() {
     // The waiter is at the head, so after the refresh the store is asked all the same.
     assert_eq!(calls("enter"), Some(3.0), "{text}");
 }
+
+/// Each risk decision for a new visitor is counted by its risk and who made it, and a refusal
+/// is a request counted at stage `cookie_check` with outcome `refused`.
+#[tokio::test]
+async fn risk_decisions_are_counted_by_risk_and_by_who_decided() {
+    use http::header::{self, HeaderName, HeaderValue};
+    use tower_waiting_room::defences::risk::Risk;
+    use tower_waiting_room::telemetry::RISK_DECISIONS_TOTAL;
+    use tower_waiting_room::ProofOfWork;
+
+    let handle = prometheus();
+    let site = Site::start(
+        WaitingRoomLayer::builder("scored")
+            .capacity(5)
+            .proof_of_work(ProofOfWork::new(8))
+            .client_ip_header("x-forwarded-for")
+            .risky_networks(["203.0.113.0/24"]),
+    )
+    .await;
+    let host = HeaderValue::from_str(&site.http.addr.to_string()).unwrap();
+    let browser = [
+        (header::HOST, host),
+        (header::USER_AGENT, HeaderValue::from_static("Mozilla/5.0")),
+        (header::ACCEPT_LANGUAGE, HeaderValue::from_static("en")),
+    ];
+    let listed = [(
+        HeaderName::from_static("x-forwarded-for"),
+        HeaderValue::from_static("203.0.113.1"),
+    )];
+    // Low once, medium twice (no headers), high three times.
+    let mut sent = vec![(&browser[..], StatusCode::FOUND)];
+    sent.extend([(&[][..], StatusCode::FOUND); 2]);
+    sent.extend([(&listed[..], StatusCode::FORBIDDEN); 3]);
+    for (headers, status) in sent {
+        assert_eq!(
+            site.http.send(Method::GET, "/", headers).await.status,
+            status
+        );
+    }
+    // The app's hook: counted as such.
+    let hooked = Site::start(
+        WaitingRoomLayer::builder("hooked")
+            .capacity(5)
+            .risk(|_| Risk::Medium),
+    )
+    .await;
+    hooked.http.send(Method::GET, "/", &[]).await;
+
+    let text = handle.render();
+    let decisions = |room, risk, by| {
+        value(
+            &text,
+            RISK_DECISIONS_TOTAL,
+            &[("room", room), ("risk", risk), ("by", by)],
+        )
+    };
+    assert_eq!(decisions("scored", "low", "default"), Some(1.0), "{text}");
+    assert_eq!(
+        decisions("scored", "medium", "default"),
+        Some(2.0),
+        "{text}"
+    );
+    assert_eq!(decisions("scored", "high", "default"), Some(3.0), "{text}");
+    assert_eq!(decisions("hooked", "medium", "hook"), Some(1.0), "{text}");
+    assert_eq!(decisions("hooked", "medium", "default"), None, "{text}");
+    let requests = |outcome| {
+        value(
+            &text,
+            REQUESTS_TOTAL,
+            &[
+                ("room", "scored"),
+                ("stage", "cookie_check"),
+                ("outcome", outcome),
+            ],
+        )
+    };
+    assert_eq!(requests("refused"), Some(3.0), "{text}");
+    assert_eq!(requests("new_visitor"), Some(3.0), "{text}");
+    assert!(
+        text.contains(&format!("# HELP {RISK_DECISIONS_TOTAL} ")),
+        "{text}"
+    );
+}
