@@ -10,6 +10,8 @@ mod redis_harness;
 #[path = "../common/sentinel.rs"]
 mod sentinel;
 
+#[cfg(all(feature = "redis", feature = "testing", feature = "admin"))]
+mod damaged_settings;
 #[cfg(feature = "redis")]
 mod drain_outage;
 mod gateway_checkins;

@@ -23,6 +23,7 @@ use crate::store::{
 /// the tables `R` and `F`).
 pub(crate) const SCRIPT: &str = concat!(
     include_str!("script/keys.lua"),
+    include_str!("script/stored.lua"),
     include_str!("script/call.lua"),
     include_str!("script/settings.lua"),
     include_str!("script/schedule.lua"),
@@ -513,6 +514,23 @@ mod tests {
             files >= 10,
             "only {files} script files under {}",
             dir.display()
+        );
+    }
+
+    /// The reader of stored numbers (`script/stored.lua`) is the one every script reads a
+    /// stored number with: the room's library holds it (above), and so does the tickets'
+    /// script, after its `#!lua` line (which must stay the first, for the server to check
+    /// memory before the script runs). Matching's script: its own test.
+    #[test]
+    fn the_tickets_script_holds_the_reader_of_stored_numbers_once() {
+        let stored = include_str!("script/stored.lua");
+        let script = super::super::tickets::SCRIPT;
+        assert!(script.starts_with("#!lua\n"));
+        assert_eq!(script.matches(stored).count(), 1);
+        assert_eq!(
+            script.lines().filter(|l| l.starts_with("#!")).count(),
+            1,
+            "one `#!lua` line, the first"
         );
     }
 
