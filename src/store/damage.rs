@@ -198,6 +198,9 @@ pub enum Damage {
     NotANumber(Part),
     /// The settings were written by another version of the crate (Redis: `HSET settings v n`).
     SettingsVersion(u32),
+    /// The settings were written by a newer version of the crate whose changes are additive:
+    /// this one reads them (Redis: `HSET settings v n vmin <this crate's version>`).
+    NewerAdditiveSettings(u32),
     /// A number of the room holds a damaged value (Redis: `HSET`, `SET` or `ZADD` of the text
     /// in each field the [`Field`] names).
     BadNumber(Field, BadNumber),

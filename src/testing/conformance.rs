@@ -1945,6 +1945,7 @@ macro_rules! __conformance_suite {
                 oldest_wait_follows_the_head,
                 admissions_per_minute_history,
                 refuses_settings_of_another_version,
+                reads_settings_of_a_newer_additive_version,
                 pace_measures_the_room_from_its_first_sighting,
                 pace_notes_the_first_movement,
                 pace_counts_admissions_per_minute,

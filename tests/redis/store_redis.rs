@@ -12,6 +12,7 @@ use std::time::Duration;
 use redis::aio::ConnectionLike;
 use tower_waiting_room::__private::redis_keys;
 use tower_waiting_room::clock::{Clock, ManualClock};
+use tower_waiting_room::store::SETTINGS_VERSION;
 use tower_waiting_room::store::{RedisStore, ADMISSION_BUCKETS, ADMISSION_BUCKET_MS};
 use tower_waiting_room::testing::conformance::{
     self, BadNumber, Damage, DamageFuture, Field, Part,
@@ -127,13 +128,30 @@ fn damage_commands(
                 .clone(),
         ),
         Damage::NotANumber(_) => return Err("that part holds no number but sorted-set scores"),
-        Damage::SettingsVersion(v) => cmds.push(
-            redis::cmd("HSET")
-                .arg(key(Part::Settings))
-                .arg("v")
-                .arg(v)
-                .clone(),
-        ),
+        // A gateway of another version writes its settings and its fast path's window in one
+        // step (its main keeps or closes the window): the window goes with the version.
+        Damage::SettingsVersion(v) => {
+            cmds.push(
+                redis::cmd("HSET")
+                    .arg(key(Part::Settings))
+                    .arg("v")
+                    .arg(v)
+                    .clone(),
+            );
+            cmds.push(redis::cmd("DEL").arg(fast_key(keys)).clone());
+        }
+        Damage::NewerAdditiveSettings(v) => {
+            cmds.push(
+                redis::cmd("HSET")
+                    .arg(key(Part::Settings))
+                    .arg("v")
+                    .arg(v)
+                    .arg("vmin")
+                    .arg(SETTINGS_VERSION)
+                    .clone(),
+            );
+            cmds.push(redis::cmd("DEL").arg(fast_key(keys)).clone());
+        }
         Damage::BadNumber(field, form) => bad_number(&mut cmds, keys, field, form, now)?,
         Damage::BucketFieldLost => {
             cmds.push(
@@ -168,6 +186,11 @@ fn damage_commands(
         _ => return Err("damage this harness does not know"),
     }
     Ok(cmds)
+}
+
+/// The fast path's window key.
+fn fast_key(keys: &[String]) -> String {
+    keys.iter().find(|k| k.ends_with(":fast")).unwrap().clone()
 }
 
 /// The commands that write `form` into every field `field` names (see `Field`).

@@ -52,7 +52,7 @@ impl MemoryStore {
                 }
             },
             Damage::WrongType(_) | Damage::NotANumber(_) => return Err(TYPED),
-            Damage::SettingsVersion(_) => {
+            Damage::SettingsVersion(_) | Damage::NewerAdditiveSettings(_) => {
                 return Err("the embedded store's settings are this crate's own Rust value")
             }
             // A typed value holds no text: what a strict reader makes of a damaged number (none

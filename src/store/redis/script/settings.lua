@@ -8,9 +8,16 @@
 -- paused and open 0 or 1, times, epochs and sequence numbers whole numbers within 2^53; a
 -- damaged field (not such a number: 'inf', 'nan', '2.5', '0x10', '', out of range) reads as
 -- missing, and the four settings are then rewritten with their defaults. A damaged `v` is a
--- lost key's (see mark_orphan_bitmaps_lost). A settings key of another version is refused with
--- an error (a newer crate's fields may change who is admitted; guessing is worse than
--- stopping). Version 2
+-- lost key's (see mark_orphan_bitmaps_lost). A settings key of a version this library cannot
+-- read (1, or newer than SETTINGS_VERSION without `vmin`, below) is refused with the error
+-- WRSETTINGS, before any write: a newer crate's fields may change who is admitted, so guessing
+-- is worse than stopping (the crate answers it as a busy store: nobody is let in by it, and
+-- nobody loses their place). Newer versions whose changes are additive (new fields only, every
+-- field this version knows kept in its meaning) say so with `vmin`, the oldest settings
+-- version that reads their key: a key of version v > SETTINGS_VERSION with vmin <=
+-- SETTINGS_VERSION is read as this version's, its other fields left alone and its `v` never
+-- lowered (written back as found). This version's own changes are additive, so it writes no
+-- `vmin` (a reader of version 5 reads it). Version 2
 -- keeps members as 16 raw bytes (version 1 had hex and a `seen` zset): a room of version 1 is
 -- refused; upgrade between sales, or use a new key prefix. Version 3 (`twr_room_v3`): a
 -- newcomer's join sets no liveness bits (see Liveness: joined since), which version 2's
@@ -55,7 +62,7 @@ function F.mark_rings_lost(v)
 end
 
 -- Reads the live settings, writing the defaults for a missing or damaged key or field. Returns
--- an error reply for a key of another version, else nil.
+-- an error reply for a key of a version this library cannot read, else nil.
 function F.load_settings()
   local v = redis.call('HMGET', R.k_settings, unpack(R.SETTINGS_FIELDS))
   local ver = stored_integer(v[1], 1, STORED_MAX)
@@ -69,16 +76,23 @@ function F.load_settings()
     redis.call('HSET', R.k_settings, 'v', SETTINGS_VERSION)
     ver = SETTINGS_VERSION
   end
-  if ver and ver ~= SETTINGS_VERSION then
+  -- The version written back with the settings: this one's, or a newer one's that this
+  -- version reads (never lowered).
+  R.version = SETTINGS_VERSION
+  if ver and ver > SETTINGS_VERSION
+      and stored_integer(redis.call('HGET', R.k_settings, 'vmin'), 1, SETTINGS_VERSION) then
+    R.version = ver
+  elseif ver and ver ~= SETTINGS_VERSION then
     return redis.error_reply('WRSETTINGS room settings of version ' .. string.format('%d', ver)
-      .. ', this crate reads version ' .. SETTINGS_VERSION)
+      .. ', this crate reads version ' .. SETTINGS_VERSION
+      .. ' (and a newer one whose vmin names it)')
   end
   local c, r = stored_integer(v[2], 1, U32_MAX), stored_integer(v[3], 0, U32_MAX)
   local p, o = stored_integer(v[4], 0, 1), stored_integer(v[5], 0, 1)
   if ver == nil or c == nil or r == nil or p == nil or o == nil then
     -- A new room, a lost key, or a damaged field: the defaults where nothing valid is held.
     c, r, p, o = c or R.default_capacity, r or R.default_rate, p or 0, o or 1
-    redis.call('HSET', R.k_settings, 'v', SETTINGS_VERSION, 'capacity', c, 'rate', r, 'paused', p,
+    redis.call('HSET', R.k_settings, 'v', R.version, 'capacity', c, 'rate', r, 'paused', p,
       'open', o)
   end
   R.capacity, R.rate, R.paused, R.open = c, r, p == 1, o == 1
