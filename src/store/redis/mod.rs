@@ -45,7 +45,9 @@
 //!     visitors get, and the circuit breaker opens;
 //!   - `OOM` and `BUSY` (another script runs too long) are [`Busy`](super::StoreErrorKind::Busy):
 //!     visitors are told to try again soon, under either fail policy; a full or busy Redis is
-//!     never taken for a dead one, and the breaker stays closed (Redis answered at once);
+//!     never taken for a dead one, and the breaker stays closed (Redis answered at once); so
+//!     is `WRSETTINGS`, the room's settings written by a version this one cannot read (a
+//!     [version mix](super::StoreError::is_version_mix), logged at `ERROR` once per room);
 //!   - configuration faults (`NOPERM`, failed authentication, `WRONGTYPE` under the room's
 //!     prefix, `MISCONF`, a `NOSCRIPT` or a room function not found that survives reloading,
 //!     a master name the
