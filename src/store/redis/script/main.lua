@@ -5,9 +5,9 @@
 --   - a missing key is an empty one (Redis semantics);
 --   - a key of the wrong type, or a seq that is not a stored integer: the first command that
 --     trips on it raises; the whole run is caught (pcall), `repair()` deletes every key of the
---     wrong type and a damaged seq, and the run starts again once (no cost on the normal path). The
---     first run's writes stay, but every step is idempotent (housekeeping, "ensure" writes) and
---     the promotion budget is shared by both runs, so the work stays bounded;
+--     wrong type and a damaged seq, and the run starts again once (no cost on the normal
+--     path). The first run's writes stay, but every step is idempotent (housekeeping, "ensure"
+--     writes) and the promotion budget is shared by both runs, so the work stays bounded;
 --   - a lost or reset seq: a newcomer is placed after the last waiter, never ahead of the line;
 --   - a lost liveness bitmap (its settings field says it holds an epoch that counts, and it is
 --     gone): everyone counts as seen in that epoch, so nobody is skipped or swept for it; a lost

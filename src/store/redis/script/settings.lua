@@ -107,10 +107,12 @@ function F.load_settings()
   if ver == nil then F.mark_orphan_bitmaps_lost() end
   if R.bans == nil then
     -- Not known (a new room, or the field lost): the latest end of any ban, looked up once (a
-    -- score beyond 2^53 ms, or not a number, as the end of time).
+    -- score of 'inf', or beyond 2^53 ms, as the end of time).
     local top = redis.call('ZRANGE', R.k_banned, -1, -1, 'WITHSCORES')[2]
     R.bans = 0
-    if top then R.bans = math.max(0, math.min(math.ceil(stored_score(top) or STORED_MAX), STORED_MAX)) end
+    if top then
+      R.bans = math.max(0, math.min(math.ceil(stored_score(top) or STORED_MAX), STORED_MAX))
+    end
     redis.call('HSET', R.k_settings, 'bans', string.format('%d', R.bans))
   end
   if R.born == nil or R.born > R.now then
