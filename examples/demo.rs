@@ -552,6 +552,9 @@ async fn checkout(Extension(a): Extension<Admission>) -> Json<serde_json::Value>
 async fn stats(layer: WaitingRoomLayer) -> Response {
     match layer.stats().await {
         Ok(stats) => Json(stats).into_response(),
+        // Not an outage: the room's settings were written by a version this gateway cannot
+        // read (a rolling upgrade to finish); visitors are told the store is busy meanwhile.
+        Err(e) if e.is_version_mix() => (StatusCode::CONFLICT, e.to_string()).into_response(),
         Err(e) => (StatusCode::SERVICE_UNAVAILABLE, e.to_string()).into_response(),
     }
 }

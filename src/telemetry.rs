@@ -17,6 +17,7 @@
 //! | [`STORE_CALL_SECONDS`] | histogram | `room`, `op` |
 //! | [`SLOTS_ENDED_TOTAL`] | counter | `room`, `by` |
 //! | [`RISK_DECISIONS_TOTAL`] | counter | `room`, `risk`, `by` |
+//! | [`VERSION_MIX_TOTAL`] | counter | `room` |
 //! | [`WAITING`], [`INSIDE`], [`GRANTED`] | gauge | `room` |
 //! | [`BREAKER_STATE`] | gauge | `store` (the Redis key prefix; never the URL) |
 //!
@@ -67,6 +68,11 @@ pub const SLOTS_ENDED_TOTAL: &str = "waiting_room_slots_ended_total";
 /// The [risk decisions](crate::defences::risk) for new visitors, by `risk` (`low`, `medium`,
 /// `high`) and `by` (`default`: the default scorer; `hook`: the app's). Counter.
 pub const RISK_DECISIONS_TOTAL: &str = "waiting_room_risk_decisions_total";
+/// Store calls refused because the room's settings were written by a version of the crate this
+/// one cannot read ([`StoreError::is_version_mix`]): a rolling upgrade's mix, answered as a busy
+/// store (also counted in [`STORE_CALLS_TOTAL`] as `busy`). Anything above zero needs an
+/// operator: the gateways still on this version must be upgraded. Counter.
+pub const VERSION_MIX_TOTAL: &str = "waiting_room_version_mix_total";
 /// Visitors in line, from the last store answer that said (a waiting visitor's answer, or
 /// [`WaitingRoomLayer::stats`](crate::WaitingRoomLayer::stats)). Gauge.
 pub const WAITING: &str = "waiting_room_waiting";
@@ -107,6 +113,9 @@ pub fn describe() {
         describe_counter!(
             RISK_DECISIONS_TOTAL,
             "Risk decisions for new visitors, by risk and by who decided."
+            VERSION_MIX_TOTAL,
+            "Store calls refused as busy: the room's settings were written by a version of the \
+             crate this gateway cannot read (upgrade it)."
         );
         describe_gauge!(WAITING, "Visitors in line, from the store's last answer.");
         describe_gauge!(
@@ -501,6 +510,7 @@ struct Keys {
     ended: [metrics::Key; 2],
     /// By `risk * DECIDERS.len() + by`.
     risks: Vec<metrics::Key>,
+    version_mix: metrics::Key,
     waiting: metrics::Key,
     inside: metrics::Key,
     granted: metrics::Key,
@@ -608,6 +618,9 @@ impl RoomMetrics {
                     .map_or_else(|e| result_index(e.kind()), |_| 0);
                 let keys = &this.keys;
                 counter(&keys.store_calls[op as usize * RESULTS.len() + result]);
+                if answer.as_ref().is_err_and(StoreError::is_version_mix) {
+                    counter(&keys.version_mix);
+                }
                 metrics::with_recorder(|r| {
                     r.register_histogram(&keys.store_seconds[op as usize], &METADATA)
                         .record(start.elapsed().as_secs_f64())
@@ -669,6 +682,7 @@ impl Keys {
                 key(SLOTS_ENDED_TOTAL, &[("by", "header")]),
                 key(SLOTS_ENDED_TOTAL, &[("by", "admission")]),
             ],
+            version_mix: key(VERSION_MIX_TOTAL, &[]),
             waiting: key(WAITING, &[]),
             inside: key(INSIDE, &[]),
             granted: key(GRANTED, &[]),

@@ -40,8 +40,9 @@
 //! Every answer but the dashboard is JSON; errors are `{"error": "..."}`: `400` a bad value
 //! (nothing changed), `401` no or a wrong token (with `WWW-Authenticate: Bearer`), `404` an
 //! unknown room or path, `405` a wrong method (with `Allow`), `413` a body over the limit
-//! (16 KiB by default), `415` a `PATCH` or `POST` whose body is not `application/json`, `503`
-//! the room's store failed. Rejections are responses: the service's `Error` is
+//! (16 KiB by default), `415` a `PATCH` or `POST` whose body is not `application/json`, `409`
+//! the room's settings were written by a version of the crate this gateway cannot read (a
+//! rolling upgrade to finish: nothing changed), `503` the room's store failed. Rejections are responses: the service's `Error` is
 //! [`Infallible`](std::convert::Infallible).
 //!
 //! # Mounting

@@ -564,6 +564,22 @@ async fn drop_session(control: &RoomControl, session: &str) -> Response<AdminBod
 fn control_error(control: &RoomControl, e: ControlError) -> Response<AdminBody> {
     match e {
         ControlError::Invalid(why) => error(StatusCode::BAD_REQUEST, why),
+        // The store answers, but with the room's settings of a version this gateway cannot read:
+        // no outage, a rolling upgrade to finish. Said as such, with the versions (the script's
+        // words: no host).
+        ControlError::Store(e) if e.is_version_mix() => {
+            tracing::warn!(room = control.room(), error = %e, "admin request: a version mix");
+            error(
+                StatusCode::CONFLICT,
+                &format!(
+                    "the room's settings were written by a version of tower-waiting-room this \
+                     gateway cannot read ({}): it answers visitors \"busy\" (nobody let in, \
+                     nobody's place lost) and makes no change until it runs that version; ask a \
+                     gateway of that version, or finish the upgrade (docs/redis.md, \"Settings\")",
+                    std::error::Error::source(&e).map_or_else(String::new, |s| s.to_string())
+                ),
+            )
+        }
         ControlError::Store(e) => {
             tracing::warn!(room = control.room(), error = %e, "admin request: the room's store failed");
             // The kind only: the full error may name hosts, which the log has.

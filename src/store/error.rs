@@ -12,9 +12,10 @@ pub enum StoreErrorKind {
     Unavailable,
     /// The call did not finish before its deadline: treated like `Unavailable`.
     Timeout,
-    /// The store is up but cannot serve now: out of memory (`OOM`), or busy running another
-    /// script (`BUSY`). Visitors are told to try again soon. Never treated as "down, let
-    /// everyone in".
+    /// The store is up but cannot serve now: out of memory (`OOM`), busy running another
+    /// script (`BUSY`), or holding the room's settings in a version this crate cannot read (a
+    /// rolling upgrade's mix: [`StoreError::is_version_mix`]). Visitors are told to try again
+    /// soon; waiters keep their place. Never treated as "down, let everyone in".
     Busy,
     /// The store answered something this crate did not expect (a reply of another script
     /// version, a generic `ERR` of the server). Follows the fail policy like `Unavailable`.
@@ -40,6 +41,25 @@ pub struct StoreError {
 }
 
 impl StoreError {
+    /// The room's stored settings were written by a version of the crate this one cannot read
+    /// (a newer one whose changes are not additive, or one too old): a
+    /// [`Busy`](StoreErrorKind::Busy) error, so that nobody is let in by it and nobody loses
+    /// their place while the versions are mixed. `detail` says which versions (it is shown in
+    /// logs and the operator's answers: no host, no secret).
+    pub fn version_mix(detail: impl Into<String>) -> Self {
+        Self::with_source(StoreErrorKind::Busy, VersionMix(detail.into()))
+    }
+
+    /// Whether this error is a [version mix](Self::version_mix): the store answers, but this
+    /// gateway cannot read the room's settings until it runs the version that wrote them.
+    pub fn is_version_mix(&self) -> bool {
+        self.kind == StoreErrorKind::Busy
+            && self
+                .source
+                .as_ref()
+                .is_some_and(|s| s.downcast_ref::<VersionMix>().is_some())
+    }
+
     /// An error of `kind` without a cause.
     pub fn new(kind: StoreErrorKind) -> Self {
         Self { kind, source: None }
@@ -67,6 +87,10 @@ impl fmt::Display for StoreError {
         let what = match self.kind {
             StoreErrorKind::Unavailable => "store unavailable",
             StoreErrorKind::Timeout => "store call timed out",
+            StoreErrorKind::Busy if self.is_version_mix() => {
+                "store busy (the room's settings were written by a version of the crate this \
+                 one cannot read)"
+            }
             StoreErrorKind::Busy => "store busy (out of memory or running a long script)",
             StoreErrorKind::Protocol => "unexpected store answer",
             StoreErrorKind::Config => "invalid store configuration",
@@ -82,5 +106,39 @@ impl fmt::Display for StoreError {
 impl Error for StoreError {
     fn source(&self) -> Option<&(dyn Error + 'static)> {
         self.source.as_deref().map(|e| e as &(dyn Error + 'static))
+    }
+}
+
+/// The source of a [version mix](StoreError::version_mix): which versions met.
+#[derive(Debug)]
+struct VersionMix(String);
+
+impl fmt::Display for VersionMix {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl Error for VersionMix {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_version_mix_is_a_busy_store_and_says_so() {
+        let e = StoreError::version_mix("room settings of version 6, this crate reads version 5");
+        assert_eq!(e.kind(), StoreErrorKind::Busy);
+        assert!(e.is_version_mix());
+        let text = e.to_string();
+        assert!(
+            text.contains("cannot read") && text.contains("version 6"),
+            "{text}"
+        );
+        assert!(!StoreError::new(StoreErrorKind::Busy).is_version_mix());
+        assert!(
+            !StoreError::with_source(StoreErrorKind::Misconfigured, VersionMix(String::new()))
+                .is_version_mix()
+        );
     }
 }

@@ -135,8 +135,13 @@
 //! - a damaged room heals: a part lost (a Redis key evicted or deleted) counts as empty, a part
 //!   of the wrong type is dropped, a place without a check-in counts as seen now, a check-in
 //!   without a place is dropped, a slot holder with a place keeps the slot and loses the place,
-//!   a damaged budget counts as full, a newcomer always goes after the last waiter. A store
-//!   answers every call, never fails on its own data (the conformance suite's `heals_*` cases);
+//!   a damaged budget counts as full, a newcomer always goes after the last waiter, a number
+//!   that is not one in its range (`inf`, `nan`, `2.5`, `0x10`, 20 digits) is read as missing
+//!   and repaired, never used as read. A store answers every call, never fails on its own data
+//!   (the conformance suite's `heals_*` cases);
+//! - settings written by a version of the crate the store cannot read are a version mix:
+//!   every call fails as [`Busy`](StoreErrorKind::Busy)
+//!   ([`StoreError::is_version_mix`]), so nobody is let in by it and nobody loses their place;
 //! - slots expire by time, never by trusting the browser; `release` frees at once;
 //! - the admission rate, when set, is a token bucket of one second's admissions, spent in the
 //!   same step as capacity by promotions and direct admissions alike;

@@ -11,9 +11,12 @@ use serde::Serialize;
 use crate::config::RoomPolicy;
 
 /// The version of the stored settings this crate writes and reads. A store holding settings
-/// of another version refuses the room with
-/// [`StoreErrorKind::Misconfigured`](crate::store::StoreErrorKind::Misconfigured) rather than
-/// guess what they mean (a version it does not know may have fields that change admission).
+/// of a version it cannot read refuses the room's calls as a busy store
+/// ([`StoreError::is_version_mix`](crate::store::StoreError::is_version_mix)) rather than guess
+/// what they mean (a version it does not know may have fields that change admission), and
+/// never as an outage, so no fail policy lets anyone in for it. A newer version whose changes
+/// are additive names the oldest version that reads its key (the Redis store's `vmin`), and
+/// this one reads it.
 ///
 /// Version 3: a newcomer's join sets no liveness bits (the Redis store tells who joined since
 /// each epoch by its first sequence number), so a store of version 2 would take them for silent.
@@ -23,7 +26,7 @@ use crate::config::RoomPolicy;
 /// (so that it fits its allocator size class: a fifth less memory for them), which moves every
 /// session's bits, so a store of version 4 would read them as silence.
 /// The Redis store upgrades a room of version 2, 3 or 4 in place on its first call; a gateway
-/// of an older version then refuses the room (see `docs/redis.md`, "Upgrading").
+/// of an older version then refuses the room (see `docs/redis.md`, "Settings").
 pub const SETTINGS_VERSION: u32 = 5;
 
 /// A room's live settings, as the store holds them.

@@ -38,8 +38,8 @@
 //! ```
 //!
 //! The `heals_*` cases check that a store answers, and repairs what it can, after its room was
-//! damaged behind its back (a key lost to eviction, a value of the wrong type, a lost check-in:
-//! see [`Damage`]). They need a harness that can do the damage, given with
+//! damaged behind its back (a key lost to eviction, a value of the wrong type, a number damaged
+//! into `inf` or `2.5`, a lost check-in: see [`Damage`]). They need a harness that can do the damage, given with
 //! [`Harness::with_damage`]; damage a harness cannot do (it answers `Err(reason)`) is skipped,
 //! and the reason printed on stderr. The crate's `MemoryStore` does what applies to typed Rust
 //! values through a hidden test hook; the Redis harness uses real commands (`DEL`, `SET`,
@@ -60,18 +60,20 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::clock::{Clock, ManualClock};
-pub use crate::store::damage::{Damage, Part};
+pub use crate::store::damage::{BadNumber, Damage, Field, Part};
 use crate::store::{
     AdmissionCounts, Decision, RoomSnapshot, RoomStats, SeenWaiters, SnapshotStore, Store,
     TicketStore, ADMISSION_BUCKET_MS, MAX_PROMOTIONS_PER_CALL, MAX_SWEEP_PER_CALL,
 };
 use crate::{RoomPolicy, SessionId};
 
+mod numbers;
 mod operations;
 mod pace;
 mod schedule;
 mod snapshot;
 mod tickets;
+pub use self::numbers::*;
 pub use self::operations::*;
 pub use self::pace::*;
 pub use self::schedule::*;
@@ -1923,6 +1925,8 @@ macro_rules! __conformance_suite {
                 heals_a_lost_check_in,
                 heals_a_stray_check_in,
                 heals_a_slot_holder_in_line,
+                heals_bad_numbers,
+                heals_a_damaged_capacity,
                 stats_counts,
                 rooms_are_independent,
                 settings_start_from_the_policy,
@@ -1941,6 +1945,7 @@ macro_rules! __conformance_suite {
                 oldest_wait_follows_the_head,
                 admissions_per_minute_history,
                 refuses_settings_of_another_version,
+                reads_settings_of_a_newer_additive_version,
                 pace_measures_the_room_from_its_first_sighting,
                 pace_notes_the_first_movement,
                 pace_counts_admissions_per_minute,

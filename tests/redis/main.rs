@@ -10,6 +10,13 @@ mod redis_harness;
 #[path = "../common/sentinel.rs"]
 mod sentinel;
 
+#[cfg(all(
+    feature = "redis",
+    feature = "testing",
+    feature = "admin",
+    feature = "metrics"
+))]
+mod damaged_settings;
 #[cfg(feature = "redis")]
 mod drain_outage;
 mod gateway_checkins;

@@ -421,3 +421,147 @@ async fn a_window_naming_holders_is_answered_from_by_this_library() {
         "the holder claims their slot"
     );
 }
+
+/// Both directions of a version mix, with the previous library as it shipped (`twr_room_v7`)
+/// and this one on the same keys. This version writes settings version 5, as v7 does: each
+/// reads the other's key, placing newcomers behind the other's and holding one capacity. A key
+/// of a newer version (`v 6`) is refused by both before any write: this one answers it as a
+/// busy store (a version mix), v7 with `WRSETTINGS` (its crate took that for a misconfigured
+/// store and answered by the fail policy: with `FailPolicy::Open`, in without a slot; the
+/// rolling-upgrade rule in docs/redis.md is for that). A newer key that names this version as a
+/// reader (`vmin 5`, an additive change) is read by this one, and never lowered; v7 still
+/// refuses it. Throughout: nobody admitted without a slot, never over capacity, nobody's place
+/// lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_newer_settings_key_is_refused_or_read_never_opens_the_doors() {
+    let (server, mut c) = server_with(V7_LIBRARY).await;
+    let store = RedisStore::builder()
+        .url(server.url())
+        .timeout(Duration::from_secs(5))
+        .build()
+        .unwrap();
+    let policy = RoomPolicy::new("mix", 1)
+        .with_ttls(
+            Duration::from_secs(3_600),
+            Duration::from_secs(60),
+            Duration::from_secs(120),
+        )
+        .with_max_queue_len(1_000);
+    let keys = redis_keys(&store, "mix").to_vec();
+    let named = |name: &str| {
+        keys.iter()
+            .find(|k| k.ends_with(&format!(":{name}")))
+            .unwrap()
+            .clone()
+    };
+    let (settings, line, active, granted) = (
+        named("settings"),
+        named("line"),
+        named("active"),
+        named("granted"),
+    );
+    let v7 = |op, session| (op, session, "0");
+    let (holder, a, b) = (
+        SessionId::random(),
+        SessionId::random(),
+        SessionId::random(),
+    );
+    // This version opens the room (its key, version 5); v7 reads it.
+    assert!(matches!(
+        store.enter(&policy, holder).await.unwrap(),
+        Decision::Admitted { .. }
+    ));
+    let reply = older_call(&mut c, V7_FUNCTION, &keys, &policy, v7("join", a))
+        .await
+        .unwrap();
+    assert_eq!(
+        (code(&reply), int_at(&reply, 1)),
+        (2, 1),
+        "v7 holds the capacity: {reply:?}"
+    );
+    assert!(matches!(
+        store.join(&policy, b).await.unwrap(),
+        Decision::Waiting { position: 2, .. }
+    ));
+    let v: u32 = c.hget(&settings, "v").await.unwrap();
+    assert_eq!(v, SETTINGS_VERSION);
+    let places = |c: &mut redis::aio::MultiplexedConnection| {
+        let (line, active, granted) = (line.clone(), active.clone(), granted.clone());
+        let mut c = c.clone();
+        async move {
+            let waiting: Vec<(Vec<u8>, f64)> = c.zrange_withscores(&line, 0, -1).await.unwrap();
+            let inside: u64 = c.zcard(&active).await.unwrap();
+            let granted: u64 = c.zcard(&granted).await.unwrap();
+            (waiting, inside + granted)
+        }
+    };
+    let before = places(&mut c).await;
+    assert_eq!((before.0.len(), before.1), (2, 1));
+
+    // A newer version's key whose changes this one cannot read: refused by both, nothing
+    // written (the newer gateway's window goes with its key).
+    let _: () = c.hset(&settings, "v", 6).await.unwrap();
+    let _: () = c.del(named("fast")).await.unwrap();
+    let late = SessionId::random();
+    let e = store.enter(&policy, late).await.unwrap_err();
+    assert!(e.is_version_mix(), "{e}");
+    let e = store.poll(&policy, a).await.unwrap_err();
+    assert!(e.is_version_mix(), "{e}");
+    let refused = older_call(&mut c, V7_FUNCTION, &keys, &policy, v7("join", late))
+        .await
+        .unwrap_err();
+    assert!(refused.contains("WRSETTINGS"), "{refused}");
+    let refused = older_call(&mut c, V7_FUNCTION, &keys, &policy, v7("enter", b))
+        .await
+        .unwrap_err();
+    assert!(refused.contains("WRSETTINGS"), "{refused}");
+    assert_eq!(places(&mut c).await, before, "nothing written by either");
+
+    // The newer version's changes are additive (vmin 5): this one reads the key; v7 still
+    // refuses it, and writes nothing.
+    let _: () = c.hset(&settings, "vmin", 5).await.unwrap();
+    let refused = older_call(&mut c, V7_FUNCTION, &keys, &policy, v7("join", late))
+        .await
+        .unwrap_err();
+    assert!(refused.contains("WRSETTINGS"), "{refused}");
+    assert_eq!(places(&mut c).await, before, "nothing written by v7");
+    for (s, position) in [(a, 1), (b, 2)] {
+        let d = store.poll(&policy, s).await.unwrap();
+        assert!(
+            matches!(d, Decision::Waiting { position: p, .. } if p == position),
+            "{d:?} for position {position}"
+        );
+    }
+    assert!(matches!(
+        store.enter(&policy, late).await.unwrap(),
+        Decision::Waiting { position: 3, .. }
+    ));
+    assert!(store.release(&policy, holder).await.unwrap());
+    assert!(matches!(
+        store.poll(&policy, a).await.unwrap(),
+        Decision::Admitted { .. }
+    ));
+    let stats = store.stats(&policy).await.unwrap();
+    assert_eq!((stats.admitted + stats.granted, stats.waiting), (1, 2));
+    let v: u32 = c.hget(&settings, "v").await.unwrap();
+    assert_eq!(v, 6, "never lowered by this version's writes");
+
+    // The newer gateways gone, the key back to version 5 (as a rollback leaves it): v7 reads it
+    // again, everyone where this version left them.
+    let _: () = c.hset(&settings, "v", SETTINGS_VERSION).await.unwrap();
+    let _: () = c.hdel(&settings, "vmin").await.unwrap();
+    let reply = older_call(&mut c, V7_FUNCTION, &keys, &policy, v7("enter", b))
+        .await
+        .unwrap();
+    assert_eq!((code(&reply), int_at(&reply, 1)), (2, 1), "{reply:?}");
+    let reply = older_call(&mut c, V7_FUNCTION, &keys, &policy, v7("enter", a))
+        .await
+        .unwrap();
+    assert_eq!(
+        code(&reply),
+        1,
+        "the granted slot claimed through v7: {reply:?}"
+    );
+    let stats = store.stats(&policy).await.unwrap();
+    assert_eq!((stats.admitted + stats.granted, stats.waiting), (1, 2));
+}

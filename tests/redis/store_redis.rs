@@ -12,8 +12,11 @@ use std::time::Duration;
 use redis::aio::ConnectionLike;
 use tower_waiting_room::__private::redis_keys;
 use tower_waiting_room::clock::{Clock, ManualClock};
+use tower_waiting_room::store::SETTINGS_VERSION;
 use tower_waiting_room::store::{RedisStore, ADMISSION_BUCKETS, ADMISSION_BUCKET_MS};
-use tower_waiting_room::testing::conformance::{self, Damage, DamageFuture, Part};
+use tower_waiting_room::testing::conformance::{
+    self, BadNumber, Damage, DamageFuture, Field, Part,
+};
 use tower_waiting_room::RoomPolicy;
 
 /// The script is sent the manual clock's time, so the suite can move time as it does for the
@@ -125,13 +128,31 @@ fn damage_commands(
                 .clone(),
         ),
         Damage::NotANumber(_) => return Err("that part holds no number but sorted-set scores"),
-        Damage::SettingsVersion(v) => cmds.push(
-            redis::cmd("HSET")
-                .arg(key(Part::Settings))
-                .arg("v")
-                .arg(v)
-                .clone(),
-        ),
+        // A gateway of another version writes its settings and its fast path's window in one
+        // step (its main keeps or closes the window): the window goes with the version.
+        Damage::SettingsVersion(v) => {
+            cmds.push(
+                redis::cmd("HSET")
+                    .arg(key(Part::Settings))
+                    .arg("v")
+                    .arg(v)
+                    .clone(),
+            );
+            cmds.push(redis::cmd("DEL").arg(fast_key(keys)).clone());
+        }
+        Damage::NewerAdditiveSettings(v) => {
+            cmds.push(
+                redis::cmd("HSET")
+                    .arg(key(Part::Settings))
+                    .arg("v")
+                    .arg(v)
+                    .arg("vmin")
+                    .arg(SETTINGS_VERSION)
+                    .clone(),
+            );
+            cmds.push(redis::cmd("DEL").arg(fast_key(keys)).clone());
+        }
+        Damage::BadNumber(field, form) => bad_number(&mut cmds, keys, field, form, now)?,
         Damage::BucketFieldLost => {
             cmds.push(
                 redis::cmd("HDEL")
@@ -165,6 +186,115 @@ fn damage_commands(
         _ => return Err("damage this harness does not know"),
     }
     Ok(cmds)
+}
+
+/// The fast path's window key.
+fn fast_key(keys: &[String]) -> String {
+    keys.iter().find(|k| k.ends_with(":fast")).unwrap().clone()
+}
+
+/// The commands that write `form` into every field `field` names (see `Field`).
+fn bad_number(
+    cmds: &mut Vec<redis::Cmd>,
+    keys: &[String],
+    field: Field,
+    form: BadNumber,
+    now: u64,
+) -> Result<(), &'static str> {
+    let named = |name: &str| {
+        keys.iter()
+            .find(|k| k.ends_with(&format!(":{name}")))
+            .unwrap()
+            .clone()
+    };
+    let text = form.text();
+    let hset = |key: String, fields: &[String]| {
+        let mut cmd = redis::cmd("HSET");
+        cmd.arg(key);
+        for f in fields {
+            cmd.arg(f).arg(text);
+        }
+        cmd
+    };
+    let settings = |fields: &[&str]| {
+        hset(
+            named("settings"),
+            &fields.iter().map(|f| f.to_string()).collect::<Vec<_>>(),
+        )
+    };
+    // Every member's score (or, for the arrivals, every member) written as `text`, by a script
+    // of the harness's own.
+    let rescore = |key: String| {
+        redis::cmd("EVAL")
+            .arg(
+                "for _, m in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do \
+                   redis.call('ZADD', KEYS[1], ARGV[1], m) end",
+            )
+            .arg(1)
+            .arg(key)
+            .arg(text)
+            .clone()
+    };
+    let cmd = match field {
+        Field::Capacity => settings(&["capacity"]),
+        Field::Rate => settings(&["rate"]),
+        Field::Paused => settings(&["paused"]),
+        Field::Open => settings(&["open"]),
+        Field::Born => settings(&["born"]),
+        Field::FirstMove => settings(&["moved", "early"]),
+        Field::Due => settings(&["due"]),
+        Field::Bans => settings(&["bans"]),
+        Field::Noted => settings(&["noted"]),
+        Field::Cursor => settings(&["cursor"]),
+        Field::CapacityChange => settings(&["cap_before", "cap_at"]),
+        Field::Pauses => settings(&["paused_at", "pause_start", "pause_end"]),
+        Field::Schedule => settings(&["opens_at", "closes_at"]),
+        Field::Epochs | Field::FirstNumbers => {
+            let rings = (0..6)
+                .map(|i| format!("turn{i}"))
+                .chain((0..4).map(|i| format!("abandon{i}")));
+            let fields: Vec<String> = match field {
+                Field::Epochs => rings.collect(),
+                _ => rings
+                    .map(|r| format!("{r}from"))
+                    .chain((0..6).map(|i| format!("turn{i}first")))
+                    .collect(),
+            };
+            hset(named("settings"), &fields)
+        }
+        Field::Seq => redis::cmd("SET").arg(named("seq")).arg(text).clone(),
+        Field::Budget => hset(named("bucket"), &["milli".into(), "last".into()]),
+        Field::AdmissionCounts => {
+            let slot = now / ADMISSION_BUCKET_MS % ADMISSION_BUCKETS;
+            hset(
+                named("admitted"),
+                &[format!("t{slot}"), format!("n{slot}"), format!("k{slot}")],
+            )
+        }
+        Field::Arrivals => redis::cmd("EVAL")
+            .arg(
+                "local a = redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES') \
+                 redis.call('DEL', KEYS[1]) \
+                 for i = 1, #a, 2 do redis.call('ZADD', KEYS[1], a[i + 1], ARGV[1]) end",
+            )
+            .arg(1)
+            .arg(named("arrivals"))
+            .arg(text)
+            .clone(),
+        Field::SlotExpiries => {
+            if matches!(
+                form,
+                BadNumber::NotANumber | BadNumber::Overflow | BadNumber::Empty
+            ) {
+                return Err("Redis refuses that score");
+            }
+            cmds.push(rescore(named("active")));
+            rescore(named("granted"))
+        }
+        _ => return Err("a number this harness does not know"),
+    };
+    cmds.push(cmd);
+    Ok(())
 }
 
 mod single {

@@ -307,3 +307,57 @@ async fn ticket_keys_live_with_the_room_expire_and_heal() {
         let _: () = conn.del(&key).await.unwrap();
     }
 }
+
+/// A ticket record whose expiry is damaged (20 digits: a lax reader takes it for a time 3
+/// billion years ahead) is no live record: dropped, and the ticket it named is unknown, never
+/// good forever. A fresh mint for the slot makes a new one.
+#[tokio::test]
+async fn a_ticket_with_a_damaged_expiry_is_no_ticket() {
+    let server = redis_harness::shared_server();
+    let store = RedisStore::builder()
+        .url(server.url())
+        .prefix("tkdamage")
+        .build()
+        .unwrap();
+    let mut conn = redis::Client::open(server.url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let p = policy();
+    let s = SessionId::random();
+    let key = format!("tkdamage:{{{}}}:tk:{s}", p.room);
+    let Decision::Admitted { expires_at_ms } = store.enter(&p, s).await.unwrap() else {
+        panic!("not admitted")
+    };
+    let nonce = TicketNonce::random();
+    store
+        .mint_ticket(&p, s, nonce, expires_at_ms)
+        .await
+        .unwrap();
+    let _: () = conn
+        .set(&key, format!("n:{nonce}:99999999999999999999"))
+        .await
+        .unwrap();
+    assert_eq!(
+        store.redeem_ticket(&p, s, nonce).await.unwrap(),
+        Redeemed::Unknown
+    );
+    let gone: bool = conn.exists(&key).await.unwrap();
+    assert!(!gone, "the damaged record is dropped");
+    let fresh = TicketNonce::random();
+    assert_eq!(
+        store
+            .mint_ticket(&p, s, fresh, expires_at_ms)
+            .await
+            .unwrap(),
+        Minted::Ticket {
+            nonce: fresh,
+            expires_at_ms
+        }
+    );
+    assert_eq!(
+        store.redeem_ticket(&p, s, fresh).await.unwrap(),
+        Redeemed::Accepted
+    );
+}

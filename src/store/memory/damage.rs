@@ -22,7 +22,7 @@ impl MemoryStore {
         room: &str,
         damage: crate::store::damage::Damage,
     ) -> Result<(), &'static str> {
-        use crate::store::damage::{Damage, Part};
+        use crate::store::damage::{Damage, Field, Part};
         const TYPED: &str = "the embedded store's parts are typed Rust values: they cannot hold \
                              a value of the wrong type or a number that is not a number";
         let room = self.room(&Arc::from(room));
@@ -52,9 +52,22 @@ impl MemoryStore {
                 }
             },
             Damage::WrongType(_) | Damage::NotANumber(_) => return Err(TYPED),
-            Damage::SettingsVersion(_) => {
+            Damage::SettingsVersion(_) | Damage::NewerAdditiveSettings(_) => {
                 return Err("the embedded store's settings are this crate's own Rust value")
             }
+            // A typed value holds no text: what a strict reader makes of a damaged number (none
+            // in range, stored.lua) is a value out of the field's range, where its type has one.
+            Damage::BadNumber(Field::Capacity, _) => {
+                if let Some(s) = r.settings.as_mut() {
+                    s.capacity = 0;
+                }
+            }
+            Damage::BadNumber(Field::Rate, _) => {
+                if let Some(s) = r.settings.as_mut() {
+                    s.admission_rate = Some(0);
+                }
+            }
+            Damage::BadNumber(..) => return Err(TYPED),
             Damage::BucketFieldLost => {
                 return Err("the embedded budget is one Rust value: it has no field to lose")
             }

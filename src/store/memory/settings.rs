@@ -13,11 +13,21 @@ impl RoomState {
     }
 
     /// A room first seen (or its settings lost): the builder's values, as the script; and when
-    /// the room was first seen.
+    /// the room was first seen. A field out of its range (a capacity of 0, a rate of 0 that is
+    /// not "none": only damage makes one) is repaired with its default, as the script repairs a
+    /// field that is not a number in its range.
     pub(super) fn load_settings(&mut self, policy: &RoomPolicy, now: u64) {
-        if self.settings.is_none() {
+        match self.settings.as_mut() {
             // A room first seen (or its settings lost): the builder's values, as the script.
-            self.settings = Some(RoomSettings::from_policy(policy));
+            None => self.settings = Some(RoomSettings::from_policy(policy)),
+            Some(s) => {
+                if s.capacity == 0 {
+                    s.capacity = RoomSettings::from_policy(policy).capacity;
+                }
+                if s.admission_rate == Some(0) {
+                    s.admission_rate = RoomSettings::from_policy(policy).admission_rate;
+                }
+            }
         }
         if self.born.is_none_or(|born| born > now) {
             // As the script: when the room was first seen (a clock gone back: now), and its

@@ -10,7 +10,7 @@
 //! | success | closes |
 //! | transport failure or failover in progress ([`ErrorClass::trips`]) | re-opens for a cooldown |
 //! | misconfiguration (`NOPERM`, auth, `WRONGTYPE`, …) | re-opens for a cooldown |
-//! | `OOM`, `BUSY`, a protocol error: Redis answered | closes (it is reachable) |
+//! | `OOM`, `BUSY`, a version mix, a protocol error: Redis answered | closes (it is reachable) |
 //! | the probe's future is dropped (the client left, an outer timeout) | no verdict: the next call becomes the probe |
 //! | the probe's future is never polled again | after the call timeout the probe is taken as lost and the next call probes |
 //!
@@ -55,6 +55,10 @@ pub struct RedisStoreMetrics {
     pub misconfigured: u64,
     /// Anything else Redis answered that this crate did not expect ([`StoreErrorKind::Protocol`]).
     pub protocol_errors: u64,
+    /// `WRSETTINGS`: the room's settings key was written by a version of the crate this one
+    /// cannot read, a rolling upgrade's mix ([`StoreErrorKind::Busy`], see
+    /// [`StoreError::is_version_mix`]).
+    pub version_mix: u64,
 }
 
 /// What went wrong with one call, finer than [`StoreErrorKind`]: one counter and one log line
@@ -75,10 +79,12 @@ pub(crate) enum ErrorClass {
     Misconfigured,
     /// Anything else.
     Protocol,
+    /// `WRSETTINGS`: the room's settings of a version this crate cannot read.
+    VersionMix,
 }
 
 impl ErrorClass {
-    const ALL: [ErrorClass; 7] = [
+    const ALL: [ErrorClass; 8] = [
         ErrorClass::Connection,
         ErrorClass::Timeout,
         ErrorClass::Failover,
@@ -86,6 +92,7 @@ impl ErrorClass {
         ErrorClass::ScriptBusy,
         ErrorClass::Misconfigured,
         ErrorClass::Protocol,
+        ErrorClass::VersionMix,
     ];
 
     fn index(self) -> usize {
@@ -97,7 +104,9 @@ impl ErrorClass {
         match self {
             ErrorClass::Connection | ErrorClass::Failover => StoreErrorKind::Unavailable,
             ErrorClass::Timeout => StoreErrorKind::Timeout,
-            ErrorClass::OutOfMemory | ErrorClass::ScriptBusy => StoreErrorKind::Busy,
+            ErrorClass::OutOfMemory | ErrorClass::ScriptBusy | ErrorClass::VersionMix => {
+                StoreErrorKind::Busy
+            }
             ErrorClass::Misconfigured => StoreErrorKind::Misconfigured,
             ErrorClass::Protocol => StoreErrorKind::Protocol,
         }
@@ -105,8 +114,8 @@ impl ErrorClass {
 
     /// Whether this error opens the breaker: Redis cannot serve the room right now and will not
     /// within the next call (unreachable, failing over, or refusing us by configuration), so
-    /// every request would wait on it for nothing. `OOM`, `BUSY` and protocol errors are quick
-    /// answers from a reachable server: they do not.
+    /// every request would wait on it for nothing. `OOM`, `BUSY`, a version mix and protocol
+    /// errors are quick answers from a reachable server: they do not.
     pub(crate) fn trips(self) -> bool {
         matches!(
             self,
@@ -126,6 +135,7 @@ impl ErrorClass {
             ErrorClass::ScriptBusy => "script busy",
             ErrorClass::Misconfigured => "misconfigured",
             ErrorClass::Protocol => "protocol",
+            ErrorClass::VersionMix => "version mix",
         }
     }
 }
@@ -361,7 +371,7 @@ impl Breaker {
         {
             let since_last = total - self.reported_count[i].swap(total, Ordering::Relaxed);
             let error_class = class.as_str();
-            if class == ErrorClass::Misconfigured {
+            if matches!(class, ErrorClass::Misconfigured | ErrorClass::VersionMix) {
                 tracing::error!(error_class, total, since_last, "waiting room store error");
             } else {
                 tracing::warn!(error_class, total, since_last, "waiting room store error");
@@ -386,6 +396,7 @@ impl Breaker {
             script_busy: n(ErrorClass::ScriptBusy),
             misconfigured: n(ErrorClass::Misconfigured),
             protocol_errors: n(ErrorClass::Protocol),
+            version_mix: n(ErrorClass::VersionMix),
         }
     }
 }
@@ -477,6 +488,9 @@ mod tests {
         let b = half_open();
         b.allow().unwrap().finish(Err(ErrorClass::ScriptBusy));
         assert!(is_closed(&b), "BUSY means Redis is reachable");
+        let b = half_open();
+        b.allow().unwrap().finish(Err(ErrorClass::VersionMix));
+        assert!(is_closed(&b), "a version mix means Redis answered");
     }
 
     #[test]
@@ -543,9 +557,10 @@ mod tests {
                 m.out_of_memory,
                 m.script_busy,
                 m.misconfigured,
-                m.protocol_errors
+                m.protocol_errors,
+                m.version_mix
             ],
-            [1; 7]
+            [1; 8]
         );
         assert_eq!(m.transport_failures, 3);
     }

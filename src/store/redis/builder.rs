@@ -164,6 +164,7 @@ impl RedisStoreBuilder {
             clock: self.clock,
             found: Arc::default(),
             checked_in: Arc::default(),
+            version_mixes: Arc::default(),
             // A probe that has not finished within two deadlines was never polled to its end.
             breaker: Arc::new(
                 Breaker::new(

@@ -45,7 +45,9 @@
 //!     visitors get, and the circuit breaker opens;
 //!   - `OOM` and `BUSY` (another script runs too long) are [`Busy`](super::StoreErrorKind::Busy):
 //!     visitors are told to try again soon, under either fail policy; a full or busy Redis is
-//!     never taken for a dead one, and the breaker stays closed (Redis answered at once);
+//!     never taken for a dead one, and the breaker stays closed (Redis answered at once); so
+//!     is `WRSETTINGS`, the room's settings written by a version this one cannot read (a
+//!     [version mix](super::StoreError::is_version_mix), logged at `ERROR` once per room);
 //!   - configuration faults (`NOPERM`, failed authentication, `WRONGTYPE` under the room's
 //!     prefix, `MISCONF`, a `NOSCRIPT` or a room function not found that survives reloading,
 //!     a master name the
@@ -140,6 +142,8 @@ pub struct RedisStore {
     found: Arc<found::FoundInLine>,
     /// The liveness bits this gateway set in each room's current epochs (`checked_in.rs`).
     checked_in: Arc<checked_in::CheckedIn>,
+    /// The rooms found with settings of a version this store cannot read, reported once.
+    version_mixes: Arc<VersionMixes>,
 }
 
 impl RedisStore {
@@ -204,7 +208,12 @@ impl RedisStore {
         }
         .argv();
         let ticket_of = (op == VisitorOp::Release).then_some(session);
-        self.run_room(op.function(), self.room_keys(policy, ticket_of), args)
+        self.run_room(
+            op.function(),
+            policy,
+            self.room_keys(policy, ticket_of),
+            args,
+        )
     }
 
     /// The key prefix, shared by every script of this store (the room's, matching's).
@@ -234,11 +243,12 @@ impl RedisStore {
         self.run(Callee::Script(script), keys, args)
     }
 
-    /// Runs the room function `function` (`FCALL`) with `keys` and `args`, as
-    /// [`Self::run_script`] runs a script.
+    /// Runs the room function `function` (`FCALL`) on the room of `policy` with `keys` and
+    /// `args`, as [`Self::run_script`] runs a script.
     fn run_room<T, A>(
         &self,
         function: &'static str,
+        policy: &RoomPolicy,
         keys: Vec<String>,
         args: Vec<A>,
     ) -> StoreFuture<T>
@@ -246,7 +256,7 @@ impl RedisStore {
         T: redis::FromRedisValue + Send + 'static,
         A: redis::ToRedisArgs + Send + 'static,
     {
-        self.run(Callee::Room(function), keys, args)
+        self.run(Callee::Room(function, policy.room.clone()), keys, args)
     }
 
     fn run<T, A>(&self, callee: Callee, keys: Vec<String>, args: Vec<A>) -> StoreFuture<T>
@@ -302,6 +312,9 @@ impl RedisStore {
                 }
                 Err((class, e)) => {
                     permit.finish(Err(class));
+                    if let (ErrorClass::VersionMix, Callee::Room(_, room)) = (class, &callee) {
+                        store.version_mixes.report(room, &e);
+                    }
                     Err(e)
                 }
             }
@@ -320,10 +333,36 @@ impl RedisStore {
 }
 
 /// What a call runs: a script (`EVALSHA`, loaded on `NOSCRIPT`) or a room function (`FCALL` of
-/// the function named, its library loaded when the server has no such function).
+/// the function named, its library loaded when the server has no such function) on a room.
 enum Callee {
     Script(Arc<Script>),
-    Room(&'static str),
+    Room(&'static str, Arc<str>),
+}
+
+/// The rooms whose settings this store (and its clones) found written by a version it cannot
+/// read, each reported once: the first call that meets it logs at `ERROR`, the others count
+/// (`RedisStoreMetrics::version_mix`, the layer's metric), so a rolling upgrade's mix is told
+/// loudly and once, not on every request.
+#[derive(Default)]
+struct VersionMixes(std::sync::Mutex<std::collections::HashSet<Arc<str>>>);
+
+impl VersionMixes {
+    fn report(&self, room: &Arc<str>, e: &StoreError) {
+        let first = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(Arc::clone(room));
+        if first {
+            tracing::error!(
+                room = &**room,
+                error = %e,
+                "the room's settings were written by a version of tower-waiting-room this \
+                 gateway cannot read: it answers visitors \"busy\" (nobody let in, nobody's \
+                 place lost) until it runs that version (see docs/redis.md, \"Settings\")"
+            );
+        }
+    }
 }
 
 impl Callee {
@@ -343,7 +382,7 @@ impl Callee {
                 }
                 invocation.invoke_async::<T>(con).await
             }
-            Callee::Room(function) => {
+            Callee::Room(function, _) => {
                 let mut fcall = redis::cmd("FCALL");
                 fcall.arg(*function).arg(keys.len()).arg(keys);
                 for arg in args {
@@ -413,7 +452,7 @@ impl Store for RedisStore {
         }
         .argv();
         let call: StoreFuture<Vec<i64>> =
-            self.run_room(Stats::FUNCTION, self.room_keys(policy, None), args);
+            self.run_room(Stats::FUNCTION, policy, self.room_keys(policy, None), args);
         Box::pin(async move { protocol::stats(&call.await?) })
     }
 
@@ -424,8 +463,12 @@ impl Store for RedisStore {
     ) -> StoreFuture<SettingsUpdate> {
         let schedule = protocol::schedule_arg(Op::Configure, policy, None);
         let args = protocol::configure(self.call_arg(policy), &change, schedule).argv();
-        let call: StoreFuture<Vec<i64>> =
-            self.run_room(Configure::FUNCTION, self.room_keys(policy, None), args);
+        let call: StoreFuture<Vec<i64>> = self.run_room(
+            Configure::FUNCTION,
+            policy,
+            self.room_keys(policy, None),
+            args,
+        );
         Box::pin(async move {
             match *call.await? {
                 [reply::SETTINGS, c, r, p, o, c0, r0, p0, o0] => Ok(SettingsUpdate::new(
@@ -445,8 +488,12 @@ impl Store for RedisStore {
             schedule: protocol::schedule_arg(Op::AdmitNext, policy, None),
         }
         .argv();
-        let call: StoreFuture<Vec<i64>> =
-            self.run_room(AdmitNext::FUNCTION, self.room_keys(policy, None), args);
+        let call: StoreFuture<Vec<i64>> = self.run_room(
+            AdmitNext::FUNCTION,
+            policy,
+            self.room_keys(policy, None),
+            args,
+        );
         Box::pin(async move {
             match *call.await? {
                 [reply::ADMITTED_NEXT, n] => Ok(non_negative(n)),
@@ -463,8 +510,12 @@ impl Store for RedisStore {
             schedule: protocol::schedule_arg(Op::Ban, policy, Some(session)),
         }
         .argv();
-        let call: StoreFuture<Vec<i64>> =
-            self.run_room(Ban::FUNCTION, self.room_keys(policy, Some(session)), args);
+        let call: StoreFuture<Vec<i64>> = self.run_room(
+            Ban::FUNCTION,
+            policy,
+            self.room_keys(policy, Some(session)),
+            args,
+        );
         Box::pin(async move {
             match *call.await? {
                 [reply::BANNED_NOW, had] => Ok(had == 1),
@@ -565,7 +616,7 @@ impl SnapshotStore for RedisStore {
         }
         .argv();
         let call: StoreFuture<Vec<redis::Value>> =
-            self.run_room(Sync::FUNCTION, self.room_keys(policy, None), args);
+            self.run_room(Sync::FUNCTION, policy, self.room_keys(policy, None), args);
         let (found, checked_in, breaker) = (
             Arc::clone(&self.found),
             Arc::clone(&self.checked_in),

@@ -23,6 +23,7 @@ use crate::store::{
 /// the tables `R` and `F`).
 pub(crate) const SCRIPT: &str = concat!(
     include_str!("script/keys.lua"),
+    include_str!("script/stored.lua"),
     include_str!("script/call.lua"),
     include_str!("script/settings.lua"),
     include_str!("script/schedule.lua"),
@@ -475,13 +476,22 @@ pub(crate) fn classify(e: RedisError) -> (ErrorClass, StoreError) {
             // Credentials, a key of another type under the room's prefix, persistence that
             // stops writes: an operator must act.
             Some("NOAUTH" | "WRONGPASS" | "WRONGTYPE" | "MISCONF") => ErrorClass::Misconfigured,
-            // The room's settings were written by another version of the crate (script/settings.lua).
-            Some("WRSETTINGS") => ErrorClass::Misconfigured,
+            // The room's settings were written by a version of the crate this one cannot read
+            // (script/settings.lua): a rolling upgrade's mix, answered as a busy store.
+            Some("WRSETTINGS") => ErrorClass::VersionMix,
             _ => ErrorClass::Protocol,
         },
         _ if e.is_connection_dropped() || e.is_connection_refusal() => ErrorClass::Connection,
         _ => ErrorClass::Protocol,
     };
+    if class == ErrorClass::VersionMix {
+        // The script's own words after the code (which versions met): no host, no secret.
+        let detail = e
+            .detail()
+            .unwrap_or("room settings of another version")
+            .to_owned();
+        return (class, StoreError::version_mix(detail));
+    }
     (class, StoreError::with_source(class.kind(), e))
 }
 
@@ -513,6 +523,23 @@ mod tests {
             files >= 10,
             "only {files} script files under {}",
             dir.display()
+        );
+    }
+
+    /// The reader of stored numbers (`script/stored.lua`) is the one every script reads a
+    /// stored number with: the room's library holds it (above), and so does the tickets'
+    /// script, after its `#!lua` line (which must stay the first, for the server to check
+    /// memory before the script runs). Matching's script: its own test.
+    #[test]
+    fn the_tickets_script_holds_the_reader_of_stored_numbers_once() {
+        let stored = include_str!("script/stored.lua");
+        let script = super::super::tickets::SCRIPT;
+        assert!(script.starts_with("#!lua\n"));
+        assert_eq!(script.matches(stored).count(), 1);
+        assert_eq!(
+            script.lines().filter(|l| l.starts_with("#!")).count(),
+            1,
+            "one `#!lua` line, the first"
         );
     }
 
@@ -829,15 +856,24 @@ mod tests {
             // The code decides, never the text.
             ("ERR READONLY OOM NOPERM", ErrorClass::Protocol),
             (
-                "WRSETTINGS room settings of version 2, this crate reads version 1",
-                ErrorClass::Misconfigured,
+                "WRSETTINGS room settings of version 6, this crate reads version 5",
+                ErrorClass::VersionMix,
             ),
         ];
         for (line, class) in cases {
             let (got, e) = classify(server_error(line));
             assert_eq!(got, class, "{line}");
             assert_eq!(e.kind(), class.kind(), "{line}");
+            assert_eq!(
+                e.is_version_mix(),
+                class == ErrorClass::VersionMix,
+                "{line}"
+            );
         }
+        let (_, e) = classify(server_error(
+            "WRSETTINGS room settings of version 6, this crate reads version 5",
+        ));
+        assert!(e.to_string().contains("version 6"), "{e}");
         let io = RedisError::from(std::io::Error::from(std::io::ErrorKind::ConnectionRefused));
         assert_eq!(classify(io).0, ErrorClass::Connection);
         let timeout = RedisError::from(std::io::Error::from(std::io::ErrorKind::TimedOut));

@@ -1,5 +1,6 @@
-#!lua
 -- tower-waiting-room: one session's single-use checkout ticket, atomically inside Redis/Valkey.
+-- Sent after the `#!lua` line and the shared reader of stored numbers (script/stored.lua), as
+-- src/store/redis/tickets.rs assembles it.
 --
 -- The semantics are exactly those of the embedded MemoryStore's tickets
 -- (src/store/memory/tickets.rs); the conformance suite runs against both. One call is one
@@ -45,7 +46,8 @@
 -- is).
 --
 -- Damage heals as in the room's script: a key of another type, or a value this script did not
--- write, counts as no record and is dropped. A record past its expiry counts as none (the TTL
+-- write (its expiry included: a stored integer, stored.lua), counts as no record and is
+-- dropped. A record past its expiry counts as none (the TTL
 -- may not have fired yet, or a gateway sends its own clock).
 
 local key = KEYS[1]
@@ -56,7 +58,7 @@ if not now or now == 0 then
   now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
--- The live record: state, nonce and expiry (as written); nil if there is none.
+-- The live record: state, nonce and expiry (in ms); nil if there is none.
 local function live()
   local kind = redis.call('TYPE', key)['ok']
   if kind == 'none' then
@@ -67,7 +69,8 @@ local function live()
     return nil
   end
   local state, n, exp = string.match(redis.call('GET', key), '^([nuNU]):(%x+):(%d+)$')
-  if not state or tonumber(exp) <= now then
+  exp = stored_integer(exp, 0, STORED_MAX)
+  if not state or not exp or exp <= now then
     redis.call('DEL', key)
     return nil
   end
@@ -83,7 +86,6 @@ if op == 'mint' then
   local state, n, exp = live()
   local want = tonumber(ARGV[4])
   if state == 'n' or state == 'u' then
-    exp = tonumber(exp)
     if want and want > exp then
       exp = want
       store(state, n, exp)
@@ -109,13 +111,14 @@ elseif op == 'redeem' then
     return {'slot_ended'}
   end
   -- Expired slots are dropped by the room's own calls; one past its time counts as gone here.
-  local slot = tonumber(redis.call('ZSCORE', KEYS[2], ARGV[4]))
-  if not slot or slot <= now then
+  -- A slot expiry beyond 2^53 ms ('inf' by hand) is none: the room's housekeeping drops it.
+  local slot = stored_score(redis.call('ZSCORE', KEYS[2], ARGV[4]))
+  if not slot or slot <= now or slot > STORED_MAX then
     return {'slot_ended'}
   end
   -- Kept, used, until the ticket's own expiry or the slot's, whichever is later: a replay is
   -- told "used", not "unknown", and no mint of this admission finds the record gone.
-  store('u', n, math.max(tonumber(exp), slot))
+  store('u', n, math.max(exp, slot))
   return {'accepted'}
 end
 return redis.error_reply('ERR tower-waiting-room tickets: unknown operation')

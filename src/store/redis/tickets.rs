@@ -11,8 +11,13 @@ use crate::config::RoomPolicy;
 use crate::session::SessionId;
 use crate::store::{Minted, Redeemed, StoreError, StoreErrorKind, StoreFuture, TicketNonce};
 
-/// The ticket script, loaded with `include_str!`.
-pub(crate) const SCRIPT: &str = include_str!("tickets.lua");
+/// The ticket script: its `#!lua` line (the server checks memory before it runs, as for the
+/// room's functions), the shared reader of stored numbers, then `tickets.lua`.
+pub(crate) const SCRIPT: &str = concat!(
+    "#!lua\n",
+    include_str!("script/stored.lua"),
+    include_str!("tickets.lua")
+);
 
 /// Made once: hashing the script for `EVALSHA` is not free.
 static TICKET_SCRIPT: LazyLock<Arc<Script>> = LazyLock::new(|| Arc::new(Script::new(SCRIPT)));

@@ -4,8 +4,8 @@
 
 use super::{admitted, waiting, Damage, Harness, ABANDON_MS, ACTIVE_MS, QUEUE_MS};
 use crate::store::{
-    Decision, RoomSettings, SettingsChange, StoreErrorKind, ADMISSION_BUCKET_MS, HISTORY_MINUTES,
-    OLDEST_WAIT_GRANULARITY_MS,
+    Decision, RoomSettings, SettingsChange, StoreError, StoreErrorKind, ADMISSION_BUCKET_MS,
+    HISTORY_MINUTES, OLDEST_WAIT_GRANULARITY_MS, SETTINGS_VERSION,
 };
 use crate::{RoomPolicy, SessionId};
 
@@ -420,30 +420,93 @@ pub async fn admissions_per_minute_history(h: &Harness) {
     );
 }
 
-/// Settings written by another version of the crate are refused with
-/// [`StoreErrorKind::Misconfigured`] and a message that says so, never read as something else.
+/// Settings written by a version of the crate this one cannot read (the next one, whose
+/// changes it does not know; or the first, long gone) are a version mix: every call is refused
+/// as [`StoreErrorKind::Busy`] ([`StoreError::is_version_mix`], with a message naming the
+/// version), never read as something else and never as an outage, so nobody is let in by it.
+/// Nothing is written meanwhile: once the room's settings are of this version again, everyone
+/// is where they were (the slot, the line in order), and a newcomer turned away has no place.
 pub async fn refuses_settings_of_another_version(h: &Harness) {
     let p = h.policy(1);
-    h.enter_admitted(&p).await;
-    // A version this crate does not read: the next one.
-    let other = crate::store::SETTINGS_VERSION + 1;
-    if !h.damage(&p, Damage::SettingsVersion(other)).await {
+    let holder = h.enter_admitted(&p).await;
+    let line = h.enter_waiters(&p, 2).await;
+    let newcomer = SessionId::random();
+    for other in [SETTINGS_VERSION + 1, 1] {
+        if !h.damage(&p, Damage::SettingsVersion(other)).await {
+            return;
+        }
+        let what = format!("settings of version {other}");
+        let refused = |e: StoreError, call: &str| {
+            assert_eq!(e.kind(), StoreErrorKind::Busy, "{what}: {call}: {e}");
+            assert!(e.is_version_mix(), "{what}: {call}: {e}");
+            let message = e.to_string();
+            assert!(
+                message.contains(&format!("version {other}")),
+                "{what}: {call}: a message naming the version: {message}"
+            );
+        };
+        let e = h.store.enter(&p, newcomer).await.expect_err("a newcomer");
+        refused(e, "enter");
+        let e = h.store.poll(&p, line[0]).await.expect_err("a waiter");
+        refused(e, "poll");
+        let e = h.store.heartbeat(&p, holder).await.expect_err("the holder");
+        refused(e, "heartbeat");
+        let e = h.store.stats(&p).await.expect_err("stats");
+        refused(e, "stats");
+        let change = SettingsChange::new().capacity(5);
+        let e = h.store.configure(&p, change).await.expect_err("a change");
+        refused(e, "configure");
+        let e = h.store.admit_next(&p, 5).await.expect_err("admit_next");
+        refused(e, "admit_next");
+        let e = h.store.release(&p, holder).await.expect_err("a release");
+        refused(e, "release");
+    }
+    // This version's gateways alone again: nothing was changed while the versions were mixed.
+    if !h
+        .damage(&p, Damage::SettingsVersion(SETTINGS_VERSION))
+        .await
+    {
         return;
     }
-    let e = h
-        .store
-        .enter(&p, SessionId::random())
-        .await
-        .expect_err("settings of another version were read");
-    assert_eq!(e.kind(), StoreErrorKind::Misconfigured, "{e}");
-    let message = format!("{e}");
-    assert!(
-        message.contains("version"),
-        "a message naming the version: {message}"
+    let stats = h.stats(&p).await;
+    Harness::check_stats(stats, 1, 0, 2);
+    assert_eq!(stats.capacity, 1, "the change was not made");
+    waiting(h.poll(&p, line[0]).await, 1, 2, "the head kept their place");
+    waiting(h.poll(&p, line[1]).await, 2, 2, "the next kept theirs");
+    assert_eq!(
+        h.poll(&p, newcomer).await,
+        Decision::Unknown,
+        "no place taken"
     );
-    let e = h
-        .store
-        .configure(&p, SettingsChange::new().capacity(5))
-        .await;
-    assert!(e.is_err(), "a change over settings of another version");
+    admitted(h.heartbeat(&p, holder).await, "the holder kept the slot");
+}
+
+/// Settings written by a newer version whose changes are additive (it names this version as
+/// one that reads its key, `vmin`) are read as this version's: the room runs on, everyone in
+/// their place, and an operator's change is made.
+pub async fn reads_settings_of_a_newer_additive_version(h: &Harness) {
+    let p = h.policy(1);
+    let holder = h.enter_admitted(&p).await;
+    let line = h.enter_waiters(&p, 2).await;
+    if !h
+        .damage(&p, Damage::NewerAdditiveSettings(SETTINGS_VERSION + 1))
+        .await
+    {
+        return;
+    }
+    waiting(
+        h.enter(&p, SessionId::random()).await,
+        3,
+        3,
+        "a newcomer at the back",
+    );
+    waiting(h.poll(&p, line[0]).await, 1, 3, "the head in place");
+    assert!(h.release(&p, holder).await);
+    admitted(h.poll(&p, line[0]).await, "the freed slot to the head");
+    let after = h.configure(&p, SettingsChange::new().capacity(2)).await;
+    assert_eq!(after.capacity, 2);
+    admitted(h.poll(&p, line[1]).await, "the raised capacity to the next");
+    let stats = h.stats(&p).await;
+    Harness::check_stats(stats, 0, 2, 1);
+    assert_eq!(stats.capacity, 2);
 }

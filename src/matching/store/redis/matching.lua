@@ -1,10 +1,11 @@
-#!lua
 -- tower-waiting-room: matching (queues of people waiting to be put in groups), atomically inside
 -- Redis/Valkey. The semantics are exactly those of the embedded MemoryMatchStore
 -- (src/matching/store/memory.rs, rules in src/matching/store/mod.rs); a conformance suite and a
 -- differential test run against both.
 --
--- The `#!lua` line (Redis 7+, Valkey): the server checks memory before the script starts (an OOM
+-- Sent after a `#!lua` line and the shared reader of stored numbers
+-- (src/store/redis/script/stored.lua), as src/matching/store/redis/mod.rs assembles it. The
+-- `#!lua` line (Redis 7+, Valkey): the server checks memory before the script starts (an OOM
 -- refuses the whole call, never half of it) and refuses keys of two slots in one call.
 --
 -- One script, two kinds of call, by the keys they are given:
@@ -76,6 +77,22 @@
 --        {'m', group number, expires in ms, app id ('' while pending), member, member, ...}
 -- Numbers are written with %d (never tostring, whose %.14g would round large values); the crate
 -- keeps every duration below 2^50 ms, so sums stay exact in Lua's doubles.
+--
+-- Damage: every number read back from a key is read strictly (stored.lua: 'inf', 'nan', '2.5',
+-- '0x10', '' or out of range read as missing), and repaired where it is read:
+--   - meta's seq or formed damaged: set past every number in use (the line's last score; the
+--     groups' numbers) before it is counted on, so no waiter goes ahead of the line and no
+--     group number is handed out twice;
+--   - a waiter's record with a damaged field: its sequence number taken from its place in line
+--     (without one, the record is dropped: the user is idle), its join time as now, its timeout
+--     now + timeout; a group member's record whose group number is damaged is dropped (idle:
+--     in no group, so never in two);
+--   - a group record with a damaged expiry: the expiry its pending or confirmed entry holds; a
+--     member's damaged sequence number or join time: a new number (the back of the line) and
+--     now, should the group be undone;
+--   - a pending or confirmed entry whose time is no finite number: due, when a call about its
+--     group or one of its members finds it; a member that is no padded number: removed;
+--   - a timeout entry whose sequence number is not its user's: removed alone.
 
 local op = ARGV[1]
 local now = tonumber(ARGV[2])
@@ -127,6 +144,11 @@ local used_keep = tonumber(ARGV[10])
 local requeued = {}
 
 local function pad(n) return string.format('%020d', n) end
+-- The number a padded member (pad) holds, read strictly; nil if it holds none.
+local function unpad(m)
+  return stored_integer(string.match(m or '', '^0*(%d+)$'), 0, STORED_MAX)
+end
+local function stored_ms(v) return stored_integer(v, 0, STORED_MAX) end
 local function since(t) if now > t then return now - t end return 0 end
 local function until_(t) if t > now then return t - now end return 0 end
 
@@ -137,16 +159,38 @@ local function split(s)
 end
 
 -- Where `u` is in this queue: nil, {kind = 'w', seq, joined, expires, claim} or
--- {kind = 'g', number, claim}.
+-- {kind = 'g', number, claim}. A damaged record is repaired here (see Damage, above).
 local function place(u)
   local raw = redis.call('HGET', k_users, u)
   if not raw then return nil end
   local f = split(raw)
-  if f[1] == 'w' then
-    return {kind = 'w', seq = tonumber(f[2]), joined = tonumber(f[3]), expires = tonumber(f[4]),
-      claim = f[5]}
+  if f[1] == 'w' and f[5] then
+    local p = {kind = 'w', seq = stored_ms(f[2]), joined = stored_ms(f[3]),
+      expires = stored_ms(f[4]), claim = f[5]}
+    if p.seq and p.joined and p.expires then return p end
+    local in_line = stored_score(redis.call('ZSCORE', k_line, u))
+    if p.seq == nil and in_line and in_line == math.floor(in_line) and in_line >= 0
+        and in_line <= STORED_MAX then
+      p.seq = in_line
+    end
+    if p.seq == nil then
+      redis.call('ZREM', k_line, u)
+      redis.call('HDEL', k_users, u)
+      return nil
+    end
+    p.joined, p.expires = p.joined or now, p.expires or now + timeout
+    redis.call('ZADD', k_line, int(p.seq), u)
+    redis.call('ZADD', k_expiry, int(p.expires), pad(p.seq) .. u)
+    redis.call('HSET', k_users, u, 'w\n' .. int(p.seq) .. '\n' .. int(p.joined) .. '\n' ..
+      int(p.expires) .. '\n' .. p.claim)
+    return p
   end
-  return {kind = 'g', number = tonumber(f[2]), claim = f[3]}
+  local number = f[1] == 'g' and f[3] and stored_ms(f[2])
+  if not number then
+    redis.call('HDEL', k_users, u)
+    return nil
+  end
+  return {kind = 'g', number = number, claim = f[3]}
 end
 
 local function in_group(u, number)
@@ -159,9 +203,15 @@ local function group(number)
   local raw = redis.call('HGET', k_groups, int(number))
   if not raw then return nil end
   local f = split(raw)
-  local g = {expires = tonumber(f[1]), app = f[2], members = {}}
-  for i = 3, #f, 3 do
-    g.members[#g.members + 1] = {seq = tonumber(f[i]), joined = tonumber(f[i + 1]), user = f[i + 2]}
+  local g = {expires = stored_ms(f[1]), app = f[2] or '', members = {}}
+  if g.expires == nil then
+    local at = stored_score(redis.call('ZSCORE', k_pending, pad(number)))
+      or stored_score(redis.call('ZSCORE', k_confirmed, pad(number)))
+    g.expires = math.min(math.max(math.floor(at or now), 0), STORED_MAX)
+  end
+  for i = 3, #f - 2, 3 do
+    g.members[#g.members + 1] = {seq = stored_ms(f[i]), joined = stored_ms(f[i + 1]) or now,
+      user = f[i + 2]}
   end
   return g
 end
@@ -174,6 +224,33 @@ local function save_group(number, g)
     parts[#parts + 1] = m.user
   end
   redis.call('HSET', k_groups, int(number), table.concat(parts, '\n'))
+end
+
+-- The next number of meta's `field` (seq: a waiter's; formed: a group's). A missing or damaged
+-- one is first set to `floor_of()`, the last number in use, so none is handed out twice and no
+-- waiter goes ahead of the line.
+local function next_number(field, floor_of)
+  if stored_ms(redis.call('HGET', k_meta, field)) == nil then
+    redis.call('HSET', k_meta, field, int(floor_of()))
+  end
+  return redis.call('HINCRBY', k_meta, field, 1)
+end
+
+-- The last waiter's sequence number (0: none that is one).
+local function last_seq()
+  local tail = stored_score(redis.call('ZRANGE', k_line, -1, -1, 'WITHSCORES')[2])
+  if tail and tail >= 0 and tail <= STORED_MAX then return math.floor(tail) end
+  return 0
+end
+
+-- The largest group number in use (0: none).
+local function last_group()
+  local last = 0
+  for _, n in ipairs(redis.call('HKEYS', k_groups)) do
+    local number = stored_ms(n)
+    if number and number > last then last = number end
+  end
+  return last
 end
 
 local function add_waiter(u, seq, joined, expires, claim)
@@ -202,7 +279,9 @@ local function dissolve(number, leaving)
     else
       local p = place(m.user)
       if p ~= nil and p.kind == 'g' and p.number == number then
-        add_waiter(m.user, m.seq, m.joined, now + timeout, p.claim)
+        -- A damaged sequence number: a new one, at the back (see Damage).
+        local seq = m.seq or next_number('seq', last_seq)
+        add_waiter(m.user, seq, m.joined, now + timeout, p.claim)
         requeued[#requeued + 1] = m.user
         requeued[#requeued + 1] = p.claim
       end
@@ -220,22 +299,37 @@ local function form()
       take = size
     elseif size > 2 and waiting >= 2 then
       local oldest = place(redis.call('ZRANGE', k_line, 0, 0)[1])
-      if oldest == nil or since(oldest.joined) < fallback_after then break end
+      if oldest == nil or oldest.kind ~= 'w' or since(oldest.joined) < fallback_after then
+        break
+      end
       take = waiting
     else
       break
     end
-    local number = redis.call('HINCRBY', k_meta, 'formed', 1)
-    local g = {expires = now + confirm_ttl, app = '', members = {}}
+    local members = {}
     for _, u in ipairs(redis.call('ZRANGE', k_line, 0, take - 1)) do
       local p = place(u)
-      remove_waiter(u, p)
-      g.members[#g.members + 1] = {seq = p.seq, joined = p.joined, user = u}
-      redis.call('HSET', k_users, u, 'g\n' .. int(number) .. '\n' .. p.claim)
+      if p == nil or p.kind ~= 'w' then
+        -- A place in line without a waiter's record (damage): no waiter; the step looks again.
+        redis.call('ZREM', k_line, u)
+        members = nil
+        break
+      end
+      members[#members + 1] = {u, p}
     end
-    save_group(number, g)
-    redis.call('ZADD', k_pending, int(g.expires), pad(number))
-    formed = formed + 1
+    if members then
+      local number = next_number('formed', last_group)
+      local g = {expires = now + confirm_ttl, app = '', members = {}}
+      for _, m in ipairs(members) do
+        local u, p = m[1], m[2]
+        remove_waiter(u, p)
+        g.members[#g.members + 1] = {seq = p.seq, joined = p.joined, user = u}
+        redis.call('HSET', k_users, u, 'g\n' .. int(number) .. '\n' .. p.claim)
+      end
+      save_group(number, g)
+      redis.call('ZADD', k_pending, int(g.expires), pad(number))
+      formed = formed + 1
+    end
   end
   return formed
 end
@@ -258,16 +352,22 @@ local function housekeep()
       max_work)) do
     local u = string.sub(m, 21)
     redis.call('ZREM', k_expiry, m)
-    redis.call('ZREM', k_line, u)
-    redis.call('HDEL', k_users, u)
+    -- Only the user's own timeout: an entry of another number is a stray (see Damage).
+    local p = place(u)
+    if p ~= nil and p.kind == 'w' and pad(p.seq) == string.sub(m, 1, 20) then
+      remove_waiter(u, p)
+      redis.call('HDEL', k_users, u)
+    end
   end
   for _, n in ipairs(redis.call('ZRANGEBYSCORE', k_pending, '-inf', int(now), 'LIMIT', 0,
       max_work)) do
-    dissolve(tonumber(n), nil)
+    local number = unpad(n)
+    if number then dissolve(number, nil) else redis.call('ZREM', k_pending, n) end
   end
   for _, n in ipairs(redis.call('ZRANGEBYSCORE', k_confirmed, '-inf', int(now), 'LIMIT', 0,
       max_work)) do
-    drop_confirmed(tonumber(n))
+    local number = unpad(n)
+    if number then drop_confirmed(number) else redis.call('ZREM', k_confirmed, n) end
   end
   -- Claims past remembering: bounded too.
   local old = redis.call('ZRANGEBYSCORE', k_used, '-inf', int(now - used_keep), 'LIMIT', 0,
@@ -285,13 +385,14 @@ end
 -- about comes first, so its timings hold exactly however much else is due (the bounded
 -- housekeeping may not reach it in this call).
 local function expire_group(number)
+  -- A time that is no finite number is due (see Damage).
   local pending = redis.call('ZSCORE', k_pending, pad(number))
   if pending then
-    if tonumber(pending) <= now then dissolve(number, nil) end
+    if (stored_score(pending) or now) <= now then dissolve(number, nil) end
     return
   end
   local confirmed = redis.call('ZSCORE', k_confirmed, pad(number))
-  if confirmed and tonumber(confirmed) <= now then drop_confirmed(number) end
+  if confirmed and (stored_score(confirmed) or now) <= now then drop_confirmed(number) end
 end
 
 -- The user's own expiry (their wait, or their group's), then the housekeeping.
@@ -339,9 +440,9 @@ local function ensure(u, claim, form_now)
     end
   end
   if redis.call('ZSCORE', k_used, claim) then return 4 end
-  local claim_ms = tonumber(string.match(claim, '|(%d+)|'))
+  local claim_ms = stored_ms(string.match(claim, '|(%d+)|'))
   if claim_ms == nil or now - claim_ms >= grace then return 5 end
-  local seq = redis.call('HINCRBY', k_meta, 'seq', 1)
+  local seq = next_number('seq', last_seq)
   add_waiter(u, seq, now, now + timeout, claim)
   redis.call('ZADD', k_used, int(claim_ms), claim)
   settle()

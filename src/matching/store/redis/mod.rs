@@ -14,8 +14,13 @@ use crate::matching::{
 };
 use crate::store::RedisStore;
 
-/// The script, loaded with `include_str!`.
-const SCRIPT: &str = include_str!("matching.lua");
+/// The script: its `#!lua` line, the shared reader of stored numbers (the room script's
+/// `stored.lua`), then `matching.lua`.
+const SCRIPT: &str = concat!(
+    "#!lua\n",
+    include_str!("../../../store/redis/script/stored.lua"),
+    include_str!("matching.lua")
+);
 
 /// How long a claim may take to join its queue; an older claim that never joined is finished
 /// (`expired`) and may be replaced.
@@ -601,5 +606,26 @@ impl MatchStore for RedisMatchStore {
 
     fn tick(&self, policy: &MatchPolicy, queue: Queue) -> StoreFuture<u64> {
         Box::pin(self.clone().tick_async(*policy, queue))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// The script reads every stored number with the room script's reader
+    /// (`src/store/redis/script/stored.lua`), sent once, after the `#!lua` line (which must stay
+    /// the first, for the server to check memory before the script runs).
+    #[test]
+    fn the_script_holds_the_reader_of_stored_numbers_once() {
+        let stored = include_str!("../../../store/redis/script/stored.lua");
+        assert!(super::SCRIPT.starts_with("#!lua\n"));
+        assert_eq!(super::SCRIPT.matches(stored).count(), 1);
+        assert_eq!(
+            super::SCRIPT
+                .lines()
+                .filter(|l| l.starts_with("#!"))
+                .count(),
+            1,
+            "one `#!lua` line, the first"
+        );
     }
 }

@@ -60,6 +60,8 @@ function F.setup(op, keys, args, own, has_session)
     -- The live settings, read by `load_settings` at the start of every run, and when the
     -- room was first seen.
     capacity = capacity, rate = rate, paused = false, open = true, born = 0,
+    -- The settings version written back (load_settings: this one's, or a newer one's read).
+    version = SETTINGS_VERSION,
     -- The room's first movement (nil: not yet).
     moved = nil,
     -- The capacity before its last change, and when that was (nil: never changed).

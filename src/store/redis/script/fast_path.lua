@@ -151,13 +151,18 @@ function F.fast_enter(keys, args, join)
   if not window then return nil end
   local since, from, till, held_for, max_queue = string.match(window, WINDOW)
   if not since or held_for ~= F.window_key(args[2], args[6]) then return nil end
-  from, till = tonumber(from), tonumber(till)
+  -- Stored numbers, read by stored.lua's rule inline (the hottest call: a call of its reader
+  -- per number would cost more than the window saves): the pattern takes digits only, and a
+  -- number beyond 2^53 makes the window main's, which replaces it. max_queue is the caller's
+  -- own, as held_for names it.
+  since, from, till = tonumber(since), tonumber(from), tonumber(till)
+  if since > STORED_MAX or from > STORED_MAX or till > STORED_MAX then return nil end
+  max_queue = tonumber(max_queue)
   if args[1] ~= '0' then
     -- An injected clock: the window by that clock (the key's expiry is the server's).
     local now = tonumber(args[1])
     if not now or now < from or now >= till then return nil end
   end
-  since = tonumber(since)
   -- The window holds only while the room is full by its slots (F.window): main would
   -- promote nobody.
   local s = args[5]
@@ -166,7 +171,7 @@ function F.fast_enter(keys, args, join)
   local k_seq, k_line = keys[1], keys[2]
   local waiting = redis.call('ZCARD', k_line)
   local now, place, position
-  local full = waiting >= tonumber(max_queue)
+  local full = waiting >= max_queue
   if full or not join then
     -- An enter looks for the caller's place first; so does anyone in a full line, where a
     -- newcomer gets {3} and a waiter their place, as main answers.
@@ -216,7 +221,7 @@ function F.fast_enter(keys, args, join)
   -- ends with either epoch, so each key holds it).
   local _, queue_ttl, abandon = string.match(args[2], FAST_NUMBERS)
   queue_ttl, abandon = tonumber(queue_ttl), tonumber(abandon)
-  local bits = F.bloom_bits(tonumber(max_queue))
+  local bits = F.bloom_bits(max_queue)
   local b1, b2, b3, b4, b5, b6, b7, b8 = string.byte(s, 1, 8)
   local x = ((((b1 or 0) * 256 + (b2 or 0)) * 256 + (b3 or 0)) * 256 + (b4 or 0)) % bits
   local y = ((((b5 or 0) * 256 + (b6 or 0)) * 256 + (b7 or 0)) * 256 + (b8 or 0)) % bits

@@ -36,7 +36,8 @@
 --   6 admitted hash    admission counts, a ring of time buckets: slot i holds t<i> (the bucket's
 --                      number, now // bucket_ms), n<i> (its admissions) and k<i> (waiters
 --                      skipped as silent at their turn); at most 3 * ring fields
---   7 settings hash    the live settings: v (SETTINGS_VERSION), capacity, rate (0 = none),
+--   7 settings hash    the live settings: v (SETTINGS_VERSION; vmin, from a newer version
+--                      this one reads: settings.lua), capacity, rate (0 = none),
 --                      paused (0|1), open (0|1); written from room_numbers when missing; and born
 --                      (ms), when the room was first seen, for the wait estimate's window;
 --                      cap_before and cap_at, the capacity before its last change and when;

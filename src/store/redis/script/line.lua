@@ -8,11 +8,18 @@
 -- Saves 18 % of a heartbeat, 13 % of a poll at 2M
 -- (bench: docs/benchmarks.md#each-shortcut-measured).
 
+-- Scores beyond 2^53 (stored.lua's STORED_MAX), as ZREMRANGEBYSCORE takes them.
+local BEYOND_STORED = '(9007199254740992'
+
 -- Housekeeping when due: expire slots and grants, and note the next expiry.
 function F.housekeep()
   if R.due and R.now < R.due then return end
+  -- An expiry beyond 2^53 ms (year 287 396; 'inf' written by hand) is no expiry: such a slot
+  -- would never free itself, so it goes with the expired ones.
   redis.call('ZREMRANGEBYSCORE', R.k_active, '-inf', R.now)
+  redis.call('ZREMRANGEBYSCORE', R.k_active, BEYOND_STORED, '+inf')
   redis.call('ZREMRANGEBYSCORE', R.k_granted, '-inf', R.now)
+  redis.call('ZREMRANGEBYSCORE', R.k_granted, BEYOND_STORED, '+inf')
   local a = tonumber(redis.call('ZRANGE', R.k_active, 0, 0, 'WITHSCORES')[2])
   local g = tonumber(redis.call('ZRANGE', R.k_granted, 0, 0, 'WITHSCORES')[2])
   local d = math.min(a or NO_DUE, g or NO_DUE)
@@ -53,7 +60,9 @@ function F.note_arrival(seq)
   local last = redis.call('ZRANGE', R.k_arrivals, -1, -1)[1]
   R.noted = second
   redis.call('HSET', R.k_settings, 'noted', second)
-  if last and math.floor((tonumber(last) or 0) / 1000) == second then return end
+  if last and math.floor((stored_integer(last, 0, STORED_MAX) or 0) / 1000) == second then
+    return
+  end
   local head = redis.call('ZRANGE', R.k_line, 0, 0, 'WITHSCORES')[2]
   if head then
     local before = redis.call('ZREVRANGEBYSCORE', R.k_arrivals, head, '-inf', 'WITHSCORES',
@@ -70,7 +79,8 @@ end
 function F.oldest_wait()
   local head = redis.call('ZRANGE', R.k_line, 0, 0, 'WITHSCORES')[2]
   if not head then return -1 end
-  local at = tonumber(redis.call('ZREVRANGEBYSCORE', R.k_arrivals, head, '-inf', 'LIMIT', 0, 1)[1])
+  local at = stored_integer(
+    redis.call('ZREVRANGEBYSCORE', R.k_arrivals, head, '-inf', 'LIMIT', 0, 1)[1], 0, STORED_MAX)
   if at == nil then return -1 end
   return math.max(0, R.now - at)
 end
@@ -164,12 +174,16 @@ function F.next_seq()
   return seq
 end
 
--- INCR of seq, after the line's last waiter (a lost or reset seq is set past it).
+-- INCR of seq, after the line's last waiter (a lost or reset seq is set past it; so is one
+-- beyond 2^53, where doubles would give two newcomers one number). A last waiter's score that is
+-- no finite number within 2^53 (written by hand) is no sequence number: a newcomer goes ahead of
+-- that waiter, who stays at the very back.
 function F.seq_after_tail(k_seq, k_line)
   local seq = redis.call('INCR', k_seq)
-  local tail = tonumber(redis.call('ZRANGE', k_line, '-1', '-1', 'WITHSCORES')[2])
-  if tail and seq <= tail then
-    seq = tail + 1
+  local tail = stored_score(redis.call('ZRANGE', k_line, '-1', '-1', 'WITHSCORES')[2])
+  if tail and tail > STORED_MAX then tail = nil end
+  if (tail and seq <= tail) or seq > STORED_MAX then
+    seq = math.floor(math.max(tail or 0, 0)) + 1
     redis.call('SET', k_seq, string.format('%d', seq))
   end
   return seq

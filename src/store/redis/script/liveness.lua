@@ -88,11 +88,27 @@ function F.load_ring(rg)
   local v = redis.call('HMGET', R.k_settings, unpack(fields))
   for i = 0, rg.len - 1 do
     if not rg.known[i] then
-      rg.held[i], rg.from[i], rg.known[i] = tonumber(v[2 * i + 1]), tonumber(v[2 * i + 2]), true
+      F.read_epoch(rg, i, stored_integer(v[2 * i + 1], -STORED_MAX, STORED_MAX),
+        stored_integer(v[2 * i + 2], 0, STORED_MAX))
     end
-    if rg.first_made[i] == nil then rg.first_made[i] = tonumber(v[2 * rg.len + i + 1]) end
+    if rg.first_made[i] == nil then
+      rg.first_made[i] = stored_integer(v[2 * rg.len + i + 1], 0, STORED_MAX)
+    end
   end
   rg.all = true
+end
+
+-- Ring key i's epoch and its first sequence number, as read from their settings fields (each a
+-- stored integer, stored.lua; nil: missing or damaged). An epoch that began (held > 0) without a
+-- first number it can be read by is taken as lost, and so marked (-e): who joined since it
+-- began, of whom its bitmap holds no bits, is not known, so everyone counts as seen in it while
+-- it counts (as for a bitmap found without its field, ring_key_for).
+function F.read_epoch(rg, i, held, from)
+  if held and held > 0 and from == nil then
+    F.mark_lost(R.k_settings, rg.name, rg.len, held)
+    held = -held
+  end
+  rg.held[i], rg.from[i], rg.known[i] = held, from, true
 end
 
 -- The two bits of a session in a bitmap of bloom_bits bits: the big-endian u32 of the id's
@@ -133,7 +149,7 @@ function F.ring_key_for(rg, e)
   redis.call('DEL', key)
   -- The epoch's first sequence number (see Liveness: joined since): seq as it is now, before
   -- anyone joins in e. A lost seq reads 0: everyone looks joined since, alive longer.
-  local from = tonumber(redis.call('GET', R.k_seq)) or 0
+  local from = stored_integer(redis.call('GET', R.k_seq), 0, STORED_MAX) or 0
   local number = string.format('%d', from)
   if rg == R.turn then
     redis.call('HSET', R.k_settings, RING_FIELDS[rg.name][i], e, FROM_FIELDS[rg.name][i],

@@ -3,11 +3,11 @@
 -- Bad days: the keys are the room's own, and a lost or damaged one (eviction, a stray DEL, a hand
 -- edit) must never make the room fail on every call. The script repairs or skips, and answers:
 --   - a missing key is an empty one (Redis semantics);
---   - a key of the wrong type, or a seq that is not an integer: the first command that trips on
---     it raises; the whole run is caught (pcall), `repair()` deletes every key of the wrong type
---     and a non-integer seq, and the run starts again once (no cost on the normal path). The
---     first run's writes stay, but every step is idempotent (housekeeping, "ensure" writes) and
---     the promotion budget is shared by both runs, so the work stays bounded;
+--   - a key of the wrong type, or a seq that is not a stored integer: the first command that
+--     trips on it raises; the whole run is caught (pcall), `repair()` deletes every key of the
+--     wrong type and a damaged seq, and the run starts again once (no cost on the normal
+--     path). The first run's writes stay, but every step is idempotent (housekeeping, "ensure"
+--     writes) and the promotion budget is shared by both runs, so the work stays bounded;
 --   - a lost or reset seq: a newcomer is placed after the last waiter, never ahead of the line;
 --   - a lost liveness bitmap (its settings field says it holds an epoch that counts, and it is
 --     gone): everyone counts as seen in that epoch, so nobody is skipped or swept for it; a lost
@@ -19,9 +19,13 @@
 --     epoch's check-ins (a field alone lost is found when written, `ring_key_for`);
 --   - a slot holder who also has a place in line: the slot wins, the place is dropped when it
 --     reaches the head (never a second slot);
---   - a budget with a missing or non-numeric field: counts as full (at most one second's worth
+--   - a number that is not one as the scripts write it ('inf', 'nan', '2.5', '0x10', '', out
+--     of its range: stored.lua) reads as missing, never as what Lua's tonumber makes of it;
+--   - a budget with a missing or damaged field: counts as full (at most one second's worth
 --     of admissions above the rate, once);
---   - a non-numeric admission count or tag: counts as zero, and is overwritten;
+--   - a damaged admission count or tag: counts as zero, and is overwritten;
+--   - a slot whose expiry lies beyond 2^53 ms ('inf'): dropped as expired (it would never free
+--     itself);
 --   - a lost `due`, `cursor`, `bans` or `noted`: housekeeping runs, the sweep starts at the
 --     head, bans are looked up, the arrival is noted (each the safe way).
 
@@ -54,8 +58,8 @@ function F.repair()
     if type(t) == 'table' then t = t.ok end
     if t ~= 'none' and t ~= kt[2] then redis.call('DEL', kt[1]) end
   end
-  local seq = tonumber(redis.call('GET', R.k_seq))
-  if redis.call('EXISTS', R.k_seq) == 1 and (seq == nil or seq ~= math.floor(seq)) then
+  if redis.call('EXISTS', R.k_seq) == 1
+      and stored_integer(redis.call('GET', R.k_seq), 0, STORED_MAX) == nil then
     redis.call('DEL', R.k_seq)
   end
 end

@@ -65,7 +65,7 @@ function OPERATIONS.configure()
     R.paused = p == 1
   end
   if o >= 0 then R.open = o == 1 end
-  redis.call('HSET', R.k_settings, 'v', SETTINGS_VERSION, 'capacity', R.capacity, 'rate', R.rate,
+  redis.call('HSET', R.k_settings, 'v', R.version, 'capacity', R.capacity, 'rate', R.rate,
     'paused', R.paused and 1 or 0, 'open', R.open and 1 or 0)
   if o == 0 and R.args[9] == '1' then
     redis.call('DEL', R.k_active, R.k_granted)

@@ -7,7 +7,7 @@ function F.take()
   if R.rate == 0 then return true end
   local max = R.rate * 1000
   local b = redis.call('HMGET', R.k_bucket, 'milli', 'last')
-  local milli, last = tonumber(b[1]), tonumber(b[2])
+  local milli, last = stored_integer(b[1], 0, STORED_MAX), stored_integer(b[2], 0, STORED_MAX)
   if milli == nil or last == nil then
     milli = max
   else
@@ -29,11 +29,11 @@ end
 function F.count_in_ring(field)
   local slot = R.current_bucket % R.ring
   local v = redis.call('HMGET', R.k_admitted, 't' .. slot, field .. slot)
-  local n = tonumber(v[2])
-  if tonumber(v[1]) ~= R.current_bucket or n == nil then
+  local t, n = stored_integer(v[1], 0, STORED_MAX), stored_integer(v[2], 0, STORED_MAX)
+  if t ~= R.current_bucket or n == nil then
     if field == 'n' then
       redis.call('HSET', R.k_admitted, 't' .. slot, R.current_bucket, 'n' .. slot, 1, 'k' .. slot, 0)
-    elseif tonumber(v[1]) ~= R.current_bucket then
+    elseif t ~= R.current_bucket then
       redis.call('HSET', R.k_admitted, 't' .. slot, R.current_bucket, 'n' .. slot, 0, 'k' .. slot, 1)
     else
       redis.call('HSET', R.k_admitted, 'k' .. slot, 1)
@@ -48,7 +48,7 @@ function F.count_admission()
   if R.moved == nil then
     -- Until the first movement: counted, and the first admission beyond the opening's
     -- capacity noted (a damaged count restarts).
-    local early = tonumber(redis.call('HGET', R.k_settings, 'early')) or 0
+    local early = stored_integer(redis.call('HGET', R.k_settings, 'early'), 0, STORED_MAX) or 0
     early = early + 1
     if early > R.capacity then
       R.moved = R.now
@@ -66,8 +66,9 @@ function F.pace()
   local slot = R.current_bucket % R.ring
   local v = redis.call('HMGET', R.k_admitted, 't' .. slot, 'n' .. slot, 'k' .. slot)
   local current, skipped = 0, 0
-  if tonumber(v[1]) == R.current_bucket then
-    current, skipped = tonumber(v[2]) or 0, tonumber(v[3]) or 0
+  if stored_integer(v[1], 0, STORED_MAX) == R.current_bucket then
+    current = stored_integer(v[2], 0, STORED_MAX) or 0
+    skipped = stored_integer(v[3], 0, STORED_MAX) or 0
   end
   local ago = -1
   if R.cap_at then ago = math.max(0, R.now - R.cap_at) end
@@ -100,8 +101,9 @@ function F.recent()
   local v = redis.call('HMGET', R.k_admitted, unpack(fields))
   local minute, five, skipped_minute, skipped_five = 0, 0, 0, 0
   for back = 1, n do
-    if tonumber(v[3 * back - 2]) == R.current_bucket - back then
-      local c, k = tonumber(v[3 * back - 1]) or 0, tonumber(v[3 * back]) or 0
+    if stored_integer(v[3 * back - 2], 0, STORED_MAX) == R.current_bucket - back then
+      local c = stored_integer(v[3 * back - 1], 0, STORED_MAX) or 0
+      local k = stored_integer(v[3 * back], 0, STORED_MAX) or 0
       five, skipped_five = five + c, skipped_five + k
       if back <= R.minute_buckets then
         minute, skipped_minute = minute + c, skipped_minute + k
@@ -222,9 +224,9 @@ function F.history(history_minutes)
   local out = {}
   for i = 1, history_minutes do out[i] = 0 end
   for back = 1, n do
-    if tonumber(v[2 * back - 1]) == R.current_bucket - back then
+    if stored_integer(v[2 * back - 1], 0, STORED_MAX) == R.current_bucket - back then
       local i = history_minutes - math.floor((back - 1) / R.minute_buckets)
-      out[i] = out[i] + (tonumber(v[2 * back]) or 0)
+      out[i] = out[i] + (stored_integer(v[2 * back], 0, STORED_MAX) or 0)
     end
   end
   return out

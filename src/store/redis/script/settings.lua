@@ -3,9 +3,21 @@
 -- Settings: the operator's live values, read by every call in the same step as the admission
 -- they govern. Paused: no promotion, no direct admission. Closed: {6} for everyone without a
 -- slot (a waiter's check-in is still recorded: they keep their place for a reopening), no
--- promotion, claimed slots not extended (a granted one is still claimed). A settings key of
--- another version is refused with an error (a newer crate's fields may change who is admitted;
--- guessing is worse than stopping); a damaged field is rewritten with its default. Version 2
+-- promotion, claimed slots not extended (a granted one is still claimed). Every field is read
+-- as a stored integer in its range (stored.lua): capacity 1 .. 2^32 - 1, rate 0 .. 2^32 - 1,
+-- paused and open 0 or 1, times, epochs and sequence numbers whole numbers within 2^53; a
+-- damaged field (not such a number: 'inf', 'nan', '2.5', '0x10', '', out of range) reads as
+-- missing, and the four settings are then rewritten with their defaults. A damaged `v` is a
+-- lost key's (see mark_orphan_bitmaps_lost). A settings key of a version this library cannot
+-- read (1, or newer than SETTINGS_VERSION without `vmin`, below) is refused with the error
+-- WRSETTINGS, before any write: a newer crate's fields may change who is admitted, so guessing
+-- is worse than stopping (the crate answers it as a busy store: nobody is let in by it, and
+-- nobody loses their place). Newer versions whose changes are additive (new fields only, every
+-- field this version knows kept in its meaning) say so with `vmin`, the oldest settings
+-- version that reads their key: a key of version v > SETTINGS_VERSION with vmin <=
+-- SETTINGS_VERSION is read as this version's, its other fields left alone and its `v` never
+-- lowered (written back as found). This version's own changes are additive, so it writes no
+-- `vmin` (a reader of version 5 reads it). Version 2
 -- keeps members as 16 raw bytes (version 1 had hex and a `seen` zset): a room of version 1 is
 -- refused; upgrade between sales, or use a new key prefix. Version 3 (`twr_room_v3`): a
 -- newcomer's join sets no liveness bits (see Liveness: joined since), which version 2's
@@ -24,6 +36,9 @@
 -- not yet upgraded answer by their fail policy, never sweeping anyone and never answering from
 -- a window they do not keep.
 
+-- The largest capacity and rate (the crate's u32s).
+local U32_MAX = 4294967295
+
 -- Every epoch the rings' fields name, marked lost (-e), for a room of an older version (see
 -- Settings): its bitmaps are of another size, so their bits sit at other offsets than this
 -- version reads. Everyone then counts as seen in those epochs (nobody skipped or swept for
@@ -35,22 +50,22 @@ function F.mark_rings_lost(v)
     for i = 0, rg.len - 1 do fields[i + 1] = RING_FIELDS[rg.name][i] end
     local held = redis.call('HMGET', R.k_settings, unpack(fields))
     for i = 1, rg.len do
-      local e = tonumber(held[i])
+      local e = stored_integer(held[i], -STORED_MAX, STORED_MAX)
       if e and e > 0 then
         lost[#lost + 1], lost[#lost + 2] = fields[i], string.format('%d', -e)
       end
     end
     if #lost > 0 then redis.call('HSET', R.k_settings, unpack(lost)) end
-    local current = tonumber(v[RING_FIELD_AT + n - 1])
+    local current = stored_integer(v[RING_FIELD_AT + n - 1], -STORED_MAX, STORED_MAX)
     if current and current > 0 then v[RING_FIELD_AT + n - 1] = string.format('%d', -current) end
   end
 end
 
--- Reads the live settings, writing the defaults for a missing key or field. Returns an error
--- reply for a key of another version, else nil.
+-- Reads the live settings, writing the defaults for a missing or damaged key or field. Returns
+-- an error reply for a key of a version this library cannot read, else nil.
 function F.load_settings()
   local v = redis.call('HMGET', R.k_settings, unpack(R.SETTINGS_FIELDS))
-  local ver = tonumber(v[1])
+  local ver = stored_integer(v[1], 1, STORED_MAX)
   if ver == 2 or ver == 3 or ver == 4 then
     -- Versions 2 to 4 (see Settings): upgraded in place. Their fields are all read the same;
     -- version 2's epochs have no first sequence number, so until each is made again its joins
@@ -61,34 +76,43 @@ function F.load_settings()
     redis.call('HSET', R.k_settings, 'v', SETTINGS_VERSION)
     ver = SETTINGS_VERSION
   end
-  if v[1] and ver ~= SETTINGS_VERSION then
-    return redis.error_reply('WRSETTINGS room settings of version ' .. tostring(v[1]) ..
-      ', this crate reads version ' .. SETTINGS_VERSION)
+  -- The version written back with the settings: this one's, or a newer one's that this
+  -- version reads (never lowered).
+  R.version = SETTINGS_VERSION
+  if ver and ver > SETTINGS_VERSION
+      and stored_integer(redis.call('HGET', R.k_settings, 'vmin'), 1, SETTINGS_VERSION) then
+    R.version = ver
+  elseif ver and ver ~= SETTINGS_VERSION then
+    return redis.error_reply('WRSETTINGS room settings of version ' .. string.format('%d', ver)
+      .. ', this crate reads version ' .. SETTINGS_VERSION
+      .. ' (and a newer one whose vmin names it)')
   end
-  local c, r = tonumber(v[2]), tonumber(v[3])
-  local p, o = tonumber(v[4]), tonumber(v[5])
-  if ver == nil or c == nil or c < 1 or r == nil or r < 0 or (p ~= 0 and p ~= 1)
-      or (o ~= 0 and o ~= 1) then
+  local c, r = stored_integer(v[2], 1, U32_MAX), stored_integer(v[3], 0, U32_MAX)
+  local p, o = stored_integer(v[4], 0, 1), stored_integer(v[5], 0, 1)
+  if ver == nil or c == nil or r == nil or p == nil or o == nil then
     -- A new room, a lost key, or a damaged field: the defaults where nothing valid is held.
-    if c == nil or c < 1 then c = R.default_capacity end
-    if r == nil or r < 0 then r = R.default_rate end
-    if p ~= 0 and p ~= 1 then p = 0 end
-    if o ~= 0 and o ~= 1 then o = 1 end
-    redis.call('HSET', R.k_settings, 'v', SETTINGS_VERSION, 'capacity', c, 'rate', r,
-      'paused', p, 'open', o)
+    c, r, p, o = c or R.default_capacity, r or R.default_rate, p or 0, o or 1
+    redis.call('HSET', R.k_settings, 'v', R.version, 'capacity', c, 'rate', r, 'paused', p,
+      'open', o)
   end
   R.capacity, R.rate, R.paused, R.open = c, r, p == 1, o == 1
-  R.born, R.moved = tonumber(v[6]), tonumber(v[7])
-  R.due, R.bans, R.noted = tonumber(v[11]), tonumber(v[12]), tonumber(v[13])
+  R.born, R.moved = stored_integer(v[6], 0, STORED_MAX), stored_integer(v[7], 0, STORED_MAX)
+  R.due, R.bans = stored_integer(v[11], 0, STORED_MAX), stored_integer(v[12], 0, STORED_MAX)
+  R.noted = stored_integer(v[13], 0, STORED_MAX)
   for n, rg in ipairs(R.rings) do
-    local i = rg.current % rg.len
-    rg.held[i], rg.known[i] = tonumber(v[RING_FIELD_AT + n - 1]), true
-    rg.from[i] = tonumber(v[FROM_FIELD_AT + n - 1])
+    F.read_epoch(rg, rg.current % rg.len,
+      stored_integer(v[RING_FIELD_AT + n - 1], -STORED_MAX, STORED_MAX),
+      stored_integer(v[FROM_FIELD_AT + n - 1], 0, STORED_MAX))
   end
-  if not v[1] then F.mark_orphan_bitmaps_lost() end
+  if ver == nil then F.mark_orphan_bitmaps_lost() end
   if R.bans == nil then
-    -- Not known (a new room, or the field lost): the latest end of any ban, looked up once.
-    R.bans = tonumber(redis.call('ZRANGE', R.k_banned, -1, -1, 'WITHSCORES')[2]) or 0
+    -- Not known (a new room, or the field lost): the latest end of any ban, looked up once (a
+    -- score of 'inf', or beyond 2^53 ms, as the end of time).
+    local top = redis.call('ZRANGE', R.k_banned, -1, -1, 'WITHSCORES')[2]
+    R.bans = 0
+    if top then
+      R.bans = math.max(0, math.min(math.ceil(stored_score(top) or STORED_MAX), STORED_MAX))
+    end
     redis.call('HSET', R.k_settings, 'bans', string.format('%d', R.bans))
   end
   if R.born == nil or R.born > R.now then
@@ -100,7 +124,8 @@ function F.load_settings()
   end
   -- The schedule: kept from the calls that come with it (written only when it changes), and
   -- followed by a call without one while the kept opening is ahead.
-  local kept_opens, kept_closes, kept_keep = tonumber(v[8]), tonumber(v[9]), v[10]
+  local kept_opens = stored_integer(v[8], 0, STORED_MAX)
+  local kept_closes, kept_keep = stored_integer(v[9], 0, STORED_MAX), v[10]
   if R.scheduled_call then
     if kept_opens ~= R.opens_at or kept_closes ~= (R.closes_at or 0)
         or kept_keep ~= (R.keep_line and '1' or '0') then
@@ -121,10 +146,13 @@ end
 function F.load_more()
   local v = redis.call('HMGET', R.k_settings, 'cap_before', 'cap_at', 'paused_at', 'pause_start',
     'pause_end', 'cursor')
-  R.cap_before, R.cap_at = tonumber(v[1]), tonumber(v[2])
-  R.paused_at, R.pause_start, R.pause_end = tonumber(v[3]), tonumber(v[4]), tonumber(v[5])
+  R.cap_before, R.cap_at = stored_integer(v[1], 1, U32_MAX), stored_integer(v[2], 0, STORED_MAX)
+  R.paused_at = stored_integer(v[3], 0, STORED_MAX)
+  R.pause_start = stored_integer(v[4], 0, STORED_MAX)
+  R.pause_end = stored_integer(v[5], 0, STORED_MAX)
+  -- A score in line as Redis wrote it, or '-inf' (at the head); anything else starts at the head.
   R.cursor = v[6]
-  if R.cursor ~= '-inf' and tonumber(R.cursor) == nil then R.cursor = '-inf' end
+  if R.cursor ~= '-inf' and stored_score(R.cursor) == nil then R.cursor = '-inf' end
 end
 
 -- The settings key found without its version: lost (evicted, deleted, repaired) or a new room.
