@@ -113,6 +113,8 @@ pub fn describe() {
         describe_counter!(
             RISK_DECISIONS_TOTAL,
             "Risk decisions for new visitors, by risk and by who decided."
+        );
+        describe_counter!(
             VERSION_MIX_TOTAL,
             "Store calls refused as busy: the room's settings were written by a version of the \
              crate this gateway cannot read (upgrade it)."

@@ -862,7 +862,7 @@ pub async fn abandoned_waiters_are_swept(h: &Harness) {
     assert_eq!(h.poll(&p, line[2]).await, Decision::Unknown, "swept");
 }
 
-/// The sweep of abandoned waiters is bounded: at most [`MAX_SWEEP_PER_CALL`] per `sync` call
+/// The sweep of abandoned waiters is bounded: at most 100 per `sync` call
 /// (no other call sweeps), and no waiter silent for less than abandon_after is swept with them.
 pub async fn abandoned_sweep_is_bounded(h: &Harness) {
     if h.snapshots().is_none() {

@@ -395,7 +395,7 @@ pub async fn oldest_wait_follows_the_head(h: &Harness) {
 }
 
 /// `admissions_per_minute` counts each complete minute of the last
-/// [`HISTORY_MINUTES`], oldest first, and forgets what is older.
+/// 30 minutes, oldest first, and forgets what is older.
 pub async fn admissions_per_minute_history(h: &Harness) {
     let p = h.policy(10);
     h.enter_admitted(&p).await;
