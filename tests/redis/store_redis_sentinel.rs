@@ -227,3 +227,82 @@ async fn a_demoted_primary_is_left_for_the_promoted_one() {
     assert_eq!(waiting_at(entered), 2, "B is still first in line");
     assert_eq!(waiting_at(store.poll(&policy, b).await.unwrap()), 1);
 }
+
+/// A TCP relay to `upstream` on loopback that holds every chunk the upstream sends back for
+/// `delay`: a sentinel that answers each request `delay` late (far away, busy, or read late by
+/// a gateway too loaded to get to it sooner). It stops with the test's runtime.
+async fn slow_relay(upstream: u16, delay: Duration) -> u16 {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        while let Ok((client, _)) = listener.accept().await {
+            let Ok(server) = tokio::net::TcpStream::connect(("127.0.0.1", upstream)).await else {
+                continue;
+            };
+            let (mut from_client, mut to_client) = client.into_split();
+            let (mut from_server, mut to_server) = server.into_split();
+            tokio::spawn(async move {
+                let _ = tokio::io::copy(&mut from_client, &mut to_server).await;
+            });
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 16 * 1024];
+                while let Ok(n @ 1..) = from_server.read(&mut buf).await {
+                    tokio::time::sleep(delay).await;
+                    if to_client.write_all(&buf[..n]).await.is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+    });
+    port
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sentinel_slower_than_the_deadline_still_gets_the_store_connected() {
+    // Finding the primary takes at least one answer from the sentinel, here 250 ms late, more
+    // than a call's 150 ms deadline: a store that looked for the primary within one call's
+    // deadline, and dropped the search with the call, never connected (every call timed out).
+    // The primary itself answers at once.
+    let primary = Server::start(&[]);
+    let sentinel = Sentinel::start(primary.port, 0);
+    let relay = slow_relay(sentinel.port, Duration::from_millis(250)).await;
+    let store = RedisStore::builder()
+        .url(format!("redis+sentinel://127.0.0.1:{relay}/{MASTER}"))
+        .timeout(Duration::from_millis(150))
+        .breaker_cooldown(Duration::from_millis(50))
+        .build()
+        .expect("store builds");
+    let policy = RoomPolicy::new("slow-sentinel", 1);
+    let started = Instant::now();
+    let mut failures = Vec::new();
+    let first = loop {
+        match store.enter(&policy, SessionId::random()).await {
+            Ok(d) => break d,
+            Err(e) => failures.push(e.kind()),
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "never connected in {:?}: {} failed calls ({:?}), {:?}",
+            started.elapsed(),
+            failures.len(),
+            failures.last(),
+            store.metrics()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert!(matches!(first, Decision::Admitted { .. }), "{first:?}");
+    println!(
+        "connected {:?} after the first call ({} calls failed first)",
+        started.elapsed(),
+        failures.len()
+    );
+    // Connected: the calls go to the primary, within their deadline.
+    for i in 1..=5 {
+        assert_eq!(
+            waiting_at(store.enter(&policy, SessionId::random()).await.unwrap()),
+            i
+        );
+    }
+}

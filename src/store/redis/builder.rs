@@ -128,7 +128,7 @@ impl RedisStoreBuilder {
                         .set_connection_timeout(Some(timeout))
                         .set_response_timeout(Some(timeout));
                     Connection::Sentinel(
-                        SentinelConnection::new(target, config).map_err(refused(&url))?,
+                        SentinelConnection::new(target, config, timeout).map_err(refused(&url))?,
                     )
                 }
             },

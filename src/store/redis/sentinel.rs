@@ -16,18 +16,34 @@
 //!   [`WATCH_EVERY`], sees it change: after a planned failover (`SENTINEL FAILOVER`) the old
 //!   primary keeps accepting writes until the sentinels demote it, which takes them up to
 //!   10 s; writes sent there meanwhile would be lost with its data set.
+//!
+//! Finding the primary (asking the sentinels, checking its `ROLE`) and connecting to it take
+//! several round trips, and are the store's work, not one call's: they run in a task of their
+//! own, for up to [`CONNECT_DEADLINES`] call deadlines, and the calls that need the connection
+//! wait for it within their own deadlines. A call that gives up leaves the task running, so
+//! the connection is there for the next call. Made inside a call and dropped with it, a
+//! connection that takes longer than one deadline to make (a slow sentinel, a gateway too
+//! loaded to read the answers in time) would never be made, and the store would fail every
+//! call while Redis was up. (redis-rs's `ConnectionManager`, the single-node store's, likewise
+//! reconnects in a task of its own.)
 
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
 
 use redis::aio::MultiplexedConnection;
 use redis::sentinel::{SentinelClient, SentinelNodeConnectionInfo, SentinelServerType};
-use redis::{AsyncConnectionConfig, ConnectionAddr, RedisConnectionInfo, RedisResult};
+use redis::{AsyncConnectionConfig, ConnectionAddr, RedisConnectionInfo, RedisError, RedisResult};
+use tokio::sync::watch;
 
 use super::url::SentinelTarget;
 
 /// How often the watcher asks the sentinels where the primary is.
 pub(crate) const WATCH_EVERY: Duration = Duration::from_secs(1);
+
+/// How many call deadlines finding the primary and connecting to it may take, in their own
+/// task, before it gives up (a node that accepts connections but does not answer) and the next
+/// call starts over.
+pub(crate) const CONNECT_DEADLINES: u32 = 4;
 
 #[derive(Clone)]
 pub(super) struct SentinelConnection {
@@ -35,11 +51,14 @@ pub(super) struct SentinelConnection {
 }
 
 struct Inner {
-    /// The sentinels; one lookup at a time.
+    /// The sentinels; one lookup at a time (the connecting task's).
     client: tokio::sync::Mutex<SentinelClient>,
-    /// The connection to the primary, its address and its generation, once found.
+    /// The connection to the primary, its address and its generation, once found, and the
+    /// connection being made.
     current: Mutex<Cached<MultiplexedConnection>>,
     config: AsyncConnectionConfig,
+    /// How long the connecting task may take.
+    connect_within: Duration,
     /// The sentinels' URLs and the master name, for the watcher.
     sentinels: Vec<String>,
     service: String,
@@ -48,7 +67,13 @@ struct Inner {
 }
 
 impl SentinelConnection {
-    pub(super) fn new(target: SentinelTarget, config: AsyncConnectionConfig) -> RedisResult<Self> {
+    /// A connection to the primary the sentinels of `target` name, with `config` for the
+    /// primary's connection and `timeout`, a call's deadline (see [`CONNECT_DEADLINES`]).
+    pub(super) fn new(
+        target: SentinelTarget,
+        config: AsyncConnectionConfig,
+        timeout: Duration,
+    ) -> RedisResult<Self> {
         let mut node = RedisConnectionInfo::default().set_db(target.db);
         if let Some(user) = &target.username {
             node = node.set_username(user);
@@ -67,6 +92,7 @@ impl SentinelConnection {
                 client: tokio::sync::Mutex::new(client),
                 current: Mutex::new(Cached::new()),
                 config,
+                connect_within: timeout * CONNECT_DEADLINES,
                 sentinels: target.sentinels,
                 service: target.service,
                 watching: std::sync::atomic::AtomicBool::new(false),
@@ -81,30 +107,33 @@ impl SentinelConnection {
 
     /// The connection to the current primary and its generation, asking the sentinels when
     /// there is none. A call that fails on it passes the generation to [`Self::forget`].
+    ///
+    /// Without a connection, this waits for the connecting task (starting it if none runs):
+    /// dropping this future (the call's deadline) leaves the task running.
     pub(super) async fn get_with_generation(
         &self,
     ) -> RedisResult<(MultiplexedConnection, Generation)> {
-        if let Some(found) = self.inner.lock().get() {
-            return Ok(found);
-        }
-        let mut client = self.inner.client.lock().await;
-        // Another call may have found the primary while this one waited for the lock.
-        if let Some(found) = self.inner.lock().get() {
-            return Ok(found);
-        }
-        let primary = client.async_get_client().await?;
-        let addr = match primary.get_connection_info().addr() {
-            ConnectionAddr::Tcp(host, port) | ConnectionAddr::TcpTls { host, port, .. } => {
-                (host.clone(), *port)
+        let mut made = {
+            let mut cached = self.inner.lock();
+            if let Some(found) = cached.get() {
+                return Ok(found);
             }
-            _ => (String::new(), 0),
+            match cached.connecting.clone() {
+                Some(made) => made,
+                None => {
+                    let (tx, rx) = watch::channel(None);
+                    cached.connecting = Some(rx.clone());
+                    tokio::spawn(connect(Arc::clone(&self.inner), tx));
+                    rx
+                }
+            }
         };
-        let conn = primary
-            .get_multiplexed_async_connection_with_config(&self.inner.config)
-            .await?;
-        let generation = self.inner.lock().set(conn.clone(), addr);
-        self.watch();
-        Ok((conn, generation))
+        let outcome = match made.wait_for(Option::is_some).await {
+            Ok(outcome) => outcome.clone(),
+            // The task ended without an outcome (its runtime shut down).
+            Err(_) => None,
+        };
+        outcome.unwrap_or_else(|| Err(gave_up("the connection to the primary was not made")))
     }
 
     /// Drops the connection a failed call `used`, so that the next call asks the sentinels
@@ -115,22 +144,100 @@ impl SentinelConnection {
     pub(super) fn forget(&self, used: Option<Generation>) {
         self.inner.lock().forget(used);
     }
+}
 
-    /// Starts the watcher once. It holds only a weak reference: it ends with the last clone of
-    /// the store.
-    fn watch(&self) {
-        use std::sync::atomic::Ordering;
-        if self.inner.watching.swap(true, Ordering::AcqRel) {
-            return;
-        }
-        let weak = Arc::downgrade(&self.inner);
-        tokio::spawn(watch(weak));
+/// What the connecting task made: the connection and its generation, or the error it met;
+/// `None` until it is done.
+type Made<C = MultiplexedConnection> = Option<RedisResult<(C, Generation)>>;
+
+/// A timeout for a connection that was not made: the calls waiting for it fail as timeouts.
+fn gave_up(what: &'static str) -> RedisError {
+    RedisError::from(std::io::Error::new(std::io::ErrorKind::TimedOut, what))
+}
+
+/// The connecting task: finds the primary and connects to it within `connect_within`, caches
+/// the connection, and tells the calls waiting for it through `tx`.
+async fn connect(inner: Arc<Inner>, tx: watch::Sender<Made>) {
+    // However this task ends (done, or dropped with its runtime), the next call may start
+    // another.
+    let turn = Turn {
+        inner: &inner,
+        mine: tx.subscribe(),
+    };
+    let found = tokio::time::timeout(inner.connect_within, find_primary(&inner))
+        .await
+        .unwrap_or_else(|_| Err(gave_up("the primary was not found in time")));
+    let made = {
+        // Cached and the turn ended in one step: a call finds either the connection or this
+        // task's outcome to wait for.
+        let mut cached = inner.lock();
+        turn.end(&mut cached);
+        found.map(|(conn, addr)| {
+            let generation = cached.set(conn.clone(), addr);
+            (conn, generation)
+        })
+    };
+    drop(turn);
+    if made.is_ok() {
+        inner.watch();
     }
+    tx.send_replace(Some(made));
+}
+
+/// The connecting task's turn, which ends when the task does.
+struct Turn<'a> {
+    inner: &'a Inner,
+    /// The task's own channel: a turn ends only itself, never a later task's.
+    mine: watch::Receiver<Made>,
+}
+
+impl Turn<'_> {
+    fn end(&self, cached: &mut Cached<MultiplexedConnection>) {
+        if cached
+            .connecting
+            .as_ref()
+            .is_some_and(|c| c.same_channel(&self.mine))
+        {
+            cached.connecting = None;
+        }
+    }
+}
+
+impl Drop for Turn<'_> {
+    fn drop(&mut self) {
+        self.end(&mut self.inner.lock());
+    }
+}
+
+/// Asks the sentinels for the primary (redis-rs checks its `ROLE`) and connects to it.
+async fn find_primary(inner: &Inner) -> RedisResult<(MultiplexedConnection, (String, u16))> {
+    let mut client = inner.client.lock().await;
+    let primary = client.async_get_client().await?;
+    let addr = match primary.get_connection_info().addr() {
+        ConnectionAddr::Tcp(host, port) | ConnectionAddr::TcpTls { host, port, .. } => {
+            (host.clone(), *port)
+        }
+        _ => (String::new(), 0),
+    };
+    let conn = primary
+        .get_multiplexed_async_connection_with_config(&inner.config)
+        .await?;
+    Ok((conn, addr))
 }
 
 impl Inner {
     fn lock(&self) -> std::sync::MutexGuard<'_, Cached<MultiplexedConnection>> {
         self.current.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Starts the watcher once. It holds only a weak reference: it ends with the last clone of
+    /// the store.
+    fn watch(self: &Arc<Self>) {
+        use std::sync::atomic::Ordering;
+        if self.watching.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        tokio::spawn(watch(Arc::downgrade(self)));
     }
 }
 
@@ -147,6 +254,8 @@ struct Cached<C> {
     current: Option<(C, (String, u16), Generation)>,
     /// Connections cached so far: the generation of the last one.
     made: u64,
+    /// The connecting task's outcome, while it runs: one at a time.
+    connecting: Option<watch::Receiver<Made<C>>>,
 }
 
 impl<C: Clone> Cached<C> {
@@ -154,6 +263,7 @@ impl<C: Clone> Cached<C> {
         Self {
             current: None,
             made: 0,
+            connecting: None,
         }
     }
 
