@@ -87,7 +87,7 @@
 //! | [`telemetry`] | metric names (feature `metrics`, on by default) and the per-request `tracing` span |
 //! | [`routing`] | several rooms behind one layer ([`WaitingRooms`](routing::WaitingRooms)), routed by the [`Rule`](routing::Rule)s that pick the room, and gated routes (`403 not_admitted`, the `X-Admission-Ticket` header) |
 //! | `matching` | (feature `matching`, off by default) a product beside the room: people put together in groups of two or three, with a store of its own |
-//! | [`testing`] | [`TestRoom`](testing::TestRoom) for testing handlers behind the layer; with the `testing` feature, the store conformance suite |
+//! | [`testing`] | [`TestRoom`](testing::TestRoom) for testing handlers behind the layer, the [`ManualClock`](testing::ManualClock) tests move by hand; with the `testing` feature, the store conformance suite |
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations)]
