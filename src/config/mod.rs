@@ -351,12 +351,12 @@ impl RoomConfig {
         &self.cookies
     }
     /// The header that carries the signed queue value (the place in line) for clients without
-    /// cookies; see [`defaults::QUEUE_HEADER`].
+    /// cookies (default `waiting-room-session`).
     pub fn queue_header(&self) -> &HeaderName {
         &self.queue_header
     }
-    /// The header that carries the signed admission token for clients without cookies; see
-    /// [`defaults::TOKEN_HEADER`].
+    /// The header that carries the signed admission token for clients without cookies
+    /// (default `waiting-room-token`).
     pub fn token_header(&self) -> &HeaderName {
         &self.token_header
     }
