@@ -68,7 +68,7 @@ use tower_waiting_room::admin::AdminService;
 use tower_waiting_room::defences::risk::Risk;
 use tower_waiting_room::routing::{Rule, WaitingRooms};
 use tower_waiting_room::{
-    Admission, AdmittedBy, ConfigError, FailPolicy, ProofOfWork, SigningKey, WaitingRoomLayer,
+    Admission, AdmittedBy, FailPolicy, ProofOfWork, SigningKey, WaitingRoomLayer,
 };
 
 const USAGE: &str = "\
@@ -423,8 +423,7 @@ fn configure(
                     "--secret needs at least 64 hex digits (32 bytes), got {digits}"
                 ));
             }
-            SigningKey::from_hex("k1", hex)
-                .map_err(|e| format!("--secret: {}", ConfigError::from(e)))?
+            SigningKey::from_hex("k1", hex).map_err(|e| format!("--secret: {e}"))?
         }
         None => {
             if default_room {

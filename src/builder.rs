@@ -20,7 +20,7 @@ use crate::layer::WaitingRoomLayer;
 use crate::response::{DefaultRenderer, Render};
 use crate::room::{Room, RoomParts};
 use crate::store::{MemoryStore, Store};
-use crate::token::{KeyError, Keyring, SigningKey};
+use crate::token::{Keyring, SigningKey};
 use crate::vocab::Rule;
 
 // The layer's entry point lives here, beside the builder it starts, so that the layer does
@@ -39,8 +39,8 @@ pub struct WaitingRoomBuilder {
     room: String,
     /// Every setting that is data; the setters write its fields.
     settings: Settings,
-    current_key: Option<Result<SigningKey, KeyError>>,
-    previous_key: Option<Result<SigningKey, KeyError>>,
+    current_key: Option<Result<SigningKey, ConfigError>>,
+    previous_key: Option<Result<SigningKey, ConfigError>>,
     clock: Option<SharedClock>,
     store: Option<Arc<dyn Store>>,
     renderer: Arc<dyn Render>,

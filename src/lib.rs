@@ -76,7 +76,7 @@
 //! |---|---|
 //! | [`WaitingRoomLayer`], [`WaitingRoomBuilder`], [`WaitingRoom`], [`future`] | the Tower layer and its builder, the service (`poll_ready`/`call`) and its future (pass, ask the store, answer) |
 //! | `room` (private) | the three stages wired together: dispatch, who a visitor is, the endpoints, the store steps, the replies |
-//! | `token` (private; [`SigningKey`], [`Keyring`], [`KeyError`] public) | signed values: keys and rotation, the wire format, queue cookie (stage 1), admission token (stage 2), challenge |
+//! | `token` (private; [`SigningKey`], [`Keyring`] public) | signed values: keys and rotation, the wire format, queue cookie (stage 1), admission token (stage 2), challenge |
 //! | [`store`] | stage 3: the [`Store`](store::Store) trait and its error, the [`MemoryStore`](store::MemoryStore) and (feature `redis`) the `RedisStore`: builder, protocol, breaker and its Lua script (`src/store/redis/script/`) |
 //! | [`config`] | settings, [`defaults`](config::defaults) in one place, validation, [`ConfigError`] |
 //! | [`client`] | who a request comes from: [`RequestInfo`], [`PeerAddr`], (feature `axum`, on by default) axum's `ConnectInfo`, the client IP and the network prefixes |
@@ -87,7 +87,7 @@
 //! | [`telemetry`] | metric names (feature `metrics`, on by default) and the per-request `tracing` span |
 //! | [`routing`] | several rooms behind one layer ([`WaitingRooms`](routing::WaitingRooms)), routed by the [`Rule`](routing::Rule)s that pick the room, and gated routes (`403 not_admitted`, the `X-Admission-Ticket` header) |
 //! | `matching` | (feature `matching`, off by default) a product beside the room: people put together in groups of two or three, with a store of its own |
-//! | [`testing`] | [`TestRoom`](testing::TestRoom) for testing handlers behind the layer; with the `testing` feature, the store conformance suite |
+//! | [`testing`] | [`TestRoom`](testing::TestRoom) for testing handlers behind the layer, the [`ManualClock`](testing::ManualClock) tests move by hand; with the `testing` feature, the store conformance suite |
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations)]
@@ -147,7 +147,7 @@ pub use layer::WaitingRoomLayer;
 pub use outcome::{Admission, AdmittedBy, Rejection};
 pub use service::WaitingRoom;
 pub use session::SessionId;
-pub use token::{KeyError, Keyring, SigningKey};
+pub use token::{Keyring, SigningKey};
 
 /// Not public API. The crate's own fuzz targets, property tests and benchmark reach the private
 /// wire formats through this module; it may change in any release, and nothing in it is

@@ -8,12 +8,8 @@ use ring::rand::SystemRandom;
 
 use super::service::AdminService;
 use super::shared::{Auth, Inner};
+use crate::config::{ConfigError, MIN_ADMIN_TOKEN_LEN};
 use crate::control::RoomControl;
-
-/// The shortest bearer token [`AdminBuilder::bearer_token`] accepts, in bytes: 32 random bytes
-/// (64 hex digits, or 43 characters of base64) cannot be guessed, and a shorter token is more
-/// likely a password someone chose.
-pub(crate) const MIN_TOKEN_LEN: usize = 32;
 
 /// The largest request body the admin service reads by default: 16 KiB, far more than any of
 /// its JSON bodies needs.
@@ -22,15 +18,16 @@ pub(crate) const DEFAULT_BODY_LIMIT: usize = 16 * 1024;
 /// Builds an [`AdminService`]: [`AdminService::builder`].
 ///
 /// ```
-/// use tower_waiting_room::admin::{AdminConfigError, AdminService};
+/// use tower_waiting_room::admin::AdminService;
 /// use tower_waiting_room::testing::TestRoom;
+/// use tower_waiting_room::ConfigError;
 ///
 /// let room = TestRoom::new("drop", 10);
 /// let short = AdminService::builder()
 ///     .bearer_token("hunter2")
 ///     .room(room.layer().control())
 ///     .build();
-/// assert!(matches!(short, Err(AdminConfigError::TokenTooShort { len: 7 })));
+/// assert!(matches!(short, Err(ConfigError::AdminTokenTooShort { len: 7 })));
 ///
 /// let admin = AdminService::builder()
 ///     .bearer_token("0123456789abcdef0123456789abcdef")
@@ -61,60 +58,6 @@ impl fmt::Debug for AdminBuilder {
             .finish()
     }
 }
-
-/// Why [`AdminBuilder::build`] refused. Never holds the token.
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum AdminConfigError {
-    /// The bearer token is shorter than 32 bytes.
-    TokenTooShort {
-        /// Its length in bytes.
-        len: usize,
-    },
-    /// The bearer token has a character a client cannot send in an `Authorization` header
-    /// (only visible ASCII, no spaces).
-    TokenNotSendable,
-    /// Neither [`bearer_token`](AdminBuilder::bearer_token) nor
-    /// [`without_token`](AdminBuilder::without_token) was chosen.
-    NoAuth,
-    /// No room to control.
-    NoRooms,
-    /// Two rooms with the same id.
-    DuplicateRoom(String),
-    /// The prefix is not a path (`/admin`: starts with `/`, does not end with one, no `?` or
-    /// `#`).
-    BadPrefix(String),
-}
-
-impl fmt::Display for AdminConfigError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            AdminConfigError::TokenTooShort { len } => write!(
-                f,
-                "admin bearer token: {len} bytes, at least {MIN_TOKEN_LEN} are needed"
-            ),
-            AdminConfigError::TokenNotSendable => f.write_str(
-                "admin bearer token: only visible ASCII characters (no spaces) can be sent in \
-                 an Authorization header",
-            ),
-            AdminConfigError::NoAuth => f.write_str(
-                "admin service: choose bearer_token(..), or without_token() if your own auth \
-                 layer is in front of it",
-            ),
-            AdminConfigError::NoRooms => f.write_str("admin service: no room to control"),
-            AdminConfigError::DuplicateRoom(room) => {
-                write!(f, "admin service: room {room:?} given twice")
-            }
-            AdminConfigError::BadPrefix(prefix) => write!(
-                f,
-                "admin prefix {prefix:?}: a path like \"/admin\" is needed (a leading `/`, no \
-                 trailing `/`)"
-            ),
-        }
-    }
-}
-
-impl std::error::Error for AdminConfigError {}
 
 // Next to the builder it starts, so that the service needs nothing from here.
 impl AdminService {
@@ -191,17 +134,18 @@ impl AdminBuilder {
         self
     }
 
-    /// The service, or why not.
-    pub fn build(self) -> Result<AdminService, AdminConfigError> {
+    /// The service, or why not: a token too short or not sendable, no auth chosen, no room, a
+    /// room given twice, or a prefix that is not a path. The error never holds the token.
+    pub fn build(self) -> Result<AdminService, ConfigError> {
         let auth = match self.auth {
-            None => return Err(AdminConfigError::NoAuth),
+            None => return Err(ConfigError::AdminAuthNotChosen),
             Some(Err(())) => Auth::None,
             Some(Ok(token)) => {
-                if token.len() < MIN_TOKEN_LEN {
-                    return Err(AdminConfigError::TokenTooShort { len: token.len() });
+                if token.len() < MIN_ADMIN_TOKEN_LEN {
+                    return Err(ConfigError::AdminTokenTooShort { len: token.len() });
                 }
                 if !token.iter().all(|b| b.is_ascii_graphic()) {
-                    return Err(AdminConfigError::TokenNotSendable);
+                    return Err(ConfigError::AdminTokenNotSendable);
                 }
                 // Only an HMAC of the token is kept: comparing two tags of equal length in
                 // constant time tells an attacker neither the token's bytes nor its length.
@@ -215,12 +159,14 @@ impl AdminBuilder {
             }
         };
         if self.rooms.is_empty() {
-            return Err(AdminConfigError::NoRooms);
+            return Err(ConfigError::AdminWithoutRooms);
         }
         let mut ids: Vec<&str> = self.rooms.iter().map(RoomControl::room).collect();
         ids.sort_unstable();
         if let Some(w) = ids.windows(2).find(|w| w[0] == w[1]) {
-            return Err(AdminConfigError::DuplicateRoom(w[0].to_owned()));
+            return Err(ConfigError::DuplicateRoom {
+                room: w[0].to_owned(),
+            });
         }
         let prefix = match self.prefix {
             None => None,
@@ -233,7 +179,7 @@ impl AdminBuilder {
                     && p != "/rooms"
                     && !p.starts_with("/rooms/");
                 if !ok {
-                    return Err(AdminConfigError::BadPrefix(p));
+                    return Err(ConfigError::InvalidPathPrefix { prefix: p });
                 }
                 Some(p)
             }

@@ -72,7 +72,7 @@ mod service;
 mod shared;
 
 pub use body::AdminBody;
-pub use builder::{AdminBuilder, AdminConfigError};
+pub use builder::AdminBuilder;
 pub use future::ResponseFuture;
 pub use service::AdminService;
 

@@ -1,5 +1,7 @@
-//! Defaults that are not a setting's alone: the headers, which clients speak (public API), and
-//! a few values the crate's docs and tests refer to (hidden from the docs; they may change).
+//! Defaults that are not a setting's alone: the header with which the app ends a slot (public
+//! API: the app sends it), the default names of the headers clients without cookies speak (the
+//! settings `queue_header` and `token_header`, whose docs give them), and a few values the
+//! crate's docs and tests refer to (hidden from the docs; they may change).
 //! Every other default is written next to its setting, in the settings' one declaration, and a
 //! test checks the table in the [`config`](crate::config) docs against a built room. Two
 //! defaults live with the types they belong to: a proof-of-work challenge's lifetime and how
@@ -12,10 +14,10 @@ use crate::defences::RateLimit;
 /// Request and response header with the signed queue value (the visitor's place in line),
 /// for apps without a cookie jar. The room reads it when the queue cookie is missing, and
 /// sends it back, with the value it issues, to clients that sent none of its cookies.
-pub const QUEUE_HEADER: &str = "waiting-room-session";
+pub(crate) const QUEUE_HEADER: &str = "waiting-room-session";
 /// Request and response header with the signed admission token, for apps without a cookie
 /// jar; read and sent like [`QUEUE_HEADER`].
-pub const TOKEN_HEADER: &str = "waiting-room-token";
+pub(crate) const TOKEN_HEADER: &str = "waiting-room-token";
 
 /// Response header with which the app behind the layer ends the visitor's slot (checkout
 /// finished), any value: the layer frees the slot before sending the response, removes the

@@ -1,148 +1,12 @@
-//! [`ConfigError`]: every way a configuration can be refused, in one enum.
+//! [`ConfigError`]'s messages, next to the bounds they name. The enum itself is declared on the
+//! ground floor (`vocab`), so that the signing keys below `config` can answer it too.
 
 use std::error::Error;
 use std::fmt;
 
-use super::defaults;
-use super::MAX_ROOM_ID_LEN;
-use crate::token::KeyError;
-
-/// A configuration the builder refused. Nothing is ever half-built: fix the setting and build
-/// again.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum ConfigError {
-    /// The room id is empty, too long, or has characters outside `[A-Za-z0-9_-]`.
-    InvalidRoomId {
-        /// The refused id.
-        room: String,
-    },
-    /// No capacity was set, or it is zero.
-    MissingCapacity,
-    /// The admission rate is zero (leave it unset for no limit).
-    ZeroAdmissionRate,
-    /// `max_queue_len` is zero.
-    ZeroMaxQueueLen,
-    /// A duration is zero or too large to count in milliseconds.
-    InvalidDuration {
-        /// The setting's name.
-        setting: &'static str,
-    },
-    /// `refresh` must be shorter than `active_ttl`, or an admission would outlive its slot
-    /// without ever being checked.
-    RefreshNotShorterThanActiveTtl,
-    /// `abandon_after` must be at least `queue_ttl`: a waiter is skipped at their turn after
-    /// `queue_ttl` of silence, and dropped from anywhere in the line only after `abandon_after`.
-    AbandonAfterShorterThanQueueTtl,
-    /// No signing key was given.
-    MissingSigningKey,
-    /// A secret is shorter than [`MIN_SECRET_LEN`](crate::config::MIN_SECRET_LEN) bytes.
-    SecretTooShort {
-        /// Id of the key.
-        key_id: String,
-        /// Its length in bytes.
-        len: usize,
-    },
-    /// A hex secret did not decode.
-    InvalidSecretHex {
-        /// Id of the key.
-        key_id: String,
-    },
-    /// A key id is empty, too long or has characters outside `[A-Za-z0-9_-]`.
-    InvalidKeyId {
-        /// The refused id.
-        id: String,
-    },
-    /// The current and previous keys have the same id.
-    DuplicateKeyId {
-        /// The id.
-        id: String,
-    },
-    /// The path prefix must start with `/`, not end with `/`, and hold only URL path characters.
-    InvalidPathPrefix {
-        /// The refused prefix.
-        prefix: String,
-    },
-    /// A cookie name, path or domain has characters a cookie cannot carry.
-    InvalidCookieSetting {
-        /// The setting's name.
-        setting: &'static str,
-    },
-    /// `SameSite=None` without `Secure` is refused by browsers.
-    SameSiteNoneNeedsSecure,
-    /// A header name is not a valid HTTP header name, or the queue and token headers are the
-    /// same.
-    InvalidHeaderName {
-        /// The setting's name.
-        setting: &'static str,
-    },
-    /// A rate limit allows zero events, or over a zero (or absurdly long) window; use `None` to
-    /// turn a limit off.
-    InvalidRateLimit {
-        /// The setting's name.
-        setting: &'static str,
-    },
-    /// The proof-of-work difficulty is outside
-    /// [`MIN_DIFFICULTY`](crate::defences::proof_of_work::MIN_DIFFICULTY) to
-    /// [`MAX_DIFFICULTY`](crate::defences::proof_of_work::MAX_DIFFICULTY) bits, or its challenge TTL is
-    /// under a second.
-    InvalidProofOfWork,
-    /// Two rooms given to [`WaitingRooms`](crate::routing::WaitingRooms) have the same id.
-    DuplicateRoom {
-        /// The id.
-        room: String,
-    },
-    /// Two rooms given to [`WaitingRooms`](crate::routing::WaitingRooms) use the same cookie
-    /// name: a browser keeps one value per name, so one room's cookie would overwrite the
-    /// other's. Give one of them its own [`cookie_name`](crate::WaitingRoomBuilder::cookie_name).
-    SharedCookieName {
-        /// The cookie name.
-        name: String,
-    },
-    /// A gate names a room that was not given to the builder.
-    UnknownGateRoom {
-        /// The room id the gate names.
-        room: String,
-    },
-    /// A [`Rule`](crate::routing::Rule) is malformed: a path not starting with `/` (or with a `*`
-    /// other than a trailing one), an empty host, no methods.
-    InvalidRule {
-        /// The rule, in words.
-        rule: String,
-    },
-    /// Two rules of different rooms (or two gates to different rooms) can match the same
-    /// request, so which room it goes to would depend on their order.
-    OverlappingRules {
-        /// The room of the first rule.
-        first_room: String,
-        /// The first rule, in words.
-        first_rule: String,
-        /// The room of the second rule.
-        second_room: String,
-        /// The second rule, in words.
-        second_rule: String,
-    },
-    /// [`single_use_tickets`](crate::WaitingRoomBuilder::single_use_tickets) is on, but the
-    /// store does not keep tickets ([`Store::tickets`](crate::store::Store::tickets) answers
-    /// `None`: it offers no [`TicketStore`](crate::store::TicketStore)).
-    StoreWithoutTickets,
-    /// One room's endpoints (`{prefix}/{room}/`) lie under another's, so requests for them
-    /// would reach the other room: give the rooms path prefixes that do not nest.
-    NestedEndpoints {
-        /// The room whose endpoints hold the other's.
-        outer_room: String,
-        /// The room whose endpoints would be shadowed.
-        inner_room: String,
-    },
-    /// `closes_at` is not after `opens_at`: the event would never take anyone.
-    ClosesBeforeOpening,
-    /// An entry of [`risky_networks`](crate::WaitingRoomBuilder::risky_networks) is neither an
-    /// address nor a range in CIDR notation, or has bits set past its prefix length.
-    InvalidNetwork {
-        /// The refused entry.
-        network: String,
-    },
-}
+use super::validate::valid_path_prefix;
+use super::{defaults, MAX_ROOM_ID_LEN, MIN_ADMIN_TOKEN_LEN};
+use crate::vocab::ConfigError;
 
 impl fmt::Display for ConfigError {
     // Long, but flat: one arm (one message) per variant.
@@ -202,6 +66,12 @@ impl fmt::Display for ConfigError {
             ConfigError::DuplicateKeyId { id } => {
                 write!(f, "current and previous keys share the id {id:?}")
             }
+            // Only the admin service refuses a prefix a room takes: its own paths start there.
+            ConfigError::InvalidPathPrefix { prefix } if valid_path_prefix(prefix) => write!(
+                f,
+                "admin prefix {prefix:?}: the admin service's own paths start with /rooms; \
+                 mount it elsewhere, such as \"/admin\""
+            ),
             ConfigError::InvalidPathPrefix { prefix } => write!(
                 f,
                 "invalid path prefix {prefix:?}: start with '/', do not end with '/'"
@@ -227,7 +97,7 @@ impl fmt::Display for ConfigError {
                 crate::defences::proof_of_work::MAX_DIFFICULTY
             ),
             ConfigError::DuplicateRoom { room } => {
-                write!(f, "two different rooms have the id {room:?}")
+                write!(f, "two rooms given have the id {room:?}")
             }
             ConfigError::SharedCookieName { name } => write!(
                 f,
@@ -270,18 +140,24 @@ impl fmt::Display for ConfigError {
                 "risky_networks: {network:?} is neither an address nor a range such as \
                  203.0.113.0/24 or 2001:db8::/32 (with no bits set past the prefix length)"
             ),
+            ConfigError::UnknownPlaceholder { name } => {
+                write!(f, "unknown placeholder {{{name}}} in a page template")
+            }
+            ConfigError::AdminTokenTooShort { len } => write!(
+                f,
+                "admin bearer token: {len} bytes, at least {MIN_ADMIN_TOKEN_LEN} are needed"
+            ),
+            ConfigError::AdminTokenNotSendable => f.write_str(
+                "admin bearer token: only visible ASCII characters (no spaces) can be sent in \
+                 an Authorization header",
+            ),
+            ConfigError::AdminAuthNotChosen => f.write_str(
+                "admin service: choose bearer_token(..), or without_token() if your own auth \
+                 layer is in front of it",
+            ),
+            ConfigError::AdminWithoutRooms => f.write_str("admin service: no room to control"),
         }
     }
 }
 
 impl Error for ConfigError {}
-
-impl From<KeyError> for ConfigError {
-    fn from(e: KeyError) -> Self {
-        match e {
-            KeyError::InvalidId { id } => ConfigError::InvalidKeyId { id },
-            KeyError::SecretTooShort { key_id, len } => ConfigError::SecretTooShort { key_id, len },
-            KeyError::InvalidHex { key_id } => ConfigError::InvalidSecretHex { key_id },
-        }
-    }
-}

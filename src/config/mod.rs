@@ -66,7 +66,7 @@ mod value;
 #[doc(hidden)]
 pub use crate::token::MAX_KEY_ID_LEN;
 pub use crate::token::MIN_SECRET_LEN;
-pub use error::ConfigError;
+pub use crate::vocab::ConfigError;
 pub use file::{RoomFile, RoomFileError};
 pub(crate) use schedule::unix_ms;
 pub use schedule::EventSchedule;
@@ -76,6 +76,11 @@ pub use schedule::DRAW_BITS;
 /// Longest room id accepted.
 #[doc(hidden)]
 pub const MAX_ROOM_ID_LEN: usize = 64;
+
+/// The shortest bearer token the admin service accepts, in bytes: 32 random bytes (64 hex
+/// digits, or 43 characters of base64) cannot be guessed, and a shorter token is more likely a
+/// password someone chose.
+pub(crate) const MIN_ADMIN_TOKEN_LEN: usize = 32;
 
 /// What new visitors get while the store cannot be reached (unreachable, timed out, failing
 /// over, or refusing the room by configuration). Visitors holding a valid admission token are
@@ -346,12 +351,12 @@ impl RoomConfig {
         &self.cookies
     }
     /// The header that carries the signed queue value (the place in line) for clients without
-    /// cookies; see [`defaults::QUEUE_HEADER`].
+    /// cookies (default `waiting-room-session`).
     pub fn queue_header(&self) -> &HeaderName {
         &self.queue_header
     }
-    /// The header that carries the signed admission token for clients without cookies; see
-    /// [`defaults::TOKEN_HEADER`].
+    /// The header that carries the signed admission token for clients without cookies
+    /// (default `waiting-room-token`).
     pub fn token_header(&self) -> &HeaderName {
         &self.token_header
     }

@@ -41,7 +41,7 @@ const DRAW_KEY_LABEL: &str = "tower-waiting-room pre-queue draw";
 ///
 /// ```
 /// use std::time::{Duration, UNIX_EPOCH};
-/// use tower_waiting_room::clock::ManualClock;
+/// use tower_waiting_room::testing::ManualClock;
 /// use tower_waiting_room::config::EventSchedule;
 /// use tower_waiting_room::store::{Decision, MemoryStore, Store};
 /// use tower_waiting_room::{RoomPolicy, SessionId};

@@ -193,12 +193,12 @@ settings! {
         };
 
     /// The header carrying the signed queue value for apps without a cookie jar. Default
-    /// [`waiting-room-session`](crate::config::defaults::QUEUE_HEADER).
+    /// `waiting-room-session`.
     queue_header: String = defaults::QUEUE_HEADER.to_owned(),
         set(name: impl Into<String>) => name.into();
 
     /// The header carrying the signed admission token for apps without a cookie jar. Default
-    /// [`waiting-room-token`](crate::config::defaults::TOKEN_HEADER).
+    /// `waiting-room-token`.
     token_header: String = defaults::TOKEN_HEADER.to_owned(),
         set(name: impl Into<String>) => name.into();
 

@@ -13,7 +13,7 @@ use crate::defences::proof_of_work::{MAX_DIFFICULTY, MIN_DIFFICULTY};
 use crate::defences::risk::Networks;
 use crate::defences::{ProofOfWork, RateLimit};
 use crate::encoding::is_plain_id;
-use crate::token::{KeyError, Keyring, SigningKey};
+use crate::token::{Keyring, SigningKey};
 use crate::vocab::Rule;
 
 /// What [`settings`] makes of valid settings.
@@ -240,8 +240,8 @@ pub(crate) fn value_headers(
 
 /// The keyring from the current and the previous key, which must have different ids.
 pub(crate) fn keyring(
-    current: Option<Result<SigningKey, KeyError>>,
-    previous: Option<Result<SigningKey, KeyError>>,
+    current: Option<Result<SigningKey, ConfigError>>,
+    previous: Option<Result<SigningKey, ConfigError>>,
 ) -> Result<Keyring, ConfigError> {
     let mut keys = Keyring::new(current.ok_or(ConfigError::MissingSigningKey)??);
     if let Some(previous) = previous {

@@ -21,7 +21,8 @@
 //!
 //! # The default scorer
 //!
-//! Passive signals of the request, none of which costs the visitor anything ([`Signals`]):
+//! Passive signals of the request, none of which costs the visitor anything (each a method of
+//! [`NewVisitor`]):
 //!
 //! - the client IP is in one of the [`risky_networks`](crate::WaitingRoomBuilder::risky_networks)
 //!   the operator lists (data centres, known bots): **high**;
@@ -101,36 +102,6 @@ impl Risk {
     }
 }
 
-/// The passive signals of a new visitor that the default scorer reads.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct Signals {
-    /// The client IP is in one of the room's
-    /// [`risky_networks`](crate::WaitingRoomBuilder::risky_networks).
-    pub listed_network: bool,
-    /// The request has no `User-Agent` header.
-    pub no_user_agent: bool,
-    /// The request has no `Accept-Language` header.
-    pub no_accept_language: bool,
-    /// The headers came in an order no browser sends: `Host`, when sent, not first, or
-    /// `Accept-Encoding` before `Accept`.
-    pub unusual_header_order: bool,
-}
-
-impl Signals {
-    /// What the default scorer makes of them: high for a listed network, medium for any
-    /// other signal, low for none.
-    pub fn risk(&self) -> Risk {
-        if self.listed_network {
-            Risk::High
-        } else if self.no_user_agent || self.no_accept_language || self.unusual_header_order {
-            Risk::Medium
-        } else {
-            Risk::Low
-        }
-    }
-}
-
 /// A new visitor, as the risk decision sees it: the request, the client IP, and whether the IP
 /// is in the room's [`risky_networks`](crate::WaitingRoomBuilder::risky_networks).
 #[derive(Clone, Copy, Debug)]
@@ -168,20 +139,34 @@ impl<'a> NewVisitor<'a> {
         self.listed
     }
 
-    /// The passive signals of this visitor.
-    pub fn signals(&self) -> Signals {
-        let headers = self.request.headers();
-        Signals {
-            listed_network: self.listed,
-            no_user_agent: !headers.contains_key(header::USER_AGENT),
-            no_accept_language: !headers.contains_key(header::ACCEPT_LANGUAGE),
-            unusual_header_order: unusual_order(headers.keys()),
-        }
+    /// The request has no `User-Agent` header (a signal of the default scorer).
+    pub fn no_user_agent(&self) -> bool {
+        !self.request.headers().contains_key(header::USER_AGENT)
     }
 
-    /// The default scorer's decision: [`Signals::risk`] of this visitor's signals.
+    /// The request has no `Accept-Language` header (a signal of the default scorer).
+    pub fn no_accept_language(&self) -> bool {
+        !self.request.headers().contains_key(header::ACCEPT_LANGUAGE)
+    }
+
+    /// The headers came in an order no browser sends: `Host`, when sent, not first, or
+    /// `Accept-Encoding` before `Accept` (a signal of the default scorer).
+    pub fn unusual_header_order(&self) -> bool {
+        unusual_order(self.request.headers().keys())
+    }
+
+    /// The default scorer's decision: high for a client IP in a
+    /// [listed network](Self::in_listed_network), medium for any other signal
+    /// ([`no_user_agent`](Self::no_user_agent), [`no_accept_language`](Self::no_accept_language),
+    /// [`unusual_header_order`](Self::unusual_header_order)), low for none.
     pub fn default_risk(&self) -> Risk {
-        self.signals().risk()
+        if self.listed {
+            Risk::High
+        } else if self.no_user_agent() || self.no_accept_language() || self.unusual_header_order() {
+            Risk::Medium
+        } else {
+            Risk::Low
+        }
     }
 }
 
@@ -459,6 +444,15 @@ mod tests {
         assert_eq!(merged(vec![(0, 3), (5, 6)]), [(0, 3), (5, 6)]);
     }
 
+    /// The signals a visitor shows, as its methods tell them.
+    #[derive(Debug, Default, PartialEq)]
+    struct Signals {
+        listed_network: bool,
+        no_user_agent: bool,
+        no_accept_language: bool,
+        unusual_header_order: bool,
+    }
+
     fn visitor_risk(headers: &[(&str, &str)], listed: bool) -> (Signals, Risk) {
         let mut req = Request::get("/");
         for (name, value) in headers {
@@ -466,7 +460,13 @@ mod tests {
         }
         let req = req.body(()).unwrap();
         let v = NewVisitor::new(RequestInfo::new(&req), None, listed);
-        (v.signals(), v.default_risk())
+        let signals = Signals {
+            listed_network: v.in_listed_network(),
+            no_user_agent: v.no_user_agent(),
+            no_accept_language: v.no_accept_language(),
+            unusual_header_order: v.unusual_header_order(),
+        };
+        (signals, v.default_risk())
     }
 
     /// The headers of a navigation of Chromium 156 over HTTP/1.1, in their order.

@@ -346,9 +346,9 @@ impl Drop for Ticker {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::clock::ManualClock;
     use crate::matching::store::MemoryMatchStore;
     use crate::matching::Topic;
+    use crate::testing::ManualClock;
 
     #[test]
     fn misconfigurations_are_typed_errors() {

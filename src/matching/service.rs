@@ -68,7 +68,7 @@ pub enum MatchingServiceError {
     /// [`session_cookie`](MatchingServiceBuilder::session_cookie) was chosen.
     NoIdentity,
     /// The session cookie's signing key was refused (a secret shorter than 32 bytes).
-    Key(crate::KeyError),
+    Key(crate::ConfigError),
 }
 
 impl fmt::Display for MatchingServiceError {

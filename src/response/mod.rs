@@ -43,7 +43,7 @@ mod template;
 mod texts;
 
 pub use page::{LEFT_TEMPLATE, NOTICE_TEMPLATE, SCRIPT, STYLE, WAITING_TEMPLATE};
-pub use template::{PageTemplate, TemplateError};
+pub use template::PageTemplate;
 pub use texts::Texts;
 
 /// What a renderer may want to know about the request it answers.

@@ -1,6 +1,6 @@
 //! Page templates with named placeholders.
 
-use std::fmt;
+use crate::config::ConfigError;
 
 /// An HTML page with named placeholders, for the [`DefaultRenderer`](super::DefaultRenderer).
 ///
@@ -50,7 +50,7 @@ use std::fmt;
 /// let renderer = DefaultRenderer::new().with_waiting_template(page);
 /// # let _ = renderer;
 /// assert!(PageTemplate::new("<p>{no_such_thing}</p>").is_err());
-/// # Ok::<_, tower_waiting_room::response::TemplateError>(())
+/// # Ok::<_, tower_waiting_room::ConfigError>(())
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PageTemplate {
@@ -107,32 +107,10 @@ fields! {
     Script => "script",
 }
 
-/// A template that could not be made.
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum TemplateError {
-    /// `{name}` names no known placeholder.
-    UnknownPlaceholder {
-        /// The name.
-        name: String,
-    },
-}
-
-impl fmt::Display for TemplateError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            TemplateError::UnknownPlaceholder { name } => {
-                write!(f, "unknown placeholder {{{name}}} in a page template")
-            }
-        }
-    }
-}
-
-impl std::error::Error for TemplateError {}
-
 impl PageTemplate {
-    /// Parses `html`; see the [type docs](Self) for the placeholders.
-    pub fn new(html: impl AsRef<str>) -> Result<Self, TemplateError> {
+    /// Parses `html`; see the [type docs](Self) for the placeholders. A name that is none of
+    /// them is [`ConfigError::UnknownPlaceholder`].
+    pub fn new(html: impl AsRef<str>) -> Result<Self, ConfigError> {
         let html = html.as_ref();
         let mut parts = Vec::new();
         let mut text = String::new();
@@ -153,7 +131,7 @@ impl PageTemplate {
                 if name_len > 0 && after[name_len..].starts_with('}') {
                     let name = &after[..name_len];
                     let field =
-                        Field::parse(name).ok_or_else(|| TemplateError::UnknownPlaceholder {
+                        Field::parse(name).ok_or_else(|| ConfigError::UnknownPlaceholder {
                             name: name.to_owned(),
                         })?;
                     if !text.is_empty() {
@@ -229,11 +207,16 @@ mod tests {
     fn css_braces_are_literal_and_unknown_names_are_refused() {
         let t = PageTemplate::new("body{margin:0} .x{color:red}").unwrap();
         assert_eq!(t.render(|_| unreachable!()), "body{margin:0} .x{color:red}");
+        let err = PageTemplate::new("{posittion}").unwrap_err();
         assert_eq!(
-            PageTemplate::new("{posittion}").unwrap_err(),
-            TemplateError::UnknownPlaceholder {
+            err,
+            ConfigError::UnknownPlaceholder {
                 name: "posittion".into()
             }
+        );
+        assert_eq!(
+            err.to_string(),
+            "unknown placeholder {posittion} in a page template"
         );
     }
 }

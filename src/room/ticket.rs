@@ -497,14 +497,14 @@ mod tests {
     use tower::{service_fn, Layer, ServiceExt};
 
     use super::*;
-    use crate::clock::{Clock, ManualClock};
+    use crate::clock::Clock;
     use crate::config::{FailPolicy, RoomPolicy};
     use crate::room::Next;
     use crate::store::{
         Decision, MemoryStore, RoomStats, SettingsChange, SettingsUpdate, Store, StoreErrorKind,
         StoreFuture,
     };
-    use crate::testing::TEST_EPOCH_MS;
+    use crate::testing::{ManualClock, TEST_EPOCH_MS};
     use crate::token::{Keyring, SigningKey};
     use crate::{SessionId, WaitingRoomBuilder, WaitingRoomLayer};
 

@@ -21,7 +21,7 @@ pub use crate::vocab::TicketNonce;
 /// left.
 ///
 /// ```
-/// use tower_waiting_room::clock::ManualClock;
+/// use tower_waiting_room::testing::ManualClock;
 /// use tower_waiting_room::store::{
 ///     Decision, MemoryStore, Minted, Redeemed, Store, TicketNonce, TicketStore,
 /// };

@@ -20,7 +20,7 @@
 //! ```
 //! use std::sync::Arc;
 //!
-//! use tower_waiting_room::clock::ManualClock;
+//! use tower_waiting_room::testing::ManualClock;
 //! use tower_waiting_room::store::MemoryStore;
 //! use tower_waiting_room::testing::conformance::{self, Harness, START_MS};
 //!
@@ -59,12 +59,13 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::clock::{Clock, ManualClock};
+use crate::clock::Clock;
 pub use crate::store::damage::{BadNumber, Damage, Field, Part};
 use crate::store::{
     AdmissionCounts, Decision, RoomSnapshot, RoomStats, SeenWaiters, SnapshotStore, Store,
     TicketStore, ADMISSION_BUCKET_MS, MAX_PROMOTIONS_PER_CALL, MAX_SWEEP_PER_CALL,
 };
+use crate::testing::ManualClock;
 use crate::{RoomPolicy, SessionId};
 
 mod numbers;
@@ -1852,7 +1853,7 @@ pub fn __block_on<F: Future<Output = ()>>(multi_thread: bool, test: F) {
 /// // tests/my_store.rs
 /// use std::sync::Arc;
 ///
-/// use tower_waiting_room::clock::ManualClock;
+/// use tower_waiting_room::testing::ManualClock;
 /// use tower_waiting_room::store::MemoryStore; // your store here
 /// use tower_waiting_room::testing::conformance::{Harness, START_MS};
 ///

@@ -10,7 +10,7 @@
 //! ```
 //! use std::sync::Arc;
 //!
-//! use tower_waiting_room::clock::ManualClock;
+//! use tower_waiting_room::testing::ManualClock;
 //! use tower_waiting_room::matching::store::MemoryMatchStore; // your store here
 //! use tower_waiting_room::testing::matching::{self, Harness, START_MS};
 //!
@@ -33,7 +33,7 @@
 //! // tests/my_match_store.rs
 //! use std::sync::Arc;
 //!
-//! use tower_waiting_room::clock::ManualClock;
+//! use tower_waiting_room::testing::ManualClock;
 //! use tower_waiting_room::matching::store::MemoryMatchStore; // your store here
 //! use tower_waiting_room::testing::matching::{Harness, START_MS};
 //!
@@ -59,12 +59,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::clock::ManualClock;
 use crate::matching::store::{MatchPolicy, MatchStore, MAX_MATCH_WORK_PER_CALL};
 use crate::matching::{
     AppGroupId, ConfirmOutcome, Group, GroupId, GroupSize, JoinOutcome, MatchState, Queue, Topic,
     UserId, Waiting,
 };
+use crate::testing::ManualClock;
 use crate::SessionId;
 
 /// A good time for a harness clock to start at: 2026-01-01T00:00:00Z.

@@ -40,7 +40,7 @@
 use http::HeaderValue;
 
 use crate::builder::WaitingRoomBuilder;
-use crate::clock::{duration_ms, Clock, ManualClock};
+use crate::clock::{duration_ms, Clock};
 use crate::layer::WaitingRoomLayer;
 use crate::session::SessionId;
 use crate::store::{Decision, MemoryStore, Store};
@@ -50,8 +50,11 @@ use crate::token::{AdmissionToken, QueueCookie, SigningKey};
 mod case;
 #[cfg(feature = "testing")]
 pub mod conformance;
+mod manual_clock;
 #[cfg(all(feature = "testing", feature = "matching"))]
 pub mod matching;
+
+pub use manual_clock::ManualClock;
 
 /// The time a [`TestRoom`]'s clock starts at: 2026-01-01T00:00:00Z.
 pub const TEST_EPOCH_MS: u64 = 1_767_225_600_000;

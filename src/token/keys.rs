@@ -20,7 +20,6 @@
 //! assert!(!format!("{key:?}").contains("1, 1"));
 //! ```
 
-use std::error::Error;
 use std::fmt;
 use std::sync::Arc;
 
@@ -29,56 +28,12 @@ use ring::rand::{SecureRandom, SystemRandom};
 
 use super::verified::VerifiedValues;
 use crate::encoding::{decode_hex, is_plain_id};
+use crate::vocab::ConfigError;
 
 /// The shortest secret accepted, in bytes.
 pub const MIN_SECRET_LEN: usize = 32;
 /// The longest key id accepted.
 pub const MAX_KEY_ID_LEN: usize = 16;
-
-/// A key the [`SigningKey`] constructors refused. The builder reports the same faults as
-/// [`ConfigError`](crate::ConfigError)s, into which this converts.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum KeyError {
-    /// The key id is empty, longer than [`MAX_KEY_ID_LEN`](crate::config::MAX_KEY_ID_LEN) or has characters outside
-    /// `[A-Za-z0-9_-]`.
-    InvalidId {
-        /// The refused id.
-        id: String,
-    },
-    /// The secret is shorter than [`MIN_SECRET_LEN`](crate::config::MIN_SECRET_LEN) bytes.
-    SecretTooShort {
-        /// Id of the key.
-        key_id: String,
-        /// The secret's length in bytes.
-        len: usize,
-    },
-    /// A hex secret did not decode.
-    InvalidHex {
-        /// Id of the key.
-        key_id: String,
-    },
-}
-
-impl fmt::Display for KeyError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            KeyError::InvalidId { id } => write!(
-                f,
-                "invalid key id {id:?}: use 1 to {MAX_KEY_ID_LEN} characters from [A-Za-z0-9_-]"
-            ),
-            KeyError::SecretTooShort { key_id, len } => write!(
-                f,
-                "the secret of signing key {key_id:?} is {len} bytes; at least {MIN_SECRET_LEN} are required"
-            ),
-            KeyError::InvalidHex { key_id } => {
-                write!(f, "the secret of signing key {key_id:?} is not valid hex")
-            }
-        }
-    }
-}
-
-impl Error for KeyError {}
 
 /// One HMAC-SHA256 key with its id. The secret is never printed.
 #[derive(Clone)]
@@ -89,15 +44,16 @@ pub struct SigningKey {
 
 impl SigningKey {
     /// A key from a secret of at least [`MIN_SECRET_LEN`](crate::config::MIN_SECRET_LEN) bytes and an id of 1 to
-    /// [`MAX_KEY_ID_LEN`](crate::config::MAX_KEY_ID_LEN) characters from `[A-Za-z0-9_-]`.
-    pub fn new(id: impl Into<String>, secret: impl AsRef<[u8]>) -> Result<Self, KeyError> {
+    /// [`MAX_KEY_ID_LEN`](crate::config::MAX_KEY_ID_LEN) characters from `[A-Za-z0-9_-]`; else
+    /// [`ConfigError::SecretTooShort`] or [`ConfigError::InvalidKeyId`].
+    pub fn new(id: impl Into<String>, secret: impl AsRef<[u8]>) -> Result<Self, ConfigError> {
         let id = id.into();
         if !is_plain_id(&id, MAX_KEY_ID_LEN) {
-            return Err(KeyError::InvalidId { id });
+            return Err(ConfigError::InvalidKeyId { id });
         }
         let secret = secret.as_ref();
         if secret.len() < MIN_SECRET_LEN {
-            return Err(KeyError::SecretTooShort {
+            return Err(ConfigError::SecretTooShort {
                 key_id: id,
                 len: secret.len(),
             });
@@ -108,11 +64,12 @@ impl SigningKey {
         })
     }
 
-    /// A key from a hex-encoded secret (at least 64 hex digits).
-    pub fn from_hex(id: impl Into<String>, hex: &str) -> Result<Self, KeyError> {
+    /// A key from a hex-encoded secret (at least 64 hex digits); hex that does not decode is
+    /// [`ConfigError::InvalidSecretHex`].
+    pub fn from_hex(id: impl Into<String>, hex: &str) -> Result<Self, ConfigError> {
         let id = id.into();
-        let secret =
-            decode_hex(hex.trim()).ok_or_else(|| KeyError::InvalidHex { key_id: id.clone() })?;
+        let secret = decode_hex(hex.trim())
+            .ok_or_else(|| ConfigError::InvalidSecretHex { key_id: id.clone() })?;
         Self::new(id, secret)
     }
 
@@ -122,7 +79,7 @@ impl SigningKey {
     /// # Panics
     /// If the operating system's random source fails, as [`SessionId::random`](crate::SessionId::random)
     /// does: without it no session id could be made either.
-    pub fn generate(id: impl Into<String>) -> Result<Self, KeyError> {
+    pub fn generate(id: impl Into<String>) -> Result<Self, ConfigError> {
         let mut secret = [0u8; MIN_SECRET_LEN];
         SystemRandom::new()
             .fill(&mut secret)
@@ -224,16 +181,16 @@ mod tests {
     fn key_validation() {
         assert!(matches!(
             SigningKey::new("k", [0u8; 31]),
-            Err(KeyError::SecretTooShort { len: 31, .. })
+            Err(ConfigError::SecretTooShort { len: 31, .. })
         ));
         assert!(matches!(
             SigningKey::new("bad id", [0u8; 32]),
-            Err(KeyError::InvalidId { .. })
+            Err(ConfigError::InvalidKeyId { .. })
         ));
         assert!(SigningKey::from_hex("k", &"ab".repeat(32)).is_ok());
         assert!(matches!(
             SigningKey::from_hex("k", "xyz"),
-            Err(KeyError::InvalidHex { .. })
+            Err(ConfigError::InvalidSecretHex { .. })
         ));
         let dup = Keyring::new(SigningKey::new("k", [0u8; 32]).unwrap())
             .with_previous(SigningKey::new("k", [1u8; 32]).unwrap());

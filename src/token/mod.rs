@@ -2,7 +2,7 @@
 //!
 //! | file | what |
 //! |---|---|
-//! | `keys` | [`SigningKey`], [`Keyring`], [`KeyError`] (public) |
+//! | `keys` | [`SigningKey`], [`Keyring`] (public) |
 //! | `claims` | what a signed value says once parsed, shared by `format` and `verified` (private) |
 //! | `format` | the signed-claims wire format every value shares (private) |
 //! | `queue_cookie` | stage 1's [`QueueCookie`] |
@@ -30,6 +30,6 @@ pub(crate) use admission::TokenFault;
 pub use challenge::Challenge;
 pub(crate) use claims::MAX_ISSUED_AHEAD_MS;
 pub(crate) use format::MAX_SIGNED_LEN;
-pub use keys::{KeyError, Keyring, SigningKey, MAX_KEY_ID_LEN, MIN_SECRET_LEN};
+pub use keys::{Keyring, SigningKey, MAX_KEY_ID_LEN, MIN_SECRET_LEN};
 pub use queue_cookie::QueueCookie;
 pub use ticket::{AdmissionTicket, TicketRefusal};

@@ -5,16 +5,19 @@
 //!
 //! | file | what | public as |
 //! |---|---|---|
+//! | `config_error.rs` | [`ConfigError`]: every way a configuration can be refused (its messages are written in `config`, next to the bounds they name) | `ConfigError`, `config::ConfigError` |
 //! | `rule.rs` | [`Rule`]: which requests go to a room, or are gated by one | `routing::Rule` |
 //! | `place.rs` | [`Place`]: where a waiter stands in the line | `store::Place` |
 //! | `nonce.rs` | [`TicketNonce`]: which single-use ticket a signed ticket stands for | `store::TicketNonce` |
 //! | here | [`ADMISSION_TICKET_HEADER`]: the header that carries an admission to gated routes | `routing::ADMISSION_TICKET_HEADER` |
 //! | here | [`BREAKER_STATE`]: the gauge the Redis store's circuit breaker sets | `telemetry::BREAKER_STATE` |
 
+mod config_error;
 mod nonce;
 mod place;
 mod rule;
 
+pub use config_error::ConfigError;
 pub use nonce::TicketNonce;
 pub use place::{draw_score, Place, DRAW_BITS};
 pub use rule::Rule;

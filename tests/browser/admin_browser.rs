@@ -32,8 +32,8 @@ use fantoccini::{Client, Locator};
 use http::StatusCode;
 use serde_json::json;
 use tower_waiting_room::admin::AdminService;
-use tower_waiting_room::clock::ManualClock;
 use tower_waiting_room::store::{Decision, MemoryStore, Store};
+use tower_waiting_room::testing::ManualClock;
 use tower_waiting_room::{SessionId, WaitingRoomBuilder, WaitingRoomLayer};
 
 use browser::{click, fill, text, Driver, ONE_BROWSER};

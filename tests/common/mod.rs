@@ -20,7 +20,6 @@ use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tower::ServiceExt;
 use tower_waiting_room::__private::{AdmissionToken, QueueCookie};
-use tower_waiting_room::clock::ManualClock;
 use tower_waiting_room::store::{
     Decision, MemoryStore, RoomStats, SettingsChange, SettingsUpdate, Store, StoreError,
     StoreErrorKind, StoreFuture,
@@ -28,6 +27,7 @@ use tower_waiting_room::store::{
 use tower_waiting_room::store::{
     Minted, Redeemed, RoomSnapshot, SeenWaiters, SnapshotStore, TicketNonce, TicketStore,
 };
+use tower_waiting_room::testing::ManualClock;
 use tower_waiting_room::{
     Admission, Keyring, RoomPolicy, SessionId, SigningKey, WaitingRoomBuilder, WaitingRoomLayer,
 };

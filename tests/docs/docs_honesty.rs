@@ -23,11 +23,11 @@ use axum::Router;
 use http::{header, HeaderValue, Method, Request, Response, StatusCode};
 use http_body_util::BodyExt;
 use tower::ServiceExt;
-use tower_waiting_room::clock::ManualClock;
 use tower_waiting_room::store::{
     Decision, RoomStats, SettingsChange, SettingsUpdate, Store, StoreError, StoreErrorKind,
     StoreFuture,
 };
+use tower_waiting_room::testing::ManualClock;
 use tower_waiting_room::{
     ConfigError, FailPolicy, PeerAddr, RoomPolicy, SessionId, SigningKey, WaitingRoomBuilder,
     WaitingRoomLayer,

@@ -13,9 +13,9 @@ use common::{serve, Http, Jar};
 use http::StatusCode;
 use serde_json::json;
 use tokio::task::JoinSet;
-use tower_waiting_room::clock::ManualClock;
 use tower_waiting_room::store::snapshot::NEAR_HEAD;
 use tower_waiting_room::store::MemoryStore;
+use tower_waiting_room::testing::ManualClock;
 
 const WAIT: Duration = Duration::from_secs(10);
 

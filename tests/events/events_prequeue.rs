@@ -36,9 +36,9 @@ use common::{cookie, keys, serve, Http, Reply, PREFIX, SECRET, T0};
 use http::header::{self, HeaderValue};
 use http::{Method, StatusCode};
 use tower_waiting_room::__private::QueueCookie;
-use tower_waiting_room::clock::ManualClock;
 use tower_waiting_room::config::EventSchedule;
 use tower_waiting_room::store::{MemoryStore, Store};
+use tower_waiting_room::testing::ManualClock;
 use tower_waiting_room::{RoomPolicy, SessionId, WaitingRoomBuilder, WaitingRoomLayer};
 
 const ROOM: &str = "sale";

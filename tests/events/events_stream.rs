@@ -13,9 +13,10 @@ use std::time::Duration;
 use common::{serve, Http, Jar};
 use http::header;
 use http::{Method, StatusCode};
-use tower_waiting_room::clock::{Clock, ManualClock};
+use tower_waiting_room::clock::Clock;
 use tower_waiting_room::store::snapshot::NEAR_HEAD;
 use tower_waiting_room::store::{RedisStore, SettingsChange, Store};
+use tower_waiting_room::testing::ManualClock;
 use tower_waiting_room::WaitingRoomLayer;
 
 fn store(url: &str, prefix: &str, clock: &ManualClock) -> RedisStore {

@@ -26,9 +26,10 @@ use http::header::{self, HeaderName, HeaderValue};
 use http::{Method, StatusCode};
 use serde_json::json;
 use tower_waiting_room::__private::AdmissionTicket;
-use tower_waiting_room::clock::{Clock, ManualClock};
+use tower_waiting_room::clock::Clock;
 use tower_waiting_room::routing::{Rule, ADMISSION_TICKET_HEADER};
 use tower_waiting_room::store::Store;
+use tower_waiting_room::testing::ManualClock;
 use tower_waiting_room::{Admission, WaitingRoomLayer};
 
 const STATUS: &str = "/__waitingroom/shop/status";

@@ -689,7 +689,8 @@ impl tower_waiting_room::store::Store for EnterFails {
 #[tokio::test]
 async fn a_stale_token_is_removed_whatever_the_line_answers() {
     use tower_waiting_room::__private::AdmissionToken;
-    use tower_waiting_room::clock::{Clock, ManualClock};
+    use tower_waiting_room::clock::Clock;
+    use tower_waiting_room::testing::ManualClock;
     use tower_waiting_room::{Keyring, SessionId, SigningKey};
 
     let clock = ManualClock::new(1_767_225_600_000);

@@ -26,8 +26,9 @@ use http_body_util::{BodyExt, Full};
 use serde_json::{json, Value};
 use tower::limit::ConcurrencyLimitLayer;
 use tower::{Service, ServiceBuilder, ServiceExt};
-use tower_waiting_room::clock::{Clock, ManualClock};
+use tower_waiting_room::clock::Clock;
 use tower_waiting_room::routing::{Rule, WaitingRooms, ADMISSION_TICKET_HEADER};
+use tower_waiting_room::testing::ManualClock;
 use tower_waiting_room::{Admission, ConfigError, SessionId, WaitingRoomBuilder, WaitingRoomLayer};
 
 /// Request headers.

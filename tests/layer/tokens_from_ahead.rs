@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use common::{serve, session_in, Http, Jar, TestStore, SECRET};
 use http::{Method, StatusCode};
-use tower_waiting_room::clock::ManualClock;
+use tower_waiting_room::testing::ManualClock;
 use tower_waiting_room::{SessionId, WaitingRoomLayer};
 
 const AHEAD: Duration = Duration::from_secs(55);

@@ -12,12 +12,12 @@ use common::{serve, Http, Reply};
 use http::{HeaderName, HeaderValue, Method, Request, StatusCode};
 use http_body_util::Full;
 use serde_json::{json, Value};
-use tower_waiting_room::clock::ManualClock;
 use tower_waiting_room::matching::service::{MatchingService, MatchingServiceError};
 use tower_waiting_room::matching::store::MemoryMatchStore;
 use tower_waiting_room::matching::{
     AppGroupId, ConfirmOutcome, MatchState, Matchmaker, Topic, UserId,
 };
+use tower_waiting_room::testing::ManualClock;
 
 const PATH: &str = "/api/matching";
 

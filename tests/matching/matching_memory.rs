@@ -2,9 +2,9 @@
 
 use std::sync::Arc;
 
-use tower_waiting_room::clock::ManualClock;
 use tower_waiting_room::matching::store::MemoryMatchStore;
 use tower_waiting_room::testing::matching::{Harness, START_MS};
+use tower_waiting_room::testing::ManualClock;
 
 async fn make_harness() -> Harness {
     let clock = ManualClock::new(START_MS);

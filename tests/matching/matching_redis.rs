@@ -8,7 +8,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use tower_waiting_room::clock::{Clock, ManualClock};
+use tower_waiting_room::clock::Clock;
 use tower_waiting_room::matching::store::{
     MatchPolicy, MatchStore, MemoryMatchStore, RedisMatchStore,
 };
@@ -17,6 +17,7 @@ use tower_waiting_room::matching::{
     UserId,
 };
 use tower_waiting_room::store::RedisStore;
+use tower_waiting_room::testing::ManualClock;
 
 const START_MS: u64 = 1_700_000_000_000;
 

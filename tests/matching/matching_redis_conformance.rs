@@ -9,10 +9,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use tower_waiting_room::clock::ManualClock;
 use tower_waiting_room::matching::store::RedisMatchStore;
 use tower_waiting_room::store::{RedisStore, RedisStoreBuilder};
 use tower_waiting_room::testing::matching::{Harness, START_MS};
+use tower_waiting_room::testing::ManualClock;
 
 /// A harness on `builder`'s server, under a prefix of its own (cases share the server).
 fn harness(builder: RedisStoreBuilder) -> Harness {

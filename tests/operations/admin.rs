@@ -24,9 +24,9 @@ use http::header::{self, HeaderName, HeaderValue};
 use http::{Method, Request, StatusCode};
 use http_body_util::Full;
 use serde_json::{json, Value};
-use tower_waiting_room::admin::{AdminConfigError, AdminService};
+use tower_waiting_room::admin::AdminService;
 use tower_waiting_room::store::MemoryStore;
-use tower_waiting_room::{SessionId, WaitingRoomBuilder, WaitingRoomLayer};
+use tower_waiting_room::{ConfigError, SessionId, WaitingRoomBuilder, WaitingRoomLayer};
 
 const ROOM: &str = "launch";
 const Q: &str = "wr_launch_q";
@@ -1080,7 +1080,7 @@ fn the_builder_refuses_what_cannot_work() {
             .bearer_token("short")
             .room(layer.control()),
     );
-    assert_eq!(err, AdminConfigError::TokenTooShort { len: 5 });
+    assert_eq!(err, ConfigError::AdminTokenTooShort { len: 5 });
     assert!(
         !err.to_string().contains("short"),
         "the message names no token: {err}"
@@ -1091,15 +1091,15 @@ fn the_builder_refuses_what_cannot_work() {
                 .bearer_token(format!("{TOKEN} with spaces"))
                 .room(layer.control())
         ),
-        AdminConfigError::TokenNotSendable
+        ConfigError::AdminTokenNotSendable
     );
     assert_eq!(
         build(AdminService::builder().room(layer.control())),
-        AdminConfigError::NoAuth
+        ConfigError::AdminAuthNotChosen
     );
     assert_eq!(
         build(AdminService::builder().bearer_token(TOKEN)),
-        AdminConfigError::NoRooms
+        ConfigError::AdminWithoutRooms
     );
     assert_eq!(
         build(
@@ -1108,17 +1108,26 @@ fn the_builder_refuses_what_cannot_work() {
                 .room(layer.control())
                 .room(layer.control())
         ),
-        AdminConfigError::DuplicateRoom(ROOM.into())
+        ConfigError::DuplicateRoom { room: ROOM.into() }
     );
     for prefix in ["admin", "/admin/", "/", "/rooms", "/rooms/x"] {
+        let err = build(
+            AdminService::builder()
+                .without_token()
+                .room(layer.control())
+                .prefix(prefix),
+        );
         assert_eq!(
-            build(
-                AdminService::builder()
-                    .without_token()
-                    .room(layer.control())
-                    .prefix(prefix)
-            ),
-            AdminConfigError::BadPrefix(prefix.into())
+            err,
+            ConfigError::InvalidPathPrefix {
+                prefix: prefix.into()
+            }
+        );
+        // A room may live under `/rooms`; the message says why the admin service may not.
+        assert_eq!(
+            err.to_string().contains("own paths start with /rooms"),
+            prefix.starts_with("/rooms"),
+            "{err}"
         );
     }
 }

@@ -45,8 +45,8 @@ use http_body_util::Full;
 use serde_json::Value;
 use tower::util::BoxCloneService;
 use tower::{service_fn, Layer, ServiceExt};
-use tower_waiting_room::clock::ManualClock;
 use tower_waiting_room::store::MemoryStore;
+use tower_waiting_room::testing::ManualClock;
 use tower_waiting_room::{ResponseBody, WaitingRoomLayer};
 
 use common::{Jar, Reply, PREFIX, SECRET, T0};

@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use common::{clock, serve, Http, Jar, TestStore, SECRET};
 use http::{Method, StatusCode};
-use tower_waiting_room::clock::ManualClock;
 use tower_waiting_room::store::snapshot::NEAR_HEAD;
+use tower_waiting_room::testing::ManualClock;
 use tower_waiting_room::{AdmittedBy, WaitingRoomBuilder, WaitingRoomLayer};
 
 const WAITERS: usize = 120;

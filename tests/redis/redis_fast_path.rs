@@ -21,9 +21,10 @@ use redis::AsyncCommands;
 use redis_harness::Server;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tower_waiting_room::__private::redis_keys;
-use tower_waiting_room::clock::{Clock, ManualClock};
+use tower_waiting_room::clock::Clock;
 use tower_waiting_room::config::EventSchedule;
 use tower_waiting_room::store::{RedisStore, SettingsChange, SnapshotStore, Store};
+use tower_waiting_room::testing::ManualClock;
 use tower_waiting_room::{RoomPolicy, SessionId};
 
 const START_MS: u64 = 1_800_000_000_000;

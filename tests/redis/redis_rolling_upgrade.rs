@@ -19,10 +19,11 @@ use std::time::Duration;
 use redis::AsyncCommands;
 use redis_harness::Server;
 use tower_waiting_room::__private::{redis_keys, room_script_numbers, ROOM_LIBRARY_NAME};
-use tower_waiting_room::clock::{Clock, ManualClock};
+use tower_waiting_room::clock::Clock;
 use tower_waiting_room::store::{
     Decision, Place, RedisStore, SeenWaiters, SnapshotStore, Store, SETTINGS_VERSION,
 };
+use tower_waiting_room::testing::ManualClock;
 use tower_waiting_room::{RoomPolicy, SessionId};
 
 /// The previous room library, as it shipped (commit `00fa75c`).

@@ -10,11 +10,11 @@ use std::time::Duration;
 use redis::AsyncCommands;
 use redis_harness::Server;
 use tower_waiting_room::__private::{redis_bloom_bits, redis_keys};
-use tower_waiting_room::clock::ManualClock;
 use tower_waiting_room::store::snapshot::checkpoint_ranks;
 use tower_waiting_room::store::{
     Decision, Place, RedisStore, SeenWaiters, SettingsChange, SnapshotStore, Store,
 };
+use tower_waiting_room::testing::ManualClock;
 use tower_waiting_room::{RoomPolicy, SessionId};
 
 const START_MS: u64 = 1_800_000_000_000;

@@ -11,12 +11,13 @@ use std::time::Duration;
 
 use redis::aio::ConnectionLike;
 use tower_waiting_room::__private::redis_keys;
-use tower_waiting_room::clock::{Clock, ManualClock};
+use tower_waiting_room::clock::Clock;
 use tower_waiting_room::store::SETTINGS_VERSION;
 use tower_waiting_room::store::{RedisStore, ADMISSION_BUCKETS, ADMISSION_BUCKET_MS};
 use tower_waiting_room::testing::conformance::{
     self, BadNumber, Damage, DamageFuture, Field, Part,
 };
+use tower_waiting_room::testing::ManualClock;
 use tower_waiting_room::RoomPolicy;
 
 /// The script is sent the manual clock's time, so the suite can move time as it does for the

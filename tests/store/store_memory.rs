@@ -2,9 +2,8 @@
 
 use std::sync::Arc;
 
-use tower_waiting_room::clock::ManualClock;
 use tower_waiting_room::store::MemoryStore;
-use tower_waiting_room::testing::conformance;
+use tower_waiting_room::testing::{conformance, ManualClock};
 
 async fn make_harness() -> conformance::Harness {
     let clock = ManualClock::new(conformance::START_MS);
@@ -24,11 +23,10 @@ conformance::conformance_tests!(make_harness);
 mod without_capabilities {
     use std::sync::Arc;
 
-    use tower_waiting_room::clock::ManualClock;
     use tower_waiting_room::store::{
         Decision, MemoryStore, RoomStats, SettingsChange, SettingsUpdate, Store, StoreFuture,
     };
-    use tower_waiting_room::testing::conformance;
+    use tower_waiting_room::testing::{conformance, ManualClock};
     use tower_waiting_room::{RoomPolicy, SessionId};
 
     /// The embedded store, with its line and operations only.

@@ -60,7 +60,7 @@ use crate::session::SessionId;
 /// [store docs](crate::store). Clones share the same rooms.
 ///
 /// ```
-/// use tower_waiting_room::clock::ManualClock;
+/// use tower_waiting_room::testing::ManualClock;
 /// use tower_waiting_room::store::{Decision, MemoryStore, Store};
 /// use tower_waiting_room::{RoomPolicy, SessionId};
 ///
@@ -353,7 +353,7 @@ struct RoomState {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::clock::ManualClock;
+    use crate::testing::ManualClock;
 
     fn now<T>(f: StoreFuture<T>) -> T {
         let mut cx = std::task::Context::from_waker(std::task::Waker::noop());

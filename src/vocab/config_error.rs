@@ -1,0 +1,163 @@
+//! [`ConfigError`]: every way a configuration can be refused, in one enum. It is declared here,
+//! below everything that checks a setting (the signing keys of `token` among them), and its
+//! messages are written in `config`, next to the bounds they name.
+
+/// A configuration the builder refused. Nothing is ever half-built: fix the setting and build
+/// again.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// The room id is empty, too long, or has characters outside `[A-Za-z0-9_-]`.
+    InvalidRoomId {
+        /// The refused id.
+        room: String,
+    },
+    /// No capacity was set, or it is zero.
+    MissingCapacity,
+    /// The admission rate is zero (leave it unset for no limit).
+    ZeroAdmissionRate,
+    /// `max_queue_len` is zero.
+    ZeroMaxQueueLen,
+    /// A duration is zero or too large to count in milliseconds.
+    InvalidDuration {
+        /// The setting's name.
+        setting: &'static str,
+    },
+    /// `refresh` must be shorter than `active_ttl`, or an admission would outlive its slot
+    /// without ever being checked.
+    RefreshNotShorterThanActiveTtl,
+    /// `abandon_after` must be at least `queue_ttl`: a waiter is skipped at their turn after
+    /// `queue_ttl` of silence, and dropped from anywhere in the line only after `abandon_after`.
+    AbandonAfterShorterThanQueueTtl,
+    /// No signing key was given.
+    MissingSigningKey,
+    /// A secret is shorter than [`MIN_SECRET_LEN`](crate::config::MIN_SECRET_LEN) bytes.
+    SecretTooShort {
+        /// Id of the key.
+        key_id: String,
+        /// Its length in bytes.
+        len: usize,
+    },
+    /// A hex secret did not decode.
+    InvalidSecretHex {
+        /// Id of the key.
+        key_id: String,
+    },
+    /// A key id is empty, too long or has characters outside `[A-Za-z0-9_-]`.
+    InvalidKeyId {
+        /// The refused id.
+        id: String,
+    },
+    /// The current and previous keys have the same id.
+    DuplicateKeyId {
+        /// The id.
+        id: String,
+    },
+    /// The path prefix must start with `/`, not end with `/`, and hold only URL path characters.
+    /// The admin service's (`AdminBuilder::prefix`) may also not be `/rooms` or lie under it:
+    /// its own paths start there.
+    InvalidPathPrefix {
+        /// The refused prefix.
+        prefix: String,
+    },
+    /// A cookie name, path or domain has characters a cookie cannot carry.
+    InvalidCookieSetting {
+        /// The setting's name.
+        setting: &'static str,
+    },
+    /// `SameSite=None` without `Secure` is refused by browsers.
+    SameSiteNoneNeedsSecure,
+    /// A header name is not a valid HTTP header name, or the queue and token headers are the
+    /// same.
+    InvalidHeaderName {
+        /// The setting's name.
+        setting: &'static str,
+    },
+    /// A rate limit allows zero events, or over a zero (or absurdly long) window; use `None` to
+    /// turn a limit off.
+    InvalidRateLimit {
+        /// The setting's name.
+        setting: &'static str,
+    },
+    /// The proof-of-work difficulty is outside
+    /// [`MIN_DIFFICULTY`](crate::defences::proof_of_work::MIN_DIFFICULTY) to
+    /// [`MAX_DIFFICULTY`](crate::defences::proof_of_work::MAX_DIFFICULTY) bits, or its challenge TTL is
+    /// under a second.
+    InvalidProofOfWork,
+    /// Two rooms given to [`WaitingRooms`](crate::routing::WaitingRooms), or to the admin
+    /// service (`AdminBuilder::room`), have the same id.
+    DuplicateRoom {
+        /// The id.
+        room: String,
+    },
+    /// Two rooms given to [`WaitingRooms`](crate::routing::WaitingRooms) use the same cookie
+    /// name: a browser keeps one value per name, so one room's cookie would overwrite the
+    /// other's. Give one of them its own [`cookie_name`](crate::WaitingRoomBuilder::cookie_name).
+    SharedCookieName {
+        /// The cookie name.
+        name: String,
+    },
+    /// A gate names a room that was not given to the builder.
+    UnknownGateRoom {
+        /// The room id the gate names.
+        room: String,
+    },
+    /// A [`Rule`](crate::routing::Rule) is malformed: a path not starting with `/` (or with a `*`
+    /// other than a trailing one), an empty host, no methods.
+    InvalidRule {
+        /// The rule, in words.
+        rule: String,
+    },
+    /// Two rules of different rooms (or two gates to different rooms) can match the same
+    /// request, so which room it goes to would depend on their order.
+    OverlappingRules {
+        /// The room of the first rule.
+        first_room: String,
+        /// The first rule, in words.
+        first_rule: String,
+        /// The room of the second rule.
+        second_room: String,
+        /// The second rule, in words.
+        second_rule: String,
+    },
+    /// [`single_use_tickets`](crate::WaitingRoomBuilder::single_use_tickets) is on, but the
+    /// store does not keep tickets ([`Store::tickets`](crate::store::Store::tickets) answers
+    /// `None`: it offers no [`TicketStore`](crate::store::TicketStore)).
+    StoreWithoutTickets,
+    /// One room's endpoints (`{prefix}/{room}/`) lie under another's, so requests for them
+    /// would reach the other room: give the rooms path prefixes that do not nest.
+    NestedEndpoints {
+        /// The room whose endpoints hold the other's.
+        outer_room: String,
+        /// The room whose endpoints would be shadowed.
+        inner_room: String,
+    },
+    /// `closes_at` is not after `opens_at`: the event would never take anyone.
+    ClosesBeforeOpening,
+    /// An entry of [`risky_networks`](crate::WaitingRoomBuilder::risky_networks) is neither an
+    /// address nor a range in CIDR notation, or has bits set past its prefix length.
+    InvalidNetwork {
+        /// The refused entry.
+        network: String,
+    },
+    /// A page template names a placeholder that does not exist (see
+    /// [`PageTemplate`](crate::response::PageTemplate) for the names).
+    UnknownPlaceholder {
+        /// The name between the braces.
+        name: String,
+    },
+    /// The admin service's bearer token (`AdminBuilder::bearer_token`) is shorter than 32
+    /// bytes. The token itself is never held here.
+    AdminTokenTooShort {
+        /// Its length in bytes.
+        len: usize,
+    },
+    /// The admin service's bearer token has a character a client cannot send in an
+    /// `Authorization` header (only visible ASCII, no spaces).
+    AdminTokenNotSendable,
+    /// The admin service was given neither `AdminBuilder::bearer_token` nor
+    /// `AdminBuilder::without_token`.
+    AdminAuthNotChosen,
+    /// The admin service was given no room to control.
+    AdminWithoutRooms,
+}
