@@ -70,11 +70,11 @@
 //!   error class.
 //! - A room function not found after a restart, a failover or `FUNCTION FLUSH` is answered by
 //!   loading the library (`FUNCTION LOAD REPLACE`, on every primary of a cluster) and retrying
-//!   once; a `NOSCRIPT` of the other scripts (tickets) likewise, by loading the script
-//!   (`redis::Script::invoke_async`).
+//!   once (the single-use tickets' functions are in the same library); a `NOSCRIPT` of
+//!   matching's script likewise, by loading the script (`redis::Script::invoke_async`).
 //! - The connection is made lazily: a Redis that is down when the process starts does not stop
 //!   it from starting. [`RedisStore::check`] is the opposite, on request: a start-up check of the
-//!   server (reachable, script loaded, not a replica, no `allkeys-*` eviction).
+//!   server (reachable, library loaded, not a replica, no `allkeys-*` eviction).
 //! - Behind Redis Sentinel (`redis+sentinel://`), a failover is followed: after a connection
 //!   error, a timeout or `READONLY` the next call asks the sentinels for the primary again, and a
 //!   watcher asks them every second, so a planned failover is followed before the old primary
