@@ -1252,8 +1252,8 @@ pub(super) async fn waiting_poll_cost(
     }
     let elapsed = t0.elapsed().as_secs_f64();
     let cpu = redis_cpu_us(redis)? - cpu0;
-    // Store calls: the room's (FCALL) and the tickets' (EVALSHA).
-    let script_calls = command_calls(redis, "fcall") + command_calls(redis, "evalsha");
+    // Store calls: the room's functions, its tickets' among them (FCALL).
+    let script_calls = command_calls(redis, "fcall");
     task.abort();
     let bad = bad.load(Ordering::Relaxed);
     if bad > 0 {
@@ -1528,7 +1528,7 @@ pub(super) async fn simulated_run(
     let elapsed = t0.elapsed().as_secs_f64();
     let cpu_share = (redis_cpu_us(redis)? - cpu0) / 1e6 / elapsed;
     let commands = command_time(redis, counts.syncs.load(Ordering::Relaxed))?;
-    let script_calls = command_calls(redis, "fcall") + command_calls(redis, "evalsha");
+    let script_calls = command_calls(redis, "fcall");
 
     let load = |c: &AtomicU64| c.load(Ordering::Relaxed);
     let pending = counts.sync_pending.lock().unwrap().clone();

@@ -675,37 +675,51 @@ async fn a_server_loading_its_data_is_unavailable() {
 
 // ===== issue 11: the start-up check =====
 
-/// Whether `server`'s script cache holds `sha1` (`SCRIPT EXISTS`).
-fn script_loaded(server: &Server, sha1: &str) -> bool {
+/// The functions of the room's library on `server` (`FUNCTION LIST LIBRARYNAME`): none if it
+/// has not got the library.
+pub(crate) fn room_functions(server: &Server) -> Vec<String> {
+    fn names(v: &redis::Value, out: &mut Vec<String>) {
+        match v {
+            redis::Value::BulkString(b) => {
+                let s = String::from_utf8_lossy(b);
+                if s.starts_with("twr_room_v8_") {
+                    out.push(s.into_owned());
+                }
+            }
+            redis::Value::Array(vs) => vs.iter().for_each(|v| names(v, out)),
+            _ => {}
+        }
+    }
     let mut c = redis::Client::open(server.url())
         .unwrap()
         .get_connection()
         .unwrap();
-    let exists: Vec<bool> = redis::cmd("SCRIPT")
-        .arg("EXISTS")
-        .arg(sha1)
-        .query(&mut c)
-        .unwrap();
-    exists == [true]
-}
-
-/// Whether `server` has the room's function library (`FUNCTION LIST LIBRARYNAME`).
-fn function_loaded(server: &Server) -> bool {
-    let mut c = redis::Client::open(server.url())
-        .unwrap()
-        .get_connection()
-        .unwrap();
-    let libraries: Vec<redis::Value> = redis::cmd("FUNCTION")
+    let libraries: redis::Value = redis::cmd("FUNCTION")
         .arg("LIST")
         .arg("LIBRARYNAME")
         .arg("twr_room_v8")
         .query(&mut c)
         .unwrap();
-    !libraries.is_empty()
+    let mut out = Vec::new();
+    names(&libraries, &mut out);
+    out
+}
+
+/// Whether `server` has the room's function library.
+fn function_loaded(server: &Server) -> bool {
+    !room_functions(server).is_empty()
+}
+
+/// Whether `server`'s room library holds the single-use tickets' functions.
+fn ticket_functions_loaded(server: &Server) -> bool {
+    let functions = room_functions(server);
+    ["twr_room_v8_ticket_mint", "twr_room_v8_ticket_redeem"]
+        .iter()
+        .all(|f| functions.iter().any(|g| g == f))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn check_reports_the_server_and_loads_the_script() {
+async fn check_reports_the_server_and_loads_the_library() {
     let server = Server::start(&["--maxmemory-policy", "volatile-lru"]);
     let store = quick_store(&server.url());
     let info = store.check().await.expect("a healthy server passes");
@@ -719,12 +733,12 @@ async fn check_reports_the_server_and_loads_the_script() {
     assert!(!info.cluster && !info.replica, "{info}");
     // volatile-* evicts only keys with a TTL, and the room's keys have none.
     assert_eq!(info.maxmemory_policy.as_deref(), Some("volatile-lru"));
-    assert!(
-        script_loaded(&server, &info.script_sha1),
-        "script not loaded"
-    );
     assert_eq!(info.function_library, "twr_room_v8", "{info}");
     assert!(function_loaded(&server), "library not loaded");
+    assert!(
+        ticket_functions_loaded(&server),
+        "the tickets' functions come with the library"
+    );
     assert!(
         info.to_string().contains("maxmemory-policy volatile-lru"),
         "{info}"
@@ -797,7 +811,7 @@ async fn check_fails_on_a_replica_an_acl_without_scripting_and_a_dead_server() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn check_on_a_cluster_loads_the_script_on_every_node() {
+async fn check_on_a_cluster_loads_the_library_on_every_node() {
     let cluster = redis_harness::Cluster::start();
     let store = RedisStore::builder()
         .cluster_nodes(cluster.urls())
@@ -808,13 +822,13 @@ async fn check_on_a_cluster_loads_the_script_on_every_node() {
     assert!(info.cluster && !info.replica, "{info}");
     assert_eq!(info.maxmemory_policy.as_deref(), Some("noeviction"));
     for node in &cluster.nodes {
-        assert!(
-            script_loaded(node, &info.script_sha1),
-            "not loaded on {}",
-            node.port
-        );
         // Every primary: redis-rs routes FUNCTION LOAD to all of them.
         assert!(function_loaded(node), "library not loaded on {}", node.port);
+        assert!(
+            ticket_functions_loaded(node),
+            "no ticket functions on {}",
+            node.port
+        );
     }
 }
 

@@ -361,3 +361,58 @@ async fn a_ticket_with_a_damaged_expiry_is_no_ticket() {
         Redeemed::Accepted
     );
 }
+
+/// The tickets are functions of the room's library (`twr_room_v8_ticket_mint`, `_redeem`): a
+/// server that lost it (`FUNCTION FLUSH`, a restart without it, a failover to a replica that
+/// missed the load) gets the library loaded by the next ticket call, which goes on, as a room
+/// call does; and no ticket call goes by the script cache (`EVALSHA`, `SCRIPT LOAD`).
+#[tokio::test]
+async fn ticket_calls_load_the_library_a_server_lost() {
+    let server = redis_harness::Server::start(&[]);
+    let store = RedisStore::builder()
+        .url(server.url())
+        .timeout(Duration::from_secs(2))
+        .build()
+        .unwrap();
+    let p = policy();
+    let s = SessionId::random();
+    let Decision::Admitted { expires_at_ms } = store.enter(&p, s).await.unwrap() else {
+        panic!("not admitted")
+    };
+    server.command(&["FUNCTION", "FLUSH"]).unwrap();
+    let nonce = TicketNonce::random();
+    assert_eq!(
+        store
+            .mint_ticket(&p, s, nonce, expires_at_ms)
+            .await
+            .unwrap(),
+        Minted::Ticket {
+            nonce,
+            expires_at_ms
+        },
+        "a mint loads the library"
+    );
+    server.command(&["FUNCTION", "FLUSH"]).unwrap();
+    assert_eq!(
+        store.redeem_ticket(&p, s, nonce).await.unwrap(),
+        Redeemed::Accepted,
+        "a redeem loads the library"
+    );
+    let m = store.metrics();
+    assert_eq!((m.misconfigured, m.protocol_errors), (0, 0), "{m:?}");
+    for command in ["evalsha", "eval", "script|load"] {
+        assert_eq!(
+            server.info_field("commandstats", &format!("cmdstat_{command}")),
+            None,
+            "{command}"
+        );
+    }
+    // The enter, and each ticket call twice (function not found, then again once loaded).
+    let fcalls = server.info_field("commandstats", "cmdstat_fcall").unwrap();
+    let calls: u64 = fcalls
+        .split(',')
+        .find_map(|kv| kv.strip_prefix("calls="))
+        .and_then(|n| n.parse().ok())
+        .unwrap();
+    assert!(calls >= 3, "{fcalls}");
+}

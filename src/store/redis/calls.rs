@@ -1,16 +1,18 @@
 //! The room library's functions and their arguments: one struct per function (or per family of
 //! functions that take the same arguments), whose fields, in their declared order, are the
 //! function's `ARGV` as its header in the script names them (`script/visitor.lua`,
-//! `script/sync.lua`, `script/operator.lua`). Every function takes the call's four arguments
-//! first ([`Call`], `script/call.lua`) and, for a room with a schedule, the schedule last; the
-//! [`room_args!`] macro writes both around the fields, so each order is declared once. A unit
-//! test holds each `FIELDS` to its function's header.
+//! `script/sync.lua`, `script/operator.lua`, `script/tickets.lua`). Every room function takes
+//! the call's four arguments first ([`Call`], `script/call.lua`) and, for a room with a
+//! schedule, the schedule last; the [`room_args!`] macro writes both around the fields, so each
+//! order is declared once. The tickets' functions take their own fields only
+//! ([`ticket_args!`]). A unit test holds each `FIELDS` to its function's header, and every
+//! registered function to its struct.
 
 use crate::config::RoomPolicy;
 use crate::session::SessionId;
 use crate::store::{
-    ADMISSION_BUCKETS, ADMISSION_BUCKET_MS, FIVE_MINUTE_BUCKETS, MAX_PROMOTIONS_PER_CALL,
-    MAX_SWEEP_PER_CALL, MINUTE_BUCKETS,
+    TicketNonce, ADMISSION_BUCKETS, ADMISSION_BUCKET_MS, FIVE_MINUTE_BUCKETS,
+    MAX_PROMOTIONS_PER_CALL, MAX_SWEEP_PER_CALL, MINUTE_BUCKETS,
 };
 
 /// The library's name, its version in it: `FUNCTION LOAD` answers it, and every function's
@@ -137,6 +139,13 @@ impl Arg for SessionId {
     }
 }
 
+impl Arg for TicketNonce {
+    /// As the ticket record keeps it: 32 lowercase hex digits.
+    fn write(self, argv: &mut Vec<Vec<u8>>) {
+        argv.push(self.to_string().into_bytes());
+    }
+}
+
 /// A function's arguments: the struct with [`Call`] first, the fields in their `ARGV` order,
 /// and the schedule last; `FIELDS`, their names; `argv`, the arguments in that order.
 macro_rules! room_args {
@@ -171,6 +180,33 @@ macro_rules! room_args {
                 if let Some(schedule) = self.schedule {
                     schedule.write(&mut argv);
                 }
+                argv
+            }
+        }
+    };
+}
+
+/// A ticket function's arguments (`script/tickets.lua`): the struct with the fields in their
+/// `ARGV` order, nothing around them (no [`Call`], no schedule: a ticket call reads the record
+/// alone); `FUNCTION`, the registered function; `FIELDS` and `argv` as [`room_args!`]'s.
+macro_rules! ticket_args {
+    ($(#[$meta:meta])* $name:ident = $function:literal { $($(#[$fmeta:meta])* $field:ident: $ty:ty,)* }) => {
+        $(#[$meta])*
+        pub(crate) struct $name {
+            $($(#[$fmeta])* pub(crate) $field: $ty,)*
+        }
+
+        impl $name {
+            pub(crate) const FUNCTION: &'static str = $function;
+
+            /// The names of the `ARGV` in their order, as the function's header lists them.
+            #[cfg_attr(not(test), allow(dead_code))]
+            pub(crate) const FIELDS: &'static [&'static str] = &[$(stringify!($field),)*];
+
+            /// The `ARGV`, in [`Self::FIELDS`] order.
+            pub(crate) fn argv(self) -> Vec<Vec<u8>> {
+                let mut argv = Vec::with_capacity(Self::FIELDS.len());
+                $(Arg::write(self.$field, &mut argv);)*
                 argv
             }
         }
@@ -275,6 +311,30 @@ room_args! {
         session: SessionId,
         /// The end of the ban in ms.
         until_ms: i64,
+    }
+}
+
+ticket_args! {
+    /// `twr_room_v8_ticket_mint`: the session's ticket, made or kept.
+    TicketMint = "twr_room_v8_ticket_mint" {
+        /// Stored as the ticket's if the session has no live record.
+        nonce: TicketNonce,
+        /// The time in ms, or [`NOW_FROM_SERVER`](NOW_FROM_SERVER).
+        now: u64,
+        /// The record's expiry in ms (the slot's), at most 2^53 (a Lua number is a double).
+        expires_at: u64,
+    }
+}
+
+ticket_args! {
+    /// `twr_room_v8_ticket_redeem`: the ticket's one use, while its session holds its slot.
+    TicketRedeem = "twr_room_v8_ticket_redeem" {
+        /// The one the ticket names.
+        nonce: TicketNonce,
+        /// The time in ms, or [`NOW_FROM_SERVER`](NOW_FROM_SERVER).
+        now: u64,
+        /// The session, its 16 raw bytes: the member the room's functions keep in `active`.
+        session: SessionId,
     }
 }
 
@@ -385,21 +445,35 @@ mod tests {
             (Configure::FUNCTION, Configure::FIELDS),
             (AdmitNext::FUNCTION, AdmitNext::FIELDS),
             (Ban::FUNCTION, Ban::FIELDS),
+            (TicketMint::FUNCTION, TicketMint::FIELDS),
+            (TicketRedeem::FUNCTION, TicketRedeem::FIELDS),
         ];
-        let mut registered = 0;
+        let mut declared = Vec::new();
         for (function, fields) in visitor.into_iter().chain(others) {
             assert!(function.starts_with(&format!("{LIBRARY}_")), "{function}");
-            assert!(
-                SCRIPT.contains(&format!("register('{function}', ")),
-                "{function} is registered"
-            );
             assert_eq!(header_argv(function), fields, "{function}");
-            registered += 1;
+            declared.push(function);
         }
+        // Every function the library registers, by whichever of its `register...` helpers: the
+        // lines `register...('<name>', ...)` (register.lua). Each helper is the only place its
+        // `redis.register_function` is called, so no function is registered another way.
+        let mut registered: Vec<&str> = SCRIPT
+            .lines()
+            .filter_map(|l| {
+                let (_, rest) = l.strip_prefix("register")?.split_once("('")?;
+                rest.split_once('\'').map(|(name, _)| name)
+            })
+            .collect();
         assert_eq!(
-            SCRIPT.matches("\nregister('").count(),
-            registered,
-            "every registered function has its struct"
+            SCRIPT.matches("redis.register_function").count(),
+            SCRIPT.matches("\nlocal function register").count(),
+            "each register helper calls redis.register_function once, and nothing else does"
+        );
+        registered.sort_unstable();
+        declared.sort_unstable();
+        assert_eq!(
+            registered, declared,
+            "every registered function has its struct, and every struct its function"
         );
         assert!(SCRIPT.starts_with(&format!("#!lua name={LIBRARY}\n")));
     }
@@ -439,5 +513,19 @@ mod tests {
         .argv();
         assert_eq!(visit.len(), Visitor::FIELDS.len());
         assert_eq!(visit.last().unwrap(), b"schedule:1:0:1:5");
+        // A ticket call: its own fields only, the nonce in hex, the session as raw bytes.
+        let nonce = TicketNonce::from_hex(&"0a".repeat(16)).unwrap();
+        let redeem = TicketRedeem {
+            nonce,
+            now: 7,
+            session: s,
+        }
+        .argv();
+        assert_eq!(
+            redeem,
+            [b"0a".repeat(16), b"7".to_vec(), vec![9; 16]],
+            "{:?}",
+            TicketRedeem::FIELDS
+        );
     }
 }

@@ -9,7 +9,6 @@ use redis::{Cmd, FromRedisValue, RedisError};
 use super::breaker::ErrorClass;
 use super::calls::LIBRARY;
 use super::protocol::{classify, SCRIPT};
-use super::tickets;
 use super::{Connection, RedisStore};
 use crate::store::{StoreError, StoreErrorKind};
 
@@ -19,7 +18,8 @@ use crate::store::{StoreError, StoreErrorKind};
 /// exception is the liveness bitmaps (store v2), which expire with their ring: one evicted
 /// counts everyone as seen in its epoch, so losing it skips or sweeps nobody; and the fast
 /// path's window (`fast`), which ends by its TTL: one evicted is a closed window (main answers
-/// until it keeps one again).
+/// until it keeps one again). The single-use tickets' records (`script/tickets.lua`, keys of
+/// their own, not the room's) end with their slot by a TTL too.
 const ROOM_KEYS_HAVE_TTL: bool = false;
 
 /// The least time each step of [`RedisStore::check`] gets: a start-up check may open the first
@@ -41,10 +41,8 @@ pub struct RedisServerInfo {
     /// `maxmemory-policy` (from `INFO memory`, else `CONFIG GET`); `None` when both were
     /// refused (managed services often refuse `CONFIG`).
     pub maxmemory_policy: Option<String>,
-    /// The SHA-1 of the tickets script (the scripts other than the room's still run with
-    /// `EVALSHA`), as loaded by `SCRIPT LOAD`.
-    pub script_sha1: String,
-    /// The room's function library (`twr_room_v8`), as loaded by `FUNCTION LOAD REPLACE`.
+    /// The room's function library (`twr_room_v8`, the single-use tickets' functions
+    /// included), as loaded by `FUNCTION LOAD REPLACE`.
     pub function_library: String,
 }
 
@@ -61,10 +59,9 @@ impl fmt::Display for RedisServerInfo {
         };
         write!(
             f,
-            ", {topology}, maxmemory-policy {}, library {}, script {}",
+            ", {topology}, maxmemory-policy {}, library {}",
             self.maxmemory_policy.as_deref().unwrap_or("unknown"),
             self.function_library,
-            self.script_sha1
         )
     }
 }
@@ -73,9 +70,8 @@ impl fmt::Display for RedisServerInfo {
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum RedisCheckError {
-    /// A step of the check failed (`PING`, `FUNCTION LOAD`, `SCRIPT LOAD`, `INFO`):
-    /// unreachable, timed out, refused (`NOPERM` on `FUNCTION LOAD` or `SCRIPT LOAD` is
-    /// [`Misconfigured`](StoreErrorKind::Misconfigured)).
+    /// A step of the check failed (`PING`, `INFO`, `FUNCTION LOAD`): unreachable, timed out,
+    /// refused (`NOPERM` on `FUNCTION LOAD` is [`Misconfigured`](StoreErrorKind::Misconfigured)).
     Store(StoreError),
     /// `maxmemory-policy` lets Redis evict the room's keys when memory is full: the line, the
     /// slots and the sequence would vanish. Use `noeviction` (or a `volatile-*` policy).
@@ -151,12 +147,12 @@ fn info_field<'a>(info: &'a str, field: &str) -> Option<&'a str> {
 }
 
 impl RedisStore {
-    /// Checks the server at start-up, before the first visitor: `PING`, `SCRIPT LOAD` of the
-    /// tickets script, then what the server is (`INFO`: Redis or Valkey, its version, cluster,
-    /// replica, `maxmemory-policy`, else `CONFIG GET maxmemory-policy`). A policy that the
-    /// server refuses to tell is reported as unknown (`None`), not an error. Then, on a primary,
-    /// `FUNCTION LOAD REPLACE` of the room library (`FCALL` needs Redis 7.0+ or Valkey 7.2+).
-    /// In a cluster both loads go to every primary (as redis-rs routes them).
+    /// Checks the server at start-up, before the first visitor: `PING`, then what the server
+    /// is (`INFO`: Redis or Valkey, its version, cluster, replica, `maxmemory-policy`, else
+    /// `CONFIG GET maxmemory-policy`). A policy that the server refuses to tell is reported as
+    /// unknown (`None`), not an error. Then, on a primary, `FUNCTION LOAD REPLACE` of the room
+    /// library, the single-use tickets' functions included (`FCALL` needs Redis 7.0+ or Valkey
+    /// 7.2+); in a cluster it goes to every primary (as redis-rs routes it).
     ///
     /// Errors: [`RedisCheckError::Store`] when a step fails (its kind says why),
     /// [`RedisCheckError::EvictingPolicy`] for an `allkeys-*` policy, which can evict the line
@@ -174,17 +170,6 @@ impl RedisStore {
     /// ```
     pub async fn check(&self) -> Result<RedisServerInfo, RedisCheckError> {
         let _: String = self.check_step(&redis::cmd("PING"), false).await?;
-        let mut load = redis::cmd("SCRIPT");
-        load.arg("LOAD").arg(tickets::SCRIPT);
-        let script_sha1: String = self.check_step(&load, true).await?;
-        let expected = redis::Script::new(tickets::SCRIPT).get_hash().to_owned();
-        if script_sha1 != expected {
-            return Err(StoreError::with_source(
-                StoreErrorKind::Protocol,
-                format!("SCRIPT LOAD answered {script_sha1}, not the script's SHA-1 {expected}"),
-            )
-            .into());
-        }
         // INFO may be refused by an ACL; the check then knows less, and says so.
         let info: Option<String> = self.check_answer(&redis::cmd("INFO")).await?;
         let info = info.unwrap_or_default();
@@ -212,7 +197,6 @@ impl RedisStore {
                 || info_field(&info, "cluster_enabled") == Some("1"),
             replica: info_field(&info, "role") == Some("slave"),
             maxmemory_policy,
-            script_sha1,
             // Loaded below: a replica refuses it (a write).
             function_library: String::new(),
         };
@@ -340,6 +324,12 @@ mod tests {
             }
             // The fast path's window's end: see ROOM_KEYS_HAVE_TTL.
             if line.trim() == "'PX', string.format('%d', till - 1 - R.now))" {
+                continue;
+            }
+            // A ticket record's end, its own key's (script/tickets.lua): see ROOM_KEYS_HAVE_TTL.
+            if line.trim()
+                == "redis.call('SET', key, state .. ':' .. n .. ':' .. string.format('%d', exp), 'PX', exp - now)"
+            {
                 continue;
             }
             let code = line.split("--").next().unwrap_or("").to_ascii_uppercase();

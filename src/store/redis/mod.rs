@@ -70,11 +70,11 @@
 //!   error class.
 //! - A room function not found after a restart, a failover or `FUNCTION FLUSH` is answered by
 //!   loading the library (`FUNCTION LOAD REPLACE`, on every primary of a cluster) and retrying
-//!   once; a `NOSCRIPT` of the other scripts (tickets) likewise, by loading the script
-//!   (`redis::Script::invoke_async`).
+//!   once (the single-use tickets' functions are in the same library); a `NOSCRIPT` of
+//!   matching's script likewise, by loading the script (`redis::Script::invoke_async`).
 //! - The connection is made lazily: a Redis that is down when the process starts does not stop
 //!   it from starting. [`RedisStore::check`] is the opposite, on request: a start-up check of the
-//!   server (reachable, script loaded, not a replica, no `allkeys-*` eviction).
+//!   server (reachable, library loaded, not a replica, no `allkeys-*` eviction).
 //! - Behind Redis Sentinel (`redis+sentinel://`), a failover is followed: after a connection
 //!   error, a timeout or `READONLY` the next call asks the sentinels for the primary again, and a
 //!   watcher asks them every second, so a planned failover is followed before the old primary
@@ -97,7 +97,9 @@ use std::time::Duration;
 
 use redis::aio::{ConnectionLike, ConnectionManager};
 use redis::cluster_async::ClusterConnection;
-use redis::{FromRedisValue, RedisResult, Script, ToRedisArgs};
+#[cfg(feature = "matching")]
+use redis::Script;
+use redis::{FromRedisValue, RedisResult, ToRedisArgs};
 
 pub use self::breaker::RedisStoreMetrics;
 use self::breaker::{Breaker, ErrorClass};
@@ -228,8 +230,10 @@ impl RedisStore {
     }
 
     /// Runs `script` with `keys` and `args` under this store's deadline and circuit breaker,
-    /// with its error classification: the one way every script of the crate reaches Redis, on a
-    /// single node, a cluster or behind Sentinel alike.
+    /// with its error classification, as [`Self::run_room`] runs a function: matching's script
+    /// (the one the crate still runs with `EVALSHA`), on a single node, a cluster or behind
+    /// Sentinel alike.
+    #[cfg(feature = "matching")]
     pub(crate) fn run_script<T, A>(
         &self,
         script: Arc<Script>,
@@ -243,8 +247,10 @@ impl RedisStore {
         self.run(Callee::Script(script), keys, args)
     }
 
-    /// Runs the room function `function` (`FCALL`) on the room of `policy` with `keys` and
-    /// `args`, as [`Self::run_script`] runs a script.
+    /// Runs the room function `function` (`FCALL`, the tickets' too) on the room of `policy`
+    /// with `keys` and `args` under this store's deadline and circuit breaker, with its error
+    /// classification: the one way the room's calls reach Redis, on a single node, a cluster or
+    /// behind Sentinel alike.
     fn run_room<T, A>(
         &self,
         function: &'static str,
@@ -335,6 +341,7 @@ impl RedisStore {
 /// What a call runs: a script (`EVALSHA`, loaded on `NOSCRIPT`) or a room function (`FCALL` of
 /// the function named, its library loaded when the server has no such function) on a room.
 enum Callee {
+    #[cfg(feature = "matching")]
     Script(Arc<Script>),
     Room(&'static str, Arc<str>),
 }
@@ -372,6 +379,7 @@ impl Callee {
         C: ConnectionLike,
     {
         match self {
+            #[cfg(feature = "matching")]
             Callee::Script(script) => {
                 let mut invocation = script.prepare_invoke();
                 for key in keys {

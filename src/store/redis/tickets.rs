@@ -1,26 +1,13 @@
-//! Single-use tickets on Redis: one key per session in the room's hash tag, and one small
-//! script (`tickets.lua`) per call, run through the store's one call path (deadline, circuit
-//! breaker, error classes).
+//! Single-use tickets on Redis: one key per session in the room's hash tag, and two functions of
+//! the room's library (`script/tickets.lua`, their arguments [`TicketMint`] and
+//! [`TicketRedeem`]), called through the store's one call path (deadline, circuit breaker,
+//! error classes, the library loaded when the server has no such function).
 
-use std::sync::{Arc, LazyLock};
-
-use redis::Script;
-
+use super::calls::{TicketMint, TicketRedeem};
 use super::RedisStore;
 use crate::config::RoomPolicy;
 use crate::session::SessionId;
 use crate::store::{Minted, Redeemed, StoreError, StoreErrorKind, StoreFuture, TicketNonce};
-
-/// The ticket script: its `#!lua` line (the server checks memory before it runs, as for the
-/// room's functions), the shared reader of stored numbers, then `tickets.lua`.
-pub(crate) const SCRIPT: &str = concat!(
-    "#!lua\n",
-    include_str!("script/stored.lua"),
-    include_str!("tickets.lua")
-);
-
-/// Made once: hashing the script for `EVALSHA` is not free.
-static TICKET_SCRIPT: LazyLock<Arc<Script>> = LazyLock::new(|| Arc::new(Script::new(SCRIPT)));
 
 /// The key of `session`'s ticket in `room`: `{prefix}:{room}:tk:<session>`, the room as the hash
 /// tag, as the room's own keys.
@@ -28,22 +15,12 @@ pub(crate) fn ticket_key(prefix: &str, room: &str, session: SessionId) -> String
     format!("{prefix}:{{{room}}}:tk:{session}")
 }
 
-/// The room's claimed slots (the room script's `active` key), which a redeem reads.
+/// The room's claimed slots (the room's `active` key), which a redeem reads.
 fn active_key(prefix: &str, room: &str) -> String {
     format!("{prefix}:{{{room}}}:active")
 }
 
 impl RedisStore {
-    fn ticket_call(
-        &self,
-        policy: &RoomPolicy,
-        session: SessionId,
-        args: Vec<String>,
-    ) -> StoreFuture<Vec<String>> {
-        let keys = vec![ticket_key(self.prefix(), &policy.room, session)];
-        self.run_script(Arc::clone(&TICKET_SCRIPT), keys, args)
-    }
-
     pub(super) fn mint(
         &self,
         policy: &RoomPolicy,
@@ -51,15 +28,16 @@ impl RedisStore {
         fresh: TicketNonce,
         expires_at_ms: u64,
     ) -> StoreFuture<Minted> {
-        // Lua numbers are doubles: an expiry beyond 2^53 ms (year 287 396) is no real one.
-        let expires = expires_at_ms.min(1 << 53);
-        let args = vec![
-            "mint".to_owned(),
-            fresh.to_string(),
-            self.now_arg().to_string(),
-            expires.to_string(),
-        ];
-        let call = self.ticket_call(policy, session, args);
+        let args = TicketMint {
+            nonce: fresh,
+            now: self.now_arg(),
+            // Lua numbers are doubles: an expiry beyond 2^53 ms (year 287 396) is no real one.
+            expires_at: expires_at_ms.min(1 << 53),
+        }
+        .argv();
+        let keys = vec![ticket_key(self.prefix(), &policy.room, session)];
+        let call: StoreFuture<Vec<String>> =
+            self.run_room(TicketMint::FUNCTION, policy, keys, args);
         Box::pin(async move {
             let reply = call.await?;
             match reply.as_slice() {
@@ -84,19 +62,18 @@ impl RedisStore {
         session: SessionId,
         nonce: TicketNonce,
     ) -> StoreFuture<Redeemed> {
-        // The session as the room script keeps it in `active`: its 16 raw bytes.
-        let args: Vec<Vec<u8>> = vec![
-            b"redeem".to_vec(),
-            nonce.to_string().into_bytes(),
-            self.now_arg().to_string().into_bytes(),
-            session.as_bytes().to_vec(),
-        ];
+        let args = TicketRedeem {
+            nonce,
+            now: self.now_arg(),
+            session,
+        }
+        .argv();
         let keys = vec![
             ticket_key(self.prefix(), &policy.room, session),
             active_key(self.prefix(), &policy.room),
         ];
         let call: StoreFuture<Vec<String>> =
-            self.run_script(Arc::clone(&TICKET_SCRIPT), keys, args);
+            self.run_room(TicketRedeem::FUNCTION, policy, keys, args);
         Box::pin(async move {
             let reply = call.await?;
             match reply.as_slice() {
@@ -113,7 +90,7 @@ impl RedisStore {
 fn unexpected(reply: &[String]) -> StoreError {
     StoreError::with_source(
         StoreErrorKind::Protocol,
-        format!("unexpected ticket script reply {reply:?}"),
+        format!("unexpected ticket function reply {reply:?}"),
     )
 }
 
@@ -128,7 +105,7 @@ mod tests {
         assert_eq!(key, format!("twr:{{shop}}:tk:{}", "ab".repeat(16)));
         let room_keys = crate::store::redis::protocol::keys("twr", "shop");
         assert!(room_keys[0].starts_with("twr:{shop}:"), "{}", room_keys[0]);
-        // The redeem reads the very key the room script keeps its claimed slots in.
+        // The redeem reads the very key the room's functions keep their claimed slots in.
         let active = crate::store::redis::protocol::KEY_NAMES
             .iter()
             .position(|k| *k == "active")

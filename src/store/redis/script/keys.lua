@@ -63,7 +63,7 @@
 --  20 fast     string  the fast path's window (see The fast path): '<since>:<from>:<till>:<for>',
 --                      with a TTL that ends it before till; absent: closed
 --  21 ticket   string  release and ban only: the session's single-use ticket record
---                      (tickets.lua's R.keys[1]), ended with the slot in free_session
+--                      (tickets.lua's record), ended with the slot in free_session
 
 -- The call's state and the functions live in two tables: R, made anew by every call (`setup`),
 -- and F, defined once at load. (When this was an EVALSHA script, each call defined them all

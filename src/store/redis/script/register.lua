@@ -1,9 +1,10 @@
 -- The registered functions, one per operation, `twr_room_v8_<op>` (each one's KEYS, ARGV and
--- reply in the header above its body: visitor.lua, sync.lua, operator.lua). Each runs the fast
--- path for an enter or join when it can answer; else the call's state, then main, repaired and
--- run again once if it raised (see Bad days, main.lua), and the fast path's window kept. No
--- flags: not `no-writes` and not `allow-oom`, so with `maxmemory` exhausted Redis refuses the
--- whole call with OOM before it starts, never half-run.
+-- reply in the header above its body: visitor.lua, sync.lua, operator.lua, tickets.lua). Each
+-- of the room's (`register`) runs the fast path for an enter or join when it can answer; else
+-- the call's state, then main, repaired and run again once if it raised (see Bad days,
+-- main.lua), and the fast path's window kept. No flags: not `no-writes` and not `allow-oom`, so
+-- with `maxmemory` exhausted Redis refuses the whole call with OOM before it starts, never
+-- half-run.
 
 -- Registers `name` for the operation `op`, which takes `own` arguments after the call's, the
 -- first of them its session (or sync's sessions) when `has_session`; `fast`: nil, or 'enter'
@@ -45,3 +46,12 @@ register('twr_room_v8_stats', 'stats', 1, false)
 register('twr_room_v8_configure', 'configure', 5, false)
 register('twr_room_v8_admit_next', 'admit_next', 1, false)
 register('twr_room_v8_ban', 'ban', 2, true)
+
+-- The tickets' operations (tickets.lua): each runs on the session's ticket record alone, with
+-- no flags either.
+local function register_ticket(name, callback)
+  redis.register_function{function_name = name, callback = callback, flags = {}}
+end
+
+register_ticket('twr_room_v8_ticket_mint', F.ticket_mint)
+register_ticket('twr_room_v8_ticket_redeem', F.ticket_redeem)
