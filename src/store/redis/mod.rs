@@ -259,6 +259,22 @@ impl RedisStore {
         self.run(Callee::Room(function, policy.room.clone()), keys, args)
     }
 
+    /// Runs `function` of another library than the room's (`FCALL`), whose source is `library`,
+    /// loaded when the server has no such function, as [`Self::run_script`] runs a script.
+    pub(crate) fn run_function<T, A>(
+        &self,
+        library: &'static str,
+        function: &'static str,
+        keys: Vec<String>,
+        args: Vec<A>,
+    ) -> StoreFuture<T>
+    where
+        T: redis::FromRedisValue + Send + 'static,
+        A: redis::ToRedisArgs + Send + 'static,
+    {
+        self.run(Callee::Function(library, function), keys, args)
+    }
+
     fn run<T, A>(&self, callee: Callee, keys: Vec<String>, args: Vec<A>) -> StoreFuture<T>
     where
         T: redis::FromRedisValue + Send + 'static,
@@ -332,11 +348,13 @@ impl RedisStore {
     }
 }
 
-/// What a call runs: a script (`EVALSHA`, loaded on `NOSCRIPT`) or a room function (`FCALL` of
-/// the function named, its library loaded when the server has no such function) on a room.
+/// What a call runs: a script (`EVALSHA`, loaded on `NOSCRIPT`), a room function (`FCALL` of
+/// the function named, its library loaded when the server has no such function) on a room, or
+/// a function of another library (its source, and the function's name), likewise.
 enum Callee {
     Script(Arc<Script>),
     Room(&'static str, Arc<str>),
+    Function(&'static str, &'static str),
 }
 
 /// The rooms whose settings this store (and its clones) found written by a version it cannot
@@ -382,34 +400,50 @@ impl Callee {
                 }
                 invocation.invoke_async::<T>(con).await
             }
-            Callee::Room(function, _) => {
-                let mut fcall = redis::cmd("FCALL");
-                fcall.arg(*function).arg(keys.len()).arg(keys);
-                for arg in args {
-                    fcall.arg(arg);
-                }
-                match fcall.query_async::<T>(con).await {
-                    Err(e) if protocol::is_function_not_found(&e) => {
-                        // A flushed or restarted server, a failover to a replica that missed the
-                        // load: load the library (on every primary of a cluster, as redis-rs
-                        // routes FUNCTION LOAD) and retry once, as for NOSCRIPT.
-                        load_room_library(con).await?;
-                        fcall.query_async::<T>(con).await
-                    }
-                    other => other,
-                }
-            }
+            Callee::Room(function, _) => fcall(con, protocol::SCRIPT, function, keys, args).await,
+            Callee::Function(library, function) => fcall(con, library, function, keys, args).await,
         }
     }
 }
 
-/// `FUNCTION LOAD REPLACE` of the room library: its name (`twr_room_v8`). In a cluster redis-rs
-/// sends it to every primary (and answers once all succeeded).
-pub(crate) async fn load_room_library<C: ConnectionLike>(con: &mut C) -> RedisResult<String> {
+/// `FCALL function` with `keys` and `args`; when the server has no such function, `library`
+/// (the source of the library that defines it) is loaded and the call retried once.
+async fn fcall<T, C>(
+    con: &mut C,
+    library: &str,
+    function: &str,
+    keys: &[String],
+    args: &[Vec<u8>],
+) -> RedisResult<T>
+where
+    T: FromRedisValue,
+    C: ConnectionLike,
+{
+    let mut fcall = redis::cmd("FCALL");
+    fcall.arg(function).arg(keys.len()).arg(keys);
+    for arg in args {
+        fcall.arg(arg);
+    }
+    match fcall.query_async::<T>(con).await {
+        Err(e) if protocol::is_function_not_found(&e) => {
+            // A flushed or restarted server, a failover to a replica that missed the load: load
+            // the library (on every primary of a cluster, as redis-rs routes FUNCTION LOAD) and
+            // retry once, as for NOSCRIPT.
+            load_library(con, library).await?;
+            fcall.query_async::<T>(con).await
+        }
+        other => other,
+    }
+}
+
+/// `FUNCTION LOAD REPLACE` of the library whose source is `library` (the room's, `twr_room_v8`,
+/// or matching's): its name. In a cluster redis-rs sends it to every primary (and answers once
+/// all succeeded).
+async fn load_library<C: ConnectionLike>(con: &mut C, library: &str) -> RedisResult<String> {
     redis::cmd("FUNCTION")
         .arg("LOAD")
         .arg("REPLACE")
-        .arg(protocol::SCRIPT)
+        .arg(library)
         .query_async(con)
         .await
 }

@@ -1,6 +1,6 @@
 -- Stored numbers, read strictly: the one reader of every number a script reads back from a key,
--- shared by every script of the crate (this library, whose files it is assembled with, and
--- tickets.lua and matching.lua, each sent with it first: src/store/redis/protocol.rs).
+-- shared by every script of the crate (this library and matching's, whose files it is assembled
+-- with, and tickets.lua, sent with it first: src/store/redis/protocol.rs).
 --
 -- A stored number may have been damaged behind the scripts' backs (a hand edit, another
 -- program, a half-applied bug), and Lua's tonumber reads far more than a script ever writes:
