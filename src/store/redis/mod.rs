@@ -260,18 +260,15 @@ impl RedisStore {
     }
 
     /// Runs `function` of another library than the room's (`FCALL`), whose source is `library`,
-    /// loaded when the server has no such function, as [`Self::run_script`] runs a script.
-    pub(crate) fn run_function<T, A>(
+    /// loaded when the server has no such function, as [`Self::run_script`] runs a script: its
+    /// reply as the server gave it.
+    pub(crate) fn run_function(
         &self,
         library: &'static str,
         function: &'static str,
         keys: Vec<String>,
-        args: Vec<A>,
-    ) -> StoreFuture<T>
-    where
-        T: redis::FromRedisValue + Send + 'static,
-        A: redis::ToRedisArgs + Send + 'static,
-    {
+        args: Vec<Vec<u8>>,
+    ) -> StoreFuture<Vec<redis::Value>> {
         self.run(Callee::Function(library, function), keys, args)
     }
 
