@@ -1,6 +1,6 @@
-//! The headers of the crate's Redis function libraries (the room's, matching's), as the tests
-//! that hold each function's `ARGV` to its Rust struct read them. A header stands above each
-//! function's body:
+//! The crate's Redis function libraries (the room's, matching's) as their tests read them: the
+//! files each is assembled from, and the headers that hold each function's `ARGV` to its Rust
+//! struct. A header stands above each function's body:
 //!
 //! ```text
 //! -- <function>: what it does
@@ -40,4 +40,26 @@ pub(crate) fn argv_names(script: &str, function: &str) -> Vec<String> {
         names.push(field.to_owned());
     }
     names
+}
+
+/// Asserts that each `.lua` file under `dir` (from the crate's root) is in `script` once: a file
+/// left out fails at load (a function it defines is missing), but one included twice only
+/// redefines its functions, which no other test would notice. Answers how many there are.
+pub(crate) fn each_file_once(script: &str, dir: &str) -> usize {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(dir);
+    let mut files = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "lua") {
+            let text = std::fs::read_to_string(&path).unwrap();
+            assert_eq!(
+                script.matches(text.as_str()).count(),
+                1,
+                "{}",
+                path.display()
+            );
+            files += 1;
+        }
+    }
+    files
 }

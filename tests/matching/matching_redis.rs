@@ -938,18 +938,11 @@ async fn the_script_before_the_library_shares_a_queue(backend: Backend) {
     let (store, prefix) = store(backend, &clock).await;
     let mut raw = Raw::open(backend).await;
     let (p, q) = (policy(), queue("chess", 2));
-    let queue_keys: Vec<String> = [
-        "meta",
-        "line",
-        "expiry",
-        "users",
-        "groups",
-        "pending",
-        "confirmed",
-        "used",
-    ]
-    .map(|k| queue_key(&prefix, &q, k))
-    .to_vec();
+    // The queue's keys in the order of the script's header.
+    let queue_keys: Vec<String> = "meta line expiry users groups pending confirmed used"
+        .split(' ')
+        .map(|k| queue_key(&prefix, &q, k))
+        .collect();
     let now = clock.now_ms().to_string();
     let ttl = (2 * (60_000 + 20_000) + 30_000 + 3_600_000u64).to_string();
     // The old gateway joins ann: its claim, then its queue's enter.

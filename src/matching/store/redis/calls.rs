@@ -205,7 +205,7 @@ match_args! {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::script_header::argv_names;
+    use crate::script_header::{argv_names, each_file_once};
 
     /// Every function's name and its `ARGV`'s.
     fn functions() -> [(&'static str, &'static [&'static str]); 8] {
@@ -265,28 +265,16 @@ mod tests {
         )));
     }
 
-    /// Each file under `script/` goes into the library once (a file included twice only
-    /// redefines its functions, which no other test would notice), and so does the crate's
-    /// reader of stored numbers, after the `#!lua` line, which stays the only one and the
-    /// first.
+    /// Each file under `script/` goes into the library once (`each_file_once`), and so does
+    /// the crate's reader of stored numbers, after the `#!lua` line, which stays the only one
+    /// and the first.
     #[test]
     fn the_library_holds_each_script_file_once() {
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("src/matching/store/redis/script");
-        let mut files = 0;
-        for entry in std::fs::read_dir(&dir).unwrap() {
-            let path = entry.unwrap().path();
-            if path.extension().is_some_and(|e| e == "lua") {
-                let text = std::fs::read_to_string(&path).unwrap();
-                assert_eq!(SCRIPT.matches(text.as_str()).count(), 1, "{path:?}");
-                files += 1;
-            }
-        }
-        assert_eq!(files, 6, "the files under {dir:?}");
+        assert_eq!(each_file_once(SCRIPT, "src/matching/store/redis/script"), 6);
         let stored = include_str!("../../../store/redis/script/stored.lua");
         assert_eq!(SCRIPT.matches(stored).count(), 1);
         assert_eq!(
-            SCRIPT.lines().filter(|l| l.starts_with("#!")).count(),
+            SCRIPT.matches("#!").count(),
             1,
             "one `#!lua` line, the first"
         );
