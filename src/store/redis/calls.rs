@@ -397,37 +397,8 @@ impl Ban {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::script_header::argv_names;
     use crate::store::redis::protocol::SCRIPT;
-
-    /// The `ARGV` names of the function `name` as its header in the script lists them: the
-    /// lines `--   <n> <name> ...` after `-- ARGV`, numbered from 1 with no gap.
-    fn header_argv(name: &str) -> Vec<String> {
-        let start = SCRIPT
-            .find(&format!("\n-- {name}: "))
-            .unwrap_or_else(|| panic!("no header for {name}"));
-        let mut lines = SCRIPT[start + 1..].lines();
-        lines
-            .by_ref()
-            .find(|l| l.starts_with("-- ARGV"))
-            .unwrap_or_else(|| panic!("{name}'s header lists no ARGV"));
-        let mut names = Vec::new();
-        for line in lines {
-            if line.starts_with("-- Reply") || !line.starts_with("--") {
-                break;
-            }
-            let mut words = line.trim_start_matches('-').split_whitespace();
-            let (Some(n), Some(field)) = (words.next(), words.next()) else {
-                continue;
-            };
-            // A continuation line (its first word no number) belongs to the field above.
-            let Ok(n) = n.parse::<usize>() else {
-                continue;
-            };
-            assert_eq!(n, names.len() + 1, "{name}'s ARGV numbering: {line}");
-            names.push(field.to_owned());
-        }
-        names
-    }
 
     #[test]
     fn every_functions_argv_header_matches_its_struct() {
@@ -451,7 +422,7 @@ mod tests {
         let mut declared = Vec::new();
         for (function, fields) in visitor.into_iter().chain(others) {
             assert!(function.starts_with(&format!("{LIBRARY}_")), "{function}");
-            assert_eq!(header_argv(function), fields, "{function}");
+            assert_eq!(argv_names(SCRIPT, function), fields, "{function}");
             declared.push(function);
         }
         // Every function the library registers, by whichever of its `register...` helpers: the

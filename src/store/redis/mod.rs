@@ -49,9 +49,8 @@
 //!     is `WRSETTINGS`, the room's settings written by a version this one cannot read (a
 //!     [version mix](super::StoreError::is_version_mix), logged at `ERROR` once per room);
 //!   - configuration faults (`NOPERM`, failed authentication, `WRONGTYPE` under the room's
-//!     prefix, `MISCONF`, a `NOSCRIPT` or a room function not found that survives reloading,
-//!     a master name the
-//!     sentinels do not know) are [`Misconfigured`](super::StoreErrorKind::Misconfigured): the
+//!     prefix, `MISCONF`, a function not found that survives loading its library, a master
+//!     name the sentinels do not know) are [`Misconfigured`](super::StoreErrorKind::Misconfigured): the
 //!     fail policy applies, the breaker opens so requests do not each ask a Redis that will
 //!     refuse them, and the store logs at `ERROR`;
 //!   - anything else (a generic `ERR`, an unexpected reply) is
@@ -70,8 +69,8 @@
 //!   error class.
 //! - A room function not found after a restart, a failover or `FUNCTION FLUSH` is answered by
 //!   loading the library (`FUNCTION LOAD REPLACE`, on every primary of a cluster) and retrying
-//!   once (the single-use tickets' functions are in the same library); a `NOSCRIPT` of
-//!   matching's script likewise, by loading the script (`redis::Script::invoke_async`).
+//!   once (the single-use tickets' functions are in the same library); matching's library
+//!   (`twr_match_v1`) likewise.
 //! - The connection is made lazily: a Redis that is down when the process starts does not stop
 //!   it from starting. [`RedisStore::check`] is the opposite, on request: a start-up check of the
 //!   server (reachable, library loaded, not a replica, no `allkeys-*` eviction).
@@ -97,8 +96,6 @@ use std::time::Duration;
 
 use redis::aio::{ConnectionLike, ConnectionManager};
 use redis::cluster_async::ClusterConnection;
-#[cfg(feature = "matching")]
-use redis::Script;
 use redis::{FromRedisValue, RedisResult, ToRedisArgs};
 
 pub use self::breaker::RedisStoreMetrics;
@@ -229,24 +226,6 @@ impl RedisStore {
         self.clock.as_ref().map_or(NOW_FROM_SERVER, |c| c.now_ms())
     }
 
-    /// Runs `script` with `keys` and `args` under this store's deadline and circuit breaker,
-    /// with its error classification, as [`Self::run_room`] runs a function: matching's script
-    /// (the one the crate still runs with `EVALSHA`), on a single node, a cluster or behind
-    /// Sentinel alike.
-    #[cfg(feature = "matching")]
-    pub(crate) fn run_script<T, A>(
-        &self,
-        script: Arc<Script>,
-        keys: Vec<String>,
-        args: Vec<A>,
-    ) -> StoreFuture<T>
-    where
-        T: redis::FromRedisValue + Send + 'static,
-        A: redis::ToRedisArgs + Send + 'static,
-    {
-        self.run(Callee::Script(script), keys, args)
-    }
-
     /// Runs the room function `function` (`FCALL`, the tickets' too) on the room of `policy`
     /// with `keys` and `args` under this store's deadline and circuit breaker, with its error
     /// classification: the one way the room's calls reach Redis, on a single node, a cluster or
@@ -263,6 +242,19 @@ impl RedisStore {
         A: redis::ToRedisArgs + Send + 'static,
     {
         self.run(Callee::Room(function, policy.room.clone()), keys, args)
+    }
+
+    /// Runs `function` of another library than the room's (`FCALL`), whose source is `library`,
+    /// loaded when the server has no such function, as [`Self::run_room`] runs the room's: its
+    /// reply as the server gave it.
+    pub(crate) fn run_function(
+        &self,
+        library: &'static str,
+        function: &'static str,
+        keys: Vec<String>,
+        args: Vec<Vec<u8>>,
+    ) -> StoreFuture<Vec<redis::Value>> {
+        self.run(Callee::Function(library, function), keys, args)
     }
 
     fn run<T, A>(&self, callee: Callee, keys: Vec<String>, args: Vec<A>) -> StoreFuture<T>
@@ -338,12 +330,12 @@ impl RedisStore {
     }
 }
 
-/// What a call runs: a script (`EVALSHA`, loaded on `NOSCRIPT`) or a room function (`FCALL` of
-/// the function named, its library loaded when the server has no such function) on a room.
+/// What a call runs: a room function (`FCALL` of the function named, its library loaded when
+/// the server has no such function) on a room, or a function of another library (its source,
+/// and the function's name), likewise.
 enum Callee {
-    #[cfg(feature = "matching")]
-    Script(Arc<Script>),
     Room(&'static str, Arc<str>),
+    Function(&'static str, &'static str),
 }
 
 /// The rooms whose settings this store (and its clones) found written by a version it cannot
@@ -379,45 +371,50 @@ impl Callee {
         C: ConnectionLike,
     {
         match self {
-            #[cfg(feature = "matching")]
-            Callee::Script(script) => {
-                let mut invocation = script.prepare_invoke();
-                for key in keys {
-                    invocation.key(key);
-                }
-                for arg in args {
-                    invocation.arg(arg);
-                }
-                invocation.invoke_async::<T>(con).await
-            }
-            Callee::Room(function, _) => {
-                let mut fcall = redis::cmd("FCALL");
-                fcall.arg(*function).arg(keys.len()).arg(keys);
-                for arg in args {
-                    fcall.arg(arg);
-                }
-                match fcall.query_async::<T>(con).await {
-                    Err(e) if protocol::is_function_not_found(&e) => {
-                        // A flushed or restarted server, a failover to a replica that missed the
-                        // load: load the library (on every primary of a cluster, as redis-rs
-                        // routes FUNCTION LOAD) and retry once, as for NOSCRIPT.
-                        load_room_library(con).await?;
-                        fcall.query_async::<T>(con).await
-                    }
-                    other => other,
-                }
-            }
+            Callee::Room(function, _) => fcall(con, protocol::SCRIPT, function, keys, args).await,
+            Callee::Function(library, function) => fcall(con, library, function, keys, args).await,
         }
     }
 }
 
-/// `FUNCTION LOAD REPLACE` of the room library: its name (`twr_room_v8`). In a cluster redis-rs
-/// sends it to every primary (and answers once all succeeded).
-pub(crate) async fn load_room_library<C: ConnectionLike>(con: &mut C) -> RedisResult<String> {
+/// `FCALL function` with `keys` and `args`; when the server has no such function, `library`
+/// (the source of the library that defines it) is loaded and the call retried once.
+async fn fcall<T, C>(
+    con: &mut C,
+    library: &str,
+    function: &str,
+    keys: &[String],
+    args: &[Vec<u8>],
+) -> RedisResult<T>
+where
+    T: FromRedisValue,
+    C: ConnectionLike,
+{
+    let mut fcall = redis::cmd("FCALL");
+    fcall.arg(function).arg(keys.len()).arg(keys);
+    for arg in args {
+        fcall.arg(arg);
+    }
+    match fcall.query_async::<T>(con).await {
+        Err(e) if protocol::is_function_not_found(&e) => {
+            // A flushed or restarted server, a failover to a replica that missed the load: load
+            // the library (on every primary of a cluster, as redis-rs routes FUNCTION LOAD) and
+            // retry once.
+            load_library(con, library).await?;
+            fcall.query_async::<T>(con).await
+        }
+        other => other,
+    }
+}
+
+/// `FUNCTION LOAD REPLACE` of the library whose source is `library` (the room's, `twr_room_v8`,
+/// or matching's): its name. In a cluster redis-rs sends it to every primary (and answers once
+/// all succeeded).
+async fn load_library<C: ConnectionLike>(con: &mut C, library: &str) -> RedisResult<String> {
     redis::cmd("FUNCTION")
         .arg("LOAD")
         .arg("REPLACE")
-        .arg(protocol::SCRIPT)
+        .arg(library)
         .query_async(con)
         .await
 }

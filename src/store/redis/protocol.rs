@@ -500,37 +500,16 @@ pub(crate) fn classify(e: RedisError) -> (ErrorClass, StoreError) {
 mod tests {
     use super::*;
 
-    /// Each file under `script/` goes into the library once: a file left out fails at load
-    /// (a function it defines is missing), but one included twice only redefines its functions,
-    /// which no other test would notice.
     #[test]
     fn the_library_holds_each_script_file_once() {
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/store/redis/script");
-        let mut files = 0;
-        for entry in std::fs::read_dir(&dir).unwrap() {
-            let path = entry.unwrap().path();
-            if path.extension().is_some_and(|e| e == "lua") {
-                let text = std::fs::read_to_string(&path).unwrap();
-                assert_eq!(
-                    SCRIPT.matches(text.as_str()).count(),
-                    1,
-                    "{}",
-                    path.display()
-                );
-                files += 1;
-            }
-        }
-        assert!(
-            files >= 10,
-            "only {files} script files under {}",
-            dir.display()
-        );
+        let files = crate::script_header::each_file_once(SCRIPT, "src/store/redis/script");
+        assert!(files >= 10, "only {files} script files");
     }
 
     /// The reader of stored numbers (`script/stored.lua`) is the one every function of the
     /// library reads a stored number with, the tickets' too: it goes in once (above), and no
     /// file brings a second `#!lua` line of its own (the library's is its first line, which
-    /// names it). Matching's script: its own test.
+    /// names it). Matching's library has its own test (src/matching/store/redis/calls.rs).
     #[test]
     fn the_library_has_one_lua_line_and_the_reader_of_stored_numbers_once() {
         let stored = include_str!("script/stored.lua");

@@ -1,10 +1,11 @@
-//! [`RedisMatchStore`]: matching on Redis, one Lua script (`matching.lua`) per step; the type's
-//! docs say how, and why nobody is ever in two groups.
+//! [`RedisMatchStore`]: matching on Redis, one function of its library (`script/*.lua`,
+//! `twr_match_v1`) per step; the type's docs say how, and why nobody is ever in two groups.
 
-use std::sync::Arc;
+mod calls;
+
 use std::time::Duration;
 
-use redis::{Script, Value};
+use redis::Value;
 use ring::rand::{SecureRandom, SystemRandom};
 
 use super::MAX_MATCH_WORK_PER_CALL;
@@ -14,13 +15,10 @@ use crate::matching::{
 };
 use crate::store::RedisStore;
 
-/// The script: its `#!lua` line, the shared reader of stored numbers (the room script's
-/// `stored.lua`), then `matching.lua`.
-const SCRIPT: &str = concat!(
-    "#!lua\n",
-    include_str!("../../../store/redis/script/stored.lua"),
-    include_str!("matching.lua")
-);
+use self::calls::{
+    Confirm, Enter, Leave, PointerClaim, PointerDrop, PointerRead, PointerTouch, QueueCall, Tick,
+    SCRIPT,
+};
 
 /// How long a claim may take to join its queue; an older claim that never joined is finished
 /// (`expired`) and may be replaced.
@@ -40,7 +38,7 @@ const POINTER_MARGIN: Duration = Duration::from_secs(3600);
 /// means another process finished a claim meanwhile).
 const MAX_CLAIM_ATTEMPTS: usize = 8;
 
-/// The queue script's reply codes (see `matching.lua`).
+/// The queue functions' reply codes (see `script/operations.lua`).
 mod code {
     pub(super) const PRESENT: i64 = 1;
     pub(super) const PRESENT_OTHER: i64 = 2;
@@ -55,9 +53,11 @@ mod code {
 
 /// The Redis/Valkey match store: every process matches from the same queues.
 ///
-/// [`RedisMatchStore`] runs the rules of [the store module](crate::matching::store) in one Lua script
-/// (`matching.lua`, whose header documents its keys, arguments and replies), with the exact
-/// answers of the [`MemoryMatchStore`](crate::matching::store::MemoryMatchStore) given the same clock. It shares
+/// [`RedisMatchStore`] runs the rules of [the store module](crate::matching::store) in a Redis
+/// Functions library of its own (`twr_match_v1`, `src/matching/store/redis/script/`, whose
+/// headers document its keys, arguments and replies; loaded by the store itself when a server
+/// has no such function), with the exact answers of the
+/// [`MemoryMatchStore`](crate::matching::store::MemoryMatchStore) given the same clock. It shares
 /// a [`RedisStore`]'s connection (single node, Redis Cluster or Sentinel), key prefix, deadline,
 /// circuit breaker, error classes and clock: a call fails as the room's calls do.
 ///
@@ -83,14 +83,14 @@ mod code {
 /// # Keys
 ///
 /// A queue's keys share the hash tag `{<prefix>:m:<queue key>}` (a Redis Cluster keeps a queue
-/// in one slot), so each step on a queue is one atomic script call. Which queue a user is in is
+/// in one slot), so each step on a queue is one atomic function call. Which queue a user is in is
 /// a second fact, in another slot: the user's **pointer** `{<prefix>:mu:<hex of the user id>}`
 /// holds a **claim**, `<queue key>|<claim ms>|<random nonce>`.
 ///
 /// # One place per user, across slots
 ///
 /// A join is two steps: (a) set the pointer to a new claim for the queue, by compare-and-set
-/// on the value read (absent, or a claim found finished); (b) the queue's script `enter` with
+/// on the value read (absent, or a claim found finished); (b) the queue's function `enter` with
 /// that claim. Whoever finds a claim on the pointer (a join elsewhere, a status, a leave) runs the
 /// same `enter` with it on the claim's queue, which answers one of:
 /// - the user is in the queue (after its housekeeping): a join elsewhere is a conflict with that
@@ -111,7 +111,7 @@ mod code {
 /// once, and after one `enter` answered `done` or `expired` it never adds them again: both
 /// answers are permanent. The pointer leaves a claim only (i) by compare-and-set after an
 /// `enter` with it answered `done` or `expired` (the user is not in its queue and will never be
-/// put there by it), or (ii) by `leave`, after the queue script removed the user (the claim is
+/// put there by it), or (ii) by `leave`, after the queue function removed the user (the claim is
 /// used, so it cannot put them back). Every new claim replaces exactly the value read, atomically
 /// on the pointer's slot. Hence at any time at most one claim can have its user in its queue or
 /// put them there: the pointer's current one. Two processes joining the same user to two queues
@@ -128,7 +128,6 @@ mod code {
 #[derive(Clone)]
 pub struct RedisMatchStore {
     store: RedisStore,
-    script: Arc<Script>,
     random: SystemRandom,
 }
 
@@ -147,11 +146,11 @@ fn ms(d: Duration) -> u64 {
 fn protocol_error(what: impl std::fmt::Display) -> StoreError {
     StoreError::with_source(
         StoreErrorKind::Protocol,
-        format!("unexpected matching script reply: {what}"),
+        format!("unexpected matching function reply: {what}"),
     )
 }
 
-/// A queue script's reply, parsed.
+/// A queue function's reply, parsed.
 struct Reply {
     code: i64,
     /// Users who went back to the line from an undone group, with their claims.
@@ -261,7 +260,6 @@ impl RedisMatchStore {
     pub fn new(store: &RedisStore) -> Self {
         Self {
             store: store.clone(),
-            script: Arc::new(Script::new(SCRIPT)),
             random: SystemRandom::new(),
         }
     }
@@ -305,19 +303,22 @@ impl RedisMatchStore {
         Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
     }
 
-    /// One call on a user's pointer.
-    async fn pointer(&self, user: &UserId, args: Vec<String>) -> Result<Vec<Value>, StoreError> {
+    /// One call of `function` on a user's pointer.
+    async fn pointer(
+        &self,
+        user: &UserId,
+        function: &'static str,
+        args: Vec<Vec<u8>>,
+    ) -> Result<Vec<Value>, StoreError> {
         let keys = vec![self.pointer_key(user)];
-        self.store
-            .run_script(Arc::clone(&self.script), keys, args)
-            .await
+        self.store.run_function(SCRIPT, function, keys, args).await
     }
 
     /// The user's claim, `None` when the pointer is absent; its time to live renewed to `ttl`
     /// in the same call (one round trip for a status's read and renewal).
     async fn read_claim(&self, user: &UserId, ttl: u64) -> Result<Option<String>, StoreError> {
         let reply = self
-            .pointer(user, vec!["read".into(), "0".into(), ttl.to_string()])
+            .pointer(user, PointerRead::FUNCTION, PointerRead { ttl }.argv())
             .await?;
         match reply.as_slice() {
             [_, current] => {
@@ -338,15 +339,19 @@ impl RedisMatchStore {
         queue: &Queue,
         ttl: u64,
     ) -> Result<Result<String, String>, StoreError> {
-        let args = vec![
-            "claim".into(),
-            now.to_string(),
-            expected.to_owned(),
-            queue.key(),
-            self.nonce()?,
-            ttl.to_string(),
-        ];
-        match self.pointer(user, args).await?.as_slice() {
+        let args = PointerClaim {
+            now,
+            expected: expected.to_owned(),
+            queue: queue.key(),
+            nonce: self.nonce()?,
+            ttl,
+        }
+        .argv();
+        match self
+            .pointer(user, PointerClaim::FUNCTION, args)
+            .await?
+            .as_slice()
+        {
             [set, value] => Ok(if int(set)? == 1 {
                 Ok(text(value)?)
             } else {
@@ -357,45 +362,54 @@ impl RedisMatchStore {
     }
 
     async fn drop_claim(&self, user: &UserId, claim: &str) -> Result<(), StoreError> {
-        self.pointer(user, vec!["drop".into(), claim.to_owned()])
+        let args = PointerDrop {
+            expected: claim.to_owned(),
+        }
+        .argv();
+        self.pointer(user, PointerDrop::FUNCTION, args)
             .await
             .map(drop)
     }
 
     async fn touch(&self, user: &UserId, claim: &str, ttl: u64) -> Result<(), StoreError> {
-        self.pointer(
-            user,
-            vec!["touch".into(), claim.to_owned(), ttl.to_string()],
-        )
-        .await
-        .map(drop)
+        let args = PointerTouch {
+            expected: claim.to_owned(),
+            ttl,
+        }
+        .argv();
+        self.pointer(user, PointerTouch::FUNCTION, args)
+            .await
+            .map(drop)
     }
 
-    /// One step on `queue`; renews the pointers of users an undone group sent back to the line.
+    /// The arguments every step on `queue` takes first: `now`, the queue's size, `policy`'s
+    /// timings and the bounds.
+    fn queue_args(queue: &Queue, policy: &MatchPolicy, now: u64) -> QueueCall {
+        QueueCall {
+            now,
+            size: u64::from(queue.size.get()),
+            fallback_after: ms(policy.fallback_after),
+            timeout: ms(policy.timeout),
+            confirm_ttl: ms(policy.confirm_ttl),
+            keep_confirmed: ms(policy.keep_confirmed),
+            max_work: MAX_MATCH_WORK_PER_CALL as u64,
+            grace: ms(CLAIM_GRACE),
+            used_keep: ms(CLAIM_MEMORY),
+        }
+    }
+
+    /// One step on `queue`, the call of `function` with `args`; renews the pointers of users an
+    /// undone group sent back to the line.
     async fn queue_call(
         &self,
         queue: &Queue,
         policy: &MatchPolicy,
-        now: u64,
-        op: &str,
-        extra: [String; 2],
+        function: &'static str,
+        args: Vec<Vec<u8>>,
     ) -> Result<Reply, StoreError> {
-        let mut args = vec![
-            op.to_owned(),
-            now.to_string(),
-            queue.size.get().to_string(),
-            ms(policy.fallback_after).to_string(),
-            ms(policy.timeout).to_string(),
-            ms(policy.confirm_ttl).to_string(),
-            ms(policy.keep_confirmed).to_string(),
-            MAX_MATCH_WORK_PER_CALL.to_string(),
-            ms(CLAIM_GRACE).to_string(),
-            ms(CLAIM_MEMORY).to_string(),
-        ];
-        args.extend(extra);
         let reply = Reply::parse(
             self.store
-                .run_script(Arc::clone(&self.script), self.queue_keys(queue), args)
+                .run_function(SCRIPT, function, self.queue_keys(queue), args)
                 .await?,
         )?;
         let ttl = Self::pointer_ttl(policy);
@@ -417,8 +431,13 @@ impl RedisMatchStore {
         user: &UserId,
         claim: &str,
     ) -> Result<Reply, StoreError> {
-        let extra = [user.as_str().to_owned(), claim.to_owned()];
-        self.queue_call(queue, policy, now, "enter", extra).await
+        let args = Enter {
+            call: Self::queue_args(queue, policy, now),
+            user: user.as_str().to_owned(),
+            claim: claim.to_owned(),
+        }
+        .argv();
+        self.queue_call(queue, policy, Enter::FUNCTION, args).await
     }
 
     async fn join_async(
@@ -532,9 +551,14 @@ impl RedisMatchStore {
         let Some((claim, queue)) = self.pointed(&user, &policy).await? else {
             return Ok(MatchState::Idle);
         };
-        let extra = [user.as_str().to_owned(), claim.clone()];
+        let args = Leave {
+            call: Self::queue_args(&queue, &policy, now),
+            user: user.as_str().to_owned(),
+            claim: claim.clone(),
+        }
+        .argv();
         let reply = self
-            .queue_call(&queue, &policy, now, "leave", extra)
+            .queue_call(&queue, &policy, Leave::FUNCTION, args)
             .await?;
         // The user is out of the queue and the claim is used: it can never put them back, so
         // the pointer may go (unless another join replaced it meanwhile).
@@ -558,9 +582,14 @@ impl RedisMatchStore {
         let now = self.store.now_arg();
         // Numbers beyond Lua's exact integers were never formed: 0 names no group.
         let number = if id.number > MAX_MS { 0 } else { id.number };
-        let extra = [number.to_string(), app_id.as_str().to_owned()];
+        let args = Confirm {
+            call: Self::queue_args(&id.queue, &policy, now),
+            number,
+            app: app_id.as_str().to_owned(),
+        }
+        .argv();
         let reply = self
-            .queue_call(&id.queue, &policy, now, "confirm", extra)
+            .queue_call(&id.queue, &policy, Confirm::FUNCTION, args)
             .await?;
         match reply.code {
             code::CONFIRMED => Ok(ConfirmOutcome::Confirmed(reply.group(&id.queue)?)),
@@ -572,8 +601,12 @@ impl RedisMatchStore {
 
     async fn tick_async(self, policy: MatchPolicy, queue: Queue) -> Result<u64, StoreError> {
         let now = self.store.now_arg();
+        let args = Tick {
+            call: Self::queue_args(&queue, &policy, now),
+        }
+        .argv();
         let reply = self
-            .queue_call(&queue, &policy, now, "tick", [String::new(), String::new()])
+            .queue_call(&queue, &policy, Tick::FUNCTION, args)
             .await?;
         match (reply.code, reply.tail.as_slice()) {
             (code::TICK, [formed]) => non_negative(formed),
@@ -606,26 +639,5 @@ impl MatchStore for RedisMatchStore {
 
     fn tick(&self, policy: &MatchPolicy, queue: Queue) -> StoreFuture<u64> {
         Box::pin(self.clone().tick_async(*policy, queue))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    /// The script reads every stored number with the room script's reader
-    /// (`src/store/redis/script/stored.lua`), sent once, after the `#!lua` line (which must stay
-    /// the first, for the server to check memory before the script runs).
-    #[test]
-    fn the_script_holds_the_reader_of_stored_numbers_once() {
-        let stored = include_str!("../../../store/redis/script/stored.lua");
-        assert!(super::SCRIPT.starts_with("#!lua\n"));
-        assert_eq!(super::SCRIPT.matches(stored).count(), 1);
-        assert_eq!(
-            super::SCRIPT
-                .lines()
-                .filter(|l| l.starts_with("#!"))
-                .count(),
-            1,
-            "one `#!lua` line, the first"
-        );
     }
 }
