@@ -27,7 +27,7 @@
 //! 7. **micro**: token sign/verify, the layer's own work per request in-process, cookie scanning;
 //! 8. **matching**: `RedisMatchStore` joins and polls (through `Matchmaker`) next to
 //!    `EVALSHA "return 1"`, and a poll's p50/p99 with 1 000 and 100 000 users waiting.
-//! 9. **Redis at two million** (issue 14, `bench_parts/redis_scale.rs`): our `enter` next to the
+//! 9. **Redis at two million** (`bench_parts/redis_scale.rs`): our `enter` next to the
 //!    peer's algorithm, `EVALSHA "return 1"` and a trivial `FCALL` under `redis-benchmark` at capacities 1 to
 //!    10 000, bytes per waiter, Redis CPU per waiting poll, and a simulated 2M / 8-gateway run.
 //!
@@ -1704,7 +1704,7 @@ impl ServerCpu {
 #[path = "../tests/redis_harness/mod.rs"]
 mod redis_harness;
 
-// Issue 14's Redis-side measurements: the peer comparison, bytes per waiter, Redis CPU per
+// The Redis-side measurements: the peer comparison, bytes per waiter, Redis CPU per
 // waiting poll, the simulated 2M / 8-gateway run.
 #[path = "bench_parts/redis_scale.rs"]
 mod redis_scale;

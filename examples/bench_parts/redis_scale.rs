@@ -1,4 +1,4 @@
-//! Issue 14's Redis-side measurements: what one Redis node spends on a line of two million.
+//! The Redis-side measurements: what one Redis node spends on a line of two million.
 //!
 //! Four parts, each on a `redis-server` of its own (started fresh, so one part's keys and
 //! memory never weigh on another's numbers):
@@ -1641,7 +1641,7 @@ pub(super) fn print_table(s: &Value) {
         }
     }
     println!();
-    println!("| Redis, issue 14 | value |");
+    println!("| Redis at two million | value |");
     println!("|---|---:|");
     for (k, label) in [
         (

@@ -1,4 +1,4 @@
-//! Issue 16's proofs, with real parts: two gateway processes (this test binary, started again
+//! Matching's proofs, with real parts: two gateway processes (this test binary, started again
 //! as a child running `gateway_process`) serve matching over real HTTP on one real
 //! `redis-server`; this process plays the users and the application that confirms groups.
 //!

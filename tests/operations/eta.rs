@@ -139,7 +139,7 @@ async fn a_line_that_does_not_move_gets_no_made_up_number() {
 
     // Ten seconds on, the only admission is the one that filled the empty room at its opening:
     // nobody has left, so the room has no pace to go by yet. It says it is estimating, and
-    // makes up no number (issue 15: not "nobody let in for minutes", not a guess).
+    // makes up no number (not "nobody let in for minutes", not a guess).
     site.clock.advance(Duration::from_secs(10));
     let r = site
         .http

@@ -1,4 +1,4 @@
-//! The wait estimate against real waits, in simulation (issue 15): visitors arrive, wait, poll the
+//! The wait estimate against real waits, in simulation: visitors arrive, wait, poll the
 //! status endpoint, are let in, stay and leave, all through the real layer in process, on the
 //! embedded store and a manual clock moved one second at a time. Deterministic: every random
 //! draw comes from an xorshift generator with a fixed seed.
@@ -28,10 +28,9 @@
 //! have known. A slowdown of visits counts from when the first slower visit outlasts the
 //! shortest of the old ones (before that the room's departures are what they would have been).
 //!
-//! The targets of issue 15 are [`TARGETS`]; each scenario's test asserts them. Issue 15's six
-//! scenarios meet them; a harder one beyond its list ("late as early") does not yet and is
-//! ignored, with its figures in `docs/eta.md`; run every one, with the table, by
-//! `cargo test --release --all-features --test eta_sim -- --include-ignored --nocapture`
+//! The targets are [`TARGETS`]; each scenario's test asserts them. Six scenarios meet them; a
+//! harder one ("late as early") does not yet and is ignored, with its figures in `docs/eta.md`; run every one, with the table, by
+//! `cargo test --release --all-features --test operations eta_sim -- --include-ignored --nocapture`
 //! (`ETA_SIM_TRACE=1` adds where each errs, half a minute at a time).
 
 use crate::common;
@@ -63,11 +62,11 @@ struct Targets {
     /// Least share of polls, after the first 15 s of a wait, that showed an estimate.
     shown_after_15s: f64,
     /// Least share of real waits within the range shown, when the answers carry one; `None`:
-    /// reported, not asserted (issue 15 sets no figure).
+    /// reported, not asserted (no figure is set).
     within_range: Option<f64>,
 }
 
-/// Issue 15's targets.
+/// What every scenario must reach.
 const TARGETS: Targets = Targets {
     at_least_real: 0.90,
     median_rel_error: 0.25,
@@ -217,7 +216,7 @@ impl Scenario {
         }
     }
 
-    /// Issue 15's example: 60 at the opening, then one a second for 30 s; capacity 5; stays of
+    /// A burst: 60 at the opening, then one a second for 30 s; capacity 5; stays of
     /// 1-5 s.
     fn burst() -> Self {
         Self {
@@ -923,7 +922,7 @@ async fn meets_targets(scenario: Scenario) {
     assert!(misses.is_empty(), "{name}: {}", misses.join("; "));
 }
 
-// ===== the scenarios against the targets (issue 15) =====
+// ===== the scenarios against the targets =====
 
 #[tokio::test]
 async fn burst_at_opening() {
@@ -961,7 +960,7 @@ async fn many_waiters_give_up() {
 }
 
 #[tokio::test]
-#[ignore = "beyond issue 15's list, misses its error target (docs/eta.md): run with --ignored"]
+#[ignore = "a harder scenario that misses the error target (docs/eta.md): run with --ignored"]
 async fn many_waiters_give_up_late() {
     meets_targets(Scenario::giving_up_late()).await;
 }

@@ -1,4 +1,4 @@
-//! What visitors see when operators act (issue 12), over real HTTP on loopback, one gateway:
+//! What visitors see when operators act, over real HTTP on loopback, one gateway:
 //! pause, close, release, drop (ban), and the app ending a slot through the control handle.
 //! Every change goes through `WaitingRoomLayer::control()`; the admin API's own tests
 //! (tests/operations/admin.rs) do the same through HTTP and across gateways.

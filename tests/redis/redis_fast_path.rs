@@ -1,4 +1,4 @@
-//! The room function's fast path (issue 14, `script/fast_path.lua`) answers an enter (or a
+//! The room function's fast path (`script/fast_path.lua`) answers an enter (or a
 //! join: the enter of a visitor whose cookie has no place) exactly as the function's main path
 //! would. Proof by difference, against a real
 //! `redis-server`: one seeded run of every store operation (newcomers, waiters' enters, claims,

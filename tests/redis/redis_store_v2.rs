@@ -1,4 +1,4 @@
-//! The Redis store's v2 layout (issue 14), against a real `redis-server`: members are the
+//! The Redis store's v2 layout, against a real `redis-server`: members are the
 //! session ids' 16 raw bytes, there is no `seen` zset, liveness lives in Bloom bitmaps that a
 //! gateway's `sync` sets, housekeeping runs exactly when due, and a snapshot's checkpoints are
 //! the exact ranks.

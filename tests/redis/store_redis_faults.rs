@@ -335,7 +335,7 @@ async fn a_million_waiters_do_not_make_a_call_slow() {
     assert!(took < Duration::from_millis(250), "two calls took {took:?}");
 }
 
-// ===== issue 11: the breaker's probe, and an error model by code =====
+// ===== the breaker's probe, and an error model by code =====
 
 /// A store with a short cooldown, for the breaker tests.
 fn quick_store(url: &str) -> RedisStore {
@@ -673,7 +673,7 @@ async fn a_server_loading_its_data_is_unavailable() {
     assert!(answers_within(&store, &policy, Duration::from_secs(5)).await);
 }
 
-// ===== issue 11: the start-up check =====
+// ===== the start-up check =====
 
 /// The functions of the room's library on `server` (`FUNCTION LIST LIBRARYNAME`): none if it
 /// has not got the library.
