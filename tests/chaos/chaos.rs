@@ -2193,11 +2193,16 @@ async fn run(settings: Settings) {
             ),
         );
     }
-    // The run must have exercised what it checks: a full room and a real line.
-    if most_inside < settings.capacity as usize {
+    // The run must have exercised what it checks: a full room and a real line, by the store's
+    // own counts (docs/reliability.md, check 10). The app's count may stay one short on a busy
+    // machine: a granted slot is full in the store before its visitor's request reaches the app.
+    if store_over.most_slots < u64::from(settings.capacity) {
         v.add(
             V_THIN,
-            format!("the room was never full (at most {most_inside} inside)"),
+            format!(
+                "the room was never full (at most {} slots in the store, {most_inside} inside)",
+                store_over.most_slots
+            ),
         );
     }
     if store_over.longest_line < u64::from(settings.capacity) {
