@@ -200,6 +200,8 @@ pub(crate) enum DecidedBy {
 }
 
 impl DecidedBy {
+    /// The metric's `by` label (only the `metrics` feature exports it).
+    #[cfg(feature = "metrics")]
     pub(crate) fn as_str(self) -> &'static str {
         match self {
             DecidedBy::Default => "default",
