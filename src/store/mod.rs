@@ -397,8 +397,8 @@ impl StoreOp {
         StoreOp::Sync,
     ];
 
-    /// The operation's name, as the script and the metrics spell it.
-    #[cfg_attr(not(any(feature = "metrics", feature = "redis")), allow(dead_code))]
+    /// The operation's name, as the metrics spell it (and the script's function names).
+    #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
     pub(crate) fn as_str(self) -> &'static str {
         match self {
             StoreOp::Enter => "enter",

@@ -247,6 +247,7 @@ impl RedisStore {
     /// Runs `function` of another library than the room's (`FCALL`), whose source is `library`,
     /// loaded when the server has no such function, as [`Self::run_room`] runs the room's: its
     /// reply as the server gave it.
+    #[cfg(feature = "matching")]
     pub(crate) fn run_function(
         &self,
         library: &'static str,
@@ -335,6 +336,7 @@ impl RedisStore {
 /// and the function's name), likewise.
 enum Callee {
     Room(&'static str, Arc<str>),
+    #[cfg(feature = "matching")]
     Function(&'static str, &'static str),
 }
 
@@ -372,6 +374,7 @@ impl Callee {
     {
         match self {
             Callee::Room(function, _) => fcall(con, protocol::SCRIPT, function, keys, args).await,
+            #[cfg(feature = "matching")]
             Callee::Function(library, function) => fcall(con, library, function, keys, args).await,
         }
     }
