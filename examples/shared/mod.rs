@@ -7,13 +7,21 @@ pub mod serve;
 
 /// The log (the crate's and any other) on stderr, at `info` unless `RUST_LOG` says otherwise;
 /// stdout keeps the lines meant for people and scripts (`open http://...`).
+/// `RUST_LOG` takes `level` and `target=level` directives, comma-separated
+/// (`info,tower_waiting_room=debug`); one it cannot read leaves the log at `info`.
 pub fn init_logging() {
-    use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    use tracing_subscriber::filter::{LevelFilter, Targets};
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    let filter = std::env::var("RUST_LOG")
+        .ok()
+        .and_then(|directives| directives.parse::<Targets>().ok())
+        .unwrap_or_else(|| Targets::new().with_default(LevelFilter::INFO));
     tracing_subscriber::fmt()
-        .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .finish()
+        .with(filter)
         .init();
 }
 
