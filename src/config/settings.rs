@@ -349,11 +349,13 @@ settings! {
     /// one (`403`, state `refused`); a [`risk`](crate::WaitingRoomBuilder::risk) hook sees
     /// whether it is ([`NewVisitor::in_listed_network`](crate::defences::risk::NewVisitor::in_listed_network))
     /// and decides. Listing any turns the risk decision on, with or without proof of work. An
-    /// IPv4-mapped IPv6 address counts as its IPv4 address. A range with bits set past its
-    /// prefix length (`203.0.113.7/24`) is refused
-    /// ([`ConfigError::InvalidNetwork`](crate::ConfigError::InvalidNetwork)): it would list
-    /// another range than the one meant. A file or the environment writes them as one string,
-    /// separated by commas.
+    /// entry in IPv4-mapped IPv6 form is listed as IPv4 (`::ffff:192.0.2.0/120` as
+    /// `192.0.2.0/24`; a mapped range shorter than `/96` would reach past IPv4 and is refused),
+    /// and a client IP in that form is looked up as its IPv4 address; `config()` still reports
+    /// each entry as written. A range with bits set past its prefix length (`203.0.113.7/24`)
+    /// is refused ([`ConfigError::InvalidNetwork`](crate::ConfigError::InvalidNetwork)): it
+    /// would list another range than the one meant. A file or the environment writes them as
+    /// one string, separated by commas.
     ///
     /// ```
     /// use tower_waiting_room::WaitingRoomLayer;

@@ -282,7 +282,9 @@ enum Network {
 
 /// An address (`203.0.113.7`, `2001:db8::1`: that address alone) or a range in CIDR notation
 /// (`203.0.113.0/24`, `2001:db8::/32`), with no bits set past the prefix length (a typo there
-/// would list another range than meant). Surrounding spaces are ignored.
+/// would list another range than meant). Surrounding spaces are ignored. An IPv4-mapped IPv6
+/// entry is its IPv4 one: `::ffff:192.0.2.7` is `192.0.2.7`, `::ffff:192.0.2.0/120` is
+/// `192.0.2.0/24`.
 fn parse_network(text: &str) -> Option<Network> {
     let text = text.trim();
     let (addr, prefix) = match text.split_once('/') {
@@ -304,7 +306,22 @@ fn parse_network(text: &str) -> Option<Network> {
             Some(Network::V4(lo, hi))
         }
         IpAddr::V6(v6) => {
-            let (lo, hi) = range(u128::from(v6), prefix.unwrap_or(128), 128)?;
+            let prefix = prefix.unwrap_or(128);
+            if let Some(v4) = v6.to_ipv4_mapped() {
+                // A client IP is looked up as IPv4 when it is one, mapped or not (see
+                // `Networks::contains`), so a mapped entry must be listed as IPv4 too: among
+                // the IPv6 ranges it would never match. A prefix shorter than 96 is refused
+                // rather than read as "all of IPv4 and more": such a range reaches past the
+                // mapped block into other IPv6 space, and one short prefix would then refuse
+                // every IPv4 visitor, far more than a mapped entry suggests. (Its `ffff` also
+                // lies past the prefix, which is refused for any range.)
+                let (lo, hi) = range(u128::from(u32::from(v4)), prefix.checked_sub(96)?, 32)?;
+                return Some(Network::V4(lo, hi));
+            }
+            // A plain IPv6 range that happens to contain the mapped block (`::/0`, `::/80`)
+            // lists IPv6 clients only: an operator listing "all of IPv6" does not mean to
+            // refuse every IPv4 visitor.
+            let (lo, hi) = range(u128::from(v6), prefix, 128)?;
             Some(Network::V6(lo, hi))
         }
     }
@@ -434,6 +451,102 @@ mod tests {
         assert!(Networks::default().is_empty());
         let all = nets(&["0.0.0.0/0", "::/0"]);
         assert!(all.contains(ip("255.255.255.255")) && all.contains(ip("::")));
+    }
+
+    #[test]
+    fn a_mapped_address_is_listed_as_its_ipv4_address() {
+        let n = nets(&["::ffff:192.0.2.7"]);
+        assert_eq!(n.v4, [(0xc000_0207, 0xc000_0207)]);
+        assert!(n.v6.is_empty(), "{:?}", n.v6);
+        assert!(n.contains(ip("192.0.2.7")));
+        assert!(n.contains(ip("::ffff:192.0.2.7")));
+        assert!(!n.contains(ip("192.0.2.8")));
+        assert!(
+            !n.contains(ip("::192.0.2.7")),
+            "the compatible form is IPv6"
+        );
+        assert_eq!(
+            parse_network("::ffff:192.0.2.7/128"),
+            parse_network("192.0.2.7")
+        );
+    }
+
+    #[test]
+    fn a_mapped_range_is_listed_as_its_ipv4_range() {
+        let n = nets(&["::ffff:127.0.0.0/104"]);
+        assert_eq!(n, nets(&["127.0.0.0/8"]));
+        for inside in [
+            "127.1.2.3",
+            "127.0.0.0",
+            "127.255.255.255",
+            "::ffff:127.1.2.3",
+        ] {
+            assert!(n.contains(ip(inside)), "{inside}");
+        }
+        for outside in [
+            "126.255.255.255",
+            "128.0.0.0",
+            "::ffff:128.0.0.1",
+            "::127.1.2.3",
+        ] {
+            assert!(!n.contains(ip(outside)), "{outside}");
+        }
+        // A client IP in mapped form, as a dual-stack listener reports one, is refused too.
+        let req = Request::get("/").body(()).unwrap();
+        let gate = RiskGate::new(None, n);
+        for client in ["127.1.2.3", "::ffff:127.1.2.3"] {
+            assert_eq!(
+                gate.decide(RequestInfo::new(&req), Some(ip(client))),
+                (Risk::High, DecidedBy::Default),
+                "{client}"
+            );
+        }
+        // The whole mapped block is the whole of IPv4; bits past the prefix are refused as for
+        // any range.
+        assert_eq!(nets(&["::ffff:0.0.0.0/96"]), nets(&["0.0.0.0/0"]));
+        assert_eq!(
+            parse_network("::ffff:192.0.2.0/120"),
+            parse_network("192.0.2.0/24")
+        );
+        assert_eq!(parse_network("::ffff:192.0.2.7/120"), None);
+        assert_eq!(parse_network("::ffff:192.0.2.0/129"), None);
+    }
+
+    #[test]
+    fn a_mapped_range_shorter_than_96_is_refused_and_wider_ipv6_lists_no_ipv4() {
+        for bad in [
+            "::ffff:0.0.0.0/95",
+            "::ffff:0:0/80",
+            "::ffff:127.0.0.0/64",
+            "::ffff:0:0/0",
+        ] {
+            assert_eq!(parse_network(bad), None, "{bad}");
+            assert_eq!(Networks::parse(["10.0.0.0/8", bad]), Err(bad));
+        }
+        // A plain IPv6 range around the mapped block stays IPv6: it lists no IPv4 client.
+        let v6 = nets(&["::/0"]);
+        assert!(v6.v4.is_empty());
+        assert!(v6.contains(ip("2001:db8::1")) && v6.contains(ip("::127.0.0.1")));
+        assert!(!v6.contains(ip("127.0.0.1")) && !v6.contains(ip("::ffff:127.0.0.1")));
+    }
+
+    #[test]
+    fn mapped_and_ordinary_entries_list_together() {
+        let n = nets(&[
+            "10.0.0.0/8",
+            "::ffff:10.1.0.0/112", // inside the /8: merged
+            "::ffff:11.0.0.0/104", // adjacent to the /8: merged
+            "198.51.100.7",
+            "2001:db8::/32",
+        ]);
+        assert_eq!(n.v4.len(), 2, "{:?}", n.v4);
+        assert_eq!(n.v6.len(), 1, "{:?}", n.v6);
+        for inside in ["10.1.2.3", "11.255.0.1", "198.51.100.7", "2001:db8::1"] {
+            assert!(n.contains(ip(inside)), "{inside}");
+        }
+        for outside in ["12.0.0.0", "198.51.100.8", "2001:db9::"] {
+            assert!(!n.contains(ip(outside)), "{outside}");
+        }
     }
 
     #[test]

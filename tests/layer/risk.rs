@@ -219,6 +219,37 @@ async fn listed_networks_refuse_without_proof_of_work_on_the_connections_address
 }
 
 #[tokio::test]
+async fn an_ipv4_mapped_entry_lists_the_ipv4_addresses_it_maps() {
+    // Written in IPv4-mapped IPv6 form, the range still lists the IPv4 loopback the
+    // connection comes from.
+    let layer = WaitingRoomLayer::builder("mapped")
+        .capacity(5)
+        .secret(SECRET)
+        .risky_networks(["::ffff:127.0.0.0/104"])
+        .build()
+        .unwrap();
+    let http = serve_with_connect_info(app(layer)).await;
+    let r = http.send(Method::GET, "/", &[]).await;
+    assert_refused(&r, "127.0.0.1, listed as ::ffff:127.0.0.0/104");
+
+    // And a client IP that arrives in mapped form, as a dual-stack proxy may report it, is
+    // looked up as the IPv4 address it is.
+    let site = Site::start(
+        WaitingRoomLayer::builder("dual")
+            .capacity(5)
+            .client_ip_header("x-forwarded-for")
+            .risky_networks(["198.51.100.0/24"]),
+    )
+    .await;
+    let r = site
+        .http
+        .send(Method::GET, "/", &[forwarded_for("::ffff:198.51.100.7")])
+        .await;
+    assert_refused(&r, "::ffff:198.51.100.7, listed as 198.51.100.0/24");
+    assert_eq!(site.store.calls(), Calls::default(), "no store call");
+}
+
+#[tokio::test]
 async fn a_hook_that_says_medium_challenges_everyone_even_a_browser() {
     let site = Site::start(pow_room().risk(|_| Risk::Medium)).await;
     let mut jar = first_visit(&site, &browser(&site)).await;
