@@ -260,10 +260,10 @@ impl Outcome {
 
     /// A failed store call's outcome: busy, or the fail policy's.
     pub(crate) fn of_error(e: &StoreError, fails_open: bool) -> Self {
-        match (e.kind(), fails_open) {
-            (StoreErrorKind::Busy, _) => Outcome::Busy,
-            (_, true) => Outcome::FailOpen,
-            (_, false) => Outcome::Unavailable,
+        match (e.store_answered(), fails_open) {
+            (true, _) => Outcome::Busy,
+            (false, true) => Outcome::FailOpen,
+            (false, false) => Outcome::Unavailable,
         }
     }
 }

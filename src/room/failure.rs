@@ -91,22 +91,20 @@ impl FailureLog {
         None
     }
 
-    /// Whether a failed store call lets the visitor in. Busy (out of memory) is the store
-    /// saying "not now", never "down, let everyone in"; every other kind (unreachable, timed
-    /// out, an unexpected answer, a configuration fault, and kinds added later) means the store
-    /// cannot decide, and the fail policy decides instead.
+    /// Whether a failed store call lets the visitor in. A store that answered (busy, or an
+    /// answer outside the protocol: a damaged key or a refused argument behind it) is saying
+    /// "not now", never "down, let everyone in"; every other kind (unreachable, timed out, a
+    /// configuration fault, and kinds added later) means the store cannot decide, and the fail
+    /// policy decides instead.
     pub(super) fn fails_open(&self, core: &Core, e: &StoreError) -> bool {
-        match e.kind() {
-            StoreErrorKind::Busy => false,
-            _ => core.config.settings.fail_policy == FailPolicy::Open,
-        }
+        !e.store_answered() && core.config.settings.fail_policy == FailPolicy::Open
     }
 
     /// Whether the drain policy decides what a visitor gets after the failed call `e`: the
     /// room drains, the store is not merely busy, and the schedule does not shut them out.
     pub(super) fn drains(&self, core: &Core, e: &StoreError) -> bool {
         matches!(core.config.settings.fail_policy, FailPolicy::Drain { .. })
-            && e.kind() != StoreErrorKind::Busy
+            && !e.store_answered()
             && !self.schedule_shuts_out(core, e)
     }
 
@@ -117,7 +115,7 @@ impl FailureLog {
             return false;
         };
         let now = core.now_ms();
-        e.kind() != StoreErrorKind::Busy
+        !e.store_answered()
             && (schedule.before_opening(now)
                 || (schedule.after_closing(now) && !schedule.keep_line_after_close))
     }
@@ -128,7 +126,7 @@ impl FailureLog {
     pub(super) fn scheduled_on_failure(&self, core: &Core, e: &StoreError) -> Option<Rejection> {
         let schedule = core.config.policy.schedule.as_ref()?;
         let now = core.now_ms();
-        (e.kind() != StoreErrorKind::Busy && schedule.before_opening(now))
+        (!e.store_answered() && schedule.before_opening(now))
             .then(|| scheduled_rejection(schedule.opens_at_ms, now))
     }
 
@@ -151,7 +149,7 @@ impl FailureLog {
         let Some(closes_at) = schedule.closes_at_ms.filter(|&c| now >= c) else {
             return false;
         };
-        if e.kind() == StoreErrorKind::Busy {
+        if e.store_answered() {
             return false;
         }
         if !schedule.keep_line_after_close {
@@ -169,9 +167,10 @@ impl FailureLog {
     pub(super) fn log(&self, core: &Core, e: &StoreError, call: &'static str) {
         let room = core.config.room();
         let now = core.now_ms();
-        if e.kind() == StoreErrorKind::Busy {
-            // Busy is the store saying "not now", never "down": it answered, so an outage
-            // before it is over (a gate fails open only while the store seems down).
+        if e.store_answered() {
+            // Busy (or an answer outside the protocol) is the store saying "not now", never
+            // "down": it answered, so an outage is over (a gate fails open only while the
+            // store seems down).
             self.answered();
         } else {
             self.down_at(now);

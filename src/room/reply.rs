@@ -19,7 +19,7 @@ use crate::outcome::{
 };
 use crate::response::{json_response, NotAdmittedBody, RenderContext, StatusBody};
 use crate::session::SessionId;
-use crate::store::{RoomPace, StoreError, StoreErrorKind};
+use crate::store::{RoomPace, StoreError};
 use crate::token::QueueCookie;
 
 /// A freshly signed value for a response: its `Set-Cookie`, and for clients that use headers
@@ -364,13 +364,14 @@ pub(super) fn full_rejection(waiting: u64) -> Rejection {
 }
 
 pub(super) fn error_rejection(e: &StoreError) -> Rejection {
-    match e.kind() {
-        StoreErrorKind::Busy => Rejection::Busy {
+    if e.store_answered() {
+        Rejection::Busy {
             retry_after: BUSY_RETRY_AFTER,
-        },
-        _ => Rejection::Unavailable {
+        }
+    } else {
+        Rejection::Unavailable {
             retry_after: UNAVAILABLE_RETRY_AFTER,
-        },
+        }
     }
 }
 

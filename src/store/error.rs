@@ -17,8 +17,11 @@ pub enum StoreErrorKind {
     /// rolling upgrade's mix: [`StoreError::is_version_mix`]). Visitors are told to try again
     /// soon; waiters keep their place. Never treated as "down, let everyone in".
     Busy,
-    /// The store answered something this crate did not expect (a reply of another script
-    /// version, a generic `ERR` of the server). Follows the fail policy like `Unavailable`.
+    /// The store answered, but not in the protocol: a reply this crate did not expect, a
+    /// generic `ERR` of the server, or a call the store refused (an argument out of its
+    /// bounds, a clock far from the server's). The store is up, so this is never an outage:
+    /// answered like `Busy` (nobody is let in by it, under any fail policy, and nobody loses
+    /// their place), whatever in a key or an argument caused it.
     Protocol,
     /// The store's own configuration is invalid (a bad URL, an empty key prefix…); returned by
     /// store builders, never at request time.
@@ -58,6 +61,13 @@ impl StoreError {
                 .source
                 .as_ref()
                 .is_some_and(|s| s.downcast_ref::<VersionMix>().is_some())
+    }
+
+    /// Whether the store answered, so that the failure is never taken for an outage: busy
+    /// (out of memory, a long script, a version mix) or an answer outside the protocol. The
+    /// fail policy does not apply: nobody is let in by it, and nobody loses their place.
+    pub(crate) fn store_answered(&self) -> bool {
+        matches!(self.kind, StoreErrorKind::Busy | StoreErrorKind::Protocol)
     }
 
     /// An error of `kind` without a cause.

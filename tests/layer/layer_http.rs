@@ -558,13 +558,17 @@ async fn fail_closed_answers_503_unavailable() {
     assert_eq!(r.handler_saw()["by"], "Store");
 }
 
-/// Every kind of store failure but `Busy` follows the fail policy.
-const DOWN: [StoreErrorKind; 4] = [
+/// Every kind of store failure but those of a store that answered (`Busy`, `Protocol`) follows
+/// the fail policy.
+const DOWN: [StoreErrorKind; 3] = [
     StoreErrorKind::Unavailable,
     StoreErrorKind::Timeout,
-    StoreErrorKind::Protocol,
     StoreErrorKind::Config,
 ];
+
+/// A store that answered, busy or outside the protocol (a damaged key, a refused argument
+/// behind it): never the fail policy's, whichever it is.
+const ANSWERED: [StoreErrorKind; 2] = [StoreErrorKind::Busy, StoreErrorKind::Protocol];
 
 /// A room with one visitor inside and `waiter` in line behind them.
 async fn a_waiter(policy: FailPolicy) -> (Site, Jar) {
@@ -634,14 +638,29 @@ async fn fail_closed_tells_waiters_and_newcomers_alike_that_the_room_is_down() {
 async fn busy_is_busy_for_waiters_polling_under_both_policies() {
     let _serial = SERIAL.lock().await;
     for policy in [FailPolicy::Open, FailPolicy::Closed] {
-        let (site, mut waiter) = a_waiter(policy).await;
-        site.store.fail_with(Some(StoreErrorKind::Busy));
-        let r = site
-            .http
-            .visit(&mut waiter, Method::GET, &site.status_path())
-            .await;
-        assert_eq!(r.status, StatusCode::SERVICE_UNAVAILABLE, "{policy:?}");
-        assert_eq!(r.json()["state"], "busy", "{policy:?}");
+        for kind in ANSWERED {
+            let (site, mut waiter) = a_waiter(policy).await;
+            site.store.fail_with(Some(kind));
+            let r = site
+                .http
+                .visit(&mut waiter, Method::GET, &site.status_path())
+                .await;
+            assert_eq!(
+                r.status,
+                StatusCode::SERVICE_UNAVAILABLE,
+                "{policy:?} {kind:?}"
+            );
+            assert_eq!(r.json()["state"], "busy", "{policy:?} {kind:?}");
+            // A newcomer is not let in by it either, under fail-open too.
+            let mut newcomer = site.arrive("/").await;
+            let r = site.http.visit(&mut newcomer, Method::GET, "/").await;
+            assert_eq!(
+                r.status,
+                StatusCode::SERVICE_UNAVAILABLE,
+                "{policy:?} {kind:?}: a newcomer: {r:?}"
+            );
+            assert_eq!(r.json()["state"], "busy", "{policy:?} {kind:?}");
+        }
     }
 }
 
