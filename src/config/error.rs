@@ -27,6 +27,10 @@ impl fmt::Display for ConfigError {
                     "{setting} must be longer than zero and at most ~584 million years"
                 )
             }
+            ConfigError::BeyondStoreLimit { setting } => write!(
+                f,
+                "{setting} is beyond what the store keeps (at most 16777216 waiters, or 7 days)"
+            ),
             ConfigError::RefreshNotShorterThanActiveTtl => {
                 f.write_str("refresh must be shorter than active_ttl")
             }

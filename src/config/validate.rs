@@ -125,6 +125,21 @@ fn numbers_and_durations(room: &str, s: &Settings) -> Result<u32, ConfigError> {
             return Err(ConfigError::InvalidDuration { setting });
         }
     }
+    if s.max_queue_len > crate::store::MAX_QUEUE_LEN_LIMIT {
+        return Err(ConfigError::BeyondStoreLimit {
+            setting: "max_queue_len",
+        });
+    }
+    for (setting, d) in [
+        ("active_ttl", s.active_ttl),
+        ("grant_ttl", s.grant_ttl),
+        ("queue_ttl", s.queue_ttl),
+        ("abandon_after", s.effective_abandon_after()),
+    ] {
+        if duration_ms(d) > crate::store::MAX_STORED_TTL_MS {
+            return Err(ConfigError::BeyondStoreLimit { setting });
+        }
+    }
     if s.refresh >= s.active_ttl {
         return Err(ConfigError::RefreshNotShorterThanActiveTtl);
     }

@@ -127,7 +127,9 @@ impl Field {
 }
 
 /// A damaged number as it may be found in a store: text that a lax reader (Lua's `tonumber`,
-/// `strtod`) takes for a number, but that is no whole number in its field's range.
+/// `strtod`) takes for a number, but that is no whole number in its field's range as the
+/// store writes one (Redis's integer grammar: no leading zero, no `-0`, no sign but `-`, no
+/// space, no exponent).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum BadNumber {
@@ -149,11 +151,27 @@ pub enum BadNumber {
     Empty,
     /// `99999999999999999999`: 20 digits, beyond any counter (and 2^64).
     TwentyDigits,
+    /// `01`: a leading zero, which Redis's `INCR` refuses.
+    LeadingZero,
+    /// `007`: zeros before the digits.
+    Padded,
+    /// `00`.
+    DoubleZero,
+    /// `-0`.
+    NegativeZero,
+    /// `+7`: a sign the scripts never write.
+    PlusSign,
+    /// ` 7`: a space before the digits.
+    Spaced,
+    /// `1e3`: an exponent.
+    Exponent,
+    /// `1e300`: huge, but finite (a score Redis keeps).
+    Huge,
 }
 
 impl BadNumber {
     /// Every form.
-    pub const ALL: [BadNumber; 9] = [
+    pub const ALL: [BadNumber; 17] = [
         BadNumber::Infinity,
         BadNumber::MinusInfinity,
         BadNumber::NotANumber,
@@ -163,6 +181,14 @@ impl BadNumber {
         BadNumber::Hexadecimal,
         BadNumber::Empty,
         BadNumber::TwentyDigits,
+        BadNumber::LeadingZero,
+        BadNumber::Padded,
+        BadNumber::DoubleZero,
+        BadNumber::NegativeZero,
+        BadNumber::PlusSign,
+        BadNumber::Spaced,
+        BadNumber::Exponent,
+        BadNumber::Huge,
     ];
 
     /// The text written in the store.
@@ -177,6 +203,14 @@ impl BadNumber {
             BadNumber::Hexadecimal => "0x10",
             BadNumber::Empty => "",
             BadNumber::TwentyDigits => "99999999999999999999",
+            BadNumber::LeadingZero => "01",
+            BadNumber::Padded => "007",
+            BadNumber::DoubleZero => "00",
+            BadNumber::NegativeZero => "-0",
+            BadNumber::PlusSign => "+7",
+            BadNumber::Spaced => " 7",
+            BadNumber::Exponent => "1e3",
+            BadNumber::Huge => "1e300",
         }
     }
 }

@@ -264,6 +264,16 @@ pub(crate) const MAX_PROMOTIONS_PER_CALL: u32 = 100;
 /// line in one call.
 pub(crate) const MAX_SWEEP_PER_CALL: u32 = 100;
 
+/// The longest line a room may keep (`max_queue_len`): the Redis library sizes its liveness
+/// bitmaps by it (at most 32 MiB each), and refuses a call that sends more
+/// (`script/call.lua`, `LIMIT_QUEUE`); the builder refuses it too.
+pub(crate) const MAX_QUEUE_LEN_LIMIT: u64 = 1 << 24;
+/// The longest lifetime a room may give a slot, a grant or a waiter's check-in (`active_ttl`,
+/// `grant_ttl`, `queue_ttl`, `abandon_after`): seven days, in ms. The Redis library refuses a
+/// call that sends a longer one (`script/call.lua`, `LIMIT_TTL`), and drops a slot whose
+/// expiry lies beyond it as damage; the builder refuses it too.
+pub(crate) const MAX_STORED_TTL_MS: u64 = 7 * 24 * 3_600_000;
+
 /// Most waiters [`admit_next`](Store::admit_next) lets in per call; callers ask again for more.
 pub(crate) const MAX_ADMIT_NEXT_PER_CALL: u32 = 1_000;
 

@@ -23,6 +23,14 @@ pub enum ConfigError {
         /// The setting's name.
         setting: &'static str,
     },
+    /// A setting the store keeps for every gateway is beyond what the store accepts:
+    /// `max_queue_len` above 16 777 216 waiters, or `active_ttl`, `grant_ttl`, `queue_ttl` or
+    /// `abandon_after` above seven days (the Redis store refuses such a call, so that no
+    /// gateway can grow its memory or lifetimes without bound; see `docs/redis.md`).
+    BeyondStoreLimit {
+        /// The setting's name.
+        setting: &'static str,
+    },
     /// `refresh` must be shorter than `active_ttl`, or an admission would outlive its slot
     /// without ever being checked.
     RefreshNotShorterThanActiveTtl,

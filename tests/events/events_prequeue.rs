@@ -364,7 +364,7 @@ async fn prequeue_over_two_gateways_on_redis() {
         RedisStore::builder()
             .url(server.url())
             .prefix(prefix.clone())
-            .clock(clock.clone())
+            .manual_clock(clock.clone())
             .build()
             .expect("the store builds")
     };

@@ -24,7 +24,7 @@ fn store(url: &str, prefix: &str, clock: &ManualClock) -> RedisStore {
         .url(url)
         .prefix(prefix)
         .timeout(Duration::from_secs(5))
-        .clock(clock.clone())
+        .manual_clock(clock.clone())
         .build()
         .expect("store builds")
 }

@@ -343,8 +343,56 @@ async fn on_redis() {
     let store = tower_waiting_room::store::RedisStore::builder()
         .url(redis.url())
         .timeout(Duration::from_secs(2))
-        .clock(clock.clone())
+        .manual_clock(clock.clone())
         .build()
         .expect("the store builds");
     every_case(&Shop::on(store, clock).await).await;
+}
+
+#[cfg(feature = "testing")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_record_on_the_embedded_store_is_never_a_second_checkout() {
+    use tower_waiting_room::testing::conformance::Damage;
+
+    let clock = clock();
+    let store = tower_waiting_room::store::MemoryStore::with_clock(clock.clone());
+    let shop = Shop::on(store.clone(), clock).await;
+    let lose = |s| {
+        store.__damage("shop", Damage::TicketLost(s)).unwrap();
+        std::future::ready(())
+    };
+    a_lost_record_never_lets_a_used_ticket_check_out_again(&shop, lose).await;
+}
+
+#[cfg(feature = "redis")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_record_on_redis_is_never_a_second_checkout() {
+    let redis = redis_harness::Server::start(&["--save", ""]);
+    let clock = clock();
+    let store = tower_waiting_room::store::RedisStore::builder()
+        .url(redis.url())
+        .prefix("lost")
+        .timeout(Duration::from_secs(2))
+        .manual_clock(clock.clone())
+        .build()
+        .expect("the store builds");
+    let shop = Shop::on(store, clock).await;
+    let conn = redis::Client::open(redis.url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let lose = |s: SessionId| {
+        let mut conn = conn.clone();
+        async move {
+            let key = format!("lost:{{shop}}:tk:{s}");
+            let deleted: u32 = redis::cmd("DEL")
+                .arg(&key)
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+            assert_eq!(deleted, 1, "{key}");
+        }
+    };
+    a_lost_record_never_lets_a_used_ticket_check_out_again(&shop, lose).await;
 }

@@ -52,7 +52,7 @@ async fn store(backend: Backend, clock: &ManualClock) -> (RedisMatchStore, Strin
     let room = builder
         .prefix(prefix.clone())
         .timeout(Duration::from_secs(5))
-        .clock(clock.clone())
+        .manual_clock(clock.clone())
         .build()
         .expect("store builds");
     (RedisMatchStore::new(&room), prefix)
@@ -869,7 +869,7 @@ async fn a_flushed_library_is_loaded_again() {
         .url(server.url())
         .prefix(prefix())
         .timeout(Duration::from_secs(5))
-        .clock(clock.clone())
+        .manual_clock(clock.clone())
         .build()
         .expect("store builds");
     let store = RedisMatchStore::new(&room);

@@ -25,7 +25,7 @@ fn harness(builder: RedisStoreBuilder) -> Harness {
             N.fetch_add(1, Ordering::Relaxed)
         ))
         .timeout(Duration::from_secs(5))
-        .clock(clock.clone())
+        .manual_clock(clock.clone())
         .build()
         .expect("store builds");
     Harness::new(Arc::new(RedisMatchStore::new(&room)), clock)

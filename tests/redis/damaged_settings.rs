@@ -297,7 +297,13 @@ async fn the_reader_of_stored_numbers_reads_only_what_the_scripts_write() {
         assert_eq!(got[0], "nil", "{:?} read as an integer", form.text());
         let score_ok = matches!(
             form,
-            BadNumber::Fraction | BadNumber::Negative | BadNumber::TwentyDigits
+            BadNumber::Fraction
+                | BadNumber::Negative
+                | BadNumber::TwentyDigits
+                | BadNumber::LeadingZero
+                | BadNumber::Padded
+                | BadNumber::DoubleZero
+                | BadNumber::NegativeZero
         );
         assert_eq!(
             got[1] != "nil",
@@ -320,7 +326,15 @@ async fn the_reader_of_stored_numbers_reads_only_what_the_scripts_write() {
         ("7.0", 0, 10, "nil"),
         ("1e3", 0, 10_000, "nil"),
         ("12345678901234567", 0, 1 << 53, "nil"),
-        ("00000000000000000007", 0, 10, "7"),
+        // Redis's own integer grammar, which INCR and HINCRBY read: no leading zero, no -0.
+        ("00000000000000000007", 0, 10, "nil"),
+        ("01", 0, 10, "nil"),
+        ("007", 0, 10, "nil"),
+        ("00", 0, 10, "nil"),
+        ("-0", -10, 10, "nil"),
+        ("-01", -10, 10, "nil"),
+        ("10", 0, 10, "10"),
+        ("-10", -10, 10, "-10"),
     ] {
         let got: Vec<String> = read(text, min, max).query_async(&mut c).await.unwrap();
         assert_eq!(got[0], want, "{text:?} in [{min}, {max}]");

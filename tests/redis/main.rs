@@ -10,6 +10,8 @@ mod redis_harness;
 #[path = "../common/sentinel.rs"]
 mod sentinel;
 
+#[cfg(all(feature = "redis", feature = "testing"))]
+mod damage_never_lets_in;
 #[cfg(all(
     feature = "redis",
     feature = "testing",

@@ -108,7 +108,7 @@ fn store(server: &Server, clock: &ManualClock, prefix: &str) -> RedisStore {
         .url(server.url())
         .prefix(prefix)
         .timeout(Duration::from_secs(5))
-        .clock(clock.clone())
+        .manual_clock(clock.clone())
         .build()
         .expect("store builds")
 }

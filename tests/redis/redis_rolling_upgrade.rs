@@ -229,7 +229,7 @@ async fn the_previous_library_never_skips_a_waiter_left_out_behind_a_horizon() {
     let store = RedisStore::builder()
         .url(server.url())
         .timeout(Duration::from_secs(5))
-        .clock(clock.clone())
+        .manual_clock(clock.clone())
         .build()
         .unwrap();
     // queue_ttl 8 s: turn epochs of 2 s; silent for more than 10 s is skipped at the turn.

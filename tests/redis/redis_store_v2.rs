@@ -23,7 +23,7 @@ fn store(server: &Server, clock: &ManualClock) -> RedisStore {
     RedisStore::builder()
         .url(server.url())
         .timeout(Duration::from_secs(5))
-        .clock(clock.clone())
+        .manual_clock(clock.clone())
         .build()
         .expect("store builds")
 }

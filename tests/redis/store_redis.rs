@@ -32,7 +32,7 @@ where
 {
     let store = store
         .timeout(Duration::from_secs(2))
-        .clock(clock.clone())
+        .manual_clock(clock.clone())
         .build()
         .expect("store builds");
     let damaged = store.clone();

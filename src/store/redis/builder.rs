@@ -31,6 +31,7 @@ pub struct RedisStoreBuilder {
     timeout: Option<Duration>,
     breaker_cooldown: Option<Duration>,
     clock: Option<SharedClock>,
+    manual_clock: bool,
 }
 
 impl std::fmt::Debug for RedisStoreBuilder {
@@ -88,10 +89,26 @@ impl RedisStoreBuilder {
         self
     }
 
-    /// Sends this clock's time to the script instead of using Redis `TIME`. For tests that move
-    /// time by hand; in production every gateway should share Redis's clock.
+    /// Sends this clock's time to the script instead of using Redis `TIME`. The server holds it
+    /// to its own: a room call whose time is more than a second from the server's `TIME` is
+    /// refused (a [`Protocol`](crate::store::StoreErrorKind::Protocol) error: nobody is let in by it), so a
+    /// gateway whose clock runs ahead can never expire the others' slots and places. In
+    /// production every gateway should share Redis's clock (the default); tests that move
+    /// time by hand use [`manual_clock`](Self::manual_clock).
     pub fn clock(mut self, clock: impl Clock) -> Self {
         self.clock = Some(Arc::new(clock));
+        self.manual_clock = false;
+        self
+    }
+
+    /// Sends a manual clock's time to the script, taken as it is, whatever the server's
+    /// `TIME`: for tests that move time by hand (a
+    /// [`ManualClock`](crate::testing::ManualClock)). Never for a gateway in production: a
+    /// clock far ahead expires every slot and place of the room.
+    #[cfg(feature = "testing")]
+    pub fn manual_clock(mut self, clock: impl Clock) -> Self {
+        self.clock = Some(Arc::new(clock));
+        self.manual_clock = true;
         self
     }
 
@@ -162,6 +179,7 @@ impl RedisStoreBuilder {
             prefix: prefix.clone(),
             timeout,
             clock: self.clock,
+            manual_clock: self.manual_clock,
             found: Arc::default(),
             checked_in: Arc::default(),
             version_mixes: Arc::default(),

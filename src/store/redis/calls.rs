@@ -71,10 +71,34 @@ fn numbers(policy: &RoomPolicy) -> [u64; 13] {
     ]
 }
 
+/// The time a room function's call names (`script/call.lua`, ARGV 1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Now {
+    /// The server's `TIME` (`0`): one clock for every gateway.
+    Server,
+    /// The gateway's own clock in ms; the library refuses a call whose time is more than a
+    /// second from the server's (`WRCLOCK`).
+    Sent(u64),
+    /// A manual clock that tests move by hand, in ms (`m<ms>`): taken as it is.
+    Manual(u64),
+}
+
+impl Arg for Now {
+    fn write(self, argv: &mut Vec<Vec<u8>>) {
+        let text = match self {
+            Now::Server => NOW_FROM_SERVER.to_string(),
+            // 0 would read as the server's time.
+            Now::Sent(ms) => ms.max(1).to_string(),
+            Now::Manual(ms) => format!("m{}", ms.max(1)),
+        };
+        argv.push(text.into_bytes());
+    }
+}
+
 /// The arguments every function takes first (`script/call.lua`).
 pub(crate) struct Call {
-    /// The time in ms, or [`NOW_FROM_SERVER`](NOW_FROM_SERVER).
-    pub(crate) now: u64,
+    /// The time ([`Now`]).
+    pub(crate) now: Now,
     /// `<max_queue_len>:<queue_ttl_ms>:<abandon_after_ms>`
     /// ([`packed_numbers`](packed_numbers)).
     pub(crate) line_numbers: String,
@@ -360,7 +384,7 @@ pub(crate) fn visitor_call(
     let [line_numbers, room_numbers] = packed_numbers(policy);
     let mut argv = Visitor {
         call: Call {
-            now: NOW_FROM_SERVER,
+            now: Now::Server,
             line_numbers,
             room_numbers,
             excused: false,
@@ -449,10 +473,27 @@ mod tests {
         assert!(SCRIPT.starts_with(&format!("#!lua name={LIBRARY}\n")));
     }
 
+    /// The time travels as the library reads it (`script/call.lua`): `0` for the server's,
+    /// the gateway's own as a number (never `0`, which would read as the server's), a manual
+    /// clock tagged `m`.
+    #[test]
+    fn the_time_travels_tagged_by_whose_clock_it_is() {
+        let text = |now: Now| {
+            let mut argv = Vec::new();
+            now.write(&mut argv);
+            String::from_utf8(argv.remove(0)).unwrap()
+        };
+        assert_eq!(text(Now::Server), "0");
+        assert_eq!(text(Now::Sent(1_767_225_600_000)), "1767225600000");
+        assert_eq!(text(Now::Sent(0)), "1");
+        assert_eq!(text(Now::Manual(42)), "m42");
+        assert_eq!(text(Now::Manual(0)), "m1");
+    }
+
     #[test]
     fn the_arguments_go_in_their_declared_order() {
         let call = || Call {
-            now: 7,
+            now: Now::Sent(7),
             line_numbers: "1:2:3".to_owned(),
             room_numbers: "4:5".to_owned(),
             excused: true,

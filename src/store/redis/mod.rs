@@ -136,6 +136,9 @@ pub struct RedisStore {
     prefix: Arc<str>,
     timeout: Duration,
     clock: Option<SharedClock>,
+    /// Whether `clock` is a manual clock moved by hand (tests): sent as such, the library takes
+    /// it as it is instead of holding it to the server's time.
+    manual_clock: bool,
     breaker: Arc<Breaker>,
     /// The waiters this gateway already found in line, per room, in their abandon epoch.
     found: Arc<found::FoundInLine>,
@@ -170,7 +173,7 @@ impl RedisStore {
     fn call_arg(&self, policy: &RoomPolicy) -> Call {
         let [line_numbers, room_numbers] = protocol::packed_numbers(policy);
         Call {
-            now: self.now_arg(),
+            now: self.call_now(),
             line_numbers,
             room_numbers,
             // This store could not reach Redis within the last queue_ttl, so the waiters'

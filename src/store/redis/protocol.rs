@@ -522,6 +522,49 @@ mod tests {
         );
     }
 
+    /// The bounds the library holds a caller's numbers to (`script/call.lua`) are the ones the
+    /// builder refuses beyond, and the crate's own constants lie within them: a room the
+    /// builder accepts is never refused by the library.
+    #[test]
+    fn the_library_refuses_what_the_builder_refuses_and_nothing_it_sends() {
+        use crate::store::{
+            ADMISSION_BUCKETS, ADMISSION_BUCKET_MS, FIVE_MINUTE_BUCKETS, HISTORY_MINUTES,
+            MAX_ADMIT_NEXT_PER_CALL, MAX_PROMOTIONS_PER_CALL, MAX_QUEUE_LEN_LIMIT,
+            MAX_STORED_TTL_MS, MAX_SWEEP_PER_CALL, MINUTE_BUCKETS,
+        };
+        let call = include_str!("script/call.lua");
+        let line = call
+            .lines()
+            .find(|l| l.starts_with("local LIMIT_QUEUE, LIMIT_TTL, CLOCK_SKEW = "))
+            .expect("call.lua declares its limits");
+        let numbers: Vec<u64> = line
+            .split('=')
+            .nth(1)
+            .unwrap()
+            .split(',')
+            .map(|n| n.trim().parse().unwrap())
+            .collect();
+        assert_eq!(numbers, [MAX_QUEUE_LEN_LIMIT, MAX_STORED_TTL_MS, 1_000]);
+        // The constants the crate sends: within the library's 1 .. 100000 (ROOM_LIMITS and
+        // OWN_LIMITS), the history within the ring.
+        for n in [
+            u64::from(MAX_PROMOTIONS_PER_CALL),
+            u64::from(MAX_SWEEP_PER_CALL),
+            u64::from(MAX_ADMIT_NEXT_PER_CALL),
+            ADMISSION_BUCKETS,
+            MINUTE_BUCKETS,
+            FIVE_MINUTE_BUCKETS,
+            HISTORY_MINUTES as u64,
+        ] {
+            assert!((1..=100_000).contains(&n), "{n}");
+        }
+        const {
+            assert!(ADMISSION_BUCKET_MS <= 3_600_000);
+            assert!(HISTORY_MINUTES as u64 * MINUTE_BUCKETS <= ADMISSION_BUCKETS);
+            assert!(FIVE_MINUTE_BUCKETS <= ADMISSION_BUCKETS);
+        }
+    }
+
     #[test]
     fn keys_share_the_room_hash_tag() {
         let keys = keys("twr", "shop");

@@ -33,6 +33,117 @@
 -- How many arguments every function takes first (above).
 local CALL_ARGS = 4
 
+-- What a caller may send. Every number of the call is read as strictly as a stored one
+-- (stored.lua: Redis's integer grammar, within its range), and a call with one outside its
+-- bounds is refused with an error reply (`WRARGS`, or `WRCLOCK` for the time) before anything
+-- is read or written: an old or misbehaving gateway is refused, never obeyed into emptying the
+-- room or growing memory without bound. The crate refuses the same settings at build
+-- (src/store/redis/calls.rs, `LIMITS`; docs/redis.md lists them).
+--   the line's bound: 1 .. 2^24 waiters (each liveness bitmap at most 32 MiB, see Liveness);
+--   the four lifetimes (queue_ttl, abandon_after, active_ttl, grant_ttl): 1 ms .. 7 days (a
+--   bitmap's lifetime is a ring of epochs of these; a slot's is one of them);
+--   capacity 1 .. 2^32 - 1, rate 0 .. 2^32 - 1, the crate's constants (promotions and the sweep
+--   per call, the admission counts' buckets) within the ranges below;
+--   the time: 0 (the server's TIME), or the caller's clock within CLOCK_SKEW ms of the server's
+--   TIME: a clock far ahead would expire every slot and place, one far behind would hand out
+--   slots that end early (and so let in more than capacity while their holders' tokens still
+--   run); or 'm<ms>', a manual clock that tests move by hand (RedisStoreBuilder::manual_clock,
+--   of the `testing` feature), taken as it is.
+local LIMIT_QUEUE, LIMIT_TTL, CLOCK_SKEW = 16777216, 604800000, 1000
+
+-- The server's time in ms.
+function F.server_now()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- The time a call names by its ARGV 1 (above), in ms; nil and the reason for one it may not
+-- name.
+function F.call_now(arg)
+  if arg == '0' then return F.server_now() end
+  local manual = string.match(arg or '', '^m(%d+)$')
+  if manual then
+    local now = stored_integer(manual, 1, STORED_MAX)
+    if now then return now end
+    return nil, 'a manual clock that is no time'
+  end
+  local now = stored_integer(arg, 1, STORED_MAX)
+  if not now then return nil, 'a time that is no number of ms' end
+  local server = F.server_now()
+  if math.abs(now - server) > CLOCK_SKEW then
+    return nil, 'a clock ' .. string.format('%d', now - server) .. ' ms from the server\'s'
+  end
+  return now
+end
+
+-- The packed numbers of `text` (split at ':'), each read within its bounds `limits` ({min,
+-- max} pairs, one per number); nil unless there are exactly as many, each in range.
+function F.read_numbers(text, limits)
+  local out, i = {}, 0
+  for part in string.gmatch((text or '') .. ':', '([^:]*):') do
+    i = i + 1
+    local limit = limits[i]
+    if not limit then return nil end
+    out[i] = stored_integer(part, limit[1], limit[2])
+    if out[i] == nil then return nil end
+  end
+  if i ~= #limits then return nil end
+  return out
+end
+
+local LINE_LIMITS = {{1, LIMIT_QUEUE}, {1, LIMIT_TTL}, {1, LIMIT_TTL}}
+-- capacity, rate, active_ttl, grant_ttl, promotions, sweep, bucket ms, buckets, minute
+-- buckets, five minute buckets.
+local ROOM_LIMITS = {{1, U32_MAX}, {0, U32_MAX}, {1, LIMIT_TTL}, {1, LIMIT_TTL},
+  {1, 100000}, {1, 100000}, {1, 3600000}, {1, 100000}, {1, 100000}, {1, 100000}}
+
+-- A refused call's error reply.
+function F.refuse(what)
+  return redis.error_reply('WRARGS refused: ' .. what)
+end
+
+-- Each operation's own numbers (their ARGV index after the call's: {min, max}), read by
+-- `check_own` before anything runs: a stats history beyond the admission counts' ring (it
+-- would read past them; `inf` looped for ever), a configure's capacity of 'inf' or '2.5', an
+-- admit_next of more than a call may do at once are refused.
+local OWN_LIMITS = {
+  stats = {[5] = {0, 100000}},
+  configure = {[5] = {0, U32_MAX}, [6] = {-1, U32_MAX}, [7] = {-1, 1}, [8] = {-1, 1},
+    [9] = {0, 1}},
+  admit_next = {[5] = {0, 100000}},
+  ban = {[6] = {-STORED_MAX, STORED_MAX}},
+}
+
+-- Refuses the call's own arguments that are not in their bounds (OWN_LIMITS, and sync's lists
+-- of offsets, each below the bitmaps' size: an offset beyond it would grow a bitmap to the
+-- offset, 32 MiB at a time); nil when they are. After R is made.
+function F.check_own(op)
+  for i, limit in pairs(OWN_LIMITS[op] or {}) do
+    if stored_integer(R.args[i], limit[1], limit[2]) == nil then
+      return F.refuse(op .. ' argument ' .. i .. ' out of bounds')
+    end
+  end
+  if op == 'stats' and tonumber(R.args[5]) * R.minute_buckets > R.ring then
+    return F.refuse('stats history longer than the admission counts kept')
+  end
+  if op == 'sync' then
+    for _, i in ipairs({6, 9, 10, 11, 12, 13}) do
+      local text = R.args[i]
+      if string.find(text, '[^%d ]') then return F.refuse('sync offsets not numbers') end
+      for offset in string.gmatch(text, '%d+') do
+        if #offset > 10 or tonumber(offset) >= R.bloom_bits then
+          return F.refuse('sync offset beyond the liveness bitmaps')
+        end
+      end
+    end
+    local horizon = R.args[14]
+    if horizon ~= '' and not string.find(horizon, '^%d+ %d+$') then
+      return F.refuse('sync horizon malformed')
+    end
+  end
+  return nil
+end
+
 -- One call's state, from its keys and arguments: R is made anew by every FCALL (the functions
 -- are defined once, when the library is loaded), in ONE table constructor, so that its hash
 -- part is sized once instead of growing field by field (the nil ones are set later in the
@@ -42,20 +153,25 @@ local CALL_ARGS = 4
 -- sync's list of sessions) when `has_session`. Returns an error reply for arguments that
 -- cannot be read, else nil.
 function F.setup(op, keys, args, own, has_session)
-  local max_queue, queue_ttl, abandon = string.match(args[2] or '', FAST_NUMBERS)
-  local capacity, rate, active, grant, promote, sweep, bucket, ring, minute, five =
-    string.match(args[3] or '', MAIN_NUMBERS)
-  if not max_queue or not capacity or (args[4] ~= '0' and args[4] ~= '1')
+  local line, room = F.read_numbers(args[2], LINE_LIMITS), F.read_numbers(args[3], ROOM_LIMITS)
+  if not line or not room or (args[4] ~= '0' and args[4] ~= '1')
     or #args < CALL_ARGS + own or #args > CALL_ARGS + own + 1 then
-    return redis.error_reply('ERR malformed waiting room arguments')
+    return F.refuse('malformed waiting room arguments, or numbers out of bounds')
   end
-  capacity, rate, queue_ttl = tonumber(capacity), tonumber(rate), tonumber(queue_ttl)
+  local now, why = F.call_now(args[1])
+  if not now then return redis.error_reply('WRCLOCK refused: ' .. why) end
+  local max_queue, queue_ttl, abandon = line[1], line[2], line[3]
+  local capacity, rate, active, grant, promote, sweep, bucket, ring, minute, five =
+    unpack(room)
+  if minute > ring or five > ring then
+    return F.refuse('more buckets counted than the ring holds')
+  end
   R = {
     keys = keys, args = args, fast_numbers = args[2], schedule_arg = args[CALL_ARGS + own + 1],
     k_seq = keys[1], k_line = keys[2], k_active = keys[3], k_granted = keys[4],
     k_bucket = keys[5], k_admitted = keys[6], k_settings = keys[7], k_arrivals = keys[8],
     k_banned = keys[9], k_fast = keys[K_FAST],
-    op = op, s = has_session and args[CALL_ARGS + 1] or '', now = tonumber(args[1]),
+    op = op, s = has_session and args[CALL_ARGS + 1] or '', now = now,
     default_capacity = capacity, default_rate = rate,
     -- The live settings, read by `load_settings` at the start of every run, and when the
     -- room was first seen.
@@ -71,14 +187,12 @@ function F.setup(op, keys, args, own, has_session)
     -- Housekeeping's next due time, the sweep's cursor, the end of every ban, the last arrival
     -- note's second (nil: not known, so look).
     due = nil, cursor = '-inf', bans = nil, noted = nil,
-    active_ttl = tonumber(active), grant_ttl = tonumber(grant), queue_ttl = queue_ttl,
-    max_queue = tonumber(max_queue), max_promote = tonumber(promote),
-    max_sweep = tonumber(sweep),
+    active_ttl = active, grant_ttl = grant, queue_ttl = queue_ttl,
+    max_queue = max_queue, max_promote = promote, max_sweep = sweep,
     -- The crate sends every argument (src/store/redis/protocol.rs), so no default is
     -- repeated here.
-    bucket_ms = tonumber(bucket), ring = tonumber(ring),
-    minute_buckets = tonumber(minute), five_minute_buckets = tonumber(five),
-    abandon = math.max(tonumber(abandon), queue_ttl),
+    bucket_ms = bucket, ring = ring, minute_buckets = minute, five_minute_buckets = five,
+    abandon = math.max(abandon, queue_ttl),
     excused = args[4] == '1',
     -- The schedule (schedule.lua): nil for a room without one.
     opens_at = nil, closes_at = nil, keep_line = true, draw_score = nil, scheduled_call = false,
@@ -100,19 +214,17 @@ function F.setup(op, keys, args, own, has_session)
   local schedule = R.schedule_arg
   if schedule then
     local o, c, k, d = string.match(schedule, '^schedule:(%d+):(%d+):([01]):(%d+)$')
-    if not o then
+    o, c = stored_integer(o, 0, STORED_MAX), stored_integer(c, 0, STORED_MAX)
+    d = stored_integer(d, 0, 4503599627370495)
+    if not o or not c or not d then
       -- Never read as "no schedule": that would open a room that is not open yet.
-      return redis.error_reply('ERR malformed schedule argument')
+      return F.refuse('malformed schedule argument')
     end
-    R.opens_at, R.closes_at, R.keep_line = tonumber(o), tonumber(c), k == '1'
+    R.opens_at, R.closes_at, R.keep_line = o, c, k == '1'
     if R.closes_at == 0 then R.closes_at = nil end
-    R.draw_score = string.format('%.17g', tonumber(d) / 4503599627370496 - 1)
+    R.draw_score = string.format('%.17g', d / 4503599627370496 - 1)
     -- This call came with the schedule (else it may follow the one the settings key kept).
     R.scheduled_call = true
-  end
-  if R.now == 0 then
-    local t = redis.call('TIME')
-    R.now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   end
   F.apply_schedule()
   local turn = F.make_ring('turn', 10, TURN_EPOCHS, queue_ttl)
@@ -128,5 +240,5 @@ function F.setup(op, keys, args, own, has_session)
     FROM_FIELDS.turn[turn.current % turn.len], FROM_FIELDS.abandon[gone.current % gone.len]}
   R.current_bucket = math.floor(R.now / R.bucket_ms)
   R.promotions_left = R.max_promote
-  return nil
+  return F.check_own(op)
 end

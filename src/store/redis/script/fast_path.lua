@@ -127,12 +127,8 @@ end
 -- script began in the window's last millisecond, and the bits would go to the next epoch's key,
 -- which main makes first). Either is main's.
 function F.fast_now(args, from, till)
-  local now = tonumber(args[1])
-  if now == 0 then
-    local t = redis.call('TIME')
-    now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  end
-  if now < from or now >= till then return nil end
+  local now = F.call_now(args[1])
+  if not now or now < from or now >= till then return nil end
   return now
 end
 
@@ -159,8 +155,9 @@ function F.fast_enter(keys, args, join)
   if since > STORED_MAX or from > STORED_MAX or till > STORED_MAX then return nil end
   max_queue = tonumber(max_queue)
   if args[1] ~= '0' then
-    -- An injected clock: the window by that clock (the key's expiry is the server's).
-    local now = tonumber(args[1])
+    -- An injected clock: the window by that clock (the key's expiry is the server's); one
+    -- the call may not send (call.lua) is main's, which refuses it.
+    local now = F.call_now(args[1])
     if not now or now < from or now >= till then return nil end
   end
   -- The window holds only while the room is full by its slots (F.window): main would
@@ -213,7 +210,8 @@ function F.fast_enter(keys, args, join)
   if not position then
     -- A waiter: checked in by the time, told their rank.
     now = now or F.fast_now(args, from, till)
-    if not now then return nil end
+    -- A score that is no place (damage) is main's, which moves its waiter to the back.
+    if not now or not F.is_place(place) then return nil end
     place = tonumber(place)
     position = redis.call('ZRANK', k_line, s) + 1
   end

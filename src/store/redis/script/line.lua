@@ -8,18 +8,21 @@
 -- Saves 18 % of a heartbeat, 13 % of a poll at 2M
 -- (bench: docs/benchmarks.md#each-shortcut-measured).
 
--- Scores beyond 2^53 (stored.lua's STORED_MAX), as ZREMRANGEBYSCORE takes them.
-local BEYOND_STORED = '(9007199254740992'
-
--- Housekeeping when due: expire slots and grants, and note the next expiry.
+-- Housekeeping when due: expire slots and grants, and note the next expiry. A `due` later than
+-- any slot this call could give (a year ahead, '9e15': damage) is none: housekeeping runs, and
+-- writes the real one.
 function F.housekeep()
-  if R.due and R.now < R.due then return end
-  -- An expiry beyond 2^53 ms (year 287 396; 'inf' written by hand) is no expiry: such a slot
-  -- would never free itself, so it goes with the expired ones.
+  if R.due and R.now < R.due and R.due <= R.now + math.max(R.active_ttl, R.grant_ttl) then
+    return
+  end
+  -- An expiry beyond the longest lifetime any call may give a slot (LIMIT_TTL, call.lua; 'inf'
+  -- or a year ahead written by hand) is no expiry: such a slot would never free itself, so it
+  -- goes with the expired ones.
+  local beyond = '(' .. string.format('%d', R.now + LIMIT_TTL)
   redis.call('ZREMRANGEBYSCORE', R.k_active, '-inf', R.now)
-  redis.call('ZREMRANGEBYSCORE', R.k_active, BEYOND_STORED, '+inf')
+  redis.call('ZREMRANGEBYSCORE', R.k_active, beyond, '+inf')
   redis.call('ZREMRANGEBYSCORE', R.k_granted, '-inf', R.now)
-  redis.call('ZREMRANGEBYSCORE', R.k_granted, BEYOND_STORED, '+inf')
+  redis.call('ZREMRANGEBYSCORE', R.k_granted, beyond, '+inf')
   local a = tonumber(redis.call('ZRANGE', R.k_active, 0, 0, 'WITHSCORES')[2])
   local g = tonumber(redis.call('ZRANGE', R.k_granted, 0, 0, 'WITHSCORES')[2])
   local d = math.min(a or NO_DUE, g or NO_DUE)
@@ -143,8 +146,36 @@ function F.claim_or_extend()
   return nil
 end
 
+-- Whether a score in line is a place: a registrant's draw in [-1, 0) or a sequence number
+-- within 2^53. Anything else ('1e300', 'inf', '-inf', '-5') was written behind the scripts'
+-- backs, and a reply cannot carry it (Redis truncates a Lua number beyond 2^63).
+function F.is_place(score)
+  local n = stored_score(score)
+  return n ~= nil and n >= -1 and n <= STORED_MAX
+end
+
+-- The waiter `w`, whose score is no place, moved to the back of the line with a fresh number
+-- (never out of it, never ahead of anyone who waits properly); their new score.
+function F.replace_in_line(w)
+  local seq = F.next_seq()
+  redis.call('ZADD', R.k_line, seq, w)
+  return seq
+end
+
+-- Every waiter at either end of the line whose score is no place (F.is_place), moved to the back
+-- with a fresh number, at most CHUNK a call: run by sync (once a second per gateway), so that
+-- the snapshot's head and checkpoints are places.
+function F.repair_places()
+  local bad = redis.call('ZRANGEBYSCORE', R.k_line, '-inf', '(-1', 'LIMIT', 0, CHUNK)
+  local high = redis.call('ZRANGEBYSCORE', R.k_line, '(' .. string.format('%d', STORED_MAX),
+    '+inf', 'LIMIT', 0, CHUNK)
+  for _, w in ipairs(high) do bad[#bad + 1] = w end
+  for _, w in ipairs(bad) do F.replace_in_line(w) end
+end
+
 -- A waiter's enter or poll: checked in, and told where they stand.
 function F.touch(score)
+  if not F.is_place(score) then score = F.replace_in_line(R.s) end
   F.check_in({R.s})
   if not R.open then return {6, 0, 0} end
   if R.before_opening then return {11, R.opens_at, 0} end

@@ -36,7 +36,10 @@ function F.main()
   local refused = F.load_settings()
   if refused then return refused end
   if R.op == 'sync' or R.op == 'stats' or R.op == 'configure' then F.load_more() end
-  if R.op == 'sync' then F.check_in_seen(R.s) end
+  if R.op == 'sync' then
+    F.repair_places()
+    F.check_in_seen(R.s)
+  end
   F.housekeep()
   if R.op == 'sync' then F.sweep() end
   F.promote()

@@ -36,9 +36,6 @@
 -- not yet upgraded answer by their fail policy, never sweeping anyone and never answering from
 -- a window they do not keep.
 
--- The largest capacity and rate (the crate's u32s).
-local U32_MAX = 4294967295
-
 -- Every epoch the rings' fields name, marked lost (-e), for a room of an older version (see
 -- Settings): its bitmaps are of another size, so their bits sit at other offsets than this
 -- version reads. Everyone then counts as seen in those epochs (nobody skipped or swept for

@@ -1,0 +1,454 @@
+//! Damage is never a way in: a damaged key, a caller's bad argument or a clock far from the
+//! server's makes the room's library repair, refuse or answer within the protocol, never fail
+//! in a way the gateway's fail policy (open, by default) would answer by letting people in.
+//! Over HTTP on a real `redis-server` where it is about letting people in; by hand (`FCALL`)
+//! where it is about what a misbehaving caller may send.
+
+use crate::common;
+use crate::redis_harness;
+
+use std::time::Duration;
+
+use common::{app, serve, Jar, SECRET};
+use http::{Method, StatusCode};
+use redis_harness::Server;
+use tower_waiting_room::__private::{redis_keys, room_script_numbers};
+use tower_waiting_room::store::{RedisStore, SnapshotStore, Store};
+use tower_waiting_room::testing::ManualClock;
+use tower_waiting_room::{RoomPolicy, WaitingRoomLayer};
+
+fn store(redis: &Server) -> RedisStore {
+    RedisStore::builder()
+        .url(redis.url())
+        .timeout(Duration::from_secs(5))
+        .build()
+        .expect("the store builds")
+}
+
+/// A gateway of the room `room` (capacity 1, the default fail policy: open) over `store`,
+/// served on loopback; and its layer.
+async fn gateway(room: &str, store: RedisStore) -> (common::Http, WaitingRoomLayer) {
+    let layer = WaitingRoomLayer::builder(room)
+        .capacity(1)
+        .secret(SECRET)
+        .secure_cookies(false)
+        .store(store)
+        .build()
+        .expect("the room builds");
+    (serve(app(layer.clone())).await, layer)
+}
+
+/// A newcomer's two requests: the first visit (a queue cookie), then the store's answer.
+async fn newcomer(http: &common::Http) -> (common::Reply, Jar) {
+    let mut jar = Jar::new();
+    let first = http.visit(&mut jar, Method::GET, "/").await;
+    assert_eq!(first.status, StatusCode::FOUND, "{}", first.text());
+    let second = http.visit(&mut jar, Method::GET, "/").await;
+    (second, jar)
+}
+
+/// `cmd`'s reply from `redis`.
+async fn try_query<T: redis::FromRedisValue>(
+    redis: &Server,
+    cmd: &redis::Cmd,
+) -> redis::RedisResult<T> {
+    let mut c = redis::Client::open(redis.url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    cmd.query_async(&mut c).await
+}
+
+async fn query<T: redis::FromRedisValue>(redis: &Server, cmd: &redis::Cmd) -> T {
+    try_query(redis, cmd).await.unwrap()
+}
+
+/// The key `name` of `room` (`twr:{room}:<name>`).
+fn key(room: &str, name: &str) -> String {
+    format!("twr:{{{room}}}:{name}")
+}
+
+/// `n` newcomers to a full room of capacity 1: each must wait, at the back, in order
+/// (positions `first`, `first + 1`, ...); none is let in.
+async fn newcomers_wait_in_order(http: &common::Http, n: u64, first: u64, what: &str) {
+    for i in 0..n {
+        let (reply, _) = newcomer(http).await;
+        assert_eq!(
+            reply.status,
+            StatusCode::TOO_MANY_REQUESTS,
+            "{what}: newcomer #{i} got {}: {}",
+            reply.status,
+            reply.text()
+        );
+        assert_eq!(
+            reply.json()["position"].as_u64(),
+            Some(first + i),
+            "{what}: newcomer #{i}: {}",
+            reply.text()
+        );
+    }
+}
+
+/// `seq` in a form the strict reader once took for a number but Redis's `INCR` refuses (`01`,
+/// `-0`, `007`, `00`): every join failed, and the default fail policy let every newcomer in.
+/// Now the form reads as damage: the sequence is set past the last waiter, and each newcomer
+/// waits at the back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sequence_incr_refuses_heals_and_lets_nobody_in() {
+    let redis = Server::start(&["--save", ""]);
+    for (i, form) in ["01", "-0", "007", "00"].into_iter().enumerate() {
+        let room = format!("seq{i}");
+        let (http, layer) = gateway(&room, store(&redis)).await;
+        let (inside, _) = newcomer(&http).await;
+        assert_eq!(inside.status, StatusCode::OK, "the first visitor is let in");
+        newcomers_wait_in_order(&http, 2, 1, "before the damage").await;
+        redis.command(&["SET", &key(&room, "seq"), form]).unwrap();
+        let what = format!("seq {form:?}");
+        newcomers_wait_in_order(&http, 5, 3, &what).await;
+        let stats = layer.stats().await.unwrap();
+        assert_eq!(
+            (stats.admitted + stats.granted, stats.waiting),
+            (1, 7),
+            "{what}: {stats:?}"
+        );
+    }
+}
+
+/// A waiter's own score in line damaged to a number no reply can carry (`1e20`, `1e300`, `inf`):
+/// Redis truncated their place in the reply, the gateway read it as a protocol error, and the
+/// default fail policy let that waiter in on each page load. Now the waiter is moved to the back
+/// with a fresh number, and keeps waiting; nobody else loses their place.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_whose_place_is_no_number_waits_at_the_back() {
+    let redis = Server::start(&["--save", ""]);
+    for (i, form) in ["1e20", "1e300", "inf", "-inf", "-5"]
+        .into_iter()
+        .enumerate()
+    {
+        let room = format!("place{i}");
+        let (http, layer) = gateway(&room, store(&redis)).await;
+        let (inside, _) = newcomer(&http).await;
+        assert_eq!(inside.status, StatusCode::OK, "the first visitor is let in");
+        let (first, mut damaged) = newcomer(&http).await;
+        assert_eq!(first.status, StatusCode::TOO_MANY_REQUESTS);
+        let (second, mut other) = newcomer(&http).await;
+        assert_eq!(second.json()["position"].as_u64(), Some(2));
+        // The first waiter's member, by its place: the head of the line.
+        let head: Vec<Vec<u8>> = query(
+            &redis,
+            redis::cmd("ZRANGE").arg(key(&room, "line")).arg(0).arg(0),
+        )
+        .await;
+        query::<i64>(
+            &redis,
+            redis::cmd("ZADD")
+                .arg(key(&room, "line"))
+                .arg(form)
+                .arg(&head[0][..]),
+        )
+        .await;
+        let what = format!("a place of {form}");
+        for load in 0..3 {
+            let reply = http.visit(&mut damaged, Method::GET, "/").await;
+            assert_eq!(
+                reply.status,
+                StatusCode::TOO_MANY_REQUESTS,
+                "{what}: page load {load}: {}",
+                reply.text()
+            );
+        }
+        // At the back, behind the other waiter, who is first now.
+        let reply = http.visit(&mut damaged, Method::GET, "/").await;
+        assert_eq!(reply.json()["position"].as_u64(), Some(2), "{what}");
+        let reply = http.visit(&mut other, Method::GET, "/").await;
+        assert_eq!(reply.json()["position"].as_u64(), Some(1), "{what}");
+        let stats = layer.stats().await.unwrap();
+        assert_eq!((stats.admitted + stats.granted, stats.waiting), (1, 2));
+    }
+}
+
+/// A junk member at either end of the line, scored so that no snapshot can carry it (`1e300`,
+/// `inf` at the tail, `-inf` at the head): every sync failed. Now the sync moves it to the back
+/// with a fresh number and answers, its head and checkpoints all places.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_junk_member_at_either_end_never_stops_the_snapshot() {
+    let redis = Server::start(&["--save", ""]);
+    let store = store(&redis);
+    for (i, form) in ["1e300", "inf", "-inf"].into_iter().enumerate() {
+        let room = format!("junk{i}");
+        let policy = RoomPolicy::new(&room, 1);
+        for _ in 0..3 {
+            store
+                .enter(&policy, tower_waiting_room::SessionId::random())
+                .await
+                .unwrap();
+        }
+        query::<i64>(
+            &redis,
+            redis::cmd("ZADD")
+                .arg(key(&room, "line"))
+                .arg(form)
+                .arg("junk-member-0000"),
+        )
+        .await;
+        let snap = store
+            .sync(&policy, Vec::new().into())
+            .await
+            .unwrap_or_else(|e| panic!("{form}: the sync failed: {e}"));
+        let stats = store.stats(&policy).await.unwrap();
+        assert_eq!((stats.admitted, stats.waiting), (1, 3), "{form}: {stats:?}");
+        assert!(snap.waiting == 3, "{form}: {snap:?}");
+        let tail: Vec<String> = query(
+            &redis,
+            redis::cmd("ZRANGE")
+                .arg(key(&room, "line"))
+                .arg(-1)
+                .arg(-1)
+                .arg("WITHSCORES"),
+        )
+        .await;
+        assert_eq!(tail[0], "junk-member-0000", "{form}: moved to the back");
+        let score: f64 = tail[1].parse().unwrap();
+        assert!(
+            (1.0..=9e15).contains(&score),
+            "{form}: a fresh number: {tail:?}"
+        );
+    }
+}
+
+/// A gateway whose clock runs an hour ahead of the server's: one of its calls used to expire
+/// every slot and place (two newcomers let in while two holders were inside, three waiters
+/// lost their places). Now its calls are refused (a busy store: nobody is let in by them), and
+/// the room is as it was for the gateway on the server's clock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_clock_far_ahead_is_refused_never_obeyed() {
+    let redis = Server::start(&["--save", ""]);
+    let room = "ahead";
+    let (honest, layer) = gateway(room, store(&redis)).await;
+    let (inside, mut holder) = newcomer(&honest).await;
+    assert_eq!(inside.status, StatusCode::OK);
+    let mut waiters = Vec::new();
+    for _ in 0..3 {
+        let (reply, jar) = newcomer(&honest).await;
+        assert_eq!(reply.status, StatusCode::TOO_MANY_REQUESTS);
+        waiters.push(jar);
+    }
+    let real_now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    for (ahead_ms, what) in [
+        (3_600_000, "an hour ahead"),
+        (365 * 86_400_000, "a year ahead"),
+        (1_000_000_000_000_000, "1e15 ms"),
+    ] {
+        let fast = RedisStore::builder()
+            .url(redis.url())
+            .timeout(Duration::from_secs(5))
+            .clock(ManualClock::new(real_now + ahead_ms))
+            .build()
+            .unwrap();
+        let (ahead, _) = gateway(room, fast.clone()).await;
+        for i in 0..3 {
+            let (reply, _) = newcomer(&ahead).await;
+            assert_eq!(
+                reply.status,
+                StatusCode::SERVICE_UNAVAILABLE,
+                "{what}: newcomer #{i} through the fast gateway: {}",
+                reply.text()
+            );
+            assert_eq!(reply.json()["state"].as_str(), Some("busy"), "{what}");
+        }
+        let policy = RoomPolicy::new(room, 1);
+        let e = fast.stats(&policy).await.unwrap_err();
+        assert_eq!(
+            e.kind(),
+            tower_waiting_room::store::StoreErrorKind::Protocol,
+            "{what}: {e}"
+        );
+        let e = fast.sync(&policy, Vec::new().into()).await.unwrap_err();
+        assert!(e.to_string().contains("WRCLOCK"), "{what}: {e}");
+    }
+    // Nothing changed for the honest gateway: the holder inside, the three in line in order.
+    let reply = honest.visit(&mut holder, Method::GET, "/").await;
+    assert_eq!(reply.status, StatusCode::OK, "the holder keeps their slot");
+    for (i, jar) in waiters.iter_mut().enumerate() {
+        let reply = honest.visit(jar, Method::GET, "/").await;
+        assert_eq!(reply.json()["position"].as_u64(), Some(i as u64 + 1));
+    }
+    let stats = layer.stats().await.unwrap();
+    assert_eq!((stats.admitted + stats.granted, stats.waiting), (1, 3));
+    // A clock within the tolerance is taken.
+    let near = RedisStore::builder()
+        .url(redis.url())
+        .clock(tower_waiting_room::clock::SystemClock)
+        .build()
+        .unwrap();
+    let stats = near.stats(&RoomPolicy::new(room, 1)).await.unwrap();
+    assert_eq!(stats.waiting, 3);
+}
+
+/// Calls by hand with arguments a gateway of this crate never sends: each is refused with
+/// `WRARGS` before anything runs, and the room is as it was (capacity `inf`, `1e10` or `2.5`
+/// promoted waiters past capacity; a stats history of `inf` looped for ever inside Redis; sync
+/// offsets beyond the bitmaps grew them to 32 MiB each; a line bound or a lifetime without
+/// bound).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn arguments_out_of_bounds_are_refused_before_anything_runs() {
+    let redis = Server::start(&["--save", "", "--maxmemory", "64mb"]);
+    let store = store(&redis);
+    let room = "args";
+    let policy = RoomPolicy::new(room, 1);
+    for _ in 0..4 {
+        store
+            .enter(&policy, tower_waiting_room::SessionId::random())
+            .await
+            .unwrap();
+    }
+    let keys = redis_keys(&store, room);
+    let [line, numbers] = room_script_numbers(&policy);
+    let call = |function: &str, line: &str, numbers: &str, own: &[&str]| {
+        let mut cmd = redis::cmd("FCALL");
+        cmd.arg(format!("twr_room_v8_{function}")).arg(keys.len());
+        for k in &keys {
+            cmd.arg(k);
+        }
+        cmd.arg("0").arg(line).arg(numbers).arg("0");
+        for a in own {
+            cmd.arg(*a);
+        }
+        cmd
+    };
+    let redis = &redis;
+    let refused = |what: String, cmd: redis::Cmd| async move {
+        let e = try_query::<redis::Value>(redis, &cmd)
+            .await
+            .expect_err(&what);
+        assert_eq!(e.code(), Some("WRARGS"), "{what}: {e}");
+    };
+    for capacity in ["inf", "1e10", "2.5", "01", "-1", "4294967296"] {
+        refused(
+            format!("configure capacity {capacity}"),
+            call(
+                "configure",
+                &line,
+                &numbers,
+                &[capacity, "-1", "-1", "-1", "0"],
+            ),
+        )
+        .await;
+    }
+    for history in ["inf", "1e9", "31", "-1", "1e3"] {
+        refused(
+            format!("stats history {history}"),
+            call("stats", &line, &numbers, &[history]),
+        )
+        .await;
+    }
+    refused(
+        "admit_next of a million".to_owned(),
+        call("admit_next", &line, &numbers, &["1000000"]),
+    )
+    .await;
+    // Sync: an offset beyond the bitmaps, in each list of offsets.
+    let beyond = "268435000 268435001 ";
+    for list in 0..6 {
+        let mut own = vec!["", "", "", "", "", "", "", "", "", ""];
+        own[[1, 4, 5, 6, 7, 8][list]] = beyond;
+        refused(
+            format!("sync offsets in list {list}"),
+            call("sync", &line, &numbers, &own),
+        )
+        .await;
+    }
+    // The packed numbers: a line bound or a lifetime beyond the limits, a zero, a fraction.
+    let line_parts: Vec<&str> = line.split(':').collect();
+    for (i, bad) in [
+        (0, "16777217"),
+        (0, "0"),
+        (1, "604800001"),
+        (2, "1e9"),
+        (1, "01"),
+    ] {
+        let mut parts = line_parts.clone();
+        parts[i] = bad;
+        refused(
+            format!("line_numbers {i} = {bad}"),
+            call("stats", &parts.join(":"), &numbers, &["0"]),
+        )
+        .await;
+    }
+    let room_parts: Vec<&str> = numbers.split(':').collect();
+    for (i, bad) in [
+        (0, "inf"),
+        (0, "0"),
+        (2, "604800001"),
+        (3, "2.5"),
+        (8, "100001"),
+    ] {
+        let mut parts = room_parts.clone();
+        parts[i] = bad;
+        refused(
+            format!("room_numbers {i} = {bad}"),
+            call("stats", &line, &parts.join(":"), &["0"]),
+        )
+        .await;
+    }
+    // Nothing moved: one inside, three waiting, and no bitmap grew.
+    let stats = store.stats(&policy).await.unwrap();
+    assert_eq!((stats.admitted + stats.granted, stats.waiting), (1, 3));
+    let used: String = query(redis, redis::cmd("INFO").arg("memory")).await;
+    let bytes: u64 = used
+        .lines()
+        .find_map(|l| l.strip_prefix("used_memory:"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(bytes < 16 << 20, "memory grew to {bytes} bytes");
+    // The crate's own calls still pass.
+    assert!(store.stats(&policy).await.is_ok());
+}
+
+/// `due` damaged to a time far ahead (a year, `9e15`): housekeeping never ran, and slots never
+/// freed themselves. Now a `due` later than any slot a call could give is none: the expired
+/// slots go, and the head of the line is let in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_due_far_ahead_never_keeps_slots_from_freeing() {
+    let redis = Server::start(&["--save", ""]);
+    let clock = ManualClock::new(1_800_000_000_000);
+    let store = RedisStore::builder()
+        .url(redis.url())
+        .timeout(Duration::from_secs(5))
+        .manual_clock(clock.clone())
+        .build()
+        .unwrap();
+    for (i, due) in ["9000000000000000", "9e15", "1831536000000"]
+        .into_iter()
+        .enumerate()
+    {
+        let room = format!("due{i}");
+        let policy = RoomPolicy::new(&room, 1).with_ttls(
+            Duration::from_secs(4),
+            Duration::from_secs(4),
+            Duration::from_secs(60),
+        );
+        let holder = tower_waiting_room::SessionId::random();
+        assert!(matches!(
+            store.enter(&policy, holder).await.unwrap(),
+            tower_waiting_room::store::Decision::Admitted { .. }
+        ));
+        let waiter = tower_waiting_room::SessionId::random();
+        store.enter(&policy, waiter).await.unwrap();
+        redis
+            .command(&["HSET", &key(&room, "settings"), "due", due])
+            .unwrap();
+        clock.advance(Duration::from_secs(5));
+        let got = store.poll(&policy, waiter).await.unwrap();
+        assert!(
+            matches!(got, tower_waiting_room::store::Decision::Admitted { .. }),
+            "due {due}: the waiter is still waiting after the slot ended: {got:?}"
+        );
+    }
+}
