@@ -46,7 +46,7 @@ use crate::session::SessionId;
 #[cfg(feature = "metrics")]
 use crate::store::{Decision, SettingsChange, SettingsUpdate};
 #[cfg(feature = "metrics")]
-use crate::store::{Minted, Redeemed, RoomSnapshot, SeenWaiters, TicketNonce};
+use crate::store::{MintFor, Minted, Redeemed, RoomSnapshot, SeenWaiters, TicketNonce};
 use crate::store::{RoomStats, Store, StoreError, StoreErrorKind, StoreFuture, StoreOp};
 #[cfg(feature = "metrics")]
 use crate::store::{SnapshotStore, TicketStore};
@@ -464,10 +464,11 @@ impl TicketStore for Metered<Arc<dyn TicketStore>> {
         session: SessionId,
         fresh: TicketNonce,
         expires_at_ms: u64,
+        mint_for: MintFor,
     ) -> StoreFuture<Minted> {
         let call = self
             .inner
-            .mint_ticket(policy, session, fresh, expires_at_ms);
+            .mint_ticket(policy, session, fresh, expires_at_ms, mint_for);
         self.metrics.timed(StoreOp::MintTicket, call)
     }
     fn redeem_ticket(

@@ -29,7 +29,7 @@ use crate::clock::{duration_ms, secs_ceil};
 use crate::outcome::{Admission, AdmittedBy};
 use crate::response::{json_response, StatusBody};
 use crate::session::SessionId;
-use crate::store::{Decision, Place, StoreError, StoreErrorKind, StoreFuture};
+use crate::store::{Decision, MintFor, Place, StoreError, StoreErrorKind, StoreFuture};
 use crate::telemetry::{Outcome, Stage};
 use crate::token::{AdmissionToken, QueueCookie};
 
@@ -350,6 +350,7 @@ impl Pending {
                         admission,
                         Some(token),
                         expires_at_ms,
+                        MintFor::Admission,
                         asked.uses_headers,
                         asked.now,
                     )
@@ -413,13 +414,15 @@ impl Pending {
                     Self::admitted(room, asked, expires_at_ms, req),
                 );
                 // The slot lives on: with tickets on, so does its ticket (the same one,
-                // extended; a browser never asks the status endpoint once inside).
+                // extended; a browser never asks the status endpoint once inside). Its record
+                // found lost reads as used: this admission had its ticket.
                 room.tickets
                     .with_slot(
                         core,
                         admission,
                         Some(token),
                         expires_at_ms,
+                        MintFor::Renewal,
                         asked.uses_headers,
                         asked.now,
                     )

@@ -4,6 +4,11 @@
 //! with the slot's new expiry) whenever a heartbeat extends the slot, and the redeem step a gated
 //! route runs to let a request through on a ticket exactly once.
 //!
+//! Each mint tells the store which it is ([`MintFor`]): the first of an admission the store has
+//! just made (an enter), or the renewal of one that goes on (a heartbeat, the status endpoint
+//! of a visitor holding an admission token). A renewal's admission had its ticket, so a record
+//! missing then (evicted, deleted) reads as used: a lost record never becomes a second ticket.
+//!
 //! A ticket is checked at the gateway first (MAC, room, expiry: no store call for a forged,
 //! tampered, other-room or expired one), then used in the store in one atomic step
 //! ([`TicketStore::redeem_ticket`]), so of any number of uses of one ticket through any number
@@ -15,9 +20,9 @@
 //! | ticket | answer |
 //! |---|---|
 //! | accepted by the store | pass, admitted [`AdmittedBy::Ticket`]; the used ticket's cookie stays until it expires, so that a second use of it is told `ticket_used` |
-//! | used before | `403`, `"error":"ticket_used"` (`"reason":"ticket_used"`) |
+//! | used before, or its record damaged, or lost and then renewed (it cannot be shown unused) | `403`, `"error":"ticket_used"` (`"reason":"ticket_used"`) |
 //! | none in the request (an admission token alone is none) | `403` `not_admitted`, `ticket_missing` |
-//! | forged, tampered, or unknown to the store (its record lost, or replaced by the ticket of the visitor's next admission) | `403` `not_admitted`, `ticket_invalid` |
+//! | forged, tampered, or unknown to the store (its record lost, before a renewal; or replaced by the ticket of the visitor's next admission) | `403` `not_admitted`, `ticket_invalid` |
 //! | a genuine ticket of another room behind the same layer | `403` `not_admitted`, `other_room` |
 //! | past its expiry | `403` `not_admitted`, `ticket_expired` |
 //! | unused, but its visitor's slot has ended (left, dropped, closed out, or ended by the app) | `403` `not_admitted`, `slot_ended`; the ticket stays unused |
@@ -44,7 +49,7 @@ use crate::outcome::{Admission, AdmittedBy};
 use crate::response::{json_response, StatusBody};
 use crate::session::SessionId;
 use crate::store::{
-    Minted, Redeemed, StoreError, StoreErrorKind, StoreFuture, TicketNonce, TicketStore,
+    MintFor, Minted, Redeemed, StoreError, StoreErrorKind, StoreFuture, TicketNonce, TicketStore,
 };
 use crate::telemetry::{Outcome, Stage};
 use crate::token::{AdmissionTicket, TicketRefusal};
@@ -62,6 +67,8 @@ struct Minting {
     session: SessionId,
     /// The slot's expiry: the ticket's, and its record's.
     expires_at_ms: u64,
+    /// The admission's first mint, or the renewal of one that goes on.
+    mint_for: MintFor,
     uses_headers: bool,
     now: u64,
 }
@@ -167,13 +174,18 @@ impl Tickets {
     /// with its fresh admission token): with tickets on, one more store call mints their
     /// ticket, or finds it and extends it to the slot's new expiry, before the request passes;
     /// otherwise it passes now. So the ticket (its record and its cookie) lives as long as the
-    /// slot, however often it is renewed.
+    /// slot, however often it is renewed. `mint_for`: [`MintFor::Admission`] when the store
+    /// has just admitted the visitor (an enter), [`MintFor::Renewal`] when a heartbeat of a
+    /// visitor holding an admission token extended the slot: that admission's ticket was
+    /// minted already, so a record lost since reads as used, never as room for a second one.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn with_slot(
         &self,
         core: &Core,
         admission: Admission,
         token: Option<Issued>,
         expires_at_ms: u64,
+        mint_for: MintFor,
         uses_headers: bool,
         now: u64,
     ) -> Verdict<MintWithSlot> {
@@ -186,6 +198,7 @@ impl Tickets {
         let minting = Minting {
             session: admission.session,
             expires_at_ms,
+            mint_for,
             uses_headers,
             now,
         };
@@ -206,12 +219,17 @@ impl Tickets {
             m.session,
             TicketNonce::random(),
             m.expires_at_ms,
+            m.mint_for,
         )
     }
 
     /// The mint after an admission or a heartbeat answered: pass, with the (re-issued) ticket
     /// when it is unused; a used one sets nothing. A failed mint still passes: the admission is
-    /// real, and the next heartbeat (or the status endpoint) hands the ticket out later.
+    /// real. A heartbeat's failed mint leaves the record as it was, so the next heartbeat (or
+    /// the status endpoint) hands the ticket out again. An admission's failed mint leaves none,
+    /// and a later renewal cannot tell a record never made from one lost, so it reads as used:
+    /// the visitor has no ticket until their next admission (a rare cost of the store failing
+    /// between its two calls, in exchange for a lost record never being a second ticket).
     fn after_mint(
         &self,
         core: &Core,
@@ -266,8 +284,9 @@ impl Tickets {
             .sign(&core.keys, core.config.room())
     }
 
-    /// The status endpoint for a visitor with a valid admission token, tickets on: mints (or
-    /// finds) their ticket, within the session's poll limit like every store question.
+    /// The status endpoint for a visitor with a valid admission token, tickets on: finds their
+    /// ticket (a renewal's mint: the admission goes on, and its ticket was minted when it was
+    /// admitted), within the session's poll limit like every store question.
     pub(super) fn ask_status(
         &self,
         core: &Core,
@@ -279,6 +298,7 @@ impl Tickets {
         let minting = Minting {
             session,
             expires_at_ms,
+            mint_for: MintFor::Renewal,
             uses_headers,
             now,
         };
@@ -508,11 +528,13 @@ mod tests {
     use crate::token::{Keyring, SigningKey};
     use crate::{SessionId, WaitingRoomBuilder, WaitingRoomLayer};
 
-    /// The embedded store, whose ticket calls are counted and can be made to fail.
+    /// The embedded store, whose ticket calls are counted (the mints with what they were for)
+    /// and can be made to fail.
     #[derive(Clone, Default)]
     struct Tickets {
         inner: MemoryStore,
         mints: Arc<AtomicUsize>,
+        minted_for: Arc<std::sync::Mutex<Vec<MintFor>>>,
         redeems: Arc<AtomicUsize>,
         fail: Arc<AtomicBool>,
     }
@@ -573,10 +595,12 @@ mod tests {
             s: SessionId,
             fresh: TicketNonce,
             expires_at_ms: u64,
+            mint_for: MintFor,
         ) -> StoreFuture<Minted> {
             self.mints.fetch_add(1, Ordering::SeqCst);
+            self.minted_for.lock().unwrap().push(mint_for);
             self.failing()
-                .unwrap_or_else(|| self.inner.mint_ticket(p, s, fresh, expires_at_ms))
+                .unwrap_or_else(|| self.inner.mint_ticket(p, s, fresh, expires_at_ms, mint_for))
         }
         fn redeem_ticket(
             &self,
@@ -925,19 +949,18 @@ mod tests {
         }
     }
 
+    fn status(token: &str) -> Request<()> {
+        Request::get("/__waitingroom/shop/status")
+            .header(header::COOKIE, format!("wr_shop_a={token}"))
+            .body(())
+            .unwrap()
+    }
+
     #[tokio::test(flavor = "current_thread")]
-    async fn a_failed_mint_still_admits_and_the_status_endpoint_hands_the_ticket_later() {
+    async fn the_status_endpoint_hands_out_the_admissions_ticket_until_it_is_used() {
         let (layer, store, _) = site();
-        store.fail.store(true, Ordering::SeqCst);
         let (token, ticket) = admitted_browser(&layer).await;
-        assert_eq!(ticket, None, "no ticket while the store cannot mint");
-        store.fail.store(false, Ordering::SeqCst);
-        let status = |token: &str| {
-            Request::get("/__waitingroom/shop/status")
-                .header(header::COOKIE, format!("wr_shop_a={token}"))
-                .body(())
-                .unwrap()
-        };
+        let ticket = ticket_of(&layer, &ticket.unwrap());
         let res = send(&layer, status(&token)).await;
         assert_eq!(res.status(), StatusCode::OK);
         let body: serde_json::Value = serde_json::from_str(res.body()).unwrap();
@@ -945,19 +968,94 @@ mod tests {
         // A browser's ticket is never in the JSON (page scripts could read it), nor a header.
         assert!(body.get("ticket").is_none(), "{body}");
         assert!(res.headers().get(TICKET_HEADER).is_none());
-        let ticket = set_cookie(&res, "wr_shop_t").unwrap().to_owned();
-        // Asked again: the same ticket (one per admission).
-        let again = send(&layer, status(&token)).await;
-        let same = ticket_of(&layer, set_cookie(&again, "wr_shop_t").unwrap());
-        assert_eq!(same.nonce(), ticket_of(&layer, &ticket).nonce());
+        let found = set_cookie(&res, "wr_shop_t").unwrap().to_owned();
+        // The admission's one ticket, found (a renewal's mint), as often as it is asked.
+        for res in [res, send(&layer, status(&token)).await] {
+            let same = ticket_of(&layer, set_cookie(&res, "wr_shop_t").unwrap());
+            assert_eq!(same.nonce(), ticket.nonce());
+        }
+        let minted_for = store.minted_for.lock().unwrap().clone();
+        let want = [MintFor::Admission, MintFor::Renewal, MintFor::Renewal];
+        assert_eq!(minted_for, want);
         // Used: the status says so, and sets no ticket.
-        let session = same.session();
-        passed(redeem(&layer, &with_ticket_cookie(&ticket)).await, session);
+        let session = ticket.session();
+        passed(redeem(&layer, &with_ticket_cookie(&found)).await, session);
         let used = send(&layer, status(&token)).await;
         let body: serde_json::Value = serde_json::from_str(used.body()).unwrap();
         assert_eq!(body["state"], "admitted");
         assert_eq!(body["ticket_used"], true, "{body}");
         assert_eq!(set_cookie(&used, "wr_shop_t"), None);
+    }
+
+    /// A failed mint at admission still admits, without a ticket. No later renewal (the status
+    /// endpoint, a heartbeat) makes one up: it cannot tell a record never made from one lost
+    /// after its ticket was used, so it says "used". The next admission gets a ticket.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_failed_mint_still_admits_and_no_renewal_makes_the_ticket_up_later() {
+        let (layer, store, _) = site();
+        let first = send(&layer, Request::get("/").body(()).unwrap()).await;
+        let queue = format!("wr_shop_q={}", set_cookie(&first, "wr_shop_q").unwrap());
+        let enter = || {
+            Request::get("/")
+                .header(header::COOKIE, queue.as_str())
+                .body(())
+                .unwrap()
+        };
+        store.fail.store(true, Ordering::SeqCst);
+        let res = send(&layer, enter()).await;
+        assert_eq!(res.status(), StatusCode::OK, "admitted");
+        assert_eq!(
+            set_cookie(&res, "wr_shop_t"),
+            None,
+            "no ticket: the mint failed"
+        );
+        let token = set_cookie(&res, "wr_shop_a").unwrap().to_owned();
+        store.fail.store(false, Ordering::SeqCst);
+        let res = send(&layer, status(&token)).await;
+        assert_eq!(res.status(), StatusCode::OK);
+        let body: serde_json::Value = serde_json::from_str(res.body()).unwrap();
+        assert_eq!(body["state"], "admitted");
+        assert_eq!(body["ticket_used"], true, "{body}");
+        assert_eq!(set_cookie(&res, "wr_shop_t"), None);
+        // Leaves, and is admitted again: a ticket for the new admission.
+        let leave = Request::post("/__waitingroom/shop/leave")
+            .header(header::COOKIE, format!("wr_shop_a={token}"))
+            .body(())
+            .unwrap();
+        assert_eq!(send(&layer, leave).await.status(), StatusCode::OK);
+        let res = send(&layer, enter()).await;
+        assert_eq!(res.status(), StatusCode::OK, "admitted again");
+        let ticket = set_cookie(&res, "wr_shop_t").expect("a ticket for the next admission");
+        let session = ticket_of(&layer, ticket).session();
+        passed(redeem(&layer, &with_ticket_cookie(ticket)).await, session);
+    }
+
+    /// A used ticket whose record is then lost (evicted, deleted) is not minted afresh at the
+    /// visitor's next heartbeat: the heartbeat's mint is a renewal, so the lost record reads as
+    /// used, and the ticket never passes a second time.
+    #[cfg(feature = "testing")]
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_used_ticket_whose_record_is_lost_does_not_pass_again_after_a_heartbeat() {
+        let (layer, store, clock) = site();
+        let (token, ticket) = admitted_browser(&layer).await;
+        let ticket = ticket.unwrap();
+        let session = ticket_of(&layer, &ticket).session();
+        passed(redeem(&layer, &with_ticket_cookie(&ticket)).await, session);
+        let lost = crate::store::damage::Damage::TicketLost(session);
+        store.inner.__damage("shop", lost).unwrap();
+        clock.advance(Duration::from_secs(20));
+        let beat = Request::get("/")
+            .header(header::COOKIE, format!("wr_shop_a={token}"))
+            .body(())
+            .unwrap();
+        let res = send(&layer, beat).await;
+        assert_eq!(res.status(), StatusCode::OK);
+        assert!(set_cookie(&res, "wr_shop_a").is_some(), "a fresh token");
+        assert_eq!(set_cookie(&res, "wr_shop_t"), None, "no second ticket");
+        let minted_for = store.minted_for.lock().unwrap().clone();
+        assert_eq!(minted_for, [MintFor::Admission, MintFor::Renewal]);
+        let replay = redeem(&layer, &with_ticket_cookie(&ticket)).await;
+        refused(replay, StatusCode::FORBIDDEN, &used());
     }
 
     #[tokio::test(flavor = "current_thread")]
@@ -1051,6 +1149,10 @@ mod tests {
         assert!(set_cookie(&res, "wr_shop_a").is_some(), "a fresh token");
         assert_eq!(set_cookie(&res, "wr_shop_t"), None);
         assert_eq!(store.mints.load(Ordering::SeqCst), 6);
+        // The admission's mint, then every heartbeat's a renewal.
+        let minted_for = store.minted_for.lock().unwrap().clone();
+        assert_eq!(minted_for[0], MintFor::Admission);
+        assert!(minted_for[1..].iter().all(|m| *m == MintFor::Renewal));
 
         let off = room_on(builder("shop").single_use_tickets(false), &store, &clock);
         let (token, ticket) = admitted_browser(&off).await;

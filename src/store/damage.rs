@@ -246,4 +246,7 @@ pub enum Damage {
     StrayCheckIn(SessionId, u64),
     /// A session holding a slot also gets a place at the back of the line.
     SlotHolderInLine(SessionId),
+    /// The session's single-use ticket record is gone (Redis: `DEL` of its `tk:<session>` key),
+    /// while its admission goes on.
+    TicketLost(SessionId),
 }

@@ -20,7 +20,7 @@
 //! | [`configure`](Store::configure) | operations | operators | reads or changes the room's live [settings](RoomSettings) |
 //! | [`admit_next`](Store::admit_next) | operations | operators | lets the first `n` of the line in now, whatever the capacity |
 //! | [`ban`](Store::ban) | operations | operators | drops a session's place or slot and refuses it until a time |
-//! | [`mint_ticket`](TicketStore::mint_ticket) | tickets | a room with single-use tickets, at admission, after each heartbeat that extends the slot, and on the status endpoint | the session's one ticket of this admission (extended with the slot), or "used" |
+//! | [`mint_ticket`](TicketStore::mint_ticket) | tickets | a room with single-use tickets, at admission, after each heartbeat that extends the slot, and on the status endpoint (the last two a renewal: [`MintFor`]) | the session's one ticket of this admission (extended with the slot), or "used" (also for a record lost while the admission goes on) |
 //! | [`redeem_ticket`](TicketStore::redeem_ticket) | tickets | a gated route presenting a ticket | accepted exactly once, then "used" |
 //! | [`sync`](SnapshotStore::sync) | snapshots | each gateway, about once a second | checks in the waiters it answered, sweeps, and answers the room's [`RoomSnapshot`] |
 //!
@@ -36,8 +36,8 @@
 //! use std::sync::Arc;
 //!
 //! use tower_waiting_room::store::{
-//!     Decision, MemoryStore, Minted, Redeemed, RoomStats, SettingsChange, SettingsUpdate, Store,
-//!     StoreFuture, TicketNonce, TicketStore,
+//!     Decision, MemoryStore, MintFor, Minted, Redeemed, RoomStats, SettingsChange,
+//!     SettingsUpdate, Store, StoreFuture, TicketNonce, TicketStore,
 //! };
 //! use tower_waiting_room::{RoomPolicy, SessionId};
 //!
@@ -82,8 +82,9 @@
 //!         s: SessionId,
 //!         fresh: TicketNonce,
 //!         expires_at_ms: u64,
+//!         mint_for: MintFor,
 //!     ) -> StoreFuture<Minted> {
-//!         self.0.mint_ticket(p, s, fresh, expires_at_ms)
+//!         self.0.mint_ticket(p, s, fresh, expires_at_ms, mint_for)
 //!     }
 //!     fn redeem_ticket(&self, p: &RoomPolicy, s: SessionId, n: TicketNonce) -> StoreFuture<Redeemed> {
 //!         self.0.redeem_ticket(p, s, n)
@@ -170,7 +171,10 @@
 //!   `mint_ticket` answers the session's live record (its nonce while unused, [`Minted::Used`]
 //!   once used), its expiry moved to the given time if that is later (never earlier: the room
 //!   mints again whenever a heartbeat extends the slot, so the record lives as long as the
-//!   slot), or creates one with the given nonce, expiring at the given time;
+//!   slot); without one, the admission's first mint ([`MintFor::Admission`]) creates one with
+//!   the given nonce, expiring at the given time, and a renewal's ([`MintFor::Renewal`]: the
+//!   admission goes on, and had its ticket) answers [`Minted::Used`], writing back a used record
+//!   that no nonce redeems in place of a lost one (an ended one is kept);
 //!   `redeem_ticket` turns a live unused record with the same nonce into a used one (kept until
 //!   it expires, and at least as long as the slot, so a replay is told [`Redeemed::Used`] and
 //!   the admission never gets a second ticket), atomically: of any number of
@@ -179,10 +183,12 @@
 //!   expired ([`Redeemed::SlotEnded`] otherwise, the record left unused). `release` and `ban`
 //!   end the session's record in the same step as its slot: its ticket never passes again
 //!   ([`Redeemed::SlotEnded`] while unused, [`Redeemed::Used`] once used, whatever slot the
-//!   session holds later), and the next mint replaces it with a new record. A record past its
-//!   expiry counts as none; expired records are dropped as the store goes (at most 100 a call)
-//!   or expire by themselves, so their memory stays bounded. A record that cannot be read (damaged) counts
-//!   as none;
+//!   session holds later), and the next admission's mint replaces it with a new record. A
+//!   record past its expiry counts as none; expired records are dropped as the store goes (at
+//!   most 100 a call) or expire by themselves, so their memory stays bounded. A record that
+//!   cannot be read (damaged) is never taken for none: it reads as used (both calls answer
+//!   "used") and is written back as such a used record, ending at the mint's expiry or the
+//!   slot's, or dropped once the session holds no slot;
 //! - a scheduled opening ([`RoomPolicy::schedule`], an
 //!   [`EventSchedule`](crate::config::EventSchedule)), by the store's clock: before `opens_at`
 //!   nobody is admitted (no promotion, no direct admission, [`admit_next`](Store::admit_next)
@@ -256,7 +262,7 @@ pub use settings::{RoomSettings, SettingsChange, SettingsUpdate};
 #[doc(hidden)]
 pub use snapshot::{Checkpoint, LivenessRule, Place, RoomSnapshot, SeenWaiters, SnapshotStore};
 pub(crate) use tickets::MAX_TICKET_SWEEP_PER_CALL;
-pub use tickets::{Minted, Redeemed, TicketNonce, TicketStore};
+pub use tickets::{MintFor, Minted, Redeemed, TicketNonce, TicketStore};
 
 /// Most waiters promoted (or skipped as silent) in one call.
 pub(crate) const MAX_PROMOTIONS_PER_CALL: u32 = 100;

@@ -1960,6 +1960,7 @@ macro_rules! __conformance_suite {
                 ticket_needs_its_sessions_slot,
                 ticket_mint_extends_and_never_shortens,
                 release_and_ban_end_the_ticket,
+                a_lost_ticket_record_is_never_a_second_ticket,
                 scheduled_room_admits_nobody_before_the_opening,
                 pre_queue_order_is_the_draw_order,
                 arrivals_after_the_opening_wait_behind_the_registrants,

@@ -25,7 +25,7 @@ use tower_waiting_room::store::{
     StoreErrorKind, StoreFuture,
 };
 use tower_waiting_room::store::{
-    Minted, Redeemed, RoomSnapshot, SeenWaiters, SnapshotStore, TicketNonce, TicketStore,
+    MintFor, Minted, Redeemed, RoomSnapshot, SeenWaiters, SnapshotStore, TicketNonce, TicketStore,
 };
 use tower_waiting_room::testing::ManualClock;
 use tower_waiting_room::{
@@ -625,10 +625,11 @@ impl TicketStore for TestStore {
         session: SessionId,
         fresh: TicketNonce,
         expires_at_ms: u64,
+        mint_for: MintFor,
     ) -> StoreFuture<Minted> {
         self.failure().unwrap_or_else(|| {
             self.inner
-                .mint_ticket(policy, session, fresh, expires_at_ms)
+                .mint_ticket(policy, session, fresh, expires_at_ms, mint_for)
         })
     }
 

@@ -25,8 +25,8 @@ use tower_waiting_room::__private::AdmissionTicket;
 use tower_waiting_room::config::RoomPolicy;
 use tower_waiting_room::routing::{Rule, WaitingRooms, ADMISSION_TICKET_HEADER};
 use tower_waiting_room::store::{
-    Decision, MemoryStore, Minted, Redeemed, RoomStats, SettingsChange, SettingsUpdate, Store,
-    StoreFuture, TicketNonce, TicketStore,
+    Decision, MemoryStore, MintFor, Minted, Redeemed, RoomStats, SettingsChange, SettingsUpdate,
+    Store, StoreFuture, TicketNonce, TicketStore,
 };
 use tower_waiting_room::{
     Admission, AdmittedBy, FailPolicy, Keyring, SessionId, SigningKey, WaitingRoomBuilder,
@@ -379,8 +379,10 @@ impl TicketStore for Counted {
         s: SessionId,
         fresh: TicketNonce,
         expires_at_ms: u64,
+        mint_for: MintFor,
     ) -> StoreFuture<Minted> {
-        self.count().mint_ticket(p, s, fresh, expires_at_ms)
+        self.count()
+            .mint_ticket(p, s, fresh, expires_at_ms, mint_for)
     }
     fn redeem_ticket(&self, p: &RoomPolicy, s: SessionId, n: TicketNonce) -> StoreFuture<Redeemed> {
         self.count().redeem_ticket(p, s, n)

@@ -10,12 +10,15 @@
 //! - A visitor whose slot ended (the app's `end_slot` after a checkout, or the leave endpoint)
 //!   and who is admitted again with the same session gets a new ticket that works once; the old
 //!   one never passes on the new slot.
+//! - A used ticket whose record is then lost (deleted, evicted) never checks out again: the
+//!   next heartbeat mints no second ticket for the same admission.
 
 use crate::common;
 #[cfg(feature = "redis")]
 use crate::redis_harness;
 
 use std::collections::BTreeMap;
+use std::future::Future;
 use std::time::Duration;
 
 use axum::extract::RawQuery;
@@ -30,7 +33,7 @@ use tower_waiting_room::clock::Clock;
 use tower_waiting_room::routing::{Rule, ADMISSION_TICKET_HEADER};
 use tower_waiting_room::store::Store;
 use tower_waiting_room::testing::ManualClock;
-use tower_waiting_room::{Admission, WaitingRoomLayer};
+use tower_waiting_room::{Admission, SessionId, WaitingRoomLayer};
 
 const STATUS: &str = "/__waitingroom/shop/status";
 const LEAVE: &str = "/__waitingroom/shop/leave";
@@ -318,6 +321,48 @@ async fn after_leave_a_new_admission_gets_a_new_ticket(shop: &Shop) {
     refused(&use_ticket(1, &old).await, "not_admitted", "ticket_invalid");
     passed_on_a_ticket(&use_ticket(1, &new).await);
     refused(&use_ticket(0, &new).await, "ticket_used", "ticket_used");
+}
+
+/// A browser checks out on its ticket, then the ticket's record is lost (`lose`: deleted from
+/// the store behind its back). Its next heartbeat renews the admission, which had its ticket:
+/// the lost record reads as used, so no second ticket is minted, and the checkout refuses the
+/// second pass (`ticket_used`), through either gateway.
+async fn a_lost_record_never_lets_a_used_ticket_check_out_again<F, Fut>(shop: &Shop, lose: F)
+where
+    F: Fn(SessionId) -> Fut,
+    Fut: Future<Output = ()>,
+{
+    let mut browser = Browser::admitted(shop).await;
+    let ticket = browser.ticket().unwrap().to_owned();
+    let session = shop.ticket(&ticket).session();
+    passed_on_a_ticket(&browser.checkout(shop, false).await);
+    lose(session).await;
+    for beat in 1..=2 {
+        shop.clock.advance(BEAT);
+        let reply = browser.visit(shop, Method::GET, "/").await;
+        assert_eq!(reply.handler_saw()["by"], "Store", "beat {beat}");
+        assert_eq!(
+            reply.cookie_value(TICKET_COOKIE),
+            None,
+            "beat {beat}: a second ticket"
+        );
+        refused(
+            &browser.checkout(shop, false).await,
+            "ticket_used",
+            "ticket_used",
+        );
+        let status = browser.visit(shop, Method::GET, STATUS).await;
+        assert_eq!(status.json()["ticket_used"], true, "{}", status.text());
+        assert_eq!(status.cookie_value(TICKET_COOKIE), None, "beat {beat}");
+    }
+    let in_header = [(TICKET, HeaderValue::from_str(&ticket).unwrap())];
+    for gw in 0..2 {
+        let reply = shop
+            .gw(gw)
+            .send(Method::POST, "/checkout", &in_header)
+            .await;
+        refused(&reply, "ticket_used", "ticket_used");
+    }
 }
 
 async fn every_case(shop: &Shop) {

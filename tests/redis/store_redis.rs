@@ -193,6 +193,11 @@ fn damage_commands(
                     .clone(),
             );
         }
+        // The session's ticket key, beside the room's own (`{prefix}:{room}:tk:<session>`).
+        Damage::TicketLost(s) => {
+            let (room, _) = keys[0].rsplit_once(':').expect("a room key");
+            cmds.push(redis::cmd("DEL").arg(format!("{room}:tk:{s}")).clone());
+        }
         _ => return Err("damage this harness does not know"),
     }
     Ok(cmds)

@@ -9,7 +9,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use redis::AsyncCommands;
 use tower_waiting_room::store::{
-    Decision, Minted, Redeemed, RedisStore, Store, TicketNonce, TicketStore,
+    Decision, MintFor, Minted, Redeemed, RedisStore, Store, TicketNonce, TicketStore,
 };
 use tower_waiting_room::{RoomPolicy, SessionId};
 
@@ -64,7 +64,8 @@ async fn mint(gateways: &[RedisStore], p: &RoomPolicy, s: SessionId) -> TicketNo
         other => panic!("not admitted: {other:?}"),
     };
     let fresh = TicketNonce::random();
-    match gateways[0].mint_ticket(p, s, fresh, expires).await.unwrap() {
+    let minted = gateways[0].mint_ticket(p, s, fresh, expires, MintFor::Admission);
+    match minted.await.unwrap() {
         Minted::Ticket { nonce, .. } => {
             assert_eq!(nonce, fresh, "a first mint keeps the nonce it was given");
             nonce
@@ -116,7 +117,7 @@ async fn concurrent_mints_agree(gateways: &[RedisStore]) {
         mints.spawn(async move {
             let asked = expires + i;
             let minted = store
-                .mint_ticket(&p, s, TicketNonce::random(), asked)
+                .mint_ticket(&p, s, TicketNonce::random(), asked, MintFor::Admission)
                 .await
                 .unwrap();
             (asked, minted)
@@ -143,7 +144,7 @@ async fn concurrent_mints_agree(gateways: &[RedisStore]) {
         "mints disagree: {nonces:?}"
     );
     let last = gateways[0]
-        .mint_ticket(&p, s, TicketNonce::random(), expires)
+        .mint_ticket(&p, s, TicketNonce::random(), expires, MintFor::Renewal)
         .await
         .unwrap();
     let want = Minted::Ticket {
@@ -178,8 +179,8 @@ async fn concurrent_mints_over_three_gateways_agree_on_one_ticket() {
 /// The ticket key: in the room's hash tag (so a Cluster keeps it in the room's slot), with a
 /// TTL at the slot's expiry, extended by a later mint, kept (used) after a redeem for at least
 /// the slot's life, ended (upper-cased, TTL kept) by a release; damage (a key of another type,
-/// a value the script did not write) counts as no ticket and heals, and does not stop a
-/// release.
+/// a value the script did not write) does not stop a release, and once no slot is held it reads
+/// as used and is dropped, so the session's next admission gets a new ticket.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ticket_keys_live_with_the_room_expire_and_heal() {
     let server = redis_harness::shared_server();
@@ -205,7 +206,10 @@ async fn ticket_keys_live_with_the_room_expire_and_heal() {
     };
     let expires = now_ms() + 30_000;
     let nonce = TicketNonce::random();
-    store.mint_ticket(&p, s, nonce, expires).await.unwrap();
+    store
+        .mint_ticket(&p, s, nonce, expires, MintFor::Admission)
+        .await
+        .unwrap();
     let value: String = conn.get(&key).await.unwrap();
     assert_eq!(value, format!("n:{nonce}:{expires}"));
     let ttl: i64 = conn.pttl(&key).await.unwrap();
@@ -214,7 +218,7 @@ async fn ticket_keys_live_with_the_room_expire_and_heal() {
     let later = expires + 20_000;
     for asked in [later, expires] {
         let minted = store
-            .mint_ticket(&p, s, TicketNonce::random(), asked)
+            .mint_ticket(&p, s, TicketNonce::random(), asked, MintFor::Renewal)
             .await
             .unwrap();
         assert_eq!(
@@ -273,8 +277,9 @@ async fn ticket_keys_live_with_the_room_expire_and_heal() {
     let room_key = format!("tktest:{{{}}}:line", p.room);
     assert_eq!(slot(&key), slot(&room_key));
 
-    // Damage: a hash under the key, then a value of no known shape. Each counts as no ticket
-    // (redeem: unknown) and a mint writes a fresh record over it.
+    // Damage: a hash under the key, then a value of no known shape. Each reads as used; with no
+    // slot held (released above), no admission goes on, so the redeem drops it, and the next
+    // admission's mint writes a fresh record.
     for damage in ["hash", "garbage"] {
         let damaged = || async {
             let mut conn = conn.clone();
@@ -291,11 +296,16 @@ async fn ticket_keys_live_with_the_room_expire_and_heal() {
         damaged().await;
         assert_eq!(
             store.redeem_ticket(&p, s, nonce).await.unwrap(),
-            Redeemed::Unknown,
+            Redeemed::Used,
             "{damage}"
         );
+        let gone: bool = conn.exists(&key).await.unwrap();
+        assert!(!gone, "{damage}: dropped, no slot being held");
         let fresh = TicketNonce::random();
-        let minted = store.mint_ticket(&p, s, fresh, expires).await.unwrap();
+        let minted = store
+            .mint_ticket(&p, s, fresh, expires, MintFor::Admission)
+            .await
+            .unwrap();
         assert_eq!(
             minted,
             Minted::Ticket {
@@ -309,10 +319,11 @@ async fn ticket_keys_live_with_the_room_expire_and_heal() {
 }
 
 /// A ticket record whose expiry is damaged (20 digits: a lax reader takes it for a time 3
-/// billion years ahead) is no live record: dropped, and the ticket it named is unknown, never
-/// good forever. A fresh mint for the slot makes a new one.
+/// billion years ahead) is never good forever, nor no ticket: it reads as used, and is written
+/// back as a used record that ends with the slot. The session's next admission gets a new
+/// ticket.
 #[tokio::test]
-async fn a_ticket_with_a_damaged_expiry_is_no_ticket() {
+async fn a_ticket_with_a_damaged_expiry_reads_as_used_until_the_slot_ends() {
     let server = redis_harness::shared_server();
     let store = RedisStore::builder()
         .url(server.url())
@@ -332,23 +343,44 @@ async fn a_ticket_with_a_damaged_expiry_is_no_ticket() {
     };
     let nonce = TicketNonce::random();
     store
-        .mint_ticket(&p, s, nonce, expires_at_ms)
+        .mint_ticket(&p, s, nonce, expires_at_ms, MintFor::Admission)
         .await
         .unwrap();
     let _: () = conn
         .set(&key, format!("n:{nonce}:99999999999999999999"))
         .await
         .unwrap();
+    let before = now_ms();
     assert_eq!(
         store.redeem_ticket(&p, s, nonce).await.unwrap(),
-        Redeemed::Unknown
+        Redeemed::Used
     );
-    let gone: bool = conn.exists(&key).await.unwrap();
-    assert!(!gone, "the damaged record is dropped");
+    let value: String = conn.get(&key).await.unwrap();
+    assert_eq!(
+        value,
+        format!("u:0:{expires_at_ms}"),
+        "written back as used"
+    );
+    let ttl: i64 = conn.pttl(&key).await.unwrap();
+    assert!(
+        (1..=(expires_at_ms - before) as i64).contains(&ttl),
+        "ends with the slot: PTTL {ttl}"
+    );
+    for mint_for in [MintFor::Renewal, MintFor::Admission] {
+        let minted = store
+            .mint_ticket(&p, s, TicketNonce::random(), expires_at_ms, mint_for)
+            .await
+            .unwrap();
+        assert_eq!(minted, Minted::Used, "{mint_for:?}");
+    }
+    assert!(store.release(&p, s).await.unwrap());
+    let Decision::Admitted { expires_at_ms } = store.enter(&p, s).await.unwrap() else {
+        panic!("not admitted again")
+    };
     let fresh = TicketNonce::random();
     assert_eq!(
         store
-            .mint_ticket(&p, s, fresh, expires_at_ms)
+            .mint_ticket(&p, s, fresh, expires_at_ms, MintFor::Admission)
             .await
             .unwrap(),
         Minted::Ticket {
@@ -360,6 +392,213 @@ async fn a_ticket_with_a_damaged_expiry_is_no_ticket() {
         store.redeem_ticket(&p, s, fresh).await.unwrap(),
         Redeemed::Accepted
     );
+}
+
+/// What may become of a used ticket's record behind the functions' backs: a value they did not
+/// write (its expiry, state or nonce of another shape, an empty string), a key of another type,
+/// or no key at all. The name, and the commands that do it to `key` (which holds
+/// `u:<nonce>:<expiry>`).
+fn record_damage(
+    key: &str,
+    nonce: TicketNonce,
+    expires: u64,
+) -> Vec<(&'static str, Vec<redis::Cmd>)> {
+    let set = |value: String| vec![redis::cmd("SET").arg(key).arg(value).clone()];
+    let upper = nonce.to_string().to_ascii_uppercase();
+    let hash = vec![
+        redis::cmd("DEL").arg(key).clone(),
+        redis::cmd("HSET")
+            .arg(key)
+            .arg("u")
+            .arg(nonce.to_string())
+            .clone(),
+    ];
+    vec![
+        ("expiry .0", set(format!("u:{nonce}:.0"))),
+        ("expiry 1e15", set(format!("u:{nonce}:1e15"))),
+        (
+            "expiry of 20 digits",
+            set(format!("u:{nonce}:99999999999999999999")),
+        ),
+        ("state x", set(format!("x:{nonce}:{expires}"))),
+        ("nonce in capitals", set(format!("u:{upper}:{expires}"))),
+        ("empty string", set(String::new())),
+        ("a hash", hash),
+        ("deleted", vec![redis::cmd("DEL").arg(key).clone()]),
+    ]
+}
+
+/// Does `form` of [`record_damage`] to `key`; its name.
+async fn damage_record(
+    conn: &mut redis::aio::MultiplexedConnection,
+    key: &str,
+    nonce: TicketNonce,
+    expires: u64,
+    form: usize,
+) -> &'static str {
+    let (what, cmds) = record_damage(key, nonce, expires).swap_remove(form);
+    for cmd in cmds {
+        let _: () = cmd.query_async(conn).await.unwrap();
+    }
+    what
+}
+
+/// A used ticket whose record is then damaged or deleted is never a second ticket: at the
+/// visitor's next heartbeat the room mints again (a renewal, the admission going on), which
+/// answers "used" rather than a fresh ticket, and writes back a used record that lives with the
+/// slot; every redeem of the session's tickets is then told "used", never accepted. Once the
+/// slot ends, the session's next admission gets a new ticket, which passes once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_used_ticket_damaged_or_deleted_is_never_minted_again() {
+    let server = redis_harness::shared_server();
+    let store = RedisStore::builder()
+        .url(server.url())
+        .prefix("tkused")
+        .build()
+        .unwrap();
+    let mut conn = redis::Client::open(server.url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let p = policy();
+    let forms = record_damage("", TicketNonce::random(), 0).len();
+    assert_eq!(forms, 8);
+    for form in 0..forms {
+        let s = SessionId::random();
+        let key = format!("tkused:{{{}}}:tk:{s}", p.room);
+        let Decision::Admitted { expires_at_ms } = store.enter(&p, s).await.unwrap() else {
+            panic!("not admitted")
+        };
+        let nonce = TicketNonce::random();
+        let first = store
+            .mint_ticket(&p, s, nonce, expires_at_ms, MintFor::Admission)
+            .await
+            .unwrap();
+        assert!(matches!(first, Minted::Ticket { .. }), "{first:?}");
+        assert_eq!(
+            store.redeem_ticket(&p, s, nonce).await.unwrap(),
+            Redeemed::Accepted
+        );
+        let what = damage_record(&mut conn, &key, nonce, expires_at_ms, form).await;
+
+        // The heartbeat, then its mint: "used", never a fresh ticket.
+        let Decision::Admitted { expires_at_ms } = store.heartbeat(&p, s).await.unwrap() else {
+            panic!("{what}: the heartbeat lost the slot")
+        };
+        let before = now_ms();
+        let stray = TicketNonce::random();
+        let minted = store
+            .mint_ticket(&p, s, stray, expires_at_ms, MintFor::Renewal)
+            .await
+            .unwrap();
+        assert_eq!(minted, Minted::Used, "{what}: a second ticket");
+        for used in [nonce, stray, nonce] {
+            let redeemed = store.redeem_ticket(&p, s, used).await.unwrap();
+            assert_eq!(
+                redeemed,
+                Redeemed::Used,
+                "{what}: the checkout passed again"
+            );
+        }
+        // Kept, well-formed, with the slot's lifetime, so the answer sticks.
+        let value: String = conn.get(&key).await.unwrap();
+        assert_eq!(value, format!("u:0:{expires_at_ms}"), "{what}");
+        let ttl: i64 = conn.pttl(&key).await.unwrap();
+        assert!(
+            (1..=(expires_at_ms - before) as i64).contains(&ttl),
+            "{what}: PTTL {ttl}"
+        );
+        for mint_for in [MintFor::Renewal, MintFor::Admission] {
+            let again = store
+                .mint_ticket(&p, s, TicketNonce::random(), expires_at_ms, mint_for)
+                .await
+                .unwrap();
+            assert_eq!(again, Minted::Used, "{what}: {mint_for:?}");
+        }
+
+        // The slot ends; the next admission gets a new ticket, which passes once.
+        assert!(store.release(&p, s).await.unwrap(), "{what}");
+        assert_eq!(
+            store.redeem_ticket(&p, s, nonce).await.unwrap(),
+            Redeemed::Used,
+            "{what}"
+        );
+        let Decision::Admitted { expires_at_ms } = store.enter(&p, s).await.unwrap() else {
+            panic!("{what}: not admitted again")
+        };
+        let fresh = TicketNonce::random();
+        let next = store
+            .mint_ticket(&p, s, fresh, expires_at_ms, MintFor::Admission)
+            .await
+            .unwrap();
+        let want = Minted::Ticket {
+            nonce: fresh,
+            expires_at_ms,
+        };
+        assert_eq!(next, want, "{what}: the next admission's ticket");
+        assert_eq!(
+            store.redeem_ticket(&p, s, fresh).await.unwrap(),
+            Redeemed::Accepted
+        );
+        assert_eq!(
+            store.redeem_ticket(&p, s, fresh).await.unwrap(),
+            Redeemed::Used
+        );
+        assert!(store.release(&p, s).await.unwrap());
+    }
+}
+
+/// A used ticket's record damaged, then presented at a gate before any mint: told "used" (a
+/// record that cannot be read may have been used), and written back as a used record that ends
+/// with the slot, so a mint after it answers "used" too.
+#[tokio::test]
+async fn a_damaged_record_redeemed_before_any_mint_is_used() {
+    let server = redis_harness::shared_server();
+    let store = RedisStore::builder()
+        .url(server.url())
+        .prefix("tkredeem")
+        .build()
+        .unwrap();
+    let mut conn = redis::Client::open(server.url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let p = policy();
+    let forms = record_damage("", TicketNonce::random(), 0).len();
+    // All but the deleted record: a record that is gone holds no ticket to tell of
+    // (`Unknown`, refused all the same), and the mints above cover its loss.
+    for form in 0..forms - 1 {
+        let s = SessionId::random();
+        let key = format!("tkredeem:{{{}}}:tk:{s}", p.room);
+        let Decision::Admitted { expires_at_ms } = store.enter(&p, s).await.unwrap() else {
+            panic!("not admitted")
+        };
+        let nonce = TicketNonce::random();
+        store
+            .mint_ticket(&p, s, nonce, expires_at_ms, MintFor::Admission)
+            .await
+            .unwrap();
+        let what = damage_record(&mut conn, &key, nonce, expires_at_ms, form).await;
+        for _ in 0..2 {
+            let redeemed = store.redeem_ticket(&p, s, nonce).await.unwrap();
+            assert_eq!(redeemed, Redeemed::Used, "{what}");
+        }
+        let value: String = conn.get(&key).await.unwrap();
+        assert_eq!(value, format!("u:0:{expires_at_ms}"), "{what}");
+        let minted = store
+            .mint_ticket(
+                &p,
+                s,
+                TicketNonce::random(),
+                expires_at_ms,
+                MintFor::Renewal,
+            )
+            .await
+            .unwrap();
+        assert_eq!(minted, Minted::Used, "{what}");
+    }
 }
 
 /// The tickets are functions of the room's library (`twr_room_v8_ticket_mint`, `_redeem`): a
@@ -383,7 +622,7 @@ async fn ticket_calls_load_the_library_a_server_lost() {
     let nonce = TicketNonce::random();
     assert_eq!(
         store
-            .mint_ticket(&p, s, nonce, expires_at_ms)
+            .mint_ticket(&p, s, nonce, expires_at_ms, MintFor::Admission)
             .await
             .unwrap(),
         Minted::Ticket {

@@ -25,7 +25,8 @@ impl MemoryStore {
         use crate::store::damage::{Damage, Field, Part};
         const TYPED: &str = "the embedded store's parts are typed Rust values: they cannot hold \
                              a value of the wrong type or a number that is not a number";
-        let room = self.room(&Arc::from(room));
+        let name: Arc<str> = Arc::from(room);
+        let room = self.room(&name);
         let mut r = lock(&room);
         match damage {
             Damage::Lost(part) => match part {
@@ -87,6 +88,8 @@ impl MemoryStore {
                 r.waiters.check_in(s, rules.at(at));
             }
             Damage::SlotHolderInLine(s) => r.waiters.push(s),
+            // The room's lock, then the tickets', as a redeem takes them.
+            Damage::TicketLost(s) => lock(&self.tickets).lose(&name, s),
         }
         Ok(())
     }

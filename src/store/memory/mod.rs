@@ -49,7 +49,7 @@ use self::waiters::Waiters;
 
 use super::snapshot::{RoomSnapshot, SnapshotStore};
 use super::{
-    AdmissionRing, Decision, Minted, Redeemed, RoomSettings, RoomStats, SeenWaiters,
+    AdmissionRing, Decision, MintFor, Minted, Redeemed, RoomSettings, RoomStats, SeenWaiters,
     SettingsChange, SettingsUpdate, Store, StoreFuture, TicketNonce, TicketStore,
 };
 use crate::clock::{Clock, SharedClock, SystemClock};
@@ -262,11 +262,12 @@ impl TicketStore for MemoryStore {
         session: SessionId,
         fresh: TicketNonce,
         expires_at_ms: u64,
+        mint_for: MintFor,
     ) -> StoreFuture<Minted> {
         let mut tickets = lock(&self.tickets);
         // Read under the lock, so ticket calls see time in the order they run.
         let now = self.clock.now_ms();
-        let minted = tickets.mint(&policy.room, session, fresh, expires_at_ms, now);
+        let minted = tickets.mint(&policy.room, session, fresh, expires_at_ms, mint_for, now);
         Box::pin(std::future::ready(Ok(minted)))
     }
 

@@ -1,20 +1,25 @@
 //! The embedded store's single-use ticket records: the same facts as the Redis store's ticket
 //! keys (nonce, used or not, ended with its slot or not, expiry), with an index by expiry so
-//! that expired records are dropped oldest first, a bounded number per call.
+//! that expired records are dropped oldest first, a bounded number per call. A record here is
+//! a typed value, so it is never damaged, but it can be lost (the conformance suite's damage
+//! hook drops one, as a Redis key is evicted or deleted): a renewal's mint then writes a used
+//! record of no known nonce, as the Redis functions do.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 use crate::session::SessionId;
-use crate::store::{Minted, Redeemed, TicketNonce, MAX_TICKET_SWEEP_PER_CALL};
+use crate::store::{MintFor, Minted, Redeemed, TicketNonce, MAX_TICKET_SWEEP_PER_CALL};
 
 /// One session's ticket in one room.
 #[derive(Clone, Copy)]
 struct Record {
-    nonce: TicketNonce,
+    /// `None` for a used record written in place of a lost one (Redis: the nonce `0`): its
+    /// nonce is not known, so every ticket of the session reads as used.
+    nonce: Option<TicketNonce>,
     used: bool,
     /// The slot it came with was released or banned: its ticket never passes again, and the
-    /// session's next mint (a new admission) replaces it with a fresh record.
+    /// session's next admission's mint replaces it with a fresh record.
     ended: bool,
     expires_at_ms: u64,
 }
@@ -55,28 +60,37 @@ impl Tickets {
 
     /// The session's ticket of this admission: its live record, its expiry moved to
     /// `expires_at_ms` if that is later (never earlier); or, without one (none, expired, or
-    /// ended with its slot), a new record holding `fresh`.
+    /// ended with its slot), a new record holding `fresh` at the admission's first mint, and
+    /// "used" for a renewal (a missing record was lost: written back as used, of no known
+    /// nonce; an ended one is kept).
     pub(super) fn mint(
         &mut self,
         room: &Arc<str>,
         session: SessionId,
         fresh: TicketNonce,
         expires_at_ms: u64,
+        mint_for: MintFor,
         now: u64,
     ) -> Minted {
         self.sweep(now);
         let key = (room.clone(), session);
-        if let Some(record) = self.live(&key, now).filter(|r| !r.ended).copied() {
+        let live = self.live(&key, now).copied();
+        if let Some(record) = live.filter(|r| !r.ended) {
             let extended = self.extend(&key, record, expires_at_ms);
-            return if extended.used {
-                Minted::Used
-            } else {
-                Minted::Ticket {
-                    nonce: extended.nonce,
+            return match extended.nonce {
+                Some(nonce) if !extended.used => Minted::Ticket {
+                    nonce,
                     expires_at_ms: extended.expires_at_ms,
-                }
+                },
+                _ => Minted::Used,
             };
         }
+        let nonce = match mint_for {
+            MintFor::Admission => Some(fresh),
+            // An ended record is kept as it is.
+            MintFor::Renewal if live.is_some() => return Minted::Used,
+            MintFor::Renewal => None,
+        };
         if expires_at_ms > now {
             self.forget(&key);
             self.by_expiry
@@ -84,14 +98,17 @@ impl Tickets {
             self.records.insert(
                 key,
                 Record {
-                    nonce: fresh,
-                    used: false,
+                    nonce,
+                    used: nonce.is_none(),
                     ended: false,
                     expires_at_ms,
                 },
             );
         }
         // An expiry already past: as in Redis, the record is gone as soon as it is made.
+        if nonce.is_none() {
+            return Minted::Used;
+        }
         Minted::Ticket {
             nonce: fresh,
             expires_at_ms,
@@ -128,6 +145,13 @@ impl Tickets {
         }
     }
 
+    /// The record of `session` in `room` is lost, as a Redis key is evicted or deleted (the
+    /// conformance suite's damage).
+    #[cfg(feature = "testing")]
+    pub(super) fn lose(&mut self, room: &Arc<str>, session: SessionId) {
+        self.forget(&(room.clone(), session));
+    }
+
     /// The session's slot was released or banned: its live record (if any) ends with it.
     pub(super) fn end(&mut self, room: &Arc<str>, session: SessionId, now: u64) {
         self.sweep(now);
@@ -150,7 +174,9 @@ impl Tickets {
         self.sweep(now);
         let key = (room.clone(), session);
         let record = match self.live(&key, now) {
-            Some(record) if record.nonce == nonce => *record,
+            // Written in place of a lost record: no ticket of the session passes.
+            Some(record) if record.nonce.is_none() => return Redeemed::Used,
+            Some(record) if record.nonce == Some(nonce) => *record,
             _ => return Redeemed::Unknown,
         };
         match slot_expires {
@@ -186,7 +212,14 @@ mod tests {
         let room: Arc<str> = Arc::from("r");
         for i in 0..1_000u64 {
             let s = SessionId::from_bytes((i as u128).to_be_bytes());
-            t.mint(&room, s, TicketNonce::random(), 1_000 + i, 0);
+            t.mint(
+                &room,
+                s,
+                TicketNonce::random(),
+                1_000 + i,
+                MintFor::Admission,
+                0,
+            );
         }
         assert_eq!(t.len(), 1_000);
         // Every call past their expiry drops up to the bound; ten calls drop them all.

@@ -341,12 +341,16 @@ room_args! {
 ticket_args! {
     /// `twr_room_v8_ticket_mint`: the session's ticket, made or kept.
     TicketMint = "twr_room_v8_ticket_mint" {
-        /// Stored as the ticket's if the session has no live record.
+        /// Stored as the ticket's if the session has no live record and this is the
+        /// admission's first mint.
         nonce: TicketNonce,
         /// The time in ms, or [`NOW_FROM_SERVER`](NOW_FROM_SERVER).
         now: u64,
         /// The record's expiry in ms (the slot's), at most 2^53 (a Lua number is a double).
         expires_at: u64,
+        /// The admission goes on ([`MintFor::Renewal`](crate::store::MintFor::Renewal)): a
+        /// missing record was lost, and reads as used.
+        renewal: bool,
     }
 }
 

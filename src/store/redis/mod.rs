@@ -112,7 +112,7 @@ pub(crate) use self::protocol::SCRIPT as ROOM_LIBRARY;
 use self::protocol::{decision, non_negative, protocol_error, reply, Op, NOW_FROM_SERVER};
 use self::sentinel::SentinelConnection;
 use super::{
-    Decision, Minted, Redeemed, RoomSnapshot, RoomStats, SeenWaiters, SettingsChange,
+    Decision, MintFor, Minted, Redeemed, RoomSnapshot, RoomStats, SeenWaiters, SettingsChange,
     SettingsUpdate, SnapshotStore, Store, StoreError, StoreErrorKind, StoreFuture, TicketNonce,
     TicketStore, HISTORY_MINUTES, MAX_ADMIT_NEXT_PER_CALL,
 };
@@ -227,6 +227,16 @@ impl RedisStore {
     /// the script to read Redis `TIME`.
     pub(crate) fn now_arg(&self) -> u64 {
         self.clock.as_ref().map_or(NOW_FROM_SERVER, |c| c.now_ms())
+    }
+
+    /// The time a room function's call names: the server's, the injected clock's (held to
+    /// the server's by the library), or a manual clock's (taken as it is).
+    pub(crate) fn call_now(&self) -> calls::Now {
+        match &self.clock {
+            None => calls::Now::Server,
+            Some(c) if self.manual_clock => calls::Now::Manual(c.now_ms()),
+            Some(c) => calls::Now::Sent(c.now_ms()),
+        }
     }
 
     /// Runs the room function `function` (`FCALL`, the tickets' too) on the room of `policy`
@@ -551,8 +561,9 @@ impl TicketStore for RedisStore {
         session: SessionId,
         fresh: TicketNonce,
         expires_at_ms: u64,
+        mint_for: MintFor,
     ) -> StoreFuture<Minted> {
-        self.mint(policy, session, fresh, expires_at_ms)
+        self.mint(policy, session, fresh, expires_at_ms, mint_for)
     }
 
     fn redeem_ticket(

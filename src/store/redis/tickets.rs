@@ -7,7 +7,9 @@ use super::calls::{TicketMint, TicketRedeem};
 use super::RedisStore;
 use crate::config::RoomPolicy;
 use crate::session::SessionId;
-use crate::store::{Minted, Redeemed, StoreError, StoreErrorKind, StoreFuture, TicketNonce};
+use crate::store::{
+    MintFor, Minted, Redeemed, StoreError, StoreErrorKind, StoreFuture, TicketNonce,
+};
 
 /// The key of `session`'s ticket in `room`: `{prefix}:{room}:tk:<session>`, the room as the hash
 /// tag, as the room's own keys.
@@ -27,12 +29,14 @@ impl RedisStore {
         session: SessionId,
         fresh: TicketNonce,
         expires_at_ms: u64,
+        mint_for: MintFor,
     ) -> StoreFuture<Minted> {
         let args = TicketMint {
             nonce: fresh,
             now: self.now_arg(),
             // Lua numbers are doubles: an expiry beyond 2^53 ms (year 287 396) is no real one.
             expires_at: expires_at_ms.min(1 << 53),
+            renewal: mint_for == MintFor::Renewal,
         }
         .argv();
         let keys = vec![ticket_key(self.prefix(), &policy.room, session)];

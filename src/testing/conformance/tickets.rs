@@ -1,13 +1,14 @@
 //! Single-use tickets ([`TicketStore::mint_ticket`], [`TicketStore::redeem_ticket`]): one
 //! ticket per session and admission, living as long as the slot (a mint extends it), used
 //! exactly once whatever the concurrency, only while its session holds its slot, and ended with
-//! the slot by `release` and `ban`. Each case runs on a store that keeps tickets
-//! ([`Harness::tickets`]), and is skipped on one that does not.
+//! the slot by `release` and `ban`, and never minted a second time for one admission, whatever
+//! was lost. Each case runs on a store that keeps tickets ([`Harness::tickets`]), and is
+//! skipped on one that does not.
 
 use std::sync::Arc;
 
-use super::{admitted, Harness, ACTIVE_MS};
-use crate::store::{Decision, Minted, Redeemed, TicketNonce, TicketStore};
+use super::{admitted, Damage, Harness, ACTIVE_MS};
+use crate::store::{Decision, MintFor, Minted, Redeemed, TicketNonce, TicketStore};
 use crate::{RoomPolicy, SessionId};
 
 impl Harness {
@@ -19,9 +20,10 @@ impl Harness {
         session: SessionId,
         fresh: TicketNonce,
         expires_at_ms: u64,
+        mint_for: MintFor,
     ) -> Minted {
         self.ticket_store()
-            .mint_ticket(policy, session, fresh, expires_at_ms)
+            .mint_ticket(policy, session, fresh, expires_at_ms, mint_for)
             .await
             .unwrap_or_else(|e| panic!("mint_ticket failed: {e}"))
     }
@@ -55,7 +57,9 @@ impl Harness {
         };
         assert_eq!(expires, self.now() + ACTIVE_MS);
         let fresh = TicketNonce::random();
-        let minted = self.mint_ticket(policy, session, fresh, expires).await;
+        let minted = self
+            .mint_ticket(policy, session, fresh, expires, MintFor::Admission)
+            .await;
         let stored = Minted::Ticket {
             nonce: fresh,
             expires_at_ms: expires,
@@ -65,9 +69,9 @@ impl Harness {
     }
 }
 
-/// Minting again while the record lives answers the first nonce, not the new one: two gateways
-/// minting at once agree on one ticket, and a reload does not make a second. An expiry no later
-/// than the record's leaves it as it is.
+/// Minting again while the record lives answers the first nonce, not the new one, whichever
+/// mint it is: two gateways minting at once agree on one ticket, and a reload does not make a
+/// second. An expiry no later than the record's leaves it as it is.
 pub async fn ticket_mint_is_idempotent(h: &Harness) {
     if h.tickets().is_none() {
         return;
@@ -77,13 +81,15 @@ pub async fn ticket_mint_is_idempotent(h: &Harness) {
     let expires = h.now() + ACTIVE_MS;
     let first = h.fresh_ticket(&p, s).await;
     h.advance_ms(1_000);
-    for _ in 0..3 {
-        let again = h.mint_ticket(&p, s, TicketNonce::random(), expires).await;
+    for mint_for in [MintFor::Admission, MintFor::Renewal, MintFor::Admission] {
+        let again = h
+            .mint_ticket(&p, s, TicketNonce::random(), expires, mint_for)
+            .await;
         let want = Minted::Ticket {
             nonce: first,
             expires_at_ms: expires,
         };
-        assert_eq!(again, want, "a second mint");
+        assert_eq!(again, want, "a second mint ({mint_for:?})");
     }
     // Another session gets a ticket of its own.
     let other = h.fresh_ticket(&p, SessionId::random()).await;
@@ -109,10 +115,11 @@ pub async fn ticket_mint_extends_and_never_shortens(h: &Harness) {
         nonce,
         expires_at_ms,
     };
-    let again = h.mint_ticket(&p, s, TicketNonce::random(), extended).await;
+    let renew = |s, fresh, expires| h.mint_ticket(&p, s, fresh, expires, MintFor::Renewal);
+    let again = renew(s, TicketNonce::random(), extended).await;
     assert_eq!(again, same(extended), "extended with the slot");
     for earlier in [first_expiry, h.now() + 1, h.now()] {
-        let again = h.mint_ticket(&p, s, TicketNonce::random(), earlier).await;
+        let again = renew(s, TicketNonce::random(), earlier).await;
         assert_eq!(again, same(extended), "never shortened ({earlier})");
     }
     // Past its first expiry, the ticket lives on with the slot, and is used once.
@@ -123,10 +130,12 @@ pub async fn ticket_mint_extends_and_never_shortens(h: &Harness) {
     h.advance_ms(ACTIVE_MS / 4);
     let last = admitted(h.heartbeat(&p, s).await, "a heartbeat after the use");
     let fresh = TicketNonce::random();
-    assert_eq!(h.mint_ticket(&p, s, fresh, last).await, Minted::Used);
+    assert_eq!(renew(s, fresh, last).await, Minted::Used);
     h.advance_ms(extended - h.now());
-    for _ in 0..2 {
-        let again = h.mint_ticket(&p, s, TicketNonce::random(), last).await;
+    for mint_for in [MintFor::Renewal, MintFor::Admission] {
+        let again = h
+            .mint_ticket(&p, s, TicketNonce::random(), last, mint_for)
+            .await;
         assert_eq!(again, Minted::Used, "no second ticket in one admission");
         assert_eq!(h.redeem_ticket(&p, s, nonce).await, Redeemed::Used);
     }
@@ -159,6 +168,22 @@ pub async fn release_and_ban_end_the_ticket(h: &Harness) {
         }
         assert_eq!(h.redeem_ticket(&p, unused, a).await, Redeemed::SlotEnded);
         assert_eq!(h.redeem_ticket(&p, used, b).await, Redeemed::Used);
+        // A renewal's mint that comes after the end (a heartbeat that raced the release) is no
+        // admission's: it answers "used", and leaves the ended record as it is.
+        for s in [unused, used] {
+            let late = h
+                .mint_ticket(
+                    &p,
+                    s,
+                    TicketNonce::random(),
+                    h.now() + ACTIVE_MS,
+                    MintFor::Renewal,
+                )
+                .await;
+            assert_eq!(late, Minted::Used, "{ending}: a renewal after the end");
+        }
+        assert_eq!(h.redeem_ticket(&p, unused, a).await, Redeemed::SlotEnded);
+        assert_eq!(h.redeem_ticket(&p, used, b).await, Redeemed::Used);
         h.advance_ms(1_000);
         // Admitted again: the old ticket does not pass on the new slot, before or after the
         // new admission's mint; the new ticket passes once.
@@ -168,7 +193,9 @@ pub async fn release_and_ban_end_the_ticket(h: &Harness) {
             assert_eq!(stale, told, "{ending}: the old ticket on the new slot");
             let fresh = TicketNonce::random();
             let expires = h.now() + ACTIVE_MS;
-            let minted = h.mint_ticket(&p, s, fresh, expires).await;
+            let minted = h
+                .mint_ticket(&p, s, fresh, expires, MintFor::Admission)
+                .await;
             let want = Minted::Ticket {
                 nonce: fresh,
                 expires_at_ms: expires,
@@ -182,10 +209,13 @@ pub async fn release_and_ban_end_the_ticket(h: &Harness) {
     // A release that finds no slot ends the record all the same (it is no admission's now).
     let s = SessionId::random();
     let stray = TicketNonce::random();
-    h.mint_ticket(&p, s, stray, h.now() + ACTIVE_MS).await;
+    h.mint_ticket(&p, s, stray, h.now() + ACTIVE_MS, MintFor::Admission)
+        .await;
     assert!(!h.release(&p, s).await);
     let fresh = TicketNonce::random();
-    let minted = h.mint_ticket(&p, s, fresh, h.now() + ACTIVE_MS).await;
+    let minted = h
+        .mint_ticket(&p, s, fresh, h.now() + ACTIVE_MS, MintFor::Admission)
+        .await;
     assert!(
         matches!(minted, Minted::Ticket { nonce, .. } if nonce == fresh),
         "{minted:?}"
@@ -210,14 +240,16 @@ pub async fn ticket_is_redeemed_exactly_once(h: &Harness) {
         );
     }
     h.advance_ms(ACTIVE_MS / 2);
-    let after = h
-        .mint_ticket(&p, s, TicketNonce::random(), h.now() + ACTIVE_MS)
-        .await;
-    assert_eq!(
-        after,
-        Minted::Used,
-        "no second ticket in one admission window"
-    );
+    for mint_for in [MintFor::Renewal, MintFor::Admission] {
+        let after = h
+            .mint_ticket(&p, s, TicketNonce::random(), h.now() + ACTIVE_MS, mint_for)
+            .await;
+        assert_eq!(
+            after,
+            Minted::Used,
+            "no second ticket in one admission window ({mint_for:?})"
+        );
+    }
     assert_eq!(h.redeem_ticket(&p, s, nonce).await, Redeemed::Used);
 }
 
@@ -277,7 +309,8 @@ pub async fn ticket_records_expire(h: &Harness) {
     let fresh = TicketNonce::random();
     let now = h.now();
     assert_eq!(
-        h.mint_ticket(&p, late, fresh, now).await,
+        h.mint_ticket(&p, late, fresh, now, MintFor::Admission)
+            .await,
         Minted::Ticket {
             nonce: fresh,
             expires_at_ms: now
@@ -315,7 +348,7 @@ pub async fn ticket_needs_its_sessions_slot(h: &Harness) {
     // A record whose session never held a slot.
     let stranger = SessionId::random();
     let fresh = TicketNonce::random();
-    h.mint_ticket(&p, stranger, fresh, h.now() + ACTIVE_MS)
+    h.mint_ticket(&p, stranger, fresh, h.now() + ACTIVE_MS, MintFor::Admission)
         .await;
     assert_eq!(
         h.redeem_ticket(&p, stranger, fresh).await,
@@ -326,13 +359,73 @@ pub async fn ticket_needs_its_sessions_slot(h: &Harness) {
     let d = h.store.enter(&p, outlived).await.expect("enter");
     assert!(matches!(d, Decision::Admitted { .. }), "{d:?}");
     let fresh = TicketNonce::random();
-    h.mint_ticket(&p, outlived, fresh, h.now() + 2 * ACTIVE_MS)
-        .await;
+    h.mint_ticket(
+        &p,
+        outlived,
+        fresh,
+        h.now() + 2 * ACTIVE_MS,
+        MintFor::Admission,
+    )
+    .await;
     h.advance_ms(ACTIVE_MS);
     assert_eq!(
         h.redeem_ticket(&p, outlived, fresh).await,
         Redeemed::SlotEnded
     );
+}
+
+/// A ticket record lost while its admission goes on (a Redis key evicted or deleted) is never a
+/// second ticket: the renewal's mint at the next heartbeat knows the admission had its ticket,
+/// so it answers "used" (not a fresh ticket) and writes a used record back, for as long as the
+/// slot lives; every ticket of the session is then told "used", the one already used as well
+/// as one never used (it cannot be shown unused any more). The admission's first mint still
+/// makes a new ticket, and so does the session's next admission once the slot ended.
+pub async fn a_lost_ticket_record_is_never_a_second_ticket(h: &Harness) {
+    if h.tickets().is_none() {
+        return;
+    }
+    let p = h.policy(10);
+    let (used, unused) = (SessionId::random(), SessionId::random());
+    let a = h.fresh_ticket(&p, used).await;
+    let b = h.fresh_ticket(&p, unused).await;
+    assert_eq!(h.redeem_ticket(&p, used, a).await, Redeemed::Accepted);
+    for s in [used, unused] {
+        if !h.damage(&p, Damage::TicketLost(s)).await {
+            return;
+        }
+    }
+    h.advance_ms(ACTIVE_MS / 2);
+    let renewed = admitted(h.heartbeat(&p, used).await, "a heartbeat");
+    admitted(h.heartbeat(&p, unused).await, "a heartbeat");
+    let stray = TicketNonce::random();
+    for s in [used, unused] {
+        let minted = h.mint_ticket(&p, s, stray, renewed, MintFor::Renewal).await;
+        assert_eq!(minted, Minted::Used, "a lost record renewed is used");
+    }
+    for (s, nonce) in [(used, a), (unused, b), (used, stray), (unused, stray)] {
+        assert_eq!(h.redeem_ticket(&p, s, nonce).await, Redeemed::Used);
+    }
+    // It sticks, whichever mint comes next, and lives with the slot.
+    h.advance_ms(ACTIVE_MS / 2);
+    let last = admitted(h.heartbeat(&p, used).await, "a heartbeat");
+    for mint_for in [MintFor::Renewal, MintFor::Admission] {
+        let again = h
+            .mint_ticket(&p, used, TicketNonce::random(), last, mint_for)
+            .await;
+        assert_eq!(again, Minted::Used, "{mint_for:?}");
+    }
+    assert_eq!(h.redeem_ticket(&p, used, a).await, Redeemed::Used);
+    // The slot ends: the next admission gets a new ticket, which passes once.
+    assert!(h.release(&p, used).await, "the slot was held");
+    assert_eq!(h.redeem_ticket(&p, used, a).await, Redeemed::Used);
+    h.advance_ms(1_000);
+    let fresh = h.fresh_ticket(&p, used).await;
+    assert_eq!(h.redeem_ticket(&p, used, fresh).await, Redeemed::Accepted);
+    assert_eq!(h.redeem_ticket(&p, used, fresh).await, Redeemed::Used);
+    assert_eq!(h.redeem_ticket(&p, used, a).await, Redeemed::Unknown);
+    // The record written for the lost one ends at the expiry it was given.
+    h.advance_ms(renewed - h.now());
+    assert_eq!(h.redeem_ticket(&p, unused, b).await, Redeemed::Unknown);
 }
 
 /// Many tasks redeeming one ticket at once: exactly one is accepted, every other is told it
