@@ -10,10 +10,15 @@
 
 -- Housekeeping when due: expire slots and grants, and note the next expiry. A `due` later than
 -- any slot this call could give (a year ahead, '9e15': damage) is none: housekeeping runs, and
--- writes the real one.
+-- writes the real one. NO_DUE (no slot, as housekeeping wrote it: an empty room, a pre-queue)
+-- holds while there is no slot, two ZCARDs instead of the whole housekeeping.
 function F.housekeep()
-  if R.due and R.now < R.due and R.due <= R.now + math.max(R.active_ttl, R.grant_ttl) then
-    return
+  if R.due and R.now < R.due then
+    if R.due <= R.now + math.max(R.active_ttl, R.grant_ttl) then return end
+    if R.due == NO_DUE and redis.call('ZCARD', R.k_active) == 0
+        and redis.call('ZCARD', R.k_granted) == 0 then
+      return
+    end
   end
   -- An expiry beyond the longest lifetime any call may give a slot (LIMIT_TTL, call.lua; 'inf'
   -- or a year ahead written by hand) is no expiry: such a slot would never free itself, so it
