@@ -47,9 +47,9 @@ use crate::session::SessionId;
 use crate::store::{Decision, SettingsChange, SettingsUpdate};
 #[cfg(feature = "metrics")]
 use crate::store::{MintFor, Minted, Redeemed, RoomSnapshot, SeenWaiters, TicketNonce};
-use crate::store::{RoomStats, Store, StoreError, StoreErrorKind, StoreFuture, StoreOp};
+use crate::store::{RoomStats, Store, StoreError, StoreFuture, StoreOp};
 #[cfg(feature = "metrics")]
-use crate::store::{SnapshotStore, TicketStore};
+use crate::store::{SnapshotStore, StoreErrorKind, TicketStore};
 
 /// Requests the room handled, by `stage` (where it decided: `fast_path`, `cookie_check`,
 /// `store`, `endpoint`, `bypass`) and `outcome` (`admitted`, `waiting`, `full`, `closed`,

@@ -91,10 +91,10 @@ impl RedisStoreBuilder {
 
     /// Sends this clock's time to the script instead of using Redis `TIME`. The server holds it
     /// to its own: a room call whose time is more than a second from the server's `TIME` is
-    /// refused (a [`Protocol`](crate::store::StoreErrorKind::Protocol) error: nobody is let in by it), so a
-    /// gateway whose clock runs ahead can never expire the others' slots and places. In
-    /// production every gateway should share Redis's clock (the default); tests that move
-    /// time by hand use [`manual_clock`](Self::manual_clock).
+    /// refused (a [`Protocol`](crate::store::StoreErrorKind::Protocol) error: nobody is let in
+    /// by it), so a gateway whose clock runs ahead can never expire the others' slots and
+    /// places. In production every gateway should share Redis's clock (the default); tests
+    /// that move time by hand use `manual_clock` (feature `testing`).
     pub fn clock(mut self, clock: impl Clock) -> Self {
         self.clock = Some(Arc::new(clock));
         self.manual_clock = false;
