@@ -1549,14 +1549,54 @@ pub async fn heals_lost_parts(h: &Harness) {
 }
 
 /// Every part of a room holding a value of the wrong type, one at a time: the store drops it
-/// (it is the room's own key) and carries on as if it had been empty.
+/// (it is the room's own key) and carries on as if it had been empty; but the slots (claimed or
+/// granted), whose holders may be inside with their admission tokens, are rebuilt instead
+/// ([`rebuilds_the_slots`]).
 pub async fn heals_parts_of_the_wrong_type(h: &Harness) {
     for part in Part::ALL {
         let d = Damaged::new(h).await;
         if h.damage(&d.p, Damage::WrongType(part)).await {
-            behaves_as_if_empty(h, &d, part, &format!("after {part:?} got the wrong type")).await;
+            let what = format!("after {part:?} got the wrong type");
+            match part {
+                Part::Active | Part::Granted => rebuilds_the_slots(h, &d, part, &what).await,
+                _ => behaves_as_if_empty(h, &d, part, &what).await,
+            }
         }
     }
+}
+
+/// After the claimed or the granted slots were found damaged (not lost: a store cannot tell a
+/// lost part from an empty one), their capacity is not handed to the line: for the longest
+/// lifetime of a slot the room counts as full, and a holder's heartbeat that finds no slot
+/// claims one again while fewer than capacity are held. Nobody waiting is let in meanwhile,
+/// and nobody beyond the capacity is.
+async fn rebuilds_the_slots(h: &Harness, d: &Damaged, part: Part, what: &str) {
+    let p = &d.p;
+    waiting(h.poll(p, d.w1).await, 1, 2, what);
+    let holders: &[SessionId] = match part {
+        Part::Active => &[d.a, d.b],
+        _ => &[d.g],
+    };
+    for &holder in holders {
+        admitted(
+            h.heartbeat(p, holder).await,
+            &format!("{what}: a holder's heartbeat"),
+        );
+    }
+    // The capacity is held again: a heartbeat of someone who never held a slot gets none.
+    assert_eq!(
+        h.heartbeat(p, SessionId::random()).await,
+        Decision::Unknown,
+        "{what}: a stranger claimed a slot"
+    );
+    waiting(h.poll(p, d.w1).await, 1, 2, what);
+    waiting(h.poll(p, d.w2).await, 2, 2, what);
+    let stats = h.stats(p).await;
+    assert_eq!(
+        (stats.admitted + stats.granted, stats.waiting),
+        (3, 2),
+        "{what}: {stats:?}"
+    );
 }
 
 /// A sequence, a budget or an admission count that is not a number: the store answers, a

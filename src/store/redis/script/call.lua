@@ -210,6 +210,9 @@ function F.setup(op, keys, args, own, has_session)
     released = 0,
     -- Sync's listed sessions without a place.
     unknown = nil,
+    -- Until when the slots are being rebuilt after a damaged `active` or `granted` (nil:
+    -- not): see main.lua's Bad days.
+    rebuild = nil,
   }
   local schedule = R.schedule_arg
   if schedule then
@@ -237,7 +240,8 @@ function F.setup(op, keys, args, own, has_session)
   R.SETTINGS_FIELDS = {'v', 'capacity', 'rate', 'paused', 'open', 'born', 'moved', 'opens_at',
     'closes_at', 'keep_line', 'due', 'bans', 'noted',
     RING_FIELDS.turn[turn.current % turn.len], RING_FIELDS.abandon[gone.current % gone.len],
-    FROM_FIELDS.turn[turn.current % turn.len], FROM_FIELDS.abandon[gone.current % gone.len]}
+    FROM_FIELDS.turn[turn.current % turn.len], FROM_FIELDS.abandon[gone.current % gone.len],
+    'rebuild'}
   R.current_bucket = math.floor(R.now / R.bucket_ms)
   R.promotions_left = R.max_promote
   return F.check_own(op)

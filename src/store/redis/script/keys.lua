@@ -54,7 +54,9 @@
 --                      turn0 .. turn5 and abandon0 .. abandon3, the epoch each liveness bitmap
 --                      holds, and turn0from .. abandon3from, the value of seq when it began
 --                      (see Liveness: joined since), the turn ring's lowered to a sync's turn
---                      horizon, and turn0first .. turn5first, the turn ring's as it began
+--                      horizon, and turn0first .. turn5first, the turn ring's as it began;
+--                      rebuild (ms), the end of a rebuild of the slots after a damaged active
+--                      or granted (main.lua, Bad days)
 --   8 arrivals zset    the first arrival of each second: member = its time in ms, score = its
 --                      sequence number; entries before the head's are trimmed (oldest wait)
 --   9 banned   zset    banned sessions, score = the end of the ban in ms

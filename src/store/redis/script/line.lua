@@ -98,7 +98,23 @@ end
 function F.slots()
   local a = redis.call('ZCARD', R.k_active)
   if a >= R.capacity then return a end
-  return a + redis.call('ZCARD', R.k_granted)
+  local n = a + redis.call('ZCARD', R.k_granted)
+  -- Full while the slots are rebuilt (main.lua, Bad days).
+  if R.rebuild then return math.max(n, R.capacity) end
+  return n
+end
+
+-- A heartbeat that finds no slot while the slots are rebuilt (main.lua, Bad days): the holder
+-- claims one again while fewer than capacity are held (not an admission: counted when it was
+-- one). nil when that is not the case.
+function F.reclaim()
+  if not R.rebuild or not R.open or F.banned(R.s) then return nil end
+  if redis.call('ZCARD', R.k_active) + redis.call('ZCARD', R.k_granted) >= R.capacity then
+    return nil
+  end
+  redis.call('ZADD', R.k_active, R.now + R.active_ttl, R.s)
+  F.lower_due(R.now + R.active_ttl)
+  return {1, R.now + R.active_ttl, 0}
 end
 
 function F.has_slot(w)

@@ -8,6 +8,14 @@
 --     wrong type and a damaged seq, and the run starts again once (no cost on the normal
 --     path). The first run's writes stay, but every step is idempotent (housekeeping, "ensure"
 --     writes) and the promotion budget is shared by both runs, so the work stays bounded;
+--   - `active` or `granted` of the wrong type (damaged, not lost: a lost key cannot be told
+--     from an empty one) held slots whose holders may be inside with their admission tokens:
+--     their capacity is not handed to the line. For the longest lifetime of a slot or grant
+--     (`rebuild`, a settings field) the room counts as full: nobody is promoted or let in
+--     directly, and a heartbeat that finds no slot (a holder's: the gateway sends one only
+--     for a valid admission token) claims one again while fewer than capacity are held. The
+--     slots are thus rebuilt from their holders' own check-ins; a holder who does not come
+--     back within the window frees their capacity when it ends;
 --   - a lost or reset seq: a newcomer is placed after the last waiter, never ahead of the line;
 --   - a lost liveness bitmap (its settings field says it holds an epoch that counts, and it is
 --     gone): everyone counts as seen in that epoch, so nobody is skipped or swept for it; a lost
@@ -56,10 +64,19 @@ function F.repair()
   for _, rg in ipairs(R.rings) do
     for i = 0, rg.len - 1 do want[#want + 1] = {R.keys[rg.first + i], 'string'} end
   end
+  local slots_lost = false
   for _, kt in ipairs(want) do
     local t = redis.call('TYPE', kt[1])
     if type(t) == 'table' then t = t.ok end
-    if t ~= 'none' and t ~= kt[2] then redis.call('DEL', kt[1]) end
+    if t ~= 'none' and t ~= kt[2] then
+      redis.call('DEL', kt[1])
+      if kt[1] == R.k_active or kt[1] == R.k_granted then slots_lost = true end
+    end
+  end
+  if slots_lost then
+    -- Read by the repaired run's load_settings (see Bad days: the slots rebuilt).
+    redis.call('HSET', R.k_settings, 'rebuild',
+      string.format('%d', R.now + math.max(R.active_ttl, R.grant_ttl)))
   end
   if redis.call('EXISTS', R.k_seq) == 1
       and stored_integer(redis.call('GET', R.k_seq), 0, STORED_MAX) == nil then

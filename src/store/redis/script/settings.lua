@@ -96,6 +96,13 @@ function F.load_settings()
   R.born, R.moved = stored_integer(v[6], 0, STORED_MAX), stored_integer(v[7], 0, STORED_MAX)
   R.due, R.bans = stored_integer(v[11], 0, STORED_MAX), stored_integer(v[12], 0, STORED_MAX)
   R.noted = stored_integer(v[13], 0, STORED_MAX)
+  -- A rebuild of the slots under way (main.lua, Bad days); one past, or later than any could
+  -- run (damage), is none.
+  R.rebuild = stored_integer(v[18], 0, STORED_MAX)
+  if R.rebuild and (R.rebuild <= R.now or R.rebuild > R.now + LIMIT_TTL) then
+    R.rebuild = nil
+    redis.call('HDEL', R.k_settings, 'rebuild')
+  end
   for n, rg in ipairs(R.rings) do
     F.read_epoch(rg, rg.current % rg.len,
       stored_integer(v[RING_FIELD_AT + n - 1], -STORED_MAX, STORED_MAX),

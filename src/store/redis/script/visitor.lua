@@ -100,9 +100,10 @@ end
 --   4 excused
 --   5 session         the visitor's id, 16 raw bytes
 --   6 schedule        optional, for a room with a schedule (call.lua)
--- Reply: {1, expires_at_ms, 0} admitted, {6, 0, 0} closed, {0, 0, 0} no slot.
+-- Reply: {1, expires_at_ms, 0} admitted (a slot held, or claimed again while the slots are
+-- rebuilt: main.lua, Bad days), {6, 0, 0} closed, {0, 0, 0} no slot.
 function OPERATIONS.heartbeat()
-  return F.claim_or_extend() or {0, 0, 0}
+  return F.claim_or_extend() or F.reclaim() or {0, 0, 0}
 end
 
 -- twr_room_v8_release: frees the session's slot, or else its place, and ends its ticket record.
