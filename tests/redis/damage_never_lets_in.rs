@@ -503,3 +503,142 @@ async fn a_damaged_active_is_rebuilt_from_its_holders_never_handed_to_newcomers(
         );
     }
 }
+
+/// The tickets' calls hold to the server's clock and to their bounds as the room's calls do: a
+/// gateway an hour ahead found every ticket record past its expiry and minted a second ticket
+/// for an admission whose ticket was used (a second pass through `/checkout`). Now its mint is
+/// refused (`WRCLOCK`, a busy store), and a call by hand with a nonce, an expiry or a renewal
+/// flag a gateway never sends is refused (`WRARGS`) before the record is read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ticket_calls_hold_to_the_servers_clock_and_bounds() {
+    use tower_waiting_room::store::{
+        Decision, MintFor, Minted, Redeemed, StoreErrorKind, TicketNonce, TicketStore,
+    };
+    let redis = Server::start(&["--save", ""]);
+    let honest = store(&redis);
+    let policy = RoomPolicy::new("tickets", 1);
+    let s = tower_waiting_room::SessionId::random();
+    let Decision::Admitted { expires_at_ms } = honest.enter(&policy, s).await.unwrap() else {
+        panic!("the first visitor is let in");
+    };
+    let Minted::Ticket { nonce, .. } = honest
+        .mint_ticket(
+            &policy,
+            s,
+            TicketNonce::random(),
+            expires_at_ms,
+            MintFor::Admission,
+        )
+        .await
+        .unwrap()
+    else {
+        panic!("the admission's first ticket");
+    };
+    assert_eq!(
+        honest.redeem_ticket(&policy, s, nonce).await.unwrap(),
+        Redeemed::Accepted
+    );
+    let real_now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    let ahead = RedisStore::builder()
+        .url(redis.url())
+        .timeout(Duration::from_secs(5))
+        .clock(ManualClock::new(real_now + 3_600_000))
+        .build()
+        .unwrap();
+    for mint_for in [MintFor::Admission, MintFor::Renewal] {
+        let e = ahead
+            .mint_ticket(
+                &policy,
+                s,
+                TicketNonce::random(),
+                real_now + 3_660_000,
+                mint_for,
+            )
+            .await
+            .expect_err("a mint an hour ahead");
+        assert_eq!(e.kind(), StoreErrorKind::Protocol, "{e}");
+        assert!(e.to_string().contains("WRCLOCK"), "{e}");
+    }
+    let e = ahead
+        .redeem_ticket(&policy, s, nonce)
+        .await
+        .expect_err("a redeem an hour ahead");
+    assert!(e.to_string().contains("WRCLOCK"), "{e}");
+    // The used ticket is still used, and no second one was made.
+    assert_eq!(
+        honest.redeem_ticket(&policy, s, nonce).await.unwrap(),
+        Redeemed::Used
+    );
+    assert_eq!(
+        honest
+            .mint_ticket(
+                &policy,
+                s,
+                TicketNonce::random(),
+                expires_at_ms,
+                MintFor::Admission
+            )
+            .await
+            .unwrap(),
+        Minted::Used
+    );
+    // By hand: each argument a gateway never sends is refused before the record is read.
+    let ticket_key = format!("twr:{{tickets}}:tk:{s}");
+    let nonce_hex = "0a".repeat(16);
+    let in_a_minute = (real_now + 60_000).to_string();
+    let eight_days = (real_now + 8 * 86_400_000).to_string();
+    let mint = |args: [&str; 4]| {
+        let mut cmd = redis::cmd("FCALL");
+        cmd.arg("twr_room_v8_ticket_mint").arg(1).arg(&ticket_key);
+        for a in args {
+            cmd.arg(a);
+        }
+        cmd
+    };
+    for (what, args, code) in [
+        (
+            "a clock a year ahead",
+            [&nonce_hex, "1", &in_a_minute, "0"],
+            "WRCLOCK",
+        ),
+        (
+            "a clock of inf",
+            [&nonce_hex, "inf", &in_a_minute, "0"],
+            "WRCLOCK",
+        ),
+        ("a short nonce", ["0a", "0", &in_a_minute, "0"], "WRARGS"),
+        (
+            "an uppercase nonce",
+            [&"0A".repeat(16), "0", &in_a_minute, "0"],
+            "WRARGS",
+        ),
+        (
+            "an expiry eight days ahead",
+            [&nonce_hex, "0", &eight_days, "0"],
+            "WRARGS",
+        ),
+        (
+            "an expiry of 1e15",
+            [&nonce_hex, "0", "1e15", "0"],
+            "WRARGS",
+        ),
+        (
+            "a renewal of 2",
+            [&nonce_hex, "0", &in_a_minute, "2"],
+            "WRARGS",
+        ),
+    ] {
+        let e = try_query::<redis::Value>(&redis, &mint(args))
+            .await
+            .expect_err(what);
+        assert_eq!(e.code(), Some(code), "{what}: {e}");
+    }
+    // Nothing was read or written: the record is the used one.
+    assert_eq!(
+        honest.redeem_ticket(&policy, s, nonce).await.unwrap(),
+        Redeemed::Used
+    );
+}

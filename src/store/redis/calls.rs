@@ -344,8 +344,8 @@ ticket_args! {
         /// Stored as the ticket's if the session has no live record and this is the
         /// admission's first mint.
         nonce: TicketNonce,
-        /// The time in ms, or [`NOW_FROM_SERVER`](NOW_FROM_SERVER).
-        now: u64,
+        /// The time ([`Now`]), held to the server's as a room call's is.
+        now: Now,
         /// The record's expiry in ms (the slot's), at most 2^53 (a Lua number is a double).
         expires_at: u64,
         /// The admission goes on ([`MintFor::Renewal`](crate::store::MintFor::Renewal)): a
@@ -359,8 +359,8 @@ ticket_args! {
     TicketRedeem = "twr_room_v8_ticket_redeem" {
         /// The one the ticket names.
         nonce: TicketNonce,
-        /// The time in ms, or [`NOW_FROM_SERVER`](NOW_FROM_SERVER).
-        now: u64,
+        /// The time ([`Now`]), held to the server's as a room call's is.
+        now: Now,
         /// The session, its 16 raw bytes: the member the room's functions keep in `active`.
         session: SessionId,
     }
@@ -533,7 +533,7 @@ mod tests {
         let nonce = TicketNonce::from_hex(&"0a".repeat(16)).unwrap();
         let redeem = TicketRedeem {
             nonce,
-            now: 7,
+            now: Now::Sent(7),
             session: s,
         }
         .argv();

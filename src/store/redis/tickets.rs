@@ -33,7 +33,7 @@ impl RedisStore {
     ) -> StoreFuture<Minted> {
         let args = TicketMint {
             nonce: fresh,
-            now: self.now_arg(),
+            now: self.call_now(),
             // Lua numbers are doubles: an expiry beyond 2^53 ms (year 287 396) is no real one.
             expires_at: expires_at_ms.min(1 << 53),
             renewal: mint_for == MintFor::Renewal,
@@ -68,7 +68,7 @@ impl RedisStore {
     ) -> StoreFuture<Redeemed> {
         let args = TicketRedeem {
             nonce,
-            now: self.now_arg(),
+            now: self.call_now(),
             session,
         }
         .argv();

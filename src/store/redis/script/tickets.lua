@@ -39,14 +39,16 @@ local LOST_NONCE = '0'
 -- What F.ticket_live answers for a record it cannot read.
 local DAMAGED = 'damaged'
 
--- The time of a ticket call: `arg` in ms, or the server's TIME (shared by every gateway) when
--- it is 0 or no number.
-function F.ticket_now(arg)
-  local now = tonumber(arg)
-  if not now or now == 0 then
-    local t = redis.call('TIME')
-    now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+-- The time of a ticket call, its nonce checked first (ARGV 1 and 2 of both functions), as a
+-- room call's arguments are (call.lua): a nonce is 32 lowercase hex digits, as a mint writes
+-- it; the time is held to the server's (F.call_now). nil and the error reply for a call
+-- refused before the record is read.
+function F.ticket_call(args)
+  if not string.match(args[1] or '', '^' .. string.rep('[0-9a-f]', 32) .. '$') then
+    return nil, F.refuse('a nonce that is not 32 lowercase hex digits')
   end
+  local now, why = F.call_now(args[2])
+  if not now then return nil, redis.error_reply('WRCLOCK refused: ' .. why) end
   return now
 end
 
@@ -97,8 +99,11 @@ end
 -- ARGV:
 --   1 nonce       the fresh one (32 lowercase hex digits), stored if there is no live record
 --                 and this is the admission's first mint
---   2 now         ms, or 0 (NOW_FROM_SERVER) to use the server's TIME
---   3 expires_at  the record's expiry in ms (the slot's expiry)
+--   2 now         the time, as a room call's (call.lua, F.call_now): 0 for the server's TIME,
+--                 a gateway's clock within a second of it, or a manual clock's 'm<ms>'; any
+--                 other is refused (WRCLOCK) before the record is read
+--   3 expires_at  the record's expiry in ms (the slot's expiry), at most 7 days ahead
+--                 (WRARGS beyond: no slot lasts longer)
 --   4 renewal     1 when the admission goes on (a heartbeat, the status endpoint): it had its
 --                 ticket, so a record missing or ended reads as used; 0 at its first mint
 -- Reply: {'ticket', nonce, expires_at_ms} the live unused record's (or the new one's), or
@@ -109,15 +114,19 @@ end
 -- a missing one (an ended one is kept). A damaged record is {'used'}, written back as used.
 function F.ticket_mint(keys, args)
   local key, nonce = keys[1], args[1]
-  local now = F.ticket_now(args[2])
+  local now, refused = F.ticket_call(args)
+  if not now then return refused end
+  -- No slot lasts longer than a lifetime a room call may name (call.lua, LIMIT_TTL).
+  local want = stored_integer(args[3], 0, now + LIMIT_TTL + CLOCK_SKEW)
+  if not want then return F.refuse('an expiry that is no time within 7 days') end
+  if args[4] ~= '0' and args[4] ~= '1' then return F.refuse('a renewal that is not 0 or 1') end
   local state, n, exp = F.ticket_live(key, now)
-  local want = stored_integer(args[3], 0, STORED_MAX)
   if state == DAMAGED then
     F.ticket_keep_used(key, now, want)
     return {'used'}
   end
   if state == 'n' or state == 'u' then
-    if want and want > exp then
+    if want > exp then
       exp = want
       F.ticket_store(key, now, state, n, exp)
     end
@@ -134,11 +143,11 @@ function F.ticket_mint(keys, args)
     end
     return {'used'}
   end
-  if want and want > now then
+  if want > now then
     F.ticket_store(key, now, 'n', nonce, want)
   end
   -- An expiry already past: nothing is stored, as the record would be gone at once.
-  return {'ticket', nonce, args[3]}
+  return {'ticket', nonce, string.format('%d', want)}
 end
 
 -- twr_room_v8_ticket_redeem: the ticket's one use.
@@ -146,7 +155,7 @@ end
 -- only read: a ticket is used only while its session holds its slot)
 -- ARGV:
 --   1 nonce       the one the ticket names
---   2 now         ms, or 0 (NOW_FROM_SERVER) to use the server's TIME
+--   2 now         as the mint's
 --   3 session     the session id, 16 raw bytes (the member the room's functions keep in their
 --                 zsets)
 -- Reply: {'accepted'} (the record is now used, and lives at least as long as the slot),
@@ -156,7 +165,8 @@ end
 -- is).
 function F.ticket_redeem(keys, args)
   local key, nonce = keys[1], args[1]
-  local now = F.ticket_now(args[2])
+  local now, refused = F.ticket_call(args)
+  if not now then return refused end
   local state, n, exp = F.ticket_live(key, now)
   -- Expired slots are dropped by the room's own calls; one past its time counts as gone here.
   -- A slot expiry beyond 2^53 ms ('inf' by hand) is none: the room's housekeeping drops it.
