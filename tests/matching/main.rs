@@ -16,3 +16,5 @@ mod matching_proof;
 mod matching_redis;
 #[cfg(all(feature = "redis", feature = "testing"))]
 mod matching_redis_conformance;
+#[cfg(feature = "redis")]
+mod matching_refuses;

@@ -71,7 +71,8 @@ fn numbers(policy: &RoomPolicy) -> [u64; 13] {
     ]
 }
 
-/// The time a room function's call names (`script/call.lua`, ARGV 1).
+/// The time a call of the crate's functions names (`script/time.lua`): a room call's ARGV 1,
+/// a ticket call's ARGV 2, matching's calls' too.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Now {
     /// The server's `TIME` (`0`): one clock for every gateway.
@@ -83,15 +84,21 @@ pub(crate) enum Now {
     Manual(u64),
 }
 
+impl std::fmt::Display for Now {
+    /// As the library reads it (`script/time.lua`).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match *self {
+            Now::Server => write!(f, "{NOW_FROM_SERVER}"),
+            // 0 would read as the server's time.
+            Now::Sent(ms) => write!(f, "{}", ms.max(1)),
+            Now::Manual(ms) => write!(f, "m{}", ms.max(1)),
+        }
+    }
+}
+
 impl Arg for Now {
     fn write(self, argv: &mut Vec<Vec<u8>>) {
-        let text = match self {
-            Now::Server => NOW_FROM_SERVER.to_string(),
-            // 0 would read as the server's time.
-            Now::Sent(ms) => ms.max(1).to_string(),
-            Now::Manual(ms) => format!("m{}", ms.max(1)),
-        };
-        argv.push(text.into_bytes());
+        argv.push(self.to_string().into_bytes());
     }
 }
 

@@ -109,7 +109,7 @@ pub use self::check::{RedisCheckError, RedisServerInfo};
 pub(crate) use self::protocol::bloom_bits;
 pub(crate) use self::protocol::packed_numbers as protocol_numbers;
 pub(crate) use self::protocol::SCRIPT as ROOM_LIBRARY;
-use self::protocol::{decision, non_negative, protocol_error, reply, Op, NOW_FROM_SERVER};
+use self::protocol::{decision, non_negative, protocol_error, reply, Op};
 use self::sentinel::SentinelConnection;
 use super::{
     Decision, MintFor, Minted, Redeemed, RoomSnapshot, RoomStats, SeenWaiters, SettingsChange,
@@ -223,10 +223,10 @@ impl RedisStore {
         &self.prefix
     }
 
-    /// The `now` argument of a script: the injected clock's time, or [`NOW_FROM_SERVER`] for
-    /// the script to read Redis `TIME`.
-    pub(crate) fn now_arg(&self) -> u64 {
-        self.clock.as_ref().map_or(NOW_FROM_SERVER, |c| c.now_ms())
+    /// The time a call of matching's functions names, as the library reads it
+    /// (`script/time.lua`): the same as a room call's ([`call_now`](Self::call_now)).
+    pub(crate) fn now_text(&self) -> String {
+        self.call_now().to_string()
     }
 
     /// The time a room function's call names: the server's, the injected clock's (held to

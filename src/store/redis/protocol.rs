@@ -5,7 +5,7 @@
 use redis::{ErrorKind, RedisError, ServerErrorKind};
 
 use super::breaker::ErrorClass;
-pub(crate) use super::calls::{packed_numbers, NOW_FROM_SERVER};
+pub(crate) use super::calls::packed_numbers;
 use super::calls::{Call, Configure};
 
 use crate::config::RoomPolicy;
@@ -24,6 +24,7 @@ use crate::store::{
 pub(crate) const SCRIPT: &str = concat!(
     include_str!("script/keys.lua"),
     include_str!("script/stored.lua"),
+    include_str!("script/time.lua"),
     include_str!("script/call.lua"),
     include_str!("script/settings.lua"),
     include_str!("script/schedule.lua"),
@@ -535,7 +536,7 @@ mod tests {
         let call = include_str!("script/call.lua");
         let line = call
             .lines()
-            .find(|l| l.starts_with("local LIMIT_QUEUE, LIMIT_TTL, CLOCK_SKEW = "))
+            .find(|l| l.starts_with("local LIMIT_QUEUE, LIMIT_TTL = "))
             .expect("call.lua declares its limits");
         let numbers: Vec<u64> = line
             .split('=')
@@ -544,7 +545,7 @@ mod tests {
             .split(',')
             .map(|n| n.trim().parse().unwrap())
             .collect();
-        assert_eq!(numbers, [MAX_QUEUE_LEN_LIMIT, MAX_STORED_TTL_MS, 1_000]);
+        assert_eq!(numbers, [MAX_QUEUE_LEN_LIMIT, MAX_STORED_TTL_MS]);
         // The constants the crate sends: within the library's 1 .. 100000 (ROOM_LIMITS and
         // OWN_LIMITS), the history within the ring.
         for n in [

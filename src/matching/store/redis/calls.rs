@@ -18,6 +18,7 @@ pub(super) const LIBRARY: &str = "twr_match_v1";
 pub(super) const SCRIPT: &str = concat!(
     include_str!("script/library.lua"),
     include_str!("../../../store/redis/script/stored.lua"),
+    include_str!("../../../store/redis/script/time.lua"),
     include_str!("script/pointer.lua"),
     include_str!("script/queue.lua"),
     include_str!("script/formation.lua"),
@@ -86,8 +87,8 @@ macro_rules! match_args {
 /// The arguments every queue function takes first (`script/queue.lua`): the step's time, the
 /// queue's size, the policy's timings and the crate's bounds.
 pub(super) struct QueueCall {
-    /// The time in ms, or 0 for the server's `TIME`.
-    pub(super) now: u64,
+    /// The time, as the library reads it (`time.lua`): `0` for the server's `TIME`.
+    pub(super) now: String,
     /// The queue's group size.
     pub(super) size: u64,
     pub(super) fallback_after: u64,
@@ -118,8 +119,8 @@ impl QueueCall {
     ];
 
     fn write(self, argv: &mut Vec<Vec<u8>>) {
+        argv.push(self.now.into_bytes());
         for n in [
-            self.now,
             self.size,
             self.fallback_after,
             self.timeout,
@@ -137,8 +138,8 @@ impl QueueCall {
 match_args! {
     /// `twr_match_v1_claim`: a new claim for `queue` if the pointer holds `expected`.
     PointerClaim = "twr_match_v1_claim" {
-        /// The time in ms, or 0 for the server's.
-        now: u64,
+        /// The time, as the queue's ([`QueueCall`]).
+        now: String,
         /// The value read, `""` for none.
         expected: String,
         /// The queue's key.
@@ -283,7 +284,7 @@ mod tests {
     #[test]
     fn the_arguments_go_in_their_declared_order() {
         let call = QueueCall {
-            now: 1,
+            now: "1".to_owned(),
             size: 2,
             fallback_after: 3,
             timeout: 4,
@@ -306,7 +307,7 @@ mod tests {
         assert_eq!(confirm, want);
         assert_eq!(Confirm::FIELDS.len(), want.len());
         let claim = PointerClaim {
-            now: 7,
+            now: "7".to_owned(),
             expected: String::new(),
             queue: "q".to_owned(),
             nonce: "ab".to_owned(),

@@ -334,13 +334,13 @@ impl RedisMatchStore {
     async fn claim(
         &self,
         user: &UserId,
-        now: u64,
+        now: &str,
         expected: &str,
         queue: &Queue,
         ttl: u64,
     ) -> Result<Result<String, String>, StoreError> {
         let args = PointerClaim {
-            now,
+            now: now.to_owned(),
             expected: expected.to_owned(),
             queue: queue.key(),
             nonce: self.nonce()?,
@@ -384,9 +384,9 @@ impl RedisMatchStore {
 
     /// The arguments every step on `queue` takes first: `now`, the queue's size, `policy`'s
     /// timings and the bounds.
-    fn queue_args(queue: &Queue, policy: &MatchPolicy, now: u64) -> QueueCall {
+    fn queue_args(queue: &Queue, policy: &MatchPolicy, now: &str) -> QueueCall {
         QueueCall {
-            now,
+            now: now.to_owned(),
             size: u64::from(queue.size.get()),
             fallback_after: ms(policy.fallback_after),
             timeout: ms(policy.timeout),
@@ -427,7 +427,7 @@ impl RedisMatchStore {
         &self,
         queue: &Queue,
         policy: &MatchPolicy,
-        now: u64,
+        now: &str,
         user: &UserId,
         claim: &str,
     ) -> Result<Reply, StoreError> {
@@ -447,13 +447,13 @@ impl RedisMatchStore {
         queue: Queue,
     ) -> Result<JoinOutcome, StoreError> {
         // One `now` for both steps, as the embedded store's one step has.
-        let now = self.store.now_arg();
+        let now = self.store.now_text();
         let ttl = Self::pointer_ttl(&policy);
         let mut expected = String::new();
         for _ in 0..MAX_CLAIM_ATTEMPTS {
-            match self.claim(&user, now, &expected, &queue, ttl).await? {
+            match self.claim(&user, &now, &expected, &queue, ttl).await? {
                 Ok(claim) => {
-                    let reply = self.enter(&queue, &policy, now, &user, &claim).await?;
+                    let reply = self.enter(&queue, &policy, &now, &user, &claim).await?;
                     match reply.code {
                         // Joined now, or by a process that found the claim in flight; `done`:
                         // that join happened and the user has already gone again.
@@ -475,7 +475,7 @@ impl RedisMatchStore {
                         expected = current;
                         continue;
                     };
-                    let reply = self.enter(&there, &policy, now, &user, &current).await?;
+                    let reply = self.enter(&there, &policy, &now, &user, &current).await?;
                     match reply.code {
                         code::PRESENT | code::PRESENT_OTHER | code::JOINED => {
                             best_effort(
@@ -523,11 +523,11 @@ impl RedisMatchStore {
         policy: MatchPolicy,
         user: UserId,
     ) -> Result<MatchState, StoreError> {
-        let now = self.store.now_arg();
+        let now = self.store.now_text();
         let Some((claim, queue)) = self.pointed(&user, &policy).await? else {
             return Ok(MatchState::Idle);
         };
-        let reply = self.enter(&queue, &policy, now, &user, &claim).await?;
+        let reply = self.enter(&queue, &policy, &now, &user, &claim).await?;
         match reply.code {
             code::PRESENT | code::PRESENT_OTHER | code::JOINED => reply.state(&queue),
             code::DONE | code::EXPIRED => {
@@ -547,12 +547,12 @@ impl RedisMatchStore {
         policy: MatchPolicy,
         user: UserId,
     ) -> Result<MatchState, StoreError> {
-        let now = self.store.now_arg();
+        let now = self.store.now_text();
         let Some((claim, queue)) = self.pointed(&user, &policy).await? else {
             return Ok(MatchState::Idle);
         };
         let args = Leave {
-            call: Self::queue_args(&queue, &policy, now),
+            call: Self::queue_args(&queue, &policy, &now),
             user: user.as_str().to_owned(),
             claim: claim.clone(),
         }
@@ -579,11 +579,11 @@ impl RedisMatchStore {
         id: GroupId,
         app_id: AppGroupId,
     ) -> Result<ConfirmOutcome, StoreError> {
-        let now = self.store.now_arg();
+        let now = self.store.now_text();
         // Numbers beyond Lua's exact integers were never formed: 0 names no group.
         let number = if id.number > MAX_MS { 0 } else { id.number };
         let args = Confirm {
-            call: Self::queue_args(&id.queue, &policy, now),
+            call: Self::queue_args(&id.queue, &policy, &now),
             number,
             app: app_id.as_str().to_owned(),
         }
@@ -600,9 +600,9 @@ impl RedisMatchStore {
     }
 
     async fn tick_async(self, policy: MatchPolicy, queue: Queue) -> Result<u64, StoreError> {
-        let now = self.store.now_arg();
+        let now = self.store.now_text();
         let args = Tick {
-            call: Self::queue_args(&queue, &policy, now),
+            call: Self::queue_args(&queue, &policy, &now),
         }
         .argv();
         let reply = self

@@ -44,37 +44,9 @@ local CALL_ARGS = 4
 --   bitmap's lifetime is a ring of epochs of these; a slot's is one of them);
 --   capacity 1 .. 2^32 - 1, rate 0 .. 2^32 - 1, the crate's constants (promotions and the sweep
 --   per call, the admission counts' buckets) within the ranges below;
---   the time: 0 (the server's TIME), or the caller's clock within CLOCK_SKEW ms of the server's
---   TIME: a clock far ahead would expire every slot and place, one far behind would hand out
---   slots that end early (and so let in more than capacity while their holders' tokens still
---   run); or 'm<ms>', a manual clock that tests move by hand (RedisStoreBuilder::manual_clock,
---   of the `testing` feature), taken as it is.
-local LIMIT_QUEUE, LIMIT_TTL, CLOCK_SKEW = 16777216, 604800000, 1000
-
--- The server's time in ms.
-function F.server_now()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
-
--- The time a call names by its ARGV 1 (above), in ms; nil and the reason for one it may not
--- name.
-function F.call_now(arg)
-  if arg == '0' then return F.server_now() end
-  local manual = string.match(arg or '', '^m(%d+)$')
-  if manual then
-    local now = stored_integer(manual, 1, STORED_MAX)
-    if now then return now end
-    return nil, 'a manual clock that is no time'
-  end
-  local now = stored_integer(arg, 1, STORED_MAX)
-  if not now then return nil, 'a time that is no number of ms' end
-  local server = F.server_now()
-  if math.abs(now - server) > CLOCK_SKEW then
-    return nil, 'a clock ' .. string.format('%d', now - server) .. ' ms from the server\'s'
-  end
-  return now
-end
+--   the time: as time.lua reads it (the server's, a gateway's within a second of it, or a
+--   manual clock's).
+local LIMIT_QUEUE, LIMIT_TTL = 16777216, 604800000
 
 -- The packed numbers of `text` (split at ':'), each read within its bounds `limits` ({min,
 -- max} pairs, one per number); nil unless there are exactly as many, each in range.
@@ -158,8 +130,8 @@ function F.setup(op, keys, args, own, has_session)
     or #args < CALL_ARGS + own or #args > CALL_ARGS + own + 1 then
     return F.refuse('malformed waiting room arguments, or numbers out of bounds')
   end
-  local now, why = F.call_now(args[1])
-  if not now then return redis.error_reply('WRCLOCK refused: ' .. why) end
+  local now, refused = call_time_or_refusal(args[1])
+  if not now then return refused end
   local max_queue, queue_ttl, abandon = line[1], line[2], line[3]
   local capacity, rate, active, grant, promote, sweep, bucket, ring, minute, five =
     unpack(room)

@@ -127,7 +127,7 @@ end
 -- script began in the window's last millisecond, and the bits would go to the next epoch's key,
 -- which main makes first). Either is main's.
 function F.fast_now(args, from, till)
-  local now = F.call_now(args[1])
+  local now = call_time(args[1])
   if not now or now < from or now >= till then return nil end
   return now
 end
@@ -157,7 +157,7 @@ function F.fast_enter(keys, args, join)
   if args[1] ~= '0' then
     -- An injected clock: the window by that clock (the key's expiry is the server's); one
     -- the call may not send (call.lua) is main's, which refuses it.
-    local now = F.call_now(args[1])
+    local now = call_time(args[1])
     if not now or now < from or now >= till then return nil end
   end
   -- The window holds only while the room is full by its slots (F.window): main would

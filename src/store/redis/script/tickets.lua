@@ -41,15 +41,13 @@ local DAMAGED = 'damaged'
 
 -- The time of a ticket call, its nonce checked first (ARGV 1 and 2 of both functions), as a
 -- room call's arguments are (call.lua): a nonce is 32 lowercase hex digits, as a mint writes
--- it; the time is held to the server's (F.call_now). nil and the error reply for a call
+-- it; the time is held to the server's (time.lua). nil and the error reply for a call
 -- refused before the record is read.
 function F.ticket_call(args)
   if not string.match(args[1] or '', '^' .. string.rep('[0-9a-f]', 32) .. '$') then
     return nil, F.refuse('a nonce that is not 32 lowercase hex digits')
   end
-  local now, why = F.call_now(args[2])
-  if not now then return nil, redis.error_reply('WRCLOCK refused: ' .. why) end
-  return now
+  return call_time_or_refusal(args[2])
 end
 
 -- The live record under `key` at `now`: state, nonce and expiry (in ms); nil if there is none
@@ -99,7 +97,7 @@ end
 -- ARGV:
 --   1 nonce       the fresh one (32 lowercase hex digits), stored if there is no live record
 --                 and this is the admission's first mint
---   2 now         the time, as a room call's (call.lua, F.call_now): 0 for the server's TIME,
+--   2 now         the time, as a room call's (time.lua): 0 for the server's TIME,
 --                 a gateway's clock within a second of it, or a manual clock's 'm<ms>'; any
 --                 other is refused (WRCLOCK) before the record is read
 --   3 expires_at  the record's expiry in ms (the slot's expiry), at most 7 days ahead

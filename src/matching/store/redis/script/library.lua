@@ -10,8 +10,8 @@
 -- `FCALL twr_match_v1_<op> <numkeys> KEYS... ARGV...` (register.lua). A changed protocol gets a
 -- new name, never mixed with the old one.
 --
--- The library is this file, the crate's reader of stored numbers
--- (src/store/redis/script/stored.lua) and the other files of
+-- The library is this file, the crate's readers of stored numbers and of a call's time
+-- (src/store/redis/script/stored.lua, time.lua) and the other files of
 -- src/matching/store/redis/script/, one chunk assembled in src/matching/store/redis/calls.rs
 -- (SCRIPT), each file on one concern: this one the helpers every other file shares.
 --
@@ -32,15 +32,19 @@
 -- Numbers are written with %d (never tostring, whose %.14g would round large values); the crate
 -- keeps every duration below 2^50 ms, so sums stay exact in Lua's doubles.
 
--- The time in ms the argument `arg` gives, or, for 0 (NOW_FROM_SERVER), the server's TIME
--- (shared by every process).
-local function clock(arg)
-  local now = tonumber(arg)
-  if now == 0 then
-    local t = redis.call('TIME')
-    now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  end
-  return now
+-- What a caller may send is read as strictly as a stored number (stored.lua) and held to
+-- bounds, and a call with an argument outside them is refused with an error reply before
+-- anything is read or written (`WRCLOCK` for the time, time.lua; `WRARGS` for the rest): an
+-- old or misbehaving process is refused, never obeyed (a clock far ahead would time out every
+-- waiter and undo every group). The bounds: every duration 0 .. 2^50 ms (the crate caps its
+-- own there), a group size 2 .. 8, max_work 1 .. 10000, a pointer's TTL 1 ms .. 2^53 ms, a
+-- user's and an application's id 1 to 128 bytes without a control character, a claim's nonce
+-- 16 lowercase hex digits and its queue's key as Queue::key writes one.
+local MAX_DURATION, MAX_TTL = 1125899906842624, 9007199254740992
+
+-- A refused call's error reply.
+local function refuse(what)
+  return redis.error_reply('WRARGS refused: ' .. what)
 end
 
 local function int(n) return string.format('%d', n) end

@@ -86,8 +86,10 @@ local QUEUE = {}
 --  11 claim          the claim read from the user's pointer
 -- Reply: code 1 to 5, then the user's state now.
 function QUEUE.enter(keys, args)
-  begin(keys, args)
+  local refused = begin(keys, args)
+  if refused then return refused end
   local u = args[QUEUE_ARGS + 1]
+  if not is_id(u) then return refuse('a user id the crate never sends') end
   local code = ensure(u, args[QUEUE_ARGS + 2], true)
   return reply(code, state(u))
 end
@@ -110,8 +112,10 @@ end
 --  11 claim          the claim read from the user's pointer
 -- Reply: code 1 to 5, then the user's state before leaving ({'i'} for 4 and 5).
 function QUEUE.leave(keys, args)
-  begin(keys, args)
+  local refused = begin(keys, args)
+  if refused then return refused end
   local u = args[QUEUE_ARGS + 1]
+  if not is_id(u) then return refuse('a user id the crate never sends') end
   local code = ensure(u, args[QUEUE_ARGS + 2], false)
   if code > 3 then
     form()
@@ -148,8 +152,12 @@ end
 -- Reply: code 6 (confirmed now, or before with this id) or 7 (before, with another id), then
 -- the group's state; 8 unknown (no pending or confirmed group of that number).
 function QUEUE.confirm(keys, args)
-  begin(keys, args)
-  local number, app = tonumber(args[QUEUE_ARGS + 1]), args[QUEUE_ARGS + 2]
+  local refused = begin(keys, args)
+  if refused then return refused end
+  local number, app = stored_integer(args[QUEUE_ARGS + 1], 0, MAX_DURATION), args[QUEUE_ARGS + 2]
+  if not number or not is_id(app) then
+    return refuse('a group number or an application id the crate never sends')
+  end
   expire_group(number)
   settle()
   local g = group(number)
@@ -180,6 +188,7 @@ end
 --   9 used_keep
 -- Reply: code 9, then the number of groups formed.
 function QUEUE.tick(keys, args)
-  begin(keys, args)
+  local refused = begin(keys, args)
+  if refused then return refused end
   return reply(9, {settle()})
 end

@@ -5,20 +5,35 @@
 
 local POINTER = {}
 
+-- Whether `key` is a queue's key as the crate makes one (Queue::key): its topic's bytes in
+-- lowercase hex (at most 64 bytes), a dot and its group size. No '|' then, which separates a
+-- claim's parts.
+local function is_queue_key(key)
+  return #key <= 131 and string.match(key, '^[0-9a-f]+%.[2-8]$') ~= nil
+end
+
 -- twr_match_v1_claim: sets a new claim for a queue if the pointer holds the expected value.
 -- KEYS: 1 pointer
 -- ARGV:
---   1 now        the time in ms, or 0 for the server's TIME
+--   1 now        the time: 0 for the server's TIME, a process's clock within a second of
+--                it, or a manual clock's 'm<ms>' (time.lua)
 --   2 expected   the value read ('' = absent)
 --   3 queue      the queue's key
 --   4 nonce      the claim's nonce
 --   5 ttl        the pointer's TTL in ms
 -- Reply: {1, claim} set; {0, current value ('' = absent)} not set.
 function POINTER.claim(keys, args)
+  local now, refused = call_time_or_refusal(args[1])
+  if not now then return refused end
+  local ttl = stored_integer(args[5], 1, MAX_TTL)
+  if not ttl or not string.match(args[4], '^' .. string.rep('[0-9a-f]', 16) .. '$')
+      or not is_queue_key(args[3]) then
+    return refuse('a claim the crate never makes')
+  end
   local current = redis.call('GET', keys[1]) or ''
   if current ~= args[2] then return {0, current} end
-  local claim = args[3] .. '|' .. int(clock(args[1])) .. '|' .. args[4]
-  redis.call('SET', keys[1], claim, 'PX', args[5])
+  local claim = args[3] .. '|' .. int(now) .. '|' .. args[4]
+  redis.call('SET', keys[1], claim, 'PX', int(ttl))
   return {1, claim}
 end
 
@@ -31,6 +46,7 @@ end
 --   1 ttl        the pointer's TTL in ms
 -- Reply: {1, current value ('' = absent)}.
 function POINTER.read(keys, args)
+  if not stored_integer(args[1], 1, MAX_TTL) then return refuse('a TTL out of bounds') end
   local current = redis.call('GET', keys[1])
   if not current then return {1, ''} end
   redis.call('PEXPIRE', keys[1], args[1])
@@ -55,6 +71,7 @@ end
 --   2 ttl        the pointer's TTL in ms
 -- Reply: {1} renewed; {0} not.
 function POINTER.touch(keys, args)
+  if not stored_integer(args[2], 1, MAX_TTL) then return refuse('a TTL out of bounds') end
   if redis.call('GET', keys[1]) ~= args[1] then return {0} end
   redis.call('PEXPIRE', keys[1], args[2])
   return {1}

@@ -23,8 +23,9 @@
 --                     past `grace` and refused anyway)
 --
 -- ARGV, first in every queue function (then the operation's own, in its header):
---   1 now             the time in ms, or 0 (NOW_FROM_SERVER) to use the server's TIME (shared
---                     by every process)
+--   1 now             the time: 0 (NOW_FROM_SERVER) for the server's TIME (shared by every
+--                     process), a process's clock within a second of it, or a manual
+--                     clock's 'm<ms>' (time.lua)
 --   2 size            the queue's group size
 --   3 fallback_after  ms a waiter waits before a smaller group may form
 --   4 timeout         ms a waiter waits at most
@@ -61,20 +62,34 @@ local k_meta, k_line, k_expiry, k_users, k_groups, k_pending, k_confirmed, k_use
 -- Users who went back to the line from an undone group, with their claims: {user, claim, ...}.
 local requeued
 
--- Sets the call's state from a queue function's keys and arguments.
+-- Sets the call's state from a queue function's keys and arguments; the error reply that
+-- refuses the call instead for arguments out of bounds (library.lua), before anything is read.
 local function begin(keys, args)
-  now = clock(args[1])
+  local refused
+  now, refused = call_time_or_refusal(args[1])
+  if not now then return refused end
+  size = stored_integer(args[2], 2, 8)
+  fallback_after = stored_integer(args[3], 0, MAX_DURATION)
+  timeout = stored_integer(args[4], 0, MAX_DURATION)
+  confirm_ttl = stored_integer(args[5], 0, MAX_DURATION)
+  keep_confirmed = stored_integer(args[6], 0, MAX_DURATION)
+  max_work = stored_integer(args[7], 1, 10000)
+  grace = stored_integer(args[8], 0, MAX_DURATION)
+  used_keep = stored_integer(args[9], 0, MAX_DURATION)
+  if not (size and fallback_after and timeout and confirm_ttl and keep_confirmed and max_work
+      and grace and used_keep) then
+    return refuse('a queue number that is no whole number within its bounds')
+  end
   k_meta, k_line, k_expiry, k_users = keys[1], keys[2], keys[3], keys[4]
   k_groups, k_pending, k_confirmed, k_used = keys[5], keys[6], keys[7], keys[8]
-  size = tonumber(args[2])
-  fallback_after = tonumber(args[3])
-  timeout = tonumber(args[4])
-  confirm_ttl = tonumber(args[5])
-  keep_confirmed = tonumber(args[6])
-  max_work = tonumber(args[7])
-  grace = tonumber(args[8])
-  used_keep = tonumber(args[9])
   requeued = {}
+  return nil
+end
+
+-- Whether `id` is a user's or an application's id as the crate sends one: 1 to 128 bytes, no
+-- control character (a newline separates the fields of a user's and a group's record).
+local function is_id(id)
+  return type(id) == 'string' and #id >= 1 and #id <= 128 and not string.find(id, '%c')
 end
 
 local function pad(n) return string.format('%020d', n) end
