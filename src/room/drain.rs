@@ -16,15 +16,12 @@
 //! kept or replayed), gets "try again soon", as under [`FailPolicy::Closed`]. Nor is anyone before a scheduled opening, or after a closing that
 //! ends the line (those are checked first, as for every policy).
 
-use super::failure::FailureLog;
 use super::reply::waiting_rejection;
 use super::shared::Core;
 use super::snapshot::LineView;
 use crate::config::FailPolicy;
 use crate::outcome::Rejection;
-use crate::store::StoreError;
 use crate::store::{RoomSnapshot, ADMISSION_BUCKET_MS, FIVE_MINUTE_BUCKETS, MINUTE_BUCKETS};
-use crate::telemetry::{Outcome, Stage};
 use crate::token::QueueCookie;
 
 /// What the drain policy gives a visitor while the store cannot decide.
@@ -81,28 +78,6 @@ impl Drained {
                 snapshot.pace,
             ))
         }
-    }
-
-    /// What the drain policy gives the visitor with `cookie` after the failed call `e` (which
-    /// it [`drains`](FailureLog::drains)), counted under `stage`.
-    pub(super) fn counted(
-        core: &Core,
-        line: &LineView,
-        failures: &FailureLog,
-        e: &StoreError,
-        cookie: Option<&QueueCookie>,
-        stage: Stage,
-        now: u64,
-    ) -> Drained {
-        debug_assert!(failures.drains(core, e));
-        let drained = Drained::of(core, line, cookie, now);
-        let outcome = match drained {
-            Drained::In => Outcome::Drained,
-            Drained::Waiting(_) => Outcome::Waiting,
-            Drained::Out => Outcome::Unavailable,
-        };
-        core.metrics.request(stage, outcome);
-        drained
     }
 }
 

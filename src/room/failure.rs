@@ -1,18 +1,11 @@
-//! The fail policy: what a visitor gets when the store cannot decide (open, closed, or
-//! draining: see [`drain`](super::drain)), whatever the schedule allows, and [`FailureLog`],
-//! the room's memory of failed store calls (reported at most once per interval; whether the
-//! store seems down, for the gates).
+//! [`FailureLog`], the room's memory of failed store calls: reported at most once per
+//! interval, and whether the store seems down (for the gates). What a visitor gets after a
+//! failed call is the failure ladder's (see [`ladder`](super::ladder)).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use http::Request;
-
-use super::reply::scheduled_rejection;
 use super::shared::Core;
-use super::visitor::queue_cookie_again;
-use crate::config::FailPolicy;
-use crate::outcome::Rejection;
-use crate::store::{Decision, StoreError, StoreErrorKind};
+use crate::store::{Decision, StoreError};
 use crate::telemetry::{Outcome, Stage};
 
 /// At most one warning about failed store calls per this long, per room.
@@ -91,74 +84,6 @@ impl FailureLog {
         None
     }
 
-    /// Whether a failed store call lets the visitor in. A store that answered (busy, or an
-    /// answer outside the protocol: a damaged key or a refused argument behind it) is saying
-    /// "not now", never "down, let everyone in"; every other kind (unreachable, timed out, a
-    /// configuration fault, and kinds added later) means the store cannot decide, and the fail
-    /// policy decides instead.
-    pub(super) fn fails_open(&self, core: &Core, e: &StoreError) -> bool {
-        !e.store_answered() && core.config.settings.fail_policy == FailPolicy::Open
-    }
-
-    /// Whether the drain policy decides what a visitor gets after the failed call `e`: the
-    /// room drains, the store is not merely busy, and the schedule does not shut them out.
-    pub(super) fn drains(&self, core: &Core, e: &StoreError) -> bool {
-        matches!(core.config.settings.fail_policy, FailPolicy::Drain { .. })
-            && !e.store_answered()
-            && !self.schedule_shuts_out(core, e)
-    }
-
-    /// Whether the schedule alone answers a failed store call for anyone without a slot (before
-    /// the opening, or after a closing that does not keep the line), whatever the fail policy.
-    pub(super) fn schedule_shuts_out(&self, core: &Core, e: &StoreError) -> bool {
-        let Some(schedule) = core.config.policy.schedule.as_ref() else {
-            return false;
-        };
-        let now = core.now_ms();
-        !e.store_answered()
-            && (schedule.before_opening(now)
-                || (schedule.after_closing(now) && !schedule.keep_line_after_close))
-    }
-
-    /// The answer to a failed store call while the gateway's clock says the room has not opened
-    /// yet: `scheduled`, whatever the fail policy, so a store outage never opens the room
-    /// early. `None` when the store is only busy (that answer stands) or the room is open.
-    pub(super) fn scheduled_on_failure(&self, core: &Core, e: &StoreError) -> Option<Rejection> {
-        let schedule = core.config.policy.schedule.as_ref()?;
-        let now = core.now_ms();
-        (!e.store_answered() && schedule.before_opening(now))
-            .then(|| scheduled_rejection(schedule.opens_at_ms, now))
-    }
-
-    /// Whether a failed store call after a scheduled closing (by the gateway's clock) must be
-    /// answered `closed` rather than by the fail policy: the closing refuses newcomers, and an
-    /// outage must not let them in. With the line not kept, that is everyone without a slot;
-    /// with it kept, a visitor whose place was issued at or after the closing (certainly a
-    /// newcomer: those in line got theirs before), while the others get what the fail policy
-    /// gives. Busy stays busy.
-    pub(super) fn closed_on_failure<B>(
-        &self,
-        core: &Core,
-        e: &StoreError,
-        req: &Request<B>,
-    ) -> bool {
-        let Some(schedule) = core.config.policy.schedule.as_ref() else {
-            return false;
-        };
-        let now = core.now_ms();
-        let Some(closes_at) = schedule.closes_at_ms.filter(|&c| now >= c) else {
-            return false;
-        };
-        if e.store_answered() {
-            return false;
-        }
-        if !schedule.keep_line_after_close {
-            return true;
-        }
-        // Read again on this rare path only (the request's first read was not kept).
-        queue_cookie_again(core, req, now).is_none_or(|place| place.issued_at_ms() >= closes_at)
-    }
-
     /// Reports a failed store call: a warning for the first, then at most one per
     /// [`FAILURE_LOG_INTERVAL_MS`] with the number of failures since the last one, so that an
     /// outage (when every request fails) does not write a line per request. Each failure is
@@ -189,44 +114,37 @@ impl FailureLog {
         }
     }
 
-    /// Counts a store answer to a visitor: its outcome, and how many wait when it says.
+    /// Counts a store answer to a visitor: its outcome, and how many wait when it says. A
+    /// failed call is counted by its caller, once the failure ladder has said what the visitor
+    /// gets ([`Rung::outcome`](super::ladder::Rung::outcome)).
     pub(super) fn count_answer(
         &self,
         core: &Core,
         stage: Stage,
         answer: &Result<Decision, StoreError>,
     ) {
-        if answer.is_ok() {
-            self.answered();
-        }
-        let outcome = match answer {
-            Ok(Decision::Admitted { .. }) => Outcome::Admitted,
-            Ok(Decision::Waiting { waiting, .. }) => {
+        let Ok(decision) = answer else {
+            return;
+        };
+        self.answered();
+        let outcome = match decision {
+            Decision::Admitted { .. } => Outcome::Admitted,
+            Decision::Waiting { waiting, .. } => {
                 core.metrics.waiting(*waiting);
                 Outcome::Waiting
             }
-            Ok(Decision::Full { waiting }) => {
+            Decision::Full { waiting } => {
                 core.metrics.waiting(*waiting);
                 Outcome::Full
             }
-            Ok(Decision::Closed) => Outcome::Closed,
-            Ok(Decision::Banned) => Outcome::Banned,
+            Decision::Closed => Outcome::Closed,
+            Decision::Banned => Outcome::Banned,
             // Registered in the pre-queue: in line, counted as waiting.
-            Ok(Decision::Scheduled { .. }) => Outcome::Waiting,
-            // Entering always finds the visitor somewhere: nowhere is a store fault.
-            Ok(Decision::Unknown) if stage == Stage::Store => {
-                let e = StoreError::new(StoreErrorKind::Protocol);
-                Outcome::of_error(&e, self.fails_open(core, &e))
-            }
-            Ok(Decision::Unknown) => Outcome::Unknown,
-            // Counted as let in only when the fail policy really decides: never before a
-            // scheduled opening, nor after a closing that does not keep the line.
-            // Draining decides per visitor, and counts there (`drain`).
-            Err(e) if self.drains(core, e) => return,
-            Err(e) => Outcome::of_error(
-                e,
-                self.fails_open(core, e) && !self.schedule_shuts_out(core, e),
-            ),
+            Decision::Scheduled { .. } => Outcome::Waiting,
+            // Entering always finds the visitor somewhere: nowhere is the store answering
+            // outside the protocol, which is busy (counted by the caller, as a failure).
+            Decision::Unknown if stage == Stage::Store => return,
+            Decision::Unknown => Outcome::Unknown,
         };
         core.metrics.request(stage, outcome);
     }

@@ -25,14 +25,13 @@ use std::task::{ready, Context, Poll};
 use bytes::Bytes;
 use http::{Request, Response};
 
-use super::drain::Drained;
+use super::ladder::{self, Asker, Failed, Rung};
 use super::reply::{not_admitted, Replies};
 use super::shared::Core;
 use super::verdict::Verdict;
 use super::visitor::Carried;
 use super::Room;
 use crate::clock::{duration_ms, secs_ceil};
-use crate::config::FailPolicy;
 use crate::outcome::AdmittedBy;
 use crate::session::SessionId;
 use crate::store::{Decision, StoreError, StoreErrorKind, StoreFuture};
@@ -268,10 +267,10 @@ impl Gates {
                 ),
             },
             Err(refusal) => match Self::fails_open(room, req, &carried, now) {
-                Some(session) => {
-                    let (outcome, by) = match core.config.settings.fail_policy {
-                        FailPolicy::Drain { .. } => (Outcome::Drained, AdmittedBy::Drained),
-                        _ => (Outcome::FailOpen, AdmittedBy::FailOpen),
+                Some((session, by)) => {
+                    let outcome = match by {
+                        AdmittedBy::Drained => Outcome::Drained,
+                        _ => Outcome::FailOpen,
                     };
                     core.counted(
                         Stage::Gate,
@@ -289,36 +288,32 @@ impl Gates {
     }
 
     /// The fail policy at a gate: while the store seems down (its last call could not decide,
-    /// moments ago) and the room fails open, a visitor who came through the room (a valid
-    /// queue cookie of it) passes as the room's pages let them in, without a slot (draining:
-    /// only one of the drained front of the line, see `drain`); never before
-    /// a scheduled opening nor after a closing that does not keep the line. `None` otherwise:
-    /// refused as usual. No store call either way. (A single-use gate needs the store to know
-    /// whether a ticket was used, and answers `503` instead: see `ticket`.)
+    /// moments ago), the failure ladder decides for a visitor who came through the room (a
+    /// valid queue cookie of it), as the room's pages would: let in without a slot (failing
+    /// open; draining, only the drained front of the line), the session and how. `None`
+    /// otherwise: refused as usual. No store call either way. (A single-use gate needs the
+    /// store to know whether a ticket was used, and answers `503` instead: see `ticket`.)
     fn fails_open<B>(
         room: &Room,
         req: &Request<B>,
         carried: &Carried<'_>,
         now: u64,
-    ) -> Option<SessionId> {
+    ) -> Option<(SessionId, AdmittedBy)> {
         let core = &room.core;
-        if core.config.settings.fail_policy == FailPolicy::Closed || !room.failures.seems_down(now)
-        {
+        if !room.failures.seems_down(now) {
             return None;
         }
+        let cookie = carried.queue_cookie(core, req, now);
         let down = StoreError::new(StoreErrorKind::Unavailable);
-        if room.failures.schedule_shuts_out(core, &down) {
-            return None;
-        }
-        let cookie = carried.queue_cookie(core, req, now)?;
-        match core.config.settings.fail_policy {
-            // Draining: only the drained front of the line, as the pages let in.
-            FailPolicy::Drain { .. } => matches!(
-                Drained::of(core, &room.line, Some(&cookie), now),
-                Drained::In
-            )
-            .then(|| cookie.session()),
-            _ => Some(cookie.session()),
+        let failed = Failed {
+            error: &down,
+            cookie: cookie.as_ref(),
+            asker: Asker::Gate,
+            now,
+        };
+        match ladder::climb(core, &room.line, &failed) {
+            Rung::In(by) => Some((cookie?.session(), by)),
+            _ => None,
         }
     }
 

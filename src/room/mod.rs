@@ -20,7 +20,8 @@
 //! | `gate` | `Gates`, `GateHeartbeat`, `Refusal` | gated routes: admitted (by cookie, token header or ticket header; with single-use tickets, by the ticket, once) or `403 not_admitted` (`ticket_used`) |
 //! | `pending` | [`Next`], [`Pending`] | the store steps and what each answer means; the stages' verdicts made the room's |
 //! | `verdict` | `Verdict` | what a stage says of a request in its own terms: pass, answer, or the stage's own next step |
-//! | `failure` | `FailureLog` | the fail policy, and the memory of failed store calls (reported once per interval; whether the store seems down) |
+//! | `failure` | `FailureLog` | the memory of failed store calls (reported once per interval; whether the store seems down) |
+//! | `ladder` | `Rung` | what a visitor without a slot gets when the store could not decide: scheduled, closed, the fail policy, busy; decided once for pages, the status endpoint and gates |
 //! | `snapshot` | `LineView` | the gateway's snapshot of the line: waiting polls answered from it, and the check-ins it batches |
 //! | `drain` | `Drained` | the drain fail policy: letting the front of the line in, at the last known pace, while the store is away |
 //! | `reply` | `Replies`, [`Issued`] | redirects, rejections, issued cookies, the headers every answer carries |
@@ -34,6 +35,7 @@ pub(crate) mod events;
 mod failure;
 mod fast_path;
 mod gate;
+mod ladder;
 mod pending;
 mod reply;
 mod shared;

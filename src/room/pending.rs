@@ -12,9 +12,9 @@ use std::task::{ready, Context, Poll};
 use bytes::Bytes;
 use http::{Request, Response, StatusCode};
 
-use super::drain::Drained;
 use super::events::EventsStart;
 use super::gate::GateHeartbeat;
+use super::ladder::{self, Asker, Failed, Rung};
 use super::reply::{
     banned_rejection, closed_rejection, error_rejection, full_rejection, rejection_json,
     scheduled_rejection, store_error_json, waiting_rejection, Issued, Replies,
@@ -512,93 +512,62 @@ impl Pending {
     }
 
     /// A failed status question gets at least what a newcomer would: the people who waited
-    /// longest must not be the only ones kept out. Failing open, newcomers are let in, so the
-    /// waiting page is told `open` (the line is not enforced right now; distinct from
-    /// `admitted`, which means the store holds a slot for them): it reloads the page it was
-    /// for, which passes the same way (stage 3 fails, the policy lets it in). Busy, or failing
-    /// closed: `503`, as for a newcomer.
+    /// longest must not be the only ones kept out. Let in by the fail policy, the waiting page
+    /// is told `open` (the line is not enforced right now; distinct from `admitted`, which
+    /// means the store holds a slot for them): it reloads the page it was for, which passes the
+    /// same way. Draining, the others see their place moved up. Otherwise what the ladder says,
+    /// as JSON (`503` busy, as for a newcomer).
     fn status_failed(room: &Room, e: &StoreError, cookie: &QueueCookie) -> Response<Bytes> {
         let core = &room.core;
         room.failures.log(core, e, "status");
+        let failed = Failed {
+            error: e,
+            cookie: Some(cookie),
+            asker: Asker::Status,
+            now: core.now_ms(),
+        };
+        let rung = ladder::climb(core, &room.line, &failed);
+        core.metrics.request(Stage::Endpoint, rung.outcome(e));
         let name = core.config.room();
-        if let Some(rejection) = room.failures.scheduled_on_failure(core, e) {
-            return Replies(core).status_json(&rejection);
-        }
-        if room.failures.fails_open(core, e) {
-            return json_response(StatusCode::OK, &StatusBody::plain(name, "open"));
-        }
-        if room.failures.drains(core, e) {
-            // Draining: `open` for the front (the page reloads, and its request is let in the
-            // same way), the moved-up place for the others.
-            match Drained::counted(
-                core,
-                &room.line,
-                &room.failures,
-                e,
-                Some(cookie),
-                Stage::Endpoint,
-                core.now_ms(),
-            ) {
-                Drained::In => {
-                    return json_response(StatusCode::OK, &StatusBody::plain(name, "open"))
-                }
-                Drained::Waiting(rejection) => return Replies(core).status_json(&rejection),
-                Drained::Out => {}
+        match rung {
+            Rung::In(_) => json_response(StatusCode::OK, &StatusBody::plain(name, "open")),
+            Rung::Scheduled(rejection) | Rung::Waiting(rejection) => {
+                Replies(core).status_json(&rejection)
             }
+            Rung::Closed => rejection_json(name, &closed_rejection()),
+            Rung::Busy => store_error_json(name, e),
         }
-        store_error_json(name, e)
     }
 
-    /// A failed store call for a visitor without a valid token: busy, or the fail policy (never
-    /// open before a scheduled opening, nor to a newcomer after a scheduled closing).
+    /// A failed store call for a visitor without a valid token: what the failure ladder says.
     fn store_failed<B>(room: &Room, asked: Asked, e: StoreError, req: &Request<B>) -> Next {
         let core = &room.core;
         room.failures.log(core, &e, "enter");
-        if let Some(rejection) = room.failures.scheduled_on_failure(core, &e) {
-            return Next::Answer(Replies(core).reject(&rejection, req));
-        }
-        if room.failures.closed_on_failure(core, &e, req) {
-            if room.failures.drains(core, &e) {
-                // Not counted with the answer (draining counts where it decides): here.
-                core.metrics.request(Stage::Store, Outcome::Closed);
-            }
-            return Next::Answer(Replies(core).reject(&closed_rejection(), req));
-        }
-        if room.failures.fails_open(core, &e) {
-            return Next::pass(core.admission(
+        // Read again on this rare path only (the request's first read was not kept): the
+        // place it carries decides a closing that keeps the line, and draining.
+        let cookie = (!e.store_answered())
+            .then(|| queue_cookie_again(core, req, asked.now))
+            .flatten();
+        let failed = Failed {
+            error: &e,
+            cookie: cookie.as_ref(),
+            asker: Asker::Page,
+            now: asked.now,
+        };
+        let rung = ladder::climb(core, &room.line, &failed);
+        core.metrics.request(Stage::Store, rung.outcome(&e));
+        match rung {
+            Rung::In(by) => Next::pass(core.admission(
                 asked.session,
                 asked.now + duration_ms(core.config.settings.refresh),
-                AdmittedBy::FailOpen,
-            ));
-        }
-        let cookie = room
-            .failures
-            .drains(core, &e)
-            .then(|| queue_cookie_again(core, req, asked.now));
-        if let Some(cookie) = cookie {
-            match Drained::counted(
-                core,
-                &room.line,
-                &room.failures,
-                &e,
-                cookie.as_ref(),
-                Stage::Store,
-                asked.now,
-            ) {
-                Drained::In => {
-                    return Next::pass(core.admission(
-                        asked.session,
-                        asked.now + duration_ms(core.config.settings.refresh),
-                        AdmittedBy::Drained,
-                    ))
-                }
-                Drained::Waiting(rejection) => {
-                    return Next::Answer(Replies(core).reject(&rejection, req))
-                }
-                Drained::Out => {}
+                by,
+            )),
+            Rung::Scheduled(rejection) | Rung::Waiting(rejection) => {
+                Next::Answer(Replies(core).reject(&rejection, req))
             }
+            Rung::Closed => Next::Answer(Replies(core).reject(&closed_rejection(), req)),
+            Rung::Busy => Next::Answer(Replies(core).reject(&error_rejection(&e), req)),
         }
-        Next::Answer(Replies(core).reject(&error_rejection(&e), req))
     }
 
     /// The store granted or extended the slot: the admission the request passes with, and a
