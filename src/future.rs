@@ -12,9 +12,7 @@ use pin_project_lite::pin_project;
 use tower_service::Service;
 
 use crate::body::{Chunks, FullBody, ResponseBody};
-use crate::outcome::Admission;
-use crate::room::events::{self, EventStream};
-use crate::room::{strip_end_slot, with_room_headers, Issued, Next, Pending, Room, Slot};
+use crate::room::{strip_end_slot, with_room_headers, Issued, Pending, Room, Slot, Then};
 use crate::store::StoreFuture;
 use crate::telemetry::InSpan;
 
@@ -129,9 +127,9 @@ where
         })
     }
 
-    pub(crate) fn events(response: Response<EventStream>) -> Self {
+    pub(crate) fn events(response: Response<Box<dyn Chunks>>) -> Self {
         Self::new(Kind::Events {
-            response: Some(response.map(|stream| Box::new(stream) as Box<dyn Chunks>)),
+            response: Some(response),
         })
     }
 
@@ -244,33 +242,22 @@ where
                     inner,
                     room,
                 } => {
-                    let req = request.as_ref().expect("polled after completion");
-                    match ready!(pending.poll_next(cx, room, req)) {
-                        Next::Pass {
-                            admission,
+                    let req = request.as_mut().expect("polled after completion");
+                    let next = ready!(room.poll_pending(pending, cx, req));
+                    match room.settle(next, req) {
+                        Then::Pass { set_cookie, slot } => Kind::Readying {
+                            inner: inner.take().expect("polled after completion"),
+                            request: request.take(),
                             set_cookie,
-                        } => {
-                            let slot = Slot::of(&admission).map(|slot| (slot, room.clone()));
-                            Kind::Readying {
-                                inner: inner.take().expect("polled after completion"),
-                                request: request.take().map(|mut req| {
-                                    add_admission(&mut req, admission);
-                                    req
-                                }),
-                                set_cookie,
-                                slot,
-                            }
-                        }
-                        Next::Answer(response) => Kind::Answer {
+                            slot,
+                        },
+                        Then::Answer(response) => Kind::Answer {
                             response: Some(response),
                         },
-                        Next::Events(start) => Kind::Events {
-                            response: Some(
-                                events::open(room.clone(), start)
-                                    .map(|stream| Box::new(stream) as Box<dyn Chunks>),
-                            ),
+                        Then::Events(response) => Kind::Events {
+                            response: Some(response),
                         },
-                        Next::Ask(next) => {
+                        Then::Ask(next) => {
                             *pending = next;
                             continue;
                         }
@@ -280,12 +267,6 @@ where
             this.kind.set(next);
         }
     }
-}
-
-/// Puts the admission into the request, for the handlers behind the layer. In place: a
-/// request is a few hundred bytes to copy.
-pub(crate) fn add_admission<B>(req: &mut Request<B>, admission: Admission) {
-    req.extensions_mut().insert(admission);
 }
 
 impl<S, ReqBody> std::fmt::Debug for ResponseFuture<S, ReqBody>

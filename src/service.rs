@@ -8,9 +8,8 @@ use http::{Request, Response};
 use tower_service::Service;
 
 use crate::body::ResponseBody;
-use crate::future::{add_admission, ResponseFuture};
-use crate::room::events;
-use crate::room::{Issued, Next, Room, Slot};
+use crate::future::ResponseFuture;
+use crate::room::{Issued, Next, Room, Slot, Then};
 use crate::telemetry::{Outcome, Stage};
 
 /// Middleware that puts a waiting room in front of `S`. Made by
@@ -142,22 +141,15 @@ pub(crate) fn carry_out<S, ReqBody, ResBody>(
 where
     S: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone,
 {
-    match next {
-        Next::Pass {
-            admission,
-            set_cookie,
-        } => {
-            let slot = Slot::of(&admission).map(|slot| (slot, room.clone()));
-            let mut req = req;
-            add_admission(&mut req, admission);
-            pass(inner, req, set_cookie, slot)
-        }
+    let mut req = req;
+    match room.settle(next, &mut req) {
+        Then::Pass { set_cookie, slot } => pass(inner, req, set_cookie, slot),
         // The inner service is neither readied nor called: it reserves nothing.
-        Next::Answer(res) => ResponseFuture::answer(res),
-        Next::Events(start) => ResponseFuture::events(events::open(room.clone(), start)),
+        Then::Answer(res) => ResponseFuture::answer(res),
+        Then::Events(res) => ResponseFuture::events(res),
         // A clone goes with the request, readied only if the store lets the request pass,
         // so a store round trip never holds the inner's capacity.
-        Next::Ask(pending) => ResponseFuture::ask(pending, req, inner.clone(), room.clone()),
+        Then::Ask(pending) => ResponseFuture::ask(pending, req, inner.clone(), room.clone()),
     }
 }
 

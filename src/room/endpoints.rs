@@ -2,39 +2,52 @@
 //! `events` (the same, pushed: see [`super::events`]), `leave` (give my place or slot back),
 //! and with proof of work on, `proof`.
 
+use std::sync::Arc;
+
 use bytes::Bytes;
 use http::{HeaderName, HeaderValue, Method, Request, Response, StatusCode};
 
+use super::decision::{Leave, Status};
+use super::events::EventStreams;
+use super::pending::Next;
 use super::reply::{method_not_allowed, Replies};
 use super::shared::Core;
 use super::snapshot::Asking;
+use super::snapshot::LineView;
+use super::ticket::Tickets;
 use super::visitor::{header_value, Carried, Visitor};
-use super::{Next, Pending, Room};
 use crate::defences::proof_of_work::PROOF_HEADER;
 use crate::response::{json_response, StatusBody};
 use crate::telemetry::{Outcome, Stage};
 use crate::vocab::ADMISSION_TICKET;
 
+/// What the endpoints read of the room: its shared parts, the gateway's snapshot (a waiting
+/// status answered from it), the open event streams, and the tickets (an admitted visitor's
+/// status hands out theirs).
+#[derive(Clone, Copy)]
+pub(super) struct Endpoints<'a> {
+    pub(super) core: &'a Core,
+    pub(super) line: &'a Arc<LineView>,
+    pub(super) streams: &'a EventStreams,
+    pub(super) tickets: &'a Tickets,
+}
+
 /// The endpoint `req` is for, answered or asked of the store; `None` when it is for none.
 pub(super) fn answer<B>(
-    room: &Room,
+    at: Endpoints<'_>,
     req: &Request<B>,
     carried: &Carried<'_>,
     now: u64,
 ) -> Option<Next> {
-    let core = &room.core;
+    let core = at.core;
     let path = req.uri().path();
     if !path.starts_with(&core.config.settings.path_prefix) {
         return None;
     }
     if path == core.paths.status {
-        Some(status(room, req, carried, now))
+        Some(status(at, req, carried, now))
     } else if path == core.paths.events {
-        Some(
-            room.streams
-                .start(core, &room.line, req, carried, now)
-                .into(),
-        )
+        Some(at.streams.start(core, at.line, req, carried, now).into())
     } else if path == core.paths.leave {
         Some(leave(core, req, carried, now))
     } else if path == core.paths.proof && core.defences.proof.is_some() {
@@ -47,17 +60,17 @@ pub(super) fn answer<B>(
 /// `GET` (or `HEAD`): the visitor's state as JSON. Admitted visitors (unless the room
 /// mints single-use tickets: then their ticket is minted or found) and visitors with a
 /// challenge to solve are answered without the store.
-fn status<B>(room: &Room, req: &Request<B>, carried: &Carried<'_>, now: u64) -> Next {
-    let core = &room.core;
+fn status<B>(at: Endpoints<'_>, req: &Request<B>, carried: &Carried<'_>, now: u64) -> Next {
+    let core = at.core;
     if req.method() != Method::GET && req.method() != Method::HEAD {
         return Next::Answer(method_not_allowed("GET, HEAD"));
     }
     let name = core.config.room();
     match carried.visitor(core, req, now) {
         // Single-use tickets on: the visitor's ticket, minted or found (a store call).
-        Some(Visitor::Admitted(token)) if room.tickets.mints() => {
+        Some(Visitor::Admitted(token)) if at.tickets.mints() => {
             match core.check_polls(token.session(), now) {
-                Ok(()) => room
+                Ok(()) => at
                     .tickets
                     .ask_status(
                         core,
@@ -98,7 +111,7 @@ fn status<B>(room: &Room, req: &Request<B>, carried: &Carried<'_>, now: u64) -> 
             core.counted(Stage::Endpoint, Outcome::Challenge, Next::Answer(res))
         }
         Some(Visitor::Queued(cookie)) => match core.check_polls(cookie.session(), now) {
-            Ok(()) => room
+            Ok(()) => at
                 .line
                 .at_gateway(
                     core,
@@ -109,7 +122,7 @@ fn status<B>(room: &Room, req: &Request<B>, carried: &Carried<'_>, now: u64) -> 
                     now,
                 )
                 .map(Next::from)
-                .unwrap_or_else(|| Pending::status(core, cookie, carried.uses_headers())),
+                .unwrap_or_else(|| Status::ask(core, cookie, carried.uses_headers())),
             Err(wait) => limited(core, wait, req),
         },
         None => core.counted(
@@ -131,7 +144,7 @@ fn leave<B>(core: &Core, req: &Request<B>, carried: &Carried<'_>, now: u64) -> N
     }
     match carried.visitor(core, req, now) {
         Some(visitor) => match core.check_polls(visitor.session(), now) {
-            Ok(()) => Pending::leave(core, visitor.session()),
+            Ok(()) => Leave::ask(core, visitor.session()),
             // Both cookies are kept: the place or slot is still held, try again later.
             Err(wait) => limited(core, wait, req),
         },

@@ -51,12 +51,12 @@ use http::{HeaderName, Method, Request, Response, StatusCode};
 use tokio::sync::oneshot;
 use tokio::time::{Instant, Sleep};
 
+use super::failure::FailureLog;
 use super::reply::{method_not_allowed, with_room_headers, Replies};
 use super::shared::Core;
 use super::snapshot::{Held, LineView, Refresh};
 use super::verdict::Verdict;
 use super::visitor::{Carried, Visitor};
-use super::Room;
 use crate::body::Chunks;
 use crate::response::StatusBody;
 use crate::session::SessionId;
@@ -301,9 +301,17 @@ enum Look {
     },
 }
 
+/// What a stream reads for as long as it is open: the room's shared parts, the gateway's
+/// snapshot, and the memory of failed store calls (where a refresh's failure is noted).
+pub(crate) struct Watched {
+    pub(super) core: Arc<Core>,
+    pub(super) line: Arc<LineView>,
+    pub(super) failures: Arc<FailureLog>,
+}
+
 /// The response that opens a stream.
-pub(crate) fn open(room: Arc<Room>, start: EventsStart) -> Response<EventStream> {
-    let mut res = Response::new(EventStream::new(room, start));
+pub(crate) fn open(watched: Watched, start: EventsStart) -> Response<EventStream> {
+    let mut res = Response::new(EventStream::new(watched, start));
     let headers = res.headers_mut();
     headers.insert(
         header::CONTENT_TYPE,
@@ -319,7 +327,7 @@ pub(crate) fn open(room: Arc<Room>, start: EventsStart) -> Response<EventStream>
 
 /// The body of an events response: one waiter's stream (see the [module docs](self)).
 pub(crate) struct EventStream {
-    room: Arc<Room>,
+    watched: Watched,
     start: EventsStart,
     /// The data of the last event sent: only a change is sent again.
     last: Option<Bytes>,
@@ -339,10 +347,10 @@ pub(crate) struct EventStream {
 }
 
 impl EventStream {
-    fn new(room: Arc<Room>, start: EventsStart) -> Self {
-        let now = room.now_ms();
+    fn new(watched: Watched, start: EventsStart) -> Self {
+        let now = watched.core.now_ms();
         Self {
-            room,
+            watched,
             start,
             last: None,
             seen: None,
@@ -358,12 +366,12 @@ impl EventStream {
 
     /// What the snapshot says now: an event, a comment, the end, or nothing to send.
     fn look_at_snapshot(&mut self) -> Option<Bytes> {
-        let now = self.room.now_ms();
+        let now = self.watched.core.now_ms();
         let seen = self.seen.as_ref();
-        let room = &self.room;
+        let watched = &self.watched;
         match EventStreams::look(
-            &room.core,
-            &room.line,
+            &watched.core,
+            &watched.line,
             self.start.session,
             self.start.place,
             now,
@@ -386,8 +394,9 @@ impl EventStream {
                     self.last = Some(data.clone());
                     if !resumed {
                         self.sent_at_ms = now;
-                        self.room
-                            .metrics()
+                        self.watched
+                            .core
+                            .metrics
                             .request(Stage::Snapshot, Outcome::Waiting);
                         return Some(event(id, &data));
                     }
@@ -427,21 +436,22 @@ impl Chunks for EventStream {
             if let Some((call, _)) = &mut self.refresh {
                 let answer = ready!(call.as_mut().poll(cx));
                 let (_, refresh) = self.refresh.take().expect("just polled");
-                let room = &self.room;
-                room.line
-                    .refreshed(&room.core, &room.failures, refresh, answer);
+                let watched = &self.watched;
+                watched
+                    .line
+                    .refreshed(&watched.core, &watched.failures, refresh, answer);
             } else {
                 ready!(self.look.as_mut().poll(cx));
                 self.look
                     .as_mut()
                     .reset(Instant::now() + Duration::from_millis(LOOK_MS));
-                let now = self.room.now_ms();
+                let now = self.watched.core.now_ms();
                 if now >= self.start.until_ms {
                     // A plain close: the client reconnects with Last-Event-ID.
                     self.done = true;
                     return Poll::Ready(None);
                 }
-                if let Some(refresh) = self.room.line.start_refresh(&self.room.core, now) {
+                if let Some(refresh) = self.watched.line.start_refresh(&self.watched.core, now) {
                     self.refresh = Some(refresh);
                     continue;
                 }
@@ -472,7 +482,7 @@ fn event(id: u64, data: &[u8]) -> Bytes {
 impl std::fmt::Debug for EventStream {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("EventStream")
-            .field("room", &self.room.config().room())
+            .field("room", &self.watched.core.config.room())
             .field("done", &self.done)
             .finish_non_exhaustive()
     }

@@ -19,18 +19,18 @@
 //! admitted: by the admission token ([`Gates::admit`]), or by the ticket
 //! ([`Tickets::redeem`](super::ticket::Tickets::redeem)) when the room mints them.
 
-use std::sync::Arc;
 use std::task::{ready, Context, Poll};
 
 use bytes::Bytes;
 use http::{Request, Response};
 
+use super::failure::FailureLog;
 use super::ladder::{self, Asker, Failed, Rung};
 use super::reply::{not_admitted, Replies};
-use super::shared::Core;
+use super::shared::{Core, OtherRooms};
+use super::snapshot::LineView;
 use super::verdict::Verdict;
 use super::visitor::Carried;
-use super::Room;
 use crate::clock::{duration_ms, secs_ceil};
 use crate::outcome::AdmittedBy;
 use crate::session::SessionId;
@@ -148,20 +148,21 @@ impl GateHeartbeat {
     pub(super) fn poll_next<B>(
         &mut self,
         cx: &mut Context<'_>,
-        room: &Room,
+        core: &Core,
+        failures: &FailureLog,
         req: &Request<B>,
     ) -> Poll<Verdict> {
         let answer = ready!(self.call.as_mut().poll(cx));
-        Poll::Ready(self.after(room, answer, req))
+        Poll::Ready(self.after(core, failures, answer, req))
     }
 
     fn after<B>(
         &self,
-        room: &Room,
+        core: &Core,
+        failures: &FailureLog,
         answer: Result<Decision, StoreError>,
         req: &Request<B>,
     ) -> Verdict {
-        let core = &room.core;
         let token = &self.token;
         match answer {
             Ok(Decision::Admitted { expires_at_ms }) => {
@@ -199,8 +200,7 @@ impl GateHeartbeat {
             Ok(_) => Verdict::Answer(Replies(core).without_token(Refusal::SlotGone.answer(core))),
             // The token is valid and its check needs no store: keep letting it through.
             Err(e) => {
-                room.failures
-                    .log(core, &e, "heartbeat (the valid token passes)");
+                failures.log(core, &e, "heartbeat (the valid token passes)");
                 core.counted(
                     Stage::Gate,
                     Outcome::Passed,
@@ -238,11 +238,12 @@ impl Gates {
     /// stage `gate`.
     pub(super) fn admit<B>(
         &self,
-        room: &Room,
+        core: &Core,
+        failures: &FailureLog,
+        line: &LineView,
         req: &Request<B>,
-        others: &[Arc<Room>],
+        others: &dyn OtherRooms,
     ) -> Verdict<GateHeartbeat> {
-        let core = &room.core;
         let now = core.now_ms();
         let carried = Carried::read(core, req);
         match Self::admission(core, req, &carried, others, now) {
@@ -266,7 +267,7 @@ impl Gates {
                     Verdict::pass(core.token_admission(&token)),
                 ),
             },
-            Err(refusal) => match Self::fails_open(room, req, &carried, now) {
+            Err(refusal) => match Self::fails_open(core, failures, line, req, &carried, now) {
                 Some((session, by)) => {
                     let outcome = match by {
                         AdmittedBy::Drained => Outcome::Drained,
@@ -294,13 +295,14 @@ impl Gates {
     /// otherwise: refused as usual. No store call either way. (A single-use gate needs the
     /// store to know whether a ticket was used, and answers `503` instead: see `ticket`.)
     fn fails_open<B>(
-        room: &Room,
+        core: &Core,
+        failures: &FailureLog,
+        line: &LineView,
         req: &Request<B>,
         carried: &Carried<'_>,
         now: u64,
     ) -> Option<(SessionId, AdmittedBy)> {
-        let core = &room.core;
-        if !room.failures.seems_down(now) {
+        if !failures.seems_down(now) {
             return None;
         }
         let cookie = carried.queue_cookie(core, req, now);
@@ -311,7 +313,7 @@ impl Gates {
             asker: Asker::Gate,
             now,
         };
-        match ladder::climb(core, &room.line, &failed) {
+        match ladder::climb(core, line, &failed) {
             Rung::In(by) => Some((cookie?.session(), by)),
             _ => None,
         }
@@ -325,7 +327,7 @@ impl Gates {
         core: &Core,
         req: &Request<B>,
         carried: &Carried<'_>,
-        others: &[Arc<Room>],
+        others: &dyn OtherRooms,
         now: u64,
     ) -> Result<(AdmissionToken, Source), Refusal> {
         let expected = core.network_binding(req);
@@ -338,9 +340,7 @@ impl Gates {
             // no signature check): another room's signatures, to say why.
             Err(TokenFault::Invalid)
                 if AdmissionToken::could_be(value)
-                    && others.iter().any(|o| {
-                        !std::ptr::eq(&o.core, core) && Self::signed(&o.core, value, now)
-                    }) =>
+                    && others.any_other(core, &mut |o| Self::signed(o, value, now)) =>
             {
                 Err(Refusal::OtherRoom)
             }

@@ -2,23 +2,27 @@
 //!
 //! [`Room::classify`] runs the two stateless stages synchronously and says what to do next
 //! ([`Next`]): pass the request through, answer it here, or ask the store. A store question is a
-//! [`Pending`] step that carries its own context and, once the store has answered, says what to
-//! do next in the same terms. The service and its future only carry these out.
+//! [`Pending`] step that carries its own context; [`Room::poll_pending`] hands its answer to the
+//! stage it belongs to, which says what to do next in the same terms. [`Room::settle`] reads a
+//! `Next` once ([`Then`]), and the service and its future only carry that out.
 //!
 //! [`Room`] holds what every stage shares ([`Core`]) and the stages that keep state of their
-//! own; each stage is a type in its own file, whose methods are handed the shared parts they
-//! read (`room.tickets.mint(core, ..)`), so where a method lives is its module path.
+//! own, and composes them: no stage names `Room`. Each stage is a type in its own file whose
+//! methods are handed the parts they read (`tickets.with_slot(core, ..)`, a `Reads` or an
+//! `Endpoints` listing them), so what a stage reads is in its signature and where a method
+//! lives is its module path.
 //!
 //! | file | type | what |
 //! |---|---|---|
-//! | `mod.rs` | [`Room`] | the shared parts and the stages, and the dispatch of a request (`classify`) |
+//! | `mod.rs` | [`Room`], [`Then`] | the shared parts and the stages, the dispatch of a request (`classify`), of a store answer (`poll_pending`), and the reading of what to do (`settle`) |
 //! | `shared` | [`Core`] | configuration, keys, store, clock, renderer, defences, metrics, the endpoints' paths; the per-session and per-IP limits |
 //! | `fast_path` | (`admit`) | stage 2 for an admitted visitor whose fresh token this gateway has verified before: the least code per request |
 //! | `visitor` | `Carried`, `Visitor` | who a request comes from: its admission token, queue cookie, network |
-//! | `endpoints` | (functions) | the room's own endpoints: status, events, leave, proof |
+//! | `decision` | `Enter`, `Heartbeat`, `Status`, `Leave` | stage 3: the store's decision for a visitor, made the visitor's answer |
+//! | `endpoints` | `Endpoints` | the room's own endpoints: status, events, leave, proof |
 //! | `events` | `EventStreams`, `EventStream` | the events endpoint: a waiter's Server-Sent Events stream, fed by the snapshot, and the count of open streams |
 //! | `gate` | `Gates`, `GateHeartbeat`, `Refusal` | gated routes: admitted (by cookie, token header or ticket header; with single-use tickets, by the ticket, once) or `403 not_admitted` (`ticket_used`) |
-//! | `pending` | [`Next`], [`Pending`] | the store steps and what each answer means; the stages' verdicts made the room's |
+//! | `pending` | [`Next`], [`Pending`] | what to do with a request, and the store questions in flight; the stages' verdicts made the room's |
 //! | `verdict` | `Verdict` | what a stage says of a request in its own terms: pass, answer, or the stage's own next step |
 //! | `failure` | `FailureLog` | the memory of failed store calls (reported once per interval; whether the store seems down) |
 //! | `ladder` | `Rung` | what a visitor without a slot gets when the store could not decide: scheduled, closed, the fail policy, busy; decided once for pages, the status endpoint and gates |
@@ -28,6 +32,7 @@
 //! | `ticket` | `Tickets` | single-use checkout tickets: minted at admission and on the status endpoint, and the redeem step of a gated route |
 //! | `ending` | [`Slot`] | the app ending a visitor's slot (checkout finished) |
 
+mod decision;
 mod drain;
 mod ending;
 mod endpoints;
@@ -45,20 +50,26 @@ mod verdict;
 mod visitor;
 
 use std::sync::Arc;
+use std::task::{ready, Context, Poll};
 
-use http::{HeaderMap, Request};
+use bytes::Bytes;
+use http::{HeaderMap, Request, Response};
 
+use self::decision::{Enter, Heartbeat, Reads};
 pub(crate) use self::ending::{strip_end_slot, Slot};
-use self::events::EventStreams;
+use self::endpoints::Endpoints;
+use self::events::EventStream;
+use self::events::{EventStreams, EventsStart, Watched};
 use self::failure::FailureLog;
 use self::gate::Gates;
 pub(crate) use self::pending::{Next, Pending};
 use self::reply::Replies;
 pub(crate) use self::reply::{with_room_headers, Issued};
-use self::shared::Core;
+use self::shared::{Core, OtherRooms};
 use self::snapshot::{Asking, LineView};
 use self::ticket::Tickets;
 use self::visitor::{Carried, Visitor};
+use crate::body::Chunks;
 use crate::client::RequestInfo;
 use crate::clock::SharedClock;
 use crate::config::RoomConfig;
@@ -86,12 +97,13 @@ pub(crate) struct RoomParts {
 /// own. Immutable once built (but for that state), shared by every clone of the layer and
 /// service.
 pub(crate) struct Room {
-    core: Core,
+    /// Shared with the event streams open on this gateway, which outlive a request.
+    core: Arc<Core>,
     /// The room's gated routes.
     gates: Gates,
     /// Failed store calls, reported at most once per interval, and whether the store seems
     /// down (the fail policy's memory).
-    failures: FailureLog,
+    failures: Arc<FailureLog>,
     /// The gateway's snapshot of the line, for waiting polls answered without the store.
     line: Arc<LineView>,
     /// Event streams open on this gateway ([`events`]).
@@ -114,7 +126,7 @@ impl Room {
                 .filter(|_| parts.config.settings.single_use_tickets),
         );
         Self {
-            core: Core::new(
+            core: Arc::new(Core::new(
                 parts.config,
                 parts.keys,
                 store,
@@ -123,9 +135,9 @@ impl Room {
                 parts.defences,
                 metrics,
                 offers_events,
-            ),
+            )),
             gates: Gates::new(parts.gates),
-            failures: FailureLog::new(),
+            failures: Arc::new(FailureLog::new()),
             line,
             streams: EventStreams::new(),
             tickets,
@@ -188,10 +200,61 @@ impl Room {
     /// otherwise its admission token is checked (see [`Gates::admit`]). `others`: the other
     /// rooms behind the same layer.
     pub(crate) fn gate<B>(&self, req: &Request<B>, others: &[Arc<Room>]) -> Next {
+        let core = &*self.core;
         if self.tickets.mints() {
-            return self.tickets.redeem(&self.core, req, others).into();
+            return self.tickets.redeem(core, req, &others).into();
         }
-        self.gates.admit(self, req, others).into()
+        self.gates
+            .admit(core, &self.failures, &self.line, req, &others)
+            .into()
+    }
+
+    /// Waits for the store's answer to `pending`, then says what to do next: each step's
+    /// answer goes to the stage it belongs to, with the parts that stage reads.
+    pub(crate) fn poll_pending<B>(
+        &self,
+        pending: &mut Pending,
+        cx: &mut Context<'_>,
+        req: &Request<B>,
+    ) -> Poll<Next> {
+        let (core, failures, line, tickets) =
+            (&*self.core, &*self.failures, &*self.line, &self.tickets);
+        let reads = Reads {
+            core,
+            failures,
+            line,
+            tickets,
+        };
+        Poll::Ready(match pending {
+            Pending::Enter(step) => ready!(step.poll_next(cx, reads, req)),
+            Pending::Heartbeat(step) => ready!(step.poll_next(cx, reads, req)),
+            Pending::Status(step) => Next::Answer(ready!(step.poll_answer(cx, reads))),
+            Pending::Leave(step) => Next::Answer(ready!(step.poll_answer(cx, core, failures, req))),
+            Pending::Sync(step) => match ready!(step.poll_answer(cx, line, core, failures, req)) {
+                Ok(res) => Next::Answer(res),
+                Err(poll) => reads.unanswered(poll),
+            },
+            Pending::Gate(step) => ready!(step.poll_next(cx, core, failures, req)).into(),
+            Pending::MintWithSlot(step) => {
+                ready!(step.poll_next(cx, tickets, core, failures)).into()
+            }
+            Pending::StatusTicket(step) => {
+                Next::Answer(ready!(step.poll_answer(cx, tickets, core, failures)))
+            }
+            Pending::Redeem(step) => ready!(step.poll_next(cx, tickets, core, failures)).into(),
+        })
+    }
+
+    /// The response that opens a waiter's event stream (see [`events`]).
+    pub(crate) fn open_events(&self, start: EventsStart) -> Response<EventStream> {
+        events::open(
+            Watched {
+                core: Arc::clone(&self.core),
+                line: Arc::clone(&self.line),
+                failures: Arc::clone(&self.failures),
+            },
+            start,
+        )
     }
 
     /// Frees the slot the app ended (see [`Slot`]), and removes the admission cookie on its
@@ -236,7 +299,13 @@ impl Room {
     #[inline(never)]
     fn classify_whole<B>(&self, req: &Request<B>, carried: &Carried<'_>, now: u64) -> Next {
         let core = &self.core;
-        if let Some(next) = endpoints::answer(self, req, carried, now) {
+        let endpoints = Endpoints {
+            core,
+            line: &self.line,
+            streams: &self.streams,
+            tickets: &self.tickets,
+        };
+        if let Some(next) = endpoints::answer(endpoints, req, carried, now) {
             return next;
         }
         let uses_headers = carried.uses_headers();
@@ -252,7 +321,7 @@ impl Room {
             // Past refresh: a heartbeat, within the session's poll limit. Over it, the token is
             // still valid and the fast path needs no store: it passes, not renewed.
             Some(Visitor::Admitted(token)) => match core.check_polls(token.session(), now) {
-                Ok(()) => Pending::heartbeat(core, token, uses_headers),
+                Ok(()) => Heartbeat::ask(core, token, uses_headers),
                 Err(_) => core.counted(
                     Stage::FastPath,
                     Outcome::Passed,
@@ -271,7 +340,7 @@ impl Room {
                     .at_gateway(core, req, cookie, uses_headers, Asking::Page, now)
                     .map(Next::from)
                     .unwrap_or_else(|| {
-                        Pending::enter(core, cookie.session(), Some(cookie), false, uses_headers)
+                        Enter::ask(core, cookie.session(), Some(cookie), false, uses_headers)
                     }),
                 Err(wait) => core.counted(
                     Stage::CookieCheck,
@@ -312,59 +381,55 @@ impl Room {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use std::time::Duration;
+/// A [`Next`] read once, for the service and its response future to carry out alike: the
+/// admission already put into the request, the slot the app may end, the event stream opened.
+pub(crate) enum Then {
+    /// Call the inner service (the request carries its admission), adding `set_cookie` to the
+    /// response; `slot`: the slot the app may end with its response.
+    Pass {
+        set_cookie: Option<Issued>,
+        slot: Option<(Slot, Arc<Room>)>,
+    },
+    /// Answer here.
+    Answer(Response<Bytes>),
+    /// Answer with a waiter's event stream. Boxed (the stream is large), so that a pass
+    /// stays small to move.
+    Events(Response<Box<dyn Chunks>>),
+    /// Ask the store first.
+    Ask(Box<Pending>),
+}
 
-    use http::{header, HeaderValue, Request, Response, StatusCode};
-    use tower::{service_fn, Layer, ServiceExt};
-
-    use crate::cookies::steps_so_far;
-    use crate::testing::TestRoom;
-
-    /// Sends `req` through the room and says how many times its cookies were read.
-    async fn reads(room: &TestRoom, path: &str, method: &str, cookies: &[&HeaderValue]) -> usize {
-        let mut req = Request::builder().method(method).uri(path);
-        for c in cookies {
-            req = req.header(header::COOKIE, (*c).clone());
-        }
-        let svc = room.layer().layer(service_fn(|_req: Request<()>| async {
-            Ok::<_, std::convert::Infallible>(Response::new(String::new()))
-        }));
-        let before = steps_so_far().1;
-        let res = svc.oneshot(req.body(()).unwrap()).await.unwrap();
-        assert!(res.status() != StatusCode::INTERNAL_SERVER_ERROR);
-        steps_so_far().1 - before
-    }
-
-    #[tokio::test(flavor = "current_thread")]
-    async fn each_request_reads_its_cookies_once() {
-        let room = TestRoom::new("once", 1);
-        let (_, inside) = room.admit().await;
-        let (_, queued) = room.queue_cookie();
-        let (_, stale) = room.token_without_slot();
-        let status = "/__waitingroom/once/status";
-        let leave = "/__waitingroom/once/leave";
-        let cases: [(&str, &str, &str, Vec<&HeaderValue>); 7] = [
-            ("first visit", "/", "GET", vec![]),
-            ("fresh token", "/", "GET", vec![&inside]),
-            ("in line", "/", "GET", vec![&queued]),
-            ("status", status, "GET", vec![&queued]),
-            ("leave", leave, "POST", vec![&queued]),
-            (
-                "in line again, headers of its own",
-                "/",
-                "GET",
-                vec![&queued, &queued],
+impl Room {
+    /// Reads `next` for `req`: the one place where what the room decided becomes what the
+    /// service and its future do.
+    pub(crate) fn settle<B>(self: &Arc<Self>, next: Next, req: &mut Request<B>) -> Then {
+        match next {
+            Next::Pass {
+                admission,
+                set_cookie,
+            } => {
+                let slot = Slot::of(&admission).map(|slot| (slot, Arc::clone(self)));
+                // In place: a request is a few hundred bytes to copy.
+                req.extensions_mut().insert(admission);
+                Then::Pass { set_cookie, slot }
+            }
+            Next::Answer(res) => Then::Answer(res),
+            Next::Events(start) => Then::Events(
+                self.open_events(start)
+                    .map(|stream| Box::new(stream) as Box<dyn Chunks>),
             ),
-            ("stale token and place", "/", "GET", vec![&inside, &queued]),
-        ];
-        for (what, path, method, cookies) in &cases {
-            assert_eq!(reads(&room, path, method, cookies).await, 1, "{what}");
+            Next::Ask(pending) => Then::Ask(pending),
         }
-        // Past refresh: a heartbeat, then (no slot) an entry, then an answer.
-        room.clock().advance(Duration::from_secs(20));
-        assert_eq!(reads(&room, "/", "GET", &[&stale]).await, 1, "stale token");
-        assert_eq!(reads(&room, "/", "GET", &[&inside]).await, 1, "heartbeat");
     }
 }
+
+/// The other rooms behind the same layer, for a gate of one of them (see [`OtherRooms`]).
+impl OtherRooms for &[Arc<Room>] {
+    fn any_other(&self, own: &Core, signed: &mut dyn FnMut(&Core) -> bool) -> bool {
+        self.iter()
+            .any(|o| !std::ptr::eq(&*o.core, own) && signed(&o.core))
+    }
+}
+
+#[cfg(test)]
+mod tests;

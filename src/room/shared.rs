@@ -42,6 +42,13 @@ pub(crate) struct Core {
     warned_unknown_network: AtomicBool,
 }
 
+/// The other rooms behind the same layer, as a gate of one of them sees them: a value that is
+/// none of this room's may be another's, and the refusal then says `other_room`, not `invalid`.
+pub(crate) trait OtherRooms {
+    /// Whether `signed` holds for the shared parts of some room other than `own`.
+    fn any_other(&self, own: &Core, signed: &mut dyn FnMut(&Core) -> bool) -> bool;
+}
+
 /// `{prefix}/{room}/status`, `…/events`, `…/leave`, `…/proof`, made once.
 pub(super) struct EndpointPaths {
     pub(super) status: String,

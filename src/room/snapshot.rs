@@ -32,7 +32,6 @@ use super::failure::FailureLog;
 use super::reply::{waiting_rejection, Replies};
 use super::shared::Core;
 use super::verdict::Verdict;
-use super::Room;
 use crate::outcome::Rejection;
 use crate::session::SessionId;
 use crate::store::snapshot::{draw_score, NEAR_HEAD, SNAPSHOT_MAX_AGE_MS, SNAPSHOT_REFRESH_MS};
@@ -299,12 +298,14 @@ impl SyncStep {
     pub(super) fn poll_answer<B>(
         &mut self,
         cx: &mut Context<'_>,
-        room: &Room,
+        line: &LineView,
+        core: &Core,
+        failures: &FailureLog,
         req: &Request<B>,
     ) -> Poll<Result<Response<Bytes>, WaitingPoll>> {
         let answer = ready!(self.call.as_mut().poll(cx));
         let then = self.then.take().expect("a sync step answers once");
-        Poll::Ready(LineView::after_sync(room, then, answer, req))
+        Poll::Ready(line.after_sync(core, failures, then, answer, req))
     }
 }
 
@@ -528,20 +529,21 @@ impl LineView {
     /// that made it, from the snapshot if it can be; `Err` with the poll when it cannot, for
     /// the store to be asked as before.
     fn after_sync<B>(
-        room: &Room,
+        &self,
+        core: &Core,
+        failures: &FailureLog,
         then: AfterSync,
         answer: Result<RoomSnapshot, StoreError>,
         req: &Request<B>,
     ) -> Result<Response<Bytes>, WaitingPoll> {
         let AfterSync { poll, refresh } = then;
         let WaitingPoll { cookie, asking, .. } = poll;
-        let core = &room.core;
-        room.line.refreshed(core, &room.failures, refresh, answer);
+        self.refreshed(core, failures, refresh, answer);
         let now = core.now_ms();
         let session = cookie.session();
-        if let (Some(held), Some(place)) = (room.line.fresh(now), cookie.place()) {
-            if !room.line.is_forgotten(session) {
-                if let Some(res) = room.line.answer_from_snapshot(
+        if let (Some(held), Some(place)) = (self.fresh(now), cookie.place()) {
+            if !self.is_forgotten(session) {
+                if let Some(res) = self.answer_from_snapshot(
                     core,
                     &held.snapshot,
                     req,

@@ -13,7 +13,7 @@
 //! tampered, other-room or expired one), then used in the store in one atomic step
 //! ([`TicketStore::redeem_ticket`]), so of any number of uses of one ticket through any number
 //! of gateways exactly one passes. The room's gates
-//! ([`Room::gate`]) run this step instead of the admission token's check. The answers, every
+//! ([`Room::gate`](super::Room::gate)) run this step instead of the admission token's check. The answers, every
 //! `403` in the gates' one shape ([`NotAdmittedBody`](crate::response::NotAdmittedBody):
 //! `error`, `room`, `status`, `reason`):
 //!
@@ -40,9 +40,8 @@ use serde::Serialize;
 use super::failure::FailureLog;
 use super::gate::Refusal;
 use super::reply::{store_error_json, Issued, Replies};
-use super::shared::Core;
+use super::shared::{Core, OtherRooms};
 use super::verdict::Verdict;
-use super::Room;
 use crate::clock::secs_ceil;
 use crate::cookies::{self, Wanted};
 use crate::outcome::{Admission, AdmittedBy};
@@ -86,11 +85,17 @@ pub(crate) struct MintWithSlot {
 
 impl MintWithSlot {
     /// Waits for the mint, then passes (see [`Tickets::after_mint`]).
-    pub(super) fn poll_next(&mut self, cx: &mut Context<'_>, room: &Room) -> Poll<Verdict> {
+    pub(super) fn poll_next(
+        &mut self,
+        cx: &mut Context<'_>,
+        tickets: &Tickets,
+        core: &Core,
+        failures: &FailureLog,
+    ) -> Poll<Verdict> {
         let answer = ready!(self.call.as_mut().poll(cx));
-        Poll::Ready(room.tickets.after_mint(
-            &room.core,
-            &room.failures,
+        Poll::Ready(tickets.after_mint(
+            core,
+            failures,
             answer,
             self.admission.clone(),
             self.token.take(),
@@ -111,11 +116,13 @@ impl StatusTicket {
     pub(super) fn poll_answer(
         &mut self,
         cx: &mut Context<'_>,
-        room: &Room,
+        tickets: &Tickets,
+        core: &Core,
+        failures: &FailureLog,
     ) -> Poll<Response<Bytes>> {
-        Poll::Ready(room.tickets.after_status(
-            &room.core,
-            &room.failures,
+        Poll::Ready(tickets.after_status(
+            core,
+            failures,
             ready!(self.call.as_mut().poll(cx)),
             self.minting,
         ))
@@ -130,10 +137,16 @@ pub(crate) struct Redeem {
 
 impl Redeem {
     /// Waits for the store, then passes or refuses (see [`Tickets::after_redeem`]).
-    pub(super) fn poll_next(&mut self, cx: &mut Context<'_>, room: &Room) -> Poll<Verdict> {
-        Poll::Ready(room.tickets.after_redeem(
-            &room.core,
-            &room.failures,
+    pub(super) fn poll_next(
+        &mut self,
+        cx: &mut Context<'_>,
+        tickets: &Tickets,
+        core: &Core,
+        failures: &FailureLog,
+    ) -> Poll<Verdict> {
+        Poll::Ready(tickets.after_redeem(
+            core,
+            failures,
             ready!(self.call.as_mut().poll(cx)),
             self.presented,
         ))
@@ -363,7 +376,7 @@ impl Tickets {
         &self,
         core: &Core,
         req: &Request<B>,
-        others: &[Arc<Room>],
+        others: &dyn OtherRooms,
     ) -> Verdict<Redeem> {
         let now = core.now_ms();
         let presented = match Self::presented(core, req, others, now) {
@@ -435,7 +448,7 @@ impl Tickets {
     fn presented<B>(
         core: &Core,
         req: &Request<B>,
-        others: &[Arc<Room>],
+        others: &dyn OtherRooms,
         now: u64,
     ) -> Result<Presented, Refusal> {
         let c = &core.config.cookies;
@@ -460,9 +473,7 @@ impl Tickets {
                 // costs no signature check): another room's signatures, to say why.
                 Err(TicketRefusal::Invalid)
                     if AdmissionTicket::could_be(value)
-                        && others.iter().any(|o| {
-                            !std::ptr::eq(&o.core, core) && Self::signed(&o.core, value, now)
-                        }) =>
+                        && others.any_other(core, &mut |o| Self::signed(o, value, now)) =>
                 {
                     Refusal::TicketOtherRoom
                 }
@@ -688,7 +699,7 @@ mod tests {
         let room = layer.room();
         let mut next = room.gate(req, &[]);
         while let Next::Ask(mut pending) = next {
-            next = poll_fn(|cx| pending.poll_next(cx, room, req)).await;
+            next = poll_fn(|cx| room.poll_pending(&mut pending, cx, req)).await;
         }
         next
     }
