@@ -238,6 +238,14 @@ pub enum Damage {
     /// A number of the room holds a damaged value (Redis: `HSET`, `SET` or `ZADD` of the text
     /// in each field the [`Field`] names).
     BadNumber(Field, BadNumber),
+    /// The session's place in line (Redis: its score in the `line` sorted set, `ZADD XX`) holds
+    /// the damaged number. Only the forms a sorted set's score can hold apply: Redis refuses
+    /// `nan`, `1e999`, the empty string and ` 7`, and Valkey `0x10` too (a harness answers
+    /// `Err` for those). A form the score reads as a place (`01` is 1, `1e3` is 1000, `-0` is 0,
+    /// `-1` a registrant's draw) is a place, wherever it puts the session; any other (`inf`,
+    /// `-inf`, beyond 2^53) is none, and its waiter goes to the back of the line. A store that
+    /// holds places as integers cannot suffer it.
+    Place(SessionId, BadNumber),
     /// The admission-rate budget lost one of its fields (Redis: `HDEL` of `last`).
     BucketFieldLost,
     /// The session keeps its place in line, but its check-in is gone.

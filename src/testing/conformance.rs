@@ -1551,7 +1551,7 @@ pub async fn heals_lost_parts(h: &Harness) {
 /// Every part of a room holding a value of the wrong type, one at a time: the store drops it
 /// (it is the room's own key) and carries on as if it had been empty; but the slots (claimed or
 /// granted), whose holders may be inside with their admission tokens, are rebuilt instead
-/// ([`rebuilds_the_slots`]).
+/// (see `rebuilds_the_slots`, below).
 pub async fn heals_parts_of_the_wrong_type(h: &Harness) {
     for part in Part::ALL {
         let d = Damaged::new(h).await;
@@ -1968,6 +1968,7 @@ macro_rules! __conformance_suite {
                 heals_a_slot_holder_in_line,
                 heals_bad_numbers,
                 heals_a_damaged_capacity,
+                heals_a_damaged_place,
                 stats_counts,
                 rooms_are_independent,
                 settings_start_from_the_policy,

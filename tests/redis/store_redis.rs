@@ -47,11 +47,14 @@ where
                     match cmd.query_async::<redis::Value>(&mut conn).await {
                         Ok(_) => {}
                         // What a sorted set's score may be differs between servers (Valkey
-                        // refuses `0x10`, which Redis reads as 16): a refused score leaves the
-                        // set as it was, so that damage cannot be done here.
+                        // refuses `0x10`, which Redis reads as 16; both refuse ` 7`): a refused
+                        // score leaves the set as it was, so that damage cannot be done here.
                         Err(e)
                             if !e.is_io_error()
-                                && matches!(damage, Damage::BadNumber(Field::SlotExpiries, _)) =>
+                                && matches!(
+                                    damage,
+                                    Damage::BadNumber(Field::SlotExpiries, _) | Damage::Place(..)
+                                ) =>
                         {
                             return Err("the server refuses that score");
                         }
@@ -163,6 +166,20 @@ fn damage_commands(
             cmds.push(redis::cmd("DEL").arg(fast_key(keys)).clone());
         }
         Damage::BadNumber(field, form) => bad_number(&mut cmds, keys, field, form, now)?,
+        // The session's score in line, only if it has one (`XX`).
+        Damage::Place(s, form) => {
+            if refused_score(form) {
+                return Err("Redis refuses that score");
+            }
+            cmds.push(
+                redis::cmd("ZADD")
+                    .arg(key(Part::Line))
+                    .arg("XX")
+                    .arg(form.text())
+                    .arg(s.as_bytes().as_slice())
+                    .clone(),
+            );
+        }
         Damage::BucketFieldLost => {
             cmds.push(
                 redis::cmd("HDEL")
@@ -201,6 +218,14 @@ fn damage_commands(
         _ => return Err("damage this harness does not know"),
     }
     Ok(cmds)
+}
+
+/// The forms no sorted set's score holds, on any server (`ZADD` refuses them).
+fn refused_score(form: BadNumber) -> bool {
+    matches!(
+        form,
+        BadNumber::NotANumber | BadNumber::Overflow | BadNumber::Empty
+    )
 }
 
 /// The fast path's window key.
@@ -297,10 +322,7 @@ fn bad_number(
             .arg(text)
             .clone(),
         Field::SlotExpiries => {
-            if matches!(
-                form,
-                BadNumber::NotANumber | BadNumber::Overflow | BadNumber::Empty
-            ) {
+            if refused_score(form) {
                 return Err("Redis refuses that score");
             }
             cmds.push(rescore(named("active")));

@@ -25,6 +25,8 @@ impl MemoryStore {
         use crate::store::damage::{Damage, Field, Part};
         const TYPED: &str = "the embedded store's parts are typed Rust values: they cannot hold \
                              a value of the wrong type or a number that is not a number";
+        const INTEGER_PLACES: &str = "the embedded store holds places in line as integers: \
+                                      they cannot hold a damaged number";
         let name: Arc<str> = Arc::from(room);
         let room = self.room(&name);
         let mut r = lock(&room);
@@ -69,6 +71,7 @@ impl MemoryStore {
                 }
             }
             Damage::BadNumber(..) => return Err(TYPED),
+            Damage::Place(..) => return Err(INTEGER_PLACES),
             Damage::BucketFieldLost => {
                 return Err("the embedded budget is one Rust value: it has no field to lose")
             }

@@ -1,10 +1,12 @@
 //! Bad days, continued: a stored number damaged into something a lax reader takes for a number
 //! (`inf`, `nan`, `2.5`, `0x10`, 20 digits: [`BadNumber`]), in each of the numbers a store keeps
-//! ([`Field`]). Whatever the damage, the room answers every call, never has more than its
-//! capacity inside, keeps everyone's place in line, and shows the operator the value it repaired
-//! (the field's default), never the damage read as a number.
+//! ([`Field`]), and in a waiter's own place in line ([`Damage::Place`]). Whatever the damage, the
+//! room answers every call within the protocol, never has more than its capacity inside, keeps
+//! everyone's place in line, and shows the operator the value it repaired (the field's default),
+//! never the damage read as a number.
 
-use super::{admitted, is_waiting, BadNumber, Damage, Damaged, Field, Harness};
+use super::{admitted, is_waiting, waiting, BadNumber, Damage, Damaged, Field, Harness};
+use crate::store::snapshot::Place;
 use crate::store::{Decision, RoomSettings, RoomStats};
 use crate::SessionId;
 
@@ -139,5 +141,161 @@ pub async fn heals_a_damaged_capacity(h: &Harness) {
         admitted(h.poll(&p, line[0]).await, &format!("{what}: the head"));
         is_waiting(h.poll(&p, line[1]).await, &format!("{what}: the next"));
         Harness::check_stats(h.stats(&p).await, 0, 1, 19);
+    }
+}
+
+/// The largest place a reply may carry: a sequence number within 2^53 (beyond it, doubles give
+/// two waiters one number; a reply cannot carry `1e300` or `inf`).
+const MAX_PLACE: u64 = 1 << 53;
+
+/// What a sorted set's score makes of `form` when it is a place in line (a finite number from
+/// -1, a registrant's draw, up to 2^53): the store keeps its waiter there, wherever that is.
+/// `None` for the forms that are no place (`inf`, `-inf`, beyond 2^53), whose waiter the store
+/// moves to the back of the line, and for those no score holds (`nan`, `1e999`, empty).
+fn place_read_as(form: BadNumber) -> Option<f64> {
+    match form {
+        BadNumber::Fraction => Some(2.5),
+        BadNumber::Negative => Some(-1.0),
+        BadNumber::Hexadecimal => Some(16.0),
+        BadNumber::LeadingZero => Some(1.0),
+        BadNumber::Padded | BadNumber::PlusSign | BadNumber::Spaced => Some(7.0),
+        BadNumber::DoubleZero | BadNumber::NegativeZero => Some(0.0),
+        BadNumber::Exponent => Some(1_000.0),
+        _ => None,
+    }
+}
+
+/// The position of a `Waiting` among `of` waiters, whose place (if the store says one) is
+/// within the protocol: a sequence number within 2^53, or a registrant's draw. Anything else
+/// (an admission, `Unknown`, another line length) is a panic naming `what`.
+#[track_caller]
+fn waits_within_the_protocol(d: Decision, of: u64, what: &str) -> (u64, Option<Place>) {
+    match d {
+        Decision::Waiting {
+            position,
+            waiting,
+            place,
+            ..
+        } => {
+            assert!(
+                (1..=waiting).contains(&position) && waiting == of,
+                "{what}: position {position} of {waiting} (expected one of {of})"
+            );
+            if let Some(Place::Seq(seq)) = place {
+                assert!(seq <= MAX_PLACE, "{what}: place {seq} beyond 2^53");
+            }
+            (position, place)
+        }
+        other => panic!("{what}: expected Waiting (the room is full), got {other:?}"),
+    }
+}
+
+/// A waiter's own place in line damaged ([`Damage::Place`]), with each bad form a score can
+/// hold, the last waiter's in a full room (two inside, one granted, two waiting); their first
+/// call after it a poll, then an enter (which a store may answer on a fast path). The store
+/// answers every call within the protocol (a position within the line, a place within 2^53,
+/// never an error a gateway's fail policy would let the waiter in by); the damaged waiter
+/// waits, never let in while the room is full. A form that is no place (`inf`, `-inf`, beyond
+/// 2^53) sends its waiter to the back, behind the other waiter, with a fresh number; one the
+/// score reads as a place (`01` is 1, `1e3` 1000, `-1` a draw) keeps them there, ahead of the
+/// other waiter when it reads as less than their place, behind when more. Either way a
+/// newcomer waits at the back, nobody's place moves again, the slots are as they were, and the
+/// slot freed goes to the head of the line and to nobody else.
+pub async fn heals_a_damaged_place(h: &Harness) {
+    for form in BadNumber::ALL {
+        for by_enter in [false, true] {
+            let d = Damaged::new(h).await;
+            let p = &d.p;
+            if !h.damage(p, Damage::Place(d.w2, form)).await {
+                continue;
+            }
+            let call = if by_enter { "enter" } else { "poll" };
+            let what = format!("w2's place {:?}, then w2's {call}", form.text());
+            let first = if by_enter {
+                h.enter(p, d.w2).await
+            } else {
+                h.poll(p, d.w2).await
+            };
+            let (w2_at, w2_place) =
+                waits_within_the_protocol(first, 2, &format!("{what}: w2's {call}"));
+            let (w1_at, w1_place) =
+                waits_within_the_protocol(h.poll(p, d.w1).await, 2, &format!("{what}: w1"));
+            assert_eq!(
+                w1_at + w2_at,
+                3,
+                "{what}: w1 at {w1_at} and w2 at {w2_at} of 2"
+            );
+            match (place_read_as(form), w1_place) {
+                // No place: moved to the back, with a number after everyone's.
+                (None, _) => {
+                    assert_eq!((w1_at, w2_at), (1, 2), "{what}: w2 not sent to the back");
+                    if let (Some(Place::Seq(w1)), Some(Place::Seq(w2))) = (w1_place, w2_place) {
+                        assert!(w2 > w1, "{what}: w2's fresh place {w2} not after w1's {w1}");
+                    }
+                }
+                // A place: kept, in the order of the places.
+                (Some(x), Some(Place::Seq(w1))) if x != w1 as f64 => {
+                    let expected = if x < w1 as f64 { (2, 1) } else { (1, 2) };
+                    assert_eq!(
+                        (w1_at, w2_at),
+                        expected,
+                        "{what}: w2's place read as {x}, w1's is {w1}"
+                    );
+                }
+                _ => {}
+            }
+            let (head, next) = if w1_at == 1 {
+                (d.w1, d.w2)
+            } else {
+                (d.w2, d.w1)
+            };
+            let n = SessionId::random();
+            let newcomer = format!("{what}: a newcomer");
+            let (n_at, n_place) = waits_within_the_protocol(h.enter(p, n).await, 3, &newcomer);
+            assert_eq!(n_at, 3, "{newcomer} not at the back");
+            for (s, at, place) in [(d.w1, w1_at, w1_place), (d.w2, w2_at, w2_place)] {
+                if let (Some(Place::Seq(seq)), Some(Place::Seq(newcomer))) = (place, n_place) {
+                    assert!(
+                        newcomer > seq,
+                        "{what}: the newcomer's place {newcomer} not after {seq}"
+                    );
+                }
+                let (again, _) =
+                    waits_within_the_protocol(h.poll(p, s).await, 3, &format!("{what}: again"));
+                assert_eq!(again, at, "{what}: a waiter's place moved again");
+            }
+            let stats = h.stats(p).await;
+            assert_eq!(
+                (stats.admitted, stats.granted, stats.waiting),
+                (2, 1, 3),
+                "{what}: (admitted, granted, waiting): {stats:?}"
+            );
+            repaired(&stats, &what);
+            // A slot freed: to the head of the line, and nobody else.
+            assert!(h.release(p, d.a).await, "{what}: release");
+            admitted(
+                h.poll(p, head).await,
+                &format!("{what}: the head after a release"),
+            );
+            waiting(
+                h.poll(p, next).await,
+                1,
+                2,
+                &format!("{what}: the next after a release"),
+            );
+            waiting(
+                h.poll(p, n).await,
+                2,
+                2,
+                &format!("{what}: the newcomer after a release"),
+            );
+            let stats = h.stats(p).await;
+            assert_eq!(
+                (stats.admitted, stats.granted, stats.waiting),
+                (1, 2, 2),
+                "{what}: after a release (admitted, granted, waiting): {stats:?}"
+            );
+            repaired(&stats, &what);
+        }
     }
 }
