@@ -2,8 +2,8 @@
 //! API: the app sends it), the default names of the headers clients without cookies speak (the
 //! settings `queue_header` and `token_header`, whose docs give them), and a few values the
 //! crate's docs and tests refer to (hidden from the docs; they may change).
-//! Every other default is written next to its setting, in the settings' one declaration, and a
-//! test checks the table in the [`config`](crate::config) docs against a built room. Two
+//! Every other default is written next to its setting, in the settings' one declaration, from
+//! which the settings table of `docs/configuration.md` is rendered. Two
 //! defaults live with the types they belong to: a proof-of-work challenge's lifetime and how
 //! many keys a limiter tracks.
 

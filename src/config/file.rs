@@ -61,10 +61,10 @@ use super::value::{field_names, from_entries, read_file_value, EntryError, Value
 ///
 /// # Keys
 ///
-/// Every setting in the [settings table](crate::config#settings) that is not marked "code
-/// only" is a key, named after the [`WaitingRoomBuilder`](crate::WaitingRoomBuilder) method
-/// that takes it; the table says how a file writes its value. Every key but `room` may be left
-/// out: a missing key keeps the builder's default. Unknown keys are refused, so a typo is an
+/// Every [setting](crate::config#settings) that is data is a key, named after the
+/// [`WaitingRoomBuilder`](crate::WaitingRoomBuilder) method that takes it; the settings table
+/// in `docs/configuration.md` lists them with how a file writes each value. Every key but
+/// `room` may be left out: a missing key keeps the builder's default. Unknown keys are refused, so a typo is an
 /// error, not a default. Besides the settings, a file has:
 ///
 /// - `room`: the room id (required);

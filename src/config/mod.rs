@@ -7,45 +7,22 @@
 //! # Settings
 //!
 //! Every setting is a [`WaitingRoomBuilder`](crate::WaitingRoomBuilder) method of the same
-//! name, and (but for those marked "code only") a key of a settings file or an environment
-//! variable, read by [`RoomFile`]; durations in a file are readable (`"30s"`, `"5m"`, see
-//! [readable durations](RoomFile#readable-durations)).
+//! name, whose docs give its meaning and its default. The settings that are data are also keys
+//! of a settings file and environment variables, read by [`RoomFile`]; durations in a file are
+//! readable (`"30s"`, `"5m"`, see [readable durations](RoomFile#readable-durations)). Each is
+//! declared once, with its doc and its default, and the table of them all (key, environment
+//! variable, default, how a file writes it, meaning) in `docs/configuration.md` is rendered
+//! from that declaration; a test holds the page to it.
 //!
-//! | setting | default | in a file | meaning |
-//! |---|---|---|---|
-//! | `capacity` | required | a whole number | visitors inside at once, counting granted but unclaimed slots |
-//! | `admission_rate` | none | a whole number | admissions per second, on top of capacity |
-//! | `active_ttl` | 300 s | a duration | slot lifetime, extended by activity |
-//! | `grant_ttl` | 30 s | a duration | time a promoted visitor has to come back and claim the slot |
-//! | `queue_ttl` | 120 s | a duration | a waiter silent for longer is skipped when their turn comes |
-//! | `abandon_after` | 30 min | a duration | a waiter silent for longer is dropped from the line wherever they stand; at least `queue_ttl` (the default stretches to it) |
-//! | `refresh` | 15 s | a duration | age under which an admission token is trusted without a store call, on each gateway's clock from its issue time (one issued ahead of that clock is checked with the store); shorter than `active_ttl` |
-//! | `max_queue_len` | 100 000 | a whole number | waiters beyond this get the "full" answer |
-//! | `session_ttl` | 24 h | a duration | lifetime of the signed queue cookie |
-//! | `fail_policy` | open | `"open"`, `"closed"`, `"drain"` or `"drain:<budget>"` | what new visitors get while the store is unreachable: open, closed, or drain (the front of the line goes on in at its last pace, within a budget of [`DRAIN_BUDGET`](defaults::DRAIN_BUDGET) by default) |
-//! | `path_prefix` | `/__waitingroom` | a string | where the room's own endpoints live |
-//! | cookies | `wr_{room}_q` / `wr_{room}_a`, `Path=/`, `Secure`, `HttpOnly`, `SameSite=Lax` | | what the cookie settings below make; cookies are always `HttpOnly` |
-//! | `cookie_name` | `wr_{room}` | a string | base name of the cookies: `{name}_q` (queue), `{name}_a` (admission), `{name}_t` (ticket) |
-//! | `cookie_path` | `/` | a string | `Path` of the cookies |
-//! | `cookie_domain` | unset (host-only cookies) | a string | `Domain` of the cookies |
-//! | `secure_cookies` | `true` | `true` or `false` | `Secure` attribute; turn off only for plain-http development |
-//! | `same_site` | `Lax` | `"lax"`, `"strict"` or `"none"` | `SameSite` attribute; `None` needs `Secure` |
-//! | `queue_header` / `token_header` | `waiting-room-session` / `waiting-room-token` | strings | the same values as request and response headers, for apps without a cookie jar |
-//! | `new_visitor_limit` | 60 a minute per client (IPv4 address or IPv6 /64) | `"<max>/<duration>"` (`"60/1m"`, `"5/s"`), or `"off"` | new queue entries per IP; see [`client`](crate::client) |
-//! | `poll_limit` | 30 per 10 s per session (3 a second on average) | `"<max>/<duration>"`, or `"off"` | store questions per session |
-//! | `client_ip_header` / `client_ip_with` | the connection's peer address | `client_ip_header`: a string; `client_ip_with`: code only | where the client IP comes from |
-//! | `bypass` | none | code only | requests that skip the room entirely |
-//! | `bind_tokens_to_network` | off | `true` or `false` | admission tokens only admit from the network (IPv4 /24, IPv6 /48) they were issued to |
-//! | `opens_at/closes_at` | none | Unix seconds (whole numbers) | a scheduled opening, with a fair, shuffled pre-queue, and closing; see [`EventSchedule`] |
-//! | `keep_line_after_close` | on | `true` or `false` | after `closes_at`, those in line keep their place and the line keeps moving |
-//! | `proof_of_work` / `proof_of_work_challenge_ttl` | off | the difficulty in bits (turns it on); a duration, which needs `proof_of_work` | a proof-of-work challenge (difficulty in bits, challenge TTL 5 min) before joining the line; see [`proof_of_work`](crate::defences::proof_of_work) |
-//! | `risk` | the default scorer, with proof of work on or `risky_networks` listed | code only | the risk decision per new visitor: low joins the line, medium solves the challenge first, high is refused; see [`risk`](crate::defences::risk) |
-//! | `risky_networks` | none | addresses and CIDR ranges, one string separated by commas | ranges listed as data centres or known bots: the default scorer refuses new visitors from them |
-//! | `max_event_streams` | 10 000 | a whole number (0 turns event streams off) | waiters listening for their position as Server-Sent Events at once, per room on one gateway; beyond it (or with 0) the waiting page polls |
-//! | `single_use_tickets` | off | `true` or `false` | at admission, a one-time checkout ticket (cookie `wr_{room}_t`, or the `X-Admission-Ticket` header) that a gated route accepts exactly once across all gateways |
-//!
-//! Signing keys, the store, the clock, the renderer, gates and the risk hook are set in code
-//! only; a file names where the secret is instead ([`RoomFile`], "Secrets").
+//! Set in code only: signing keys ([`secret`](crate::WaitingRoomBuilder::secret),
+//! [`signing_key`](crate::WaitingRoomBuilder::signing_key),
+//! [`keyring`](crate::WaitingRoomBuilder::keyring); a file names where the secret is instead,
+//! see [`RoomFile`], "Secrets"), the [`store`](crate::WaitingRoomBuilder::store), the
+//! [`clock`](crate::WaitingRoomBuilder::clock), the
+//! [`renderer`](crate::WaitingRoomBuilder::renderer),
+//! [`bypass`](crate::WaitingRoomBuilder::bypass) rules,
+//! [`client_ip_with`](crate::WaitingRoomBuilder::client_ip_with), the
+//! [`risk`](crate::WaitingRoomBuilder::risk) hook and [`gate`](crate::WaitingRoomBuilder::gate)s.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -60,6 +37,8 @@ mod file;
 mod readable;
 mod schedule;
 pub(crate) mod settings;
+#[doc(hidden)]
+pub mod table;
 pub(crate) mod validate;
 mod value;
 

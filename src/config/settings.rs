@@ -2,9 +2,11 @@
 //! its default, by the [`settings!`] list below. The list makes the struct that the builder
 //! holds and that a settings file or the environment deserializes ([`RoomFile`](super::RoomFile)),
 //! under the same names; the builder's setter of each setting, with the doc written here (so
-//! the doc is the builder method's); and the getters of [`RoomConfig`](super::RoomConfig) that
-//! are public API. A new setting is an entry here, its check in [`validate`](super::validate),
-//! and the code that uses it (reading `config.settings`).
+//! the doc is the builder method's); the getters of [`RoomConfig`](super::RoomConfig) that
+//! are public API; and [`DECLARED`], from which [`table`](super::table) renders the settings
+//! table of `docs/configuration.md` (the first sentence of each doc is its meaning there). A
+//! new setting is an entry here, its check in [`validate`](super::validate), and the code that
+//! uses it (reading `config.settings`).
 
 use std::time::{Duration, SystemTime};
 
@@ -13,21 +15,41 @@ use serde::Deserialize;
 use super::{defaults, readable, FailPolicy, SameSite};
 use crate::defences::{ProofOfWork, RateLimit};
 
+/// One declared setting, as the settings table shows it (see [`table`](super::table)).
+pub(crate) struct Declared {
+    /// The field's name: the builder method, the file key.
+    pub(crate) name: &'static str,
+    /// The field's type, as written in the declaration.
+    pub(crate) ty: &'static str,
+    /// The `serde` attributes of the field (how a file reads it), as written; empty for a
+    /// plain field.
+    pub(crate) serde: &'static str,
+    /// The doc of the builder's setter; its first sentence is the table's meaning.
+    pub(crate) doc: &'static str,
+    /// What the table says for a default that is unset (`None`, an empty list): required,
+    /// none, or the value it resolves to.
+    pub(crate) unset: Option<&'static str>,
+    /// The default as a file writes it (`None`: unset), from [`Settings::default`].
+    pub(crate) written: fn(&Settings) -> Option<String>,
+}
+
 /// Declares the settings. Each entry is
 ///
 /// ```text
-/// /// The doc of the builder's setter (its first lines say the default).
+/// /// The doc of the builder's setter: its first sentence is its meaning in the settings
+/// /// table, later ones say the default.
 /// #[serde(...)]                  // how a file or the environment reads it, if not plain
 /// name: Type = default,
+///     unset "text",                     // the table's default when `default` is unset
 ///     set(param: ParamType) => value,   // the setter: `self.settings.name = value`
 ///     get { pub fn name(&self) ... },   // a getter of `RoomConfig`, if it has one
 /// ;
 /// ```
 ///
 /// An entry without `set` has a handwritten setter in the builder (its doc then stays here, in
-/// the source only). It makes [`Settings`] and its [`Default`], the getters, and
-/// `builder_setters!`, which the builder invokes in its `impl` to get the setters (so that
-/// the settings do not depend on the builder).
+/// the source and the settings table only). It makes [`Settings`] and its [`Default`], the
+/// getters, [`DECLARED`], and `builder_setters!`, which the builder invokes in its `impl` to get
+/// the setters (so that the settings do not depend on the builder).
 macro_rules! settings {
     (@setter [$($doc:tt)*] $name:ident ($param:ident: $pty:ty) => $set:expr) => {
         $($doc)*
@@ -37,10 +59,13 @@ macro_rules! settings {
         }
     };
     (@setter [$($doc:tt)*] $name:ident) => {};
+    (@unset) => { None };
+    (@unset $unset:literal) => { Some($unset) };
     ($(
         $(#[doc = $doc:literal])+
         $(#[serde($($serde:tt)*)])*
         $name:ident: $ty:ty = $default:expr
+        $(, unset $unset:literal)?
         $(, set($param:ident: $pty:ty) => $set:expr)?
         $(, get { $($get:tt)* })?
         ;
@@ -70,6 +95,20 @@ macro_rules! settings {
             $($($($get)*)?)*
         }
 
+        /// Every setting, in the order of the declaration: what the settings table shows.
+        pub(crate) const DECLARED: &[Declared] = &[
+            $(
+                Declared {
+                    name: stringify!($name),
+                    ty: stringify!($ty),
+                    serde: concat!("" $(, stringify!($($serde)*))*),
+                    doc: concat!($($doc, "\n"),+),
+                    unset: settings!(@unset $($unset)?),
+                    written: |s: &Settings| super::table::Written::written(&s.$name),
+                },
+            )*
+        ];
+
         /// The builder's setters of the settings declared with `set`.
         macro_rules! builder_setters {
             () => {
@@ -88,10 +127,12 @@ pub(crate) use settings;
 settings! {
     /// Visitors inside at once, counting granted but unclaimed slots. Required.
     capacity: Option<u32> = None,
+        unset "required",
         set(capacity: u32) => Some(capacity);
 
     /// At most this many admissions per second (on top of capacity). Unset by default.
     admission_rate: Option<u32> = None,
+        unset "none",
         set(per_second: u32) => Some(per_second);
 
     /// Slot lifetime, extended by activity. Default 300 s.
@@ -116,10 +157,11 @@ settings! {
     /// place, unless their turn came while they were away.
     #[serde(deserialize_with = "readable::some_duration")]
     abandon_after: Option<Duration> = None,
+        unset "`\"30m\"`, or `queue_ttl` if longer",
         set(after: Duration) => Some(after);
 
-    /// Age under which an admission token is trusted without a store call. Default 15 s; must
-    /// be shorter than `active_ttl`. Each gateway counts it on its own clock from the token's
+    /// Age under which an admission token is trusted without a store call; shorter than
+    /// `active_ttl`. Default 15 s. Each gateway counts it on its own clock from the token's
     /// issue time, and asks the store about a token issued ahead of its clock; so a slot that
     /// ended (or a session the operators dropped) is out within `refresh` plus the difference
     /// between the gateways' clocks: keep them within a second of each other (NTP).
@@ -159,9 +201,10 @@ settings! {
             }
         };
 
-    /// Base name of the cookies: `{name}_q` (queue) and `{name}_a` (admission). Default
-    /// `wr_{room}`, so two rooms on one site do not collide.
+    /// Base name of the cookies: `{name}_q` (queue), `{name}_a` (admission) and `{name}_t`
+    /// (single-use ticket). Default `wr_{room}`, so two rooms on one site do not collide.
     cookie_name: Option<String> = None,
+        unset "`\"wr_{room}\"`",
         set(name: impl Into<String>) => Some(name.into());
 
     /// `Path` of the cookies. Default `/`.
@@ -170,13 +213,14 @@ settings! {
 
     /// `Domain` of the cookies. Unset by default (host-only cookies).
     cookie_domain: Option<String> = None,
+        unset "unset (host-only cookies)",
         set(domain: impl Into<String>) => Some(domain.into());
 
-    /// Whether cookies carry `Secure`. Default `true`; turn off only for plain-http development.
+    /// Whether cookies carry `Secure`; turn off only for plain-http development. Default `true`.
     secure_cookies: bool = true,
         set(secure: bool) => secure;
 
-    /// `SameSite` of the cookies. Default [`SameSite::Lax`].
+    /// `SameSite` of the cookies; `None` needs `Secure`. Default [`SameSite::Lax`].
     #[serde(deserialize_with = "readable::same_site")]
     same_site: SameSite = SameSite::Lax,
         set(same_site: SameSite) => same_site;
@@ -202,18 +246,18 @@ settings! {
     token_header: String = defaults::TOKEN_HEADER.to_owned(),
         set(name: impl Into<String>) => name.into();
 
-    /// How many new queue entries (fresh queue cookies, stage 1) one client IP gets; over it the
-    /// answer is `429` with `Retry-After` and no cookie. Default
-    /// [`NEW_VISITORS_PER_IP`](crate::config::defaults::NEW_VISITORS_PER_IP) (60 a minute; IPv6
-    /// clients counted by /64); `None`
-    /// turns it off. Kept in process memory, so with several gateways each counts its own. See
+    /// How many new queue entries (fresh queue cookies, stage 1) one client (an IPv4 address, an
+    /// IPv6 /64) gets; over it the answer is `429` with `Retry-After` and no cookie. Default
+    /// [`NEW_VISITORS_PER_IP`](crate::config::defaults::NEW_VISITORS_PER_IP) (60 a minute);
+    /// `None` turns it off. Kept in process memory, so with several gateways each counts its own. See
     /// [`client`](crate::client) for where the IP comes from; with no IP there is no limit.
     #[serde(deserialize_with = "readable::rate_limit")]
     new_visitor_limit: Option<RateLimit> = Some(defaults::NEW_VISITORS_PER_IP),
         set(limit: impl Into<Option<RateLimit>>) => limit.into();
 
-    /// How many store questions one session may cause: stage 3, heartbeats of admission tokens
-    /// past `refresh` (and the entry when the slot is gone), the status and leave endpoints.
+    /// How many store questions one session may cause: stage 3 (waiting polls answered from the
+    /// gateway's snapshot included), heartbeats of admission tokens past `refresh` (and the
+    /// entry when the slot is gone), the status and leave endpoints.
     /// Over it the store is not asked: the answer is `429` with `Retry-After`, except that a
     /// valid admission token passes without its heartbeat (it needs no store). Default
     /// [`POLLS_PER_SESSION`](crate::config::defaults::POLLS_PER_SESSION) (30 per 10 s); `None`
@@ -228,6 +272,7 @@ settings! {
     /// into the header, and the right-most entry is the only one your proxy vouches for. Behind
     /// several proxies, use [`client_ip_with`](crate::WaitingRoomBuilder::client_ip_with).
     client_ip_header: Option<String> = None,
+        unset "unset (the connection's address)",
         set(name: impl Into<String>) => Some(name.into());
 
     /// Bind admission tokens to the visitor's network: the /24 of an IPv4 address, the /48 of an
@@ -303,9 +348,9 @@ settings! {
         };
 
     /// Most waiters listening at once, on this gateway, for their position as Server-Sent
-    /// Events (`GET {prefix}/{room}/events`; 10 000 by default, 0 turns streams off). A
-    /// stream is fed by the gateway's snapshot of the line, so it needs a store that keeps
-    /// snapshots (the embedded store and the Redis store do) and a Tokio runtime; without them,
+    /// Events (`GET {prefix}/{room}/events`); 0 turns streams off. Default 10 000. A stream is
+    /// fed by the gateway's snapshot of the line, so it needs a store that keeps snapshots (the
+    /// embedded store and the Redis store do) and a Tokio runtime; without them,
     /// beyond this number, or in a browser without `EventSource`, the waiting page polls the
     /// status endpoint as before. Each open stream holds a connection and a little memory (see
     /// `docs/benchmarks.md`), and is checked in for its waiter like a poll. One visitor holds
@@ -333,20 +378,24 @@ settings! {
             }
         };
 
-    /// The proof-of-work difficulty in bits (`None`: off). Default: off. Set with
+    /// The proof-of-work difficulty in bits, 1 to 32: a new visitor the risk decision finds
+    /// medium risk solves a signed, expiring SHA-256 challenge before joining the line (the
+    /// waiting page does it by itself). Default: off (`None`). Set with
     /// `proof_of_work_challenge_ttl` by the builder's handwritten
     /// [`proof_of_work`](crate::WaitingRoomBuilder::proof_of_work).
-    proof_of_work: Option<u8> = None;
+    proof_of_work: Option<u8> = None,
+        unset "off";
 
     /// How long a proof-of-work challenge stays valid; needs `proof_of_work`. Default (`None`):
     /// [`DEFAULT_CHALLENGE_TTL`](crate::defences::proof_of_work::DEFAULT_CHALLENGE_TTL).
     #[serde(deserialize_with = "readable::some_duration")]
-    proof_of_work_challenge_ttl: Option<Duration> = None;
+    proof_of_work_challenge_ttl: Option<Duration> = None,
+        unset "`\"5m\"`";
 
     /// Address ranges the operator lists as data centres or known bots, in CIDR notation
-    /// (`203.0.113.0/24`, `2001:db8::/32`) or as single addresses; none by default. The
-    /// default [risk](crate::defences::risk) scorer refuses a new visitor whose client IP is in
-    /// one (`403`, state `refused`); a [`risk`](crate::WaitingRoomBuilder::risk) hook sees
+    /// (`203.0.113.0/24`, `2001:db8::/32`) or as single addresses: the default
+    /// [risk](crate::defences::risk) scorer refuses new visitors from them (`403`, state
+    /// `refused`). None by default. A [`risk`](crate::WaitingRoomBuilder::risk) hook sees
     /// whether it is ([`NewVisitor::in_listed_network`](crate::defences::risk::NewVisitor::in_listed_network))
     /// and decides. Listing any turns the risk decision on, with or without proof of work. An
     /// entry in IPv4-mapped IPv6 form is listed as IPv4 (`::ffff:192.0.2.0/120` as
@@ -370,6 +419,7 @@ settings! {
     /// ```
     #[serde(deserialize_with = "readable::networks")]
     risky_networks: Vec<String> = Vec::new(),
+        unset "none",
         set(networks: impl IntoIterator<Item = impl Into<String>>) => {
             networks.into_iter().map(Into::into).collect()
         },
@@ -381,8 +431,8 @@ settings! {
             }
         };
 
-    /// Opens the room at `opens_at` (the store's clock decides; see
-    /// [`EventSchedule`](crate::config::EventSchedule)). Before then, arrivals are registered
+    /// Opens the room at `opens_at`, with a fair, shuffled pre-queue before it; the store's clock
+    /// decides (see [`EventSchedule`](crate::config::EventSchedule)). Before then, arrivals are registered
     /// in a pre-queue and told when it opens (state `scheduled`, a countdown page); nobody is
     /// admitted, on any gateway, not even by [`admit_next`](crate::control::RoomControl). At
     /// the opening the registrants stand in a uniformly random order, fixed by a keyed draw of
@@ -390,6 +440,7 @@ settings! {
     /// opening), ahead of everyone who comes later. A time in the past opens at once.
     #[serde(deserialize_with = "readable::unix_time")]
     opens_at: Option<SystemTime> = None,
+        unset "none (open now)",
         set(at: SystemTime) => Some(at);
 
     /// Stops taking newcomers at `closes_at` (state `closed`); those in line keep their place
@@ -399,6 +450,7 @@ settings! {
     /// ([`ConfigError::ClosesBeforeOpening`](crate::ConfigError::ClosesBeforeOpening)).
     #[serde(deserialize_with = "readable::unix_time")]
     closes_at: Option<SystemTime> = None,
+        unset "none",
         set(at: SystemTime) => Some(at);
 
     /// After [`closes_at`](crate::WaitingRoomBuilder::closes_at): whether those in line keep

@@ -585,13 +585,33 @@ fn configuration_md() -> String {
     std::fs::read_to_string(path).expect("docs/configuration.md")
 }
 
-/// The keys of the docs' `| key | default | value |` table.
+/// The rows of the docs' tables of file keys (every table whose header starts `| key |`: the
+/// settings table generated from the builder's declaration, and the file-only keys), each as
+/// its key and its default cell.
+fn documented_rows(md: &str) -> Vec<(String, String)> {
+    let mut rows = Vec::new();
+    let mut lines = md.lines();
+    while let Some(header) = lines.by_ref().find(|l| l.starts_with("| key |")) {
+        let columns: Vec<&str> = header.split('|').map(str::trim).collect();
+        let default = columns
+            .iter()
+            .position(|c| *c == "default")
+            .expect("a default column");
+        lines.next(); // the |---| line
+        for row in lines.by_ref().take_while(|l| l.starts_with('|')) {
+            let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+            let key = cells[1].trim_matches('`').to_owned();
+            rows.push((key, cells[default].to_owned()));
+        }
+    }
+    rows
+}
+
+/// The keys the docs' tables list.
 fn documented_keys(md: &str) -> Vec<String> {
-    md.lines()
-        .skip_while(|l| !l.starts_with("| key | default |"))
-        .skip(2)
-        .take_while(|l| l.starts_with('|'))
-        .map(|l| l.split('`').nth(1).expect("a `key` in the row").to_owned())
+    documented_rows(md)
+        .into_iter()
+        .map(|(key, _)| key)
         .collect()
 }
 
@@ -658,16 +678,10 @@ fn the_docs_defaults_are_the_rooms() {
     let md = configuration_md();
     let default_room = format!("{:?}", build("room = \"shop\"\ncapacity = 1").config());
     let mut checked = 0;
-    for row in md
-        .lines()
-        .skip_while(|l| !l.starts_with("| key | default |"))
-        .skip(2)
-        .take_while(|l| l.starts_with('|'))
-    {
-        let cells: Vec<&str> = row.split('|').map(str::trim).collect();
-        let key = cells[1].trim_matches('`');
+    for (key, default) in documented_rows(&md) {
+        let key = key.as_str();
         // Defaults written as a value: a cell that starts with a code span.
-        let Some(default) = cells[2].strip_prefix('`').and_then(|c| c.split('`').next()) else {
+        let Some(default) = default.strip_prefix('`').and_then(|c| c.split('`').next()) else {
             continue;
         };
         if NOT_VISIBLE.contains(&key) {
