@@ -380,7 +380,11 @@ pub trait Store: Send + Sync + 'static {
     }
 }
 
-/// A store operation: the Redis script's `ARGV[1]` and the metrics' `op` label.
+/// A store operation: the metrics' `op` label ([`as_str`](Self::as_str)), one per timed call of
+/// a store's ([`Store`], [`TicketStore`], [`SnapshotStore`]; a join is timed as
+/// [`Enter`](Self::Enter)); the Redis store also reads it for a schedule's draw, which only
+/// [`Enter`](Self::Enter) sends. No Redis function takes it as an argument: each operation is a
+/// function of its own (`<library>_<op>`, named in `redis/calls.rs`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum StoreOp {
     Enter,
@@ -413,7 +417,9 @@ impl StoreOp {
         StoreOp::Sync,
     ];
 
-    /// The operation's name, as the metrics spell it (and the script's function names).
+    /// The operation's name, as the metrics spell it: the store method's (`mint_ticket`,
+    /// `redeem_ticket`), which the Redis functions' names follow but for the tickets'
+    /// (`<library>_ticket_mint`, `<library>_ticket_redeem`).
     #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
     pub(crate) fn as_str(self) -> &'static str {
         match self {

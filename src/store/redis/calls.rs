@@ -3,10 +3,11 @@
 //! function's `ARGV` as its header in the script names them (`script/visitor.lua`,
 //! `script/sync.lua`, `script/operator.lua`, `script/tickets.lua`). Every room function takes
 //! the call's four arguments first ([`Call`], `script/call.lua`) and, for a room with a
-//! schedule, the schedule last; the [`room_args!`] macro writes both around the fields, so each
+//! schedule, the schedule last; the `room_args!` macro writes both around the fields, so each
 //! order is declared once. The tickets' functions take their own fields only
-//! ([`ticket_args!`]). A unit test holds each `FIELDS` to its function's header, and every
-//! registered function to its struct.
+//! (`ticket_args!`). Unit tests hold each `FIELDS` to its function's header, every registered
+//! function to its struct and its count of arguments, the packed numbers ([`Number`]) to the
+//! order the script unpacks them in, and the library's name (`library!`) to the script's.
 
 use crate::config::RoomPolicy;
 use crate::session::SessionId;
@@ -16,59 +17,131 @@ use crate::store::{
 };
 
 /// The library's name, its version in it: `FUNCTION LOAD` answers it, and every function's
-/// name starts with it (`script/keys.lua`'s first line says it too).
-pub(crate) const LIBRARY: &str = "twr_room_v8";
+/// name starts with it. Written once here, as a macro so that `function_name!` can `concat!`
+/// it into each function's name at compile time; the script writes it once too
+/// (`script/keys.lua`: its `#!lua` line, which Redis reads as it is, and its `LIBRARY`, from which
+/// `script/register.lua` names every function). A unit test holds the three equal.
+macro_rules! library {
+    () => {
+        "twr_room_v8"
+    };
+}
+
+/// The registered function of the operation `$op`: `<LIBRARY>_<op>`, as `script/register.lua`
+/// names it.
+macro_rules! function_name {
+    ($op:literal) => {
+        concat!(library!(), "_", $op)
+    };
+}
+
+/// The library's name (`library!`).
+pub(crate) const LIBRARY: &str = library!();
 
 /// The function of a newcomer's enter ([`VisitorOp::Join`]), the benchmark's.
-pub(crate) const JOIN_FUNCTION: &str = "twr_room_v8_join";
+pub(crate) const JOIN_FUNCTION: &str = function_name!("join");
 
 /// `now` when the store has no clock of its own: the script reads the server's `TIME`, one
 /// clock for every gateway.
 pub(crate) const NOW_FROM_SERVER: u64 = 0;
 
-/// `line_numbers` and `room_numbers` ([`Call`]): the room's policy and the crate's bounds, each a string of numbers
-/// joined by `:` (Redis makes a string of every argument, and the script's Lua another, on
-/// every call: thirteen of them cost a short call more than one of its commands). The first
-/// holds the three the script's fast path needs (`max_queue_len`, `queue_ttl`, the effective
-/// `abandon_after`), whose string its window is kept for; the second the ten only main reads.
+/// `line_numbers` and `room_numbers` ([`Call`]): the room's policy and the crate's bounds, each a
+/// string of numbers joined by `:` (Redis makes a string of every argument, and the script's Lua
+/// another, on every call: thirteen of them cost a short call more than one of its commands).
+/// The first holds the three the script's fast path needs ([`Number::LINE`]), whose string its
+/// window is kept for; the second the ten only main reads ([`Number::ROOM`]).
 pub(crate) fn packed_numbers(policy: &RoomPolicy) -> [String; 2] {
-    let [capacity, rate, active, grant, queue_ttl, max_queue, promote, sweep, bucket, ring, minute, five, abandon] =
-        numbers(policy);
-    let join = |ns: &[u64]| {
-        let mut text = String::with_capacity(ns.len() * 8);
-        for (i, n) in ns.iter().enumerate() {
+    let join = |numbers: &[Number]| {
+        let mut text = String::with_capacity(numbers.len() * 8);
+        for (i, n) in numbers.iter().enumerate() {
             if i > 0 {
                 text.push(':');
             }
-            text.push_str(&n.to_string());
+            text.push_str(&n.of(policy).to_string());
         }
         text
     };
-    [
-        join(&[max_queue, queue_ttl, abandon]),
-        join(&[
-            capacity, rate, active, grant, promote, sweep, bucket, ring, minute, five,
-        ]),
-    ]
+    [join(&Number::LINE), join(&Number::ROOM)]
 }
 
-/// The room's policy and the crate's bounds: what [`packed_numbers`] sends.
-fn numbers(policy: &RoomPolicy) -> [u64; 13] {
-    [
-        u64::from(policy.capacity),
-        u64::from(policy.admission_rate.unwrap_or(0)),
-        policy.active_ttl_ms,
-        policy.grant_ttl_ms,
-        policy.queue_ttl_ms,
-        policy.max_queue_len,
-        u64::from(MAX_PROMOTIONS_PER_CALL),
-        u64::from(MAX_SWEEP_PER_CALL),
-        ADMISSION_BUCKET_MS,
-        ADMISSION_BUCKETS,
-        MINUTE_BUCKETS,
-        FIVE_MINUTE_BUCKETS,
-        policy.effective_abandon_after_ms(),
-    ]
+/// One of the numbers [`packed_numbers`] sends: the room's policy and the crate's bounds. Their
+/// order is [`Number::LINE`]'s and [`Number::ROOM`]'s, which a unit test holds to the names
+/// `F.setup` (`script/call.lua`) unpacks them into ([`Number::name`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Number {
+    MaxQueue,
+    QueueTtl,
+    /// The effective `abandon_after` (the script takes at least `queue_ttl` of it, too).
+    Abandon,
+    Capacity,
+    /// Admissions per second, 0 = none.
+    Rate,
+    Active,
+    Grant,
+    Promote,
+    Sweep,
+    Bucket,
+    Ring,
+    Minute,
+    Five,
+}
+
+impl Number {
+    /// `line_numbers`, in their order.
+    pub(crate) const LINE: [Number; 3] = [Number::MaxQueue, Number::QueueTtl, Number::Abandon];
+
+    /// `room_numbers`, in their order.
+    pub(crate) const ROOM: [Number; 10] = [
+        Number::Capacity,
+        Number::Rate,
+        Number::Active,
+        Number::Grant,
+        Number::Promote,
+        Number::Sweep,
+        Number::Bucket,
+        Number::Ring,
+        Number::Minute,
+        Number::Five,
+    ];
+
+    /// The local `F.setup` unpacks it into (`script/call.lua`).
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Number::MaxQueue => "max_queue",
+            Number::QueueTtl => "queue_ttl",
+            Number::Abandon => "abandon",
+            Number::Capacity => "capacity",
+            Number::Rate => "rate",
+            Number::Active => "active",
+            Number::Grant => "grant",
+            Number::Promote => "promote",
+            Number::Sweep => "sweep",
+            Number::Bucket => "bucket",
+            Number::Ring => "ring",
+            Number::Minute => "minute",
+            Number::Five => "five",
+        }
+    }
+
+    /// Its value for `policy`.
+    fn of(self, policy: &RoomPolicy) -> u64 {
+        match self {
+            Number::MaxQueue => policy.max_queue_len,
+            Number::QueueTtl => policy.queue_ttl_ms,
+            Number::Abandon => policy.effective_abandon_after_ms(),
+            Number::Capacity => u64::from(policy.capacity),
+            Number::Rate => u64::from(policy.admission_rate.unwrap_or(0)),
+            Number::Active => policy.active_ttl_ms,
+            Number::Grant => policy.grant_ttl_ms,
+            Number::Promote => u64::from(MAX_PROMOTIONS_PER_CALL),
+            Number::Sweep => u64::from(MAX_SWEEP_PER_CALL),
+            Number::Bucket => ADMISSION_BUCKET_MS,
+            Number::Ring => ADMISSION_BUCKETS,
+            Number::Minute => MINUTE_BUCKETS,
+            Number::Five => FIVE_MINUTE_BUCKETS,
+        }
+    }
 }
 
 /// The time a call of the crate's functions names (`script/time.lua`): a room call's ARGV 1,
@@ -107,7 +180,7 @@ pub(crate) struct Call {
     /// The time ([`Now`]).
     pub(crate) now: Now,
     /// `<max_queue_len>:<queue_ttl_ms>:<abandon_after_ms>`
-    /// ([`packed_numbers`](packed_numbers)).
+    /// ([`packed_numbers`]).
     pub(crate) line_numbers: String,
     /// The ten numbers only main reads, packed likewise.
     pub(crate) room_numbers: String,
@@ -219,7 +292,7 @@ macro_rules! room_args {
 
 /// A ticket function's arguments (`script/tickets.lua`): the struct with the fields in their
 /// `ARGV` order, nothing around them (no [`Call`], no schedule: a ticket call reads the record
-/// alone); `FUNCTION`, the registered function; `FIELDS` and `argv` as [`room_args!`]'s.
+/// alone); `FUNCTION`, the registered function; `FIELDS` and `argv` as `room_args!`'s.
 macro_rules! ticket_args {
     ($(#[$meta:meta])* $name:ident = $function:literal { $($(#[$fmeta:meta])* $field:ident: $ty:ty,)* }) => {
         $(#[$meta])*
@@ -228,7 +301,7 @@ macro_rules! ticket_args {
         }
 
         impl $name {
-            pub(crate) const FUNCTION: &'static str = $function;
+            pub(crate) const FUNCTION: &'static str = function_name!($function);
 
             /// The names of the `ARGV` in their order, as the function's header lists them.
             #[cfg_attr(not(test), allow(dead_code))]
@@ -262,17 +335,17 @@ impl VisitorOp {
     /// The registered function's name (`script/register.lua`).
     pub(crate) fn function(self) -> &'static str {
         match self {
-            VisitorOp::Enter => "twr_room_v8_enter",
+            VisitorOp::Enter => function_name!("enter"),
             VisitorOp::Join => JOIN_FUNCTION,
-            VisitorOp::Poll => "twr_room_v8_poll",
-            VisitorOp::Heartbeat => "twr_room_v8_heartbeat",
-            VisitorOp::Release => "twr_room_v8_release",
+            VisitorOp::Poll => function_name!("poll"),
+            VisitorOp::Heartbeat => function_name!("heartbeat"),
+            VisitorOp::Release => function_name!("release"),
         }
     }
 }
 
 room_args! {
-    /// `twr_room_v8_enter`, `_join`, `_poll`, `_heartbeat`, `_release` (`script/visitor.lua`).
+    /// `<LIBRARY>_enter`, `_join`, `_poll`, `_heartbeat`, `_release` (`script/visitor.lua`).
     Visitor {
         /// The visitor.
         session: SessionId,
@@ -280,7 +353,7 @@ room_args! {
 }
 
 room_args! {
-    /// `twr_room_v8_sync` (`script/sync.lua`): a gateway's check-ins and its snapshot. The
+    /// `<LIBRARY>_sync` (`script/sync.lua`): a gateway's check-ins and its snapshot. The
     /// lists of offsets are [`offsets_arg`](super::protocol::offsets_arg)'s.
     Sync {
         /// The sessions looked up, 16 raw bytes each ([`seen_arg`](super::protocol::seen_arg)).
@@ -307,7 +380,7 @@ room_args! {
 }
 
 room_args! {
-    /// `twr_room_v8_stats` (`script/operator.lua`).
+    /// `<LIBRARY>_stats` (`script/operator.lua`).
     Stats {
         /// Minutes of admissions history in the reply.
         history_minutes: u64,
@@ -315,7 +388,7 @@ room_args! {
 }
 
 room_args! {
-    /// `twr_room_v8_configure` (`script/operator.lua`): -1 (0 for the capacity) leaves a
+    /// `<LIBRARY>_configure` (`script/operator.lua`): -1 (0 for the capacity) leaves a
     /// setting as it is ([`configure`](super::protocol::configure)).
     Configure {
         capacity: i64,
@@ -329,7 +402,7 @@ room_args! {
 }
 
 room_args! {
-    /// `twr_room_v8_admit_next` (`script/operator.lua`).
+    /// `<LIBRARY>_admit_next` (`script/operator.lua`).
     AdmitNext {
         /// How many to let in.
         count: u64,
@@ -337,7 +410,7 @@ room_args! {
 }
 
 room_args! {
-    /// `twr_room_v8_ban` (`script/operator.lua`).
+    /// `<LIBRARY>_ban` (`script/operator.lua`).
     Ban {
         session: SessionId,
         /// The end of the ban in ms.
@@ -346,8 +419,8 @@ room_args! {
 }
 
 ticket_args! {
-    /// `twr_room_v8_ticket_mint`: the session's ticket, made or kept.
-    TicketMint = "twr_room_v8_ticket_mint" {
+    /// `<LIBRARY>_ticket_mint`: the session's ticket, made or kept.
+    TicketMint = "ticket_mint" {
         /// Stored as the ticket's if the session has no live record and this is the
         /// admission's first mint.
         nonce: TicketNonce,
@@ -362,8 +435,8 @@ ticket_args! {
 }
 
 ticket_args! {
-    /// `twr_room_v8_ticket_redeem`: the ticket's one use, while its session holds its slot.
-    TicketRedeem = "twr_room_v8_ticket_redeem" {
+    /// `<LIBRARY>_ticket_redeem`: the ticket's one use, while its session holds its slot.
+    TicketRedeem = "ticket_redeem" {
         /// The one the ticket names.
         nonce: TicketNonce,
         /// The time ([`Now`]), held to the server's as a room call's is.
@@ -410,33 +483,46 @@ pub(crate) fn visitor_call(
 }
 
 impl Sync {
-    pub(crate) const FUNCTION: &'static str = "twr_room_v8_sync";
+    pub(crate) const FUNCTION: &'static str = function_name!("sync");
 }
 
 impl Stats {
-    pub(crate) const FUNCTION: &'static str = "twr_room_v8_stats";
+    pub(crate) const FUNCTION: &'static str = function_name!("stats");
 }
 
 impl Configure {
-    pub(crate) const FUNCTION: &'static str = "twr_room_v8_configure";
+    pub(crate) const FUNCTION: &'static str = function_name!("configure");
 }
 
 impl AdmitNext {
-    pub(crate) const FUNCTION: &'static str = "twr_room_v8_admit_next";
+    pub(crate) const FUNCTION: &'static str = function_name!("admit_next");
 }
 
 impl Ban {
-    pub(crate) const FUNCTION: &'static str = "twr_room_v8_ban";
+    pub(crate) const FUNCTION: &'static str = function_name!("ban");
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::script_header::argv_names;
+    use crate::script_header::{
+        argv_names, code, definition, locals_of, registrations, table_fields,
+    };
     use crate::store::redis::protocol::SCRIPT;
 
-    #[test]
-    fn every_functions_argv_header_matches_its_struct() {
+    /// Every function the library registers (`script/register.lua`): its whole name, the
+    /// helper, the arguments after the name. Each helper is the only place its
+    /// `redis.register_function` is called (held below), so no function is registered another
+    /// way.
+    fn registered() -> Vec<(String, &'static str, Vec<&'static str>)> {
+        registrations(include_str!("script/register.lua"))
+            .into_iter()
+            .map(|(op, helper, args)| (format!("{LIBRARY}_{op}"), helper, args))
+            .collect()
+    }
+
+    /// Every function's name and its `ARGV`'s.
+    fn declared() -> Vec<(&'static str, &'static [&'static str])> {
         let visitor = [
             VisitorOp::Enter,
             VisitorOp::Join,
@@ -454,34 +540,196 @@ mod tests {
             (TicketMint::FUNCTION, TicketMint::FIELDS),
             (TicketRedeem::FUNCTION, TicketRedeem::FIELDS),
         ];
-        let mut declared = Vec::new();
-        for (function, fields) in visitor.into_iter().chain(others) {
+        visitor.into_iter().chain(others).collect()
+    }
+
+    /// The name a function's header gives it (`-- <LIBRARY>_<op>: ...`): no version, so that a
+    /// new one is an edit of the library's name alone.
+    pub(crate) fn header_name(function: &str) -> String {
+        let op = function
+            .strip_prefix(concat!(library!(), "_"))
+            .unwrap_or_else(|| panic!("{function} is not the library's"));
+        format!("<LIBRARY>_{op}")
+    }
+
+    #[test]
+    fn every_functions_argv_header_matches_its_struct() {
+        let mut functions: Vec<&str> = Vec::new();
+        for (function, fields) in declared() {
             assert!(function.starts_with(&format!("{LIBRARY}_")), "{function}");
-            assert_eq!(argv_names(SCRIPT, function), fields, "{function}");
-            declared.push(function);
+            assert_eq!(
+                argv_names(SCRIPT, &header_name(function)),
+                fields,
+                "{function}"
+            );
+            functions.push(function);
         }
-        // Every function the library registers, by whichever of its `register...` helpers: the
-        // lines `register...('<name>', ...)` (register.lua). Each helper is the only place its
-        // `redis.register_function` is called, so no function is registered another way.
-        let mut registered: Vec<&str> = SCRIPT
-            .lines()
-            .filter_map(|l| {
-                let (_, rest) = l.strip_prefix("register")?.split_once("('")?;
-                rest.split_once('\'').map(|(name, _)| name)
-            })
-            .collect();
+        let mut registered: Vec<String> = registered().into_iter().map(|r| r.0).collect();
         assert_eq!(
             SCRIPT.matches("redis.register_function").count(),
             SCRIPT.matches("\nlocal function register").count(),
             "each register helper calls redis.register_function once, and nothing else does"
         );
         registered.sort_unstable();
-        declared.sort_unstable();
+        functions.sort_unstable();
         assert_eq!(
-            registered, declared,
+            registered, functions,
             "every registered function has its struct, and every struct its function"
         );
-        assert!(SCRIPT.starts_with(&format!("#!lua name={LIBRARY}\n")));
+    }
+
+    /// Each room function is registered (`register(<op>, <body>, <own>, <has_session>,
+    /// <fast>)`) with as many arguments of its own as its struct has fields between the call's
+    /// and the schedule: `F.setup` refuses a call with fewer, or with more than one beyond them
+    /// (the schedule), and reads the first as the session when `has_session`. The fast path,
+    /// which reads an enter's arguments without `F.setup`, takes an enter's count, and each
+    /// ticket function reads no argument beyond its struct's.
+    #[test]
+    fn each_function_takes_as_many_arguments_as_its_struct_has() {
+        let fields = |function: &str| {
+            declared()
+                .into_iter()
+                .find(|(f, _)| *f == function)
+                .unwrap_or_else(|| panic!("{function} has no struct"))
+                .1
+        };
+        let call = Call::FIELDS.len();
+        assert!(SCRIPT.contains(&format!("\nlocal CALL_ARGS = {call}\n")));
+        for (function, helper, args) in registered() {
+            let fields = fields(&function);
+            if helper == "register_ticket" {
+                // `F.ticket_<op>`, whose arguments 1 and 2 are read by `F.ticket_call`.
+                let body = args[0];
+                let read = [
+                    definition(SCRIPT, &format!("function {body}(")),
+                    definition(SCRIPT, "function F.ticket_call("),
+                ]
+                .iter()
+                .flat_map(|code| code.split("args[").skip(1).map(str::to_owned))
+                .map(|at| at.split(']').next().unwrap().parse::<usize>().unwrap())
+                .max();
+                assert_eq!(
+                    read,
+                    Some(fields.len()),
+                    "{function} reads its every argument"
+                );
+                continue;
+            }
+            assert_eq!(helper, "register", "{function}");
+            let [body, own, has_session, fast @ ..] = &args[..] else {
+                panic!("{function}: {args:?}")
+            };
+            assert_eq!(
+                own.parse::<usize>().unwrap(),
+                fields.len() - call - 1,
+                "{function}'s own arguments: {fields:?}"
+            );
+            assert_eq!(
+                *has_session == "true",
+                matches!(fields[call], "session" | "sessions"),
+                "{function}'s first own argument: {fields:?}"
+            );
+            assert_eq!(*fields.last().unwrap(), "schedule", "{function}");
+            assert!(
+                SCRIPT.contains(&format!("\nfunction OPERATIONS.{body}()")),
+                "{function}'s body"
+            );
+            // The fast path's two kinds of enter: enter's and join's own, on enter's body.
+            if let [kind] = fast {
+                assert_eq!((function, *body), (format!("{LIBRARY}_{kind}"), "enter"));
+            }
+        }
+        assert!(
+            code(SCRIPT).contains(&format!(
+                "if (n ~= {} and n ~= {})",
+                Visitor::FIELDS.len() - 1,
+                Visitor::FIELDS.len()
+            )),
+            "the fast path takes an enter's arguments, with or without the schedule"
+        );
+    }
+
+    /// The library's name is written once in Rust (`library!`: every function's name is made
+    /// of it) and once in the script (its `LIBRARY`, from which register.lua names every
+    /// function), with the `#!lua` line, which Redis reads as it is, beside it: a new version
+    /// is those edits alone.
+    #[test]
+    fn the_librarys_name_is_written_once_in_each_language() {
+        assert_eq!(
+            SCRIPT.lines().next(),
+            Some(format!("#!lua name={LIBRARY}").as_str())
+        );
+        assert_eq!(locals_of(SCRIPT, &format!("'{LIBRARY}'")), ["LIBRARY"]);
+        // In the script's code, the name is the `#!lua` line's and LIBRARY's alone.
+        assert_eq!(code(SCRIPT).matches(LIBRARY).count(), 2);
+        // In the store's Rust, it is `library!`'s alone, as a string (docs may name it).
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/store/redis");
+        let quoted = format!("\"{LIBRARY}");
+        let mut written = Vec::new();
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "rs") {
+                let text = std::fs::read_to_string(&path).unwrap();
+                written.extend(text.matches(quoted.as_str()).map(|_| path.clone()));
+            }
+        }
+        assert_eq!(written.len(), 1, "{written:?}");
+        assert!(written[0].ends_with("calls.rs"));
+    }
+
+    /// The packed numbers go in the order `F.setup` unpacks them in (`script/call.lua`): each
+    /// [`Number`] where the script names its local, read with as many bounds as there are
+    /// numbers (`F.read_numbers` refuses any other count), and the fast path, which reads
+    /// `line_numbers` itself, names the same at the same places.
+    #[test]
+    fn the_packed_numbers_go_in_the_order_the_script_unpacks_them() {
+        let call = include_str!("script/call.lua");
+        let names = |numbers: &[Number]| numbers.iter().map(|n| n.name()).collect::<Vec<_>>();
+        assert_eq!(locals_of(call, "unpack(line)"), names(&Number::LINE));
+        assert_eq!(locals_of(call, "unpack(room)"), names(&Number::ROOM));
+        assert_eq!(table_fields(call, "LINE_LIMITS").len(), Number::LINE.len());
+        assert_eq!(table_fields(call, "ROOM_LIMITS").len(), Number::ROOM.len());
+        let fast = locals_of(SCRIPT, "string.match(args[2], FAST_NUMBERS)");
+        assert!(fast.len() <= Number::LINE.len());
+        for (name, number) in fast.iter().zip(Number::LINE) {
+            assert!(name == "_" || name == number.name(), "{fast:?}");
+        }
+        assert!(SCRIPT.contains(&format!(
+            "local FAST_NUMBERS = '^{}$'",
+            vec!["(%d+)"; Number::LINE.len()].join(":")
+        )));
+        // Each number its own: a policy of distinct numbers, read back by name.
+        let s = std::time::Duration::from_secs;
+        let policy = RoomPolicy::new("shop", 7)
+            .with_admission_rate(Some(3))
+            .with_max_queue_len(1_234)
+            .with_ttls(s(61), s(17), s(29))
+            .with_abandon_after(s(300));
+        let [line, room] = packed_numbers(&policy);
+        let sent: Vec<(&str, u64)> = Number::LINE
+            .iter()
+            .zip(line.split(':'))
+            .chain(Number::ROOM.iter().zip(room.split(':')))
+            .map(|(n, text)| (n.name(), text.parse().unwrap()))
+            .collect();
+        assert_eq!(sent.len(), 13);
+        for (name, want) in [
+            ("max_queue", 1_234),
+            ("capacity", 7),
+            ("rate", 3),
+            ("queue_ttl", 29_000),
+            ("active", 61_000),
+            ("grant", 17_000),
+            ("abandon", 300_000),
+            ("promote", u64::from(MAX_PROMOTIONS_PER_CALL)),
+            ("sweep", u64::from(MAX_SWEEP_PER_CALL)),
+            ("bucket", ADMISSION_BUCKET_MS),
+            ("ring", ADMISSION_BUCKETS),
+            ("minute", MINUTE_BUCKETS),
+            ("five", FIVE_MINUTE_BUCKETS),
+        ] {
+            assert!(sent.contains(&(name, want)), "{name}: {sent:?}");
+        }
     }
 
     /// The time travels as the library reads it (`script/call.lua`): `0` for the server's,

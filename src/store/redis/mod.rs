@@ -1,8 +1,8 @@
 //! The Redis/Valkey store: several gateways share one queue.
 //!
-//! The whole state machine of a room runs as **one Lua function** (`script/*.lua`, a Redis
-//! Functions library loaded with `FUNCTION LOAD REPLACE` and called with `FCALL`; Redis 7.0+
-//! or Valkey 7.2+), atomically inside Redis, with the exact semantics of the [`MemoryStore`](super::MemoryStore).
+//! The whole state machine of a room runs as **one Lua library** (`script/*.lua`, a Redis
+//! Functions library, one function per operation, loaded with `FUNCTION LOAD REPLACE` and called
+//! with `FCALL`; Redis 7.0+ or Valkey 7.2+), atomically inside Redis, with the exact semantics of the [`MemoryStore`](super::MemoryStore).
 //! Time is Redis `TIME`, so every gateway shares one clock. All keys of a room share the hash tag
 //! `{room}` (`{prefix}:{room}:line`, …), so in a Redis Cluster they live in one slot.
 //!
@@ -423,8 +423,8 @@ where
     }
 }
 
-/// `FUNCTION LOAD REPLACE` of the library whose source is `library` (the room's, `twr_room_v8`,
-/// or matching's): its name. In a cluster redis-rs sends it to every primary (and answers once
+/// `FUNCTION LOAD REPLACE` of the library whose source is `library` (the room's, named
+/// [`calls::LIBRARY`], or matching's): its name. In a cluster redis-rs sends it to every primary (and answers once
 /// all succeeded).
 async fn load_library<C: ConnectionLike>(con: &mut C, library: &str) -> RedisResult<String> {
     redis::cmd("FUNCTION")

@@ -1,6 +1,9 @@
 //! The protocol between [`RedisStore`](super::RedisStore) and its script (`script/*.lua`): the keys
-//! in their order, the arguments in their order, and the reply codes. The script's header says
-//! the same from the other side; keep the two in step.
+//! in their order, the arguments in their order (`calls.rs`), and the reply codes ([`reply`]).
+//! The script says the same from the other side, and unit tests hold the two sides to each
+//! other: each function's `ARGV` and its count, the packed numbers' order and the library's
+//! name (`calls.rs`), the reply codes, the shared constants and what each function's header says
+//! it runs (`protocol/tests.rs`).
 
 use redis::{ErrorKind, RedisError, ServerErrorKind};
 
@@ -19,8 +22,8 @@ use crate::store::{
 /// The room's function library, one Lua chunk assembled from its files under `script/` (one per
 /// concern; `keys.lua` first, for its `#!lua` line, and `register.lua` last, after every
 /// definition its function calls): sent by `FUNCTION LOAD REPLACE`, called by `FCALL`
-/// `twr_room_v8_<op>` (`calls.rs`). One chunk, so the files share its top-level locals (the constants and
-/// the tables `R` and `F`).
+/// `<LIBRARY>_<op>` ([`LIBRARY`](super::calls::LIBRARY), `calls.rs`). One chunk, so the files
+/// share its top-level locals (the constants and the tables `R`, `F`, `OPERATIONS`, `REPLY`).
 pub(crate) const SCRIPT: &str = concat!(
     include_str!("script/keys.lua"),
     include_str!("script/stored.lua"),
@@ -157,40 +160,55 @@ pub(crate) const SEEN_ENTRY_BYTES: usize = 16;
 /// The operation, for the schedule's draw ([`schedule_arg`]).
 pub(crate) use crate::store::StoreOp as Op;
 
-/// The reply codes, the first element of every reply.
+/// The reply codes, the first element of every reply of the room's operations. The script names
+/// each the same, in lower case (`script/keys.lua`'s `REPLY`, which every reply is built with):
+/// a unit test holds the two tables equal.
 pub(crate) mod reply {
-    /// `{0, 0, 0}`: the session has no place and no slot (poll, heartbeat).
-    pub(crate) const UNKNOWN: i64 = 0;
-    /// `{1, expires_at_ms, 0}`.
-    pub(crate) const ADMITTED: i64 = 1;
-    /// `{2, position, waiting, paused, place}`: place is the sequence number, or
-    /// [`DRAWN`] for a registrant with a draw score.
-    pub(crate) const WAITING: i64 = 2;
-    /// The place of a waiting reply for a registrant (a draw score, not a sequence number).
-    pub(crate) const DRAWN: i64 = -1;
-    /// `{3, 0, waiting}`.
-    pub(crate) const FULL: i64 = 3;
-    /// `{4, released (0 or 1), 0}`.
-    pub(crate) const RELEASED: i64 = 4;
-    /// `{5, admitted, granted, waiting, last_minute, last_five_minutes, capacity, rate, paused,
-    /// open, oldest_wait_ms or -1, admissions per minute...}`.
-    pub(crate) const STATS: i64 = 5;
-    /// `{6, 0, 0}`: the room is closed.
-    pub(crate) const CLOSED: i64 = 6;
-    /// `{7, 0, 0}`: the session is banned.
-    pub(crate) const BANNED: i64 = 7;
-    /// `{8, capacity, rate, paused, open}` after the change, then the same four before it.
-    pub(crate) const SETTINGS: i64 = 8;
-    /// `{9, admitted}`.
-    pub(crate) const ADMITTED_NEXT: i64 = 9;
-    /// `{10, had a place or slot}`.
-    pub(crate) const BANNED_NOW: i64 = 10;
-    /// `{11, opens_at_ms, 0}`: registered in the pre-queue, the room not open yet.
-    pub(crate) const SCHEDULED: i64 = 11;
-    /// `{12, now_ms, waiting, paused, open, before_opening, line_closed, head, last_minute,
-    /// last_five_minutes, pace..., n, rank, score, ...}`: a snapshot (`sync`); head and scores
-    /// are strings.
-    pub(crate) const SNAPSHOT: i64 = 12;
+    /// Each code, and, for the test, all of them by name.
+    macro_rules! codes {
+        ($($(#[$doc:meta])* $name:ident = $n:literal,)*) => {
+            $($(#[$doc])* pub(crate) const $name: i64 = $n;)*
+
+            /// Every code by its name, as written here.
+            #[cfg(test)]
+            pub(crate) const ALL: &[(&str, i64)] = &[$((stringify!($name), $n),)*];
+        };
+    }
+
+    codes! {
+        /// `{0, 0, 0}`: the session has no place and no slot (poll, heartbeat).
+        UNKNOWN = 0,
+        /// `{1, expires_at_ms, 0}`.
+        ADMITTED = 1,
+        /// `{2, position, waiting, paused, place}`: place is the sequence number, or
+        /// [`DRAWN`] for a registrant with a draw score.
+        WAITING = 2,
+        /// The place of a waiting reply for a registrant (a draw score, not a sequence number).
+        DRAWN = -1,
+        /// `{3, 0, waiting}`.
+        FULL = 3,
+        /// `{4, released (0 or 1), 0}`.
+        RELEASED = 4,
+        /// `{5, admitted, granted, waiting, last_minute, last_five_minutes, capacity, rate,
+        /// paused, open, oldest_wait_ms or -1, admissions per minute...}`.
+        STATS = 5,
+        /// `{6, 0, 0}`: the room is closed.
+        CLOSED = 6,
+        /// `{7, 0, 0}`: the session is banned.
+        BANNED = 7,
+        /// `{8, capacity, rate, paused, open}` after the change, then the same four before it.
+        SETTINGS = 8,
+        /// `{9, admitted}`.
+        ADMITTED_NEXT = 9,
+        /// `{10, had a place or slot}`.
+        BANNED_NOW = 10,
+        /// `{11, opens_at_ms, 0}`: registered in the pre-queue, the room not open yet.
+        SCHEDULED = 11,
+        /// `{12, now_ms, waiting, paused, open, before_opening, line_closed, head, last_minute,
+        /// last_five_minutes, pace..., n, rank, score, ...}`: a snapshot (`sync`); head and
+        /// scores are strings.
+        SNAPSHOT = 12,
+    }
 }
 
 /// The last argument for a room with a schedule (any operation):
@@ -215,7 +233,7 @@ pub(crate) fn schedule_arg(
     ))
 }
 
-/// `change` as `twr_room_v8_configure` takes it (`script/operator.lua`): 0 leaves the capacity
+/// `change` as `<LIBRARY>_configure` takes it (`script/operator.lua`): 0 leaves the capacity
 /// as it is, -1 any other setting.
 pub(crate) fn configure(
     call: Call,
@@ -498,408 +516,4 @@ pub(crate) fn classify(e: RedisError) -> (ErrorClass, StoreError) {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_library_holds_each_script_file_once() {
-        let files = crate::script_header::each_file_once(SCRIPT, "src/store/redis/script");
-        assert!(files >= 10, "only {files} script files");
-    }
-
-    /// The reader of stored numbers (`script/stored.lua`) is the one every function of the
-    /// library reads a stored number with, the tickets' too: it goes in once (above), and no
-    /// file brings a second `#!lua` line of its own (the library's is its first line, which
-    /// names it). Matching's library has its own test (src/matching/store/redis/calls.rs).
-    #[test]
-    fn the_library_has_one_lua_line_and_the_reader_of_stored_numbers_once() {
-        let stored = include_str!("script/stored.lua");
-        assert_eq!(SCRIPT.matches(stored).count(), 1);
-        assert!(SCRIPT.starts_with("#!lua name="));
-        assert_eq!(
-            SCRIPT.lines().filter(|l| l.starts_with("#!")).count(),
-            1,
-            "one `#!lua` line, the first"
-        );
-    }
-
-    /// The bounds the library holds a caller's numbers to (`script/call.lua`) are the ones the
-    /// builder refuses beyond, and the crate's own constants lie within them: a room the
-    /// builder accepts is never refused by the library.
-    #[test]
-    fn the_library_refuses_what_the_builder_refuses_and_nothing_it_sends() {
-        use crate::store::{
-            ADMISSION_BUCKETS, ADMISSION_BUCKET_MS, FIVE_MINUTE_BUCKETS, HISTORY_MINUTES,
-            MAX_ADMIT_NEXT_PER_CALL, MAX_PROMOTIONS_PER_CALL, MAX_QUEUE_LEN_LIMIT,
-            MAX_STORED_TTL_MS, MAX_SWEEP_PER_CALL, MINUTE_BUCKETS,
-        };
-        let call = include_str!("script/call.lua");
-        let line = call
-            .lines()
-            .find(|l| l.starts_with("local LIMIT_QUEUE, LIMIT_TTL = "))
-            .expect("call.lua declares its limits");
-        let numbers: Vec<u64> = line
-            .split('=')
-            .nth(1)
-            .unwrap()
-            .split(',')
-            .map(|n| n.trim().parse().unwrap())
-            .collect();
-        assert_eq!(numbers, [MAX_QUEUE_LEN_LIMIT, MAX_STORED_TTL_MS]);
-        // The constants the crate sends: within the library's 1 .. 100000 (ROOM_LIMITS and
-        // OWN_LIMITS), the history within the ring.
-        for n in [
-            u64::from(MAX_PROMOTIONS_PER_CALL),
-            u64::from(MAX_SWEEP_PER_CALL),
-            u64::from(MAX_ADMIT_NEXT_PER_CALL),
-            ADMISSION_BUCKETS,
-            MINUTE_BUCKETS,
-            FIVE_MINUTE_BUCKETS,
-            HISTORY_MINUTES as u64,
-        ] {
-            assert!((1..=100_000).contains(&n), "{n}");
-        }
-        const {
-            assert!(ADMISSION_BUCKET_MS <= 3_600_000);
-            assert!(HISTORY_MINUTES as u64 * MINUTE_BUCKETS <= ADMISSION_BUCKETS);
-            assert!(FIVE_MINUTE_BUCKETS <= ADMISSION_BUCKETS);
-        }
-    }
-
-    #[test]
-    fn keys_share_the_room_hash_tag() {
-        let keys = keys("twr", "shop");
-        assert!(keys.iter().all(|k| k.starts_with("twr:{shop}:")));
-        assert_eq!(keys.len(), KEY_COUNT);
-    }
-
-    #[test]
-    fn the_schedule_travels_as_a_tagged_last_argument() {
-        use crate::config::EventSchedule;
-        use std::time::{Duration, UNIX_EPOCH};
-        let plain = RoomPolicy::new("shop", 1);
-        let s = SessionId::from_bytes([1; 16]);
-        assert_eq!(schedule_arg(Op::Enter, &plain, Some(s)), None);
-        let schedule = EventSchedule::new(UNIX_EPOCH + Duration::from_millis(5_000), [9u8; 32])
-            .with_closes_at(Some(UNIX_EPOCH + Duration::from_millis(9_000)))
-            .with_keep_line_after_close(false);
-        let draw = schedule.draw(s);
-        let p = plain.with_schedule(Some(schedule));
-        assert_eq!(
-            schedule_arg(Op::Enter, &p, Some(s)).unwrap(),
-            format!("schedule:5000:9000:0:{draw}")
-        );
-        assert_eq!(
-            schedule_arg(Op::Poll, &p, Some(s)).unwrap(),
-            "schedule:5000:9000:0:0",
-            "only enter places anyone"
-        );
-        assert_eq!(
-            decision(&[11, 5_000, 0]).unwrap(),
-            Decision::Scheduled { opens_at_ms: 5_000 }
-        );
-        assert!(
-            SCRIPT.contains("{11, opens_at_ms, 0} scheduled"),
-            "the script's header"
-        );
-    }
-
-    #[test]
-    fn replies_map_to_decisions() {
-        assert_eq!(
-            decision(&[1, 5, 0]).unwrap(),
-            Decision::Admitted { expires_at_ms: 5 }
-        );
-        assert_eq!(
-            decision(&[2, 3, 9, 1, 42]).unwrap(),
-            Decision::Waiting {
-                position: 3,
-                waiting: 9,
-                recent: AdmissionCounts::default(),
-                paused: true,
-                pace: RoomPace::default(),
-                place: Some(Place::Seq(42)),
-            }
-        );
-        assert_eq!(
-            decision(&[2, 1, 9, 0, reply::DRAWN]).unwrap(),
-            Decision::Waiting {
-                position: 1,
-                waiting: 9,
-                recent: AdmissionCounts::default(),
-                paused: false,
-                pace: RoomPace::default(),
-                place: Some(Place::Drawn),
-            },
-            "a registrant's place is drawn"
-        );
-        assert_eq!(
-            decision(&[2, 3, 9, 0, -7]).unwrap_err().kind(),
-            StoreErrorKind::Protocol,
-            "no place is a negative number but the drawn mark"
-        );
-        assert_eq!(
-            decision(&[2, 3, 9, 4, 20, 1, 2, 500, 60_000, 5])
-                .unwrap_err()
-                .kind(),
-            StoreErrorKind::Protocol,
-            "a waiting reply with counts and pace is from another script version"
-        );
-        assert_eq!(decision(&[6, 0, 0]).unwrap(), Decision::Closed);
-        assert_eq!(decision(&[7, 0, 0]).unwrap(), Decision::Banned);
-        assert_eq!(
-            decision(&[2, 3, 9]).unwrap_err().kind(),
-            StoreErrorKind::Protocol,
-            "a waiting reply without its place is from another script version"
-        );
-        assert_eq!(decision(&[3, 0, 9]).unwrap(), Decision::Full { waiting: 9 });
-        assert_eq!(decision(&[0, 0, 0]).unwrap(), Decision::Unknown);
-        assert_eq!(decision(&[7]).unwrap_err().kind(), StoreErrorKind::Protocol);
-        assert_eq!(
-            decision(&[42, 0, 0]).unwrap_err().kind(),
-            StoreErrorKind::Protocol
-        );
-    }
-
-    #[test]
-    fn a_sync_reply_maps_to_a_snapshot() {
-        use redis::Value;
-        let text = |s: &str| Value::BulkString(s.as_bytes().to_vec());
-        let mut reply = vec![12, 1_000, 3, 0, 1, 0, 0]
-            .into_iter()
-            .map(Value::Int)
-            .collect::<Vec<_>>();
-        reply.push(text("-0.25"));
-        reply.extend(
-            [
-                4, 20, 2, 500, 60_000, 5, 0, 0, 0, 5, -1, -1, -1, 4, 6, 5, 5, 0, 1, 30_000, -1, 0,
-            ]
-            .map(Value::Int),
-        );
-        reply.extend([
-            Value::Int(3),
-            Value::Int(0),
-            text("-0.25"),
-            Value::Int(1),
-            text("7"),
-            Value::Int(2),
-            text("9"),
-        ]);
-        // The listed sessions without a place: one.
-        let gone = SessionId::from_bytes([7; 16]);
-        reply.push(Value::BulkString(gone.as_bytes().to_vec()));
-        // The epochs checked in at, as the next sync names them back.
-        reply.extend([text("57:30000:65536"), text("2:900000:65536")]);
-        let (snap, epochs) = snapshot(&reply).unwrap();
-        assert_eq!(
-            epochs,
-            [b"57:30000:65536".to_vec(), b"2:900000:65536".to_vec()]
-        );
-        assert_eq!(snap.unknown, vec![gone]);
-        assert_eq!(snap.taken_at_ms, 1_000);
-        assert_eq!(snap.head, Some(-0.25));
-        assert_eq!(snap.waiting, 3);
-        assert!(snap.open && !snap.paused && !snap.before_opening && !snap.line_closed);
-        assert_eq!(snap.recent, AdmissionCounts::new(4, 20));
-        assert_eq!(
-            snap.pace,
-            RoomPace::new(2, 500, 60_000, 5)
-                .with_line([4, 6, 5, 5, 0], 1)
-                .with_silent_after(30_000)
-        );
-        assert_eq!(
-            snap.checkpoints,
-            vec![
-                Checkpoint {
-                    score: -0.25,
-                    rank: 0
-                },
-                Checkpoint {
-                    score: 7.0,
-                    rank: 1
-                },
-                Checkpoint {
-                    score: 9.0,
-                    rank: 2
-                },
-            ]
-        );
-        // Nobody waits: no head, no checkpoints.
-        let mut empty = reply[..30].to_vec();
-        empty[7] = text("");
-        empty.push(Value::Int(0));
-        empty.extend([text(""), text("1:1:65536"), text("1:2:65536")]);
-        assert_eq!(snapshot(&empty).unwrap().0.head, None);
-        // A count that does not match the pairs, a score that is no number, ids not of 16
-        // bytes, no epochs (a library before version 5).
-        let mut short = reply.clone();
-        short.remove(short.len() - 4);
-        assert_eq!(
-            snapshot(&short).unwrap_err().kind(),
-            StoreErrorKind::Protocol
-        );
-        let mut short = reply.clone();
-        short.truncate(short.len() - 2);
-        assert_eq!(
-            snapshot(&short).unwrap_err().kind(),
-            StoreErrorKind::Protocol
-        );
-        let mut short = reply.clone();
-        let ids_at = short.len() - 3;
-        short[ids_at] = text("abc");
-        assert_eq!(
-            snapshot(&short).unwrap_err().kind(),
-            StoreErrorKind::Protocol
-        );
-        let mut garbled = reply.clone();
-        garbled[32] = text("x");
-        assert_eq!(
-            snapshot(&garbled).unwrap_err().kind(),
-            StoreErrorKind::Protocol
-        );
-    }
-
-    #[test]
-    fn the_script_shares_the_crates_constants() {
-        use crate::store::snapshot::{CHECKPOINT_GAP_DIVISOR, EXACT_RANKS};
-        assert!(SCRIPT.contains(&format!(
-            "local TURN_EPOCHS, ABANDON_EPOCHS = {TURN_EPOCHS}, {ABANDON_EPOCHS}\n"
-        )));
-        assert!(SCRIPT.contains(&format!(
-            "local EXACT_RANKS, CHECKPOINT_GAP = {EXACT_RANKS}, {CHECKPOINT_GAP_DIVISOR}\n"
-        )));
-        assert!(SCRIPT.contains(&format!(
-            "local SETTINGS_VERSION = {}\n",
-            crate::store::SETTINGS_VERSION
-        )));
-        assert!(SCRIPT.contains(&format!("local BLOOM_SLACK = {BLOOM_SLACK}\n")));
-        for (i, name) in KEY_NAMES.iter().enumerate() {
-            assert!(
-                SCRIPT.contains(&format!("--  {:>2} ", i + 1))
-                    || SCRIPT.contains(&format!("--   {} {name}", i + 1))
-                    || name.ends_with(|c: char| c.is_ascii_digit()),
-                "the header documents KEYS[{}] {name}",
-                i + 1
-            );
-        }
-        assert_eq!(bloom_bits(0), (1 << 16) - 128);
-        assert_eq!(bloom_bits(4_096), (1 << 16) - 128);
-        assert_eq!(bloom_bits(4_097), (1 << 17) - 128);
-        assert_eq!(bloom_bits(2_000_000), (1 << 25) - 128);
-        assert_eq!(bloom_bits(u64::MAX), (1 << 32) - 128);
-    }
-
-    #[test]
-    fn seen_sessions_travel_with_their_bloom_offsets() {
-        let mut id = [0u8; 16];
-        id[..8].copy_from_slice(&[0xff, 0xff, 0xff, 0xff, 0, 1, 0, 3]);
-        id[15] = 9;
-        let s = SessionId::from_bytes(id);
-        // 2^32 - 1 mod 2^16, and 65 539 mod 2^16.
-        assert_eq!(bloom_offsets(&id, 1 << 16), (0xffff, 3));
-        assert_eq!(bloom_offsets(&id, 1 << 32), (u32::MAX, 65_539));
-        let arg = seen_arg(&[s, s]);
-        assert_eq!(arg.len(), 2 * SEEN_ENTRY_BYTES);
-        assert_eq!((&arg[..16], &arg[16..]), (&id[..], &id[..]));
-        let bits = bloom_bits(4_096);
-        // 2^32 - 1 and 65 539, each mod 65 408 (2^16 - 128).
-        assert_eq!(
-            offsets_arg(offsets_of(&[s, s], bits)),
-            b"16383 131 16383 131 "
-        );
-        assert_eq!(
-            offsets_arg([(0, u32::MAX), (1_000_000, 10)]),
-            b"0 4294967295 1000000 10 "
-        );
-        assert!(offsets_arg([]).is_empty());
-    }
-
-    fn server_error(line: &str) -> RedisError {
-        // Parse a real RESP error line, as the client would receive it.
-        let frame = format!("-{line}\r\n");
-        match redis::parse_redis_value(frame.as_bytes()) {
-            Ok(redis::Value::ServerError(e)) => e.into(),
-            other => panic!("not a server error: {other:?}"),
-        }
-    }
-
-    #[test]
-    fn errors_are_classified_by_code() {
-        let cases = [
-            (
-                "READONLY You can't write against a read only replica.",
-                ErrorClass::Failover,
-            ),
-            (
-                "LOADING Redis is loading the dataset in memory",
-                ErrorClass::Failover,
-            ),
-            ("MASTERDOWN Link with MASTER is down", ErrorClass::Failover),
-            (
-                "TRYAGAIN Multiple keys request during rehashing",
-                ErrorClass::Failover,
-            ),
-            ("CLUSTERDOWN The cluster is down", ErrorClass::Failover),
-            (
-                "NOREPLICAS Not enough good replicas to write.",
-                ErrorClass::Failover,
-            ),
-            (
-                "OOM command not allowed when used memory > 'maxmemory'.",
-                ErrorClass::OutOfMemory,
-            ),
-            (
-                "BUSY Redis is busy running a script.",
-                ErrorClass::ScriptBusy,
-            ),
-            (
-                "NOPERM this user has no permissions to run the 'evalsha' command",
-                ErrorClass::Misconfigured,
-            ),
-            ("NOAUTH Authentication required.", ErrorClass::Misconfigured),
-            (
-                "WRONGPASS invalid username-password pair",
-                ErrorClass::Misconfigured,
-            ),
-            (
-                "WRONGTYPE Operation against a key holding the wrong kind of value",
-                ErrorClass::Misconfigured,
-            ),
-            (
-                "MISCONF Redis is configured to save RDB snapshots",
-                ErrorClass::Misconfigured,
-            ),
-            ("NOSCRIPT No matching script.", ErrorClass::Misconfigured),
-            // Seen only when loading the library and retrying did not help.
-            ("ERR Function not found", ErrorClass::Misconfigured),
-            (
-                "ERR user_script:1: something went wrong",
-                ErrorClass::Protocol,
-            ),
-            // The code decides, never the text.
-            ("ERR READONLY OOM NOPERM", ErrorClass::Protocol),
-            (
-                "WRSETTINGS room settings of version 6, this crate reads version 5",
-                ErrorClass::VersionMix,
-            ),
-        ];
-        for (line, class) in cases {
-            let (got, e) = classify(server_error(line));
-            assert_eq!(got, class, "{line}");
-            assert_eq!(e.kind(), class.kind(), "{line}");
-            assert_eq!(
-                e.is_version_mix(),
-                class == ErrorClass::VersionMix,
-                "{line}"
-            );
-        }
-        let (_, e) = classify(server_error(
-            "WRSETTINGS room settings of version 6, this crate reads version 5",
-        ));
-        assert!(e.to_string().contains("version 6"), "{e}");
-        let io = RedisError::from(std::io::Error::from(std::io::ErrorKind::ConnectionRefused));
-        assert_eq!(classify(io).0, ErrorClass::Connection);
-        let timeout = RedisError::from(std::io::Error::from(std::io::ErrorKind::TimedOut));
-        assert_eq!(classify(timeout).0, ErrorClass::Timeout);
-    }
-}
+mod tests;

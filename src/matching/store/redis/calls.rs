@@ -5,15 +5,25 @@
 //! unit test holds each `FIELDS` to its function's header.
 
 /// The library's name, its version in it: `FUNCTION LOAD` answers it, and every function's
-/// name starts with it (`script/library.lua`'s first line says it too). Matching is versioned
-/// apart from the room (`twr_room_v<n>`).
+/// name starts with it. Written once here, as a macro so that each function's name can `concat!`
+/// it at compile time (`match_args!`); the script writes it once too (`script/register.lua`'s
+/// `LIBRARY`, from which it names every function) beside `script/library.lua`'s `#!lua` line,
+/// which Redis reads as it is. A unit test holds the three equal. Matching is versioned apart
+/// from the room (`twr_room_v<n>`).
+macro_rules! library {
+    () => {
+        "twr_match_v1"
+    };
+}
+
+/// The library's name (`library!`).
 #[cfg_attr(not(test), allow(dead_code))]
-pub(super) const LIBRARY: &str = "twr_match_v1";
+pub(super) const LIBRARY: &str = library!();
 
 /// Matching's function library, one Lua chunk assembled from its files under `script/` (one per
 /// concern; `library.lua` first, for its `#!lua` line, then the crate's reader of stored
 /// numbers, and `register.lua` last, after every definition its functions call): sent by
-/// `FUNCTION LOAD REPLACE`, called by `FCALL twr_match_v1_<op>`. One chunk, so the files share
+/// `FUNCTION LOAD REPLACE`, called by `FCALL <LIBRARY>_<op>`. One chunk, so the files share
 /// its top-level locals.
 pub(super) const SCRIPT: &str = concat!(
     include_str!("script/library.lua"),
@@ -45,7 +55,8 @@ const fn concat<const N: usize>(parts: &[&[&'static str]]) -> [&'static str; N] 
 }
 
 /// A function's arguments: the struct (a queue function's with [`QueueCall`] first, as `call`),
-/// the fields in their `ARGV` order; `FUNCTION`, the registered function; `FIELDS`, the `ARGV`
+/// the fields in their `ARGV` order; `FUNCTION`, the registered function (`<LIBRARY>_<op>`, its
+/// operation `$function`); `FIELDS`, the `ARGV`
 /// names; `argv`, the arguments in that order (numbers in decimal, text as it is).
 macro_rules! match_args {
     (
@@ -65,7 +76,7 @@ macro_rules! match_args {
 
         impl $name {
             /// The registered function (`script/register.lua`).
-            pub(super) const FUNCTION: &'static str = $function;
+            pub(super) const FUNCTION: &'static str = concat!(library!(), "_", $function);
 
             /// The names of the `ARGV` in their order, as the function's header lists them.
             #[cfg_attr(not(test), allow(dead_code))]
@@ -136,8 +147,8 @@ impl QueueCall {
 }
 
 match_args! {
-    /// `twr_match_v1_claim`: a new claim for `queue` if the pointer holds `expected`.
-    PointerClaim = "twr_match_v1_claim" {
+    /// `<LIBRARY>_claim`: a new claim for `queue` if the pointer holds `expected`.
+    PointerClaim = "claim" {
         /// The time, as the queue's ([`QueueCall`]).
         now: String,
         /// The value read, `""` for none.
@@ -151,30 +162,30 @@ match_args! {
 }
 
 match_args! {
-    /// `twr_match_v1_read`: the claim, its TTL renewed.
-    PointerRead = "twr_match_v1_read" {
+    /// `<LIBRARY>_read`: the claim, its TTL renewed.
+    PointerRead = "read" {
         ttl: u64,
     }
 }
 
 match_args! {
-    /// `twr_match_v1_drop`: the pointer deleted if it holds `expected`.
-    PointerDrop = "twr_match_v1_drop" {
+    /// `<LIBRARY>_drop`: the pointer deleted if it holds `expected`.
+    PointerDrop = "drop" {
         expected: String,
     }
 }
 
 match_args! {
-    /// `twr_match_v1_touch`: the pointer's TTL renewed if it holds `expected`.
-    PointerTouch = "twr_match_v1_touch" {
+    /// `<LIBRARY>_touch`: the pointer's TTL renewed if it holds `expected`.
+    PointerTouch = "touch" {
         expected: String,
         ttl: u64,
     }
 }
 
 match_args! {
-    /// `twr_match_v1_enter`: the user in the queue under their claim.
-    Enter = "twr_match_v1_enter" after QueueCall {
+    /// `<LIBRARY>_enter`: the user in the queue under their claim.
+    Enter = "enter" after QueueCall {
         user: String,
         /// The claim read from the user's pointer.
         claim: String,
@@ -182,16 +193,16 @@ match_args! {
 }
 
 match_args! {
-    /// `twr_match_v1_leave`: the user out of the queue.
-    Leave = "twr_match_v1_leave" after QueueCall {
+    /// `<LIBRARY>_leave`: the user out of the queue.
+    Leave = "leave" after QueueCall {
         user: String,
         claim: String,
     }
 }
 
 match_args! {
-    /// `twr_match_v1_confirm`: a group confirmed with the application's id.
-    Confirm = "twr_match_v1_confirm" after QueueCall {
+    /// `<LIBRARY>_confirm`: a group confirmed with the application's id.
+    Confirm = "confirm" after QueueCall {
         /// The group's number (0 names none).
         number: u64,
         app: String,
@@ -199,14 +210,14 @@ match_args! {
 }
 
 match_args! {
-    /// `twr_match_v1_tick`: the queue's housekeeping and formation.
-    Tick = "twr_match_v1_tick" after QueueCall {}
+    /// `<LIBRARY>_tick`: the queue's housekeeping and formation.
+    Tick = "tick" after QueueCall {}
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::script_header::{argv_names, each_file_once};
+    use crate::script_header::{argv_names, code, each_file_once, locals_of};
 
     /// Every function's name and its `ARGV`'s.
     fn functions() -> [(&'static str, &'static [&'static str]); 8] {
@@ -222,13 +233,21 @@ mod tests {
         ]
     }
 
+    /// The line of `script/register.lua` that registers `function`: `register('<op>', ...`.
+    fn registration(function: &str) -> String {
+        let op = function
+            .strip_prefix(concat!(library!(), "_"))
+            .unwrap_or_else(|| panic!("{function} is not the library's"));
+        format!("register('{op}', ")
+    }
+
     #[test]
     fn every_functions_argv_header_matches_its_struct() {
         let functions = functions();
         for (function, fields) in functions {
             assert!(function.starts_with(&format!("{LIBRARY}_")), "{function}");
             assert!(
-                SCRIPT.contains(&format!("register('{function}', ")),
+                SCRIPT.contains(&registration(function)),
                 "{function} is registered"
             );
             assert_eq!(argv_names(SCRIPT, function), fields, "{function}");
@@ -248,7 +267,7 @@ mod tests {
         for (function, fields) in functions() {
             let line = SCRIPT
                 .lines()
-                .find(|l| l.starts_with(&format!("register('{function}', ")))
+                .find(|l| l.starts_with(&registration(function)))
                 .unwrap();
             let count = line.trim_end_matches(')').rsplit(", ").next().unwrap();
             let count: usize = count
@@ -264,6 +283,21 @@ mod tests {
             "local QUEUE_KEYS, QUEUE_ARGS = 8, {}\n",
             QueueCall::FIELDS.len()
         )));
+    }
+
+    /// The library's name is written once in Rust (`library!`: every function's name is made
+    /// of it) and once in the script (register.lua's `LIBRARY`, from which it names every
+    /// function), with library.lua's first line, which Redis reads as it is. The headers
+    /// still name each function whole (`-- twr_match_v1_claim: ...`): a new version edits them
+    /// too, which [`argv_names`] holds.
+    #[test]
+    fn the_librarys_name_is_written_once_in_each_language() {
+        assert!(SCRIPT.starts_with(&format!("#!lua name={LIBRARY}\n")));
+        assert_eq!(locals_of(SCRIPT, &format!("'{LIBRARY}'")), ["LIBRARY"]);
+        assert_eq!(code(SCRIPT).matches(LIBRARY).count(), 2);
+        let quoted = format!("\"{LIBRARY}");
+        assert_eq!(include_str!("calls.rs").matches(quoted.as_str()).count(), 1);
+        assert_eq!(include_str!("mod.rs").matches(quoted.as_str()).count(), 0);
     }
 
     /// Each file under `script/` goes into the library once (`each_file_once`), and so does

@@ -25,10 +25,10 @@
 --                   0|1>:<draw>', the draw being the session's keyed draw in 0 .. 2^52 - 1 (0
 --                   but for enter and join); the gateway computes it, so the draw key never
 --                   reaches Redis (schedule.lua)
--- Replies start with their code (src/store/redis/protocol.rs, `reply`); besides each
--- operation's own, any may answer {11, opens_at_ms, 0} (scheduled: registered in the pre-queue,
--- or already, not open yet), {6, 0, 0} (closed) or an error reply `WRSETTINGS ...` when the
--- settings key holds another version (settings.lua).
+-- Replies start with their code (keys.lua's REPLY; src/store/redis/protocol.rs, `reply`);
+-- besides each operation's own, any may answer {11, opens_at_ms, 0} (scheduled: registered in
+-- the pre-queue, or already, not open yet), {6, 0, 0} (closed) or an error reply
+-- `WRSETTINGS ...` when the settings key holds another version (settings.lua).
 
 -- How many arguments every function takes first (above).
 local CALL_ARGS = 4
@@ -38,7 +38,8 @@ local CALL_ARGS = 4
 -- bounds is refused with an error reply (`WRARGS`, or `WRCLOCK` for the time) before anything
 -- is read or written: an old or misbehaving gateway is refused, never obeyed into emptying the
 -- room or growing memory without bound. The crate refuses the same settings at build
--- (src/store/redis/calls.rs, `LIMITS`; docs/redis.md lists them).
+-- (src/config/validate.rs, against src/store/mod.rs's MAX_QUEUE_LEN_LIMIT and MAX_STORED_TTL_MS;
+-- docs/redis.md lists them).
 --   the line's bound: 1 .. 2^24 waiters (each liveness bitmap at most 32 MiB, see Liveness);
 --   the four lifetimes (queue_ttl, abandon_after, active_ttl, grant_ttl): 1 ms .. 7 days (a
 --   bitmap's lifetime is a ring of epochs of these; a slot's is one of them);
@@ -132,7 +133,9 @@ function F.setup(op, keys, args, own, has_session)
   end
   local now, refused = call_time_or_refusal(args[1])
   if not now then return refused end
-  local max_queue, queue_ttl, abandon = line[1], line[2], line[3]
+  -- In the order the crate packs them (src/store/redis/calls.rs, `Number`: a unit test holds
+  -- these names to it).
+  local max_queue, queue_ttl, abandon = unpack(line)
   local capacity, rate, active, grant, promote, sweep, bucket, ring, minute, five =
     unpack(room)
   if minute > ring or five > ring then

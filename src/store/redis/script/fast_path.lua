@@ -27,7 +27,7 @@
 -- the same from the same reads: the caller holding no slot (else main claims or extends it),
 -- told by ZSCORE of active and granted.
 -- An `enter` looks for the caller's place (ZSCORE line); a `join` (the gateway knows of no
--- place: twr_room_v8_join, visitor.lua) does not, first. A newcomer takes the next number
+-- place: <LIBRARY>_join, visitor.lua) does not, first. A newcomer takes the next number
 -- (INCR) and joins with it (ZADD NX) when nobody in line has that number or a later one (one ZCOUNT: main's tail check;
 -- otherwise seq went back, and main places them after the last waiter), and is alive by the
 -- join when the number is above `since`, as main decides it: for a join GET, ZSCORE active and
@@ -173,7 +173,7 @@ function F.fast_enter(keys, args, join)
     -- An enter looks for the caller's place first; so does anyone in a full line, where a
     -- newcomer gets {3} and a waiter their place, as main answers.
     place = redis.call('ZSCORE', k_line, s)
-    if not place and full then return {3, 0, waiting} end
+    if not place and full then return {REPLY.full, 0, waiting} end
   end
   if not place then
     -- A newcomer (or a join, which looks for the place only if the number finds one).
@@ -199,7 +199,7 @@ function F.fast_enter(keys, args, join)
     if redis.call('ZADD', k_line, 'NX', number, s) == 1 then
       waiting = waiting + 1
       -- Alive by the join (joined since both epochs' first numbers), as main decides it.
-      if seq > since then return {2, waiting, waiting, 0, seq} end
+      if seq > since then return {REPLY.waiting, waiting, waiting, 0, seq} end
       place, position = seq, waiting
     else
       -- A join by a waiter: the number given back.
@@ -239,6 +239,6 @@ function F.fast_enter(keys, args, join)
       F.close_window(keys[K_FAST])
     end
   end
-  if place < 0 then place = -1 end
-  return {2, position, waiting, 0, place}
+  if place < 0 then place = REPLY.drawn end
+  return {REPLY.waiting, position, waiting, 0, place}
 end

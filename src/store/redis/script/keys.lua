@@ -1,12 +1,16 @@
 #!lua name=twr_room_v8
+-- The library's name, as the line above gives it to Redis (which reads that line as it is, so
+-- the name is written twice; a unit test holds the two equal, and to src/store/redis/calls.rs's
+-- LIBRARY): every function registers as `<LIBRARY>_<op>` (register.lua).
+local LIBRARY = 'twr_room_v8'
 -- tower-waiting-room: the whole state machine of one room, atomically inside Redis/Valkey.
 --
 -- A Redis Functions library (Redis 7.0+, Valkey 7.2+), loaded with `FUNCTION LOAD REPLACE`,
--- one function per operation, each called as `FCALL twr_room_v8_<op> <numkeys> KEYS... ARGV...`
+-- one function per operation, each called as `FCALL <LIBRARY>_<op> <numkeys> KEYS... ARGV...`
 -- (register.lua): the library's top level defines the functions once, at load; each call only
 -- runs its registered function (with EVALSHA, Lua ran the whole top level, ~40 function
 -- definitions, on every call: most of a short call's cost). The library's name carries its
--- version (`twr_room_v8`), and so does each function's: a changed library is loaded under a new
+-- version (LIBRARY, above), and so does each function's: a changed library is loaded under a new
 -- name, or replaces the old one by REPLACE, never mixed with it, and a gateway of another
 -- version never calls a function with arguments it does not read.
 --
@@ -83,6 +87,27 @@ local WINDOW_VERSION = '#' .. SETTINGS_VERSION
 -- The operations' bodies by name, read by main after its common steps (main.lua), each written
 -- under its function's header (visitor.lua, sync.lua, operator.lua).
 local OPERATIONS = {}
+-- The reply codes, the first element of every reply of the room's operations, by name: the
+-- numbers are the wire's, and src/store/redis/protocol.rs (`reply`) names each the same, upper
+-- case (a unit test holds the two tables equal). Each reply's fields are in its function's
+-- header.
+local REPLY = {
+  unknown = 0,
+  admitted = 1,
+  waiting = 2,
+  full = 3,
+  released = 4,
+  stats = 5,
+  closed = 6,
+  banned = 7,
+  settings = 8,
+  admitted_next = 9,
+  banned_now = 10,
+  scheduled = 11,
+  snapshot = 12,
+  -- No code: a waiting reply's place for a registrant (a draw score, not a sequence number).
+  drawn = -1,
+}
 -- src/store/snapshot.rs: TURN_EPOCHS, ABANDON_EPOCHS, EXACT_RANKS, CHECKPOINT_GAP_DIVISOR.
 local TURN_EPOCHS, ABANDON_EPOCHS = 4, 2
 local EXACT_RANKS, CHECKPOINT_GAP = 100, 100
@@ -119,9 +144,8 @@ local FAST_RINGS = {
 }
 -- The window's key (KEYS[20]) and the ticket's (KEYS[21], release and ban).
 local K_FAST, K_TICKET = 20, 21
--- line_numbers and room_numbers as sent (call.lua).
+-- line_numbers as sent (call.lua), for the fast path, which reads it without F.read_numbers.
 local FAST_NUMBERS = '^(%d+):(%d+):(%d+)$'
-local MAIN_NUMBERS = '^(%d+):(%d+):(%d+):(%d+):(%d+):(%d+):(%d+):(%d+):(%d+):(%d+)$'
 -- The window's value: since, from, till, what it holds for (whose first number is the line's
 -- bound). What may follow a NUL is not read: `twr_room_v7`, which shares the window, writes a
 -- small room's slot holders there.

@@ -114,7 +114,7 @@ function F.reclaim()
   end
   redis.call('ZADD', R.k_active, R.now + R.active_ttl, R.s)
   F.lower_due(R.now + R.active_ttl)
-  return {1, R.now + R.active_ttl, 0}
+  return {REPLY.admitted, R.now + R.active_ttl, 0}
 end
 
 function F.has_slot(w)
@@ -156,13 +156,13 @@ function F.claim_or_extend()
     -- Closed: claimed slots run out, not extended. A granted slot is still claimed: its visitor
     -- was let in before the close, or by an operator's release.
     local active = redis.call('ZSCORE', R.k_active, R.s)
-    if active then return {1, tonumber(active), 0} end
+    if active then return {REPLY.admitted, tonumber(active), 0} end
   end
   if exp then
     redis.call('ZREM', R.k_granted, R.s)
     redis.call('ZADD', R.k_active, R.now + R.active_ttl, R.s)
     F.lower_due(R.now + R.active_ttl)
-    return {1, R.now + R.active_ttl, 0}
+    return {REPLY.admitted, R.now + R.active_ttl, 0}
   end
   return nil
 end
@@ -198,9 +198,9 @@ end
 function F.touch(score)
   if not F.is_place(score) then score = F.replace_in_line(R.s) end
   F.check_in({R.s})
-  if not R.open then return {6, 0, 0} end
-  if R.before_opening then return {11, R.opens_at, 0} end
-  if R.line_closed then return {6, 0, 0} end
+  if not R.open then return {REPLY.closed, 0, 0} end
+  if R.before_opening then return {REPLY.scheduled, R.opens_at, 0} end
+  if R.line_closed then return {REPLY.closed, 0, 0} end
   local rank = redis.call('ZRANK', R.k_line, R.s)
   return F.waiting_reply(rank + 1, redis.call('ZCARD', R.k_line), score)
 end

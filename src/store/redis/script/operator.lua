@@ -2,7 +2,9 @@
 -- Each is a function of its own (register.lua); the header above each body gives its KEYS,
 -- ARGV and reply. KEYS are the room's 20 (keys.lua); ARGV 1 to 4 are the call's (call.lua).
 
--- twr_room_v8_stats: the room's counts and pace, for the operator and the wait estimate.
+-- <LIBRARY>_stats: the room's counts and pace, for the operator and the wait estimate.
+-- Runs: register.lua's room call, then line.lua F.oldest_wait; pace.lua F.history,
+--   F.checkpoints, F.silent_among, F.append_pace.
 -- KEYS: the room's 20 (keys.lua)
 -- ARGV:
 --   1 now
@@ -22,7 +24,7 @@
 -- room's first movement (-1: not yet), the live admission rate per second (0: unlimited).
 function OPERATIONS.stats()
   local waiting = redis.call('ZCARD', R.k_line)
-  local out = {5, redis.call('ZCARD', R.k_active), redis.call('ZCARD', R.k_granted),
+  local out = {REPLY.stats, redis.call('ZCARD', R.k_active), redis.call('ZCARD', R.k_granted),
     waiting, 0, 0, R.capacity, R.rate, R.paused and 1 or 0,
     R.open and 1 or 0, F.oldest_wait()}
   for _, n in ipairs(F.history(tonumber(R.args[5]))) do out[#out + 1] = n end
@@ -30,7 +32,8 @@ function OPERATIONS.stats()
   return out
 end
 
--- twr_room_v8_configure: the operator's change of the live settings.
+-- <LIBRARY>_configure: the operator's change of the live settings.
+-- Runs: register.lua's room call, then line.lua F.settings_reply, F.promote.
 -- KEYS: the room's 20 (keys.lua)
 -- ARGV:
 --   1 now
@@ -47,7 +50,7 @@ end
 function OPERATIONS.configure()
   local c, r = tonumber(R.args[5]), tonumber(R.args[6])
   local p, o = tonumber(R.args[7]), tonumber(R.args[8])
-  local before = F.settings_reply(8)
+  local before = F.settings_reply(REPLY.settings)
   if c > 0 and c ~= R.capacity then
     -- Remembered for the wait estimate: the pace measured before the change was at the old
     -- capacity.
@@ -72,12 +75,14 @@ function OPERATIONS.configure()
   end
   -- A raised capacity or a resume lets people in now, not at the next call.
   F.promote()
-  local out = F.settings_reply(8)
+  local out = F.settings_reply(REPLY.settings)
   for i = 2, 5 do out[#out + 1] = before[i] end
   return out
 end
 
--- twr_room_v8_admit_next: the operator lets the next waiters in, skipping the silent.
+-- <LIBRARY>_admit_next: the operator lets the next waiters in, skipping the silent.
+-- Runs: register.lua's room call, then line.lua F.has_slot, F.lower_due; liveness.lua F.alive;
+--   pace.lua F.count_skip, F.count_admission.
 -- KEYS: the room's 20 (keys.lua)
 -- ARGV:
 --   1 now
@@ -109,11 +114,12 @@ function OPERATIONS.admit_next()
       admitted = admitted + 1
     end
   end
-  return {9, admitted}
+  return {REPLY.admitted_next, admitted}
 end
 
--- twr_room_v8_ban: bans the session until a time, freeing its slot or place and ending its
+-- <LIBRARY>_ban: bans the session until a time, freeing its slot or place and ending its
 -- ticket record.
+-- Runs: register.lua's room call, then line.lua F.free_session.
 -- KEYS: the room's 20 (keys.lua), then 21 ticket (keys.lua)
 -- ARGV:
 --   1 now
@@ -135,5 +141,5 @@ function OPERATIONS.ban()
     end
   end
   F.free_session()
-  return {10, R.released}
+  return {REPLY.banned_now, R.released}
 end

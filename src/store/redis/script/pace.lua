@@ -197,8 +197,8 @@ end
 -- for a registrant's draw score.
 function F.waiting_reply(position, waiting, score)
   local place = tonumber(score)
-  if place < 0 then place = -1 end
-  return {2, position, waiting, R.paused and 1 or 0, place}
+  if place < 0 then place = REPLY.drawn end
+  return {REPLY.waiting, position, waiting, R.paused and 1 or 0, place}
 end
 
 -- A score as a reply carries it: Redis truncates a Lua number to an integer.

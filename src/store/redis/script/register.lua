@@ -1,17 +1,22 @@
--- The registered functions, one per operation, `twr_room_v8_<op>` (each one's KEYS, ARGV and
--- reply in the header above its body: visitor.lua, sync.lua, operator.lua, tickets.lua). Each
--- of the room's (`register`) runs the fast path for an enter or join when it can answer; else
--- the call's state, then main, repaired and run again once if it raised (see Bad days,
--- main.lua), and the fast path's window kept. No flags: not `no-writes` and not `allow-oom`, so
--- with `maxmemory` exhausted Redis refuses the whole call with OOM before it starts, never
--- half-run.
+-- The registered functions, one per operation, `<LIBRARY>_<op>` (keys.lua's LIBRARY, the
+-- library's name: each one's KEYS, ARGV and reply in the header above its body: visitor.lua,
+-- sync.lua, operator.lua, tickets.lua). Each of the room's (`register`) runs the fast path for an
+-- enter or join when it can answer; else the call's state, then main, repaired and run again
+-- once if it raised (see Bad days, main.lua), and the fast path's window kept. No flags: not
+-- `no-writes` and not `allow-oom`, so with `maxmemory` exhausted Redis refuses the whole call
+-- with OOM before it starts, never half-run.
 
--- Registers `name` for the operation `op`, which takes `own` arguments after the call's, the
--- first of them its session (or sync's sessions) when `has_session`; `fast`: nil, or 'enter'
--- or 'join' for the fast path's two kinds of enter.
+-- Registers `<LIBRARY>_<name>` for the operation `op`, which takes `own` arguments after the
+-- call's, the first of them its session (or sync's sessions) when `has_session`; `fast`: nil, or
+-- 'enter' or 'join' for the fast path's two kinds of enter.
+-- Runs (the room's call, every room function's): fast_path.lua F.fast_enter (enter and join
+--   only); call.lua F.setup, which reads time.lua's clock and schedule.lua's schedule and makes
+--   liveness.lua's rings; main.lua F.main (and F.repair), whose steps run in settings.lua,
+--   line.lua, liveness.lua and pace.lua (sync.lua too for a sync); the operation's body (its
+--   header's Runs line); fast_path.lua F.keep_window, F.close_window.
 local function register(name, op, own, has_session, fast)
   redis.register_function{
-    function_name = name,
+    function_name = LIBRARY .. '_' .. name,
     callback = function(keys, args)
       if fast then
         local ok, reply = pcall(F.fast_enter, keys, args, fast == 'join')
@@ -36,22 +41,22 @@ local function register(name, op, own, has_session, fast)
   }
 end
 
-register('twr_room_v8_enter', 'enter', 1, true, 'enter')
-register('twr_room_v8_join', 'enter', 1, true, 'join')
-register('twr_room_v8_poll', 'poll', 1, true)
-register('twr_room_v8_heartbeat', 'heartbeat', 1, true)
-register('twr_room_v8_release', 'release', 1, true)
-register('twr_room_v8_sync', 'sync', 10, true)
-register('twr_room_v8_stats', 'stats', 1, false)
-register('twr_room_v8_configure', 'configure', 5, false)
-register('twr_room_v8_admit_next', 'admit_next', 1, false)
-register('twr_room_v8_ban', 'ban', 2, true)
+register('enter', 'enter', 1, true, 'enter')
+register('join', 'enter', 1, true, 'join')
+register('poll', 'poll', 1, true)
+register('heartbeat', 'heartbeat', 1, true)
+register('release', 'release', 1, true)
+register('sync', 'sync', 10, true)
+register('stats', 'stats', 1, false)
+register('configure', 'configure', 5, false)
+register('admit_next', 'admit_next', 1, false)
+register('ban', 'ban', 2, true)
 
--- The tickets' operations (tickets.lua): each runs on the session's ticket record alone, with
--- no flags either.
+-- The tickets' operations (tickets.lua), `<LIBRARY>_<name>`: each runs on the session's ticket
+-- record alone, with no flags either.
 local function register_ticket(name, callback)
-  redis.register_function{function_name = name, callback = callback, flags = {}}
+  redis.register_function{function_name = LIBRARY .. '_' .. name, callback = callback, flags = {}}
 end
 
-register_ticket('twr_room_v8_ticket_mint', F.ticket_mint)
-register_ticket('twr_room_v8_ticket_redeem', F.ticket_redeem)
+register_ticket('ticket_mint', F.ticket_mint)
+register_ticket('ticket_redeem', F.ticket_redeem)

@@ -9,8 +9,11 @@
 -- The pace's silent waiters are estimated from the checkpoint waiters it reads anyway: silent
 -- among them / their number * waiting, rounded (exact for a line of at most EXACT_RANKS).
 
--- twr_room_v8_sync: a gateway's sync, once a second: checks in the sessions it saw waiting,
+-- <LIBRARY>_sync: a gateway's sync, once a second: checks in the sessions it saw waiting,
 -- does the housekeeping and the sweep, promotes, and answers the room's snapshot.
+-- Runs: register.lua's room call, whose main takes sync's own steps too (sync.lua
+--   F.check_in_seen, line.lua F.repair_places, F.sweep); then pace.lua F.checkpoints,
+--   F.silent_among, F.append_pace, F.score_string; liveness.lua F.epoch_name.
 -- KEYS: the room's 20 (keys.lua)
 -- ARGV (the lists of offsets are two Bloom offsets per session, decimal text, '<x> <y> ' each,
 -- maybe empty: a BITFIELD argument made from a Lua number is formatted by Redis, about a
@@ -52,7 +55,7 @@ function OPERATIONS.sync()
   local cps = F.checkpoints(waiting)
   local head = ''
   if cps[1] then head = F.score_string(cps[1][3]) end
-  local out = {12, R.now, waiting, R.paused and 1 or 0, R.open and 1 or 0,
+  local out = {REPLY.snapshot, R.now, waiting, R.paused and 1 or 0, R.open and 1 or 0,
     R.before_opening and 1 or 0, R.line_closed and 1 or 0, head, 0, 0}
   out[9], out[10] = F.append_pace(out, F.silent_among(cps, waiting))
   out[#out + 1] = #cps

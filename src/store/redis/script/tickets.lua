@@ -92,7 +92,9 @@ function F.ticket_keep_used(key, now, exp)
   end
 end
 
--- twr_room_v8_ticket_mint: the session's ticket, made or kept.
+-- <LIBRARY>_ticket_mint: the session's ticket, made or kept.
+-- Runs: F.ticket_call, F.ticket_live, F.ticket_store, F.ticket_keep_used; call.lua F.refuse;
+--   time.lua's clock and stored.lua's reader; nothing of register.lua's room call.
 -- KEYS: 1 ticket (the record, above)
 -- ARGV:
 --   1 nonce       the fresh one (32 lowercase hex digits), stored if there is no live record
@@ -148,7 +150,9 @@ function F.ticket_mint(keys, args)
   return {'ticket', nonce, string.format('%d', want)}
 end
 
--- twr_room_v8_ticket_redeem: the ticket's one use.
+-- <LIBRARY>_ticket_redeem: the ticket's one use.
+-- Runs: F.ticket_call, F.ticket_live, F.ticket_keep_used, F.ticket_store; as the mint's,
+--   nothing of register.lua's room call.
 -- KEYS: 1 ticket (the record, above), 2 active (the room's claimed slots by expiry, keys.lua;
 -- only read: a ticket is used only while its session holds its slot)
 -- ARGV:
