@@ -642,3 +642,123 @@ async fn ticket_calls_hold_to_the_servers_clock_and_bounds() {
         Redeemed::Used
     );
 }
+
+/// A waiter whose score was set to `-inf` sorts first in line, but it is no one's turn: a
+/// promotion (a slot freed) and an operator's `admit_next` used to grant it ahead of everyone
+/// who waited (the chaos run's corruption fault found it). Now the head whose score is no place
+/// goes to the back, and the true head of the line is let in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_scored_minus_infinity_is_never_let_in_ahead() {
+    use tower_waiting_room::store::Decision;
+    use tower_waiting_room::SessionId;
+    let redis = Server::start(&["--save", ""]);
+    let store = store(&redis);
+    for by_operator in [false, true] {
+        let room = format!("minusinf{}", u8::from(by_operator));
+        let policy = RoomPolicy::new(&room, 1);
+        let holder = SessionId::random();
+        assert!(matches!(
+            store.enter(&policy, holder).await.unwrap(),
+            Decision::Admitted { .. }
+        ));
+        let line: Vec<SessionId> = (0..3).map(|_| SessionId::random()).collect();
+        for &s in &line {
+            assert!(matches!(
+                store.enter(&policy, s).await.unwrap(),
+                Decision::Waiting { .. }
+            ));
+        }
+        let _: i64 = query(
+            &redis,
+            redis::cmd("ZADD")
+                .arg(key(&room, "line"))
+                .arg("XX")
+                .arg("-inf")
+                .arg(line[2].as_bytes().as_slice()),
+        )
+        .await;
+        let what = if by_operator {
+            "admit_next"
+        } else {
+            "a release"
+        };
+        if by_operator {
+            assert_eq!(store.admit_next(&policy, 1).await.unwrap(), 1, "{what}");
+        } else {
+            assert!(store.release(&policy, holder).await.unwrap(), "{what}");
+        }
+        assert!(
+            matches!(
+                store.poll(&policy, line[0]).await.unwrap(),
+                Decision::Admitted { .. }
+            ),
+            "{what}: the head of the line is let in"
+        );
+        for (i, &s) in line[1..].iter().enumerate() {
+            match store.poll(&policy, s).await.unwrap() {
+                Decision::Waiting { position, .. } => {
+                    assert_eq!(position, i as u64 + 1, "{what}: waiter #{}", i + 2)
+                }
+                other => panic!("{what}: waiter #{} got {other:?}", i + 2),
+            }
+        }
+    }
+}
+
+/// A rebuild of the slots under way (after `active` of the wrong type), its end damaged (`01`,
+/// text, a year ahead): it used to end at once, and the room let newcomers in while the
+/// holders were still inside on their tokens (81 inside a room of 80 in the chaos run). Now a
+/// rebuild whose end cannot be read starts again: the newcomers wait, the holders keep their
+/// slots, and nobody is over capacity.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_damaged_rebuild_is_never_ended_early() {
+    let redis = Server::start(&["--save", ""]);
+    let year_ahead = (std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+        + 365 * 86_400_000)
+        .to_string();
+    for (i, form) in ["01", "x", year_ahead.as_str(), "1e3"]
+        .into_iter()
+        .enumerate()
+    {
+        let room = format!("rebuild{i}");
+        let layer = WaitingRoomLayer::builder(&room)
+            .capacity(2)
+            .secret(SECRET)
+            .secure_cookies(false)
+            .refresh(Duration::from_secs(1))
+            .store(store(&redis))
+            .build()
+            .expect("the room builds");
+        let http = serve(app(layer.clone())).await;
+        let mut holders = Vec::new();
+        for _ in 0..2 {
+            let (reply, jar) = newcomer(&http).await;
+            assert_eq!(reply.status, StatusCode::OK, "the first two are let in");
+            holders.push(jar);
+        }
+        redis
+            .command(&["SET", &key(&room, "active"), "garbage"])
+            .unwrap();
+        let what = format!("rebuild damaged to {form:?}");
+        newcomers_wait_in_order(&http, 1, 1, &what).await;
+        redis
+            .command(&["HSET", &key(&room, "settings"), "rebuild", form])
+            .unwrap();
+        newcomers_wait_in_order(&http, 2, 2, &what).await;
+        tokio::time::sleep(Duration::from_millis(1_100)).await;
+        for (h, jar) in holders.iter_mut().enumerate() {
+            let reply = http.visit(jar, Method::GET, "/").await;
+            assert_eq!(reply.status, StatusCode::OK, "{what}: holder #{h}");
+        }
+        newcomers_wait_in_order(&http, 1, 4, &what).await;
+        let stats = layer.stats().await.unwrap();
+        assert_eq!(
+            (stats.admitted + stats.granted, stats.waiting),
+            (2, 4),
+            "{what}: {stats:?}"
+        );
+    }
+}

@@ -148,19 +148,21 @@ pub async fn heals_a_damaged_capacity(h: &Harness) {
 /// two waiters one number; a reply cannot carry `1e300` or `inf`).
 const MAX_PLACE: u64 = 1 << 53;
 
-/// What a sorted set's score makes of `form` when it is a place in line (a finite number from
-/// -1, a registrant's draw, up to 2^53): the store keeps its waiter there, wherever that is.
-/// `None` for the forms that are no place (`inf`, `-inf`, beyond 2^53), whose waiter the store
-/// moves to the back of the line, and for those no score holds (`nan`, `1e999`, empty).
+/// What a sorted set's score makes of `form` when it is a place in line (a registrant's draw
+/// in [-1, 0), or a whole number from 1 to 2^53): the store keeps its waiter there, wherever
+/// that is. `None` for the forms that are no place (`inf`, `-inf`, beyond 2^53, `2.5`, `0`),
+/// whose waiter the store moves to the back of the line, and for those no score holds (`nan`,
+/// `1e999`, empty).
 fn place_read_as(form: BadNumber) -> Option<f64> {
     match form {
-        BadNumber::Fraction => Some(2.5),
+        // A registrant's draw, as the score is read.
         BadNumber::Negative => Some(-1.0),
         BadNumber::Hexadecimal => Some(16.0),
         BadNumber::LeadingZero => Some(1.0),
         BadNumber::Padded | BadNumber::PlusSign | BadNumber::Spaced => Some(7.0),
-        BadNumber::DoubleZero | BadNumber::NegativeZero => Some(0.0),
         BadNumber::Exponent => Some(1_000.0),
+        // No place: a fraction would be answered as another waiter's place, 0 is neither a
+        // draw nor a sequence number; nor anything beyond 2^53 or infinite.
         _ => None,
     }
 }
@@ -196,7 +198,7 @@ fn waits_within_the_protocol(d: Decision, of: u64, what: &str) -> (u64, Option<P
 /// answers every call within the protocol (a position within the line, a place within 2^53,
 /// never an error a gateway's fail policy would let the waiter in by); the damaged waiter
 /// waits, never let in while the room is full. A form that is no place (`inf`, `-inf`, beyond
-/// 2^53) sends its waiter to the back, behind the other waiter, with a fresh number; one the
+/// 2^53, `2.5`, `0`) sends its waiter to the back, behind the other waiter, with a fresh number; one the
 /// score reads as a place (`01` is 1, `1e3` 1000, `-1` a draw) keeps them there, ahead of the
 /// other waiter when it reads as less than their place, behind when more. Either way a
 /// newcomer waits at the back, nobody's place moves again, the slots are as they were, and the

@@ -132,7 +132,11 @@ function F.promote()
     local at = redis.call('ZRANGE', R.k_line, 0, 0, 'WITHSCORES')
     local head = at[1]
     if not head then return end
-    if F.has_slot(head) then
+    if not F.is_place(at[2]) then
+      -- Damage: a score that is no place ('-inf') sorts first, but is no one's turn. Its
+      -- waiter goes to the back, as its own poll would move it.
+      F.replace_in_line(head)
+    elseif F.has_slot(head) then
       -- Damage: a slot holder with a place too. The slot wins; no second slot.
       redis.call('ZREM', R.k_line, head)
     elseif not R.excused and not F.alive(head, R.turn, at[2]) then
@@ -167,12 +171,15 @@ function F.claim_or_extend()
   return nil
 end
 
--- Whether a score in line is a place: a registrant's draw in [-1, 0) or a sequence number
--- within 2^53. Anything else ('1e300', 'inf', '-inf', '-5') was written behind the scripts'
--- backs, and a reply cannot carry it (Redis truncates a Lua number beyond 2^63).
+-- Whether a score in line is a place: a registrant's draw in [-1, 0) or a sequence number,
+-- a whole number from 1 to 2^53. Anything else was written behind the scripts' backs: a reply
+-- cannot carry '1e300', 'inf' or '-inf' (Redis truncates a Lua number beyond 2^63), 2.5 would
+-- be answered as the place 2 (another waiter's), and 0 is neither.
 function F.is_place(score)
   local n = stored_score(score)
-  return n ~= nil and n >= -1 and n <= STORED_MAX
+  if n == nil then return false end
+  if n < 0 then return n >= -1 end
+  return n >= 1 and n <= STORED_MAX and n == math.floor(n)
 end
 
 -- The waiter `w`, whose score is no place, moved to the back of the line with a fresh number

@@ -81,8 +81,8 @@ function OPERATIONS.configure()
 end
 
 -- <LIBRARY>_admit_next: the operator lets the next waiters in, skipping the silent.
--- Runs: register.lua's room call, then line.lua F.has_slot, F.lower_due; liveness.lua F.alive;
---   pace.lua F.count_skip, F.count_admission.
+-- Runs: register.lua's room call, then line.lua F.is_place, F.replace_in_line, F.has_slot,
+--   F.lower_due; liveness.lua F.alive; pace.lua F.count_skip, F.count_admission.
 -- KEYS: the room's 20 (keys.lua)
 -- ARGV:
 --   1 now
@@ -102,16 +102,21 @@ function OPERATIONS.admit_next()
     local head = at[1]
     if not head then break end
     steps = steps + 1
-    local holder = F.has_slot(head)
-    local silent = not holder and not F.alive(head, R.turn, at[2])
-    redis.call('ZREM', R.k_line, head)
-    -- A slot holder's stray place, or a waiter silent at their turn: skipped.
-    if silent then F.count_skip() end
-    if not holder and not silent then
-      redis.call('ZADD', R.k_granted, R.now + R.grant_ttl, head)
-      F.lower_due(R.now + R.grant_ttl)
-      F.count_admission()
-      admitted = admitted + 1
+    if not F.is_place(at[2]) then
+      -- Damage: no one's turn (see F.promote); its waiter goes to the back.
+      F.replace_in_line(head)
+    else
+      local holder = F.has_slot(head)
+      local silent = not holder and not F.alive(head, R.turn, at[2])
+      redis.call('ZREM', R.k_line, head)
+      -- A slot holder's stray place, or a waiter silent at their turn: skipped.
+      if silent then F.count_skip() end
+      if not holder and not silent then
+        redis.call('ZADD', R.k_granted, R.now + R.grant_ttl, head)
+        F.lower_due(R.now + R.grant_ttl)
+        F.count_admission()
+        admitted = admitted + 1
+      end
     end
   end
   return {REPLY.admitted_next, admitted}

@@ -96,12 +96,17 @@ function F.load_settings()
   R.born, R.moved = stored_integer(v[6], 0, STORED_MAX), stored_integer(v[7], 0, STORED_MAX)
   R.due, R.bans = stored_integer(v[11], 0, STORED_MAX), stored_integer(v[12], 0, STORED_MAX)
   R.noted = stored_integer(v[13], 0, STORED_MAX)
-  -- A rebuild of the slots under way (main.lua, Bad days); one past, or later than any could
-  -- run (damage), is none.
+  -- A rebuild of the slots under way (main.lua, Bad days); one past is over. One that cannot
+  -- be read, or later than any could run (damage), may be one under way whose holders are
+  -- still inside on their tokens: it starts again now, never ends early (ending it would hand
+  -- their capacity to the line).
   R.rebuild = stored_integer(v[18], 0, STORED_MAX)
-  if R.rebuild and (R.rebuild <= R.now or R.rebuild > R.now + LIMIT_TTL) then
+  if R.rebuild and R.rebuild <= R.now then
     R.rebuild = nil
     redis.call('HDEL', R.k_settings, 'rebuild')
+  elseif v[18] and (not R.rebuild or R.rebuild > R.now + LIMIT_TTL) then
+    R.rebuild = R.now + math.max(R.active_ttl, R.grant_ttl)
+    redis.call('HSET', R.k_settings, 'rebuild', string.format('%d', R.rebuild))
   end
   for n, rg in ipairs(R.rings) do
     F.read_epoch(rg, rg.current % rg.len,
