@@ -9,7 +9,9 @@
 //! or the status endpoint), go silent and come back (or not), browse, leave or vanish. Meanwhile
 //! a fault injector, seeded like everything else, acts on whichever node is the primary: kills it
 //! (SIGKILL, restarted from its AOF), pauses it (SIGSTOP/SIGCONT), fills its memory (`CONFIG SET
-//! maxmemory 1`) or deletes one of the room's keys; or fails over (`SENTINEL FAILOVER`, or a
+//! maxmemory 1`), deletes one of the room's keys or damages one (`CORRUPTIONS`: a number the
+//! scripts never write, a waiter's score that is no place, a junk member, a key of the wrong
+//! type); or fails over (`SENTINEL FAILOVER`, or a
 //! SIGKILL held until the sentinel has promoted the replica, the old primary then restarted as
 //! the new one's replica). The middle third of the fault period runs fail-open, the rest
 //! fail-closed.
@@ -23,7 +25,8 @@
 //!   (long).
 //!
 //! `CHAOS_SEED` replays a run (the seed is printed), `CHAOS_VISITORS` overrides the number of
-//! visitors, `CHAOS_FAULTS=kill,pause,oom,del,failover` restricts the fault kinds.
+//! visitors, `CHAOS_FAULTS=kill,pause,oom,del,corrupt,failover` restricts the fault kinds, and
+//! `CHAOS_CORRUPT=seq,field,score,junk,slots,type,pace` the kinds of damage (`CORRUPTIONS`).
 
 use crate::common;
 use crate::redis_harness;
@@ -169,6 +172,10 @@ enum Fault {
     Oom,
     /// `DEL` of one of the room's keys, chosen by the seed.
     DelKey,
+    /// Damage to one of the room's keys, in one of the forms of `CORRUPTIONS`, chosen by the
+    /// seed: the library must read it as missing, repair it or refuse the call (busy), never
+    /// let anyone in for it.
+    Corrupt,
     /// A failover through the sentinel, every gateway on a `redis+sentinel://` URL: planned
     /// (`SENTINEL FAILOVER`) or a crash (SIGKILL of the primary until the sentinel has promoted
     /// the replica, then the old primary restarted as a replica of the new one), dealt in turn.
@@ -176,11 +183,12 @@ enum Fault {
 }
 
 impl Fault {
-    const ALL: [Fault; 5] = [
+    const ALL: [Fault; 6] = [
         Fault::Kill,
         Fault::Pause,
         Fault::Oom,
         Fault::DelKey,
+        Fault::Corrupt,
         Fault::Failover,
     ];
 
@@ -190,6 +198,7 @@ impl Fault {
             Fault::Pause => "pause",
             Fault::Oom => "oom",
             Fault::DelKey => "del",
+            Fault::Corrupt => "corrupt",
             Fault::Failover => "failover",
         }
     }
@@ -222,6 +231,184 @@ fn key_loss_frees_slots(key: &str) -> bool {
     matches!(key, "active" | "granted")
 }
 
+/// The kinds of damage a `corrupt` fault deals, one per fault (`CHAOS_CORRUPT` picks some), in
+/// turn like the faults: every kind once per round of them, its form dealt the same way. Each is
+/// what a hand edit, another program or a half-applied bug could leave, and what the library
+/// must survive (src/store/redis/script/main.lua, "Bad days"):
+///
+/// - `seq`: the `seq` string set to a number the scripts never write (`SEQ_FORMS`): `INCR`
+///   refuses it, the library deletes it (repair) and numbers newcomers after the last waiter;
+///   what it costs is what losing `seq` costs (`key_loss_reorders`).
+/// - `field`: a field of the settings hash set to a bad number (`SETTINGS_FIELDS`,
+///   `BAD_NUMBERS`, and `due` a year ahead): read strictly, as missing (stored.lua), so repaired
+///   or taken the safe way. Costs nothing.
+/// - `score`: a waiter's score in `line` set to no place (`SCORE_FORMS`, `ZADD XX`): that waiter
+///   goes to the back (line.lua, `F.replace_in_line`) and loses its place, nobody else; scored
+///   `-inf` it ranks first until it is moved, one place ahead of every other waiter.
+/// - `junk`: a member that is no session added to `line` at either end, scored `-inf` (ahead of
+///   everyone, one place, until it is moved to the back or skipped at its turn) or `1e300`.
+/// - `slots`: `active` or `granted` of the wrong type (a string): deleted by the repair, and the
+///   slots rebuilt from their holders' heartbeats while the room counts as full (main.lua, Bad
+///   days): no slot is freed, so the capacity check is not relaxed at all. Lost grants send their
+///   waiters back to the line, as when `granted` is deleted (`key_loss_reorders`).
+/// - `type`: any other key of the wrong type (`TYPE_KEYS`: a hash where `seq`, a liveness bitmap
+///   or `fast` is, a string where a zset or hash is): deleted by the repair, so it costs what its
+///   loss costs (`key_loss_reorders`), and a deleted `settings` ends a rebuild of the slots.
+/// - `pace`: a field of `bucket` or `admitted` set to a bad number: counted as full, or as zero.
+const CORRUPTIONS: [&str; 7] = ["seq", "field", "score", "junk", "slots", "type", "pace"];
+
+/// What `seq` is set to: none is a number as `INCR` writes one.
+const SEQ_FORMS: [&str; 9] = ["01", "-0", "007", "00", "1e3", "+7", " 7", "inf", "x"];
+
+/// The settings fields damaged (keys.lua's header): `turn*` and the like name the field of the
+/// ring's current epoch (the one whose field holds the latest epoch).
+const SETTINGS_FIELDS: [&str; 25] = [
+    "v",
+    "capacity",
+    "rate",
+    "paused",
+    "open",
+    "born",
+    "moved",
+    "early",
+    "due",
+    "bans",
+    "noted",
+    "cursor",
+    "rebuild",
+    "cap_before",
+    "cap_at",
+    "paused_at",
+    "pause_start",
+    "pause_end",
+    "opens_at",
+    "closes_at",
+    "turn*",
+    "turn*from",
+    "turn*first",
+    "abandon*",
+    "abandon*from",
+];
+
+/// Numbers no script writes where they are put, the last one 20 nines: stored.lua reads each as
+/// missing where it reads an integer in a range (`-1` is a liveness epoch field's "epoch 1,
+/// lost", an old epoch, and `2.5` or `-1` a sweep `cursor`'s score, both taken as they are).
+const BAD_NUMBERS: [&str; 8] = [
+    "inf",
+    "1e300",
+    "2.5",
+    "-1",
+    "0x10",
+    "01",
+    "-0",
+    "99999999999999999999",
+];
+
+/// A waiter's score that is no place.
+const SCORE_FORMS: [&str; 4] = ["1e20", "1e300", "inf", "-inf"];
+
+/// The keys a `type` damage replaces with a value of another type (`slots` does `active` and
+/// `granted`): `turn*` and `abandon*` are the ring's current bitmap.
+const TYPE_KEYS: [&str; 10] = [
+    "seq", "line", "bucket", "admitted", "settings", "arrivals", "banned", "turn*", "abandon*",
+    "fast",
+];
+
+/// A year in ms: `due` that far ahead is damage (no slot lives that long).
+const YEAR_MS: u64 = 365 * 24 * 3_600 * 1_000;
+
+/// How long a rebuild of the slots may run after a `slots` damage (ms): the library starts it
+/// when it first trips on the key (a call within the damage's window: the room is busy) and
+/// holds it for the longest lifetime of a slot or grant (main.lua, Bad days); a store deadline
+/// more for a call that tripped at the window's end.
+fn rebuild_ms() -> u64 {
+    (ACTIVE_TTL.max(GRANT_TTL) + STORE_TIMEOUT).as_millis() as u64
+}
+
+/// Sets the score of the waiter at a seeded rank of the line (ARGV[1], in millionths of its
+/// length) to ARGV[2] (`ZADD XX`). Returns the member in hex, its rank and the line's length,
+/// or '' for an empty line.
+const RESCORE_SCRIPT: &str = r"
+local n = redis.call('ZCARD', KEYS[1])
+if n == 0 then return '' end
+local r = math.floor(tonumber(ARGV[1]) * n / 1000000)
+local m = redis.call('ZRANGE', KEYS[1], r, r)[1]
+redis.call('ZADD', KEYS[1], 'XX', ARGV[2], m)
+local hex = string.gsub(m, '.', function(c) return string.format('%02x', string.byte(c)) end)
+return hex .. ' ' .. r .. ' ' .. n
+";
+
+/// The ring field of `ARGV[1]` (`turn` or `abandon`) whose epoch is the latest (the current
+/// one), of ARGV[2] fields: its index.
+const CURRENT_EPOCH_LUA: &str = r"
+local function current(settings, ring, len)
+  local best, at = -1, 0
+  for i = 0, len - 1 do
+    local e = tonumber(redis.call('HGET', settings, ring .. i))
+    if e and math.abs(e) > best then best, at = math.abs(e), i end
+  end
+  return at
+end
+";
+
+/// Sets the settings field ARGV[1] to ARGV[2]; `<ring>*<suffix>` names the ring's current
+/// epoch's field (ARGV[3]: the ring's length). Returns the field's name.
+const SET_FIELD_SCRIPT: &str = r"
+local f = ARGV[1]
+local ring, suffix = string.match(f, '^(%a+)%*(%a*)$')
+if ring then f = ring .. current(KEYS[1], ring, tonumber(ARGV[3])) .. suffix end
+redis.call('HSET', KEYS[1], f, ARGV[2])
+return f
+";
+
+/// Makes KEYS[2 + i] a hash, i the current epoch of the ring ARGV[1] (KEYS[1]: settings; then
+/// the ring's keys). Returns i.
+const RING_TYPE_SCRIPT: &str = r"
+local i = current(KEYS[1], ARGV[1], #KEYS - 1)
+redis.call('DEL', KEYS[2 + i])
+redis.call('HSET', KEYS[2 + i], 'chaos', 'damage')
+return tostring(i)
+";
+
+/// Makes KEYS[1] a hash.
+const HASH_TYPE_SCRIPT: &str = r"
+redis.call('DEL', KEYS[1])
+redis.call('HSET', KEYS[1], 'chaos', 'damage')
+return 'ok'
+";
+
+/// Sets a field of the hash KEYS[1], one of its own at a seeded place (ARGV[1], in millionths of
+/// their number) or ARGV[3] if it has none, to ARGV[2]. Returns the field's name.
+const SET_HASH_FIELD_SCRIPT: &str = r"
+local fields = redis.call('HKEYS', KEYS[1])
+local f = ARGV[3]
+if #fields > 0 then f = fields[math.floor(tonumber(ARGV[1]) * #fields / 1000000) + 1] end
+redis.call('HSET', KEYS[1], f, ARGV[2])
+return f
+";
+
+/// What a `corrupt` fault did, and what it may cost the checks.
+#[derive(Clone, Debug, Default)]
+struct Damage {
+    /// The kind (`CORRUPTIONS`).
+    kind: &'static str,
+    /// What was written, for the report.
+    form: String,
+    /// The library deletes the key (repair) and so loses what it held, as if it had been
+    /// deleted: the line may be reordered (`key_loss_reorders`).
+    reorders: bool,
+    /// `active` or `granted` of the wrong type: the slots are rebuilt for `rebuild_ms`.
+    rebuilds: bool,
+    /// The settings key, deleted by the repair: a rebuild of the slots under way ends with it.
+    ends_rebuild: bool,
+    /// The waiter whose score was set to no place: it loses its place (nobody else does), but
+    /// is never let in for it.
+    rescored: Option<SessionId>,
+    /// A member scored `-inf` ranks ahead of every waiter until it is moved or skipped: each
+    /// waiter's position is one more meanwhile.
+    ahead: bool,
+}
+
 /// Replication is asynchronous: a write the primary acknowledged this long before it died,
 /// hung or was replaced may not have reached the replica that takes over. On loopback the
 /// primary writes the stream to the replica in the same event-loop turn as the answer to the
@@ -237,8 +424,10 @@ struct Window {
     fault: Fault,
     start: u64,
     end: u64,
-    /// For `DelKey`: the key's short name. For `Failover`: `planned` or `crash`.
+    /// For `DelKey` and `Corrupt`: the key's short name. For `Failover`: `planned` or `crash`.
     key: Option<&'static str>,
+    /// For `Corrupt`: what was done.
+    damage: Option<Damage>,
     /// The sentinel names another primary at the end than at the start: writes acknowledged
     /// from `start - REPL_LAG_MS` to `lost_until` may be lost (see `loss_windows`).
     switched: bool,
@@ -246,6 +435,46 @@ struct Window {
     /// could take no more writes: dead, a replica, or without a replica (`min-replicas-to-write`
     /// then refuses writes).
     lost_until: u64,
+}
+
+impl Window {
+    /// The fault may have reordered the line: a key whose loss does so deleted, or damaged so
+    /// that the library deletes it.
+    fn reorders(&self) -> bool {
+        match self.fault {
+            Fault::DelKey => self.key.is_some_and(key_loss_reorders),
+            Fault::Corrupt => self.damage.as_ref().is_some_and(|d| d.reorders),
+            _ => false,
+        }
+    }
+
+    /// The fault may have made the store forget slots: a key that holds them deleted, or a
+    /// rebuild of the slots (`rebuilds`, from a damaged `active` or `granted`) that may have been
+    /// under way ended by the loss of the settings key, which holds it (deleted, or damaged and
+    /// deleted by the repair): the store then counts only the slots claimed again so far. A
+    /// damaged `active` or `granted` itself frees none: the slots are rebuilt.
+    fn frees_slots(&self, rebuilds: &[(u64, u64)]) -> bool {
+        let ends_rebuild = match self.fault {
+            Fault::DelKey => self.key == Some("settings"),
+            Fault::Corrupt => self.damage.as_ref().is_some_and(|d| d.ends_rebuild),
+            _ => false,
+        };
+        (self.fault == Fault::DelKey && self.key.is_some_and(key_loss_frees_slots))
+            || ends_rebuild
+                && rebuilds
+                    .iter()
+                    .any(|&(from, to)| self.start <= to && from <= self.end)
+    }
+}
+
+/// When a rebuild of the slots may run: from each damage of `active` or `granted` until
+/// `rebuild_ms` after its window.
+fn rebuild_windows(windows: &[Window]) -> Vec<(u64, u64)> {
+    windows
+        .iter()
+        .filter(|w| w.damage.as_ref().is_some_and(|d| d.rebuilds))
+        .map(|w| (w.start, w.end + rebuild_ms()))
+        .collect()
 }
 
 /// The two Redis nodes and the sentinel under fault injection. Dropping it resumes a paused
@@ -259,6 +488,10 @@ struct Target {
     paused: Option<String>,
     /// Which keys are still to be deleted in this round.
     key_deck: Vec<usize>,
+    /// The decks of the damage dealt (`Target::corrupt`), by name.
+    decks: BTreeMap<&'static str, Vec<usize>>,
+    /// The kinds of damage dealt (`CORRUPTIONS`, or those `CHAOS_CORRUPT` names).
+    corruptions: Vec<&'static str>,
     /// Planned or crash: which failover comes next.
     failover_deck: Vec<usize>,
     /// During a fault: the primary the sentinel named last, the node it named before that,
@@ -338,6 +571,8 @@ impl Target {
             primary: 0,
             paused: None,
             key_deck: Vec::new(),
+            decks: BTreeMap::new(),
+            corruptions: CORRUPTIONS.to_vec(),
             failover_deck: Vec::new(),
             named_last: 0,
             named_before: 0,
@@ -371,6 +606,159 @@ impl Target {
             .command(args)
             .expect("Redis answers");
         assert!(!r.starts_with('-'), "{args:?}: {r}");
+    }
+
+    /// One command to the primary: its reply (a bulk string's text, a status or an integer as
+    /// sent), or the error it answered.
+    fn query(&self, args: &[&str]) -> Result<String, String> {
+        let r = self.nodes[self.primary]
+            .command(args)
+            .map_err(|e| e.to_string())?;
+        let r = r.strip_suffix("\r\n").unwrap_or(&r).to_owned();
+        match r.strip_prefix('-') {
+            Some(e) => Err(e.to_owned()),
+            None => Ok(r),
+        }
+    }
+
+    /// The next card of the deck `name` of `n` cards (`Rng::deal`).
+    fn deal(&mut self, rng: &mut Rng, name: &'static str, n: usize) -> usize {
+        rng.deal(self.decks.entry(name).or_default(), 0..n)
+    }
+
+    /// Damages one of the room's keys (`CORRUPTIONS`), in turn by kind and by form: the key's
+    /// short name, and what was done. A damage the server refused (the key still of a type an
+    /// earlier one left, not repaired yet) did nothing and costs nothing.
+    fn corrupt(&mut self, keys: &[String; 20], rng: &mut Rng) -> (&'static str, Damage) {
+        let key_at = |name: &str| KEY_NAMES.iter().position(|&k| k == name).expect("a key");
+        let key = |name: &str| keys[key_at(name)].as_str();
+        // A liveness ring's number of keys (`turn0` .. `turn5`, `abandon0` .. `abandon3`).
+        let ring_len = |name: &str| if name.starts_with("turn") { 6 } else { 4 };
+        let card = self.deal(rng, "kind", self.corruptions.len());
+        let kind = self.corruptions[card];
+        let mut d = Damage {
+            kind,
+            ..Damage::default()
+        };
+        let (name, done): (&'static str, Result<String, String>) = match kind {
+            "seq" => {
+                let v = SEQ_FORMS[self.deal(rng, "seq", SEQ_FORMS.len())];
+                d.form = format!("seq = {v:?}");
+                d.reorders = key_loss_reorders("seq");
+                ("seq", self.query(&["SET", key("seq"), v]))
+            }
+            "field" => {
+                let field = SETTINGS_FIELDS[self.deal(rng, "field", SETTINGS_FIELDS.len())];
+                // `due` is also set a year ahead, once in each round of its values.
+                let v = if field == "due" {
+                    match self.deal(rng, "due", BAD_NUMBERS.len() + 1) {
+                        i if i < BAD_NUMBERS.len() => BAD_NUMBERS[i].to_owned(),
+                        _ => (now_ms() + YEAR_MS).to_string(),
+                    }
+                } else {
+                    BAD_NUMBERS[self.deal(rng, "number", BAD_NUMBERS.len())].to_owned()
+                };
+                let script = format!("{CURRENT_EPOCH_LUA}{SET_FIELD_SCRIPT}");
+                let len = ring_len(field).to_string();
+                let done = self.query(&["EVAL", &script, "1", key("settings"), field, &v, &len]);
+                let shown = if v.len() > 12 && field == "due" {
+                    "a year ahead".to_owned()
+                } else {
+                    format!("{v:?}")
+                };
+                d.form = format!("settings.{} = {shown}", done.as_deref().unwrap_or(field));
+                ("settings", done)
+            }
+            "score" => {
+                let v = SCORE_FORMS[self.deal(rng, "score", SCORE_FORMS.len())];
+                let at = rng.below(1_000_000).to_string();
+                let done = self.query(&["EVAL", RESCORE_SCRIPT, "1", key("line"), &at, v]);
+                let mut words = done.as_deref().unwrap_or("").split(' ');
+                let (hex, rank, n) = (words.next(), words.next(), words.next());
+                d.rescored = hex.and_then(SessionId::from_hex);
+                d.ahead = v == "-inf" && hex.is_some_and(|h| !h.is_empty());
+                d.form = match (d.rescored, rank, n) {
+                    (Some(s), Some(r), Some(n)) => {
+                        format!("line: the waiter {s} ({r} of {n} ahead of it) scored {v}")
+                    }
+                    _ if hex == Some("") => "line: empty, no waiter scored".to_owned(),
+                    _ => format!("line: a member that is no session scored {v}"),
+                };
+                ("line", done)
+            }
+            "junk" => {
+                let v = ["-inf", "1e300"][self.deal(rng, "junk", 2)];
+                let member = format!("chaos-junk-{}", rng.below(1_000_000));
+                d.ahead = v == "-inf";
+                d.form = format!("line: the junk member {member:?} scored {v}");
+                ("line", self.query(&["ZADD", key("line"), v, &member]))
+            }
+            "slots" => {
+                let name = ["active", "granted"][self.deal(rng, "slots", 2)];
+                d.form = format!("{name}: a string");
+                d.rebuilds = true;
+                d.reorders = key_loss_reorders(name);
+                (name, self.query(&["SET", key(name), "chaos damage"]))
+            }
+            "type" => {
+                let name = TYPE_KEYS[self.deal(rng, "type", TYPE_KEYS.len())];
+                d.reorders = key_loss_reorders(name);
+                d.ends_rebuild = name == "settings";
+                if let Some(prefix) = name.strip_suffix('*') {
+                    let len = ring_len(prefix);
+                    let first = key_at(&format!("{prefix}0"));
+                    let mut args = vec!["EVAL".to_owned(), String::new(), (len + 1).to_string()];
+                    args[1] = format!("{CURRENT_EPOCH_LUA}{RING_TYPE_SCRIPT}");
+                    args.push(key("settings").to_owned());
+                    args.extend(keys[first..first + len].iter().cloned());
+                    args.push(prefix.to_owned());
+                    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+                    let done = self.query(&args);
+                    let i: usize = done.as_deref().unwrap_or("0").parse().unwrap_or(0);
+                    d.form = format!("{prefix}{i}: a hash");
+                    (KEY_NAMES[first + i.min(len - 1)], done)
+                } else if matches!(name, "seq" | "fast") {
+                    d.form = format!("{name}: a hash");
+                    let done = self.query(&["EVAL", HASH_TYPE_SCRIPT, "1", key(name)]);
+                    (KEY_NAMES[key_at(name)], done)
+                } else {
+                    d.form = format!("{name}: a string");
+                    (
+                        KEY_NAMES[key_at(name)],
+                        self.query(&["SET", key(name), "chaos damage"]),
+                    )
+                }
+            }
+            "pace" => {
+                let (name, default) =
+                    [("bucket", "milli"), ("admitted", "n0")][self.deal(rng, "pace", 2)];
+                let v = BAD_NUMBERS[self.deal(rng, "number", BAD_NUMBERS.len())];
+                let at = rng.below(1_000_000).to_string();
+                let done = self.query(&[
+                    "EVAL",
+                    SET_HASH_FIELD_SCRIPT,
+                    "1",
+                    key(name),
+                    &at,
+                    v,
+                    default,
+                ]);
+                d.form = format!("{name}.{} = {v:?}", done.as_deref().unwrap_or(default));
+                (KEY_NAMES[key_at(name)], done)
+            }
+            other => unreachable!("no corruption {other}"),
+        };
+        match done {
+            Ok(_) => (name, d),
+            Err(e) => (
+                name,
+                Damage {
+                    kind,
+                    form: format!("{} (refused: {e})", d.form),
+                    ..Damage::default()
+                },
+            ),
+        }
     }
 
     /// The node the sentinel names as the primary now.
@@ -508,6 +896,7 @@ impl Target {
         self.fenced_seen = None;
         let start = now_ms();
         let mut key = None;
+        let mut damage = None;
         match fault {
             Fault::Kill => {
                 Self::signal(&self.pid(before), "-KILL");
@@ -531,6 +920,11 @@ impl Target {
                 let i = rng.deal(&mut self.key_deck, 0..keys.len());
                 self.command(&["DEL", &keys[i]]);
                 key = Some(KEY_NAMES[i]);
+            }
+            Fault::Corrupt => {
+                let (k, d) = self.corrupt(keys, rng);
+                key = Some(k);
+                damage = Some(d);
             }
             Fault::Failover => {
                 let planned = rng.deal(&mut self.failover_deck, 0..2) == 0;
@@ -588,6 +982,7 @@ impl Target {
             start,
             end,
             key,
+            damage,
             switched: after != before || self.switch_seen.is_some(),
             lost_until: self.fenced_seen.or(self.switch_seen).unwrap_or(end),
         }
@@ -617,16 +1012,24 @@ fn injector(
         let mut windows = Vec::new();
         let mut lags = Vec::new();
         let mut deck = Vec::new();
-        // A deletion is over at once and there are seven keys: two per round.
+        // A deletion or a damage is over at once, and there are many keys and forms: two of
+        // each per round.
         let cards: Vec<Fault> = faults
             .iter()
-            .chain(faults.iter().filter(|&&f| f == Fault::DelKey))
+            .chain(
+                faults
+                    .iter()
+                    .filter(|&&f| matches!(f, Fault::DelKey | Fault::Corrupt)),
+            )
             .copied()
             .collect();
-        // A failover (with the healing after it) takes a few seconds: in the first round it
-        // is dealt among the first three, so that a short run always has one.
+        // In the first round every kind comes before the second deletion and the second
+        // damage (the cards after `faults.len()`, put at the bottom of the deck): a short run
+        // sees each kind. A failover (with the healing after it) takes a few seconds: it is
+        // dealt among the first three, so that a short run always has one.
         let first = rng.deal(&mut deck, 0..cards.len());
         deck.push(first);
+        deck.sort_by_key(|&c| c < faults.len());
         if let Some(at) = deck.iter().position(|&c| cards[c] == Fault::Failover) {
             let to = deck.len() - 1 - (rng.below(3) as usize).min(deck.len() - 1);
             deck.swap(at, to);
@@ -649,6 +1052,7 @@ fn injector(
                     start: windows.last().map_or(start, |w: &Window| w.end),
                     end,
                     key: Some("unscheduled"),
+                    damage: None,
                     switched: after != before,
                     lost_until: end,
                 });
@@ -658,10 +1062,14 @@ fn injector(
             let from = target.nodes[target.primary].port;
             let w = target.inject(fault, hold, &keys, &mut rng);
             let to = target.nodes[target.primary].port;
+            let what = match &w.damage {
+                Some(d) => Some(d.form.clone()),
+                None => w.key.map(str::to_owned),
+            };
             eprintln!(
                 "chaos: {} {}{} to {}{}",
                 fault.name(),
-                w.key.map(|k| format!("{k} ")).unwrap_or_default(),
+                what.map(|k| format!("{k} ")).unwrap_or_default(),
                 rel(w.start),
                 rel(w.end),
                 if w.switched {
@@ -1522,8 +1930,9 @@ const KINDS: [&str; 10] = [
 /// Never more than `capacity` inside: each store admission (`AdmittedBy::Store`, a new slot or
 /// an extension) holds its session inside from when the app saw it until the expiry it carries,
 /// cut short by the first `POST leave` of that visitor and by the deletion of a key that holds
-/// slots (the store forgot them; later token requests of those sessions are counted as ghosts).
-/// Fast-path (`Token`) requests carry the expiry of the store admission that issued the token,
+/// slots (the store forgot them; later token requests of those sessions are counted as ghosts),
+/// or of the settings key during a rebuild of the slots (`Window::frees_slots`). A damaged
+/// `active` or `granted` cuts nothing short: the store rebuilds the slots. Fast-path (`Token`) requests carry the expiry of the store admission that issued the token,
 /// so they add nothing. A store admission seen while a write may be lost in a failover
 /// (`loss_windows`) is not counted: the new primary may never have heard of that slot (the
 /// session's next heartbeat, a second later, counts it again if it was kept). Returns the most
@@ -1541,10 +1950,13 @@ fn check_capacity(
         .iter()
         .filter_map(|s| Some((s.session?, s.leave_sent?)))
         .collect();
-    // When exactly `DEL` ran inside its window is not known: any time in it.
+    // When exactly `DEL` ran inside its window is not known: any time in it. A damaged `active`
+    // or `granted` is no loss (`Window::frees_slots`): its slots are rebuilt, the room full
+    // meanwhile, and every span counts in full.
+    let rebuilds = rebuild_windows(windows);
     let slot_losses: Vec<(u64, u64)> = windows
         .iter()
-        .filter(|w| w.fault == Fault::DelKey && w.key.is_some_and(key_loss_frees_slots))
+        .filter(|w| w.frees_slots(&rebuilds))
         .map(|w| (w.start, w.end))
         .collect();
     let mut edges: Vec<(u64, i64, SessionId)> = Vec::new();
@@ -1667,8 +2079,9 @@ fn check_once(log: &[Seen], stories: &[Story], windows: &[Window], v: &mut Viola
 }
 
 /// Whether an episode is held to the ordering checks: it kept polling (never `LAPSE_MS`
-/// between check-ins), no key whose loss reorders the line was deleted while it waited, and
-/// its place was not written while a write may be lost in a failover.
+/// between check-ins), no key whose loss reorders the line was deleted (or damaged so that the
+/// library deletes it: `Window::reorders`) while it waited, and its place was not written while
+/// a write may be lost in a failover.
 fn ordered(ep: &Episode, reorders: &[(u64, u64)], losses: &[(u64, u64)]) -> bool {
     let waited_until = ep.end().min(ep.last_touch_sent + LAPSE_MS);
     !lapsed(ep, losses)
@@ -1710,8 +2123,10 @@ fn place_maybe_lost(ep: &Episode, losses: &[(u64, u64)]) -> bool {
 /// `i`'s joining request was answered before `j`'s was sent. If `j` was admitted (its `200`
 /// received) before `i` sent a request that was still answered "waiting", the store let `j` in
 /// while `i` was ahead of it in line: a violation. Only ordered episodes are compared, as `i`
-/// and as `j`. Also, an ordered waiter's place never goes back, and the status endpoint never
-/// says it has none. Returns the admissions checked, the returning waiters checked, and the
+/// and as `j`; an episode whose score was damaged (a `corrupt` of kind `score`) is held to no
+/// place, so it is no `i`, but it is still a `j`. Also, an ordered waiter's place never goes
+/// back (but by one for each member scored `-inf` added meanwhile), and the status endpoint
+/// never says it has none. Returns the admissions checked, the returning waiters checked, and the
 /// episodes left out because a failover may have lost their place or their slot.
 fn check_fifo(
     log: &[Seen],
@@ -1751,13 +2166,55 @@ fn check_fifo(
         .count();
     let reorders: Vec<(u64, u64)> = windows
         .iter()
-        .filter(|w| w.fault == Fault::DelKey && w.key.is_some_and(key_loss_reorders))
+        .filter(|w| w.reorders())
         .map(|w| (w.start, w.end))
         .collect();
-    let eps: Vec<&Episode> = stories
+    // A waiter whose score was damaged goes to the back: from then on it is not held to its
+    // place, nor anyone to waiting behind it (it is no `i`); it is still a `j`, never let in
+    // ahead of those who joined before it. Nobody else is relaxed.
+    let rescored: Vec<(SessionId, u64, u64)> = windows
+        .iter()
+        .filter_map(|w| Some((w.damage.as_ref()?.rescored?, w.start, w.end)))
+        .collect();
+    let rescored_in = |session: Option<SessionId>, from: u64, to: u64| {
+        rescored
+            .iter()
+            .any(|&(s, start, end)| Some(s) == session && from <= end && start <= to)
+    };
+    let lost_place: std::collections::HashSet<(usize, u64)> = stories
+        .iter()
+        .flat_map(|s| s.episodes.iter().map(move |e| (s.session, e)))
+        .filter(|(session, e)| {
+            rescored_in(
+                *session,
+                e.place_since,
+                e.end().min(e.last_touch_sent + LAPSE_MS),
+            )
+        })
+        .map(|(_, e)| (e.visitor, e.join_sent))
+        .collect();
+    // A member scored `-inf` ranks ahead of everyone until it is moved or skipped: a place told
+    // after it came may be one more than one told before.
+    let aheads: Vec<(u64, u64)> = windows
+        .iter()
+        .filter(|w| w.damage.as_ref().is_some_and(|d| d.ahead))
+        .map(|w| (w.start, w.end))
+        .collect();
+    let ahead_between = |earlier: Moment, later: Moment| -> u64 {
+        aheads
+            .iter()
+            .filter(|&&(start, end)| earlier.from <= end && start <= later.to)
+            .count() as u64
+    };
+    let ordered_eps: Vec<&Episode> = stories
         .iter()
         .flat_map(|s| &s.episodes)
         .filter(|e| ordered(e, &reorders, &losses))
+        .collect();
+    let eps: Vec<&Episode> = ordered_eps
+        .iter()
+        .copied()
+        .filter(|e| !lost_place.contains(&(e.visitor, e.join_sent)))
         .collect();
     for e in &eps {
         for (i, w) in e.positions.windows(2).enumerate() {
@@ -1790,8 +2247,9 @@ fn check_fifo(
             } else {
                 0
             };
-            let went_back =
-                order.is_some_and(|(earlier, later)| w[later].1 > w[earlier].1 + margin);
+            let went_back = order.is_some_and(|(earlier, later)| {
+                w[later].1 > w[earlier].1 + margin + ahead_between(moment(earlier), moment(later))
+            });
             if went_back && !undone {
                 v.add(
                     V_PLACE,
@@ -1847,7 +2305,8 @@ fn check_fifo(
                 && !place_maybe_lost(before, &losses)
                 && !reorders
                     .iter()
-                    .any(|&(from, to)| before.place_since <= to && from <= back.join_received);
+                    .any(|&(from, to)| before.place_since <= to && from <= back.join_received)
+                && !rescored_in(st.session, before.place_since, back.join_received);
             let Some(&(was_sent, was)) = before.positions.last() else {
                 continue;
             };
@@ -1880,8 +2339,9 @@ fn check_fifo(
             let was_moment = Moment::of(was_sent, was_received, was_as_of);
             let back_received = back.positions_received.first().copied().unwrap_or(u64::MAX);
             let went_back = |(t, now): (u64, u64)| {
-                Moment::of(t, back_received, back_as_of).not_before(was_moment)
-                    && now > was + margin(now)
+                let back_moment = Moment::of(t, back_received, back_as_of);
+                back_moment.not_before(was_moment)
+                    && now > was + margin(now) + ahead_between(was_moment, back_moment)
             };
             let lost = match (back.unknown_at.first(), first_position) {
                 (Some(&u), Some((t, _))) if u < t => Some("no place".to_owned()),
@@ -1911,7 +2371,7 @@ fn check_fifo(
         }
     }
     let mut checked = 0;
-    for j in eps.iter().filter(|e| {
+    for j in ordered_eps.iter().filter(|e| {
         e.admitted.is_some()
             && !e.returned
             && !e.with_token
@@ -1925,14 +2385,27 @@ fn check_fifo(
         checked += 1;
         let (wait, i) = latest[n - 1];
         if wait > admitted && i != j.visitor {
+            // Let in for a damaged score: say so.
+            let session = stories.get(j.visitor).and_then(|s| s.session);
+            let damaged: Vec<String> = windows
+                .iter()
+                .filter(|w| {
+                    w.start <= admitted
+                        && w.damage
+                            .as_ref()
+                            .is_some_and(|d| d.rescored.is_some() && d.rescored == session)
+                })
+                .map(|w| format!(" (its score damaged at {})", rel(w.start)))
+                .collect();
             v.add(
                 V_FIFO,
                 format!(
-                    "visitor {} (joined at {}) got in at {}, but visitor {i}, who joined \
+                    "visitor {} (joined at {}) got in at {}{}, but visitor {i}, who joined \
                      earlier, was still told \"waiting\" for a request sent {} ms later",
                     j.visitor,
                     rel(j.join_sent),
                     rel(admitted),
+                    damaged.concat(),
                     wait - admitted
                 ),
             );
@@ -1999,10 +2472,22 @@ async fn run(settings: Settings) {
             .collect(),
         Err(_) => Fault::ALL.into_iter().collect(),
     };
+    let corruptions: Vec<&'static str> = match std::env::var("CHAOS_CORRUPT") {
+        Ok(list) => CORRUPTIONS
+            .into_iter()
+            .filter(|c| list.split(',').any(|n| n.trim() == *c))
+            .collect(),
+        Err(_) => CORRUPTIONS.to_vec(),
+    };
+    assert!(
+        !corruptions.is_empty(),
+        "CHAOS_CORRUPT names none of {CORRUPTIONS:?}"
+    );
     let mut rng = Rng(seed);
 
     // A primary, its replica and a sentinel; every store goes through the sentinel.
-    let target = Target::start();
+    let mut target = Target::start();
+    target.corruptions = corruptions;
     let url = target.url();
     let log: Log = Arc::default();
     let open = Arc::new(AtomicBool::new(false));
@@ -2253,6 +2738,15 @@ async fn run(settings: Settings) {
         println!("| {} | {} |", f.name(), count(f));
     }
     println!("| (keys deleted) | {deleted:?} |");
+    let damaged: BTreeMap<&str, usize> =
+        windows
+            .iter()
+            .filter_map(|w| w.damage.as_ref())
+            .fold(BTreeMap::new(), |mut m, d| {
+                *m.entry(d.kind).or_default() += 1;
+                m
+            });
+    println!("| (damage, by kind) | {damaged:?} |");
     let failovers: BTreeMap<&str, usize> = windows
         .iter()
         .filter(|w| w.fault == Fault::Failover)
@@ -2357,7 +2851,7 @@ async fn run(settings: Settings) {
         .unwrap_or_default();
     println!("\nrow for docs/reliability.md:");
     println!(
-        "| {} | {commit} | {} | {seed} | {} | {} | {}/{}/{}/{}/{} | {requests} | {store_admissions} | {fail_open} | {} |",
+        "| {} | {commit} | {} | {seed} | {} | {} | {}/{}/{}/{}/{}/{} | {requests} | {store_admissions} | {fail_open} | {} |",
         date(),
         settings.mode,
         settings.fault_secs,
@@ -2367,6 +2861,7 @@ async fn run(settings: Settings) {
         count(Fault::Oom),
         count(Fault::DelKey),
         count(Fault::Failover),
+        count(Fault::Corrupt),
         KINDS
             .iter()
             .map(|k| v.count(k).to_string())
