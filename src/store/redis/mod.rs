@@ -225,6 +225,7 @@ impl RedisStore {
 
     /// The time a call of matching's functions names, as the library reads it
     /// (`script/time.lua`): the same as a room call's ([`call_now`](Self::call_now)).
+    #[cfg(feature = "matching")]
     pub(crate) fn now_text(&self) -> String {
         self.call_now().to_string()
     }
