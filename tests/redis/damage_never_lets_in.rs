@@ -453,6 +453,44 @@ async fn a_due_far_ahead_never_keeps_slots_from_freeing() {
     }
 }
 
+/// A room of capacity 2 over `redis` (refresh 1 s), served, with its two holders inside.
+async fn full_room_of_two(
+    redis: &Server,
+    room: &str,
+) -> (common::Http, WaitingRoomLayer, Vec<Jar>) {
+    let layer = WaitingRoomLayer::builder(room)
+        .capacity(2)
+        .secret(SECRET)
+        .secure_cookies(false)
+        .refresh(Duration::from_secs(1))
+        .store(store(redis))
+        .build()
+        .expect("the room builds");
+    let http = serve(app(layer.clone())).await;
+    let mut holders = Vec::new();
+    for _ in 0..2 {
+        let (reply, jar) = newcomer(&http).await;
+        assert_eq!(reply.status, StatusCode::OK, "the first two are let in");
+        holders.push(jar);
+    }
+    (http, layer, holders)
+}
+
+/// Past refresh, each holder's request is a heartbeat, which finds their slot gone (its key was
+/// damaged) and claims it again: every holder stays in.
+async fn holders_claim_their_slots_again(http: &common::Http, holders: &mut [Jar], what: &str) {
+    tokio::time::sleep(Duration::from_millis(1_100)).await;
+    for (h, jar) in holders.iter_mut().enumerate() {
+        let reply = http.visit(jar, Method::GET, "/").await;
+        assert_eq!(
+            reply.status,
+            StatusCode::OK,
+            "{what}: holder #{h}: {}",
+            reply.text()
+        );
+    }
+}
+
 /// `active` of the wrong type (a hand edit, another program): repair deleted it, and for one
 /// refresh four people were inside a room of capacity 2, the two holders on their tokens and
 /// two newcomers on the freed capacity. Now the slots are rebuilt: nobody new is let in while
@@ -462,38 +500,13 @@ async fn a_damaged_active_is_rebuilt_from_its_holders_never_handed_to_newcomers(
     let redis = Server::start(&["--save", ""]);
     for (i, part) in ["active", "granted"].into_iter().enumerate() {
         let room = format!("rebuilt{i}");
-        let layer = WaitingRoomLayer::builder(&room)
-            .capacity(2)
-            .secret(SECRET)
-            .secure_cookies(false)
-            .refresh(Duration::from_secs(1))
-            .store(store(&redis))
-            .build()
-            .expect("the room builds");
-        let http = serve(app(layer.clone())).await;
-        let mut holders = Vec::new();
-        for _ in 0..2 {
-            let (reply, jar) = newcomer(&http).await;
-            assert_eq!(reply.status, StatusCode::OK, "the first two are let in");
-            holders.push(jar);
-        }
+        let (http, layer, mut holders) = full_room_of_two(&redis, &room).await;
         redis
             .command(&["SET", &key(&room, part), "garbage"])
             .unwrap();
         let what = format!("{part} of the wrong type");
         newcomers_wait_in_order(&http, 3, 1, &what).await;
-        // Past refresh: each holder's request is a heartbeat, which finds their slot gone and
-        // claims it again.
-        tokio::time::sleep(Duration::from_millis(1_100)).await;
-        for (h, jar) in holders.iter_mut().enumerate() {
-            let reply = http.visit(jar, Method::GET, "/").await;
-            assert_eq!(
-                reply.status,
-                StatusCode::OK,
-                "{what}: holder #{h}: {}",
-                reply.text()
-            );
-        }
+        holders_claim_their_slots_again(&http, &mut holders, &what).await;
         newcomers_wait_in_order(&http, 2, 4, &what).await;
         let stats = layer.stats().await.unwrap();
         assert_eq!(
@@ -724,21 +737,7 @@ async fn a_damaged_rebuild_is_never_ended_early() {
         .enumerate()
     {
         let room = format!("rebuild{i}");
-        let layer = WaitingRoomLayer::builder(&room)
-            .capacity(2)
-            .secret(SECRET)
-            .secure_cookies(false)
-            .refresh(Duration::from_secs(1))
-            .store(store(&redis))
-            .build()
-            .expect("the room builds");
-        let http = serve(app(layer.clone())).await;
-        let mut holders = Vec::new();
-        for _ in 0..2 {
-            let (reply, jar) = newcomer(&http).await;
-            assert_eq!(reply.status, StatusCode::OK, "the first two are let in");
-            holders.push(jar);
-        }
+        let (http, layer, mut holders) = full_room_of_two(&redis, &room).await;
         redis
             .command(&["SET", &key(&room, "active"), "garbage"])
             .unwrap();
@@ -748,11 +747,7 @@ async fn a_damaged_rebuild_is_never_ended_early() {
             .command(&["HSET", &key(&room, "settings"), "rebuild", form])
             .unwrap();
         newcomers_wait_in_order(&http, 2, 2, &what).await;
-        tokio::time::sleep(Duration::from_millis(1_100)).await;
-        for (h, jar) in holders.iter_mut().enumerate() {
-            let reply = http.visit(jar, Method::GET, "/").await;
-            assert_eq!(reply.status, StatusCode::OK, "{what}: holder #{h}");
-        }
+        holders_claim_their_slots_again(&http, &mut holders, &what).await;
         newcomers_wait_in_order(&http, 1, 4, &what).await;
         let stats = layer.stats().await.unwrap();
         assert_eq!(
