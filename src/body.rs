@@ -109,7 +109,7 @@ impl<B> std::fmt::Debug for ResponseBody<B> {
 }
 
 /// A body in one chunk: the JSON or page a service of this crate answers by itself (the
-/// admin API (feature `admin`), matching (feature `matching`)).
+/// admin API (feature `admin`), matching (the `tower-waiting-room-matching` crate).
 ///
 /// ```
 /// use http_body::Body;
@@ -169,8 +169,8 @@ impl Body for FullBody {
 }
 
 /// Why a request body was not read whole.
-#[cfg(any(feature = "admin", feature = "matching"))]
-pub(crate) enum Collect {
+#[derive(Debug)]
+pub enum Collect {
     /// More than the limit came (the rest is not read).
     TooLarge,
     /// The body failed.
@@ -178,8 +178,7 @@ pub(crate) enum Collect {
 }
 
 /// The whole body, or `TooLarge` as soon as more than `limit` bytes came (the rest is not read).
-#[cfg(any(feature = "admin", feature = "matching"))]
-pub(crate) async fn collect_limited<B: Body>(body: B, limit: usize) -> Result<Bytes, Collect> {
+pub async fn collect_limited<B: Body>(body: B, limit: usize) -> Result<Bytes, Collect> {
     use bytes::{Buf, BytesMut};
     let mut body = std::pin::pin!(body);
     let mut out = BytesMut::new();
@@ -207,8 +206,7 @@ pub(crate) async fn collect_limited<B: Body>(body: B, limit: usize) -> Result<By
 }
 
 /// A JSON answer.
-#[cfg(any(feature = "admin", feature = "matching"))]
-pub(crate) fn json_response(
+pub fn json_response(
     status: http::StatusCode,
     body: &impl serde::Serialize,
 ) -> http::Response<FullBody> {

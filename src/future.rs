@@ -281,7 +281,7 @@ where
 type BoxedAnswer = Pin<Box<dyn Future<Output = Response<FullBody>> + Send + 'static>>;
 
 /// Response future of the crate's own services, the admin API (feature `admin`) and
-/// matching (feature `matching`): reads the request's body (up to a limit), asks the store, and
+/// matching's (the `tower-waiting-room-matching` crate): reads the request's body (up to a limit), asks the store, and
 /// answers. Never fails.
 ///
 /// Boxed: these calls are rare next to a visitor's request through the room, or wait on the
@@ -293,9 +293,8 @@ pub struct AnswerFuture {
 }
 
 impl AnswerFuture {
-    // Only the admin API and matching make one.
-    #[cfg(any(feature = "admin", feature = "matching"))]
-    pub(crate) fn new(f: impl Future<Output = Response<FullBody>> + Send + 'static) -> Self {
+    /// The answer `f` as the future of a service's call (the admin API's, matching's).
+    pub fn new(f: impl Future<Output = Response<FullBody>> + Send + 'static) -> Self {
         Self { inner: Box::pin(f) }
     }
 }

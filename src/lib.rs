@@ -86,7 +86,6 @@
 //! | [`clock`] | injectable time |
 //! | [`telemetry`] | metric names (feature `metrics`, on by default) and the per-request `tracing` span |
 //! | [`routing`] | several rooms behind one layer ([`WaitingRooms`](routing::WaitingRooms)), routed by the [`Rule`](routing::Rule)s that pick the room, and gated routes (`403 not_admitted`, the `X-Admission-Ticket` header) |
-//! | `matching` | (feature `matching`, off by default) a product beside the room: people put together in groups of two or three, with a store of its own |
 //! | [`testing`] | [`TestRoom`](testing::TestRoom) for testing handlers behind the layer, the [`ManualClock`](testing::ManualClock) tests move by hand; with the `testing` feature, the store conformance suite |
 
 #![forbid(unsafe_code)]
@@ -111,15 +110,15 @@ pub mod eta;
 #[doc(hidden)]
 pub mod future;
 mod layer;
-#[cfg(feature = "matching")]
-pub mod matching;
 pub mod outcome;
 pub mod response;
 mod room;
 pub mod routing;
-// The function libraries' headers, read by the tests that hold them to their Rust structs.
-#[cfg(all(test, feature = "redis"))]
-mod script_header;
+// The function libraries' headers, read by the tests that hold them to their Rust structs
+// (this crate's and matching's, through `__private`).
+#[cfg(feature = "redis")]
+#[doc(hidden)]
+pub mod script_header;
 mod service;
 mod session;
 pub mod store;
@@ -138,7 +137,7 @@ pub struct ReadmeDoctests;
 #[doc = include_str!("../docs/events.md")]
 pub struct EventsGuideDoctests;
 
-// The body of the crate's own services (admin, matching): named by their `Service` impls only.
+// The body of the crate's own services (admin, matching's): named by their `Service` impls only.
 #[doc(hidden)]
 pub use body::FullBody;
 pub use body::ResponseBody;
@@ -218,4 +217,18 @@ pub mod __private {
     pub fn leading_zero_bits(hash: &[u8]) -> u32 {
         crate::defences::proof_of_work::leading_zero_bits(hash)
     }
+
+    // The plumbing of matching's service (`tower-waiting-room-matching`): the crate's body
+    // reader and JSON answer, and the signed session cookie of its own kind.
+    pub use crate::body::{collect_limited, json_response, Collect};
+    pub use crate::token::match_session::SessionCookie;
+
+    /// The readers of the function libraries' headers (`ARGV` names, code without comments,
+    /// each file once), for the tests of matching's library as for the room's.
+    #[cfg(feature = "redis")]
+    pub use crate::script_header;
+
+    // The conformance suites' cases (matching's suite builds its own on them).
+    #[cfg(feature = "testing")]
+    pub use crate::testing::case::{Case, CaseFuture, Rng};
 }

@@ -19,7 +19,7 @@
 
 /// The `ARGV` names of the function `function` as its header in `script` lists them: the lines
 /// `--   <n> <name> ...` after `-- ARGV`, numbered from 1 with no gap.
-pub(crate) fn argv_names(script: &str, function: &str) -> Vec<String> {
+pub fn argv_names(script: &str, function: &str) -> Vec<String> {
     let start = script
         .find(&format!("\n-- {function}: "))
         .unwrap_or_else(|| panic!("no header for {function}"));
@@ -50,7 +50,7 @@ pub(crate) fn argv_names(script: &str, function: &str) -> Vec<String> {
 /// Asserts that each `.lua` file under `dir` (from the crate's root) is in `script` once: a file
 /// left out fails at load (a function it defines is missing), but one included twice only
 /// redefines its functions, which no other test would notice. Answers how many there are.
-pub(crate) fn each_file_once(script: &str, dir: &str) -> usize {
+pub fn each_file_once(script: &str, dir: &str) -> usize {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(dir);
     let mut files = 0;
     for entry in std::fs::read_dir(&dir).unwrap() {
@@ -72,7 +72,7 @@ pub(crate) fn each_file_once(script: &str, dir: &str) -> usize {
 /// The code of `script` without its comments (`--` to the end of the line; no string of the
 /// crate's scripts holds `--`), its whitespace collapsed to single spaces: the text the tests
 /// read the Lua's own statements from, however a statement is broken across lines.
-pub(crate) fn code(script: &str) -> String {
+pub fn code(script: &str) -> String {
     script
         .lines()
         .map(|l| l.split_once("--").map_or(l, |(code, _)| code))
@@ -84,7 +84,7 @@ pub(crate) fn code(script: &str) -> String {
 /// The definition in `script` that starts with the line `head` (`function F.main()`, or its
 /// start, `function F.setup(`), up to the `end` that closes it (the first line that is `end`
 /// alone: the scripts indent every inner one), as [`code`].
-pub(crate) fn definition(script: &str, head: &str) -> String {
+pub fn definition(script: &str, head: &str) -> String {
     let start = script
         .find(&format!("\n{head}"))
         .unwrap_or_else(|| panic!("no definition {head}"));
@@ -97,7 +97,7 @@ pub(crate) fn definition(script: &str, head: &str) -> String {
 
 /// The names the statement `local <names> = <value>` declares, in their order: the one
 /// statement of `script` whose value is `value` (as [`code`] spells it).
-pub(crate) fn locals_of(script: &str, value: &str) -> Vec<String> {
+pub fn locals_of(script: &str, value: &str) -> Vec<String> {
     let code = code(script);
     let at = format!(" = {value}");
     assert_eq!(
@@ -112,7 +112,7 @@ pub(crate) fn locals_of(script: &str, value: &str) -> Vec<String> {
 
 /// The fields of the table constructor `local <name> = {...}` of `script`, as written (as
 /// [`code`]), in their order: `key = value`, or the value alone.
-pub(crate) fn table_fields(script: &str, name: &str) -> Vec<String> {
+pub fn table_fields(script: &str, name: &str) -> Vec<String> {
     let code = code(script);
     let head = format!("local {name} = {{");
     assert_eq!(code.matches(&head).count(), 1, "one table {name}");
@@ -140,7 +140,7 @@ pub(crate) fn table_fields(script: &str, name: &str) -> Vec<String> {
 /// The `-- Runs` block of the comment that starts at `from` in `text` (a function's header, or a
 /// helper's comment): its first line and the lines indented under it (`--   ...`), as one line.
 /// `None` if the comment ends first.
-pub(crate) fn runs_block(text: &str, from: usize) -> Option<String> {
+pub fn runs_block(text: &str, from: usize) -> Option<String> {
     let mut lines = text[from..]
         .lines()
         .take_while(|l| l.starts_with("--"))
@@ -155,7 +155,7 @@ pub(crate) fn runs_block(text: &str, from: usize) -> Option<String> {
 
 /// The helpers a `-- Runs` block names (`F.<name>`), each with the file it names it under: the
 /// nearest `<file>.lua` before it in the block, else `own` (the file of the header).
-pub(crate) fn runs_helpers(block: &str, own: &str) -> Vec<(String, String)> {
+pub fn runs_helpers(block: &str, own: &str) -> Vec<(String, String)> {
     let mut file = own.to_owned();
     let mut helpers = Vec::new();
     for word in block.split_whitespace() {
@@ -176,7 +176,7 @@ pub(crate) fn runs_helpers(block: &str, own: &str) -> Vec<(String, String)> {
 /// its `register...` helpers: the lines `register...('<op>', <arguments>)`, each as the
 /// function's name there (`<op>`, which the helper puts after the library's name), the helper,
 /// and the arguments after the name (quotes dropped).
-pub(crate) fn registrations(register: &str) -> Vec<(&str, &str, Vec<&str>)> {
+pub fn registrations(register: &str) -> Vec<(&str, &str, Vec<&str>)> {
     register
         .lines()
         .filter(|l| l.starts_with("register"))
@@ -191,7 +191,7 @@ pub(crate) fn registrations(register: &str) -> Vec<(&str, &str, Vec<&str>)> {
 }
 
 /// The helpers (`F.<name>`) that `code` (as [`code`] makes it) calls itself.
-pub(crate) fn helpers_called(code: &str) -> std::collections::BTreeSet<String> {
+pub fn helpers_called(code: &str) -> std::collections::BTreeSet<String> {
     code.match_indices("F.")
         .filter(|&(at, _)| !code[..at].ends_with(|c: char| c.is_alphanumeric() || c == '_'))
         .map(|(at, _)| {

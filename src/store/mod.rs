@@ -248,6 +248,19 @@ pub(crate) use self::redis::ROOM_JOIN_FUNCTION as REDIS_ROOM_JOIN_FUNCTION;
 pub(crate) use self::redis::ROOM_LIBRARY as REDIS_ROOM_LIBRARY;
 #[cfg(feature = "redis")]
 pub(crate) use self::redis::ROOM_LIBRARY_NAME as REDIS_ROOM_LIBRARY_NAME;
+/// The Lua the crate's Redis function libraries share, as the room's library holds it: for
+/// another library that runs on a [`RedisStore`] ([`RedisStore::run_function`]) and reads the
+/// same stored numbers and the same time argument. Not public API: its text may change in any
+/// release, with the libraries that hold it.
+#[cfg(feature = "redis")]
+#[doc(hidden)]
+pub mod redis_script {
+    /// The reader of stored numbers (`script/stored.lua`).
+    pub const STORED_LUA: &str = include_str!("redis/script/stored.lua");
+    /// The reader of a call's time argument (`script/time.lua`,
+    /// [`RedisStore::time_arg`](crate::store::RedisStore::time_arg)).
+    pub const TIME_LUA: &str = include_str!("redis/script/time.lua");
+}
 #[cfg(feature = "redis")]
 pub use self::redis::{RedisCheckError, RedisServerInfo, RedisStore, RedisStoreBuilder};
 // The breaker's counters: the `metrics` feature exports the same, as metrics.

@@ -1,6 +1,6 @@
-//! One case of a conformance suite ([`conformance`](super::conformance) for rooms,
-//! [`matching`](super::matching) for matching): its name and its function over the suite's
-//! harness `H`.
+//! One case of a conformance suite ([`conformance`](super::conformance) for rooms, the
+//! `testing` module of `tower-waiting-room-matching` for matching): its name and its function
+//! over the suite's harness `H`.
 
 use std::fmt;
 use std::future::Future;
@@ -25,7 +25,10 @@ impl<H> Clone for Case<H> {
 impl<H> Copy for Case<H> {}
 
 impl<H> Case<H> {
-    pub(crate) const fn new(
+    /// A case named `name` (its function's name) that runs `run`; `multi_thread` for the
+    /// concurrency cases. Not public API: the suites' macros make them.
+    #[doc(hidden)]
+    pub const fn new(
         name: &'static str,
         multi_thread: bool,
         run: for<'a> fn(&'a H) -> CaseFuture<'a>,
@@ -66,17 +69,21 @@ impl<H> fmt::Debug for Case<H> {
 
 /// A small deterministic PRNG (xorshift64*), so failures reproduce: the
 /// suites' random cases draw from it.
-pub(crate) struct Rng(pub(crate) u64);
+#[derive(Debug)]
+pub struct Rng(pub u64);
 
 impl Rng {
-    pub(crate) fn next(&mut self) -> u64 {
+    /// The next number.
+    #[allow(clippy::should_implement_trait)]
+    pub fn next(&mut self) -> u64 {
         self.0 ^= self.0 >> 12;
         self.0 ^= self.0 << 25;
         self.0 ^= self.0 >> 27;
         self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
     }
 
-    pub(crate) fn below(&mut self, n: u64) -> u64 {
+    /// A number below `n`.
+    pub fn below(&mut self, n: u64) -> u64 {
         self.next() % n
     }
 }

@@ -33,9 +33,8 @@
 //!
 //! For the authors of a store: the submodule `conformance` (feature `testing`) is the store
 //! conformance suite, the semantics of the `Store` trait as test cases that any implementation
-//! can run, as the crate's own `MemoryStore` and `RedisStore` do. The submodule `matching`
-//! (features `testing` and `matching`) is the same for matching: the semantics of the `MatchStore` trait as
-//! test cases, run on the crate's own `MemoryMatchStore`.
+//! can run, as the crate's own `MemoryStore` and `RedisStore` do. Matching's suite is the
+//! `testing` module of the `tower-waiting-room-matching` crate (its feature `testing`).
 
 use http::HeaderValue;
 
@@ -46,13 +45,13 @@ use crate::session::SessionId;
 use crate::store::{Decision, MemoryStore, Store};
 use crate::token::{AdmissionToken, QueueCookie, SigningKey};
 
+// One case of a suite: public for matching's suite (`__private`), hidden from the docs.
 #[cfg(feature = "testing")]
-mod case;
+#[doc(hidden)]
+pub mod case;
 #[cfg(feature = "testing")]
 pub mod conformance;
 mod manual_clock;
-#[cfg(all(feature = "testing", feature = "matching"))]
-pub mod matching;
 
 pub use manual_clock::ManualClock;
 

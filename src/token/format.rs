@@ -40,9 +40,8 @@ pub(crate) enum ValueKind {
     Admission,
     /// A proof-of-work challenge.
     Challenge,
-    /// A matching session: who a visitor is to matching (feature `matching`) when the
-    /// application does not say. Its prefix stays reserved without the feature.
-    #[cfg_attr(not(feature = "matching"), allow(dead_code))]
+    /// A matching session: who a visitor is to matching (`tower-waiting-room-matching`) when the
+    /// application does not say.
     MatchSession,
     /// A single-use checkout ticket; its nonce is the signed extra field.
     Ticket,

@@ -19,7 +19,6 @@ mod challenge;
 mod claims;
 mod format;
 mod keys;
-#[cfg(feature = "matching")]
 pub(crate) mod match_session;
 mod queue_cookie;
 mod ticket;

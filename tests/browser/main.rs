@@ -1,4 +1,4 @@
-//! The waiting page, the admin page and the lobby in a real browser (chromium through
+//! The waiting page and the admin page in a real browser (chromium through
 //! chromedriver), in one binary; the tests take `webdriver::ONE_BROWSER`, one browser at a time.
 
 #[path = "../common/mod.rs"]
@@ -10,5 +10,3 @@ mod webdriver;
 mod admin_browser;
 mod browser;
 mod browser_countdown;
-#[cfg(feature = "matching")]
-mod lobby_browser;

@@ -1,5 +1,5 @@
 //! Events and tickets in one binary: the pre-queue, the event stream, tickets at a gate, over
-//! HTTP and over their lifetime, and the lobby example.
+//! HTTP and over their lifetime.
 
 #[path = "../common/mod.rs"]
 mod common;
@@ -10,8 +10,6 @@ mod events_per_session;
 mod events_prequeue;
 #[cfg(feature = "redis")]
 mod events_stream;
-#[cfg(feature = "matching")]
-mod lobby;
 mod sse;
 mod tickets_gate;
 mod tickets_http;

@@ -223,10 +223,20 @@ impl RedisStore {
         &self.prefix
     }
 
-    /// The time a call of matching's functions names, as the library reads it
-    /// (`script/time.lua`): the same as a room call's ([`call_now`](Self::call_now)).
-    #[cfg(feature = "matching")]
-    pub(crate) fn now_text(&self) -> String {
+    /// The key prefix of this store (`{prefix}` in the room's keys, `wr` unless the builder
+    /// set another): the namespace another library's keys on the same server take too, so
+    /// that one prefix keeps one deployment's keys apart from another's.
+    pub fn key_prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    /// The time argument this store's calls send, as the shared Lua reader of it
+    /// (`script/time.lua`, [`TIME_LUA`](crate::store::redis_script::TIME_LUA)) takes it: `0`
+    /// for the server's `TIME` (no injected clock), the injected clock's milliseconds (held to
+    /// the server's within a second by the reader), or `m<ms>` for a manual clock (taken as it
+    /// is). Another library's functions run through [`run_function`](Self::run_function) send
+    /// it to decide by the same clock as the room's.
+    pub fn time_arg(&self) -> String {
         self.call_now().to_string()
     }
 
@@ -258,11 +268,18 @@ impl RedisStore {
         self.run(Callee::Room(function, policy.room.clone()), keys, args)
     }
 
-    /// Runs `function` of another library than the room's (`FCALL`), whose source is `library`,
-    /// loaded when the server has no such function, as [`Self::run_room`] runs the room's: its
-    /// reply as the server gave it.
-    #[cfg(feature = "matching")]
-    pub(crate) fn run_function(
+    /// Runs `function` of another Redis function library than the room's (`FCALL function`
+    /// with `keys` and `args`) on this store's connection (single node, Redis Cluster or
+    /// Sentinel), under its deadline and circuit breaker, with its error classification, as
+    /// the room's own calls run: the extension point of a library that shares the room's store
+    /// (matching's, `tower-waiting-room-matching`). When the server has no such function,
+    /// `library` (the library's whole source, `#!lua name=...` first) is loaded with
+    /// `FUNCTION LOAD REPLACE` and the call retried once. The answer is the reply as the
+    /// server gave it.
+    ///
+    /// Its keys should begin with [`key_prefix`](Self::key_prefix) (and, on a cluster, share a
+    /// hash tag).
+    pub fn run_function(
         &self,
         library: &'static str,
         function: &'static str,
@@ -350,7 +367,6 @@ impl RedisStore {
 /// and the function's name), likewise.
 enum Callee {
     Room(&'static str, Arc<str>),
-    #[cfg(feature = "matching")]
     Function(&'static str, &'static str),
 }
 
@@ -388,7 +404,6 @@ impl Callee {
     {
         match self {
             Callee::Room(function, _) => fcall(con, protocol::SCRIPT, function, keys, args).await,
-            #[cfg(feature = "matching")]
             Callee::Function(library, function) => fcall(con, library, function, keys, args).await,
         }
     }

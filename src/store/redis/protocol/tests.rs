@@ -15,7 +15,7 @@ fn the_library_holds_each_script_file_once() {
 /// The reader of stored numbers (`script/stored.lua`) is the one every function of the
 /// library reads a stored number with, the tickets' too: it goes in once (above), and no
 /// file brings a second `#!lua` line of its own (the library's is its first line, which
-/// names it). Matching's library has its own test (src/matching/store/redis/calls.rs).
+/// names it). Matching's library has its own test (matching/src/store/redis/calls.rs).
 #[test]
 fn the_library_has_one_lua_line_and_the_reader_of_stored_numbers_once() {
     let stored = include_str!("../script/stored.lua");

@@ -1,7 +1,7 @@
 -- Stored numbers, read strictly: the one reader of every number a script reads back from a key,
 -- shared by every script of the crate: this library (the tickets' functions included) and
 -- matching's, each assembled with it (src/store/redis/protocol.rs,
--- src/matching/store/redis/calls.rs).
+-- matching/src/store/redis/calls.rs).
 --
 -- A stored number may have been damaged behind the scripts' backs (a hand edit, another
 -- program, a half-applied bug), and Lua's tonumber reads far more than a script ever writes:

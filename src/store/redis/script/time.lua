@@ -1,7 +1,7 @@
 -- The time a call names, read as strictly as a stored number (stored.lua), and held to the
 -- server's: shared by every script of the crate, this library (the tickets' functions
 -- included) and matching's, each assembled with it (src/store/redis/protocol.rs,
--- src/matching/store/redis/calls.rs).
+-- matching/src/store/redis/calls.rs).
 --
 -- A call names its time as one argument: '0' (NOW_FROM_SERVER) for the server's TIME, shared
 -- by every gateway; or the gateway's own clock in ms (RedisStoreBuilder::clock), taken only

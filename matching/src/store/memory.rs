@@ -7,17 +7,17 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::{MatchPolicy, MatchStore, StoreFuture, MAX_MATCH_WORK_PER_CALL};
-use crate::clock::{Clock, SystemClock};
-use crate::matching::{
+use crate::{
     AppGroupId, ConfirmOutcome, Group, GroupId, JoinOutcome, MatchState, Queue, UserId, Waiting,
 };
+use tower_waiting_room::clock::{Clock, SystemClock};
 
 /// Matching in this process's memory.
 ///
 /// ```
 /// # tokio_test_block_on(async {
-/// use tower_waiting_room::matching::store::{MatchPolicy, MatchStore, MemoryMatchStore};
-/// use tower_waiting_room::matching::{GroupSize, JoinOutcome, MatchState, Queue, Topic, UserId};
+/// use tower_waiting_room_matching::store::{MatchPolicy, MatchStore, MemoryMatchStore};
+/// use tower_waiting_room_matching::{GroupSize, JoinOutcome, MatchState, Queue, Topic, UserId};
 ///
 /// let store = MemoryMatchStore::new();
 /// let policy = MatchPolicy::default();

@@ -116,7 +116,7 @@ checked_text!(
     /// control characters.
     ///
     /// ```
-    /// use tower_waiting_room::matching::Topic;
+    /// use tower_waiting_room_matching::Topic;
     /// assert!(Topic::new("rust").is_ok());
     /// assert!(Topic::new("").is_err());
     /// assert!(Topic::new("a\nb").is_err());
@@ -130,7 +130,7 @@ checked_text!(
     /// session's. At most [`MAX_USER_BYTES`] bytes without control characters.
     ///
     /// ```
-    /// use tower_waiting_room::matching::UserId;
+    /// use tower_waiting_room_matching::UserId;
     /// assert_eq!(UserId::new("alice").unwrap().as_str(), "alice");
     /// assert!(UserId::new("x".repeat(129)).is_err());
     /// ```
@@ -142,7 +142,7 @@ checked_text!(
     /// The application's own id for a group it confirmed (its conversation's, its game's).
     ///
     /// ```
-    /// use tower_waiting_room::matching::AppGroupId;
+    /// use tower_waiting_room_matching::AppGroupId;
     /// assert!(AppGroupId::new("conversation-42").is_ok());
     /// ```
     AppGroupId,
@@ -152,7 +152,7 @@ checked_text!(
 /// How many people a group holds: 2 to [`MAX_GROUP_SIZE`].
 ///
 /// ```
-/// use tower_waiting_room::matching::GroupSize;
+/// use tower_waiting_room_matching::GroupSize;
 /// assert_eq!(GroupSize::new(3).unwrap().get(), 3);
 /// assert!(GroupSize::new(1).is_err());
 /// ```
@@ -236,7 +236,7 @@ impl Queue {
 /// form (`Display`, `FromStr`) is `<queue key>.<number>`, as the HTTP API shows it.
 ///
 /// ```
-/// use tower_waiting_room::matching::{GroupId, GroupSize, Queue, Topic};
+/// use tower_waiting_room_matching::{GroupId, GroupSize, Queue, Topic};
 /// let queue = Queue::new(Topic::new("go").unwrap(), GroupSize::PAIR);
 /// let id = GroupId::new(queue, 7);
 /// assert_eq!(id.to_string(), "676f.2.7");

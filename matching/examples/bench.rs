@@ -2,9 +2,9 @@
 //! store scales to a million waiters, measured side by side in one run on one machine.
 //!
 //! ```text
-//! cargo run --release --features matching --example bench             # full run, a few minutes
-//! cargo run --release --features matching --example bench -- --quick  # about a minute
-//! cargo run --features matching --example bench -- --smoke            # a few seconds: checks a complete summary is written
+//! cargo run --release -p tower-waiting-room-matching --example bench             # full run, a few minutes
+//! cargo run --release -p tower-waiting-room-matching --example bench -- --quick  # about a minute
+//! cargo run -p tower-waiting-room-matching --example bench -- --smoke            # a few seconds: checks a complete summary is written
 //! ```
 //!
 //! Everything runs on loopback and is started here: the HTTP servers under test (axum on
@@ -59,22 +59,22 @@ use hyper_util::rt::TokioIo;
 use serde_json::{json, Map, Value};
 use tower::{Layer, Service};
 use tower_waiting_room::__private::{redis_keys, room_visitor_call, AdmissionToken, QueueCookie};
-use tower_waiting_room::matching::store::RedisMatchStore;
-use tower_waiting_room::matching::{
-    GroupSize, JoinOutcome, MatchState, Matchmaker, Queue, Topic, UserId,
-};
 use tower_waiting_room::store::snapshot::NEAR_HEAD;
 use tower_waiting_room::store::{Decision, MemoryStore, RedisStore, Store};
 use tower_waiting_room::{
     Admission, AdmittedBy, Keyring, RoomPolicy, SessionId, SigningKey, WaitingRoomLayer,
+};
+use tower_waiting_room_matching::store::RedisMatchStore;
+use tower_waiting_room_matching::{
+    GroupSize, JoinOutcome, MatchState, Matchmaker, Queue, Topic, UserId,
 };
 
 const USAGE: &str = "\
 tower-waiting-room benchmark: the layer next to plain axum, and the Redis store at scale.
 
 USAGE:
-    cargo run --release --features matching --example bench -- [--quick | --smoke] [--out PATH]
-    cargo run --release --features matching --example bench -- wrk [--secs N] [--rounds N]   (needs wrk: apt-get install -y wrk)
+    cargo run --release -p tower-waiting-room-matching --example bench -- [--quick | --smoke] [--out PATH]
+    cargo run --release -p tower-waiting-room-matching --example bench -- wrk [--secs N] [--rounds N]   (needs wrk: apt-get install -y wrk)
 
 FLAGS:
     --quick       about a minute (shorter runs, fewer repeats)
@@ -233,7 +233,7 @@ fn main() -> ExitCode {
     }
     if cfg!(debug_assertions) && settings.mode != "smoke" {
         eprintln!(
-            "warning: this is a debug build; numbers are meaningless. Use `cargo run --release --features matching --example bench`."
+            "warning: this is a debug build; numbers are meaningless. Use `cargo run --release -p tower-waiting-room-matching --example bench`."
         );
     }
     if sim_only {
@@ -1701,7 +1701,7 @@ impl ServerCpu {
 // ---------------------------------------------------------------------------------------------
 // redis-server on a free port, stopped with this process
 
-#[path = "../tests/redis_harness/mod.rs"]
+#[path = "../../tests/redis_harness/mod.rs"]
 mod redis_harness;
 
 // The Redis-side measurements: the peer comparison, bytes per waiter, Redis CPU per

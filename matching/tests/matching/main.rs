@@ -1,12 +1,17 @@
 //! Matching in one binary: its HTTP API, the conformance suite on the embedded and the Redis
-//! stores, and the proofs across gateway processes.
-#![cfg(feature = "matching")]
+//! stores, the proofs across gateway processes, and the lobby example (over HTTP and in a real
+//! browser).
 
-#[path = "../common/mod.rs"]
+// The root crate's test helpers, shared with its own test families.
+#[path = "../../../tests/common/mod.rs"]
 mod common;
-#[path = "../redis_harness/mod.rs"]
+#[path = "../../../tests/redis_harness/mod.rs"]
 mod redis_harness;
+#[path = "../../../tests/common/browser.rs"]
+mod webdriver;
 
+mod lobby;
+mod lobby_browser;
 mod matching_http;
 #[cfg(feature = "testing")]
 mod matching_memory;

@@ -3,8 +3,8 @@
 //!
 //! ```text
 //! apt-get install -y wrk     # Debian's wrk; scripts/test installs it when missing
-//! cargo run --release --features matching --example bench -- serve --scenario plain|fast_path|cookie_check|noop_layer --port 8080
-//! wrk -t1 -c32 -d5s -H "Cookie: $(cargo run -q --release --example bench -- cookie)" http://127.0.0.1:8080/
+//! cargo run --release -p tower-waiting-room-matching --example bench -- serve --scenario plain|fast_path|cookie_check|noop_layer --port 8080
+//! wrk -t1 -c32 -d5s -H "Cookie: $(cargo run -q --release -p tower-waiting-room-matching --example bench -- cookie)" http://127.0.0.1:8080/
 //! ```
 //!
 //! `bench serve` runs one server under test (one Tokio worker thread, as in the in-process

@@ -9,10 +9,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use tower_waiting_room::matching::store::RedisMatchStore;
 use tower_waiting_room::store::{RedisStore, RedisStoreBuilder};
-use tower_waiting_room::testing::matching::{Harness, START_MS};
 use tower_waiting_room::testing::ManualClock;
+use tower_waiting_room_matching::store::RedisMatchStore;
+use tower_waiting_room_matching::testing::{Harness, START_MS};
 
 /// A harness on `builder`'s server, under a prefix of its own (cases share the server).
 fn harness(builder: RedisStoreBuilder) -> Harness {
@@ -38,7 +38,7 @@ mod single_node {
         harness(RedisStore::builder().url(redis_harness::shared_server().url()))
     }
 
-    tower_waiting_room::matching_conformance_tests!(make_harness);
+    tower_waiting_room_matching::matching_conformance_tests!(make_harness);
 }
 
 mod cluster {
@@ -51,5 +51,5 @@ mod cluster {
         harness(RedisStore::builder().cluster_nodes(cluster.urls()))
     }
 
-    tower_waiting_room::matching_conformance_tests!(make_harness);
+    tower_waiting_room_matching::matching_conformance_tests!(make_harness);
 }

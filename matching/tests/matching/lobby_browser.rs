@@ -11,9 +11,7 @@
 use crate::common;
 use crate::webdriver as browser;
 
-#[allow(dead_code)]
-#[path = "../../examples/lobby.rs"]
-mod lobby;
+use crate::lobby::lobby;
 
 use std::path::Path;
 
@@ -48,7 +46,7 @@ async fn join(client: &Client, url: &str, name: &str, topic: &str, size: u8) {
 }
 
 async fn screenshot(client: &Client, name: &str) {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/screenshots");
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/screenshots");
     std::fs::create_dir_all(&dir).unwrap();
     let png = client.screenshot().await.unwrap();
     std::fs::write(dir.join(format!("lobby-{name}.png")), png).unwrap();

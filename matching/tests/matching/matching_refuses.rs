@@ -7,10 +7,10 @@ use crate::redis_harness::Server;
 
 use std::time::Duration;
 
-use tower_waiting_room::matching::store::{MatchPolicy, MatchStore, RedisMatchStore};
-use tower_waiting_room::matching::{GroupSize, JoinOutcome, MatchState, Queue, Topic, UserId};
 use tower_waiting_room::store::{RedisStore, StoreErrorKind};
 use tower_waiting_room::testing::ManualClock;
+use tower_waiting_room_matching::store::{MatchPolicy, MatchStore, RedisMatchStore};
+use tower_waiting_room_matching::{GroupSize, JoinOutcome, MatchState, Queue, Topic, UserId};
 
 fn queue() -> Queue {
     Queue::new(Topic::new("chess").unwrap(), GroupSize::new(3).unwrap())

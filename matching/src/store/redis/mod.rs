@@ -10,10 +10,10 @@ use ring::rand::{SecureRandom, SystemRandom};
 
 use super::MAX_MATCH_WORK_PER_CALL;
 use super::{MatchPolicy, MatchStore, StoreError, StoreErrorKind, StoreFuture};
-use crate::matching::{
+use crate::{
     AppGroupId, ConfirmOutcome, Group, GroupId, JoinOutcome, MatchState, Queue, UserId, Waiting,
 };
-use crate::store::RedisStore;
+use tower_waiting_room::store::RedisStore;
 
 use self::calls::{
     Confirm, Enter, Leave, PointerClaim, PointerDrop, PointerRead, PointerTouch, QueueCall, Tick,
@@ -53,17 +53,17 @@ mod code {
 
 /// The Redis/Valkey match store: every process matches from the same queues.
 ///
-/// [`RedisMatchStore`] runs the rules of [the store module](crate::matching::store) in a Redis
+/// [`RedisMatchStore`] runs the rules of [the store module](crate::store) in a Redis
 /// Functions library of its own (`twr_match_v1`, `src/matching/store/redis/script/`, whose
 /// headers document its keys, arguments and replies; loaded by the store itself when a server
 /// has no such function), with the exact answers of the
-/// [`MemoryMatchStore`](crate::matching::store::MemoryMatchStore) given the same clock. It shares
+/// [`MemoryMatchStore`](crate::store::MemoryMatchStore) given the same clock. It shares
 /// a [`RedisStore`]'s connection (single node, Redis Cluster or Sentinel), key prefix, deadline,
 /// circuit breaker, error classes and clock: a call fails as the room's calls do.
 ///
 /// ```no_run
-/// use tower_waiting_room::matching::store::{MatchPolicy, MatchStore, RedisMatchStore};
-/// use tower_waiting_room::matching::{GroupSize, JoinOutcome, Queue, Topic, UserId};
+/// use tower_waiting_room_matching::store::{MatchPolicy, MatchStore, RedisMatchStore};
+/// use tower_waiting_room_matching::{GroupSize, JoinOutcome, Queue, Topic, UserId};
 /// use tower_waiting_room::store::RedisStore;
 ///
 /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
@@ -269,11 +269,11 @@ impl RedisMatchStore {
         for b in user.as_str().bytes() {
             hex.push_str(&format!("{b:02x}"));
         }
-        format!("{{{}:mu:{hex}}}", self.store.prefix())
+        format!("{{{}:mu:{hex}}}", self.store.key_prefix())
     }
 
     fn queue_keys(&self, queue: &Queue) -> Vec<String> {
-        let tag = format!("{{{}:m:{}}}", self.store.prefix(), queue.key());
+        let tag = format!("{{{}:m:{}}}", self.store.key_prefix(), queue.key());
         [
             "meta",
             "line",
@@ -311,7 +311,9 @@ impl RedisMatchStore {
         args: Vec<Vec<u8>>,
     ) -> Result<Vec<Value>, StoreError> {
         let keys = vec![self.pointer_key(user)];
-        self.store.run_function(SCRIPT, function, keys, args).await
+        self.store
+            .run_function(SCRIPT.as_str(), function, keys, args)
+            .await
     }
 
     /// The user's claim, `None` when the pointer is absent; its time to live renewed to `ttl`
@@ -409,7 +411,7 @@ impl RedisMatchStore {
     ) -> Result<Reply, StoreError> {
         let reply = Reply::parse(
             self.store
-                .run_function(SCRIPT, function, self.queue_keys(queue), args)
+                .run_function(SCRIPT.as_str(), function, self.queue_keys(queue), args)
                 .await?,
         )?;
         let ttl = Self::pointer_ttl(policy);
@@ -447,7 +449,7 @@ impl RedisMatchStore {
         queue: Queue,
     ) -> Result<JoinOutcome, StoreError> {
         // One `now` for both steps, as the embedded store's one step has.
-        let now = self.store.now_text();
+        let now = self.store.time_arg();
         let ttl = Self::pointer_ttl(&policy);
         let mut expected = String::new();
         for _ in 0..MAX_CLAIM_ATTEMPTS {
@@ -523,7 +525,7 @@ impl RedisMatchStore {
         policy: MatchPolicy,
         user: UserId,
     ) -> Result<MatchState, StoreError> {
-        let now = self.store.now_text();
+        let now = self.store.time_arg();
         let Some((claim, queue)) = self.pointed(&user, &policy).await? else {
             return Ok(MatchState::Idle);
         };
@@ -547,7 +549,7 @@ impl RedisMatchStore {
         policy: MatchPolicy,
         user: UserId,
     ) -> Result<MatchState, StoreError> {
-        let now = self.store.now_text();
+        let now = self.store.time_arg();
         let Some((claim, queue)) = self.pointed(&user, &policy).await? else {
             return Ok(MatchState::Idle);
         };
@@ -579,7 +581,7 @@ impl RedisMatchStore {
         id: GroupId,
         app_id: AppGroupId,
     ) -> Result<ConfirmOutcome, StoreError> {
-        let now = self.store.now_text();
+        let now = self.store.time_arg();
         // Numbers beyond Lua's exact integers were never formed: 0 names no group.
         let number = if id.number > MAX_MS { 0 } else { id.number };
         let args = Confirm {
@@ -600,7 +602,7 @@ impl RedisMatchStore {
     }
 
     async fn tick_async(self, policy: MatchPolicy, queue: Queue) -> Result<u64, StoreError> {
-        let now = self.store.now_text();
+        let now = self.store.time_arg();
         let args = Tick {
             call: Self::queue_args(&queue, &policy, &now),
         }

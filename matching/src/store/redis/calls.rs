@@ -4,6 +4,10 @@
 //! arguments first ([`QueueCall`], `script/queue.lua`), declared once and embedded in each. A
 //! unit test holds each `FIELDS` to its function's header.
 
+use std::sync::LazyLock;
+
+use tower_waiting_room::store::redis_script;
+
 /// The library's name, its version in it: `FUNCTION LOAD` answers it, and every function's
 /// name starts with it. Written once here, as a macro so that each function's name can `concat!`
 /// it at compile time (`match_args!`); the script writes it once too (`script/register.lua`'s
@@ -21,20 +25,24 @@ macro_rules! library {
 pub(super) const LIBRARY: &str = library!();
 
 /// Matching's function library, one Lua chunk assembled from its files under `script/` (one per
-/// concern; `library.lua` first, for its `#!lua` line, then the crate's reader of stored
-/// numbers, and `register.lua` last, after every definition its functions call): sent by
+/// concern; `library.lua` first, for its `#!lua` line, then the room crate's readers of stored
+/// numbers and of the time argument ([`redis_script`], the room's library holds the same
+/// text), and `register.lua` last, after every definition its functions call): sent by
 /// `FUNCTION LOAD REPLACE`, called by `FCALL <LIBRARY>_<op>`. One chunk, so the files share
-/// its top-level locals.
-pub(super) const SCRIPT: &str = concat!(
-    include_str!("script/library.lua"),
-    include_str!("../../../store/redis/script/stored.lua"),
-    include_str!("../../../store/redis/script/time.lua"),
-    include_str!("script/pointer.lua"),
-    include_str!("script/queue.lua"),
-    include_str!("script/formation.lua"),
-    include_str!("script/operations.lua"),
-    include_str!("script/register.lua"),
-);
+/// its top-level locals. Assembled once, at its first use.
+pub(super) static SCRIPT: LazyLock<String> = LazyLock::new(|| {
+    [
+        include_str!("script/library.lua"),
+        redis_script::STORED_LUA,
+        redis_script::TIME_LUA,
+        include_str!("script/pointer.lua"),
+        include_str!("script/queue.lua"),
+        include_str!("script/formation.lua"),
+        include_str!("script/operations.lua"),
+        include_str!("script/register.lua"),
+    ]
+    .concat()
+});
 
 /// The names in `parts`, in their order, as an array of `N` (a function's `ARGV`: the shared
 /// arguments, then its own).
@@ -107,7 +115,7 @@ pub(super) struct QueueCall {
     pub(super) confirm_ttl: u64,
     pub(super) keep_confirmed: u64,
     /// The most expiries and groups per step
-    /// ([`MAX_MATCH_WORK_PER_CALL`](crate::matching::store::MAX_MATCH_WORK_PER_CALL)).
+    /// ([`MAX_MATCH_WORK_PER_CALL`](crate::store::MAX_MATCH_WORK_PER_CALL)).
     pub(super) max_work: u64,
     /// A claim joins only while younger than this (ms).
     pub(super) grace: u64,
@@ -217,7 +225,9 @@ match_args! {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::script_header::{argv_names, code, each_file_once, locals_of};
+    use tower_waiting_room::__private::script_header::{
+        argv_names, code, each_file_once, locals_of,
+    };
 
     /// Every function's name and its `ARGV`'s.
     fn functions() -> [(&'static str, &'static [&'static str]); 8] {
@@ -250,7 +260,7 @@ mod tests {
                 SCRIPT.contains(&registration(function)),
                 "{function} is registered"
             );
-            assert_eq!(argv_names(SCRIPT, function), fields, "{function}");
+            assert_eq!(argv_names(&SCRIPT, function), fields, "{function}");
         }
         assert_eq!(
             SCRIPT.matches("\nregister('").count(),
@@ -293,21 +303,22 @@ mod tests {
     #[test]
     fn the_librarys_name_is_written_once_in_each_language() {
         assert!(SCRIPT.starts_with(&format!("#!lua name={LIBRARY}\n")));
-        assert_eq!(locals_of(SCRIPT, &format!("'{LIBRARY}'")), ["LIBRARY"]);
-        assert_eq!(code(SCRIPT).matches(LIBRARY).count(), 2);
+        assert_eq!(locals_of(&SCRIPT, &format!("'{LIBRARY}'")), ["LIBRARY"]);
+        assert_eq!(code(&SCRIPT).matches(LIBRARY).count(), 2);
         let quoted = format!("\"{LIBRARY}");
         assert_eq!(include_str!("calls.rs").matches(quoted.as_str()).count(), 1);
         assert_eq!(include_str!("mod.rs").matches(quoted.as_str()).count(), 0);
     }
 
     /// Each file under `script/` goes into the library once (`each_file_once`), and so does
-    /// the crate's reader of stored numbers, after the `#!lua` line, which stays the only one
-    /// and the first.
+    /// each of the room crate's readers (stored numbers, the time argument), after the `#!lua`
+    /// line, which stays the only one and the first.
     #[test]
     fn the_library_holds_each_script_file_once() {
-        assert_eq!(each_file_once(SCRIPT, "src/matching/store/redis/script"), 6);
-        let stored = include_str!("../../../store/redis/script/stored.lua");
-        assert_eq!(SCRIPT.matches(stored).count(), 1);
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/src/store/redis/script");
+        assert_eq!(each_file_once(&SCRIPT, dir), 6);
+        assert_eq!(SCRIPT.matches(redis_script::STORED_LUA).count(), 1);
+        assert_eq!(SCRIPT.matches(redis_script::TIME_LUA).count(), 1);
         assert_eq!(
             SCRIPT.matches("#!").count(),
             1,

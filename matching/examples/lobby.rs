@@ -3,7 +3,7 @@
 //! Redis with `--redis`).
 //!
 //! ```text
-//! cargo run --features matching --example lobby
+//! cargo run -p tower-waiting-room-matching --example lobby
 //! ```
 //!
 //! then open <http://127.0.0.1:3100> in two browsers (or a normal and a private window), give
@@ -26,7 +26,7 @@
 //! authentication, for this example only. Anybody can send any `X-User`; a real app identifies
 //! users from its session or a verified token (or uses the service's signed `session_cookie`).
 
-#[path = "shared/mod.rs"]
+#[path = "../../examples/shared/mod.rs"]
 mod shared;
 
 use std::collections::HashSet;
@@ -43,9 +43,9 @@ use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
 use serde_json::Value;
-use tower_waiting_room::matching::service::MatchingService;
-use tower_waiting_room::matching::store::{MatchStore, MemoryMatchStore};
-use tower_waiting_room::matching::{
+use tower_waiting_room_matching::service::MatchingService;
+use tower_waiting_room_matching::store::{MatchStore, MemoryMatchStore};
+use tower_waiting_room_matching::{
     AppGroupId, ConfirmOutcome, GroupId, MatchConfigError, Matchmaker, Ticker, Topic, UserId,
 };
 
@@ -53,7 +53,7 @@ const USAGE: &str = "\
 tower-waiting-room lobby: a topic chat lobby that matches people in groups of 2 or 3.
 
 USAGE:
-    cargo run --features matching --example lobby -- [FLAGS]
+    cargo run -p tower-waiting-room-matching --example lobby -- [FLAGS]
 
 FLAGS:
     --port <N>              port to listen on, on 127.0.0.1 (default 3100; 0 picks a
@@ -229,8 +229,8 @@ pub(crate) fn build(opts: &Options) -> Result<Lobby, String> {
 /// the same queues (each queue's keys share one hash tag, so Redis Cluster works too).
 #[cfg(feature = "redis")]
 fn redis_store(url: &str) -> Result<Arc<dyn MatchStore>, String> {
-    use tower_waiting_room::matching::store::RedisMatchStore;
     use tower_waiting_room::store::RedisStore;
+    use tower_waiting_room_matching::store::RedisMatchStore;
     let store = RedisStore::from_url(url).map_err(|e| format!("--redis {url}: {e}"))?;
     Ok(Arc::new(RedisMatchStore::new(&store)))
 }
@@ -694,9 +694,9 @@ mod tests {
     #[test]
     fn every_topic_makes_a_valid_conversation_id() {
         for topic in TOPICS {
-            let queue = tower_waiting_room::matching::Queue::new(
+            let queue = tower_waiting_room_matching::Queue::new(
                 Topic::new(*topic).unwrap(),
-                tower_waiting_room::matching::GroupSize::TRIO,
+                tower_waiting_room_matching::GroupSize::TRIO,
             );
             let id = GroupId::new(queue, u64::MAX);
             assert!(AppGroupId::new(format!("conv-{id}")).is_ok(), "{id}");

@@ -27,14 +27,13 @@ use super::{
     Group, GroupSize, InputError, JoinError, JoinOutcome, MatchState, Matchmaker, Queue, Topic,
     UserId, Waiting,
 };
-use crate::body::{collect_limited, json_response, Collect};
-use crate::clock::{Clock, SystemClock};
-use crate::config::{CookieSettings, SameSite};
-use crate::cookies::{self, Wanted};
-use crate::future::AnswerFuture;
-use crate::session::SessionId;
-use crate::token::{match_session, Keyring, SigningKey};
-use crate::FullBody;
+use tower_waiting_room::__private::SessionCookie;
+use tower_waiting_room::__private::{collect_limited, json_response, Collect};
+use tower_waiting_room::clock::{Clock, SystemClock};
+use tower_waiting_room::future::AnswerFuture;
+use tower_waiting_room::FullBody;
+use tower_waiting_room::SessionId;
+use tower_waiting_room::{Keyring, SigningKey};
 
 /// The largest request body read, in bytes.
 pub const MATCHING_BODY_LIMIT: usize = 4 * 1024;
@@ -68,7 +67,7 @@ pub enum MatchingServiceError {
     /// [`session_cookie`](MatchingServiceBuilder::session_cookie) was chosen.
     NoIdentity,
     /// The session cookie's signing key was refused (a secret shorter than 32 bytes).
-    Key(crate::ConfigError),
+    Key(tower_waiting_room::ConfigError),
 }
 
 impl fmt::Display for MatchingServiceError {
@@ -87,14 +86,8 @@ impl std::error::Error for MatchingServiceError {}
 
 enum Identity {
     App(Arc<Identify>),
+    /// The signed session cookie that names users when the application does not.
     Cookie(Box<SessionCookie>),
-}
-
-/// The signed session cookie that names users when the application does not.
-struct SessionCookie {
-    keys: Keyring,
-    scope: String,
-    cookie: CookieSettings,
 }
 
 /// Builds a [`MatchingService`]; see [`MatchingService::builder`].
@@ -136,19 +129,12 @@ impl MatchingServiceBuilder {
         self.identity = Some(
             SigningKey::new("m", secret)
                 .map(|key| {
-                    Identity::Cookie(Box::new(SessionCookie {
-                        keys: Keyring::new(key),
-                        scope: "matching".to_owned(),
-                        cookie: CookieSettings {
-                            queue_name: crate::config::CookieName::new(MATCHING_COOKIE.to_owned()),
-                            admission_name: crate::config::CookieName::new(String::new()),
-                            ticket_name: crate::config::CookieName::new(String::new()),
-                            path: "/".to_owned(),
-                            domain: None,
-                            secure,
-                            same_site: SameSite::Lax,
-                        },
-                    }))
+                    Identity::Cookie(Box::new(SessionCookie::new(
+                        Keyring::new(key),
+                        "matching",
+                        MATCHING_COOKIE,
+                        secure,
+                    )))
                 })
                 .map_err(MatchingServiceError::Key),
         );
@@ -213,9 +199,9 @@ impl MatchingServiceBuilder {
 /// Mount it at the path of your choice, e.g. with axum:
 ///
 /// ```
-/// use tower_waiting_room::matching::service::MatchingService;
-/// use tower_waiting_room::matching::store::MemoryMatchStore;
-/// use tower_waiting_room::matching::Matchmaker;
+/// use tower_waiting_room_matching::service::MatchingService;
+/// use tower_waiting_room_matching::store::MemoryMatchStore;
+/// use tower_waiting_room_matching::Matchmaker;
 ///
 /// let matchmaker = Matchmaker::builder().build(MemoryMatchStore::new()).unwrap();
 /// let service = MatchingService::builder(matchmaker)
@@ -318,20 +304,8 @@ impl Inner {
                 })),
             },
             Identity::Cookie(session_cookie) => {
-                let SessionCookie {
-                    keys,
-                    scope,
-                    cookie,
-                } = &**session_cookie;
                 let now = self.clock.now_ms();
-                let [found] = cookies::read(
-                    &parts.headers,
-                    [Wanted {
-                        name: &cookie.queue_name,
-                        could_be: match_session::could_be,
-                    }],
-                );
-                let session = found.find_valid(|v| match_session::verify(keys, scope, v, now));
+                let session = session_cookie.read(&parts.headers, now);
                 let (session, fresh) = match session {
                     Some(s) => (s, false),
                     None if create => (SessionId::random(), true),
@@ -342,8 +316,7 @@ impl Inner {
                 // Renewed by every join, so a session in use never runs out mid-wait.
                 let set_cookie = (fresh || create).then(|| {
                     let ttl = MATCHING_SESSION_TTL.as_millis() as u64;
-                    let value = match_session::sign(keys, scope, session, now, now + ttl);
-                    cookies::set_cookie(cookie, &cookie.queue_name, &value, ttl / 1000)
+                    session_cookie.set(session, now, ttl)
                 });
                 Ok(Some(Who { user, set_cookie }))
             }
@@ -499,7 +472,7 @@ fn retry_after(res: &mut Response<FullBody>, after: Duration) {
 }
 
 /// The answer while the store fails: the configured policy, never a `500`.
-fn unavailable(inner: &Inner, e: &crate::store::StoreError) -> Response<FullBody> {
+fn unavailable(inner: &Inner, e: &tower_waiting_room::store::StoreError) -> Response<FullBody> {
     tracing::warn!(error = %e, "matching store failed");
     let mut res = match inner.fail {
         MatchFailPolicy::Wait => json_response(

@@ -1,6 +1,6 @@
-//! The matching conformance suite: the semantics of [`crate::matching::store`] as test cases
+//! The matching conformance suite: the semantics of [`crate::store`] as test cases
 //! that any [`MatchStore`] can run, as the crate's own
-//! [`MemoryMatchStore`](crate::matching::store::MemoryMatchStore) does.
+//! [`MemoryMatchStore`](crate::store::MemoryMatchStore) does.
 //!
 //! Available with the `testing` feature. Every case is a `pub async fn(&Harness)` that panics on
 //! failure; a [`Harness`] is a store and the [`ManualClock`] it decides by. Run them with
@@ -11,8 +11,8 @@
 //! use std::sync::Arc;
 //!
 //! use tower_waiting_room::testing::ManualClock;
-//! use tower_waiting_room::matching::store::MemoryMatchStore; // your store here
-//! use tower_waiting_room::testing::matching::{self, Harness, START_MS};
+//! use tower_waiting_room_matching::store::MemoryMatchStore; // your store here
+//! use tower_waiting_room_matching::testing::{self, Harness, START_MS};
 //!
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() {
@@ -21,9 +21,9 @@
 //! let harness = Harness::new(Arc::new(MemoryMatchStore::with_clock(clock.clone())), clock);
 //!
 //! // One case...
-//! matching::group_forms_in_the_join_that_completes_it(&harness).await;
+//! testing::group_forms_in_the_join_that_completes_it(&harness).await;
 //! // ...or all of them, in the order of `CASES`.
-//! matching::run_all(&harness).await;
+//! testing::run_all(&harness).await;
 //! # }
 //! ```
 //!
@@ -34,15 +34,15 @@
 //! use std::sync::Arc;
 //!
 //! use tower_waiting_room::testing::ManualClock;
-//! use tower_waiting_room::matching::store::MemoryMatchStore; // your store here
-//! use tower_waiting_room::testing::matching::{Harness, START_MS};
+//! use tower_waiting_room_matching::store::MemoryMatchStore; // your store here
+//! use tower_waiting_room_matching::testing::{Harness, START_MS};
 //!
 //! async fn make_harness() -> Harness {
 //!     let clock = ManualClock::new(START_MS);
 //!     Harness::new(Arc::new(MemoryMatchStore::with_clock(clock.clone())), clock)
 //! }
 //!
-//! tower_waiting_room::matching_conformance_tests!(make_harness);
+//! tower_waiting_room_matching::matching_conformance_tests!(make_harness);
 //! # fn main() {}
 //! ```
 //!
@@ -59,16 +59,16 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::matching::store::{MatchPolicy, MatchStore, MAX_MATCH_WORK_PER_CALL};
-use crate::matching::{
+use crate::store::{MatchPolicy, MatchStore, MAX_MATCH_WORK_PER_CALL};
+use crate::{
     AppGroupId, ConfirmOutcome, Group, GroupId, GroupSize, JoinOutcome, MatchState, Queue, Topic,
     UserId, Waiting,
 };
-use crate::testing::ManualClock;
-use crate::SessionId;
+use tower_waiting_room::testing::ManualClock;
+use tower_waiting_room::SessionId;
 
 /// A good time for a harness clock to start at: 2026-01-01T00:00:00Z.
-pub const START_MS: u64 = super::TEST_EPOCH_MS;
+pub const START_MS: u64 = tower_waiting_room::testing::TEST_EPOCH_MS;
 
 /// The suite's `fallback_after`.
 pub const FALLBACK_AFTER: Duration = Duration::from_secs(20);
@@ -1240,7 +1240,7 @@ pub async fn concurrent_joins_keep_one_place_and_order(h: &Harness) {
         .flat_map(|t| [2, 3, 4].map(|s| h.queue(t, s)))
         .collect();
     let policy = h.policy();
-    let mut rng = super::case::Rng(0x9e37_79b9_7f4a_7c15);
+    let mut rng = tower_waiting_room::__private::Rng(0x9e37_79b9_7f4a_7c15);
     let mut tasks = tokio::task::JoinSet::new();
     let mut all: Vec<UserId> = Vec::new();
     let mut chains: Vec<(Queue, Vec<UserId>)> = Vec::new();
@@ -1499,10 +1499,10 @@ pub async fn concurrent_joins_of_one_user(h: &Harness) {
 // ---------------------------------------------------------------------------------------------
 
 /// The future a [`Case`] returns.
-pub use super::case::CaseFuture;
+pub use tower_waiting_room::__private::CaseFuture;
 
 /// One case of the suite: its name and its function.
-pub type Case = super::case::Case<Harness>;
+pub type Case = tower_waiting_room::__private::Case<Harness>;
 
 /// Every case of the suite, in the order [`run_all`] runs them.
 pub const CASES: &[Case] = &crate::__matching_suite! { @with_cases @list; };
@@ -1573,10 +1573,38 @@ macro_rules! __matching_suite {
         }
     };
     (@tests [$make:expr]; current: [$($case:ident),* $(,)?]; multi_thread: [$($mt:ident),* $(,)?]) => {
-        $crate::__suite_parts! { @tests matching [$make]; current: [$($case),*]; multi_thread: [$($mt),*] }
+        $(
+            #[test]
+            fn $case() {
+                $crate::__room::testing::conformance::__block_on(false, async {
+                    let harness = ($make)().await;
+                    $crate::testing::$case(&harness).await;
+                });
+            }
+        )*
+        $(
+            #[test]
+            fn $mt() {
+                $crate::__room::testing::conformance::__block_on(true, async {
+                    let harness = ($make)().await;
+                    $crate::testing::$mt(&harness).await;
+                });
+            }
+        )*
     };
     (@list; current: [$($case:ident),* $(,)?]; multi_thread: [$($mt:ident),* $(,)?]) => {
-        $crate::__suite_parts! { @list matching; current: [$($case),*]; multi_thread: [$($mt),*] }
+        [
+            $($crate::testing::Case::new(
+                stringify!($case),
+                false,
+                |h| ::std::boxed::Box::pin($crate::testing::$case(h)),
+            ),)*
+            $($crate::testing::Case::new(
+                stringify!($mt),
+                true,
+                |h| ::std::boxed::Box::pin($crate::testing::$mt(h)),
+            ),)*
+        ]
     };
 }
 

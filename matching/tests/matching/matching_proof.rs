@@ -23,12 +23,12 @@ use http::{HeaderName, HeaderValue, Method, Request, StatusCode};
 use http_body_util::{BodyExt, Full};
 use serde_json::{json, Value};
 use tower::ServiceExt;
-use tower_waiting_room::matching::service::MatchingService;
-use tower_waiting_room::matching::store::RedisMatchStore;
-use tower_waiting_room::matching::{
+use tower_waiting_room::store::RedisStore;
+use tower_waiting_room_matching::service::MatchingService;
+use tower_waiting_room_matching::store::RedisMatchStore;
+use tower_waiting_room_matching::{
     AppGroupId, ConfirmOutcome, GroupId, Matchmaker, MatchmakerBuilder,
 };
-use tower_waiting_room::store::RedisStore;
 
 const PATH: &str = "/api/matching";
 /// The child's configuration: `<redis url> <fallback ms> <timeout ms> <confirm_ttl ms>

@@ -6,10 +6,11 @@
 
 use crate::common;
 
-// The example's own code, under its own name inside this module of the same name.
+// The example's own code, under its own name inside this module of the same name (the browser
+// test, lobby_browser.rs, uses it from here: one binary loads the file once).
 #[allow(dead_code, clippy::module_inception)]
 #[path = "../../examples/lobby.rs"]
-mod lobby;
+pub(crate) mod lobby;
 
 use std::time::{Duration, Instant};
 

@@ -12,12 +12,12 @@ use common::{serve, Http, Reply};
 use http::{HeaderName, HeaderValue, Method, Request, StatusCode};
 use http_body_util::Full;
 use serde_json::{json, Value};
-use tower_waiting_room::matching::service::{MatchingService, MatchingServiceError};
-use tower_waiting_room::matching::store::MemoryMatchStore;
-use tower_waiting_room::matching::{
+use tower_waiting_room::testing::ManualClock;
+use tower_waiting_room_matching::service::{MatchingService, MatchingServiceError};
+use tower_waiting_room_matching::store::MemoryMatchStore;
+use tower_waiting_room_matching::{
     AppGroupId, ConfirmOutcome, MatchState, Matchmaker, Topic, UserId,
 };
-use tower_waiting_room::testing::ManualClock;
 
 const PATH: &str = "/api/matching";
 
@@ -28,7 +28,7 @@ fn matchmaker(clock: &ManualClock) -> Matchmaker {
 }
 
 /// The service with users named by an `X-User` header (standing in for the app's auth).
-fn by_header(m: Matchmaker) -> tower_waiting_room::matching::service::MatchingServiceBuilder {
+fn by_header(m: Matchmaker) -> tower_waiting_room_matching::service::MatchingServiceBuilder {
     MatchingService::builder(m)
         .identify(|parts| Some(parts.headers.get("x-user")?.to_str().ok()?.to_owned()))
 }

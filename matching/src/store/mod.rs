@@ -47,11 +47,11 @@
 //!   or after `timeout` or `keep_confirmed` is idle.
 //! - **time** is the store's clock (the Redis server's, the embedded store's [`Clock`]).
 //!
-//! [`Clock`]: crate::clock::Clock
+//! [`Clock`]: tower_waiting_room::clock::Clock
 
 use std::time::Duration;
 
-pub use crate::store::{StoreError, StoreErrorKind, StoreFuture};
+pub use tower_waiting_room::store::{StoreError, StoreErrorKind, StoreFuture};
 
 use super::{AppGroupId, ConfirmOutcome, GroupId, JoinOutcome, MatchState, Queue, UserId};
 

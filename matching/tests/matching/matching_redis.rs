@@ -9,15 +9,15 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use tower_waiting_room::clock::Clock;
-use tower_waiting_room::matching::store::{
+use tower_waiting_room::store::RedisStore;
+use tower_waiting_room::testing::ManualClock;
+use tower_waiting_room_matching::store::{
     MatchPolicy, MatchStore, MemoryMatchStore, RedisMatchStore,
 };
-use tower_waiting_room::matching::{
+use tower_waiting_room_matching::{
     AppGroupId, ConfirmOutcome, Group, GroupId, GroupSize, JoinOutcome, MatchState, Queue, Topic,
     UserId,
 };
-use tower_waiting_room::store::RedisStore;
-use tower_waiting_room::testing::ManualClock;
 
 const START_MS: u64 = 1_700_000_000_000;
 
@@ -898,11 +898,11 @@ async fn a_flushed_library_is_loaded_again() {
 }
 
 /// The script before matching's library: one `EVALSHA` script whose first argument names the
-/// operation, kept as it shipped in `tests/fixtures/matching_evalsha.lua` (commit `c28b560`),
+/// operation, kept as it shipped in `matching/tests/fixtures/matching_evalsha.lua` (commit `c28b560`),
 /// sent after a `#!lua` line and the crate's reader of stored numbers, as its store sent it.
 const EVALSHA_SCRIPT: &str = concat!(
     "#!lua\n",
-    include_str!("../../src/store/redis/script/stored.lua"),
+    include_str!("../../../src/store/redis/script/stored.lua"),
     include_str!("../fixtures/matching_evalsha.lua")
 );
 

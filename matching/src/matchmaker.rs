@@ -155,8 +155,8 @@ impl MatchmakerBuilder {
 ///
 /// ```
 /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
-/// use tower_waiting_room::matching::store::MemoryMatchStore;
-/// use tower_waiting_room::matching::{
+/// use tower_waiting_room_matching::store::MemoryMatchStore;
+/// use tower_waiting_room_matching::{
 ///     AppGroupId, ConfirmOutcome, GroupSize, JoinOutcome, MatchState, Matchmaker, Queue, Topic,
 ///     UserId,
 /// };
@@ -346,9 +346,9 @@ impl Drop for Ticker {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::matching::store::MemoryMatchStore;
-    use crate::matching::Topic;
-    use crate::testing::ManualClock;
+    use crate::store::MemoryMatchStore;
+    use crate::Topic;
+    use tower_waiting_room::testing::ManualClock;
 
     #[test]
     fn misconfigurations_are_typed_errors() {
