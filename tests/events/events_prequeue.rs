@@ -364,6 +364,11 @@ async fn prequeue_over_two_gateways_on_redis() {
         RedisStore::builder()
             .url(server.url())
             .prefix(prefix.clone())
+            // Generous: every answer of the run is the store's to give (the manual clock makes
+            // it the same on any machine), and a call kept waiting by a busy machine past the
+            // default 250 ms would be an outage: the breaker's `unavailable`, or the fail
+            // policy's admission.
+            .timeout(Duration::from_secs(5))
             .manual_clock(clock.clone())
             .build()
             .expect("the store builds")

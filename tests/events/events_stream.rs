@@ -132,10 +132,11 @@ async fn a_waiter_hears_each_change_and_resumes_where_it_left_off() {
     assert_eq!(now["position"], last - 1);
 
     // At most two streams here: the third is refused (the page then polls), the slot freed
-    // when a stream goes.
+    // when a stream goes. `older` took the first slot freed by the two streams dropped above;
+    // the other is free once the gateway has seen its connection close too, which on a loaded
+    // machine can come later.
     let n = line.len();
-    let (status, _, _second) = open(&gw, room, &line[n - 1], None).await;
-    assert_eq!(status, StatusCode::OK);
+    let _second = open_once_a_slot_frees(&gw, room, &line[n - 1], None).await;
     let (status, _, _) = open(&gw, room, &line[n - 2], None).await;
     assert_eq!(status, StatusCode::NO_CONTENT, "over max_event_streams");
     drop(older);

@@ -4,8 +4,8 @@
 //! `redis-server`), passes exactly once; the 49 others are `403 {"error":"ticket_used"}`. A
 //! forged, tampered, expired or other-room ticket is refused with its reason and writes nothing
 //! to Redis (its dirty counter and key count do not move); a visitor who left has their ticket
-//! refused as `slot_ended`; an admission token alone is `ticket_missing`. The same, lighter, on
-//! the embedded store shared by two layers, where "no store call" is counted directly.
+//! refused as `slot_ended`; an admission token alone is `ticket_missing`. The same on the
+//! embedded store shared by three layers, where "no store call" is counted directly.
 
 use crate::common;
 #[cfg(feature = "redis")]
@@ -390,10 +390,10 @@ impl TicketStore for Counted {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn two_layers_sharing_the_embedded_store_pass_a_ticket_exactly_once() {
+async fn three_layers_sharing_the_embedded_store_pass_a_ticket_exactly_once() {
     let store = Counted::default();
     let mut gateways = Vec::new();
-    for _ in 0..2 {
+    for _ in 0..3 {
         let drop = builder("drop")
             .single_use_tickets(true)
             .store(store.clone());
@@ -404,7 +404,7 @@ async fn two_layers_sharing_the_embedded_store_pass_a_ticket_exactly_once() {
     let ticket = jar.get("wr_drop_t").unwrap().to_owned();
     let token = jar.get("wr_drop_a").unwrap().to_owned();
 
-    let replies = concurrent_uses(&gateways, &ticket, 20).await;
+    let replies = concurrent_uses(&gateways, &ticket, 50).await;
     exactly_one_passed(&replies, &body_session(&ticket));
     let again = gateways[1].visit(&mut jar, Method::POST, "/checkout").await;
     refused(&again, "ticket_used", "ticket_used");

@@ -1,8 +1,8 @@
 //! Single-use tickets over real HTTP on loopback: minted when the store admits a visitor, handed
 //! out by the status endpoint, never in JSON a browser's page scripts could read. (Redeeming one
 //! at a gated route is in `tests/events/tickets_gate.rs`, the redeem step's answers in
-//! `src/room/ticket.rs`, and the store's exactly-once across gateways in
-//! `tests/redis/tickets_redis.rs`.)
+//! `tests/events/tickets_redeem.rs`, what each mint is for in `tests/events/tickets_mint.rs`,
+//! and the store's exactly-once across gateways in `tests/redis/tickets_redis.rs`.)
 
 use crate::common;
 
