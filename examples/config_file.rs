@@ -9,11 +9,9 @@
 //! then open <http://127.0.0.1:3000> in three browser profiles: with the file's capacity of 2,
 //! the third waits in line. The path argument is optional (default `examples/room.toml`).
 //! The keys, their defaults and the environment-variable form (`WR_CAPACITY=5` ...) are in
-//! `docs/configuration.md`. It serves as the demo does (`shared/serve.rs`): slow clients are hung
-//! up on, connections are capped, and each request carries its connection's address.
-
-#[path = "shared/mod.rs"]
-mod shared;
+//! `docs/configuration.md`. It serves as the demo does (`tower_waiting_room::serve`): slow
+//! clients are hung up on, connections are capped, and each request carries its connection's
+//! address.
 
 use std::net::{Ipv4Addr, SocketAddr};
 use std::process::ExitCode;
@@ -22,6 +20,7 @@ use axum::extract::Extension;
 use axum::routing::get;
 use axum::Router;
 use tower_waiting_room::config::RoomFile;
+use tower_waiting_room::serve::Limits;
 use tower_waiting_room::{Admission, WaitingRoomLayer};
 
 /// Reads the settings file and builds the layer; the error says which step failed, and why.
@@ -86,11 +85,10 @@ async fn main() -> ExitCode {
         config.policy().capacity
     );
     // Within limits a slow client cannot outlast, with each connection's address in its
-    // requests, so the per-IP limit on new visitors sees who is who.
-    let stop = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    shared::serve::serve(listener, app, Default::default(), stop).await;
+    // requests, so the per-IP limit on new visitors sees who is who; until Ctrl-C or SIGTERM,
+    // then open connections get the grace to finish.
+    let stop = tower_waiting_room::serve::shutdown_signal();
+    tower_waiting_room::serve::serve(listener, app, Limits::default(), stop).await;
     ExitCode::SUCCESS
 }
 

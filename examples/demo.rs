@@ -45,9 +45,9 @@
 //! (those in line keep their place). Gateways sharing a queue through Redis take the same
 //! `--opens-at <UNIX SECS>` (and `--closes-at`) instead, so they open at the same instant.
 //!
-//! It serves within limits a sale survives (`shared/serve.rs`: 10 s to send a request header,
-//! 30 s for the app to answer, at most 10 000 connections) and puts each connection's address in
-//! its requests, so the room sees each visitor's address and limits new visitors per IP (60 a
+//! It serves within limits a sale survives (`tower_waiting_room::serve`: 10 s to send a request
+//! header, 30 s for the app to answer, at most 10 000 connections, request heads of at most
+//! 64 KiB) and puts each connection's address in its requests, so the room sees each visitor's address and limits new visitors per IP (60 a
 //! minute by default). It logs (the room's start-up line, and a warning if it ever finds no
 //! client IP) on stderr at `info`; `RUST_LOG` changes the level.
 
@@ -56,8 +56,6 @@ mod shared;
 
 use std::net::{Ipv4Addr, SocketAddr};
 use std::process::ExitCode;
-
-use shared::serve::Limits;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use axum::http::StatusCode;
@@ -67,6 +65,7 @@ use axum::{Extension, Json, Router};
 use tower_waiting_room::admin::AdminService;
 use tower_waiting_room::defences::risk::Risk;
 use tower_waiting_room::routing::{Rule, WaitingRooms};
+use tower_waiting_room::serve::Limits;
 use tower_waiting_room::{
     Admission, AdmittedBy, FailPolicy, ProofOfWork, SigningKey, WaitingRoomLayer,
 };
@@ -613,10 +612,10 @@ fn app(layer: WaitingRoomLayer, rooms: WaitingRooms) -> Router {
 }
 
 /// Serves the app on `listener` until `shutdown` completes, within the limits a sale needs
-/// ([`shared::serve`]: a client that sends half a request header is hung up on, a slow answer
-/// becomes a `503`, and connections are capped), with each connection's address (`PeerAddr`)
-/// in its requests: the room takes the client IP for its per-IP limit on new visitors from
-/// there. Plain `axum::serve(listener, app)` would wait for ever on slow clients and leave the
+/// ([`tower_waiting_room::serve`]: a client that sends half a request header is hung up on, a
+/// slow answer becomes a `503`, and connections are capped), with each connection's address
+/// (`PeerAddr`) in its requests: the room takes the client IP for its per-IP limit on new
+/// visitors from there. Plain `axum::serve(listener, app)` would wait for ever on slow clients and leave the
 /// room blind to who is who.
 // Without an admin: what tests/layer/client_ip.rs runs (main itself calls `serve_with_admin`).
 #[allow(dead_code)]
@@ -640,7 +639,7 @@ pub(crate) async fn serve_with_admin(
     serve_rooms(listener, layer, rooms, admin, shutdown).await
 }
 
-/// The limits the demo serves within ([`shared::serve::Limits`]' defaults).
+/// The limits the demo serves within ([`Limits`]' defaults).
 pub(crate) fn limits() -> Limits {
     Limits::default()
 }
@@ -657,29 +656,13 @@ pub(crate) async fn serve_rooms(
     if let Some(admin) = admin {
         app = app.nest_service("/admin", admin);
     }
-    shared::serve::serve(listener, app, limits(), shutdown).await;
+    tower_waiting_room::serve::serve(listener, app, limits(), shutdown).await;
     Ok(())
 }
 
+/// Ctrl-C or SIGTERM ([`tower_waiting_room::serve::shutdown_signal`]), said on stdout.
 async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! {
-        () = ctrl_c => {},
-        () = term => {},
-    }
+    tower_waiting_room::serve::shutdown_signal().await;
     println!("shutting down");
 }
 

@@ -5,21 +5,19 @@
 //! cargo run --example hyper_server -- --port 8080
 //! ```
 //!
-//! The layer wraps a `tower::service_fn` handler: a Tower service, which `shared/serve.rs`
-//! serves with hyper's HTTP/1 connection builder, one task per connection, within limits a slow
-//! client cannot outlast (a header-read timeout, a request timeout, a connection cap). Capacity
+//! The layer wraps a `tower::service_fn` handler: a Tower service, which
+//! [`tower_waiting_room::serve`] serves with hyper's HTTP/1 connection builder, one task per
+//! connection, within limits a slow client cannot outlast (a header-read timeout, a request
+//! timeout, a connection cap, a cap on request heads). Capacity
 //! is 1 so a second client (another browser profile, or curl with a second cookie jar) waits in
 //! line.
 //!
 //! Each connection's requests carry its peer address as a [`PeerAddr`](tower_waiting_room::PeerAddr), which is where the room
 //! finds the client IP for its per-IP limit on new visitors (hyper puts no address anywhere by
-//! itself): `shared/serve.rs` inserts it into each request.
+//! itself): `tower_waiting_room::serve` inserts it into each request.
 //!
 //! Cookies are sent without `Secure` because this example speaks plain http on 127.0.0.1;
 //! keep the default (`Secure`) in production.
-
-#[path = "shared/mod.rs"]
-mod shared;
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -30,8 +28,8 @@ use bytes::Bytes;
 use http::{header, Request, Response, StatusCode};
 use http_body_util::Full;
 use hyper::body::Incoming;
-use shared::serve::Limits;
 use tower::ServiceBuilder;
+use tower_waiting_room::serve::Limits;
 use tower_waiting_room::{Admission, ConfigError, SigningKey, WaitingRoomLayer};
 
 const USAGE: &str = "\
@@ -114,11 +112,9 @@ async fn main() -> ExitCode {
     };
     println!("open http://{}/", listener.local_addr().unwrap_or(addr));
 
-    serve(listener, room, async {
-        let _ = tokio::signal::ctrl_c().await;
-    })
-    .await;
-    println!("shutting down");
+    // Until Ctrl-C or SIGTERM; then open connections get the grace to finish.
+    serve(listener, room, tower_waiting_room::serve::shutdown_signal()).await;
+    println!("stopped");
     ExitCode::SUCCESS
 }
 
@@ -134,13 +130,14 @@ pub(crate) fn room() -> Result<WaitingRoomLayer, ConfigError> {
 }
 
 /// Serves [`handle`] behind `room` on `listener` until `shutdown` completes, with the serving
-/// the examples share (`shared/serve.rs`: hyper's HTTP/1 connection builder, one task per
-/// connection, within limits a slow client cannot outlast, and a [`PeerAddr`](tower_waiting_room::PeerAddr) in each request).
+/// the examples share ([`tower_waiting_room::serve`]: hyper's HTTP/1 connection builder, one
+/// task per connection, within limits a slow client cannot outlast, and a
+/// [`PeerAddr`](tower_waiting_room::PeerAddr) in each request).
 pub(crate) async fn serve(
     listener: tokio::net::TcpListener,
     room: WaitingRoomLayer,
     shutdown: impl Future<Output = ()>,
 ) {
     let service = ServiceBuilder::new().layer(room).service_fn(handle);
-    shared::serve::serve(listener, service, Limits::default(), shutdown).await;
+    tower_waiting_room::serve::serve(listener, service, Limits::default(), shutdown).await;
 }

@@ -86,6 +86,7 @@
 //! | [`clock`] | injectable time |
 //! | [`telemetry`] | metric names (feature `metrics`, on by default) and the per-request `tracing` span |
 //! | [`routing`] | several rooms behind one layer ([`WaitingRooms`](routing::WaitingRooms)), routed by the [`Rule`](routing::Rule)s that pick the room, and gated routes (`403 not_admitted`, the `X-Admission-Ticket` header) |
+//! | [`serve`] | (feature `serve`, on by default) serving that survives a sale: [`serve::serve`](serve::serve()) over hyper's HTTP/1 within [`Limits`](serve::Limits) (timeouts, a connection cap, a cap on request heads), with a [`PeerAddr`] in each request and a graceful shutdown |
 //! | [`testing`] | [`TestRoom`](testing::TestRoom) for testing handlers behind the layer, the [`ManualClock`](testing::ManualClock) tests move by hand; with the `testing` feature, the store conformance suite |
 
 #![forbid(unsafe_code)]
@@ -119,6 +120,8 @@ pub mod routing;
 #[cfg(feature = "redis")]
 #[doc(hidden)]
 pub mod script_header;
+#[cfg(feature = "serve")]
+pub mod serve;
 mod service;
 mod session;
 pub mod store;

@@ -1,9 +1,12 @@
-//! What the examples share: how they serve ([`serve`]: within limits a slow client cannot
-//! outlast), their log, and how they print a Redis URL. (Not an example: a folder without a
-//! `main.rs`; each example includes it with `#[path]`.)
+//! What the examples share: their log, and how they print a Redis URL. (Not an example: a
+//! folder without a `main.rs`; each example includes it with `#[path]`.) They serve with
+//! [`tower_waiting_room::serve`].
 #![allow(dead_code)]
 
-pub mod serve;
+// The serving the examples share is the crate's own now; the name stays for an example that
+// still reaches it through here (matching/examples/lobby.rs: `shared::serve::serve`).
+#[allow(unused_imports)]
+pub use tower_waiting_room::serve;
 
 /// The log (the crate's and any other) on stderr, at `info` unless `RUST_LOG` says otherwise;
 /// stdout keeps the lines meant for people and scripts (`open http://...`).

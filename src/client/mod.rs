@@ -31,8 +31,8 @@
 //!
 //!   Plain `axum::serve(listener, app)` puts no address anywhere, and the room finds none.
 //!   (Nor does `axum::serve` ever hang up on a slow client: the README's minimal example serves
-//!   with hyper's connection builder and its header-read timeout instead, and inserts
-//!   `ConnectInfo` into each request itself.)
+//!   with this crate's `serve::serve` instead, hyper's connection builder with a header-read
+//!   timeout among its limits, which inserts a [`PeerAddr`] into each request itself.)
 //!   Without the `axum` feature (or with another axum version than 0.8), pass it yourself:
 //!
 //!   ```
@@ -46,8 +46,8 @@
 //!   # let _ = builder;
 //!   ```
 //! - **hyper** (or any server of your own): insert a [`PeerAddr`] with the address `accept`
-//!   returned into each request (`examples/shared/serve.rs`, which the examples serve with, does
-//!   it in the service of each connection).
+//!   returned into each request; `serve::serve` (feature `serve`, on by default), which the
+//!   examples serve with, does it in the service of each connection.
 //!
 //! **Behind a reverse proxy** (nginx, a load balancer, a CDN), every connection comes from the
 //! proxy: configure the header it appends the client's address to,

@@ -61,7 +61,7 @@
 //! `route`, `merge`, `nest` and `fallback`, `app.layer(rooms)`, and serve that with each
 //! connection's address in its requests (the client IP for the rooms' limits): with
 //! `into_make_service_with_connect_info::<SocketAddr>()` as below, or within limits a slow
-//! client cannot outlast, as the README's minimal example serves.
+//! client cannot outlast with `serve::serve`, as the README's minimal example serves.
 //! In axum 0.8 `Router::layer` wraps every route and the fallback (the default one too), so
 //! every request, routed or not, passes the rooms first: every room's endpoints answer however
 //! the app is composed, and the rules (not axum's routing) decide the room.

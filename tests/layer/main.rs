@@ -1,10 +1,7 @@
 //! The layer's integration tests in one binary: its HTTP contract, client IPs, logs, spans and
-//! metrics, the end of a slot, proof of work and the risk decision, tokens, settings files, rooms under axum, the
-//! examples' serving and the attacks. One binary per family: each test binary links the crate again.
-
-// Each example includes the examples' shared code, and these tests include several examples
-// (and the shared code itself): one file, loaded as several modules on purpose.
-#![allow(clippy::duplicate_mod)]
+//! metrics, the end of a slot, proof of work and the risk decision, tokens, settings files, rooms
+//! under axum, serving (`serve::serve`) and the attacks. One binary per family: each test binary
+//! links the crate again.
 
 #[path = "../common/mod.rs"]
 mod common;
@@ -12,7 +9,7 @@ mod common;
 mod attacks_basic;
 mod attacks_limits;
 mod attacks_network;
-#[cfg(all(feature = "axum", feature = "admin"))]
+#[cfg(all(feature = "axum", feature = "admin", feature = "serve"))]
 mod client_ip;
 mod config_file;
 mod end_slot;
@@ -22,6 +19,9 @@ mod metrics;
 mod proof_of_work;
 mod risk;
 mod rooms_axum;
+#[cfg(feature = "serve")]
+mod serve;
+#[cfg(feature = "serve")]
 mod serving;
 mod token_properties;
 mod tokens_from_ahead;

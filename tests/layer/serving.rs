@@ -1,8 +1,8 @@
-//! Serving that a sale survives, over real TCP: the examples' shared serving code
-//! (`examples/shared/serve.rs`, what the demo, the lobby, the settings-file example and the hyper
-//! example serve with) hangs up on connections that send half a request header or sit idle,
-//! answers a request the app is too slow for with `503`, caps its connections, and meanwhile
-//! serves a normal client at once. And the demo serves with it.
+//! Serving that a sale survives, over real TCP, with the room in front: `serve::serve` (what
+//! the demo, the lobby, the settings-file example and the hyper example serve with) hangs up on
+//! connections that send half a request header or sit idle, answers a request the app is too
+//! slow for with `503`, caps its connections, and meanwhile serves a normal client at once. And
+//! the demo serves with it. Its other limits, its shutdown and upgrades: `serve.rs`.
 
 use crate::common;
 
@@ -13,30 +13,25 @@ use axum::routing::get;
 use axum::Router;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+use tower_waiting_room::serve::{serve, Limits};
 use tower_waiting_room::WaitingRoomLayer;
 
 use common::{app, SECRET};
 
-#[path = "../../examples/shared/mod.rs"]
-mod shared;
-
-use shared::serve::Limits;
-
 /// Short limits, so that the tests wait seconds, not minutes.
-const LIMITS: Limits = Limits {
-    header_read_timeout: Duration::from_secs(1),
-    request_timeout: Duration::from_secs(1),
-    max_connections: 100,
-};
+const LIMITS: Limits = Limits::new()
+    .header_read_timeout(Duration::from_secs(1))
+    .request_timeout(Duration::from_secs(1))
+    .max_connections(100);
 
 /// What a slow client sends: the start of a request header, never its end.
-const HALF_A_HEADER: &[u8] = b"GET / HTTP/1.1\r\nHost: shop.example\r\nUser-Agent: slo";
+pub(crate) const HALF_A_HEADER: &[u8] = b"GET / HTTP/1.1\r\nHost: shop.example\r\nUser-Agent: slo";
 
 /// A whole request, on a connection the client closes after the answer.
 const WHOLE_REQUEST: &[u8] = b"GET / HTTP/1.1\r\nHost: shop.example\r\nConnection: close\r\n\r\n";
 
 /// The room in front of the tests' app, with a route the app takes 10 s to answer, served by
-/// the shared serving code within `limits` on a free loopback port.
+/// `serve` within `limits` on a free loopback port.
 async fn start(limits: Limits) -> SocketAddr {
     let layer = WaitingRoomLayer::builder("serving")
         .capacity(1_000)
@@ -54,17 +49,12 @@ async fn start(limits: Limits) -> SocketAddr {
     let router = slow.merge(app(layer));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    tokio::spawn(shared::serve::serve(
-        listener,
-        router,
-        limits,
-        std::future::pending(),
-    ));
+    tokio::spawn(serve(listener, router, limits, std::future::pending()));
     addr
 }
 
 /// Opens a connection and sends `bytes`.
-async fn connect(addr: SocketAddr, bytes: &[u8]) -> TcpStream {
+pub(crate) async fn connect(addr: SocketAddr, bytes: &[u8]) -> TcpStream {
     let mut stream = TcpStream::connect(addr).await.unwrap();
     stream.write_all(bytes).await.unwrap();
     stream
@@ -72,7 +62,7 @@ async fn connect(addr: SocketAddr, bytes: &[u8]) -> TcpStream {
 
 /// Reads until the server closes the connection (end of stream or a reset), within `within`:
 /// what it sent, or `None` if it was still open then.
-async fn closed_within(stream: &mut TcpStream, within: Duration) -> Option<Vec<u8>> {
+pub(crate) async fn closed_within(stream: &mut TcpStream, within: Duration) -> Option<Vec<u8>> {
     let mut got = Vec::new();
     let read = async {
         let mut buf = [0u8; 4096];
@@ -114,7 +104,7 @@ async fn half_a_request_header_is_hung_up_on_and_a_normal_client_is_served_meanw
     assert_eq!(status, "HTTP/1.1 302 Found");
     assert!(took < Duration::from_millis(500), "served in {took:?}");
     // Every slow connection is closed once the header-read timeout has passed, not before.
-    let timeout = LIMITS.header_read_timeout;
+    let timeout = LIMITS.get_header_read_timeout();
     for (i, stream) in slow.iter_mut().enumerate() {
         let closed = closed_within(stream, timeout + Duration::from_secs(2)).await;
         assert!(
@@ -152,12 +142,12 @@ async fn an_idle_kept_alive_connection_is_closed_after_the_header_read_timeout()
     let idle = Instant::now();
     let rest = closed_within(
         &mut stream,
-        LIMITS.header_read_timeout + Duration::from_secs(2),
+        LIMITS.get_header_read_timeout() + Duration::from_secs(2),
     )
     .await
     .expect("the idle connection is closed");
     assert!(
-        idle.elapsed() >= LIMITS.header_read_timeout - Duration::from_millis(100),
+        idle.elapsed() >= LIMITS.get_header_read_timeout() - Duration::from_millis(100),
         "closed after {:?}",
         idle.elapsed()
     );
@@ -189,17 +179,15 @@ async fn a_request_the_app_is_too_slow_for_gets_503_at_the_request_timeout() {
         "{text}"
     );
     assert!(
-        took >= LIMITS.request_timeout && took < LIMITS.request_timeout + Duration::from_secs(1),
+        took >= LIMITS.get_request_timeout()
+            && took < LIMITS.get_request_timeout() + Duration::from_secs(1),
         "answered after {took:?}"
     );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn past_the_connection_cap_a_client_waits_for_a_connection_to_close() {
-    let limits = Limits {
-        max_connections: 3,
-        ..LIMITS
-    };
+    let limits = LIMITS.max_connections(3);
     let addr = start(limits).await;
     let opened = Instant::now();
     let mut slow = Vec::new();
@@ -211,7 +199,7 @@ async fn past_the_connection_cap_a_client_waits_for_a_connection_to_close() {
     let (status, _) = normal_client(addr).await;
     let served = opened.elapsed();
     assert_eq!(status, "HTTP/1.1 302 Found");
-    let timeout = limits.header_read_timeout;
+    let timeout = limits.get_header_read_timeout();
     assert!(
         served >= timeout - Duration::from_millis(100) && served < timeout + Duration::from_secs(2),
         "served {served:?} after the cap was reached; the slow connections close after {timeout:?}"
@@ -238,7 +226,7 @@ async fn the_demo_hangs_up_on_half_a_request_header_within_its_stated_timeout() 
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(demo::serve(listener, layer, std::future::pending()));
-    let timeout = demo::limits().header_read_timeout;
+    let timeout = demo::limits().get_header_read_timeout();
     assert_eq!(timeout, Duration::from_secs(10), "as the demo's docs say");
 
     let opened = Instant::now();

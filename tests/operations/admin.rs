@@ -1264,10 +1264,12 @@ async fn mounted_with_full_paths_or_nested_or_behind_the_apps_own_auth() {
 }
 
 // The demo's own serving code, included as a module: what it runs is what is tested.
+#[cfg(feature = "serve")]
 #[allow(dead_code)]
 #[path = "../../examples/demo.rs"]
 mod demo;
 
+#[cfg(feature = "serve")]
 #[tokio::test]
 async fn the_demo_serves_the_admin_only_with_a_token() {
     for with_token in [true, false] {

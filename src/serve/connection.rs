@@ -1,0 +1,162 @@
+//! One accepted connection: its socket, which holds its place under the connection cap, and the
+//! task that serves its requests.
+
+use std::convert::Infallible;
+use std::future::poll_fn;
+use std::io;
+use std::net::SocketAddr;
+use std::pin::{pin, Pin};
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use http::{header, HeaderValue, Request, Response, StatusCode};
+use http_body::Body;
+use http_body_util::{Either, Full};
+use hyper::body::Incoming;
+use hyper::server::conn::http1;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+use tokio::sync::OwnedSemaphorePermit;
+use tower_service::Service;
+
+use super::shutdown::Closing;
+use super::Limits;
+use crate::PeerAddr;
+
+/// A connection's socket with its permit under the connection cap. The permit goes with the
+/// socket, not with the task serving it: an upgraded connection (a WebSocket, say) leaves
+/// hyper with its socket, and still counts until the service drops it.
+pub(super) struct Counted {
+    stream: TcpStream,
+    _permit: OwnedSemaphorePermit,
+}
+
+impl Counted {
+    pub(super) fn new(stream: TcpStream, permit: OwnedSemaphorePermit) -> Self {
+        Self {
+            stream,
+            _permit: permit,
+        }
+    }
+}
+
+impl AsyncRead for Counted {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().stream).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for Counted {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().stream).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().stream).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.stream.is_write_vectored()
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().stream).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().stream).poll_shutdown(cx)
+    }
+}
+
+/// Serves the requests of one connection until the client closes it, a limit does, or closing
+/// ends it: when closing starts, hyper finishes the request in flight (if any) and closes; when
+/// the grace is over, the connection is dropped, whatever it was doing.
+pub(super) async fn run<S, B>(
+    io: Counted,
+    peer: SocketAddr,
+    service: S,
+    limits: Limits,
+    mut closing: Closing,
+) where
+    S: Service<Request<Incoming>, Response = Response<B>, Error = Infallible>
+        + Clone
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+    B: Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let per_request = hyper::service::service_fn(move |mut req: Request<Incoming>| {
+        // Where the room finds the client IP (its limit on new visitors per IP needs it).
+        req.extensions_mut().insert(PeerAddr(peer));
+        let mut service = service.clone();
+        async move {
+            // Readiness inside the timeout too: a service at its concurrency limit is as slow
+            // to the client as one that takes long to answer.
+            let answer = async {
+                poll_fn(|cx| service.poll_ready(cx)).await?;
+                service.call(req).await
+            };
+            Ok::<_, Infallible>(
+                match tokio::time::timeout(limits.get_request_timeout(), answer).await {
+                    Ok(Ok(res)) => res.map(Either::Left),
+                    Ok(Err(never)) => match never {},
+                    Err(_) => too_slow(),
+                },
+            )
+        }
+    });
+    let mut builder = http1::Builder::new();
+    builder
+        // The header-read timeout needs a timer; without one hyper would panic.
+        .timer(TokioTimer::new())
+        .header_read_timeout(limits.get_header_read_timeout())
+        // The limit on the head is exact with `max_header_size`; `max_buf_size` also bounds
+        // what hyper buffers of a connection's input (and refuses less than 8192, which the
+        // setter ensures).
+        .max_buf_size(limits.get_max_header_bytes())
+        .max_header_size(limits.get_max_header_bytes())
+        .max_headers(limits.get_max_headers());
+    let mut conn = pin!(builder
+        .serve_connection(TokioIo::new(io), per_request)
+        .with_upgrades());
+    tokio::select! {
+        _ = conn.as_mut() => return,
+        () = closing.started() => {}
+    }
+    // The request in flight (if any) is finished, its response sent with `Connection: close`;
+    // a kept-alive connection waiting for its next request is closed at once.
+    conn.as_mut().graceful_shutdown();
+    tokio::select! {
+        _ = conn.as_mut() => {}
+        () = closing.over() => {}
+    }
+}
+
+/// The answer to a request the service did not answer in time.
+fn too_slow<B>() -> Response<Either<B, Full<Bytes>>> {
+    let mut res = Response::new(Either::Right(Full::from(
+        "the server took too long to answer; try again in a moment\n",
+    )));
+    *res.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
+    let headers = res.headers_mut();
+    headers.insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    res
+}

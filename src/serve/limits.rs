@@ -1,0 +1,207 @@
+//! [`Limits`]: what a slow, idle or oversized client may hold.
+
+use std::time::Duration;
+
+/// hyper's smallest read buffer (`http1::Builder::max_buf_size` panics below it): the least
+/// [`Limits::max_header_bytes`] takes.
+const MIN_HEADER_BYTES: usize = 8192;
+
+/// What a slow, idle or oversized client may hold; see the [module docs](super).
+///
+/// Built from [`Limits::new`] (the same as `Limits::default()`) with a setter per limit, each
+/// taking and returning the limits; read back with the `get_` getters:
+///
+/// ```
+/// use std::time::Duration;
+/// use tower_waiting_room::serve::Limits;
+///
+/// let limits = Limits::new()
+///     .request_timeout(Duration::from_secs(60))
+///     .max_connections(20_000);
+/// assert_eq!(limits.get_request_timeout(), Duration::from_secs(60));
+/// assert_eq!(limits.get_header_read_timeout(), Duration::from_secs(10)); // the default
+/// println!("serving within limits: {}", limits.describe());
+/// ```
+#[derive(Clone, Copy, Debug)]
+#[non_exhaustive]
+pub struct Limits {
+    header_read_timeout: Duration,
+    request_timeout: Duration,
+    max_connections: usize,
+    grace: Duration,
+    max_header_bytes: usize,
+    max_headers: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Limits {
+    /// The defaults: 10 s to send a request header, 30 s to answer a request, at most 10 000
+    /// connections, 10 s of grace at shutdown, request heads of at most 64 KiB and 100 headers.
+    pub const fn new() -> Self {
+        Self {
+            header_read_timeout: Duration::from_secs(10),
+            request_timeout: Duration::from_secs(30),
+            max_connections: 10_000,
+            grace: Duration::from_secs(10),
+            max_header_bytes: 64 * 1024,
+            max_headers: 100,
+        }
+    }
+
+    /// Time a client has to send a whole request header, and a kept-alive connection to send
+    /// its next one, before the connection is closed (hyper's `header_read_timeout`). Default
+    /// 10 s.
+    pub const fn header_read_timeout(mut self, timeout: Duration) -> Self {
+        self.header_read_timeout = timeout;
+        self
+    }
+
+    /// Time the service has to answer a request (its response's head: a streamed body, such as
+    /// the room's event stream, is not cut) before the client gets `503` with `Retry-After: 5`.
+    /// Default 30 s.
+    pub const fn request_timeout(mut self, timeout: Duration) -> Self {
+        self.request_timeout = timeout;
+        self
+    }
+
+    /// Most connections open at once (an upgraded one counts until it is dropped); more wait in
+    /// the kernel's accept queue until one closes. Keep it below the process's open-file limit
+    /// (`ulimit -n`), with room for the app's own files and its store's connections, and above
+    /// the room's `max_event_streams`: a waiter listening for events holds a connection.
+    /// At least 1 (0 is taken as 1). Default 10 000.
+    pub const fn max_connections(mut self, connections: usize) -> Self {
+        self.max_connections = if connections == 0 { 1 } else { connections };
+        self
+    }
+
+    /// How long open connections get to finish their requests once the shutdown future
+    /// completes; those still open then are closed. Default 10 s.
+    pub const fn grace(mut self, grace: Duration) -> Self {
+        self.grace = grace;
+        self
+    }
+
+    /// Most bytes of a request's head (its request line and headers); a head over it is
+    /// answered `431 Request Header Fields Too Large` by hyper, and the connection closed. It is
+    /// also hyper's read buffer size (`max_buf_size`), which hyper refuses below 8192 bytes: a
+    /// smaller value is **raised to 8192** (clamped, not refused). Default 64 KiB (65 536).
+    pub const fn max_header_bytes(mut self, bytes: usize) -> Self {
+        self.max_header_bytes = if bytes < MIN_HEADER_BYTES {
+            MIN_HEADER_BYTES
+        } else {
+            bytes
+        };
+        self
+    }
+
+    /// Most headers in a request (hyper's `max_headers`); a request with more is answered
+    /// `431 Request Header Fields Too Large` by hyper. Up to 100 hyper parses them on the stack,
+    /// above that on the heap. Default 100.
+    pub const fn max_headers(mut self, headers: usize) -> Self {
+        self.max_headers = headers;
+        self
+    }
+
+    /// See [`header_read_timeout`](Self::header_read_timeout).
+    pub const fn get_header_read_timeout(&self) -> Duration {
+        self.header_read_timeout
+    }
+
+    /// See [`request_timeout`](Self::request_timeout).
+    pub const fn get_request_timeout(&self) -> Duration {
+        self.request_timeout
+    }
+
+    /// See [`max_connections`](Self::max_connections).
+    pub const fn get_max_connections(&self) -> usize {
+        self.max_connections
+    }
+
+    /// See [`grace`](Self::grace).
+    pub const fn get_grace(&self) -> Duration {
+        self.grace
+    }
+
+    /// See [`max_header_bytes`](Self::max_header_bytes) (at least 8192).
+    pub const fn get_max_header_bytes(&self) -> usize {
+        self.max_header_bytes
+    }
+
+    /// See [`max_headers`](Self::max_headers).
+    pub const fn get_max_headers(&self) -> usize {
+        self.max_headers
+    }
+
+    /// The limits in words, for a start-up line.
+    pub fn describe(&self) -> String {
+        format!(
+            "{} s to send a request header, {} s to answer one, at most {} connections, \
+             request heads of at most {} bytes and {} headers, {} s for open connections to \
+             finish at shutdown",
+            self.header_read_timeout.as_secs_f64(),
+            self.request_timeout.as_secs_f64(),
+            self.max_connections,
+            self.max_header_bytes,
+            self.max_headers,
+            self.grace.as_secs_f64(),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_defaults_are_the_documented_ones() {
+        let l = Limits::default();
+        assert_eq!(l.get_header_read_timeout(), Duration::from_secs(10));
+        assert_eq!(l.get_request_timeout(), Duration::from_secs(30));
+        assert_eq!(l.get_max_connections(), 10_000);
+        assert_eq!(l.get_grace(), Duration::from_secs(10));
+        assert_eq!(l.get_max_header_bytes(), 65_536);
+        assert_eq!(l.get_max_headers(), 100);
+        assert_eq!(
+            l.describe(),
+            "10 s to send a request header, 30 s to answer one, at most 10000 connections, \
+             request heads of at most 65536 bytes and 100 headers, 10 s for open connections \
+             to finish at shutdown"
+        );
+    }
+
+    #[test]
+    fn each_setter_sets_its_limit_alone() {
+        let l = Limits::new()
+            .header_read_timeout(Duration::from_millis(1500))
+            .request_timeout(Duration::from_secs(60))
+            .max_connections(3)
+            .grace(Duration::from_secs(2))
+            .max_header_bytes(16_384)
+            .max_headers(20);
+        assert_eq!(l.get_header_read_timeout(), Duration::from_millis(1500));
+        assert_eq!(l.get_request_timeout(), Duration::from_secs(60));
+        assert_eq!(l.get_max_connections(), 3);
+        assert_eq!(l.get_grace(), Duration::from_secs(2));
+        assert_eq!(l.get_max_header_bytes(), 16_384);
+        assert_eq!(l.get_max_headers(), 20);
+        assert!(l.describe().starts_with("1.5 s to send a request header"));
+    }
+
+    #[test]
+    fn a_head_limit_below_hypers_minimum_is_raised_to_it() {
+        assert_eq!(
+            Limits::new().max_header_bytes(100).get_max_header_bytes(),
+            8192
+        );
+        assert_eq!(
+            Limits::new().max_header_bytes(8192).get_max_header_bytes(),
+            8192
+        );
+        assert_eq!(Limits::new().max_connections(0).get_max_connections(), 1);
+    }
+}
