@@ -42,6 +42,14 @@ pub mod table;
 pub(crate) mod validate;
 mod value;
 
+/// Reads a [readable duration](RoomFile#readable-durations) (`"30s"`, `"5m"`, `"1h30m"`, or a
+/// bare number of seconds) with any serde format, refusing a bad one with the value and a hint;
+/// for the settings files of programs built on this crate, which write their durations as the
+/// room's file does: `#[serde(deserialize_with = "tower_waiting_room::config::readable_duration")]`.
+pub fn readable_duration<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+    readable::duration(d)
+}
+
 #[doc(hidden)]
 pub use crate::token::MAX_KEY_ID_LEN;
 pub use crate::token::MIN_SECRET_LEN;

@@ -1,0 +1,112 @@
+//! Errors that name the file and the line.
+
+use std::fmt;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+
+use toml::Spanned;
+
+/// A file the gateway refuses: where, and what is wrong. Never holds a secret: the messages
+/// name variables and files, not their contents.
+#[derive(Debug)]
+pub struct FileError {
+    /// The file.
+    pub path: PathBuf,
+    /// The line the error is about (from 1), when it is about one.
+    pub line: Option<usize>,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl fmt::Display for FileError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.line {
+            Some(line) => write!(f, "{}:{line}: {}", self.path.display(), self.message),
+            None => write!(f, "{}: {}", self.path.display(), self.message),
+        }
+    }
+}
+
+impl std::error::Error for FileError {}
+
+impl FileError {
+    /// An error about line `line` of the file at `path`.
+    pub(crate) fn at_line(path: &Path, line: usize, message: impl Into<String>) -> Self {
+        Self {
+            path: path.to_owned(),
+            line: Some(line),
+            message: message.into(),
+        }
+    }
+
+    pub(crate) fn whole(path: &Path, message: impl Into<String>) -> Self {
+        Self {
+            path: path.to_owned(),
+            line: None,
+            message: message.into(),
+        }
+    }
+}
+
+/// A file's text, to turn byte offsets into line numbers.
+pub(crate) struct Lines<'a> {
+    text: &'a str,
+    path: &'a Path,
+}
+
+impl<'a> Lines<'a> {
+    pub(crate) fn new(text: &'a str, path: &'a Path) -> Self {
+        Self { text, path }
+    }
+
+    /// The line (from 1) of byte `offset`.
+    pub(crate) fn line_of(&self, offset: usize) -> usize {
+        let end = offset.min(self.text.len());
+        self.text.as_bytes()[..end]
+            .iter()
+            .filter(|b| **b == b'\n')
+            .count()
+            + 1
+    }
+
+    /// A TOML error: its message, at its line. TOML's own rendering quotes the line, which may
+    /// hold a value that should stay private, so only its message is kept.
+    pub(crate) fn toml(&self, e: &toml::de::Error) -> FileError {
+        FileError {
+            path: self.path.to_owned(),
+            line: e.span().map(|s: Range<usize>| self.line_of(s.start)),
+            message: e.message().trim_end().to_owned(),
+        }
+    }
+
+    pub(crate) fn at<T>(&self, value: &Spanned<T>, message: impl Into<String>) -> FileError {
+        // A value the file left out has the empty span at 0: then the error is the file's.
+        let span = value.span();
+        let line = (span != (0..0)).then(|| self.line_of(span.start));
+        FileError {
+            path: self.path.to_owned(),
+            line,
+            message: message.into(),
+        }
+    }
+
+    pub(crate) fn line(&self, line: usize, message: impl Into<String>) -> FileError {
+        FileError {
+            path: self.path.to_owned(),
+            line: Some(line),
+            message: message.into(),
+        }
+    }
+
+    pub(crate) fn path(&self) -> &Path {
+        self.path
+    }
+
+    pub(crate) fn whole(&self, message: impl Into<String>) -> FileError {
+        FileError::whole(self.path, message)
+    }
+
+    pub(crate) fn flag(&self, flag: &str, message: impl fmt::Display) -> FileError {
+        FileError::whole(self.path, format!("{flag}: {message}"))
+    }
+}

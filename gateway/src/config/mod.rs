@@ -1,0 +1,509 @@
+//! The gateway's one TOML file: read, checked, and turned into a [`Config`], with every error
+//! naming the line it is about.
+//!
+//! The rooms' settings are the crate's own room file ([`RoomFile`]): every key a room's file
+//! takes, with the same names, readable durations and refusals, in a `[[rooms]]` table, with
+//! the routes the room covers beside them. `examples/gateway.toml` is annotated key by key;
+//! `docs/gateway.md` has the reference.
+
+mod error;
+mod file;
+mod rooms;
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use ipnet::IpNet;
+use toml::Spanned;
+use tower_waiting_room::config::RoomFile;
+
+pub use error::FileError;
+use error::Lines;
+use file::GatewayFile;
+
+/// The checked configuration of a gateway.
+#[derive(Debug)]
+pub struct Config {
+    /// The file it was read from.
+    pub path: PathBuf,
+    /// Where visitors connect.
+    pub listen: SocketAddr,
+    /// The app's addresses (requests take turns among them).
+    pub upstreams: Vec<Upstream>,
+    /// Redis or Valkey URL shared by every gateway of a fleet; `None`: the embedded store.
+    pub redis: Option<String>,
+    /// Proxies in front of the gateway whose `X-Forwarded-For` is believed.
+    pub trusted_proxies: Vec<IpNet>,
+    /// The gateway's own paths.
+    pub paths: Paths,
+    /// The admin's bearer token, when the admin is on.
+    pub admin_token: Option<AdminToken>,
+    /// Serving limits.
+    pub limits: Limits,
+    /// The rooms, in the file's order.
+    pub rooms: Vec<RoomPlan>,
+}
+
+/// One upstream: `http://host:port`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Upstream {
+    /// `http`.
+    pub scheme: http::uri::Scheme,
+    /// `host:port`.
+    pub authority: http::uri::Authority,
+}
+
+impl std::fmt::Display for Upstream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}://{}", self.scheme, self.authority)
+    }
+}
+
+impl Upstream {
+    /// Reads an upstream URL: `http://host:port`, nothing after the authority but an optional
+    /// `/`.
+    pub fn parse(url: &str) -> Result<Self, String> {
+        let uri: http::Uri = url
+            .parse()
+            .map_err(|e| format!("`{url}` is not a URL ({e}); write e.g. http://127.0.0.1:8000"))?;
+        let (Some(scheme), Some(authority)) = (uri.scheme(), uri.authority()) else {
+            return Err(format!(
+                "`{url}` is not an absolute URL; write e.g. http://127.0.0.1:8000"
+            ));
+        };
+        if scheme == &http::uri::Scheme::HTTPS {
+            return Err(format!(
+                "`{url}`: https upstreams are not supported; reach the app over http on a \
+                 private network or loopback"
+            ));
+        }
+        if scheme != &http::uri::Scheme::HTTP {
+            return Err(format!("`{url}`: the scheme must be http"));
+        }
+        if !matches!(uri.path(), "" | "/") || uri.query().is_some() {
+            return Err(format!(
+                "`{url}`: an upstream is a scheme and an address only; requests keep their own path"
+            ));
+        }
+        if authority.as_str().contains('@') {
+            return Err(format!(
+                "`{url}`: credentials in an upstream URL are not supported"
+            ));
+        }
+        Ok(Self {
+            scheme: scheme.clone(),
+            authority: authority.clone(),
+        })
+    }
+}
+
+/// The gateway's own paths: answered by the gateway, never proxied, never queued.
+#[derive(Clone, Debug)]
+pub struct Paths {
+    /// The health check for load balancers.
+    pub health: String,
+    /// Prometheus' text format; `None`: off.
+    pub metrics: Option<String>,
+    /// The admin API and dashboard (when a token is configured).
+    pub admin: String,
+}
+
+/// The admin's bearer token; its `Debug` shows only its length.
+#[derive(Clone)]
+pub struct AdminToken(pub(crate) Vec<u8>);
+
+impl std::fmt::Debug for AdminToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "<{} bytes, redacted>", self.0.len())
+    }
+}
+
+/// What clients and the app may hold.
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    /// The serving loop's limits (header read, request timeout, connections, grace, head size).
+    pub serve: tower_waiting_room::serve::Limits,
+    /// Time the app has to answer a request's head before the visitor gets `504`.
+    pub upstream_timeout: Duration,
+    /// Time to open a connection to the app before the visitor gets `502`.
+    pub connect_timeout: Duration,
+    /// Longest a request body may go without sending anything.
+    pub body_timeout: Duration,
+    /// Largest request body passed to the app (`413` beyond).
+    pub max_body_bytes: u64,
+    /// How long the health check says "draining" before the gateway stops accepting.
+    pub shutdown_delay: Duration,
+    /// Idle keep-alive connections kept to each upstream.
+    pub upstream_idle_connections: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            serve: tower_waiting_room::serve::Limits::new()
+                .request_timeout(Duration::from_secs(60)),
+            upstream_timeout: Duration::from_secs(30),
+            connect_timeout: Duration::from_secs(5),
+            body_timeout: Duration::from_secs(30),
+            max_body_bytes: 10 * 1024 * 1024,
+            shutdown_delay: Duration::ZERO,
+            upstream_idle_connections: 256,
+        }
+    }
+}
+
+/// One room and the routes it covers.
+#[derive(Debug)]
+pub struct RoomPlan {
+    /// The line of its `[[rooms]]` table, for errors found when it is built.
+    pub line: usize,
+    /// Its settings, as the crate reads a room's file.
+    pub settings: RoomFile,
+    /// Path prefixes it covers; with no hosts either, it is the default room (every path no
+    /// other room covers).
+    pub paths: Vec<String>,
+    /// Hosts it covers.
+    pub hosts: Vec<String>,
+    /// Routes it gates: `(methods, path pattern)`.
+    pub gates: Vec<(Vec<http::Method>, String)>,
+    /// Path prefixes that skip it.
+    pub bypass: Vec<String>,
+}
+
+impl RoomPlan {
+    /// The room covers every path no other room's rule takes.
+    pub fn is_default(&self) -> bool {
+        self.hosts.is_empty() && (self.paths.is_empty() || self.paths.iter().all(|p| p == "/"))
+    }
+}
+
+/// Command-line values that take the place of the file's.
+#[derive(Clone, Debug, Default)]
+pub struct Overrides {
+    /// `--listen ADDR`.
+    pub listen: Option<String>,
+    /// `--upstream URL`: the file's one upstream (or its list) replaced by this one.
+    pub upstream: Option<String>,
+}
+
+impl Config {
+    /// Reads and checks the file at `path`; the room secrets and the admin token are read too.
+    pub fn load(path: &Path, overrides: &Overrides) -> Result<Config, FileError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| FileError::whole(path, format!("cannot read it: {e}")))?;
+        Self::parse(&text, path, overrides)
+    }
+
+    /// [`load`](Self::load), from the file's text; `path` only names it in errors.
+    pub fn parse(text: &str, path: &Path, overrides: &Overrides) -> Result<Config, FileError> {
+        let lines = Lines::new(text, path);
+        let file: GatewayFile = toml::from_str(text).map_err(|e| lines.toml(&e))?;
+        lines.check(file, overrides)
+    }
+}
+
+impl Lines<'_> {
+    fn check(&self, file: GatewayFile, overrides: &Overrides) -> Result<Config, FileError> {
+        let listen = match (&overrides.listen, &file.listen) {
+            (Some(addr), _) => parse_listen(addr).map_err(|m| self.flag("--listen", m))?,
+            (None, Some(addr)) => parse_listen(addr.get_ref()).map_err(|m| self.at(addr, m))?,
+            (None, None) => parse_listen("127.0.0.1:8080").expect("a valid default"),
+        };
+        let upstreams = self.upstreams(&file, overrides)?;
+        let redis = match file.redis.clone() {
+            Some(url) if url.get_ref().trim().is_empty() => {
+                return Err(self.at(
+                    &url,
+                    "redis: empty; leave the key out for the embedded store",
+                ))
+            }
+            Some(url) => {
+                tower_waiting_room::store::RedisStore::from_url(url.get_ref())
+                    .map_err(|e| self.at(&url, format!("redis: {e}")))?;
+                Some(url.into_inner())
+            }
+            None => None,
+        };
+        let trusted_proxies = file
+            .trusted_proxies
+            .iter()
+            .map(|net| parse_net(net.get_ref()).map_err(|m| self.at(net, m)))
+            .collect::<Result<_, _>>()?;
+        let paths = self.paths(&file)?;
+        let admin_token = match &file.admin {
+            Some(admin) => Some(self.admin_token(admin)?),
+            None => None,
+        };
+        let limits = self.limits(&file)?;
+        let mut rooms = Vec::with_capacity(file.rooms.len());
+        for entry in file.rooms {
+            rooms.push(self.room(entry)?);
+        }
+        if rooms.iter().filter(|r| r.is_default()).count() > 1 {
+            let second = rooms.iter().filter(|r| r.is_default()).nth(1).expect("two");
+            return Err(self.line(
+                second.line,
+                "a second room covering every path: give each room but one `paths` or `hosts`",
+            ));
+        }
+        Ok(Config {
+            path: self.path().to_owned(),
+            listen,
+            upstreams,
+            redis,
+            trusted_proxies,
+            paths,
+            admin_token,
+            limits,
+            rooms,
+        })
+    }
+
+    fn upstreams(
+        &self,
+        file: &GatewayFile,
+        overrides: &Overrides,
+    ) -> Result<Vec<Upstream>, FileError> {
+        if let Some(url) = &overrides.upstream {
+            return Ok(vec![
+                Upstream::parse(url).map_err(|m| self.flag("--upstream", m))?
+            ]);
+        }
+        let list: Vec<&Spanned<String>> =
+            match (&file.upstream, &file.upstreams) {
+                (Some(_), Some(list)) => {
+                    return Err(self.at(list, "`upstream` and `upstreams` both given: keep one"))
+                }
+                (Some(one), None) => vec![one],
+                (None, Some(list)) if list.get_ref().is_empty() => {
+                    return Err(self.at(list, "upstreams: the list is empty"))
+                }
+                (None, Some(list)) => list.get_ref().iter().collect(),
+                (None, None) => return Err(self.whole(
+                    "no upstream: add `upstream = \"http://127.0.0.1:8000\"` (the app's address) \
+                     or pass --upstream URL",
+                )),
+            };
+        list.into_iter()
+            .map(|url| Upstream::parse(url.get_ref()).map_err(|m| self.at(url, m)))
+            .collect()
+    }
+
+    fn paths(&self, file: &GatewayFile) -> Result<Paths, FileError> {
+        let own = |p: &Spanned<String>, key: &str| -> Result<String, FileError> {
+            let path = p.get_ref();
+            if !path.starts_with('/') || path.len() < 2 || path.contains(['?', '#', ' ']) {
+                return Err(self.at(
+                    p,
+                    format!("paths.{key}: `{path}` is not a path such as /__gateway/{key}"),
+                ));
+            }
+            Ok(path.trim_end_matches('/').to_owned())
+        };
+        let health = own(&file.paths.health, "health")?;
+        let metrics = match file.paths.metrics.get_ref().as_str() {
+            "" => None,
+            _ => Some(own(&file.paths.metrics, "metrics")?),
+        };
+        let admin = own(&file.paths.admin, "admin")?;
+        let mut all = vec![&health, &admin];
+        all.extend(metrics.as_ref());
+        for (i, a) in all.iter().enumerate() {
+            if all[..i].contains(a) {
+                return Err(self.at(&file.paths.admin, format!("paths: `{a}` is used twice")));
+            }
+        }
+        Ok(Paths {
+            health,
+            metrics,
+            admin,
+        })
+    }
+
+    fn admin_token(&self, admin: &Spanned<file::AdminFile>) -> Result<AdminToken, FileError> {
+        let a = admin.get_ref();
+        let token =
+            match (&a.token_env, &a.token_file) {
+                (Some(_), Some(_)) => {
+                    return Err(self.at(admin, "admin: token_env and token_file both given"))
+                }
+                (None, None) => return Err(self.at(
+                    admin,
+                    "admin: name where the token is, token_env = \"VAR\" or token_file = \"PATH\"",
+                )),
+                (Some(var), None) => std::env::var(var).map_err(|_| {
+                    self.at(
+                        admin,
+                        format!("admin: the environment variable {var} is not set"),
+                    )
+                })?,
+                (None, Some(path)) => std::fs::read_to_string(path)
+                    .map(|t| t.strip_suffix('\n').unwrap_or(&t).to_owned())
+                    .map_err(|e| self.at(admin, format!("admin: cannot read {path}: {e}")))?,
+            };
+        if token.len() < 32 || !token.bytes().all(|b| b.is_ascii_graphic()) {
+            return Err(self.at(
+                admin,
+                format!(
+                    "admin: the token must be at least 32 visible ASCII characters (it has {})",
+                    token.len()
+                ),
+            ));
+        }
+        Ok(AdminToken(token.into_bytes()))
+    }
+
+    fn limits(&self, file: &GatewayFile) -> Result<Limits, FileError> {
+        let f = &file.limits;
+        let mut limits = Limits::default();
+        let mut serve = limits.serve;
+        if let Some(d) = f.header_read_timeout {
+            serve = serve.header_read_timeout(d);
+        }
+        if let Some(d) = f.request_timeout {
+            serve = serve.request_timeout(d);
+        }
+        if let Some(d) = f.grace {
+            serve = serve.grace(d);
+        }
+        if let Some(n) = &f.max_connections {
+            if *n.get_ref() == 0 {
+                return Err(self.at(n, "limits.max_connections: at least 1"));
+            }
+            serve = serve.max_connections(*n.get_ref());
+        }
+        if let Some(n) = &f.max_header_bytes {
+            if *n.get_ref() < 8192 {
+                return Err(self.at(n, "limits.max_header_bytes: at least 8192"));
+            }
+            serve = serve.max_header_bytes(*n.get_ref());
+        }
+        if let Some(n) = &f.max_headers {
+            if *n.get_ref() == 0 {
+                return Err(self.at(n, "limits.max_headers: at least 1"));
+            }
+            serve = serve.max_headers(*n.get_ref());
+        }
+        limits.serve = serve;
+        if let Some(d) = f.upstream_timeout {
+            limits.upstream_timeout = d;
+        }
+        if let Some(d) = f.connect_timeout {
+            limits.connect_timeout = d;
+        }
+        if let Some(d) = f.body_timeout {
+            limits.body_timeout = d;
+        }
+        if let Some(d) = f.shutdown_delay {
+            limits.shutdown_delay = d;
+        }
+        if let Some(n) = &f.max_body_bytes {
+            limits.max_body_bytes = *n.get_ref();
+        }
+        if let Some(n) = &f.upstream_idle_connections {
+            limits.upstream_idle_connections = *n.get_ref();
+        }
+        for (name, d) in [
+            (
+                "header_read_timeout",
+                limits.serve.get_header_read_timeout(),
+            ),
+            ("request_timeout", limits.serve.get_request_timeout()),
+            ("upstream_timeout", limits.upstream_timeout),
+            ("connect_timeout", limits.connect_timeout),
+            ("body_timeout", limits.body_timeout),
+        ] {
+            if d.is_zero() {
+                return Err(self.whole(format!("limits.{name}: must be more than 0")));
+            }
+        }
+        if limits.upstream_timeout >= limits.serve.get_request_timeout() {
+            return Err(self.whole(format!(
+                "limits.upstream_timeout ({:?}) must be shorter than limits.request_timeout ({:?}), \
+                 so that a slow app is answered 504 before the request's own timeout",
+                limits.upstream_timeout,
+                limits.serve.get_request_timeout()
+            )));
+        }
+        Ok(limits)
+    }
+
+    fn room(&self, entry: Spanned<rooms::RoomEntry>) -> Result<RoomPlan, FileError> {
+        let line = self.line_of(entry.span().start);
+        let rooms::RoomEntry { settings, routes } = entry.into_inner();
+        let list = |v: Option<Spanned<Vec<String>>>| v.map(Spanned::into_inner).unwrap_or_default();
+        let room = settings.room().to_owned();
+        let check_paths = |v: &Option<Spanned<Vec<String>>>, key: &str| -> Result<(), FileError> {
+            if let Some(v) = v {
+                for p in v.get_ref() {
+                    if !p.starts_with('/') {
+                        return Err(self.at(
+                            v,
+                            format!("room `{room}`: {key}: `{p}` is not a path (it starts with /)"),
+                        ));
+                    }
+                }
+            }
+            Ok(())
+        };
+        check_paths(&routes.paths, "paths")?;
+        check_paths(&routes.bypass, "bypass")?;
+        let gates = match &routes.gates {
+            Some(g) => g
+                .get_ref()
+                .iter()
+                .map(|gate| parse_gate(gate).map_err(|m| self.at(g, format!("room `{room}`: {m}"))))
+                .collect::<Result<_, _>>()?,
+            None => Vec::new(),
+        };
+        Ok(RoomPlan {
+            line,
+            settings,
+            paths: list(routes.paths),
+            hosts: list(routes.hosts),
+            gates,
+            bypass: list(routes.bypass),
+        })
+    }
+}
+
+fn parse_listen(addr: &str) -> Result<SocketAddr, String> {
+    addr.parse().map_err(|_| {
+        format!("listen: `{addr}` is not an address and port such as 0.0.0.0:8080 or [::]:8080")
+    })
+}
+
+fn parse_net(text: &str) -> Result<IpNet, String> {
+    text.parse::<IpNet>()
+        .or_else(|_| text.parse::<IpAddr>().map(IpNet::from))
+        .map_err(|_| {
+            format!("trusted_proxies: `{text}` is not an address or a network such as 10.0.0.0/8")
+        })
+}
+
+/// `"POST /checkout"`, `"GET,HEAD /api/*"` or `"/api/orders/*"` (every method).
+fn parse_gate(text: &str) -> Result<(Vec<http::Method>, String), String> {
+    let bad = || format!("gates: `{text}` is not a route such as \"POST /checkout\" or \"/api/*\"");
+    let (methods, path) = match text.trim().split_once(' ') {
+        Some((methods, path)) => (methods, path.trim()),
+        None => ("", text.trim()),
+    };
+    if !path.starts_with('/') {
+        return Err(bad());
+    }
+    let methods = methods
+        .split(',')
+        .filter(|m| !m.is_empty())
+        .map(|m| {
+            m.parse::<http::Method>()
+                .ok()
+                .filter(|_| m.bytes().all(|b| b.is_ascii_uppercase()))
+                .ok_or_else(bad)
+        })
+        .collect::<Result<_, _>>()?;
+    Ok((methods, path.to_owned()))
+}
+
+#[cfg(test)]
+mod tests;

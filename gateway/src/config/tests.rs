@@ -1,0 +1,177 @@
+//! The file's refusals, each naming its line.
+
+use std::path::Path;
+
+use super::{Config, Overrides};
+
+/// The file names a variable; reading it is the room builder's (tests/ run that).
+const SECRET_ENV: &str = "WAITING_ROOM_SECRET";
+
+fn parse(text: &str) -> Result<Config, super::FileError> {
+    Config::parse(text, Path::new("gw.toml"), &Overrides::default())
+}
+
+fn refused(text: &str) -> (Option<usize>, String) {
+    let e = parse(text).expect_err("the file is refused");
+    assert!(e.to_string().starts_with("gw.toml"), "{e}");
+    (e.line, e.message)
+}
+
+#[test]
+fn a_minimal_file_loads_with_the_defaults() {
+    let c = parse(&format!(
+        "upstream = \"http://127.0.0.1:8000\"\n[[rooms]]\nroom = \"sale\"\ncapacity = 5\nsecret_env = \"{SECRET_ENV}\"\n"
+    ))
+    .unwrap();
+    assert_eq!(c.listen.to_string(), "127.0.0.1:8080");
+    assert_eq!(c.upstreams.len(), 1);
+    assert_eq!(c.upstreams[0].to_string(), "http://127.0.0.1:8000");
+    assert_eq!(c.rooms.len(), 1);
+    assert!(c.rooms[0].is_default());
+    assert_eq!(c.rooms[0].line, 2);
+    assert_eq!(c.paths.health, "/__gateway/health");
+    assert!(c.admin_token.is_none());
+}
+
+#[test]
+fn an_unknown_key_is_refused_at_its_line_at_top_and_in_a_room() {
+    let (line, msg) = refused("upstream = \"http://a:1\"\nlisten_addr = \"x\"\n");
+    assert_eq!(line, Some(2));
+    assert!(msg.contains("listen_addr"), "{msg}");
+    let (line, msg) =
+        refused("upstream = \"http://a:1\"\n\n[[rooms]]\nroom = \"sale\"\ncapcity = 3\n");
+    assert_eq!(line, Some(5), "{msg}");
+    assert!(msg.contains("capcity"), "{msg}");
+    let (line, msg) = refused("upstream = \"http://a:1\"\n[limits]\nbody_timout = \"3s\"\n");
+    assert_eq!(line, Some(3), "{msg}");
+}
+
+#[test]
+fn a_bad_url_or_address_is_refused_at_its_line() {
+    for (text, line, needle) in [
+        ("upstream = \"not a url\"\n", 1, "not a URL"),
+        ("\nupstream = \"https://a:443\"\n", 2, "https"),
+        ("upstream = \"http://a:1/app\"\n", 1, "path"),
+        ("upstreams = [\"http://a:1\",\n  \"ftp://b\"]\n", 2, "http"),
+        (
+            "upstream = \"http://a:1\"\nlisten = \"8080\"\n",
+            2,
+            "listen",
+        ),
+        (
+            "upstream = \"http://a:1\"\nredis = \"mongodb://x\"\n",
+            2,
+            "redis",
+        ),
+        (
+            "upstream = \"http://a:1\"\ntrusted_proxies = [\"10.0.0.0/33\"]\n",
+            2,
+            "trusted_proxies",
+        ),
+    ] {
+        let (got, msg) = refused(text);
+        assert_eq!(got, Some(line), "{text}: {msg}");
+        assert!(msg.contains(needle), "{text}: {msg}");
+    }
+}
+
+#[test]
+fn no_upstream_or_two_default_rooms_are_refused() {
+    let (line, msg) = refused("listen = \"127.0.0.1:1\"\n");
+    assert_eq!(line, None);
+    assert!(msg.contains("no upstream"), "{msg}");
+    let (line, msg) =
+        refused("upstream = \"http://a:1\"\n[[rooms]]\nroom = \"a\"\n[[rooms]]\nroom = \"b\"\n");
+    assert_eq!(line, Some(4), "{msg}");
+}
+
+#[test]
+fn the_command_line_takes_the_place_of_the_file() {
+    let overrides = Overrides {
+        listen: Some("127.0.0.1:0".into()),
+        upstream: Some("http://127.0.0.1:9".into()),
+    };
+    let c = Config::parse(
+        "listen = \"0.0.0.0:80\"\nupstreams = [\"http://a:1\", \"http://b:2\"]\n",
+        Path::new("gw.toml"),
+        &overrides,
+    )
+    .unwrap();
+    assert_eq!(c.listen.port(), 0);
+    assert_eq!(c.upstreams.len(), 1);
+    let bad = Overrides {
+        upstream: Some("nope".into()),
+        ..Overrides::default()
+    };
+    let e = Config::parse("", Path::new("gw.toml"), &bad).unwrap_err();
+    assert!(e.to_string().contains("--upstream"), "{e}");
+}
+
+#[test]
+fn an_admin_token_comes_from_the_environment_and_is_long_enough() {
+    let (line, msg) = refused(
+        "upstream = \"http://a:1\"\n[admin]\ntoken_env = \"TWR_GATEWAY_TEST_UNSET_VARIABLE\"\n",
+    );
+    assert_eq!(line, Some(2), "{msg}");
+    assert!(msg.contains("TWR_GATEWAY_TEST_UNSET_VARIABLE"), "{msg}");
+    let dir = std::env::temp_dir().join(format!("gw-token-{}", std::process::id()));
+    std::fs::write(&dir, "short\n").unwrap();
+    let (line, msg) = refused(&format!(
+        "upstream = \"http://a:1\"\n[admin]\ntoken_file = \"{}\"\n",
+        dir.display()
+    ));
+    assert_eq!(line, Some(2));
+    assert!(msg.contains("32"), "{msg}");
+    assert!(!msg.contains("short"), "the token is never shown: {msg}");
+    std::fs::write(&dir, "a-token-of-forty-characters-0123456789ab\n").unwrap();
+    let c = parse(&format!(
+        "upstream = \"http://a:1\"\n[admin]\ntoken_file = \"{}\"\n",
+        dir.display()
+    ))
+    .unwrap();
+    let token = c.admin_token.unwrap();
+    assert_eq!(token.0.len(), 40);
+    assert!(!format!("{token:?}").contains("forty"));
+    std::fs::remove_file(&dir).ok();
+}
+
+#[test]
+fn limits_are_read_and_checked() {
+    let c = parse(
+        "upstream = \"http://a:1\"\n[limits]\nupstream_timeout = \"2s\"\nmax_body_bytes = 1024\nmax_connections = 7\n",
+    )
+    .unwrap();
+    assert_eq!(c.limits.upstream_timeout.as_secs(), 2);
+    assert_eq!(c.limits.max_body_bytes, 1024);
+    assert_eq!(c.limits.serve.get_max_connections(), 7);
+    let (line, msg) = refused("upstream = \"http://a:1\"\n[limits]\nmax_connections = 0\n");
+    assert_eq!(line, Some(3), "{msg}");
+    let (_, msg) = refused(
+        "upstream = \"http://a:1\"\n[limits]\nupstream_timeout = \"90s\"\nrequest_timeout = \"60s\"\n",
+    );
+    assert!(msg.contains("upstream_timeout"), "{msg}");
+    let (line, msg) = refused("upstream = \"http://a:1\"\n[limits]\ngrace = \"soon\"\n");
+    assert_eq!(line, Some(3), "{msg}");
+}
+
+#[test]
+fn routes_are_read_and_bad_ones_named() {
+    let c = parse(&format!(
+        "upstream = \"http://a:1\"\n[[rooms]]\nroom = \"shop\"\nsecret_env = \"{SECRET_ENV}\"\npaths = [\"/shop\"]\nhosts = [\"shop.example\"]\ngates = [\"POST /checkout\", \"/api/*\", \"GET,HEAD /x\"]\nbypass = [\"/static\"]\n"
+    ))
+    .unwrap();
+    let r = &c.rooms[0];
+    assert!(!r.is_default());
+    assert_eq!(r.paths, ["/shop"]);
+    assert_eq!(r.gates.len(), 3);
+    assert_eq!(r.gates[0].0, [http::Method::POST]);
+    assert!(r.gates[1].0.is_empty());
+    assert_eq!(r.gates[2].0.len(), 2);
+    let (line, msg) = refused(
+        "upstream = \"http://a:1\"\n[[rooms]]\nroom = \"shop\"\ngates = [\"post /checkout\"]\n",
+    );
+    assert_eq!(line, Some(4), "{msg}");
+    let (line, msg) =
+        refused("upstream = \"http://a:1\"\n[[rooms]]\nroom = \"shop\"\n\nbypass = [\"static\"]\n");
+    assert_eq!(line, Some(5), "{msg}");
+}

@@ -1,0 +1,98 @@
+//! Requests a gateway refuses before anything else sees them: what could be read two ways by
+//! two servers (the way requests are smuggled past a proxy), or names no site.
+//!
+//! hyper already refuses a malformed head, a `Transfer-Encoding` that does not end in
+//! `chunked`, and conflicting `Content-Length`s. This adds, each a `400` with the connection
+//! closed: both `Content-Length` and `Transfer-Encoding` (RFC 9112 lets a proxy forward such a
+//! request only after removing one; refusing is the safe reading), no `Host` in HTTP/1.1 or
+//! more than one, a `Host` that is not a host and port, and an absolute target whose authority
+//! is not the `Host`. `CONNECT` is a `405`: a gateway in front of one site is not a tunnel.
+
+use http::header::{CONTENT_LENGTH, HOST, TRANSFER_ENCODING};
+use http::{Method, Request, Version};
+
+use crate::pages::Problem;
+
+/// `Err` with the answer when `req` must not go further.
+pub fn check<B>(req: &Request<B>) -> Result<(), Problem> {
+    if req.method() == Method::CONNECT {
+        return Err(Problem::MethodNotAllowed);
+    }
+    let h = req.headers();
+    if h.contains_key(TRANSFER_ENCODING) && h.contains_key(CONTENT_LENGTH) {
+        return Err(Problem::BadRequest(
+            "A request may not carry both Content-Length and Transfer-Encoding.",
+        ));
+    }
+    let mut hosts = h.get_all(HOST).iter();
+    let host = match (hosts.next(), hosts.next()) {
+        (Some(_), Some(_)) => return Err(Problem::BadRequest("A request has one Host header.")),
+        (None, _) if req.version() >= Version::HTTP_11 => {
+            return Err(Problem::BadRequest("A request needs a Host header."))
+        }
+        (None, _) => None,
+        (Some(value), None) => Some(value),
+    };
+    if let Some(value) = host {
+        let authority = value
+            .to_str()
+            .ok()
+            .filter(|s| !s.is_empty() && !s.contains('@'))
+            .and_then(|s| s.parse::<http::uri::Authority>().ok())
+            .ok_or(Problem::BadRequest("The Host header is not a host name."))?;
+        if let Some(target) = req.uri().authority() {
+            if !target.as_str().eq_ignore_ascii_case(authority.as_str()) {
+                return Err(Problem::BadRequest(
+                    "The request's target names another host than its Host header.",
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req(method: &str, uri: &str, headers: &[(&str, &str)]) -> Request<()> {
+        let mut b = Request::builder().method(method).uri(uri);
+        for (k, v) in headers {
+            b = b.header(*k, *v);
+        }
+        b.body(()).unwrap()
+    }
+
+    #[test]
+    fn ambiguous_or_hostless_requests_are_refused() {
+        let ok = req("GET", "/", &[("host", "shop.example:8080")]);
+        assert_eq!(check(&ok), Ok(()));
+        let both = req(
+            "POST",
+            "/",
+            &[
+                ("host", "a"),
+                ("content-length", "5"),
+                ("transfer-encoding", "chunked"),
+            ],
+        );
+        assert_eq!(check(&both).unwrap_err().status(), 400);
+        assert_eq!(check(&req("GET", "/", &[])).unwrap_err().status(), 400);
+        let two = req("GET", "/", &[("host", "a"), ("host", "b")]);
+        assert_eq!(check(&two).unwrap_err().status(), 400);
+        for bad in ["", "a b", "user@host", "exa mple.com", "a/b"] {
+            let r = req("GET", "/", &[("host", bad)]);
+            assert_eq!(check(&r).unwrap_err().status(), 400, "{bad:?}");
+        }
+        let other = req("GET", "http://evil.example/", &[("host", "shop.example")]);
+        assert_eq!(check(&other).unwrap_err().status(), 400);
+        let same = req("GET", "http://shop.example/x", &[("host", "SHOP.example")]);
+        assert_eq!(check(&same), Ok(()));
+        let connect = req(
+            "CONNECT",
+            "shop.example:443",
+            &[("host", "shop.example:443")],
+        );
+        assert_eq!(check(&connect).unwrap_err().status(), 405);
+    }
+}

@@ -1,0 +1,125 @@
+//! The running gateway: the current [`Stack`], replaced whole on a reload while connections
+//! and requests in flight carry on with the one they started with.
+//!
+//! A reload reads and checks the file as at start; a file that does not load, or one that
+//! changes what cannot change while running (the Redis URL, where the lines are), is refused
+//! and the running version kept. The store is the same before and after, so nobody's place or
+//! slot is lost; connections are not touched (a kept-alive connection's next request takes the
+//! new version).
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::sync::{Arc, RwLock};
+use std::task::{Context, Poll};
+
+use http::{Request, Response};
+use hyper::body::Incoming;
+use tower::{Service, ServiceExt};
+
+use crate::config::{Config, Overrides};
+use crate::stack::{self, GatewayBody, Shared, Stack};
+
+/// The gateway as it runs: cheap to clone, one per connection.
+#[derive(Clone)]
+pub struct Live {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    current: RwLock<Running>,
+    shared: Shared,
+    path: PathBuf,
+    overrides: Overrides,
+}
+
+struct Running {
+    stack: Arc<Stack>,
+    config: Config,
+}
+
+impl Live {
+    /// The gateway for `config` (read from `path` with `overrides`, which a reload reads
+    /// again).
+    pub fn new(
+        config: Config,
+        shared: Shared,
+        overrides: Overrides,
+    ) -> Result<Self, crate::config::FileError> {
+        let stack = Arc::new(stack::build(&config, &shared)?);
+        Ok(Self {
+            inner: Arc::new(Inner {
+                path: config.path.clone(),
+                current: RwLock::new(Running { stack, config }),
+                shared,
+                overrides,
+            }),
+        })
+    }
+
+    /// The version running now.
+    pub fn stack(&self) -> Arc<Stack> {
+        Arc::clone(&self.read().stack)
+    }
+
+    /// Reads the file again and, if it loads, runs it from the next request on. On an error
+    /// the running version stays, and the error says why.
+    pub fn reload(&self) -> Result<(), String> {
+        let config =
+            Config::load(&self.inner.path, &self.inner.overrides).map_err(|e| e.to_string())?;
+        {
+            let running = self.read();
+            if config.redis != running.config.redis {
+                return Err(format!(
+                    "{}: the redis URL changed; the lines live there, so a running gateway keeps \
+                     its store: restart the gateway to move it",
+                    config.path.display()
+                ));
+            }
+            if config.listen != running.config.listen {
+                tracing::warn!(
+                    old = %running.config.listen,
+                    new = %config.listen,
+                    "the listen address changed; it takes effect at the next start"
+                );
+            }
+            if config.limits.serve.describe() != running.config.limits.serve.describe() {
+                tracing::warn!("the serving limits changed; they take effect at the next start");
+            }
+        }
+        let stack = Arc::new(stack::build(&config, &self.inner.shared).map_err(|e| e.to_string())?);
+        let rooms: Vec<&str> = stack.rooms.iter().map(|r| r.config().room()).collect();
+        tracing::info!(?rooms, "reloaded");
+        let mut running = self
+            .inner
+            .current
+            .write()
+            .unwrap_or_else(|p| p.into_inner());
+        *running = Running { stack, config };
+        Ok(())
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Running> {
+        // A panic while holding the lock cannot leave a half-written version: the swap is
+        // one assignment.
+        self.inner.current.read().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+type LiveFuture = Pin<Box<dyn Future<Output = Result<Response<GatewayBody>, Infallible>> + Send>>;
+
+impl Service<Request<Incoming>> for Live {
+    type Response = Response<GatewayBody>;
+    type Error = Infallible;
+    type Future = LiveFuture;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: Request<Incoming>) -> LiveFuture {
+        let service = self.read().stack.service.clone();
+        Box::pin(service.oneshot(req))
+    }
+}

@@ -1,0 +1,119 @@
+//! Headers that belong to one connection, not to the request or the response: removed on the
+//! way through, as RFC 9110, section 7.6.1 asks of a proxy.
+
+use http::header::{self, HeaderMap, HeaderName};
+
+/// The hop-by-hop headers every proxy removes, besides those a `Connection` header names.
+const HOP_BY_HOP: [HeaderName; 8] = [
+    header::CONNECTION,
+    HeaderName::from_static("keep-alive"),
+    HeaderName::from_static("proxy-connection"),
+    header::PROXY_AUTHENTICATE,
+    header::PROXY_AUTHORIZATION,
+    header::TE,
+    header::TRAILER,
+    header::TRANSFER_ENCODING,
+];
+
+/// Whether the request asks to switch protocols (a WebSocket handshake): `Connection: upgrade`
+/// and an `Upgrade` header.
+pub(crate) fn is_upgrade(headers: &HeaderMap) -> bool {
+    headers.contains_key(header::UPGRADE)
+        && connection_tokens(headers).any(|t| t.eq_ignore_ascii_case("upgrade"))
+}
+
+fn connection_tokens(headers: &HeaderMap) -> impl Iterator<Item = &str> {
+    headers
+        .get_all(header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+}
+
+/// Removes the hop-by-hop headers from `headers`. With `upgrade`, the handshake's `Upgrade` and
+/// `Connection: upgrade` are put back, since a proxy that passes an upgrade on must pass them.
+pub(crate) fn remove_hop_by_hop(headers: &mut HeaderMap, upgrade: bool) {
+    // The names a `Connection` header lists are this hop's too (a client's own
+    // `Connection: x-secret` must not reach the app).
+    let named: Vec<HeaderName> = connection_tokens(headers)
+        .filter_map(|t| HeaderName::from_bytes(t.as_bytes()).ok())
+        .collect();
+    for name in named {
+        if name != header::UPGRADE || !upgrade {
+            headers.remove(&name);
+        }
+    }
+    for name in &HOP_BY_HOP {
+        headers.remove(name);
+    }
+    if upgrade {
+        headers.insert(
+            header::CONNECTION,
+            header::HeaderValue::from_static("upgrade"),
+        );
+    } else {
+        headers.remove(header::UPGRADE);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http::HeaderValue;
+
+    fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.append(
+                HeaderName::from_bytes(k.as_bytes()).unwrap(),
+                HeaderValue::from_str(v).unwrap(),
+            );
+        }
+        h
+    }
+
+    #[test]
+    fn hop_by_hop_headers_and_those_connection_names_are_removed() {
+        let mut h = headers(&[
+            ("connection", "keep-alive, x-secret"),
+            ("keep-alive", "timeout=5"),
+            ("x-secret", "1"),
+            ("te", "trailers"),
+            ("transfer-encoding", "chunked"),
+            ("proxy-authorization", "Basic abc"),
+            ("upgrade", "websocket"),
+            ("accept", "text/html"),
+        ]);
+        remove_hop_by_hop(&mut h, false);
+        let left: Vec<_> = h.keys().map(|k| k.as_str()).collect();
+        assert_eq!(left, ["accept"]);
+    }
+
+    #[test]
+    fn an_upgrade_keeps_its_handshake() {
+        let mut h = headers(&[
+            ("connection", "Upgrade, x-secret"),
+            ("upgrade", "websocket"),
+            ("x-secret", "1"),
+            ("sec-websocket-key", "dGhlIHNhbXBsZSBub25jZQ=="),
+        ]);
+        assert!(is_upgrade(&h));
+        remove_hop_by_hop(&mut h, true);
+        assert_eq!(h["connection"], "upgrade");
+        assert_eq!(h["upgrade"], "websocket");
+        assert!(!h.contains_key("x-secret"));
+        assert!(h.contains_key("sec-websocket-key"));
+    }
+
+    #[test]
+    fn upgrade_needs_both_headers() {
+        assert!(!is_upgrade(&headers(&[("upgrade", "websocket")])));
+        assert!(!is_upgrade(&headers(&[("connection", "upgrade")])));
+        assert!(is_upgrade(&headers(&[
+            ("connection", "keep-alive, Upgrade"),
+            ("upgrade", "websocket")
+        ])));
+    }
+}

@@ -1,0 +1,241 @@
+//! [`Proxy`]: passes a request on to the app and its answer back, as a reverse proxy should.
+//!
+//! - Bodies stream both ways (nothing is buffered), over pooled keep-alive connections
+//!   (hyper-util's client).
+//! - Hop-by-hop headers are removed both ways ([`headers`]); the `X-Forwarded-*` and
+//!   `Forwarded` headers are set before the request gets here, by
+//!   [`Forwarding`](crate::forwarded::Forwarding), since the room needs the client IP first.
+//! - A WebSocket handshake (any `Upgrade`) is passed on, and once the app switches protocols the
+//!   two connections are joined ([`upgrade`]).
+//! - The app unreachable, or answering what is not HTTP: `502`; no answer's head within the
+//!   upstream timeout: `504` ([`Problem`]). Never a hang, never a `500`.
+//! - Several upstreams take turns.
+
+mod headers;
+mod upgrade;
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Request, Response, Uri, Version};
+use http_body::Body;
+use http_body_util::combinators::UnsyncBoxBody;
+use http_body_util::{BodyExt, Either, Full};
+use hyper::body::Incoming;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::{TokioExecutor, TokioTimer};
+use tower::Service;
+
+pub(crate) use headers::{is_upgrade, remove_hop_by_hop};
+
+use crate::config::Upstream;
+use crate::pages::Problem;
+
+/// Any error a body may have.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// The body sent to the app.
+type OutBody = UnsyncBoxBody<Bytes, BoxError>;
+
+/// The body of a proxied response: the app's, streamed, or the gateway's own page.
+pub type ProxyBody = Either<Incoming, Full<Bytes>>;
+
+/// Marks a response that came from the app (in its extensions, never sent): the gateway's
+/// compression leaves those alone, as the app compresses its own (or chose not to).
+#[derive(Clone, Copy, Debug)]
+pub struct FromUpstream;
+
+/// How the proxy reaches the app.
+#[derive(Clone, Debug)]
+pub struct ProxySettings {
+    /// The app's addresses; requests take turns.
+    pub upstreams: Vec<Upstream>,
+    /// Time for the app to answer a request's head.
+    pub timeout: Duration,
+    /// Time to open a connection to the app.
+    pub connect_timeout: Duration,
+    /// Idle keep-alive connections kept per upstream.
+    pub idle_per_upstream: usize,
+}
+
+/// The reverse proxy, a `tower::Service`; cheap to clone (one client and its pool shared).
+#[derive(Clone)]
+pub struct Proxy {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    client: Client<HttpConnector, OutBody>,
+    upstreams: Vec<Upstream>,
+    next: AtomicUsize,
+    timeout: Duration,
+}
+
+impl std::fmt::Debug for Proxy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Proxy")
+            .field("upstreams", &self.inner.upstreams)
+            .field("timeout", &self.inner.timeout)
+            .finish()
+    }
+}
+
+impl Proxy {
+    /// A proxy to `settings.upstreams` (at least one).
+    pub fn new(settings: ProxySettings) -> Self {
+        assert!(!settings.upstreams.is_empty(), "a proxy needs an upstream");
+        let mut connector = HttpConnector::new();
+        connector.set_connect_timeout(Some(settings.connect_timeout));
+        connector.set_nodelay(true);
+        connector.enforce_http(true);
+        let client = Client::builder(TokioExecutor::new())
+            .timer(TokioTimer::new())
+            .pool_timer(TokioTimer::new())
+            .pool_idle_timeout(Duration::from_secs(60))
+            .pool_max_idle_per_host(settings.idle_per_upstream)
+            .build(connector);
+        Self {
+            inner: Arc::new(Inner {
+                client,
+                upstreams: settings.upstreams,
+                next: AtomicUsize::new(0),
+                timeout: settings.timeout,
+            }),
+        }
+    }
+
+    fn upstream(&self) -> &Upstream {
+        let n = self.inner.upstreams.len();
+        let i = if n == 1 {
+            0
+        } else {
+            self.inner.next.fetch_add(1, Ordering::Relaxed) % n
+        };
+        &self.inner.upstreams[i]
+    }
+}
+
+impl<B> Service<Request<B>> for Proxy
+where
+    B: Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<BoxError>,
+{
+    type Response = Response<ProxyBody>;
+    type Error = Infallible;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Infallible>> + Send>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: Request<B>) -> Self::Future {
+        let upstream = self.upstream().clone();
+        let inner = Arc::clone(&self.inner);
+        Box::pin(async move { Ok(forward(&inner, &upstream, req).await) })
+    }
+}
+
+async fn forward<B>(inner: &Inner, upstream: &Upstream, req: Request<B>) -> Response<ProxyBody>
+where
+    B: Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<BoxError>,
+{
+    let asked = req.headers().clone();
+    let upgrading = is_upgrade(req.headers());
+    let mut req = req;
+    let client_side = upgrading.then(|| hyper::upgrade::on(&mut req));
+    let (mut parts, body) = req.into_parts();
+    let mut uri = Uri::builder()
+        .scheme(upstream.scheme.clone())
+        .authority(upstream.authority.clone());
+    if let Some(pq) = parts.uri.path_and_query() {
+        uri = uri.path_and_query(pq.clone());
+    }
+    parts.uri = match uri.build() {
+        Ok(uri) => uri,
+        Err(_) => {
+            return page(
+                Problem::BadRequest("The request's target is not valid."),
+                &asked,
+            )
+        }
+    };
+    parts.version = Version::HTTP_11;
+    remove_hop_by_hop(&mut parts.headers, upgrading);
+    let out = Request::from_parts(parts, body.map_err(Into::into).boxed_unsync());
+
+    let answered = tokio::time::timeout(inner.timeout, inner.client.request(out)).await;
+    let mut res = match answered {
+        Err(_elapsed) => {
+            tracing::warn!(%upstream, "the app did not answer in time");
+            count("timeout");
+            return page(Problem::GatewayTimeout, &asked);
+        }
+        Ok(Err(e)) => {
+            let problem = classify(&e);
+            if problem == Problem::BadGateway {
+                tracing::warn!(%upstream, error = %chain(&e), "the app could not be reached");
+                count(if e.is_connect() {
+                    "connect"
+                } else {
+                    "protocol"
+                });
+            }
+            return page(problem, &asked);
+        }
+        Ok(Ok(res)) => res,
+    };
+    if let (Some(client_side), http::StatusCode::SWITCHING_PROTOCOLS) = (client_side, res.status())
+    {
+        upgrade::join(client_side, hyper::upgrade::on(&mut res));
+        remove_hop_by_hop(res.headers_mut(), true);
+    } else {
+        remove_hop_by_hop(res.headers_mut(), false);
+    }
+    res.extensions_mut().insert(FromUpstream);
+    res.map(Either::Left)
+}
+
+/// What a failed call to the app means for the visitor: a body past the limit or too slow to
+/// arrive is the client's (`413`, `408`); anything else is the app's (`502`).
+fn classify(e: &hyper_util::client::legacy::Error) -> Problem {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(e);
+    while let Some(err) = source {
+        if err.is::<http_body_util::LengthLimitError>() {
+            return Problem::TooLarge;
+        }
+        if err.is::<tower_http::timeout::TimeoutError>() {
+            return Problem::BodyTimeout;
+        }
+        source = err.source();
+    }
+    Problem::BadGateway
+}
+
+/// An error with its causes, for the log.
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(err) = source {
+        text.push_str(": ");
+        text.push_str(&err.to_string());
+        source = err.source();
+    }
+    text
+}
+
+fn count(reason: &'static str) {
+    metrics::counter!("waiting_room_gateway_upstream_errors_total", "reason" => reason)
+        .increment(1);
+}
+
+fn page(problem: Problem, asked: &http::HeaderMap) -> Response<ProxyBody> {
+    problem.response(asked).map(Either::Right)
+}

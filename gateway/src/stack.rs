@@ -1,0 +1,400 @@
+//! The gateway's service, layer by layer, built from a checked [`Config`].
+//!
+//! ```text
+//! request ─► tower-http: sensitive headers marked, x-request-id set, traced, id echoed back
+//!         ─► guard (smuggling, Host)               ─► 400 / 405
+//!         ─► the gateway's own paths: health, metrics, admin
+//!         ─► forwarding headers, the client IP
+//!         ─► tower-http: body limit (413), body timeout (408), compression of the room's pages
+//!         ─► the rooms (the crate's `WaitingRooms`: lines, admission, gates, bypass)
+//!         ─► the proxy to the app                   ─► 502 / 504
+//! ```
+//!
+//! A [`Stack`] is rebuilt on every reload; what must outlive a reload (the store with its
+//! lines, the health's draining flag, the metrics recorder) is [`Shared`].
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::path::Path;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use http::header::{self, HeaderValue};
+use http::{Request, Response, StatusCode};
+use http_body_util::combinators::UnsyncBoxBody;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use ipnet::IpNet;
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+use tower::util::BoxCloneSyncService;
+use tower::{Service, ServiceBuilder, ServiceExt};
+use tower_http::body::Limited;
+use tower_http::compression::predicate::{DefaultPredicate, Predicate};
+use tower_http::compression::CompressionLayer;
+use tower_http::limit::RequestBodyLimitLayer;
+use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
+use tower_http::sensitive_headers::{
+    SetSensitiveRequestHeadersLayer, SetSensitiveResponseHeadersLayer,
+};
+use tower_http::timeout::{RequestBodyTimeoutLayer, TimeoutBody};
+use tower_http::trace::TraceLayer;
+use tower_waiting_room::admin::AdminService;
+use tower_waiting_room::routing::{Rule, WaitingRooms};
+use tower_waiting_room::store::Store;
+use tower_waiting_room::WaitingRoomLayer;
+
+use crate::config::{Config, FileError, Paths, RoomPlan};
+use crate::forwarded::{self, ClientAddr};
+use crate::guard;
+use crate::proxy::{BoxError, FromUpstream, Proxy, ProxySettings};
+
+/// What the rooms and the proxy get: the visitor's body within the limit and the timeout.
+type SiteRequest = Request<TimeoutBody<Limited<Incoming>>>;
+
+type SiteService = BoxCloneSyncService<Request<Incoming>, Response<GatewayBody>, Infallible>;
+
+/// Every body the gateway answers with.
+pub type GatewayBody = UnsyncBoxBody<Bytes, BoxError>;
+
+/// The gateway as one service, as [`serve`](tower_waiting_room::serve::serve) takes it.
+pub type GatewayService = BoxCloneSyncService<Request<Incoming>, Response<GatewayBody>, Infallible>;
+
+/// What outlives a reload.
+#[derive(Clone)]
+pub struct Shared {
+    /// The store every room of every version of the file uses: the lines live here.
+    pub store: Arc<dyn Store>,
+    /// Set when the gateway is shutting down: the health check answers `503` so that load
+    /// balancers stop sending new visitors while the ones in flight finish.
+    pub draining: Arc<AtomicBool>,
+}
+
+/// One version of the file, built.
+pub struct Stack {
+    /// The service.
+    pub service: GatewayService,
+    /// Its rooms, in the file's order.
+    pub rooms: Vec<WaitingRoomLayer>,
+}
+
+impl std::fmt::Debug for Stack {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let rooms: Vec<&str> = self.rooms.iter().map(|r| r.config().room()).collect();
+        f.debug_struct("Stack").field("rooms", &rooms).finish()
+    }
+}
+
+/// Builds the gateway for `config`; a room the crate refuses (a missing secret, a rule two
+/// rooms share) is an error naming its line.
+pub fn build(config: &Config, shared: &Shared) -> Result<Stack, FileError> {
+    let mut rooms = Vec::with_capacity(config.rooms.len());
+    for plan in &config.rooms {
+        rooms.push(room(plan, &shared.store, &config.path)?);
+    }
+    let routing = routing(config, &rooms)?;
+    let admin = match &config.admin_token {
+        Some(token) => Some(
+            rooms
+                .iter()
+                .fold(
+                    AdminService::builder()
+                        .bearer_token(&token.0)
+                        .prefix(config.paths.admin.clone()),
+                    |b, r| b.room(r.control()),
+                )
+                .build()
+                .map_err(|e| FileError::whole(&config.path, format!("admin: {e}")))?,
+        ),
+        None => None,
+    };
+    let proxy = Proxy::new(ProxySettings {
+        upstreams: config.upstreams.clone(),
+        timeout: config.limits.upstream_timeout,
+        connect_timeout: config.limits.connect_timeout,
+        idle_per_upstream: config.limits.upstream_idle_connections,
+    });
+    let site = match routing {
+        Some(rooms) => site(rooms, proxy, &config.limits),
+        None => site(tower::layer::util::Identity::new(), proxy, &config.limits),
+    };
+    let front = Front {
+        site,
+        own: Arc::new(Own {
+            paths: config.paths.clone(),
+            trusted: config.trusted_proxies.clone(),
+            admin,
+            rooms: rooms.clone(),
+            draining: Arc::clone(&shared.draining),
+        }),
+    };
+    let service = ServiceBuilder::new()
+        .map_response(|res: Response<_>| res.map(box_body))
+        .layer(SetSensitiveRequestHeadersLayer::new([
+            header::AUTHORIZATION,
+            header::PROXY_AUTHORIZATION,
+            header::COOKIE,
+        ]))
+        .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
+        .layer(TraceLayer::new_for_http())
+        .layer(PropagateRequestIdLayer::x_request_id())
+        .layer(SetSensitiveResponseHeadersLayer::new([header::SET_COOKIE]))
+        .service(front);
+    Ok(Stack {
+        service: BoxCloneSyncService::new(service),
+        rooms,
+    })
+}
+
+/// The part of the gateway behind the forwarding headers: tower-http's body limit, body
+/// timeout and compression, around `rooms` (or nothing) around the proxy.
+fn site<L, B>(rooms: L, proxy: Proxy, limits: &crate::config::Limits) -> SiteService
+where
+    L: tower::Layer<Proxy>,
+    L::Service: Service<SiteRequest, Response = Response<B>, Error = Infallible>
+        + Clone
+        + Send
+        + Sync
+        + 'static,
+    <L::Service as Service<SiteRequest>>::Future: Send + 'static,
+    B: http_body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<BoxError> + Send + 'static,
+{
+    let body_limit = usize::try_from(limits.max_body_bytes).unwrap_or(usize::MAX);
+    BoxCloneSyncService::new(
+        ServiceBuilder::new()
+            .map_response(|res: Response<_>| res.map(box_body))
+            .layer(RequestBodyLimitLayer::new(body_limit))
+            .layer(RequestBodyTimeoutLayer::new(limits.body_timeout))
+            .layer(CompressionLayer::new().compress_when(DefaultPredicate::new().and(OwnAnswers)))
+            .layer(rooms)
+            .service(proxy),
+    )
+}
+
+fn box_body<B>(body: B) -> GatewayBody
+where
+    B: http_body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<BoxError>,
+{
+    body.map_err(Into::into).boxed_unsync()
+}
+
+/// One room, from its settings and routes.
+fn room(
+    plan: &RoomPlan,
+    store: &Arc<dyn Store>,
+    path: &Path,
+) -> Result<WaitingRoomLayer, FileError> {
+    let name = plan.settings.room().to_owned();
+    let refused = |e: &dyn std::fmt::Display| {
+        FileError::at_line(path, plan.line, format!("room `{name}`: {e}"))
+    };
+    let mut builder = plan
+        .settings
+        .builder()
+        .map_err(|e| refused(&e))?
+        .shared_store(Arc::clone(store))
+        .client_ip_with(|req| req.extensions().get::<ClientAddr>().map(|c| c.0));
+    if !plan.bypass.is_empty() {
+        let bypass = plan.bypass.clone();
+        builder = builder.bypass(move |req| bypass.iter().any(|p| under(req.path(), p)));
+    }
+    builder.build().map_err(|e| refused(&e))
+}
+
+/// `path` is `prefix` or below it, by segments (`/static` covers `/static/app.js`, not
+/// `/statics`).
+fn under(path: &str, prefix: &str) -> bool {
+    let prefix = prefix.trim_end_matches('/');
+    prefix.is_empty()
+        || path == prefix
+        || (path.starts_with(prefix) && path.as_bytes().get(prefix.len()) == Some(&b'/'))
+}
+
+/// The rooms' routes and gates as one `WaitingRooms` layer; `None` with no room (a plain
+/// proxy).
+fn routing(config: &Config, rooms: &[WaitingRoomLayer]) -> Result<Option<WaitingRooms>, FileError> {
+    if rooms.is_empty() {
+        return Ok(None);
+    }
+    let mut builder = WaitingRooms::builder();
+    for (plan, layer) in config.rooms.iter().zip(rooms) {
+        if plan.is_default() {
+            builder = builder.default_room(layer.clone());
+        } else {
+            let paths: Vec<&str> = if plan.paths.is_empty() {
+                vec!["/"]
+            } else {
+                plan.paths.iter().map(String::as_str).collect()
+            };
+            let hosts: Vec<Option<&str>> = if plan.hosts.is_empty() {
+                vec![None]
+            } else {
+                plan.hosts.iter().map(|h| Some(h.as_str())).collect()
+            };
+            for host in &hosts {
+                for path in &paths {
+                    let rule = match host {
+                        Some(host) => Rule::host(*host).with_path_prefix(*path),
+                        None => Rule::path_prefix(*path),
+                    };
+                    builder = builder.room(rule, layer.clone());
+                }
+            }
+        }
+        for (methods, pattern) in &plan.gates {
+            let mut rule = Rule::path(pattern.clone());
+            if !methods.is_empty() {
+                rule = rule.with_methods(methods.clone());
+            }
+            builder = builder.gate(rule, plan.settings.room());
+        }
+    }
+    builder.build().map(Some).map_err(|e| {
+        let line = config.rooms.first().map_or(1, |r| r.line);
+        FileError::at_line(&config.path, line, format!("rooms: {e}"))
+    })
+}
+
+/// Compress what the gateway and its rooms write (pages, JSON), never the app's answers: the
+/// app compresses its own, or chose not to.
+#[derive(Clone, Copy)]
+struct OwnAnswers;
+
+impl Predicate for OwnAnswers {
+    fn should_compress<B: http_body::Body>(&self, response: &Response<B>) -> bool {
+        response.extensions().get::<FromUpstream>().is_none()
+    }
+}
+
+/// The guard, the gateway's own paths and the forwarding headers, in front of the site.
+#[derive(Clone)]
+struct Front {
+    site: SiteService,
+    own: Arc<Own>,
+}
+
+struct Own {
+    paths: Paths,
+    trusted: Vec<IpNet>,
+    admin: Option<AdminService>,
+    rooms: Vec<WaitingRoomLayer>,
+    draining: Arc<AtomicBool>,
+}
+
+type FrontFuture = Pin<Box<dyn Future<Output = Result<Response<GatewayBody>, Infallible>> + Send>>;
+
+impl Service<Request<Incoming>> for Front {
+    type Response = Response<GatewayBody>;
+    type Error = Infallible;
+    type Future = FrontFuture;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, mut req: Request<Incoming>) -> FrontFuture {
+        if let Err(problem) = guard::check(&req) {
+            tracing::debug!(code = problem.code(), "request refused");
+            let res = problem.response(req.headers()).map(box_body);
+            return Box::pin(async move { Ok(res) });
+        }
+        let own = &self.own;
+        let path = req.uri().path();
+        if path == own.paths.health {
+            let res = health(own.draining.load(Ordering::Relaxed));
+            return Box::pin(async move { Ok(res) });
+        }
+        if own.paths.metrics.as_deref() == Some(path) {
+            let rooms = own.rooms.clone();
+            return Box::pin(async move { Ok(metrics(rooms).await) });
+        }
+        if path == own.paths.admin || under(path, &own.paths.admin) {
+            let Some(admin) = own.admin.clone() else {
+                return Box::pin(async move { Ok(not_found()) });
+            };
+            return Box::pin(async move {
+                let res = admin.oneshot(req).await?;
+                Ok(res.map(box_body))
+            });
+        }
+        forwarded::forward(&mut req, &own.trusted);
+        // The site is always ready: every layer in it is, down to the proxy.
+        let site = self.site.clone();
+        Box::pin(site.oneshot(req))
+    }
+}
+
+fn plain(status: StatusCode, text: &'static str) -> Response<GatewayBody> {
+    let mut res = Response::new(box_body(Full::new(Bytes::from_static(text.as_bytes()))));
+    *res.status_mut() = status;
+    res.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    res.headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    res
+}
+
+fn health(draining: bool) -> Response<GatewayBody> {
+    if draining {
+        let mut res = plain(StatusCode::SERVICE_UNAVAILABLE, "draining\n");
+        res.headers_mut()
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+        res
+    } else {
+        plain(StatusCode::OK, "ok\n")
+    }
+}
+
+fn not_found() -> Response<GatewayBody> {
+    plain(StatusCode::NOT_FOUND, "not found\n")
+}
+
+/// The process's Prometheus recorder, installed once; `None` when another recorder was
+/// installed first (a test process, say).
+pub fn prometheus() -> Option<&'static PrometheusHandle> {
+    static HANDLE: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
+    HANDLE
+        .get_or_init(|| PrometheusBuilder::new().install_recorder().ok())
+        .as_ref()
+}
+
+async fn metrics(rooms: Vec<WaitingRoomLayer>) -> Response<GatewayBody> {
+    let Some(handle) = prometheus() else {
+        return plain(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "metrics recorder unavailable\n",
+        );
+    };
+    // The rooms' gauges (people inside, waiting) are refreshed from the store first; a store
+    // failure is counted in the store-call metrics themselves, and the rest still renders.
+    for room in &rooms {
+        let _ = room.stats().await;
+    }
+    let mut res = Response::new(box_body(Full::new(Bytes::from(handle.render()))));
+    res.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; version=0.0.4"),
+    );
+    res.headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    res
+}
+
+#[cfg(test)]
+mod tests {
+    use super::under;
+
+    #[test]
+    fn bypass_prefixes_go_by_segments() {
+        assert!(under("/static/app.js", "/static"));
+        assert!(under("/static", "/static/"));
+        assert!(!under("/statics", "/static"));
+        assert!(under("/anything", "/"));
+    }
+}
