@@ -3,11 +3,6 @@
 //! [`tower_waiting_room::serve`].
 #![allow(dead_code)]
 
-// The serving the examples share is the crate's own now; the name stays for an example that
-// still reaches it through here (matching/examples/lobby.rs: `shared::serve::serve`).
-#[allow(unused_imports)]
-pub use tower_waiting_room::serve;
-
 /// The log (the crate's and any other) on stderr, at `info` unless `RUST_LOG` says otherwise;
 /// stdout keeps the lines meant for people and scripts (`open http://...`).
 /// `RUST_LOG` takes `level` and `target=level` directives, comma-separated

@@ -89,14 +89,23 @@ impl Live {
             }
         }
         let stack = Arc::new(stack::build(&config, &self.inner.shared).map_err(|e| e.to_string())?);
+        let old = {
+            let mut running = self
+                .inner
+                .current
+                .write()
+                .unwrap_or_else(|p| p.into_inner());
+            std::mem::replace(
+                &mut *running,
+                Running {
+                    stack: Arc::clone(&stack),
+                    config,
+                },
+            )
+        };
         let rooms: Vec<&str> = stack.rooms.iter().map(|r| r.config().room()).collect();
         tracing::info!(?rooms, "reloaded");
-        let mut running = self
-            .inner
-            .current
-            .write()
-            .unwrap_or_else(|p| p.into_inner());
-        *running = Running { stack, config };
+        apply_changed_settings(&old.stack, &stack);
         Ok(())
     }
 
@@ -104,6 +113,53 @@ impl Live {
         // A panic while holding the lock cannot leave a half-written version: the swap is
         // one assignment.
         self.inner.current.read().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// A room's capacity and admission rate live in the store once it has seen the room (the
+/// admin API changes them there, for every gateway), and a file's values are only where a new
+/// room starts. A reload whose file *changes* one of them is an operator's change like the
+/// admin API's, and is written to the store; a value the file did not change is left alone, so
+/// that a reload does not undo a change made through the admin API.
+fn apply_changed_settings(old: &Stack, new: &Stack) {
+    for room in &new.rooms {
+        let id = room.config().room();
+        let Some(before) = old.rooms.iter().find(|r| r.config().room() == id) else {
+            continue;
+        };
+        let (was, now) = (before.config().policy(), room.config().policy());
+        let capacity = (was.capacity != now.capacity).then_some(now.capacity);
+        let rate = (was.admission_rate != now.admission_rate).then_some(now.admission_rate);
+        if capacity.is_none() && rate.is_none() {
+            continue;
+        }
+        let control = room.control();
+        tokio::spawn(async move {
+            if let Some(capacity) = capacity {
+                match control.set_capacity(capacity).await {
+                    Ok(_) => tracing::info!(
+                        room = control.room(),
+                        capacity,
+                        "capacity changed by the file"
+                    ),
+                    Err(e) => {
+                        tracing::error!(room = control.room(), error = %e, "the file's new capacity could not be stored; change it with the admin API")
+                    }
+                }
+            }
+            if let Some(rate) = rate {
+                match control.set_rate(rate).await {
+                    Ok(_) => tracing::info!(
+                        room = control.room(),
+                        ?rate,
+                        "admission rate changed by the file"
+                    ),
+                    Err(e) => {
+                        tracing::error!(room = control.room(), error = %e, "the file's new admission rate could not be stored; change it with the admin API")
+                    }
+                }
+            }
+        });
     }
 }
 

@@ -14,6 +14,7 @@ use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
+use tokio::signal::unix::{signal, Signal, SignalKind};
 use tower_waiting_room::store::{MemoryStore, RedisStore, Store};
 use waiting_room_gateway::config::{Config, Overrides};
 use waiting_room_gateway::live::Live;
@@ -204,14 +205,38 @@ async fn run(config: Config, overrides: Overrides) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    // Signals are watched before the line below is printed: a supervisor that sends one as
+    // soon as it reads the line must not meet the default action (the end of the process).
+    let signals = match Signals::install() {
+        Ok(signals) => signals,
+        Err(e) => {
+            eprintln!("error: cannot watch signals: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
     let addr = listener.local_addr().unwrap_or(listen);
     // The one line on stdout: scripts and tests wait for it (and read the port of `:0`).
     println!("waiting-room-gateway listening on http://{addr}");
     tracing::info!(%addr, limits = %limits.serve.describe(), "listening");
 
-    tokio::spawn(reloads(live.clone()));
+    let Signals {
+        mut hangup,
+        mut terminate,
+        mut interrupt,
+    } = signals;
+    let reloading = live.clone();
+    tokio::spawn(async move {
+        while hangup.recv().await.is_some() {
+            if let Err(e) = reloading.reload() {
+                tracing::error!(error = %e, "reload refused; the running configuration stays");
+            }
+        }
+    });
     let stop = async move {
-        tower_waiting_room::serve::shutdown_signal().await;
+        tokio::select! {
+            _ = terminate.recv() => tracing::info!("SIGTERM"),
+            _ = interrupt.recv() => tracing::info!("SIGINT"),
+        }
         draining.store(true, Ordering::Relaxed);
         if !limits.shutdown_delay.is_zero() {
             tracing::info!(delay = ?limits.shutdown_delay, "draining: the health check answers 503");
@@ -224,19 +249,19 @@ async fn run(config: Config, overrides: Overrides) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-/// Reads the file again on each SIGHUP.
-async fn reloads(live: Live) {
-    let Ok(mut hangups) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
-    else {
-        tracing::warn!("SIGHUP cannot be watched: no reloads");
-        return;
-    };
-    while hangups.recv().await.is_some() {
-        match live.reload() {
-            Ok(()) => {}
-            Err(e) => {
-                tracing::error!(error = %e, "reload refused; the running configuration stays")
-            }
-        }
+/// The signals the gateway answers, watched from start-up on.
+struct Signals {
+    hangup: Signal,
+    terminate: Signal,
+    interrupt: Signal,
+}
+
+impl Signals {
+    fn install() -> std::io::Result<Self> {
+        Ok(Self {
+            hangup: signal(SignalKind::hangup())?,
+            terminate: signal(SignalKind::terminate())?,
+            interrupt: signal(SignalKind::interrupt())?,
+        })
     }
 }

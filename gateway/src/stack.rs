@@ -35,7 +35,9 @@ use tower_http::body::Limited;
 use tower_http::compression::predicate::{DefaultPredicate, Predicate};
 use tower_http::compression::CompressionLayer;
 use tower_http::limit::RequestBodyLimitLayer;
-use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
+use tower_http::request_id::{
+    MakeRequestId, PropagateRequestIdLayer, RequestId, SetRequestIdLayer,
+};
 use tower_http::sensitive_headers::{
     SetSensitiveRequestHeadersLayer, SetSensitiveResponseHeadersLayer,
 };
@@ -137,7 +139,7 @@ pub fn build(config: &Config, shared: &Shared) -> Result<Stack, FileError> {
             header::PROXY_AUTHORIZATION,
             header::COOKIE,
         ]))
-        .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
+        .layer(SetRequestIdLayer::x_request_id(MakeId::new()))
         .layer(TraceLayer::new_for_http())
         .layer(PropagateRequestIdLayer::x_request_id())
         .layer(SetSensitiveResponseHeadersLayer::new([header::SET_COOKIE]))
@@ -257,6 +259,37 @@ fn routing(config: &Config, rooms: &[WaitingRoomLayer]) -> Result<Option<Waiting
         let line = config.rooms.first().map_or(1, |r| r.line);
         FileError::at_line(&config.path, line, format!("rooms: {e}"))
     })
+}
+
+/// Request ids: this process's random prefix and a counter (`3f9c…-2a`). Unique and cheap (a
+/// UUID v4 reads the OS's random source on every request); not a secret, nor meant to be one.
+#[derive(Clone)]
+struct MakeId {
+    prefix: Arc<str>,
+    next: Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl MakeId {
+    fn new() -> Self {
+        use std::hash::{BuildHasher, Hasher};
+        // std's hasher keys are drawn from the OS once per process (then stepped per thread).
+        let random = std::collections::hash_map::RandomState::new()
+            .build_hasher()
+            .finish();
+        Self {
+            prefix: format!("{random:016x}").into(),
+            next: Arc::new(std::sync::atomic::AtomicU64::new(1)),
+        }
+    }
+}
+
+impl MakeRequestId for MakeId {
+    fn make_request_id<B>(&mut self, _request: &Request<B>) -> Option<RequestId> {
+        let n = self.next.fetch_add(1, Ordering::Relaxed);
+        HeaderValue::try_from(format!("{}-{n:x}", self.prefix))
+            .ok()
+            .map(RequestId::new)
+    }
 }
 
 /// Compress what the gateway and its rooms write (pages, JSON), never the app's answers: the

@@ -344,15 +344,15 @@ async fn watch_answers(State(recorder): State<Recorder>, req: Request, next: Nex
     Response::from_parts(parts, Body::from(bytes))
 }
 
-/// Serves the lobby on `listener` until `shutdown` completes, within the limits the examples
-/// share ([`shared::serve`]: slow clients are hung up on, connections are capped).
+/// Serves the lobby on `listener` until `shutdown` completes, within the crate's serving
+/// limits ([`tower_waiting_room::serve`]: slow clients are hung up on, connections are capped).
 pub(crate) async fn serve(
     listener: tokio::net::TcpListener,
     lobby: Lobby,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let Lobby { router, ticker } = lobby;
-    shared::serve::serve(listener, router, Default::default(), shutdown).await;
+    tower_waiting_room::serve::serve(listener, router, Default::default(), shutdown).await;
     // The ticks stop with the server.
     drop(ticker);
     Ok(())
