@@ -13,9 +13,10 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::signal::unix::{signal, Signal, SignalKind};
-use tower_waiting_room::store::{MemoryStore, RedisStore, Store};
+use tower_waiting_room::store::{MemoryStore, RedisCheckError, RedisStore, Store};
 use waiting_room_gateway::config::{Config, Overrides};
 use waiting_room_gateway::live::Live;
 use waiting_room_gateway::stack::{self, Shared};
@@ -171,12 +172,40 @@ fn check(config: Config) -> ExitCode {
 
 async fn run(config: Config, overrides: Overrides) -> ExitCode {
     // Installed before the rooms are built, so their metrics' descriptions are in it.
-    if config.paths.metrics.is_some() && stack::prometheus().is_none() {
-        tracing::warn!("the metrics recorder could not be installed");
+    if config.paths.metrics.is_some() {
+        match stack::prometheus() {
+            // The recorder's histograms keep their samples until upkeep folds them in: without
+            // it, a gateway nobody scrapes would grow.
+            Some(handle) => {
+                tokio::spawn(async move {
+                    let mut every = tokio::time::interval(Duration::from_secs(5));
+                    loop {
+                        every.tick().await;
+                        handle.run_upkeep();
+                    }
+                });
+            }
+            None => tracing::warn!("the metrics recorder could not be installed"),
+        }
     }
     let store: Arc<dyn Store> = match &config.redis {
         Some(url) => match RedisStore::from_url(url) {
-            Ok(store) => Arc::new(store),
+            Ok(store) => {
+                // A store that would lose the line (an evicting policy, a replica) is refused
+                // at start; one that is away is not: the rooms' fail policy decides while it is.
+                match store.check().await {
+                    Ok(info) => tracing::info!(?info, "redis checked"),
+                    Err(RedisCheckError::Store(e)) => tracing::warn!(
+                        error = %e,
+                        "redis cannot be reached at start; the rooms' fail policy decides until it can"
+                    ),
+                    Err(e) => {
+                        eprintln!("error: {}: redis: {e}", config.path.display());
+                        return ExitCode::FAILURE;
+                    }
+                }
+                Arc::new(store)
+            }
             Err(e) => {
                 eprintln!("error: {}: redis: {e}", config.path.display());
                 return ExitCode::FAILURE;

@@ -42,7 +42,7 @@ use tower_http::sensitive_headers::{
     SetSensitiveRequestHeadersLayer, SetSensitiveResponseHeadersLayer,
 };
 use tower_http::timeout::{RequestBodyTimeoutLayer, TimeoutBody};
-use tower_http::trace::TraceLayer;
+use tower_http::trace::{DefaultOnFailure, TraceLayer};
 use tower_waiting_room::admin::AdminService;
 use tower_waiting_room::routing::{Rule, WaitingRooms};
 use tower_waiting_room::store::Store;
@@ -140,7 +140,13 @@ pub fn build(config: &Config, shared: &Shared) -> Result<Stack, FileError> {
             header::COOKIE,
         ]))
         .layer(SetRequestIdLayer::x_request_id(MakeId::new()))
-        .layer(TraceLayer::new_for_http())
+        .layer(
+            // A 5xx the gateway answers itself (a full line, a closed sale, the app away) is
+            // the room at work, not a fault of the gateway: tower-http's default logs each at
+            // ERROR, a flood in a sale. Failures of the app are logged by the proxy, once.
+            TraceLayer::new_for_http()
+                .on_failure(DefaultOnFailure::new().level(tracing::Level::DEBUG)),
+        )
         .layer(PropagateRequestIdLayer::x_request_id())
         .layer(SetSensitiveResponseHeadersLayer::new([header::SET_COOKIE]))
         .service(front);

@@ -199,6 +199,9 @@ where
     } else {
         remove_hop_by_hop(res.headers_mut(), false);
     }
+    // An app that answers in HTTP/1.0 (Python's http.server does) must not make the gateway
+    // answer its clients in 1.0 too, closing every kept-alive connection after one answer.
+    *res.version_mut() = Version::HTTP_11;
     res.extensions_mut().insert(FromUpstream);
     res.map(Either::Left)
 }
