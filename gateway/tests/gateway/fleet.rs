@@ -1,0 +1,182 @@
+//! Two gateways, one Redis: one line, first come first served across both, and a visitor's
+//! cookies good on either.
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use crate::redis_harness::Server;
+use crate::support::*;
+
+const SHORT: Duration = Duration::from_secs(5);
+
+/// Two gateways in front of one app, sharing one Redis (each test its own server).
+struct Fleet {
+    a: Gateway,
+    b: Gateway,
+    app: App,
+    _redis: Server,
+}
+
+/// The file both gateways run: the same secret (`WAITING_ROOM_SECRET`), room `sale` of
+/// capacity 1, `extra` keys added to the room.
+fn fleet(extra: &str) -> Fleet {
+    let redis = Server::start(&[]);
+    let app = App::start();
+    let file = format!(
+        "upstream = \"{}\"\nredis = \"{}\"\n\n[limits]\nupstream_timeout = \"2s\"\n\
+         header_read_timeout = \"2s\"\ngrace = \"2s\"\n\n{}{extra}",
+        app.url(),
+        redis.url(),
+        sale_room(1)
+    );
+    let a = Gateway::start(&file);
+    let b = Gateway::start(&file);
+    Fleet {
+        a,
+        b,
+        app,
+        _redis: redis,
+    }
+}
+
+fn admitted(addr: SocketAddr, path: &str) -> Jar {
+    let mut jar = Jar::default();
+    let res = visit(addr, path, &mut jar, SHORT);
+    assert_eq!(res.status, 200, "not let in: {}", res.text());
+    jar
+}
+
+fn waiting(addr: SocketAddr, path: &str) -> Jar {
+    let mut jar = Jar::default();
+    let res = visit(addr, path, &mut jar, Duration::ZERO);
+    assert_eq!(res.status, 429, "should wait: {}", res.text());
+    jar
+}
+
+/// `(state, position)` from the room's status endpoint through `addr`.
+fn where_(addr: SocketAddr, jar: &mut Jar) -> (String, Option<u64>) {
+    let (status, body) = room_status(addr, "sale", jar);
+    assert_eq!(status, 200, "{body}");
+    (
+        body["state"].as_str().unwrap_or_default().to_owned(),
+        body["position"].as_u64(),
+    )
+}
+
+fn waits_at(addr: SocketAddr, jar: &mut Jar, position: u64) {
+    assert_eq!(
+        where_(addr, jar),
+        ("waiting".to_owned(), Some(position)),
+        "through {addr}"
+    );
+}
+
+#[test]
+fn one_line_across_two_gateways_and_a_cookie_from_one_works_on_the_other() {
+    // An admission is trusted without asking the store for 1 s, then renewed from it.
+    let f = fleet("refresh = \"1s\"\n");
+    let (a, b) = (f.a.addr, f.b.addr);
+    let mut first = admitted(a, "/");
+    let admitted_at = Instant::now();
+    // A's admission is good on B: straight to the app, no queueing.
+    let res = get(b, "/first-via-b", &mut first);
+    assert_eq!(res.status, 200, "{}", res.text());
+    assert!(res.text().contains("app page /first-via-b"));
+    assert!(res.header("set-cookie").is_none(), "{:?}", res.headers);
+
+    // B counts A's visitor: the second waits, first in line, on either gateway.
+    let mut second = waiting(b, "/");
+    waits_at(b, &mut second, 1);
+    waits_at(a, &mut second, 1);
+    let (_, body) = room_status(a, "sale", &mut second);
+    assert_eq!(body["waiting"], 1, "{body}");
+    let res = get(a, "/second-via-a", &mut second);
+    assert_eq!(res.status, 429, "{}", res.text());
+
+    // Past the refresh, B renews A's admission from the shared store.
+    std::thread::sleep(Duration::from_millis(1200).saturating_sub(admitted_at.elapsed()));
+    let res = get(b, "/first-renewed-via-b", &mut first);
+    assert_eq!(res.status, 200, "{}", res.text());
+    let renewed = res
+        .headers
+        .iter()
+        .any(|(k, v)| k == "set-cookie" && v.starts_with("wr_sale_a="));
+    assert!(renewed, "no renewed admission: {:?}", res.headers);
+    waits_at(b, &mut second, 1);
+    let seen = f.app.seen();
+    assert!(seen.iter().any(|l| l == "GET /first-via-b"), "{seen:?}");
+    assert!(
+        seen.iter().any(|l| l == "GET /first-renewed-via-b"),
+        "{seen:?}"
+    );
+    assert!(
+        !seen.iter().any(|l| l.starts_with("GET /second")),
+        "{seen:?}"
+    );
+}
+
+#[test]
+fn first_come_first_served_across_two_gateways() {
+    // Slots run out 2 s after their last request (refresh must be shorter).
+    let f = fleet("active_ttl = \"2s\"\nrefresh = \"1s\"\ngrant_ttl = \"10s\"\n");
+    let (a, b) = (f.a.addr, f.b.addr);
+    let mut inside = admitted(a, "/");
+    let mut x = waiting(a, "/x");
+    let mut y = waiting(b, "/y");
+    let mut z = waiting(a, "/z");
+    // Each one's place, asked through the other gateway.
+    waits_at(b, &mut x, 1);
+    waits_at(a, &mut y, 2);
+    waits_at(b, &mut z, 3);
+
+    // The one inside leaves through B: the slot is X's, though Y and Z ask first.
+    let res = request(
+        b,
+        "POST",
+        "/__waitingroom/sale/leave",
+        &[("accept", "application/json")],
+        b"",
+        &mut inside,
+    );
+    assert_eq!(res.status, 200, "{}", res.text());
+    assert_eq!(res.json()["state"], "left");
+    let start = Instant::now();
+    loop {
+        let (ys, _) = where_(b, &mut y);
+        let (zs, _) = where_(a, &mut z);
+        assert_eq!((ys.as_str(), zs.as_str()), ("waiting", "waiting"));
+        if where_(b, &mut x).0 == "admitted" {
+            break;
+        }
+        assert!(start.elapsed() < SHORT, "X never let in");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let res = get(a, "/x-inside", &mut x);
+    assert_eq!(res.status, 200, "X claims through A: {}", res.text());
+    waits_at(a, &mut y, 1);
+    waits_at(b, &mut z, 2);
+
+    // X goes quiet; when its slot runs out it is Y's turn, not Z's.
+    let start = Instant::now();
+    loop {
+        let (zs, zp) = where_(a, &mut z);
+        assert_eq!(zs, "waiting");
+        let (ys, yp) = where_(b, &mut y);
+        if ys == "admitted" {
+            break;
+        }
+        assert_eq!((ys.as_str(), yp, zp), ("waiting", Some(1), Some(2)));
+        assert!(start.elapsed() < SHORT, "X's slot never ran out");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let res = get(b, "/y-inside", &mut y);
+    assert_eq!(res.status, 200, "Y claims through B: {}", res.text());
+    waits_at(a, &mut z, 1);
+    let seen = f.app.seen();
+    let order: Vec<&str> = seen
+        .iter()
+        .filter_map(|l| l.strip_prefix("GET /"))
+        .filter(|p| p.ends_with("-inside"))
+        .collect();
+    assert_eq!(order, ["x-inside", "y-inside"], "{seen:?}");
+}
