@@ -51,6 +51,7 @@ use tower_waiting_room::WaitingRoomLayer;
 use crate::config::{Config, FileError, Paths, RoomPlan};
 use crate::forwarded::{self, ClientAddr};
 use crate::guard;
+use crate::pages::Problem;
 use crate::proxy::{BoxError, FromUpstream, Proxy, ProxySettings};
 
 /// What the rooms and the proxy get: the visitor's body within the limit and the timeout.
@@ -130,6 +131,7 @@ pub fn build(config: &Config, shared: &Shared) -> Result<Stack, FileError> {
             admin,
             rooms: rooms.clone(),
             draining: Arc::clone(&shared.draining),
+            max_body_bytes: config.limits.max_body_bytes,
         }),
     };
     let service = ServiceBuilder::new()
@@ -322,6 +324,17 @@ struct Own {
     admin: Option<AdminService>,
     rooms: Vec<WaitingRoomLayer>,
     draining: Arc<AtomicBool>,
+    max_body_bytes: u64,
+}
+
+/// The body's length as its `Content-Length` declares it.
+fn declared_length<B>(req: &Request<B>) -> Option<u64> {
+    req.headers()
+        .get(header::CONTENT_LENGTH)?
+        .to_str()
+        .ok()?
+        .parse()
+        .ok()
 }
 
 type FrontFuture = Pin<Box<dyn Future<Output = Result<Response<GatewayBody>, Infallible>> + Send>>;
@@ -342,6 +355,12 @@ impl Service<Request<Incoming>> for Front {
             return Box::pin(async move { Ok(res) });
         }
         let own = &self.own;
+        if declared_length(&req).is_some_and(|n| n > own.max_body_bytes) {
+            // tower-http's limit would answer this too, in plain text of its own; the same page
+            // as a body found too large on the way (the proxy's) instead.
+            let res = Problem::TooLarge.response(req.headers()).map(box_body);
+            return Box::pin(async move { Ok(res) });
+        }
         let path = req.uri().path();
         if path == own.paths.health {
             let res = health(own.draining.load(Ordering::Relaxed));

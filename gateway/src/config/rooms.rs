@@ -80,6 +80,14 @@ impl<'de, S: DeserializeSeed<'de>> DeserializeSeed<'de> for KeySeed<S> {
 
     fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
         let key = String::deserialize(d)?;
+        if key == "client_ip_header" {
+            // The room would read it, and the gateway's own client address would override it
+            // without a word: refused, with where the setting is.
+            return Err(de::Error::custom(
+                "client_ip_header: the gateway finds the client's address itself; list the \
+                 proxies in front of it in the top-level trusted_proxies instead",
+            ));
+        }
         match ROUTE_KEYS.iter().find(|k| **k == key) {
             Some(route) => Ok(Key::Route(route, self.0)),
             None => self

@@ -175,3 +175,12 @@ fn routes_are_read_and_bad_ones_named() {
         refused("upstream = \"http://a:1\"\n[[rooms]]\nroom = \"shop\"\n\nbypass = [\"static\"]\n");
     assert_eq!(line, Some(5), "{msg}");
 }
+
+#[test]
+fn a_room_cannot_name_its_own_client_ip_header() {
+    let (line, msg) = refused(
+        "upstream = \"http://a:1\"\n[[rooms]]\nroom = \"shop\"\nclient_ip_header = \"x-real-ip\"\n",
+    );
+    assert_eq!(line, Some(4), "{msg}");
+    assert!(msg.contains("trusted_proxies"), "{msg}");
+}

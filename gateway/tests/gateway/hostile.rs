@@ -155,6 +155,14 @@ fn the_guards_refusals_are_pages_that_close_the_connection() {
         "{}",
         res.text()
     );
+    // A body declared past the limit gets the same kind of page as one found too large on the
+    // way, and the connection (which may hold the body) is closed.
+    let raw = "POST /hostile/big HTTP/1.1\r\nHost: shop.example\r\nAccept: application/json\r\n\
+               Content-Length: 5000\r\n\r\n";
+    let res = send_raw(gw.addr, raw.as_bytes(), LIMIT).unwrap();
+    assert_eq!(res.status, 413, "{}", res.text());
+    assert_eq!(res.json()["error"], "payload_too_large", "{}", res.text());
+    assert_eq!(res.header("connection"), Some("close"));
     assert!(app.seen().is_empty(), "{:?}", app.seen());
 }
 
