@@ -20,6 +20,8 @@ pub(crate) struct GatewayFile {
     pub upstreams: Option<Spanned<Vec<Spanned<String>>>>,
     /// Redis or Valkey shared by every gateway of a fleet; the embedded store without it.
     pub redis: Option<Spanned<String>>,
+    /// The environment variable holding the Redis URL, for a URL that carries a password.
+    pub redis_env: Option<Spanned<String>>,
     /// Proxies in front of the gateway whose `X-Forwarded-For` is believed.
     #[serde(default)]
     pub trusted_proxies: Vec<Spanned<String>>,

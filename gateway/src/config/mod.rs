@@ -31,7 +31,8 @@ pub struct Config {
     pub listen: SocketAddr,
     /// The app's addresses (requests take turns among them).
     pub upstreams: Vec<Upstream>,
-    /// Redis or Valkey URL shared by every gateway of a fleet; `None`: the embedded store.
+    /// Redis or Valkey URL shared by every gateway of a fleet (from `redis`, or the variable
+    /// `redis_env` names); `None`: the embedded store.
     pub redis: Option<String>,
     /// Proxies in front of the gateway whose `X-Forwarded-For` is believed.
     pub trusted_proxies: Vec<IpNet>,
@@ -211,7 +212,25 @@ impl Lines<'_> {
             (None, None) => parse_listen("127.0.0.1:8080").expect("a valid default"),
         };
         let upstreams = self.upstreams(&file, overrides)?;
-        let redis = match file.redis.clone() {
+        let redis = match (&file.redis, &file.redis_env) {
+            (Some(_), Some(var)) => {
+                return Err(self.at(var, "`redis` and `redis_env` both given: keep one"))
+            }
+            (None, Some(var)) => match std::env::var(var.get_ref()) {
+                Ok(url) => Some(Spanned::new(var.span(), url)),
+                Err(_) => {
+                    return Err(self.at(
+                        var,
+                        format!(
+                            "redis_env: the environment variable {} is not set",
+                            var.get_ref()
+                        ),
+                    ))
+                }
+            },
+            (url, None) => url.clone(),
+        };
+        let redis = match redis {
             Some(url) if url.get_ref().trim().is_empty() => {
                 return Err(self.at(
                     &url,

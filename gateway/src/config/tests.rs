@@ -184,3 +184,18 @@ fn a_room_cannot_name_its_own_client_ip_header() {
     assert_eq!(line, Some(4), "{msg}");
     assert!(msg.contains("trusted_proxies"), "{msg}");
 }
+
+#[test]
+fn a_redis_url_with_a_password_can_come_from_the_environment() {
+    let (line, msg) =
+        refused("upstream = \"http://a:1\"\n\nredis_env = \"TWR_GATEWAY_TEST_UNSET_REDIS\"\n");
+    assert_eq!(line, Some(3), "{msg}");
+    assert!(msg.contains("TWR_GATEWAY_TEST_UNSET_REDIS"), "{msg}");
+    let (line, _) =
+        refused("upstream = \"http://a:1\"\nredis = \"redis://a/\"\nredis_env = \"PATH\"\n");
+    assert_eq!(line, Some(3));
+    // A variable every test process has, holding what is not a Redis URL: refused at the key.
+    let (line, msg) = refused("upstream = \"http://a:1\"\nredis_env = \"PATH\"\n");
+    assert_eq!(line, Some(2), "{msg}");
+    assert!(msg.starts_with("redis:"), "{msg}");
+}
