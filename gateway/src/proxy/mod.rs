@@ -2,11 +2,11 @@
 //!
 //! - Bodies stream both ways (nothing is buffered), over pooled keep-alive connections
 //!   (hyper-util's client).
-//! - Hop-by-hop headers are removed both ways ([`headers`]); the `X-Forwarded-*` and
+//! - Hop-by-hop headers are removed both ways (`headers.rs`); the `X-Forwarded-*` and
 //!   `Forwarded` headers are set before the request gets here, by
-//!   [`Forwarding`](crate::forwarded::Forwarding), since the room needs the client IP first.
+//!   [`forward`](crate::forwarded::forward), since the room needs the client IP first.
 //! - A WebSocket handshake (any `Upgrade`) is passed on, and once the app switches protocols the
-//!   two connections are joined ([`upgrade`]).
+//!   two connections are joined (`upgrade.rs`).
 //! - The app unreachable, or answering what is not HTTP: `502`; no answer's head within the
 //!   upstream timeout: `504` ([`Problem`]). Never a hang, never a `500`.
 //! - Several upstreams take turns.
