@@ -39,20 +39,6 @@ fn fleet(extra: &str) -> Fleet {
     }
 }
 
-fn admitted(addr: SocketAddr, path: &str) -> Jar {
-    let mut jar = Jar::default();
-    let res = visit(addr, path, &mut jar, SHORT);
-    assert_eq!(res.status, 200, "not let in: {}", res.text());
-    jar
-}
-
-fn waiting(addr: SocketAddr, path: &str) -> Jar {
-    let mut jar = Jar::default();
-    let res = visit(addr, path, &mut jar, Duration::ZERO);
-    assert_eq!(res.status, 429, "should wait: {}", res.text());
-    jar
-}
-
 /// `(state, position)` from the room's status endpoint through `addr`.
 fn where_(addr: SocketAddr, jar: &mut Jar) -> (String, Option<u64>) {
     let (status, body) = room_status(addr, "sale", jar);
@@ -76,7 +62,7 @@ fn one_line_across_two_gateways_and_a_cookie_from_one_works_on_the_other() {
     // An admission is trusted without asking the store for 1 s, then renewed from it.
     let f = fleet("refresh = \"1s\"\n");
     let (a, b) = (f.a.addr, f.b.addr);
-    let mut first = admitted(a, "/");
+    let mut first = admitted(a, "/", SHORT);
     let admitted_at = Instant::now();
     // A's admission is good on B: straight to the app, no queueing.
     let res = get(b, "/first-via-b", &mut first);
@@ -120,7 +106,7 @@ fn first_come_first_served_across_two_gateways() {
     // Slots run out 2 s after their last request (refresh must be shorter).
     let f = fleet("active_ttl = \"2s\"\nrefresh = \"1s\"\ngrant_ttl = \"10s\"\n");
     let (a, b) = (f.a.addr, f.b.addr);
-    let mut inside = admitted(a, "/");
+    let mut inside = admitted(a, "/", SHORT);
     let mut x = waiting(a, "/x");
     let mut y = waiting(b, "/y");
     let mut z = waiting(a, "/z");

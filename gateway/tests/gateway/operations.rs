@@ -55,22 +55,6 @@ fn with_limits(upstream: &str, limits: &str, rooms: &str) -> String {
     )
 }
 
-/// A visitor let in through `addr` (the jar holds the admission).
-fn admitted(addr: SocketAddr, path: &str) -> Jar {
-    let mut jar = Jar::default();
-    let res = visit(addr, path, &mut jar, SHORT);
-    assert_eq!(res.status, 200, "not let in: {}", res.text());
-    jar
-}
-
-/// A visitor who joined the line through `addr` and waits there.
-fn waiting(addr: SocketAddr, path: &str) -> Jar {
-    let mut jar = Jar::default();
-    let res = visit(addr, path, &mut jar, Duration::ZERO);
-    assert_eq!(res.status, 429, "should wait: {}", res.text());
-    jar
-}
-
 /// The waiter's position from the status endpoint (panics unless waiting).
 fn position(addr: SocketAddr, jar: &mut Jar) -> u64 {
     let (status, body) = room_status(addr, "sale", jar);
@@ -223,8 +207,8 @@ fn the_shipped_example_runs_as_it_is() {
     let text = std::fs::read_to_string(example_path()).unwrap();
     let gw = Gateway::start_with(&text, &["--upstream", &app.url()], &[]);
     // One room covering every path, capacity 2 from the file.
-    let _first = admitted(gw.addr, "/");
-    let _second = admitted(gw.addr, "/shop/deep/page");
+    let _first = admitted(gw.addr, "/", SHORT);
+    let _second = admitted(gw.addr, "/shop/deep/page", SHORT);
     let mut third = waiting(gw.addr, "/anything/else");
     let (status, body) = room_status(gw.addr, "sale", &mut third);
     assert_eq!(status, 200, "{body}");
@@ -255,7 +239,7 @@ fn a_reload_under_load_loses_no_request_and_no_place() {
     let gw = Gateway::start(&config(&app.url(), &sale_room(2)));
     let addr = gw.addr;
     let mut inside: Vec<Jar> = (0..2)
-        .map(|i| admitted(addr, &format!("/in-{i}")))
+        .map(|i| admitted(addr, &format!("/in-{i}"), SHORT))
         .collect();
     let mut waiters: Vec<Jar> = (0..3).map(|i| waiting(addr, &format!("/w-{i}"))).collect();
     for (i, w) in waiters.iter_mut().enumerate() {
@@ -453,7 +437,7 @@ fn a_bad_reload_is_refused_and_the_running_file_keeps_serving() {
     let app = App::start();
     let gw = Gateway::start(&config(&app.url(), &sale_room(1)));
     let addr = gw.addr;
-    let mut inside = admitted(addr, "/");
+    let mut inside = admitted(addr, "/", SHORT);
     let mut waiter = waiting(addr, "/");
     assert_eq!(position(addr, &mut waiter), 1);
 
@@ -522,7 +506,7 @@ fn a_reload_keeps_the_command_lines_upstream() {
     // The file's upstream has nobody listening: only --upstream reaches the app.
     let file = |capacity| config("http://127.0.0.1:9", &sale_room(capacity));
     let gw = Gateway::start_with(&file(1), &["--upstream", &app.url()], &[]);
-    let _first = admitted(gw.addr, "/before");
+    let _first = admitted(gw.addr, "/before", SHORT);
     let mut second = waiting(gw.addr, "/");
     std::fs::write(&gw.config, file(2)).unwrap();
     gw.signal("HUP");
@@ -563,7 +547,7 @@ fn sigterm_lets_the_request_in_flight_finish_and_refuses_new_connections() {
     let app = App::start();
     let mut gw = Gateway::start(&with_limits(&app.url(), "grace = \"5s\"", &sale_room(5)));
     let addr = gw.addr;
-    let mut jar = admitted(addr, "/");
+    let mut jar = admitted(addr, "/", SHORT);
     // A kept-alive connection, idle when the signal comes: it must not hold the exit.
     let mut idle = KeepAlive::open(addr, SHORT).unwrap();
     assert_eq!(idle.get("/idle", &mut jar).unwrap().status, 200);
@@ -604,7 +588,7 @@ fn the_grace_bounds_the_shutdown() {
     let app = App::start();
     let mut gw = Gateway::start(&with_limits(&app.url(), "grace = \"1s\"", &sale_room(5)));
     let addr = gw.addr;
-    let jar = admitted(addr, "/");
+    let jar = admitted(addr, "/", SHORT);
     let slow = in_flight(addr, "/slow?s=6", &jar);
     wait_seen(&app, "GET /slow?s=6");
     let t0 = Instant::now();
@@ -634,7 +618,7 @@ fn during_the_shutdown_delay_health_says_503_and_requests_still_work() {
     let limits = "grace = \"5s\"\nshutdown_delay = \"1s\"";
     let mut gw = Gateway::start(&with_limits(&app.url(), limits, &sale_room(5)));
     let addr = gw.addr;
-    let mut jar = admitted(addr, "/");
+    let mut jar = admitted(addr, "/", SHORT);
     assert_eq!(health(addr).unwrap().status, 200);
     let t0 = Instant::now();
     gw.signal("TERM");
@@ -679,7 +663,7 @@ fn health_metrics_and_admin_are_answered_by_the_gateway() {
         &[("WRG_TEST_ADMIN_TOKEN", ADMIN_TOKEN)],
     );
     let addr = gw.addr;
-    let _inside = admitted(addr, "/");
+    let _inside = admitted(addr, "/", SHORT);
     let mut waiter = waiting(addr, "/");
 
     // Health: 200 for anyone, a waiter or a newcomer while the room is full; never queued.

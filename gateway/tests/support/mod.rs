@@ -354,27 +354,9 @@ pub fn send_raw(addr: SocketAddr, bytes: &[u8], limit: Duration) -> Result<Respo
 
 /// Reads one HTTP/1.1 answer (Content-Length, chunked, or to the close).
 pub fn read_response(r: &mut impl BufRead) -> Result<Response, String> {
-    let mut line = String::new();
-    r.read_line(&mut line).map_err(|e| e.to_string())?;
-    if line.is_empty() {
-        return Err("closed with no answer".into());
-    }
-    let status: u16 = line
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .ok_or_else(|| format!("not a status line: {line:?}"))?;
-    let mut headers = Vec::new();
-    loop {
-        let mut h = String::new();
-        r.read_line(&mut h).map_err(|e| e.to_string())?;
-        let h = h.trim_end();
-        if h.is_empty() {
-            break;
-        }
-        let (k, v) = h.split_once(':').ok_or("a bad header line")?;
-        headers.push((k.trim().to_ascii_lowercase(), v.trim().to_owned()));
-    }
+    let Response {
+        status, headers, ..
+    } = read_head(r)?;
     let find = |n: &str| headers.iter().find(|(k, _)| k == n).map(|(_, v)| v.clone());
     let mut body = Vec::new();
     if status == 101 || status == 204 || status == 304 {
@@ -657,4 +639,13 @@ pub fn until_closed(r: &mut BufReader<TcpStream>) -> std::io::Result<Vec<u8>> {
     let mut rest = Vec::new();
     r.read_to_end(&mut rest)?;
     Ok(rest)
+}
+
+/// A visitor who joined the line through `addr` and waits there (`429` on the first visit's
+/// redirect followed).
+pub fn waiting(addr: SocketAddr, path: &str) -> Jar {
+    let mut jar = Jar::default();
+    let res = visit(addr, path, &mut jar, Duration::ZERO);
+    assert_eq!(res.status, 429, "should wait: {}", res.text());
+    jar
 }
