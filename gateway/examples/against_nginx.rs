@@ -2,9 +2,9 @@
 //! fast upstream, in one run, rounds interleaved.
 //!
 //! ```text
-//! cargo run --release -p waiting-room-gateway --example bench
-//! cargo run --release -p waiting-room-gateway --example bench -- --secs 5 --rounds 5 --connections 32 --threads 1
-//! cargo run --release -p waiting-room-gateway --example bench -- --no-pin     # every process on every core
+//! cargo run --release -p waiting-room-gateway --example against_nginx
+//! cargo run --release -p waiting-room-gateway --example against_nginx -- --secs 5 --rounds 5 --connections 32 --threads 1
+//! cargo run --release -p waiting-room-gateway --example against_nginx -- --no-pin     # every process on every core
 //! ```
 //!
 //! What runs, all on loopback, configs written to a scratch directory:
@@ -81,7 +81,7 @@ struct Settings {
 }
 
 fn usage() -> &'static str {
-    "usage: bench [--secs N] [--rounds N] [--connections N] [--threads N] [--no-pin] \
+    "usage: against_nginx [--secs N] [--rounds N] [--connections N] [--threads N] [--no-pin] \
      [--gateway PATH] [--nginx PATH]"
 }
 
@@ -177,7 +177,7 @@ fn gateway_binary(settings: &Settings) -> Result<PathBuf, BoxError> {
         return Ok(path.clone());
     }
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    eprintln!("bench: cargo build --release -p waiting-room-gateway --bin waiting-room-gateway");
+    eprintln!("against_nginx: cargo build --release -p waiting-room-gateway --bin waiting-room-gateway");
     let ok = Command::new(cargo)
         .args([
             "build",
@@ -193,7 +193,7 @@ fn gateway_binary(settings: &Settings) -> Result<PathBuf, BoxError> {
     if !ok {
         return Err("cargo build --release -p waiting-room-gateway failed".into());
     }
-    // This example is target/release/examples/bench; the binary is target/release/.
+    // This example is target/release/examples/against_nginx; the binary is target/release/.
     let exe = std::env::current_exe()?;
     let release = exe
         .parent()
@@ -683,7 +683,7 @@ fn run(settings: &Settings) -> Result<(), BoxError> {
         },
     ];
     eprintln!(
-        "bench: wrk -t{} -c{} -d{}s, {} rounds, {}; gateway {}",
+        "against_nginx: wrk -t{} -c{} -d{}s, {} rounds, {}; gateway {}",
         settings.threads,
         settings.connections,
         settings.secs,
@@ -698,7 +698,7 @@ fn run(settings: &Settings) -> Result<(), BoxError> {
     let cookie = admitted_cookie(gw_room.addr)?;
     for t in &targets {
         eprintln!(
-            "bench: {} ({}) on {}",
+            "against_nginx: {} ({}) on {}",
             t.label, t.server.name, t.server.addr
         );
         measure(settings, wrk_core, t, &upstream, 1, &cookie)?;
