@@ -177,7 +177,9 @@ fn gateway_binary(settings: &Settings) -> Result<PathBuf, BoxError> {
         return Ok(path.clone());
     }
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    eprintln!("against_nginx: cargo build --release -p waiting-room-gateway --bin waiting-room-gateway");
+    eprintln!(
+        "against_nginx: cargo build --release -p waiting-room-gateway --bin waiting-room-gateway"
+    );
     let ok = Command::new(cargo)
         .args([
             "build",
