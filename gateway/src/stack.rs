@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! request ─► tower-http: sensitive headers marked, x-request-id set, traced, id echoed back
-//!         ─► guard (smuggling, Host)               ─► 400 / 405
+//!         ─► guard (Host, CONNECT)                  ─► 400 / 405
 //!         ─► the gateway's own paths: health, metrics, admin
 //!         ─► forwarding headers, the client IP
 //!         ─► tower-http: body limit (413), body timeout (408), compression of the room's pages

@@ -6,6 +6,7 @@ use std::future::poll_fn;
 use std::io;
 use std::net::SocketAddr;
 use std::pin::{pin, Pin};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
@@ -20,25 +21,19 @@ use tokio::net::TcpStream;
 use tokio::sync::OwnedSemaphorePermit;
 use tower_service::Service;
 
+use super::framing::Framing;
 use super::shutdown::Closing;
 use super::Limits;
 use crate::PeerAddr;
 
-/// A connection's socket with its permit under the connection cap. The permit goes with the
-/// socket, not with the task serving it: an upgraded connection (a WebSocket, say) leaves
-/// hyper with its socket, and still counts until the service drops it.
-pub(super) struct Counted {
+/// A connection's socket with its permit under the connection cap, and the watch over its
+/// requests' framing. The permit goes with the socket, not with the task serving it: an
+/// upgraded connection (a WebSocket, say) leaves hyper with its socket, and still counts until
+/// the service drops it.
+struct Counted {
     stream: TcpStream,
+    framing: Framing,
     _permit: OwnedSemaphorePermit,
-}
-
-impl Counted {
-    pub(super) fn new(stream: TcpStream, permit: OwnedSemaphorePermit) -> Self {
-        Self {
-            stream,
-            _permit: permit,
-        }
-    }
 }
 
 impl AsyncRead for Counted {
@@ -47,7 +42,13 @@ impl AsyncRead for Counted {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().stream).poll_read(cx, buf)
+        let this = self.get_mut();
+        let before = buf.filled().len();
+        let read = Pin::new(&mut this.stream).poll_read(cx, buf);
+        if read.is_ready() {
+            this.framing.read(&buf.filled()[before..]);
+        }
+        read
     }
 }
 
@@ -85,7 +86,8 @@ impl AsyncWrite for Counted {
 /// ends it: when closing starts, hyper finishes the request in flight (if any) and closes; when
 /// the grace is over, the connection is dropped, whatever it was doing.
 pub(super) async fn run<S, B>(
-    io: Counted,
+    stream: TcpStream,
+    permit: OwnedSemaphorePermit,
     peer: SocketAddr,
     service: S,
     limits: Limits,
@@ -99,11 +101,23 @@ pub(super) async fn run<S, B>(
     B: Body<Data = Bytes> + Send + 'static,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
+    let (framing, verdict) = Framing::new(limits.get_max_header_bytes(), limits.get_max_headers());
+    let io = Counted {
+        stream,
+        framing,
+        _permit: permit,
+    };
+    // hyper calls the service for a connection's requests in order, one at a time.
+    let requests = AtomicU32::new(0);
     let per_request = hyper::service::service_fn(move |mut req: Request<Incoming>| {
+        let ambiguous = verdict.refuses(requests.fetch_add(1, Ordering::Relaxed));
         // Where the room finds the client IP (its limit on new visitors per IP needs it).
         req.extensions_mut().insert(PeerAddr(peer));
         let mut service = service.clone();
         async move {
+            if ambiguous {
+                return Ok(refused());
+            }
             // Readiness inside the timeout too: a service at its concurrency limit is as slow
             // to the client as one that takes long to answer.
             let answer = async {
@@ -144,6 +158,22 @@ pub(super) async fn run<S, B>(
         _ = conn.as_mut() => {}
         () = closing.over() => {}
     }
+}
+
+/// The answer to a request whose head carries both `Content-Length` and `Transfer-Encoding`
+/// (see [`framing`](super::framing)); hyper closes the connection after it.
+fn refused<B>() -> Response<Either<B, Full<Bytes>>> {
+    let mut res = Response::new(Either::Right(Full::from(
+        "a request may not carry both Content-Length and Transfer-Encoding\n",
+    )));
+    *res.status_mut() = StatusCode::BAD_REQUEST;
+    let headers = res.headers_mut();
+    headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    res
 }
 
 /// The answer to a request the service did not answer in time.

@@ -37,7 +37,11 @@
 //!   kernel's accept queue until one closes, so the process never runs out of file descriptors
 //!   mid-request;
 //! - **a cap on a request's head**, its bytes and its number of headers: a head over either is
-//!   answered `431` by hyper and the connection closed.
+//!   answered `431` by hyper and the connection closed;
+//! - **no ambiguous framing**: a request with both `Content-Length` and `Transfer-Encoding`
+//!   (the classic request-smuggling vector) is answered `400` and the connection closed; the
+//!   service never sees it (hyper alone would pass it on as chunked, its `Content-Length`
+//!   dropped).
 //!
 //! Each request carries its connection's address as a [`PeerAddr`](crate::PeerAddr) in its
 //! extensions, where the room finds the client IP for its limit on new visitors per IP (and
@@ -65,6 +69,7 @@
 //! and timeouts (`.http1().timer(..).header_read_timeout(..)`) for a loop of your own.
 
 mod connection;
+mod framing;
 mod limits;
 mod shutdown;
 
@@ -134,9 +139,9 @@ pub async fn serve<S, B>(
             },
             () = &mut shutdown => break,
         };
-        let io = connection::Counted::new(stream, permit);
         tokio::spawn(connection::run(
-            io,
+            stream,
+            permit,
             peer,
             service.clone(),
             limits,

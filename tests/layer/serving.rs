@@ -246,3 +246,78 @@ async fn the_demo_hangs_up_on_half_a_request_header_within_its_stated_timeout() 
     }
     assert!(opened.elapsed() >= timeout, "{:?}", opened.elapsed());
 }
+
+/// An app that counts the requests it sees and answers with what each one's body held.
+async fn start_counting() -> (SocketAddr, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let log = std::sync::Arc::clone(&seen);
+    let router = Router::new().fallback(move |uri: axum::http::Uri, body: String| {
+        let log = std::sync::Arc::clone(&log);
+        async move {
+            log.lock().unwrap().push(format!("{uri} {body}"));
+            body
+        }
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(serve(listener, router, LIMITS, std::future::pending()));
+    (addr, seen)
+}
+
+/// A request with both lengths, its chunked body, and a request smuggled after the body (what
+/// a reader that believed `Content-Length` would take as the next request).
+fn both_lengths(framing: &str) -> String {
+    format!(
+        "POST /both HTTP/1.1\r\nHost: shop.example\r\n{framing}\r\n\
+         3\r\nabc\r\n0\r\n\r\nGET /smuggled HTTP/1.1\r\nHost: shop.example\r\n\r\n"
+    )
+}
+
+#[tokio::test]
+async fn a_request_with_both_content_length_and_transfer_encoding_is_refused_with_400() {
+    let (addr, seen) = start_counting().await;
+    for framing in [
+        "Content-Length: 3\r\nTransfer-Encoding: chunked\r\n",
+        "Transfer-Encoding: chunked\r\nContent-Length: 3\r\n",
+    ] {
+        // After a normal request on the same connection: the second request is the refused one.
+        let mut bytes = b"GET /first HTTP/1.1\r\nHost: shop.example\r\n\r\n".to_vec();
+        bytes.extend_from_slice(both_lengths(framing).as_bytes());
+        let mut stream = connect(addr, &bytes).await;
+        let answer = closed_within(&mut stream, Duration::from_secs(10))
+            .await
+            .expect("the connection is closed after the refusal");
+        let text = String::from_utf8_lossy(&answer);
+        let statuses: Vec<&str> = text.lines().filter(|l| l.starts_with("HTTP/1.1")).collect();
+        assert_eq!(
+            statuses,
+            ["HTTP/1.1 200 OK", "HTTP/1.1 400 Bad Request"],
+            "{text}"
+        );
+        assert!(
+            text.contains("both Content-Length and Transfer-Encoding"),
+            "{text}"
+        );
+    }
+    assert_eq!(
+        *seen.lock().unwrap(),
+        ["/first ", "/first "],
+        "only the first requests"
+    );
+    // The control: the same chunked body without the Content-Length is read, and the request
+    // after it answered on the same connection (closed later, by the header-read timeout).
+    let mut stream = connect(
+        addr,
+        both_lengths("Transfer-Encoding: chunked\r\n").as_bytes(),
+    )
+    .await;
+    let answer = closed_within(&mut stream, Duration::from_secs(10))
+        .await
+        .unwrap();
+    let text = String::from_utf8_lossy(&answer);
+    assert_eq!(text.matches("HTTP/1.1 200 OK").count(), 2, "{text}");
+    assert_eq!(
+        *seen.lock().unwrap(),
+        ["/first ", "/first ", "/both abc", "/smuggled "]
+    );
+}

@@ -1,0 +1,443 @@
+//! A connection's requests as framed on the wire, followed beside hyper's parser for the one
+//! thing it does not tell the service: a head that carries both `Content-Length` and
+//! `Transfer-Encoding`.
+//!
+//! hyper reads such a request as chunked and drops its `Content-Length` (RFC 9112, section 6.3,
+//! allows that), so the service never learns that the two disagreed. Two readers taking one
+//! body two ways is how requests are smuggled past a proxy, and the same section says a server
+//! "ought to handle" such a request "as an error": the serving loop answers it `400` and
+//! closes the connection, before the service sees it.
+//!
+//! [`Framing`] sees every byte hyper reads, in order, before hyper parses it: by the time hyper
+//! calls the service for a connection's n-th request, the n-th head has been read here. Heads
+//! are parsed with httparse, as hyper parses them (its defaults, the same header limit), and
+//! bodies skipped by their framing (a length, or chunks) as hyper's decoder reads them. What
+//! cannot be followed (bytes hyper refuses too, or an upgraded connection's new protocol) ends
+//! the watch: hyper closes such a connection or no longer reads requests from it, and a request
+//! it still served would reach the service as hyper framed it, chunked only.
+
+use std::mem::MaybeUninit;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+
+/// Which of a connection's requests are refused: those from the first ambiguous head on
+/// (hyper closes the connection after that one anyway).
+#[derive(Debug)]
+pub(super) struct Verdict {
+    first_ambiguous: AtomicU32,
+}
+
+impl Verdict {
+    fn new() -> Arc<Self> {
+        Arc::new(Self {
+            first_ambiguous: AtomicU32::new(u32::MAX),
+        })
+    }
+
+    /// Whether the connection's `request`-th request (from 0) must be refused.
+    pub(super) fn refuses(&self, request: u32) -> bool {
+        request >= self.first_ambiguous.load(Ordering::Acquire)
+    }
+}
+
+/// Headers httparse can hold on the stack; a larger `max_headers` takes a vector per head.
+const STACK_HEADERS: usize = 128;
+
+/// The watch over one connection's input. See the [module docs](self).
+#[derive(Debug)]
+pub(super) struct Framing {
+    state: State,
+    /// The bytes so far of a head that has not arrived whole.
+    partial: Vec<u8>,
+    /// Heads read whole so far.
+    heads: u32,
+    max_head_bytes: usize,
+    max_headers: usize,
+    verdict: Arc<Verdict>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    /// Before a request's head (or inside one, with its bytes in `partial`).
+    Head,
+    /// Inside a body of a known length: this many bytes left.
+    Length(u64),
+    /// Inside a chunked body.
+    Chunks(Chunk),
+    /// Past what can be followed: nothing more is read.
+    Lost,
+}
+
+/// Where in a chunked body, as hyper's decoder steps through one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Chunk {
+    /// A chunk's size in hex; `digits` once one was read.
+    Size { size: u64, digits: bool },
+    /// Spaces or tabs after the size.
+    SizeSpace(u64),
+    /// A chunk extension, up to the line's end.
+    Extension(u64),
+    /// The line feed after the size line's carriage return.
+    SizeLf(u64),
+    /// A chunk's data: this many bytes left.
+    Data(u64),
+    /// The carriage return after a chunk's data.
+    DataCr,
+    /// The line feed after a chunk's data.
+    DataLf,
+    /// After the last chunk: a trailer line or the body's last line.
+    EndCr,
+    /// Inside a trailer line.
+    Trailer,
+    /// The line feed after a trailer line.
+    TrailerLf,
+    /// The body's last line feed.
+    EndLf,
+}
+
+impl Framing {
+    /// A watch for a connection whose heads hyper parses within these limits, and the verdict
+    /// it keeps for the connection's requests.
+    pub(super) fn new(max_head_bytes: usize, max_headers: usize) -> (Self, Arc<Verdict>) {
+        let verdict = Verdict::new();
+        let framing = Self {
+            state: State::Head,
+            partial: Vec::new(),
+            heads: 0,
+            max_head_bytes,
+            max_headers,
+            verdict: Arc::clone(&verdict),
+        };
+        (framing, verdict)
+    }
+
+    /// Follows bytes just read from the connection.
+    pub(super) fn read(&mut self, mut bytes: &[u8]) {
+        while !bytes.is_empty() {
+            let used = match self.state {
+                State::Lost => return,
+                State::Head => self.head(bytes),
+                State::Length(left) => {
+                    let used = usize::try_from(left).map_or(bytes.len(), |l| l.min(bytes.len()));
+                    let left = left - used as u64;
+                    self.state = if left == 0 {
+                        State::Head
+                    } else {
+                        State::Length(left)
+                    };
+                    used
+                }
+                State::Chunks(Chunk::Data(left)) => {
+                    let used = usize::try_from(left).map_or(bytes.len(), |l| l.min(bytes.len()));
+                    let left = left - used as u64;
+                    self.state = State::Chunks(if left == 0 {
+                        Chunk::DataCr
+                    } else {
+                        Chunk::Data(left)
+                    });
+                    used
+                }
+                State::Chunks(chunk) => {
+                    self.state = step(chunk, bytes[0]);
+                    1
+                }
+            };
+            bytes = &bytes[used..];
+        }
+    }
+
+    /// Reads what it can of a head from `bytes`; returns how many of them it used.
+    fn head(&mut self, bytes: &[u8]) -> usize {
+        if self.partial.is_empty() {
+            return match self.parse(bytes) {
+                Some(len) => len,
+                None => {
+                    self.keep_partial(bytes);
+                    bytes.len()
+                }
+            };
+        }
+        let before = self.partial.len();
+        self.keep_partial(bytes);
+        let partial = std::mem::take(&mut self.partial);
+        let used = match self.parse(&partial) {
+            // The head ends inside `bytes`: what follows it is the body's, or the next head's.
+            Some(len) => len.saturating_sub(before),
+            None => {
+                self.partial = partial;
+                return bytes.len();
+            }
+        };
+        // The vector is kept for the next head that comes in pieces.
+        self.partial = partial;
+        self.partial.clear();
+        used
+    }
+
+    /// Keeps an incomplete head's bytes, up to the head limit (past it hyper refuses the head).
+    fn keep_partial(&mut self, bytes: &[u8]) {
+        if self.state == State::Lost {
+            return;
+        }
+        let room = (self.max_head_bytes + 1).saturating_sub(self.partial.len());
+        self.partial
+            .extend_from_slice(&bytes[..bytes.len().min(room)]);
+        if self.partial.len() > self.max_head_bytes {
+            self.lose();
+        }
+    }
+
+    /// Parses a head from the start of `bytes`: its length once whole, `None` while partial.
+    fn parse(&mut self, bytes: &[u8]) -> Option<usize> {
+        let mut on_stack = [MaybeUninit::<httparse::Header<'_>>::uninit(); STACK_HEADERS];
+        let mut on_heap;
+        let headers = if self.max_headers <= STACK_HEADERS {
+            &mut on_stack[..self.max_headers]
+        } else {
+            on_heap = vec![MaybeUninit::uninit(); self.max_headers];
+            &mut on_heap[..]
+        };
+        let mut req = httparse::Request::new(&mut []);
+        let len = match req.parse_with_uninit_headers(bytes, headers) {
+            Ok(httparse::Status::Complete(len)) => len,
+            Ok(httparse::Status::Partial) => return None,
+            Err(_) => {
+                // hyper refuses the head too, and closes the connection.
+                self.lose();
+                return Some(bytes.len());
+            }
+        };
+        let http_11 = req.version == Some(1);
+        let (mut length, mut lengths, mut encoded, mut chunked) = (None, false, false, false);
+        for header in req.headers.iter() {
+            if header.name.eq_ignore_ascii_case("content-length") {
+                lengths = true;
+                length = digits(header.value);
+            } else if header.name.eq_ignore_ascii_case("transfer-encoding") {
+                encoded = true;
+                // Only the last line's last coding counts, as in hyper.
+                chunked = std::str::from_utf8(header.value).is_ok_and(|v| {
+                    v.rsplit(',')
+                        .next()
+                        .is_some_and(|c| c.trim().eq_ignore_ascii_case("chunked"))
+                });
+            }
+        }
+        let index = self.heads;
+        self.heads = self.heads.saturating_add(1);
+        if lengths && encoded {
+            self.verdict
+                .first_ambiguous
+                .fetch_min(index, Ordering::AcqRel);
+        }
+        self.state = match (encoded, chunked, length) {
+            (true, true, _) if http_11 => State::Chunks(Chunk::Size {
+                size: 0,
+                digits: false,
+            }),
+            // A coding other than chunked last, or one in HTTP/1.0: hyper refuses the head.
+            (true, _, _) => State::Lost,
+            (false, _, Some(0)) => State::Head,
+            (false, _, Some(n)) => State::Length(n),
+            // An unreadable length: hyper refuses the head.
+            (false, _, None) if lengths => State::Lost,
+            (false, _, None) => State::Head,
+        };
+        Some(len)
+    }
+
+    fn lose(&mut self) {
+        self.state = State::Lost;
+        self.partial = Vec::new();
+    }
+}
+
+/// A `Content-Length` value as hyper reads it: decimal digits only, no sign, no overflow.
+fn digits(value: &[u8]) -> Option<u64> {
+    if value.is_empty() {
+        return None;
+    }
+    value.iter().try_fold(0u64, |n, &b| match b {
+        b'0'..=b'9' => n.checked_mul(10)?.checked_add(u64::from(b - b'0')),
+        _ => None,
+    })
+}
+
+/// One byte of a chunked body outside a chunk's data.
+fn step(chunk: Chunk, byte: u8) -> State {
+    let next = match (chunk, byte) {
+        (Chunk::Size { size, .. }, b'0'..=b'9' | b'a'..=b'f' | b'A'..=b'F') => {
+            // The digit's value: hex digits are ASCII, so `to_digit` cannot fail here.
+            let digit = u64::from(char::from(byte).to_digit(16).unwrap_or(0));
+            match size.checked_mul(16).and_then(|s| s.checked_add(digit)) {
+                Some(size) => Chunk::Size { size, digits: true },
+                None => return State::Lost,
+            }
+        }
+        (Chunk::Size { digits: false, .. }, _) => return State::Lost,
+        (Chunk::Size { size, .. } | Chunk::SizeSpace(size), b' ' | b'\t') => Chunk::SizeSpace(size),
+        (Chunk::Size { size, .. } | Chunk::SizeSpace(size) | Chunk::Extension(size), b';') => {
+            Chunk::Extension(size)
+        }
+        (Chunk::Size { size, .. } | Chunk::SizeSpace(size) | Chunk::Extension(size), b'\r') => {
+            Chunk::SizeLf(size)
+        }
+        (Chunk::Extension(_), b'\n') => return State::Lost,
+        (Chunk::Extension(size), _) => Chunk::Extension(size),
+        (Chunk::SizeLf(0), b'\n') => Chunk::EndCr,
+        (Chunk::SizeLf(size), b'\n') => Chunk::Data(size),
+        (Chunk::DataCr, b'\r') => Chunk::DataLf,
+        (Chunk::DataLf, b'\n') => Chunk::Size {
+            size: 0,
+            digits: false,
+        },
+        (Chunk::EndCr, b'\r') => Chunk::EndLf,
+        (Chunk::Trailer, b'\r') => Chunk::TrailerLf,
+        (Chunk::EndCr | Chunk::Trailer, _) => Chunk::Trailer,
+        (Chunk::TrailerLf, b'\n') => Chunk::EndCr,
+        (Chunk::EndLf, b'\n') => return State::Head,
+        _ => return State::Lost,
+    };
+    State::Chunks(next)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn watch() -> (Framing, Arc<Verdict>) {
+        Framing::new(64 * 1024, 100)
+    }
+
+    /// Feeds `input` in pieces of `piece` bytes; returns the heads read and the refused index.
+    fn follow(input: &[u8], piece: usize) -> (u32, Option<u32>, State) {
+        let (mut framing, verdict) = watch();
+        for part in input.chunks(piece) {
+            framing.read(part);
+        }
+        let first = verdict.first_ambiguous.load(Ordering::Acquire);
+        (
+            framing.heads,
+            (first != u32::MAX).then_some(first),
+            framing.state,
+        )
+    }
+
+    /// Every way of cutting `input` into reads gives the same answer as reading it at once.
+    fn same_in_any_pieces(input: &[u8]) -> (u32, Option<u32>, State) {
+        let whole = follow(input, input.len().max(1));
+        for piece in 1..input.len().min(40) {
+            assert_eq!(follow(input, piece), whole, "in pieces of {piece}");
+        }
+        whole
+    }
+
+    const GET: &[u8] = b"GET /a HTTP/1.1\r\nHost: x\r\n\r\n";
+
+    #[test]
+    fn pipelined_requests_with_and_without_bodies_are_followed_to_the_next_head() {
+        let mut input = Vec::new();
+        input.extend_from_slice(GET);
+        input.extend_from_slice(b"POST /b HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nGET /");
+        input.extend_from_slice(
+            b"POST /c HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n\
+              3;ext=1\r\nGET\r\n0\r\nX-Trailer: GET / HTTP/1.1\r\n\r\n",
+        );
+        input.extend_from_slice(b"\r\n");
+        input.extend_from_slice(GET);
+        let (heads, refused, state) = same_in_any_pieces(&input);
+        assert_eq!((heads, refused, state), (4, None, State::Head));
+    }
+
+    #[test]
+    fn a_head_with_both_lengths_is_refused_whichever_comes_first() {
+        for both in [
+            "Content-Length: 3\r\nTransfer-Encoding: chunked\r\n",
+            "Transfer-Encoding: chunked\r\nContent-Length: 3\r\n",
+            "transfer-encoding: gzip, chunked\r\ncontent-length: 30\r\n",
+        ] {
+            let mut input = GET.to_vec();
+            input.extend_from_slice(format!("POST / HTTP/1.1\r\nHost: x\r\n{both}\r\n").as_bytes());
+            input.extend_from_slice(b"3\r\nabc\r\n0\r\n\r\n");
+            input.extend_from_slice(GET);
+            let (heads, refused, _) = same_in_any_pieces(&input);
+            assert_eq!((heads, refused), (3, Some(1)), "{both:?}");
+        }
+        let (mut framing, verdict) = watch();
+        framing.read(b"GET / HTTP/1.1\r\nContent-Length: 0\r\nTransfer-Encoding: chunked\r\n\r\n");
+        assert!(verdict.refuses(0) && verdict.refuses(1));
+    }
+
+    #[test]
+    fn a_body_that_looks_like_a_head_is_not_read_as_one() {
+        let smuggled = b"GET / HTTP/1.1\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n";
+        let mut input = format!(
+            "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n",
+            smuggled.len()
+        )
+        .into_bytes();
+        input.extend_from_slice(smuggled);
+        let (heads, refused, state) = same_in_any_pieces(&input);
+        assert_eq!((heads, refused, state), (1, None, State::Head));
+    }
+
+    #[test]
+    fn what_hyper_refuses_ends_the_watch() {
+        for bad in [
+            &b"GET / HTTP/1.1\r\nHost x\r\n\r\n"[..],
+            b"POST / HTTP/1.1\r\nContent-Length: -1\r\n\r\n",
+            b"POST / HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: x\r\n\r\n",
+            b"POST / HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n",
+            b"POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n",
+            b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+            b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabcX",
+        ] {
+            let (_, refused, state) = same_in_any_pieces(bad);
+            assert_eq!(
+                (refused, state),
+                (None, State::Lost),
+                "{:?}",
+                String::from_utf8_lossy(bad)
+            );
+        }
+        let (mut framing, _) = watch();
+        framing.read(b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabcX");
+        framing.read(GET);
+        assert_eq!(framing.heads, 1, "nothing is read once lost");
+    }
+
+    #[test]
+    fn a_head_past_the_limits_ends_the_watch_and_keeps_at_most_the_limit() {
+        let (mut framing, _) = Framing::new(100, 100);
+        framing.read(b"GET / HTTP/1.1\r\n");
+        for _ in 0..50 {
+            framing.read(b"X-Long: aaaaaaaaaa\r\n");
+        }
+        assert_eq!(framing.state, State::Lost);
+        assert!(framing.partial.capacity() <= 4 * 101);
+        let (mut framing, _) = Framing::new(64 * 1024, 2);
+        framing.read(b"GET / HTTP/1.1\r\nA: 1\r\nB: 2\r\nC: 3\r\n\r\n");
+        assert_eq!(framing.state, State::Lost, "more headers than hyper takes");
+        let (mut framing, _) = Framing::new(64 * 1024, 300);
+        let many: String = (0..250).map(|i| format!("H{i}: v\r\n")).collect();
+        framing.read(format!("GET / HTTP/1.1\r\n{many}\r\n").as_bytes());
+        assert_eq!((framing.heads, framing.state), (1, State::Head));
+    }
+
+    #[test]
+    fn huge_lengths_and_chunk_sizes_are_followed_or_refused_without_overflow() {
+        let (mut framing, _) = watch();
+        framing.read(b"POST / HTTP/1.1\r\nContent-Length: 18446744073709551615\r\n\r\nabc");
+        assert_eq!(framing.state, State::Length(u64::MAX - 3));
+        let (_, _, state) = follow(
+            b"POST / HTTP/1.1\r\nContent-Length: 18446744073709551616\r\n\r\n",
+            64,
+        );
+        assert_eq!(state, State::Lost);
+        let (_, _, state) = follow(
+            b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n10000000000000000\r\n",
+            64,
+        );
+        assert_eq!(state, State::Lost);
+    }
+}
