@@ -28,7 +28,7 @@
 //! about 250 bytes, which the proxies pass on to the upstream.
 //!
 //! The gateways run as a production one would: `RUST_LOG=info`, the metrics endpoint on, and
-//! one Tokio worker thread (`TOKIO_WORKER_THREADS=1`), to match nginx's one worker.
+//! one serving worker (`workers = 1`), to match nginx's one worker.
 //!
 //! Each round runs `wrk -t<threads> -c<connections> -d<secs>s` against every target in turn,
 //! the order rotating from round to round so that no target always follows another; before
@@ -370,7 +370,6 @@ fn gateway(
         .arg(&path)
         .env("WAITING_ROOM_SECRET", SECRET)
         .env("RUST_LOG", "info")
-        .env("TOKIO_WORKER_THREADS", "1")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(log)
@@ -644,8 +643,9 @@ fn run(settings: &Settings) -> Result<(), BoxError> {
         ),
         proxy_core,
     )?;
-    let common =
-        format!("listen = \"127.0.0.1:0\"\nupstream = \"http://127.0.0.1:{upstream_port}\"\n");
+    let common = format!(
+        "listen = \"127.0.0.1:0\"\nworkers = 1\nupstream = \"http://127.0.0.1:{upstream_port}\"\n"
+    );
     let room = "[[rooms]]\nroom = \"bench\"\ncapacity = 1000000\nrefresh = \"1m\"\n\
                 active_ttl = \"10m\"\nsecure_cookies = false\nsecret_env = \"WAITING_ROOM_SECRET\"\n\
                 new_visitor_limit = \"off\"\n";

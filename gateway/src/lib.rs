@@ -4,7 +4,7 @@
 //! The binary is the product (`docs/gateway.md`); this library is its parts, public so that
 //! its tests (and a program that wants the same gateway with code of its own around it) can
 //! build them: [`config`] reads the file, [`stack`] turns it into one Tower service,
-//! [`live`] swaps it on a reload, [`proxy`] passes requests to the app.
+//! [`live`] swaps it on a reload, [`proxy`] passes requests to the app, [`workers`] serve it.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -16,3 +16,4 @@ pub mod live;
 pub mod pages;
 pub mod proxy;
 pub mod stack;
+pub mod workers;

@@ -20,6 +20,7 @@ use tower_waiting_room::store::{MemoryStore, RedisCheckError, RedisStore, Store}
 use waiting_room_gateway::config::{Config, Overrides};
 use waiting_room_gateway::live::Live;
 use waiting_room_gateway::stack::{self, Shared};
+use waiting_room_gateway::workers;
 
 const USAGE: &str = "\
 waiting-room-gateway: a fair virtual waiting room in front of a web app
@@ -100,7 +101,9 @@ fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Option<Args>, St
     }))
 }
 
-#[tokio::main]
+// The main thread watches signals, reloads, keeps the metrics and (with Redis) drives the
+// store's connections; the requests are served by the workers' threads (workers.rs).
+#[tokio::main(flavor = "current_thread")]
 async fn main() -> ExitCode {
     let args = match parse_args(std::env::args().skip(1)) {
         Ok(Some(args)) => args,
@@ -220,6 +223,7 @@ async fn run(config: Config, overrides: Overrides) -> ExitCode {
     };
     let listen = config.listen;
     let limits = config.limits;
+    let workers = config.workers;
     let live = match Live::new(config, shared, overrides) {
         Ok(live) => live,
         Err(e) => {
@@ -246,7 +250,7 @@ async fn run(config: Config, overrides: Overrides) -> ExitCode {
     let addr = listener.local_addr().unwrap_or(listen);
     // The one line on stdout: scripts and tests wait for it (and read the port of `:0`).
     println!("waiting-room-gateway listening on http://{addr}");
-    tracing::info!(%addr, limits = %limits.serve.describe(), "listening");
+    tracing::info!(%addr, workers, limits = %limits.serve.describe(), "listening");
 
     let Signals {
         mut hangup,
@@ -261,21 +265,44 @@ async fn run(config: Config, overrides: Overrides) -> ExitCode {
             }
         }
     });
-    let stop = async move {
-        tokio::select! {
-            _ = terminate.recv() => tracing::info!("SIGTERM"),
-            _ = interrupt.recv() => tracing::info!("SIGINT"),
+    let (stop, stopping) = tokio::sync::watch::channel(false);
+    let started = listener
+        .into_std()
+        .and_then(|listener| workers::start(listener, workers, &live, limits.serve, &stopping));
+    let serving = match started {
+        Ok(serving) => serving,
+        Err(e) => {
+            eprintln!("error: cannot start the serving workers: {e}");
+            return ExitCode::FAILURE;
         }
-        draining.store(true, Ordering::Relaxed);
-        if !limits.shutdown_delay.is_zero() {
-            tracing::info!(delay = ?limits.shutdown_delay, "draining: the health check answers 503");
-            tokio::time::sleep(limits.shutdown_delay).await;
-        }
-        tracing::info!("stopping: finishing the requests in flight");
     };
-    tower_waiting_room::serve::serve(listener, live, limits.serve, stop).await;
-    tracing::info!("stopped");
-    ExitCode::SUCCESS
+    let mut finished = tokio::task::spawn_blocking(move || serving.join());
+    tokio::select! {
+        _ = terminate.recv() => tracing::info!("SIGTERM"),
+        _ = interrupt.recv() => tracing::info!("SIGINT"),
+        // Only a worker that panicked ends before a signal.
+        _ = &mut finished => {
+            tracing::error!("a serving worker stopped");
+            return ExitCode::FAILURE;
+        }
+    }
+    draining.store(true, Ordering::Relaxed);
+    if !limits.shutdown_delay.is_zero() {
+        tracing::info!(delay = ?limits.shutdown_delay, "draining: the health check answers 503");
+        tokio::time::sleep(limits.shutdown_delay).await;
+    }
+    tracing::info!("stopping: finishing the requests in flight");
+    let _ = stop.send(true);
+    match finished.await {
+        Ok(true) => {
+            tracing::info!("stopped");
+            ExitCode::SUCCESS
+        }
+        _ => {
+            tracing::error!("a serving worker panicked");
+            ExitCode::FAILURE
+        }
+    }
 }
 
 /// The signals the gateway answers, watched from start-up on.

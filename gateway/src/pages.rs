@@ -65,10 +65,16 @@ impl Problem {
         }
     }
 
-    /// The answer, HTML or (when `request` prefers it) JSON.
+    /// The answer, HTML or (when the request's `Accept` prefers it) JSON.
     pub fn response(self, request: &HeaderMap) -> Response<Full<Bytes>> {
+        self.response_to(request.get(header::ACCEPT))
+    }
+
+    /// The answer to a request whose `Accept` header was `accept` (what the proxy keeps of a
+    /// request it passed on, in case the app fails it).
+    pub fn response_to(self, accept: Option<&HeaderValue>) -> Response<Full<Bytes>> {
         let status = self.status();
-        let json = wants_json(request);
+        let json = wants_json(accept);
         let body = if json {
             serde_json::json!({ "error": self.code(), "message": self.text() }).to_string()
         } else {
@@ -113,8 +119,8 @@ impl Problem {
 }
 
 /// A client that asks for JSON before HTML (`Accept: application/json`).
-fn wants_json(headers: &HeaderMap) -> bool {
-    let Some(accept) = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()) else {
+fn wants_json(accept: Option<&HeaderValue>) -> bool {
+    let Some(accept) = accept.and_then(|v| v.to_str().ok()) else {
         return false;
     };
     let json = accept.find("application/json");

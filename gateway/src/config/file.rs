@@ -14,6 +14,8 @@ use super::rooms::RoomEntry;
 pub(crate) struct GatewayFile {
     /// Where visitors connect: `"0.0.0.0:8080"`.
     pub listen: Option<Spanned<String>>,
+    /// Serving threads; one per core without it.
+    pub workers: Option<Spanned<usize>>,
     /// The app, one URL.
     pub upstream: Option<Spanned<String>>,
     /// The app, several URLs (requests take turns).

@@ -11,6 +11,7 @@ mod file;
 mod rooms;
 
 use std::net::{IpAddr, SocketAddr};
+use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -29,6 +30,8 @@ pub struct Config {
     pub path: PathBuf,
     /// Where visitors connect.
     pub listen: SocketAddr,
+    /// Serving threads, each with a runtime of its own (see `workers.rs`).
+    pub workers: NonZeroUsize,
     /// The app's addresses (requests take turns among them).
     pub upstreams: Vec<Upstream>,
     /// Redis or Valkey URL shared by every gateway of a fleet (from `redis`, or the variable
@@ -45,6 +48,9 @@ pub struct Config {
     /// The rooms, in the file's order.
     pub rooms: Vec<RoomPlan>,
 }
+
+/// More serving threads than any machine this runs on has cores: a typo, not a plan.
+const MAX_WORKERS: usize = 1024;
 
 /// One upstream: `http://host:port`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -211,6 +217,17 @@ impl Lines<'_> {
             (None, Some(addr)) => parse_listen(addr.get_ref()).map_err(|m| self.at(addr, m))?,
             (None, None) => parse_listen("127.0.0.1:8080").expect("a valid default"),
         };
+        let workers = match &file.workers {
+            Some(n) => NonZeroUsize::new(*n.get_ref())
+                .filter(|n| n.get() <= MAX_WORKERS)
+                .ok_or_else(|| {
+                    self.at(
+                        n,
+                        format!("workers: from 1 to {MAX_WORKERS}; leave it out for one per core"),
+                    )
+                })?,
+            None => std::thread::available_parallelism().unwrap_or(NonZeroUsize::MIN),
+        };
         let upstreams = self.upstreams(&file, overrides)?;
         let redis = match (&file.redis, &file.redis_env) {
             (Some(_), Some(var)) => {
@@ -269,6 +286,7 @@ impl Lines<'_> {
         Ok(Config {
             path: self.path().to_owned(),
             listen,
+            workers,
             upstreams,
             redis,
             trusted_proxies,

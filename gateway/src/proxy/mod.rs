@@ -10,6 +10,9 @@
 //! - The app unreachable, or answering what is not HTTP: `502`; no answer's head within the
 //!   upstream timeout: `504` ([`Problem`]). Never a hang, never a `500`.
 //! - Several upstreams take turns.
+//! - Each serving worker keeps its own pool of connections to the app (as each nginx worker
+//!   does): a request is sent on a connection its own thread drives, with no hand-over
+//!   between threads.
 
 mod headers;
 mod upgrade;
@@ -18,7 +21,7 @@ use std::convert::Infallible;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -61,18 +64,26 @@ pub struct ProxySettings {
     pub timeout: Duration,
     /// Time to open a connection to the app.
     pub connect_timeout: Duration,
-    /// Idle keep-alive connections kept per upstream.
+    /// Idle keep-alive connections kept per upstream (by each worker).
     pub idle_per_upstream: usize,
+    /// The serving workers, each with a pool of its own.
+    pub workers: usize,
 }
 
-/// The reverse proxy, a `tower::Service`; cheap to clone (one client and its pool shared).
+/// The reverse proxy, a `tower::Service`; cheap to clone (its clients and their pools shared).
 #[derive(Clone)]
 pub struct Proxy {
     inner: Arc<Inner>,
 }
 
+type UpstreamClient = Client<HttpConnector, OutBody>;
+
 struct Inner {
-    client: Client<HttpConnector, OutBody>,
+    /// One client per serving worker, made on its first request (inside the worker's runtime,
+    /// where the client spawns its connections' tasks), and one more for any other thread.
+    clients: Box<[OnceLock<UpstreamClient>]>,
+    connect_timeout: Duration,
+    idle_per_upstream: usize,
     upstreams: Vec<Upstream>,
     next: AtomicUsize,
     timeout: Duration,
@@ -91,19 +102,11 @@ impl Proxy {
     /// A proxy to `settings.upstreams` (at least one).
     pub fn new(settings: ProxySettings) -> Self {
         assert!(!settings.upstreams.is_empty(), "a proxy needs an upstream");
-        let mut connector = HttpConnector::new();
-        connector.set_connect_timeout(Some(settings.connect_timeout));
-        connector.set_nodelay(true);
-        connector.enforce_http(true);
-        let client = Client::builder(TokioExecutor::new())
-            .timer(TokioTimer::new())
-            .pool_timer(TokioTimer::new())
-            .pool_idle_timeout(Duration::from_secs(60))
-            .pool_max_idle_per_host(settings.idle_per_upstream)
-            .build(connector);
         Self {
             inner: Arc::new(Inner {
-                client,
+                clients: (0..=settings.workers).map(|_| OnceLock::new()).collect(),
+                connect_timeout: settings.connect_timeout,
+                idle_per_upstream: settings.idle_per_upstream,
                 upstreams: settings.upstreams,
                 next: AtomicUsize::new(0),
                 timeout: settings.timeout,
@@ -119,6 +122,26 @@ impl Proxy {
             self.inner.next.fetch_add(1, Ordering::Relaxed) % n
         };
         &self.inner.upstreams[i]
+    }
+}
+
+impl Inner {
+    /// The client of the worker running this thread.
+    fn client(&self) -> &UpstreamClient {
+        let last = self.clients.len() - 1;
+        let slot = crate::workers::current().map_or(last, |w| w.min(last));
+        self.clients[slot].get_or_init(|| {
+            let mut connector = HttpConnector::new();
+            connector.set_connect_timeout(Some(self.connect_timeout));
+            connector.set_nodelay(true);
+            connector.enforce_http(true);
+            Client::builder(TokioExecutor::new())
+                .timer(TokioTimer::new())
+                .pool_timer(TokioTimer::new())
+                .pool_idle_timeout(Duration::from_secs(60))
+                .pool_max_idle_per_host(self.idle_per_upstream)
+                .build(connector)
+        })
     }
 }
 
@@ -147,7 +170,9 @@ where
     B: Body<Data = Bytes> + Send + 'static,
     B::Error: Into<BoxError>,
 {
-    let asked = req.headers().clone();
+    // All an error page needs of the request: a reference to its `Accept` value's bytes.
+    let accept = req.headers().get(http::header::ACCEPT).cloned();
+    let asked = accept.as_ref();
     let upgrading = is_upgrade(req.headers());
     let mut req = req;
     let client_side = upgrading.then(|| hyper::upgrade::on(&mut req));
@@ -163,7 +188,7 @@ where
         Err(_) => {
             return page(
                 Problem::BadRequest("The request's target is not valid."),
-                &asked,
+                asked,
             )
         }
     };
@@ -171,12 +196,12 @@ where
     remove_hop_by_hop(&mut parts.headers, upgrading);
     let out = Request::from_parts(parts, body.map_err(Into::into).boxed_unsync());
 
-    let answered = tokio::time::timeout(inner.timeout, inner.client.request(out)).await;
+    let answered = tokio::time::timeout(inner.timeout, inner.client().request(out)).await;
     let mut res = match answered {
         Err(_elapsed) => {
             tracing::warn!(%upstream, "the app did not answer in time");
             count("timeout");
-            return page(Problem::GatewayTimeout, &asked);
+            return page(Problem::GatewayTimeout, asked);
         }
         Ok(Err(e)) => {
             let problem = classify(&e);
@@ -188,7 +213,7 @@ where
                     "protocol"
                 });
             }
-            return page(problem, &asked);
+            return page(problem, asked);
         }
         Ok(Ok(res)) => res,
     };
@@ -239,6 +264,6 @@ fn count(reason: &'static str) {
         .increment(1);
 }
 
-fn page(problem: Problem, asked: &http::HeaderMap) -> Response<ProxyBody> {
-    problem.response(asked).map(Either::Right)
+fn page(problem: Problem, accept: Option<&http::HeaderValue>) -> Response<ProxyBody> {
+    problem.response_to(accept).map(Either::Right)
 }
