@@ -17,11 +17,12 @@
 use std::io::Write;
 use std::net::IpAddr;
 
-use bytes::Bytes;
 use http::header::{HeaderName, HeaderValue, FORWARDED, HOST};
 use http::Request;
 use ipnet::IpNet;
 use tower_waiting_room::PeerAddr;
+
+use crate::values::written;
 
 /// The client's address as the gateway found it (in a request's extensions).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -63,49 +64,46 @@ pub fn forward<B>(req: &mut Request<B>, trusted: &[IpNet]) {
     if let (Some(host), false) = (&host, headers.contains_key(X_FORWARDED_HOST)) {
         headers.insert(X_FORWARDED_HOST, host.clone());
     }
-    // Each value written once, into a buffer of its own that becomes the header's bytes: a
-    // proxied request pays three small allocations here, not a string per step.
-    let mut list = list_so_far(headers, &X_FORWARDED_FOR);
-    let _ = write!(list, "{peer}");
-    insert(headers, X_FORWARDED_FOR, list);
-    let mut element = list_so_far(headers, &FORWARDED);
-    let _ = match peer {
-        IpAddr::V4(v4) => write!(element, "for={v4}"),
-        IpAddr::V6(v6) => write!(element, "for=\"[{v6}]\""),
-    };
-    if let Some(host) = host.as_ref().and_then(|h| h.to_str().ok()) {
-        // The guard let only a valid authority through: no quote or backslash to escape.
-        let _ = write!(element, ";host=\"{host}\"");
+    // Each value written once, on the stack, then copied into the header's own bytes.
+    let xff = written(|w| {
+        prior(headers, &X_FORWARDED_FOR, w)?;
+        write!(w, "{peer}")
+    });
+    let forwarded = written(|w| {
+        prior(headers, &FORWARDED, w)?;
+        match peer {
+            IpAddr::V4(v4) => write!(w, "for={v4}")?,
+            IpAddr::V6(v6) => write!(w, "for=\"[{v6}]\"")?,
+        }
+        if let Some(host) = host.as_ref().and_then(|h| h.to_str().ok()) {
+            // The guard let only a valid authority through: no quote or backslash to escape.
+            write!(w, ";host=\"{host}\"")?;
+        }
+        w.write_all(b";proto=http")
+    });
+    let real = written(|w| write!(w, "{client}"));
+    for (name, value) in [
+        (X_FORWARDED_FOR, xff),
+        (FORWARDED, forwarded),
+        (X_REAL_IP, real),
+    ] {
+        if let Some(value) = value {
+            headers.insert(name, value);
+        }
     }
-    element.extend_from_slice(b";proto=http");
-    insert(headers, FORWARDED, element);
-    let mut real = Vec::with_capacity(IP_LEN);
-    let _ = write!(real, "{client}");
-    insert(headers, X_REAL_IP, real);
     req.extensions_mut().insert(ClientAddr(client));
 }
 
-/// The longest address as text (an IPv6 address with an IPv4 tail), and some.
-const IP_LEN: usize = 48;
-
-/// The list in `name` so far (one header, comma-separated, as proxies write it), followed by
-/// `, ` if it has entries: where this hop's entry goes.
-fn list_so_far(headers: &http::HeaderMap, name: &HeaderName) -> Vec<u8> {
-    let mut list = Vec::with_capacity(2 * IP_LEN);
+/// Writes the list in `name` so far (one header, comma-separated, as proxies write it),
+/// followed by `, ` if it has entries: where this hop's entry goes.
+fn prior(headers: &http::HeaderMap, name: &HeaderName, w: &mut dyn Write) -> std::io::Result<()> {
     for value in headers.get_all(name) {
         if let Ok(value) = value.to_str() {
-            list.extend_from_slice(value.as_bytes());
-            list.extend_from_slice(b", ");
+            w.write_all(value.as_bytes())?;
+            w.write_all(b", ")?;
         }
     }
-    list
-}
-
-/// Sets `name` to `bytes`, which become the header's value without a copy.
-fn insert(headers: &mut http::HeaderMap, name: HeaderName, bytes: Vec<u8>) {
-    if let Ok(value) = HeaderValue::from_maybe_shared(Bytes::from(bytes)) {
-        headers.insert(name, value);
-    }
+    Ok(())
 }
 
 /// The client behind a trusted `peer`: `X-Forwarded-For` read right to left, past trusted

@@ -15,5 +15,7 @@ pub mod guard;
 pub mod live;
 pub mod pages;
 pub mod proxy;
+pub mod service;
 pub mod stack;
+mod values;
 pub mod workers;

@@ -8,17 +8,16 @@
 //! new version).
 
 use std::convert::Infallible;
-use std::future::Future;
 use std::path::PathBuf;
-use std::pin::Pin;
 use std::sync::{Arc, RwLock};
 use std::task::{Context, Poll};
 
 use http::{Request, Response};
 use hyper::body::Incoming;
-use tower::{Service, ServiceExt};
+use tower::Service;
 
 use crate::config::{Config, Overrides};
+use crate::service::ArcFuture;
 use crate::stack::{self, GatewayBody, Shared, Stack};
 
 /// The gateway as it runs: cheap to clone, one per connection.
@@ -163,7 +162,7 @@ fn apply_changed_settings(old: &Stack, new: &Stack) {
     }
 }
 
-type LiveFuture = Pin<Box<dyn Future<Output = Result<Response<GatewayBody>, Infallible>> + Send>>;
+type LiveFuture = ArcFuture<Response<GatewayBody>>;
 
 impl Service<Request<Incoming>> for Live {
     type Response = Response<GatewayBody>;
@@ -175,7 +174,6 @@ impl Service<Request<Incoming>> for Live {
     }
 
     fn call(&mut self, req: Request<Incoming>) -> LiveFuture {
-        let service = self.read().stack.service.clone();
-        Box::pin(service.oneshot(req))
+        self.read().stack.service.call_shared(req)
     }
 }

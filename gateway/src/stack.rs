@@ -14,9 +14,7 @@
 //! lines, the health's draining flag, the metrics recorder) is [`Shared`].
 
 use std::convert::Infallible;
-use std::future::Future;
 use std::path::Path;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll};
@@ -27,9 +25,9 @@ use http::{Request, Response, StatusCode};
 use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
+use hyper_util::client::legacy::connect::HttpInfo;
 use ipnet::IpNet;
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
-use tower::util::BoxCloneSyncService;
 use tower::{Service, ServiceBuilder, ServiceExt};
 use tower_http::body::Limited;
 use tower_http::compression::predicate::{DefaultPredicate, Predicate};
@@ -52,18 +50,19 @@ use crate::config::{Config, FileError, Paths, RoomPlan};
 use crate::forwarded::{self, ClientAddr};
 use crate::guard;
 use crate::pages::Problem;
-use crate::proxy::{BoxError, FromUpstream, Proxy, ProxySettings};
+use crate::proxy::{BoxError, Proxy, ProxySettings};
+use crate::service::{ArcFuture, ArcService};
 
 /// What the rooms and the proxy get: the visitor's body within the limit and the timeout.
 type SiteRequest = Request<TimeoutBody<Limited<Incoming>>>;
 
-type SiteService = BoxCloneSyncService<Request<Incoming>, Response<GatewayBody>, Infallible>;
+type SiteService = ArcService<Request<Incoming>, Response<GatewayBody>>;
 
 /// Every body the gateway answers with.
 pub type GatewayBody = UnsyncBoxBody<Bytes, BoxError>;
 
 /// The gateway as one service, as [`serve`](tower_waiting_room::serve::serve) takes it.
-pub type GatewayService = BoxCloneSyncService<Request<Incoming>, Response<GatewayBody>, Infallible>;
+pub type GatewayService = ArcService<Request<Incoming>, Response<GatewayBody>>;
 
 /// What outlives a reload.
 #[derive(Clone)]
@@ -154,7 +153,7 @@ pub fn build(config: &Config, shared: &Shared) -> Result<Stack, FileError> {
         .layer(SetSensitiveResponseHeadersLayer::new([header::SET_COOKIE]))
         .service(front);
     Ok(Stack {
-        service: BoxCloneSyncService::new(service),
+        service: ArcService::new(service),
         rooms,
     })
 }
@@ -174,7 +173,7 @@ where
     B::Error: Into<BoxError> + Send + 'static,
 {
     let body_limit = usize::try_from(limits.max_body_bytes).unwrap_or(usize::MAX);
-    BoxCloneSyncService::new(
+    ArcService::new(
         ServiceBuilder::new()
             .map_response(|res: Response<_>| res.map(box_body))
             .layer(RequestBodyLimitLayer::new(body_limit))
@@ -295,20 +294,20 @@ impl MakeId {
 impl MakeRequestId for MakeId {
     fn make_request_id<B>(&mut self, _request: &Request<B>) -> Option<RequestId> {
         let n = self.next.fetch_add(1, Ordering::Relaxed);
-        HeaderValue::try_from(format!("{}-{n:x}", self.prefix))
-            .ok()
-            .map(RequestId::new)
+        crate::values::written(|w| write!(w, "{}-{n:x}", self.prefix)).map(RequestId::new)
     }
 }
 
 /// Compress what the gateway and its rooms write (pages, JSON), never the app's answers: the
-/// app compresses its own, or chose not to.
+/// app compresses its own, or chose not to. An answer from the app is the one that carries
+/// hyper-util's `HttpInfo` (the connection it came on), which its client puts in every response
+/// it receives: a marker that costs nothing more.
 #[derive(Clone, Copy)]
 struct OwnAnswers;
 
 impl Predicate for OwnAnswers {
     fn should_compress<B: http_body::Body>(&self, response: &Response<B>) -> bool {
-        response.extensions().get::<FromUpstream>().is_none()
+        response.extensions().get::<HttpInfo>().is_none()
     }
 }
 
@@ -338,7 +337,7 @@ fn declared_length<B>(req: &Request<B>) -> Option<u64> {
         .ok()
 }
 
-type FrontFuture = Pin<Box<dyn Future<Output = Result<Response<GatewayBody>, Infallible>> + Send>>;
+type FrontFuture = ArcFuture<Response<GatewayBody>>;
 
 impl Service<Request<Incoming>> for Front {
     type Response = Response<GatewayBody>;
@@ -381,9 +380,7 @@ impl Service<Request<Incoming>> for Front {
             });
         }
         forwarded::forward(&mut req, &own.trusted);
-        // The site is always ready: every layer in it is, down to the proxy.
-        let site = self.site.clone();
-        Box::pin(site.oneshot(req))
+        self.site.call_shared(req)
     }
 }
 

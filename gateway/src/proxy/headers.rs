@@ -35,9 +35,19 @@ fn connection_tokens(headers: &HeaderMap) -> impl Iterator<Item = &str> {
 /// Removes the hop-by-hop headers from `headers`. With `upgrade`, the handshake's `Upgrade` and
 /// `Connection: upgrade` are put back, since a proxy that passes an upgrade on must pass them.
 pub(crate) fn remove_hop_by_hop(headers: &mut HeaderMap, upgrade: bool) {
+    // Most requests and answers carry none of them: one look at each name (a comparison of
+    // standard names) instead of a removal, with its hashing, per name of the list.
+    let any = headers
+        .keys()
+        .any(|name| name == header::UPGRADE || HOP_BY_HOP.contains(name));
+    if !any && !upgrade {
+        return;
+    }
     // The names a `Connection` header lists are this hop's too (a client's own
-    // `Connection: x-secret` must not reach the app).
+    // `Connection: x-secret` must not reach the app). The usual tokens, `keep-alive` and
+    // `upgrade`, name headers dealt with below: only the others are collected.
     let named: Vec<HeaderName> = connection_tokens(headers)
+        .filter(|t| !t.eq_ignore_ascii_case("keep-alive") && !t.eq_ignore_ascii_case("upgrade"))
         .filter_map(|t| HeaderName::from_bytes(t.as_bytes()).ok())
         .collect();
     for name in named {

@@ -50,11 +50,6 @@ type OutBody = UnsyncBoxBody<Bytes, BoxError>;
 /// The body of a proxied response: the app's, streamed, or the gateway's own page.
 pub type ProxyBody = Either<Incoming, Full<Bytes>>;
 
-/// Marks a response that came from the app (in its extensions, never sent): the gateway's
-/// compression leaves those alone, as the app compresses its own (or chose not to).
-#[derive(Clone, Copy, Debug)]
-pub struct FromUpstream;
-
 /// How the proxy reaches the app.
 #[derive(Clone, Debug)]
 pub struct ProxySettings {
@@ -227,7 +222,6 @@ where
     // An app that answers in HTTP/1.0 (Python's http.server does) must not make the gateway
     // answer its clients in 1.0 too, closing every kept-alive connection after one answer.
     *res.version_mut() = Version::HTTP_11;
-    res.extensions_mut().insert(FromUpstream);
     res.map(Either::Left)
 }
 
