@@ -65,7 +65,7 @@ impl Live {
     /// Reads the file again and, if it loads, runs it from the next request on. On an error
     /// the running version stays, and the error says why.
     pub fn reload(&self) -> Result<(), String> {
-        let config =
+        let mut config =
             Config::load(&self.inner.path, &self.inner.overrides).map_err(|e| e.to_string())?;
         {
             let running = self.read();
@@ -82,6 +82,15 @@ impl Live {
                     new = %config.listen,
                     "the listen address changed; it takes effect at the next start"
                 );
+            }
+            if config.workers != running.config.workers {
+                tracing::warn!(
+                    old = running.config.workers,
+                    new = config.workers,
+                    "the number of workers changed; it takes effect at the next start"
+                );
+                // The new version's proxy keeps a pool per running worker.
+                config.workers = running.config.workers;
             }
             if config.limits.serve.describe() != running.config.limits.serve.describe() {
                 tracing::warn!("the serving limits changed; they take effect at the next start");
