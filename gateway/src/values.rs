@@ -27,7 +27,8 @@ mod tests {
 
     #[test]
     fn short_and_long_values_are_written_whole_and_bad_ones_refused() {
-        let short = written(|w| write!(w, "for={}", "203.0.113.9")).unwrap();
+        let ip = std::net::Ipv4Addr::new(203, 0, 113, 9);
+        let short = written(|w| write!(w, "for={ip}")).unwrap();
         assert_eq!(short, "for=203.0.113.9");
         let long = "a".repeat(1000);
         assert_eq!(

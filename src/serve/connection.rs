@@ -163,27 +163,32 @@ pub(super) async fn run<S, B>(
 /// The answer to a request whose head carries both `Content-Length` and `Transfer-Encoding`
 /// (see [`framing`](super::framing)); hyper closes the connection after it.
 fn refused<B>() -> Response<Either<B, Full<Bytes>>> {
-    let mut res = Response::new(Either::Right(Full::from(
+    plain(
+        StatusCode::BAD_REQUEST,
         "a request may not carry both Content-Length and Transfer-Encoding\n",
-    )));
-    *res.status_mut() = StatusCode::BAD_REQUEST;
-    let headers = res.headers_mut();
-    headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
-    headers.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/plain; charset=utf-8"),
-    );
-    res
+        (header::CONNECTION, "close"),
+    )
 }
 
 /// The answer to a request the service did not answer in time.
 fn too_slow<B>() -> Response<Either<B, Full<Bytes>>> {
-    let mut res = Response::new(Either::Right(Full::from(
+    plain(
+        StatusCode::SERVICE_UNAVAILABLE,
         "the server took too long to answer; try again in a moment\n",
-    )));
-    *res.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
+        (header::RETRY_AFTER, "5"),
+    )
+}
+
+/// A short plain-text answer of the serving loop's own, with one header of its own.
+fn plain<B>(
+    status: StatusCode,
+    text: &'static str,
+    (name, value): (header::HeaderName, &'static str),
+) -> Response<Either<B, Full<Bytes>>> {
+    let mut res = Response::new(Either::Right(Full::from(text)));
+    *res.status_mut() = status;
     let headers = res.headers_mut();
-    headers.insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
+    headers.insert(name, HeaderValue::from_static(value));
     headers.insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("text/plain; charset=utf-8"),
