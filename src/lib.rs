@@ -83,6 +83,7 @@
 //! | [`defences`] | bypass rules, rate limits, [proof of work](defences::proof_of_work), the [risk decision](defences::risk) for new visitors |
 //! | [`outcome`], `eta` (hidden: internal), [`response`] | typed outcomes, the wait estimate, and how they are rendered (pages, templates, texts, JSON) |
 //! | [`control`], [`admin`] | the operator's handle on a running room ([`RoomControl`](control::RoomControl)), and (feature `admin`, on by default) its HTTP API and dashboard ([`AdminService`](admin::AdminService)) |
+//! | [`auto`] | a capacity that follows the app: the [`Controller`](auto::Controller) that turns windows of admitted requests' latency and errors into the next capacity, within [`AutoCapacity`](auto::AutoCapacity)'s bounds |
 //! | [`clock`] | injectable time |
 //! | [`telemetry`] | metric names (feature `metrics`, on by default) and the per-request `tracing` span |
 //! | [`routing`] | several rooms behind one layer ([`WaitingRooms`](routing::WaitingRooms)), routed by the [`Rule`](routing::Rule)s that pick the room, and gated routes (`403 not_admitted`, the `X-Admission-Ticket` header) |
@@ -94,6 +95,7 @@
 
 #[cfg(feature = "admin")]
 pub mod admin;
+pub mod auto;
 mod body;
 mod builder;
 pub mod client;

@@ -160,6 +160,7 @@ impl fmt::Display for ConfigError {
                  layer is in front of it",
             ),
             ConfigError::AdminWithoutRooms => f.write_str("admin service: no room to control"),
+            ConfigError::InvalidAutoCapacity { why } => write!(f, "auto capacity: {why}"),
         }
     }
 }

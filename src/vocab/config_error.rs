@@ -168,4 +168,11 @@ pub enum ConfigError {
     AdminAuthNotChosen,
     /// The admin service was given no room to control.
     AdminWithoutRooms,
+    /// An [`AutoCapacity`](crate::auto::AutoCapacity) the controller cannot run with: `min`
+    /// of zero or above `max`, a latency target of zero, an error budget outside (0, 1), a
+    /// window outside 1 to 60 seconds.
+    InvalidAutoCapacity {
+        /// What is wrong, in words.
+        why: &'static str,
+    },
 }
