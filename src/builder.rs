@@ -5,6 +5,7 @@ use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use crate::auto::AutoCapacity;
 use crate::client::{ClientIp, ClientIpFn, RequestInfo};
 use crate::clock::{Clock, SharedClock, SystemClock};
 use crate::config::settings::Settings;
@@ -48,6 +49,7 @@ pub struct WaitingRoomBuilder {
     client_ip: ClientIp,
     gates: Vec<Rule>,
     risk: Option<Box<RiskFn>>,
+    auto: Option<AutoCapacity>,
 }
 
 impl WaitingRoomBuilder {
@@ -64,11 +66,26 @@ impl WaitingRoomBuilder {
             client_ip: ClientIp::Peer,
             gates: Vec::new(),
             risk: None,
+            auto: None,
         }
     }
 
     // Every setter of a setting that is data, each with its doc, as the settings declare them.
     crate::config::settings::builder_setters!();
+
+    /// The capacity follows the app's health within `terms` ([`crate::auto`]): this gateway
+    /// measures the admitted requests it passes to the app, and every window it decides the
+    /// room's capacity and writes it to the store, where every gateway reads it. One gateway
+    /// per room decides: on a fleet, set it on one (the others enforce what it writes; if two
+    /// decide, the second write turns the first off). A capacity set by hand
+    /// ([`RoomControl::set_capacity`](crate::control::RoomControl::set_capacity), the admin
+    /// API) turns it off until [`RoomControl::resume_auto`](crate::control::RoomControl::resume_auto).
+    /// Terms it cannot run with are refused at build
+    /// ([`ConfigError::InvalidAutoCapacity`]).
+    pub fn auto_capacity(mut self, terms: AutoCapacity) -> Self {
+        self.auto = Some(terms);
+        self
+    }
 
     /// The secret of the current signing key: at least 32 bytes, used as they are (a hex string
     /// is not decoded; for that, use [`signing_key`](Self::signing_key) with
@@ -264,6 +281,9 @@ impl WaitingRoomBuilder {
         let checked = validate::settings(&self.room, self.settings, &self.gates)?;
         let s = checked.settings;
         let keys = validate::keyring(self.current_key, self.previous_key)?;
+        if let Some(terms) = &self.auto {
+            terms.check()?;
+        }
         let schedule = schedule(
             &self.room,
             (s.opens_at, s.closes_at),
@@ -323,6 +343,7 @@ impl WaitingRoomBuilder {
             renderer: self.renderer,
             defences,
             gates: self.gates,
+            auto: self.auto,
         });
         Ok(WaitingRoomLayer::from_room(Arc::new(room)))
     }

@@ -178,7 +178,11 @@ where
                     set_cookie,
                     slot,
                 } => {
-                    let mut res = ready!(future.poll(cx))?;
+                    let res = ready!(future.poll(cx));
+                    if let Some((slot, room)) = slot.as_ref() {
+                        room.sampled(slot, res.as_ref().ok().map(Response::status));
+                    }
+                    let mut res = res?;
                     let header = strip_end_slot(res.headers_mut());
                     let ending = slot.take().and_then(|(slot, room)| {
                         let Some(by) = slot.ended_by(header) else {

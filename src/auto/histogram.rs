@@ -54,6 +54,17 @@ impl LatencyHistogram {
         self.total += n;
     }
 
+    /// The bucket a latency is counted in (for counters kept outside a histogram).
+    pub(crate) fn bucket_of(latency: Duration) -> usize {
+        bucket(latency)
+    }
+
+    /// Adds `n` to the bucket `index` (from [`bucket_of`](Self::bucket_of)).
+    pub(crate) fn add_to_bucket(&mut self, index: usize, n: u64) {
+        self.counts[index.min(BUCKETS - 1)] += n;
+        self.total += n;
+    }
+
     /// Adds another histogram's counts (another window, another gateway's).
     pub fn merge(&mut self, other: &LatencyHistogram) {
         for (mine, theirs) in self.counts.iter_mut().zip(other.counts.iter()) {

@@ -71,6 +71,26 @@ pub enum Reason {
     AtBound,
 }
 
+impl Reason {
+    /// The reason in snake case, as the admin's JSON writes it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reason::FewSamples => "few_samples",
+            Reason::Errors => "errors",
+            Reason::OverTarget => "over_target",
+            Reason::Settling => "settling",
+            Reason::Draining => "draining",
+            Reason::InBand => "in_band",
+            Reason::Headroom => "headroom",
+            Reason::NotFull => "not_full",
+            Reason::NoLine => "no_line",
+            Reason::AppLoad => "app_load",
+            Reason::Queueing => "queueing",
+            Reason::AtBound => "at_bound",
+        }
+    }
+}
+
 /// The controller's answer to one window.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 pub struct Decision {

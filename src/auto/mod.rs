@@ -34,8 +34,14 @@
 //! is learned from windows that are light anyway, never by cutting capacity to measure it:
 //! here a cut stalls the line for as long as people take to leave.
 //!
-//! A room does not run the controller by itself yet: feed it windows and apply its decisions
-//! with [`RoomControl::set_capacity`](crate::control::RoomControl::set_capacity).
+//! A room runs it with [`auto_capacity`](crate::WaitingRoomBuilder::auto_capacity): the layer
+//! measures the admitted requests it passes to the app (their latency from the call to the
+//! response's head, and their class), decides at the first request after each window and
+//! writes the capacity to the store, where every gateway reads it; an operator who sets the
+//! capacity by hand turns it off ([`RoomControl::auto`](crate::control::RoomControl::auto),
+//! [`resume_auto`](crate::control::RoomControl::resume_auto)). One gateway per room decides.
+//! The controller also runs on its own: feed it windows and apply its decisions with
+//! [`RoomControl::set_capacity`](crate::control::RoomControl::set_capacity).
 //! The design it follows (Envoy's adaptive concurrency, Netflix's Gradient2 and Vegas,
 //! Vector's adaptive request concurrency, and the failures their users reported) is in
 //! `docs/auto-capacity.md`.
@@ -44,11 +50,14 @@ mod histogram;
 mod law;
 #[cfg(test)]
 mod sim;
+mod stage;
 
 use std::time::Duration;
 
 pub use self::histogram::LatencyHistogram;
 pub use self::law::{Change, Controller, Decision, Reason};
+pub use self::stage::AutoStatus;
+pub(crate) use self::stage::{AutoStage, Sampled};
 use crate::ConfigError;
 
 /// The operator's terms for a room whose capacity follows the app: bounds, a latency target

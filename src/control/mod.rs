@@ -32,6 +32,7 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
+use crate::auto::AutoStatus;
 use crate::config::EventSchedule;
 use crate::eta::{estimate, Eta, EtaInput};
 use crate::room::Room;
@@ -183,6 +184,10 @@ pub struct RoomStatus {
     pub oldest_wait_seconds: Option<u64>,
     /// Admissions in each of the last 30 complete minutes, oldest first.
     pub admissions_per_minute: Vec<u64>,
+    /// The capacity controller, when the room's capacity follows the app (left out of the
+    /// JSON otherwise).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub auto: Option<AutoStatus>,
 }
 
 /// The wait of a newcomer joining now, as a waiter at the back of the line would be told.
@@ -231,6 +236,7 @@ impl RoomStatus {
             estimating,
             oldest_wait_seconds: stats.oldest_wait_ms.map(|ms| ms / 1000),
             admissions_per_minute: stats.admissions_per_minute.to_vec(),
+            auto: None,
         }
     }
 }
@@ -254,12 +260,9 @@ impl RoomControl {
     pub async fn status(&self) -> Result<RoomStatus, ControlError> {
         let stats = self.stats().await?;
         let schedule = self.room.config().policy.schedule.as_ref();
-        Ok(RoomStatus::new(
-            self.room(),
-            &stats,
-            schedule,
-            self.room.now_ms(),
-        ))
+        let mut status = RoomStatus::new(self.room(), &stats, schedule, self.room.now_ms());
+        status.auto = self.auto();
+        Ok(status)
     }
 
     /// The room's live settings.
@@ -273,15 +276,37 @@ impl RoomControl {
         if change.capacity == Some(0) {
             return Err(ControlError::Invalid("capacity must be at least 1"));
         }
+        if let (Some(_), Some(auto)) = (change.capacity, self.room.auto()) {
+            // Before the write: a decision in flight then finds the controller off.
+            auto.set_by_hand();
+        }
         let policy = &self.room.config().policy;
         let update = self.room.store().configure(policy, change).await?;
         log_change(self.room(), &update.before, &update.after, &change);
         Ok(update.after)
     }
 
+    /// What the capacity controller is doing, when the room's capacity follows the app
+    /// ([`auto_capacity`](crate::WaitingRoomBuilder::auto_capacity)); `None` without one.
+    pub fn auto(&self) -> Option<AutoStatus> {
+        self.room.auto().map(|auto| auto.status())
+    }
+
+    /// Turns the capacity controller back on after a capacity set by hand: it goes on from
+    /// the capacity the store has. `false` when the room has no controller.
+    pub fn resume_auto(&self) -> bool {
+        let Some(auto) = self.room.auto() else {
+            return false;
+        };
+        auto.turn_on();
+        tracing::info!(room = self.room(), "auto capacity back on");
+        true
+    }
+
     /// Sets the capacity (at least 1). Raising it lets the next in line in at once; lowering it
     /// sends nobody out: those inside keep their slots, and nobody is let in until fewer than
-    /// the new capacity are inside.
+    /// the new capacity are inside. A room whose capacity follows the app stops following it
+    /// (until [`resume_auto`](Self::resume_auto)).
     pub async fn set_capacity(&self, capacity: u32) -> Result<RoomSettings, ControlError> {
         self.change(SettingsChange::new().capacity(capacity)).await
     }

@@ -21,6 +21,9 @@ use crate::telemetry::{EndedBy, RoomMetrics};
 pub(crate) struct Slot {
     session: SessionId,
     ended: Arc<AtomicBool>,
+    /// When the request was passed to the app, if the room samples its latency (auto
+    /// capacity).
+    pub(crate) started: Option<tokio::time::Instant>,
 }
 
 impl Slot {
@@ -29,6 +32,7 @@ impl Slot {
         (admission.by != AdmittedBy::FailOpen).then(|| Slot {
             session: admission.session,
             ended: admission.ended.clone(),
+            started: None,
         })
     }
 
@@ -164,6 +168,7 @@ mod tests {
         let slot = |ended: &Arc<AtomicBool>| Slot {
             session: SessionId::random(),
             ended: ended.clone(),
+            started: None,
         };
         // Nothing but the slot holds it once the request is answered: the next admission on
         // this thread gets that very flag, unset.

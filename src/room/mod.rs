@@ -69,6 +69,7 @@ use self::shared::{Core, OtherRooms};
 use self::snapshot::{Asking, LineView};
 use self::ticket::Tickets;
 use self::visitor::{Carried, Visitor};
+use crate::auto::{AutoCapacity, AutoStage, Sampled};
 use crate::body::Chunks;
 use crate::client::RequestInfo;
 use crate::clock::SharedClock;
@@ -91,6 +92,8 @@ pub(crate) struct RoomParts {
     pub(crate) defences: Defences,
     /// Routes of the room that are gated: admitted or refused, never queued.
     pub(crate) gates: Vec<Rule>,
+    /// The capacity controller's terms, when the capacity follows the app.
+    pub(crate) auto: Option<AutoCapacity>,
 }
 
 /// One room: the parts its stages share ([`Core`]) and the stages that keep state of their
@@ -110,6 +113,8 @@ pub(crate) struct Room {
     streams: EventStreams,
     /// Single-use checkout tickets.
     tickets: Tickets,
+    /// The capacity controller, when the capacity follows the app ([`crate::auto`]).
+    auto: Option<Arc<AutoStage>>,
 }
 
 impl Room {
@@ -125,6 +130,9 @@ impl Room {
                 .tickets()
                 .filter(|_| parts.config.settings.single_use_tickets),
         );
+        let auto = parts
+            .auto
+            .map(|terms| Arc::new(AutoStage::new(terms, parts.clock.now_ms())));
         Self {
             core: Arc::new(Core::new(
                 parts.config,
@@ -141,6 +149,7 @@ impl Room {
             line,
             streams: EventStreams::new(),
             tickets,
+            auto,
         }
     }
 
@@ -408,7 +417,12 @@ impl Room {
                 admission,
                 set_cookie,
             } => {
-                let slot = Slot::of(&admission).map(|slot| (slot, Arc::clone(self)));
+                let slot = Slot::of(&admission).map(|mut slot| {
+                    if self.auto.is_some() {
+                        slot.started = Some(tokio::time::Instant::now());
+                    }
+                    (slot, Arc::clone(self))
+                });
                 // In place: a request is a few hundred bytes to copy.
                 req.extensions_mut().insert(admission);
                 Then::Pass { set_cookie, slot }
@@ -420,6 +434,42 @@ impl Room {
             ),
             Next::Ask(pending) => Then::Ask(pending),
         }
+    }
+}
+
+impl Room {
+    /// Counts a request that held a slot, once the app answered it (`Some` status) or failed
+    /// it, and decides the window if it is over (in a task of its own).
+    pub(crate) fn sampled(&self, slot: &Slot, status: Option<http::StatusCode>) {
+        let (Some(auto), Some(started)) = (&self.auto, slot.started) else {
+            return;
+        };
+        auto.sample(match status {
+            Some(status) => Sampled::Answered(status, started.elapsed()),
+            None => Sampled::Failed,
+        });
+        if let Some(window) = auto.due(self.now_ms()) {
+            let decide = Arc::clone(auto).decide(
+                window,
+                Arc::clone(self.store()),
+                self.config().policy.clone(),
+            );
+            match tokio::runtime::Handle::try_current() {
+                Ok(runtime) => {
+                    runtime.spawn(decide);
+                }
+                // Outside a runtime nothing can be asked of the store: the window is dropped.
+                Err(_) => {
+                    drop(decide);
+                    auto.skip();
+                }
+            }
+        }
+    }
+
+    /// The capacity controller, when the room has one.
+    pub(crate) fn auto(&self) -> Option<&Arc<AutoStage>> {
+        self.auto.as_ref()
     }
 }
 

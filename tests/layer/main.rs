@@ -9,6 +9,7 @@ mod common;
 mod attacks_basic;
 mod attacks_limits;
 mod attacks_network;
+mod auto_capacity;
 #[cfg(all(feature = "axum", feature = "admin", feature = "serve"))]
 mod client_ip;
 mod config_file;

@@ -1,0 +1,190 @@
+//! A room whose capacity follows the app (`auto_capacity`): the layer measures the admitted
+//! requests it passes on, decides each window and writes the capacity to the store; errors
+//! cut it; a capacity set by hand turns the controller off until it is resumed. The law
+//! itself is tuned on a simulation (`src/auto/sim.rs`); this is the wiring, on the real layer
+//! with a manual clock and Tokio's paused time (the app's latency is virtual time).
+
+use crate::common::{self, call};
+
+use std::sync::atomic::{AtomicU16, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::routing::get;
+use axum::Router;
+use http::{header, HeaderValue, Method, StatusCode};
+use tower_waiting_room::auto::{AutoCapacity, Change, Reason};
+use tower_waiting_room::store::Store;
+use tower_waiting_room::testing::TestRoom;
+use tower_waiting_room::{ConfigError, SessionId, WaitingRoomLayer};
+
+const WINDOW: Duration = Duration::from_secs(1);
+
+fn terms() -> AutoCapacity {
+    AutoCapacity::new(2, 40, Duration::from_millis(300)).window(WINDOW)
+}
+
+/// The room (capacity 4, following the app), the app behind it (answering `status` after
+/// 20 ms), and four visitors inside with thirty in line.
+async fn sale() -> (TestRoom, Router, Arc<AtomicU16>, Vec<HeaderValue>) {
+    let room = TestRoom::with(
+        WaitingRoomLayer::builder("auto")
+            .capacity(4)
+            .auto_capacity(terms()),
+    );
+    let status = Arc::new(AtomicU16::new(200));
+    let answer = Arc::clone(&status);
+    let app = Router::new()
+        .route(
+            "/",
+            get(move || {
+                let answer = Arc::clone(&answer);
+                async move {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    StatusCode::from_u16(answer.load(Ordering::Relaxed)).unwrap()
+                }
+            }),
+        )
+        .layer(room.layer());
+    let mut inside = Vec::new();
+    for _ in 0..4 {
+        inside.push(room.admit().await.1);
+    }
+    let policy = room.layer().config().policy().clone();
+    for _ in 0..30 {
+        room.store()
+            .enter(&policy, SessionId::random())
+            .await
+            .unwrap();
+    }
+    (room, app, status, inside)
+}
+
+/// `n` requests from the visitors inside, in turn.
+async fn requests(app: &Router, inside: &[HeaderValue], n: usize) {
+    for i in 0..n {
+        let cookie = inside[i % inside.len()].clone();
+        call(app, Method::GET, "/", &[(header::COOKIE, cookie)]).await;
+    }
+}
+
+/// Ends the window: the manual clock past it, one more request (the first after a window's
+/// end decides it), and the decision's task run.
+async fn next_window(room: &TestRoom, app: &Router, inside: &[HeaderValue]) {
+    room.clock().advance(WINDOW);
+    requests(app, inside, 1).await;
+    for _ in 0..10 {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+}
+
+async fn capacity(room: &TestRoom) -> u32 {
+    room.layer().control().settings().await.unwrap().capacity
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_capacity_grows_on_fast_answers_and_is_cut_on_errors() {
+    let (room, app, status, inside) = sale().await;
+    let control = room.layer().control();
+    requests(&app, &inside, 40).await;
+    next_window(&room, &app, &inside).await;
+    let last = control.auto().unwrap();
+    assert_eq!(
+        (last.change, last.reason),
+        (Some(Change::Grow), Some(Reason::Headroom.as_str())),
+        "{last:?}"
+    );
+    assert!(last.samples >= 40, "{last:?}");
+    let p95 = last.p95_ms.unwrap();
+    assert!((20..30).contains(&p95), "{p95} ms");
+    // Four inside, a line: by half, to six, written to the store for every gateway.
+    assert_eq!(capacity(&room).await, 6);
+
+    status.store(503, Ordering::Relaxed);
+    requests(&app, &inside, 40).await;
+    next_window(&room, &app, &inside).await;
+    let last = control.auto().unwrap();
+    assert_eq!(
+        (last.change, last.reason),
+        (Some(Change::Cut), Some("errors")),
+        "{last:?}"
+    );
+    assert!(last.error_rate.unwrap() > 0.9, "{last:?}");
+    // Six inside (four, and two let in from the line), every request failing: to 45 % of
+    // them, which is the minimum of 2.
+    assert_eq!(capacity(&room).await, 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_capacity_set_by_hand_turns_it_off_until_it_is_resumed() {
+    let (room, app, _status, inside) = sale().await;
+    let control = room.layer().control();
+    control.set_capacity(10).await.unwrap();
+    let auto = control.auto().unwrap();
+    assert!(!auto.enabled);
+    assert_eq!(auto.reason, Some("set_by_hand"));
+    requests(&app, &inside, 40).await;
+    next_window(&room, &app, &inside).await;
+    assert_eq!(capacity(&room).await, 10, "the operator's value stands");
+    assert_eq!(control.auto().unwrap().change, None, "no decision");
+    // The admin's JSON carries it.
+    let json = serde_json::to_value(control.status().await.unwrap()).unwrap();
+    assert_eq!(json["auto"]["enabled"], false);
+    assert_eq!(json["auto"]["reason"], "set_by_hand");
+    assert_eq!(json["auto"]["min"], 2);
+
+    assert!(control.resume_auto());
+    requests(&app, &inside, 40).await;
+    next_window(&room, &app, &inside).await;
+    // Back on from the operator's 10, full (four, and six let in from the line since) with a
+    // line: it grows from there.
+    let auto = control.auto().unwrap();
+    assert!(auto.enabled);
+    assert_eq!(auto.change, Some(Change::Grow), "{auto:?}");
+    let chosen = auto.capacity.unwrap();
+    assert_eq!(capacity(&room).await, chosen);
+    assert!(chosen > 10);
+    let json = serde_json::to_value(control.status().await.unwrap()).unwrap();
+    assert_eq!(json["capacity"], chosen);
+    assert_eq!(json["auto"]["reason"], "headroom");
+    assert!(json["auto"]["p95_ms"].as_u64().unwrap() >= 20);
+}
+
+#[tokio::test(start_paused = true)]
+async fn someone_else_writing_the_capacity_turns_it_off_rather_than_fight() {
+    let (room, app, _status, inside) = sale().await;
+    let control = room.layer().control();
+    requests(&app, &inside, 40).await;
+    next_window(&room, &app, &inside).await;
+    assert_eq!(capacity(&room).await, 6);
+    // Another gateway (or a second controller) writes the store directly.
+    let policy = room.layer().config().policy().clone();
+    room.store()
+        .configure(
+            &policy,
+            tower_waiting_room::store::SettingsChange::new().capacity(25),
+        )
+        .await
+        .unwrap();
+    requests(&app, &inside, 40).await;
+    next_window(&room, &app, &inside).await;
+    let auto = control.auto().unwrap();
+    assert!(!auto.enabled);
+    assert_eq!(auto.reason, Some("changed_elsewhere"));
+    assert_eq!(capacity(&room).await, 25);
+}
+
+#[test]
+fn terms_it_cannot_run_with_are_refused_at_build() {
+    let built = WaitingRoomLayer::builder("auto")
+        .capacity(4)
+        .secret(common::SECRET)
+        .auto_capacity(AutoCapacity::new(10, 5, Duration::from_millis(300)))
+        .build();
+    assert!(matches!(
+        built,
+        Err(ConfigError::InvalidAutoCapacity {
+            why: "min is above max"
+        })
+    ));
+}
