@@ -49,7 +49,6 @@ pub struct WaitingRoomBuilder {
     client_ip: ClientIp,
     gates: Vec<Rule>,
     risk: Option<Box<RiskFn>>,
-    auto: Option<AutoCapacity>,
 }
 
 impl WaitingRoomBuilder {
@@ -66,7 +65,6 @@ impl WaitingRoomBuilder {
             client_ip: ClientIp::Peer,
             gates: Vec::new(),
             risk: None,
-            auto: None,
         }
     }
 
@@ -83,7 +81,7 @@ impl WaitingRoomBuilder {
     /// Terms it cannot run with are refused at build
     /// ([`ConfigError::InvalidAutoCapacity`]).
     pub fn auto_capacity(mut self, terms: AutoCapacity) -> Self {
-        self.auto = Some(terms);
+        self.settings.auto_capacity = Some(terms);
         self
     }
 
@@ -281,7 +279,8 @@ impl WaitingRoomBuilder {
         let checked = validate::settings(&self.room, self.settings, &self.gates)?;
         let s = checked.settings;
         let keys = validate::keyring(self.current_key, self.previous_key)?;
-        if let Some(terms) = &self.auto {
+        let auto = s.auto_capacity;
+        if let Some(terms) = &auto {
             terms.check()?;
         }
         let schedule = schedule(
@@ -343,7 +342,7 @@ impl WaitingRoomBuilder {
             renderer: self.renderer,
             defences,
             gates: self.gates,
-            auto: self.auto,
+            auto,
         });
         Ok(WaitingRoomLayer::from_room(Arc::new(room)))
     }

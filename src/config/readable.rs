@@ -9,6 +9,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use serde::de::{self, Deserialize, Deserializer, Visitor};
 
 use super::{FailPolicy, SameSite};
+use crate::auto::AutoCapacity;
 use crate::defences::RateLimit;
 
 pub(crate) const DURATION_HINT: &str = "is not a duration; write e.g. 30s, 5m, 1h";
@@ -242,6 +243,60 @@ fn split_list(list: &str) -> Vec<String> {
         .collect()
 }
 
+/// Auto capacity's terms (`"20-2000, p95 300ms"`, then optionally `errors 1%` and `window
+/// 5s`), or `"off"` (`None`); the builder checks them.
+pub(crate) fn auto_capacity<'de, D: Deserializer<'de>>(
+    d: D,
+) -> Result<Option<AutoCapacity>, D::Error> {
+    let expecting = "auto capacity's terms such as \"20-2000, p95 300ms\", or \"off\"";
+    text(d, expecting, false, parse_auto_capacity)
+}
+
+fn parse_auto_capacity(text: &str) -> Result<Option<AutoCapacity>, String> {
+    const HINT: &str = "is not auto capacity's terms; write e.g. \"20-2000, p95 300ms\" \
+                        (optionally \", errors 1%, window 5s\"), or off";
+    let text = text.trim();
+    if text.eq_ignore_ascii_case("off") {
+        return Ok(None);
+    }
+    let hint = || refused(text, HINT);
+    let mut parts = text.split(',').map(str::trim);
+    let (min, max) = parts
+        .next()
+        .and_then(|bounds| bounds.split_once('-'))
+        .and_then(|(min, max)| Some((min.trim().parse().ok()?, max.trim().parse().ok()?)))
+        .ok_or_else(hint)?;
+    let (mut target, mut budget, mut window) = (None, None, None);
+    for part in parts {
+        let (name, value) = part.split_once(char::is_whitespace).ok_or_else(hint)?;
+        let value = value.trim();
+        match name {
+            "p95" if target.is_none() => {
+                target = Some(parse_duration(value).map_err(|_| hint())?);
+            }
+            "errors" if budget.is_none() => {
+                let percent: f64 = value
+                    .strip_suffix('%')
+                    .and_then(|p| p.trim().parse().ok())
+                    .ok_or_else(hint)?;
+                budget = Some(percent / 100.0);
+            }
+            "window" if window.is_none() => {
+                window = Some(parse_duration(value).map_err(|_| hint())?);
+            }
+            _ => return Err(hint()),
+        }
+    }
+    let mut terms = AutoCapacity::new(min, max, target.ok_or_else(hint)?);
+    if let Some(budget) = budget {
+        terms = terms.error_budget(budget);
+    }
+    if let Some(window) = window {
+        terms = terms.window(window);
+    }
+    Ok(Some(terms))
+}
+
 /// A rate limit, or `"off"` (`None`).
 pub(crate) fn rate_limit<'de, D: Deserializer<'de>>(d: D) -> Result<Option<RateLimit>, D::Error> {
     let expecting = "a rate limit such as \"60/1m\", or \"off\"";
@@ -270,6 +325,40 @@ pub(crate) fn unix_time<'de, D: Deserializer<'de>>(d: D) -> Result<Option<System
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn auto_capacity_terms_read_as_written_and_nothing_else() {
+        let ms = Duration::from_millis;
+        let terms = parse_auto_capacity(" 20-2000, p95 300ms ")
+            .unwrap()
+            .unwrap();
+        assert_eq!(terms, AutoCapacity::new(20, 2000, ms(300)));
+        let terms = parse_auto_capacity("5 - 50, p95 1s, errors 2.5%, window 10s")
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            terms,
+            AutoCapacity::new(5, 50, ms(1000))
+                .error_budget(0.025)
+                .window(ms(10_000))
+        );
+        assert_eq!(parse_auto_capacity("OFF"), Ok(None));
+        for bad in [
+            "",
+            "20",
+            "20-2000",
+            "20-x, p95 300ms",
+            "20-2000, p95",
+            "20-2000, p95 fast",
+            "20-2000, p95 300ms, p95 200ms",
+            "20-2000, p95 300ms, errors 1",
+            "20-2000, p95 300ms, burst 5",
+            "-5-10, p95 1s",
+        ] {
+            let e = parse_auto_capacity(bad).unwrap_err();
+            assert!(e.contains("20-2000, p95 300ms"), "{bad:?}: {e}");
+        }
+    }
 
     fn ms(n: u64) -> Result<Duration, DurationError> {
         Ok(Duration::from_millis(n))

@@ -13,6 +13,7 @@ use std::time::{Duration, SystemTime};
 use serde::Deserialize;
 
 use super::{defaults, readable, FailPolicy, SameSite};
+use crate::auto::AutoCapacity;
 use crate::defences::{ProofOfWork, RateLimit};
 
 /// One declared setting, as the settings table shows it (see [`table`](super::table)).
@@ -245,6 +246,13 @@ settings! {
     /// `waiting-room-token`.
     token_header: String = defaults::TOKEN_HEADER.to_owned(),
         set(name: impl Into<String>) => name.into();
+
+    /// The capacity follows the app's health within these terms: in a file, `"20-2000, p95
+    /// 300ms"` (the bounds and the p95 target; optionally `", errors 1%"` and `", window 5s"`),
+    /// or `"off"`. Off by default. See
+    /// [`auto_capacity`](crate::WaitingRoomBuilder::auto_capacity).
+    #[serde(deserialize_with = "readable::auto_capacity")]
+    auto_capacity: Option<AutoCapacity> = None;
 
     /// How many new queue entries (fresh queue cookies, stage 1) one client (an IPv4 address, an
     /// IPv6 /64) gets; over it the answer is `429` with `Retry-After` and no cookie. Default

@@ -113,6 +113,9 @@ fn file_syntax(d: &Declared) -> &'static str {
             "addresses and CIDR ranges, one string separated by commas (`\"192.0.2.0/24, 2001:db8::/32\"`)"
         }
         (Some("unix_time"), _) => "Unix seconds, a whole number",
+        (Some("auto_capacity"), _) => {
+            "`\"<min>-<max>, p95 <duration>\"`, then optionally `\", errors <n>%\"` and `\", window <duration>\"`; or `\"off\"`"
+        }
         (None, "u8" | "u32" | "u64" | "usize" | "Option<u8>" | "Option<u32>" | "Option<u64>") => {
             "a whole number"
         }
@@ -250,6 +253,23 @@ impl Written for Option<RateLimit> {
     fn written(&self) -> Option<String> {
         Some(match self {
             Some(limit) => format!("\"{}/{}\"", limit.max(), readable_duration(limit.per())),
+            None => "\"off\"".to_owned(),
+        })
+    }
+}
+
+/// Auto capacity's terms as a file writes them; `None` is `"off"`.
+impl Written for Option<crate::auto::AutoCapacity> {
+    fn written(&self) -> Option<String> {
+        Some(match self {
+            Some(t) => format!(
+                "\"{}-{}, p95 {}, errors {}%, window {}\"",
+                t.get_min(),
+                t.get_max(),
+                readable_duration(t.get_target_p95()),
+                t.get_error_budget() * 100.0,
+                readable_duration(t.get_window())
+            ),
             None => "\"off\"".to_owned(),
         })
     }

@@ -188,3 +188,48 @@ fn terms_it_cannot_run_with_are_refused_at_build() {
         })
     ));
 }
+
+#[test]
+fn a_settings_file_turns_it_on_and_refuses_terms_it_cannot_read() {
+    use tower_waiting_room::config::RoomFile;
+    let file: RoomFile = toml::from_str(
+        r#"
+        room = "auto"
+        capacity = 50
+        auto_capacity = "20-2000, p95 300ms, errors 2%"
+        "#,
+    )
+    .unwrap();
+    let layer = file
+        .builder()
+        .unwrap()
+        .secret(common::SECRET)
+        .build()
+        .unwrap();
+    let auto = layer.control().auto().expect("auto capacity is on");
+    assert_eq!((auto.min, auto.max, auto.target_ms), (20, 2000, 300));
+    assert!((auto.error_budget - 0.02).abs() < 1e-9);
+    let bad = toml::from_str::<RoomFile>("room = \"auto\"\nauto_capacity = \"20 to 2000\"\n")
+        .unwrap_err()
+        .to_string();
+    assert!(bad.contains("auto_capacity"), "{bad}");
+    // Read, but refused at build like terms set in code.
+    let file: RoomFile =
+        toml::from_str("room = \"auto\"\ncapacity = 5\nauto_capacity = \"30-20, p95 1s\"\n")
+            .unwrap();
+    let built = file.builder().unwrap().secret(common::SECRET).build();
+    assert!(matches!(
+        built,
+        Err(ConfigError::InvalidAutoCapacity { .. })
+    ));
+    let off = layer_without_auto();
+    assert!(off.control().auto().is_none());
+}
+
+fn layer_without_auto() -> WaitingRoomLayer {
+    WaitingRoomLayer::builder("plain")
+        .capacity(5)
+        .secret(common::SECRET)
+        .build()
+        .unwrap()
+}
