@@ -54,8 +54,16 @@
 #[path = "shared/mod.rs"]
 mod shared;
 
+#[path = "demo_parts/args.rs"]
+mod args;
+#[path = "demo_parts/knee.rs"]
+mod knee;
+
+pub(crate) use args::{parse_args, Options, USAGE};
+
 use std::net::{Ipv4Addr, SocketAddr};
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use axum::http::StatusCode;
@@ -63,258 +71,11 @@ use axum::response::{Html, IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Extension, Json, Router};
 use tower_waiting_room::admin::AdminService;
+use tower_waiting_room::auto::AutoCapacity;
 use tower_waiting_room::defences::risk::Risk;
 use tower_waiting_room::routing::{Rule, WaitingRooms};
 use tower_waiting_room::serve::Limits;
-use tower_waiting_room::{
-    Admission, AdmittedBy, FailPolicy, ProofOfWork, SigningKey, WaitingRoomLayer,
-};
-
-const USAGE: &str = "\
-tower-waiting-room demo: an axum app behind a fair virtual waiting room.
-
-USAGE:
-    cargo run --example demo -- [FLAGS]
-
-FLAGS:
-    --port <N>            port to listen on, on 127.0.0.1 (default 3000; 0 picks a free one)
-    --capacity <N>        visitors inside at once (default 2)
-    --vip-capacity <N>    visitors inside the \"vip\" room (/vip) at once (default 1)
-    --rate <N>            at most N admissions per second (default: no limit)
-    --active-ttl <SECS>   slot lifetime, extended by activity (default 300)
-    --grant-ttl <SECS>    time a promoted visitor has to claim the slot (default 30)
-    --queue-ttl <SECS>    a waiter silent for longer is skipped (default 120)
-    --refresh <SECS>      admission token trusted without a store call while younger
-                          than this; must be shorter than --active-ttl (default 15)
-    --max-queue <N>       longest line; beyond it visitors get \"full\" (default 100000)
-    --room <ID>           the default room's id, [A-Za-z0-9_-]{1,64}, not \"vip\"
-                          (default \"demo\")
-    --secret <HEX>        signing secret, at least 64 hex digits (32 bytes). Default: a
-                          random key for this process only. Gateways that share a queue
-                          must share this secret.
-    --fail-open           let new visitors in while the store is unreachable (default)
-    --fail-closed         answer new visitors \"try again soon\" while the store is down
-    --fail-drain <N>      while the store is down, keep letting the front of the line in, in
-                          order, at its last pace, up to N visitors (docs/scale.md)
-                          (the embedded store is never unreachable; this matters with
-                          --redis)
-    --insecure-cookies    send cookies without the `Secure` attribute, for plain http.
-                          Without it, cookies are `Secure`: browsers (and recent curl)
-                          treat http://127.0.0.1 and http://localhost as secure and keep
-                          them, but many other clients (Python's urllib and requests,
-                          older curl, anything reaching the demo by another host name)
-                          drop `Secure` cookies over http://, so every request looks like
-                          a first visit and they loop on the redirect. Never use this
-                          flag in production.
-    --redis <URL>         share the queue through Redis/Valkey (redis://host:port); every
-                          process with the same --redis, --room and --secret shares it
-    --proof-of-work <BITS>
-                          ask new visitors who look scripted (no User-Agent or
-                          Accept-Language, or headers in an order no browser sends) to
-                          solve a proof-of-work challenge (1-32 leading zero bits;
-                          measured in headless Chromium: 16 bits under a second, 20 bits
-                          several seconds) before joining the line; browsers go straight
-                          in (default: off)
-    --challenge-everyone  with --proof-of-work: every new visitor solves the challenge,
-                          browsers too (a risk hook that says medium)
-    --risky-networks <RANGES>
-                          refuse new visitors (403, state refused) from these address
-                          ranges, separated by commas (203.0.113.0/24,2001:db8::/32):
-                          data centres, known bots (default: none)
-    --admin-token <TOKEN> serve the admin dashboard and API at /admin (not behind the
-                          room), for callers sending `Authorization: Bearer <TOKEN>`; at
-                          least 32 characters. Also read from ADMIN_TOKEN. Without it,
-                          there is no admin at all.
-    --opens-in <SECS>     open the default room SECS seconds after start-up: until then
-                          visitors are registered and shown a countdown, and at the
-                          opening they stand in line in a random order, ahead of later
-                          arrivals (default: open now; the vip room is always open)
-    --opens-at <UNIX>     the same at a Unix time (seconds): gateways sharing a queue
-                          (--redis) must open at the same time, so give them this
-                          (`date -d 'now + 2 min' +%s`), not --opens-in
-    --closes-in <SECS>    stop taking newcomers SECS seconds after start-up (after the
-                          opening); those in line keep their place (default: never)
-    --closes-at <UNIX>    the same at a Unix time (seconds)
-    --single-use-tickets  each admission to the default room also gets a one-time
-                          checkout ticket, and POST /checkout takes it, exactly once
-                          across all gateways (a second use: 403 ticket_used); an
-                          admission alone is then 403 ticket_missing (default: off)
-    -h, --help            print this help
-
-ROUTES:
-    GET  /                          the protected page (behind the default room)
-    GET  /vip                       the VIP page (behind the \"vip\" room)
-    POST /checkout                  gated by the default room: 200 JSON when admitted,
-                                    403 {\"error\":\"not_admitted\",...} otherwise; never queued.
-                                    With --single-use-tickets: 200 once per ticket, then
-                                    403 {\"error\":\"ticket_used\",...}
-    GET  /stats                     the room's counts as JSON (NOT behind the room)
-    GET  /metrics                   the room's metrics, Prometheus text (NOT behind the room)
-    GET  /__waitingroom/{room}/status   where you stand, as JSON (room: the default room
-                                        or vip; clients without cookies that are admitted
-                                        get their \"ticket\" for /checkout: their
-                                        admission, or with --single-use-tickets their
-                                        one-time ticket)
-    POST /__waitingroom/{room}/leave    give up your place or slot
-    POST /__waitingroom/{room}/proof    a proof-of-work solution (with --proof-of-work)
-    GET  /admin/                    the admin dashboard (with --admin-token)
-    /admin/rooms/...                the admin API (with --admin-token; docs/api.md)
-";
-
-/// What the command line asked for.
-#[derive(Debug)]
-pub(crate) struct Options {
-    port: u16,
-    capacity: u32,
-    vip_capacity: u32,
-    rate: Option<u32>,
-    active_ttl: Option<u64>,
-    grant_ttl: Option<u64>,
-    queue_ttl: Option<u64>,
-    refresh: Option<u64>,
-    max_queue: Option<u64>,
-    room: String,
-    secret: Option<String>,
-    fail_policy: Option<FailPolicy>,
-    insecure_cookies: bool,
-    redis: Option<String>,
-    proof_of_work: Option<u8>,
-    challenge_everyone: bool,
-    risky_networks: Vec<String>,
-    admin_token: Option<String>,
-    opens_in: Option<u64>,
-    closes_in: Option<u64>,
-    opens_at: Option<u64>,
-    closes_at: Option<u64>,
-    single_use_tickets: bool,
-}
-
-impl Default for Options {
-    fn default() -> Self {
-        Self {
-            port: 3000,
-            capacity: 2,
-            vip_capacity: 1,
-            rate: None,
-            active_ttl: None,
-            grant_ttl: None,
-            queue_ttl: None,
-            refresh: None,
-            max_queue: None,
-            room: "demo".to_owned(),
-            secret: None,
-            fail_policy: None,
-            insecure_cookies: false,
-            redis: None,
-            proof_of_work: None,
-            challenge_everyone: false,
-            risky_networks: Vec::new(),
-            admin_token: None,
-            opens_in: None,
-            closes_in: None,
-            opens_at: None,
-            closes_at: None,
-            single_use_tickets: false,
-        }
-    }
-}
-
-/// `Ok(None)` means `--help` was asked for.
-pub(crate) fn parse_args(
-    args: impl IntoIterator<Item = String>,
-) -> Result<Option<Options>, String> {
-    let mut opts = Options::default();
-    let mut args = args.into_iter();
-    while let Some(arg) = args.next() {
-        // Accept both `--flag value` and `--flag=value`.
-        let (flag, inline) = match arg.split_once('=') {
-            Some((f, v)) if f.starts_with("--") => (f.to_owned(), Some(v.to_owned())),
-            _ => (arg.clone(), None),
-        };
-        let mut value = |name: &str| -> Result<String, String> {
-            match inline.clone().or_else(|| args.next()) {
-                Some(v) => Ok(v),
-                None => Err(format!("{name} needs a value")),
-            }
-        };
-        let is_switch = matches!(
-            flag.as_str(),
-            "-h" | "--help"
-                | "--fail-open"
-                | "--fail-closed"
-                | "--insecure-cookies"
-                | "--single-use-tickets"
-                | "--challenge-everyone"
-        );
-        if is_switch && inline.is_some() {
-            return Err(format!("{flag} takes no value"));
-        }
-        match flag.as_str() {
-            "-h" | "--help" => return Ok(None),
-            "--port" => opts.port = number(&flag, &value(&flag)?)?,
-            "--capacity" => opts.capacity = positive(&flag, &value(&flag)?)?,
-            "--vip-capacity" => opts.vip_capacity = positive(&flag, &value(&flag)?)?,
-            "--rate" => opts.rate = Some(positive(&flag, &value(&flag)?)?),
-            "--active-ttl" => opts.active_ttl = Some(positive(&flag, &value(&flag)?)?),
-            "--grant-ttl" => opts.grant_ttl = Some(positive(&flag, &value(&flag)?)?),
-            "--queue-ttl" => opts.queue_ttl = Some(positive(&flag, &value(&flag)?)?),
-            "--refresh" => opts.refresh = Some(positive(&flag, &value(&flag)?)?),
-            "--max-queue" => opts.max_queue = Some(positive(&flag, &value(&flag)?)?),
-            "--room" => opts.room = value(&flag)?,
-            "--secret" => opts.secret = Some(value(&flag)?),
-            "--redis" => opts.redis = Some(value(&flag)?),
-            "--admin-token" => opts.admin_token = Some(value(&flag)?),
-            "--opens-in" => opts.opens_in = Some(number(&flag, &value(&flag)?)?),
-            "--closes-in" => opts.closes_in = Some(positive(&flag, &value(&flag)?)?),
-            "--opens-at" => opts.opens_at = Some(number(&flag, &value(&flag)?)?),
-            "--closes-at" => opts.closes_at = Some(positive(&flag, &value(&flag)?)?),
-            "--proof-of-work" => {
-                let bits = value(&flag)?;
-                opts.proof_of_work = Some(bits.parse().map_err(|_| {
-                    format!("--proof-of-work needs a number of bits, got {bits:?}")
-                })?);
-            }
-            "--insecure-cookies" => opts.insecure_cookies = true,
-            "--challenge-everyone" => opts.challenge_everyone = true,
-            "--risky-networks" => {
-                let list = value(&flag)?;
-                opts.risky_networks = list.split(',').map(|n| n.trim().to_owned()).collect();
-            }
-            "--single-use-tickets" => opts.single_use_tickets = true,
-            "--fail-open" | "--fail-closed" | "--fail-drain" => {
-                let policy = match flag.as_str() {
-                    "--fail-open" => FailPolicy::Open,
-                    "--fail-closed" => FailPolicy::Closed,
-                    _ => FailPolicy::Drain {
-                        budget: positive(&flag, &value(&flag)?)?,
-                    },
-                };
-                if opts.fail_policy.is_some_and(|p| p != policy) {
-                    return Err(
-                        "give one of --fail-open, --fail-closed and --fail-drain".to_owned()
-                    );
-                }
-                opts.fail_policy = Some(policy);
-            }
-            other if other.starts_with('-') => return Err(format!("unknown flag {other}")),
-            other => return Err(format!("unexpected argument {other:?}")),
-        }
-    }
-    Ok(Some(opts))
-}
-
-fn number<T: std::str::FromStr>(flag: &str, v: &str) -> Result<T, String> {
-    v.parse()
-        .map_err(|_| format!("{flag} needs a whole number, got {v:?}"))
-}
-
-fn positive<T: std::str::FromStr + PartialEq + Default>(flag: &str, v: &str) -> Result<T, String> {
-    let n: T = number(flag, v)?;
-    if n == T::default() {
-        return Err(format!("{flag} must be at least 1"));
-    }
-    Ok(n)
-}
+use tower_waiting_room::{Admission, AdmittedBy, ProofOfWork, SigningKey, WaitingRoomLayer};
 
 /// Builds the default room from the options; an error is for the user, not a panic. Its
 /// single-use tickets (`--single-use-tickets`) are for the checkout it gates.
@@ -436,6 +197,13 @@ fn configure(
         }
     };
     builder = builder.signing_key(key);
+    if let (true, Some((min, max))) = (default_room, opts.auto_capacity) {
+        builder = builder.auto_capacity(AutoCapacity::new(
+            min,
+            max,
+            Duration::from_millis(opts.latency_target_ms),
+        ));
+    }
     // A scheduled sale, of the default room only (the VIP room is open): at a Unix time, the
     // same for every gateway, or a time from start-up (a closing before the opening is refused
     // by the builder, with its own message).
@@ -578,7 +346,7 @@ async fn metrics(layer: WaitingRoomLayer) -> String {
     handle.render()
 }
 
-fn app(layer: WaitingRoomLayer, rooms: WaitingRooms) -> Router {
+fn app(layer: WaitingRoomLayer, rooms: WaitingRooms, knee: Option<usize>) -> Router {
     let prefix = layer.config().path_prefix().to_owned();
 
     // Everything here is behind the rooms: the rooms' layer is this router's last call, and the
@@ -593,9 +361,16 @@ fn app(layer: WaitingRoomLayer, rooms: WaitingRooms) -> Router {
             }),
         )
         .route("/vip", get(move |a| home(a, prefix.clone())))
-        .route("/checkout", post(checkout))
-        .fallback(|| async { (StatusCode::NOT_FOUND, "not found") })
-        .layer(rooms);
+        .route("/checkout", post(checkout));
+    let protected = match knee {
+        Some(k) => {
+            let knee = knee::Knee::new(k);
+            protected.route("/work", get(move || knee::work(Arc::clone(&knee))))
+        }
+        None => protected,
+    }
+    .fallback(|| async { (StatusCode::NOT_FOUND, "not found") })
+    .layer(rooms);
 
     // Not behind the room: operator routes that must answer even when the room is full.
     let open = Router::new()
@@ -636,7 +411,7 @@ pub(crate) async fn serve_with_admin(
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let rooms = build_rooms(&layer, None).map_err(std::io::Error::other)?;
-    serve_rooms(listener, layer, rooms, admin, shutdown).await
+    serve_rooms(listener, layer, rooms, admin, None, shutdown).await
 }
 
 /// The limits the demo serves within ([`Limits`]' defaults).
@@ -650,9 +425,10 @@ pub(crate) async fn serve_rooms(
     layer: WaitingRoomLayer,
     rooms: WaitingRooms,
     admin: Option<AdminService>,
+    knee: Option<usize>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let mut app = app(layer, rooms);
+    let mut app = app(layer, rooms, knee);
     if let Some(admin) = admin {
         app = app.nest_service("/admin", admin);
     }
@@ -783,7 +559,7 @@ async fn main() -> ExitCode {
     println!("serving within limits: {}", limits().describe());
     println!("open http://{local}/");
 
-    if let Err(e) = serve_rooms(listener, layer, rooms, admin, shutdown_signal()).await {
+    if let Err(e) = serve_rooms(listener, layer, rooms, admin, opts.knee, shutdown_signal()).await {
         eprintln!("error: server failed: {e}");
         return ExitCode::FAILURE;
     }
@@ -793,9 +569,44 @@ async fn main() -> ExitCode {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tower_waiting_room::FailPolicy;
 
     fn parse(args: &[&str]) -> Result<Option<Options>, String> {
         parse_args(args.iter().map(|s| s.to_string()))
+    }
+
+    #[test]
+    fn auto_capacity_flags_turn_it_on_for_the_default_room_only() {
+        let o = parse(&[
+            "--auto-capacity",
+            "5:500",
+            "--latency-target-ms",
+            "250",
+            "--knee",
+            "50",
+        ])
+        .unwrap()
+        .unwrap();
+        assert_eq!(o.knee, Some(50));
+        let auto = build_layer(&o).unwrap().control().auto().unwrap();
+        assert_eq!((auto.min, auto.max, auto.target_ms), (5, 500, 250));
+        assert!(build_vip_layer(&o).unwrap().control().auto().is_none());
+        assert!(build_layer(&Options::default())
+            .unwrap()
+            .control()
+            .auto()
+            .is_none());
+        for bad in [
+            &["--auto-capacity", "5"][..],
+            &["--auto-capacity", "a:b"],
+            &["--knee", "0"],
+        ] {
+            assert!(parse(bad).is_err(), "{bad:?}");
+        }
+        let backwards = parse(&["--auto-capacity", "50:5"]).unwrap().unwrap();
+        assert!(build_layer(&backwards)
+            .unwrap_err()
+            .contains("min is above max"));
     }
 
     #[test]
