@@ -171,6 +171,9 @@ fn configure(
     if opts.challenge_everyone {
         builder = builder.risk(|_| Risk::Medium);
     }
+    if opts.no_visitor_limit {
+        builder = builder.new_visitor_limit(None);
+    }
     if !opts.risky_networks.is_empty() {
         builder = builder.risky_networks(opts.risky_networks.iter().cloned());
     }

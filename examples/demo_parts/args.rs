@@ -82,6 +82,8 @@ FLAGS:
     --knee <K>            serve GET /work behind the default room: an app that works on
                           K requests at a time (50 ms each), queues the rest, and answers
                           503 past 2K in flight (default: off)
+    --no-visitor-limit    no limit on new places per client IP (by default 60 a minute):
+                          for load tests from one machine, never for a sale
     -h, --help            print this help
 
 ROUTES:
@@ -134,6 +136,7 @@ pub(crate) struct Options {
     pub(crate) auto_capacity: Option<(u32, u32)>,
     pub(crate) latency_target_ms: u64,
     pub(crate) knee: Option<usize>,
+    pub(crate) no_visitor_limit: bool,
 }
 
 impl Default for Options {
@@ -165,6 +168,7 @@ impl Default for Options {
             auto_capacity: None,
             latency_target_ms: 300,
             knee: None,
+            no_visitor_limit: false,
         }
     }
 }
@@ -195,6 +199,7 @@ pub(crate) fn parse_args(
                 | "--insecure-cookies"
                 | "--single-use-tickets"
                 | "--challenge-everyone"
+                | "--no-visitor-limit"
         );
         if is_switch && inline.is_some() {
             return Err(format!("{flag} takes no value"));
@@ -242,6 +247,7 @@ pub(crate) fn parse_args(
             }
             "--latency-target-ms" => opts.latency_target_ms = positive(&flag, &value(&flag)?)?,
             "--knee" => opts.knee = Some(positive(&flag, &value(&flag)?)?),
+            "--no-visitor-limit" => opts.no_visitor_limit = true,
             "--fail-open" | "--fail-closed" | "--fail-drain" => {
                 let policy = match flag.as_str() {
                     "--fail-open" => FailPolicy::Open,
