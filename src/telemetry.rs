@@ -82,6 +82,11 @@ pub const INSIDE: &str = "waiting_room_inside";
 /// Slots granted to promoted visitors who have not come back yet, from the last
 /// [`WaitingRoomLayer::stats`](crate::WaitingRoomLayer::stats). Gauge.
 pub const GRANTED: &str = "waiting_room_granted";
+/// The capacity a room's controller decided last, when its capacity follows the app
+/// ([`auto_capacity`](crate::WaitingRoomBuilder::auto_capacity)). Gauge.
+pub const AUTO_CAPACITY: &str = "waiting_room_auto_capacity";
+/// The controller's decisions, by `change` (`grow`, `hold`, `back_off`, `cut`). Counter.
+pub const AUTO_DECISIONS_TOTAL: &str = "waiting_room_auto_decisions_total";
 // The Redis store's breaker, below this module, sets it: so the name is on the ground floor.
 pub use crate::vocab::BREAKER_STATE;
 
@@ -127,6 +132,14 @@ pub fn describe() {
         describe_gauge!(
             GRANTED,
             "Slots granted to promoted visitors not back yet, from the last stats."
+        );
+        describe_gauge!(
+            AUTO_CAPACITY,
+            "The capacity the room's controller decided last (auto capacity)."
+        );
+        describe_counter!(
+            AUTO_DECISIONS_TOTAL,
+            "The auto capacity controller's decisions, by change."
         );
         describe_gauge!(
             BREAKER_STATE,
@@ -517,6 +530,9 @@ struct Keys {
     waiting: metrics::Key,
     inside: metrics::Key,
     granted: metrics::Key,
+    auto_capacity: metrics::Key,
+    /// By [`Change`](crate::auto::Change), in the order of `Change::ALL`.
+    auto_decisions: Vec<metrics::Key>,
 }
 
 impl RoomMetrics {
@@ -566,6 +582,17 @@ impl RoomMetrics {
         }
         #[cfg(not(feature = "metrics"))]
         let _ = stats;
+    }
+
+    /// A decision of the room's capacity controller.
+    pub(crate) fn auto(&self, decision: &crate::auto::Decision) {
+        #[cfg(feature = "metrics")]
+        {
+            counter(&self.keys.auto_decisions[decision.change as usize]);
+            gauge(&self.keys.auto_capacity, u64::from(decision.capacity));
+        }
+        #[cfg(not(feature = "metrics"))]
+        let _ = decision;
     }
 
     /// The app ended a slot.
@@ -689,6 +716,11 @@ impl Keys {
             waiting: key(WAITING, &[]),
             inside: key(INSIDE, &[]),
             granted: key(GRANTED, &[]),
+            auto_capacity: key(AUTO_CAPACITY, &[]),
+            auto_decisions: crate::auto::Change::ALL
+                .iter()
+                .map(|c| key(AUTO_DECISIONS_TOTAL, &[("change", c.as_str())]))
+                .collect(),
         }
     }
 }
@@ -718,6 +750,9 @@ mod tests {
         }
         for (i, op) in StoreOp::ALL.iter().enumerate() {
             assert_eq!(*op as usize, i);
+        }
+        for (i, change) in crate::auto::Change::ALL.iter().enumerate() {
+            assert_eq!(*change as usize, i);
         }
     }
 

@@ -40,6 +40,21 @@ pub enum Change {
     Cut,
 }
 
+impl Change {
+    /// Every change, in declaration order (metric labels are kept in this order).
+    pub const ALL: [Change; 4] = [Change::Grow, Change::Hold, Change::BackOff, Change::Cut];
+
+    /// The change in snake case, as the admin's JSON and the metrics write it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Change::Grow => "grow",
+            Change::Hold => "hold",
+            Change::BackOff => "back_off",
+            Change::Cut => "cut",
+        }
+    }
+}
+
 /// Why, in the controller's words (in the admin's JSON, snake case).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]

@@ -24,6 +24,7 @@ use super::histogram::BUCKETS;
 use super::{AutoCapacity, Change, Controller, Decision, LatencyHistogram, Window};
 use crate::config::RoomPolicy;
 use crate::store::{SettingsChange, Store};
+use crate::telemetry::RoomMetrics;
 
 /// What became of a request that held a slot.
 pub(crate) enum Sampled {
@@ -168,6 +169,7 @@ impl AutoStage {
         mut window: Window,
         store: Arc<dyn Store>,
         policy: RoomPolicy,
+        metrics: Arc<RoomMetrics>,
     ) {
         let stats = store.stats(&policy).await;
         let outcome = match stats {
@@ -178,6 +180,7 @@ impl AutoStage {
             }
         };
         if let Some((before, decision)) = outcome {
+            metrics.auto(&decision);
             log(&policy.room, before, &decision);
         }
         self.deciding.store(false, Ordering::Release);

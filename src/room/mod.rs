@@ -453,6 +453,7 @@ impl Room {
                 window,
                 Arc::clone(self.store()),
                 self.config().policy.clone(),
+                Arc::clone(&self.core.metrics),
             );
             match tokio::runtime::Handle::try_current() {
                 Ok(runtime) => {

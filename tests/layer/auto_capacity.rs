@@ -15,6 +15,7 @@ use axum::Router;
 use http::{header, HeaderValue, Method, StatusCode};
 use tower_waiting_room::auto::{AutoCapacity, Change, Reason};
 use tower_waiting_room::store::Store;
+use tower_waiting_room::telemetry::{AUTO_CAPACITY, AUTO_DECISIONS_TOTAL};
 use tower_waiting_room::testing::TestRoom;
 use tower_waiting_room::{ConfigError, SessionId, WaitingRoomLayer};
 
@@ -26,9 +27,9 @@ fn terms() -> AutoCapacity {
 
 /// The room (capacity 4, following the app), the app behind it (answering `status` after
 /// 20 ms), and four visitors inside with thirty in line.
-async fn sale() -> (TestRoom, Router, Arc<AtomicU16>, Vec<HeaderValue>) {
+async fn sale(name: &str) -> (TestRoom, Router, Arc<AtomicU16>, Vec<HeaderValue>) {
     let room = TestRoom::with(
-        WaitingRoomLayer::builder("auto")
+        WaitingRoomLayer::builder(name)
             .capacity(4)
             .auto_capacity(terms()),
     );
@@ -84,7 +85,8 @@ async fn capacity(room: &TestRoom) -> u32 {
 
 #[tokio::test(start_paused = true)]
 async fn the_capacity_grows_on_fast_answers_and_is_cut_on_errors() {
-    let (room, app, status, inside) = sale().await;
+    let metrics = crate::metrics::prometheus();
+    let (room, app, status, inside) = sale("auto-grows").await;
     let control = room.layer().control();
     requests(&app, &inside, 40).await;
     next_window(&room, &app, &inside).await;
@@ -99,6 +101,15 @@ async fn the_capacity_grows_on_fast_answers_and_is_cut_on_errors() {
     assert!((20..30).contains(&p95), "{p95} ms");
     // Four inside, a line: by half, to six, written to the store for every gateway.
     assert_eq!(capacity(&room).await, 6);
+    let text = metrics.render();
+    let room_label = ("room", "auto-grows");
+    let series = |name, more: &[(&str, &str)]| {
+        let mut labels = vec![room_label];
+        labels.extend_from_slice(more);
+        crate::metrics::value(&text, name, &labels)
+    };
+    assert_eq!(series(AUTO_CAPACITY, &[]), Some(6.0), "{text}");
+    assert_eq!(series(AUTO_DECISIONS_TOTAL, &[("change", "grow")]), Some(1.0));
 
     status.store(503, Ordering::Relaxed);
     requests(&app, &inside, 40).await;
@@ -117,7 +128,7 @@ async fn the_capacity_grows_on_fast_answers_and_is_cut_on_errors() {
 
 #[tokio::test(start_paused = true)]
 async fn a_capacity_set_by_hand_turns_it_off_until_it_is_resumed() {
-    let (room, app, _status, inside) = sale().await;
+    let (room, app, _status, inside) = sale("auto-by-hand").await;
     let control = room.layer().control();
     control.set_capacity(10).await.unwrap();
     let auto = control.auto().unwrap();
@@ -152,7 +163,7 @@ async fn a_capacity_set_by_hand_turns_it_off_until_it_is_resumed() {
 
 #[tokio::test(start_paused = true)]
 async fn someone_else_writing_the_capacity_turns_it_off_rather_than_fight() {
-    let (room, app, _status, inside) = sale().await;
+    let (room, app, _status, inside) = sale("auto-elsewhere").await;
     let control = room.layer().control();
     requests(&app, &inside, 40).await;
     next_window(&room, &app, &inside).await;

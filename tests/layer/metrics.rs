@@ -18,13 +18,13 @@ use tower_waiting_room::WaitingRoomLayer;
 use common::*;
 
 /// The binary's one global recorder (each test uses its own room, so their series differ).
-fn prometheus() -> &'static PrometheusHandle {
+pub(crate) fn prometheus() -> &'static PrometheusHandle {
     static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
     HANDLE.get_or_init(|| PrometheusBuilder::new().install_recorder().unwrap())
 }
 
 /// The value of the series `name` whose labels include every one of `labels`, if rendered.
-fn value(text: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+pub(crate) fn value(text: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
     text.lines()
         .filter(|l| l.starts_with(&format!("{name}{{")) || l.starts_with(&format!("{name} ")))
         .find(|l| {
