@@ -33,7 +33,7 @@
 //! | `GET /` | the dashboard: one self-contained HTML page (no data in it, no token needed) |
 //! | `GET /rooms` | `200 {"rooms": ["drop", ...]}` |
 //! | `GET /rooms/{room}` | `200` [`RoomStatus`] as JSON |
-//! | `PATCH /rooms/{room}` with any of `{"capacity": n, "rate": n or null, "paused": b, "open": b, "end_slots": true}` | `200` the new [`RoomStatus`] |
+//! | `PATCH /rooms/{room}` with any of `{"capacity": n, "rate": n or null, "paused": b, "open": b, "end_slots": true, "auto": {"enabled": b}}` | `200` the new [`RoomStatus`] |
 //! | `POST /rooms/{room}/release` with `{"count": n}` | `200 {"released": k}` |
 //! | `DELETE /rooms/{room}/sessions/{session}` | `200 {"dropped": true, ...}`, or `404` when it had no place or slot (banned all the same) |
 //!
@@ -64,6 +64,7 @@
 //! `DELETE` needs a JSON body or a method no form can send, which a browser only sends
 //! cross-site after a CORS preflight this service never answers yes to.
 
+mod bodies;
 mod body;
 mod builder;
 mod future;

@@ -6,15 +6,15 @@ use std::sync::{Arc, OnceLock};
 use http::header::{self, HeaderMap, HeaderValue};
 use http::{Method, Request, Response, StatusCode};
 use http_body::Body;
-use serde::de::{Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{json, Map, Value};
 
+use super::bodies::{capped, patch, release_count, Json, Patch};
 use super::shared::Inner;
 use super::{AdminBody, DASHBOARD};
 use crate::body::{collect_limited, json_response, Collect};
 use crate::control::{ControlError, RoomControl};
 use crate::session::SessionId;
-use crate::store::{SettingsChange, StoreError};
+use crate::store::StoreError;
 
 /// What a (relative) path names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -141,8 +141,8 @@ where
                 Ok(v) => v,
                 Err(res) => return res,
             };
-            match settings_change(body) {
-                Ok(change) => change_settings(control, change).await,
+            match patch(body) {
+                Ok(patch) => patch_room(control, patch).await,
                 Err(why) => error(StatusCode::BAD_REQUEST, &why),
             }
         }
@@ -244,98 +244,6 @@ fn bearer_token(value: &[u8]) -> Option<&[u8]> {
     (!token.is_empty()).then_some(token)
 }
 
-/// A body's JSON: an object's members in the order sent, **every one of them** (a key given
-/// twice is there twice, where `serde_json::Value` would keep only the last), or another value.
-#[derive(Debug, PartialEq)]
-enum Json {
-    Object(Vec<(String, Value)>),
-    Other(Value),
-}
-
-impl<'de> Deserialize<'de> for Json {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct JsonVisitor;
-
-        impl<'de> Visitor<'de> for JsonVisitor {
-            type Value = Json;
-
-            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str("any JSON value")
-            }
-
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Json, A::Error> {
-                let mut members = Vec::new();
-                while let Some(member) = map.next_entry::<String, Value>()? {
-                    members.push(member);
-                }
-                Ok(Json::Object(members))
-            }
-
-            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Json, A::Error> {
-                let mut items = Vec::new();
-                while let Some(item) = seq.next_element::<Value>()? {
-                    items.push(item);
-                }
-                Ok(Json::Other(Value::Array(items)))
-            }
-
-            fn visit_bool<E>(self, b: bool) -> Result<Json, E> {
-                Ok(Json::Other(Value::Bool(b)))
-            }
-
-            fn visit_i64<E>(self, n: i64) -> Result<Json, E> {
-                Ok(Json::Other(Value::from(n)))
-            }
-
-            fn visit_u64<E>(self, n: u64) -> Result<Json, E> {
-                Ok(Json::Other(Value::from(n)))
-            }
-
-            fn visit_f64<E>(self, n: f64) -> Result<Json, E> {
-                Ok(Json::Other(Value::from(n)))
-            }
-
-            fn visit_str<E>(self, s: &str) -> Result<Json, E> {
-                Ok(Json::Other(Value::from(s)))
-            }
-
-            fn visit_unit<E>(self) -> Result<Json, E> {
-                Ok(Json::Other(Value::Null))
-            }
-        }
-
-        deserializer.deserialize_any(JsonVisitor)
-    }
-}
-
-#[cfg(test)]
-impl From<Value> for Json {
-    fn from(value: Value) -> Self {
-        match value {
-            Value::Object(fields) => Json::Object(fields.into_iter().collect()),
-            other => Json::Other(other),
-        }
-    }
-}
-
-/// The members of an object body, or the message for a body that is not one, or that gives a
-/// key twice (JSON leaves duplicates to the reader; read as the last, they would hide a
-/// mistake: `{"capacity": 0, "capacity": 7}` is refused, not taken as 7).
-fn members(body: Json, shape: &str) -> Result<Vec<(String, Value)>, String> {
-    let Json::Object(members) = body else {
-        return Err(shape.to_owned());
-    };
-    for (i, (name, _)) in members.iter().enumerate() {
-        if members[..i].iter().any(|(seen, _)| seen == name) {
-            return Err(format!(
-                "`{}` given twice: give each field once",
-                capped(name)
-            ));
-        }
-    }
-    Ok(members)
-}
-
 /// Reads a `PATCH` or `POST` body as JSON: `415` unless it is sent as JSON, `413` over the
 /// limit, `400` unreadable or not JSON.
 async fn read_json<B>(
@@ -393,140 +301,24 @@ where
     })
 }
 
-const FIELDS: &str = "capacity, rate, paused, open and end_slots";
-
-/// The change a `PATCH` body asks for, or a message saying what is wrong with it (and then
-/// nothing is changed).
-fn settings_change(body: Json) -> Result<SettingsChange, String> {
-    let fields = members(
-        body,
-        "the body must be a JSON object, such as {\"capacity\": 100}",
-    )?;
-    if fields.is_empty() {
-        return Err(format!("nothing to change: give any of {FIELDS}"));
-    }
-    let mut change = SettingsChange::new();
-    let mut end_slots = false;
-    for (name, value) in &fields {
-        change =
-            match name.as_str() {
-                "capacity" => change.capacity(match value.as_u64() {
-                    Some(0) => return Err("capacity must be at least 1".to_owned()),
-                    Some(n) if n <= u64::from(u32::MAX) => n as u32,
-                    _ => {
-                        return Err(format!(
-                            "capacity must be a whole number from 1 to {}{}, not {}",
-                            u32::MAX,
-                            written(value, |n| (1..=u64::from(u32::MAX)).contains(&n)),
-                            shown(value)
-                        ))
-                    }
-                }),
-                "rate" => change.admission_rate(match value {
-                    Value::Null => None,
-                    v => match v.as_u64() {
-                        Some(0) => return Err(
-                            "rate must be at least 1 admission per second; null removes the limit"
-                                .to_owned(),
-                        ),
-                        Some(n) if n <= u64::from(u32::MAX) => Some(n as u32),
-                        _ => {
-                            return Err(format!(
-                                "rate must be a whole number of admissions per second{}, or \
-                                 null for no limit, not {}",
-                                written(value, |n| (1..=u64::from(u32::MAX)).contains(&n)),
-                                shown(value)
-                            ))
-                        }
-                    },
-                }),
-                "paused" => change.paused(boolean(name, value)?),
-                "open" => change.open(boolean(name, value)?),
-                // Only ever `true`: `false` would be a change that changes nothing.
-                "end_slots" => {
-                    if *value != Value::Bool(true) {
-                        return Err(format!(
-                            "end_slots can only be true, with \"open\": false (it ends every \
-                             slot on closing); leave it out otherwise, not {}",
-                            capped(&value.to_string())
-                        ));
-                    }
-                    end_slots = true;
-                    change
-                }
-                other => {
-                    return Err(format!(
-                        "unknown field {:?}: the fields are {FIELDS}",
-                        capped(other)
-                    ))
-                }
-            };
-    }
-    if end_slots {
-        if change.get_open() != Some(false) {
-            return Err(
-                "end_slots goes with \"open\": false (it ends every slot on closing)".into(),
-            );
+/// A room's `PATCH`: the settings changed, then the capacity controller switched (so that a
+/// capacity and `"auto": {"enabled": true}` together set where it goes on from).
+async fn patch_room(control: &RoomControl, patch: Patch) -> Response<AdminBody> {
+    if !patch.change.is_empty() {
+        if let Err(e) = control.change(patch.change).await {
+            return control_error(control, e);
         }
-        change = change.end_slots();
     }
-    Ok(change)
-}
-
-/// For a whole number sent as a decimal (`1000.0`, `1e3`, `-0`: JSON reads them as floats,
-/// which are refused), the words that say how to write it, with the number to send when it
-/// `fits`; nothing for any other value.
-fn written(value: &Value, fits: impl Fn(u64) -> bool) -> String {
-    const WRITTEN: &str = ", written without a decimal point or exponent";
-    match value.as_f64() {
-        Some(f) if value.is_f64() && f.fract() == 0.0 => {
-            // Below 2^64 (`u64::MAX as f64` is 2^64), the cast is exact.
-            if (0.0..u64::MAX as f64).contains(&f) && fits(f as u64) {
-                format!("{WRITTEN} (as {})", f as u64)
-            } else {
-                WRITTEN.to_owned()
-            }
-        }
-        _ => String::new(),
-    }
-}
-
-/// A value sent, as JSON writes it, capped.
-fn shown(value: &Value) -> String {
-    capped(&value.to_string()).into_owned()
-}
-
-fn boolean(name: &str, value: &Value) -> Result<bool, String> {
-    value
-        .as_bool()
-        .ok_or_else(|| format!("{name} must be true or false, not {}", shown(value)))
-}
-
-/// The `count` of a release body.
-fn release_count(body: Json) -> Result<u64, String> {
-    const SHAPE: &str = "the body must be {\"count\": n}, n at least 1";
-    let mut count = None;
-    for (name, value) in members(body, SHAPE)? {
-        if name != "count" {
-            return Err(format!("unknown field {:?}: {SHAPE}", capped(&name)));
-        }
-        count = Some(value);
-    }
-    match count.as_ref().map(|v| (v, v.as_u64())) {
-        None => Err(format!("count is missing: {SHAPE}")),
-        Some((_, Some(0))) => Err("count must be at least 1".to_owned()),
-        Some((_, Some(n))) => Ok(n),
-        Some((v, None)) => Err(format!(
-            "count must be a whole number of at least 1{}, not {}",
-            written(v, |n| n >= 1),
-            shown(v)
-        )),
-    }
-}
-
-async fn change_settings(control: &RoomControl, change: SettingsChange) -> Response<AdminBody> {
-    if let Err(e) = control.change(change).await {
-        return control_error(control, e);
+    let switched = match patch.auto {
+        Some(true) => control.resume_auto(),
+        Some(false) => control.stop_auto(),
+        None => true,
+    };
+    if !switched {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "this room's capacity does not follow the app (it was built without auto_capacity)",
+        );
     }
     match control.status().await {
         Ok(status) => json_response(StatusCode::OK, &status),
@@ -589,16 +381,6 @@ fn control_error(control: &RoomControl, e: ControlError) -> Response<AdminBody> 
                 &format!("the room's store failed ({kind}); a change may or may not have been made: read the room again"),
             )
         }
-    }
-}
-
-/// `text` as an answer shows it: at most its first 64 characters, then `…` if there was more
-/// (what a caller sent is echoed to say what was wrong, not repeated at any length).
-fn capped(text: &str) -> std::borrow::Cow<'_, str> {
-    const MAX: usize = 64;
-    match text.char_indices().nth(MAX) {
-        None => text.into(),
-        Some((end, _)) => format!("{}…", &text[..end]).into(),
     }
 }
 
@@ -714,192 +496,6 @@ mod tests {
                 Credentials::Token(t) => format!("token {}", String::from_utf8_lossy(t)),
             }
         }
-    }
-
-    #[test]
-    fn patch_bodies() {
-        let ok =
-            settings_change(json!({"capacity": 5, "rate": null, "paused": true}).into()).unwrap();
-        assert_eq!(ok.get_capacity(), Some(5));
-        assert_eq!(ok.get_admission_rate(), Some(None));
-        assert_eq!(ok.get_paused(), Some(true));
-        let close = settings_change(json!({"open": false, "end_slots": true}).into()).unwrap();
-        assert!(close.ends_slots());
-        for bad in [
-            json!({}),
-            json!([]),
-            json!({"capacity": 0}),
-            json!({"capacity": -1}),
-            json!({"capacity": 1.5}),
-            json!({"capacity": "5"}),
-            json!({"capacity": 4_294_967_296u64}),
-            json!({"rate": 0}),
-            json!({"rate": "fast"}),
-            json!({"paused": 1}),
-            json!({"capcity": 5}),
-            json!({"end_slots": true}),
-            json!({"open": true, "end_slots": true}),
-        ] {
-            assert!(
-                settings_change(bad.clone().into()).is_err(),
-                "{bad} was accepted"
-            );
-        }
-    }
-
-    #[test]
-    fn release_bodies() {
-        assert_eq!(release_count(json!({"count": 3}).into()), Ok(3));
-        for bad in [
-            json!({}),
-            json!({"count": 0}),
-            json!({"count": -2}),
-            json!({"count": "3"}),
-            json!({"count": 3, "all": true}),
-            json!(3),
-        ] {
-            assert!(
-                release_count(bad.clone().into()).is_err(),
-                "{bad} was accepted"
-            );
-        }
-    }
-
-    /// A body as the service reads it, duplicate keys and all.
-    fn parse(body: &str) -> Json {
-        serde_json::from_str(body).unwrap()
-    }
-
-    #[test]
-    fn bodies_keep_every_member() {
-        assert_eq!(
-            parse(r#"{"a": 1, "a": [2], "b": null}"#),
-            Json::Object(vec![
-                ("a".to_owned(), json!(1)),
-                ("a".to_owned(), json!([2])),
-                ("b".to_owned(), Value::Null)
-            ])
-        );
-        for other in ["[1, {\"a\": 2}]", "true", "-3", "7", "2.5", "\"x\"", "null"] {
-            let value: Value = serde_json::from_str(other).unwrap();
-            assert_eq!(parse(other), Json::Other(value), "{other}");
-        }
-        assert!(serde_json::from_str::<Json>("{\"a\": 1} x").is_err());
-    }
-
-    #[test]
-    fn a_key_given_twice_is_refused() {
-        for (body, name) in [
-            (r#"{"capacity": 0, "capacity": 7}"#, "capacity"),
-            (r#"{"paused": true, "paused": false}"#, "paused"),
-            (r#"{"capacity": 5, "rate": 1, "rate": null}"#, "rate"),
-            (
-                r#"{"open": false, "end_slots": true, "end_slots": true}"#,
-                "end_slots",
-            ),
-            (r#"{"nope": 1, "nope": 2}"#, "nope"),
-        ] {
-            let why = settings_change(parse(body)).unwrap_err();
-            assert!(
-                why.contains(&format!("`{name}` given twice")),
-                "{body}: {why}"
-            );
-        }
-        let why = release_count(parse(r#"{"count": 1, "count": 2}"#)).unwrap_err();
-        assert!(why.contains("`count` given twice"), "{why}");
-        assert_eq!(release_count(parse(r#"{"count": 2}"#)), Ok(2));
-    }
-
-    #[test]
-    fn end_slots_is_true_with_closing_or_absent() {
-        for bad in [
-            json!({"end_slots": false}),
-            json!({"open": true, "end_slots": false}),
-            json!({"open": false, "end_slots": false}),
-            json!({"capacity": 5, "end_slots": false}),
-            json!({"open": false, "end_slots": null}),
-            json!({"open": false, "end_slots": 1}),
-            json!({"paused": true, "end_slots": true}),
-        ] {
-            let why = settings_change(bad.clone().into()).unwrap_err();
-            assert!(why.contains("end_slots"), "{bad}: {why}");
-        }
-        assert!(!settings_change(json!({"open": false}).into())
-            .unwrap()
-            .ends_slots());
-    }
-
-    #[test]
-    fn whole_numbers_written_as_decimals_are_refused_saying_so() {
-        let why = |body: &str| settings_change(parse(body)).unwrap_err();
-        let written = "written without a decimal point or exponent";
-        for body in [
-            r#"{"capacity": 1e3}"#,
-            r#"{"capacity": 1000.0}"#,
-            r#"{"capacity": 10E2}"#,
-        ] {
-            assert_eq!(
-                why(body),
-                format!(
-                    "capacity must be a whole number from 1 to 4294967295, {written} (as 1000), \
-                     not 1000.0"
-                ),
-                "{body}"
-            );
-        }
-        // Out of range, or no admissible whole number at all: no suggestion.
-        assert_eq!(
-            why(r#"{"capacity": -0}"#),
-            format!("capacity must be a whole number from 1 to 4294967295, {written}, not -0.0")
-        );
-        assert!(why(r#"{"capacity": 1e10}"#).ends_with(&format!("{written}, not 10000000000.0")));
-        assert!(why(r#"{"capacity": -2.0}"#).ends_with(&format!("{written}, not -2.0")));
-        assert_eq!(
-            why(r#"{"rate": 2e1}"#),
-            format!(
-                "rate must be a whole number of admissions per second, {written} (as 20), or \
-                 null for no limit, not 20.0"
-            )
-        );
-        assert!(why(r#"{"rate": -0.0}"#).contains(&format!("{written}, or null")));
-        // 2^64: no u64, so no suggestion (a saturating cast would suggest u64::MAX).
-        assert_eq!(
-            release_count(parse(r#"{"count": 18446744073709551616.0}"#)),
-            Err(format!(
-                "count must be a whole number of at least 1, {written}, not 1.8446744073709552e+19"
-            ))
-        );
-        assert_eq!(
-            release_count(parse(r#"{"count": 3.0}"#)),
-            Err(format!(
-                "count must be a whole number of at least 1, {written} (as 3), not 3.0"
-            ))
-        );
-        // Not whole, or not numbers: as before, without the clause.
-        assert_eq!(
-            why(r#"{"capacity": 2.5}"#),
-            "capacity must be a whole number from 1 to 4294967295, not 2.5"
-        );
-        assert_eq!(
-            release_count(parse(r#"{"count": "3"}"#)),
-            Err("count must be a whole number of at least 1, not \"3\"".to_owned())
-        );
-        // Whole numbers as whole numbers are fine.
-        assert_eq!(
-            settings_change(parse(r#"{"capacity": 1000}"#))
-                .unwrap()
-                .get_capacity(),
-            Some(1000)
-        );
-    }
-
-    #[test]
-    fn echoes_are_capped() {
-        assert_eq!(capped("short"), "short");
-        let exact = "é".repeat(64);
-        assert_eq!(capped(&exact), exact);
-        let long = "é".repeat(5000);
-        assert_eq!(capped(&long), format!("{}…", "é".repeat(64)));
     }
 
     #[test]

@@ -292,6 +292,17 @@ impl RoomControl {
         self.room.auto().map(|auto| auto.status())
     }
 
+    /// Turns the capacity controller off, the capacity left where it is. `false` when the room
+    /// has no controller.
+    pub fn stop_auto(&self) -> bool {
+        let Some(auto) = self.room.auto() else {
+            return false;
+        };
+        auto.set_by_hand();
+        tracing::info!(room = self.room(), "auto capacity off");
+        true
+    }
+
     /// Turns the capacity controller back on after a capacity set by hand: it goes on from
     /// the capacity the store has. `false` when the room has no controller.
     pub fn resume_auto(&self) -> bool {

@@ -109,7 +109,10 @@ async fn the_capacity_grows_on_fast_answers_and_is_cut_on_errors() {
         crate::metrics::value(&text, name, &labels)
     };
     assert_eq!(series(AUTO_CAPACITY, &[]), Some(6.0), "{text}");
-    assert_eq!(series(AUTO_DECISIONS_TOTAL, &[("change", "grow")]), Some(1.0));
+    assert_eq!(
+        series(AUTO_DECISIONS_TOTAL, &[("change", "grow")]),
+        Some(1.0)
+    );
 
     status.store(503, Ordering::Relaxed);
     requests(&app, &inside, 40).await;
@@ -243,4 +246,80 @@ fn layer_without_auto() -> WaitingRoomLayer {
         .secret(common::SECRET)
         .build()
         .unwrap()
+}
+
+/// `PATCH /rooms/{room}` of the admin API with `body`, in process: the status and its JSON.
+async fn admin_patch(
+    admin: &tower_waiting_room::admin::AdminService,
+    room: &str,
+    body: serde_json::Value,
+) -> (StatusCode, serde_json::Value) {
+    use http_body_util::{BodyExt, Full};
+    use tower::ServiceExt;
+    let req = http::Request::builder()
+        .method(Method::PATCH)
+        .uri(format!("/rooms/{room}"))
+        .header(header::AUTHORIZATION, format!("Bearer {ADMIN_TOKEN}"))
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Full::new(bytes::Bytes::from(body.to_string())))
+        .unwrap();
+    let res = admin.clone().oneshot(req).await.unwrap();
+    let status = res.status();
+    let bytes = res.into_body().collect().await.unwrap().to_bytes();
+    (status, serde_json::from_slice(&bytes).unwrap())
+}
+
+const ADMIN_TOKEN: &str = "an-admin-token-of-at-least-32-bytes-for-tests";
+
+#[tokio::test(start_paused = true)]
+async fn the_admin_api_switches_it_and_shows_what_it_does() {
+    let (room, app, _status, inside) = sale("auto-admin").await;
+    let plain = layer_without_auto();
+    let admin = tower_waiting_room::admin::AdminService::builder()
+        .bearer_token(ADMIN_TOKEN)
+        .room(room.layer().control())
+        .room(plain.control())
+        .build()
+        .unwrap();
+    let (status, json) = admin_patch(
+        &admin,
+        "auto-admin",
+        serde_json::json!({"auto": {"enabled": false}}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{json}");
+    assert_eq!(json["auto"]["enabled"], false);
+    assert_eq!(json["auto"]["reason"], "set_by_hand");
+    requests(&app, &inside, 40).await;
+    next_window(&room, &app, &inside).await;
+    assert_eq!(capacity(&room).await, 4, "off: nothing moves");
+    // A capacity and the switch together: it goes on from the capacity given.
+    let (status, json) = admin_patch(
+        &admin,
+        "auto-admin",
+        serde_json::json!({"capacity": 8, "auto": {"enabled": true}}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{json}");
+    assert_eq!(
+        (json["capacity"].as_u64(), json["auto"]["enabled"].as_bool()),
+        (Some(8), Some(true))
+    );
+    requests(&app, &inside, 40).await;
+    next_window(&room, &app, &inside).await;
+    assert!(capacity(&room).await > 8, "on again, from 8: it grows");
+    // A room built without it: refused, nothing changed.
+    let (status, json) = admin_patch(
+        &admin,
+        "plain",
+        serde_json::json!({"auto": {"enabled": true}}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{json}");
+    assert!(
+        json["error"].as_str().unwrap().contains("auto_capacity"),
+        "{json}"
+    );
+    let (status, _) = admin_patch(&admin, "auto-admin", serde_json::json!({"auto": true})).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
 }
