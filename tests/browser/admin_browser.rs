@@ -304,6 +304,64 @@ async fn before_the_opening_the_page_shows_the_schedule_and_the_registrants() {
     browser.close().await.unwrap();
 }
 
+/// A room whose capacity follows the app: the page shows the controller's state and last
+/// decision, charts capacity beside p95, and turns the controller off and on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_page_shows_auto_capacity_and_switches_it() {
+    let _one = ONE_BROWSER.lock().await;
+    let terms = tower_waiting_room::auto::AutoCapacity::new(2, 40, Duration::from_millis(300))
+        .window(Duration::from_secs(1));
+    let gw = gateways(move || {
+        WaitingRoomLayer::builder("auto-dash")
+            .capacity(4)
+            .auto_capacity(terms)
+    })
+    .await;
+    let mut inside = Vec::new();
+    for _ in 0..4 {
+        let (jar, r) = arrive(&gw.g1).await;
+        assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+        inside.push(jar);
+    }
+    for _ in 0..10 {
+        let (_, r) = arrive(&gw.g2).await;
+        assert_eq!(r.status, StatusCode::TOO_MANY_REQUESTS);
+    }
+    // A window of fast answers through gateway 1, which decides (its layer has the
+    // controller that the admin shows), then the first request after the window.
+    for i in 0..40 {
+        gw.g1.visit_json(&mut inside[i % 4]).await;
+    }
+    gw.clock.advance(Duration::from_secs(1));
+    gw.g1.visit_json(&mut inside[0]).await;
+    let control = gw.layer.control();
+    eventually(Duration::from_secs(5), "a decision", || async {
+        control.auto().is_some_and(|a| a.change.is_some())
+    })
+    .await;
+
+    let driver = Driver::start().await;
+    let browser = driver.browser(1280, 900).await;
+    sign_in(&browser, &gw.g1).await;
+    shows(&browser, "#auto", "on, 2–40").await;
+    shows(&browser, "#auto-why", "grow: headroom").await;
+    shows(&browser, "#inside", "/ 6").await;
+    // The chart of capacity and p95 (one sample yet: its lines are points).
+    assert!(visible(&browser, "#chart-auto svg").await);
+    for line in ["polyline.capacity", "polyline.p95"] {
+        let css = format!("#chart-auto svg {line}");
+        assert!(browser.find(Locator::Css(&css)).await.is_ok(), "{css}");
+    }
+    click(&browser, "#auto-switch").await;
+    shows(&browser, "#auto", "off").await;
+    shows(&browser, "#auto-why", "set by hand").await;
+    assert!(!control.auto().unwrap().enabled);
+    click(&browser, "#auto-switch").await;
+    shows(&browser, "#auto", "on, 2–40").await;
+    assert!(control.auto().unwrap().enabled);
+    browser.close().await.unwrap();
+}
+
 // ===== a realistic room, for the picture =====
 
 /// Half an hour of a sale on the manual clock, straight through the store: 200 inside, a long
