@@ -21,7 +21,7 @@ use http::StatusCode;
 use serde::Serialize;
 
 use super::histogram::BUCKETS;
-use super::{AutoCapacity, Change, Controller, Decision, LatencyHistogram, Window};
+use super::{AutoCapacity, Change, Controller, Decision, LatencyHistogram, Reason, Window};
 use crate::config::RoomPolicy;
 use crate::store::{SettingsChange, Store};
 use crate::telemetry::RoomMetrics;
@@ -215,7 +215,17 @@ impl AutoStage {
             let controller = state
                 .controller
                 .get_or_insert_with(|| Controller::new(terms, live));
-            let decision = controller.decide(window);
+            let mut decision = controller.decide(window);
+            if decision.change == Change::Hold && decision.capacity != live {
+                // The live capacity was outside the bounds (the room's own, at the start): the
+                // decision brings it within them, and says so.
+                decision.change = if decision.capacity > live {
+                    Change::Grow
+                } else {
+                    Change::BackOff
+                };
+                decision.reason = Reason::AtBound;
+            }
             let before = state.last.replace(decision);
             (decision, before)
         };

@@ -188,6 +188,28 @@ async fn someone_else_writing_the_capacity_turns_it_off_rather_than_fight() {
     assert_eq!(capacity(&room).await, 25);
 }
 
+#[tokio::test(start_paused = true)]
+async fn a_capacity_outside_the_bounds_is_brought_within_them_and_said_so() {
+    let room = TestRoom::with(
+        WaitingRoomLayer::builder("auto-bounds")
+            .capacity(1)
+            .auto_capacity(terms()),
+    );
+    let app = Router::new()
+        .route("/", get(|| async { "ok" }))
+        .layer(room.layer());
+    let inside = vec![room.admit().await.1];
+    requests(&app, &inside, 10).await;
+    next_window(&room, &app, &inside).await;
+    let auto = room.layer().control().auto().unwrap();
+    assert_eq!(
+        (auto.change, auto.reason, auto.capacity),
+        (Some(Change::Grow), Some("at_bound"), Some(2)),
+        "{auto:?}"
+    );
+    assert_eq!(capacity(&room).await, 2, "min is 2");
+}
+
 #[test]
 fn terms_it_cannot_run_with_are_refused_at_build() {
     let built = WaitingRoomLayer::builder("auto")
