@@ -49,6 +49,11 @@ pub(super) struct Framing {
     state: State,
     /// The bytes so far of a head that has not arrived whole.
     partial: Vec<u8>,
+    /// How many of them were looked at for a head's end.
+    scanned: usize,
+    /// Heads parsed (complete or not), for the tests of how often that happens.
+    #[cfg(test)]
+    parses: usize,
     /// Heads read whole so far.
     heads: u32,
     max_head_bytes: usize,
@@ -103,6 +108,9 @@ impl Framing {
         let framing = Self {
             state: State::Head,
             partial: Vec::new(),
+            scanned: 0,
+            #[cfg(test)]
+            parses: 0,
             heads: 0,
             max_head_bytes,
             max_headers,
@@ -149,46 +157,64 @@ impl Framing {
     /// Reads what it can of a head from `bytes`; returns how many of them it used.
     fn head(&mut self, bytes: &[u8]) -> usize {
         if self.partial.is_empty() {
-            return match self.parse(bytes) {
-                Some(len) => len,
-                None => {
-                    self.keep_partial(bytes);
-                    bytes.len()
-                }
-            };
+            if let Some(len) = self.parse(bytes) {
+                return len;
+            }
+            // No whole head in `bytes`: all of it is the start of one.
+            self.keep(bytes);
+            self.scanned = self.partial.len();
+            if self.partial.len() > self.max_head_bytes {
+                // Incomplete past the limit: hyper refuses the head too.
+                self.lose();
+            }
+            return bytes.len();
         }
         let before = self.partial.len();
-        self.keep_partial(bytes);
-        let partial = std::mem::take(&mut self.partial);
-        let used = match self.parse(&partial) {
-            // The head ends inside `bytes`: what follows it is the body's, or the next head's.
-            Some(len) => len.saturating_sub(before),
-            None => {
-                self.partial = partial;
-                return bytes.len();
+        let taken = self.keep(bytes);
+        // Only a head's end completes it: the new bytes (and the two before them, where an end
+        // may have begun) are looked at for one, as hyper does, rather than the whole head
+        // parsed again at every read (which a head sent a byte at a time makes quadratic).
+        let from = self.scanned.saturating_sub(2);
+        let ends = has_end(&self.partial[from..]);
+        self.scanned = self.partial.len();
+        if ends {
+            let partial = std::mem::take(&mut self.partial);
+            let parsed = self.parse(&partial);
+            if let Some(len) = parsed {
+                if self.state != State::Lost {
+                    // The vector is kept for the next head that comes in pieces.
+                    self.partial = partial;
+                    self.partial.clear();
+                }
+                self.scanned = 0;
+                // The head ended within the bytes taken from this read.
+                return len.saturating_sub(before).min(taken);
             }
-        };
-        // The vector is kept for the next head that comes in pieces.
-        self.partial = partial;
-        self.partial.clear();
-        used
-    }
-
-    /// Keeps an incomplete head's bytes, up to the head limit (past it hyper refuses the head).
-    fn keep_partial(&mut self, bytes: &[u8]) {
-        if self.state == State::Lost {
-            return;
+            self.partial = partial;
         }
-        let room = (self.max_head_bytes + 1).saturating_sub(self.partial.len());
-        self.partial
-            .extend_from_slice(&bytes[..bytes.len().min(room)]);
         if self.partial.len() > self.max_head_bytes {
+            // Incomplete past the limit: hyper refuses the head too.
             self.lose();
         }
+        bytes.len()
+    }
+
+    /// Keeps an incomplete head's bytes: at most one more than the head limit, which is
+    /// enough to see any head hyper accepts end (a read may carry more after it: the body,
+    /// the next requests). Returns how many of `bytes` it kept.
+    fn keep(&mut self, bytes: &[u8]) -> usize {
+        let room = (self.max_head_bytes + 1).saturating_sub(self.partial.len());
+        let taken = bytes.len().min(room);
+        self.partial.extend_from_slice(&bytes[..taken]);
+        taken
     }
 
     /// Parses a head from the start of `bytes`: its length once whole, `None` while partial.
     fn parse(&mut self, bytes: &[u8]) -> Option<usize> {
+        #[cfg(test)]
+        {
+            self.parses += 1;
+        }
         let mut on_stack = [MaybeUninit::<httparse::Header<'_>>::uninit(); STACK_HEADERS];
         let mut on_heap;
         let headers = if self.max_headers <= STACK_HEADERS {
@@ -249,7 +275,17 @@ impl Framing {
     fn lose(&mut self) {
         self.state = State::Lost;
         self.partial = Vec::new();
+        self.scanned = 0;
     }
+}
+
+/// Whether `bytes` hold the end of a head: an empty line after a line, `\n\n` or `\n\r\n`
+/// (`\r\n\r\n` among them), as httparse ends one.
+fn has_end(bytes: &[u8]) -> bool {
+    bytes
+        .windows(2)
+        .enumerate()
+        .any(|(i, w)| w == b"\n\n" || (w == b"\n\r" && bytes.get(i + 2) == Some(&b'\n')))
 }
 
 /// A `Content-Length` value as hyper reads it: decimal digits only, no sign, no overflow.
@@ -422,6 +458,46 @@ mod tests {
         let many: String = (0..250).map(|i| format!("H{i}: v\r\n")).collect();
         framing.read(format!("GET / HTTP/1.1\r\n{many}\r\n").as_bytes());
         assert_eq!((framing.heads, framing.state), (1, State::Head));
+    }
+
+    #[test]
+    fn a_head_that_ends_in_a_read_carrying_more_than_the_limit_is_still_read() {
+        // A head in two reads, the second carrying the head's end and then more than the head
+        // limit of other bytes: the head is read (and refused), not given up on for the size
+        // of the read.
+        let head =
+            "POST / HTTP/1.1\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\nX: aaa\r\n\r\n";
+        assert!(head.len() < 100);
+        let (mut framing, verdict) = Framing::new(100, 100);
+        framing.read(&head.as_bytes()[..40]);
+        let mut rest = head.as_bytes()[40..].to_vec();
+        rest.extend_from_slice(b"0\r\n\r\n");
+        rest.extend_from_slice(&[b'\n'; 300]);
+        framing.read(&rest);
+        assert!(verdict.refuses(0), "the ambiguous head was seen");
+        assert_eq!(framing.heads, 1);
+        // A head still incomplete past the limit is given up on, as hyper refuses it.
+        let (mut framing, _) = Framing::new(100, 100);
+        framing.read(b"GET / HTTP/1.1\r\n");
+        framing.read(&[b'a'; 300]);
+        assert_eq!(framing.state, State::Lost);
+    }
+
+    #[test]
+    fn a_head_sent_a_byte_at_a_time_is_parsed_once_it_has_ended() {
+        let mut head = b"GET / HTTP/1.1\r\n".to_vec();
+        for i in 0..90 {
+            head.extend_from_slice(format!("X-Header-{i}: {}\r\n", "v".repeat(600)).as_bytes());
+        }
+        head.extend_from_slice(b"\r\n");
+        assert!(head.len() > 50_000 && head.len() < 64 * 1024);
+        let (mut framing, _) = watch();
+        for byte in &head {
+            framing.read(std::slice::from_ref(byte));
+        }
+        assert_eq!((framing.heads, framing.state), (1, State::Head));
+        // The first read, and the one that ended it: not one parse per byte (quadratic).
+        assert_eq!(framing.parses, 2);
     }
 
     #[test]
