@@ -150,6 +150,9 @@ struct Drain {
     error_rate: f64,
     /// When the people inside were first down to the cut.
     down_since: Option<u64>,
+    /// The p95 of the last window while it drained: a queue in the app that is still going
+    /// down is left to drain.
+    last_p95: Option<Duration>,
 }
 
 /// One room's controller: its terms, the capacity it holds and what it remembers.
@@ -282,7 +285,11 @@ impl Controller {
                 drain.down_since = None;
             }
             let healthy = !over && !queueing && rate <= self.terms.error_budget;
-            let not_enough = down && now > since;
+            let improving = p95
+                .zip(drain.last_p95)
+                .is_some_and(|(now, before)| now < before);
+            drain.last_p95 = p95;
+            let not_enough = down && now > since && !improving;
             if (down && healthy) || not_enough || now >= drain.until_ms {
                 self.drain = None;
             }
@@ -422,6 +429,7 @@ impl Controller {
             until_ms: now.saturating_add(window_ms.saturating_mul(3).saturating_add(30_000)),
             error_rate: rate,
             down_since: None,
+            last_p95: None,
         });
         said(lowered)
     }

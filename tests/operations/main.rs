@@ -7,6 +7,7 @@ mod redis_harness;
 
 #[cfg(feature = "admin")]
 mod admin;
+mod auto_sim;
 mod eta;
 mod eta_sim;
 mod operations;
