@@ -610,4 +610,28 @@ mod tests {
             "a window over the error budget is not healthy"
         );
     }
+
+    #[test]
+    fn a_clock_that_jumps_moves_no_step_past_its_bounds() {
+        // Settled near a knee (a back-off at 420 people inside), then windows whose end jumps
+        // an hour ahead and two hours back: the store's clock the windows are binned by is
+        // not the request latencies' (those are monotonic), so a jump can only age or keep
+        // what the controller remembers; no decision steps more than the law's bounds.
+        let mut c = Controller::new(terms(), 400);
+        c.decide(&window(5, 500, 50, 0, 400.0));
+        c.decide(&window(10, 500, 900, 0, 420.0));
+        let mut before = c.capacity();
+        for end_s in [4_000, 4_005, 4_010, 200, 205, 210, 215, 220] {
+            let d = c.decide(&window(end_s, 500, 50, 0, f64::from(before)));
+            let step = f64::from(d.capacity) / f64::from(before);
+            assert!(
+                (0.7..=1.06).contains(&step),
+                "{end_s}: {before} -> {}",
+                d.capacity
+            );
+            before = d.capacity;
+        }
+        let d = c.decide(&window(225, 500, 60_000, 0, f64::from(before)));
+        assert!(f64::from(d.capacity) >= 0.7 * f64::from(before), "{d:?}");
+    }
 }
