@@ -321,6 +321,9 @@ impl WaitingRoomBuilder {
         if s.single_use_tickets && Arc::clone(&store).tickets().is_none() {
             return Err(ConfigError::StoreWithoutTickets);
         }
+        if auto.is_some() && Arc::clone(&store).auto().is_none() {
+            return Err(ConfigError::StoreWithoutAuto);
+        }
         let policy = RoomPolicy::new(&self.room, checked.capacity)
             .with_admission_rate(s.admission_rate)
             .with_ttls(s.active_ttl, s.grant_ttl, s.queue_ttl)

@@ -65,6 +65,16 @@ impl LatencyHistogram {
         self.total += n;
     }
 
+    /// The buckets that counted something: `(index, count)`, by index (how a store keeps a
+    /// window's latencies; [`add_to_bucket`](Self::add_to_bucket) reads them back).
+    pub(crate) fn buckets(&self) -> impl Iterator<Item = (usize, u64)> + '_ {
+        self.counts
+            .iter()
+            .enumerate()
+            .filter(|(_, &n)| n > 0)
+            .map(|(index, &n)| (index, n))
+    }
+
     /// Adds another histogram's counts (another window, another gateway's).
     pub fn merge(&mut self, other: &LatencyHistogram) {
         for (mine, theirs) in self.counts.iter_mut().zip(other.counts.iter()) {

@@ -223,6 +223,7 @@ use serde::Serialize;
 use crate::config::RoomPolicy;
 use crate::session::SessionId;
 
+mod auto;
 #[cfg(feature = "testing")]
 pub(crate) mod damage;
 mod error;
@@ -267,6 +268,7 @@ pub use self::redis::{RedisCheckError, RedisServerInfo, RedisStore, RedisStoreBu
 #[cfg(feature = "redis")]
 #[doc(hidden)]
 pub use self::redis::RedisStoreMetrics;
+pub use auto::{AutoApplied, AutoOff, AutoReport, AutoStore, GatewayId, MAX_AUTO_STATUS};
 pub use error::{StoreError, StoreErrorKind};
 pub use memory::MemoryStore;
 #[doc(hidden)]
@@ -380,6 +382,15 @@ pub trait Store: Send + Sync + 'static {
     /// embedded and the Redis store keep tickets. It takes and answers an `Arc`, so that the room
     /// holds the capability itself from then on: `Some(self)` is all a store writes.
     fn tickets(self: Arc<Self>) -> Option<Arc<dyn TicketStore>> {
+        None
+    }
+
+    /// This store's shared capacity decisions, if it takes them: a store that also implements
+    /// [`AutoStore`] answers `Some(self)`. `None` by default: a room whose capacity follows the
+    /// app ([`auto_capacity`](crate::WaitingRoomBuilder::auto_capacity)) cannot be built on it
+    /// ([`ConfigError::StoreWithoutAuto`](crate::ConfigError::StoreWithoutAuto)).
+    /// Asked once, when the room is built.
+    fn auto(self: Arc<Self>) -> Option<Arc<dyn AutoStore>> {
         None
     }
 

@@ -175,4 +175,8 @@ pub enum ConfigError {
         /// What is wrong, in words.
         why: &'static str,
     },
+    /// [`auto_capacity`](crate::WaitingRoomBuilder::auto_capacity) is set, but the store
+    /// cannot share the decision among gateways ([`Store::auto`](crate::store::Store::auto)
+    /// answers `None`: it offers no [`AutoStore`](crate::store::AutoStore)).
+    StoreWithoutAuto,
 }
