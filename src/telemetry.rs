@@ -44,12 +44,15 @@ use crate::defences::risk::{DecidedBy, Risk};
 #[cfg(feature = "metrics")]
 use crate::session::SessionId;
 #[cfg(feature = "metrics")]
+use crate::store::{
+    AutoApplied, AutoOff, AutoReport, AutoStore, GatewayId, SnapshotStore, StoreErrorKind,
+    TicketStore,
+};
+#[cfg(feature = "metrics")]
 use crate::store::{Decision, SettingsChange, SettingsUpdate};
 #[cfg(feature = "metrics")]
 use crate::store::{MintFor, Minted, Redeemed, RoomSnapshot, SeenWaiters, TicketNonce};
 use crate::store::{RoomStats, Store, StoreError, StoreFuture, StoreOp};
-#[cfg(feature = "metrics")]
-use crate::store::{SnapshotStore, StoreErrorKind, TicketStore};
 
 /// Requests the room handled, by `stage` (where it decided: `fast_path`, `cookie_check`,
 /// `store`, `endpoint`, `bypass`) and `outcome` (`admitted`, `waiting`, `full`, `closed`,
@@ -388,11 +391,18 @@ pub(crate) fn metered(store: Arc<dyn Store>, metrics: &Arc<RoomMetrics>) -> Arc<
                 metrics: metrics.clone(),
             }) as Arc<dyn SnapshotStore>
         });
+        let auto = Arc::clone(&store).auto().map(|inner| {
+            Arc::new(Metered {
+                inner,
+                metrics: metrics.clone(),
+            }) as Arc<dyn AutoStore>
+        });
         Arc::new(Metered {
             inner: MeteredStore {
                 store,
                 tickets,
                 snapshots,
+                auto,
             },
             metrics: metrics.clone(),
         })
@@ -418,6 +428,7 @@ struct MeteredStore {
     store: Arc<dyn Store>,
     tickets: Option<Arc<dyn TicketStore>>,
     snapshots: Option<Arc<dyn SnapshotStore>>,
+    auto: Option<Arc<dyn AutoStore>>,
 }
 
 #[cfg(feature = "metrics")]
@@ -466,6 +477,40 @@ impl Store for Metered<MeteredStore> {
     }
     fn snapshots(self: Arc<Self>) -> Option<Arc<dyn SnapshotStore>> {
         self.inner.snapshots.clone()
+    }
+    fn auto(self: Arc<Self>) -> Option<Arc<dyn AutoStore>> {
+        self.inner.auto.clone()
+    }
+}
+
+#[cfg(feature = "metrics")]
+impl AutoStore for Metered<Arc<dyn AutoStore>> {
+    fn auto_report(
+        &self,
+        policy: &RoomPolicy,
+        gateway: GatewayId,
+        counts: &crate::auto::Window,
+        window_ms: u64,
+        lease_ms: u64,
+    ) -> StoreFuture<AutoReport> {
+        let call = self
+            .inner
+            .auto_report(policy, gateway, counts, window_ms, lease_ms);
+        self.metrics.timed(StoreOp::AutoReport, call)
+    }
+    fn auto_apply(
+        &self,
+        policy: &RoomPolicy,
+        gateway: GatewayId,
+        capacity: u32,
+        status: &str,
+    ) -> StoreFuture<AutoApplied> {
+        let call = self.inner.auto_apply(policy, gateway, capacity, status);
+        self.metrics.timed(StoreOp::AutoApply, call)
+    }
+    fn auto_switch(&self, policy: &RoomPolicy, off: Option<AutoOff>) -> StoreFuture<()> {
+        let call = self.inner.auto_switch(policy, off);
+        self.metrics.timed(StoreOp::AutoSwitch, call)
     }
 }
 

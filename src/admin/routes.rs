@@ -310,9 +310,13 @@ async fn patch_room(control: &RoomControl, patch: Patch) -> Response<AdminBody> 
         }
     }
     let switched = match patch.auto {
-        Some(true) => control.resume_auto(),
-        Some(false) => control.stop_auto(),
-        None => true,
+        Some(true) => control.resume_auto().await,
+        Some(false) => control.stop_auto().await,
+        None => Ok(true),
+    };
+    let switched = match switched {
+        Ok(switched) => switched,
+        Err(e) => return control_error(control, e),
     };
     if !switched {
         return error(

@@ -53,6 +53,11 @@ impl Change {
             Change::Cut => "cut",
         }
     }
+
+    /// The change [`as_str`](Self::as_str) writes; `None` for anything else.
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|c| c.as_str() == s)
+    }
 }
 
 /// Why, in the controller's words (in the admin's JSON, snake case).
@@ -87,6 +92,27 @@ pub enum Reason {
 }
 
 impl Reason {
+    /// Every reason, in declaration order.
+    pub const ALL: [Reason; 12] = [
+        Reason::FewSamples,
+        Reason::Errors,
+        Reason::OverTarget,
+        Reason::Settling,
+        Reason::Draining,
+        Reason::InBand,
+        Reason::Headroom,
+        Reason::NotFull,
+        Reason::NoLine,
+        Reason::AppLoad,
+        Reason::Queueing,
+        Reason::AtBound,
+    ];
+
+    /// The reason [`as_str`](Self::as_str) writes; `None` for anything else.
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|r| r.as_str() == s)
+    }
+
     /// The reason in snake case, as the admin's JSON writes it.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -203,6 +229,17 @@ impl Controller {
             good: None,
             knee: None,
             timing_out: 0,
+        }
+    }
+
+    /// A controller for `terms` taking over from another one (on another gateway, or before
+    /// the operator set the capacity by hand) at `capacity`: as [`new`](Self::new), but past
+    /// the start, so it grows by 5 % per window rather than by half: the capacity it finds was
+    /// already chosen, and what made it so is not known here.
+    pub fn taking_over(terms: AutoCapacity, capacity: u32) -> Self {
+        Self {
+            phase: Phase::Steady,
+            ..Self::new(terms, capacity)
         }
     }
 

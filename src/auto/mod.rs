@@ -51,13 +51,14 @@ mod law;
 #[cfg(test)]
 mod sim;
 mod stage;
+mod status;
 
 use std::time::Duration;
 
 pub use self::histogram::LatencyHistogram;
 pub use self::law::{Change, Controller, Decision, Reason};
-pub use self::stage::AutoStatus;
 pub(crate) use self::stage::{AutoStage, Sampled};
+pub use self::status::AutoStatus;
 use crate::ConfigError;
 
 /// The operator's terms for a room whose capacity follows the app: bounds, a latency target

@@ -1,30 +1,34 @@
 //! A room's side of the controller: the samples of the admitted requests it passes to the app,
-//! and, when a window is over, one decision written to the store as the room's capacity.
+//! reported to the store about once a second; and, on the gateway that holds the room's lease,
+//! one decision per window, written to the store as the room's capacity.
 //!
 //! A request is a sample when it holds a slot (not bypassed, not let in by the fail policy,
 //! not one of the room's own answers): its latency from the call to the app until the
 //! response's head, and its class (below 500 and not 429: ok; 5xx, 429, or the app's service
 //! failing: an error; ok but slower than the terms' timeout: a timeout). Recording one is a few
-//! relaxed atomic additions. The first sample after a window's end takes the window's counts
-//! and decides in a task of its own: the room's counts of people inside and waiting from the
-//! store, the controller's law, and the new capacity written to the store when it moved.
-//!
-//! The capacity written is remembered: when the store's capacity differs from it at the next
-//! decision, someone else changed it (an operator, the admin API, another gateway deciding for
-//! the same room) and the controller turns itself off rather than overwrite them.
+//! relaxed atomic additions. The first sample after a report interval takes the counts and
+//! reports them in a task of its own ([`AutoStore::auto_report`]): every gateway's counts meet
+//! in the store's one window. The gateway that holds the lease is handed the window when it is
+//! over, reads the people inside and waiting from the store, runs the controller's law and
+//! writes the decision ([`AutoStore::auto_apply`]); the store refuses it if the lease moved
+//! on, and turns the controller off for every gateway if the capacity is not the one it last
+//! wrote (an operator, an older gateway). Other gateways show the decision the store holds.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use http::StatusCode;
-use serde::Serialize;
 
 use super::histogram::BUCKETS;
-use super::{AutoCapacity, Change, Controller, Decision, LatencyHistogram, Reason, Window};
+use super::LatencyHistogram;
+use super::{status, AutoCapacity, AutoStatus, Change, Controller, Decision, Reason, Window};
 use crate::config::RoomPolicy;
-use crate::store::{SettingsChange, Store};
+use crate::store::{AutoApplied, AutoOff, AutoReport, AutoStore, GatewayId, Store};
 use crate::telemetry::RoomMetrics;
+
+/// How often a gateway reports at most: once a second, or four times a window if shorter.
+const REPORT_MS: u64 = 1_000;
 
 /// What became of a request that held a slot.
 pub(crate) enum Sampled {
@@ -37,73 +41,60 @@ pub(crate) enum Sampled {
 /// The controller of one room, on this gateway.
 pub(crate) struct AutoStage {
     terms: AutoCapacity,
+    gateway: GatewayId,
+    shared: Arc<dyn AutoStore>,
     ok: AtomicU64,
     errors: AtomicU64,
     timeouts: AtomicU64,
     buckets: Box<[AtomicU64]>,
-    window_start_ms: AtomicU64,
-    deciding: AtomicBool,
+    last_report_ms: AtomicU64,
+    reporting: AtomicBool,
     state: Mutex<State>,
 }
 
-/// Why it is off: the capacity was set through the room's handle or the admin API.
-const SET_BY_HAND: &str = "set_by_hand";
-/// Why it is off: the store's capacity was not the one it wrote (another gateway deciding, an
-/// operator on another gateway).
-const CHANGED_ELSEWHERE: &str = "changed_elsewhere";
-
 #[derive(Default)]
 struct State {
+    /// The law's state while this gateway decides; dropped when another one does or the
+    /// controller is off.
     controller: Option<Controller>,
-    off: Option<&'static str>,
-    written: Option<u32>,
+    /// Why it is off, as the store last said (or as this gateway just switched it).
+    off: Option<AutoOff>,
+    deciding: bool,
+    /// The room's last decision: this gateway's own, or the one the store holds.
     last: Option<Decision>,
 }
 
-/// What the controller of a room is doing, as an operator sees it (in the admin's JSON,
-/// `"auto"`).
-#[derive(Clone, Debug, PartialEq, Serialize)]
-#[non_exhaustive]
-pub struct AutoStatus {
-    /// Whether it moves the capacity.
-    pub enabled: bool,
-    /// The lowest capacity it may set.
-    pub min: u32,
-    /// The highest.
-    pub max: u32,
-    /// The p95 it aims at, in ms.
-    pub target_ms: u64,
-    /// The share of errors it tolerates.
-    pub error_budget: f64,
-    /// The last decided window's p95 of admitted requests, in ms.
-    pub p95_ms: Option<u64>,
-    /// Its median, in ms.
-    pub p50_ms: Option<u64>,
-    /// Its share of errors and timeouts.
-    pub error_rate: Option<f64>,
-    /// Its requests.
-    pub samples: u64,
-    /// The capacity it last decided.
-    pub capacity: Option<u32>,
-    /// How that moved the capacity.
-    pub change: Option<Change>,
-    /// Why, in snake case: the last decision's [`Reason`](super::Reason), or why it is off
-    /// (`set_by_hand`, `changed_elsewhere`).
-    pub reason: Option<&'static str>,
-}
-
 impl AutoStage {
-    pub(crate) fn new(terms: AutoCapacity, now_ms: u64) -> Self {
+    pub(crate) fn new(terms: AutoCapacity, shared: Arc<dyn AutoStore>) -> Self {
         Self {
             terms,
+            gateway: GatewayId::random(),
+            shared,
             ok: AtomicU64::new(0),
             errors: AtomicU64::new(0),
             timeouts: AtomicU64::new(0),
             buckets: (0..BUCKETS).map(|_| AtomicU64::new(0)).collect(),
-            window_start_ms: AtomicU64::new(now_ms),
-            deciding: AtomicBool::new(false),
+            // The first sample reports at once: the lease and the window start with the
+            // room's first admitted request, not one interval after it.
+            last_report_ms: AtomicU64::new(u64::MAX),
+            reporting: AtomicBool::new(false),
             state: Mutex::new(State::default()),
         }
+    }
+
+    fn window_ms(&self) -> u64 {
+        u64::try_from(self.terms.get_window().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    /// How long the lease lasts without a report from its holder: two windows and a second,
+    /// so a holder that goes quiet for a moment keeps it, and one that dies hands it on
+    /// within that.
+    pub(crate) fn lease_ms(&self) -> u64 {
+        self.window_ms().saturating_mul(2).saturating_add(1_000)
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Counts one request.
@@ -127,22 +118,20 @@ impl AutoStage {
         }
     }
 
-    /// The window's counts when it is over at `now_ms` and nobody else is deciding it: the
-    /// caller decides ([`decide`](Self::decide)).
+    /// The counts since the last report when one is due at `now_ms` and none is under way:
+    /// the caller reports them ([`report`](Self::report)).
     pub(crate) fn due(&self, now_ms: u64) -> Option<Window> {
-        let start = self.window_start_ms.load(Ordering::Relaxed);
-        let window_ms = u64::try_from(self.terms.get_window().as_millis()).unwrap_or(u64::MAX);
-        // A clock that went back starts the window again rather than waiting for it.
-        if now_ms >= start && now_ms - start < window_ms {
+        let last = self.last_report_ms.load(Ordering::Relaxed);
+        let every = REPORT_MS.min(self.window_ms() / 4).max(1);
+        // A clock that went back reports at once rather than waiting for it.
+        if now_ms >= last && now_ms - last < every {
             return None;
         }
-        if self.deciding.swap(true, Ordering::Acquire) {
+        if self.reporting.swap(true, Ordering::Acquire) {
             return None;
         }
-        self.window_start_ms.store(now_ms, Ordering::Relaxed);
-        let mut window = Window {
-            start_ms: start.min(now_ms),
-            end_ms: now_ms,
+        self.last_report_ms.store(now_ms, Ordering::Relaxed);
+        let mut counts = Window {
             ok: self.ok.swap(0, Ordering::Relaxed),
             errors: self.errors.swap(0, Ordering::Relaxed),
             timeouts: self.timeouts.swap(0, Ordering::Relaxed),
@@ -151,71 +140,107 @@ impl AutoStage {
         for (index, bucket) in self.buckets.iter().enumerate() {
             let n = bucket.swap(0, Ordering::Relaxed);
             if n > 0 {
-                window.latencies.add_to_bucket(index, n);
+                counts.latencies.add_to_bucket(index, n);
             }
         }
-        Some(window)
+        Some(counts)
     }
 
-    /// Gives up deciding the window [`due`](Self::due) handed out (nothing to decide it on).
+    /// Gives up the report [`due`](Self::due) handed out (nothing to send it with); its counts
+    /// are lost, as those of a report the store did not take.
     pub(crate) fn skip(&self) {
-        self.deciding.store(false, Ordering::Release);
+        self.reporting.store(false, Ordering::Release);
     }
 
-    /// Decides `window` (taken by [`due`](Self::due)): the people inside and waiting from the
-    /// store, the controller's law, and the capacity written when it moved.
-    pub(crate) async fn decide(
+    /// Reports `counts` (taken by [`due`](Self::due)) and, when the store hands this gateway
+    /// the window, decides it.
+    pub(crate) async fn report(
         self: Arc<Self>,
-        mut window: Window,
+        counts: Window,
         store: Arc<dyn Store>,
         policy: RoomPolicy,
         metrics: Arc<RoomMetrics>,
     ) {
-        let stats = store.stats(&policy).await;
-        let outcome = match stats {
-            Ok(stats) => self.apply(&mut window, &stats, &store, &policy).await,
-            Err(e) => {
-                tracing::debug!(room = %policy.room, error = %e, "auto capacity: no stats; the window is skipped");
-                None
+        let answer = self
+            .shared
+            .auto_report(
+                &policy,
+                self.gateway,
+                &counts,
+                self.window_ms(),
+                self.lease_ms(),
+            )
+            .await;
+        match answer {
+            Ok(report) => {
+                if let Some(window) = self.heard(report, &policy.room) {
+                    self.decide(window, &store, &policy, &metrics).await;
+                }
             }
-        };
-        if let Some((before, decision)) = outcome {
-            metrics.auto(&decision);
-            log(&policy.room, before, &decision);
+            Err(e) => {
+                tracing::debug!(room = %policy.room, error = %e, "auto capacity: a report was lost");
+            }
         }
-        self.deciding.store(false, Ordering::Release);
+        self.reporting.store(false, Ordering::Release);
     }
 
-    async fn apply(
+    /// Takes in what the store said; the window to decide, if this gateway decides it.
+    fn heard(&self, report: AutoReport, room: &str) -> Option<Window> {
+        let mut state = self.lock();
+        if report.deciding && !state.deciding {
+            tracing::debug!(room, gateway = %self.gateway, "auto capacity: this gateway decides");
+        }
+        state.deciding = report.deciding;
+        state.off = report.off;
+        if report.off.is_some() || !report.deciding {
+            state.controller = None;
+        }
+        if !report.deciding || state.last.is_none() {
+            state.last = report.status.as_deref().and_then(status::read);
+        }
+        report
+            .window
+            .filter(|_| report.off.is_none() && report.deciding)
+    }
+
+    /// Decides `window`: the people inside and waiting from the store, the controller's law,
+    /// and the decision written.
+    async fn decide(
         &self,
-        window: &mut Window,
-        stats: &crate::store::RoomStats,
+        mut window: Window,
         store: &Arc<dyn Store>,
         policy: &RoomPolicy,
-    ) -> Option<(Option<Decision>, Decision)> {
+        metrics: &RoomMetrics,
+    ) {
+        let stats = match store.stats(policy).await {
+            Ok(stats) => stats,
+            Err(e) => {
+                tracing::debug!(room = %policy.room, error = %e, "auto capacity: no stats; the window is skipped");
+                return;
+            }
+        };
+        let settings = &stats.settings;
+        if settings.paused || !settings.open {
+            return;
+        }
         let live = u32::try_from(stats.capacity).unwrap_or(u32::MAX);
         window.inside = (stats.admitted + stats.granted) as f64;
         window.waiting = stats.waiting;
         let (decision, before) = {
-            let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
-            if state.off.is_some() {
-                return None;
-            }
-            if state.written.is_some_and(|w| w != live) {
-                state.off = Some(CHANGED_ELSEWHERE);
-                state.controller = None;
-                tracing::info!(room = %policy.room, capacity = live, "auto capacity off: the capacity was changed by someone else");
-                return None;
-            }
-            let settings = &stats.settings;
-            if settings.paused || !settings.open {
-                return None;
-            }
+            let mut state = self.lock();
             let terms = self.terms;
-            let controller = state
-                .controller
-                .get_or_insert_with(|| Controller::new(terms, live));
-            let mut decision = controller.decide(window);
+            // A gateway that takes over from another (or from a capacity set by hand) goes on
+            // from the capacity it finds, past the start; only the room's very first decider
+            // starts with the fast growth of the start.
+            let first = state.last.is_none();
+            let controller = state.controller.get_or_insert_with(|| {
+                if first {
+                    Controller::new(terms, live)
+                } else {
+                    Controller::taking_over(terms, live)
+                }
+            });
+            let mut decision = controller.decide(&window);
             if decision.change == Change::Hold && decision.capacity != live {
                 // The live capacity was outside the bounds (the room's own, at the start): the
                 // decision brings it within them, and says so.
@@ -226,60 +251,62 @@ impl AutoStage {
                 };
                 decision.reason = Reason::AtBound;
             }
-            let before = state.last.replace(decision);
-            (decision, before)
+            (decision, state.last)
         };
-        if decision.capacity != live {
-            match store
-                .configure(policy, SettingsChange::new().capacity(decision.capacity))
-                .await
-            {
-                Ok(_) => {
-                    let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
-                    state.written = Some(decision.capacity);
-                }
-                Err(e) => {
-                    tracing::warn!(room = %policy.room, error = %e, "auto capacity: the new capacity could not be stored")
-                }
+        let written = self
+            .shared
+            .auto_apply(
+                policy,
+                self.gateway,
+                decision.capacity,
+                &status::write(&decision),
+            )
+            .await;
+        let mut state = self.lock();
+        match written {
+            Ok(AutoApplied::Applied { .. }) => {
+                state.last = Some(decision);
+                drop(state);
+                metrics.auto(&decision);
+                log(&policy.room, before, &decision);
             }
-        } else {
-            let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
-            state.written = Some(live);
+            Ok(AutoApplied::NotDeciding) => {
+                state.deciding = false;
+                state.controller = None;
+            }
+            Ok(AutoApplied::Off(why)) => {
+                state.off = Some(why);
+                state.controller = None;
+            }
+            Ok(AutoApplied::ChangedElsewhere) => {
+                state.off = Some(AutoOff::ChangedElsewhere);
+                state.controller = None;
+                tracing::info!(room = %policy.room, capacity = live, "auto capacity off: the capacity was changed by someone else");
+            }
+            Err(e) => {
+                tracing::warn!(room = %policy.room, error = %e, "auto capacity: the decision could not be stored");
+            }
         }
-        Some((before, decision))
     }
 
-    /// Turns the controller off: an operator set the capacity by hand.
-    pub(crate) fn set_by_hand(&self) {
-        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        state.off = Some(SET_BY_HAND);
-        state.controller = None;
-    }
-
-    /// Turns it back on, from the capacity the store has at its next decision.
-    pub(crate) fn turn_on(&self) {
-        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        *state = State::default();
+    /// Turns the controller off (`Some`) or on for every gateway: here at once, in the store
+    /// for the others (they see it at their next report).
+    pub(crate) async fn switch(
+        &self,
+        policy: &RoomPolicy,
+        off: Option<AutoOff>,
+    ) -> Result<(), crate::store::StoreError> {
+        {
+            let mut state = self.lock();
+            state.off = off;
+            state.controller = None;
+        }
+        self.shared.auto_switch(policy, off).await
     }
 
     pub(crate) fn status(&self) -> AutoStatus {
-        let state = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
-        let last = state.last;
-        AutoStatus {
-            enabled: state.off.is_none(),
-            min: self.terms.get_min(),
-            max: self.terms.get_max(),
-            target_ms: ms(self.terms.get_target_p95()),
-            error_budget: self.terms.get_error_budget(),
-            p95_ms: last.and_then(|d| d.p95).map(ms),
-            p50_ms: last.and_then(|d| d.p50).map(ms),
-            error_rate: last.map(|d| d.error_rate),
-            samples: last.map_or(0, |d| d.samples),
-            capacity: last.map(|d| d.capacity),
-            change: last.map(|d| d.change),
-            reason: state.off.or(last.map(|d| d.reason.as_str())),
-        }
+        let state = self.lock();
+        AutoStatus::new(&self.terms, state.off, state.deciding, state.last)
     }
 }
 

@@ -37,6 +37,7 @@ use crate::config::EventSchedule;
 use crate::eta::{estimate, Eta, EtaInput};
 use crate::room::Room;
 use crate::session::SessionId;
+use crate::store::AutoOff;
 use crate::store::{
     RoomSettings, RoomStats, SettingsChange, StoreError, HISTORY_MINUTES, MAX_ADMIT_NEXT_PER_CALL,
 };
@@ -276,11 +277,15 @@ impl RoomControl {
         if change.capacity == Some(0) {
             return Err(ControlError::Invalid("capacity must be at least 1"));
         }
-        if let (Some(_), Some(auto)) = (change.capacity, self.room.auto()) {
-            // Before the write: a decision in flight then finds the controller off.
-            auto.set_by_hand();
-        }
         let policy = &self.room.config().policy;
+        if let (Some(_), Some(auto)) = (change.capacity, self.room.auto()) {
+            // Before the write: a decision in flight then finds the controller off. If the
+            // store misses this, it still finds a capacity the controller did not write at
+            // its next decision, and turns itself off then.
+            if let Err(e) = auto.switch(policy, Some(AutoOff::SetByHand)).await {
+                tracing::debug!(room = self.room(), error = %e, "auto capacity: the switch-off was not stored");
+            }
+        }
         let update = self.room.store().configure(policy, change).await?;
         log_change(self.room(), &update.before, &update.after, &change);
         Ok(update.after)
@@ -294,24 +299,25 @@ impl RoomControl {
 
     /// Turns the capacity controller off, the capacity left where it is. `false` when the room
     /// has no controller.
-    pub fn stop_auto(&self) -> bool {
+    pub async fn stop_auto(&self) -> Result<bool, ControlError> {
         let Some(auto) = self.room.auto() else {
-            return false;
+            return Ok(false);
         };
-        auto.set_by_hand();
+        auto.switch(&self.room.config().policy, Some(AutoOff::SetByHand))
+            .await?;
         tracing::info!(room = self.room(), "auto capacity off");
-        true
+        Ok(true)
     }
 
     /// Turns the capacity controller back on after a capacity set by hand: it goes on from
     /// the capacity the store has. `false` when the room has no controller.
-    pub fn resume_auto(&self) -> bool {
+    pub async fn resume_auto(&self) -> Result<bool, ControlError> {
         let Some(auto) = self.room.auto() else {
-            return false;
+            return Ok(false);
         };
-        auto.turn_on();
+        auto.switch(&self.room.config().policy, None).await?;
         tracing::info!(room = self.room(), "auto capacity back on");
-        true
+        Ok(true)
     }
 
     /// Sets the capacity (at least 1). Raising it lets the next in line in at once; lowering it

@@ -130,9 +130,11 @@ impl Room {
                 .tickets()
                 .filter(|_| parts.config.settings.single_use_tickets),
         );
+        // The builder refused auto capacity on a store that cannot share the decision.
         let auto = parts
             .auto
-            .map(|terms| Arc::new(AutoStage::new(terms, parts.clock.now_ms())));
+            .zip(Arc::clone(&store).auto())
+            .map(|(terms, shared)| Arc::new(AutoStage::new(terms, shared)));
         Self {
             core: Arc::new(Core::new(
                 parts.config,
@@ -448,9 +450,9 @@ impl Room {
             Some(status) => Sampled::Answered(status, started.elapsed()),
             None => Sampled::Failed,
         });
-        if let Some(window) = auto.due(self.now_ms()) {
-            let decide = Arc::clone(auto).decide(
-                window,
+        if let Some(counts) = auto.due(self.now_ms()) {
+            let decide = Arc::clone(auto).report(
+                counts,
                 Arc::clone(self.store()),
                 self.config().policy.clone(),
                 Arc::clone(&self.core.metrics),
@@ -459,7 +461,7 @@ impl Room {
                 Ok(runtime) => {
                     runtime.spawn(decide);
                 }
-                // Outside a runtime nothing can be asked of the store: the window is dropped.
+                // Outside a runtime nothing can be asked of the store: the counts are dropped.
                 Err(_) => {
                     drop(decide);
                     auto.skip();

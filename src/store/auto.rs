@@ -40,7 +40,7 @@
 
 use std::fmt;
 
-use super::StoreFuture;
+use super::{StoreError, StoreErrorKind, StoreFuture};
 use crate::auto::Window;
 use crate::config::RoomPolicy;
 
@@ -194,4 +194,34 @@ pub trait AutoStore: Send + Sync {
     /// Turns the room's controller on (`None`: from whatever capacity the room has) or off
     /// (with why), for every gateway.
     fn auto_switch(&self, policy: &RoomPolicy, off: Option<AutoOff>) -> StoreFuture<()>;
+}
+
+/// The longest window or lease a report may name: an hour, in ms.
+pub(crate) const MAX_AUTO_TERM_MS: u64 = 3_600_000;
+
+/// A report's window and lease, as every store takes them: 1 ms to an hour each.
+pub(crate) fn check_auto_terms(window_ms: u64, lease_ms: u64) -> Result<(), StoreError> {
+    let within = |ms: u64| (1..=MAX_AUTO_TERM_MS).contains(&ms);
+    if within(window_ms) && within(lease_ms) {
+        Ok(())
+    } else {
+        Err(refused("a window or lease outside 1 ms to an hour"))
+    }
+}
+
+/// A decision as every store takes it: a capacity of at least 1, a status of at most
+/// [`MAX_AUTO_STATUS`] bytes.
+pub(crate) fn check_auto_apply(capacity: u32, status: &str) -> Result<(), StoreError> {
+    if capacity == 0 {
+        Err(refused("a capacity of 0"))
+    } else if status.len() > MAX_AUTO_STATUS {
+        Err(refused("a status longer than 200 bytes"))
+    } else {
+        Ok(())
+    }
+}
+
+/// A call refused for its arguments: a protocol error, never an outage (nobody is let in by it).
+fn refused(why: &'static str) -> StoreError {
+    StoreError::with_source(StoreErrorKind::Protocol, why)
 }

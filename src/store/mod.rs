@@ -422,12 +422,15 @@ pub(crate) enum StoreOp {
     MintTicket,
     RedeemTicket,
     Sync,
+    AutoReport,
+    AutoApply,
+    AutoSwitch,
 }
 
 impl StoreOp {
     /// Every operation, in the order of the metrics' keys.
     #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
-    pub(crate) const ALL: [StoreOp; 11] = [
+    pub(crate) const ALL: [StoreOp; 14] = [
         StoreOp::Enter,
         StoreOp::Poll,
         StoreOp::Heartbeat,
@@ -439,6 +442,9 @@ impl StoreOp {
         StoreOp::MintTicket,
         StoreOp::RedeemTicket,
         StoreOp::Sync,
+        StoreOp::AutoReport,
+        StoreOp::AutoApply,
+        StoreOp::AutoSwitch,
     ];
 
     /// The operation's name, as the metrics spell it: the store method's (`mint_ticket`,
@@ -458,6 +464,9 @@ impl StoreOp {
             StoreOp::MintTicket => "mint_ticket",
             StoreOp::RedeemTicket => "redeem_ticket",
             StoreOp::Sync => "sync",
+            StoreOp::AutoReport => "auto_report",
+            StoreOp::AutoApply => "auto_apply",
+            StoreOp::AutoSwitch => "auto_switch",
         }
     }
 }

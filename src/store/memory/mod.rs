@@ -22,6 +22,7 @@
 //! so each rule's two copies read side by side; this file holds the store, a room's state and
 //! the [`Store`] impl, which runs each operation of a concern file under the room's lock.
 
+mod auto;
 #[cfg(feature = "testing")]
 mod damage;
 mod keys;
@@ -49,12 +50,14 @@ use self::waiters::Waiters;
 
 use super::snapshot::{RoomSnapshot, SnapshotStore};
 use super::{
-    AdmissionRing, Decision, MintFor, Minted, Redeemed, RoomSettings, RoomStats, SeenWaiters,
-    SettingsChange, SettingsUpdate, Store, StoreFuture, TicketNonce, TicketStore,
+    AdmissionRing, AutoApplied, AutoOff, AutoReport, AutoStore, Decision, GatewayId, MintFor,
+    Minted, Redeemed, RoomSettings, RoomStats, SeenWaiters, SettingsChange, SettingsUpdate, Store,
+    StoreFuture, TicketNonce, TicketStore,
 };
 use crate::clock::{Clock, SharedClock, SystemClock};
 use crate::config::RoomPolicy;
 use crate::session::SessionId;
+use crate::store::auto::{check_auto_apply, check_auto_terms};
 
 /// The embedded store: one process's rooms in memory, with the exact semantics of the
 /// [store docs](crate::store). Clones share the same rooms.
@@ -250,6 +253,10 @@ impl Store for MemoryStore {
         Some(self)
     }
 
+    fn auto(self: Arc<Self>) -> Option<Arc<dyn AutoStore>> {
+        Some(self)
+    }
+
     fn snapshots(self: Arc<Self>) -> Option<Arc<dyn SnapshotStore>> {
         Some(self)
     }
@@ -287,6 +294,50 @@ impl TicketStore for MemoryStore {
         let slot_expires = room.active.score(session).filter(|expires| *expires > now);
         let redeemed = tickets.redeem(&policy.room, session, nonce, slot_expires, now);
         Box::pin(std::future::ready(Ok(redeemed)))
+    }
+}
+
+impl AutoStore for MemoryStore {
+    fn auto_report(
+        &self,
+        policy: &RoomPolicy,
+        gateway: GatewayId,
+        counts: &crate::auto::Window,
+        window_ms: u64,
+        lease_ms: u64,
+    ) -> StoreFuture<AutoReport> {
+        if let Err(e) = check_auto_terms(window_ms, lease_ms) {
+            return Box::pin(std::future::ready(Err(e)));
+        }
+        // The record alone: no housekeeping of the line, as the script's report touches only
+        // its own key.
+        let room = self.room(&policy.room);
+        let mut room = lock(&room);
+        let now = self.clock.now_ms();
+        let report = auto::report(&mut room.auto, gateway, counts, window_ms, lease_ms, now);
+        Box::pin(std::future::ready(Ok(report)))
+    }
+
+    fn auto_apply(
+        &self,
+        policy: &RoomPolicy,
+        gateway: GatewayId,
+        capacity: u32,
+        status: &str,
+    ) -> StoreFuture<AutoApplied> {
+        if let Err(e) = check_auto_apply(capacity, status) {
+            return Box::pin(std::future::ready(Err(e)));
+        }
+        let status = status.to_owned();
+        self.run(policy, move |room, policy, now| {
+            auto::apply(room, policy, gateway, capacity, &status, now)
+        })
+    }
+
+    fn auto_switch(&self, policy: &RoomPolicy, off: Option<AutoOff>) -> StoreFuture<()> {
+        let room = self.room(&policy.room);
+        auto::switch(&mut lock(&room).auto, off);
+        Box::pin(std::future::ready(Ok(())))
     }
 }
 
@@ -349,6 +400,8 @@ struct RoomState {
     kept_schedule: Option<(u64, Option<u64>, bool)>,
     /// The liveness rules of the room's last call (for the damage hook's stray check-in).
     liveness: Option<Liveness>,
+    /// The capacity controller's record (`auto`, a key of its own in the script).
+    auto: auto::Record,
 }
 
 #[cfg(test)]
