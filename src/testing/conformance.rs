@@ -68,6 +68,7 @@ use crate::store::{
 use crate::testing::ManualClock;
 use crate::{RoomPolicy, SessionId};
 
+mod auto;
 mod damage;
 mod line;
 mod numbers;
@@ -78,6 +79,7 @@ mod schedule;
 mod slots;
 mod snapshot;
 mod tickets;
+pub use self::auto::*;
 use self::damage::Damaged;
 pub use self::damage::*;
 pub use self::line::*;
@@ -522,6 +524,13 @@ macro_rules! __conformance_suite {
                 sync_snapshot_says_paused_open_and_schedule,
                 waiting_answers_say_the_place,
                 snapshot_positions_are_within_the_bound,
+                auto_one_lease_and_one_merged_window,
+                auto_lease_runs_out_and_passes_on,
+                auto_apply_writes_the_capacity_and_lets_people_in,
+                auto_someone_elses_capacity_turns_it_off,
+                auto_switch_holds_for_every_gateway,
+                auto_a_clock_gone_back_holds_no_lease,
+                auto_refuses_bad_terms_and_takes_nothing,
             ];
             multi_thread: [
                 concurrent_never_exceeds_capacity,
