@@ -12,7 +12,7 @@ use pin_project_lite::pin_project;
 use tower_service::Service;
 
 use crate::body::{Chunks, FullBody, ResponseBody};
-use crate::room::{strip_end_slot, with_room_headers, Issued, Pending, Room, Slot, Then};
+use crate::room::{strip_app_headers, with_room_headers, Issued, Pending, Room, Slot, Then};
 use crate::store::StoreFuture;
 use crate::telemetry::InSpan;
 
@@ -178,12 +178,16 @@ where
                     set_cookie,
                     slot,
                 } => {
-                    let res = ready!(future.poll(cx));
+                    let mut res = ready!(future.poll(cx));
+                    let said = res
+                        .as_mut()
+                        .ok()
+                        .map(|res| (res.status(), strip_app_headers(res.headers_mut())));
                     if let Some((slot, room)) = slot.as_ref() {
-                        room.sampled(slot, res.as_ref().ok().map(Response::status));
+                        room.sampled(slot, said);
                     }
                     let mut res = res?;
-                    let header = strip_end_slot(res.headers_mut());
+                    let header = said.is_some_and(|(_, said)| said.end_slot);
                     let ending = slot.take().and_then(|(slot, room)| {
                         let Some(by) = slot.ended_by(header) else {
                             slot.done();

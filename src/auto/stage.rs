@@ -32,8 +32,9 @@ const REPORT_MS: u64 = 1_000;
 
 /// What became of a request that held a slot.
 pub(crate) enum Sampled {
-    /// The app answered with this status after this long.
-    Answered(StatusCode, Duration),
+    /// The app answered with this status after this long, saying this load (its
+    /// [`APP_LOAD_HEADER`](crate::config::defaults::APP_LOAD_HEADER)), if it did.
+    Answered(StatusCode, Duration, Option<u8>),
     /// The app's service failed it.
     Failed,
 }
@@ -47,6 +48,8 @@ pub(crate) struct AutoStage {
     errors: AtomicU64,
     timeouts: AtomicU64,
     buckets: Box<[AtomicU64]>,
+    /// The highest load the app said since the last report, plus one (0: it said none).
+    load: AtomicU64,
     last_report_ms: AtomicU64,
     reporting: AtomicBool,
     state: Mutex<State>,
@@ -74,6 +77,7 @@ impl AutoStage {
             errors: AtomicU64::new(0),
             timeouts: AtomicU64::new(0),
             buckets: (0..BUCKETS).map(|_| AtomicU64::new(0)).collect(),
+            load: AtomicU64::new(0),
             // The first sample reports at once: the lease and the window start with the
             // room's first admitted request, not one interval after it.
             last_report_ms: AtomicU64::new(u64::MAX),
@@ -99,16 +103,19 @@ impl AutoStage {
 
     /// Counts one request.
     pub(crate) fn sample(&self, sampled: Sampled) {
+        if let Sampled::Answered(_, _, Some(load)) = sampled {
+            self.load.fetch_max(u64::from(load) + 1, Ordering::Relaxed);
+        }
         match sampled {
-            Sampled::Answered(status, _)
+            Sampled::Answered(status, _, _)
                 if status.is_server_error() || status == StatusCode::TOO_MANY_REQUESTS =>
             {
                 self.errors.fetch_add(1, Ordering::Relaxed);
             }
-            Sampled::Answered(_, latency) if latency > self.terms.timeout() => {
+            Sampled::Answered(_, latency, _) if latency > self.terms.timeout() => {
                 self.timeouts.fetch_add(1, Ordering::Relaxed);
             }
-            Sampled::Answered(_, latency) => {
+            Sampled::Answered(_, latency, _) => {
                 self.ok.fetch_add(1, Ordering::Relaxed);
                 self.buckets[LatencyHistogram::bucket_of(latency)].fetch_add(1, Ordering::Relaxed);
             }
@@ -135,6 +142,10 @@ impl AutoStage {
             ok: self.ok.swap(0, Ordering::Relaxed),
             errors: self.errors.swap(0, Ordering::Relaxed),
             timeouts: self.timeouts.swap(0, Ordering::Relaxed),
+            load: match self.load.swap(0, Ordering::Relaxed) {
+                0 => None,
+                said => u8::try_from(said - 1).ok(),
+            },
             ..Window::default()
         };
         for (index, bucket) in self.buckets.iter().enumerate() {

@@ -26,6 +26,14 @@ pub(crate) const TOKEN_HEADER: &str = "waiting-room-token";
 /// [ending a slot](crate::outcome#ending-a-slot-checkout-finished).
 pub const END_SLOT_HEADER: &str = "waiting-room-end-slot";
 
+/// Response header with which the app behind the layer tells a room whose capacity follows it
+/// ([`auto_capacity`](crate::WaitingRoomBuilder::auto_capacity)) how loaded it is: a whole
+/// number from 0 to 100. At 85 or more the controller stops growing the capacity; it never
+/// lowers it for this header alone, so a wrong value can at most hold the capacity where it
+/// is. Anything else (missing, not a number, over 100) is ignored. The layer always strips
+/// it, so clients never see it.
+pub const APP_LOAD_HEADER: &str = "waiting-room-load";
+
 /// Most visitors [`FailPolicy::Drain`](super::FailPolicy::Drain) lets in from the front of the line during one outage.
 #[doc(hidden)]
 pub const DRAIN_BUDGET: u64 = 1_000;

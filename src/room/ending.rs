@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use http::{header, HeaderMap, HeaderName};
 
-use crate::config::defaults::END_SLOT_HEADER;
+use crate::config::defaults::{APP_LOAD_HEADER, END_SLOT_HEADER};
 use crate::config::RoomConfig;
 use crate::cookies;
 use crate::outcome::{Admission, AdmittedBy};
@@ -102,22 +102,51 @@ pub(crate) fn end_flag() -> Arc<AtomicBool> {
 }
 
 static END_SLOT: HeaderName = HeaderName::from_static(END_SLOT_HEADER);
+static APP_LOAD: HeaderName = HeaderName::from_static(APP_LOAD_HEADER);
 
-/// Removes the end-slot header from the app's response, always: it is meant for the layer
-/// only, whatever the request (bypassed, failed open, or holding a slot). Whether it was there.
-pub(crate) fn strip_end_slot(headers: &mut HeaderMap) -> bool {
-    // An app's response has a handful of headers and nearly never this one: looking at their
+/// What the app's response said to the layer, in headers meant for it only.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct AppSaid {
+    /// The end-slot header was there.
+    pub(crate) end_slot: bool,
+    /// The app's load, 0 to 100, when its header held one.
+    pub(crate) load: Option<u8>,
+}
+
+/// Removes the headers meant for the layer (end-slot, app load) from the app's response,
+/// always: whatever the request (bypassed, failed open, or holding a slot) and whatever the
+/// room, clients never see them. What they said.
+pub(crate) fn strip_app_headers(headers: &mut HeaderMap) -> AppSaid {
+    // An app's response has a handful of headers and nearly never these: looking at their
     // names is cheaper than the hashed lookup `remove` makes (and runs less code, which over
     // HTTP costs more than the instructions: see docs/benchmarks.md). A longer map goes
     // straight to `remove`.
-    if headers.len() <= FEW_HEADERS && !headers.keys().any(|name| *name == END_SLOT) {
-        return false;
+    if headers.len() <= FEW_HEADERS
+        && !headers
+            .keys()
+            .any(|name| *name == END_SLOT || *name == APP_LOAD)
+    {
+        return AppSaid::default();
     }
-    // Every value goes (a header repeated is still one request to end the slot).
-    headers.remove(&END_SLOT).is_some()
+    // Every value goes (a header repeated is still one request to end the slot; a load said
+    // twice is read from the first).
+    let end_slot = headers.remove(&END_SLOT).is_some();
+    let load = headers
+        .remove(&APP_LOAD)
+        .and_then(|v| load_of(v.as_bytes()));
+    AppSaid { end_slot, load }
 }
 
-/// Up to this many response headers, [`strip_end_slot`] compares names instead of hashing.
+/// A load as the app writes it: 1 to 3 ASCII digits, at most 100.
+fn load_of(value: &[u8]) -> Option<u8> {
+    if value.is_empty() || value.len() > 3 || !value.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let n = value.iter().fold(0u16, |n, d| n * 10 + u16::from(d - b'0'));
+    u8::try_from(n).ok().filter(|&n| n <= 100)
+}
+
+/// Up to this many response headers, [`strip_app_headers`] compares names instead of hashing.
 const FEW_HEADERS: usize = 8;
 
 #[cfg(test)]
@@ -146,11 +175,18 @@ mod tests {
         // Under and over FEW_HEADERS, where it looks by name and where it hashes.
         for n in [1, 3, FEW_HEADERS - 1, FEW_HEADERS + 5, 40] {
             let mut absent = headers(n, 0);
-            assert!(!strip_end_slot(&mut absent), "{n} headers");
+            assert_eq!(
+                strip_app_headers(&mut absent),
+                AppSaid::default(),
+                "{n} headers"
+            );
             assert_eq!(absent.len(), n);
             for times in [1, 2] {
                 let mut present = headers(n, times);
-                assert!(strip_end_slot(&mut present), "{n} headers, {times} times");
+                assert!(
+                    strip_app_headers(&mut present).end_slot,
+                    "{n} headers, {times} times"
+                );
                 assert!(
                     !present.contains_key(&END_SLOT),
                     "{n} headers, {times} times"
@@ -160,7 +196,46 @@ mod tests {
         }
         let mut only = HeaderMap::new();
         only.insert(END_SLOT.clone(), "yes".parse().unwrap());
-        assert!(strip_end_slot(&mut only) && only.is_empty());
+        assert!(strip_app_headers(&mut only).end_slot && only.is_empty());
+    }
+
+    #[test]
+    fn the_app_load_is_read_strictly_and_always_stripped() {
+        for n in [1, FEW_HEADERS + 5] {
+            for (value, load) in [
+                ("0", Some(0)),
+                ("85", Some(85)),
+                ("100", Some(100)),
+                ("101", None),
+                ("999", None),
+                ("-1", None),
+                (" 50", None),
+                ("50%", None),
+                ("0x10", None),
+                ("", None),
+                ("1000", None),
+                ("00085", None),
+            ] {
+                let mut h = headers(n, 0);
+                h.append(APP_LOAD.clone(), value.parse().unwrap());
+                let said = strip_app_headers(&mut h);
+                assert_eq!(said.load, load, "{value:?}, {n} headers");
+                assert!(!said.end_slot);
+                assert!(
+                    !h.contains_key(&APP_LOAD),
+                    "{value:?}: stripped all the same"
+                );
+                assert_eq!(h.len(), n);
+            }
+        }
+        // Said twice: both go, the first one counts.
+        let mut twice = HeaderMap::new();
+        twice.append(APP_LOAD.clone(), "90".parse().unwrap());
+        twice.append(APP_LOAD.clone(), "10".parse().unwrap());
+        twice.append(END_SLOT.clone(), "1".parse().unwrap());
+        let said = strip_app_headers(&mut twice);
+        assert_eq!((said.end_slot, said.load), (true, Some(90)));
+        assert!(twice.is_empty());
     }
 
     #[test]

@@ -56,7 +56,7 @@ use bytes::Bytes;
 use http::{HeaderMap, Request, Response};
 
 use self::decision::{Enter, Heartbeat, Reads};
-pub(crate) use self::ending::{strip_end_slot, Slot};
+pub(crate) use self::ending::{strip_app_headers, AppSaid, Slot};
 use self::endpoints::Endpoints;
 use self::events::EventStream;
 use self::events::{EventStreams, EventsStart, Watched};
@@ -442,12 +442,12 @@ impl Room {
 impl Room {
     /// Counts a request that held a slot, once the app answered it (`Some` status) or failed
     /// it, and decides the window if it is over (in a task of its own).
-    pub(crate) fn sampled(&self, slot: &Slot, status: Option<http::StatusCode>) {
+    pub(crate) fn sampled(&self, slot: &Slot, answer: Option<(http::StatusCode, AppSaid)>) {
         let (Some(auto), Some(started)) = (&self.auto, slot.started) else {
             return;
         };
-        auto.sample(match status {
-            Some(status) => Sampled::Answered(status, started.elapsed()),
+        auto.sample(match answer {
+            Some((status, said)) => Sampled::Answered(status, started.elapsed(), said.load),
             None => Sampled::Failed,
         });
         if let Some(counts) = auto.due(self.now_ms()) {

@@ -217,6 +217,86 @@ async fn a_capacity_outside_the_bounds_is_brought_within_them_and_said_so() {
     assert_eq!(capacity(&room).await, 2, "min is 2");
 }
 
+#[tokio::test(start_paused = true)]
+async fn the_apps_load_header_holds_growth_and_never_reaches_the_client() {
+    use std::sync::Mutex;
+    use tower_waiting_room::config::defaults::APP_LOAD_HEADER;
+    let room = TestRoom::with(
+        WaitingRoomLayer::builder("auto-load")
+            .capacity(4)
+            .bypass(|req| req.path().starts_with("/static"))
+            .auto_capacity(terms()),
+    );
+    let load: Arc<Mutex<&'static str>> = Arc::new(Mutex::new("95"));
+    let said = Arc::clone(&load);
+    let app = Router::new()
+        .route(
+            "/",
+            get(move || {
+                let said = Arc::clone(&said);
+                async move {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    let value = *said.lock().unwrap();
+                    ([(APP_LOAD_HEADER, value)], "ok")
+                }
+            }),
+        )
+        .route(
+            "/static",
+            get(|| async { ([(APP_LOAD_HEADER, "99")], "css") }),
+        )
+        .layer(room.layer());
+    let mut inside = Vec::new();
+    for _ in 0..4 {
+        inside.push(room.admit().await.1);
+    }
+    let policy = room.layer().config().policy().clone();
+    for _ in 0..30 {
+        room.store()
+            .enter(&policy, SessionId::random())
+            .await
+            .unwrap();
+    }
+    // Fast answers, a full room and a line: it would grow, but the app says it is loaded.
+    requests(&app, &inside, 40).await;
+    next_window(&room, &app, &inside).await;
+    let auto = room.layer().control().auto().unwrap();
+    assert_eq!(
+        (auto.change, auto.reason),
+        (Some(Change::Hold), Some(Reason::AppLoad.as_str())),
+        "{auto:?}"
+    );
+    assert_eq!(capacity(&room).await, 4);
+    // Clients never see the header: not the admitted visitors', not anyone's on a bypassed
+    // route. A value that is no load is ignored, never an error: it grows again.
+    *load.lock().unwrap() = "lots";
+    let reply = call(
+        &app,
+        Method::GET,
+        "/",
+        &[(header::COOKIE, inside[0].clone())],
+    )
+    .await;
+    assert_eq!(reply.status, StatusCode::OK);
+    assert!(
+        reply.headers.get(APP_LOAD_HEADER).is_none(),
+        "{:?}",
+        reply.headers
+    );
+    let stranger = call(&app, Method::GET, "/static", &[]).await;
+    assert_eq!(stranger.body, "css", "bypassed");
+    assert!(
+        stranger.headers.get(APP_LOAD_HEADER).is_none(),
+        "{:?}",
+        stranger.headers
+    );
+    requests(&app, &inside, 40).await;
+    next_window(&room, &app, &inside).await;
+    let auto = room.layer().control().auto().unwrap();
+    assert_eq!(auto.change, Some(Change::Grow), "{auto:?}");
+    assert_eq!(capacity(&room).await, 6);
+}
+
 #[test]
 fn terms_it_cannot_run_with_are_refused_at_build() {
     let built = WaitingRoomLayer::builder("auto")
