@@ -32,8 +32,25 @@ function OPERATIONS.stats()
   return out
 end
 
+-- The live capacity set to `c` (configure's, and the controller's apply, auto.lua), written
+-- with F.write_settings: the capacity before it, and when, remembered for the wait estimate
+-- (the pace measured before the change was at the old capacity).
+function F.write_capacity(c)
+  if c ~= R.capacity then
+    redis.call('HSET', R.k_settings, 'cap_before', R.capacity, 'cap_at', R.now)
+    R.capacity = c
+  end
+end
+
+-- The live settings written back as they now are (R's), with the version they are read by.
+function F.write_settings()
+  redis.call('HSET', R.k_settings, 'v', R.version, 'capacity', R.capacity, 'rate', R.rate,
+    'paused', R.paused and 1 or 0, 'open', R.open and 1 or 0)
+end
+
 -- <LIBRARY>_configure: the operator's change of the live settings.
--- Runs: register.lua's room call, then line.lua F.settings_reply, F.promote.
+-- Runs: register.lua's room call, then operator.lua F.write_capacity, F.write_settings;
+--   line.lua F.settings_reply, F.promote.
 -- KEYS: the room's 20 (keys.lua)
 -- ARGV:
 --   1 now
@@ -51,12 +68,7 @@ function OPERATIONS.configure()
   local c, r = tonumber(R.args[5]), tonumber(R.args[6])
   local p, o = tonumber(R.args[7]), tonumber(R.args[8])
   local before = F.settings_reply(REPLY.settings)
-  if c > 0 and c ~= R.capacity then
-    -- Remembered for the wait estimate: the pace measured before the change was at the old
-    -- capacity.
-    redis.call('HSET', R.k_settings, 'cap_before', R.capacity, 'cap_at', R.now)
-    R.capacity = c
-  end
+  if c > 0 then F.write_capacity(c) end
   if r >= 0 then R.rate = r end
   if p >= 0 then
     -- Remembered for the wait estimate: a pause is no measure of the line's pace.
@@ -68,8 +80,7 @@ function OPERATIONS.configure()
     R.paused = p == 1
   end
   if o >= 0 then R.open = o == 1 end
-  redis.call('HSET', R.k_settings, 'v', R.version, 'capacity', R.capacity, 'rate', R.rate,
-    'paused', R.paused and 1 or 0, 'open', R.open and 1 or 0)
+  F.write_settings()
   if o == 0 and R.args[9] == '1' then
     redis.call('DEL', R.k_active, R.k_granted)
   end
