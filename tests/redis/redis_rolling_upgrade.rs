@@ -114,7 +114,7 @@ fn names_version(window: &[u8], version: u32) -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rolling_deploy_upgrades_the_room_once_and_never_mixes_the_versions() {
-    assert_eq!(ROOM_LIBRARY_NAME, "twr_room_v8");
+    assert_eq!(ROOM_LIBRARY_NAME, "twr_room_v9");
     assert_eq!(SETTINGS_VERSION, 5);
     let (server, mut c) = server_with(PREVIOUS_LIBRARY).await;
     let store = RedisStore::builder()

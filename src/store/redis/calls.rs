@@ -1,18 +1,19 @@
 //! The room library's functions and their arguments: one struct per function (or per family of
 //! functions that take the same arguments), whose fields, in their declared order, are the
 //! function's `ARGV` as its header in the script names them (`script/visitor.lua`,
-//! `script/sync.lua`, `script/operator.lua`, `script/tickets.lua`). Every room function takes
-//! the call's four arguments first ([`Call`], `script/call.lua`) and, for a room with a
-//! schedule, the schedule last; the `room_args!` macro writes both around the fields, so each
-//! order is declared once. The tickets' functions take their own fields only
-//! (`ticket_args!`). Unit tests hold each `FIELDS` to its function's header, every registered
-//! function to its struct and its count of arguments, the packed numbers ([`Number`]) to the
-//! order the script unpacks them in, and the library's name (`library!`) to the script's.
+//! `script/sync.lua`, `script/operator.lua`, `script/tickets.lua`, `script/auto.lua`). Every
+//! room function takes the call's four arguments first ([`Call`], `script/call.lua`) and, for a
+//! room with a schedule, the schedule last; the `room_args!` macro writes both around the
+//! fields, so each order is declared once. The functions on a record alone (the tickets', the
+//! capacity controller's report and switch) take their own fields only (`record_args!`). Unit
+//! tests hold each `FIELDS` to its function's header, every registered function to its struct
+//! and its count of arguments, the packed numbers ([`Number`]) to the order the script unpacks
+//! them in, and the library's name (`library!`) to the script's.
 
 use crate::config::RoomPolicy;
 use crate::session::SessionId;
 use crate::store::{
-    TicketNonce, ADMISSION_BUCKETS, ADMISSION_BUCKET_MS, FIVE_MINUTE_BUCKETS,
+    GatewayId, TicketNonce, ADMISSION_BUCKETS, ADMISSION_BUCKET_MS, FIVE_MINUTE_BUCKETS,
     MAX_PROMOTIONS_PER_CALL, MAX_SWEEP_PER_CALL, MINUTE_BUCKETS,
 };
 
@@ -23,7 +24,7 @@ use crate::store::{
 /// `script/register.lua` names every function). A unit test holds the three equal.
 macro_rules! library {
     () => {
-        "twr_room_v8"
+        "twr_room_v9"
     };
 }
 
@@ -250,6 +251,13 @@ impl Arg for TicketNonce {
     }
 }
 
+impl Arg for GatewayId {
+    /// As the controller's record keeps it: 16 lowercase hex digits.
+    fn write(self, argv: &mut Vec<Vec<u8>>) {
+        argv.push(self.to_string().into_bytes());
+    }
+}
+
 /// A function's arguments: the struct with [`Call`] first, the fields in their `ARGV` order,
 /// and the schedule last; `FIELDS`, their names; `argv`, the arguments in that order.
 macro_rules! room_args {
@@ -290,10 +298,11 @@ macro_rules! room_args {
     };
 }
 
-/// A ticket function's arguments (`script/tickets.lua`): the struct with the fields in their
-/// `ARGV` order, nothing around them (no [`Call`], no schedule: a ticket call reads the record
-/// alone); `FUNCTION`, the registered function; `FIELDS` and `argv` as `room_args!`'s.
-macro_rules! ticket_args {
+/// The arguments of a function on a record alone (`script/tickets.lua`, `script/auto.lua`): the
+/// struct with the fields in their `ARGV` order, nothing around them (no [`Call`], no schedule:
+/// such a call reads its record alone); `FUNCTION`, the registered function; `FIELDS` and
+/// `argv` as `room_args!`'s.
+macro_rules! record_args {
     ($(#[$meta:meta])* $name:ident = $function:literal { $($(#[$fmeta:meta])* $field:ident: $ty:ty,)* }) => {
         $(#[$meta])*
         pub(crate) struct $name {
@@ -418,7 +427,7 @@ room_args! {
     }
 }
 
-ticket_args! {
+record_args! {
     /// `<LIBRARY>_ticket_mint`: the session's ticket, made or kept.
     TicketMint = "ticket_mint" {
         /// Stored as the ticket's if the session has no live record and this is the
@@ -434,7 +443,7 @@ ticket_args! {
     }
 }
 
-ticket_args! {
+record_args! {
     /// `<LIBRARY>_ticket_redeem`: the ticket's one use, while its session holds its slot.
     TicketRedeem = "ticket_redeem" {
         /// The one the ticket names.
@@ -443,6 +452,51 @@ ticket_args! {
         now: Now,
         /// The session, its 16 raw bytes: the member the room's functions keep in `active`.
         session: SessionId,
+    }
+}
+
+room_args! {
+    /// `<LIBRARY>_auto_apply` (`script/auto.lua`): the capacity controller's decision, written
+    /// as `configure` writes a capacity, if the gateway still decides.
+    AutoApply {
+        /// The decider.
+        gateway: GatewayId,
+        /// At least 1.
+        capacity: u64,
+        /// What every gateway shows, at most [`MAX_AUTO_STATUS`](crate::store::MAX_AUTO_STATUS)
+        /// bytes.
+        status: String,
+    }
+}
+
+record_args! {
+    /// `<LIBRARY>_auto_report`: a gateway's counts added to the room's window, the lease taken
+    /// or renewed, the window handed to its holder once it is over.
+    AutoReport = "auto_report" {
+        /// The time ([`Now`]), held to the server's as a room call's is.
+        now: Now,
+        /// The reporter.
+        gateway: GatewayId,
+        /// How long a window lasts, 1 ms to an hour.
+        window_ms: u64,
+        /// How long a lease lasts from the report that takes or renews it, 1 ms to an hour.
+        lease_ms: u64,
+        /// The counts since the reporter's last report, each at most 2^53.
+        ok: u64,
+        errors: u64,
+        timeouts: u64,
+        /// The highest load the app reported, 0 to 100; -1 for none.
+        load: i64,
+        /// The latency buckets that counted something, `"<index> <count> "` each.
+        latencies: Vec<u8>,
+    }
+}
+
+record_args! {
+    /// `<LIBRARY>_auto_switch`: the controller on (`""`) or off (why, as
+    /// [`AutoOff::as_str`](crate::store::AutoOff::as_str) writes it), for every gateway.
+    AutoSwitch = "auto_switch" {
+        off: String,
     }
 }
 
@@ -502,11 +556,15 @@ impl Ban {
     pub(crate) const FUNCTION: &'static str = function_name!("ban");
 }
 
+impl AutoApply {
+    pub(crate) const FUNCTION: &'static str = function_name!("auto_apply");
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::script_header::{
-        argv_names, code, definition, locals_of, registrations, table_fields,
+        argv_names, code, definition, helpers_called, locals_of, registrations, table_fields,
     };
     use crate::store::redis::protocol::SCRIPT;
 
@@ -539,6 +597,9 @@ mod tests {
             (Ban::FUNCTION, Ban::FIELDS),
             (TicketMint::FUNCTION, TicketMint::FIELDS),
             (TicketRedeem::FUNCTION, TicketRedeem::FIELDS),
+            (AutoApply::FUNCTION, AutoApply::FIELDS),
+            (AutoReport::FUNCTION, AutoReport::FIELDS),
+            (AutoSwitch::FUNCTION, AutoSwitch::FIELDS),
         ];
         visitor.into_iter().chain(others).collect()
     }
@@ -583,7 +644,8 @@ mod tests {
     /// and the schedule: `F.setup` refuses a call with fewer, or with more than one beyond them
     /// (the schedule), and reads the first as the session when `has_session`. The fast path,
     /// which reads an enter's arguments without `F.setup`, takes an enter's count, and each
-    /// ticket function reads no argument beyond its struct's.
+    /// function on a record alone reads, itself or through the helpers it hands its `args`,
+    /// every argument of its struct and none beyond.
     #[test]
     fn each_function_takes_as_many_arguments_as_its_struct_has() {
         let fields = |function: &str| {
@@ -597,17 +659,23 @@ mod tests {
         assert!(SCRIPT.contains(&format!("\nlocal CALL_ARGS = {call}\n")));
         for (function, helper, args) in registered() {
             let fields = fields(&function);
-            if helper == "register_ticket" {
-                // `F.ticket_<op>`, whose arguments 1 and 2 are read by `F.ticket_call`.
-                let body = args[0];
-                let read = [
-                    definition(SCRIPT, &format!("function {body}(")),
-                    definition(SCRIPT, "function F.ticket_call("),
-                ]
-                .iter()
-                .flat_map(|code| code.split("args[").skip(1).map(str::to_owned))
-                .map(|at| at.split(']').next().unwrap().parse::<usize>().unwrap())
-                .max();
+            if helper == "register_record" {
+                // `F.<op>`, and the helpers it hands its arguments (`F.ticket_call`).
+                let body = definition(SCRIPT, &format!("function {}(", args[0]));
+                let handed = helpers_called(&body)
+                    .into_iter()
+                    .filter(|h| body.contains(&format!("{h}(args)")))
+                    .map(|h| definition(SCRIPT, &format!("function {h}(")));
+                let read = std::iter::once(body.clone())
+                    .chain(handed)
+                    .flat_map(|code| {
+                        code.split("args[")
+                            .skip(1)
+                            .map(str::to_owned)
+                            .collect::<Vec<_>>()
+                    })
+                    .map(|at| at.split(']').next().unwrap().parse::<usize>().unwrap())
+                    .max();
                 assert_eq!(
                     read,
                     Some(fields.len()),
@@ -797,6 +865,37 @@ mod tests {
             [b"0a".repeat(16), b"7".to_vec(), vec![9; 16]],
             "{:?}",
             TicketRedeem::FIELDS
+        );
+        // A controller's report: its own fields only, the gateway as the record keeps it.
+        let report = AutoReport {
+            now: Now::Manual(7),
+            gateway: GatewayId::from_u64(0xab).unwrap(),
+            window_ms: 5_000,
+            lease_ms: 11_000,
+            ok: 3,
+            errors: 2,
+            timeouts: 1,
+            load: -1,
+            latencies: b"4 3 ".to_vec(),
+        }
+        .argv();
+        let text: Vec<&str> = report
+            .iter()
+            .map(|a| std::str::from_utf8(a).unwrap())
+            .collect();
+        assert_eq!(
+            text,
+            [
+                "m7",
+                "00000000000000ab",
+                "5000",
+                "11000",
+                "3",
+                "2",
+                "1",
+                "-1",
+                "4 3 "
+            ]
         );
     }
 }

@@ -19,7 +19,9 @@ use crate::store::{StoreError, StoreErrorKind};
 /// counts everyone as seen in its epoch, so losing it skips or sweeps nobody; and the fast
 /// path's window (`fast`), which ends by its TTL: one evicted is a closed window (main answers
 /// until it keeps one again). The single-use tickets' records (`script/tickets.lua`, keys of
-/// their own, not the room's) end with their slot by a TTL too.
+/// their own, not the room's) end with their slot by a TTL too. The capacity controller's
+/// record (`script/auto.lua`, a hash of a bounded number of fields) has none: an operator's
+/// switch must outlast any quiet spell, so it is never evicted under a `volatile-*` policy.
 const ROOM_KEYS_HAVE_TTL: bool = false;
 
 /// The least time each step of [`RedisStore::check`] gets: a start-up check may open the first
@@ -41,7 +43,7 @@ pub struct RedisServerInfo {
     /// `maxmemory-policy` (from `INFO memory`, else `CONFIG GET`); `None` when both were
     /// refused (managed services often refuse `CONFIG`).
     pub maxmemory_policy: Option<String>,
-    /// The room's function library (`twr_room_v8`, the single-use tickets' functions
+    /// The room's function library (`twr_room_v9`, the single-use tickets' functions
     /// included), as loaded by `FUNCTION LOAD REPLACE`.
     pub function_library: String,
 }

@@ -69,7 +69,8 @@
 //!   error class.
 //! - A room function not found after a restart, a failover or `FUNCTION FLUSH` is answered by
 //!   loading the library (`FUNCTION LOAD REPLACE`, on every primary of a cluster) and retrying
-//!   once (the single-use tickets' functions are in the same library); matching's library
+//!   once (the single-use tickets' and the capacity controller's functions are in the same
+//!   library); matching's library
 //!   (`twr_match_v1`) likewise.
 //! - The connection is made lazily: a Redis that is down when the process starts does not stop
 //!   it from starting. [`RedisStore::check`] is the opposite, on request: a start-up check of the
@@ -80,6 +81,7 @@
 //!   is demoted. A failed call forgets only the connection it used: a late timeout of a call
 //!   sent to the old primary keeps the connection another call has made to the new one.
 
+mod auto;
 mod breaker;
 mod builder;
 mod calls;
@@ -112,9 +114,9 @@ pub(crate) use self::protocol::SCRIPT as ROOM_LIBRARY;
 use self::protocol::{decision, non_negative, protocol_error, reply, Op};
 use self::sentinel::SentinelConnection;
 use super::{
-    Decision, MintFor, Minted, Redeemed, RoomSnapshot, RoomStats, SeenWaiters, SettingsChange,
-    SettingsUpdate, SnapshotStore, Store, StoreError, StoreErrorKind, StoreFuture, TicketNonce,
-    TicketStore, HISTORY_MINUTES, MAX_ADMIT_NEXT_PER_CALL,
+    AutoStore, Decision, MintFor, Minted, Redeemed, RoomSnapshot, RoomStats, SeenWaiters,
+    SettingsChange, SettingsUpdate, SnapshotStore, Store, StoreError, StoreErrorKind, StoreFuture,
+    TicketNonce, TicketStore, HISTORY_MINUTES, MAX_ADMIT_NEXT_PER_CALL,
 };
 use crate::clock::SharedClock;
 use crate::config::RoomPolicy;
@@ -562,6 +564,11 @@ impl Store for RedisStore {
     }
 
     fn tickets(self: Arc<Self>) -> Option<Arc<dyn TicketStore>> {
+        Some(self)
+    }
+
+    /// The capacity controller's record and functions (`auto.rs`, `script/auto.lua`).
+    fn auto(self: Arc<Self>) -> Option<Arc<dyn AutoStore>> {
         Some(self)
     }
 

@@ -40,6 +40,7 @@ pub(crate) const SCRIPT: &str = concat!(
     include_str!("script/operator.lua"),
     include_str!("script/fast_path.lua"),
     include_str!("script/tickets.lua"),
+    include_str!("script/auto.lua"),
     include_str!("script/register.lua"),
 );
 
@@ -208,6 +209,16 @@ pub(crate) mod reply {
         /// last_five_minutes, pace..., n, rank, score, ...}`: a snapshot (`sync`); head and
         /// scores are strings.
         SNAPSHOT = 12,
+        /// `{13, capacity before}`: the controller's decision written (`auto_apply`).
+        AUTO_APPLIED = 13,
+        /// `{14}`: the caller holds no live lease; nothing written.
+        AUTO_NOT_DECIDING = 14,
+        /// `{15, why}`: the controller is off (`'set_by_hand'` or `'changed_elsewhere'`);
+        /// nothing written.
+        AUTO_OFF = 15,
+        /// `{16, capacity}`: the room's capacity is not the one the controller last wrote; it
+        /// is now off (`changed_elsewhere`), nothing else written.
+        AUTO_CHANGED = 16,
     }
 }
 

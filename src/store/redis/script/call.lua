@@ -85,17 +85,20 @@ local OWN_LIMITS = {
     [9] = {0, 1}},
   admit_next = {[5] = {0, 100000}},
   ban = {[6] = {-STORED_MAX, STORED_MAX}},
+  auto_apply = {[6] = {1, U32_MAX}},
 }
 
 -- Refuses the call's own arguments that are not in their bounds (OWN_LIMITS, and sync's lists
 -- of offsets, each below the bitmaps' size: an offset beyond it would grow a bitmap to the
--- offset, 32 MiB at a time); nil when they are. After R is made.
+-- offset, 32 MiB at a time; auto_apply's gateway id and status, auto.lua); nil when they are.
+-- After R is made.
 function F.check_own(op)
   for i, limit in pairs(OWN_LIMITS[op] or {}) do
     if stored_integer(R.args[i], limit[1], limit[2]) == nil then
       return F.refuse(op .. ' argument ' .. i .. ' out of bounds')
     end
   end
+  if op == 'auto_apply' then return F.check_auto_apply() end
   if op == 'stats' and tonumber(R.args[5]) * R.minute_buckets > R.ring then
     return F.refuse('stats history longer than the admission counts kept')
   end

@@ -1,8 +1,8 @@
-#!lua name=twr_room_v8
+#!lua name=twr_room_v9
 -- The library's name, as the line above gives it to Redis (which reads that line as it is, so
 -- the name is written twice; a unit test holds the two equal, and to src/store/redis/calls.rs's
 -- LIBRARY): every function registers as `<LIBRARY>_<op>` (register.lua).
-local LIBRARY = 'twr_room_v8'
+local LIBRARY = 'twr_room_v9'
 -- tower-waiting-room: the whole state machine of one room, atomically inside Redis/Valkey.
 --
 -- A Redis Functions library (Redis 7.0+, Valkey 7.2+), loaded with `FUNCTION LOAD REPLACE`,
@@ -70,6 +70,7 @@ local LIBRARY = 'twr_room_v8'
 --                      with a TTL that ends it before till; absent: closed
 --  21 ticket   string  release and ban only: the session's single-use ticket record
 --                      (tickets.lua's record), ended with the slot in free_session
+--  21 auto     hash    auto_apply only: the capacity controller's record (auto.lua)
 
 -- The call's state and the functions live in two tables: R, made anew by every call (`setup`),
 -- and F, defined once at load. (When this was an EVALSHA script, each call defined them all
@@ -105,6 +106,10 @@ local REPLY = {
   banned_now = 10,
   scheduled = 11,
   snapshot = 12,
+  auto_applied = 13,
+  auto_not_deciding = 14,
+  auto_off = 15,
+  auto_changed = 16,
   -- No code: a waiting reply's place for a registrant (a draw score, not a sequence number).
   drawn = -1,
 }
@@ -142,8 +147,9 @@ local FAST_RINGS = {
   {name = 'abandon', first = 10 + TURN_EPOCHS + 2, len = ABANDON_EPOCHS + 2,
     epochs = ABANDON_EPOCHS, abandon = true},
 }
--- The window's key (KEYS[20]) and the ticket's (KEYS[21], release and ban).
-local K_FAST, K_TICKET = 20, 21
+-- The window's key (KEYS[20]), the ticket's (KEYS[21], release and ban) and the controller's
+-- record (KEYS[21], auto_apply).
+local K_FAST, K_TICKET, K_AUTO = 20, 21, 21
 -- line_numbers as sent (call.lua), for the fast path, which reads it without F.read_numbers.
 local FAST_NUMBERS = '^(%d+):(%d+):(%d+)$'
 -- The window's value: since, from, till, what it holds for (whose first number is the line's

@@ -1,10 +1,10 @@
 -- The registered functions, one per operation, `<LIBRARY>_<op>` (keys.lua's LIBRARY, the
 -- library's name: each one's KEYS, ARGV and reply in the header above its body: visitor.lua,
--- sync.lua, operator.lua, tickets.lua). Each of the room's (`register`) runs the fast path for an
--- enter or join when it can answer; else the call's state, then main, repaired and run again
--- once if it raised (see Bad days, main.lua), and the fast path's window kept. No flags: not
--- `no-writes` and not `allow-oom`, so with `maxmemory` exhausted Redis refuses the whole call
--- with OOM before it starts, never half-run.
+-- sync.lua, operator.lua, tickets.lua, auto.lua). Each of the room's (`register`) runs the fast
+-- path for an enter or join when it can answer; else the call's state, then main, repaired and
+-- run again once if it raised (see Bad days, main.lua), and the fast path's window kept. No
+-- flags: not `no-writes` and not `allow-oom`, so with `maxmemory` exhausted Redis refuses the
+-- whole call with OOM before it starts, never half-run.
 
 -- Registers `<LIBRARY>_<name>` for the operation `op`, which takes `own` arguments after the
 -- call's, the first of them its session (or sync's sessions) when `has_session`; `fast`: nil, or
@@ -51,12 +51,16 @@ register('stats', 'stats', 1, false)
 register('configure', 'configure', 5, false)
 register('admit_next', 'admit_next', 1, false)
 register('ban', 'ban', 2, true)
+register('auto_apply', 'auto_apply', 3, false)
 
--- The tickets' operations (tickets.lua), `<LIBRARY>_<name>`: each runs on the session's ticket
--- record alone, with no flags either.
-local function register_ticket(name, callback)
+-- The operations on a record alone, `<LIBRARY>_<name>`: the tickets' (tickets.lua), each on the
+-- session's ticket record, and the capacity controller's report and switch (auto.lua), on the
+-- room's controller record; with no flags either.
+local function register_record(name, callback)
   redis.register_function{function_name = LIBRARY .. '_' .. name, callback = callback, flags = {}}
 end
 
-register_ticket('ticket_mint', F.ticket_mint)
-register_ticket('ticket_redeem', F.ticket_redeem)
+register_record('ticket_mint', F.ticket_mint)
+register_record('ticket_redeem', F.ticket_redeem)
+register_record('auto_report', F.auto_report)
+register_record('auto_switch', F.auto_switch)
