@@ -9,8 +9,10 @@
 //! nobody loses their place or their order. And from `twr_room_v6` to this library (the same
 //! data): a waiter whose turn check-ins this version left out behind a turn horizon is never
 //! skipped by the older library's promotion. And from `twr_room_v7` (the same data, one
-//! function for every operation) to this library's function per operation: the two share a
-//! room.
+//! function for every operation) and `twr_room_v8` (the same data, one function per operation,
+//! without the capacity controller's) to this library: each shares a room with it, and a
+//! capacity an older gateway writes turns this library's controller off instead of being
+//! overwritten.
 
 use crate::redis_harness;
 
@@ -19,9 +21,11 @@ use std::time::Duration;
 use redis::AsyncCommands;
 use redis_harness::Server;
 use tower_waiting_room::__private::{redis_keys, room_script_numbers, ROOM_LIBRARY_NAME};
+use tower_waiting_room::auto::Window;
 use tower_waiting_room::clock::Clock;
 use tower_waiting_room::store::{
-    Decision, Place, RedisStore, SeenWaiters, SnapshotStore, Store, SETTINGS_VERSION,
+    AutoApplied, AutoOff, AutoStore, Decision, GatewayId, Place, RedisStore, SeenWaiters,
+    SnapshotStore, Store, SETTINGS_VERSION,
 };
 use tower_waiting_room::testing::ManualClock;
 use tower_waiting_room::{RoomPolicy, SessionId};
@@ -274,11 +278,82 @@ async fn the_previous_library_never_skips_a_waiter_left_out_behind_a_horizon() {
     );
 }
 
-/// The library before this one, `twr_room_v7` (settings version 5, the same data, one function
-/// for every operation, told by its first argument), kept as it shipped in
-/// `tests/fixtures/room_v7.lua` (commit `b21f3af`).
+/// An older library, `twr_room_v7` (settings version 5, the same data, one function for every
+/// operation, told by its first argument), kept as it shipped in `tests/fixtures/room_v7.lua`
+/// (commit `b21f3af`).
 const V7_LIBRARY: &str = include_str!("../fixtures/room_v7.lua");
 const V7_FUNCTION: &str = "twr_room_v7";
+
+/// The library before this one, `twr_room_v8` (settings version 5, the same data, one function
+/// per operation, no capacity controller), kept as it shipped in `tests/fixtures/room_v8.lua`
+/// (commit `6e8a55d`, its files assembled in the order of that commit's protocol.rs).
+const V8_LIBRARY: &str = include_str!("../fixtures/room_v8.lua");
+
+/// A gateway of an older library that shares this one's data (settings version 5), called the
+/// way its gateways called it: by the server's clock, silence not excused.
+#[derive(Clone, Copy, Debug)]
+enum Older {
+    /// `twr_room_v7`: one function, the operation its first argument.
+    V7,
+    /// `twr_room_v8`: `twr_room_v8_<op>`, the call's four arguments first.
+    V8,
+}
+
+impl Older {
+    const ALL: [Older; 2] = [Older::V7, Older::V8];
+
+    /// Whether it reads a newer settings key whose `vmin` names its settings version.
+    fn reads_vmin(self) -> bool {
+        matches!(self, Older::V8)
+    }
+
+    fn library(self) -> &'static str {
+        match self {
+            Older::V7 => V7_LIBRARY,
+            Older::V8 => V8_LIBRARY,
+        }
+    }
+
+    /// Its gateway's visitor call of `op` for `session`: the reply, or the error's text.
+    async fn call(
+        self,
+        c: &mut redis::aio::MultiplexedConnection,
+        keys: &[String],
+        policy: &RoomPolicy,
+        op: &str,
+        session: SessionId,
+    ) -> Result<Vec<redis::Value>, String> {
+        match self {
+            Older::V7 => older_call(c, V7_FUNCTION, keys, policy, (op, session, "0")).await,
+            Older::V8 => v8_call(c, keys, policy, op, &[&session.as_bytes()[..]]).await,
+        }
+    }
+}
+
+/// A `twr_room_v8` gateway's call of `op` (`FCALL twr_room_v8_<op>`): the room's keys, the call's
+/// four arguments (the server's clock, the packed numbers, silence not excused), then `own`.
+async fn v8_call(
+    c: &mut redis::aio::MultiplexedConnection,
+    keys: &[String],
+    policy: &RoomPolicy,
+    op: &str,
+    own: &[&[u8]],
+) -> Result<Vec<redis::Value>, String> {
+    let mut cmd = redis::cmd("FCALL");
+    cmd.arg(format!("twr_room_v8_{op}")).arg(keys.len());
+    for k in keys {
+        cmd.arg(k);
+    }
+    cmd.arg("0");
+    for n in room_script_numbers(policy) {
+        cmd.arg(n);
+    }
+    cmd.arg("0");
+    for a in own {
+        cmd.arg(*a);
+    }
+    cmd.query_async(c).await.map_err(|e| e.to_string())
+}
 
 /// The number at `i` of a reply.
 fn int_at(reply: &[redis::Value], i: usize) -> i64 {
@@ -288,12 +363,19 @@ fn int_at(reply: &[redis::Value], i: usize) -> i64 {
     }
 }
 
-/// This version only changed the call (one function per operation): gateways of v7 and v8
-/// share a room, loaded side by side, each placing newcomers behind the other's, each finding
-/// the other's waiters in their places, and a slot freed by one claimed through the other.
+/// v8 only changed the call (one function per operation), and this version only added the
+/// capacity controller's functions: gateways of v7 or v8 and of this version share a room,
+/// loaded side by side, each placing newcomers behind the other's, each finding the other's
+/// waiters in their places, and a slot freed by one claimed through the other.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_previous_library_and_this_one_share_a_room() {
-    let (server, mut c) = server_with(V7_LIBRARY).await;
+async fn the_previous_libraries_and_this_one_share_a_room() {
+    for older in Older::ALL {
+        share_a_room(older).await;
+    }
+}
+
+async fn share_a_room(older: Older) {
+    let (server, mut c) = server_with(older.library()).await;
     let store = RedisStore::builder()
         .url(server.url())
         .timeout(Duration::from_secs(5))
@@ -307,44 +389,43 @@ async fn the_previous_library_and_this_one_share_a_room() {
         )
         .with_max_queue_len(1_000);
     let keys = redis_keys(&store, "shared").to_vec();
-    let v7 = |op, session| (op, session, "0");
     let holder = SessionId::random();
     let (a, b, d) = (
         SessionId::random(),
         SessionId::random(),
         SessionId::random(),
     );
-    let reply = older_call(&mut c, V7_FUNCTION, &keys, &policy, v7("join", holder))
+    let reply = older
+        .call(&mut c, &keys, &policy, "join", holder)
         .await
         .unwrap();
-    assert_eq!(code(&reply), 1, "v7 lets the first in: {reply:?}");
-    let reply = older_call(&mut c, V7_FUNCTION, &keys, &policy, v7("join", a))
-        .await
-        .unwrap();
+    assert_eq!(code(&reply), 1, "{older:?} lets the first in: {reply:?}");
+    let reply = older.call(&mut c, &keys, &policy, "join", a).await.unwrap();
     assert_eq!((code(&reply), int_at(&reply, 1)), (2, 1), "{reply:?}");
     assert!(matches!(
         store.join(&policy, b).await.unwrap(),
         Decision::Waiting { position: 2, .. }
     ));
-    let reply = older_call(&mut c, V7_FUNCTION, &keys, &policy, v7("join", d))
-        .await
-        .unwrap();
+    let reply = older.call(&mut c, &keys, &policy, "join", d).await.unwrap();
     assert_eq!(
         (code(&reply), int_at(&reply, 1)),
         (2, 3),
-        "v7 places a newcomer behind v8's: {reply:?}"
+        "{older:?} places a newcomer behind this version's: {reply:?}"
     );
     assert!(matches!(
         store.enter(&policy, a).await.unwrap(),
         Decision::Waiting { position: 1, .. }
     ));
-    let reply = older_call(&mut c, V7_FUNCTION, &keys, &policy, v7("enter", b))
+    let reply = older
+        .call(&mut c, &keys, &policy, "enter", b)
         .await
         .unwrap();
     assert_eq!((code(&reply), int_at(&reply, 1)), (2, 2), "{reply:?}");
-    // The holder leaves through v8; the head of the line, granted, claims through v7.
+    // The holder leaves through this version; the head of the line, granted, claims through
+    // the older one.
     assert!(store.release(&policy, holder).await.unwrap());
-    let reply = older_call(&mut c, V7_FUNCTION, &keys, &policy, v7("enter", a))
+    let reply = older
+        .call(&mut c, &keys, &policy, "enter", a)
         .await
         .unwrap();
     assert_eq!(
@@ -356,6 +437,97 @@ async fn the_previous_library_and_this_one_share_a_room() {
         store.enter(&policy, b).await.unwrap(),
         Decision::Waiting { position: 1, .. }
     ));
+}
+
+/// The previous library has no capacity controller and never reads its record, which is a key
+/// of its own: a capacity this version's controller writes is the room's for the previous
+/// library's gateways too, a raise letting the next waiter in at once; a capacity a gateway of
+/// the previous library writes (its operator's configure) is not overwritten by the controller,
+/// which turns off (`changed_elsewhere`) at its next decision, for every gateway, writing
+/// nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_capacity_the_previous_library_writes_turns_the_controller_off() {
+    let (server, mut c) = server_with(V8_LIBRARY).await;
+    let store = RedisStore::builder()
+        .url(server.url())
+        .timeout(Duration::from_secs(5))
+        .build()
+        .unwrap();
+    let policy = RoomPolicy::new("controlled", 1)
+        .with_ttls(
+            Duration::from_secs(3_600),
+            Duration::from_secs(60),
+            Duration::from_secs(120),
+        )
+        .with_max_queue_len(1_000);
+    let keys = redis_keys(&store, "controlled").to_vec();
+    let v8 = Older::V8;
+    let (holder, a, b) = (
+        SessionId::random(),
+        SessionId::random(),
+        SessionId::random(),
+    );
+    let reply = v8
+        .call(&mut c, &keys, &policy, "join", holder)
+        .await
+        .unwrap();
+    assert_eq!(code(&reply), 1, "{reply:?}");
+    let reply = v8.call(&mut c, &keys, &policy, "join", a).await.unwrap();
+    assert_eq!((code(&reply), int_at(&reply, 1)), (2, 1), "{reply:?}");
+
+    // This version's controller raises the capacity: the waiter is granted a slot at once, and
+    // claims it through the previous library, which holds the room to the new capacity.
+    let gateway = GatewayId::random();
+    let quiet = Window::default();
+    let report = store
+        .auto_report(&policy, gateway, &quiet, 5_000, 10_000)
+        .await
+        .unwrap();
+    assert!(report.deciding && report.off.is_none(), "{report:?}");
+    assert_eq!(
+        store
+            .auto_apply(&policy, gateway, 2, "raised")
+            .await
+            .unwrap(),
+        AutoApplied::Applied { before: 1 }
+    );
+    let reply = v8.call(&mut c, &keys, &policy, "enter", a).await.unwrap();
+    assert_eq!(code(&reply), 1, "granted by the raise: {reply:?}");
+    let reply = v8.call(&mut c, &keys, &policy, "join", b).await.unwrap();
+    assert_eq!((code(&reply), int_at(&reply, 1)), (2, 1), "{reply:?}");
+
+    // The previous library's operator sets the capacity: it stands, and the controller's next
+    // decision turns it off instead.
+    let reply = v8_call(
+        &mut c,
+        &keys,
+        &policy,
+        "configure",
+        &[b"3", b"-1", b"-1", b"-1", b"0"],
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        (code(&reply), int_at(&reply, 1), int_at(&reply, 5)),
+        (8, 3, 2),
+        "{reply:?}"
+    );
+    assert_eq!(
+        store
+            .auto_apply(&policy, gateway, 4, "raised again")
+            .await
+            .unwrap(),
+        AutoApplied::ChangedElsewhere
+    );
+    let stats = store.stats(&policy).await.unwrap();
+    assert_eq!(stats.settings.capacity, 3, "the previous library's stands");
+    assert_eq!((stats.admitted + stats.granted, stats.waiting), (3, 0));
+    let other = store
+        .auto_report(&policy, GatewayId::random(), &quiet, 5_000, 10_000)
+        .await
+        .unwrap();
+    assert_eq!(other.off, Some(AutoOff::ChangedElsewhere), "{other:?}");
+    assert_eq!(other.status.as_deref(), Some("raised"));
 }
 
 /// v7 writes a small room's slot holders into the fast path's window (after a NUL); this
@@ -423,19 +595,26 @@ async fn a_window_naming_holders_is_answered_from_by_this_library() {
     );
 }
 
-/// Both directions of a version mix, with the previous library as it shipped (`twr_room_v7`)
-/// and this one on the same keys. This version writes settings version 5, as v7 does: each
-/// reads the other's key, placing newcomers behind the other's and holding one capacity. A key
-/// of a newer version (`v 6`) is refused by both before any write: this one answers it as a
-/// busy store (a version mix), v7 with `WRSETTINGS` (its crate took that for a misconfigured
-/// store and answered by the fail policy: with `FailPolicy::Open`, in without a slot; the
-/// rolling-upgrade rule in docs/redis.md is for that). A newer key that names this version as a
-/// reader (`vmin 5`, an additive change) is read by this one, and never lowered; v7 still
-/// refuses it. Throughout: nobody admitted without a slot, never over capacity, nobody's place
-/// lost.
+/// Both directions of a version mix, with each older library as it shipped (`twr_room_v7`, and
+/// the previous one, `twr_room_v8`) and this one on the same keys. This version writes
+/// settings version 5, as they do: each reads the other's key, placing newcomers behind the
+/// other's and holding one capacity. A key of a newer version (`v 6`) is refused by both before
+/// any write: this one answers it as a busy store (a version mix), the older one with
+/// `WRSETTINGS` (v7's crate took that for a misconfigured store and answered by the fail
+/// policy: with `FailPolicy::Open`, in without a slot; the rolling-upgrade rule in
+/// docs/redis.md is for that). A newer key that names this version as a reader (`vmin 5`, an
+/// additive change) is read by this one and by v8, which reads `vmin` too, and never lowered;
+/// v7 still refuses it. Throughout: nobody admitted without a slot, never over capacity,
+/// nobody's place lost.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_newer_settings_key_is_refused_or_read_never_opens_the_doors() {
-    let (server, mut c) = server_with(V7_LIBRARY).await;
+    for older in Older::ALL {
+        newer_key_with(older).await;
+    }
+}
+
+async fn newer_key_with(older: Older) {
+    let (server, mut c) = server_with(older.library()).await;
     let store = RedisStore::builder()
         .url(server.url())
         .timeout(Duration::from_secs(5))
@@ -461,24 +640,21 @@ async fn a_newer_settings_key_is_refused_or_read_never_opens_the_doors() {
         named("active"),
         named("granted"),
     );
-    let v7 = |op, session| (op, session, "0");
     let (holder, a, b) = (
         SessionId::random(),
         SessionId::random(),
         SessionId::random(),
     );
-    // This version opens the room (its key, version 5); v7 reads it.
+    // This version opens the room (its key, version 5); the older one reads it.
     assert!(matches!(
         store.enter(&policy, holder).await.unwrap(),
         Decision::Admitted { .. }
     ));
-    let reply = older_call(&mut c, V7_FUNCTION, &keys, &policy, v7("join", a))
-        .await
-        .unwrap();
+    let reply = older.call(&mut c, &keys, &policy, "join", a).await.unwrap();
     assert_eq!(
         (code(&reply), int_at(&reply, 1)),
         (2, 1),
-        "v7 holds the capacity: {reply:?}"
+        "{older:?} holds the capacity: {reply:?}"
     );
     assert!(matches!(
         store.join(&policy, b).await.unwrap(),
@@ -508,24 +684,30 @@ async fn a_newer_settings_key_is_refused_or_read_never_opens_the_doors() {
     assert!(e.is_version_mix(), "{e}");
     let e = store.poll(&policy, a).await.unwrap_err();
     assert!(e.is_version_mix(), "{e}");
-    let refused = older_call(&mut c, V7_FUNCTION, &keys, &policy, v7("join", late))
+    let refused = older
+        .call(&mut c, &keys, &policy, "join", late)
         .await
         .unwrap_err();
     assert!(refused.contains("WRSETTINGS"), "{refused}");
-    let refused = older_call(&mut c, V7_FUNCTION, &keys, &policy, v7("enter", b))
+    let refused = older
+        .call(&mut c, &keys, &policy, "enter", b)
         .await
         .unwrap_err();
     assert!(refused.contains("WRSETTINGS"), "{refused}");
     assert_eq!(places(&mut c).await, before, "nothing written by either");
 
-    // The newer version's changes are additive (vmin 5): this one reads the key; v7 still
-    // refuses it, and writes nothing.
+    // The newer version's changes are additive (vmin 5): this one reads the key, and so does
+    // v8 (which reads vmin); v7 still refuses it, and writes nothing.
     let _: () = c.hset(&settings, "vmin", 5).await.unwrap();
-    let refused = older_call(&mut c, V7_FUNCTION, &keys, &policy, v7("join", late))
-        .await
-        .unwrap_err();
-    assert!(refused.contains("WRSETTINGS"), "{refused}");
-    assert_eq!(places(&mut c).await, before, "nothing written by v7");
+    let joined = older.call(&mut c, &keys, &policy, "join", late).await;
+    if older.reads_vmin() {
+        let reply = joined.unwrap();
+        assert_eq!((code(&reply), int_at(&reply, 1)), (2, 3), "{reply:?}");
+    } else {
+        let refused = joined.unwrap_err();
+        assert!(refused.contains("WRSETTINGS"), "{refused}");
+        assert_eq!(places(&mut c).await, before, "nothing written by {older:?}");
+    }
     for (s, position) in [(a, 1), (b, 2)] {
         let d = store.poll(&policy, s).await.unwrap();
         assert!(
@@ -545,23 +727,25 @@ async fn a_newer_settings_key_is_refused_or_read_never_opens_the_doors() {
     let stats = store.stats(&policy).await.unwrap();
     assert_eq!((stats.admitted + stats.granted, stats.waiting), (1, 2));
     let v: u32 = c.hget(&settings, "v").await.unwrap();
-    assert_eq!(v, 6, "never lowered by this version's writes");
+    assert_eq!(v, 6, "never lowered by this version's writes, nor v8's");
 
-    // The newer gateways gone, the key back to version 5 (as a rollback leaves it): v7 reads it
-    // again, everyone where this version left them.
+    // The newer gateways gone, the key back to version 5 (as a rollback leaves it): the older
+    // one reads it again, everyone where this version left them.
     let _: () = c.hset(&settings, "v", SETTINGS_VERSION).await.unwrap();
     let _: () = c.hdel(&settings, "vmin").await.unwrap();
-    let reply = older_call(&mut c, V7_FUNCTION, &keys, &policy, v7("enter", b))
+    let reply = older
+        .call(&mut c, &keys, &policy, "enter", b)
         .await
         .unwrap();
     assert_eq!((code(&reply), int_at(&reply, 1)), (2, 1), "{reply:?}");
-    let reply = older_call(&mut c, V7_FUNCTION, &keys, &policy, v7("enter", a))
+    let reply = older
+        .call(&mut c, &keys, &policy, "enter", a)
         .await
         .unwrap();
     assert_eq!(
         code(&reply),
         1,
-        "the granted slot claimed through v7: {reply:?}"
+        "the granted slot claimed through {older:?}: {reply:?}"
     );
     let stats = store.stats(&policy).await.unwrap();
     assert_eq!((stats.admitted + stats.granted, stats.waiting), (1, 2));
