@@ -16,7 +16,9 @@
 //!   shortest visits had to end first): only [`OPENING_SHARE`] of that time counts.
 //! - **Operators' changes**: a capacity raised (or lowered) within the window scales the part
 //!   measured before the change by the new capacity over the old (visits as long as before free
-//!   slots in proportion). A paused room says so instead of a number.
+//!   slots in proportion); a capacity cut below the people inside (an operator's, or the
+//!   [capacity controller](crate::auto)'s) adds the gap before anyone moves: nobody is let in
+//!   until enough of them have left. A paused room says so instead of a number.
 //! - **Following a change within a minute**: the rate is that of the longest window (up to five
 //!   minutes) whose older part moved at the pace of the last two minutes, within
 //!   [`CHANGE_Z`] standard deviations of counting noise; the last minute's when it is slower
@@ -287,7 +289,7 @@ pub fn estimate(input: &EtaInput) -> Eta {
     // drains. Their mean is steadier than either (and than the larger, which was too short one
     // time in eight in the simulation's give-up scenario).
     let ahead = (position as f64 - 0.5 * (by_share + by_patience)).max(1.0);
-    let likely = ahead / per_second;
+    let likely = (ahead + drain_gap(pace)) / per_second;
     // Relative uncertainty of the rate: as measured on the room's own minutes when it has them
     // (else the counting noise of `n` admissions), never below `MIN_RATE_ERROR`; and of the
     // wait itself, the sum of `ahead` gaps between admissions, as dispersed as measured.
@@ -309,6 +311,22 @@ pub fn estimate(input: &EtaInput) -> Eta {
         shown: secs(likely * (1.0 + MARGIN_Z * spread)),
         low: secs(likely * (1.0 - spread).max(0.25)),
         high: secs(likely * (1.0 + 2.0 * spread)),
+    }
+}
+
+/// The wait a capacity cut below the people inside adds before anyone moves, in turns of the
+/// line at the new capacity: nobody is let in until `inside - capacity` of them have left, and
+/// they leave `inside / capacity` times as fast as the line then moves (visits as long as
+/// before; Little's law again), so the gap is `(inside - capacity) * capacity / inside` turns.
+/// None when the store does not say how many are inside, or they are within the capacity.
+fn drain_gap(pace: &RoomPace) -> f64 {
+    let capacity = f64::from(pace.capacity.max(1));
+    match pace.inside {
+        Some(inside) if inside as f64 > capacity => {
+            let inside = inside as f64;
+            (inside - capacity) * capacity / inside
+        }
+        _ => 0.0,
     }
 }
 
@@ -568,6 +586,31 @@ mod tests {
             (after as f64) < 1.15 * always as f64,
             "{after} vs {always} at that capacity all along"
         );
+    }
+
+    #[test]
+    fn a_cut_below_the_people_inside_adds_the_drain_before_anyone_moves() {
+        // Capacity 20 cut to 10 just now, after minutes of 20 at 20 (visits of a minute):
+        // the line will move at 10 a minute, once 10 of the 20 inside have left, which takes
+        // half a minute (they leave at 20 a minute): 5 turns at the new pace.
+        let cut = |inside| {
+            RoomPace::new(0, 0, 10 * MIN, 10)
+                .with_line([20; PACE_MINUTES], 0)
+                .with_capacity_change(20, 1_000)
+                .with_inside(inside)
+        };
+        let drained = shown(31, 100, cut(10));
+        let draining = shown(31, 100, cut(20));
+        // 30 ahead at 10 a minute: about 3 minutes; the drain adds 5 turns, about 30 s.
+        assert!((180..=240).contains(&drained), "{drained}");
+        let added = draining - drained;
+        assert!((25..=45).contains(&added), "{draining} vs {drained}");
+        // Within the capacity, or unknown: nothing added.
+        assert_eq!(shown(31, 100, cut(7)), drained);
+        let unknown = RoomPace::new(0, 0, 10 * MIN, 10)
+            .with_line([20; PACE_MINUTES], 0)
+            .with_capacity_change(20, 1_000);
+        assert_eq!(shown(31, 100, unknown), drained);
     }
 
     #[test]

@@ -604,6 +604,9 @@ pub struct RoomPace {
     /// The room's live admission rate (per second), `None` if unlimited: the line moves no
     /// faster, whatever its slots allow, from the moment an operator sets it.
     pub admission_rate: Option<u32>,
+    /// People holding a slot (claimed or granted), `None` if the store does not say: after a
+    /// cut of the capacity below it, nobody is let in until enough of them have left.
+    pub inside: Option<u64>,
 }
 
 /// The minutes of admissions in a [`RoomPace`].
@@ -627,7 +630,14 @@ impl RoomPace {
             silent_after_ms: 0,
             first_move_ms_ago: None,
             admission_rate: None,
+            inside: None,
         }
+    }
+
+    /// With the people holding a slot.
+    pub const fn with_inside(mut self, inside: u64) -> Self {
+        self.inside = Some(inside);
+        self
     }
 
     /// With the silence after which a waiter counts as silent (the room's `queue_ttl`).

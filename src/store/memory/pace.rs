@@ -64,7 +64,8 @@ impl RoomState {
         .with_skipped(skipped, current_skipped)
         .with_line(self.admissions.last_minutes(now), self.silent(policy, now))
         .with_silent_after(policy.queue_ttl_ms)
-        .with_admission_rate(self.live().admission_rate);
+        .with_admission_rate(self.live().admission_rate)
+        .with_inside((self.active.len() + self.granted.len()) as u64);
         let pace = match self.first_move {
             Some(at) => pace.with_first_move(now.saturating_sub(at)),
             None => pace,
