@@ -10,6 +10,8 @@ mod redis_harness;
 #[path = "../common/sentinel.rs"]
 mod sentinel;
 
+#[cfg(feature = "redis")]
+mod auto_redis;
 #[cfg(all(feature = "redis", feature = "testing"))]
 mod damage_never_lets_in;
 #[cfg(all(
