@@ -36,10 +36,14 @@
 //!
 //! A room runs it with [`auto_capacity`](crate::WaitingRoomBuilder::auto_capacity): the layer
 //! measures the admitted requests it passes to the app (their latency from the call to the
-//! response's head, and their class), decides at the first request after each window and
-//! writes the capacity to the store, where every gateway reads it; an operator who sets the
-//! capacity by hand turns it off ([`RoomControl::auto`](crate::control::RoomControl::auto),
-//! [`resume_auto`](crate::control::RoomControl::resume_auto)). One gateway per room decides.
+//! response's head, their class, and the load the app says in
+//! [`APP_LOAD_HEADER`](crate::config::defaults::APP_LOAD_HEADER)), and every gateway reports
+//! its counts to the store about once a second; the one gateway holding the room's lease is
+//! handed the merged window, decides, and writes the capacity to the store, where every
+//! gateway reads it ([`AutoStore`](crate::store::AutoStore) has the rules). An operator who
+//! sets the capacity by hand turns it off for every gateway
+//! ([`RoomControl::auto`](crate::control::RoomControl::auto),
+//! [`resume_auto`](crate::control::RoomControl::resume_auto)).
 //! The controller also runs on its own: feed it windows and apply its decisions with
 //! [`RoomControl::set_capacity`](crate::control::RoomControl::set_capacity).
 //! The design it follows (Envoy's adaptive concurrency, Netflix's Gradient2 and Vegas,

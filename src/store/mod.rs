@@ -2,10 +2,12 @@
 //!
 //! A [`Store`] holds the line (five operations) and answers operators (four); every call first
 //! does the room's housekeeping (expire slots, promote from the head of the line into free
-//! slots; only [`sync`](SnapshotStore::sync) sweeps abandoned waiters) and then answers. Two
+//! slots; only [`sync`](SnapshotStore::sync) sweeps abandoned waiters) and then answers. Three
 //! more capabilities are optional, each a trait of its own that a store offers through an
 //! accessor of [`Store`] answering `Some(self)` (`None` by default), asked once when a room is
-//! built: single-use tickets ([`TicketStore`], through [`Store::tickets`]) and the gateways'
+//! built: single-use tickets ([`TicketStore`], through [`Store::tickets`]), one capacity
+//! decision for a fleet ([`AutoStore`], through [`Store::auto`]: the rules in [`auto`]'s docs)
+//! and the gateways'
 //! snapshots of the line ([`SnapshotStore`], through `Store::snapshots`: an unstable protocol
 //! for the crate's own stores, hidden from these docs, see [`snapshot`]).
 //!
@@ -23,14 +25,18 @@
 //! | [`mint_ticket`](TicketStore::mint_ticket) | tickets | a room with single-use tickets, at admission, after each heartbeat that extends the slot, and on the status endpoint (the last two a renewal: [`MintFor`]) | the session's one ticket of this admission (extended with the slot), or "used" (also for a record lost while the admission goes on) |
 //! | [`redeem_ticket`](TicketStore::redeem_ticket) | tickets | a gated route presenting a ticket | accepted exactly once, then "used" |
 //! | [`sync`](SnapshotStore::sync) | snapshots | each gateway, about once a second | checks in the waiters it answered, sweeps, and answers the room's [`RoomSnapshot`] |
+//! | [`auto_report`](AutoStore::auto_report) | auto capacity | each gateway of a room with [`auto_capacity`](crate::WaitingRoomBuilder::auto_capacity), about once a second | adds its counts to the room's window, takes or renews the lease, hands the lease holder the window once over |
+//! | [`auto_apply`](AutoStore::auto_apply) | auto capacity | the lease holder, once per window | writes its capacity, if it still holds the lease and nobody else changed the capacity (else turns the controller off) |
+//! | [`auto_switch`](AutoStore::auto_switch) | auto capacity | operators | turns the controller off or on for every gateway |
 //!
 //! # Writing a store
 //!
 //! A store of your own implements [`Store`]: eight methods ([`join`](Store::join) has a
 //! default). To keep single-use tickets it also implements [`TicketStore`] and answers
-//! `Some(self)` from [`Store::tickets`]. Run the conformance suite on it
-//! (`testing::conformance`, feature `testing`): its ticket cases run when the store keeps
-//! tickets.
+//! `Some(self)` from [`Store::tickets`]; for rooms whose capacity follows the app, it
+//! implements [`AutoStore`] and answers `Some(self)` from [`Store::auto`]. Run the conformance
+//! suite on it (`testing::conformance`, feature `testing`): its ticket and `auto_*` cases run
+//! when the store offers those capabilities.
 //!
 //! ```
 //! use std::sync::Arc;
@@ -223,7 +229,7 @@ use serde::Serialize;
 use crate::config::RoomPolicy;
 use crate::session::SessionId;
 
-mod auto;
+pub mod auto;
 #[cfg(feature = "testing")]
 pub(crate) mod damage;
 mod error;
