@@ -11,6 +11,8 @@ mod redis_harness;
 mod sentinel;
 
 #[cfg(feature = "redis")]
+mod auto_fleet;
+#[cfg(feature = "redis")]
 mod auto_redis;
 #[cfg(all(feature = "redis", feature = "testing"))]
 mod damage_never_lets_in;
