@@ -739,6 +739,17 @@ async fn check_reports_the_server_and_loads_the_library() {
         ticket_functions_loaded(&server),
         "the tickets' functions come with the library"
     );
+    let functions = room_functions(&server);
+    for f in [
+        "twr_room_v9_auto_report",
+        "twr_room_v9_auto_apply",
+        "twr_room_v9_auto_switch",
+    ] {
+        assert!(
+            functions.iter().any(|g| g == f),
+            "the capacity controller's functions come with the library: {f}"
+        );
+    }
     assert!(
         info.to_string().contains("maxmemory-policy volatile-lru"),
         "{info}"
