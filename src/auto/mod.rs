@@ -57,6 +57,7 @@ mod sim;
 mod stage;
 mod status;
 
+use std::fmt;
 use std::time::Duration;
 
 pub use self::histogram::LatencyHistogram;
@@ -163,6 +164,33 @@ impl AutoCapacity {
     }
 }
 
+/// The terms as a room's settings file writes them (`auto_capacity = "..."`):
+/// `20-2000, p95 300ms, errors 1%, window 5000ms`, latencies to the millisecond. What a store
+/// keeps of terms an operator set while the room runs, read back with [`FromStr`](std::str::FromStr).
+impl fmt::Display for AutoCapacity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}-{}, p95 {}ms, errors {}%, window {}ms",
+            self.min,
+            self.max,
+            self.target_p95.as_millis(),
+            self.error_budget * 100.0,
+            self.window.as_millis()
+        )
+    }
+}
+
+impl std::str::FromStr for AutoCapacity {
+    type Err = String;
+
+    /// Terms as a settings file writes them ([`Display`](fmt::Display) writes them so);
+    /// `"off"` is none, and so an error here. Not checked: see [`check`](Self::check).
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        crate::config::readable::parse_auto_capacity(s)?.ok_or_else(|| "off is no terms".to_owned())
+    }
+}
+
 /// What the layer measured of the admitted requests of one window, on one gateway or merged
 /// across gateways.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -260,6 +288,28 @@ mod tests {
             AutoCapacity::new(1, 2, ms(1_000)).timeout(),
             Duration::from_secs(5)
         );
+    }
+
+    #[test]
+    fn terms_written_read_back_as_they_were() {
+        let ms = Duration::from_millis;
+        for terms in [
+            AutoCapacity::new(20, 2_000, ms(300)),
+            AutoCapacity::new(1, 1, ms(1))
+                .error_budget(0.025)
+                .window(ms(60_000)),
+            AutoCapacity::new(5, 4_000_000_000, ms(1_500)).error_budget(0.07),
+        ] {
+            let text = terms.to_string();
+            let back: AutoCapacity = text.parse().unwrap();
+            assert_eq!(back, terms, "{text}");
+        }
+        assert_eq!(
+            AutoCapacity::new(20, 2_000, ms(300)).to_string(),
+            "20-2000, p95 300ms, errors 1%, window 5000ms"
+        );
+        assert!("off".parse::<AutoCapacity>().is_err());
+        assert!("20-2000".parse::<AutoCapacity>().is_err());
     }
 
     #[test]

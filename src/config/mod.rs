@@ -34,7 +34,7 @@ use crate::clock::duration_ms;
 pub mod defaults;
 mod error;
 mod file;
-mod readable;
+pub(crate) mod readable;
 mod schedule;
 pub(crate) mod settings;
 #[doc(hidden)]

@@ -252,7 +252,7 @@ pub(crate) fn auto_capacity<'de, D: Deserializer<'de>>(
     text(d, expecting, false, parse_auto_capacity)
 }
 
-fn parse_auto_capacity(text: &str) -> Result<Option<AutoCapacity>, String> {
+pub(crate) fn parse_auto_capacity(text: &str) -> Result<Option<AutoCapacity>, String> {
     const HINT: &str = "is not auto capacity's terms; write e.g. \"20-2000, p95 300ms\" \
                         (optionally \", errors 1%, window 5s\"), or off";
     let text = text.trim();
