@@ -508,8 +508,13 @@ impl AutoStore for Metered<Arc<dyn AutoStore>> {
         let call = self.inner.auto_apply(policy, gateway, capacity, status);
         self.metrics.timed(StoreOp::AutoApply, call)
     }
-    fn auto_switch(&self, policy: &RoomPolicy, off: Option<AutoOff>) -> StoreFuture<()> {
-        let call = self.inner.auto_switch(policy, off);
+    fn auto_switch(
+        &self,
+        policy: &RoomPolicy,
+        off: Option<AutoOff>,
+        terms: Option<&str>,
+    ) -> StoreFuture<()> {
+        let call = self.inner.auto_switch(policy, off, terms);
         self.metrics.timed(StoreOp::AutoSwitch, call)
     }
 }

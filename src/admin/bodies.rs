@@ -6,6 +6,9 @@
 use serde::de::{Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 
+use std::time::Duration;
+
+use crate::auto::AutoCapacity;
 use crate::store::SettingsChange;
 
 /// A body's JSON: an object's members in the order sent, **every one of them** (a key given
@@ -107,8 +110,52 @@ const FIELDS: &str = "capacity, rate, paused, open, end_slots and auto";
 pub(super) struct Patch {
     /// The settings to change (empty when only `auto` was given).
     pub(super) change: SettingsChange,
-    /// `{"auto": {"enabled": b}}`: turn the capacity controller on or off, after the change.
-    pub(super) auto: Option<bool>,
+    /// `{"auto": {...}}`: the capacity controller switched, or given new terms, after the
+    /// change.
+    pub(super) auto: Option<AutoPatch>,
+}
+
+/// `{"auto": {...}}`: `enabled`, and any of the terms (`min`, `max`, `target_ms`,
+/// `error_budget`, `window_ms`), at least one of them.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub(super) struct AutoPatch {
+    pub(super) enabled: Option<bool>,
+    pub(super) min: Option<u32>,
+    pub(super) max: Option<u32>,
+    pub(super) target_ms: Option<u64>,
+    pub(super) error_budget: Option<f64>,
+    pub(super) window_ms: Option<u64>,
+}
+
+impl AutoPatch {
+    /// `terms` with the ones given here in place of theirs; `None` when none is given.
+    pub(super) fn terms(&self, terms: AutoCapacity) -> Option<AutoCapacity> {
+        if (
+            self.min,
+            self.max,
+            self.target_ms,
+            self.error_budget,
+            self.window_ms,
+        ) == (None, None, None, None, None)
+        {
+            return None;
+        }
+        let target = self
+            .target_ms
+            .map_or(terms.get_target_p95(), Duration::from_millis);
+        Some(
+            AutoCapacity::new(
+                self.min.unwrap_or(terms.get_min()),
+                self.max.unwrap_or(terms.get_max()),
+                target,
+            )
+            .error_budget(self.error_budget.unwrap_or(terms.get_error_budget()))
+            .window(
+                self.window_ms
+                    .map_or(terms.get_window(), Duration::from_millis),
+            ),
+        )
+    }
 }
 
 /// What a `PATCH` body asks for, or a message saying what is wrong with it (and then nothing is
@@ -124,7 +171,7 @@ pub(super) fn patch(body: Json) -> Result<Patch, String> {
             if auto.is_some() {
                 return Err("`auto` given twice: give each field once".to_owned());
             }
-            auto = Some(auto_switch(&value)?);
+            auto = Some(auto_patch(&value)?);
         } else {
             others.push((name, value));
         }
@@ -137,16 +184,48 @@ pub(super) fn patch(body: Json) -> Result<Patch, String> {
     Ok(Patch { change, auto })
 }
 
-/// `{"enabled": true}` or `{"enabled": false}`.
-fn auto_switch(value: &Value) -> Result<bool, String> {
-    const SHAPE: &str = "auto must be {\"enabled\": true} or {\"enabled\": false}";
-    let Some(fields) = value.as_object() else {
+/// `{"enabled": true}`, `{"enabled": false}`, and or any of the terms; each checked for its
+/// type and range here, the terms as a whole where they are put together.
+fn auto_patch(value: &Value) -> Result<AutoPatch, String> {
+    const SHAPE: &str = "auto must be an object of enabled (true or false) and any of min, \
+                         max, target_ms, error_budget and window_ms";
+    let Some(fields) = value.as_object().filter(|f| !f.is_empty()) else {
         return Err(format!("{SHAPE}, not {}", shown(value)));
     };
-    match (fields.len(), fields.get("enabled").and_then(Value::as_bool)) {
-        (1, Some(enabled)) => Ok(enabled),
-        _ => Err(format!("{SHAPE}, not {}", shown(value))),
+    let whole = |name: &str, v: &Value, max: u64| match v.as_u64() {
+        Some(n) if (1..=max).contains(&n) => Ok(n),
+        _ => Err(format!(
+            "auto's {name} must be a whole number from 1 to {max}{}, not {}",
+            written(v, |n| (1..=max).contains(&n)),
+            shown(v)
+        )),
+    };
+    let mut patch = AutoPatch::default();
+    for (name, v) in fields {
+        match name.as_str() {
+            "enabled" => {
+                patch.enabled = Some(v.as_bool().ok_or_else(|| {
+                    format!("auto's enabled must be true or false, not {}", shown(v))
+                })?)
+            }
+            "min" => patch.min = Some(whole("min", v, u64::from(u32::MAX))? as u32),
+            "max" => patch.max = Some(whole("max", v, u64::from(u32::MAX))? as u32),
+            "target_ms" => patch.target_ms = Some(whole("target_ms", v, 3_600_000)?),
+            "window_ms" => patch.window_ms = Some(whole("window_ms", v, 60_000)?),
+            "error_budget" => {
+                patch.error_budget =
+                    Some(v.as_f64().filter(|b| *b > 0.0 && *b < 1.0).ok_or_else(|| {
+                        format!(
+                            "auto's error_budget must be a share between 0 and 1, such as \
+                                 0.01, not {}",
+                            shown(v)
+                        )
+                    })?)
+            }
+            other => return Err(format!("{SHAPE}, not {}", capped(other))),
+        }
     }
+    Ok(patch)
 }
 
 /// The settings change of a `PATCH` body.
@@ -295,24 +374,36 @@ mod tests {
     #[test]
     fn a_patch_switches_the_capacity_controller_alone_or_after_a_change() {
         let on = patch(json!({"auto": {"enabled": true}}).into()).unwrap();
+        let switch = |enabled| AutoPatch {
+            enabled: Some(enabled),
+            ..AutoPatch::default()
+        };
         assert_eq!(
             on,
             Patch {
                 change: SettingsChange::new(),
-                auto: Some(true)
+                auto: Some(switch(true))
             }
         );
         let both = patch(json!({"capacity": 50, "auto": {"enabled": false}}).into()).unwrap();
         assert_eq!(
             (both.change.get_capacity(), both.auto),
-            (Some(50), Some(false))
+            (Some(50), Some(switch(false)))
         );
         let plain = patch(json!({"paused": true}).into()).unwrap();
         assert_eq!(plain.auto, None);
         for bad in [
             json!({"auto": true}),
             json!({"auto": {"enabled": "yes"}}),
-            json!({"auto": {"enabled": true, "min": 5}}),
+            json!({"auto": {"enabled": true, "minimum": 5}}),
+            json!({"auto": {"min": 0}}),
+            json!({"auto": {"min": -1}}),
+            json!({"auto": {"max": 4_294_967_296u64}}),
+            json!({"auto": {"target_ms": 2.5}}),
+            json!({"auto": {"window_ms": 60_001}}),
+            json!({"auto": {"error_budget": 1.0}}),
+            json!({"auto": {"error_budget": 0}}),
+            json!({"auto": {"error_budget": "1%"}}),
             json!({"auto": {}}),
             json!({}),
         ] {
@@ -322,6 +413,48 @@ mod tests {
             r#"{"auto": {"enabled": true}, "auto": {"enabled": false}}"#,
         ));
         assert!(twice.unwrap_err().contains("twice"));
+    }
+
+    #[test]
+    fn a_patch_of_the_terms_changes_those_given_and_keeps_the_rest() {
+        let was = AutoCapacity::new(20, 2_000, Duration::from_millis(300));
+        let given = patch(json!({"auto": {"max": 500, "error_budget": 0.02}}).into())
+            .unwrap()
+            .auto
+            .unwrap();
+        assert_eq!(given.enabled, None);
+        assert_eq!(
+            given.terms(was),
+            Some(
+                AutoCapacity::new(20, 500, Duration::from_millis(300))
+                    .error_budget(0.02)
+                    .window(was.get_window())
+            )
+        );
+        let all = patch(
+            json!({"auto": {"enabled": false, "min": 1, "max": 9, "target_ms": 80,
+                            "error_budget": 0.5, "window_ms": 1_000}})
+            .into(),
+        )
+        .unwrap()
+        .auto
+        .unwrap();
+        assert_eq!(
+            all.terms(was),
+            Some(
+                AutoCapacity::new(1, 9, Duration::from_millis(80))
+                    .error_budget(0.5)
+                    .window(Duration::from_secs(1))
+            )
+        );
+        assert_eq!(switch_only().terms(was), None);
+    }
+
+    fn switch_only() -> AutoPatch {
+        AutoPatch {
+            enabled: Some(true),
+            ..AutoPatch::default()
+        }
     }
 
     fn parse(body: &str) -> Json {

@@ -304,14 +304,25 @@ where
 /// A room's `PATCH`: the settings changed, then the capacity controller switched (so that a
 /// capacity and `"auto": {"enabled": true}` together set where it goes on from).
 async fn patch_room(control: &RoomControl, patch: Patch) -> Response<AdminBody> {
+    // Terms given are put together with those the controller decides by now and checked as a
+    // whole (a min above the max), before anything is changed.
+    let terms = patch
+        .auto
+        .and_then(|auto| control.auto_terms().and_then(|now| auto.terms(now)));
+    if let Some(Err(e)) = terms.map(|t| t.check()) {
+        return error(StatusCode::BAD_REQUEST, &e.to_string());
+    }
     if !patch.change.is_empty() {
         if let Err(e) = control.change(patch.change).await {
             return control_error(control, e);
         }
     }
     let switched = match patch.auto {
-        Some(true) => control.resume_auto().await,
-        Some(false) => control.stop_auto().await,
+        Some(auto) => {
+            control
+                .switch_auto(auto.enabled.unwrap_or(true), terms)
+                .await
+        }
         None => Ok(true),
     };
     let switched = match switched {

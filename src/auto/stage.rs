@@ -41,7 +41,12 @@ pub(crate) enum Sampled {
 
 /// The controller of one room, on this gateway.
 pub(crate) struct AutoStage {
-    terms: AutoCapacity,
+    /// The terms the room was built with: those it decides by unless an operator set others
+    /// while it runs (the store keeps them for every gateway).
+    configured: AutoCapacity,
+    /// The terms' timeout and window now, read on every sample without the lock.
+    timeout_ms: AtomicU64,
+    window_ms: AtomicU64,
     gateway: GatewayId,
     shared: Arc<dyn AutoStore>,
     ok: AtomicU64,
@@ -55,8 +60,9 @@ pub(crate) struct AutoStage {
     state: Mutex<State>,
 }
 
-#[derive(Default)]
 struct State {
+    /// The terms it decides by.
+    terms: AutoCapacity,
     /// The law's state while this gateway decides; dropped when another one does or the
     /// controller is off.
     controller: Option<Controller>,
@@ -70,7 +76,9 @@ struct State {
 impl AutoStage {
     pub(crate) fn new(terms: AutoCapacity, shared: Arc<dyn AutoStore>) -> Self {
         Self {
-            terms,
+            configured: terms,
+            timeout_ms: AtomicU64::new(millis(terms.timeout())),
+            window_ms: AtomicU64::new(millis(terms.get_window())),
             gateway: GatewayId::random(),
             shared,
             ok: AtomicU64::new(0),
@@ -82,12 +90,31 @@ impl AutoStage {
             // room's first admitted request, not one interval after it.
             last_report_ms: AtomicU64::new(u64::MAX),
             reporting: AtomicBool::new(false),
-            state: Mutex::new(State::default()),
+            state: Mutex::new(State {
+                terms,
+                controller: None,
+                off: None,
+                deciding: false,
+                last: None,
+            }),
         }
     }
 
     fn window_ms(&self) -> u64 {
-        u64::try_from(self.terms.get_window().as_millis()).unwrap_or(u64::MAX)
+        self.window_ms.load(Ordering::Relaxed)
+    }
+
+    /// Decides by `terms` from now on: the controller starts again from the capacity it
+    /// finds, by them.
+    fn take_terms(&self, state: &mut State, terms: AutoCapacity) {
+        if state.terms != terms {
+            state.terms = terms;
+            state.controller = None;
+            self.timeout_ms
+                .store(millis(terms.timeout()), Ordering::Relaxed);
+            self.window_ms
+                .store(millis(terms.get_window()), Ordering::Relaxed);
+        }
     }
 
     /// How long the lease lasts without a report from its holder: two windows and a second,
@@ -112,7 +139,9 @@ impl AutoStage {
             {
                 self.errors.fetch_add(1, Ordering::Relaxed);
             }
-            Sampled::Answered(_, latency, _) if latency > self.terms.timeout() => {
+            Sampled::Answered(_, latency, _)
+                if millis(latency) > self.timeout_ms.load(Ordering::Relaxed) =>
+            {
                 self.timeouts.fetch_add(1, Ordering::Relaxed);
             }
             Sampled::Answered(_, latency, _) => {
@@ -203,6 +232,14 @@ impl AutoStage {
         }
         state.deciding = report.deciding;
         state.off = report.off;
+        // Terms an operator set while the room runs, for every gateway; those that cannot be
+        // read or run with (another version's, damage) are none: the room's own.
+        let shared = report
+            .terms
+            .as_deref()
+            .and_then(|t| t.parse::<AutoCapacity>().ok())
+            .filter(|t| t.check().is_ok());
+        self.take_terms(&mut state, shared.unwrap_or(self.configured));
         if report.off.is_some() || !report.deciding {
             state.controller = None;
         }
@@ -239,7 +276,7 @@ impl AutoStage {
         window.waiting = stats.waiting;
         let (decision, before) = {
             let mut state = self.lock();
-            let terms = self.terms;
+            let terms = state.terms;
             // A gateway that takes over from another (or from a capacity set by hand) goes on
             // from the capacity it finds, past the start; only the room's very first decider
             // starts with the fast growth of the start.
@@ -306,19 +343,33 @@ impl AutoStage {
         &self,
         policy: &RoomPolicy,
         off: Option<AutoOff>,
+        terms: Option<AutoCapacity>,
     ) -> Result<(), crate::store::StoreError> {
         {
             let mut state = self.lock();
             state.off = off;
             state.controller = None;
+            if let Some(terms) = terms {
+                self.take_terms(&mut state, terms);
+            }
         }
-        self.shared.auto_switch(policy, off).await
+        let text = terms.map(|t| t.to_string());
+        self.shared.auto_switch(policy, off, text.as_deref()).await
+    }
+
+    /// The terms it decides by now.
+    pub(crate) fn terms(&self) -> AutoCapacity {
+        self.lock().terms
     }
 
     pub(crate) fn status(&self) -> AutoStatus {
         let state = self.lock();
-        AutoStatus::new(&self.terms, state.off, state.deciding, state.last)
+        AutoStatus::new(&state.terms, state.off, state.deciding, state.last)
     }
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
 /// One `info` line when the capacity turns (up after down, or down after up), not per window.

@@ -28,6 +28,8 @@ pub struct AutoStatus {
     pub target_ms: u64,
     /// The share of errors it tolerates.
     pub error_budget: f64,
+    /// How long its windows last, in ms.
+    pub window_ms: u64,
     /// The last decided window's p95 of admitted requests, in ms.
     pub p95_ms: Option<u64>,
     /// Its median, in ms.
@@ -59,6 +61,7 @@ impl AutoStatus {
             max: terms.get_max(),
             target_ms: ms(terms.get_target_p95()),
             error_budget: terms.get_error_budget(),
+            window_ms: ms(terms.get_window()),
             p95_ms: last.and_then(|d| d.p95).map(ms),
             p50_ms: last.and_then(|d| d.p50).map(ms),
             error_rate: last.map(|d| d.error_rate),

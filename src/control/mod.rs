@@ -32,7 +32,7 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-use crate::auto::AutoStatus;
+use crate::auto::{AutoCapacity, AutoStatus};
 use crate::config::EventSchedule;
 use crate::eta::{estimate, Eta, EtaInput};
 use crate::room::Room;
@@ -41,6 +41,7 @@ use crate::store::AutoOff;
 use crate::store::{
     RoomSettings, RoomStats, SettingsChange, StoreError, HISTORY_MINUTES, MAX_ADMIT_NEXT_PER_CALL,
 };
+use crate::ConfigError;
 
 /// A handle on one room's live settings, shared by every gateway through the store. Cheap to
 /// clone.
@@ -282,7 +283,7 @@ impl RoomControl {
             // Before the write: a decision in flight then finds the controller off. If the
             // store misses this, it still finds a capacity the controller did not write at
             // its next decision, and turns itself off then.
-            if let Err(e) = auto.switch(policy, Some(AutoOff::SetByHand)).await {
+            if let Err(e) = auto.switch(policy, Some(AutoOff::SetByHand), None).await {
                 tracing::debug!(room = self.room(), error = %e, "auto capacity: the switch-off was not stored");
             }
         }
@@ -297,27 +298,56 @@ impl RoomControl {
         self.room.auto().map(|auto| auto.status())
     }
 
-    /// Turns the capacity controller off, the capacity left where it is. `false` when the room
-    /// has no controller.
+    /// Turns the capacity controller off, for every gateway of the room, the capacity left
+    /// where it is. `false` when the room has no controller.
     pub async fn stop_auto(&self) -> Result<bool, ControlError> {
+        self.switch_auto(false, None).await
+    }
+
+    /// Turns the capacity controller back on, for every gateway of the room, after a capacity
+    /// set by hand: it goes on from the capacity the store has. `false` when the room has no
+    /// controller.
+    pub async fn resume_auto(&self) -> Result<bool, ControlError> {
+        self.switch_auto(true, None).await
+    }
+
+    /// Gives the capacity controller new terms (bounds, target, error budget, window) for every
+    /// gateway of the room, in place of those it was built with, and turns it on: it goes on
+    /// from the capacity the store has, by them. Terms it cannot run with are refused
+    /// ([`ControlError::Invalid`]); `false` when the room has no controller. The store keeps
+    /// them until others are set.
+    pub async fn set_auto_terms(&self, terms: AutoCapacity) -> Result<bool, ControlError> {
+        self.switch_auto(true, Some(terms)).await
+    }
+
+    /// The controller on or off, with new terms or not, for every gateway.
+    pub(crate) async fn switch_auto(
+        &self,
+        on: bool,
+        terms: Option<AutoCapacity>,
+    ) -> Result<bool, ControlError> {
         let Some(auto) = self.room.auto() else {
             return Ok(false);
         };
-        auto.switch(&self.room.config().policy, Some(AutoOff::SetByHand))
-            .await?;
-        tracing::info!(room = self.room(), "auto capacity off");
+        if let Some(Err(ConfigError::InvalidAutoCapacity { why })) = terms.map(|t| t.check()) {
+            return Err(ControlError::Invalid(why));
+        }
+        let off = (!on).then_some(AutoOff::SetByHand);
+        auto.switch(&self.room.config().policy, off, terms).await?;
+        match terms {
+            Some(terms) => {
+                tracing::info!(room = self.room(), on, %terms, "auto capacity: new terms")
+            }
+            None if on => tracing::info!(room = self.room(), "auto capacity back on"),
+            None => tracing::info!(room = self.room(), "auto capacity off"),
+        }
         Ok(true)
     }
 
-    /// Turns the capacity controller back on after a capacity set by hand: it goes on from
-    /// the capacity the store has. `false` when the room has no controller.
-    pub async fn resume_auto(&self) -> Result<bool, ControlError> {
-        let Some(auto) = self.room.auto() else {
-            return Ok(false);
-        };
-        auto.switch(&self.room.config().policy, None).await?;
-        tracing::info!(room = self.room(), "auto capacity back on");
-        Ok(true)
+    /// The terms the capacity controller decides by now (the store's, when an operator set
+    /// some while the room runs, as this gateway last heard); `None` without one.
+    pub fn auto_terms(&self) -> Option<AutoCapacity> {
+        self.room.auto().map(|auto| auto.terms())
     }
 
     /// Sets the capacity (at least 1). Raising it lets the next in line in at once; lowering it

@@ -25,17 +25,20 @@
 //! - the lease: a report by the holder, or one that finds it free or run out, gives it to the
 //!   reporter until `now + lease_ms`. A lease that ends further than `lease_ms` from now (a clock
 //!   that went back) has run out;
-//! - the window begins at the first report after the last hand-over (or ever); a report by the
-//!   holder once it is `window_ms` old (or begins in the future: a clock that went back) is
-//!   answered the window, from its beginning to now, and the next one begins;
+//! - the window begins at the first report after the last hand-over (or ever), and a window
+//!   that begins in the future (a clock that went back) begins again now, its counts kept; a
+//!   report by the holder once the window is `window_ms` old is answered the window, from its
+//!   beginning to now, and the next one begins;
 //! - a report of a controller that is off is still counted (the counts are the app's, whoever
 //!   decides), and answers why it is off;
 //! - an apply writes nothing unless the controller is on and the caller holds the lease; when
 //!   the room's capacity is not the one the controller last wrote (none written yet, or since
 //!   switched on: any capacity is), it turns the controller off (`changed_elsewhere`) and writes
 //!   nothing;
+//! - terms set with a switch are kept until others are set, whatever else happens to the
+//!   controller, and answered with every report;
 //! - a lost or damaged record reads as a new one: on, no lease, an empty window, no capacity
-//!   written. Damage thus never moves the capacity outside the operator's bounds, nor lets
+//!   written, no terms set (each gateway decides by its own). Damage thus never moves the capacity outside the operator's bounds, nor lets
 //!   anyone in: the capacity is written only within them, and the line's rules do the rest.
 
 use std::fmt;
@@ -125,6 +128,9 @@ pub struct AutoReport {
     /// The status the decider last wrote with its decision (at most [`MAX_AUTO_STATUS`] bytes),
     /// for every gateway to show.
     pub status: Option<String>,
+    /// The terms an operator set while the room runs ([`auto_switch`](AutoStore::auto_switch)),
+    /// for every gateway to decide by instead of its own; `None`: none set.
+    pub terms: Option<String>,
 }
 
 impl AutoReport {
@@ -140,7 +146,14 @@ impl AutoReport {
             deciding,
             window,
             status,
+            terms: None,
         }
+    }
+
+    /// With the terms an operator set.
+    pub fn with_terms(mut self, terms: Option<String>) -> Self {
+        self.terms = terms;
+        self
     }
 }
 
@@ -192,8 +205,15 @@ pub trait AutoStore: Send + Sync {
     ) -> StoreFuture<AutoApplied>;
 
     /// Turns the room's controller on (`None`: from whatever capacity the room has) or off
-    /// (with why), for every gateway.
-    fn auto_switch(&self, policy: &RoomPolicy, off: Option<AutoOff>) -> StoreFuture<()>;
+    /// (with why), for every gateway; with `terms` (at most [`MAX_AUTO_STATUS`] bytes), keeps
+    /// them as the terms every gateway decides by from its next report, on or off (`None`
+    /// leaves those kept as they are).
+    fn auto_switch(
+        &self,
+        policy: &RoomPolicy,
+        off: Option<AutoOff>,
+        terms: Option<&str>,
+    ) -> StoreFuture<()>;
 }
 
 /// The longest window or lease a report may name: an hour, in ms.
@@ -206,6 +226,15 @@ pub(crate) fn check_auto_terms(window_ms: u64, lease_ms: u64) -> Result<(), Stor
         Ok(())
     } else {
         Err(refused("a window or lease outside 1 ms to an hour"))
+    }
+}
+
+/// Terms as every store takes them: at most [`MAX_AUTO_STATUS`] bytes.
+pub(crate) fn check_auto_switch(terms: Option<&str>) -> Result<(), StoreError> {
+    if terms.is_some_and(|t| t.len() > MAX_AUTO_STATUS) {
+        Err(refused("terms longer than 200 bytes"))
+    } else {
+        Ok(())
     }
 }
 

@@ -14,7 +14,7 @@ use axum::routing::get;
 use axum::Router;
 use http::{header, HeaderValue, Method, StatusCode};
 use tower_waiting_room::auto::{AutoCapacity, Change, Reason};
-use tower_waiting_room::store::Store;
+use tower_waiting_room::store::{AutoStore, GatewayId, Store};
 use tower_waiting_room::telemetry::{AUTO_CAPACITY, AUTO_DECISIONS_TOTAL};
 use tower_waiting_room::testing::TestRoom;
 use tower_waiting_room::{ConfigError, SessionId, WaitingRoomLayer};
@@ -431,4 +431,86 @@ async fn the_admin_api_switches_it_and_shows_what_it_does() {
     );
     let (status, _) = admin_patch(&admin, "auto-admin", serde_json::json!({"auto": true})).await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_admin_api_gives_it_new_terms_for_every_gateway() {
+    let (room, app, _status, inside) = sale("auto-terms").await;
+    let admin = tower_waiting_room::admin::AdminService::builder()
+        .bearer_token(ADMIN_TOKEN)
+        .room(room.layer().control())
+        .build()
+        .unwrap();
+    // Terms that cannot run together are refused whole, and nothing changes, not even the
+    // capacity given beside them.
+    let (status, json) = admin_patch(
+        &admin,
+        "auto-terms",
+        serde_json::json!({"capacity": 9, "auto": {"min": 50}}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{json}");
+    assert!(
+        json["error"].as_str().unwrap().contains("min is above max"),
+        "{json}"
+    );
+    assert_eq!(capacity(&room).await, 4);
+    let (status, json) = admin_patch(
+        &admin,
+        "auto-terms",
+        serde_json::json!({"auto": {"error_budget": 2}}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{json}");
+    // A lower max (and the rest as they were): on, by them, for every gateway (the store
+    // keeps them); the capacity grows no further than the new max.
+    let (status, json) = admin_patch(
+        &admin,
+        "auto-terms",
+        serde_json::json!({"auto": {"max": 5, "target_ms": 250}}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{json}");
+    assert_eq!(
+        (
+            &json["auto"]["max"],
+            &json["auto"]["min"],
+            &json["auto"]["target_ms"]
+        ),
+        (
+            &serde_json::json!(5),
+            &serde_json::json!(2),
+            &serde_json::json!(250)
+        ),
+        "{json}"
+    );
+    assert_eq!(json["auto"]["window_ms"], 1_000);
+    for _ in 0..3 {
+        requests(&app, &inside, 40).await;
+        next_window(&room, &app, &inside).await;
+    }
+    assert_eq!(
+        capacity(&room).await,
+        5,
+        "grown to the new max, not past it"
+    );
+    let auto = room.layer().control().auto().unwrap();
+    assert_eq!((auto.max, auto.enabled), (5, true), "{auto:?}");
+    let policy = room.layer().config().policy().clone();
+    let kept = room
+        .store()
+        .auto_report(
+            &policy,
+            GatewayId::random(),
+            &Default::default(),
+            1_000,
+            3_000,
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        kept.terms.as_deref(),
+        Some("2-5, p95 250ms, errors 1%, window 1000ms"),
+        "kept for the other gateways"
+    );
 }

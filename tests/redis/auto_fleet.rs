@@ -2,7 +2,8 @@
 //! `auto_capacity` and a `RedisStore` of its own, serving real HTTP on loopback) in front of
 //! one `redis-server`, their visitors' requests split between them. One of them decides, on
 //! the requests of both; both read the one capacity it writes, and the other shows its
-//! decision. Then the deciding gateway is killed: the capacity it wrote stands, no waiter's
+//! decision; terms an operator sets through one reach the other. Then the deciding gateway is
+//! killed: the capacity it wrote stands, no waiter's
 //! place moves back, and the other one takes over once the lease runs out.
 //!
 //! The room and the store share a manual clock (a window is one second of it); the app answers
@@ -192,8 +193,21 @@ async fn two_gateways_take_one_decision_and_the_survivor_takes_over() {
         ),
         "the other gateway shows the decider's decision"
     );
+    assert_eq!(
+        Some(side.stats(&policy).await.unwrap().capacity as u32),
+        mine.capacity
+    );
+
+    // New terms through one gateway's handle reach the other at its next report.
+    let terms = AutoCapacity::new(2, 12, Duration::from_millis(250)).window(WINDOW);
+    assert!(other.layer.control().set_auto_terms(terms).await.unwrap());
+    window(&clock, &[&a, &b], &mut inside).await;
+    for g in [&a, &b] {
+        assert_eq!(g.layer.control().auto_terms(), Some(terms));
+        assert_eq!((g.auto().max, g.auto().target_ms), (12, 250));
+    }
     let capacity = side.stats(&policy).await.unwrap().capacity;
-    assert_eq!(Some(capacity as u32), mine.capacity);
+    assert!(capacity <= 12, "{capacity}");
 
     // The decider dies. The capacity it wrote stands and no waiter moves back; the survivor
     // decides once the lease (two windows and a second) has run out.

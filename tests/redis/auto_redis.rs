@@ -99,7 +99,7 @@ async fn a_damaged_record_heals_and_reads_as_new() {
         );
         damage(&mut c).await;
         store
-            .auto_switch(&policy, Some(AutoOff::SetByHand))
+            .auto_switch(&policy, Some(AutoOff::SetByHand), None)
             .await
             .unwrap();
         let t: String = redis::cmd("TYPE")
@@ -328,15 +328,23 @@ async fn bad_arguments_are_refused_and_nothing_is_written() {
         let what = format!("a switch off for {:?}", String::from_utf8_lossy(reason));
         refused.push((
             what,
-            fcall("auto_switch", std::slice::from_ref(&key), &[reason]),
+            fcall("auto_switch", std::slice::from_ref(&key), &[reason, b""]),
             "WRARGS",
         ));
     }
-    refused.push((
-        "a switch of two arguments".to_owned(),
-        fcall("auto_switch", std::slice::from_ref(&key), &[b"", b""]),
-        "WRARGS",
-    ));
+    let long_terms = [b"t".as_slice(), &long, b"x"].concat();
+    for (what, args) in [
+        ("a switch of one argument", vec![&b""[..]]),
+        ("a switch of three arguments", vec![b"", b"", b""]),
+        ("terms without their t", vec![b"", b"5-50, p95 300ms"]),
+        ("terms of 202 bytes", vec![b"", &long_terms]),
+    ] {
+        refused.push((
+            what.to_owned(),
+            fcall("auto_switch", std::slice::from_ref(&key), &args),
+            "WRARGS",
+        ));
+    }
     for (what, cmd, code) in refused {
         let e = cmd
             .query_async::<redis::Value>(&mut c)
@@ -450,7 +458,7 @@ async fn two_gateways_share_one_lease_and_one_window() {
         two.auto_apply(&policy, b, 7, "b").await.unwrap(),
         AutoApplied::Off(AutoOff::ChangedElsewhere)
     );
-    one.auto_switch(&policy, None).await.unwrap();
+    one.auto_switch(&policy, None, None).await.unwrap();
     assert_eq!(report(&two, b, Window::default()).await.off, None);
     assert_eq!(
         two.auto_apply(&policy, b, 7, "b on").await.unwrap(),

@@ -20,6 +20,8 @@ pub(super) struct Record {
     /// The capacity the controller last wrote; `None`: any capacity is accepted next.
     cap: Option<u32>,
     status: Option<String>,
+    /// Terms an operator set while the room runs.
+    terms: Option<String>,
 }
 
 /// A gateway's report: its counts added, the lease taken or renewed, the window handed over.
@@ -51,6 +53,7 @@ pub(super) fn report(
         window
     });
     AutoReport::new(record.off, deciding, window, record.status.clone())
+        .with_terms(record.terms.clone())
 }
 
 /// The counts of a report added to the window's: what a store keeps of a [`Window`].
@@ -96,7 +99,10 @@ pub(super) fn apply(
 }
 
 /// The controller on (from whatever capacity the room has) or off, for every gateway.
-pub(super) fn switch(record: &mut Record, off: Option<AutoOff>) {
+pub(super) fn switch(record: &mut Record, off: Option<AutoOff>, terms: Option<&str>) {
+    if let Some(terms) = terms {
+        record.terms = Some(terms.to_owned());
+    }
     record.off = off;
     if off.is_none() {
         record.cap = None;

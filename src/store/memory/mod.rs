@@ -57,7 +57,7 @@ use super::{
 use crate::clock::{Clock, SharedClock, SystemClock};
 use crate::config::RoomPolicy;
 use crate::session::SessionId;
-use crate::store::auto::{check_auto_apply, check_auto_terms};
+use crate::store::auto::{check_auto_apply, check_auto_switch, check_auto_terms};
 
 /// The embedded store: one process's rooms in memory, with the exact semantics of the
 /// [store docs](crate::store). Clones share the same rooms.
@@ -334,9 +334,17 @@ impl AutoStore for MemoryStore {
         })
     }
 
-    fn auto_switch(&self, policy: &RoomPolicy, off: Option<AutoOff>) -> StoreFuture<()> {
+    fn auto_switch(
+        &self,
+        policy: &RoomPolicy,
+        off: Option<AutoOff>,
+        terms: Option<&str>,
+    ) -> StoreFuture<()> {
+        if let Err(e) = check_auto_switch(terms) {
+            return Box::pin(std::future::ready(Err(e)));
+        }
         let room = self.room(&policy.room);
-        auto::switch(&mut lock(&room).auto, off);
+        auto::switch(&mut lock(&room).auto, off, terms);
         Box::pin(std::future::ready(Ok(())))
     }
 }

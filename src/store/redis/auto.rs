@@ -12,7 +12,7 @@ use super::protocol::{self, reply, Op};
 use super::RedisStore;
 use crate::auto::{LatencyHistogram, Window};
 use crate::config::RoomPolicy;
-use crate::store::auto::{check_auto_apply, check_auto_terms};
+use crate::store::auto::{check_auto_apply, check_auto_switch, check_auto_terms};
 use crate::store::{
     AutoApplied, AutoOff, AutoReport, AutoStore, GatewayId, StoreError, StoreErrorKind, StoreFuture,
 };
@@ -69,9 +69,9 @@ fn off(v: &Value) -> Option<Option<AutoOff>> {
 
 /// A report's reply (`script/auto.lua`'s header): `None` for any other shape.
 fn report(reply: &[Value]) -> Option<AutoReport> {
-    let (tag, off, deciding, status, rest) = match reply {
-        [tag, off, deciding, Value::Array(status), rest @ ..] => {
-            (text(tag)?, off, deciding, status, rest)
+    let (tag, off, deciding, status, terms, rest) = match reply {
+        [tag, off, deciding, Value::Array(status), Value::Array(terms), rest @ ..] => {
+            (text(tag)?, off, deciding, status, terms, rest)
         }
         _ => return None,
     };
@@ -81,11 +81,12 @@ fn report(reply: &[Value]) -> Option<AutoReport> {
         1 => true,
         _ => return None,
     };
-    let status = match status.as_slice() {
-        [] => None,
-        [s] => Some(text(s)?.to_owned()),
-        _ => return None,
+    let one = |list: &[Value]| match list {
+        [] => Some(None),
+        [s] => Some(Some(text(s)?.to_owned())),
+        _ => None,
     };
+    let (status, terms) = (one(status)?, one(terms)?);
     let window = match (tag, rest) {
         ("report", []) => None,
         ("window", [start, end, ok, errors, timeouts, load, Value::Array(buckets)]) => {
@@ -116,7 +117,7 @@ fn report(reply: &[Value]) -> Option<AutoReport> {
         }
         _ => return None,
     };
-    Some(AutoReport::new(off, deciding, window, status))
+    Some(AutoReport::new(off, deciding, window, status).with_terms(terms))
 }
 
 /// An apply's reply (`script/auto.lua`'s header): `None` for any other shape.
@@ -206,9 +207,18 @@ impl AutoStore for RedisStore {
         })
     }
 
-    fn auto_switch(&self, policy: &RoomPolicy, off: Option<AutoOff>) -> StoreFuture<()> {
+    fn auto_switch(
+        &self,
+        policy: &RoomPolicy,
+        off: Option<AutoOff>,
+        terms: Option<&str>,
+    ) -> StoreFuture<()> {
+        if let Err(e) = check_auto_switch(terms) {
+            return Box::pin(std::future::ready(Err(e)));
+        }
         let args = calls::AutoSwitch {
             off: off.map_or("", AutoOff::as_str).to_owned(),
+            terms: terms.map(|t| format!("t{t}")).unwrap_or_default(),
         }
         .argv();
         let call: StoreFuture<Vec<Value>> = self.run_room(
@@ -287,6 +297,7 @@ mod tests {
             bulk(""),
             Value::Int(1),
             Value::Array(vec![bulk("steady")]),
+            Value::Array(vec![bulk("5-50, p95 300ms, errors 1%, window 5000ms")]),
         ];
         reply.extend([7, 9, 3, 1, 0, 42].map(Value::Int));
         let flat = pairs
@@ -305,6 +316,10 @@ mod tests {
         assert!(got.deciding);
         assert_eq!(got.off, None);
         assert_eq!(got.status.as_deref(), Some("steady"));
+        assert_eq!(
+            got.terms.as_deref(),
+            Some("5-50, p95 300ms, errors 1%, window 5000ms")
+        );
     }
 
     #[test]
@@ -313,6 +328,7 @@ mod tests {
             bulk("report"),
             bulk("changed_elsewhere"),
             Value::Int(0),
+            Value::Array(vec![]),
             Value::Array(vec![]),
         ];
         assert_eq!(
@@ -333,6 +349,11 @@ mod tests {
         assert_eq!(report(&bad), None);
         let mut bad = plain.to_vec();
         bad[0] = bulk("window");
+        assert_eq!(report(&bad), None);
+        // Without its terms (another version's reply), or two of them: not ours either.
+        assert_eq!(report(&plain[..4]), None);
+        let mut bad = plain.to_vec();
+        bad[4] = Value::Array(vec![bulk("a"), bulk("b")]);
         assert_eq!(report(&bad), None);
         let int = |n: &[i64]| n.iter().map(|&n| Value::Int(n)).collect::<Vec<_>>();
         assert_eq!(

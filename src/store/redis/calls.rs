@@ -494,9 +494,11 @@ record_args! {
 
 record_args! {
     /// `<LIBRARY>_auto_switch`: the controller on (`""`) or off (why, as
-    /// [`AutoOff::as_str`](crate::store::AutoOff::as_str) writes it), for every gateway.
+    /// [`AutoOff::as_str`](crate::store::AutoOff::as_str) writes it), for every gateway; and
+    /// the terms to keep, after a `t` (`""`: those kept stay).
     AutoSwitch = "auto_switch" {
         off: String,
+        terms: String,
     }
 }
 

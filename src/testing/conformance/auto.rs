@@ -57,8 +57,18 @@ impl Harness {
 
     /// `auto_switch`, failing the test on a store error.
     pub async fn auto_switch(&self, policy: &RoomPolicy, off: Option<AutoOff>) {
+        self.auto_switch_terms(policy, off, None).await;
+    }
+
+    /// `auto_switch` with terms, failing the test on a store error.
+    pub async fn auto_switch_terms(
+        &self,
+        policy: &RoomPolicy,
+        off: Option<AutoOff>,
+        terms: Option<&str>,
+    ) {
         self.auto_store()
-            .auto_switch(policy, off)
+            .auto_switch(policy, off, terms)
             .await
             .unwrap_or_else(|e| panic!("auto_switch failed: {e}"));
     }
@@ -338,4 +348,48 @@ pub async fn auto_refuses_bad_terms_and_takes_nothing(h: &Harness) {
         h.enter(&p, SessionId::random()).await,
         Decision::Admitted { .. }
     ));
+}
+
+/// Terms set with a switch are kept for every gateway, on or off, until others are set; a
+/// switch without terms leaves them; terms over 200 bytes are refused and change nothing.
+pub async fn auto_terms_are_kept_for_every_gateway(h: &Harness) {
+    if h.auto().is_none() {
+        return;
+    }
+    let p = h.policy(4);
+    let (a, b) = (GatewayId::random(), GatewayId::random());
+    let none = h.auto_report(&p, a, &Window::default()).await;
+    assert_eq!(
+        none.terms, None,
+        "none set: each gateway decides by its own"
+    );
+    let first = "10-100, p95 250ms, errors 2%, window 5000ms";
+    h.auto_switch_terms(&p, None, Some(first)).await;
+    for g in [a, b] {
+        let seen = h.auto_report(&p, g, &Window::default()).await;
+        assert_eq!((seen.terms.as_deref(), seen.off), (Some(first), None));
+    }
+    h.auto_switch(&p, Some(AutoOff::SetByHand)).await;
+    let off = h.auto_report(&p, b, &Window::default()).await;
+    assert_eq!(
+        (off.terms.as_deref(), off.off),
+        (Some(first), Some(AutoOff::SetByHand))
+    );
+    let second = "10-200, p95 250ms, errors 2%, window 5000ms";
+    h.auto_switch_terms(&p, Some(AutoOff::SetByHand), Some(second))
+        .await;
+    h.auto_switch(&p, None).await;
+    let on = h.auto_report(&p, a, &Window::default()).await;
+    assert_eq!((on.terms.as_deref(), on.off), (Some(second), None));
+    let too_long = "x".repeat(crate::store::MAX_AUTO_STATUS + 1);
+    let refused = h
+        .auto_store()
+        .auto_switch(&p, Some(AutoOff::SetByHand), Some(&too_long));
+    assert!(refused.await.is_err());
+    let kept = h.auto_report(&p, a, &Window::default()).await;
+    assert_eq!(
+        (kept.terms.as_deref(), kept.off),
+        (Some(second), None),
+        "nothing changed"
+    );
 }

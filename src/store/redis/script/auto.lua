@@ -24,6 +24,8 @@
 --                          something; missing: 0
 --   cap       the capacity the controller last wrote; missing: any capacity is accepted next
 --   status    the status the decider last wrote, at most AUTO_STATUS_MAX bytes
+--   terms     the terms an operator set while the room runs, at most AUTO_STATUS_MAX bytes
+--             (src/auto/mod.rs writes them); missing: none, each gateway decides by its own
 -- Every number is written with '%d' and read with stored.lua's reader. Damage: a key of another
 -- type is deleted and read as a new record; a field that is not one as these functions write it
 -- (a number out of its range or of another form, an off reason not one of the two, a gateway id
@@ -101,9 +103,9 @@ function F.auto_read(key)
     elseif field == 'holder' then
       read = F.auto_gateway(value) and value
       rec.holder = read or nil
-    elseif field == 'status' then
+    elseif field == 'status' or field == 'terms' then
       read = #value <= AUTO_STATUS_MAX and value
-      rec.status = read or nil
+      rec[field] = read or nil
     else
       -- Not one of this version's fields (a newer one's): left as it is.
       read = true
@@ -114,9 +116,9 @@ function F.auto_read(key)
   return rec
 end
 
--- The first fields of a report's reply (see auto_report): off, deciding, status.
+-- The first fields of a report's reply (see auto_report): off, deciding, status, terms.
 function F.auto_state(rec, deciding)
-  return rec.off or '', deciding and 1 or 0, {rec.status}
+  return rec.off or '', deciding and 1 or 0, {rec.status}, {rec.terms}
 end
 
 -- <LIBRARY>_auto_report: a gateway's counts added to the room's window, the lease taken or
@@ -137,11 +139,12 @@ end
 --   8 load        the highest load the app reported, 0 .. 100; -1 for none
 --   9 latencies   the latency buckets that counted something, '<index> <count> ' each (each
 --                 index once, up to 128; each count at least 1); empty for none
--- Reply: {'report', off, deciding, {status}}, or, to the lease holder once the window is over,
--- {'window', off, deciding, {status}, start_ms, end_ms, ok, errors, timeouts, load (-1: none),
--- {index, count, ...}}; off is '' (on), 'set_by_hand' or 'changed_elsewhere' (a report of a
--- controller that is off is counted all the same); deciding 1 when the reporter holds the
--- lease, else 0; {status} the decider's last status, {} for none. The lease: the holder's
+-- Reply: {'report', off, deciding, {status}, {terms}}, or, to the lease holder once the window
+-- is over, {'window', off, deciding, {status}, {terms}, start_ms, end_ms, ok, errors, timeouts,
+-- load (-1: none), {index, count, ...}}; off is '' (on), 'set_by_hand' or 'changed_elsewhere' (a
+-- report of a controller that is off is counted all the same); deciding 1 when the reporter
+-- holds the lease, else 0; {status} the decider's last status, {terms} the operator's terms,
+-- {} for none. The lease: the holder's
 -- while it ends after now and no further than lease_ms from now (one further was taken on a
 -- clock since gone back: run out). The window begins at the first report after the last one
 -- handed over (or ever), or now if it would begin in the future (a clock gone back).
@@ -187,7 +190,7 @@ function F.auto_report(keys, args)
   end
   if load >= 0 and (rec.load == nil or load > rec.load) then rec.load = load end
   for i, n in pairs(lat) do rec.lat[i] = math.min((rec.lat[i] or 0) + n, STORED_MAX) end
-  local off, decides, status = F.auto_state(rec, deciding)
+  local off, decides, status, terms = F.auto_state(rec, deciding)
   if deciding and now - since >= window_ms then
     -- Handed over: the next window begins now, empty.
     local buckets, gone = {}, {'load'}
@@ -203,7 +206,7 @@ function F.auto_report(keys, args)
     set('errors', 0)
     set('timeouts', 0)
     redis.call('HSET', key, unpack(write))
-    return {'window', off, decides, status, since, now, sums[1], sums[2], sums[3],
+    return {'window', off, decides, status, terms, since, now, sums[1], sums[2], sums[3],
       rec.load or -1, buckets}
   end
   set('since', since)
@@ -213,7 +216,7 @@ function F.auto_report(keys, args)
   if rec.load then set('load', rec.load) end
   for i in pairs(lat) do set(AUTO_LATENCY_FIELDS[i], rec.lat[i]) end
   redis.call('HSET', key, unpack(write))
-  return {'report', off, decides, status}
+  return {'report', off, decides, status, terms}
 end
 
 -- An apply's own arguments (its gateway id and status), checked with call.lua's check_own
@@ -278,15 +281,22 @@ end
 -- KEYS: 1 auto (the record, above)
 -- ARGV:
 --   1 off         '' to switch it on, or why it is off: 'set_by_hand' or 'changed_elsewhere'
+--   2 terms       't' and the terms to keep (at most AUTO_STATUS_MAX bytes after the 't'), or
+--                 '' to keep those kept
 -- Reply: {'on'} (off and cap deleted: the capacity the room has is accepted by the next
--- decision), or {'off', off} (off set; the rest kept, reports still counted).
+-- decision), or {'off', off} (off set; the rest kept, reports still counted); the terms
+-- written first, either way.
 function F.auto_switch(keys, args)
-  local off = args[1]
-  if #args ~= 1 or (off ~= '' and not AUTO_OFF[off]) then
+  local off, terms = args[1], args[2]
+  if #args ~= 2 or (off ~= '' and not AUTO_OFF[off]) then
     return F.refuse('an off reason that is neither empty, set_by_hand nor changed_elsewhere')
+  end
+  if terms ~= '' and (string.sub(terms, 1, 1) ~= 't' or #terms > AUTO_STATUS_MAX + 1) then
+    return F.refuse('terms not a t and at most ' .. AUTO_STATUS_MAX .. ' bytes')
   end
   local key = keys[1]
   F.auto_key(key)
+  if terms ~= '' then redis.call('HSET', key, 'terms', string.sub(terms, 2)) end
   if off == '' then
     redis.call('HDEL', key, 'off', 'cap')
     return {'on'}
