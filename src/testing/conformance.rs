@@ -497,6 +497,7 @@ macro_rules! __conformance_suite {
                 pace_counts_silent_waiters_and_skipped_turns,
                 pace_follows_capacity_changes_and_pauses,
                 pace_carries_the_live_admission_rate,
+                pace_says_who_holds_a_slot,
                 ticket_mint_is_idempotent,
                 ticket_is_redeemed_exactly_once,
                 ticket_of_another_nonce_session_or_room_is_unknown,

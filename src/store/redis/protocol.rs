@@ -320,7 +320,7 @@ pub(crate) fn non_negative(n: i64) -> u64 {
 /// The room's pace, the tail of a waiting or stats reply (see the script's header); `None` for
 /// a tail of another length (another script version).
 fn pace(fields: &[i64]) -> Option<RoomPace> {
-    let [current, into, observed, capacity, skipped_minute, skipped_five, current_skipped, capacity_before, changed_ago, pause_began, pause_ended, m0, m1, m2, m3, m4, silent, silent_after, moved_ago, rate] =
+    let [current, into, observed, capacity, skipped_minute, skipped_five, current_skipped, capacity_before, changed_ago, pause_began, pause_ended, m0, m1, m2, m3, m4, silent, silent_after, moved_ago, rate, inside] =
         *fields
     else {
         return None;
@@ -339,7 +339,8 @@ fn pace(fields: &[i64]) -> Option<RoomPace> {
     .with_line([m0, m1, m2, m3, m4].map(non_negative), non_negative(silent))
     .with_silent_after(non_negative(silent_after))
     // 0: unlimited, as the settings hold it.
-    .with_admission_rate(u32::try_from(rate).ok().filter(|&r| r > 0));
+    .with_admission_rate(u32::try_from(rate).ok().filter(|&r| r > 0))
+    .with_inside(non_negative(inside));
     if let Ok(ago) = u64::try_from(moved_ago) {
         pace = pace.with_first_move(ago);
     }
@@ -378,7 +379,7 @@ pub(crate) fn snapshot(reply: &[redis::Value]) -> Result<(RoomSnapshot, [Vec<u8>
         }
         text.parse::<f64>().ok().filter(|f| f.is_finite()).map(Some)
     };
-    const PACE_LEN: usize = 20;
+    const PACE_LEN: usize = 21;
     let head_at = 7;
     let pace_at = 10;
     let count_at = pace_at + PACE_LEN;

@@ -217,3 +217,27 @@ pub async fn pace_carries_the_live_admission_rate(h: &Harness) {
     assert_eq!(h.pace(&p, w, "lifted").await.admission_rate, None);
     admitted(h.heartbeat(&p, holder).await, "the holder stays throughout");
 }
+
+/// The people holding a slot, claimed or granted, where gateways read the pace and in `stats`:
+/// after a cut below them nobody moves until enough have left, and the wait estimate counts
+/// that gap. A store that does not say (`None`) skips the case.
+pub async fn pace_says_who_holds_a_slot(h: &Harness) {
+    let p = h.policy(2);
+    let holders = [h.enter_admitted(&p).await, h.enter_admitted(&p).await];
+    let w = h.enter_waiters(&p, 2).await;
+    let Some(inside) = h.pace(&p, w[1], "two inside").await.inside else {
+        eprintln!("skipped: the store does not say who holds a slot (RoomPace::inside)");
+        return;
+    };
+    assert_eq!(inside, 2);
+    // Two claimed slots, and a third granted to the first waiter.
+    h.configure(&p, SettingsChange::new().capacity(3)).await;
+    assert_eq!(h.stats(&p).await.pace.inside, Some(3));
+    // Cut below them: nobody is sent out, and the pace says so.
+    h.configure(&p, SettingsChange::new().capacity(1)).await;
+    assert_eq!(h.pace(&p, w[1], "after the cut").await.inside, Some(3));
+    h.release(&p, holders[0]).await;
+    let stats = h.stats(&p).await;
+    assert_eq!(stats.pace.inside, Some(stats.admitted + stats.granted));
+    assert_eq!(stats.pace.inside, Some(2));
+}

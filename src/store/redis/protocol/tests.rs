@@ -177,7 +177,7 @@ fn a_sync_reply_maps_to_a_snapshot() {
     reply.push(text("-0.25"));
     reply.extend(
         [
-            4, 20, 2, 500, 60_000, 5, 0, 0, 0, 5, -1, -1, -1, 4, 6, 5, 5, 0, 1, 30_000, -1, 0,
+            4, 20, 2, 500, 60_000, 5, 0, 0, 0, 5, -1, -1, -1, 4, 6, 5, 5, 0, 1, 30_000, -1, 0, 7,
         ]
         .map(Value::Int),
     );
@@ -211,6 +211,7 @@ fn a_sync_reply_maps_to_a_snapshot() {
         RoomPace::new(2, 500, 60_000, 5)
             .with_line([4, 6, 5, 5, 0], 1)
             .with_silent_after(30_000)
+            .with_inside(7)
     );
     assert_eq!(
         snap.checkpoints,
@@ -230,7 +231,7 @@ fn a_sync_reply_maps_to_a_snapshot() {
         ]
     );
     // Nobody waits: no head, no checkpoints.
-    let mut empty = reply[..30].to_vec();
+    let mut empty = reply[..31].to_vec();
     empty[7] = text("");
     empty.push(Value::Int(0));
     empty.extend([text(""), text("1:1:65536"), text("1:2:65536")]);

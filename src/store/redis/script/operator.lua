@@ -21,7 +21,8 @@
 -- since that change (-1: never), ms since the last ended pause began and ended (-1, -1: none),
 -- admissions in each of the last five minutes (most recent first), waiters not alive by the
 -- turn rule (estimated, see sync.lua; 0 while silence is excused), queue_ttl, ms since the
--- room's first movement (-1: not yet), the live admission rate per second (0: unlimited).
+-- room's first movement (-1: not yet), the live admission rate per second (0: unlimited), the
+-- slots held (claimed and granted: people inside, for the wait after a cut).
 function OPERATIONS.stats()
   local waiting = redis.call('ZCARD', R.k_line)
   local out = {REPLY.stats, redis.call('ZCARD', R.k_active), redis.call('ZCARD', R.k_granted),

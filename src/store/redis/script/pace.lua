@@ -178,7 +178,8 @@ end
 -- ms since that change (-1: never), ms since the last ended pause began and ended (-1, -1:
 -- none), admissions in each of the last five minutes (most recent first), waiters not alive by
 -- the turn rule (`silent`), queue_ttl, ms since the room's first movement (-1: not yet), the
--- live admission rate per second (0: unlimited). Returns the counts of the last minute and five.
+-- live admission rate per second (0: unlimited), the slots held (claimed and granted). Returns
+-- the counts of the last minute and five.
 function F.append_pace(reply, silent)
   local minute, five, per_minute, sm, sf = F.recent()
   local p = F.pace()
@@ -190,6 +191,7 @@ function F.append_pace(reply, silent)
   reply[#reply + 1] = R.queue_ttl
   reply[#reply + 1] = R.moved and math.max(0, R.now - R.moved) or -1
   reply[#reply + 1] = R.rate
+  reply[#reply + 1] = redis.call('ZCARD', R.k_active) + redis.call('ZCARD', R.k_granted)
   return minute, five
 end
 

@@ -44,7 +44,7 @@
 --                     ahead of it (the first n; the others are behind it), or '' for none
 --   15 schedule       optional, for a room with a schedule (call.lua)
 -- Reply: {12, now_ms, waiting, paused, open, before_opening, line_closed (each 0|1), head,
--- last_minute, last_five_minutes, pace... (as stats', operator.lua: 20 numbers), n, then n
+-- last_minute, last_five_minutes, pace... (as stats', operator.lua: 21 numbers), n, then n
 -- checkpoints as rank, score, then the ids (16 bytes each, concatenated) of the listed sessions
 -- that have no place, then the current epoch of the turn ring and of the abandon ring, each
 -- '<epoch>:<width ms>:<bitmap bits>:<server run id>' (the check-ins' epochs)}. head and every
