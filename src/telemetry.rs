@@ -503,9 +503,12 @@ impl AutoStore for Metered<Arc<dyn AutoStore>> {
         policy: &RoomPolicy,
         gateway: GatewayId,
         capacity: u32,
+        rate: Option<u32>,
         status: &str,
     ) -> StoreFuture<AutoApplied> {
-        let call = self.inner.auto_apply(policy, gateway, capacity, status);
+        let call = self
+            .inner
+            .auto_apply(policy, gateway, capacity, rate, status);
         self.metrics.timed(StoreOp::AutoApply, call)
     }
     fn auto_switch(

@@ -125,19 +125,15 @@ pub(super) struct AutoPatch {
     pub(super) target_ms: Option<u64>,
     pub(super) error_budget: Option<f64>,
     pub(super) window_ms: Option<u64>,
+    pub(super) rate_follows: Option<bool>,
 }
 
 impl AutoPatch {
     /// `terms` with the ones given here in place of theirs; `None` when none is given.
     pub(super) fn terms(&self, terms: AutoCapacity) -> Option<AutoCapacity> {
-        if (
-            self.min,
-            self.max,
-            self.target_ms,
-            self.error_budget,
-            self.window_ms,
-        ) == (None, None, None, None, None)
-        {
+        let none = (self.min, self.max, self.target_ms) == (None, None, None)
+            && (self.error_budget, self.window_ms, self.rate_follows) == (None, None, None);
+        if none {
             return None;
         }
         let target = self
@@ -153,7 +149,8 @@ impl AutoPatch {
             .window(
                 self.window_ms
                     .map_or(terms.get_window(), Duration::from_millis),
-            ),
+            )
+            .rate_follows(self.rate_follows.unwrap_or(terms.get_rate_follows())),
         )
     }
 }
@@ -188,7 +185,7 @@ pub(super) fn patch(body: Json) -> Result<Patch, String> {
 /// type and range here, the terms as a whole where they are put together.
 fn auto_patch(value: &Value) -> Result<AutoPatch, String> {
     const SHAPE: &str = "auto must be an object of enabled (true or false) and any of min, \
-                         max, target_ms, error_budget and window_ms";
+                         max, target_ms, error_budget, window_ms and rate_follows";
     let Some(fields) = value.as_object().filter(|f| !f.is_empty()) else {
         return Err(format!("{SHAPE}, not {}", shown(value)));
     };
@@ -203,10 +200,15 @@ fn auto_patch(value: &Value) -> Result<AutoPatch, String> {
     let mut patch = AutoPatch::default();
     for (name, v) in fields {
         match name.as_str() {
-            "enabled" => {
-                patch.enabled = Some(v.as_bool().ok_or_else(|| {
-                    format!("auto's enabled must be true or false, not {}", shown(v))
-                })?)
+            "enabled" | "rate_follows" => {
+                let flag = Some(v.as_bool().ok_or_else(|| {
+                    format!("auto's {name} must be true or false, not {}", shown(v))
+                })?);
+                if name == "enabled" {
+                    patch.enabled = flag;
+                } else {
+                    patch.rate_follows = flag;
+                }
             }
             "min" => patch.min = Some(whole("min", v, u64::from(u32::MAX))? as u32),
             "max" => patch.max = Some(whole("max", v, u64::from(u32::MAX))? as u32),
@@ -404,6 +406,7 @@ mod tests {
             json!({"auto": {"error_budget": 1.0}}),
             json!({"auto": {"error_budget": 0}}),
             json!({"auto": {"error_budget": "1%"}}),
+            json!({"auto": {"rate_follows": 1}}),
             json!({"auto": {}}),
             json!({}),
         ] {
@@ -433,7 +436,7 @@ mod tests {
         );
         let all = patch(
             json!({"auto": {"enabled": false, "min": 1, "max": 9, "target_ms": 80,
-                            "error_budget": 0.5, "window_ms": 1_000}})
+                            "error_budget": 0.5, "window_ms": 1_000, "rate_follows": true}})
             .into(),
         )
         .unwrap()
@@ -445,6 +448,7 @@ mod tests {
                 AutoCapacity::new(1, 9, Duration::from_millis(80))
                     .error_budget(0.5)
                     .window(Duration::from_secs(1))
+                    .rate_follows(true)
             )
         );
         assert_eq!(switch_only().terms(was), None);

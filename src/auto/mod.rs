@@ -86,6 +86,7 @@ pub struct AutoCapacity {
     target_p95: Duration,
     error_budget: f64,
     window: Duration,
+    rate_follows: bool,
 }
 
 impl AutoCapacity {
@@ -98,6 +99,7 @@ impl AutoCapacity {
             target_p95,
             error_budget: 0.01,
             window: Duration::from_secs(5),
+            rate_follows: false,
         }
     }
 
@@ -112,6 +114,22 @@ impl AutoCapacity {
     pub const fn window(mut self, window: Duration) -> Self {
         self.window = window;
         self
+    }
+
+    /// Whether the room's admission rate, if it has one, follows the capacity the controller
+    /// sets, in the proportion the room was built with (its `admission_rate` over its
+    /// `capacity`): a capacity cut by a third lets people in a third slower too. Off by
+    /// default: an admission rate is often a limit of its own (a payment provider's), not a
+    /// share of the capacity. The rate follows only while it is the one that proportion gives
+    /// for the room's capacity: a rate an operator set otherwise is left as it is.
+    pub const fn rate_follows(mut self, follows: bool) -> Self {
+        self.rate_follows = follows;
+        self
+    }
+
+    /// Whether the admission rate follows the capacity.
+    pub const fn get_rate_follows(&self) -> bool {
+        self.rate_follows
     }
 
     /// The lowest capacity.
@@ -165,7 +183,8 @@ impl AutoCapacity {
 }
 
 /// The terms as a room's settings file writes them (`auto_capacity = "..."`):
-/// `20-2000, p95 300ms, errors 1%, window 5000ms`, latencies to the millisecond. What a store
+/// `20-2000, p95 300ms, errors 1%, window 5000ms` (and `, rate follows` when it does),
+/// latencies to the millisecond. What a store
 /// keeps of terms an operator set while the room runs, read back with [`FromStr`](std::str::FromStr).
 impl fmt::Display for AutoCapacity {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -177,7 +196,11 @@ impl fmt::Display for AutoCapacity {
             self.target_p95.as_millis(),
             self.error_budget * 100.0,
             self.window.as_millis()
-        )
+        )?;
+        if self.rate_follows {
+            f.write_str(", rate follows")?;
+        }
+        Ok(())
     }
 }
 
@@ -299,6 +322,7 @@ mod tests {
                 .error_budget(0.025)
                 .window(ms(60_000)),
             AutoCapacity::new(5, 4_000_000_000, ms(1_500)).error_budget(0.07),
+            AutoCapacity::new(5, 50, ms(300)).rate_follows(true),
         ] {
             let text = terms.to_string();
             let back: AutoCapacity = text.parse().unwrap();

@@ -274,7 +274,7 @@ impl AutoStage {
         let live = u32::try_from(stats.capacity).unwrap_or(u32::MAX);
         window.inside = (stats.admitted + stats.granted) as f64;
         window.waiting = stats.waiting;
-        let (decision, before) = {
+        let (decision, before, rate) = {
             let mut state = self.lock();
             let terms = state.terms;
             // A gateway that takes over from another (or from a capacity set by hand) goes on
@@ -299,7 +299,11 @@ impl AutoStage {
                 };
                 decision.reason = Reason::AtBound;
             }
-            (decision, state.last)
+            let rate = terms
+                .get_rate_follows()
+                .then(|| follow_rate(policy, settings.admission_rate, live, decision.capacity))
+                .flatten();
+            (decision, state.last, rate)
         };
         let written = self
             .shared
@@ -307,6 +311,7 @@ impl AutoStage {
                 policy,
                 self.gateway,
                 decision.capacity,
+                rate,
                 &status::write(&decision),
             )
             .await;
@@ -368,6 +373,19 @@ impl AutoStage {
     }
 }
 
+/// The admission rate that follows `capacity`, in the proportion the room was built with
+/// (`policy`'s rate over its capacity, at least 1 a second); `None` when the room has no rate,
+/// or its rate is not the one that proportion gives for the `live` capacity (an operator set
+/// it otherwise: theirs stands), or it would not change.
+fn follow_rate(policy: &RoomPolicy, rate: Option<u32>, live: u32, capacity: u32) -> Option<u32> {
+    let (built, rate) = (policy.admission_rate?, rate?);
+    let at = |capacity: u32| {
+        let r = f64::from(built) * f64::from(capacity) / f64::from(policy.capacity.max(1));
+        (r.round() as u32).max(1)
+    };
+    (rate == at(live) && at(capacity) != rate).then(|| at(capacity))
+}
+
 fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
@@ -392,5 +410,27 @@ fn log(room: &str, before: Option<Decision>, now: &Decision) {
         );
     } else {
         tracing::debug!(room, capacity = now.capacity, change = ?now.change, reason = ?now.reason, "auto capacity");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_rate_follows_the_capacity_in_the_rooms_proportion_unless_set_otherwise() {
+        // Built with 100 people and 10 a second.
+        let policy = RoomPolicy::new("r", 100).with_admission_rate(Some(10));
+        assert_eq!(follow_rate(&policy, Some(10), 100, 150), Some(15));
+        assert_eq!(follow_rate(&policy, Some(15), 150, 100), Some(10));
+        // Small steps: rounded in the proportion, never drifting from it, never below 1.
+        assert_eq!(follow_rate(&policy, Some(10), 100, 104), None);
+        assert_eq!(follow_rate(&policy, Some(10), 104, 106), Some(11));
+        assert_eq!(follow_rate(&policy, Some(11), 106, 3), Some(1));
+        // A rate an operator set otherwise, or none: left alone.
+        assert_eq!(follow_rate(&policy, Some(25), 100, 150), None);
+        assert_eq!(follow_rate(&policy, None, 100, 150), None);
+        let unlimited = RoomPolicy::new("r", 100);
+        assert_eq!(follow_rate(&unlimited, Some(10), 100, 150), None);
     }
 }

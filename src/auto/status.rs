@@ -30,6 +30,9 @@ pub struct AutoStatus {
     pub error_budget: f64,
     /// How long its windows last, in ms.
     pub window_ms: u64,
+    /// Whether the admission rate follows the capacity
+    /// ([`AutoCapacity::rate_follows`]).
+    pub rate_follows: bool,
     /// The last decided window's p95 of admitted requests, in ms.
     pub p95_ms: Option<u64>,
     /// Its median, in ms.
@@ -62,6 +65,7 @@ impl AutoStatus {
             target_ms: ms(terms.get_target_p95()),
             error_budget: terms.get_error_budget(),
             window_ms: ms(terms.get_window()),
+            rate_follows: terms.get_rate_follows(),
             p95_ms: last.and_then(|d| d.p95).map(ms),
             p50_ms: last.and_then(|d| d.p50).map(ms),
             error_rate: last.map(|d| d.error_rate),

@@ -243,8 +243,8 @@ fn split_list(list: &str) -> Vec<String> {
         .collect()
 }
 
-/// Auto capacity's terms (`"20-2000, p95 300ms"`, then optionally `errors 1%` and `window
-/// 5s`), or `"off"` (`None`); the builder checks them.
+/// Auto capacity's terms (`"20-2000, p95 300ms"`, then optionally `errors 1%`, `window 5s`
+/// and `rate follows`), or `"off"` (`None`); the builder checks them.
 pub(crate) fn auto_capacity<'de, D: Deserializer<'de>>(
     d: D,
 ) -> Result<Option<AutoCapacity>, D::Error> {
@@ -254,7 +254,7 @@ pub(crate) fn auto_capacity<'de, D: Deserializer<'de>>(
 
 pub(crate) fn parse_auto_capacity(text: &str) -> Result<Option<AutoCapacity>, String> {
     const HINT: &str = "is not auto capacity's terms; write e.g. \"20-2000, p95 300ms\" \
-                        (optionally \", errors 1%, window 5s\"), or off";
+                        (optionally \", errors 1%, window 5s, rate follows\"), or off";
     let text = text.trim();
     if text.eq_ignore_ascii_case("off") {
         return Ok(None);
@@ -266,8 +266,12 @@ pub(crate) fn parse_auto_capacity(text: &str) -> Result<Option<AutoCapacity>, St
         .and_then(|bounds| bounds.split_once('-'))
         .and_then(|(min, max)| Some((min.trim().parse().ok()?, max.trim().parse().ok()?)))
         .ok_or_else(hint)?;
-    let (mut target, mut budget, mut window) = (None, None, None);
+    let (mut target, mut budget, mut window, mut rate_follows) = (None, None, None, false);
     for part in parts {
+        if part.split_whitespace().eq(["rate", "follows"]) && !rate_follows {
+            rate_follows = true;
+            continue;
+        }
         let (name, value) = part.split_once(char::is_whitespace).ok_or_else(hint)?;
         let value = value.trim();
         match name {
@@ -294,7 +298,7 @@ pub(crate) fn parse_auto_capacity(text: &str) -> Result<Option<AutoCapacity>, St
     if let Some(window) = window {
         terms = terms.window(window);
     }
-    Ok(Some(terms))
+    Ok(Some(terms.rate_follows(rate_follows)))
 }
 
 /// A rate limit, or `"off"` (`None`).
@@ -343,7 +347,14 @@ mod tests {
                 .window(ms(10_000))
         );
         assert_eq!(parse_auto_capacity("OFF"), Ok(None));
+        let follows = parse_auto_capacity("5-50, p95 1s, rate  follows")
+            .unwrap()
+            .unwrap();
+        assert!(follows.get_rate_follows());
         for bad in [
+            "20-2000, p95 300ms, rate follows, rate follows",
+            "20-2000, p95 300ms, rate",
+            "20-2000, p95 300ms, rate follow",
             "",
             "20",
             "20-2000",

@@ -19,9 +19,10 @@
 //!
 //! The exact rules, which the conformance suite's `auto_*` cases check:
 //! - the record of a room's controller is the store's own, apart from the line and the slots: a
-//!   report touches nothing else; an apply writes the capacity as
-//!   [`configure`](super::Store::configure) does (the capacity before it remembered for the wait
-//!   estimate, a raise promoting at once), and nothing else of the room;
+//!   report touches nothing else; an apply writes the capacity (and the admission rate, when
+//!   it is given one) as [`configure`](super::Store::configure) does (the capacity before it
+//!   remembered for the wait estimate, a raise promoting at once), and nothing else of the
+//!   room;
 //! - the lease: a report by the holder, or one that finds it free or run out, gives it to the
 //!   reporter until `now + lease_ms`. A lease that ends further than `lease_ms` from now (a clock
 //!   that went back) has run out;
@@ -193,14 +194,16 @@ pub trait AutoStore: Send + Sync {
         lease_ms: u64,
     ) -> StoreFuture<AutoReport>;
 
-    /// Writes `capacity` (at least 1) as the room's, with `status` (what every gateway shows,
-    /// at most [`MAX_AUTO_STATUS`] bytes), if `gateway` holds the lease, the controller is on
-    /// and the capacity is the one it last wrote.
+    /// Writes `capacity` (at least 1) as the room's, and `rate` (at least 1) as its admission
+    /// rate if given (`None` leaves the rate as it is), with `status` (what every gateway
+    /// shows, at most [`MAX_AUTO_STATUS`] bytes), if `gateway` holds the lease, the controller
+    /// is on and the capacity is the one it last wrote.
     fn auto_apply(
         &self,
         policy: &RoomPolicy,
         gateway: GatewayId,
         capacity: u32,
+        rate: Option<u32>,
         status: &str,
     ) -> StoreFuture<AutoApplied>;
 
@@ -238,11 +241,15 @@ pub(crate) fn check_auto_switch(terms: Option<&str>) -> Result<(), StoreError> {
     }
 }
 
-/// A decision as every store takes it: a capacity of at least 1, a status of at most
-/// [`MAX_AUTO_STATUS`] bytes.
-pub(crate) fn check_auto_apply(capacity: u32, status: &str) -> Result<(), StoreError> {
-    if capacity == 0 {
-        Err(refused("a capacity of 0"))
+/// A decision as every store takes it: a capacity and a rate (if any) of at least 1, a status
+/// of at most [`MAX_AUTO_STATUS`] bytes.
+pub(crate) fn check_auto_apply(
+    capacity: u32,
+    rate: Option<u32>,
+    status: &str,
+) -> Result<(), StoreError> {
+    if capacity == 0 || rate == Some(0) {
+        Err(refused("a capacity or rate of 0"))
     } else if status.len() > MAX_AUTO_STATUS {
         Err(refused("a status longer than 200 bytes"))
     } else {

@@ -533,6 +533,7 @@ macro_rules! __conformance_suite {
                 auto_a_clock_gone_back_holds_no_lease,
                 auto_refuses_bad_terms_and_takes_nothing,
                 auto_terms_are_kept_for_every_gateway,
+                auto_apply_writes_the_rate_it_is_given,
             ];
             multi_thread: [
                 concurrent_never_exceeds_capacity,

@@ -297,6 +297,42 @@ async fn the_apps_load_header_holds_growth_and_never_reaches_the_client() {
     assert_eq!(capacity(&room).await, 6);
 }
 
+#[tokio::test(start_paused = true)]
+async fn the_admission_rate_follows_the_capacity_when_the_terms_say_so() {
+    let room = TestRoom::with(
+        WaitingRoomLayer::builder("auto-rate")
+            .capacity(4)
+            .admission_rate(8)
+            .auto_capacity(terms().rate_follows(true)),
+    );
+    let app = Router::new()
+        .route("/", get(|| async { "ok" }))
+        .layer(room.layer());
+    let mut inside = Vec::new();
+    for _ in 0..4 {
+        inside.push(room.admit().await.1);
+    }
+    let policy = room.layer().config().policy().clone();
+    for _ in 0..30 {
+        room.store()
+            .enter(&policy, SessionId::random())
+            .await
+            .unwrap();
+    }
+    requests(&app, &inside, 40).await;
+    next_window(&room, &app, &inside).await;
+    // Four to six people inside, and eight to twelve a second: the room's proportion.
+    let settings = room.layer().control().settings().await.unwrap();
+    assert_eq!((settings.capacity, settings.admission_rate), (6, Some(12)));
+    // An operator's rate is theirs: the capacity goes on moving, the rate stays.
+    room.layer().control().set_rate(Some(5)).await.unwrap();
+    requests(&app, &inside, 40).await;
+    next_window(&room, &app, &inside).await;
+    let settings = room.layer().control().settings().await.unwrap();
+    assert!(settings.capacity > 6, "{settings:?}");
+    assert_eq!(settings.admission_rate, Some(5));
+}
+
 #[test]
 fn terms_it_cannot_run_with_are_refused_at_build() {
     let built = WaitingRoomLayer::builder("auto")

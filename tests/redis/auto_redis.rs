@@ -91,7 +91,7 @@ async fn a_damaged_record_heals_and_reads_as_new() {
         };
         let a = GatewayId::random();
         damage(&mut c).await;
-        let applied = store.auto_apply(&policy, a, 9, "nine").await.unwrap();
+        let applied = store.auto_apply(&policy, a, 9, None, "nine").await.unwrap();
         assert_eq!(
             applied,
             AutoApplied::NotDeciding,
@@ -116,7 +116,7 @@ async fn a_damaged_record_heals_and_reads_as_new() {
         assert!(seen.deciding && seen.off.is_none(), "{kind}: {seen:?}");
         assert!(seen.window.is_none() && seen.status.is_none(), "{kind}");
         assert_eq!(
-            store.auto_apply(&policy, a, 9, "nine").await.unwrap(),
+            store.auto_apply(&policy, a, 9, None, "nine").await.unwrap(),
             AutoApplied::Applied { before: 4 },
             "{kind}: no capacity written, so any is accepted"
         );
@@ -132,7 +132,7 @@ async fn a_damaged_record_heals_and_reads_as_new() {
         .await
         .unwrap();
     assert_eq!(
-        store.auto_apply(&policy, a, 6, "six").await.unwrap(),
+        store.auto_apply(&policy, a, 6, None, "six").await.unwrap(),
         AutoApplied::Applied { before: 4 }
     );
     let holder = a.to_string().to_uppercase();
@@ -196,7 +196,10 @@ async fn a_damaged_record_heals_and_reads_as_new() {
     assert_eq!(w.start_ms, T0, "{w:?}");
     // No capacity written as far as the record says: any is accepted, the room's is kept.
     assert_eq!(
-        store.auto_apply(&policy, b, 7, "seven").await.unwrap(),
+        store
+            .auto_apply(&policy, b, 7, None, "seven")
+            .await
+            .unwrap(),
         AutoApplied::Applied { before: 6 }
     );
 }
@@ -296,7 +299,7 @@ async fn bad_arguments_are_refused_and_nothing_is_written() {
     let mut room = redis_keys(&store, &policy.room).to_vec();
     room.push(key.clone());
     let [line, numbers] = room_script_numbers(&policy);
-    let apply = |gateway: &[u8], capacity: &[u8], status: &[u8]| {
+    let apply_rate = |gateway: &[u8], capacity: &[u8], rate: &[u8], status: &[u8]| {
         fcall(
             "auto_apply",
             &room,
@@ -307,9 +310,13 @@ async fn bad_arguments_are_refused_and_nothing_is_written() {
                 b"0",
                 gateway,
                 capacity,
+                rate,
                 status,
             ],
         )
+    };
+    let apply = |gateway: &[u8], capacity: &[u8], status: &[u8]| {
+        apply_rate(gateway, capacity, b"-1", status)
     };
     let long = vec![b'x'; 201];
     for (what, cmd) in [
@@ -321,6 +328,12 @@ async fn bad_arguments_are_refused_and_nothing_is_written() {
         ),
         ("a gateway in capitals", apply(upper.as_bytes(), b"5", b"")),
         ("a status of 201 bytes", apply(id.as_bytes(), b"5", &long)),
+        ("a rate of 0", apply_rate(id.as_bytes(), b"5", b"0", b"")),
+        ("a rate of -2", apply_rate(id.as_bytes(), b"5", b"-2", b"")),
+        (
+            "a rate beyond u32",
+            apply_rate(id.as_bytes(), b"5", b"4294967296", b""),
+        ),
     ] {
         refused.push((what.to_owned(), cmd, "WRARGS"));
     }
@@ -365,10 +378,13 @@ async fn bad_arguments_are_refused_and_nothing_is_written() {
         .await
         .unwrap_err();
     assert_eq!(e.kind(), StoreErrorKind::Protocol, "{e}");
-    let e = store.auto_apply(&policy, gateway, 0, "").await.unwrap_err();
+    let e = store
+        .auto_apply(&policy, gateway, 0, None, "")
+        .await
+        .unwrap_err();
     assert_eq!(e.kind(), StoreErrorKind::Protocol, "{e}");
     let e = store
-        .auto_apply(&policy, gateway, 5, &"x".repeat(201))
+        .auto_apply(&policy, gateway, 5, None, &"x".repeat(201))
         .await
         .unwrap_err();
     assert_eq!(e.kind(), StoreErrorKind::Protocol, "{e}");
@@ -376,7 +392,7 @@ async fn bad_arguments_are_refused_and_nothing_is_written() {
     // And what the store sends is taken: the lease is still the gateway's.
     assert_eq!(
         store
-            .auto_apply(&policy, gateway, 5, &"x".repeat(200))
+            .auto_apply(&policy, gateway, 5, None, &"x".repeat(200))
             .await
             .unwrap(),
         AutoApplied::Applied { before: 4 }
@@ -411,7 +427,7 @@ async fn two_gateways_share_one_lease_and_one_window() {
     let other = report(&two, b, counts(20, 200, 4, Some(60))).await;
     assert!(!other.deciding && other.window.is_none(), "{other:?}");
     assert_eq!(
-        two.auto_apply(&policy, b, 9, "b").await.unwrap(),
+        two.auto_apply(&policy, b, 9, None, "b").await.unwrap(),
         AutoApplied::NotDeciding,
         "not the holder"
     );
@@ -424,7 +440,9 @@ async fn two_gateways_share_one_lease_and_one_window() {
     assert_eq!(w.latencies.count(), 31);
     assert!(w.end_ms - w.start_ms >= window, "{w:?}");
     assert_eq!(
-        one.auto_apply(&policy, a, 5, "a raised").await.unwrap(),
+        one.auto_apply(&policy, a, 5, None, "a raised")
+            .await
+            .unwrap(),
         AutoApplied::Applied { before: 4 }
     );
     let seen = report(&two, b, counts(3, 20, 0, None)).await;
@@ -439,7 +457,9 @@ async fn two_gateways_share_one_lease_and_one_window() {
     assert_eq!(w.ok, 7, "nothing reported is lost when the decider changes");
     assert!(!report(&one, a, Window::default()).await.deciding);
     assert_eq!(
-        one.auto_apply(&policy, a, 8, "a again").await.unwrap(),
+        one.auto_apply(&policy, a, 8, None, "a again")
+            .await
+            .unwrap(),
         AutoApplied::NotDeciding
     );
 
@@ -448,20 +468,20 @@ async fn two_gateways_share_one_lease_and_one_window() {
         .await
         .unwrap();
     assert_eq!(
-        two.auto_apply(&policy, b, 7, "b").await.unwrap(),
+        two.auto_apply(&policy, b, 7, None, "b").await.unwrap(),
         AutoApplied::ChangedElsewhere
     );
     assert_eq!(two.stats(&policy).await.unwrap().settings.capacity, 6);
     let seen = report(&one, a, Window::default()).await;
     assert_eq!(seen.off, Some(AutoOff::ChangedElsewhere), "{seen:?}");
     assert_eq!(
-        two.auto_apply(&policy, b, 7, "b").await.unwrap(),
+        two.auto_apply(&policy, b, 7, None, "b").await.unwrap(),
         AutoApplied::Off(AutoOff::ChangedElsewhere)
     );
     one.auto_switch(&policy, None, None).await.unwrap();
     assert_eq!(report(&two, b, Window::default()).await.off, None);
     assert_eq!(
-        two.auto_apply(&policy, b, 7, "b on").await.unwrap(),
+        two.auto_apply(&policy, b, 7, None, "b on").await.unwrap(),
         AutoApplied::Applied { before: 6 }
     );
     assert_eq!(one.stats(&policy).await.unwrap().settings.capacity, 7);

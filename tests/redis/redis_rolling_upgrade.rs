@@ -486,7 +486,7 @@ async fn a_capacity_the_previous_library_writes_turns_the_controller_off() {
     assert!(report.deciding && report.off.is_none(), "{report:?}");
     assert_eq!(
         store
-            .auto_apply(&policy, gateway, 2, "raised")
+            .auto_apply(&policy, gateway, 2, None, "raised")
             .await
             .unwrap(),
         AutoApplied::Applied { before: 1 }
@@ -514,7 +514,7 @@ async fn a_capacity_the_previous_library_writes_turns_the_controller_off() {
     );
     assert_eq!(
         store
-            .auto_apply(&policy, gateway, 4, "raised again")
+            .auto_apply(&policy, gateway, 4, None, "raised again")
             .await
             .unwrap(),
         AutoApplied::ChangedElsewhere

@@ -71,7 +71,7 @@ pub(super) fn apply(
     room: &mut RoomState,
     policy: &RoomPolicy,
     gateway: GatewayId,
-    capacity: u32,
+    (capacity, rate): (u32, Option<u32>),
     status: &str,
     now: u64,
 ) -> AutoApplied {
@@ -92,8 +92,15 @@ pub(super) fn apply(
     }
     record.cap = Some(capacity);
     record.status = Some(status.to_owned());
+    let mut change = SettingsChange::new();
     if capacity != before {
-        operator::configure(room, policy, SettingsChange::new().capacity(capacity), now);
+        change = change.capacity(capacity);
+    }
+    if let Some(rate) = rate.filter(|&r| room.live().admission_rate != Some(r)) {
+        change = change.admission_rate(Some(rate));
+    }
+    if !change.is_empty() {
+        operator::configure(room, policy, change, now);
     }
     AutoApplied::Applied { before }
 }

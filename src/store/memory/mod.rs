@@ -323,14 +323,15 @@ impl AutoStore for MemoryStore {
         policy: &RoomPolicy,
         gateway: GatewayId,
         capacity: u32,
+        rate: Option<u32>,
         status: &str,
     ) -> StoreFuture<AutoApplied> {
-        if let Err(e) = check_auto_apply(capacity, status) {
+        if let Err(e) = check_auto_apply(capacity, rate, status) {
             return Box::pin(std::future::ready(Err(e)));
         }
         let status = status.to_owned();
         self.run(policy, move |room, policy, now| {
-            auto::apply(room, policy, gateway, capacity, &status, now)
+            auto::apply(room, policy, gateway, (capacity, rate), &status, now)
         })
     }
 

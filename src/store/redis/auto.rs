@@ -184,15 +184,17 @@ impl AutoStore for RedisStore {
         policy: &RoomPolicy,
         gateway: GatewayId,
         capacity: u32,
+        rate: Option<u32>,
         status: &str,
     ) -> StoreFuture<AutoApplied> {
-        if let Err(e) = check_auto_apply(capacity, status) {
+        if let Err(e) = check_auto_apply(capacity, rate, status) {
             return Box::pin(std::future::ready(Err(e)));
         }
         let args = calls::AutoApply {
             call: self.call_arg(policy),
             gateway,
             capacity: u64::from(capacity),
+            rate: rate.map_or(-1, i64::from),
             status: status.to_owned(),
             schedule: protocol::schedule_arg(Op::AutoApply, policy, None),
         }

@@ -463,6 +463,8 @@ room_args! {
         gateway: GatewayId,
         /// At least 1.
         capacity: u64,
+        /// The admission rate to write with it, at least 1; -1 leaves it as it is.
+        rate: i64,
         /// What every gateway shows, at most [`MAX_AUTO_STATUS`](crate::store::MAX_AUTO_STATUS)
         /// bytes.
         status: String,

@@ -50,7 +50,7 @@ impl Harness {
         status: &str,
     ) -> AutoApplied {
         self.auto_store()
-            .auto_apply(policy, gateway, capacity, status)
+            .auto_apply(policy, gateway, capacity, None, status)
             .await
             .unwrap_or_else(|e| panic!("auto_apply failed: {e}"))
     }
@@ -205,11 +205,17 @@ pub async fn auto_apply_writes_the_capacity_and_lets_people_in(h: &Harness) {
     assert_eq!((stats.admitted, stats.granted, stats.waiting), (1, 2, 1));
     let seen = h.auto_report(&p, b, &Window::default()).await;
     assert_eq!(seen.status.as_deref(), Some("d1 grew"));
-    assert!(h.auto_store().auto_apply(&p, a, 0, "zero").await.is_err());
+    assert!(h
+        .auto_store()
+        .auto_apply(&p, a, 0, None, "zero")
+        .await
+        .is_err());
+    let no_rate = h.auto_store().auto_apply(&p, a, 2, Some(0), "zero");
+    assert!(no_rate.await.is_err());
     let too_long = "x".repeat(crate::store::MAX_AUTO_STATUS + 1);
     assert!(h
         .auto_store()
-        .auto_apply(&p, a, 2, &too_long)
+        .auto_apply(&p, a, 2, None, &too_long)
         .await
         .is_err());
     assert_eq!(h.capacity(&p).await, 3, "a refused decision writes nothing");
@@ -392,4 +398,26 @@ pub async fn auto_terms_are_kept_for_every_gateway(h: &Harness) {
         (Some(second), None),
         "nothing changed"
     );
+}
+
+/// A decision may carry the admission rate: written with the capacity, in the same step; one
+/// without leaves the rate as it is.
+pub async fn auto_apply_writes_the_rate_it_is_given(h: &Harness) {
+    if h.auto().is_none() {
+        return;
+    }
+    let p = h.policy(4).with_admission_rate(Some(2));
+    let a = GatewayId::random();
+    assert!(h.auto_report(&p, a, &Window::default()).await.deciding);
+    let applied = h.auto_store().auto_apply(&p, a, 6, Some(3), "six").await;
+    assert_eq!(applied.unwrap(), AutoApplied::Applied { before: 4 });
+    let settings = h.stats(&p).await.settings;
+    assert_eq!((settings.capacity, settings.admission_rate), (6, Some(3)));
+    let same = h.auto_apply(&p, a, 6, "held").await;
+    assert_eq!(same, AutoApplied::Applied { before: 6 });
+    assert_eq!(h.stats(&p).await.settings.admission_rate, Some(3));
+    // Only the rate: written all the same.
+    let rate_only = h.auto_store().auto_apply(&p, a, 6, Some(5), "rate").await;
+    assert_eq!(rate_only.unwrap(), AutoApplied::Applied { before: 6 });
+    assert_eq!(h.stats(&p).await.settings.admission_rate, Some(5));
 }

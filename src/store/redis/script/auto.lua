@@ -225,7 +225,10 @@ function F.check_auto_apply()
   if not F.auto_gateway(R.args[5]) then
     return F.refuse('auto_apply gateway id not 16 lowercase hex digits')
   end
-  if #R.args[7] > AUTO_STATUS_MAX then
+  if R.args[7] == '0' then
+    return F.refuse('auto_apply rate of 0 (-1 leaves it as it is)')
+  end
+  if #R.args[8] > AUTO_STATUS_MAX then
     return F.refuse('auto_apply status longer than ' .. AUTO_STATUS_MAX .. ' bytes')
   end
   return nil
@@ -245,8 +248,9 @@ end
 --   4 excused
 --   5 gateway         the decider's id, 16 lowercase hex digits, not all zero
 --   6 capacity        1 .. 2^32 - 1
---   7 status          what every gateway shows, at most 200 bytes
---   8 schedule        optional, for a room with a schedule (call.lua)
+--   7 rate            the admission rate to write with it, 1 .. 2^32 - 1; -1 leaves it
+--   8 status          what every gateway shows, at most 200 bytes
+--   9 schedule        optional, for a room with a schedule (call.lua)
 -- Reply: {13, capacity before} applied (the capacity before it remembered for the wait
 -- estimate, a raise promoting at once, as configure); {14} not deciding: the caller does not
 -- hold a live lease; {15, off} the controller is off ('set_by_hand' or 'changed_elsewhere');
@@ -254,7 +258,7 @@ end
 -- (changed_elsewhere). Of the record, nothing is written but an applied decision and that
 -- switch (and, as on every read, a damaged field deleted).
 function OPERATIONS.auto_apply()
-  local key, capacity = R.keys[K_AUTO], tonumber(R.args[6])
+  local key, capacity, rate = R.keys[K_AUTO], tonumber(R.args[6]), tonumber(R.args[7])
   local rec = F.auto_read(key)
   if rec.off then return {REPLY.auto_off, rec.off} end
   if rec.holder ~= R.args[5] or not rec.ends or R.now >= rec.ends then
@@ -266,13 +270,15 @@ function OPERATIONS.auto_apply()
     redis.call('HSET', key, 'off', 'changed_elsewhere')
     return {REPLY.auto_changed, before}
   end
-  if capacity ~= before then
-    F.write_capacity(capacity)
+  local new_rate = rate >= 1 and rate ~= R.rate
+  if capacity ~= before or new_rate then
+    if capacity ~= before then F.write_capacity(capacity) end
+    if new_rate then R.rate = rate end
     F.write_settings()
     -- A raised capacity lets people in now, not at the next call.
     F.promote()
   end
-  redis.call('HSET', key, 'cap', string.format('%d', capacity), 'status', R.args[7])
+  redis.call('HSET', key, 'cap', string.format('%d', capacity), 'status', R.args[8])
   return {REPLY.auto_applied, before}
 end
 

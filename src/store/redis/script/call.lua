@@ -85,7 +85,7 @@ local OWN_LIMITS = {
     [9] = {0, 1}},
   admit_next = {[5] = {0, 100000}},
   ban = {[6] = {-STORED_MAX, STORED_MAX}},
-  auto_apply = {[6] = {1, U32_MAX}},
+  auto_apply = {[6] = {1, U32_MAX}, [7] = {-1, U32_MAX}},
 }
 
 -- Refuses the call's own arguments that are not in their bounds (OWN_LIMITS, and sync's lists

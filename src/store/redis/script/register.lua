@@ -51,7 +51,7 @@ register('stats', 'stats', 1, false)
 register('configure', 'configure', 5, false)
 register('admit_next', 'admit_next', 1, false)
 register('ban', 'ban', 2, true)
-register('auto_apply', 'auto_apply', 3, false)
+register('auto_apply', 'auto_apply', 4, false)
 
 -- The operations on a record alone, `<LIBRARY>_<name>`: the tickets' (tickets.lua), each on the
 -- session's ticket record, and the capacity controller's report and switch (auto.lua), on the
