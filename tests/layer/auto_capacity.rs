@@ -47,6 +47,12 @@ async fn sale(name: &str) -> (TestRoom, Router, Arc<AtomicU16>, Vec<HeaderValue>
             }),
         )
         .layer(room.layer());
+    let inside = crowd(&room).await;
+    (room, app, status, inside)
+}
+
+/// Four visitors let into `room` (their admission cookies), thirty in line behind them.
+async fn crowd(room: &TestRoom) -> Vec<HeaderValue> {
     let mut inside = Vec::new();
     for _ in 0..4 {
         inside.push(room.admit().await.1);
@@ -58,7 +64,7 @@ async fn sale(name: &str) -> (TestRoom, Router, Arc<AtomicU16>, Vec<HeaderValue>
             .await
             .unwrap();
     }
-    (room, app, status, inside)
+    inside
 }
 
 /// `n` requests from the visitors inside, in turn.
@@ -246,17 +252,7 @@ async fn the_apps_load_header_holds_growth_and_never_reaches_the_client() {
             get(|| async { ([(APP_LOAD_HEADER, "99")], "css") }),
         )
         .layer(room.layer());
-    let mut inside = Vec::new();
-    for _ in 0..4 {
-        inside.push(room.admit().await.1);
-    }
-    let policy = room.layer().config().policy().clone();
-    for _ in 0..30 {
-        room.store()
-            .enter(&policy, SessionId::random())
-            .await
-            .unwrap();
-    }
+    let inside = crowd(&room).await;
     // Fast answers, a full room and a line: it would grow, but the app says it is loaded.
     requests(&app, &inside, 40).await;
     next_window(&room, &app, &inside).await;
@@ -308,17 +304,7 @@ async fn the_admission_rate_follows_the_capacity_when_the_terms_say_so() {
     let app = Router::new()
         .route("/", get(|| async { "ok" }))
         .layer(room.layer());
-    let mut inside = Vec::new();
-    for _ in 0..4 {
-        inside.push(room.admit().await.1);
-    }
-    let policy = room.layer().config().policy().clone();
-    for _ in 0..30 {
-        room.store()
-            .enter(&policy, SessionId::random())
-            .await
-            .unwrap();
-    }
+    let inside = crowd(&room).await;
     requests(&app, &inside, 40).await;
     next_window(&room, &app, &inside).await;
     // Four to six people inside, and eight to twelve a second: the room's proportion.
