@@ -248,8 +248,9 @@ settings! {
         set(name: impl Into<String>) => name.into();
 
     /// The capacity follows the app's health within these terms: in a file, `"20-2000, p95
-    /// 300ms"` (the bounds and the p95 target; optionally `", errors 1%"` and `", window 5s"`),
-    /// or `"off"`. Off by default. See
+    /// 300ms"` (the bounds and the p95 target; optionally `", errors 1%"`, `", window 5s"`, and
+    /// `", rate follows"` for an `admission_rate` that moves with the capacity in the room's
+    /// proportion), or `"off"`. Off by default. See
     /// [`auto_capacity`](crate::WaitingRoomBuilder::auto_capacity).
     #[serde(deserialize_with = "readable::auto_capacity")]
     auto_capacity: Option<AutoCapacity> = None;

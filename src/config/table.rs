@@ -114,7 +114,7 @@ fn file_syntax(d: &Declared) -> &'static str {
         }
         (Some("unix_time"), _) => "Unix seconds, a whole number",
         (Some("auto_capacity"), _) => {
-            "`\"<min>-<max>, p95 <duration>\"`, then optionally `\", errors <n>%\"` and `\", window <duration>\"`; or `\"off\"`"
+            "`\"<min>-<max>, p95 <duration>\"`, then optionally `\", errors <n>%\"`, `\", window <duration>\"` and `\", rate follows\"`; or `\"off\"`"
         }
         (None, "u8" | "u32" | "u64" | "usize" | "Option<u8>" | "Option<u32>" | "Option<u64>") => {
             "a whole number"
