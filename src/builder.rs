@@ -17,6 +17,7 @@ use crate::defences::risk::{NewVisitor, Risk, RiskFn};
 use crate::defences::{
     BypassFn, Defences, Limiter, ProofGate, ProofOfWork, RateLimit, RiskGate, MAX_TRACKED,
 };
+use crate::edge::EdgeTokens;
 use crate::layer::WaitingRoomLayer;
 use crate::response::{DefaultRenderer, Render};
 use crate::room::{Room, RoomParts};
@@ -49,6 +50,7 @@ pub struct WaitingRoomBuilder {
     client_ip: ClientIp,
     gates: Vec<Rule>,
     risk: Option<Box<RiskFn>>,
+    edge: Option<EdgeTokens>,
 }
 
 impl WaitingRoomBuilder {
@@ -65,23 +67,33 @@ impl WaitingRoomBuilder {
             client_ip: ClientIp::Peer,
             gates: Vec::new(),
             risk: None,
+            edge: None,
         }
     }
 
     // Every setter of a setting that is data, each with its doc, as the settings declare them.
     crate::config::settings::builder_setters!();
 
-    /// The capacity follows the app's health within `terms` ([`crate::auto`]): this gateway
-    /// measures the admitted requests it passes to the app, and every window it decides the
-    /// room's capacity and writes it to the store, where every gateway reads it. One gateway
-    /// per room decides: on a fleet, set it on one (the others enforce what it writes; if two
-    /// decide, the second write turns the first off). A capacity set by hand
-    /// ([`RoomControl::set_capacity`](crate::control::RoomControl::set_capacity), the admin
-    /// API) turns it off until [`RoomControl::resume_auto`](crate::control::RoomControl::resume_auto).
-    /// Terms it cannot run with are refused at build
-    /// ([`ConfigError::InvalidAutoCapacity`]).
+    /// The capacity follows the app's health within `terms` ([`crate::auto`]): every gateway
+    /// of the room measures the admitted requests it passes to the app and reports them to the
+    /// store, and the one holding the room's lease decides the capacity each window and writes
+    /// it there, where every gateway reads it. Give every gateway of a fleet the same terms. A
+    /// capacity set by hand ([`RoomControl::set_capacity`](crate::control::RoomControl::set_capacity),
+    /// the admin API) turns it off for all of them until
+    /// [`RoomControl::resume_auto`](crate::control::RoomControl::resume_auto). Terms it cannot
+    /// run with are refused at build ([`ConfigError::InvalidAutoCapacity`]), and so is a store
+    /// that cannot share the decision ([`ConfigError::StoreWithoutAuto`]).
     pub fn auto_capacity(mut self, terms: AutoCapacity) -> Self {
         self.settings.auto_capacity = Some(terms);
+        self
+    }
+
+    /// Admitted visitors also get a short-lived token signed with Ed25519 that a CDN edge can
+    /// check with the room's public keys ([`crate::edge`]), issued with every admission token
+    /// (never per request); the keys are served as a JWKS at `{prefix}/{room}/keys`. Tokens
+    /// the room cannot issue are refused at build ([`ConfigError::InvalidEdgeTokens`]).
+    pub fn edge_tokens(mut self, tokens: EdgeTokens) -> Self {
+        self.edge = Some(tokens);
         self
     }
 
@@ -283,6 +295,9 @@ impl WaitingRoomBuilder {
         if let Some(terms) = &auto {
             terms.check()?;
         }
+        if let Some(edge) = &self.edge {
+            edge.check(&self.room, s.refresh)?;
+        }
         let schedule = schedule(
             &self.room,
             (s.opens_at, s.closes_at),
@@ -346,6 +361,7 @@ impl WaitingRoomBuilder {
             defences,
             gates: self.gates,
             auto,
+            edge: self.edge,
         });
         Ok(WaitingRoomLayer::from_room(Arc::new(room)))
     }

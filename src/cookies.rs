@@ -291,6 +291,7 @@ mod tests {
             queue_name: CookieName::new("q".into()),
             admission_name: CookieName::new("a".into()),
             ticket_name: CookieName::new("t".into()),
+            edge_name: CookieName::new("e".into()),
             path: "/".into(),
             domain: None,
             secure: true,

@@ -83,6 +83,7 @@
 //! | [`defences`] | bypass rules, rate limits, [proof of work](defences::proof_of_work), the [risk decision](defences::risk) for new visitors |
 //! | [`outcome`], `eta` (hidden: internal), [`response`] | typed outcomes, the wait estimate, and how they are rendered (pages, templates, texts, JSON) |
 //! | [`control`], [`admin`] | the operator's handle on a running room ([`RoomControl`](control::RoomControl)), and (feature `admin`, on by default) its HTTP API and dashboard ([`AdminService`](admin::AdminService)) |
+//! | [`edge`] | admission a CDN edge can check: short-lived Ed25519 tokens beside the admission cookie, the keys as a JWKS, rotation |
 //! | [`auto`] | a capacity that follows the app: the [`Controller`](auto::Controller) that turns windows of admitted requests' latency and errors into the next capacity, within [`AutoCapacity`](auto::AutoCapacity)'s bounds |
 //! | [`clock`] | injectable time |
 //! | [`telemetry`] | metric names (feature `metrics`, on by default) and the per-request `tracing` span |
@@ -104,6 +105,7 @@ pub mod config;
 pub mod control;
 mod cookies;
 pub mod defences;
+pub mod edge;
 mod encoding;
 // The wait estimate's model is internal: hidden from the docs, public for its doc tests.
 #[doc(hidden)]

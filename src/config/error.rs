@@ -161,6 +161,8 @@ impl fmt::Display for ConfigError {
             ),
             ConfigError::AdminWithoutRooms => f.write_str("admin service: no room to control"),
             ConfigError::InvalidAutoCapacity { why } => write!(f, "auto capacity: {why}"),
+            ConfigError::InvalidEdgeKeys { why } => write!(f, "edge keys: {why}"),
+            ConfigError::InvalidEdgeTokens { why } => write!(f, "edge tokens: {why}"),
             ConfigError::StoreWithoutAuto => f.write_str(
                 "auto_capacity needs a store that shares the decision among gateways \
                  (Store::auto answers an AutoStore), such as the embedded store or the Redis \

@@ -183,6 +183,8 @@ pub struct CookieSettings {
     pub(crate) admission_name: CookieName,
     /// `{name}_t`: the single-use ticket, with [`RoomConfig::single_use_tickets`] on.
     pub(crate) ticket_name: CookieName,
+    /// `{name}_e`: the edge token, with [`edge_tokens`](crate::WaitingRoomBuilder::edge_tokens).
+    pub(crate) edge_name: CookieName,
     pub(crate) path: String,
     pub(crate) domain: Option<String>,
     pub(crate) secure: bool,
@@ -202,6 +204,11 @@ impl CookieSettings {
     /// [`single_use_tickets`](crate::WaitingRoomBuilder::single_use_tickets) on.
     pub fn ticket_name(&self) -> &str {
         &self.ticket_name
+    }
+    /// Name of the edge token cookie (`wr_{room}_e` by default), set with
+    /// [`edge_tokens`](crate::WaitingRoomBuilder::edge_tokens).
+    pub fn edge_name(&self) -> &str {
+        &self.edge_name
     }
     /// `Path` attribute.
     pub fn path(&self) -> &str {

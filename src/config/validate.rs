@@ -226,6 +226,7 @@ pub(crate) fn cookie_settings(
         queue_name: super::CookieName::new(format!("{base}_q")),
         admission_name: super::CookieName::new(format!("{base}_a")),
         ticket_name: super::CookieName::new(format!("{base}_t")),
+        edge_name: super::CookieName::new(format!("{base}_e")),
         path: path.to_owned(),
         domain: domain.map(str::to_owned),
         secure,

@@ -497,13 +497,15 @@ impl Reads<'_> {
             token = token.bound_to(network);
         }
         let value = token.sign(&core.keys, core.config.room());
-        let issued = Replies(core).issue(
+        let replies = Replies(core);
+        let issued = replies.issue(
             uses_headers,
             &core.config.cookies.admission_name,
             &core.config.token_header,
             value,
             secs_ceil(expires_at_ms.saturating_sub(now)),
         );
+        let issued = replies.with_edge(issued, uses_headers, session, now, expires_at_ms);
         (
             core.admission(session, expires_at_ms, AdmittedBy::Store),
             issued,

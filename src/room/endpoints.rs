@@ -1,6 +1,6 @@
 //! The room's own endpoints under `{prefix}/{room}/`: `status` (where do I stand, as JSON),
 //! `events` (the same, pushed: see [`super::events`]), `leave` (give my place or slot back),
-//! and with proof of work on, `proof`.
+//! with proof of work on, `proof`, and with edge tokens on, `keys` (the public keys, a JWKS).
 
 use std::sync::Arc;
 
@@ -17,6 +17,7 @@ use super::snapshot::LineView;
 use super::ticket::Tickets;
 use super::visitor::{header_value, Carried, Visitor};
 use crate::defences::proof_of_work::PROOF_HEADER;
+use crate::edge::EdgeTokens;
 use crate::response::{json_response, StatusBody};
 use crate::telemetry::{Outcome, Stage};
 use crate::vocab::ADMISSION_TICKET;
@@ -53,7 +54,8 @@ pub(super) fn answer<B>(
     } else if path == core.paths.proof && core.defences.proof.is_some() {
         Some(Next::Answer(prove(core, req, carried, now)))
     } else {
-        None
+        let edge = core.edge.as_ref().filter(|_| path == core.paths.keys);
+        edge.map(|edge| Next::Answer(keys(edge, req)))
     }
 }
 
@@ -154,6 +156,26 @@ fn leave<B>(core: &Core, req: &Request<B>, carried: &Carried<'_>, now: u64) -> N
             Next::Answer(Replies(core).left(req)),
         ),
     }
+}
+
+/// The keys endpoint: `GET` (or `HEAD`) the room's public edge keys as a JWKS, for edges to
+/// fetch; cacheable for five minutes (a rotation publishes the next key ahead of its use by at
+/// least that).
+fn keys<B>(edge: &EdgeTokens, req: &Request<B>) -> Response<Bytes> {
+    if req.method() != Method::GET && req.method() != Method::HEAD {
+        return method_not_allowed("GET, HEAD");
+    }
+    let mut res = json_response(StatusCode::OK, &edge.keys().jwks());
+    let headers = res.headers_mut();
+    headers.insert(
+        http::header::CACHE_CONTROL,
+        HeaderValue::from_static("public, max-age=300"),
+    );
+    headers.insert(
+        http::header::ACCESS_CONTROL_ALLOW_ORIGIN,
+        HeaderValue::from_static("*"),
+    );
+    res
 }
 
 /// The proof endpoint: `POST` with `<challenge>:<nonce>` in the proof header. A valid

@@ -175,12 +175,20 @@ impl GateHeartbeat {
                     Source::Ticket => ADMISSION_TICKET,
                     Source::Cookie | Source::TokenHeader => core.config.token_header.clone(),
                 };
-                let issued = Replies(core).issue(
+                let replies = Replies(core);
+                let issued = replies.issue(
                     self.uses_headers,
                     &core.config.cookies.admission_name,
                     &header,
                     fresh.sign(&core.keys, core.config.room()),
                     secs_ceil(expires_at_ms.saturating_sub(now)),
+                );
+                let issued = replies.with_edge(
+                    issued,
+                    self.uses_headers,
+                    token.session(),
+                    now,
+                    expires_at_ms,
                 );
                 core.counted(
                     Stage::Gate,

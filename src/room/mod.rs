@@ -76,6 +76,7 @@ use crate::clock::SharedClock;
 use crate::config::RoomConfig;
 use crate::defences::risk::Risk;
 use crate::defences::{Defences, Limiter};
+use crate::edge::EdgeTokens;
 use crate::response::Render;
 use crate::store::{RoomStats, Store, StoreError, StoreFuture};
 use crate::telemetry::{self, EndedBy, Outcome, RoomMetrics, Stage};
@@ -94,6 +95,8 @@ pub(crate) struct RoomParts {
     pub(crate) gates: Vec<Rule>,
     /// The capacity controller's terms, when the capacity follows the app.
     pub(crate) auto: Option<AutoCapacity>,
+    /// Edge tokens, issued with every admission token, when the room has them.
+    pub(crate) edge: Option<EdgeTokens>,
 }
 
 /// One room: the parts its stages share ([`Core`]) and the stages that keep state of their
@@ -145,6 +148,7 @@ impl Room {
                 parts.defences,
                 metrics,
                 offers_events,
+                parts.edge,
             )),
             gates: Gates::new(parts.gates),
             failures: Arc::new(FailureLog::new()),

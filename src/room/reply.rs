@@ -65,6 +65,9 @@ impl Issued {
     }
 }
 
+/// The header that carries the edge token to clients that use headers.
+static EDGE_TOKEN: HeaderName = HeaderName::from_static(crate::edge::EDGE_TOKEN_HEADER);
+
 /// The room's own answers, made from its shared parts: `Replies(core).reject(..)`.
 #[derive(Clone, Copy)]
 pub(super) struct Replies<'a>(pub(super) &'a Core);
@@ -91,6 +94,41 @@ impl Replies<'_> {
             header,
             more: None,
         }))
+    }
+
+    /// The edge token of an admission of `session` until `expires_at_ms`, issued beside its
+    /// admission token (see [`issue`](Self::issue)); `None` for a room without edge tokens.
+    pub(super) fn issue_edge(
+        &self,
+        uses_headers: bool,
+        session: SessionId,
+        now: u64,
+        expires_at_ms: u64,
+    ) -> Option<Issued> {
+        let edge = self.0.edge.as_ref()?;
+        let (token, lives) = edge.issue(self.0.config.room(), session, now, expires_at_ms);
+        Some(self.issue(
+            uses_headers,
+            &self.0.config.cookies.edge_name,
+            &EDGE_TOKEN,
+            token,
+            lives.as_secs(),
+        ))
+    }
+
+    /// `admission`, with the edge token of the same admission when the room has them.
+    pub(super) fn with_edge(
+        &self,
+        admission: Issued,
+        uses_headers: bool,
+        session: SessionId,
+        now: u64,
+        expires_at_ms: u64,
+    ) -> Issued {
+        match self.issue_edge(uses_headers, session, now, expires_at_ms) {
+            Some(edge) => admission.and(edge),
+            None => admission,
+        }
     }
 
     /// A queue cookie, signed and issued (see [`issue`](Self::issue)).
@@ -209,7 +247,18 @@ impl Replies<'_> {
             header::SET_COOKIE,
             cookies::clear_cookie(c, &c.admission_name),
         );
+        self.clear_edge(headers);
         res
+    }
+
+    /// Removes the edge token too, in a room that has them: the browser drops it now, and an
+    /// edge that was still honouring it no longer sees it (one kept elsewhere lives out its
+    /// short lifetime).
+    fn clear_edge(&self, headers: &mut HeaderMap) {
+        if self.0.edge.is_some() {
+            let c = &self.0.config.cookies;
+            headers.append(header::SET_COOKIE, cookies::clear_cookie(c, &c.edge_name));
+        }
     }
 
     /// What a renderer needs to draw a page for this request.
@@ -257,6 +306,7 @@ impl Replies<'_> {
             header::SET_COOKIE,
             cookies::clear_cookie(c, &c.admission_name),
         );
+        self.clear_edge(res.headers_mut());
         res
     }
 

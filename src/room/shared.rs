@@ -16,6 +16,7 @@ use crate::clock::SharedClock;
 use crate::config::RoomConfig;
 use crate::defences::risk::Risk;
 use crate::defences::Defences;
+use crate::edge::EdgeTokens;
 use crate::outcome::{Admission, AdmittedBy};
 use crate::response::Render;
 use crate::session::SessionId;
@@ -38,6 +39,8 @@ pub(crate) struct Core {
     /// not turned off (the waiting page is then given the endpoint). Fixed when the room is
     /// built.
     pub(super) offers_events: bool,
+    /// Edge tokens, issued with every admission token ([`crate::edge`]).
+    pub(super) edge: Option<EdgeTokens>,
     /// Whether the room has warned that it binds tokens to networks without knowing the IP.
     warned_unknown_network: AtomicBool,
 }
@@ -49,12 +52,13 @@ pub(crate) trait OtherRooms {
     fn any_other(&self, own: &Core, signed: &mut dyn FnMut(&Core) -> bool) -> bool;
 }
 
-/// `{prefix}/{room}/status`, `…/events`, `…/leave`, `…/proof`, made once.
+/// `{prefix}/{room}/status`, `…/events`, `…/leave`, `…/proof`, `…/keys`, made once.
 pub(super) struct EndpointPaths {
     pub(super) status: String,
     pub(super) events: String,
     pub(super) leave: String,
     pub(super) proof: String,
+    pub(super) keys: String,
 }
 
 impl EndpointPaths {
@@ -66,6 +70,7 @@ impl EndpointPaths {
             events: endpoint("events"),
             leave: endpoint("leave"),
             proof: endpoint("proof"),
+            keys: endpoint("keys"),
         }
     }
 }
@@ -81,9 +86,11 @@ impl Core {
         defences: Defences,
         metrics: Arc<RoomMetrics>,
         offers_events: bool,
+        edge: Option<EdgeTokens>,
     ) -> Self {
         Self {
             paths: EndpointPaths::new(&config),
+            edge,
             config,
             keys,
             store,

@@ -32,6 +32,7 @@ impl SessionCookie {
                 queue_name: CookieName::new(name.to_owned()),
                 admission_name: CookieName::new(String::new()),
                 ticket_name: CookieName::new(String::new()),
+                edge_name: CookieName::new(String::new()),
                 path: "/".to_owned(),
                 domain: None,
                 secure,

@@ -179,4 +179,19 @@ pub enum ConfigError {
     /// cannot share the decision among gateways ([`Store::auto`](crate::store::Store::auto)
     /// answers `None`: it offers no [`AutoStore`](crate::store::AutoStore)).
     StoreWithoutAuto,
+    /// Edge keys that cannot be read or used ([`EdgeKeySet::parse`](crate::edge::EdgeKeySet::parse),
+    /// [`EdgeKey::from_seed`](crate::edge::EdgeKey::from_seed)): no current key, a role or id
+    /// given twice, a seed that is not 32 bytes of base64url. The keys themselves are never held
+    /// here.
+    InvalidEdgeKeys {
+        /// What is wrong, in words.
+        why: &'static str,
+    },
+    /// [`EdgeTokens`](crate::edge::EdgeTokens) a room cannot issue: a lifetime shorter than the
+    /// room's `refresh` or longer than an hour, a scope that is not path prefixes, claims too
+    /// long for the format.
+    InvalidEdgeTokens {
+        /// What is wrong, in words.
+        why: &'static str,
+    },
 }

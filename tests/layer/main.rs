@@ -13,6 +13,7 @@ mod auto_capacity;
 #[cfg(all(feature = "axum", feature = "admin", feature = "serve"))]
 mod client_ip;
 mod config_file;
+mod edge_tokens;
 mod end_slot;
 mod layer_contract;
 mod layer_http;
