@@ -8,6 +8,7 @@ mod redis_harness;
 #[cfg(feature = "admin")]
 mod admin;
 mod auto_sim;
+mod edge_node;
 mod eta;
 mod eta_sim;
 mod operations;
