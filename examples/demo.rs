@@ -73,6 +73,7 @@ use axum::{Extension, Json, Router};
 use tower_waiting_room::admin::AdminService;
 use tower_waiting_room::auto::AutoCapacity;
 use tower_waiting_room::defences::risk::Risk;
+use tower_waiting_room::edge::{EdgeKey, EdgeKeySet, EdgeTokens};
 use tower_waiting_room::routing::{Rule, WaitingRooms};
 use tower_waiting_room::serve::Limits;
 use tower_waiting_room::{Admission, AdmittedBy, ProofOfWork, SigningKey, WaitingRoomLayer};
@@ -84,6 +85,24 @@ pub(crate) fn build_layer(opts: &Options) -> Result<WaitingRoomLayer, String> {
         .capacity(opts.capacity)
         .single_use_tickets(opts.single_use_tickets);
     configure(builder, opts, true)
+}
+
+/// The default room's edge keys (`--edge-tokens`): `EDGE_KEYS` from the environment (every
+/// process of a fleet must sign with the same), or a fresh current key, said on stderr.
+fn edge_keys() -> Result<EdgeKeySet, String> {
+    match std::env::var("EDGE_KEYS") {
+        Ok(text) => EdgeKeySet::parse(&text).map_err(|e| format!("EDGE_KEYS: {e}")),
+        Err(_) => {
+            eprintln!(
+                "warning: --edge-tokens without EDGE_KEYS: a fresh key each start, so edges \
+                 must fetch the keys again after a restart, and gateways that share a queue \
+                 must share EDGE_KEYS (docs/edge.md)."
+            );
+            EdgeKey::generate("demo")
+                .map(EdgeKeySet::new)
+                .map_err(|e| e.to_string())
+        }
+    }
 }
 
 /// The id of the demo's second room, served at `/vip`.
@@ -200,6 +219,9 @@ fn configure(
         }
     };
     builder = builder.signing_key(key);
+    if default_room && opts.edge_tokens {
+        builder = builder.edge_tokens(EdgeTokens::new(edge_keys()?));
+    }
     if let (true, Some((min, max))) = (default_room, opts.auto_capacity) {
         builder = builder.auto_capacity(AutoCapacity::new(
             min,
@@ -363,7 +385,10 @@ fn app(layer: WaitingRoomLayer, rooms: WaitingRooms, knee: Option<usize>) -> Rou
                 move |a| home(a, prefix.clone())
             }),
         )
-        .route("/vip", get(move |a| home(a, prefix.clone())))
+        .route("/vip", {
+            let prefix = prefix.clone();
+            get(move |a| home(a, prefix.clone()))
+        })
         .route("/checkout", post(checkout));
     let protected = match knee {
         Some(k) => {
@@ -382,6 +407,13 @@ fn app(layer: WaitingRoomLayer, rooms: WaitingRooms, knee: Option<usize>) -> Rou
             get({
                 let layer = layer.clone();
                 move || stats(layer.clone())
+            }),
+        )
+        .route(
+            &format!("{prefix}/keys"),
+            get({
+                let layer = layer.clone();
+                move || edge_keys_here(layer.clone())
             }),
         )
         .route("/metrics", get(move || metrics(layer.clone())));
@@ -415,6 +447,33 @@ pub(crate) async fn serve_with_admin(
 ) -> std::io::Result<()> {
     let rooms = build_rooms(&layer, None).map_err(std::io::Error::other)?;
     serve_rooms(listener, layer, rooms, admin, None, shutdown).await
+}
+
+/// `GET {prefix}/keys`: the default room's public edge keys (`--edge-tokens`), as the room
+/// itself serves them at `{prefix}/{room}/keys`; `404` without edge tokens.
+async fn edge_keys_here(layer: WaitingRoomLayer) -> Response {
+    use tower::{Layer, ServiceExt};
+    let path = format!(
+        "{}/{}/keys",
+        layer.config().path_prefix(),
+        layer.config().room()
+    );
+    let room = layer.layer(tower::service_fn(|_| async {
+        Ok::<_, std::convert::Infallible>(StatusCode::NOT_FOUND.into_response())
+    }));
+    let req = axum::http::Request::get(path)
+        .body(axum::body::Body::empty())
+        .expect("a valid request");
+    let Ok(res) = room.oneshot(req).await;
+    if res.status() == StatusCode::OK {
+        res.map(axum::body::Body::new).into_response()
+    } else {
+        (
+            StatusCode::NOT_FOUND,
+            "no edge tokens: start the demo with --edge-tokens",
+        )
+            .into_response()
+    }
 }
 
 /// The limits the demo serves within ([`Limits`]' defaults).
@@ -576,6 +635,25 @@ mod tests {
 
     fn parse(args: &[&str]) -> Result<Option<Options>, String> {
         parse_args(args.iter().map(|s| s.to_string()))
+    }
+
+    #[tokio::test]
+    async fn edge_tokens_serve_the_keys_at_the_short_path_too() {
+        let o = parse(&["--edge-tokens"]).unwrap().unwrap();
+        assert!(o.edge_tokens);
+        let keys = |opts: &Options| {
+            let layer = build_layer(opts).unwrap();
+            edge_keys_here(layer)
+        };
+        let with = keys(&o).await;
+        assert_eq!(with.status(), StatusCode::OK);
+        let body = axum::body::to_bytes(with.into_body(), 1 << 16)
+            .await
+            .unwrap();
+        let jwks: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(jwks["keys"][0]["kty"], "OKP", "{jwks}");
+        let without = keys(&Options::default()).await;
+        assert_eq!(without.status(), StatusCode::NOT_FOUND);
     }
 
     #[test]

@@ -84,6 +84,10 @@ FLAGS:
                           503 past 2K in flight (default: off)
     --no-visitor-limit    no limit on new places per client IP (by default 60 a minute):
                           for load tests from one machine, never for a sale
+    --edge-tokens         each admission to the default room also gets a short-lived
+                          Ed25519 token a CDN edge can check with the room's public keys
+                          (docs/edge.md); the keys from EDGE_KEYS in the environment, or
+                          fresh ones at each start (default: off)
     -h, --help            print this help
 
 ROUTES:
@@ -103,6 +107,8 @@ ROUTES:
                                         one-time ticket)
     POST /__waitingroom/{room}/leave    give up your place or slot
     POST /__waitingroom/{room}/proof    a proof-of-work solution (with --proof-of-work)
+    GET  /__waitingroom/keys            with --edge-tokens: the default room's public edge
+                                        keys, a JWKS (also at /__waitingroom/{room}/keys)
     GET  /admin/                    the admin dashboard (with --admin-token)
     /admin/rooms/...                the admin API (with --admin-token; docs/api.md)
 ";
@@ -137,6 +143,7 @@ pub(crate) struct Options {
     pub(crate) latency_target_ms: u64,
     pub(crate) knee: Option<usize>,
     pub(crate) no_visitor_limit: bool,
+    pub(crate) edge_tokens: bool,
 }
 
 impl Default for Options {
@@ -169,6 +176,7 @@ impl Default for Options {
             latency_target_ms: 300,
             knee: None,
             no_visitor_limit: false,
+            edge_tokens: false,
         }
     }
 }
@@ -248,6 +256,7 @@ pub(crate) fn parse_args(
             "--latency-target-ms" => opts.latency_target_ms = positive(&flag, &value(&flag)?)?,
             "--knee" => opts.knee = Some(positive(&flag, &value(&flag)?)?),
             "--no-visitor-limit" => opts.no_visitor_limit = true,
+            "--edge-tokens" => opts.edge_tokens = true,
             "--fail-open" | "--fail-closed" | "--fail-drain" => {
                 let policy = match flag.as_str() {
                     "--fail-open" => FailPolicy::Open,
