@@ -9,6 +9,7 @@ mod redis_harness;
 mod admin;
 mod auto_sim;
 mod edge_node;
+mod edge_rotation;
 mod eta;
 mod eta_sim;
 mod operations;
