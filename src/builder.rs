@@ -50,7 +50,7 @@ pub struct WaitingRoomBuilder {
     client_ip: ClientIp,
     gates: Vec<Rule>,
     risk: Option<Box<RiskFn>>,
-    edge: Option<EdgeTokens>,
+    edge: Option<Result<EdgeTokens, ConfigError>>,
 }
 
 impl WaitingRoomBuilder {
@@ -93,7 +93,7 @@ impl WaitingRoomBuilder {
     /// (never per request); the keys are served as a JWKS at `{prefix}/{room}/keys`. Tokens
     /// the room cannot issue are refused at build ([`ConfigError::InvalidEdgeTokens`]).
     pub fn edge_tokens(mut self, tokens: EdgeTokens) -> Self {
-        self.edge = Some(tokens);
+        self.edge = Some(Ok(tokens));
         self
     }
 
@@ -295,7 +295,8 @@ impl WaitingRoomBuilder {
         if let Some(terms) = &auto {
             terms.check()?;
         }
-        if let Some(edge) = &self.edge {
+        let edge = self.edge.transpose()?;
+        if let Some(edge) = &edge {
             edge.check(&self.room, s.refresh)?;
         }
         let schedule = schedule(
@@ -361,7 +362,7 @@ impl WaitingRoomBuilder {
             defences,
             gates: self.gates,
             auto,
-            edge: self.edge,
+            edge,
         });
         Ok(WaitingRoomLayer::from_room(Arc::new(room)))
     }
@@ -383,9 +384,15 @@ impl RoomFile {
         &self,
         env: impl Fn(&str) -> Option<String>,
     ) -> Result<WaitingRoomBuilder, RoomFileError> {
-        let (settings, secret) = self.settings_and_secret(env)?;
+        let (settings, secret) = self.settings_and_secret(&env)?;
         let mut builder = WaitingRoomLayer::builder(self.room());
         builder.settings = settings.clone();
+        // Keys that cannot be used are the builder's error, at `build`.
+        match self.edge.read(&env)? {
+            Some(Ok(tokens)) => builder.edge = Some(Ok(tokens)),
+            Some(Err(e)) => builder.edge = Some(Err(e)),
+            None => {}
+        }
         Ok(match secret {
             Some(secret) => builder.secret(secret),
             None => builder,

@@ -8,6 +8,7 @@ use std::sync::OnceLock;
 use serde::de::{self, DeserializeSeed, Deserializer, IntoDeserializer, MapAccess, Visitor};
 use serde::Deserialize;
 
+use super::edge_file::{EdgeFile, EDGE_KEYS_ENV, EDGE_KEYS_FILE, EDGE_SCOPE, EDGE_TOKEN_TTL};
 use super::readable::refused;
 use super::settings::Settings;
 use super::value::{field_names, from_entries, read_file_value, EntryError, Value, ValueError};
@@ -69,7 +70,11 @@ use super::value::{field_names, from_entries, read_file_value, EntryError, Value
 ///
 /// - `room`: the room id (required);
 /// - `secret_env`: the name of the environment variable holding the signing secret;
-/// - `secret_file`: the path of a file holding the signing secret.
+/// - `secret_file`: the path of a file holding the signing secret;
+/// - `edge_keys_env` or `edge_keys_file`: where the [edge tokens](crate::edge)' key set is (an
+///   environment variable's name, a file's path), which turns them on; `edge_token_ttl` (a
+///   duration, 60 s by default) and `edge_scope` (path prefixes separated by spaces, `"/"` by
+///   default). From the environment, `{PREFIX}_EDGE_KEYS` may hold the key set itself.
 ///
 /// # Readable durations
 ///
@@ -118,6 +123,8 @@ pub struct RoomFile {
     pub(crate) secret_file: Option<PathBuf>,
     /// The secret itself, only from `{PREFIX}_SECRET`.
     pub(crate) secret: Option<Secret>,
+    /// Edge tokens: where the key set is, their lifetime and scope.
+    pub(crate) edge: EdgeFile,
 }
 
 /// Bytes of a secret; its `Debug` shows only its length.
@@ -139,6 +146,7 @@ impl fmt::Debug for RoomFile {
             .field("secret_env", &self.secret_env)
             .field("secret_file", &self.secret_file)
             .field("secret", &self.secret)
+            .field("edge", &self.edge)
             .finish()
     }
 }
@@ -158,6 +166,7 @@ fn keys() -> &'static [&'static str] {
         let mut keys = vec![ROOM];
         keys.extend_from_slice(field_names::<Settings>());
         keys.extend_from_slice(&[SECRET_ENV, SECRET_FILE, SECRET]);
+        keys.extend_from_slice(&[EDGE_KEYS_ENV, EDGE_KEYS_FILE, EDGE_TOKEN_TTL, EDGE_SCOPE]);
         keys
     })
 }
@@ -215,6 +224,10 @@ impl<'de, A: MapAccess<'de>> MapAccess<'de> for FileMap<'_, A> {
                 ROOM => self.room.is_some(),
                 SECRET_ENV => self.file.secret_env.is_some(),
                 SECRET_FILE => self.file.secret_file.is_some(),
+                EDGE_KEYS_ENV => self.file.edge.keys_env.is_some(),
+                EDGE_KEYS_FILE => self.file.edge.keys_file.is_some(),
+                EDGE_TOKEN_TTL => self.file.edge.ttl.is_some(),
+                EDGE_SCOPE => self.file.edge.scope.is_some(),
                 _ => false,
             };
             if taken {
@@ -224,6 +237,10 @@ impl<'de, A: MapAccess<'de>> MapAccess<'de> for FileMap<'_, A> {
                 ROOM => *self.room = Some(self.map.next_value()?),
                 SECRET_ENV => self.file.secret_env = Some(self.map.next_value()?),
                 SECRET_FILE => self.file.secret_file = Some(self.map.next_value()?),
+                EDGE_KEYS_ENV => self.file.edge.keys_env = Some(self.map.next_value()?),
+                EDGE_KEYS_FILE => self.file.edge.keys_file = Some(self.map.next_value()?),
+                EDGE_TOKEN_TTL => self.file.edge.ttl = Some(self.map.next_value()?),
+                EDGE_SCOPE => self.file.edge.scope = Some(self.map.next_value()?),
                 // Refused while the format stands on the value, to point at its line.
                 SECRET => match self.map.next_value_seed(RefuseSecret)? {},
                 _ => {
@@ -353,6 +370,23 @@ pub enum RoomFileError {
     },
     /// `proof_of_work_challenge_ttl` is set without `proof_of_work`.
     ChallengeTtlWithoutProofOfWork,
+    /// `edge_token_ttl` or `edge_scope` is set, but no edge keys (`edge_keys_env`,
+    /// `edge_keys_file`, or `{PREFIX}_EDGE_KEYS`).
+    EdgeTokensWithoutKeys,
+    /// More than one of `edge_keys_env`, `edge_keys_file` and `{PREFIX}_EDGE_KEYS` is set.
+    ConflictingEdgeKeys,
+    /// The environment variable named by `edge_keys_env` is not set or not valid unicode.
+    EdgeKeysEnv {
+        /// The variable's name.
+        variable: String,
+    },
+    /// The file named by `edge_keys_file` cannot be read.
+    EdgeKeysFile {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
 }
 
 impl fmt::Display for RoomFileError {
@@ -388,6 +422,26 @@ impl fmt::Display for RoomFileError {
             RoomFileError::ChallengeTtlWithoutProofOfWork => {
                 f.write_str("proof_of_work_challenge_ttl is set but proof_of_work is not")
             }
+            RoomFileError::EdgeTokensWithoutKeys => f.write_str(
+                "edge_token_ttl or edge_scope is set but no edge keys: name them with \
+                 edge_keys_env or edge_keys_file",
+            ),
+            RoomFileError::ConflictingEdgeKeys => f.write_str(
+                "set only one of edge_keys_env and edge_keys_file (and, in the environment, the \
+                 keys)",
+            ),
+            RoomFileError::EdgeKeysEnv { variable } => write!(
+                f,
+                "edge_keys_env: the environment variable {variable} is not set or not valid \
+                 unicode"
+            ),
+            RoomFileError::EdgeKeysFile { path, source } => {
+                write!(
+                    f,
+                    "edge_keys_file: cannot read {}: {source}",
+                    path.display()
+                )
+            }
         }
     }
 }
@@ -396,6 +450,7 @@ impl std::error::Error for RoomFileError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             RoomFileError::SecretFile { source, .. } => Some(source),
+            RoomFileError::EdgeKeysFile { source, .. } => Some(source),
             _ => None,
         }
     }
@@ -466,6 +521,11 @@ impl RoomFile {
                 "SECRET" => file.secret = Some(Secret(value.as_bytes().to_vec())),
                 "SECRET_ENV" => file.secret_env = Some(value.to_owned()),
                 "SECRET_FILE" => file.secret_file = Some(PathBuf::from(value)),
+                "EDGE_KEYS" => file.edge.keys = Some(value.to_owned()),
+                "EDGE_KEYS_ENV" => file.edge.keys_env = Some(value.to_owned()),
+                "EDGE_KEYS_FILE" => file.edge.keys_file = Some(PathBuf::from(value)),
+                "EDGE_TOKEN_TTL" => file.edge.ttl = Some(value.to_owned()),
+                "EDGE_SCOPE" => file.edge.scope = Some(value.to_owned()),
                 _ => {
                     let Some(field) = field_names::<Settings>()
                         .iter()
@@ -513,6 +573,7 @@ impl RoomFile {
             secret_env: None,
             secret_file: None,
             secret: None,
+            edge: EdgeFile::default(),
         }
     }
 

@@ -32,6 +32,7 @@ use http::HeaderName;
 use crate::clock::duration_ms;
 
 pub mod defaults;
+mod edge_file;
 mod error;
 mod file;
 pub(crate) mod readable;

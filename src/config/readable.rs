@@ -16,7 +16,7 @@ pub(crate) const DURATION_HINT: &str = "is not a duration; write e.g. 30s, 5m, 1
 
 /// Why a duration was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum DurationError {
+pub(crate) enum DurationError {
     /// Empty, a sign, a space, a fraction, a unit without a number...
     Malformed,
     /// A unit other than `ms`, `s`, `m`, `h`, `d`.
@@ -41,7 +41,7 @@ impl DurationError {
 
 /// Parses a readable duration: `250ms`, `30s`, `5m`, `1h`, `2h30m`, `1d`, or a bare whole
 /// number of seconds.
-fn parse_duration(text: &str) -> Result<Duration, DurationError> {
+pub(crate) fn parse_duration(text: &str) -> Result<Duration, DurationError> {
     let text = text.trim();
     if text.is_empty() {
         return Err(DurationError::Malformed);

@@ -649,7 +649,13 @@ fn the_docs_complete_file_builds_and_has_every_key() {
         .expect("a toml block in docs/configuration.md")
         .to_owned();
     let secret = temp_file("docs-secret", SECRET.as_bytes());
-    let file = file.replace("/run/secrets/waiting-room", secret.to_str().unwrap());
+    let edge_keys = temp_file(
+        "docs-edge-keys",
+        format!("current k1 {}\n", "A".repeat(43)).as_bytes(),
+    );
+    let file = file
+        .replace("/run/secrets/waiting-room", secret.to_str().unwrap())
+        .replace("/run/secrets/edge-keys", edge_keys.to_str().unwrap());
     let layer = parse(&file)
         .expect("the docs' file parses")
         .builder()
@@ -658,13 +664,15 @@ fn the_docs_complete_file_builds_and_has_every_key() {
         .expect("the docs' file is a valid room");
     assert_eq!(layer.config().room(), "shop");
     for key in known_keys() {
-        let secret_key = key == "secret_env";
+        // One of each pair of places a secret may be named.
+        let secret_key = key == "secret_env" || key == "edge_keys_env";
         assert!(
             secret_key || file.lines().any(|l| l.starts_with(&format!("{key} = "))),
             "the complete file has no {key}"
         );
     }
     std::fs::remove_file(secret).ok();
+    std::fs::remove_file(edge_keys).ok();
 }
 
 #[test]

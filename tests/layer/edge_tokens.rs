@@ -228,3 +228,90 @@ fn tokens_a_room_cannot_issue_are_refused_at_build() {
     }
     assert!(build(EdgeTokens::new(keys())).is_ok());
 }
+
+#[tokio::test]
+async fn a_settings_file_names_where_the_keys_are_and_never_holds_them() {
+    use tower_waiting_room::config::{RoomFile, RoomFileError};
+    let seed = URL_SAFE_NO_PAD.encode([7u8; 32]);
+    let text = format!("current k7 {seed}\n");
+    let dir = std::env::temp_dir().join(format!("edge-file-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("edge-keys");
+    std::fs::write(&path, &text).unwrap();
+    let file: RoomFile = toml::from_str(&format!(
+        "room = \"edge-file\"\ncapacity = 2\nedge_keys_file = {:?}\n\
+         edge_token_ttl = \"90s\"\nedge_scope = \"/shop /checkout/\"\n",
+        path.display().to_string()
+    ))
+    .unwrap();
+    assert!(!format!("{file:?}").contains(&seed), "{file:?}");
+    let room = TestRoom::with(file.builder().unwrap());
+    let app = Router::new()
+        .route("/shop/{*rest}", get(|| async { "shop" }))
+        .layer(room.layer());
+    let keys = call(&app, Method::GET, &format!("{PREFIX}/edge-file/keys"), &[]).await;
+    assert_eq!(keys.json()["keys"][0]["kid"], "k7");
+    let (_, queue) = room.queue_cookie();
+    let reply = call(&app, Method::GET, "/shop/a", &[(header::COOKIE, queue)]).await;
+    let set = reply.set_cookie("wr_edge-file_e").unwrap();
+    assert!(set.contains("Max-Age=90"), "{set}");
+    let seven = EdgeKeySet::new(EdgeKey::from_seed("k7", &[7; 32]).unwrap());
+    let claims =
+        EdgeClaims::verify(&seven, "edge-file", cookie_value_of(&set), now_secs(&room)).unwrap();
+    assert_eq!(claims.scope, ["/shop", "/checkout/"]);
+    std::fs::remove_dir_all(&dir).ok();
+
+    // From the environment: the keys themselves may be there.
+    let env = RoomFile::from_env_vars(
+        "WR",
+        [
+            ("WR_ROOM", "edge-env"),
+            ("WR_CAPACITY", "2"),
+            ("WR_EDGE_KEYS", text.as_str()),
+        ],
+    )
+    .unwrap();
+    assert!(!format!("{env:?}").contains(&seed));
+    assert!(env
+        .builder()
+        .unwrap()
+        .secret(crate::common::SECRET)
+        .build()
+        .is_ok());
+    // A lifetime without keys, two places for them, a file that is not there, an unset
+    // variable: refused, saying which; keys that are not keys: the build's error.
+    let file = |extra: &str| -> RoomFile {
+        toml::from_str(&format!("room = \"edge\"\ncapacity = 2\n{extra}")).unwrap()
+    };
+    type Is = fn(&RoomFileError) -> bool;
+    let cases: [(&str, Is); 4] = [
+        ("edge_token_ttl = \"30s\"", |e| {
+            matches!(e, RoomFileError::EdgeTokensWithoutKeys)
+        }),
+        (
+            "edge_keys_env = \"A_VARIABLE_NOBODY_SET_4242\"\nedge_keys_file = \"/x\"",
+            |e| matches!(e, RoomFileError::ConflictingEdgeKeys),
+        ),
+        ("edge_keys_file = \"/nonexistent/edge-keys\"", |e| {
+            matches!(e, RoomFileError::EdgeKeysFile { .. })
+        }),
+        ("edge_keys_env = \"A_VARIABLE_NOBODY_SET_4242\"", |e| {
+            matches!(e, RoomFileError::EdgeKeysEnv { .. })
+        }),
+    ];
+    for (extra, is) in cases {
+        let e = file(extra).builder().map(|_| ()).unwrap_err();
+        assert!(is(&e), "{extra}: {e}");
+    }
+    let bad = RoomFile::from_env_vars(
+        "WR",
+        [
+            ("WR_ROOM", "edge"),
+            ("WR_CAPACITY", "2"),
+            ("WR_EDGE_KEYS", "current k1 short"),
+        ],
+    )
+    .unwrap();
+    let built = bad.builder().unwrap().secret(crate::common::SECRET).build();
+    assert!(matches!(built, Err(ConfigError::InvalidEdgeKeys { .. })));
+}
