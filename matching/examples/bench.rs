@@ -102,6 +102,10 @@ const ROOM_SCRIPT: &str = tower_waiting_room::__private::ROOM_LIBRARY;
 #[path = "bench_parts/wrk.rs"]
 mod wrk;
 
+// What edge tokens cost: signing, and the fast path with them on and off.
+#[path = "bench_parts/edge.rs"]
+mod edge;
+
 /// Every key of the summary; the smoke run (and CI) checks that each one is there.
 const REQUIRED_KEYS: &[&str] = &[
     "plain_rps",
@@ -124,6 +128,9 @@ const REQUIRED_KEYS: &[&str] = &[
     "memory_poll_p99_ratio",
     "token_sign_ns",
     "token_verify_ns",
+    "edge_token_sign_ns",
+    "edge_sign_ratio",
+    "edge_fast_path_ratio",
     "matching_ops_per_sec",
     "matching_ratio",
     "matching_poll_p99_us",
@@ -143,6 +150,7 @@ const REQUIRED_KEYS: &[&str] = &[
     "wrk_cookie_check_ratio",
     "wrk_noop_layer_ratio",
     "wrk_plain_control_ratio",
+    "wrk_edge_tokens_ratio",
     "layer_fast_path_axum_overhead_ns",
 ];
 
@@ -1538,6 +1546,31 @@ where
     Ok(best)
 }
 
+/// A service that answers at once: 200 to requests without an admission (the bare service) or
+/// admitted by their token (the fast path), 202 to any other, so that a run that fell off the
+/// fast path fails.
+fn ok_inner() -> impl Service<
+    Request<Empty<Bytes>>,
+    Response = Response<Full<Bytes>>,
+    Error = Infallible,
+    Future: Send + 'static,
+> + Clone
+       + Send
+       + Sync
+       + 'static {
+    tower::service_fn(|req: Request<Empty<Bytes>>| async move {
+        let by_token = req
+            .extensions()
+            .get::<Admission>()
+            .is_none_or(|a| a.admitted_by() == AdmittedBy::Token);
+        let mut res = Response::new(Full::new(Bytes::from_static(b"ok")));
+        if !by_token {
+            *res.status_mut() = StatusCode::ACCEPTED;
+        }
+        Ok::<_, Infallible>(res)
+    })
+}
+
 fn micro_scenarios(
     settings: &Settings,
     keyring: &Keyring,
@@ -1569,18 +1602,8 @@ fn micro_scenarios(
     // The layer in-process around a service that answers at once: what it adds per request.
     // The inner answers 200 only to requests without an admission (the bare service) or
     // admitted by their token (the fast path), so a run that fell off the fast path fails.
-    let inner = tower::service_fn(|req: Request<Empty<Bytes>>| async move {
-        let by_token = req
-            .extensions()
-            .get::<Admission>()
-            .is_none_or(|a| a.admitted_by() == AdmittedBy::Token);
-        let mut res = Response::new(Full::new(Bytes::from_static(b"ok")));
-        if !by_token {
-            *res.status_mut() = StatusCode::ACCEPTED;
-        }
-        Ok::<_, Infallible>(res)
-    });
-    let mut bare = inner;
+    let inner = ok_inner();
+    let mut bare = inner.clone();
     let mut layered = layer.layer(inner);
     let admission_name = layer.config().cookies().admission_name();
     let fresh_token = || {
@@ -1617,7 +1640,7 @@ fn micro_scenarios(
         first_visit_ns - bare_ns,
         axum_fast_ns - axum_plain_ns,
     );
-    let mut m = Map::new();
+    let mut m = edge::micro(settings, keyring)?;
     m.insert("token_sign_ns".into(), json!(round(sign_ns, 0)));
     m.insert("token_verify_ns".into(), json!(round(verify_ns, 0)));
     m.insert(
@@ -1904,6 +1927,7 @@ fn print_table(s: &Value) {
     for (k, label) in [
         ("token_sign_ns", "admission token sign"),
         ("token_verify_ns", "admission token verify"),
+        ("edge_token_sign_ns", "edge token sign (Ed25519)"),
         ("queue_cookie_verify_ns", "queue cookie verify"),
         ("session_random_ns", "session id (OS random)"),
         (

@@ -41,6 +41,11 @@
 //! `wrk_cookie_check_ratio`, `wrk_noop_layer_ratio` and `wrk_plain_control_ratio`. A check
 //! request before and after each run makes sure each server answered what the scenario claims
 //! (`200` by token, or `302`).
+//!
+//! One pair runs beside another layered server instead of plain: **fast_path_edge**, the very
+//! same layer with edge tokens on ([`super::edge`]), beside **fast_path**; the median of its
+//! rounds' ratios is `wrk_edge_tokens_ratio`, what edge tokens cost a request that holds a
+//! fresh admission (signing happens only when an admission is issued or refreshed).
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -58,9 +63,10 @@ use super::{app, median, now_ms, round, BoxError, Settings, ROOM, SECRET};
 const CONNECTIONS: usize = 32;
 
 /// The servers under test, by name.
-const SCENARIOS: [&str; 8] = [
+const SCENARIOS: [&str; 9] = [
     "plain",
     "fast_path",
+    "fast_path_edge",
     "cookie_check",
     "noop_layer",
     "extension_floor",
@@ -208,14 +214,11 @@ fn serve_one(scenario: &str, port: u16) -> Result<(), BoxError> {
                     axum::routing::get(move || std::future::ready(first_visit_floor(&keyring))),
                 )
             }
+            // The same layer with edge tokens on, and nothing else changed: beside
+            // `fast_path`, what edge tokens cost a request that holds a fresh admission.
+            "fast_path_edge" => app().layer(super::edge::layer(&keyring()?, true)?),
             // Exactly the in-process scenarios' layer.
-            _ => app().layer(
-                WaitingRoomLayer::builder(ROOM)
-                    .capacity(1_000_000)
-                    .keyring(keyring()?)
-                    .store(MemoryStore::new())
-                    .build()?,
-            ),
+            _ => app().layer(super::edge::layer(&keyring()?, false)?),
         };
         let listener = tokio::net::TcpListener::bind(("127.0.0.1", port)).await?;
         println!("listening on {}", listener.local_addr()?);
@@ -514,31 +517,37 @@ pub(crate) fn scenarios(settings: &Settings) -> Result<Map<String, Value>, BoxEr
     let mut cpu_ratios: std::collections::BTreeMap<&str, Vec<f64>> = Default::default();
     let mut errors = 0;
     for round_no in 0..settings.repeats {
-        let token = admission_cookie()?;
-        for (name, cookie, expect) in [
-            ("fast_path", Some(token.as_str()), 200),
-            ("cookie_check", None, 302),
-            ("noop_layer", Some(token.as_str()), 200),
-            ("plain_control", Some(token.as_str()), 200),
+        // The pair's name, the server beside which it runs, its cookie and its answer.
+        for (name, beside, cookie, expect) in [
+            ("fast_path", "plain", Some(()), 200),
+            ("cookie_check", "plain", None, 302),
+            ("noop_layer", "plain", Some(()), 200),
+            ("plain_control", "plain", Some(()), 200),
             // The floors (see `serve_one`): what the layer's parts cost without the room.
-            ("extension_floor", Some(token.as_str()), 200),
-            ("admission_floor", Some(token.as_str()), 200),
-            ("redirect_only", None, 302),
-            ("first_visit_floor", None, 302),
+            ("extension_floor", "plain", Some(()), 200),
+            ("admission_floor", "plain", Some(()), 200),
+            ("redirect_only", "plain", None, 302),
+            ("first_visit_floor", "plain", None, 302),
+            // Edge tokens on beside the same layer without them: the ratio is their cost.
+            ("edge_tokens", "fast_path", Some(()), 200),
         ] {
-            let layered = if name == "plain_control" {
-                "plain"
-            } else {
-                name
+            // A fresh admission token for each pair: a round outlives the fast path's
+            // `refresh` (15 s), and an older token goes the whole way.
+            let token = admission_cookie()?;
+            let cookie = cookie.map(|()| token.as_str());
+            let layered = match name {
+                "plain_control" => "plain",
+                "edge_tokens" => "fast_path_edge",
+                _ => name,
             };
             // Every other round the layered server starts first: nothing about the order
             // (process ids, which wrk the scheduler wakes first) favours one side.
             let (plain, other) = if round_no % 2 == 0 {
-                let p = ServerProcess::start("plain")?;
+                let p = ServerProcess::start(beside)?;
                 (p, ServerProcess::start(layered)?)
             } else {
                 let o = ServerProcess::start(layered)?;
-                (ServerProcess::start("plain")?, o)
+                (ServerProcess::start(beside)?, o)
             };
             let check = |server: &ServerProcess, expect: u16| -> Result<(), BoxError> {
                 let status = check_status(server.addr, cookie)?;
@@ -563,7 +572,7 @@ pub(crate) fn scenarios(settings: &Settings) -> Result<Map<String, Value>, BoxEr
             check(&other, expect)?;
             drop((plain, other));
             eprintln!(
-                "wrk round {}/{}: {name:<13} {:>8.0} req/s beside plain {:>8.0}: {:.3}  server CPU {:>6.2} / {:>6.2} us/req{}",
+                "wrk round {}/{}: {name:<13} {:>8.0} req/s beside {beside} {:>8.0}: {:.3}  server CPU {:>6.2} / {:>6.2} us/req{}",
                 round_no + 1,
                 settings.repeats,
                 o.rps,
@@ -587,8 +596,12 @@ pub(crate) fn scenarios(settings: &Settings) -> Result<Map<String, Value>, BoxEr
                     .or_default()
                     .push(p.cpu_us / o.cpu_us);
             }
-            runs.entry("plain").or_default().push(p.rps);
-            cpu.entry("plain").or_default().push(p.cpu_us);
+            // A layered server's figures are its own beside plain: those beside another
+            // layered server count only in that pair's ratio.
+            if beside == "plain" {
+                runs.entry(beside).or_default().push(p.rps);
+                cpu.entry(beside).or_default().push(p.cpu_us);
+            }
             runs.entry(name).or_default().push(o.rps);
             cpu.entry(name).or_default().push(o.cpu_us);
         }
