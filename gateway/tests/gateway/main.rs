@@ -9,6 +9,7 @@ mod redis_harness;
 
 mod admission;
 mod browser;
+mod edge;
 mod failures;
 mod fleet;
 mod hostile;
