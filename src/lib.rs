@@ -182,7 +182,8 @@ pub mod __private {
     pub const ROOM_JOIN_FUNCTION: &str = crate::store::REDIS_ROOM_JOIN_FUNCTION;
 
     /// A Redis room function's call by hand, for the benchmark and the fault tests: the name of
-    /// `op`'s function (`"enter"`, `"join"`, `"poll"`, `"heartbeat"` or `"release"`; `None` for
+    /// `op`'s function (`"enter"`, `"join"`, `"poll"`, `"heartbeat"`, `"release"`, or
+    /// `"join_batch"` with the newcomers' ids one after the other as `session`; `None` for
     /// another) and its `ARGV` for `policy`, the session given as its raw bytes, `now` the
     /// server's clock, silence not excused, and `schedule` last when given.
     #[cfg(feature = "redis")]

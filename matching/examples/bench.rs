@@ -84,6 +84,7 @@ FLAGS:
     --micro       only the in-process micro benchmarks, printed as JSON (for profiling)
     --script      only the room function next to the peer's algorithm and `return 1`
                   (redis-benchmark; printed as JSON): for work on the room's script
+    --joins       only the joins in batches beside `EVALSHA return 1` (printed as JSON)
     --sim         only the simulated run (2 000 000 waiters, 8 gateways; printed as JSON)
     -h, --help    print this help
 
@@ -106,6 +107,10 @@ mod wrk;
 #[path = "bench_parts/edge.rs"]
 mod edge;
 
+// Joins in batches: newcomers placed per second beside `EVALSHA return 1`, and their latency.
+#[path = "bench_parts/joins.rs"]
+mod joins;
+
 /// Every key of the summary; the smoke run (and CI) checks that each one is there.
 const REQUIRED_KEYS: &[&str] = &[
     "plain_rps",
@@ -118,6 +123,8 @@ const REQUIRED_KEYS: &[&str] = &[
     "script_ops_per_sec",
     "evalsha_ops_per_sec",
     "script_ratio",
+    "joins_placed_vs_evalsha",
+    "join_p99_us_at_rate",
     "poll_p50_us",
     "poll_p99_us",
     "enter_p50_us",
@@ -220,6 +227,7 @@ fn main() -> ExitCode {
     ));
     let mut script_only = false;
     let mut sim_only = false;
+    let mut joins_only = false;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         match arg.as_str() {
@@ -228,6 +236,7 @@ fn main() -> ExitCode {
             "--micro" => return micro_only(&settings),
             "--script" => script_only = true,
             "--sim" => sim_only = true,
+            "--joins" => joins_only = true,
             "--out" => match args.next() {
                 Some(p) => out = PathBuf::from(p),
                 None => return usage_error("--out needs a path"),
@@ -250,6 +259,13 @@ fn main() -> ExitCode {
                 .map_err(BoxError::from)
                 .and_then(|rt| rt.block_on(redis_scale::sim_only(&settings))),
         );
+    }
+    if joins_only {
+        let run = || -> Result<Map<String, Value>, BoxError> {
+            let redis = RedisServer::start()?;
+            tokio::runtime::Runtime::new()?.block_on(joins::scenarios(&settings, &redis))
+        };
+        return print_json(run());
     }
     if script_only {
         return print_json(
@@ -353,6 +369,7 @@ fn run(settings: &Settings, out: &std::path::Path) -> Result<(), BoxError> {
     let mut summary = Map::new();
     let http = client_rt.block_on(http_scenarios(settings, &servers, &keyring, &cpu))?;
     let script = client_rt.block_on(script_scenarios(settings, &redis))?;
+    let joins = client_rt.block_on(joins::scenarios(settings, &redis))?;
     let matching = client_rt.block_on(matching_scenarios(settings, &redis))?;
     let scale = client_rt.block_on(scale_scenarios(settings, &redis))?;
     let redis_scale = client_rt.block_on(redis_scale::scenarios(settings, &keyring))?;
@@ -376,6 +393,7 @@ fn run(settings: &Settings, out: &std::path::Path) -> Result<(), BoxError> {
     for part in [
         http,
         script,
+        joins,
         matching,
         scale,
         redis_scale,

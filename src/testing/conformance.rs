@@ -70,6 +70,7 @@ use crate::{RoomPolicy, SessionId};
 
 mod auto;
 mod damage;
+mod joins;
 mod line;
 mod numbers;
 mod operations;
@@ -82,6 +83,7 @@ mod tickets;
 pub use self::auto::*;
 use self::damage::Damaged;
 pub use self::damage::*;
+pub use self::joins::*;
 pub use self::line::*;
 pub use self::numbers::*;
 pub use self::operations::*;
@@ -437,6 +439,8 @@ macro_rules! __conformance_suite {
                 fifo_order,
                 fifo_order_several_slots,
                 no_queue_jumping,
+                joins_made_together_keep_their_order,
+                joins_made_together_are_answered_each_on_their_own,
                 reentering_keeps_place,
                 positions_move_up,
                 poll_unknown_creates_nothing,

@@ -29,6 +29,8 @@ mod gateway_checkins;
 #[cfg(feature = "redis")]
 mod gateway_snapshot;
 #[cfg(feature = "redis")]
+mod join_batches;
+#[cfg(feature = "redis")]
 mod multi_gateway;
 #[cfg(feature = "redis")]
 mod redis_fast_path;

@@ -615,7 +615,7 @@ fn benchmark_bin() -> String {
 /// One `redis-benchmark -c 32 -n <requests> -r 1000000 <command>` run (`EVALSHA <sha> ...` or
 /// `FCALL <function> ...`); its requests per second. Fails if Redis answered any call with an
 /// error.
-fn redis_benchmark(
+pub(super) fn redis_benchmark(
     redis: &RedisServer,
     requests: u64,
     command: &[Vec<u8>],

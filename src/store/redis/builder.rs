@@ -183,6 +183,7 @@ impl RedisStoreBuilder {
             found: Arc::default(),
             checked_in: Arc::default(),
             version_mixes: Arc::default(),
+            join_batches: Arc::default(),
             // A probe that has not finished within two deadlines was never polled to its end.
             breaker: Arc::new(
                 Breaker::new(

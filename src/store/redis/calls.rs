@@ -65,6 +65,16 @@ pub(crate) fn packed_numbers(policy: &RoomPolicy) -> [String; 2] {
     [join(&Number::LINE), join(&Number::ROOM)]
 }
 
+/// The numbers [`packed_numbers`] sends for `policy`, as numbers: what tells two policies' calls
+/// apart without formatting them.
+pub(crate) fn policy_numbers(policy: &RoomPolicy) -> [u64; 13] {
+    let mut out = [0; 13];
+    for (slot, n) in out.iter_mut().zip(Number::LINE.iter().chain(&Number::ROOM)) {
+        *slot = n.of(policy);
+    }
+    out
+}
+
 /// One of the numbers [`packed_numbers`] sends: the room's policy and the crate's bounds. Their
 /// order is [`Number::LINE`]'s and [`Number::ROOM`]'s, which a unit test holds to the names
 /// `F.setup` (`script/call.lua`) unpacks them into ([`Number::name`]).
@@ -389,6 +399,15 @@ room_args! {
 }
 
 room_args! {
+    /// `<LIBRARY>_join_batch` (`script/batch.lua`): the joins of a batch of newcomers, in one
+    /// call (`batch.rs`). Never with a schedule.
+    JoinBatch {
+        /// The newcomers' ids, 16 raw bytes each, in the order the store received them.
+        sessions: Vec<u8>,
+    }
+}
+
+room_args! {
     /// `<LIBRARY>_stats` (`script/operator.lua`).
     Stats {
         /// Minutes of admissions history in the reply.
@@ -506,7 +525,8 @@ record_args! {
 
 /// A visitor's call of `op` (`"enter"`, `"join"`, `"poll"`, `"heartbeat"`, `"release"`) with
 /// the session as the raw bytes `session` (16 for an id; the benchmark sends a
-/// `redis-benchmark` template in their place), `now` the server's clock and silence not
+/// `redis-benchmark` template in their place), or a batch of joins (`"join_batch"`, `session`
+/// then the newcomers' ids one after the other, 16 bytes each), `now` the server's clock and silence not
 /// excused: for the tests and the benchmark that call the function by hand. Its function's
 /// name, and the arguments; `None` for another `op`.
 pub(crate) fn visitor_call(
@@ -515,6 +535,22 @@ pub(crate) fn visitor_call(
     session: &[u8],
     schedule: Option<String>,
 ) -> Option<(&'static str, Vec<Vec<u8>>)> {
+    let [line_numbers, room_numbers] = packed_numbers(policy);
+    let call = Call {
+        now: Now::Server,
+        line_numbers,
+        room_numbers,
+        excused: false,
+    };
+    if op == "join_batch" {
+        let argv = JoinBatch {
+            call,
+            sessions: session.to_vec(),
+            schedule,
+        }
+        .argv();
+        return Some((JoinBatch::FUNCTION, argv));
+    }
     let op = match op {
         "enter" => VisitorOp::Enter,
         "join" => VisitorOp::Join,
@@ -523,14 +559,8 @@ pub(crate) fn visitor_call(
         "release" => VisitorOp::Release,
         _ => return None,
     };
-    let [line_numbers, room_numbers] = packed_numbers(policy);
     let mut argv = Visitor {
-        call: Call {
-            now: Now::Server,
-            line_numbers,
-            room_numbers,
-            excused: false,
-        },
+        call,
         session: SessionId::from_bytes([0; 16]),
         schedule,
     }
@@ -542,6 +572,10 @@ pub(crate) fn visitor_call(
 
 impl Sync {
     pub(crate) const FUNCTION: &'static str = function_name!("sync");
+}
+
+impl JoinBatch {
+    pub(crate) const FUNCTION: &'static str = function_name!("join_batch");
 }
 
 impl Stats {

@@ -82,6 +82,7 @@
 //!   sent to the old primary keeps the connection another call has made to the new one.
 
 mod auto;
+mod batch;
 mod breaker;
 mod builder;
 mod calls;
@@ -148,6 +149,8 @@ pub struct RedisStore {
     checked_in: Arc<checked_in::CheckedIn>,
     /// The rooms found with settings of a version this store cannot read, reported once.
     version_mixes: Arc<VersionMixes>,
+    /// The newcomers gathered for each room's next batch of joins (`batch.rs`).
+    join_batches: Arc<batch::JoinBatches>,
 }
 
 impl RedisStore {
@@ -461,8 +464,11 @@ impl Store for RedisStore {
     /// An enter sent as `join` (`script/fast_path.lua`: the fast path takes a number first
     /// and looks for the caller's place only when the join finds one; main answers it as an
     /// enter).
+    ///
+    /// Newcomers who arrive while this store's join call for the room is in flight gather for
+    /// the next, and one call places them all, in their order (`batch.rs`).
     fn join(&self, policy: &RoomPolicy, session: SessionId) -> StoreFuture<Decision> {
-        self.decide(VisitorOp::Join, policy, session)
+        self.join_in_batch(policy, session)
     }
 
     fn poll(&self, policy: &RoomPolicy, session: SessionId) -> StoreFuture<Decision> {

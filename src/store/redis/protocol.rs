@@ -39,6 +39,7 @@ pub(crate) const SCRIPT: &str = concat!(
     include_str!("script/visitor.lua"),
     include_str!("script/operator.lua"),
     include_str!("script/fast_path.lua"),
+    include_str!("script/batch.lua"),
     include_str!("script/tickets.lua"),
     include_str!("script/auto.lua"),
     include_str!("script/register.lua"),
@@ -219,6 +220,10 @@ pub(crate) mod reply {
         /// `{16, capacity}`: the room's capacity is not the one the controller last wrote; it
         /// is now off (`changed_elsewhere`), nothing else written.
         AUTO_CHANGED = 16,
+        /// `{17, first, waiting}`: a batch of n newcomers placed by the batch's fast path
+        /// (`join_batch`): the i-th (from 1) at place `first + i - 1`, position and waiting
+        /// `waiting + i`, not paused.
+        PLACED = 17,
     }
 }
 

@@ -30,6 +30,7 @@ fn declared() -> Vec<(&'static str, &'static [&'static str])> {
     .map(|op| (op.function(), Visitor::FIELDS));
     let others = [
         (Sync::FUNCTION, Sync::FIELDS),
+        (JoinBatch::FUNCTION, JoinBatch::FIELDS),
         (Stats::FUNCTION, Stats::FIELDS),
         (Configure::FUNCTION, Configure::FIELDS),
         (AdmitNext::FUNCTION, AdmitNext::FIELDS),
@@ -119,6 +120,20 @@ fn each_function_takes_as_many_arguments_as_its_struct_has() {
                 read,
                 Some(fields.len()),
                 "{function} reads its every argument"
+            );
+            continue;
+        }
+        if helper == "register_batch" {
+            // Its sessions in one argument, no schedule: the callback refuses any other count.
+            assert_eq!(
+                (function.as_str(), &args[..]),
+                (JoinBatch::FUNCTION, &["F.join_batch"][..])
+            );
+            assert_eq!(fields.len(), call + 2, "{fields:?}");
+            let body = definition(SCRIPT, "function F.join_batch(");
+            assert!(
+                body.contains("#args ~= CALL_ARGS + 1"),
+                "the batch takes its sessions and nothing after them"
             );
             continue;
         }

@@ -110,6 +110,7 @@ local REPLY = {
   auto_not_deciding = 14,
   auto_off = 15,
   auto_changed = 16,
+  placed = 17,
   -- No code: a waiting reply's place for a registrant (a draw score, not a sequence number).
   drawn = -1,
 }
