@@ -1893,6 +1893,16 @@ fn print_table(s: &Value) {
         num("evalsha_ops_per_sec")
     );
     println!(
+        "| joins placed in batches of 64 (redis-benchmark, beside its own EVALSHA) | {:.0} | {:.3} |",
+        num("joins_placed_per_sec"),
+        num("joins_placed_vs_evalsha")
+    );
+    println!(
+        "| joins placed through RedisStore (one process, beside its own EVALSHA) | {:.0} | {:.3} |",
+        num("store_joins_placed_per_sec"),
+        num("store_joins_vs_evalsha")
+    );
+    println!(
         "| matching joins + polls via Matchmaker (2 script calls each) | {:.0} | {:.3} |",
         num("matching_ops_per_sec"),
         num("matching_ratio")
