@@ -226,6 +226,7 @@ pub(super) async fn scenarios(
             &line_policy,
             sizes.line,
             Duration::from_secs(sizes.sim_seconds),
+            SIM_GATEWAYS,
         )
         .await?,
     );
@@ -682,8 +683,27 @@ const COMPARISON_MAX_LINE: u64 = 2_000_000;
 /// fresh Lua state), `reload` (`DEBUG RELOAD`: the whole dataset saved and loaded again, so
 /// every key is allocated afresh, compact), `snapsync` (one sync with no check-ins),
 /// `position` (the whole position-error part), `wait<N>` (N seconds).
+///
+/// `SIM_WAITERS` and `SIM_GATEWAYS` in the environment set the line's length and the number of
+/// gateways (`SIM_WAITERS=10000000 SIM_GATEWAYS=40`: ten million, and the gateways it takes to
+/// answer their polls, 12 500 a second each); the line is then filled in batches of joins
+/// ([`fill_in_batches`]), and the summary says its bytes per waiter. At ten million the keys
+/// are `sim_10m_redis_cpu_share` and `sim_10m_bytes_per_waiter` too.
 pub(super) async fn sim_only(settings: &Settings) -> Result<Map<String, Value>, BoxError> {
-    let sizes = Sizes::of(settings);
+    let mut sizes = Sizes::of(settings);
+    let number = |name: &str| -> Result<Option<u64>, BoxError> {
+        match std::env::var(name) {
+            Ok(v) => Ok(Some(
+                v.parse().map_err(|_| format!("{name}={v} is no number"))?,
+            )),
+            Err(_) => Ok(None),
+        }
+    };
+    let waiters = number("SIM_WAITERS")?;
+    let gateways = number("SIM_GATEWAYS")?.unwrap_or(SIM_GATEWAYS).max(1);
+    if let Some(n) = waiters {
+        sizes.line = n.max(1_000);
+    }
     let before = std::env::var("SIM_BEFORE").unwrap_or_default();
     let line_redis = if before.contains("reload") {
         RedisServer::start_with(&["--enable-debug-command", "local"])?
@@ -692,7 +712,11 @@ pub(super) async fn sim_only(settings: &Settings) -> Result<Map<String, Value>, 
     };
     let line_store = store_on(&line_redis)?;
     let line_policy = line_policy(sizes.line);
-    fill_our_line(&line_redis, &line_store, &line_policy, sizes.line).await?;
+    let bytes_per_waiter = if waiters.is_some() {
+        fill_in_batches(&line_redis, &line_store, &line_policy, sizes.line).await?
+    } else {
+        fill_our_line(&line_redis, &line_store, &line_policy, sizes.line).await?
+    };
     if let Ok(what) = std::env::var("SIM_BEFORE") {
         if what.contains("releasetail") {
             for i in sizes.line - sizes.line / 100 + 1..=sizes.line {
@@ -731,13 +755,104 @@ pub(super) async fn sim_only(settings: &Settings) -> Result<Map<String, Value>, 
             tokio::time::sleep(Duration::from_secs(secs)).await;
         }
     }
-    simulated_run(
+    let mut m = simulated_run(
         &line_redis,
         &line_policy,
         sizes.line,
         Duration::from_secs(sizes.sim_seconds),
+        gateways,
     )
-    .await
+    .await?;
+    m.insert(
+        "sim_bytes_per_waiter".into(),
+        json!(round(bytes_per_waiter, 1)),
+    );
+    m.insert(
+        "sim_used_memory_bytes".into(),
+        json!(line_redis.used_memory()?),
+    );
+    if sizes.line == 10_000_000 {
+        m.insert(
+            "sim_10m_bytes_per_waiter".into(),
+            json!(round(bytes_per_waiter, 1)),
+        );
+        let share = m.get("sim_redis_cpu_share").cloned().unwrap_or(Value::Null);
+        m.insert("sim_10m_redis_cpu_share".into(), share);
+    }
+    Ok(m)
+}
+
+/// Fills `policy`'s room on `redis` as [`fill_our_line`] does (one slot held by [`line_id`] 0,
+/// `line_id` 1..=`line` waiting, in order), with batches of joins (`join_batch`, 64 newcomers a
+/// call, 50 calls a round trip): ten million in about half a minute. Redis's memory per waiter.
+async fn fill_in_batches(
+    redis: &RedisServer,
+    store: &RedisStore,
+    policy: &RoomPolicy,
+    line: u64,
+) -> Result<f64, BoxError> {
+    const BATCH: u64 = 64;
+    const CALLS: u64 = 50;
+    let mut conn = connection(redis).await?;
+    load_ours(&mut conn).await?;
+    let keys = redis_keys(store, &policy.room);
+    let before = redis.used_memory()?;
+    let t = Instant::now();
+    if !matches!(
+        store.enter(policy, line_id(0)).await?,
+        Decision::Admitted { .. }
+    ) {
+        return Err("filling in batches: the holder was not let in".into());
+    }
+    let mut next = 1u64;
+    while next <= line {
+        let mut pipe = redis::pipe();
+        for _ in 0..CALLS {
+            if next > line {
+                break;
+            }
+            let end = (next + BATCH - 1).min(line);
+            let ids: Vec<u8> = (next..=end).flat_map(|i| *line_id(i).as_bytes()).collect();
+            let (function, argv) =
+                room_visitor_call("join_batch", policy, &ids, None).ok_or("no batch function")?;
+            let cmd = pipe.cmd("FCALL").arg(function).arg(keys.len());
+            for k in &keys {
+                cmd.arg(k);
+            }
+            for a in argv {
+                cmd.arg(a);
+            }
+            next = end + 1;
+        }
+        let replies: Vec<redis::Value> = pipe.query_async(&mut conn).await?;
+        for reply in replies {
+            // {17, first, waiting}: all of the batch placed by its fast path; else join's
+            // reply for each (the first batch, before the window opens): every one waiting.
+            let ok = match &reply {
+                redis::Value::Array(items) => match items.first() {
+                    Some(redis::Value::Int(17)) => true,
+                    _ => items.iter().all(|one| {
+                        matches!(one, redis::Value::Array(r)
+                            if r.first() == Some(&redis::Value::Int(OUR_WAITING)))
+                    }),
+                },
+                _ => false,
+            };
+            if !ok {
+                return Err(format!("filling in batches: {reply:?}").into());
+            }
+        }
+    }
+    let after = redis.used_memory()?;
+    let waiting = store.stats(policy).await?.waiting;
+    if waiting != line {
+        return Err(format!("filling in batches: {waiting} waiting of {line}").into());
+    }
+    eprintln!(
+        "filled our line of {line} in batches in {:.1} s",
+        t.elapsed().as_secs_f64()
+    );
+    Ok(after.saturating_sub(before) as f64 / line as f64)
 }
 
 /// Only the peer comparison (`bench --script`): for work on the room function.
@@ -1329,14 +1444,15 @@ fn sim_seen(
 }
 
 /// The store-level load of `line` waiters polling every [`SIM_POLL_INTERVAL_S`] seconds on
-/// average through [`SIM_GATEWAYS`] gateways, for `duration`, on `redis` whose room `policy`
+/// average through `gateways` gateways ([`SIM_GATEWAYS`] unless `bench --sim` is told
+/// otherwise), for `duration`, on `redis` whose room `policy`
 /// holds [`line_id`] 0 in its only slot and 1..=`line` waiting (as [`fill_our_line`] left it).
 ///
 /// After the warm-up (below) the room opens up: capacity a million, [`SIM_ADMISSION_RATE`] a
 /// second. Then each gateway, once a second (their ticks spread over the second):
 /// - calls `SnapshotStore::sync(policy, seen)` with the waiters whose polls it answered that
-///   second: `line / 20 / 8` of them (waiter `i` polls at second `i mod 20`, through gateway
-///   `(i / 20) mod 8`), so every waiter checks in every 20 s;
+///   second: `line / 20 / gateways` of them (waiter `i` polls at second `i mod 20`, through
+///   gateway `(i / 20) mod gateways`), so every waiter checks in every 20 s;
 /// - claims the turns that came, one `enter` each: with a snapshot, every waiter ahead of its
 ///   head not yet claimed; without one (a store without `sync`), the next in line, one `enter`
 ///   after another while they are admitted;
@@ -1350,8 +1466,9 @@ pub(super) async fn simulated_run(
     policy: &RoomPolicy,
     line: u64,
     duration: Duration,
+    gateways: u64,
 ) -> Result<Map<String, Value>, BoxError> {
-    let stores: Vec<RedisStore> = (0..SIM_GATEWAYS)
+    let stores: Vec<RedisStore> = (0..gateways)
         .map(|_| store_on(redis))
         .collect::<Result<_, _>>()?;
     // Where the sequence numbers start: the first waiter's place, if the store says (store v2).
@@ -1372,8 +1489,8 @@ pub(super) async fn simulated_run(
     let claim_cursor = Arc::new(tokio::sync::Mutex::new(1u64));
     let population = Arc::new(AtomicU64::new(line + 1));
     let seconds = duration.as_secs().max(1);
-    let per_tick_newcomers = SIM_NEWCOMERS_PER_S / SIM_GATEWAYS;
-    let extra_newcomers = SIM_NEWCOMERS_PER_S % SIM_GATEWAYS;
+    let per_tick_newcomers = SIM_NEWCOMERS_PER_S / gateways;
+    let extra_newcomers = SIM_NEWCOMERS_PER_S % gateways;
 
     // Warm-up: one poll interval's syncs of every gateway, unpaced. A gateway looks each
     // waiter up once in the waiter's own abandon epoch (15 min by default, each session's
@@ -1388,7 +1505,7 @@ pub(super) async fn simulated_run(
         let mut last: Option<RoomSnapshot> = None;
         for t in 0..SIM_POLL_INTERVAL_S {
             let first = SIM_POLL_INTERVAL_S * g + t;
-            let seen = (first..=line).step_by((SIM_POLL_INTERVAL_S * SIM_GATEWAYS) as usize);
+            let seen = (first..=line).step_by((SIM_POLL_INTERVAL_S * gateways) as usize);
             let seen = sim_seen(policy, last.as_ref(), first_seq, seen);
             last = Some(store.sync(policy, seen).await?);
         }
@@ -1406,7 +1523,7 @@ pub(super) async fn simulated_run(
         })
         .and_then(|v| v.trim().parse::<f64>().ok())
         .unwrap_or(0.0);
-    let cold_commands = command_time(redis, SIM_POLL_INTERVAL_S * SIM_GATEWAYS)?;
+    let cold_commands = command_time(redis, SIM_POLL_INTERVAL_S * gateways)?;
     // Only now the room opens up: the warm-up checked everyone in (the head too, whom the
     // fill and the runs before this one left silent for minutes).
     stores[0]
@@ -1433,14 +1550,14 @@ pub(super) async fn simulated_run(
         );
         tasks.push(tokio::spawn(async move {
             let mut last: Option<RoomSnapshot> = None;
-            let phase = Duration::from_millis(1_000 * g / SIM_GATEWAYS);
+            let phase = Duration::from_millis(1_000 * g / gateways);
             let mut tick = tokio::time::interval_at(start + phase, Duration::from_secs(1));
             for t in 0..seconds {
                 tick.tick().await;
                 // The waiters whose polls this gateway answered this second.
                 let pop = population.load(Ordering::Relaxed);
                 let from = *claim_cursor.lock().await;
-                let stride = SIM_POLL_INTERVAL_S * SIM_GATEWAYS;
+                let stride = SIM_POLL_INTERVAL_S * gateways;
                 let first = SIM_POLL_INTERVAL_S * g + t % SIM_POLL_INTERVAL_S;
                 let seen = (first..pop).step_by(stride as usize).filter(|&i| i >= from);
                 let seen = sim_seen(&policy, last.as_ref(), first_seq, seen);
@@ -1538,7 +1655,7 @@ pub(super) async fn simulated_run(
         Some(e) => format!("pending ({e})"),
     };
     eprintln!(
-        "simulated run: {line} waiting, {SIM_GATEWAYS} gateways, {elapsed:.1} s: Redis CPU {:.3} of a core; sync {sync_status}",
+        "simulated run: {line} waiting, {gateways} gateways, {elapsed:.1} s: Redis CPU {:.3} of a core; sync {sync_status}",
         cpu_share
     );
     let mut m = Map::new();
@@ -1570,9 +1687,9 @@ pub(super) async fn simulated_run(
         json!({
             "line": line,
             "seconds": round(elapsed, 1),
-            "gateways": SIM_GATEWAYS,
+            "gateways": gateways,
             "poll_interval_s": SIM_POLL_INTERVAL_S,
-            "seen_per_gateway_per_s": line / SIM_POLL_INTERVAL_S / SIM_GATEWAYS,
+            "seen_per_gateway_per_s": line / SIM_POLL_INTERVAL_S / gateways,
             "admission_rate": SIM_ADMISSION_RATE,
             "newcomers_per_s": SIM_NEWCOMERS_PER_S,
         }),
