@@ -4,10 +4,16 @@
 //! # Metrics
 //!
 //! The room records through whatever recorder the application installs (for Prometheus,
-//! `metrics-exporter-prometheus`); with none installed, recording costs a thread-local read and
-//! nothing else: every key the room records on a request is made once, when the room is built,
-//! so no label is formatted or allocated per request. Call [`describe`] after installing a
-//! recorder to give every metric its help text and unit. Every metric is labelled with `room`;
+//! `metrics-exporter-prometheus`). Every key the room records on a request is made once, when
+//! the room is built, and the recorder is asked for its handle for a key once, the first time
+//! the key is recorded: recording a request is then a thread-local read, two atomic loads and
+//! the handle's own increment (an atomic add, for Prometheus; nothing, with no recorder), with
+//! no label formatted, hashed or allocated and no registry searched. A recorder installed after
+//! the room is built gets the counts all the same (the room keeps handles for the global
+//! recorder, whichever it is when it records); a thread's local recorder
+//! (`metrics::with_local_recorder`, in tests) is asked for the handle on each call, as
+//! `counter!` does. Call [`describe`] after installing a recorder to give every metric its help
+//! text and unit. Every metric is labelled with `room`;
 //! the table, with the meaning of each label value, is in `docs/operations.md`.
 //!
 //! | name | type | labels |
@@ -37,6 +43,8 @@
 #![cfg_attr(not(feature = "metrics"), allow(dead_code))]
 
 use std::sync::Arc;
+#[cfg(feature = "metrics")]
+use std::sync::OnceLock;
 
 #[cfg(feature = "metrics")]
 use crate::config::RoomPolicy;
@@ -560,32 +568,167 @@ impl SnapshotStore for Metered<Arc<dyn SnapshotStore>> {
 static METADATA: metrics::Metadata<'static> =
     metrics::Metadata::new(module_path!(), metrics::Level::INFO, Some(module_path!()));
 
-/// One room's metric keys, made once when the room is built: recording a request clones no
-/// label and allocates nothing.
+/// One room's metrics: their keys, made once when the room is built, and the recorder's handles
+/// for them, made once per key on first use. Recording a request is then a thread-local read,
+/// two atomic loads and the handle's own increment: no label is hashed, cloned or compared, and
+/// the recorder's registry is not searched. (Asking the recorder for the handle on every call,
+/// as `counter!` does, was most of what metrics cost a request: Prometheus' recorder clones the
+/// key, hashes its name and labels, takes its registry's lock, compares the key and clones the
+/// handle, about a tenth of a plain axum request's whole cost.)
 pub(crate) struct RoomMetrics {
     #[cfg(feature = "metrics")]
     keys: Keys,
+    /// The handles, each set bound to one recorder (see [`Bound`]): the first a thread without a
+    /// local recorder of its own was seen recording into (the global recorder, or the `metrics`
+    /// no-op before any is installed), and the second (the global recorder installed after
+    /// that). The global recorder is set once for the life of the process, so no third is needed.
+    #[cfg(feature = "metrics")]
+    bound: [OnceLock<Bound>; 2],
+}
+
+/// The counters' keys in one table, the gauges' and the histograms' in two more; each metric's
+/// place in its table is given by the functions of [`at`].
+#[cfg(feature = "metrics")]
+struct Keys {
+    counters: Vec<metrics::Key>,
+    gauges: Vec<metrics::Key>,
+    histograms: Vec<metrics::Key>,
+}
+
+/// Where each metric is in the tables of [`Keys`] (and of [`Bound`]).
+#[cfg(feature = "metrics")]
+mod at {
+    use super::{DecidedBy, EndedBy, Outcome, Risk, Stage, StoreOp, DECIDERS, RESULTS, RISKS};
+
+    const REQUESTS: usize = 0;
+    const STORE_CALLS: usize = REQUESTS + Stage::ALL.len() * Outcome::ALL.len();
+    const ENDED: usize = STORE_CALLS + StoreOp::ALL.len() * RESULTS.len();
+    const RISK_DECISIONS: usize = ENDED + 2;
+    pub(super) const VERSION_MIX: usize = RISK_DECISIONS + RISKS.len() * DECIDERS.len();
+    const AUTO_DECISIONS: usize = VERSION_MIX + 1;
+    pub(super) const COUNTERS: usize = AUTO_DECISIONS + crate::auto::Change::ALL.len();
+
+    pub(super) const WAITING: usize = 0;
+    pub(super) const INSIDE: usize = 1;
+    pub(super) const GRANTED: usize = 2;
+    pub(super) const AUTO_CAPACITY: usize = 3;
+    pub(super) const GAUGES: usize = 4;
+
+    pub(super) const HISTOGRAMS: usize = StoreOp::ALL.len();
+
+    pub(super) fn request(stage: Stage, outcome: Outcome) -> usize {
+        REQUESTS + stage as usize * Outcome::ALL.len() + outcome as usize
+    }
+    /// `result`: an index into `RESULTS`.
+    pub(super) fn store_call(op: StoreOp, result: usize) -> usize {
+        STORE_CALLS + op as usize * RESULTS.len() + result
+    }
+    pub(super) fn ended(by: EndedBy) -> usize {
+        ENDED + by as usize
+    }
+    pub(super) fn risk(risk: Risk, by: DecidedBy) -> usize {
+        RISK_DECISIONS + super::risk_index(risk, by)
+    }
+    pub(super) fn auto_decision(change: crate::auto::Change) -> usize {
+        AUTO_DECISIONS + change as usize
+    }
+    /// The store call histogram's place.
+    pub(super) fn store_seconds(op: StoreOp) -> usize {
+        op as usize
+    }
+}
+
+/// The handles of one room's metrics in one recorder, each registered the first time it is
+/// recorded (registering them all at once would show every label combination, never seen,
+/// as a zero in the exporter's output).
+///
+/// Only a recorder that outlives the process is ever bound: the one a thread without a local
+/// recorder records into (`metrics::with_recorder` gives a thread's local recorder first, then
+/// the global one, then a no-op), which is never dropped. A local recorder (set for a scope
+/// with `metrics::with_local_recorder`, as tests do) is asked for the handle on every call, as
+/// before: another one could later sit at the same address, and handles cached for the first
+/// would record into it unseen.
+#[cfg(feature = "metrics")]
+struct Bound {
+    /// The recorder's address, its identity (see [`recorder_address`]).
+    recorder: usize,
+    counters: Box<[OnceLock<metrics::Counter>]>,
+    gauges: Box<[OnceLock<metrics::Gauge>]>,
+    histograms: Box<[OnceLock<metrics::Histogram>]>,
 }
 
 #[cfg(feature = "metrics")]
-struct Keys {
-    /// By `stage * Outcome::ALL.len() + outcome`.
-    requests: Vec<metrics::Key>,
-    /// By `op * RESULTS.len() + result`.
-    store_calls: Vec<metrics::Key>,
-    /// By `op`.
-    store_seconds: Vec<metrics::Key>,
-    /// By [`EndedBy`].
-    ended: [metrics::Key; 2],
-    /// By `risk * DECIDERS.len() + by`.
-    risks: Vec<metrics::Key>,
-    version_mix: metrics::Key,
-    waiting: metrics::Key,
-    inside: metrics::Key,
-    granted: metrics::Key,
-    auto_capacity: metrics::Key,
-    /// By [`Change`](crate::auto::Change), in the order of `Change::ALL`.
-    auto_decisions: Vec<metrics::Key>,
+impl Bound {
+    fn new(recorder: usize) -> Self {
+        fn table<T>(n: usize) -> Box<[OnceLock<T>]> {
+            (0..n).map(|_| OnceLock::new()).collect()
+        }
+        Self {
+            recorder,
+            counters: table(at::COUNTERS),
+            gauges: table(at::GAUGES),
+            histograms: table(at::HISTOGRAMS),
+        }
+    }
+}
+
+/// `recorder`'s address: what tells recorders apart. Only the data pointer, not the vtable (the
+/// same recorder may be reached through different copies of its vtable): two recorders alive at
+/// once never share an address, but zero-sized ones, which hold no state of their own (the
+/// `metrics` no-op among them).
+#[cfg(feature = "metrics")]
+#[inline]
+fn recorder_address(recorder: &dyn metrics::Recorder) -> usize {
+    std::ptr::from_ref(recorder).cast::<()>() as usize
+}
+
+/// The address of the recorder a thread without a local recorder records into, as last learnt
+/// (0: never asked yet).
+#[cfg(feature = "metrics")]
+static UNLOCAL: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// For which recorder's address, and when, a new thread was last asked for [`UNLOCAL`].
+#[cfg(feature = "metrics")]
+static ASKED: std::sync::Mutex<Option<(usize, std::time::Instant)>> = std::sync::Mutex::new(None);
+
+/// Whether `recorder` (at `address`) is the recorder a thread without a local recorder records
+/// into, and so can be bound. Cold: each room asks it once or twice in the life of the process
+/// (first, and if a recorder is installed after the room's first request), and otherwise only
+/// while a local recorder is set.
+#[cfg(feature = "metrics")]
+#[cold]
+#[inline(never)]
+fn is_unlocal(address: usize) -> bool {
+    use std::sync::atomic::Ordering;
+    if UNLOCAL.load(Ordering::Acquire) == address {
+        return true;
+    }
+    // Not the one last learnt: a local recorder, or a global one installed since. Only a new
+    // thread, which has no local recorder, can tell. It is asked about the same recorder at
+    // most once a second (a test under a local recorder would otherwise start a thread per
+    // request), a recorder not asked about last at once (a global recorder just installed);
+    // meanwhile, and while another thread asks, the recorder is asked for each handle, as
+    // before: "no" is never wrong, only slower.
+    let Ok(mut asked) = ASKED.try_lock() else {
+        return false;
+    };
+    let now = std::time::Instant::now();
+    if asked.is_some_and(|(last, at)| {
+        last == address && now.duration_since(at) < std::time::Duration::from_secs(1)
+    }) {
+        return false;
+    }
+    *asked = Some((address, now));
+    let Ok(learnt) = std::thread::Builder::new()
+        .name("waiting-room-metrics".into())
+        .spawn(|| metrics::with_recorder(recorder_address))
+        .map_err(|_| ())
+        .and_then(|thread| thread.join().map_err(|_| ()))
+    else {
+        return false;
+    };
+    UNLOCAL.store(learnt, Ordering::Release);
+    learnt == address
 }
 
 impl RoomMetrics {
@@ -596,17 +739,95 @@ impl RoomMetrics {
         Self {
             #[cfg(feature = "metrics")]
             keys: Keys::new(room),
+            #[cfg(feature = "metrics")]
+            bound: [OnceLock::new(), OnceLock::new()],
         }
+    }
+
+    /// The handles bound to `recorder`, if it can have them.
+    #[cfg(feature = "metrics")]
+    #[inline]
+    fn bound(&self, recorder: &dyn metrics::Recorder) -> Option<&Bound> {
+        // A recorder of no size (the `metrics` no-op among them) has no address of its own:
+        // another of no size may sit at the same one, so its handles are never kept (asking the
+        // no-op for one is nothing anyway).
+        if std::mem::size_of_val(recorder) == 0 {
+            return None;
+        }
+        let address = recorder_address(recorder);
+        for set in &self.bound {
+            match set.get() {
+                Some(bound) if bound.recorder == address => return Some(bound),
+                Some(_) => {}
+                None => break,
+            }
+        }
+        self.bind(address)
+    }
+
+    /// [`Self::bound`] when `recorder` has no handles yet: bound if it outlives the process.
+    #[cfg(feature = "metrics")]
+    #[cold]
+    #[inline(never)]
+    fn bind(&self, address: usize) -> Option<&Bound> {
+        if !is_unlocal(address) {
+            return None;
+        }
+        // Two threads may bind at once: both find the same set.
+        self.bound
+            .iter()
+            .map(|set| set.get_or_init(|| Bound::new(address)))
+            .find(|bound| bound.recorder == address)
+    }
+
+    /// Counter `i` (a place in `Keys::counters`) plus one, in the recorder in force here.
+    #[cfg(feature = "metrics")]
+    #[inline]
+    fn count(&self, i: usize) {
+        metrics::with_recorder(|r| {
+            let key = &self.keys.counters[i];
+            match self.bound(r) {
+                Some(bound) => bound.counters[i]
+                    .get_or_init(|| r.register_counter(key, &METADATA))
+                    .increment(1),
+                None => r.register_counter(key, &METADATA).increment(1),
+            }
+        });
+    }
+
+    /// Gauge `i` (a place in `Keys::gauges`) set to `value`.
+    #[cfg(feature = "metrics")]
+    fn set(&self, i: usize, value: u64) {
+        metrics::with_recorder(|r| {
+            let key = &self.keys.gauges[i];
+            match self.bound(r) {
+                Some(bound) => bound.gauges[i]
+                    .get_or_init(|| r.register_gauge(key, &METADATA))
+                    .set(value as f64),
+                None => r.register_gauge(key, &METADATA).set(value as f64),
+            }
+        });
+    }
+
+    /// Histogram `i` (a place in `Keys::histograms`) given `value`.
+    #[cfg(feature = "metrics")]
+    fn record(&self, i: usize, value: f64) {
+        metrics::with_recorder(|r| {
+            let key = &self.keys.histograms[i];
+            match self.bound(r) {
+                Some(bound) => bound.histograms[i]
+                    .get_or_init(|| r.register_histogram(key, &METADATA))
+                    .record(value),
+                None => r.register_histogram(key, &METADATA).record(value),
+            }
+        });
     }
 
     /// The room decided a request: counted, and written on the request's span.
     #[inline]
     pub(crate) fn request(&self, stage: Stage, outcome: Outcome) {
         #[cfg(feature = "metrics")]
-        {
-            let i = stage as usize * Outcome::ALL.len() + outcome as usize;
-            counter(&self.keys.requests[i]);
-        }
+        self.count(at::request(stage, outcome));
         // The span is at DEBUG: below that level there is none to write on, and looking up the
         // current span would cost more than the rest.
         if tracing::level_enabled!(tracing::Level::DEBUG) {
@@ -620,7 +841,7 @@ impl RoomMetrics {
     #[inline]
     pub(crate) fn waiting(&self, waiting: u64) {
         #[cfg(feature = "metrics")]
-        gauge(&self.keys.waiting, waiting);
+        self.set(at::WAITING, waiting);
         #[cfg(not(feature = "metrics"))]
         let _ = waiting;
     }
@@ -629,9 +850,9 @@ impl RoomMetrics {
     pub(crate) fn stats(&self, stats: &RoomStats) {
         #[cfg(feature = "metrics")]
         {
-            gauge(&self.keys.waiting, stats.waiting);
-            gauge(&self.keys.inside, stats.admitted);
-            gauge(&self.keys.granted, stats.granted);
+            self.set(at::WAITING, stats.waiting);
+            self.set(at::INSIDE, stats.admitted);
+            self.set(at::GRANTED, stats.granted);
         }
         #[cfg(not(feature = "metrics"))]
         let _ = stats;
@@ -641,8 +862,8 @@ impl RoomMetrics {
     pub(crate) fn auto(&self, decision: &crate::auto::Decision) {
         #[cfg(feature = "metrics")]
         {
-            counter(&self.keys.auto_decisions[decision.change as usize]);
-            gauge(&self.keys.auto_capacity, u64::from(decision.capacity));
+            self.count(at::auto_decision(decision.change));
+            self.set(at::AUTO_CAPACITY, u64::from(decision.capacity));
         }
         #[cfg(not(feature = "metrics"))]
         let _ = decision;
@@ -651,7 +872,7 @@ impl RoomMetrics {
     /// The app ended a slot.
     pub(crate) fn ended(&self, by: EndedBy) {
         #[cfg(feature = "metrics")]
-        counter(&self.keys.ended[by as usize]);
+        self.count(at::ended(by));
         #[cfg(not(feature = "metrics"))]
         let _ = by;
     }
@@ -659,7 +880,7 @@ impl RoomMetrics {
     /// The risk decision for a new visitor.
     pub(crate) fn risk(&self, risk: Risk, by: DecidedBy) {
         #[cfg(feature = "metrics")]
-        counter(&self.keys.risks[risk_index(risk, by)]);
+        self.count(at::risk(risk, by));
         #[cfg(not(feature = "metrics"))]
         let _ = (risk, by);
     }
@@ -699,15 +920,11 @@ impl RoomMetrics {
                 let result = answer
                     .as_ref()
                     .map_or_else(|e| result_index(e.kind()), |_| 0);
-                let keys = &this.keys;
-                counter(&keys.store_calls[op as usize * RESULTS.len() + result]);
+                this.count(at::store_call(op, result));
                 if answer.as_ref().is_err_and(StoreError::is_version_mix) {
-                    counter(&keys.version_mix);
+                    this.count(at::VERSION_MIX);
                 }
-                metrics::with_recorder(|r| {
-                    r.register_histogram(&keys.store_seconds[op as usize], &METADATA)
-                        .record(start.elapsed().as_secs_f64())
-                });
+                this.record(at::store_seconds(op), start.elapsed().as_secs_f64());
                 answer
             })
         }
@@ -729,64 +946,48 @@ impl Keys {
             labels.extend(more.iter().map(|&(k, v)| Label::from_static_parts(k, v)));
             Key::from_parts(name, labels)
         };
-        let mut requests = Vec::new();
+        // In the order of `at`'s places (a test checks them).
+        let mut counters = Vec::with_capacity(at::COUNTERS);
         for stage in Stage::ALL {
             for outcome in Outcome::ALL {
                 let labels = [("stage", stage.as_str()), ("outcome", outcome.as_str())];
-                requests.push(key(REQUESTS_TOTAL, &labels));
+                counters.push(key(REQUESTS_TOTAL, &labels));
             }
         }
-        let mut store_calls = Vec::new();
         for op in StoreOp::ALL {
             for result in RESULTS {
-                store_calls.push(key(
+                counters.push(key(
                     STORE_CALLS_TOTAL,
                     &[("op", op.as_str()), ("result", result)],
                 ));
             }
         }
-        let store_seconds = StoreOp::ALL
-            .iter()
-            .map(|op| key(STORE_CALL_SECONDS, &[("op", op.as_str())]))
-            .collect();
-        let mut risks = Vec::new();
+        counters.push(key(SLOTS_ENDED_TOTAL, &[("by", "header")]));
+        counters.push(key(SLOTS_ENDED_TOTAL, &[("by", "admission")]));
         for risk in RISKS {
             for by in DECIDERS {
                 let labels = [("risk", risk.as_str()), ("by", by.as_str())];
-                risks.push(key(RISK_DECISIONS_TOTAL, &labels));
+                counters.push(key(RISK_DECISIONS_TOTAL, &labels));
             }
         }
+        counters.push(key(VERSION_MIX_TOTAL, &[]));
+        for change in crate::auto::Change::ALL {
+            counters.push(key(AUTO_DECISIONS_TOTAL, &[("change", change.as_str())]));
+        }
         Self {
-            requests,
-            store_calls,
-            store_seconds,
-            risks,
-            ended: [
-                key(SLOTS_ENDED_TOTAL, &[("by", "header")]),
-                key(SLOTS_ENDED_TOTAL, &[("by", "admission")]),
+            counters,
+            gauges: vec![
+                key(WAITING, &[]),
+                key(INSIDE, &[]),
+                key(GRANTED, &[]),
+                key(AUTO_CAPACITY, &[]),
             ],
-            version_mix: key(VERSION_MIX_TOTAL, &[]),
-            waiting: key(WAITING, &[]),
-            inside: key(INSIDE, &[]),
-            granted: key(GRANTED, &[]),
-            auto_capacity: key(AUTO_CAPACITY, &[]),
-            auto_decisions: crate::auto::Change::ALL
+            histograms: StoreOp::ALL
                 .iter()
-                .map(|c| key(AUTO_DECISIONS_TOTAL, &[("change", c.as_str())]))
+                .map(|op| key(STORE_CALL_SECONDS, &[("op", op.as_str())]))
                 .collect(),
         }
     }
-}
-
-#[cfg(feature = "metrics")]
-#[inline]
-fn counter(key: &metrics::Key) {
-    metrics::with_recorder(|r| r.register_counter(key, &METADATA).increment(1));
-}
-
-#[cfg(feature = "metrics")]
-fn gauge(key: &metrics::Key, value: u64) {
-    metrics::with_recorder(|r| r.register_gauge(key, &METADATA).set(value as f64));
 }
 
 #[cfg(test)]
@@ -807,6 +1008,196 @@ mod tests {
         for (i, change) in crate::auto::Change::ALL.iter().enumerate() {
             assert_eq!(*change as usize, i);
         }
+    }
+
+    /// Every metric's place in the key tables holds its key.
+    #[cfg(feature = "metrics")]
+    #[test]
+    fn each_metrics_place_holds_its_key() {
+        let keys = Keys::new(&Arc::from("r"));
+        assert_eq!(keys.counters.len(), at::COUNTERS);
+        assert_eq!(keys.gauges.len(), at::GAUGES);
+        assert_eq!(keys.histograms.len(), at::HISTOGRAMS);
+        for stage in Stage::ALL {
+            for outcome in Outcome::ALL {
+                let key = text(&keys.counters[at::request(stage, outcome)]);
+                let (s, o) = (stage.as_str(), outcome.as_str());
+                assert!(key.starts_with(REQUESTS_TOTAL), "{key}");
+                assert!(key.contains(&format!("stage={s}, outcome={o}")), "{key}");
+            }
+        }
+        for op in StoreOp::ALL {
+            for (i, result) in RESULTS.iter().enumerate() {
+                let key = text(&keys.counters[at::store_call(op, i)]);
+                assert!(key.starts_with(STORE_CALLS_TOTAL), "{key}");
+                let labels = format!("op={}, result={result}", op.as_str());
+                assert!(key.contains(&labels), "{key}");
+            }
+            let key = text(&keys.histograms[at::store_seconds(op)]);
+            assert!(key.starts_with(STORE_CALL_SECONDS), "{key}");
+            assert!(key.contains(&format!("op={}", op.as_str())), "{key}");
+        }
+        for (by, name) in [
+            (EndedBy::Header, "header"),
+            (EndedBy::Admission, "admission"),
+        ] {
+            let key = text(&keys.counters[at::ended(by)]);
+            assert!(key.starts_with(SLOTS_ENDED_TOTAL), "{key}");
+            assert!(key.contains(&format!("by={name}")), "{key}");
+        }
+        for risk in RISKS {
+            for by in DECIDERS {
+                let key = text(&keys.counters[at::risk(risk, by)]);
+                let labels = format!("risk={}, by={}", risk.as_str(), by.as_str());
+                assert!(key.starts_with(RISK_DECISIONS_TOTAL), "{key}");
+                assert!(key.contains(&labels), "{key}");
+            }
+        }
+        assert!(text(&keys.counters[at::VERSION_MIX]).starts_with(VERSION_MIX_TOTAL));
+        for change in crate::auto::Change::ALL {
+            let key = text(&keys.counters[at::auto_decision(change)]);
+            assert!(key.starts_with(AUTO_DECISIONS_TOTAL), "{key}");
+            assert!(
+                key.contains(&format!("change={}", change.as_str())),
+                "{key}"
+            );
+        }
+        for (i, name) in [
+            (at::WAITING, WAITING),
+            (at::INSIDE, INSIDE),
+            (at::GRANTED, GRANTED),
+        ]
+        .into_iter()
+        .chain([(at::AUTO_CAPACITY, AUTO_CAPACITY)])
+        {
+            assert_eq!(text(&keys.gauges[i]), format!("{name}{{room=r}}"));
+        }
+    }
+
+    /// `key` as `name{label=value, ...}`.
+    #[cfg(feature = "metrics")]
+    fn text(key: &metrics::Key) -> String {
+        let labels: Vec<String> = key
+            .labels()
+            .map(|l| format!("{}={}", l.key(), l.value()))
+            .collect();
+        format!("{}{{{}}}", key.name(), labels.join(", "))
+    }
+
+    /// A recorder that counts, by key, for the tests below.
+    #[cfg(feature = "metrics")]
+    #[derive(Clone, Default)]
+    struct Counting(
+        Arc<std::sync::Mutex<std::collections::HashMap<String, Arc<std::sync::atomic::AtomicU64>>>>,
+    );
+
+    #[cfg(feature = "metrics")]
+    impl Counting {
+        fn handle(&self, key: &metrics::Key) -> Arc<std::sync::atomic::AtomicU64> {
+            let mut all = self.0.lock().unwrap();
+            all.entry(text(key)).or_default().clone()
+        }
+        /// The fast path's count of admitted requests, in room `room`.
+        fn passed(&self, room: &str) -> u64 {
+            let key = format!("{REQUESTS_TOTAL}{{room={room}, stage=fast_path, outcome=passed}}");
+            let all = self.0.lock().unwrap();
+            all.get(&key)
+                .map_or(0, |c| c.load(std::sync::atomic::Ordering::Relaxed))
+        }
+    }
+
+    #[cfg(feature = "metrics")]
+    impl metrics::Recorder for Counting {
+        fn describe_counter(
+            &self,
+            _: metrics::KeyName,
+            _: Option<metrics::Unit>,
+            _: metrics::SharedString,
+        ) {
+        }
+        fn describe_gauge(
+            &self,
+            _: metrics::KeyName,
+            _: Option<metrics::Unit>,
+            _: metrics::SharedString,
+        ) {
+        }
+        fn describe_histogram(
+            &self,
+            _: metrics::KeyName,
+            _: Option<metrics::Unit>,
+            _: metrics::SharedString,
+        ) {
+        }
+        fn register_counter(
+            &self,
+            key: &metrics::Key,
+            _: &metrics::Metadata<'_>,
+        ) -> metrics::Counter {
+            metrics::Counter::from_arc(self.handle(key))
+        }
+        fn register_gauge(&self, key: &metrics::Key, _: &metrics::Metadata<'_>) -> metrics::Gauge {
+            metrics::Gauge::from_arc(self.handle(key))
+        }
+        fn register_histogram(
+            &self,
+            _: &metrics::Key,
+            _: &metrics::Metadata<'_>,
+        ) -> metrics::Histogram {
+            metrics::Histogram::noop()
+        }
+    }
+
+    /// Handles are kept only for a recorder that lives as long as the process: a local recorder
+    /// gets every count, and so does another one later at the very same address (the same
+    /// stack slot), which handles kept for the first would have missed.
+    #[cfg(feature = "metrics")]
+    #[test]
+    fn every_local_recorder_gets_its_counts() {
+        let room = RoomMetrics::new(&Arc::from("local"));
+        let counted = |n: usize| {
+            let recorder = Counting::default();
+            metrics::with_local_recorder(&recorder, || {
+                for _ in 0..n {
+                    room.request(Stage::FastPath, Outcome::Passed);
+                }
+            });
+            recorder.passed("local")
+        };
+        assert_eq!(counted(3), 3);
+        assert_eq!(counted(2), 2);
+        assert_eq!(counted(4), 4);
+    }
+
+    /// A global recorder installed after the room was built (and had recorded into the no-op)
+    /// gets the room's counts, and the room keeps handles for it. (The only test of this binary
+    /// to install a global recorder: there is one per process.)
+    #[cfg(feature = "metrics")]
+    #[test]
+    fn a_recorder_installed_after_the_room_is_built_gets_its_counts() {
+        let room = RoomMetrics::new(&Arc::from("late"));
+        room.request(Stage::FastPath, Outcome::Passed);
+        let recorder = Counting::default();
+        metrics::set_global_recorder(recorder.clone()).expect("the binary's one global recorder");
+        let global = metrics::with_recorder(recorder_address);
+        let bound = || {
+            room.bound
+                .iter()
+                .any(|set| set.get().is_some_and(|b| b.recorder == global))
+        };
+        let mut sent = 0;
+        // Another test asking a new thread about its local recorder at that moment would leave
+        // a request or two unbound (counted all the same), never more.
+        while !bound() && sent < 100 {
+            room.request(Stage::FastPath, Outcome::Passed);
+            sent += 1;
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert!(bound(), "the global recorder's handles are kept");
+        for _ in 0..5 {
+            room.request(Stage::FastPath, Outcome::Passed);
+        }
+        assert_eq!(recorder.passed("late"), sent + 5);
     }
 
     #[cfg(feature = "metrics")]
