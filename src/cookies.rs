@@ -3,7 +3,7 @@
 use http::{HeaderMap, HeaderValue};
 
 use crate::config::{CookieName, CookieSettings};
-use crate::encoding::push_u64;
+use crate::encoding::Digits;
 
 /// A cookie the room reads: its name, and a cheap test (no parsing, no HMAC) of whether a value
 /// could be the room's at all, so that junk under the name is never kept or verified.
@@ -249,36 +249,46 @@ mod steps {
 pub(crate) use steps::so_far as steps_so_far;
 
 /// A `Set-Cookie` value with the room's attributes; always `HttpOnly`.
+///
+/// Written from its pieces into one buffer of exactly its length, which becomes the header
+/// value's bytes as it is: no `String` grown on the way, and no second allocation for the
+/// bytes' shared header (which `Bytes` makes for a buffer with spare capacity).
 pub(crate) fn set_cookie(
     settings: &CookieSettings,
     name: &str,
-    value: &str,
+    value: &[u8],
     max_age_secs: u64,
 ) -> HeaderValue {
-    let domain = settings.domain.as_deref();
-    let mut s = String::with_capacity(
-        80 + name.len() + value.len() + settings.path.len() + domain.map_or(0, |d| d.len() + 9),
-    );
-    // Pieces pushed one by one: no formatting machinery on the first-visit path.
-    for piece in [name, "=", value, "; Path=", &settings.path, "; Max-Age="] {
-        s.push_str(piece);
-    }
-    push_u64(&mut s, max_age_secs);
-    s.push_str("; HttpOnly; SameSite=");
-    s.push_str(settings.same_site.as_str());
-    if settings.secure {
-        s.push_str("; Secure");
-    }
-    if let Some(domain) = domain {
-        s.push_str("; Domain=");
-        s.push_str(domain);
+    let max_age = Digits::of(max_age_secs);
+    let secure: &[u8] = if settings.secure { b"; Secure" } else { b"" };
+    let (domain_attr, domain): (&[u8], &[u8]) = match settings.domain.as_deref() {
+        Some(domain) => (b"; Domain=", domain.as_bytes()),
+        None => (b"", b""),
+    };
+    let pieces: [&[u8]; 12] = [
+        name.as_bytes(),
+        b"=",
+        value,
+        b"; Path=",
+        settings.path.as_bytes(),
+        b"; Max-Age=",
+        max_age.as_bytes(),
+        b"; HttpOnly; SameSite=",
+        settings.same_site.as_str().as_bytes(),
+        secure,
+        domain_attr,
+        domain,
+    ];
+    let mut s = Vec::with_capacity(pieces.iter().map(|p| p.len()).sum());
+    for piece in pieces {
+        s.extend_from_slice(piece);
     }
     HeaderValue::try_from(s).expect("cookie names and attributes are validated at build time")
 }
 
 /// A `Set-Cookie` value that removes the cookie.
 pub(crate) fn clear_cookie(settings: &CookieSettings, name: &str) -> HeaderValue {
-    set_cookie(settings, name, "", 0)
+    set_cookie(settings, name, b"", 0)
 }
 
 #[cfg(test)]
@@ -564,13 +574,13 @@ mod tests {
 
     #[test]
     fn set_cookie_has_secure_defaults() {
-        let v = set_cookie(&settings(), "a", "v", 10);
+        let v = set_cookie(&settings(), "a", b"v", 10);
         let v = v.to_str().unwrap();
         assert!(v.starts_with("a=v; Path=/; Max-Age=10"));
         assert!(v.contains("HttpOnly") && v.contains("SameSite=Lax") && v.contains("Secure"));
         let mut insecure = settings();
         insecure.secure = false;
-        assert!(!set_cookie(&insecure, "a", "v", 1)
+        assert!(!set_cookie(&insecure, "a", b"v", 1)
             .to_str()
             .unwrap()
             .contains("Secure"));
@@ -580,7 +590,7 @@ mod tests {
     fn set_cookie_is_exact() {
         let mut c = settings();
         assert_eq!(
-            set_cookie(&c, "wr_q", "q1.k1.x", 86_400),
+            set_cookie(&c, "wr_q", b"q1.k1.x", 86_400),
             "wr_q=q1.k1.x; Path=/; Max-Age=86400; HttpOnly; SameSite=Lax; Secure"
         );
         c.secure = false;

@@ -38,14 +38,14 @@ struct IssuedValue {
     more: Option<Issued>,
 }
 
-impl Issued {
+impl IssuedValue {
     /// Adds the value (and the ones issued with it) to a response's headers.
-    pub(crate) fn apply(self, headers: &mut HeaderMap) {
+    fn apply(self, headers: &mut HeaderMap) {
         let IssuedValue {
             cookie,
             header,
             more,
-        } = *self.0;
+        } = self;
         headers.append(header::SET_COOKIE, cookie);
         if let Some((name, value)) = header {
             headers.insert(name, value);
@@ -53,6 +53,13 @@ impl Issued {
         if let Some(more) = more {
             more.apply(headers);
         }
+    }
+}
+
+impl Issued {
+    /// Adds the value (and the ones issued with it) to a response's headers.
+    pub(crate) fn apply(self, headers: &mut HeaderMap) {
+        self.0.apply(headers);
     }
 
     /// This value and `other`, both for the same response.
@@ -84,7 +91,14 @@ impl Replies<'_> {
         value: String,
         max_age_secs: u64,
     ) -> Issued {
-        let cookie = cookies::set_cookie(&self.0.config.cookies, cookie_name, &value, max_age_secs);
+        let cookie = cookies::set_cookie(
+            &self.0.config.cookies,
+            cookie_name,
+            value.as_bytes(),
+            max_age_secs,
+        );
+        // The value's own buffer becomes the header's bytes: signed values are made exactly as
+        // long as their text, so there is no copy and no second allocation.
         let header = uses_headers
             .then(|| HeaderValue::try_from(value).ok())
             .flatten()
@@ -138,16 +152,27 @@ impl Replies<'_> {
         cookie: QueueCookie,
         now: u64,
     ) -> Issued {
-        let value = cookie.sign(&self.0.keys, self.0.config.room());
-        let max_age = secs_ceil(cookie.expires_at_ms().saturating_sub(now));
+        Issued(Box::new(self.queue_cookie_value(uses_headers, cookie, now)))
+    }
+
+    /// [`issue_queue_cookie`](Self::issue_queue_cookie)'s headers, written straight from the
+    /// signed text on the stack (no `String` of the value), not yet boxed.
+    fn queue_cookie_value(&self, uses_headers: bool, cookie: QueueCookie, now: u64) -> IssuedValue {
         let c = &self.0.config;
-        self.issue(
-            uses_headers,
-            &c.cookies.queue_name,
-            &c.queue_header,
-            value,
-            max_age,
-        )
+        let value = cookie.signed(&self.0.keys, c.room());
+        let max_age = secs_ceil(cookie.expires_at_ms().saturating_sub(now));
+        let cookie =
+            cookies::set_cookie(&c.cookies, &c.cookies.queue_name, value.as_bytes(), max_age);
+        // Copied into bytes of exactly its length: one allocation, no shared header.
+        let header = uses_headers
+            .then(|| HeaderValue::from_bytes(value.as_bytes()).ok())
+            .flatten()
+            .map(|v| (c.queue_header.clone(), v));
+        IssuedValue {
+            cookie,
+            header,
+            more: None,
+        }
     }
 
     /// Stage 1: a signed queue cookie and a redirect to the same URL. A method other than GET or
@@ -177,7 +202,8 @@ impl Replies<'_> {
             header::LOCATION,
             HeaderValue::from_str(&return_to(req)).unwrap_or(HeaderValue::from_static("/")),
         );
-        self.issue_queue_cookie(uses_headers, cookie, now)
+        // The cookie's headers go straight into the answer: no `Issued` box on the way.
+        self.queue_cookie_value(uses_headers, cookie, now)
             .apply(headers);
         res
     }

@@ -18,8 +18,8 @@ pub(crate) use super::claims::Claims;
 use super::claims::Parsed;
 use super::keys::Keyring;
 use crate::client::network::Network;
-use crate::encoding::{decimal, parse_u64, push_u64};
 use crate::encoding::{hex_into, lower_hex_to};
+use crate::encoding::{parse_u64, Digits};
 use crate::session::SessionId;
 
 /// Signed values longer than this are rejected before any parsing.
@@ -91,21 +91,27 @@ impl MessageBuf {
         Some(())
     }
 
-    fn push_u64(&mut self, n: u64) -> Option<()> {
-        let mut digits = [0u8; 20];
-        let start = decimal(n, &mut digits);
-        self.push(&digits[start..])
-    }
-
     fn as_bytes(&self) -> &[u8] {
         &self.buf[..self.len]
     }
+}
+
+/// The fields of a value as the text writes them and the message signs them: the session's
+/// 32 hex digits, the times in canonical decimal, the extra as written. Signing renders each
+/// once for both; verifying takes them from the text itself, which parsed strictly (exactly
+/// one spelling per value), so they are the very bytes that rendering would give.
+struct Fields<'a> {
+    session: &'a [u8],
+    issued_at: &'a [u8],
+    expires_at: &'a [u8],
+    extra: Option<&'a [u8]>,
 }
 
 /// The signed message, `twr|<kind>|<room>|<kid>|<session>|<iat>|<exp>`, and `|<extra>` for a
 /// token bound to a network or a ticket's nonce, written into `m` (in place: the buffer is never
 /// moved). No field can contain `|` (an extra is alphanumeric), so a message with an extra and
 /// one without never coincide.
+#[cfg(test)]
 fn message(
     m: &mut MessageBuf,
     kind: ValueKind,
@@ -114,6 +120,27 @@ fn message(
     claims: &Claims,
     extra: Option<&[u8]>,
 ) -> Option<()> {
+    let (iat, exp) = (
+        Digits::of(claims.issued_at_ms),
+        Digits::of(claims.expires_at_ms),
+    );
+    let fields = Fields {
+        session: &claims.session.hex(),
+        issued_at: iat.as_bytes(),
+        expires_at: exp.as_bytes(),
+        extra,
+    };
+    message_of(m, kind, room, kid, &fields)
+}
+
+/// [`message`] from fields already written as text.
+fn message_of(
+    m: &mut MessageBuf,
+    kind: ValueKind,
+    room: &str,
+    kid: &str,
+    fields: &Fields<'_>,
+) -> Option<()> {
     m.push(b"twr|")?;
     m.push(kind.prefix().as_bytes())?;
     m.push(b"|")?;
@@ -121,12 +148,12 @@ fn message(
     m.push(b"|")?;
     m.push(kid.as_bytes())?;
     m.push(b"|")?;
-    m.push(&claims.session.hex())?;
+    m.push(fields.session)?;
     m.push(b"|")?;
-    m.push_u64(claims.issued_at_ms)?;
+    m.push(fields.issued_at)?;
     m.push(b"|")?;
-    m.push_u64(claims.expires_at_ms)?;
-    if let Some(extra) = extra {
+    m.push(fields.expires_at)?;
+    if let Some(extra) = fields.extra {
         m.push(b"|")?;
         m.push(extra)?;
     }
@@ -165,37 +192,94 @@ pub(crate) fn sign_with_extra(
     claims: &Claims,
     extra: Option<&str>,
 ) -> String {
+    // Exactly as long as the text (`len == capacity`): made a header value, it becomes the
+    // header's bytes as it is, with no second allocation (see `Signed`).
+    signed(keyring, kind, room, claims, extra)
+        .as_str()
+        .to_owned()
+}
+
+/// A signed value's text, on the stack: a first visit writes its queue cookie's `Set-Cookie`
+/// (and header) straight from it, with no `String` in between.
+pub(crate) struct Signed {
+    buf: [u8; SIGNED_TEXT_CAP],
+    len: usize,
+}
+
+/// Room for the longest text [`signed`] writes: `p1`, a 16-character key id, the session, two
+/// 20-digit times, a 32-character extra, the tag and six dots (171 bytes; a test checks the
+/// longest fits [`MAX_SIGNED_LEN`]).
+const SIGNED_TEXT_CAP: usize = MAX_SIGNED_LEN;
+
+impl Signed {
+    fn push(&mut self, bytes: &[u8]) {
+        self.buf[self.len..self.len + bytes.len()].copy_from_slice(bytes);
+        self.len += bytes.len();
+    }
+
+    /// The text's bytes: printable ASCII, valid in a cookie value and a header.
+    pub(crate) fn as_bytes(&self) -> &[u8] {
+        &self.buf[..self.len]
+    }
+
+    pub(crate) fn as_str(&self) -> &str {
+        std::str::from_utf8(self.as_bytes()).expect("a signed value is ASCII")
+    }
+}
+
+/// [`sign_with_extra`]'s text, written on the stack. Each field is rendered once (the session's
+/// hex, the times' digits) for both the message and the text; the tag is encoded straight into
+/// the text.
+pub(crate) fn signed(
+    keyring: &Keyring,
+    kind: ValueKind,
+    room: &str,
+    claims: &Claims,
+    extra: Option<&str>,
+) -> Signed {
     debug_assert!(extra.is_none_or(valid_extra), "{extra:?}");
     let key = keyring.current();
-    let mut msg = MessageBuf::new();
-    message(
-        &mut msg,
-        kind,
-        room,
-        key.id(),
-        claims,
-        extra.map(str::as_bytes),
-    )
-    .expect("room and key id lengths are validated");
-    let tag = hmac::sign(key.hmac(), msg.as_bytes());
-    let mut out = String::with_capacity(
-        2 + 1 + key.id().len() + 1 + 32 + 2 * 21 + MAX_EXTRA_LEN + 1 + TAG_B64_LEN,
+    let session = claims.session.hex();
+    let (iat, exp) = (
+        Digits::of(claims.issued_at_ms),
+        Digits::of(claims.expires_at_ms),
     );
-    out.push_str(kind.prefix());
-    out.push('.');
-    out.push_str(key.id());
-    out.push('.');
-    out.push_str(std::str::from_utf8(&claims.session.hex()).expect("hex digits are ASCII"));
-    out.push('.');
-    push_u64(&mut out, claims.issued_at_ms);
-    out.push('.');
-    push_u64(&mut out, claims.expires_at_ms);
-    out.push('.');
-    if let Some(extra) = extra {
-        out.push_str(extra);
-        out.push('.');
+    let fields = Fields {
+        session: &session,
+        issued_at: iat.as_bytes(),
+        expires_at: exp.as_bytes(),
+        extra: extra.map(str::as_bytes),
+    };
+    let mut msg = MessageBuf::new();
+    message_of(&mut msg, kind, room, key.id(), &fields)
+        .expect("room and key id lengths are validated");
+    let tag = hmac::sign(key.hmac(), msg.as_bytes());
+    let mut out = Signed {
+        buf: [0; SIGNED_TEXT_CAP],
+        len: 0,
+    };
+    for piece in [
+        kind.prefix().as_bytes(),
+        b".",
+        key.id().as_bytes(),
+        b".",
+        fields.session,
+        b".",
+        fields.issued_at,
+        b".",
+        fields.expires_at,
+        b".",
+    ] {
+        out.push(piece);
     }
-    URL_SAFE_NO_PAD.encode_string(tag.as_ref(), &mut out);
+    if let Some(extra) = fields.extra {
+        out.push(extra);
+        out.push(b".");
+    }
+    let n = URL_SAFE_NO_PAD
+        .encode_slice(tag.as_ref(), &mut out.buf[out.len..])
+        .expect("room for the tag");
+    out.len += n;
     out
 }
 
@@ -333,9 +417,12 @@ pub(crate) fn verify_with_extra<'v>(
         return None;
     }
     let kid = parts.next()?;
-    let session = SessionId::from_hex(parts.next()?)?;
-    let issued_at_ms = parse_u64(parts.next()?)?;
-    let expires_at_ms = parse_u64(parts.next()?)?;
+    let session_text = parts.next()?;
+    let issued_at_text = parts.next()?;
+    let expires_at_text = parts.next()?;
+    let session = SessionId::from_hex(session_text)?;
+    let issued_at_ms = parse_u64(issued_at_text)?;
+    let expires_at_ms = parse_u64(expires_at_text)?;
     let fifth = parts.next()?;
     let (extra, tag_b64) = match parts.next() {
         None => (None, fifth),
@@ -358,8 +445,16 @@ pub(crate) fn verify_with_extra<'v>(
     if n != TAG_LEN {
         return None;
     }
+    // The fields as the text has them: each parsed strictly above (one spelling per value),
+    // so these are exactly the bytes signing rendered, without rendering them again.
+    let fields = Fields {
+        session: session_text.as_bytes(),
+        issued_at: issued_at_text.as_bytes(),
+        expires_at: expires_at_text.as_bytes(),
+        extra: extra.map(str::as_bytes),
+    };
     let mut msg = MessageBuf::new();
-    message(&mut msg, kind, room, kid, &claims, extra.map(str::as_bytes))?;
+    message_of(&mut msg, kind, room, kid, &fields)?;
     hmac::verify(key.hmac(), msg.as_bytes(), &tag[..TAG_LEN]).ok()?;
     let offset = |part: &str| part.as_ptr() as usize - value.as_ptr() as usize;
     let parsed = Parsed {
@@ -498,12 +593,10 @@ mod tests {
         );
         let expected = hmac::sign(kr.current().hmac(), msg.as_bytes());
         assert_eq!(tag, URL_SAFE_NO_PAD.encode(expected.as_ref()));
-        let mut s = String::new();
-        for n in [0, 7, 10, 1_700_000_000_123, u64::MAX] {
-            s.clear();
-            push_u64(&mut s, n);
-            assert_eq!(s, n.to_string());
-        }
+        // The text on the stack is the very text returned.
+        let on_stack = signed(&kr, ValueKind::Queue, "shop", &c, None);
+        assert_eq!(on_stack.as_str(), v);
+        assert_eq!(on_stack.as_bytes(), v.as_bytes());
     }
 
     #[test]

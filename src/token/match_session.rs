@@ -56,7 +56,12 @@ impl SessionCookie {
     /// The `Set-Cookie` value of `session`, valid for `ttl_ms` from `now_ms`.
     pub fn set(&self, session: SessionId, now_ms: u64, ttl_ms: u64) -> HeaderValue {
         let value = sign(&self.keys, &self.scope, session, now_ms, now_ms + ttl_ms);
-        cookies::set_cookie(&self.cookie, &self.cookie.queue_name, &value, ttl_ms / 1000)
+        cookies::set_cookie(
+            &self.cookie,
+            &self.cookie.queue_name,
+            value.as_bytes(),
+            ttl_ms / 1000,
+        )
     }
 }
 

@@ -11,7 +11,7 @@
 //! can place the visitor in its snapshot of the line without asking the store, and a visitor
 //! cannot move themselves forward by editing it.
 
-use super::format::{self, Claims, ValueKind};
+use super::format::{self, Claims, Signed, ValueKind};
 use super::keys::Keyring;
 use crate::encoding::{decimal, parse_u64};
 use crate::session::SessionId;
@@ -103,9 +103,16 @@ impl QueueCookie {
 
     /// The signed cookie value for `room`, with the keyring's current key.
     pub fn sign(&self, keys: &Keyring, room: &str) -> String {
+        // Exactly as long as the text, as `format::sign_with_extra` makes it.
+        self.signed(keys, room).as_str().to_owned()
+    }
+
+    /// [`sign`](Self::sign)'s text on the stack, for a response's headers to be written from
+    /// without a `String` in between (the first visit's).
+    pub(crate) fn signed(&self, keys: &Keyring, room: &str) -> Signed {
         let mut text = [0u8; PLACE_TEXT_LEN];
         let place = self.place.map(|place| encode_place(place, &mut text));
-        format::sign_with_extra(keys, self.kind(), room, &self.claims, place)
+        format::signed(keys, self.kind(), room, &self.claims, place)
     }
 
     /// The cookie, if `value` is a queue cookie of `room` signed by a key of the keyring and not
