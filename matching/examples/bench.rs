@@ -158,6 +158,8 @@ const REQUIRED_KEYS: &[&str] = &[
     "wrk_noop_layer_ratio",
     "wrk_plain_control_ratio",
     "wrk_edge_tokens_ratio",
+    "wrk_cookie_check_vs_redirect_only",
+    "wrk_fast_path_vs_admission_floor",
     "layer_fast_path_axum_overhead_ns",
 ];
 

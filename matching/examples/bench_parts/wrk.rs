@@ -46,6 +46,15 @@
 //! same layer with edge tokens on ([`super::edge`]), beside **fast_path**; the median of its
 //! rounds' ratios is `wrk_edge_tokens_ratio`, what edge tokens cost a request that holds a
 //! fresh admission (signing happens only when an admission is issued or refreshed).
+//!
+//! Two more pairs put each path directly beside its floor, so that its gap to the floor is
+//! measured in one pair rather than as the quotient of two ratios to plain (each with its own
+//! noise): **cookie_check** beside **redirect_only** (no cookie: both answer `302`), whose
+//! median ratio is `wrk_cookie_check_vs_redirect_only`, and **fast_path** beside
+//! **admission_floor** (the admission cookie: both answer `200`), `wrk_fast_path_vs_admission_floor`.
+//! Each side of a pair is checked for its own answer. Their `_rps` and `_cpu_us` are the path's
+//! own beside its floor, and, as for `edge_tokens`, the floor's figures there count only in
+//! the pair's ratio.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -500,8 +509,9 @@ fn run_secs(settings: &Settings) -> u64 {
 /// Every round, each layered server side by side with a plain one (see the module docs):
 /// fast path (admission cookie), cookie check (no cookie), the no-op layer (admission cookie),
 /// a plain server beside another plain one, the method's own bias, and the floors (the
-/// admission cookie for the two layers, none for the two first-visit answers); the medians
-/// and the paired ratios.
+/// admission cookie for the two layers, none for the two first-visit answers); then edge
+/// tokens beside the fast path, and each path beside its floor; the medians and the paired
+/// ratios.
 pub(crate) fn scenarios(settings: &Settings) -> Result<Map<String, Value>, BoxError> {
     let secs = run_secs(settings);
     let pinned = pinned_cores();
@@ -517,29 +527,71 @@ pub(crate) fn scenarios(settings: &Settings) -> Result<Map<String, Value>, BoxEr
     let mut cpu_ratios: std::collections::BTreeMap<&str, Vec<f64>> = Default::default();
     let mut errors = 0;
     for round_no in 0..settings.repeats {
-        // The pair's name, the server beside which it runs, its cookie and its answer.
-        for (name, beside, cookie, expect) in [
-            ("fast_path", "plain", Some(()), 200),
-            ("cookie_check", "plain", None, 302),
-            ("noop_layer", "plain", Some(()), 200),
-            ("plain_control", "plain", Some(()), 200),
+        // The pair's name, the server under test and the one beside which it runs, the
+        // cookie, and the answer each side must give (a `302` for the first-visit servers).
+        for (name, layered, beside, cookie, expect, beside_expect) in [
+            ("fast_path", "fast_path", "plain", Some(()), 200, 200),
+            ("cookie_check", "cookie_check", "plain", None, 302, 200),
+            ("noop_layer", "noop_layer", "plain", Some(()), 200, 200),
+            ("plain_control", "plain", "plain", Some(()), 200, 200),
             // The floors (see `serve_one`): what the layer's parts cost without the room.
-            ("extension_floor", "plain", Some(()), 200),
-            ("admission_floor", "plain", Some(()), 200),
-            ("redirect_only", "plain", None, 302),
-            ("first_visit_floor", "plain", None, 302),
+            (
+                "extension_floor",
+                "extension_floor",
+                "plain",
+                Some(()),
+                200,
+                200,
+            ),
+            (
+                "admission_floor",
+                "admission_floor",
+                "plain",
+                Some(()),
+                200,
+                200,
+            ),
+            ("redirect_only", "redirect_only", "plain", None, 302, 200),
+            (
+                "first_visit_floor",
+                "first_visit_floor",
+                "plain",
+                None,
+                302,
+                200,
+            ),
             // Edge tokens on beside the same layer without them: the ratio is their cost.
-            ("edge_tokens", "fast_path", Some(()), 200),
+            (
+                "edge_tokens",
+                "fast_path_edge",
+                "fast_path",
+                Some(()),
+                200,
+                200,
+            ),
+            // Each path beside its own floor, directly: a ratio of two ratios to plain carries
+            // the noise of both pairs, these carry that of one.
+            (
+                "cookie_check_vs_redirect_only",
+                "cookie_check",
+                "redirect_only",
+                None,
+                302,
+                302,
+            ),
+            (
+                "fast_path_vs_admission_floor",
+                "fast_path",
+                "admission_floor",
+                Some(()),
+                200,
+                200,
+            ),
         ] {
             // A fresh admission token for each pair: a round outlives the fast path's
             // `refresh` (15 s), and an older token goes the whole way.
             let token = admission_cookie()?;
             let cookie = cookie.map(|()| token.as_str());
-            let layered = match name {
-                "plain_control" => "plain",
-                "edge_tokens" => "fast_path_edge",
-                _ => name,
-            };
             // Every other round the layered server starts first: nothing about the order
             // (process ids, which wrk the scheduler wakes first) favours one side.
             let (plain, other) = if round_no % 2 == 0 {
@@ -556,7 +608,7 @@ pub(crate) fn scenarios(settings: &Settings) -> Result<Map<String, Value>, BoxEr
                 }
                 Ok(())
             };
-            check(&plain, 200)?;
+            check(&plain, beside_expect)?;
             check(&other, expect)?;
             let (p, o) = std::thread::scope(|scope| {
                 let p = scope.spawn(|| wrk(&plain, secs, cookie, pinned));
@@ -568,7 +620,7 @@ pub(crate) fn scenarios(settings: &Settings) -> Result<Map<String, Value>, BoxEr
                 )
             });
             let (p, o) = (p?, o?);
-            check(&plain, 200)?;
+            check(&plain, beside_expect)?;
             check(&other, expect)?;
             drop((plain, other));
             eprintln!(
@@ -616,7 +668,14 @@ pub(crate) fn scenarios(settings: &Settings) -> Result<Map<String, Value>, BoxEr
         rps.insert((*name).to_owned(), json!(v));
     }
     for (name, v) in &ratios {
-        m.insert(format!("wrk_{name}_ratio"), json!(round(median(v), 3)));
+        // A pair of a path and its floor is named for both (`<path>_vs_<floor>`), and its key
+        // is that name: `wrk_cookie_check_vs_redirect_only`, as `joins_placed_vs_evalsha`.
+        let key = if name.contains("_vs_") {
+            format!("wrk_{name}")
+        } else {
+            format!("wrk_{name}_ratio")
+        };
+        m.insert(key, json!(round(median(v), 3)));
         // Server CPU per request, the plain neighbour's over the layer's, run by run.
         if let Some(c) = cpu_ratios.get(name) {
             m.insert(format!("wrk_{name}_cpu_ratio"), json!(round(median(c), 3)));
