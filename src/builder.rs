@@ -19,7 +19,7 @@ use crate::defences::{
 };
 use crate::edge::EdgeTokens;
 use crate::layer::WaitingRoomLayer;
-use crate::response::{DefaultRenderer, Render};
+use crate::response::{DefaultRenderer, Languages, Render};
 use crate::room::{Room, RoomParts};
 use crate::store::{MemoryStore, Store};
 use crate::token::{Keyring, SigningKey};
@@ -51,6 +51,9 @@ pub struct WaitingRoomBuilder {
     gates: Vec<Rule>,
     risk: Option<Box<RiskFn>>,
     edge: Option<Result<EdgeTokens, ConfigError>>,
+    /// The languages of the default renderer, when set (the admin status shows them); a
+    /// settings file's that cannot be used, for `build` to say.
+    languages: Option<Result<Vec<String>, ConfigError>>,
 }
 
 impl WaitingRoomBuilder {
@@ -68,6 +71,10 @@ impl WaitingRoomBuilder {
             gates: Vec::new(),
             risk: None,
             edge: None,
+            languages: Some(Ok(crate::response::BUILT_IN_LANGUAGES
+                .iter()
+                .map(|t| t.to_string())
+                .collect())),
         }
     }
 
@@ -143,9 +150,20 @@ impl WaitingRoomBuilder {
         self
     }
 
-    /// How rejections are rendered. Default [`DefaultRenderer`].
+    /// How rejections are rendered. Default [`DefaultRenderer`], in every built-in language.
     pub fn renderer(mut self, renderer: impl Render) -> Self {
         self.renderer = Arc::new(renderer);
+        self.languages = None;
+        self
+    }
+
+    /// The [`DefaultRenderer`] in these languages, chosen per request from `Accept-Language`
+    /// ([`Languages`]): the room's renderer from now on (a later
+    /// [`renderer`](Self::renderer) replaces it, as this replaces an earlier one). The admin
+    /// status shows them.
+    pub fn languages(mut self, languages: Languages) -> Self {
+        self.languages = Some(Ok(languages.tags().to_vec()));
+        self.renderer = Arc::new(DefaultRenderer::new().with_languages(languages));
         self
     }
 
@@ -295,6 +313,7 @@ impl WaitingRoomBuilder {
         if let Some(terms) = &auto {
             terms.check()?;
         }
+        let languages = self.languages.transpose()?.unwrap_or_default();
         let edge = self.edge.transpose()?;
         if let Some(edge) = &edge {
             edge.check(&self.room, s.refresh)?;
@@ -352,6 +371,7 @@ impl WaitingRoomBuilder {
             cookies: checked.cookies,
             queue_header: checked.queue_header,
             token_header: checked.token_header,
+            languages,
         };
         let room = Room::new(RoomParts {
             config,
@@ -391,6 +411,11 @@ impl RoomFile {
         match self.edge.read(&env)? {
             Some(Ok(tokens)) => builder.edge = Some(Ok(tokens)),
             Some(Err(e)) => builder.edge = Some(Err(e)),
+            None => {}
+        }
+        match self.languages.read() {
+            Some(Ok(languages)) => builder = builder.languages(languages),
+            Some(Err(e)) => builder.languages = Some(Err(e)),
             None => {}
         }
         Ok(match secret {

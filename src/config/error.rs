@@ -163,6 +163,12 @@ impl fmt::Display for ConfigError {
             ConfigError::InvalidAutoCapacity { why } => write!(f, "auto capacity: {why}"),
             ConfigError::InvalidEdgeKeys { why } => write!(f, "edge keys: {why}"),
             ConfigError::InvalidEdgeTokens { why } => write!(f, "edge tokens: {why}"),
+            ConfigError::UnknownLanguage { tag } => write!(
+                f,
+                "language {tag:?}: not one of the built-in languages ({}) and no texts given \
+                 for it, or a default language the room does not offer",
+                crate::response::BUILT_IN_LANGUAGES.join(", ")
+            ),
             ConfigError::StoreWithoutAuto => f.write_str(
                 "auto_capacity needs a store that shares the decision among gateways \
                  (Store::auto answers an AutoStore), such as the embedded store or the Redis \

@@ -9,6 +9,7 @@ use serde::de::{self, DeserializeSeed, Deserializer, IntoDeserializer, MapAccess
 use serde::Deserialize;
 
 use super::edge_file::{EdgeFile, EDGE_KEYS_ENV, EDGE_KEYS_FILE, EDGE_SCOPE, EDGE_TOKEN_TTL};
+use super::lang_file::{LanguagesFile, DEFAULT_LANGUAGE, LANGUAGES};
 use super::readable::refused;
 use super::settings::Settings;
 use super::value::{field_names, from_entries, read_file_value, EntryError, Value, ValueError};
@@ -75,6 +76,10 @@ use super::value::{field_names, from_entries, read_file_value, EntryError, Value
 ///   environment variable's name, a file's path), which turns them on; `edge_token_ttl` (a
 ///   duration, 60 s by default) and `edge_scope` (path prefixes separated by spaces, `"/"` by
 ///   default). From the environment, `{PREFIX}_EDGE_KEYS` may hold the key set itself.
+/// - `languages`: the languages the pages speak, their tags separated by spaces or commas
+///   (`"en de ar"`; every built-in one by default:
+///   [`BUILT_IN_LANGUAGES`](crate::response::BUILT_IN_LANGUAGES)), and `default_language`, the
+///   one visitors get when none of theirs is offered (the first of `languages` unless said).
 ///
 /// # Readable durations
 ///
@@ -125,6 +130,8 @@ pub struct RoomFile {
     pub(crate) secret: Option<Secret>,
     /// Edge tokens: where the key set is, their lifetime and scope.
     pub(crate) edge: EdgeFile,
+    /// The languages of the pages, and the default one.
+    pub(crate) languages: LanguagesFile,
 }
 
 /// Bytes of a secret; its `Debug` shows only its length.
@@ -147,6 +154,7 @@ impl fmt::Debug for RoomFile {
             .field("secret_file", &self.secret_file)
             .field("secret", &self.secret)
             .field("edge", &self.edge)
+            .field("languages", &self.languages)
             .finish()
     }
 }
@@ -167,6 +175,7 @@ fn keys() -> &'static [&'static str] {
         keys.extend_from_slice(field_names::<Settings>());
         keys.extend_from_slice(&[SECRET_ENV, SECRET_FILE, SECRET]);
         keys.extend_from_slice(&[EDGE_KEYS_ENV, EDGE_KEYS_FILE, EDGE_TOKEN_TTL, EDGE_SCOPE]);
+        keys.extend_from_slice(&[LANGUAGES, DEFAULT_LANGUAGE]);
         keys
     })
 }
@@ -228,6 +237,8 @@ impl<'de, A: MapAccess<'de>> MapAccess<'de> for FileMap<'_, A> {
                 EDGE_KEYS_FILE => self.file.edge.keys_file.is_some(),
                 EDGE_TOKEN_TTL => self.file.edge.ttl.is_some(),
                 EDGE_SCOPE => self.file.edge.scope.is_some(),
+                LANGUAGES => self.file.languages.languages.is_some(),
+                DEFAULT_LANGUAGE => self.file.languages.default.is_some(),
                 _ => false,
             };
             if taken {
@@ -241,6 +252,8 @@ impl<'de, A: MapAccess<'de>> MapAccess<'de> for FileMap<'_, A> {
                 EDGE_KEYS_FILE => self.file.edge.keys_file = Some(self.map.next_value()?),
                 EDGE_TOKEN_TTL => self.file.edge.ttl = Some(self.map.next_value()?),
                 EDGE_SCOPE => self.file.edge.scope = Some(self.map.next_value()?),
+                LANGUAGES => self.file.languages.languages = Some(self.map.next_value()?),
+                DEFAULT_LANGUAGE => self.file.languages.default = Some(self.map.next_value()?),
                 // Refused while the format stands on the value, to point at its line.
                 SECRET => match self.map.next_value_seed(RefuseSecret)? {},
                 _ => {
@@ -526,6 +539,8 @@ impl RoomFile {
                 "EDGE_KEYS_FILE" => file.edge.keys_file = Some(PathBuf::from(value)),
                 "EDGE_TOKEN_TTL" => file.edge.ttl = Some(value.to_owned()),
                 "EDGE_SCOPE" => file.edge.scope = Some(value.to_owned()),
+                "LANGUAGES" => file.languages.languages = Some(value.to_owned()),
+                "DEFAULT_LANGUAGE" => file.languages.default = Some(value.to_owned()),
                 _ => {
                     let Some(field) = field_names::<Settings>()
                         .iter()
@@ -574,6 +589,7 @@ impl RoomFile {
             secret_file: None,
             secret: None,
             edge: EdgeFile::default(),
+            languages: LanguagesFile::default(),
         }
     }
 

@@ -35,6 +35,7 @@ pub mod defaults;
 mod edge_file;
 mod error;
 mod file;
+mod lang_file;
 pub(crate) mod readable;
 mod schedule;
 pub(crate) mod settings;
@@ -330,6 +331,8 @@ pub struct RoomConfig {
     pub(crate) cookies: CookieSettings,
     pub(crate) queue_header: HeaderName,
     pub(crate) token_header: HeaderName,
+    /// The languages of the pages, the default first; empty for a renderer of the app's own.
+    pub(crate) languages: Vec<String>,
 }
 
 impl RoomConfig {

@@ -190,6 +190,10 @@ pub struct RoomStatus {
     /// JSON otherwise).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub auto: Option<AutoStatus>,
+    /// The languages the room's pages speak, the default first (left out of the JSON for a
+    /// renderer of the app's own, whose languages the room does not know).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub languages: Vec<String>,
 }
 
 /// The wait of a newcomer joining now, as a waiter at the back of the line would be told.
@@ -239,6 +243,7 @@ impl RoomStatus {
             oldest_wait_seconds: stats.oldest_wait_ms.map(|ms| ms / 1000),
             admissions_per_minute: stats.admissions_per_minute.to_vec(),
             auto: None,
+            languages: Vec::new(),
         }
     }
 }
@@ -264,6 +269,7 @@ impl RoomControl {
         let schedule = self.room.config().policy.schedule.as_ref();
         let mut status = RoomStatus::new(self.room(), &stats, schedule, self.room.now_ms());
         status.auto = self.auto();
+        status.languages = self.room.config().languages.clone();
         Ok(status)
     }
 

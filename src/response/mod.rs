@@ -5,8 +5,13 @@
 //! gives browsers (`Accept` includes `text/html`) an HTML page and everyone else JSON (the
 //! status body of `docs/api.md`) with `Retry-After`.
 //!
+//! The pages speak the visitor's language: seventeen are built in ([`BUILT_IN_LANGUAGES`]),
+//! chosen per request from `Accept-Language` among those the room offers ([`Languages`]).
+//!
 //! Three ways to change the pages, from small to large:
-//! - translate or reword them: [`DefaultRenderer::with_texts`] with your [`Texts`];
+//! - reword or translate them: [`DefaultRenderer::with_texts`] with your [`Texts`] for a
+//!   language (they replace the built-in ones for it), [`DefaultRenderer::with_languages`] for
+//!   which languages the room offers;
 //! - your own HTML with named placeholders: [`PageTemplate`] and
 //!   [`DefaultRenderer::with_waiting_template`] (and `..._notice_`, `..._left_template`);
 //! - your own renderer: any [`Render`] type, or a closure:
@@ -38,10 +43,12 @@ use serde::Serialize;
 
 use crate::outcome::Rejection;
 
+mod lang;
 mod page;
 mod template;
 mod texts;
 
+pub use lang::{Languages, BUILT_IN_LANGUAGES};
 pub use page::{LEFT_TEMPLATE, NOTICE_TEMPLATE, SCRIPT, STYLE, WAITING_TEMPLATE};
 pub use template::PageTemplate;
 pub use texts::Texts;
@@ -122,7 +129,7 @@ where
 /// ```
 #[derive(Clone, Debug)]
 pub struct DefaultRenderer {
-    texts: Arc<Texts>,
+    languages: Arc<Languages>,
     waiting: Arc<PageTemplate>,
     notice: Arc<PageTemplate>,
     left: Arc<PageTemplate>,
@@ -145,7 +152,7 @@ impl DefaultRenderer {
         DEFAULT.get_or_init(|| {
             let parse = |t| Arc::new(PageTemplate::new(t).expect("the default templates parse"));
             DefaultRenderer {
-                texts: Arc::new(Texts::default()),
+                languages: Arc::new(Languages::all()),
                 waiting: parse(WAITING_TEMPLATE),
                 notice: parse(NOTICE_TEMPLATE),
                 left: parse(LEFT_TEMPLATE),
@@ -153,10 +160,22 @@ impl DefaultRenderer {
         })
     }
 
-    /// The pages' words.
+    /// The pages' words in their language ([`Texts::lang`]): they replace the built-in ones
+    /// for it, or add the language to those the room offers.
     pub fn with_texts(mut self, texts: Texts) -> Self {
-        self.texts = Arc::new(texts);
+        self.languages = Arc::new((*self.languages).clone().with_texts(texts));
         self
+    }
+
+    /// The languages the pages speak (default: every built-in one, English the default).
+    pub fn with_languages(mut self, languages: Languages) -> Self {
+        self.languages = Arc::new(languages);
+        self
+    }
+
+    /// The languages the pages speak.
+    pub fn languages(&self) -> &Languages {
+        &self.languages
     }
 
     /// The waiting page (default [`WAITING_TEMPLATE`]).
@@ -178,18 +197,42 @@ impl DefaultRenderer {
         self
     }
 
-    /// The pages' words.
+    /// The default language's words.
     pub fn texts(&self) -> &Texts {
-        &self.texts
+        self.languages.default_texts()
     }
 
-    /// The HTML page for `rejection`.
+    /// The words for the request of `cx`: the language its `Accept-Language` prefers among
+    /// those offered, else the default.
+    pub fn texts_for(&self, cx: &RenderContext<'_>) -> &Texts {
+        let accept = cx
+            .headers
+            .get(header::ACCEPT_LANGUAGE)
+            .and_then(|v| v.to_str().ok());
+        self.languages.choose(accept)
+    }
+
+    /// The HTML page for `rejection`, in the request's language.
     pub fn html(&self, rejection: &Rejection, cx: &RenderContext<'_>) -> String {
         let template = match rejection {
             Rejection::Waiting { .. } => &self.waiting,
             _ => &self.notice,
         };
-        page::render(template, &self.texts, Some(rejection), cx)
+        page::render(template, self.texts_for(cx), Some(rejection), cx)
+    }
+
+    /// A page's response: its language said (`Content-Language`), and, when the room offers
+    /// several, that it varies by `Accept-Language` (caches keep one copy per language).
+    fn page(&self, status: StatusCode, html: String, texts: &Texts) -> Response<Bytes> {
+        let mut res = html_response(status, html);
+        if let Ok(lang) = HeaderValue::from_str(&texts.lang) {
+            res.headers_mut().insert(header::CONTENT_LANGUAGE, lang);
+        }
+        if self.languages.tags().len() > 1 {
+            res.headers_mut()
+                .append(header::VARY, HeaderValue::from_static("Accept-Language"));
+        }
+        res
     }
 }
 
@@ -205,15 +248,18 @@ fn html_response(status: StatusCode, html: String) -> Response<Bytes> {
 
 impl Render for DefaultRenderer {
     fn render_left(&self, cx: &RenderContext<'_>) -> Response<Bytes> {
-        html_response(
+        let texts = self.texts_for(cx);
+        self.page(
             StatusCode::OK,
-            page::render(&self.left, &self.texts, None, cx),
+            page::render(&self.left, texts, None, cx),
+            texts,
         )
     }
 
     fn render(&self, rejection: &Rejection, cx: &RenderContext<'_>) -> Response<Bytes> {
         if cx.wants_html() {
-            html_response(rejection.status(), self.html(rejection, cx))
+            let texts = self.texts_for(cx);
+            self.page(rejection.status(), self.html(rejection, cx), texts)
         } else {
             json_response(
                 rejection.status(),

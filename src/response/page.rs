@@ -9,7 +9,7 @@ use crate::outcome::Rejection;
 
 /// The waiting page.
 pub const WAITING_TEMPLATE: &str = r#"<!doctype html>
-<html lang="{lang}">
+<html lang="{lang}" dir="{dir}">
 <head>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width,initial-scale=1">
@@ -23,7 +23,7 @@ pub const WAITING_TEMPLATE: &str = r#"<!doctype html>
 <p class="eyebrow">{eyebrow}</p>
 <h1 id="twr-heading">{heading}</h1>
 <section class="card" id="twr-card">
-<p id="twr-position" class="position" role="status" aria-live="polite" aria-atomic="true">{position_before}<strong id="twr-position-number">{position}</strong>{position_after}</p>
+<p id="twr-position" class="position" role="status" aria-live="polite" aria-atomic="true"><span id="twr-position-before">{position_before}</span><strong id="twr-position-number">{position}</strong><span id="twr-position-after">{position_after}</span></p>
 <dl class="facts">
 <div class="wide"><dt>{eta_label}</dt><dd id="twr-eta">{eta}</dd></div>
 <div><dt>{ahead_label}</dt><dd id="twr-ahead">{ahead}</dd></div>
@@ -41,7 +41,7 @@ pub const WAITING_TEMPLATE: &str = r#"<!doctype html>
 /// The full, unavailable, busy, limited and challenge pages: they try again (or solve the
 /// challenge) by themselves.
 pub const NOTICE_TEMPLATE: &str = r#"<!doctype html>
-<html lang="{lang}">
+<html lang="{lang}" dir="{dir}">
 <head>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width,initial-scale=1">
@@ -65,7 +65,7 @@ pub const NOTICE_TEMPLATE: &str = r#"<!doctype html>
 /// The page after leaving the line (without JavaScript; with it, the waiting page says so
 /// itself). It does not refresh.
 pub const LEFT_TEMPLATE: &str = r#"<!doctype html>
-<html lang="{lang}">
+<html lang="{lang}" dir="{dir}">
 <head>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width,initial-scale=1">
@@ -128,14 +128,19 @@ var root=document.getElementById("twr");if(!root||!root.getAttribute("data-twr")
 var d=JSON.parse(root.getAttribute("data-twr")),t=d.texts,fails=0,done=false;
 function el(id){return document.getElementById(id)}
 function set(id,s){var e=el(id);if(e&&e.textContent!==s)e.textContent=s}
-function num(n){return String(n).replace(/\B(?=(\d{3})+(?!\d))/g,d.sep)}
+function num(n){var s=String(n);if(n>=d.from)s=s.replace(/\B(?=(\d{3})+(?!\d))/g,d.sep);
+return d.digits==="0123456789"?s:s.replace(/\d/g,function(c){return d.digits.charAt(+c)})}
+var pr=null;try{pr=new Intl.PluralRules(d.lang)}catch(x){}
+function plural(s,n){if(!/^(zero|one|two|few|many|other):/.test(s))return s;var c=pr?pr.select(n):"other",o=s;
+s.split("|").forEach(function(p){var i=p.indexOf(":"),k=p.slice(0,i);if(k===c)c=p.slice(i+1);if(k==="other")o=p.slice(i+1)});
+return /^(zero|one|two|few|many|other)$/.test(c)?o:c}
 function etaOf(j){if(j.eta_seconds==null)return j.estimating?t.eta_estimating:t.eta_unknown;
 var lo=Math.max(1,Math.ceil(j.eta_low_seconds/60)),hi=Math.ceil(j.eta_high_seconds/60);
-if(j.eta_seconds>=60&&hi<60&&hi>lo)return t.eta_range.replace("{low}",num(lo)).replace("{high}",num(hi));
+if(j.eta_seconds>=60&&hi<60&&hi>lo)return plural(t.eta_range,hi).replace("{low}",num(lo)).replace("{high}",num(hi));
 return eta(j.eta_seconds)}
 function eta(s){if(s==null)return t.eta_unknown;if(s<60)return t.eta_almost_there;
-var m=Math.ceil(s/60);if(m<60)return t.eta_minutes.replace("{minutes}",num(m));
-return t.eta_hours.replace("{hours}",num(Math.floor(m/60))).replace("{minutes}",m%60)}
+var m=Math.ceil(s/60);if(m<60)return plural(t.eta_minutes,m).replace("{minutes}",num(m));
+var h=Math.floor(m/60);return plural(t.eta_hours,h).replace("{hours}",num(h)).replace("{minutes}",num(m%60))}
 function later(f,s){setTimeout(f,s*1000*(0.8+Math.random()*0.4))}
 function end(title,msg,link,href){done=true;set("twr-heading",title);document.title=title;
 var c=el("twr-card");if(c)c.hidden=true;var f=el("twr-leave");if(f)f.hidden=true;
@@ -176,8 +181,9 @@ if(j.state==="challenge"&&j.challenge&&tries<3){challenge(j.challenge,tries+1);r
 later(function(){location.replace(d.back)},j.retry_after||d.retry)})
 .catch(function(){later(function(){location.replace(d.back)},d.retry)})})}
 function fail(hint){fails++;var s=Math.min(60,Math.max(hint||0,d.retry*Math.pow(2,fails)));
-set("twr-note",t.error.replace("{seconds}",Math.round(s)));later(poll,s)}
-function show(j){set("twr-position-number",num(j.position));set("twr-ahead",num(j.ahead));set("twr-waiting",num(j.waiting));
+set("twr-note",plural(t.error,Math.round(s)).replace("{seconds}",num(Math.round(s))));later(poll,s)}
+function show(j){var p=plural(t.position,j.position).split("{position}");
+if(p.length===2){set("twr-position-before",p[0]);set("twr-position-after",p[1])}set("twr-position-number",num(j.position));set("twr-ahead",num(j.ahead));set("twr-waiting",num(j.waiting));
 set("twr-eta",j.paused?t.eta_paused:etaOf(j));set("twr-note",t.auto_update)}
 var es=null,push=!!(d.events&&window.EventSource),opened=0;
 function listen(){if(!push||es||done)return false;var got=false;opened=Date.now();
@@ -249,10 +255,11 @@ pub(super) fn render(
         rejection.and_then(Rejection::waiting),
     );
     let number = |n: Option<u64>| n.map(|n| texts.number(n)).unwrap_or_default();
-    let (before, after) = texts.position_parts();
+    let (before, after) = texts.position_parts(position.unwrap_or(0));
     let eta = rejection.map(|r| r.eta());
     template.render(|field| match field {
         Field::Lang => texts.lang.clone(),
+        Field::Dir => texts.dir.clone(),
         Field::Title | Field::Heading => heading.clone(),
         Field::Eyebrow => texts.eyebrow.clone(),
         Field::Message => message.clone(),
@@ -260,7 +267,11 @@ pub(super) fn render(
         Field::State => rejection.map_or("left", Rejection::state).to_owned(),
         Field::Position => number(position),
         Field::PositionText => position
-            .map(|p| texts.position.replace("{position}", &texts.number(p)))
+            .map(|p| {
+                texts
+                    .form(&texts.position, p)
+                    .replace("{position}", &texts.number(p))
+            })
             .unwrap_or_default(),
         Field::PositionBefore => position.map(|_| before.to_owned()).unwrap_or_default(),
         Field::PositionAfter => position.map(|_| after.to_owned()).unwrap_or_default(),
@@ -347,8 +358,12 @@ fn page_data(
             }
             _ => None,
         },
+        "lang": texts.lang,
         "sep": texts.thousands_separator,
+        "from": texts.grouping_from,
+        "digits": texts.digits,
         "texts": {
+            "position": texts.position,
             "eta_almost_there": texts.eta_almost_there,
             "eta_minutes": texts.eta_minutes,
             "eta_hours": texts.eta_hours,

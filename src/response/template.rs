@@ -12,6 +12,7 @@ use crate::config::ConfigError;
 /// | placeholder | value |
 /// |---|---|
 /// | `{lang}` | the page's language ([`Texts::lang`](super::Texts::lang)) |
+/// | `{dir}` | its writing direction, `ltr` or `rtl` ([`Texts::dir`](super::Texts::dir)) |
 /// | `{title}`, `{heading}` | the page's heading |
 /// | `{eyebrow}` | the small label above the heading ("Waiting room") |
 /// | `{message}` | the page's message (on the waiting page: that it updates by itself) |
@@ -79,6 +80,7 @@ macro_rules! fields {
 
 fields! {
     Lang => "lang",
+    Dir => "dir",
     Title => "title",
     Eyebrow => "eyebrow",
     Heading => "heading",

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use super::group_thousands;
+use super::lang::plural;
 
 /// The words of the default pages, in English by default. Translate by changing the fields:
 ///
@@ -22,6 +22,12 @@ use super::group_thousands;
 ///
 /// Texts are plain text: the renderer HTML-escapes them. Some hold placeholders in braces, named
 /// in each field's documentation, which are replaced by formatted numbers.
+///
+/// A text with a number may give one form per plural category of its language (the CLDR's
+/// `zero`, `one`, `two`, `few`, `many`, `other`), each after its category and a colon,
+/// separated by `|`: `"one:About {minutes} minute|other:About {minutes} minutes"`. The form of
+/// the number's category is used, else `other`; a text without forms is used for every number.
+/// Which number picks the form is said in the field's documentation.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Texts {
@@ -32,7 +38,8 @@ pub struct Texts {
     /// Heading and title while in line: "You are in line".
     pub waiting_title: String,
     /// The place in line, with `{position}`: "You are number {position} in line". The number is
-    /// shown large; the whole sentence is the page's live region for screen readers.
+    /// shown large; the whole sentence is the page's live region for screen readers. Its plural
+    /// form goes by the position.
     pub position: String,
     /// Label of the number of people ahead: "Ahead of you".
     pub ahead_label: String,
@@ -42,16 +49,19 @@ pub struct Texts {
     pub eta_label: String,
     /// The estimate under a minute: "Almost there".
     pub eta_almost_there: String,
-    /// The estimate under an hour, with `{minutes}`: "About {minutes} min".
+    /// The estimate under an hour, with `{minutes}`: "About {minutes} min". Its plural form goes
+    /// by the minutes.
     pub eta_minutes: String,
-    /// The estimate from an hour, with `{hours}` and `{minutes}`: "About {hours} h {minutes} min".
+    /// The estimate from an hour, with `{hours}` and `{minutes}`: "About {hours} h {minutes}
+    /// min". Its plural form goes by the hours.
     pub eta_hours: String,
     /// When nobody was let in lately, so there is no estimate: "Unknown: nobody has been let in
     /// for a few minutes".
     pub eta_unknown: String,
     /// That the page updates by itself.
     pub auto_update: String,
-    /// The status could not be fetched, with `{seconds}` until the next try.
+    /// The status could not be fetched, with `{seconds}` until the next try (its plural form
+    /// goes by them).
     pub error: String,
     /// Shown while the page takes an admitted visitor in.
     pub letting_in: String,
@@ -73,6 +83,7 @@ pub struct Texts {
     /// The estimate while the room is too young to know its pace: "Estimating…".
     pub eta_estimating: String,
     /// An uncertain estimate as a range of minutes, with `{low}` and `{high}`: "{low}–{high} min".
+    /// Its plural form goes by `{high}`.
     pub eta_range: String,
     /// The estimate while the room is paused: "Paused: the line moves again soon".
     pub eta_paused: String,
@@ -115,6 +126,15 @@ pub struct Texts {
     pub try_again: String,
     /// Between groups of three digits: `,` (1,342).
     pub thousands_separator: String,
+    /// The smallest number written in groups: 1 000 (`1,342`); 10 000 where a language leaves
+    /// four digits together (Spanish, Italian and Polish write `1342` and `13 420`).
+    pub grouping_from: u64,
+    /// The ten digits, 0 to 9, as the language writes numbers: `0123456789`; Persian's
+    /// `۰۱۲۳۴۵۶۷۸۹` (the CLDR writes plain Arabic with `0123456789` since its version 46).
+    pub digits: String,
+    /// The writing direction of the pages, `ltr` or `rtl` (Arabic, Persian): the page's `dir`,
+    /// and its layout mirrored.
+    pub dir: String,
     /// Heading before a scheduled opening (shown without JavaScript; the countdown replaces
     /// it): "The sale opens soon".
     pub scheduled_title: String,
@@ -195,6 +215,9 @@ impl Default for Texts {
             ),
             try_again: s("Try again now"),
             thousands_separator: s(","),
+            grouping_from: 1_000,
+            digits: s("0123456789"),
+            dir: s("ltr"),
             scheduled_title: s("The sale opens soon"),
             scheduled_message: s(
                 "You are registered. At the opening, everyone registered before it gets a place \
@@ -207,9 +230,24 @@ impl Default for Texts {
 }
 
 impl Texts {
-    /// `n` with the thousands separator: `1,342`.
+    /// `n` as the language writes it: its digits, grouped by the thousands separator from
+    /// `grouping_from` on: `1,342`.
     pub fn number(&self, n: u64) -> String {
-        group_thousands(n, &self.thousands_separator)
+        plural::number(
+            n,
+            &self.digits,
+            &self.thousands_separator,
+            self.grouping_from,
+        )
+    }
+
+    /// The form of `text` (one of these texts) for the number `n`, by the plural rules of
+    /// [`lang`](Self::lang) (see the type's docs).
+    pub fn form<'t>(&self, text: &'t str, n: u64) -> &'t str {
+        if !plural::has_forms(text) {
+            return text;
+        }
+        plural::form(text, plural::category(&self.lang, n))
     }
 
     /// The estimate of a waiting answer as people read it: [`eta`](Self::eta) of the shown value,
@@ -231,7 +269,7 @@ impl Texts {
             );
             if eta.as_secs() >= 60 && high < 60 && high > low {
                 return self
-                    .eta_range
+                    .form(&self.eta_range, high)
                     .replace("{low}", &self.number(low))
                     .replace("{high}", &self.number(high));
             }
@@ -251,18 +289,19 @@ impl Texts {
         }
         let minutes = secs.div_ceil(60);
         if minutes < 60 {
-            return self.eta_minutes.replace("{minutes}", &self.number(minutes));
+            return self
+                .form(&self.eta_minutes, minutes)
+                .replace("{minutes}", &self.number(minutes));
         }
-        self.eta_hours
+        self.form(&self.eta_hours, minutes / 60)
             .replace("{hours}", &self.number(minutes / 60))
-            .replace("{minutes}", &(minutes % 60).to_string())
+            .replace("{minutes}", &self.number(minutes % 60))
     }
 
-    /// The sentence around the position, split at `{position}`: (before, after).
-    pub(crate) fn position_parts(&self) -> (&str, &str) {
-        self.position
-            .split_once("{position}")
-            .unwrap_or((self.position.as_str(), ""))
+    /// The sentence around the position `position`, split at `{position}`: (before, after).
+    pub(crate) fn position_parts(&self, position: u64) -> (&str, &str) {
+        let sentence = self.form(&self.position, position);
+        sentence.split_once("{position}").unwrap_or((sentence, ""))
     }
 }
 
@@ -287,11 +326,11 @@ mod tests {
     #[test]
     fn position_sentence_splits_around_the_number() {
         let t = Texts::default();
-        assert_eq!(t.position_parts(), ("You are number ", " in line"));
+        assert_eq!(t.position_parts(7), ("You are number ", " in line"));
         let other = Texts {
             position: "Platz {position}".into(),
             ..Texts::default()
         };
-        assert_eq!(other.position_parts(), ("Platz ", ""));
+        assert_eq!(other.position_parts(7), ("Platz ", ""));
     }
 }

@@ -194,4 +194,11 @@ pub enum ConfigError {
         /// What is wrong, in words.
         why: &'static str,
     },
+    /// A language the pages cannot speak: a tag that is none
+    /// ([`Languages`](crate::response::Languages)), or one with no built-in texts and none of
+    /// the app's, or a default language the room does not offer.
+    UnknownLanguage {
+        /// The refused tag, as given (at most 35 characters of it).
+        tag: String,
+    },
 }

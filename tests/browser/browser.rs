@@ -58,7 +58,7 @@ use browser::{shop, Driver, ONE_BROWSER};
 use common::*;
 
 /// A visitor let in over HTTP (the shop answers HTML, not the echo JSON `Site::admit` reads).
-async fn admit(site: &Site) -> Jar {
+pub(crate) async fn admit(site: &Site) -> Jar {
     let mut jar = site.arrive("/").await;
     let r = site.http.visit(&mut jar, Method::GET, "/").await;
     assert_eq!(r.status, StatusCode::OK);
@@ -68,7 +68,7 @@ async fn admit(site: &Site) -> Jar {
 }
 
 /// Waits until `check` holds, polling every 50 ms, or panics after `within` naming `what`.
-async fn eventually<F, Fut>(within: Duration, what: &str, mut check: F) -> Duration
+pub(crate) async fn eventually<F, Fut>(within: Duration, what: &str, mut check: F) -> Duration
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = bool>,
@@ -83,7 +83,7 @@ where
     }
 }
 
-async fn text(client: &Client, css: &str) -> Option<String> {
+pub(crate) async fn text(client: &Client, css: &str) -> Option<String> {
     match client.find(Locator::Css(css)).await {
         Ok(e) => e.text().await.ok(),
         Err(_) => None,
@@ -482,7 +482,7 @@ async fn join_estimating(site: &Site, position: &str) -> (Driver, Client) {
 
 /// A room of capacity 1 with hour-long timeouts (the tests move its clock by minutes), its one
 /// slot held by a visitor let in over HTTP, whose session is returned.
-async fn held_room(room: &str) -> (Site, SessionId) {
+pub(crate) async fn held_room(room: &str) -> (Site, SessionId) {
     let hour = Duration::from_secs(3_600);
     let site = Site::start_with(
         WaitingRoomLayer::builder(room)

@@ -10,3 +10,4 @@ mod webdriver;
 mod admin_browser;
 mod browser;
 mod browser_countdown;
+mod languages;

@@ -117,9 +117,25 @@ impl Driver {
         self.session(width, height, true).await
     }
 
+    /// A desktop session whose browser asks for pages in `languages` (an `Accept-Language`
+    /// value, `de-DE,de;q=0.9`), its interface in the first of them.
+    pub async fn browser_speaking(&self, width: u32, height: u32, languages: &str) -> Client {
+        self.session_in(width, height, false, Some(languages)).await
+    }
+
     pub async fn session(&self, width: u32, height: u32, phone: bool) -> Client {
+        self.session_in(width, height, phone, None).await
+    }
+
+    async fn session_in(
+        &self,
+        width: u32,
+        height: u32,
+        phone: bool,
+        languages: Option<&str>,
+    ) -> Client {
         let profile = self.profile.join(SessionId::random().to_string());
-        let args = vec![
+        let mut args = vec![
             "--headless".to_owned(),
             "--no-sandbox".to_owned(),
             "--disable-gpu".to_owned(),
@@ -133,7 +149,14 @@ impl Driver {
             format!("--window-size={width},{height}"),
             format!("--user-data-dir={}", profile.display()),
         ];
+        if let Some(languages) = languages {
+            let first = languages.split([',', ';']).next().unwrap_or(languages);
+            args.push(format!("--lang={first}"));
+        }
         let mut options = json!({"binary": self.chromium, "args": args});
+        if let Some(languages) = languages {
+            options["prefs"] = json!({"intl.accept_languages": languages});
+        }
         if phone {
             options["mobileEmulation"] = json!({
                 "deviceMetrics": {"width": width, "height": height, "pixelRatio": 2.0, "touch": true},

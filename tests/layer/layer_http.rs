@@ -191,7 +191,9 @@ async fn a_waiting_browser_gets_the_html_page_with_its_position() {
     assert!(r.retry_after() > 0);
     let page = r.text();
     assert!(
-        page.contains("You are number <strong id=\"twr-position-number\">1</strong> in line"),
+        page.contains(
+            "<span id=\"twr-position-before\">You are number </span><strong id=\"twr-position-number\">1</strong><span id=\"twr-position-after\"> in line</span>"
+        ),
         "{page}"
     );
     assert!(
@@ -213,7 +215,9 @@ async fn a_waiting_browser_gets_the_html_page_with_its_position() {
     assert_eq!(r.status, StatusCode::TOO_MANY_REQUESTS);
     let page = r.text();
     assert!(
-        page.contains("You are number <strong id=\"twr-position-number\">2</strong> in line"),
+        page.contains(
+            "<span id=\"twr-position-before\">You are number </span><strong id=\"twr-position-number\">2</strong><span id=\"twr-position-after\"> in line</span>"
+        ),
         "{page}"
     );
     assert!(

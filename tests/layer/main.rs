@@ -15,6 +15,7 @@ mod client_ip;
 mod config_file;
 mod edge_tokens;
 mod end_slot;
+mod languages;
 mod layer_contract;
 mod layer_http;
 mod metrics;
