@@ -74,6 +74,7 @@ use tower_waiting_room::admin::AdminService;
 use tower_waiting_room::auto::AutoCapacity;
 use tower_waiting_room::defences::risk::Risk;
 use tower_waiting_room::edge::{EdgeKey, EdgeKeySet, EdgeTokens};
+use tower_waiting_room::response::Languages;
 use tower_waiting_room::routing::{Rule, WaitingRooms};
 use tower_waiting_room::serve::Limits;
 use tower_waiting_room::{Admission, AdmittedBy, ProofOfWork, SigningKey, WaitingRoomLayer};
@@ -219,6 +220,10 @@ fn configure(
         }
     };
     builder = builder.signing_key(key);
+    if let Some(tags) = &opts.languages {
+        let languages = Languages::only(tags).map_err(|e| format!("--languages: {e}"))?;
+        builder = builder.languages(languages);
+    }
     if default_room && opts.edge_tokens {
         builder = builder.edge_tokens(EdgeTokens::new(edge_keys()?));
     }
@@ -635,6 +640,17 @@ mod tests {
 
     fn parse(args: &[&str]) -> Result<Option<Options>, String> {
         parse_args(args.iter().map(|s| s.to_string()))
+    }
+
+    #[tokio::test]
+    async fn languages_are_the_pages_and_an_unknown_one_is_refused() {
+        let o = parse(&["--languages", "de, ar"]).unwrap().unwrap();
+        let layer = build_layer(&o).unwrap();
+        let status = layer.control().status().await.unwrap();
+        assert_eq!(status.languages, ["de", "ar"]);
+        let o = parse(&["--languages", "en,xx"]).unwrap().unwrap();
+        let e = build_layer(&o).unwrap_err();
+        assert!(e.contains("--languages") && e.contains("xx"), "{e}");
     }
 
     #[tokio::test]

@@ -88,6 +88,9 @@ FLAGS:
                           Ed25519 token a CDN edge can check with the room's public keys
                           (docs/edge.md); the keys from EDGE_KEYS in the environment, or
                           fresh ones at each start (default: off)
+    --languages <TAGS>    the languages the pages speak, separated by commas, the first the
+                          default (en,de,ar); each visitor gets theirs from Accept-Language
+                          (default: all 17 built in, docs/languages.md)
     -h, --help            print this help
 
 ROUTES:
@@ -144,6 +147,7 @@ pub(crate) struct Options {
     pub(crate) knee: Option<usize>,
     pub(crate) no_visitor_limit: bool,
     pub(crate) edge_tokens: bool,
+    pub(crate) languages: Option<Vec<String>>,
 }
 
 impl Default for Options {
@@ -177,6 +181,7 @@ impl Default for Options {
             knee: None,
             no_visitor_limit: false,
             edge_tokens: false,
+            languages: None,
         }
     }
 }
@@ -257,6 +262,15 @@ pub(crate) fn parse_args(
             "--knee" => opts.knee = Some(positive(&flag, &value(&flag)?)?),
             "--no-visitor-limit" => opts.no_visitor_limit = true,
             "--edge-tokens" => opts.edge_tokens = true,
+            "--languages" => {
+                let list = value(&flag)?;
+                opts.languages = Some(
+                    list.split(',')
+                        .map(|t| t.trim().to_owned())
+                        .filter(|t| !t.is_empty())
+                        .collect(),
+                );
+            }
             "--fail-open" | "--fail-closed" | "--fail-drain" => {
                 let policy = match flag.as_str() {
                     "--fail-open" => FailPolicy::Open,
