@@ -36,8 +36,8 @@ fn now_secs() -> u64 {
         .as_secs()
 }
 
-/// The public keys the gateway serves for the room, as an edge fetches them.
-fn fetch_keys(gw: &Gateway) -> Value {
+/// The gateway's answer to an edge fetching the room's public keys.
+fn keys_answer(gw: &Gateway) -> Response {
     let res = request(
         gw.addr,
         "GET",
@@ -47,7 +47,12 @@ fn fetch_keys(gw: &Gateway) -> Value {
         &mut Jar::default(),
     );
     assert_eq!(res.status, 200, "{}", res.text());
-    res.json()
+    res
+}
+
+/// The public keys the gateway serves for the room, as an edge fetches them.
+fn fetch_keys(gw: &Gateway) -> Value {
+    keys_answer(gw).json()
 }
 
 /// The key ids of a JWKS, in order.
@@ -80,15 +85,7 @@ fn an_admitted_visitor_holds_an_edge_token_that_the_served_keys_verify() {
     );
 
     // The keys as an edge fetches them: public halves only, cacheable, current and next.
-    let res = request(
-        gw.addr,
-        "GET",
-        "/__waitingroom/sale/keys",
-        &JSON,
-        b"",
-        &mut Jar::default(),
-    );
-    assert_eq!(res.status, 200, "{}", res.text());
+    let res = keys_answer(&gw);
     let cache = res.header("cache-control").unwrap_or_default();
     assert!(
         cache.contains("public"),

@@ -69,18 +69,8 @@ end
 -- written nothing (numbers taken are given back), whenever one of these does not hold.
 function F.fast_join_batch(keys, args, n)
   if args[4] ~= '0' and args[4] ~= '1' then return nil end
-  local window = redis.call('GET', keys[K_FAST])
-  if not window then return nil end
-  local since, from, till, held_for, max_queue = string.match(window, WINDOW)
-  if not since or held_for ~= F.window_key(args[2], nil) then return nil end
-  since, from, till = tonumber(since), tonumber(from), tonumber(till)
-  if since > STORED_MAX or from > STORED_MAX or till > STORED_MAX then return nil end
-  max_queue = tonumber(max_queue)
-  if args[1] ~= '0' then
-    -- An injected clock: the window by that clock, as F.fast_enter judges it.
-    local now = call_time(args[1])
-    if not now or now < from or now >= till then return nil end
-  end
+  local since, _, _, max_queue = F.open_window(keys, args, nil)
+  if not since then return nil end
   local sessions, seen = {}, {}
   for i = 1, n do
     local s = string.sub(args[CALL_ARGS + 1], 16 * i - 15, 16 * i)

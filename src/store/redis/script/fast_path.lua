@@ -132,6 +132,30 @@ function F.fast_now(args, from, till)
   return now
 end
 
+-- The window as a call with `args` (and `schedule`, its schedule argument or nil) finds it:
+-- since, from, till and the caller's line bound, or nil when there is none, or it is not for
+-- this call's line numbers, schedule or version, or a number in it is beyond 2^53, or an
+-- injected clock is outside it. The fast enter's and the batch's (batch.lua).
+function F.open_window(keys, args, schedule)
+  local window = redis.call('GET', keys[K_FAST])
+  if not window then return nil end
+  local since, from, till, held_for, max_queue = string.match(window, WINDOW)
+  if not since or held_for ~= F.window_key(args[2], schedule) then return nil end
+  -- Stored numbers, read by stored.lua's rule inline (the hottest call: a call of its reader
+  -- per number would cost more than the window saves): the pattern takes digits only, and a
+  -- number beyond 2^53 makes the window main's, which replaces it. max_queue is the caller's
+  -- own, as held_for names it.
+  since, from, till = tonumber(since), tonumber(from), tonumber(till)
+  if since > STORED_MAX or from > STORED_MAX or till > STORED_MAX then return nil end
+  if args[1] ~= '0' then
+    -- An injected clock: the window by that clock (the key's expiry is the server's); one
+    -- the call may not send (call.lua) is main's, which refuses it.
+    local now = call_time(args[1])
+    if not now or now < from or now >= till then return nil end
+  end
+  return since, from, till, tonumber(max_queue)
+end
+
 -- The fast path (see above): an enter in the settled state, with nothing built but what
 -- it reads. Returns nil whenever main must answer instead, having written nothing (a number
 -- taken is given back first); the writes it makes (INCR seq, ZADD line, the liveness bits) are
@@ -143,23 +167,8 @@ function F.fast_enter(keys, args, join)
   -- one); anything else is main's, which reads it or refuses it.
   local n = #args
   if (n ~= 5 and n ~= 6) or (args[4] ~= '0' and args[4] ~= '1') then return nil end
-  local window = redis.call('GET', keys[K_FAST])
-  if not window then return nil end
-  local since, from, till, held_for, max_queue = string.match(window, WINDOW)
-  if not since or held_for ~= F.window_key(args[2], args[6]) then return nil end
-  -- Stored numbers, read by stored.lua's rule inline (the hottest call: a call of its reader
-  -- per number would cost more than the window saves): the pattern takes digits only, and a
-  -- number beyond 2^53 makes the window main's, which replaces it. max_queue is the caller's
-  -- own, as held_for names it.
-  since, from, till = tonumber(since), tonumber(from), tonumber(till)
-  if since > STORED_MAX or from > STORED_MAX or till > STORED_MAX then return nil end
-  max_queue = tonumber(max_queue)
-  if args[1] ~= '0' then
-    -- An injected clock: the window by that clock (the key's expiry is the server's); one
-    -- the call may not send (call.lua) is main's, which refuses it.
-    local now = call_time(args[1])
-    if not now or now < from or now >= till then return nil end
-  end
+  local since, from, till, max_queue = F.open_window(keys, args, args[6])
+  if not since then return nil end
   -- The window holds only while the room is full by its slots (F.window): main would
   -- promote nobody.
   local s = args[5]
