@@ -26,11 +26,14 @@
 //! - **The line ahead**: waiters silent for longer than `queue_ttl` are skipped at their turn
 //!   and take none of the line's time; so are those who will give up before it, forecast from
 //!   the share of turns skipped lately and from the rate at which waiters go silent (the
-//!   constant patience of queueing theory's Erlang-A model), whichever says more.
+//!   constant patience of queueing theory's Erlang-A model), their mean.
 //! - **A margin sized from the measured error**, not a fixed factor: the room's own minutes,
 //!   each forecast by the ones before, say how far its pace strays (its trend and its waves),
-//!   and how dispersed its admissions are; never less than [`MIN_RATE_ERROR`]. The shown value
-//!   adds [`MARGIN_Z`] times the resulting uncertainty of the wait; the range spans it.
+//!   and how dispersed its admissions are; never less than [`MIN_RATE_ERROR`]. Who gives up
+//!   adds its own: whether each waiter ahead stays, where the silent stand (nearer the front,
+//!   or anywhere after a wave of quitters), and how far the two forecasts of give-ups part.
+//!   The shown value adds [`MARGIN_Z`] times the resulting uncertainty of the wait; the range
+//!   spans it.
 //! - **No false precision**: with no basis (a room younger than [`MIN_OBSERVED_MS`], or fewer
 //!   than [`MIN_EVENTS`] admissions beyond the fills) the answer is [`Eta::Estimating`]; a room
 //!   that let nobody in for five minutes is [`Eta::Stalled`]; a paused one [`Eta::Paused`].
@@ -298,12 +301,22 @@ pub fn estimate(input: &EtaInput) -> Eta {
     // And of who gives up: each of those before me stays or not (a chance of `stays`, as
     // forecast), and the rate of giving up is itself measured on `seen` give-ups.
     let stays = (ahead - 1.0).max(0.0) / before_me.max(1.0);
+    // Where the silent stand is a guess: nearer the front in a line whose waiters give up as
+    // they wait, anywhere after a wave of them left at once (nothing says which until their
+    // turns come): the gap between the two is taken as one standard deviation. And the two
+    // forecasts of who will give up disagree by as much as they err: half their gap is one
+    // more. Both are nought when nobody gives up, and then the margin is as it was.
+    let silent = pace.silent.min(input.waiting) as f64;
+    let placement = silent_ahead - silent * (before_me / input.waiting.max(1) as f64).min(1.0);
+    let disagreement = 0.5 * (by_share - by_patience);
     let gone_variance = before_me * stays * (1.0 - stays)
         + if seen > 0.0 {
             future * future / seen
         } else {
             0.0
-        };
+        }
+        + placement * placement
+        + disagreement * disagreement;
     let spread =
         (rate_error * rate_error + dispersion / ahead + gone_variance / (ahead * ahead)).sqrt();
     let secs = |x: f64| Duration::from_secs(x.clamp(0.0, MAX_SECS).ceil() as u64);
@@ -563,12 +576,43 @@ mod tests {
         // The same count, with no time to have seen anyone give up (silent after five
         // minutes): only the silent now are taken off.
         let without = with_time_to_see.with_silent_after(5 * MIN);
+        // (Shorter, though the forecast's own uncertainty widens the margin.)
         let forecast = shown(101, 100, with_time_to_see);
         let silent_only = shown(101, 100, without);
         assert!(
-            (forecast as f64) < 0.95 * silent_only as f64,
+            (forecast as f64) < 0.97 * silent_only as f64,
             "{forecast} vs {silent_only}"
         );
+    }
+
+    #[test]
+    fn a_silent_waiter_ahead_may_cost_a_turn_the_margin_allows_for_it() {
+        // 60 of 200 silent, no turn skipped yet (a wave of quitters, not seen at the front),
+        // 20 a minute: were the silent anywhere in line, 30 of the 100 ahead would be, and the
+        // wait 70 turns, 210 s. Nearer the front (the usual guess) 45 would be: about 170 s,
+        // and with the pace's margin alone about 180 s. The margin allows for the other guess.
+        let wave = pace(10 * MIN, 10, [20; PACE_MINUTES])
+            .with_line([20; PACE_MINUTES], 60)
+            .with_silent_after(5 * MIN);
+        let eta = estimate(&EtaInput::new(101, 200, wave, false));
+        let shown = eta.shown().unwrap().as_secs();
+        assert!((195..=240).contains(&shown), "{eta:?}");
+        // Its margin is wider than that of a line where everyone stays.
+        let all_stay = pace(10 * MIN, 10, [20; PACE_MINUTES]);
+        assert!(
+            shown_margin(wave) > 1.2 * shown_margin(all_stay),
+            "{} vs {}",
+            shown_margin(wave),
+            shown_margin(all_stay)
+        );
+    }
+
+    /// The shown value over the likely one's lower bound (`low` is `likely * (1 - spread)`,
+    /// `shown` is `likely * (1 + MARGIN_Z * spread)`): how wide the margin is.
+    fn shown_margin(pace: RoomPace) -> f64 {
+        let eta = estimate(&EtaInput::new(101, 200, pace, false));
+        let (low, _) = eta.range().unwrap();
+        eta.shown().unwrap().as_secs_f64() / low.as_secs_f64()
     }
 
     #[test]
