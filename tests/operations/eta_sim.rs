@@ -1,7 +1,8 @@
 //! The wait estimate against real waits, in simulation: visitors arrive, wait, poll the
 //! status endpoint, are let in, stay and leave, all through the real layer in process, on the
 //! embedded store and a manual clock moved one second at a time. Deterministic: every random
-//! draw comes from an xorshift generator with a fixed seed.
+//! draw comes from an xorshift generator with a fixed seed. The give-up scenarios run once more
+//! served over real HTTP on loopback ([`Sim::over_http`], ignored by default: a minute).
 //!
 //! The harness reads the estimates where a visitor's page reads them, in the JSON of the status
 //! endpoint (and of the `429` a newcomer gets): `eta_seconds`, and the range `eta_low_seconds` /
@@ -54,7 +55,7 @@ use tower_waiting_room::store::MemoryStore;
 use tower_waiting_room::testing::ManualClock;
 use tower_waiting_room::{ResponseBody, WaitingRoomLayer};
 
-use common::{Jar, Reply, PREFIX, SECRET, T0};
+use common::{Http, Jar, Reply, PREFIX, SECRET, T0};
 
 mod figures;
 mod scenarios;
@@ -328,6 +329,9 @@ async fn app(_req: Request<Body>) -> Result<Response<Body>, Infallible> {
 
 struct Sim {
     scenario: Scenario,
+    /// Over real HTTP (a server on loopback, the room in front of `common::app`), or `None`:
+    /// the layer called in process.
+    http: Option<Http>,
     layer: WaitingRoomLayer,
     service: RoomService,
     clock: ManualClock,
@@ -338,6 +342,13 @@ struct Sim {
 }
 
 impl Sim {
+    /// The scenario served over real HTTP on loopback rather than called in process.
+    async fn over_http(scenario: Scenario, seed: u64) -> Self {
+        let mut sim = Self::new(scenario, seed);
+        sim.http = Some(common::serve(common::app(sim.layer.clone())).await);
+        sim
+    }
+
     fn new(scenario: Scenario, seed: u64) -> Self {
         // A change of a few percent (the capacity controller's steps) is no surprise; a larger
         // one (an operator's, the controller's cut) is.
@@ -380,6 +391,7 @@ impl Sim {
         let grain = scenario.poll_every;
         Self {
             scenario,
+            http: None,
             layer,
             service,
             clock,
@@ -398,13 +410,19 @@ impl Sim {
 
     /// `method path` with visitor `v`'s cookies; the answer's cookies go into the jar.
     async fn send(&mut self, v: usize, method: Method, path: &str) -> Reply {
-        let mut req = Request::builder().method(method).uri(path);
-        if let Some(cookie) = self.run.visitors[v].jar.header() {
-            req = req.header(header::COOKIE, cookie);
-        }
-        let req = req.body(Body::new(Bytes::new())).unwrap();
-        let res = self.service.clone().oneshot(req).await.unwrap();
-        let reply = Reply::read(res).await.unwrap();
+        let cookie = self.run.visitors[v].jar.header();
+        let reply = if let Some(http) = &self.http {
+            let headers: Vec<_> = cookie.map(|c| (header::COOKIE, c)).into_iter().collect();
+            http.send(method, path, &headers).await
+        } else {
+            let mut req = Request::builder().method(method).uri(path);
+            if let Some(cookie) = cookie {
+                req = req.header(header::COOKIE, cookie);
+            }
+            let req = req.body(Body::new(Bytes::new())).unwrap();
+            let res = self.service.clone().oneshot(req).await.unwrap();
+            Reply::read(res).await.unwrap()
+        };
         self.run.visitors[v].jar.absorb(&reply);
         reply
     }
@@ -656,20 +674,23 @@ async fn run_seeds(scenario: &Scenario) -> Run {
         let run = Sim::new(scenario.clone(), seed).run().await;
         pooled = Some(match pooled {
             None => run,
-            Some(mut all) => {
-                let offset = all.visitors.len();
-                all.shown.extend(run.shown.into_iter().map(|s| Shown {
-                    visitor: s.visitor + offset,
-                    ..s
-                }));
-                all.visitors.extend(run.visitors);
-                all.polls.extend(run.polls);
-                all.seconds = all.seconds.max(run.seconds);
-                all
-            }
+            Some(all) => pool(all, run),
         });
     }
     pooled.expect("at least one seed")
+}
+
+/// Two runs as one: `run`'s visitors after `all`'s.
+fn pool(mut all: Run, run: Run) -> Run {
+    let offset = all.visitors.len();
+    all.shown.extend(run.shown.into_iter().map(|s| Shown {
+        visitor: s.visitor + offset,
+        ..s
+    }));
+    all.visitors.extend(run.visitors);
+    all.polls.extend(run.polls);
+    all.seconds = all.seconds.max(run.seconds);
+    all
 }
 
 /// Runs `scenario`, prints its row (and what it misses of [`GOALS`]) and asserts `targets`.
@@ -757,6 +778,38 @@ async fn a_third_give_up_with_short_ttls() {
 #[tokio::test]
 async fn a_third_give_up_at_once() {
     keeps_its_floor(Scenario::give_up_burst()).await;
+}
+
+/// The give-up scenarios served over real HTTP (a server on loopback, the same manual clock and
+/// seeds): what a page reads off the wire, scored as in process, held to the same floor. About
+/// a minute in release mode, so not in every run: `--include-ignored` runs it.
+#[tokio::test]
+#[ignore = "a minute of loopback HTTP in release mode: run with --include-ignored"]
+async fn give_ups_over_http() {
+    for scenario in [
+        Scenario::giving_up(),
+        Scenario::giving_up_late(),
+        Scenario::giving_up_short_ttls(),
+        Scenario::give_up_burst(),
+    ] {
+        let mut pooled: Option<Run> = None;
+        for seed in &SEEDS {
+            let run = Sim::over_http(scenario.clone(), *seed).await.run().await;
+            pooled = Some(match pooled {
+                None => run,
+                Some(all) => pool(all, run),
+            });
+        }
+        let figures = pooled.expect("the seeds").figures();
+        println!("{}", figures.row(&format!("{}, over HTTP", scenario.name)));
+        let misses = figures.misses(&GIVE_UP_TARGETS);
+        assert!(
+            misses.is_empty(),
+            "{}: {}",
+            scenario.name,
+            misses.join("; ")
+        );
+    }
 }
 
 // ===== the harness itself =====
