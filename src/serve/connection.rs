@@ -23,6 +23,10 @@ use tower_service::Service;
 
 use super::framing::Framing;
 use super::shutdown::Closing;
+
+/// hyper's limit on a request's headers when none is set (its `DEFAULT_MAX_HEADERS`), which
+/// [`Limits`](super::Limits)' default matches; `tests/layer/serve.rs` holds hyper to it.
+const HYPER_MAX_HEADERS: usize = 100;
 use super::Limits;
 use crate::PeerAddr;
 
@@ -142,8 +146,14 @@ pub(super) async fn run<S, B>(
         // what hyper buffers of a connection's input (and refuses less than 8192, which the
         // setter ensures).
         .max_buf_size(limits.get_max_header_bytes())
-        .max_header_size(limits.get_max_header_bytes())
-        .max_headers(limits.get_max_headers());
+        .max_header_size(limits.get_max_header_bytes());
+    // hyper's own limit is the same 100 headers, parsed into arrays on the stack; a limit set
+    // explicitly, even to 100, makes it build two arrays of that many slots element by element
+    // for every head it parses (twice a request: about 1 700 instructions, a twentieth of an
+    // admitted request's). So only a limit other than hyper's is passed on.
+    if limits.get_max_headers() != HYPER_MAX_HEADERS {
+        builder.max_headers(limits.get_max_headers());
+    }
     let mut conn = pin!(builder
         .serve_connection(TokioIo::new(io), per_request)
         .with_upgrades());

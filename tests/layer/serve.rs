@@ -191,6 +191,15 @@ async fn more_headers_than_max_headers_gets_431() {
         "HTTP/1.1 431 Request Header Fields Too Large"
     );
     assert_eq!(status_with(addr, &headers(5)).await, "HTTP/1.1 200 OK");
+    // The default, 100, is hyper's own (not passed to it): held exactly, 100 taken and 101
+    // refused (`Host` and `Connection` are two of them).
+    let (addr, _stop, _) = start(LIMITS).await;
+    assert_eq!(LIMITS.get_max_headers(), 100);
+    assert_eq!(status_with(addr, &headers(98)).await, "HTTP/1.1 200 OK");
+    assert_eq!(
+        status_with(addr, &headers(99)).await,
+        "HTTP/1.1 431 Request Header Fields Too Large"
+    );
 }
 
 /// Opens a connection and upgrades it to the echo: the stream, past the `101`'s head.
