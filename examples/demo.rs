@@ -283,7 +283,20 @@ pub(crate) fn build_admin(
 }
 
 /// The protected page: who you are, how you got in, when your slot expires, and a leave button.
-async fn home(admission: Option<Extension<Admission>>, prefix: String) -> Response {
+/// Written piece by piece into one buffer (the room id and session id are `[A-Za-z0-9_-]` and
+/// hex: nothing to escape): an admitted visitor's every request renders it, and the
+/// `format!`s it was made of cost more than the room's own check (`scripts/demo-pair`).
+async fn home(admission: Option<Extension<Admission>>, prefix: Arc<str>) -> Response {
+    use std::fmt::Write as _;
+    const HEAD: &str = r#"<!doctype html><html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width,initial-scale=1"><title>You are in</title>
+<style>body{font-family:system-ui,sans-serif;max-width:36rem;margin:3rem auto;padding:0 1rem}
+code{background:#f0f0f0;padding:0 .25rem}button{font:inherit;padding:.4rem 1rem}</style></head>
+<body><h1>You are in</h1>
+<p>Room <code>"#;
+    const TAIL: &str = r#""><button type="submit">Leave and give my place to the next visitor</button></form>
+<p><a href="/">The shop</a> · <a href="/vip">The VIP room</a> · <a href="/stats">Room stats (JSON)</a></p>
+</body></html>"#;
     let Some(Extension(a)) = admission else {
         // Only if the page were mounted without the layer.
         return (
@@ -306,32 +319,34 @@ async fn home(admission: Option<Extension<Admission>>, prefix: String) -> Respon
         .expires_at()
         .duration_since(SystemTime::now())
         .map_or(0, |d| d.as_secs());
-    let expiry = if matches!(a.admitted_by(), AdmittedBy::FailOpen | AdmittedBy::Drained) {
-        format!("You hold no slot; the room asks the store again in about {secs} s.")
+    let mut page = String::with_capacity(1_024);
+    page.push_str(HEAD);
+    page.push_str(a.room());
+    page.push_str("</code>, session <code>");
+    // (Writing into a String never fails.)
+    let _ = write!(page, "{}", a.session());
+    page.push_str("</code>.</p>\n<p>You were admitted ");
+    page.push_str(how);
+    page.push_str(".</p>\n<p>");
+    if matches!(a.admitted_by(), AdmittedBy::FailOpen | AdmittedBy::Drained) {
+        let _ = write!(
+            page,
+            "You hold no slot; the room asks the store again in about {secs} s."
+        );
     } else {
-        format!(
+        let _ = write!(
+            page,
             "Your slot expires in <strong>{secs} s</strong> unless you stay active: \
              requests after the refresh time extend it."
-        )
-    };
-    let leave_path = format!("{prefix}/{}/leave", a.room());
-    // The room id and session id are `[A-Za-z0-9_-]` and hex: nothing to escape.
-    Html(format!(
-        r#"<!doctype html><html lang="en"><head><meta charset="utf-8">
-<meta name="viewport" content="width=device-width,initial-scale=1"><title>You are in</title>
-<style>body{{font-family:system-ui,sans-serif;max-width:36rem;margin:3rem auto;padding:0 1rem}}
-code{{background:#f0f0f0;padding:0 .25rem}}button{{font:inherit;padding:.4rem 1rem}}</style></head>
-<body><h1>You are in</h1>
-<p>Room <code>{room}</code>, session <code>{session}</code>.</p>
-<p>You were admitted {how}.</p>
-<p>{expiry}</p>
-<form method="post" action="{leave_path}"><button type="submit">Leave and give my place to the next visitor</button></form>
-<p><a href="/">The shop</a> · <a href="/vip">The VIP room</a> · <a href="/stats">Room stats (JSON)</a></p>
-</body></html>"#,
-        room = a.room(),
-        session = a.session(),
-    ))
-    .into_response()
+        );
+    }
+    page.push_str("</p>\n<form method=\"post\" action=\"");
+    page.push_str(&prefix);
+    page.push('/');
+    page.push_str(a.room());
+    page.push_str("/leave");
+    page.push_str(TAIL);
+    Html(page).into_response()
 }
 
 /// The checkout, gated by the default room: only an admitted visitor gets here (everyone else
@@ -377,7 +392,7 @@ async fn metrics(layer: WaitingRoomLayer) -> String {
 }
 
 fn app(layer: WaitingRoomLayer, rooms: WaitingRooms, knee: Option<usize>) -> Router {
-    let prefix = layer.config().path_prefix().to_owned();
+    let prefix: Arc<str> = layer.config().path_prefix().into();
 
     // Everything here is behind the rooms: the rooms' layer is this router's last call, and the
     // router holds the app's fallback, so every path that no open route below takes (every
@@ -386,13 +401,13 @@ fn app(layer: WaitingRoomLayer, rooms: WaitingRooms, knee: Option<usize>) -> Rou
         .route(
             "/",
             get({
-                let prefix = prefix.clone();
-                move |a| home(a, prefix.clone())
+                let prefix = Arc::clone(&prefix);
+                move |a| home(a, Arc::clone(&prefix))
             }),
         )
         .route("/vip", {
-            let prefix = prefix.clone();
-            get(move |a| home(a, prefix.clone()))
+            let prefix = Arc::clone(&prefix);
+            get(move |a| home(a, Arc::clone(&prefix)))
         })
         .route("/checkout", post(checkout));
     let protected = match knee {
