@@ -519,7 +519,10 @@ fn parse_net(text: &str) -> Result<IpNet, String> {
         })
 }
 
-/// `"POST /checkout"`, `"GET,HEAD /api/*"` or `"/api/orders/*"` (every method).
+/// `"POST /checkout"`, `"GET /api/*"` or `"/api/orders/*"` (every method). `GET` brings `HEAD`
+/// with it, as the crate's `Rule::get` does: a `HEAD` is a `GET` without the body, and the app
+/// answers it all the same, so a gate on `GET` that let `HEAD` through ungated would be
+/// narrower than it reads.
 fn parse_gate(text: &str) -> Result<(Vec<http::Method>, String), String> {
     let bad = || format!("gates: `{text}` is not a route such as \"POST /checkout\" or \"/api/*\"");
     let (methods, path) = match text.trim().split_once(' ') {
@@ -538,7 +541,11 @@ fn parse_gate(text: &str) -> Result<(Vec<http::Method>, String), String> {
                 .filter(|_| m.bytes().all(|b| b.is_ascii_uppercase()))
                 .ok_or_else(bad)
         })
-        .collect::<Result<_, _>>()?;
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut methods = methods;
+    if methods.contains(&http::Method::GET) && !methods.contains(&http::Method::HEAD) {
+        methods.push(http::Method::HEAD);
+    }
     Ok((methods, path.to_owned()))
 }
 

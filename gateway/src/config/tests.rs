@@ -157,16 +157,18 @@ fn limits_are_read_and_checked() {
 #[test]
 fn routes_are_read_and_bad_ones_named() {
     let c = parse(&format!(
-        "upstream = \"http://a:1\"\n[[rooms]]\nroom = \"shop\"\nsecret_env = \"{SECRET_ENV}\"\npaths = [\"/shop\"]\nhosts = [\"shop.example\"]\ngates = [\"POST /checkout\", \"/api/*\", \"GET,HEAD /x\"]\nbypass = [\"/static\"]\n"
+        "upstream = \"http://a:1\"\n[[rooms]]\nroom = \"shop\"\nsecret_env = \"{SECRET_ENV}\"\npaths = [\"/shop\"]\nhosts = [\"shop.example\"]\ngates = [\"POST /checkout\", \"/api/*\", \"GET,HEAD /x\", \"GET /y\"]\nbypass = [\"/static\"]\n"
     ))
     .unwrap();
     let r = &c.rooms[0];
     assert!(!r.is_default());
     assert_eq!(r.paths, ["/shop"]);
-    assert_eq!(r.gates.len(), 3);
+    assert_eq!(r.gates.len(), 4);
     assert_eq!(r.gates[0].0, [http::Method::POST]);
     assert!(r.gates[1].0.is_empty());
-    assert_eq!(r.gates[2].0.len(), 2);
+    assert_eq!(r.gates[2].0, [http::Method::GET, http::Method::HEAD]);
+    // `GET` alone brings `HEAD`: a gate is never narrower than it reads.
+    assert_eq!(r.gates[3].0, [http::Method::GET, http::Method::HEAD]);
     let (line, msg) = refused(
         "upstream = \"http://a:1\"\n[[rooms]]\nroom = \"shop\"\ngates = [\"post /checkout\"]\n",
     );
