@@ -712,10 +712,12 @@ pub(super) async fn sim_only(settings: &Settings) -> Result<Map<String, Value>, 
     };
     let line_store = store_on(&line_redis)?;
     let line_policy = line_policy(sizes.line);
-    let bytes_per_waiter = if waiters.is_some() {
-        fill_in_batches(&line_redis, &line_store, &line_policy, sizes.line).await?
+    let (bytes_per_waiter, at_fill) = if waiters.is_some() {
+        let filled = fill_in_batches(&line_redis, &line_store, &line_policy, sizes.line).await?;
+        (filled.settled, Some(filled.at_fill))
     } else {
-        fill_our_line(&line_redis, &line_store, &line_policy, sizes.line).await?
+        let bytes = fill_our_line(&line_redis, &line_store, &line_policy, sizes.line).await?;
+        (bytes, None)
     };
     if let Ok(what) = std::env::var("SIM_BEFORE") {
         if what.contains("releasetail") {
@@ -767,6 +769,12 @@ pub(super) async fn sim_only(settings: &Settings) -> Result<Map<String, Value>, 
         "sim_bytes_per_waiter".into(),
         json!(round(bytes_per_waiter, 1)),
     );
+    if let Some(at_fill) = at_fill {
+        m.insert(
+            "sim_bytes_per_waiter_at_fill".into(),
+            json!(round(at_fill, 1)),
+        );
+    }
     m.insert(
         "sim_used_memory_bytes".into(),
         json!(line_redis.used_memory()?),
@@ -784,13 +792,14 @@ pub(super) async fn sim_only(settings: &Settings) -> Result<Map<String, Value>, 
 
 /// Fills `policy`'s room on `redis` as [`fill_our_line`] does (one slot held by [`line_id`] 0,
 /// `line_id` 1..=`line` waiting, in order), with batches of joins (`join_batch`, 64 newcomers a
-/// call, 50 calls a round trip): ten million in about half a minute. Redis's memory per waiter.
+/// call, 50 calls a round trip): ten million in about half a minute. Redis's memory per waiter,
+/// right after the fill and once the line's table settled.
 async fn fill_in_batches(
     redis: &RedisServer,
     store: &RedisStore,
     policy: &RoomPolicy,
     line: u64,
-) -> Result<f64, BoxError> {
+) -> Result<Filled, BoxError> {
     const BATCH: u64 = 64;
     const CALLS: u64 = 50;
     let mut conn = connection(redis).await?;
@@ -843,7 +852,7 @@ async fn fill_in_batches(
             }
         }
     }
-    let after = redis.used_memory()?;
+    let at_fill = redis.used_memory()?;
     let waiting = store.stats(policy).await?.waiting;
     if waiting != line {
         return Err(format!("filling in batches: {waiting} waiting of {line}").into());
@@ -852,7 +861,75 @@ async fn fill_in_batches(
         "filled our line of {line} in batches in {:.1} s",
         t.elapsed().as_secs_f64()
     );
-    Ok(after.saturating_sub(before) as f64 / line as f64)
+    let line_key = keys
+        .iter()
+        .find(|k| k.ends_with(":line"))
+        .ok_or("no line key")?;
+    let settled = settle_line(redis, &mut conn, line_key, line).await?;
+    let per_waiter = |bytes: u64| bytes.saturating_sub(before) as f64 / line as f64;
+    let bitmaps = liveness_bitmaps(redis, store, policy).await?;
+    let line_usage: Option<u64> = redis::cmd("MEMORY")
+        .arg("USAGE")
+        .arg(line_key)
+        .arg("SAMPLES")
+        .arg(1_000)
+        .query_async(&mut conn)
+        .await?;
+    eprintln!(
+        "bytes per waiter: {:.1} right after the fill, {:.1} once the line's table settled: \
+         the line's zset {:.1} (MEMORY USAGE, sampled), {} liveness bitmaps {:.1} (largest {} bytes)",
+        per_waiter(at_fill),
+        per_waiter(settled),
+        line_usage.unwrap_or(0) as f64 / line as f64,
+        bitmaps.count,
+        bitmaps.bytes as f64 / line as f64,
+        bitmaps.largest
+    );
+    Ok(Filled {
+        at_fill: per_waiter(at_fill),
+        settled: per_waiter(settled),
+    })
+}
+
+/// Bytes per waiter of a line filled in batches: right after the fill, and once Redis's table
+/// of the line is whole again ([`settle_line`]).
+struct Filled {
+    at_fill: f64,
+    settled: f64,
+}
+
+/// Redis's `used_memory` once the line's zset is done growing its hash table. A table that
+/// doubles (at 2^23 entries, on the way to ten million) is moved into the new one a bucket at
+/// each lookup or write of the key (Redis's cron moves only the keyspace's own tables), and
+/// until then both are held: about 6.7 bytes a waiter at ten million. A room's syncs look up
+/// thousands of its waiters a second, so a live line is rid of the old table within seconds;
+/// a fill that ends mid-move is a transient. Lookups like a sync's (`ZMSCORE`, 1 000 ids a
+/// call) until `used_memory` stops falling, at most 64 rounds of 1 000 000.
+async fn settle_line(
+    redis: &RedisServer,
+    conn: &mut redis::aio::MultiplexedConnection,
+    line_key: &str,
+    line: u64,
+) -> Result<u64, BoxError> {
+    let mut last = redis.used_memory()?;
+    for round in 0..64u64 {
+        let mut pipe = redis::pipe();
+        for call in 0..1_000u64 {
+            let from = (round * 1_000 + call) * 1_000 % line.max(1);
+            let cmd = pipe.cmd("ZMSCORE").arg(line_key);
+            for i in from..(from + 1_000).min(line) {
+                cmd.arg(line_id(i + 1).as_bytes().as_slice());
+            }
+            cmd.ignore();
+        }
+        let () = pipe.query_async(conn).await?;
+        let now = redis.used_memory()?;
+        if now >= last {
+            return Ok(now);
+        }
+        last = now;
+    }
+    Ok(last)
 }
 
 /// Only the peer comparison (`bench --script`): for work on the room function.
