@@ -97,7 +97,7 @@ const ROOM: &str = "bench";
 const POLL_ROOM: &str = "benchpoll";
 const SCRIPT_ROOM: &str = "benchscript";
 const SCALE_ROOM: &str = "benchscale";
-/// The room's function library (`FUNCTION LOAD REPLACE`, then `FCALL twr_room_v9_<op>`).
+/// The room's function library (`FUNCTION LOAD REPLACE`, then `FCALL twr_room_v10_<op>`).
 const ROOM_SCRIPT: &str = tower_waiting_room::__private::ROOM_LIBRARY;
 
 #[path = "bench_parts/wrk.rs"]
@@ -966,7 +966,7 @@ async fn script_scenarios(
     let client = redis::Client::open(redis.url())?;
     let conn = client.get_connection_manager().await?;
     let trivial = Arc::new(redis::Script::new("return 1"));
-    // The room runs as functions (`FCALL twr_room_v9_<op>`); the store loaded them with its first call.
+    // The room runs as functions (`FCALL twr_room_v10_<op>`); the store loaded them with its first call.
     let keys = redis_keys(&store, SCRIPT_ROOM);
 
     let mut script_runs = Vec::new();

@@ -71,6 +71,9 @@ use crate::config::RoomPolicy;
 use crate::session::SessionId;
 pub use crate::vocab::{draw_score, Place};
 
+mod silent;
+pub use silent::SilentCounts;
+
 /// A store's snapshots of the line: an optional capability of a [`Store`](super::Store), found
 /// by [`Store::snapshots`](super::Store::snapshots). With it, each gateway answers waiting
 /// polls from its snapshot, refreshed about once a second by one [`sync`](Self::sync) (and
@@ -225,13 +228,22 @@ impl From<Vec<SessionId>> for SeenWaiters {
     }
 }
 
-/// One waiter's exact rank (0-based) at the snapshot's time, and their score.
+/// One waiter's exact rank (0-based) at the snapshot's time, their score, and whether they
+/// are silent by the turn's liveness rule.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 pub struct Checkpoint {
     /// The waiter's score in the line (their sequence number, or a registrant's draw score).
     pub score: f64,
     /// How many stand ahead of them.
     pub rank: u64,
+    /// Not alive by [`LivenessRule::for_turn`] at the snapshot's time: skipped at their turn
+    /// unless they come back. Both stores say it by the same rule, with the same two
+    /// allowances as the pace's [`silent`](super::RoomPace::silent) count: nobody is silent
+    /// while silence is excused (the Redis store's, for a gateway that could not reach it),
+    /// and a waiter whose turn check-ins a gateway left out behind its
+    /// [turn horizon](self#the-turn-horizon) counts as alive (the rule counts them so).
+    /// [`SilentCounts`] counts the silent ahead of any place from these.
+    pub silent: bool,
 }
 
 /// The ranks a snapshot holds for a line of `waiting` people, ascending: every rank below
@@ -434,7 +446,11 @@ mod tests {
             waiting,
             checkpoints: scores_ranks
                 .iter()
-                .map(|&(score, rank)| Checkpoint { score, rank })
+                .map(|&(score, rank)| Checkpoint {
+                    score,
+                    rank,
+                    silent: false,
+                })
                 .collect(),
             paused: false,
             open: true,

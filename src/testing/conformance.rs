@@ -526,6 +526,7 @@ macro_rules! __conformance_suite {
                 sync_keeps_a_waiter_behind_the_horizon_alive_at_their_turn,
                 liveness_is_to_the_epoch,
                 sync_snapshot_has_exact_checkpoints,
+                sync_snapshot_says_which_checkpoint_waiters_are_silent,
                 sync_snapshot_says_paused_open_and_schedule,
                 waiting_answers_say_the_place,
                 snapshot_positions_are_within_the_bound,

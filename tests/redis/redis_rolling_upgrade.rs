@@ -9,10 +9,10 @@
 //! nobody loses their place or their order. And from `twr_room_v6` to this library (the same
 //! data): a waiter whose turn check-ins this version left out behind a turn horizon is never
 //! skipped by the older library's promotion. And from `twr_room_v7` (the same data, one
-//! function for every operation) and `twr_room_v8` (the same data, one function per operation,
-//! without the capacity controller's) to this library: each shares a room with it, and a
-//! capacity an older gateway writes turns this library's controller off instead of being
-//! overwritten.
+//! function for every operation), `twr_room_v8` (the same data, one function per operation,
+//! without the capacity controller's) and `twr_room_v9` (the same data, a snapshot without each
+//! checkpoint's silence) to this library: each shares a room with it, and a capacity an older
+//! gateway writes turns this library's controller off instead of being overwritten.
 
 use crate::redis_harness;
 
@@ -118,7 +118,7 @@ fn names_version(window: &[u8], version: u32) -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rolling_deploy_upgrades_the_room_once_and_never_mixes_the_versions() {
-    assert_eq!(ROOM_LIBRARY_NAME, "twr_room_v9");
+    assert_eq!(ROOM_LIBRARY_NAME, "twr_room_v10");
     assert_eq!(SETTINGS_VERSION, 5);
     let (server, mut c) = server_with(PREVIOUS_LIBRARY).await;
     let store = RedisStore::builder()
@@ -284,10 +284,16 @@ async fn the_previous_library_never_skips_a_waiter_left_out_behind_a_horizon() {
 const V7_LIBRARY: &str = include_str!("../fixtures/room_v7.lua");
 const V7_FUNCTION: &str = "twr_room_v7";
 
-/// The library before this one, `twr_room_v8` (settings version 5, the same data, one function
-/// per operation, no capacity controller), kept as it shipped in `tests/fixtures/room_v8.lua`
+/// An older library, `twr_room_v8` (settings version 5, the same data, one function per
+/// operation, no capacity controller), kept as it shipped in `tests/fixtures/room_v8.lua`
 /// (commit `6e8a55d`, its files assembled in the order of that commit's protocol.rs).
 const V8_LIBRARY: &str = include_str!("../fixtures/room_v8.lua");
+
+/// The library before this one, `twr_room_v9` (settings version 5, the same data and
+/// functions; its sync's checkpoints do not say who is silent), kept as it shipped in
+/// `tests/fixtures/room_v9.lua` (commit `d07370d`, its files assembled in the order of that
+/// commit's protocol.rs).
+const V9_LIBRARY: &str = include_str!("../fixtures/room_v9.lua");
 
 /// A gateway of an older library that shares this one's data (settings version 5), called the
 /// way its gateways called it: by the server's clock, silence not excused.
@@ -297,20 +303,23 @@ enum Older {
     V7,
     /// `twr_room_v8`: `twr_room_v8_<op>`, the call's four arguments first.
     V8,
+    /// `twr_room_v9`: `twr_room_v9_<op>`, called as v8's.
+    V9,
 }
 
 impl Older {
-    const ALL: [Older; 2] = [Older::V7, Older::V8];
+    const ALL: [Older; 3] = [Older::V7, Older::V8, Older::V9];
 
     /// Whether it reads a newer settings key whose `vmin` names its settings version.
     fn reads_vmin(self) -> bool {
-        matches!(self, Older::V8)
+        matches!(self, Older::V8 | Older::V9)
     }
 
     fn library(self) -> &'static str {
         match self {
             Older::V7 => V7_LIBRARY,
             Older::V8 => V8_LIBRARY,
+            Older::V9 => V9_LIBRARY,
         }
     }
 
@@ -326,6 +335,17 @@ impl Older {
         match self {
             Older::V7 => older_call(c, V7_FUNCTION, keys, policy, (op, session, "0")).await,
             Older::V8 => v8_call(c, keys, policy, op, &[&session.as_bytes()[..]]).await,
+            Older::V9 => {
+                function_call(
+                    c,
+                    "twr_room_v9",
+                    keys,
+                    policy,
+                    op,
+                    &[&session.as_bytes()[..]],
+                )
+                .await
+            }
         }
     }
 }
@@ -339,8 +359,21 @@ async fn v8_call(
     op: &str,
     own: &[&[u8]],
 ) -> Result<Vec<redis::Value>, String> {
+    function_call(c, "twr_room_v8", keys, policy, op, own).await
+}
+
+/// A call of `op` by a gateway of `library` (v8 or later: `FCALL <library>_<op>`), as
+/// [`v8_call`].
+async fn function_call(
+    c: &mut redis::aio::MultiplexedConnection,
+    library: &str,
+    keys: &[String],
+    policy: &RoomPolicy,
+    op: &str,
+    own: &[&[u8]],
+) -> Result<Vec<redis::Value>, String> {
     let mut cmd = redis::cmd("FCALL");
-    cmd.arg(format!("twr_room_v8_{op}")).arg(keys.len());
+    cmd.arg(format!("{library}_{op}")).arg(keys.len());
     for k in keys {
         cmd.arg(k);
     }
@@ -363,8 +396,9 @@ fn int_at(reply: &[redis::Value], i: usize) -> i64 {
     }
 }
 
-/// v8 only changed the call (one function per operation), and this version only added the
-/// capacity controller's functions: gateways of v7 or v8 and of this version share a room,
+/// v8 only changed the call (one function per operation), v9 only added the capacity
+/// controller's functions, and this version only says in its sync's reply which checkpoint
+/// waiters are silent: gateways of v7, v8 or v9 and of this version share a room,
 /// loaded side by side, each placing newcomers behind the other's, each finding the other's
 /// waiters in their places, and a slot freed by one claimed through the other.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -595,15 +629,15 @@ async fn a_window_naming_holders_is_answered_from_by_this_library() {
     );
 }
 
-/// Both directions of a version mix, with each older library as it shipped (`twr_room_v7`, and
-/// the previous one, `twr_room_v8`) and this one on the same keys. This version writes
+/// Both directions of a version mix, with each older library as it shipped (`twr_room_v7`,
+/// `twr_room_v8` and the previous one, `twr_room_v9`) and this one on the same keys. This version writes
 /// settings version 5, as they do: each reads the other's key, placing newcomers behind the
 /// other's and holding one capacity. A key of a newer version (`v 6`) is refused by both before
 /// any write: this one answers it as a busy store (a version mix), the older one with
 /// `WRSETTINGS` (v7's crate took that for a misconfigured store and answered by the fail
 /// policy: with `FailPolicy::Open`, in without a slot; the rolling-upgrade rule in
 /// docs/redis.md is for that). A newer key that names this version as a reader (`vmin 5`, an
-/// additive change) is read by this one and by v8, which reads `vmin` too, and never lowered;
+/// additive change) is read by this one and by v8 and v9, which read `vmin` too, and never lowered;
 /// v7 still refuses it. Throughout: nobody admitted without a slot, never over capacity,
 /// nobody's place lost.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -220,7 +220,7 @@ async fn flushed_script_cache_is_reloaded() {
     ));
 }
 
-/// The room runs as functions (`FCALL twr_room_v9_enter`, ...): a server that lost it (`FUNCTION FLUSH`,
+/// The room runs as functions (`FCALL twr_room_v10_enter`, ...): a server that lost it (`FUNCTION FLUSH`,
 /// a restart without persistence of it, a failover to a replica that missed it) gets the
 /// library loaded again and the call retried, with nothing lost but the function.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -682,7 +682,7 @@ pub(crate) fn room_functions(server: &Server) -> Vec<String> {
         match v {
             redis::Value::BulkString(b) => {
                 let s = String::from_utf8_lossy(b);
-                if s.starts_with("twr_room_v9_") {
+                if s.starts_with("twr_room_v10_") {
                     out.push(s.into_owned());
                 }
             }
@@ -697,7 +697,7 @@ pub(crate) fn room_functions(server: &Server) -> Vec<String> {
     let libraries: redis::Value = redis::cmd("FUNCTION")
         .arg("LIST")
         .arg("LIBRARYNAME")
-        .arg("twr_room_v9")
+        .arg("twr_room_v10")
         .query(&mut c)
         .unwrap();
     let mut out = Vec::new();
@@ -713,7 +713,7 @@ fn function_loaded(server: &Server) -> bool {
 /// Whether `server`'s room library holds the single-use tickets' functions.
 fn ticket_functions_loaded(server: &Server) -> bool {
     let functions = room_functions(server);
-    ["twr_room_v9_ticket_mint", "twr_room_v9_ticket_redeem"]
+    ["twr_room_v10_ticket_mint", "twr_room_v10_ticket_redeem"]
         .iter()
         .all(|f| functions.iter().any(|g| g == f))
 }
@@ -733,7 +733,7 @@ async fn check_reports_the_server_and_loads_the_library() {
     assert!(!info.cluster && !info.replica, "{info}");
     // volatile-* evicts only keys with a TTL, and the room's keys have none.
     assert_eq!(info.maxmemory_policy.as_deref(), Some("volatile-lru"));
-    assert_eq!(info.function_library, "twr_room_v9", "{info}");
+    assert_eq!(info.function_library, "twr_room_v10", "{info}");
     assert!(function_loaded(&server), "library not loaded");
     assert!(
         ticket_functions_loaded(&server),
@@ -741,9 +741,9 @@ async fn check_reports_the_server_and_loads_the_library() {
     );
     let functions = room_functions(&server);
     for f in [
-        "twr_room_v9_auto_report",
-        "twr_room_v9_auto_apply",
-        "twr_room_v9_auto_switch",
+        "twr_room_v10_auto_report",
+        "twr_room_v10_auto_apply",
+        "twr_room_v10_auto_switch",
     ] {
         assert!(
             functions.iter().any(|g| g == f),
@@ -865,7 +865,7 @@ async fn a_malformed_schedule_argument_is_refused_not_read_as_open() {
         .query_async(&mut conn)
         .await
         .unwrap();
-    assert_eq!(loaded, "twr_room_v9");
+    assert_eq!(loaded, "twr_room_v10");
     let now = tower_waiting_room::clock::Clock::now_ms(&tower_waiting_room::clock::SystemClock);
     let opens = now + 3_600_000;
     let call = |last: String| {

@@ -2,7 +2,7 @@
 //!
 //! Four parts, each on a `redis-server` of its own (started fresh, so one part's keys and
 //! memory never weigh on another's numbers):
-//! 1. **peer comparison**: our room function's `join` (`FCALL twr_room_v9_join`) of a random new
+//! 1. **peer comparison**: our room function's `join` (`FCALL twr_room_v10_join`) of a random new
 //!    session next to the algorithm of the closest open-source peer (`peer_room.lua`, written
 //!    for this benchmark from its description; not their code), `EVALSHA return 1` and the
 //!    `FCALL` of a trivial function, under `redis-benchmark -c 32 -r 1000000`, at capacities 1
@@ -338,7 +338,7 @@ enum IdEncoding {
 /// The encoding our room script takes its session ids in. Store v2: `IdEncoding::Binary16`.
 const OUR_IDS: IdEncoding = IdEncoding::Binary16;
 
-/// How our room is called: `FCALL twr_room_v9_join` (a function of the room's Redis Functions
+/// How our room is called: `FCALL twr_room_v10_join` (a function of the room's Redis Functions
 /// library, loaded by [`load_ours`]), then [`our_enter`]'s arguments.
 const OUR_CALL: [&str; 2] = ["FCALL", ROOM_JOIN_FUNCTION];
 

@@ -99,6 +99,11 @@ impl PreQueue {
     /// The draw of the registrant at 0-based rank `k`: the bucket holding it by a descent of
     /// the Fenwick tree, then a walk through that bucket. O(log n).
     pub(super) fn select(&self, k: u64) -> Option<u64> {
+        self.select_entry(k).map(|(draw, _)| draw)
+    }
+
+    /// The draw and the session of the registrant at 0-based rank `k`, as [`select`](Self::select).
+    pub(super) fn select_entry(&self, k: u64) -> Option<(u64, SessionId)> {
         if k >= self.order.len() as u64 {
             return None;
         }
@@ -107,7 +112,7 @@ impl PreQueue {
         self.order
             .range((start, SessionId::from_bytes([0; 16]))..)
             .nth(within as usize)
-            .map(|&(draw, _)| draw)
+            .copied()
     }
 
     pub(super) fn insert(&mut self, draw: u64, s: SessionId) {

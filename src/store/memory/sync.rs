@@ -6,7 +6,7 @@ use super::schedule::line_closed;
 use super::RoomState;
 use crate::config::RoomPolicy;
 use crate::session::SessionId;
-use crate::store::snapshot::{checkpoint_ranks, Checkpoint, RoomSnapshot};
+use crate::store::snapshot::{checkpoint_ranks, Checkpoint, LivenessRule, RoomSnapshot};
 use crate::store::SeenWaiters;
 
 /// Checks in the sessions of `seen` that have a place; those without one go to `unknown`.
@@ -33,14 +33,22 @@ impl RoomState {
     /// are exact ranks, O(log n) each.
     pub(super) fn snapshot(&self, policy: &RoomPolicy, now: u64) -> RoomSnapshot {
         let waiting = self.waiters.len() as u64;
+        let turn = LivenessRule::for_turn(policy);
         RoomSnapshot {
             taken_at_ms: now,
             head: self.waiters.score_at(0),
             waiting,
             checkpoints: checkpoint_ranks(waiting)
                 .filter_map(|rank| {
-                    let score = self.waiters.score_at(rank)?;
-                    Some(Checkpoint { score, rank })
+                    let (score, seen) = self.waiters.at(rank)?;
+                    // Silent by the turn's rule, as at their turn (`promote`): a waiter
+                    // without a check-in (damage) is counted seen now there, so alive here.
+                    let silent = seen.is_some_and(|seen| !turn.alive(seen.turn, now));
+                    Some(Checkpoint {
+                        score,
+                        rank,
+                        silent,
+                    })
                 })
                 .collect(),
             paused: self.live().paused,

@@ -111,6 +111,21 @@ impl Waiters {
         Some(self.line[slot].0 as f64)
     }
 
+    /// The line score of the waiter at 0-based `rank`, and their last check-in (`None`: none
+    /// recorded, which only damage makes). O(log n).
+    pub(super) fn at(&self, rank: u64) -> Option<(f64, Option<Epochs>)> {
+        let pre = self.pre.len() as u64;
+        let (score, session) = if rank < pre {
+            let (draw, session) = self.pre.select_entry(rank)?;
+            (draw_score(draw), session)
+        } else {
+            let slot = self.ranks.select(rank - pre)?;
+            let (seq, session) = self.line[slot];
+            (seq as f64, session)
+        };
+        Some((score, self.seen(session)))
+    }
+
     /// The 1-based position of `s`, if in line (the store asks [`touch`](Self::touch)).
     #[cfg(test)]
     pub(super) fn position(&self, s: SessionId) -> Option<u64> {

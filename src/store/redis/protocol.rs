@@ -207,8 +207,8 @@ pub(crate) mod reply {
         /// `{11, opens_at_ms, 0}`: registered in the pre-queue, the room not open yet.
         SCHEDULED = 11,
         /// `{12, now_ms, waiting, paused, open, before_opening, line_closed, head, last_minute,
-        /// last_five_minutes, pace..., n, rank, score, ...}`: a snapshot (`sync`); head and
-        /// scores are strings.
+        /// last_five_minutes, pace..., n, rank, score, silent, ...}`: a snapshot (`sync`);
+        /// head and scores are strings, silent 0 or 1.
         SNAPSHOT = 12,
         /// `{13, capacity before}`: the controller's decision written (`auto_apply`).
         AUTO_APPLIED = 13,
@@ -409,11 +409,15 @@ pub(crate) fn snapshot(reply: &[redis::Value]) -> Result<(RoomSnapshot, [Vec<u8>
     };
     let (pace_fields, count) = rest.split_at(PACE_LEN);
     let count = usize::try_from(count[0]).map_err(|_| bad())?;
-    let pairs = reply
-        .get(count_at + 1..count_at + 1 + 2 * count)
+    // Each checkpoint: its rank, score and silence.
+    const CHECKPOINT_LEN: usize = 3;
+    let end = count
+        .checked_mul(CHECKPOINT_LEN)
+        .and_then(|n| n.checked_add(count_at + 1))
         .ok_or_else(bad)?;
+    let triples = reply.get(count_at + 1..end).ok_or_else(bad)?;
     // Last, the ids of the listed sessions without a place, 16 bytes each, and the epochs.
-    let (unknown, epochs) = match reply.get(count_at + 1 + 2 * count..) {
+    let (unknown, epochs) = match reply.get(end..) {
         Some(
             [redis::Value::BulkString(ids), redis::Value::BulkString(turn), redis::Value::BulkString(abandon)],
         ) if ids.len() % 16 == 0 => (
@@ -424,12 +428,13 @@ pub(crate) fn snapshot(reply: &[redis::Value]) -> Result<(RoomSnapshot, [Vec<u8>
         ),
         _ => return Err(bad()),
     };
-    let checkpoints = pairs
-        .chunks_exact(2)
+    let checkpoints = triples
+        .chunks_exact(CHECKPOINT_LEN)
         .map(|p| {
             Some(Checkpoint {
                 rank: u64::try_from(int(&p[0])?).ok()?,
                 score: score(&p[1])??,
+                silent: flag(int(&p[2])?)?,
             })
         })
         .collect::<Option<Vec<_>>>()

@@ -83,13 +83,83 @@ async fn exact_ranks(h: &Harness, p: &RoomPolicy, kept: &[(SessionId, u64)]) -> 
 fn check_line(snap: &RoomSnapshot, by_rank: &[f64], what: &str) {
     assert_eq!(snap.waiting, by_rank.len() as u64, "{what}: waiting");
     assert_eq!(snap.head, by_rank.first().copied(), "{what}: head");
-    let want: Vec<Checkpoint> = checkpoint_ranks(by_rank.len() as u64)
-        .map(|rank| Checkpoint {
-            score: by_rank[rank as usize],
-            rank,
-        })
+    let want: Vec<(f64, u64)> = checkpoint_ranks(by_rank.len() as u64)
+        .map(|rank| (by_rank[rank as usize], rank))
         .collect();
-    assert_eq!(snap.checkpoints, want, "{what}: checkpoints");
+    let got: Vec<(f64, u64)> = snap
+        .checkpoints
+        .iter()
+        .map(|&Checkpoint { score, rank, .. }| (score, rank))
+        .collect();
+    assert_eq!(got, want, "{what}: checkpoints");
+}
+
+/// Each checkpoint of a snapshot says whether its waiter is silent by the turn's liveness rule
+/// ([`Checkpoint::silent`]): one who stopped polling for longer than queue_ttl (5/4 of it, to
+/// the epoch) is; one who kept checking in (by a poll or a gateway's sync), one who came back
+/// and a newcomer are not. Every store marks the same waiters, so the wait estimate counts the
+/// same silent waiters ahead of anyone whichever store the room is on. A line longer than its
+/// checkpoints (past twice [`EXACT_RANKS`]), so that they are a sample of it.
+pub async fn sync_snapshot_says_which_checkpoint_waiters_are_silent(h: &Harness) {
+    if h.snapshots().is_none() {
+        return;
+    }
+    let p = h.policy(1);
+    let holder = h.enter_admitted(&p).await;
+    let n = 2 * EXACT_RANKS + 50;
+    let line = h.enter_waiters(&p, n).await;
+    let snap = h.sync(&p, Vec::new()).await;
+    assert!(
+        snap.checkpoints.len() < line.len() && snap.checkpoints.iter().all(|c| !c.silent),
+        "a sample of the line, nobody silent yet: {:?}",
+        snap.checkpoints
+    );
+    // Every third from the second on goes silent; the others check in through a gateway's
+    // sync, but the first, who polls, past queue_ttl (and a second more, for the rounding).
+    let silent = |rank: usize| rank % 3 == 1;
+    let synced: Vec<SessionId> = (1..line.len())
+        .filter(|&r| !silent(r))
+        .map(|r| line[r])
+        .collect();
+    for _ in 0..4 {
+        h.advance_ms(QUEUE_MS / 3 + 300);
+        admitted(h.heartbeat(&p, holder).await, "the holder stays");
+        h.poll(&p, line[0]).await;
+        h.sync(&p, synced.clone()).await;
+    }
+    let newcomer = h.enter_waiters(&p, 1).await[0];
+    let marks = |snap: &RoomSnapshot| -> Vec<(u64, bool)> {
+        snap.checkpoints
+            .iter()
+            .map(|c| (c.rank, c.silent))
+            .collect()
+    };
+    let want = |back: Option<usize>| -> Vec<(u64, bool)> {
+        checkpoint_ranks(n + 1)
+            .map(|rank| {
+                let r = rank as usize;
+                (rank, r < line.len() && silent(r) && back != Some(r))
+            })
+            .collect()
+    };
+    let snap = h.sync(&p, Vec::new()).await;
+    assert_eq!(snap.waiting, n + 1);
+    assert_eq!(marks(&snap), want(None), "the silent checkpoint waiters");
+    assert!(
+        snap.pace.silent > 0,
+        "the pace counts silent waiters too: {:?}",
+        snap.pace
+    );
+    // One of them comes back: no longer silent. The newcomer never was.
+    h.poll(&p, line[4]).await;
+    let snap = h.sync(&p, Vec::new()).await;
+    assert_eq!(marks(&snap), want(Some(4)), "the one back is not silent");
+    let last = snap.checkpoints.last().expect("a line");
+    assert_eq!(
+        (last.rank, last.silent),
+        (n, false),
+        "the newcomer {newcomer:?}"
+    );
 }
 
 /// `sync` checks in only the sessions of its `seen` list that have a place in line: it makes

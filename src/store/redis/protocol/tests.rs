@@ -181,14 +181,18 @@ fn a_sync_reply_maps_to_a_snapshot() {
         ]
         .map(Value::Int),
     );
+    // Three checkpoints, each rank, score, silent: the second one silent.
     reply.extend([
         Value::Int(3),
         Value::Int(0),
         text("-0.25"),
+        Value::Int(0),
         Value::Int(1),
         text("7"),
+        Value::Int(1),
         Value::Int(2),
         text("9"),
+        Value::Int(0),
     ]);
     // The listed sessions without a place: one.
     let gone = SessionId::from_bytes([7; 16]);
@@ -218,15 +222,18 @@ fn a_sync_reply_maps_to_a_snapshot() {
         vec![
             Checkpoint {
                 score: -0.25,
-                rank: 0
+                rank: 0,
+                silent: false,
             },
             Checkpoint {
                 score: 7.0,
-                rank: 1
+                rank: 1,
+                silent: true,
             },
             Checkpoint {
                 score: 9.0,
-                rank: 2
+                rank: 2,
+                silent: false,
             },
         ]
     );
@@ -236,7 +243,8 @@ fn a_sync_reply_maps_to_a_snapshot() {
     empty.push(Value::Int(0));
     empty.extend([text(""), text("1:1:65536"), text("1:2:65536")]);
     assert_eq!(snapshot(&empty).unwrap().0.head, None);
-    // A count that does not match the pairs, a score that is no number, ids not of 16
+    // A count that does not match the checkpoints (or the pairs of a library before
+    // `twr_room_v10`), a score that is no number, a silence neither 0 nor 1, ids not of 16
     // bytes, no epochs (a library before version 5).
     let mut short = reply.clone();
     short.remove(short.len() - 4);
@@ -261,6 +269,21 @@ fn a_sync_reply_maps_to_a_snapshot() {
     garbled[32] = text("x");
     assert_eq!(
         snapshot(&garbled).unwrap_err().kind(),
+        StoreErrorKind::Protocol
+    );
+    let mut garbled = reply.clone();
+    garbled[34] = Value::Int(2);
+    assert_eq!(
+        snapshot(&garbled).unwrap_err().kind(),
+        StoreErrorKind::Protocol
+    );
+    // The same checkpoints as pairs (rank, score), as `twr_room_v9` answered: refused.
+    let mut pairs = reply.clone();
+    for at in [40, 37, 34] {
+        pairs.remove(at);
+    }
+    assert_eq!(
+        snapshot(&pairs).unwrap_err().kind(),
         StoreErrorKind::Protocol
     );
 }

@@ -1,8 +1,8 @@
-#!lua name=twr_room_v9
+#!lua name=twr_room_v10
 -- The library's name, as the line above gives it to Redis (which reads that line as it is, so
 -- the name is written twice; a unit test holds the two equal, and to src/store/redis/calls.rs's
 -- LIBRARY): every function registers as `<LIBRARY>_<op>` (register.lua).
-local LIBRARY = 'twr_room_v9'
+local LIBRARY = 'twr_room_v10'
 -- tower-waiting-room: the whole state machine of one room, atomically inside Redis/Valkey.
 --
 -- A Redis Functions library (Redis 7.0+, Valkey 7.2+), loaded with `FUNCTION LOAD REPLACE`,

@@ -142,12 +142,17 @@ end
 -- whose check-ins were not sent, who may not be. So the share of silent waiters is taken from
 -- the checkpoint waiters ahead of it, and applied to everyone ahead of the epochs' first
 -- numbers as made (the newcomers since are not silent): silent among the sample / its size *
--- the rank of the first checkpoint behind those first numbers (or waiting), rounded.
+-- the rank of the first checkpoint behind those first numbers (or waiting), rounded. Each
+-- checkpoint's own word is left in it, cp[4]: true if not alive by the rule (the snapshot's
+-- per-checkpoint silence: none while silence is excused, and those behind the first numbers
+-- alive, as the rule counts them).
 function F.silent_among(cps, waiting)
+  for _, cp in ipairs(cps) do cp[4] = false end
   if R.excused or #cps == 0 then return 0 end
   local ids, scores = {}, {}
   for j, cp in ipairs(cps) do ids[j], scores[j] = cp[2], cp[3] end
   local alive = F.alive_many(ids, R.turn, scores)
+  for j, cp in ipairs(cps) do cp[4] = not alive[j] end
   local since, first = R.turn.since, R.turn.first_min
   if #cps >= waiting or since == nil then
     local silent = 0

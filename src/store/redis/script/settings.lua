@@ -25,9 +25,10 @@
 -- whose sync takes the check-ins a gateway already made apart: the data are the same): the fast path's
 -- window lives in its own key (KEYS[20]) instead of settings fields, which version 3's main
 -- would neither move nor close. Version 5 (libraries `twr_room_v6`, `twr_room_v7`, whose sync
--- takes a turn horizon, `twr_room_v8`, one function per operation, and this one,
--- `twr_room_v9`, with the capacity controller's functions and its record, a key of its own,
--- auto.lua: the settings' data are the same, see Liveness): each liveness bitmap
+-- takes a turn horizon, `twr_room_v8`, one function per operation, `twr_room_v9`, with the
+-- capacity controller's functions and its record, a key of its own, auto.lua, and this one,
+-- `twr_room_v10`, whose sync says which checkpoint waiters are silent: the settings' data
+-- are the same, see Liveness): each liveness bitmap
 -- is BLOOM_SLACK bits under the power of two it was (see Liveness), so every session's bits sit
 -- at other offsets, which version 4's library would read as silence. So a room of version 2, 3
 -- or 4 is upgraded in place by its first call here (version 3's window fields deleted, and

@@ -7,7 +7,8 @@
 -- EXACT_RANKS, then each the last plus 1 / CHECKPOINT_GAP of it, and the last) that waiter's
 -- score, by ZRANGE (one for the exact ranks, one per rank above: about 1 100 for two million).
 -- The pace's silent waiters are estimated from the checkpoint waiters it reads anyway: silent
--- among them / their number * waiting, rounded (exact for a line of at most EXACT_RANKS).
+-- among them / their number * waiting, rounded (exact for a line of at most EXACT_RANKS); and
+-- each checkpoint says whether its waiter is silent (the wait estimate counts those ahead).
 
 -- <LIBRARY>_sync: a gateway's sync, once a second: checks in the sessions it saw waiting,
 -- does the housekeeping and the sweep, promotes, and answers the room's snapshot.
@@ -45,7 +46,8 @@
 --   15 schedule       optional, for a room with a schedule (call.lua)
 -- Reply: {12, now_ms, waiting, paused, open, before_opening, line_closed (each 0|1), head,
 -- last_minute, last_five_minutes, pace... (as stats', operator.lua: 21 numbers), n, then n
--- checkpoints as rank, score, then the ids (16 bytes each, concatenated) of the listed sessions
+-- checkpoints as rank, score, silent (1 if not alive by the turn rule, silent_among; else 0),
+-- then the ids (16 bytes each, concatenated) of the listed sessions
 -- that have no place, then the current epoch of the turn ring and of the abandon ring, each
 -- '<epoch>:<width ms>:<bitmap bits>:<server run id>' (the check-ins' epochs)}. head and every
 -- checkpoint's score are strings ('%.17g', '' for no head): a registrant's score is no
@@ -62,6 +64,7 @@ function OPERATIONS.sync()
   for _, cp in ipairs(cps) do
     out[#out + 1] = cp[1]
     out[#out + 1] = F.score_string(cp[3])
+    out[#out + 1] = cp[4] and 1 or 0
   end
   out[#out + 1] = table.concat(R.unknown)
   out[#out + 1] = F.epoch_name(R.rings[1])
