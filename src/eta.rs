@@ -24,14 +24,17 @@
 //!   [`CHANGE_Z`] standard deviations of counting noise; the last minute's when it is slower
 //!   (a slowdown is followed at once: erring long is the lesser harm).
 //! - **The line ahead**: waiters silent for longer than `queue_ttl` are skipped at their turn
-//!   and take none of the line's time; so are those who will give up before it, forecast from
-//!   the share of turns skipped lately and from the rate at which waiters go silent (the
-//!   constant patience of queueing theory's Erlang-A model), their mean.
+//!   and take none of the line's time: counted where they stand when the gateway's snapshot
+//!   says ([`EtaInput::with_silent_ahead`]), else the room's count placed nearer the front. So
+//!   are those who will give up before it, forecast from the share of turns skipped lately and
+//!   from the rate at which waiters go silent (the constant patience of queueing theory's
+//!   Erlang-A model), their mean.
 //! - **A margin sized from the measured error**, not a fixed factor: the room's own minutes,
 //!   each forecast by the ones before, say how far its pace strays (its trend and its waves),
 //!   and how dispersed its admissions are; never less than [`MIN_RATE_ERROR`]. Who gives up
-//!   adds its own: whether each waiter ahead stays, where the silent stand (nearer the front,
-//!   or anywhere after a wave of quitters), and how far the two forecasts of give-ups part.
+//!   adds its own: whether each waiter ahead stays, where the silent stand (the count's own
+//!   error when counted; else nearer the front, or anywhere after a wave of quitters), and how
+//!   far the two forecasts of give-ups part.
 //!   The shown value adds [`MARGIN_Z`] times the resulting uncertainty of the wait; the range
 //!   spans it.
 //! - **No false precision**: with no basis (a room younger than [`MIN_OBSERVED_MS`], or fewer
@@ -80,16 +83,34 @@ pub struct EtaInput {
     pub pace: RoomPace,
     /// Whether the room is paused.
     pub paused: bool,
+    /// How many of those ahead are silent now, if known, and that count's standard deviation
+    /// ([`with_silent_ahead`](Self::with_silent_ahead)); `None`: only the room's
+    /// [`silent`](RoomPace::silent) count is known, not where they stand.
+    pub silent_ahead: Option<(u64, u64)>,
 }
 
 impl EtaInput {
-    /// An input from its parts.
+    /// An input from its parts, not knowing where the silent stand.
     pub const fn new(position: u64, waiting: u64, pace: RoomPace, paused: bool) -> Self {
         Self {
             position,
             waiting,
             pace,
             paused,
+            silent_ahead: None,
+        }
+    }
+
+    /// The same input, knowing that `silent` of those ahead are silent now (not alive by the
+    /// turn's liveness rule: skipped at their turn unless they come back), give or take
+    /// `error` (a standard deviation: nought where each waiter ahead was looked at, as a
+    /// snapshot's checkpoints are near the head; more where they were counted between
+    /// checkpoints). The estimate then takes these off the line ahead instead of placing the
+    /// room's silent count by a guess.
+    pub const fn with_silent_ahead(self, silent: u64, error: u64) -> Self {
+        Self {
+            silent_ahead: Some((silent, error)),
+            ..self
         }
     }
 }
@@ -260,11 +281,23 @@ pub fn estimate(input: &EtaInput) -> Eta {
         return Eta::Stalled;
     }
     // Waiters ahead who gave up are skipped at their turn and take none of the line's time.
-    // How many: at least those silent now (the room knows how many, not where: a share in
-    // proportion), and as many as the share of turns skipped lately says.
+    // How many: at least those silent now, and as many as the share of turns skipped lately
+    // says. Those silent now as counted where they stand, when the snapshot says (`placement`
+    // is then that count's own error); else the room's count, placed by a guess (nearer the
+    // front), whose error is the gap to the other placement (anywhere in line: after a wave of
+    // quitters), taken as one standard deviation: nothing tells the two apart until their
+    // turns come.
     let position = input.position.max(1);
     let before_me = (position - 1) as f64;
-    let silent_ahead = silent_ahead(pace.silent, input.waiting, before_me);
+    let (silent_ahead, placement) = match input.silent_ahead {
+        Some((silent, error)) => ((silent as f64).min(before_me), error as f64),
+        None => {
+            let guess = silent_ahead(pace.silent, input.waiting, before_me);
+            let silent = pace.silent.min(input.waiting) as f64;
+            let anywhere = silent * (before_me / input.waiting.max(1) as f64).min(1.0);
+            (guess, guess - anywhere)
+        }
+    };
     // (The last minute's share once it has seen enough turns: it follows a change.)
     let share = |skipped: u64, admitted: u64| match skipped + admitted {
         0 => 0.0,
@@ -301,13 +334,9 @@ pub fn estimate(input: &EtaInput) -> Eta {
     // And of who gives up: each of those before me stays or not (a chance of `stays`, as
     // forecast), and the rate of giving up is itself measured on `seen` give-ups.
     let stays = (ahead - 1.0).max(0.0) / before_me.max(1.0);
-    // Where the silent stand is a guess: nearer the front in a line whose waiters give up as
-    // they wait, anywhere after a wave of them left at once (nothing says which until their
-    // turns come): the gap between the two is taken as one standard deviation. And the two
-    // forecasts of who will give up disagree by as much as they err: half their gap is one
-    // more. Both are nought when nobody gives up, and then the margin is as it was.
-    let silent = pace.silent.min(input.waiting) as f64;
-    let placement = silent_ahead - silent * (before_me / input.waiting.max(1) as f64).min(1.0);
+    // Where the silent stand (`placement`, above), and the two forecasts of who will give up,
+    // which disagree by as much as they err: half their gap is one more standard deviation.
+    // Both are nought when nobody gives up, and then the margin is as it was.
     let disagreement = 0.5 * (by_share - by_patience);
     let gone_variance = before_me * stays * (1.0 - stays)
         + if seen > 0.0 {
@@ -604,6 +633,37 @@ mod tests {
             "{} vs {}",
             shown_margin(wave),
             shown_margin(all_stay)
+        );
+    }
+
+    #[test]
+    fn the_silent_counted_where_they_stand_replace_the_guess() {
+        // 60 of 200 silent, no turn skipped yet, 20 a minute, 100 ahead (as above).
+        let wave = pace(10 * MIN, 10, [20; PACE_MINUTES])
+            .with_line([20; PACE_MINUTES], 60)
+            .with_silent_after(5 * MIN);
+        let input = EtaInput::new(101, 200, wave, false);
+        let guessed = estimate(&input).shown().unwrap().as_secs();
+        // The snapshot says 30 of the 100 ahead are silent, exactly: 70 turns, 210 s, and a
+        // margin of the pace's alone (no guess of where they stand).
+        let counted = estimate(&input.with_silent_ahead(30, 0));
+        let shown = counted.shown().unwrap().as_secs();
+        assert!((210..=235).contains(&shown), "{counted:?}");
+        assert!(shown > guessed - 20, "{shown} vs {guessed}");
+        // None of them ahead: the whole 100 turns, 300 s and more.
+        let none = estimate(&input.with_silent_ahead(0, 0)).shown().unwrap();
+        assert!(none.as_secs() >= 300, "{none:?}");
+        // All of them ahead (60 of 100): 40 turns, about 2 minutes, shorter than the guess.
+        let front = estimate(&input.with_silent_ahead(60, 0)).shown().unwrap();
+        assert!(front.as_secs() < guessed, "{front:?} vs {guessed}");
+        // An uncertain count widens the margin.
+        let unsure = estimate(&input.with_silent_ahead(30, 10)).shown().unwrap();
+        assert!(unsure.as_secs() > shown, "{unsure:?} vs {shown}");
+        // More silent than ahead (a count a moment older) is capped at those ahead.
+        let over = estimate(&input.with_silent_ahead(500, 0)).shown().unwrap();
+        assert_eq!(
+            over,
+            estimate(&input.with_silent_ahead(100, 0)).shown().unwrap()
         );
     }
 

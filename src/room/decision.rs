@@ -280,8 +280,11 @@ impl Reads<'_> {
                 ..
             }) => {
                 let pace = self.line.pace_for(pace, asked.now);
-                let res =
-                    Replies(core).reject(&waiting_rejection(position, waiting, paused, pace), req);
+                let silent =
+                    self.line
+                        .silent_ahead(core, asked.session, place, position, asked.now);
+                let rejection = waiting_rejection(position, waiting, paused, pace, silent);
+                let res = Replies(core).reject(&rejection, req);
                 Next::Answer(self.with_place(res, cookie, place, asked.uses_headers, asked.now))
             }
             Ok(Decision::Full { waiting }) => {
@@ -387,9 +390,12 @@ impl Reads<'_> {
             }) => {
                 let now = core.now_ms();
                 let pace = self.line.pace_for(pace, now);
+                let silent = self
+                    .line
+                    .silent_ahead(core, cookie.session(), place, position, now);
                 let res = json_response(
                     StatusCode::OK,
-                    &body(&waiting_rejection(position, waiting, paused, pace)),
+                    &body(&waiting_rejection(position, waiting, paused, pace, silent)),
                 );
                 self.with_place(res, Some(cookie), place, uses_headers, now)
             }

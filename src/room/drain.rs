@@ -76,6 +76,7 @@ impl Drained {
                 snapshot.waiting.max(position) - drained,
                 snapshot.paused,
                 snapshot.pace,
+                None,
             ))
         }
     }

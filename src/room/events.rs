@@ -267,8 +267,7 @@ impl EventStreams {
         if line.is_forgotten(session) {
             return Look::Ask;
         }
-        let snapshot = &held.snapshot;
-        let Some(rejection) = line.waiting_by_snapshot(core, snapshot, session, place, now) else {
+        let Some(rejection) = line.waiting_by_snapshot(core, &held, session, place, now) else {
             return Look::Ask;
         };
         // The same snapshot gives the same answer: checked in, nothing more to build.
@@ -279,7 +278,7 @@ impl EventStreams {
         let json = serde_json::to_vec(&body).expect("status bodies serialize");
         Look::Waiting {
             data: Bytes::from(json),
-            id: snapshot.taken_at_ms,
+            id: held.snapshot.taken_at_ms,
             held,
         }
     }

@@ -384,13 +384,21 @@ pub(crate) fn with_room_headers<B>(mut res: Response<B>) -> Response<B> {
 /// Made once (a name given as `&str` is parsed again on every answer).
 static X_ROBOTS_TAG: HeaderName = HeaderName::from_static("x-robots-tag");
 
+/// A waiter's answer at `position`, with the estimate of their wait: `silent_ahead` is how many
+/// of those ahead are silent (and that count's error), when the gateway's snapshot says.
 pub(super) fn waiting_rejection(
     position: u64,
     waiting: u64,
     paused: bool,
     pace: RoomPace,
+    silent_ahead: Option<(u64, u64)>,
 ) -> Rejection {
-    let eta = estimate(&EtaInput::new(position, waiting, pace, paused));
+    let input = EtaInput::new(position, waiting, pace, paused);
+    let input = match silent_ahead {
+        Some((silent, error)) => input.with_silent_ahead(silent, error),
+        None => input,
+    };
+    let eta = estimate(&input);
     let retry_after = if paused {
         // The line does not move: no reason to ask often.
         retry_after_for(position).max(PAUSED_RETRY_AFTER)

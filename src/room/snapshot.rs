@@ -34,7 +34,9 @@ use super::shared::Core;
 use super::verdict::Verdict;
 use crate::outcome::Rejection;
 use crate::session::SessionId;
-use crate::store::snapshot::{draw_score, NEAR_HEAD, SNAPSHOT_MAX_AGE_MS, SNAPSHOT_REFRESH_MS};
+use crate::store::snapshot::{
+    draw_score, SilentCounts, NEAR_HEAD, SNAPSHOT_MAX_AGE_MS, SNAPSHOT_REFRESH_MS,
+};
 use crate::store::{LivenessRule, Place, RoomPace, RoomSnapshot, SeenWaiters, SnapshotStore};
 use crate::store::{StoreError, StoreFuture};
 use crate::telemetry::{Outcome, Stage};
@@ -72,6 +74,8 @@ const MAX_FORGOTTEN: usize = 1 << 16;
 pub(super) struct Held {
     pub(super) snapshot: RoomSnapshot,
     pub(super) sent_at_ms: u64,
+    /// The silent waiters up to each of its ranks, counted once for every answer from it.
+    pub(super) silent: SilentCounts,
 }
 
 impl Held {
@@ -214,9 +218,11 @@ impl LineView {
                 f.sessions.insert(s);
             }
         }
+        let silent = SilentCounts::of(&snapshot.checkpoints);
         *held = Some(Arc::new(Held {
             snapshot,
             sent_at_ms: sent_at,
+            silent,
         }));
         drop(held);
         self.refreshing_since.store(0, Ordering::Release);
@@ -374,16 +380,8 @@ impl LineView {
             }));
         }
         let held = self.fresh(now)?;
-        self.answer_from_snapshot(
-            core,
-            &held.snapshot,
-            req,
-            cookie.session(),
-            place,
-            asking,
-            now,
-        )
-        .map(Verdict::Answer)
+        self.answer_from_snapshot(core, &held, req, cookie.session(), place, asking, now)
+            .map(Verdict::Answer)
     }
 
     /// The snapshot's refresh, if it is due and no other is in flight: the store call, sent
@@ -446,11 +444,12 @@ impl LineView {
     pub(super) fn waiting_by_snapshot(
         &self,
         core: &Core,
-        snapshot: &RoomSnapshot,
+        held: &Held,
         session: SessionId,
         place: Place,
         now: u64,
     ) -> Option<Rejection> {
+        let snapshot = &held.snapshot;
         if !snapshot.answers_waiters() {
             return None;
         }
@@ -468,24 +467,48 @@ impl LineView {
             snapshot.waiting.max(position),
             snapshot.paused,
             snapshot.pace,
+            Some(held.silent.ahead(position, position)),
         ))
     }
 
-    /// The answer from `snapshot` for a waiter at `place` ([`waiting_by_snapshot`]).
+    /// How many of the `position - 1` waiters ahead of the one at `place` (as the store just
+    /// placed them) are silent, by this gateway's fresh snapshot: those ahead of them there,
+    /// less the front of it that has had its turn since. `None` without a fresh snapshot, or
+    /// for a place it does not cover (an arrival since: the estimate places the room's count
+    /// by its guess, as before).
+    pub(super) fn silent_ahead(
+        &self,
+        core: &Core,
+        session: SessionId,
+        place: Option<Place>,
+        position: u64,
+        now: u64,
+    ) -> Option<(u64, u64)> {
+        let held = self.fresh(now)?;
+        let score = self.score_of(core, session, place?)?;
+        if !held.snapshot.covers(score) {
+            return None;
+        }
+        let then = held.snapshot.position_of(score)?;
+        Some(held.silent.ahead(then, position.min(then)))
+    }
+
+    /// The answer from `held`'s snapshot for a waiter at `place` ([`waiting_by_snapshot`]).
     ///
     /// [`waiting_by_snapshot`]: Self::waiting_by_snapshot
     #[allow(clippy::too_many_arguments)]
     fn answer_from_snapshot<B>(
         &self,
         core: &Core,
-        snapshot: &RoomSnapshot,
+        held: &Held,
         req: &Request<B>,
         session: SessionId,
         place: Place,
         asking: Asking,
         now: u64,
     ) -> Option<Response<Bytes>> {
-        let rejection = self.waiting_by_snapshot(core, snapshot, session, place, now)?;
+        let rejection = self.waiting_by_snapshot(core, held, session, place, now)?;
+        let snapshot = &held.snapshot;
         let mut res = match asking {
             Asking::Page => Replies(core).reject(&rejection, req),
             Asking::Status => Replies(core).status_json(&rejection),
@@ -543,15 +566,9 @@ impl LineView {
         let session = cookie.session();
         if let (Some(held), Some(place)) = (self.fresh(now), cookie.place()) {
             if !self.is_forgotten(session) {
-                if let Some(res) = self.answer_from_snapshot(
-                    core,
-                    &held.snapshot,
-                    req,
-                    session,
-                    place,
-                    asking,
-                    now,
-                ) {
+                if let Some(res) =
+                    self.answer_from_snapshot(core, &held, req, session, place, asking, now)
+                {
                     return Ok(res);
                 }
             }
