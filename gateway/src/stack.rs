@@ -117,6 +117,7 @@ pub fn build(config: &Config, shared: &Shared) -> Result<Stack, FileError> {
         timeout: config.limits.upstream_timeout,
         connect_timeout: config.limits.connect_timeout,
         idle_per_upstream: config.limits.upstream_idle_connections,
+        idle_timeout: config.limits.upstream_idle_timeout,
         workers: config.workers.get(),
     });
     let site = match routing {

@@ -83,6 +83,8 @@ pub(crate) struct LimitsFile {
     pub max_header_bytes: Option<Spanned<usize>>,
     pub max_headers: Option<Spanned<usize>>,
     pub upstream_idle_connections: Option<Spanned<usize>>,
+    #[serde(default, deserialize_with = "duration")]
+    pub upstream_idle_timeout: Option<Duration>,
 }
 
 /// `[admin]`: the token's place (never the token).

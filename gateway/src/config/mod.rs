@@ -143,6 +143,9 @@ pub struct Limits {
     pub shutdown_delay: Duration,
     /// Idle keep-alive connections kept to each upstream.
     pub upstream_idle_connections: usize,
+    /// How long an idle keep-alive connection to the app is kept: shorter than the app's own
+    /// keep-alive timeout, or the app may close one just as a request is sent on it.
+    pub upstream_idle_timeout: Duration,
 }
 
 impl Default for Limits {
@@ -156,6 +159,7 @@ impl Default for Limits {
             max_body_bytes: 10 * 1024 * 1024,
             shutdown_delay: Duration::ZERO,
             upstream_idle_connections: 256,
+            upstream_idle_timeout: Duration::from_secs(60),
         }
     }
 }
@@ -432,6 +436,9 @@ impl Lines<'_> {
         if let Some(d) = f.body_timeout {
             limits.body_timeout = d;
         }
+        if let Some(d) = f.upstream_idle_timeout {
+            limits.upstream_idle_timeout = d;
+        }
         if let Some(d) = f.shutdown_delay {
             limits.shutdown_delay = d;
         }
@@ -450,6 +457,7 @@ impl Lines<'_> {
             ("upstream_timeout", limits.upstream_timeout),
             ("connect_timeout", limits.connect_timeout),
             ("body_timeout", limits.body_timeout),
+            ("upstream_idle_timeout", limits.upstream_idle_timeout),
         ] {
             if d.is_zero() {
                 return Err(self.whole(format!("limits.{name}: must be more than 0")));

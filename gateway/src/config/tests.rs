@@ -152,6 +152,12 @@ fn limits_are_read_and_checked() {
     assert!(msg.contains("upstream_timeout"), "{msg}");
     let (line, msg) = refused("upstream = \"http://a:1\"\n[limits]\ngrace = \"soon\"\n");
     assert_eq!(line, Some(3), "{msg}");
+    // The idle connections' timeout: 60 s unless said, never zero.
+    assert_eq!(c.limits.upstream_idle_timeout.as_secs(), 60);
+    let c = parse("upstream = \"http://a:1\"\n[limits]\nupstream_idle_timeout = \"4s\"\n").unwrap();
+    assert_eq!(c.limits.upstream_idle_timeout.as_secs(), 4);
+    let (_, msg) = refused("upstream = \"http://a:1\"\n[limits]\nupstream_idle_timeout = \"0s\"\n");
+    assert!(msg.contains("upstream_idle_timeout"), "{msg}");
 }
 
 #[test]

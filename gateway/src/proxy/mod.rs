@@ -61,6 +61,8 @@ pub struct ProxySettings {
     pub connect_timeout: Duration,
     /// Idle keep-alive connections kept per upstream (by each worker).
     pub idle_per_upstream: usize,
+    /// How long an idle keep-alive connection is kept before the gateway closes it.
+    pub idle_timeout: Duration,
     /// The serving workers, each with a pool of its own.
     pub workers: usize,
 }
@@ -79,6 +81,7 @@ struct Inner {
     clients: Box<[OnceLock<UpstreamClient>]>,
     connect_timeout: Duration,
     idle_per_upstream: usize,
+    idle_timeout: Duration,
     upstreams: Vec<Upstream>,
     next: AtomicUsize,
     timeout: Duration,
@@ -102,6 +105,7 @@ impl Proxy {
                 clients: (0..=settings.workers).map(|_| OnceLock::new()).collect(),
                 connect_timeout: settings.connect_timeout,
                 idle_per_upstream: settings.idle_per_upstream,
+                idle_timeout: settings.idle_timeout,
                 upstreams: settings.upstreams,
                 next: AtomicUsize::new(0),
                 timeout: settings.timeout,
@@ -133,7 +137,7 @@ impl Inner {
             Client::builder(TokioExecutor::new())
                 .timer(TokioTimer::new())
                 .pool_timer(TokioTimer::new())
-                .pool_idle_timeout(Duration::from_secs(60))
+                .pool_idle_timeout(self.idle_timeout)
                 .pool_max_idle_per_host(self.idle_per_upstream)
                 .build(connector)
         })

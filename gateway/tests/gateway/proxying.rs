@@ -411,3 +411,32 @@ fn several_upstreams_take_turns() {
         "not in turn: a {on_a:?}, b {on_b:?}"
     );
 }
+
+/// The port of the gateway's connection to the app that carried a `GET /peer`.
+fn upstream_port(gw: &Gateway) -> String {
+    let res = get(gw.addr, "/peer", &mut Jar::default());
+    assert_eq!(res.status, 200, "{}", res.text());
+    res.text()
+}
+
+#[test]
+fn idle_connections_to_the_app_are_closed_after_upstream_idle_timeout() {
+    let app = App::start();
+    let with = |timeout: &str| {
+        Gateway::start(&format!(
+            "workers = 1\nupstream = \"{}\"\n[limits]\nupstream_idle_timeout = \"{timeout}\"\n",
+            app.url()
+        ))
+    };
+    // Kept for 300 ms: reused at once, a new connection after a second idle.
+    let short = with("300ms");
+    let first = upstream_port(&short);
+    assert_eq!(upstream_port(&short), first, "an idle connection is reused");
+    std::thread::sleep(Duration::from_millis(1_000));
+    assert_ne!(upstream_port(&short), first, "closed after 300 ms idle");
+    // The default, 60 s: the same second idle keeps it.
+    let long = with("60s");
+    let first = upstream_port(&long);
+    std::thread::sleep(Duration::from_millis(1_000));
+    assert_eq!(upstream_port(&long), first, "kept for 60 s");
+}

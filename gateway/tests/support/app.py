@@ -83,6 +83,9 @@ class Handler(BaseHTTPRequestHandler):
             return self.send(200, "<p>slow page</p>")
         if url.path == "/ws":
             return self.websocket()
+        if url.path == "/peer":
+            # The connection the request came on: its client-side port.
+            return self.send(200, str(self.client_address[1]), "text/plain")
         if url.path == "/garbage":
             self.wfile.write(b"\x00\x01 this is not HTTP at all\r\n\r\n")
             self.wfile.flush()
