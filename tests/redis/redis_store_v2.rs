@@ -259,11 +259,11 @@ async fn sync_checkpoints_are_the_exact_ranks() {
     }
 }
 
-/// Each bitmap is a Bloom filter of M bits, M 128 under the power of two >= 16 * max_queue_len,
-/// so that the string (M bits, the sentinel bit M, Redis's header and NUL) fits the
-/// allocator's size class of the power of two: `MEMORY USAGE` of a bitmap is at most that
-/// class and the key's own few dozen bytes (at the power of two itself a 4 MiB bitmap took
-/// 5 MiB with jemalloc). A session whose first four bytes are M - 1 sets the last bit.
+/// Each bitmap is a Bloom filter of M bits, M 128 under the allocator's size class >= 16 *
+/// max_queue_len (jemalloc's four to a power of two), so that the string (M bits, the sentinel
+/// bit M, Redis's header and NUL) fits that class: `MEMORY USAGE` of a bitmap is at most the
+/// class and the key's own few dozen bytes (at the class itself a 4 MiB bitmap took 5 MiB with
+/// jemalloc). A session whose first four bytes are M - 1 sets the last bit.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_bitmaps_have_m_bits_and_fit_their_size_class() {
     assert_eq!(redis_bloom_bits(2_000_000), (1 << 25) - 128);
@@ -290,15 +290,17 @@ async fn the_bitmaps_have_m_bits_and_fit_their_size_class() {
     } else {
         8_192
     };
-    for (room, max_queue_len) in [
-        ("m-small", 1_000u64),
-        ("m-large", 100_000),
-        ("m-2m", 2_000_000),
+    // (room, max_queue_len, the class in bits: the least of P / 2 + j * P / 8 at or above 16
+    // bits a waiter, never under 2^16)
+    for (room, max_queue_len, class) in [
+        ("m-small", 1_000u64, 1u64 << 16),
+        ("m-large", 100_000, 7 << 18),
+        ("m-2m", 2_000_000, 1 << 25),
+        ("m-2500k", 2_500_000, 5 << 23),
     ] {
         let policy = RoomPolicy::new(room, 1).with_max_queue_len(max_queue_len);
         let m = redis_bloom_bits(max_queue_len);
-        let class = (16 * max_queue_len).next_power_of_two().max(1 << 16);
-        assert_eq!(m, class - 128);
+        assert_eq!(m, class - 128, "{room}");
         admitted(&store, &policy).await;
         let mut id = [0u8; 16];
         id[..4].copy_from_slice(&u32::try_from(m - 1).unwrap().to_be_bytes());

@@ -75,22 +75,30 @@ pub(crate) fn keys(prefix: &str, room: &str) -> [String; KEY_COUNT] {
     KEY_NAMES.map(|k| format!("{prefix}:{{{room}}}:{k}"))
 }
 
-/// How many bits under its power of two each liveness bitmap is (the script's `BLOOM_SLACK`):
-/// the bitmap's string holds the sentinel bit too, and Redis allocates it with a header of up
-/// to 9 bytes and a NUL. At the power of two exactly, that is a few bytes past the allocator's
-/// size class, and the next class is a quarter larger (each 4 MiB bitmap of a line of two
-/// million took 5 MiB, measured with `MEMORY USAGE`).
+/// How many bits under its allocator's size class each liveness bitmap is (the script's
+/// `BLOOM_SLACK`): the bitmap's string holds the sentinel bit too, and Redis allocates it with a
+/// header of up to 9 bytes and a NUL. At the class exactly, that is a few bytes past it, and the
+/// next class is larger (each 4 MiB bitmap of a line of two million took 5 MiB, measured with
+/// `MEMORY USAGE`).
 pub(crate) const BLOOM_SLACK: u64 = 128;
 
 /// The size in bits of each liveness bitmap (a Bloom filter with two bits per session) for a
-/// line of at most `max_queue_len`: [`BLOOM_SLACK`] under the power of two at or above 16 bits
-/// per waiter, between 2^16 and 2^32 (Redis's largest string). The script computes the same.
+/// line of at most `max_queue_len`: [`BLOOM_SLACK`] under the allocator's size class at or
+/// above 16 bits per waiter, between 2^16 and 2^32 (Redis's largest string). jemalloc's
+/// classes (Redis's own allocator) are four to each power of two `P`, `P / 2 + j * P / 8` for
+/// `j` from 1 to 4: a bitmap so sized takes at most a quarter more than it needs, where the
+/// next power of two took up to twice (a line of ten million: 20 MiB each, not 32). The
+/// script computes the same (`F.bloom_bits`).
 pub(crate) fn bloom_bits(max_queue_len: u64) -> u64 {
-    max_queue_len
-        .saturating_mul(16)
-        .clamp(1 << 16, 1 << 32)
-        .next_power_of_two()
-        - BLOOM_SLACK
+    let need = max_queue_len.saturating_mul(16).clamp(1 << 16, 1 << 32);
+    let power = need.next_power_of_two();
+    let class = if power <= 1 << 16 {
+        power
+    } else {
+        let eighth = power / 8;
+        need.div_ceil(eighth) * eighth
+    };
+    class - BLOOM_SLACK
 }
 
 /// The two bits a session sets in each liveness bitmap of `bits` bits: the big-endian u32 of

@@ -313,9 +313,29 @@ fn the_script_shares_the_crates_constants() {
     }
     assert_eq!(bloom_bits(0), (1 << 16) - 128);
     assert_eq!(bloom_bits(4_096), (1 << 16) - 128);
-    assert_eq!(bloom_bits(4_097), (1 << 17) - 128);
+    // Just past a power of two: its first class, a quarter above it.
+    assert_eq!(bloom_bits(4_097), (1 << 16) + (1 << 14) - 128);
+    // The default line of 100 000 (1.6 million bits): 7/8 of 2^21.
+    assert_eq!(bloom_bits(100_000), 7 * (1 << 18) - 128);
     assert_eq!(bloom_bits(2_000_000), (1 << 25) - 128);
+    // Ten million and its 3 % (the benchmark's bound): 5/8 of 2^28, 20 MiB.
+    assert_eq!(bloom_bits(10_312_500), 5 * (1 << 25) - 128);
     assert_eq!(bloom_bits(u64::MAX), (1 << 32) - 128);
+    // Every size is a class of four to a power of two: the least one at or above 16 bits a
+    // waiter.
+    for n in (0..40)
+        .map(|k| 4_000u64 << (k / 2))
+        .chain([5_000, 77_777, 123_456_789])
+    {
+        let bits = bloom_bits(n) + 128;
+        let power = bits.next_power_of_two();
+        assert!(bits % (power / 8) == 0 && bits > power / 2, "{n}: {bits}");
+        let need = (16 * n).clamp(1 << 16, 1 << 32);
+        assert!(
+            bits >= need && bits - need < power / 8,
+            "{n}: {bits} for {need}"
+        );
+    }
 }
 
 #[test]

@@ -77,11 +77,11 @@ local LIBRARY = 'twr_room_v10'
 -- anew: 17 us of an enter's 41.)
 local R, F = nil, {}
 local SETTINGS_VERSION = 5
--- How far under its power of two each liveness bitmap's size is (see Liveness): the bitmap's
--- string is M / 8 + 1 bytes (the sentinel is bit M), and Redis allocates it with up to 9 bytes
--- of header and a NUL. At M = P exactly that is 11 bytes over P / 8, and the allocator's next
--- size class is a quarter larger (5 MiB for each 4 MiB bitmap of a line of two million,
--- measured); 128 bits under it, it fits P / 8 with 5 bytes to spare.
+-- How far under its allocator's size class each liveness bitmap's size is (see Liveness,
+-- bloom_bits): the bitmap's string is M / 8 + 1 bytes (the sentinel is bit M), and Redis
+-- allocates it with up to 9 bytes of header and a NUL. At M = C exactly that is 11 bytes over
+-- C / 8, and the allocator's next size class is larger (5 MiB for each 4 MiB bitmap of a line of
+-- two million, measured); 128 bits under it, it fits C / 8 with 5 bytes to spare.
 local BLOOM_SLACK = 128
 -- The end of the fast path's window's `for` (see F.window_key).
 local WINDOW_VERSION = '#' .. SETTINGS_VERSION

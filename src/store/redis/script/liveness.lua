@@ -20,9 +20,9 @@
 -- Ring key i holds the epoch e with e mod ring length == i (which one: the settings field); a
 -- key found holding an older epoch is DELeted before the first write of the new one, and gets a
 -- PEXPIRE to the end of its ring (ring length * width after its epoch began), so a dead room's
--- bitmaps vanish. Each key is a Bloom filter of M bits, M = P - BLOOM_SLACK, P the power of two
--- >= 16 * max_queue_len in [2^16, 2^32] (under P so that the string, with the sentinel bit M,
--- Redis's header and NUL, fits the allocator's size class P / 8 bytes); a session sets 2 bits,
+-- bitmaps vanish. Each key is a Bloom filter of M bits, M = C - BLOOM_SLACK, C the allocator's
+-- size class (in bits) >= 16 * max_queue_len in [2^16, 2^32] (bloom_bits; under C so that the
+-- string, with the sentinel bit M, Redis's header and NUL, fits the class); a session sets 2 bits,
 -- the big-endian u32 of its id's bytes 1-4 and 5-8, each mod M (one BITFIELD per key and up to
 -- 500 sessions). A waiter is alive by a rule if both bits are set in a key whose epoch still
 -- counts (epoch + keep >= now's epoch).
@@ -68,11 +68,17 @@ function F.make_ring(name, first, epochs, ttl)
 end
 
 -- The Bloom filter's size in bits for a line of at most `max_queue`: BLOOM_SLACK under the
--- power of two >= 16 * max_queue, in [2^16, 2^32].
+-- allocator's size class >= 16 * max_queue, in [2^16, 2^32]. jemalloc's classes (Redis's own
+-- allocator) are four to each power of two, P / 2 + j * P / 8 for j = 1 to 4: a class rather
+-- than the power of two P itself takes at most a quarter more than the need instead of twice
+-- (a line of ten million: 20 MiB bitmaps, not 32).
 function F.bloom_bits(max_queue)
-  local bits = 65536
-  while bits < 16 * max_queue and bits < 4294967296 do bits = bits * 2 end
-  return bits - BLOOM_SLACK
+  local need = math.min(math.max(16 * max_queue, 65536), 4294967296)
+  local p = 65536
+  while p < need do p = p * 2 end
+  local class = p
+  if p > 65536 then class = math.ceil(need / (p / 8)) * (p / 8) end
+  return class - BLOOM_SLACK
 end
 
 -- Every epoch field of `rg` not read yet (a liveness test reads the whole ring).
