@@ -329,7 +329,10 @@ fn the_script_shares_the_crates_constants() {
     {
         let bits = bloom_bits(n) + 128;
         let power = bits.next_power_of_two();
-        assert!(bits % (power / 8) == 0 && bits > power / 2, "{n}: {bits}");
+        assert!(
+            bits.is_multiple_of(power / 8) && bits > power / 2,
+            "{n}: {bits}"
+        );
         let need = (16 * n).clamp(1 << 16, 1 << 32);
         assert!(
             bits >= need && bits - need < power / 8,
