@@ -1136,8 +1136,16 @@ fn the_builder_refuses_what_cannot_work() {
 #[tokio::test]
 async fn a_failing_store_is_503_with_a_json_error() {
     use tower_waiting_room::store::RedisStore;
-    // Nothing listens there.
-    let port = redis_harness::free_port();
+    // A port held by this test and answered by nobody: each connection is closed at once. (A
+    // port merely free when picked could be taken by a Redis another test starts meanwhile,
+    // and the store would then be up.)
+    let holder = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = holder.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for conn in holder.incoming() {
+            drop(conn);
+        }
+    });
     let store = RedisStore::builder()
         .url(format!("redis://127.0.0.1:{port}/"))
         .timeout(Duration::from_millis(500))
