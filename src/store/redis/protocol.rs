@@ -32,6 +32,7 @@ pub(crate) const SCRIPT: &str = concat!(
     include_str!("script/settings.lua"),
     include_str!("script/schedule.lua"),
     include_str!("script/liveness.lua"),
+    include_str!("script/check_in.lua"),
     include_str!("script/line.lua"),
     include_str!("script/pace.lua"),
     include_str!("script/sync.lua"),

@@ -7,7 +7,8 @@
 -- rate allowing) or joins the line. Answered by the fast path when it can (fast_path.lua).
 -- Runs: register.lua's room call (fast path first), then line.lua F.claim_or_extend, F.touch,
 --   F.banned, F.slots, F.lower_due, F.note_pre_arrival, F.next_seq; pace.lua F.take,
---   F.count_admission, F.waiting_reply; liveness.lua F.open_epochs, F.joined_since, F.check_in.
+--   F.count_admission, F.waiting_reply; liveness.lua F.open_epochs, F.joined_since;
+--   check_in.lua F.check_in.
 -- KEYS: the room's 20 (keys.lua)
 -- ARGV:
 --   1 now
