@@ -30,15 +30,15 @@
 //! one epoch's bits is still alive by the epochs before it while that one lasts (each rule keeps
 //! more than one), and written again in the next.
 //!
-//! The copy costs one bit per Bloom bit and ring: 8 MiB for a room of two million at most.
-//! Rooms whose bitmaps are larger than [`MAX_COPIED_BITS`] are not copied: every check-in is
-//! written, as before.
+//! The copy holds the offsets themselves while they are few, and a bitmap of the ring's size
+//! once that is smaller ([`Bits`]): a gateway among forty in front of a line of ten million
+//! sets half a million bits an epoch, about 5 MiB as offsets where the bitmap would take 20
+//! MiB; one gateway alone in front of it ends with the bitmap. So a copy costs at most about
+//! the ring's bitmap (32 MiB at the largest `max_queue_len`), usually far less, and every room
+//! is copied whatever its size.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Mutex, PoisonError};
-
-/// The largest bitmap (in bits) copied: 2^26, 8 MiB per ring (a line of up to four million).
-pub(crate) const MAX_COPIED_BITS: u64 = 1 << 26;
 
 /// The rings, in the script's order (`R.rings`): the turn ring, then the abandon ring.
 const RINGS: usize = 2;
@@ -66,23 +66,65 @@ pub(crate) struct CheckInPlan {
 #[derive(Default)]
 struct RingCopy {
     epoch: Vec<u8>,
-    words: Vec<u64>,
+    bits: Bits,
+}
+
+/// The bits of one epoch's copy: the set offsets while they take less memory than the bitmap
+/// (at most one offset per [`DENSE_AT`] bits of the ring), then the bitmap itself.
+enum Bits {
+    Few(HashSet<u32>),
+    Dense(Vec<u64>),
+}
+
+impl Default for Bits {
+    fn default() -> Self {
+        Bits::Few(HashSet::new())
+    }
+}
+
+/// A copy turns into a bitmap once it holds more than one offset per this many bits of the
+/// ring: a set offset takes about 8 bytes in a `HashSet<u32>` (4, a control byte and the
+/// table's slack), so at 1 in 128 the offsets take about half the bitmap's bytes, and the
+/// largest set (grown to a table of the next power of two) stays near the bitmap's size.
+const DENSE_AT: u64 = 128;
+
+impl Bits {
+    fn get(&self, o: u32) -> bool {
+        match self {
+            Bits::Few(set) => set.contains(&o),
+            Bits::Dense(words) => words
+                .get(o as usize / 64)
+                .is_some_and(|w| w & (1 << (o % 64)) != 0),
+        }
+    }
+
+    /// Sets offset `o` of a ring of `size` bits.
+    fn set(&mut self, o: u32, size: u64) {
+        match self {
+            Bits::Few(set) => {
+                set.insert(o);
+                if set.len() as u64 > size / DENSE_AT {
+                    let mut words = vec![0u64; size.div_ceil(64) as usize];
+                    for &o in set.iter() {
+                        set_word(&mut words, o);
+                    }
+                    *self = Bits::Dense(words);
+                }
+            }
+            Bits::Dense(words) => set_word(words, o),
+        }
+    }
+}
+
+fn set_word(words: &mut [u64], o: u32) {
+    if let Some(w) = words.get_mut(o as usize / 64) {
+        *w |= 1 << (o % 64);
+    }
 }
 
 impl RingCopy {
     fn has(&self, x: u32, y: u32) -> bool {
-        let bit = |o: u32| {
-            self.words
-                .get(o as usize / 64)
-                .is_some_and(|w| w & (1 << (o % 64)) != 0)
-        };
-        bit(x) && bit(y)
-    }
-
-    fn set(&mut self, o: u32) {
-        if let Some(w) = self.words.get_mut(o as usize / 64) {
-            *w |= 1 << (o % 64);
-        }
+        self.bits.get(x) && self.bits.get(y)
     }
 }
 
@@ -150,7 +192,7 @@ impl CheckedIn {
     /// rings' current ones: every offset of `written` is set in both (written by this sync, or
     /// by an earlier one in the same epoch), and every offset of `abandon_only` in the abandon
     /// ring's. Not recorded if the breaker saw trouble since the plan (`troubles.1`, its count
-    /// now), nor for bitmaps above [`MAX_COPIED_BITS`].
+    /// now).
     pub(crate) fn confirm(
         &self,
         room: &str,
@@ -160,7 +202,7 @@ impl CheckedIn {
         written: impl Iterator<Item = (u32, u32)> + Clone,
         abandon_only: impl Iterator<Item = (u32, u32)>,
     ) {
-        if troubles != troubles_now || bits > MAX_COPIED_BITS || epochs.iter().any(Vec::is_empty) {
+        if troubles != troubles_now || epochs.iter().any(Vec::is_empty) {
             return;
         }
         let mut rooms = self.rooms.lock().unwrap_or_else(PoisonError::into_inner);
@@ -177,19 +219,19 @@ impl CheckedIn {
             };
         }
         for (ring, epoch) in copy.rings.iter_mut().zip(epochs) {
-            if ring.epoch != epoch || ring.words.is_empty() {
+            if ring.epoch != epoch {
                 ring.epoch = epoch;
-                ring.words = vec![0; bits.div_ceil(64) as usize];
+                ring.bits = Bits::default();
             }
             for (x, y) in written.clone() {
-                ring.set(x);
-                ring.set(y);
+                ring.bits.set(x, bits);
+                ring.bits.set(y, bits);
             }
         }
         let abandon = &mut copy.rings[RINGS - 1];
         for (x, y) in abandon_only {
-            abandon.set(x);
-            abandon.set(y);
+            abandon.bits.set(x, bits);
+            abandon.bits.set(y, bits);
         }
     }
 }
@@ -314,26 +356,59 @@ mod tests {
     }
 
     #[test]
-    fn large_bitmaps_or_a_reply_without_epochs_are_not_copied() {
+    fn a_reply_without_epochs_is_not_copied() {
         let c = CheckedIn::default();
         let a = (1, 2);
-        let big = MAX_COPIED_BITS * 2;
-        c.confirm(
-            "r",
-            big,
-            (0, 0),
-            epochs("1:1:x", "1:2:x"),
-            [a].into_iter(),
-            None.into_iter(),
-        );
-        assert_eq!(
-            c.plan("r", big, 0, [a].into_iter(), None.into_iter()).both,
-            vec![a]
-        );
         confirmed(&c, "", "1:2:65536", &[a]);
         assert_eq!(
             c.plan("r", BITS, 0, [a].into_iter(), None.into_iter()).both,
             vec![a]
+        );
+    }
+
+    #[test]
+    fn a_copy_of_few_offsets_becomes_a_bitmap_and_answers_the_same() {
+        let c = CheckedIn::default();
+        // A ring of 2^20 bits turns dense past 8 192 offsets: write 6 000 sessions (up to 12 000
+        // offsets) in two syncs of the same epochs, and ask about them and others each time.
+        let bits: u64 = 1 << 20;
+        let session = |i: u32| ((i * 7_919) % bits as u32, (i * 104_729 + 13) % bits as u32);
+        let confirm = |range: std::ops::Range<u32>| {
+            c.confirm(
+                "r",
+                bits,
+                (0, 0),
+                epochs("1:1:x", "1:2:x"),
+                range.map(session),
+                None.into_iter(),
+            )
+        };
+        let planned = |range: std::ops::Range<u32>| {
+            let plan = c.plan("r", bits, 0, range.map(session), None.into_iter());
+            (plan.both.len(), plan.neither.len())
+        };
+        confirm(0..3_000);
+        assert!(matches!(
+            c.rooms.lock().unwrap()["r"].rings[0].bits,
+            Bits::Few(_)
+        ));
+        assert_eq!(planned(0..3_000), (0, 3_000));
+        // Most of the others are not set (a pair of bits can be, by collisions).
+        let (unset, _) = planned(3_000..6_000);
+        assert!(
+            unset > 2_900,
+            "{unset} of 3 000 unwritten sessions look written"
+        );
+        confirm(3_000..6_000);
+        assert!(matches!(
+            c.rooms.lock().unwrap()["r"].rings[0].bits,
+            Bits::Dense(_)
+        ));
+        assert_eq!(planned(0..6_000), (0, 6_000), "nothing written is lost");
+        let (unset_now, _) = planned(6_000..9_000);
+        assert!(
+            unset_now > 2_800,
+            "{unset_now} of 3 000 unwritten sessions look written"
         );
     }
 
