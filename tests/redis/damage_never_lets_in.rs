@@ -362,6 +362,26 @@ async fn arguments_out_of_bounds_are_refused_before_anything_runs() {
         )
         .await;
     }
+    // Sync: offsets that are not numbers, in a list it writes (the gateway names no epoch).
+    for list in 0..6 {
+        let mut own = vec!["", "", "", "", "", "", "", "", "", ""];
+        own[[1, 4, 5, 6, 7, 8][list]] = "12 3x4 ";
+        refused(
+            format!("sync offsets not numbers in list {list}"),
+            call("sync", &line, &numbers, &own),
+        )
+        .await;
+    }
+    // Sync: a session to look up with one offset instead of two, or three.
+    for offsets in ["5 ", "5 6 7 "] {
+        let mut own = vec!["", "", "", "", "", "", "", "", "", ""];
+        (own[0], own[6]) = ("0123456789abcdef", offsets);
+        refused(
+            format!("sync offsets {offsets:?} for one session"),
+            call("sync", &line, &numbers, &own),
+        )
+        .await;
+    }
     // The packed numbers: a line bound or a lifetime beyond the limits, a zero, a fraction.
     let line_parts: Vec<&str> = line.split(':').collect();
     for (i, bad) in [

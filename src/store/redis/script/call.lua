@@ -88,9 +88,9 @@ local OWN_LIMITS = {
   auto_apply = {[6] = {1, U32_MAX}, [7] = {-1, U32_MAX}},
 }
 
--- Refuses the call's own arguments that are not in their bounds (OWN_LIMITS, and sync's lists
--- of offsets, each below the bitmaps' size: an offset beyond it would grow a bitmap to the
--- offset, 32 MiB at a time; auto_apply's gateway id and status, auto.lua); nil when they are.
+-- Refuses the call's own arguments that are not in their bounds (OWN_LIMITS, sync's horizon;
+-- sync's lists of offsets are sync.lua's to check, each list it writes before it writes;
+-- auto_apply's gateway id and status, auto.lua); nil when they are.
 -- After R is made.
 function F.check_own(op)
   for i, limit in pairs(OWN_LIMITS[op] or {}) do
@@ -103,15 +103,8 @@ function F.check_own(op)
     return F.refuse('stats history longer than the admission counts kept')
   end
   if op == 'sync' then
-    for _, i in ipairs({6, 9, 10, 11, 12, 13}) do
-      local text = R.args[i]
-      if string.find(text, '[^%d ]') then return F.refuse('sync offsets not numbers') end
-      for offset in string.gmatch(text, '%d+') do
-        if #offset > 10 or tonumber(offset) >= R.bloom_bits then
-          return F.refuse('sync offset beyond the liveness bitmaps')
-        end
-      end
-    end
+    -- The lists of offsets are checked where they are parsed, before anything is written
+    -- (sync.lua, check_in_seen): a list a ring's epoch already holds is never parsed.
     local horizon = R.args[14]
     if horizon ~= '' and not string.find(horizon, '^%d+ %d+$') then
       return F.refuse('sync horizon malformed')
@@ -177,7 +170,8 @@ function F.setup(op, keys, args, own, has_session)
     -- Set by apply_schedule, below.
     before_opening = false, check_in_at = 0, after_closing = false, line_closed = false,
     -- The liveness rings, the Bloom size, the ticket key (release and ban).
-    turn = nil, gone_ring = nil, rings = nil, bloom_bits = 0, bloom_bytes = 0, run_id = nil,
+    turn = nil, gone_ring = nil, rings = nil, bloom_bits = 0, bloom_bits_text = nil,
+    bloom_bytes = 0, run_id = nil,
     k_ticket = nil,
     SETTINGS_FIELDS = nil,
     current_bucket = 0,

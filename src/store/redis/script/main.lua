@@ -46,7 +46,8 @@ function F.main()
   if R.op == 'sync' or R.op == 'stats' or R.op == 'configure' then F.load_more() end
   if R.op == 'sync' then
     F.repair_places()
-    F.check_in_seen(R.s)
+    local refused = F.check_in_seen(R.s)
+    if refused then return refused end
   end
   F.housekeep()
   if R.op == 'sync' then F.sweep() end

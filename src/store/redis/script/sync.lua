@@ -87,45 +87,12 @@ function F.check_in_seen(list)
   R.unknown = {}
   local ahead, horizon = string.match(F.sync_list(14)[1], '^(%d+) (%d+)$')
   ahead, horizon = tonumber(ahead), tonumber(horizon)
-  -- Their offsets (`offsets`), in the ids' order, as decimal text: Redis takes a BITFIELD
-  -- argument made from a Lua number by formatting it (about a microsecond, for each bit of
-  -- each ring), from a string as it is.
-  local next_offset = string.gmatch(F.sync_list(11)[1], '%d+')
-  local abandon_ring = {R.gone_ring}
-  for from = 1, #list, 16 * CHUNK do
-    local ids, offsets = {}, {}
-    for at = from, math.min(#list, from + 16 * CHUNK - 1) - 15, 16 do
-      ids[#ids + 1] = string.sub(list, at, at + 15)
-      offsets[#offsets + 1] = next_offset()
-      offsets[#offsets + 1] = next_offset()
-    end
-    if #ids > 0 then
-      local scores = redis.call('ZMSCORE', R.k_line, unpack(ids))
-      local placed, placed_offsets = {{}, {}}, {{}, {}}
-      local first = (from - 1) / 16
-      for j = 1, #ids do
-        if scores[j] then
-          -- 1: both rings; 2: behind the horizon, the abandon ring only.
-          local n = 1
-          if horizon and first + j > ahead and tonumber(scores[j]) > horizon then n = 2 end
-          local p, o = placed[n], placed_offsets[n]
-          p[#p + 1] = ids[j]
-          o[#o + 1], o[#o + 2] = offsets[2 * j - 1], offsets[2 * j]
-        else
-          -- No place (skipped, swept, never in line): answered back, so the gateway asks the
-          -- store at their next poll instead of placing them by an old cookie.
-          R.unknown[#R.unknown + 1] = ids[j]
-        end
-      end
-      F.check_in(placed[1], placed_offsets[1])
-      F.check_in(placed[2], placed_offsets[2], abandon_ring)
-    end
-  end
   -- The sessions found in line, by what the gateway set already in the epochs it names (its
   -- copy, src/store/redis/checked_in.rs): `both` in neither ring, `turn_only` in the abandon
   -- ring's named epoch, `neither` in both rings' named epochs; behind the horizon,
-  -- `abandon_only` in neither and `behind_set` in the abandon ring's. A list goes into a ring unless the gateway set it there in the ring's
-  -- current epoch, on this server, in the key that still holds that epoch (epoch_holds); so a
+  -- `abandon_only` in neither and `behind_set` in the abandon ring's. A list goes into a ring
+  -- unless the gateway set it there in the ring's current epoch, on this server, in the key
+  -- that still holds that epoch (epoch_holds, asked before anything here is written); so a
   -- stale name costs only writes.
   local both, turn_only, neither = F.sync_list(6), F.sync_list(9), F.sync_list(10)
   local abandon_only, behind_set = F.sync_list(12), F.sync_list(13)
@@ -137,17 +104,67 @@ function F.check_in_seen(list)
   if not current[2] then
     abandon_lists[3], abandon_lists[4], abandon_lists[5] = turn_only, neither, behind_set
   end
+  -- Every list that will be written is checked first (digits and spaces only, each offset
+  -- below the bitmaps' size: one beyond would grow a bitmap to it), and only those: a list
+  -- the epoch already holds is never read (most of a steady sync's check-ins, behind_set:
+  -- reading them all was most of a sync's own time at ten million waiters).
+  local writes = {}
   for n, lists in ipairs({turn_lists, abandon_lists}) do
     local out = {}
-    for _, list in ipairs(lists) do
-      if list[0] > 0 then
-        if not list.chunks then list.chunks = F.offset_chunks(list[1]) end
-        out[#out + 1] = list.chunks
+    for _, l in ipairs(lists) do
+      if l[0] > 0 then
+        if not l.chunks then
+          if string.find(l[1], '[^%d ]') then return F.refuse('sync offsets not numbers') end
+          l.chunks = F.offset_chunks(l[1])
+        end
+        if not l.chunks then return F.refuse('sync offset beyond the liveness bitmaps') end
+        out[#out + 1] = l.chunks
       end
     end
+    writes[n] = out
+  end
+  -- The looked-up sessions' offsets (`offsets`), in the ids' order, two each.
+  local text, offsets = F.sync_list(11)[1], {}
+  if string.find(text, '[^%d ]') then return F.refuse('sync offsets not numbers') end
+  for o in string.gmatch(text, '%d+') do
+    if not F.below_bloom_bits(o) then
+      return F.refuse('sync offset beyond the liveness bitmaps')
+    end
+    offsets[#offsets + 1] = o
+  end
+  if #offsets ~= #list / 8 then return F.refuse('sync offsets not two per session') end
+  local abandon_ring = {R.gone_ring}
+  for from = 1, #list, 16 * CHUNK do
+    local ids, first = {}, (from - 1) / 16
+    for at = from, math.min(#list, from + 16 * CHUNK - 1) - 15, 16 do
+      ids[#ids + 1] = string.sub(list, at, at + 15)
+    end
+    if #ids > 0 then
+      local scores = redis.call('ZMSCORE', R.k_line, unpack(ids))
+      local placed, placed_offsets = {{}, {}}, {{}, {}}
+      for j = 1, #ids do
+        if scores[j] then
+          -- 1: both rings; 2: behind the horizon, the abandon ring only.
+          local n = 1
+          if horizon and first + j > ahead and tonumber(scores[j]) > horizon then n = 2 end
+          local p, o = placed[n], placed_offsets[n]
+          p[#p + 1] = ids[j]
+          o[#o + 1], o[#o + 2] = offsets[2 * (first + j) - 1], offsets[2 * (first + j)]
+        else
+          -- No place (skipped, swept, never in line): answered back, so the gateway asks the
+          -- store at their next poll instead of placing them by an old cookie.
+          R.unknown[#R.unknown + 1] = ids[j]
+        end
+      end
+      F.check_in(placed[1], placed_offsets[1])
+      F.check_in(placed[2], placed_offsets[2], abandon_ring)
+    end
+  end
+  for n, out in ipairs(writes) do
     if #out > 0 then F.set_bits_in(R.rings[n], out) end
   end
   if horizon then F.lower_first_number(horizon) end
+  return nil
 end
 
 -- Sync's list at ARGV `i` of sessions' Bloom offsets, as decimal text ('<x> <y> ' per
@@ -157,14 +174,28 @@ function F.sync_list(i)
   return {text, [0] = #text}
 end
 
--- The BITFIELD chunks (new_chunks) of a list of Bloom offsets as decimal text (sync_list).
+-- The BITFIELD chunks (new_chunks) of a list of Bloom offsets as decimal text (sync_list);
+-- nil if an offset is not below the bitmaps' size.
 function F.offset_chunks(text)
   local chunks = F.new_chunks()
   local next_offset = string.gmatch(text, '%d+')
   while true do
     local x, y = next_offset(), next_offset()
     if y == nil then break end
+    if not (F.below_bloom_bits(x) and F.below_bloom_bits(y)) then return nil end
     F.add_bits(chunks, x, y)
   end
   return chunks
+end
+
+-- Whether `digits` (a string of decimal digits, as a sync's lists bring them) is below the
+-- bitmaps' size: fewer digits, or as many and less as text (leading zeros, which the crate
+-- never sends, are taken as more digits). No number is parsed.
+function F.below_bloom_bits(digits)
+  local bits = R.bloom_bits_text
+  if not bits then
+    bits = string.format('%d', R.bloom_bits)
+    R.bloom_bits_text = bits
+  end
+  return #digits < #bits or (#digits == #bits and digits < bits)
 end
