@@ -20,7 +20,12 @@
 //! than the checkpoints' rank gap, so **at the snapshot's time a position is exact below
 //! [`EXACT_RANKS`] and within 1 % of the exact position above** (the `position_error_max`
 //! of the benchmark, and `tests/redis/gateway_snapshot.rs`, measure it). A place behind the
-//! snapshot's last waiter (an arrival since) is not placed by it: the store answers.
+//! snapshot's last waiter (an arrival since) is not placed by it: the store answers. In a line
+//! of ten thousand or more, the Redis store shares the ranks above [`EXACT_RANKS`] between the
+//! syncs of half a second (each gateway's once a second would otherwise read the same ranks
+//! again), moved forward by the places the line moved since (`script/checkpoints.lua`): what
+//! that does not see, waiters who left from the middle in that half second, adds to the error
+//! above, not below [`EXACT_RANKS`], whose ranks every sync reads.
 //!
 //! A snapshot is as old as its gateway's last refresh: at most [`SNAPSHOT_MAX_AGE_MS`] when
 //! it is used at all. In that time the line moves by the admissions (and skips) of that time,

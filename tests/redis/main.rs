@@ -40,6 +40,8 @@ mod redis_rolling_upgrade;
 mod redis_store_v2;
 #[cfg(feature = "redis")]
 mod rooms_redis;
+#[cfg(feature = "redis")]
+mod shared_checkpoints;
 #[cfg(all(feature = "redis", feature = "testing"))]
 mod store_redis;
 #[cfg(feature = "redis")]

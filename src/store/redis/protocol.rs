@@ -35,6 +35,7 @@ pub(crate) const SCRIPT: &str = concat!(
     include_str!("script/check_in.lua"),
     include_str!("script/line.lua"),
     include_str!("script/pace.lua"),
+    include_str!("script/checkpoints.lua"),
     include_str!("script/sync.lua"),
     include_str!("script/main.lua"),
     include_str!("script/visitor.lua"),

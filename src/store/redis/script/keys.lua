@@ -60,7 +60,8 @@ local LIBRARY = 'twr_room_v10'
 --                      (see Liveness: joined since), the turn ring's lowered to a sync's turn
 --                      horizon, and turn0first .. turn5first, the turn ring's as it began;
 --                      rebuild (ms), the end of a rebuild of the slots after a damaged active
---                      or granted (main.lua, Bad days)
+--                      or granted (main.lua, Bad days); far, a long line's far checkpoints
+--                      as a sync read them, for the syncs just after it (checkpoints.lua)
 --   8 arrivals zset    the first arrival of each second: member = its time in ms, score = its
 --                      sequence number; entries before the head's are trimmed (oldest wait)
 --   9 banned   zset    banned sessions, score = the end of the ban in ms

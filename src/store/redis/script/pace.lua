@@ -1,5 +1,5 @@
 -- The pace: the admission-rate budget, the admission counts, and what the wait estimate reads
--- (pace, history, checkpoints, silent waiters).
+-- (pace, history, silent waiters; the checkpoints are checkpoints.lua's).
 
 -- The admission-rate budget: a token bucket of one second's admissions, in thousandths. A
 -- missing or damaged field counts as a full bucket.
@@ -115,26 +115,6 @@ function F.recent()
   return minute, five, per_minute, skipped_minute, skipped_five
 end
 
--- The snapshot's checkpoints: for each rank of checkpoint_ranks(waiting) (snapshot.rs), the
--- waiter there, {rank, member, score as Redis wrote it}. Every rank below EXACT_RANKS in one
--- ZRANGE, then one per rank.
-function F.checkpoints(waiting)
-  local out = {}
-  if waiting == 0 then return out end
-  local last = waiting - 1
-  local exact = redis.call('ZRANGE', R.k_line, 0, math.min(last, EXACT_RANKS - 1), 'WITHSCORES')
-  for j = 1, #exact, 2 do out[#out + 1] = {(j - 1) / 2, exact[j], exact[j + 1]} end
-  local r = EXACT_RANKS - 1
-  while r < last do
-    local step = 1
-    if r >= EXACT_RANKS then step = math.max(1, math.floor(r / CHECKPOINT_GAP)) end
-    r = math.min(r + step, last)
-    local at = redis.call('ZRANGE', R.k_line, r, r, 'WITHSCORES')
-    if at[1] then out[#out + 1] = {r, at[1], at[2]} end
-  end
-  return out
-end
-
 -- Waiters not alive by the turn rule (0 while silence is excused), estimated from the
 -- checkpoint waiters; exact for a line of at most EXACT_RANKS (then every waiter is a
 -- checkpoint). Everyone behind the turn epochs' lowest first number counts as alive by the
@@ -147,12 +127,22 @@ end
 -- per-checkpoint silence: none while silence is excused, and those behind the first numbers
 -- alive, as the rule counts them).
 function F.silent_among(cps, waiting)
-  for _, cp in ipairs(cps) do cp[4] = false end
-  if R.excused or #cps == 0 then return 0 end
-  local ids, scores = {}, {}
-  for j, cp in ipairs(cps) do ids[j], scores[j] = cp[2], cp[3] end
-  local alive = F.alive_many(ids, R.turn, scores)
-  for j, cp in ipairs(cps) do cp[4] = not alive[j] end
+  if R.excused or #cps == 0 then
+    for _, cp in ipairs(cps) do cp[4] = false end
+    return 0
+  end
+  -- Those shared from an earlier sync (checkpoints.lua) keep the word they were kept with.
+  local ids, scores, at = {}, {}, {}
+  for j, cp in ipairs(cps) do
+    if not cp[5] then ids[#ids + 1], scores[#scores + 1], at[#at + 1] = cp[2], cp[3], j end
+  end
+  local fresh = F.alive_many(ids, R.turn, scores)
+  local alive = {}
+  for j, cp in ipairs(cps) do alive[j] = not cp[4] end
+  for k, j in ipairs(at) do
+    alive[j] = fresh[k]
+    cps[j][4] = not fresh[k]
+  end
   local since, first = R.turn.since, R.turn.first_min
   if #cps >= waiting or since == nil then
     local silent = 0
@@ -206,11 +196,6 @@ function F.waiting_reply(position, waiting, score)
   local place = tonumber(score)
   if place < 0 then place = REPLY.drawn end
   return {REPLY.waiting, position, waiting, R.paused and 1 or 0, place}
-end
-
--- A score as a reply carries it: Redis truncates a Lua number to an integer.
-function F.score_string(score)
-  return string.format('%.17g', tonumber(score))
 end
 
 -- Admissions per minute over the last history_minutes complete minutes, oldest first.

@@ -5,7 +5,8 @@
 -- Bloom offsets the gateway sent; others are ignored, nothing is created), does the housekeeping, sweeps, promotes, and answers the
 -- snapshot: the head's score, and for each rank of checkpoint_ranks(waiting) (every rank below
 -- EXACT_RANKS, then each the last plus 1 / CHECKPOINT_GAP of it, and the last) that waiter's
--- score, by ZRANGE (one for the exact ranks, one per rank above: about 1 100 for two million).
+-- score, by ZRANGE (one for the exact ranks, one per rank above: about 1 100 for two million;
+-- in a long line those above shared by the syncs within half a second, checkpoints.lua).
 -- The pace's silent waiters are estimated from the checkpoint waiters it reads anyway: silent
 -- among them / their number * waiting, rounded (exact for a line of at most EXACT_RANKS); and
 -- each checkpoint says whether its waiter is silent (the wait estimate counts those ahead).
@@ -13,8 +14,8 @@
 -- <LIBRARY>_sync: a gateway's sync, once a second: checks in the sessions it saw waiting,
 -- does the housekeeping and the sweep, promotes, and answers the room's snapshot.
 -- Runs: register.lua's room call, whose main takes sync's own steps too (sync.lua
---   F.check_in_seen, line.lua F.repair_places, F.sweep); then pace.lua F.checkpoints,
---   F.silent_among, F.append_pace, F.score_string; liveness.lua F.epoch_name.
+--   F.check_in_seen, line.lua F.repair_places, F.sweep); then checkpoints.lua F.checkpoints,
+--   F.share_checkpoints; pace.lua F.silent_among, F.append_pace; liveness.lua F.epoch_name.
 -- KEYS: the room's 20 (keys.lua)
 -- ARGV (the lists of offsets are two Bloom offsets per session, decimal text, '<x> <y> ' each,
 -- maybe empty: a BITFIELD argument made from a Lua number is formatted by Redis, about a
@@ -50,20 +51,23 @@
 -- then the ids (16 bytes each, concatenated) of the listed sessions
 -- that have no place, then the current epoch of the turn ring and of the abandon ring, each
 -- '<epoch>:<width ms>:<bitmap bits>:<server run id>' (the check-ins' epochs)}. head and every
--- checkpoint's score are strings ('%.17g', '' for no head): a registrant's score is no
--- integer, and Redis truncates the numbers of a Lua reply to integers.
+-- checkpoint's score are strings ('' for no head), as ZRANGE answered them (the text of the
+-- double, which reads back as the same double): a registrant's score is no integer, and
+-- Redis truncates the numbers of a Lua reply to integers. Passed on as they came, not parsed
+-- and formatted again: about 1 200 checkpoints a sync at ten million.
 function OPERATIONS.sync()
   local waiting = redis.call('ZCARD', R.k_line)
   local cps = F.checkpoints(waiting)
   local head = ''
-  if cps[1] then head = F.score_string(cps[1][3]) end
+  if cps[1] then head = cps[1][3] end
   local out = {REPLY.snapshot, R.now, waiting, R.paused and 1 or 0, R.open and 1 or 0,
     R.before_opening and 1 or 0, R.line_closed and 1 or 0, head, 0, 0}
   out[9], out[10] = F.append_pace(out, F.silent_among(cps, waiting))
+  F.share_checkpoints(cps)
   out[#out + 1] = #cps
   for _, cp in ipairs(cps) do
     out[#out + 1] = cp[1]
-    out[#out + 1] = F.score_string(cp[3])
+    out[#out + 1] = cp[3]
     out[#out + 1] = cp[4] and 1 or 0
   end
   out[#out + 1] = table.concat(R.unknown)
