@@ -34,18 +34,6 @@ async fn gateway(url: &str) -> Http {
     serve(common::app(layer)).await
 }
 
-/// The room's function calls the server has answered (`FCALL`, every room operation's).
-fn script_calls(server: &redis_harness::Server) -> u64 {
-    server
-        .info_field("commandstats", "cmdstat_fcall")
-        .and_then(|v| {
-            v.split(',')
-                .find_map(|kv| kv.strip_prefix("calls="))
-                .map(|n| n.parse().unwrap())
-        })
-        .unwrap_or(0)
-}
-
 async fn status(gw: &Http, jar: &mut Jar) -> serde_json::Value {
     let path = format!("/__waitingroom/{ROOM}/status");
     let reply = gw.visit(jar, Method::GET, &path).await;
@@ -92,7 +80,7 @@ async fn waiting_polls_are_answered_at_the_gateway_within_the_bound() {
     }
 
     // Three rounds of polls over both gateways, status endpoint and pages alike.
-    let before = script_calls(server);
+    let before = server.command_calls("fcall");
     let started = std::time::Instant::now();
     let mut polls = 0u64;
     let mut worst = 0f64;
@@ -117,7 +105,7 @@ async fn waiting_polls_are_answered_at_the_gateway_within_the_bound() {
             }
         }
     }
-    let calls = script_calls(server) - before;
+    let calls = server.command_calls("fcall") - before;
     // The store was asked only for those near the head and for each gateway's refresh (at
     // most one a second each, and one more each for the start).
     let secs = started.elapsed().as_secs() + 1;

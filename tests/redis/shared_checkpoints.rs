@@ -78,23 +78,11 @@ fn key(store: &RedisStore, room: &str, name: &str) -> String {
         .unwrap()
 }
 
-/// The `ZRANGE` calls the server has answered.
-fn zranges(server: &Server) -> u64 {
-    server
-        .info_field("commandstats", "cmdstat_zrange")
-        .and_then(|v| {
-            v.split(',')
-                .find_map(|kv| kv.strip_prefix("calls="))
-                .map(|n| n.parse().unwrap())
-        })
-        .unwrap_or(0)
-}
-
 /// A sync with nobody seen, and the `ZRANGE`s it made.
 async fn sync(server: &Server, store: &RedisStore, policy: &RoomPolicy) -> (RoomSnapshot, u64) {
-    let before = zranges(server);
+    let before = server.command_calls("zrange");
     let snap = store.sync(policy, Vec::new().into()).await.unwrap();
-    (snap, zranges(server) - before)
+    (snap, server.command_calls("zrange") - before)
 }
 
 /// Each checkpoint's true rank now: how many in line have a lower score.

@@ -135,6 +135,18 @@ impl Server {
         })
     }
 
+    /// How many calls of `command` (lower case, as `INFO commandstats` names it: `zrange`,
+    /// `fcall`) the server has answered, those made by scripts included.
+    pub fn command_calls(&self, command: &str) -> u64 {
+        self.info_field("commandstats", &format!("cmdstat_{command}"))
+            .and_then(|v| {
+                v.split(',')
+                    .find_map(|kv| kv.strip_prefix("calls="))
+                    .and_then(|n| n.parse().ok())
+            })
+            .unwrap_or(0)
+    }
+
     /// Waits until this replica has synced with its primary (`master_link_status:up`): a
     /// sentinel that meets a replica whose link is down does not take it as a candidate until
     /// its next `INFO`, 10 s later.
