@@ -3,8 +3,8 @@
 --
 -- Every rank below EXACT_RANKS comes from one ZRANGE, fresh in every sync: the head, the turns
 -- about to come, the places a visitor reads one by one. Above it, one ZRANGE per rank (about
--- 1 200 at ten million, each a walk down the skiplist and a call from Lua): most of a sync's
--- own cost, paid by every gateway's sync each second although the answer is the same for all.
+-- 1 200 at ten million, each a walk down the skiplist and a call from Lua), paid by every
+-- gateway's sync each second although the answer is the same for all.
 -- So in a line of at least SHARED_FROM waiters, a sync that reads them keeps them (with each
 -- one's silence, silent_among) in the settings' `far` field, and a sync within SHARED_MS of it
 -- takes them from there instead, moved forward by the places the line moved since: the
