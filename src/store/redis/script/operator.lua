@@ -4,7 +4,7 @@
 
 -- <LIBRARY>_stats: the room's counts and pace, for the operator and the wait estimate.
 -- Runs: register.lua's room call, then line.lua F.oldest_wait; pace.lua F.history,
---   F.checkpoints, F.silent_among, F.append_pace.
+--   F.silent_among, F.append_pace; checkpoints.lua F.checkpoints.
 -- KEYS: the room's 20 (keys.lua)
 -- ARGV:
 --   1 now
