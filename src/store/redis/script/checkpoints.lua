@@ -56,20 +56,9 @@ end
 function F.shared_checkpoints(out, last)
   local far = redis.call('HGET', R.k_settings, 'far')
   if not far then return false end
-  local ok, kept = pcall(cmsgpack.unpack, far)
-  if not ok or type(kept) ~= 'table' or #kept < 5 or (#kept - 2) % 3 ~= 0 then return false end
-  local at, before = tonumber(kept[1]), tonumber(kept[2])
-  if at == nil or before == nil or at > R.now or R.now - at >= SHARED_MS then return false end
-  -- The kept ranks and scores, each above the one before (else `far` is damaged).
-  local ranks, scores = {}, {}
-  local prev_rank, prev_score = EXACT_RANKS - 1, before
-  for j = 3, #kept, 3 do
-    local r, s = tonumber(kept[j]), kept[j + 1]
-    local n = type(s) == 'string' and tonumber(s)
-    if r == nil or not n or r <= prev_rank or n <= prev_score then return false end
-    ranks[#ranks + 1], scores[#scores + 1] = r, n
-    prev_rank, prev_score = r, n
-  end
+  local kept = F.far_decoded(far)
+  if not kept or kept.at > R.now or R.now - kept.at >= SHARED_MS then return false end
+  local ranks, scores, before = kept.ranks, kept.scores, kept.before
   -- Where the fresh waiter at EXACT_RANKS - 1 stood then: at EXACT_RANKS - 1 if it has the
   -- same score, else between two kept ones, in proportion to its score.
   local score = tonumber(out[#out][3])
@@ -77,7 +66,7 @@ function F.shared_checkpoints(out, last)
   if score == before then
     moved = 0
   elseif score > before then
-    prev_rank, prev_score = EXACT_RANKS - 1, before
+    local prev_rank, prev_score = EXACT_RANKS - 1, before
     for i = 1, #ranks do
       if scores[i] >= score then
         local r = prev_rank + (ranks[i] - prev_rank) * (score - prev_score) / (scores[i] - prev_score)
@@ -94,14 +83,50 @@ function F.shared_checkpoints(out, last)
     local r = ranks[i] - moved
     if r >= last then break end
     if r > upto and scores[i] > score then
-      local j = 3 * i
-      out[#out + 1] = {r, nil, kept[j + 1], kept[j + 2] == 1, true}
+      out[#out + 1] = {r, nil, kept.texts[i], kept.silent[i], true}
       upto = r
     end
   end
   local tail = redis.call('ZRANGE', R.k_line, last, last, 'WITHSCORES')
   if tail[1] and last > upto then out[#out + 1] = {last, tail[1], tail[2], false, false} end
   return true
+end
+
+-- The last `far` decoded (F.far_decoded): its text, and what it decoded to.
+local far_last = {}
+
+-- `far` decoded and checked: {at, before (the score at EXACT_RANKS - 1), ranks, scores (as
+-- numbers), texts (the scores as kept), silent (booleans)}, each rank and score above the one
+-- before; nil if it is damaged or another version's. The syncs of half a second read the same
+-- text (about twenty of them for each write, with forty gateways), and decoding it is most of
+-- what a shared checkpoint costs: the last text decoded is kept with its result (in this Lua
+-- state, until another text comes) and the same text is not decoded again. The same text
+-- decodes to the same, so nothing but the text is compared (Lua keeps one copy of each
+-- string: once the reply is a Lua string, the compare is of two pointers); its age is checked
+-- by the caller every time.
+function F.far_decoded(far)
+  if far_last.text == far then return far_last.kept end
+  local ok, kept = pcall(cmsgpack.unpack, far)
+  local out = nil
+  if ok and type(kept) == 'table' and #kept >= 5 and (#kept - 2) % 3 == 0 then
+    out = {at = tonumber(kept[1]), before = tonumber(kept[2]), ranks = {}, scores = {},
+      texts = {}, silent = {}}
+    local prev_rank, prev_score = EXACT_RANKS - 1, out.before
+    if out.at == nil or prev_score == nil then out = nil end
+    for j = 3, out and #kept or 0, 3 do
+      local r, s = tonumber(kept[j]), kept[j + 1]
+      local n = type(s) == 'string' and tonumber(s)
+      if r == nil or not n or r <= prev_rank or n <= prev_score then
+        out = nil
+        break
+      end
+      local i = #out.ranks + 1
+      out.ranks[i], out.scores[i], out.texts[i], out.silent[i] = r, n, s, kept[j + 2] == 1
+      prev_rank, prev_score = r, n
+    end
+  end
+  far_last.text, far_last.kept = far, out
+  return out
 end
 
 -- Keeps the far checkpoints read by this sync (`fresh_from` on, with their silence) in `far`
