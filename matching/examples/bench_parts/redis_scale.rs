@@ -36,12 +36,12 @@ use hyper_util::rt::TokioIo;
 use serde_json::{json, Map, Value};
 use tower_waiting_room::__private::{redis_keys, room_visitor_call, ROOM_JOIN_FUNCTION};
 use tower_waiting_room::store::{
-    Decision, Place, RedisStore, RoomSnapshot, SeenWaiters, SettingsChange, SnapshotStore, Store,
-    StoreErrorKind,
+    Decision, LivenessRule, Place, RedisStore, RoomSnapshot, SeenWaiters, SettingsChange,
+    SnapshotStore, Store, StoreErrorKind,
 };
 use tower_waiting_room::{Keyring, RoomPolicy, SessionId, WaitingRoomLayer};
 
-use super::{app, median, round, serve, BoxError, RedisServer, Settings, ROOM_SCRIPT};
+use super::{app, median, now_ms, round, serve, BoxError, RedisServer, Settings, ROOM_SCRIPT};
 
 /// The peer's algorithm as our own script (see its header).
 const PEER_SCRIPT: &str = include_str!("peer_room.lua");
@@ -1614,6 +1614,7 @@ pub(super) async fn simulated_run(
 
     redis.command(&["CONFIG", "RESETSTAT"])?;
     let cpu0 = redis_cpu_us(redis)?;
+    let wall0 = now_ms();
     let t0 = Instant::now();
     let start = tokio::time::Instant::now();
     let mut tasks = Vec::new();
@@ -1721,6 +1722,16 @@ pub(super) async fn simulated_run(
     }
     let elapsed = t0.elapsed().as_secs_f64();
     let cpu_share = (redis_cpu_us(redis)? - cpu0) / 1e6 / elapsed;
+    // The epochs of the liveness rings that began during the measured run, by the clock the
+    // gateways sync with. Each gateway writes every waiter it answers into a ring's new epoch
+    // once (checked_in.rs): after an abandon epoch begins (every 15 minutes by default, the
+    // same moment for the whole line) every sync of the next poll interval writes all of its
+    // sessions again, so a run that holds that moment costs more than one that does not, and
+    // neither is the average over the epoch; these say which kind of run it was.
+    let wall1 = now_ms();
+    let turns = |rule: LivenessRule| rule.epoch(wall1) - rule.epoch(wall0);
+    let abandon_turns = turns(LivenessRule::for_abandon(policy));
+    let turn_turns = turns(LivenessRule::for_turn(policy));
     let commands = command_time(redis, counts.syncs.load(Ordering::Relaxed))?;
     let script_calls = command_calls(redis, "fcall");
 
@@ -1732,7 +1743,7 @@ pub(super) async fn simulated_run(
         Some(e) => format!("pending ({e})"),
     };
     eprintln!(
-        "simulated run: {line} waiting, {gateways} gateways, {elapsed:.1} s: Redis CPU {:.3} of a core; sync {sync_status}",
+        "simulated run: {line} waiting, {gateways} gateways, {elapsed:.1} s: Redis CPU {:.3} of a core; sync {sync_status}; epochs begun: abandon {abandon_turns}, turn {turn_turns}",
         cpu_share
     );
     let mut m = Map::new();
@@ -1759,6 +1770,10 @@ pub(super) async fn simulated_run(
     );
     m.insert("sim_cold_start_time_per_sync_us".into(), cold_commands);
     m.insert("sim_sync".into(), json!(sync_status));
+    m.insert(
+        "sim_epochs_begun".into(),
+        json!({"abandon": abandon_turns, "turn": turn_turns}),
+    );
     m.insert(
         "sim_setup".into(),
         json!({
