@@ -382,6 +382,17 @@ async fn arguments_out_of_bounds_are_refused_before_anything_runs() {
         )
         .await;
     }
+    // Sync: more sessions looked up only than are behind the horizon (one session, none or
+    // it ahead), or a horizon of another form.
+    for horizon in ["0 5 2", "1 5 1", "0 5 1 1", "0 5 x"] {
+        let mut own = vec!["", "", "", "", "", "", "", "", "", ""];
+        (own[0], own[9]) = ("0123456789abcdef", horizon);
+        refused(
+            format!("sync horizon {horizon:?} for one session"),
+            call("sync", &line, &numbers, &own),
+        )
+        .await;
+    }
     // The packed numbers: a line bound or a lifetime beyond the limits, a zero, a fraction.
     let line_parts: Vec<&str> = line.split(':').collect();
     for (i, bad) in [

@@ -31,6 +31,8 @@ mod gateway_snapshot;
 #[cfg(feature = "redis")]
 mod join_batches;
 #[cfg(feature = "redis")]
+mod lookups;
+#[cfg(feature = "redis")]
 mod multi_gateway;
 #[cfg(feature = "redis")]
 mod redis_fast_path;

@@ -17,9 +17,9 @@ use tower_waiting_room::store::{
 use tower_waiting_room::testing::ManualClock;
 use tower_waiting_room::{RoomPolicy, SessionId};
 
-const START_MS: u64 = 1_800_000_000_000;
+pub(crate) const START_MS: u64 = 1_800_000_000_000;
 
-fn store(server: &Server, clock: &ManualClock) -> RedisStore {
+pub(crate) fn store(server: &Server, clock: &ManualClock) -> RedisStore {
     RedisStore::builder()
         .url(server.url())
         .timeout(Duration::from_secs(5))
@@ -30,7 +30,7 @@ fn store(server: &Server, clock: &ManualClock) -> RedisStore {
 
 /// A room of capacity 1 with hour-long slots, a minute to claim, `queue_ttl` 8 s (turn epochs
 /// of 2 s, six keys) and a line of at most 1 000.
-fn policy_8s(room: &str) -> RoomPolicy {
+pub(crate) fn policy_8s(room: &str) -> RoomPolicy {
     RoomPolicy::new(room, 1)
         .with_ttls(
             Duration::from_secs(3_600),
@@ -40,7 +40,7 @@ fn policy_8s(room: &str) -> RoomPolicy {
         .with_max_queue_len(1_000)
 }
 
-async fn conn(server: &Server) -> redis::aio::MultiplexedConnection {
+pub(crate) async fn conn(server: &Server) -> redis::aio::MultiplexedConnection {
     redis::Client::open(server.url())
         .unwrap()
         .get_multiplexed_async_connection()
@@ -48,18 +48,18 @@ async fn conn(server: &Server) -> redis::aio::MultiplexedConnection {
         .unwrap()
 }
 
-fn advance(clock: &ManualClock, ms: u64) {
+pub(crate) fn advance(clock: &ManualClock, ms: u64) {
     clock.advance(Duration::from_millis(ms));
 }
 
-async fn admitted(store: &RedisStore, policy: &RoomPolicy) -> SessionId {
+pub(crate) async fn admitted(store: &RedisStore, policy: &RoomPolicy) -> SessionId {
     let s = SessionId::random();
     let d = store.enter(policy, s).await.unwrap();
     assert!(matches!(d, Decision::Admitted { .. }), "{d:?}");
     s
 }
 
-async fn waiter(store: &RedisStore, policy: &RoomPolicy) -> (SessionId, u64) {
+pub(crate) async fn waiter(store: &RedisStore, policy: &RoomPolicy) -> (SessionId, u64) {
     let s = SessionId::random();
     match store.enter(policy, s).await.unwrap() {
         Decision::Waiting {
@@ -72,7 +72,7 @@ async fn waiter(store: &RedisStore, policy: &RoomPolicy) -> (SessionId, u64) {
 
 /// A session's two liveness bits in bitmaps of `m` bits (the big-endian u32 of its id's bytes
 /// 0..4 and 4..8, mod `m`), as the gateway computes them.
-fn bloom_offsets(s: &SessionId, m: u64) -> (u64, u64) {
+pub(crate) fn bloom_offsets(s: &SessionId, m: u64) -> (u64, u64) {
     let b = s.as_bytes();
     (
         u64::from(u32::from_be_bytes([b[0], b[1], b[2], b[3]])) % m,
@@ -80,7 +80,7 @@ fn bloom_offsets(s: &SessionId, m: u64) -> (u64, u64) {
     )
 }
 
-fn key<'a>(keys: &'a [String], name: &str) -> &'a str {
+pub(crate) fn key<'a>(keys: &'a [String], name: &str) -> &'a str {
     keys.iter()
         .find(|k| k.ends_with(&format!(":{name}")))
         .unwrap_or_else(|| panic!("no key {name}"))

@@ -387,13 +387,15 @@ room_args! {
         turn_only: Vec<u8>,
         /// Set in both named epochs.
         neither: Vec<u8>,
-        /// The offsets of `sessions`, in their order.
+        /// The offsets of `sessions` but the last `m` of `horizon`, in their order.
         offsets: Vec<u8>,
         /// Behind the turn horizon, set in neither.
         abandon_only: Vec<u8>,
         /// Behind the turn horizon, set in the abandon ring's named epoch.
         behind_set: Vec<u8>,
-        /// `<n> <horizon>`, the first `n` of `sessions` ahead of it; empty for none.
+        /// `<n> <horizon> <m>`, the first `n` of `sessions` ahead of it and the last `m` behind
+        /// it with their bits set in the abandon ring's named epoch (looked up only: their
+        /// offsets are in `behind_set`, not `offsets`); empty for none.
         horizon: Vec<u8>,
     }
 }

@@ -40,6 +40,9 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::{Mutex, PoisonError};
 
+use super::protocol::bloom_offsets;
+use crate::session::SessionId;
+
 /// The rings, in the script's order (`R.rings`): the turn ring, then the abandon ring.
 const RINGS: usize = 2;
 
@@ -188,6 +191,34 @@ impl CheckedIn {
         plan
     }
 
+    /// `behind` (sessions behind a sync's turn horizon, to be looked up), split into those
+    /// whose bits this gateway has not set in `room`'s abandon ring's current epoch, and those
+    /// it has: the script looks the latter up only, and their bits go with the found ones'
+    /// ([`plan`](Self::plan)'s `behind_set`, written only if that epoch has ended). Most of a
+    /// steady sync's look-ups are of sessions whose own abandon epoch turned (`found.rs`) while
+    /// the ring's did not, and their bits need no second write. A copy older than a failure
+    /// is no copy (as in `plan`): then none are split off.
+    pub(crate) fn split_set(
+        &self,
+        room: &str,
+        bits: u64,
+        troubles: u64,
+        behind: Vec<SessionId>,
+    ) -> (Vec<SessionId>, Vec<SessionId>) {
+        let rooms = self.rooms.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some(copy) = rooms
+            .get(room)
+            .filter(|c| c.troubles == troubles && c.bits == bits)
+        else {
+            return (behind, Vec::new());
+        };
+        let abandon = &copy.rings[RINGS - 1];
+        behind.into_iter().partition(|s| {
+            let (x, y) = bloom_offsets(s.as_bytes(), bits);
+            !abandon.has(x, y)
+        })
+    }
+
     /// A sync of `room` planned at `troubles.0` succeeded, and the reply named `epochs` as the
     /// rings' current ones: every offset of `written` is set in both (written by this sync, or
     /// by an earlier one in the same epoch), and every offset of `abandon_only` in the abandon
@@ -282,6 +313,37 @@ mod tests {
             c.plan("s", BITS, 0, [a].into_iter(), None.into_iter()).both,
             vec![a]
         );
+    }
+
+    #[test]
+    fn sessions_looked_up_with_their_abandon_bits_set_are_split_off() {
+        let c = CheckedIn::default();
+        let ids: Vec<SessionId> = (0..4).map(|_| SessionId::random()).collect();
+        let offsets: Vec<(u32, u32)> = ids
+            .iter()
+            .map(|s| bloom_offsets(s.as_bytes(), BITS))
+            .collect();
+        let (write, set) = c.split_set("r", BITS, 0, ids.clone());
+        assert_eq!(
+            (write.len(), set.len()),
+            (4, 0),
+            "no copy: every one written"
+        );
+        // Two set behind the horizon (the abandon ring only).
+        c.confirm(
+            "r",
+            BITS,
+            (0, 0),
+            epochs("1:1:65536", "1:2:65536"),
+            None.into_iter(),
+            offsets[..2].iter().copied(),
+        );
+        let (write, set) = c.split_set("r", BITS, 0, ids.clone());
+        assert_eq!((write, set), (ids[2..].to_vec(), ids[..2].to_vec()));
+        // A copy older than a failure, or of another size, is none.
+        assert!(c.split_set("r", BITS, 1, ids.clone()).1.is_empty());
+        assert!(c.split_set("r", BITS * 2, 0, ids.clone()).1.is_empty());
+        assert!(c.split_set("s", BITS, 0, ids).1.is_empty());
     }
 
     #[test]

@@ -634,17 +634,24 @@ impl SnapshotStore for RedisStore {
         let (mut look_up, known) = self.found.split(&policy.room, at, near);
         let (look_up_behind, known_behind) = self.found.split(&policy.room, at, behind);
         let ahead = look_up.len();
-        look_up.extend(look_up_behind);
         // Of those, the ones whose bits this gateway set in a ring's current epoch already are
-        // sent apart, so the script writes them only if that epoch has ended (checked_in.rs).
+        // sent apart, so the script writes them only if that epoch has ended (checked_in.rs);
+        // behind the horizon, so are those looked up whose bits are set: looked up only, last.
         let bits = protocol::bloom_bits(policy.max_queue_len);
         let troubles = self.breaker.troubles();
+        let (look_up_behind, set_behind) =
+            self.checked_in
+                .split_set(&policy.room, bits, troubles, look_up_behind);
+        look_up.extend(look_up_behind);
+        let written = look_up.len();
+        look_up.extend(set_behind);
         let plan = self.checked_in.plan(
             &policy.room,
             bits,
             troubles,
             protocol::offsets_of(&known, bits),
-            protocol::offsets_of(&known_behind, bits),
+            protocol::offsets_of(&known_behind, bits)
+                .chain(protocol::offsets_of(&look_up[written..], bits)),
         );
         // The ids of the sessions to look up (the first `ahead` of them ahead of the horizon)
         // and their two Bloom offsets each (computed here: the script only looks them up);
@@ -659,10 +666,12 @@ impl SnapshotStore for RedisStore {
             abandon_epoch,
             turn_only: protocol::offsets_arg(plan.turn_only),
             neither: protocol::offsets_arg(plan.neither),
-            offsets: protocol::offsets_arg(protocol::offsets_of(&look_up, bits)),
+            offsets: protocol::offsets_arg(protocol::offsets_of(&look_up[..written], bits)),
             abandon_only: protocol::offsets_arg(plan.abandon_only),
             behind_set: protocol::offsets_arg(plan.behind_set),
-            horizon: horizon.map_or_else(Vec::new, |h| format!("{ahead} {h}").into_bytes()),
+            horizon: horizon.map_or_else(Vec::new, |h| {
+                format!("{ahead} {h} {}", look_up.len() - written).into_bytes()
+            }),
             schedule: protocol::schedule_arg(Op::Sync, policy, None),
         }
         .argv();
@@ -689,8 +698,9 @@ impl SnapshotStore for RedisStore {
                     .copied()
                     .collect()
             };
+            // Those looked up only were sent with the found ones behind it: set, placed or not.
             let (placed_ahead, placed_behind) =
-                (placed(&look_up[..ahead]), placed(&look_up[ahead..]));
+                (placed(&look_up[..ahead]), placed(&look_up[ahead..written]));
             checked_in.confirm(
                 &room,
                 bits,
@@ -698,7 +708,8 @@ impl SnapshotStore for RedisStore {
                 epochs,
                 protocol::offsets_of(&known, bits).chain(protocol::offsets_of(&placed_ahead, bits)),
                 protocol::offsets_of(&known_behind, bits)
-                    .chain(protocol::offsets_of(&placed_behind, bits)),
+                    .chain(protocol::offsets_of(&placed_behind, bits))
+                    .chain(protocol::offsets_of(&look_up[written..], bits)),
             );
             Ok(snapshot)
         })

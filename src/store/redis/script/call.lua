@@ -106,7 +106,8 @@ function F.check_own(op)
     -- The lists of offsets are checked where they are parsed, before anything is written
     -- (sync.lua, check_in_seen): a list a ring's epoch already holds is never parsed.
     local horizon = R.args[14]
-    if horizon ~= '' and not string.find(horizon, '^%d+ %d+$') then
+    if horizon ~= '' and not string.find(horizon, '^%d+ %d+$')
+        and not string.find(horizon, '^%d+ %d+ %d+$') then
       return F.refuse('sync horizon malformed')
     end
   end

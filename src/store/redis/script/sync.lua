@@ -42,8 +42,12 @@
 --                     written into the abandon ring
 --   13 behind_set     behind it, those set there: written into it only if its current epoch
 --                     is not 8's
---   14 horizon        '<n> <horizon>', the horizon a whole number >= 0 and n the sessions of 5
---                     ahead of it (the first n; the others are behind it), or '' for none
+--   14 horizon        '<n> <horizon> <m>', the horizon a whole number >= 0, n the sessions of 5
+--                     ahead of it (the first n; the others are behind it) and m of those
+--                     behind it, the last m of 5, whose bits in the abandon ring's epoch of 8
+--                     this gateway set already: looked up only, their offsets not in 11 but
+--                     with the found ones' (13, or 12), or '<n> <horizon>' (m = 0), or '' for
+--                     none
 --   15 schedule       optional, for a room with a schedule (call.lua)
 -- Reply: {12, now_ms, waiting, paused, open, before_opening, line_closed (each 0|1), head,
 -- last_minute, last_five_minutes, pace... (as stats', operator.lua: 21 numbers), n, then n
@@ -86,11 +90,22 @@ end
 -- With a turn horizon (`horizon`), the sessions behind it get no turn check-in, and the turn
 -- ring's current epoch counts everyone behind it (lower_first_number); a looked-up session
 -- whose score in line is not behind it gets its turn check-in whatever the gateway said.
+-- Behind it, the gateway may send last those looked up whose bits it set in the abandon
+-- ring's named epoch (the `m` of `horizon`): most looked up in a steady sync are sessions
+-- whose own abandon epoch turned while the ring's did not (src/store/redis/found.rs). They are
+-- looked up only; their bits come with the found ones', written if that epoch has ended.
 function F.check_in_seen(list)
   -- Anew in each run (a repaired second run checks in again).
   R.unknown = {}
-  local ahead, horizon = string.match(F.sync_list(14)[1], '^(%d+) (%d+)$')
-  ahead, horizon = tonumber(ahead), tonumber(horizon)
+  -- (Its form is checked by call.lua's setup.)
+  local ahead, horizon, only = string.match(F.sync_list(14)[1], '^(%d+) (%d+) ?(%d*)$')
+  ahead, horizon, only = tonumber(ahead), tonumber(horizon), tonumber(only) or 0
+  -- The sessions looked up only (the last `only`): behind the horizon, so never more than
+  -- those behind it.
+  local sessions = #list / 16
+  if only > 0 and (not ahead or only > sessions - ahead) then
+    return F.refuse('sync sessions looked up only beyond those behind the horizon')
+  end
   -- The sessions found in line, by what the gateway set already in the epochs it names (its
   -- copy, src/store/redis/checked_in.rs): `both` in neither ring, `turn_only` in the abandon
   -- ring's named epoch, `neither` in both rings' named epochs; behind the horizon,
@@ -136,7 +151,9 @@ function F.check_in_seen(list)
     end
     offsets[#offsets + 1] = o
   end
-  if #offsets ~= #list / 8 then return F.refuse('sync offsets not two per session') end
+  if #offsets ~= 2 * (sessions - only) then
+    return F.refuse('sync offsets not two per session')
+  end
   local abandon_ring = {R.gone_ring}
   for from = 1, #list, 16 * CHUNK do
     local ids, first = {}, (from - 1) / 16
@@ -148,12 +165,25 @@ function F.check_in_seen(list)
       local placed, placed_offsets = {{}, {}}, {{}, {}}
       for j = 1, #ids do
         if scores[j] then
-          -- 1: both rings; 2: behind the horizon, the abandon ring only.
-          local n = 1
-          if horizon and first + j > ahead and tonumber(scores[j]) > horizon then n = 2 end
-          local p, o = placed[n], placed_offsets[n]
-          p[#p + 1] = ids[j]
-          o[#o + 1], o[#o + 2] = offsets[2 * (first + j) - 1], offsets[2 * (first + j)]
+          -- 1: both rings; 2: behind the horizon, the abandon ring only; 3: behind it and
+          -- looked up only, nothing written here.
+          local n, g = 1, first + j
+          if horizon and g > ahead and tonumber(scores[j]) > horizon then
+            n = 2
+            if g > sessions - only then n = 3 end
+          end
+          if n < 3 then
+            local p, o = placed[n], placed_offsets[n]
+            p[#p + 1] = ids[j]
+            if g > sessions - only then
+              -- Sent behind the horizon and found ahead of it: its turn check-in, as for any
+              -- looked-up session, its offsets made from its id (rare: the offsets are those
+              -- the gateway computes, bloom_offsets).
+              o[#o + 1], o[#o + 2] = F.bloom_offsets(ids[j])
+            else
+              o[#o + 1], o[#o + 2] = offsets[2 * g - 1], offsets[2 * g]
+            end
+          end
         else
           -- No place (skipped, swept, never in line): answered back, so the gateway asks the
           -- store at their next poll instead of placing them by an old cookie.
