@@ -1728,10 +1728,13 @@ pub(super) async fn simulated_run(
     // same moment for the whole line) every sync of the next poll interval writes all of its
     // sessions again, so a run that holds that moment costs more than one that does not, and
     // neither is the average over the epoch; these say which kind of run it was.
+    // Its age at the start says whether the run began within a poll interval of one.
     let wall1 = now_ms();
     let turns = |rule: LivenessRule| rule.epoch(wall1) - rule.epoch(wall0);
-    let abandon_turns = turns(LivenessRule::for_abandon(policy));
+    let abandon = LivenessRule::for_abandon(policy);
+    let abandon_turns = turns(abandon);
     let turn_turns = turns(LivenessRule::for_turn(policy));
+    let abandon_age_s = (wall0 % abandon.width_ms) / 1_000;
     let commands = command_time(redis, counts.syncs.load(Ordering::Relaxed))?;
     let script_calls = command_calls(redis, "fcall");
 
@@ -1743,7 +1746,7 @@ pub(super) async fn simulated_run(
         Some(e) => format!("pending ({e})"),
     };
     eprintln!(
-        "simulated run: {line} waiting, {gateways} gateways, {elapsed:.1} s: Redis CPU {:.3} of a core; sync {sync_status}; epochs begun: abandon {abandon_turns}, turn {turn_turns}",
+        "simulated run: {line} waiting, {gateways} gateways, {elapsed:.1} s: Redis CPU {:.3} of a core; sync {sync_status}; epochs begun: abandon {abandon_turns} (the one at the start {abandon_age_s} s old), turn {turn_turns}",
         cpu_share
     );
     let mut m = Map::new();
@@ -1772,7 +1775,11 @@ pub(super) async fn simulated_run(
     m.insert("sim_sync".into(), json!(sync_status));
     m.insert(
         "sim_epochs_begun".into(),
-        json!({"abandon": abandon_turns, "turn": turn_turns}),
+        json!({
+            "abandon": abandon_turns,
+            "turn": turn_turns,
+            "abandon_age_at_start_s": abandon_age_s,
+        }),
     );
     m.insert(
         "sim_setup".into(),
