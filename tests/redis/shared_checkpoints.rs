@@ -2,7 +2,8 @@
 //! (`src/store/redis/script/checkpoints.lua`), against a real `redis-server`: a sync just after
 //! another reads only the ranks below `EXACT_RANKS` and the last waiter, and its far ranks are
 //! moved by the places the line moved since; a `far` field that is stale, ahead of the clock,
-//! damaged or of another shape is not used, and a short line never writes one.
+//! damaged or of another shape is not used, and a short line never writes one. While silence is
+//! excused no checkpoint says its waiter is silent, and none is kept for the syncs after.
 
 use crate::redis_harness;
 
@@ -10,7 +11,7 @@ use std::time::Duration;
 
 use redis::AsyncCommands;
 use redis_harness::Server;
-use tower_waiting_room::__private::redis_keys;
+use tower_waiting_room::__private::{redis_keys, room_script_numbers, ROOM_LIBRARY_NAME};
 use tower_waiting_room::store::snapshot::{RoomSnapshot, EXACT_RANKS};
 use tower_waiting_room::store::{Decision, RedisStore, SnapshotStore, Store};
 use tower_waiting_room::testing::ManualClock;
@@ -301,4 +302,71 @@ async fn a_short_line_keeps_no_far_field() {
         .await
         .unwrap();
     assert!(!kept);
+}
+
+/// A sync called by hand at `now` (a manual clock's, as the store's own calls name it), nobody seen, with silence excused (`"1"`, as the store's own
+/// call says for a gateway that failed to reach Redis within `queue_ttl`) or not: each
+/// checkpoint's silence, and the pace's count of the silent.
+async fn sync_by_hand(
+    c: &mut redis::aio::MultiplexedConnection,
+    store: &RedisStore,
+    policy: &RoomPolicy,
+    now: u64,
+    excused: &str,
+) -> (Vec<i64>, i64) {
+    let keys = redis_keys(store, &policy.room);
+    let [line, numbers] = room_script_numbers(policy);
+    let mut cmd = redis::cmd("FCALL");
+    cmd.arg(format!("{ROOM_LIBRARY_NAME}_sync")).arg(keys.len());
+    for k in &keys {
+        cmd.arg(k);
+    }
+    cmd.arg(format!("m{now}"))
+        .arg(line)
+        .arg(numbers)
+        .arg(excused);
+    for _ in 0..10 {
+        cmd.arg("");
+    }
+    let reply: Vec<redis::Value> = cmd.query_async(c).await.unwrap();
+    let int = |v: &redis::Value| match v {
+        redis::Value::Int(n) => *n,
+        other => panic!("not an integer: {other:?}"),
+    };
+    // The reply's 21 pace numbers from index 10 (the silent count the 17th), then the
+    // checkpoints' count and each checkpoint's rank, score and silence.
+    let count = int(&reply[31]) as usize;
+    let silent = (0..count).map(|i| int(&reply[32 + 3 * i + 2])).collect();
+    (silent, int(&reply[10 + 16]))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn while_silence_is_excused_no_checkpoint_is_silent_and_none_is_shared() {
+    let server = Server::start(&[]);
+    let clock = ManualClock::new(START_MS);
+    let store = store(&server, &clock);
+    let policy = policy("farexcused");
+    fill(&store, &policy, LINE).await;
+    let settings = key(&store, "farexcused", "settings");
+    let mut c = conn(&server).await;
+    // Nobody checked in for twice `queue_ttl`: every waiter is silent by the turn's rule.
+    let later = START_MS + 240_000;
+    let (silent, count) = sync_by_hand(&mut c, &store, &policy, later, "1").await;
+    assert!(silent.len() > 400, "{} checkpoints", silent.len());
+    assert!(
+        silent.iter().all(|&s| s == 0) && count == 0,
+        "excused: {count} counted silent, checkpoints {:?}",
+        &silent[..10]
+    );
+    let kept: bool = c.hexists(&settings, "far").await.unwrap();
+    assert!(!kept, "a sync with silence excused kept its checkpoints");
+    // The same sync, not excused: they are silent, and kept for the syncs after it.
+    let (silent, count) = sync_by_hand(&mut c, &store, &policy, later + 1, "0").await;
+    assert!(
+        silent.iter().all(|&s| s == 1) && count as usize >= LINE - 1,
+        "not excused: {count} counted silent, checkpoints {:?}",
+        &silent[..10]
+    );
+    let kept: bool = c.hexists(&settings, "far").await.unwrap();
+    assert!(kept, "the far checkpoints not kept");
 }
