@@ -14,6 +14,8 @@ mod sentinel;
 mod auto_fleet;
 #[cfg(feature = "redis")]
 mod auto_redis;
+#[cfg(feature = "redis")]
+mod check_ins;
 #[cfg(all(feature = "redis", feature = "testing"))]
 mod damage_never_lets_in;
 #[cfg(all(
@@ -30,8 +32,6 @@ mod gateway_checkins;
 mod gateway_snapshot;
 #[cfg(feature = "redis")]
 mod join_batches;
-#[cfg(feature = "redis")]
-mod lookups;
 #[cfg(feature = "redis")]
 mod multi_gateway;
 #[cfg(feature = "redis")]
@@ -52,3 +52,5 @@ mod store_redis_faults;
 mod store_redis_sentinel;
 #[cfg(feature = "redis")]
 mod tickets_redis;
+#[cfg(feature = "redis")]
+mod upgrades_in_place;
