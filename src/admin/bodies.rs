@@ -32,8 +32,8 @@ impl<'de> Deserialize<'de> for Json {
 
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Json, A::Error> {
                 let mut members = Vec::new();
-                while let Some(member) = map.next_entry::<String, Value>()? {
-                    members.push(member);
+                while let Some((name, Once(value))) = map.next_entry::<String, Once>()? {
+                    members.push((name, value));
                 }
                 Ok(Json::Object(members))
             }
@@ -82,6 +82,73 @@ impl From<Value> for Json {
             Value::Object(fields) => Json::Object(fields.into_iter().collect()),
             other => Json::Other(other),
         }
+    }
+}
+
+/// A member's value, any JSON, with every object in it giving each key once: one given twice
+/// fails the body's parse (`{"auto": {"min": 1, "min": 9}}` would read as 9), as a top-level
+/// key given twice is refused by [`members`].
+struct Once(Value);
+
+impl<'de> Deserialize<'de> for Once {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct OnceVisitor;
+
+        impl<'de> Visitor<'de> for OnceVisitor {
+            type Value = Once;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("any JSON value")
+            }
+
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Once, A::Error> {
+                let mut object = serde_json::Map::new();
+                while let Some((name, Once(value))) = map.next_entry::<String, Once>()? {
+                    if object.contains_key(&name) {
+                        return Err(serde::de::Error::custom(format!(
+                            "`{}` given twice: give each field once",
+                            capped(&name)
+                        )));
+                    }
+                    object.insert(name, value);
+                }
+                Ok(Once(Value::Object(object)))
+            }
+
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Once, A::Error> {
+                let mut items = Vec::new();
+                while let Some(Once(item)) = seq.next_element::<Once>()? {
+                    items.push(item);
+                }
+                Ok(Once(Value::Array(items)))
+            }
+
+            fn visit_bool<E>(self, b: bool) -> Result<Once, E> {
+                Ok(Once(Value::Bool(b)))
+            }
+
+            fn visit_i64<E>(self, n: i64) -> Result<Once, E> {
+                Ok(Once(Value::from(n)))
+            }
+
+            fn visit_u64<E>(self, n: u64) -> Result<Once, E> {
+                Ok(Once(Value::from(n)))
+            }
+
+            fn visit_f64<E>(self, n: f64) -> Result<Once, E> {
+                Ok(Once(Value::from(n)))
+            }
+
+            fn visit_str<E>(self, s: &str) -> Result<Once, E> {
+                Ok(Once(Value::from(s)))
+            }
+
+            fn visit_unit<E>(self) -> Result<Once, E> {
+                Ok(Once(Value::Null))
+            }
+        }
+
+        deserializer.deserialize_any(OnceVisitor)
     }
 }
 
@@ -553,6 +620,23 @@ mod tests {
         let why = release_count(parse(r#"{"count": 1, "count": 2}"#)).unwrap_err();
         assert!(why.contains("`count` given twice"), "{why}");
         assert_eq!(release_count(parse(r#"{"count": 2}"#)), Ok(2));
+        // Within a member too, at any depth: the body does not parse, and says why.
+        for (body, name) in [
+            (r#"{"auto": {"min": 1, "min": 9}}"#, "min"),
+            (
+                r#"{"auto": {"enabled": true, "enabled": false}}"#,
+                "enabled",
+            ),
+            (r#"{"capacity": 5, "x": [{"a": 1, "a": 2}]}"#, "a"),
+        ] {
+            let why = serde_json::from_str::<Json>(body).unwrap_err().to_string();
+            assert!(
+                why.contains(&format!("`{name}` given twice")),
+                "{body}: {why}"
+            );
+        }
+        let auto = patch(parse(r#"{"auto": {"enabled": true, "min": 2}}"#)).unwrap();
+        assert_eq!(auto.auto.and_then(|a| a.min), Some(2));
     }
 
     #[test]
