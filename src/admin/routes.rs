@@ -294,10 +294,12 @@ where
         ));
     }
     serde_json::from_slice(&bytes).map_err(|e| {
-        error(
-            StatusCode::BAD_REQUEST,
-            &format!("the body is not JSON: {e}"),
-        )
+        // JSON, but with a key given twice inside a member (bodies.rs) is no syntax error.
+        let why = match e.classify() {
+            serde_json::error::Category::Data => format!("a bad body: {e}"),
+            _ => format!("the body is not JSON: {e}"),
+        };
+        error(StatusCode::BAD_REQUEST, &why)
     })
 }
 

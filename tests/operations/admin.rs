@@ -609,6 +609,15 @@ async fn bad_values_are_400_with_a_message_and_change_nothing() {
             StatusCode::BAD_REQUEST,
             "`count` given twice",
         ),
+        // And inside a member: the controller's terms are not read as the last given.
+        (
+            Method::PATCH,
+            &room,
+            json_ct,
+            br#"{"auto": {"enabled": true, "min": 1, "min": 9}}"#.to_vec(),
+            StatusCode::BAD_REQUEST,
+            "a bad body: `min` given twice",
+        ),
         // `end_slots` is `true` with `"open": false` or nothing: never a silent no-op.
         (
             Method::PATCH,
