@@ -48,25 +48,40 @@ pub struct Server {
 
 impl Server {
     /// Starts a server with extra `redis-server` arguments and waits until it answers PING.
+    /// The port is free when picked, but not held: another test may bind it before this server
+    /// does (`free_port`). Then this server cannot start, and another answers on its port;
+    /// either is seen (`wait_ours`) and the server is started again on another port.
     pub fn start(extra: &[&str]) -> Server {
-        let port = free_port();
-        let dir = std::env::temp_dir().join(format!(
-            "twr-redis-{}-{port}-{}",
-            std::process::id(),
-            rand_suffix()
-        ));
-        std::fs::create_dir_all(&dir).expect("create server dir");
+        const TRIES: usize = 5;
         let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
-        let (shell, lifeline) = spawn(port, &dir, &extra);
-        let server = Server {
-            port,
-            dir,
-            extra,
-            shell,
-            lifeline,
-        };
-        server.wait_ready();
-        server
+        for attempt in 1..=TRIES {
+            let port = free_port();
+            let dir = std::env::temp_dir().join(format!(
+                "twr-redis-{}-{port}-{}",
+                std::process::id(),
+                rand_suffix()
+            ));
+            std::fs::create_dir_all(&dir).expect("create server dir");
+            let (shell, lifeline) = spawn(port, &dir, &extra);
+            let server = Server {
+                port,
+                dir,
+                extra: extra.clone(),
+                shell,
+                lifeline,
+            };
+            match server.wait_ours() {
+                Ok(()) => return server,
+                Err(why) if attempt < TRIES => {
+                    eprintln!(
+                        "{} on port {port}: {why}; trying another port",
+                        server_bin()
+                    );
+                }
+                Err(why) => panic!("{} on port {port}: {why}", server_bin()),
+            }
+        }
+        unreachable!("the last try panics")
     }
 
     /// Starts the server again on the same port and directory (stopping it first if needed).
@@ -75,31 +90,60 @@ impl Server {
         let (shell, lifeline) = spawn(self.port, &self.dir, &self.extra);
         self.shell = shell;
         self.lifeline = lifeline;
-        self.wait_ready();
+        if let Err(why) = self.wait_ours() {
+            panic!("{} restarted on port {}: {why}", server_bin(), self.port);
+        }
+    }
+
+    /// Waits until this server answers PING on its port (20 s at most), and makes sure that it
+    /// is this one that answers: its `dir` is this server's own. `Err` if another process holds
+    /// the port (a server of another test answers, or this one's log says the address is in
+    /// use), or nothing answers in time.
+    fn wait_ours(&self) -> Result<(), String> {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let log = || std::fs::read_to_string(self.dir.join("server.log")).unwrap_or_default();
+        loop {
+            if let Ok(reply) = self.command(&["PING"]) {
+                if reply.contains("PONG") {
+                    let dir = self.config_dir().unwrap_or_default();
+                    let ours = Some(dir.as_str()) == self.dir.to_str()
+                        || std::fs::canonicalize(&self.dir)
+                            .is_ok_and(|d| Some(dir.as_str()) == d.to_str());
+                    return if ours {
+                        Ok(())
+                    } else {
+                        Err(format!("another server answers there (dir {dir:?})"))
+                    };
+                }
+            }
+            let log = log();
+            if log.contains("Address already in use") {
+                return Err("the port is taken".to_owned());
+            }
+            if Instant::now() > deadline {
+                return Err(format!("no answer within 20 s; log:\n{log}"));
+            }
+            std::thread::sleep(Duration::from_millis(25));
+        }
     }
 
     pub fn url(&self) -> String {
         format!("redis://127.0.0.1:{}/", self.port)
     }
 
-    fn wait_ready(&self) {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            if let Ok(reply) = self.command(&["PING"]) {
-                if reply.contains("PONG") {
-                    return;
-                }
-            }
-            if Instant::now() > deadline {
-                let log = std::fs::read_to_string(self.dir.join("server.log")).unwrap_or_default();
-                panic!(
-                    "{} on port {} did not answer within 20 s; log:\n{log}",
-                    server_bin(),
-                    self.port
-                );
-            }
-            std::thread::sleep(Duration::from_millis(25));
+    /// `CONFIG GET dir`'s answer: the directory of the server on this port.
+    fn config_dir(&self) -> std::io::Result<String> {
+        let mut s = TcpStream::connect(("127.0.0.1", self.port))?;
+        s.set_read_timeout(Some(Duration::from_secs(5)))?;
+        s.write_all(b"*3\r\n$6\r\nCONFIG\r\n$3\r\nGET\r\n$3\r\ndir\r\n")?;
+        // `*2`, then `$3` `dir`, then `$<n>` and the directory: its fifth line.
+        let mut reader = BufReader::new(s);
+        let mut line = String::new();
+        for _ in 0..5 {
+            line.clear();
+            reader.read_line(&mut line)?;
         }
+        Ok(line.trim_end().to_owned())
     }
 
     /// Sends one command in RESP and returns the raw reply text (for simple checks).
