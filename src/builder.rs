@@ -418,10 +418,20 @@ impl RoomFile {
             Some(Err(e)) => builder.languages = Some(Err(e)),
             None => {}
         }
-        Ok(match secret {
-            Some(secret) => builder.secret(secret),
-            None => builder,
-        })
+        // The current key under the file's id for it, and a previous one still accepted.
+        match secret {
+            Some(secret) => builder.current_key = Some(self.rotation.current(&secret)),
+            None if self.rotation.secret_id.is_some() => {
+                return Err(RoomFileError::KeyIdWithoutSecret {
+                    key: "secret_id".to_owned(),
+                })
+            }
+            None => {}
+        }
+        if let Some(previous) = self.rotation.previous(&env)? {
+            builder.previous_key = Some(previous);
+        }
+        Ok(builder)
     }
 }
 

@@ -11,6 +11,9 @@ use serde::Deserialize;
 use super::edge_file::{EdgeFile, EDGE_KEYS_ENV, EDGE_KEYS_FILE, EDGE_SCOPE, EDGE_TOKEN_TTL};
 use super::lang_file::{LanguagesFile, DEFAULT_LANGUAGE, LANGUAGES};
 use super::readable::refused;
+use super::rotation_file::{
+    RotationFile, PREVIOUS_SECRET_ENV, PREVIOUS_SECRET_FILE, PREVIOUS_SECRET_ID, SECRET_ID,
+};
 use super::settings::Settings;
 use super::value::{field_names, from_entries, read_file_value, EntryError, Value, ValueError};
 
@@ -72,6 +75,10 @@ use super::value::{field_names, from_entries, read_file_value, EntryError, Value
 /// - `room`: the room id (required);
 /// - `secret_env`: the name of the environment variable holding the signing secret;
 /// - `secret_file`: the path of a file holding the signing secret;
+/// - `secret_id`: the id the secret signs under (`k1` unless said), and a previous secret still
+///   accepted while its cookies live: `previous_secret_env` or `previous_secret_file` (from the
+///   environment, `{PREFIX}_PREVIOUS_SECRET` may hold it), under `previous_secret_id` (`k1`
+///   unless said); see [Secrets](#secrets);
 /// - `edge_keys_env` or `edge_keys_file`: where the [edge tokens](crate::edge)' key set is (an
 ///   environment variable's name, a file's path), which turns them on; `edge_token_ttl` (a
 ///   duration, 60 s by default) and `edge_scope` (path prefixes separated by spaces, `"/"` by
@@ -105,7 +112,12 @@ use super::value::{field_names, from_entries, read_file_value, EntryError, Value
 /// them. [`builder`](Self::builder) reads it, and gives it to
 /// [`secret`](crate::WaitingRoomBuilder::secret) as it is (at least 32 bytes; a hex string is not
 /// decoded), except that one line ending at the end of a file is dropped. A `secret` key in a
-/// file is refused. Neither the settings' `Debug` nor any error of this module shows a secret;
+/// file is refused.
+///
+/// To rotate it without sending anyone to the back of the line, give the new secret an id of
+/// its own (`secret_id = "k2"`) and name the old one as the previous secret
+/// (`previous_secret_file`, read the same way) until its cookies and tokens have expired: the
+/// new one signs, both verify, as with a [`Keyring`](crate::Keyring). Neither the settings' `Debug` nor any error of this module shows a secret;
 /// note that a parser's own error (TOML's, for instance) may quote the offending line of the
 /// file.
 ///
@@ -128,6 +140,8 @@ pub struct RoomFile {
     pub(crate) secret_file: Option<PathBuf>,
     /// The secret itself, only from `{PREFIX}_SECRET`.
     pub(crate) secret: Option<Secret>,
+    /// The keys' ids, and a previous secret still accepted.
+    pub(crate) rotation: RotationFile,
     /// Edge tokens: where the key set is, their lifetime and scope.
     pub(crate) edge: EdgeFile,
     /// The languages of the pages, and the default one.
@@ -136,7 +150,7 @@ pub struct RoomFile {
 
 /// Bytes of a secret; its `Debug` shows only its length.
 #[derive(Clone)]
-pub(crate) struct Secret(Vec<u8>);
+pub(crate) struct Secret(pub(crate) Vec<u8>);
 
 impl fmt::Debug for Secret {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -153,6 +167,7 @@ impl fmt::Debug for RoomFile {
             .field("secret_env", &self.secret_env)
             .field("secret_file", &self.secret_file)
             .field("secret", &self.secret)
+            .field("rotation", &self.rotation)
             .field("edge", &self.edge)
             .field("languages", &self.languages)
             .finish()
@@ -174,6 +189,12 @@ fn keys() -> &'static [&'static str] {
         let mut keys = vec![ROOM];
         keys.extend_from_slice(field_names::<Settings>());
         keys.extend_from_slice(&[SECRET_ENV, SECRET_FILE, SECRET]);
+        keys.extend_from_slice(&[
+            SECRET_ID,
+            PREVIOUS_SECRET_ENV,
+            PREVIOUS_SECRET_FILE,
+            PREVIOUS_SECRET_ID,
+        ]);
         keys.extend_from_slice(&[EDGE_KEYS_ENV, EDGE_KEYS_FILE, EDGE_TOKEN_TTL, EDGE_SCOPE]);
         keys.extend_from_slice(&[LANGUAGES, DEFAULT_LANGUAGE]);
         keys
@@ -233,6 +254,10 @@ impl<'de, A: MapAccess<'de>> MapAccess<'de> for FileMap<'_, A> {
                 ROOM => self.room.is_some(),
                 SECRET_ENV => self.file.secret_env.is_some(),
                 SECRET_FILE => self.file.secret_file.is_some(),
+                SECRET_ID => self.file.rotation.secret_id.is_some(),
+                PREVIOUS_SECRET_ENV => self.file.rotation.previous_env.is_some(),
+                PREVIOUS_SECRET_FILE => self.file.rotation.previous_file.is_some(),
+                PREVIOUS_SECRET_ID => self.file.rotation.previous_id.is_some(),
                 EDGE_KEYS_ENV => self.file.edge.keys_env.is_some(),
                 EDGE_KEYS_FILE => self.file.edge.keys_file.is_some(),
                 EDGE_TOKEN_TTL => self.file.edge.ttl.is_some(),
@@ -248,6 +273,14 @@ impl<'de, A: MapAccess<'de>> MapAccess<'de> for FileMap<'_, A> {
                 ROOM => *self.room = Some(self.map.next_value()?),
                 SECRET_ENV => self.file.secret_env = Some(self.map.next_value()?),
                 SECRET_FILE => self.file.secret_file = Some(self.map.next_value()?),
+                SECRET_ID => self.file.rotation.secret_id = Some(self.map.next_value()?),
+                PREVIOUS_SECRET_ENV => {
+                    self.file.rotation.previous_env = Some(self.map.next_value()?)
+                }
+                PREVIOUS_SECRET_FILE => {
+                    self.file.rotation.previous_file = Some(self.map.next_value()?)
+                }
+                PREVIOUS_SECRET_ID => self.file.rotation.previous_id = Some(self.map.next_value()?),
                 EDGE_KEYS_ENV => self.file.edge.keys_env = Some(self.map.next_value()?),
                 EDGE_KEYS_FILE => self.file.edge.keys_file = Some(self.map.next_value()?),
                 EDGE_TOKEN_TTL => self.file.edge.ttl = Some(self.map.next_value()?),
@@ -381,6 +414,28 @@ pub enum RoomFileError {
         /// Why.
         source: std::io::Error,
     },
+    /// More than one of `previous_secret_env`, `previous_secret_file` and, in the
+    /// environment, `{PREFIX}_PREVIOUS_SECRET` is set.
+    ConflictingPreviousSecrets,
+    /// The environment variable named by `previous_secret_env` is not set or not valid
+    /// unicode.
+    PreviousSecretEnv {
+        /// The variable's name.
+        variable: String,
+    },
+    /// The file named by `previous_secret_file` cannot be read.
+    PreviousSecretFile {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// `secret_id` is set without a secret from the file, or `previous_secret_id` without a
+    /// previous secret: an id names nothing.
+    KeyIdWithoutSecret {
+        /// The key (`secret_id`, `previous_secret_id`).
+        key: String,
+    },
     /// `proof_of_work_challenge_ttl` is set without `proof_of_work`.
     ChallengeTtlWithoutProofOfWork,
     /// `edge_token_ttl` or `edge_scope` is set, but no edge keys (`edge_keys_env`,
@@ -432,6 +487,25 @@ impl fmt::Display for RoomFileError {
             RoomFileError::SecretFile { path, source } => {
                 write!(f, "secret_file: cannot read {}: {source}", path.display())
             }
+            RoomFileError::ConflictingPreviousSecrets => f.write_str(
+                "set only one of previous_secret_env and previous_secret_file (and, in the \
+                 environment, the previous secret)",
+            ),
+            RoomFileError::PreviousSecretEnv { variable } => write!(
+                f,
+                "previous_secret_env: the environment variable {variable} is not set or not \
+                 valid unicode"
+            ),
+            RoomFileError::PreviousSecretFile { path, source } => write!(
+                f,
+                "previous_secret_file: cannot read {}: {source}",
+                path.display()
+            ),
+            RoomFileError::KeyIdWithoutSecret { key } => write!(
+                f,
+                "{key} is set but names no secret: give the secret it is the id of \
+                 (secret_env or secret_file; previous_secret_env or previous_secret_file)"
+            ),
             RoomFileError::ChallengeTtlWithoutProofOfWork => {
                 f.write_str("proof_of_work_challenge_ttl is set but proof_of_work is not")
             }
@@ -464,6 +538,7 @@ impl std::error::Error for RoomFileError {
         match self {
             RoomFileError::SecretFile { source, .. } => Some(source),
             RoomFileError::EdgeKeysFile { source, .. } => Some(source),
+            RoomFileError::PreviousSecretFile { source, .. } => Some(source),
             _ => None,
         }
     }
@@ -534,6 +609,13 @@ impl RoomFile {
                 "SECRET" => file.secret = Some(Secret(value.as_bytes().to_vec())),
                 "SECRET_ENV" => file.secret_env = Some(value.to_owned()),
                 "SECRET_FILE" => file.secret_file = Some(PathBuf::from(value)),
+                "SECRET_ID" => file.rotation.secret_id = Some(value.to_owned()),
+                "PREVIOUS_SECRET" => {
+                    file.rotation.previous = Some(Secret(value.as_bytes().to_vec()))
+                }
+                "PREVIOUS_SECRET_ENV" => file.rotation.previous_env = Some(value.to_owned()),
+                "PREVIOUS_SECRET_FILE" => file.rotation.previous_file = Some(PathBuf::from(value)),
+                "PREVIOUS_SECRET_ID" => file.rotation.previous_id = Some(value.to_owned()),
                 "EDGE_KEYS" => file.edge.keys = Some(value.to_owned()),
                 "EDGE_KEYS_ENV" => file.edge.keys_env = Some(value.to_owned()),
                 "EDGE_KEYS_FILE" => file.edge.keys_file = Some(PathBuf::from(value)),
@@ -588,6 +670,7 @@ impl RoomFile {
             secret_env: None,
             secret_file: None,
             secret: None,
+            rotation: RotationFile::default(),
             edge: EdgeFile::default(),
             languages: LanguagesFile::default(),
         }
@@ -632,18 +715,21 @@ impl RoomFile {
             };
         }
         if let Some(path) = &self.secret_file {
-            return read_secret_file(path).map(Some);
+            return read_secret_file(path)
+                .map(Some)
+                .map_err(|source| RoomFileError::SecretFile {
+                    path: path.to_owned(),
+                    source,
+                });
         }
         Ok(None)
     }
 }
 
-fn read_secret_file(path: &Path) -> Result<Secret, RoomFileError> {
-    let mut bytes = std::fs::read(path).map_err(|source| RoomFileError::SecretFile {
-        path: path.to_owned(),
-        source,
-    })?;
-    // One line ending, as `echo` and editors leave.
+/// A secret from a file: its bytes, but one line ending at the end, as `echo` and editors
+/// leave.
+pub(crate) fn read_secret_file(path: &Path) -> std::io::Result<Secret> {
+    let mut bytes = std::fs::read(path)?;
     if bytes.ends_with(b"\n") {
         bytes.pop();
         if bytes.ends_with(b"\r") {

@@ -37,6 +37,7 @@ mod error;
 mod file;
 mod lang_file;
 pub(crate) mod readable;
+mod rotation_file;
 mod schedule;
 pub(crate) mod settings;
 #[doc(hidden)]

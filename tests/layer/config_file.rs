@@ -649,11 +649,13 @@ fn the_docs_complete_file_builds_and_has_every_key() {
         .expect("a toml block in docs/configuration.md")
         .to_owned();
     let secret = temp_file("docs-secret", SECRET.as_bytes());
+    let previous = temp_file("docs-previous-secret", NEW_SECRET.as_bytes());
     let edge_keys = temp_file(
         "docs-edge-keys",
         format!("current k1 {}\n", "A".repeat(43)).as_bytes(),
     );
     let file = file
+        .replace("/run/secrets/waiting-room-old", previous.to_str().unwrap())
         .replace("/run/secrets/waiting-room", secret.to_str().unwrap())
         .replace("/run/secrets/edge-keys", edge_keys.to_str().unwrap());
     let layer = parse(&file)
@@ -665,7 +667,8 @@ fn the_docs_complete_file_builds_and_has_every_key() {
     assert_eq!(layer.config().room(), "shop");
     for key in known_keys() {
         // One of each pair of places a secret may be named.
-        let secret_key = key == "secret_env" || key == "edge_keys_env";
+        let secret_key =
+            ["secret_env", "previous_secret_env", "edge_keys_env"].contains(&key.as_str());
         assert!(
             secret_key || file.lines().any(|l| l.starts_with(&format!("{key} = "))),
             "the complete file has no {key}"
@@ -705,4 +708,153 @@ fn the_docs_defaults_are_the_rooms() {
         checked += 1;
     }
     assert!(checked >= 15, "only {checked} defaults checked");
+}
+
+// ===== rotating the secret =====
+
+const NEW_SECRET: &str = "fedcba9876543210fedcba9876543210-the-next-secret";
+
+/// The first cookie a visitor gets from `layer` (name=value), and the value's key id.
+async fn first_cookie(layer: WaitingRoomLayer) -> (String, String) {
+    let first = app(layer).oneshot(visit("192.0.2.1", None)).await.unwrap();
+    assert_eq!(first.status(), StatusCode::FOUND);
+    let cookie = first
+        .headers()
+        .get(header::SET_COOKIE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .expect("a queue cookie")
+        .to_owned();
+    let id = cookie.split('.').nth(1).expect("a key id").to_owned();
+    (cookie, id)
+}
+
+#[tokio::test]
+async fn a_previous_secret_keeps_the_old_cookies_good_while_the_new_one_signs() {
+    let old = temp_file("rotate-old", SECRET.as_bytes());
+    let new = temp_file("rotate-new", NEW_SECRET.as_bytes());
+    let layer = |text: String| parse(&text).unwrap().builder().unwrap().build().unwrap();
+    let before = layer(format!(
+        "room = \"shop\"\ncapacity = 1\nsecret_file = {old:?}"
+    ));
+    let (cookie, id) = first_cookie(before).await;
+    assert_eq!(id, "k1");
+    let rotated = format!(
+        "room = \"shop\"\ncapacity = 1\nsecret_file = {new:?}\nsecret_id = \"k2\"\n\
+         previous_secret_file = {old:?}"
+    );
+    // The old cookie is still a place: its holder is let in (the slot is free), not sent
+    // back as a first visit; what the room signs now is signed under the new key.
+    let after = app(layer(rotated.clone()))
+        .oneshot(visit("192.0.2.1", Some(&cookie)))
+        .await
+        .unwrap();
+    assert_eq!(
+        after.status(),
+        StatusCode::OK,
+        "the old cookie was not taken"
+    );
+    let (_, id) = first_cookie(layer(rotated)).await;
+    assert_eq!(id, "k2");
+    // Without the previous secret, the same cookie is no cookie: a first visit again.
+    let dropped = layer(format!(
+        "room = \"shop\"\ncapacity = 1\nsecret_file = {new:?}\nsecret_id = \"k2\""
+    ));
+    let again = app(dropped)
+        .oneshot(visit("192.0.2.1", Some(&cookie)))
+        .await
+        .unwrap();
+    assert_eq!(again.status(), StatusCode::FOUND);
+    std::fs::remove_file(old).ok();
+    std::fs::remove_file(new).ok();
+}
+
+#[test]
+fn a_previous_secret_is_read_checked_and_never_shown() {
+    let vars = |extra: &[(&'static str, &'static str)]| {
+        let mut v = vec![
+            ("WR_ROOM", "shop"),
+            ("WR_CAPACITY", "1"),
+            ("WR_SECRET", NEW_SECRET),
+        ];
+        v.extend_from_slice(extra);
+        RoomFile::from_env_vars("WR", v).unwrap()
+    };
+    // From the environment, under its own id; the two keys' ids must differ.
+    let file = vars(&[("WR_SECRET_ID", "k2"), ("WR_PREVIOUS_SECRET", SECRET)]);
+    if let Err(e) = file.builder().unwrap().build() {
+        panic!("the rotated keys: {e}");
+    }
+    let debug = format!("{file:?}");
+    assert!(!debug.contains(&SECRET[..8]), "{debug}");
+    let same_id = vars(&[("WR_PREVIOUS_SECRET", SECRET)]);
+    assert!(matches!(
+        same_id.builder().unwrap().build().err(),
+        Some(ConfigError::DuplicateKeyId { .. })
+    ));
+    // A short previous secret is the builder's error, named by its id.
+    let short = vars(&[("WR_SECRET_ID", "k2"), ("WR_PREVIOUS_SECRET", "short")]);
+    assert_eq!(
+        short.builder().unwrap().build().err(),
+        Some(ConfigError::SecretTooShort {
+            key_id: "k1".to_owned(),
+            len: 5
+        })
+    );
+    // Where it is read from: one place, that exists; an id names a secret.
+    let both = vars(&[
+        ("WR_PREVIOUS_SECRET", SECRET),
+        ("WR_PREVIOUS_SECRET_FILE", "/run/secrets/old"),
+    ]);
+    assert!(matches!(
+        both.builder(),
+        Err(RoomFileError::ConflictingPreviousSecrets)
+    ));
+    let unset = vars(&[(
+        "WR_PREVIOUS_SECRET_ENV",
+        "TOWER_WAITING_ROOM_TEST_SURELY_UNSET_9C1B",
+    )]);
+    assert!(matches!(
+        unset.builder(),
+        Err(RoomFileError::PreviousSecretEnv { .. })
+    ));
+    let missing = std::env::temp_dir().join("tower-waiting-room-no-such-previous-secret");
+    let file = parse(&format!(
+        "room = \"shop\"\nsecret_env = \"X\"\nprevious_secret_file = {missing:?}"
+    ))
+    .unwrap();
+    let err = file.builder().expect_err("an error");
+    assert!(
+        matches!(
+            &err,
+            RoomFileError::SecretEnv { .. } | RoomFileError::PreviousSecretFile { .. }
+        ),
+        "{err:?}"
+    );
+    let only_file = parse(&format!(
+        "room = \"shop\"\nprevious_secret_file = {missing:?}"
+    ))
+    .unwrap();
+    let err = only_file.builder().expect_err("an error");
+    assert!(
+        matches!(&err, RoomFileError::PreviousSecretFile { path, .. } if *path == missing),
+        "{err:?}"
+    );
+    assert!(std::error::Error::source(&err).is_some());
+    for (text, key) in [
+        (
+            "room = \"shop\"\nprevious_secret_id = \"k0\"",
+            "previous_secret_id",
+        ),
+        ("room = \"shop\"\nsecret_id = \"k2\"", "secret_id"),
+    ] {
+        let err = parse(text)
+            .unwrap()
+            .builder()
+            .expect_err("an id without its secret");
+        assert!(
+            matches!(&err, RoomFileError::KeyIdWithoutSecret { key: k } if k == key),
+            "{err:?}"
+        );
+    }
 }
