@@ -534,6 +534,17 @@ fn visit(ip: &str, cookie: Option<&str>) -> Request<Body> {
     req.body(Body::empty()).unwrap()
 }
 
+/// The queue cookie a first visit's answer sets, as a `Cookie` header sends it back.
+fn queue_cookie(first: &http::Response<Body>) -> String {
+    first
+        .headers()
+        .get(header::SET_COOKIE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .expect("a queue cookie")
+        .to_owned()
+}
+
 #[tokio::test]
 async fn the_new_visitor_limit_and_client_ip_header_apply() {
     let app = app(build(
@@ -563,13 +574,7 @@ async fn proof_of_work_from_the_file_challenges_new_visitors() {
     ));
     let first = app.clone().oneshot(visit("192.0.2.1", None)).await.unwrap();
     assert_eq!(first.status(), StatusCode::FOUND);
-    let cookie = first
-        .headers()
-        .get(header::SET_COOKIE)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.split(';').next())
-        .expect("a queue cookie")
-        .to_owned();
+    let cookie = queue_cookie(&first);
     let second = app
         .clone()
         .oneshot(visit("192.0.2.1", Some(&cookie)))
@@ -718,13 +723,7 @@ const NEW_SECRET: &str = "fedcba9876543210fedcba9876543210-the-next-secret";
 async fn first_cookie(layer: WaitingRoomLayer) -> (String, String) {
     let first = app(layer).oneshot(visit("192.0.2.1", None)).await.unwrap();
     assert_eq!(first.status(), StatusCode::FOUND);
-    let cookie = first
-        .headers()
-        .get(header::SET_COOKIE)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.split(';').next())
-        .expect("a queue cookie")
-        .to_owned();
+    let cookie = queue_cookie(&first);
     let id = cookie.split('.').nth(1).expect("a key id").to_owned();
     (cookie, id)
 }
