@@ -21,67 +21,12 @@ pub(super) enum Json {
 
 impl<'de> Deserialize<'de> for Json {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct JsonVisitor;
-
-        impl<'de> Visitor<'de> for JsonVisitor {
-            type Value = Json;
-
-            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str("any JSON value")
-            }
-
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Json, A::Error> {
-                let mut members = Vec::new();
-                while let Some((name, Once(value))) = map.next_entry::<String, Once>()? {
-                    members.push((name, value));
-                }
-                Ok(Json::Object(members))
-            }
-
-            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Json, A::Error> {
-                let mut items = Vec::new();
-                while let Some(item) = seq.next_element::<Value>()? {
-                    items.push(item);
-                }
-                Ok(Json::Other(Value::Array(items)))
-            }
-
-            fn visit_bool<E>(self, b: bool) -> Result<Json, E> {
-                Ok(Json::Other(Value::Bool(b)))
-            }
-
-            fn visit_i64<E>(self, n: i64) -> Result<Json, E> {
-                Ok(Json::Other(Value::from(n)))
-            }
-
-            fn visit_u64<E>(self, n: u64) -> Result<Json, E> {
-                Ok(Json::Other(Value::from(n)))
-            }
-
-            fn visit_f64<E>(self, n: f64) -> Result<Json, E> {
-                Ok(Json::Other(Value::from(n)))
-            }
-
-            fn visit_str<E>(self, s: &str) -> Result<Json, E> {
-                Ok(Json::Other(Value::from(s)))
-            }
-
-            fn visit_unit<E>(self) -> Result<Json, E> {
-                Ok(Json::Other(Value::Null))
-            }
-        }
-
-        deserializer.deserialize_any(JsonVisitor)
-    }
-}
-
-#[cfg(test)]
-impl From<Value> for Json {
-    fn from(value: Value) -> Self {
-        match value {
-            Value::Object(fields) => Json::Object(fields.into_iter().collect()),
-            other => Json::Other(other),
-        }
+        Ok(
+            match deserializer.deserialize_any(AnyVisitor { top: true })? {
+                Parsed::Members(members) => Json::Object(members),
+                Parsed::Value(value) => Json::Other(value),
+            },
+        )
     }
 }
 
@@ -92,63 +37,93 @@ struct Once(Value);
 
 impl<'de> Deserialize<'de> for Once {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct OnceVisitor;
-
-        impl<'de> Visitor<'de> for OnceVisitor {
-            type Value = Once;
-
-            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str("any JSON value")
-            }
-
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Once, A::Error> {
-                let mut object = serde_json::Map::new();
-                while let Some((name, Once(value))) = map.next_entry::<String, Once>()? {
-                    if object.contains_key(&name) {
-                        return Err(serde::de::Error::custom(format!(
-                            "`{}` given twice: give each field once",
-                            capped(&name)
-                        )));
-                    }
-                    object.insert(name, value);
-                }
-                Ok(Once(Value::Object(object)))
-            }
-
-            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Once, A::Error> {
-                let mut items = Vec::new();
-                while let Some(Once(item)) = seq.next_element::<Once>()? {
-                    items.push(item);
-                }
-                Ok(Once(Value::Array(items)))
-            }
-
-            fn visit_bool<E>(self, b: bool) -> Result<Once, E> {
-                Ok(Once(Value::Bool(b)))
-            }
-
-            fn visit_i64<E>(self, n: i64) -> Result<Once, E> {
-                Ok(Once(Value::from(n)))
-            }
-
-            fn visit_u64<E>(self, n: u64) -> Result<Once, E> {
-                Ok(Once(Value::from(n)))
-            }
-
-            fn visit_f64<E>(self, n: f64) -> Result<Once, E> {
-                Ok(Once(Value::from(n)))
-            }
-
-            fn visit_str<E>(self, s: &str) -> Result<Once, E> {
-                Ok(Once(Value::from(s)))
-            }
-
-            fn visit_unit<E>(self) -> Result<Once, E> {
-                Ok(Once(Value::Null))
-            }
+        match deserializer.deserialize_any(AnyVisitor { top: false })? {
+            Parsed::Value(value) => Ok(Once(value)),
+            Parsed::Members(_) => unreachable!("only the top keeps its members"),
         }
+    }
+}
 
-        deserializer.deserialize_any(OnceVisitor)
+/// What [`AnyVisitor`] read: the top object's members, every one of them, or a value.
+enum Parsed {
+    Members(Vec<(String, Value)>),
+    Value(Value),
+}
+
+/// Reads any JSON value. An object at the `top` keeps every member (a key given twice is
+/// there twice, for [`members`] to name); any other object must give each key once.
+struct AnyVisitor {
+    top: bool,
+}
+
+impl<'de> Visitor<'de> for AnyVisitor {
+    type Value = Parsed;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Parsed, A::Error> {
+        if self.top {
+            let mut members = Vec::new();
+            while let Some((name, Once(value))) = map.next_entry::<String, Once>()? {
+                members.push((name, value));
+            }
+            return Ok(Parsed::Members(members));
+        }
+        let mut object = serde_json::Map::new();
+        while let Some((name, Once(value))) = map.next_entry::<String, Once>()? {
+            if object.contains_key(&name) {
+                return Err(serde::de::Error::custom(format!(
+                    "`{}` given twice: give each field once",
+                    capped(&name)
+                )));
+            }
+            object.insert(name, value);
+        }
+        Ok(Parsed::Value(Value::Object(object)))
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Parsed, A::Error> {
+        let mut items = Vec::new();
+        while let Some(Once(item)) = seq.next_element::<Once>()? {
+            items.push(item);
+        }
+        Ok(Parsed::Value(Value::Array(items)))
+    }
+
+    fn visit_bool<E>(self, b: bool) -> Result<Parsed, E> {
+        Ok(Parsed::Value(Value::Bool(b)))
+    }
+
+    fn visit_i64<E>(self, n: i64) -> Result<Parsed, E> {
+        Ok(Parsed::Value(Value::from(n)))
+    }
+
+    fn visit_u64<E>(self, n: u64) -> Result<Parsed, E> {
+        Ok(Parsed::Value(Value::from(n)))
+    }
+
+    fn visit_f64<E>(self, n: f64) -> Result<Parsed, E> {
+        Ok(Parsed::Value(Value::from(n)))
+    }
+
+    fn visit_str<E>(self, s: &str) -> Result<Parsed, E> {
+        Ok(Parsed::Value(Value::from(s)))
+    }
+
+    fn visit_unit<E>(self) -> Result<Parsed, E> {
+        Ok(Parsed::Value(Value::Null))
+    }
+}
+
+#[cfg(test)]
+impl From<Value> for Json {
+    fn from(value: Value) -> Self {
+        match value {
+            Value::Object(fields) => Json::Object(fields.into_iter().collect()),
+            other => Json::Other(other),
+        }
     }
 }
 
