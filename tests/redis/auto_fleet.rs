@@ -12,6 +12,7 @@
 
 use crate::common;
 use crate::redis_harness;
+use crate::redis_store_v2::store;
 
 use std::time::Duration;
 
@@ -31,15 +32,6 @@ const T0: u64 = 1_800_000_000_000;
 const WINDOW: Duration = Duration::from_secs(1);
 /// Requests each live gateway passes to the app in a window.
 const PER_WINDOW: usize = 20;
-
-fn store(server: &Server, clock: &ManualClock) -> RedisStore {
-    RedisStore::builder()
-        .url(server.url())
-        .timeout(Duration::from_secs(5))
-        .manual_clock(clock.clone())
-        .build()
-        .expect("the store builds")
-}
 
 /// A gateway: the room on a store of its own, in front of an app answering in 2 ms, served on
 /// loopback. The task serving it, to kill it.

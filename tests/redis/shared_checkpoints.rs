@@ -6,6 +6,7 @@
 //! excused no checkpoint says its waiter is silent, and none is kept for the syncs after.
 
 use crate::redis_harness;
+use crate::redis_store_v2::{conn, store, START_MS};
 
 use std::time::Duration;
 
@@ -17,18 +18,8 @@ use tower_waiting_room::store::{Decision, RedisStore, SnapshotStore, Store};
 use tower_waiting_room::testing::ManualClock;
 use tower_waiting_room::{RoomPolicy, SessionId};
 
-const START_MS: u64 = 1_800_000_000_000;
 /// Past the script's SHARED_FROM (10 000).
 const LINE: usize = 12_000;
-
-fn store(server: &Server, clock: &ManualClock) -> RedisStore {
-    RedisStore::builder()
-        .url(server.url())
-        .timeout(Duration::from_secs(5))
-        .manual_clock(clock.clone())
-        .build()
-        .expect("store builds")
-}
 
 /// One slot, held for an hour; two minutes to wait unseen.
 fn policy(room: &str) -> RoomPolicy {
@@ -62,14 +53,6 @@ async fn fill(store: &RedisStore, policy: &RoomPolicy, n: usize) -> Vec<SessionI
         }
     }
     line
-}
-
-async fn conn(server: &Server) -> redis::aio::MultiplexedConnection {
-    redis::Client::open(server.url())
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap()
 }
 
 fn key(store: &RedisStore, room: &str, name: &str) -> String {
