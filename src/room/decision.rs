@@ -280,10 +280,10 @@ impl Reads<'_> {
                 ..
             }) => {
                 let pace = self.line.pace_for(pace, asked.now);
-                let silent =
-                    self.line
-                        .silent_ahead(core, asked.session, place, position, asked.now);
-                let rejection = waiting_rejection(position, waiting, paused, pace, silent);
+                let ahead = self
+                    .line
+                    .ahead(core, asked.session, place, position, asked.now);
+                let rejection = waiting_rejection(position, waiting, paused, pace, ahead);
                 let res = Replies(core).reject(&rejection, req);
                 Next::Answer(self.with_place(res, cookie, place, asked.uses_headers, asked.now))
             }
@@ -390,12 +390,12 @@ impl Reads<'_> {
             }) => {
                 let now = core.now_ms();
                 let pace = self.line.pace_for(pace, now);
-                let silent = self
+                let ahead = self
                     .line
-                    .silent_ahead(core, cookie.session(), place, position, now);
+                    .ahead(core, cookie.session(), place, position, now);
                 let res = json_response(
                     StatusCode::OK,
-                    &body(&waiting_rejection(position, waiting, paused, pace, silent)),
+                    &body(&waiting_rejection(position, waiting, paused, pace, ahead)),
                 );
                 self.with_place(res, Some(cookie), place, uses_headers, now)
             }

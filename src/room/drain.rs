@@ -18,6 +18,7 @@
 
 use super::reply::waiting_rejection;
 use super::shared::Core;
+use super::snapshot::LineAhead;
 use super::snapshot::LineView;
 use crate::config::FailPolicy;
 use crate::outcome::Rejection;
@@ -76,7 +77,7 @@ impl Drained {
                 snapshot.waiting.max(position) - drained,
                 snapshot.paused,
                 snapshot.pace,
-                None,
+                LineAhead::default(),
             ))
         }
     }

@@ -9,6 +9,7 @@ use http::header::{self, HeaderName, HeaderValue};
 use http::{HeaderMap, Method, Request, Response, StatusCode};
 
 use super::shared::Core;
+use super::snapshot::LineAhead;
 use crate::clock::{duration_ms, secs_ceil};
 use crate::cookies;
 use crate::eta::{estimate, Eta, EtaInput};
@@ -384,20 +385,16 @@ pub(crate) fn with_room_headers<B>(mut res: Response<B>) -> Response<B> {
 /// Made once (a name given as `&str` is parsed again on every answer).
 static X_ROBOTS_TAG: HeaderName = HeaderName::from_static("x-robots-tag");
 
-/// A waiter's answer at `position`, with the estimate of their wait: `silent_ahead` is how many
-/// of those ahead are silent (and that count's error), when the gateway's snapshot says.
+/// A waiter's answer at `position`, with the estimate of their wait, informed by what the
+/// gateway's snapshots say of the line `ahead`.
 pub(super) fn waiting_rejection(
     position: u64,
     waiting: u64,
     paused: bool,
     pace: RoomPace,
-    silent_ahead: Option<(u64, u64)>,
+    ahead: LineAhead,
 ) -> Rejection {
-    let input = EtaInput::new(position, waiting, pace, paused);
-    let input = match silent_ahead {
-        Some((silent, error)) => input.with_silent_ahead(silent, error),
-        None => input,
-    };
+    let input = ahead.inform(EtaInput::new(position, waiting, pace, paused));
     let eta = estimate(&input);
     let retry_after = if paused {
         // The line does not move: no reason to ask often.

@@ -32,6 +32,7 @@ use super::failure::FailureLog;
 use super::reply::{waiting_rejection, Replies};
 use super::shared::Core;
 use super::verdict::Verdict;
+use crate::eta::{EtaInput, GiveUpHistory, GiveUpMinutes};
 use crate::outcome::Rejection;
 use crate::session::SessionId;
 use crate::store::snapshot::{
@@ -76,12 +77,36 @@ pub(super) struct Held {
     pub(super) sent_at_ms: u64,
     /// The silent waiters up to each of its ranks, counted once for every answer from it.
     pub(super) silent: SilentCounts,
+    /// The waiters who gave up in a minute lately, by this gateway's snapshots until this one.
+    pub(super) give_ups_lately: Option<GiveUpMinutes>,
 }
 
 impl Held {
     /// Its age at `now`, by the gateway's clock: an upper bound on the snapshot's.
     pub(super) fn age_ms(&self, now: u64) -> u64 {
         now.saturating_sub(self.sent_at_ms)
+    }
+}
+
+/// What a gateway's snapshots say of the line ahead of a waiter, for their wait estimate.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct LineAhead {
+    /// How many of those ahead are silent, and that count's error.
+    pub(super) silent: Option<(u64, u64)>,
+    /// How many waiters gave up in a minute lately.
+    pub(super) give_ups_lately: Option<GiveUpMinutes>,
+}
+
+impl LineAhead {
+    /// `input` knowing what is known here.
+    pub(super) fn inform(self, mut input: EtaInput) -> EtaInput {
+        if let Some((silent, error)) = self.silent {
+            input = input.with_silent_ahead(silent, error);
+        }
+        if let Some(per_minute) = self.give_ups_lately {
+            input = input.with_give_ups_lately(per_minute);
+        }
+        input
     }
 }
 
@@ -96,6 +121,8 @@ pub(super) struct LineView {
     /// Sessions the store said have no place, until their next poll asks it, in the epoch
     /// it said so.
     forgotten: Mutex<Forgotten>,
+    /// The silent and skipped counts of its snapshots, minute by minute.
+    give_ups: Mutex<GiveUpHistory>,
 }
 
 /// Sessions without a place, of one epoch.
@@ -128,6 +155,7 @@ impl LineView {
                 batch: Vec::new(),
             }),
             forgotten: Mutex::new(Forgotten::default()),
+            give_ups: Mutex::new(GiveUpHistory::default()),
         }
     }
 
@@ -219,10 +247,16 @@ impl LineView {
             }
         }
         let silent = SilentCounts::of(&snapshot.checkpoints);
+        let give_ups_lately = {
+            let mut history = self.give_ups.lock().unwrap_or_else(PoisonError::into_inner);
+            history.record(&snapshot.pace, snapshot.taken_at_ms);
+            history.minutes()
+        };
         *held = Some(Arc::new(Held {
             snapshot,
             sent_at_ms: sent_at,
             silent,
+            give_ups_lately,
         }));
         drop(held);
         self.refreshing_since.store(0, Ordering::Release);
@@ -467,30 +501,39 @@ impl LineView {
             snapshot.waiting.max(position),
             snapshot.paused,
             snapshot.pace,
-            Some(held.silent.ahead(position, position)),
+            LineAhead {
+                silent: Some(held.silent.ahead(position, position)),
+                give_ups_lately: held.give_ups_lately,
+            },
         ))
     }
 
-    /// How many of the `position - 1` waiters ahead of the one at `place` (as the store just
-    /// placed them) are silent, by this gateway's fresh snapshot: those ahead of them there,
-    /// less the front of it that has had its turn since. `None` without a fresh snapshot, or
-    /// for a place it does not cover (an arrival since: the estimate places the room's count
-    /// by its guess, as before).
-    pub(super) fn silent_ahead(
+    /// What this gateway's fresh snapshot says of the line ahead of the one at `place` (as
+    /// the store just placed them, at `position`): how many of the `position - 1` ahead are
+    /// silent (those ahead of them there, less the front of it that has had its turn since;
+    /// not for a place it does not cover, an arrival since: the estimate then places the
+    /// room's count by its guess), and how many gave up in a minute lately. Nothing without a
+    /// fresh snapshot.
+    pub(super) fn ahead(
         &self,
         core: &Core,
         session: SessionId,
         place: Option<Place>,
         position: u64,
         now: u64,
-    ) -> Option<(u64, u64)> {
-        let held = self.fresh(now)?;
-        let score = self.score_of(core, session, place?)?;
-        if !held.snapshot.covers(score) {
-            return None;
+    ) -> LineAhead {
+        let Some(held) = self.fresh(now) else {
+            return LineAhead::default();
+        };
+        let silent = place
+            .and_then(|place| self.score_of(core, session, place))
+            .filter(|&score| held.snapshot.covers(score))
+            .and_then(|score| held.snapshot.position_of(score))
+            .map(|then| held.silent.ahead(then, position.min(then)));
+        LineAhead {
+            silent,
+            give_ups_lately: held.give_ups_lately,
         }
-        let then = held.snapshot.position_of(score)?;
-        Some(held.silent.ahead(then, position.min(then)))
     }
 
     /// The answer from `held`'s snapshot for a waiter at `place` ([`waiting_by_snapshot`]).

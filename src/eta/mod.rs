@@ -28,7 +28,9 @@
 //!   says ([`EtaInput::with_silent_ahead`]), else the room's count placed nearer the front. So
 //!   are those who will give up before it, forecast from the share of turns skipped lately and
 //!   from the rate at which waiters go silent (the constant patience of queueing theory's
-//!   Erlang-A model), their mean.
+//!   Erlang-A model), their mean. A burst of quitters is not a rate that goes on: when one of
+//!   the last few minutes had far more give-ups than the others (a gateway counts them minute
+//!   by minute in its snapshots, [`GiveUpMinutes`]), both forecasts expect the others' rate.
 //! - **A margin sized from the measured error**, not a fixed factor: the room's own minutes,
 //!   each forecast by the ones before, say how far its pace strays (its trend and its waves),
 //!   and how dispersed its admissions are; never less than [`MIN_RATE_ERROR`]. Who gives up
@@ -44,6 +46,10 @@
 use std::time::Duration;
 
 use crate::store::{RoomPace, ADMISSION_BUCKET_MS, PACE_MINUTES};
+
+mod give_ups;
+pub(crate) use give_ups::GiveUpHistory;
+pub use give_ups::GiveUpMinutes;
 
 /// A minute, in ms: the admission counts of a [`RoomPace`] are per minute.
 const MINUTE_MS: u64 = 6 * ADMISSION_BUCKET_MS;
@@ -87,6 +93,9 @@ pub struct EtaInput {
     /// ([`with_silent_ahead`](Self::with_silent_ahead)); `None`: only the room's
     /// [`silent`](RoomPace::silent) count is known, not where they stand.
     pub silent_ahead: Option<(u64, u64)>,
+    /// How many waiters gave up in each of the last few minutes, as a gateway counted them
+    /// minute by minute, if known.
+    pub give_ups_lately: Option<GiveUpMinutes>,
 }
 
 impl EtaInput {
@@ -98,6 +107,7 @@ impl EtaInput {
             pace,
             paused,
             silent_ahead: None,
+            give_ups_lately: None,
         }
     }
 
@@ -110,6 +120,17 @@ impl EtaInput {
     pub const fn with_silent_ahead(self, silent: u64, error: u64) -> Self {
         Self {
             silent_ahead: Some((silent, error)),
+            ..self
+        }
+    }
+
+    /// The same input, knowing how many waiters gave up in each of the last few minutes: when
+    /// one minute had far more than the others (a burst of quitters), the forecast of give-ups
+    /// still to come expects the others' rate, not the mean the room's counts over five
+    /// minutes say ([`GiveUpMinutes::steady_share`]).
+    pub const fn with_give_ups_lately(self, minutes: GiveUpMinutes) -> Self {
+        Self {
+            give_ups_lately: Some(minutes),
             ..self
         }
     }
@@ -316,6 +337,9 @@ pub fn estimate(input: &EtaInput) -> Eta {
         )
     };
     let by_share = silent_ahead.max(skip_share * before_me);
+    // Beyond those silent now, no more than the minutes since a burst of quitters say: the
+    // burst itself is no rate (`steady_share`).
+    let by_share = silent_ahead + steady_share(input) * (by_share - silent_ahead);
     // And as many as the rate of giving up says will go before their turn (the share of turns
     // skipped lags it while the line's first waiters are still to reach the front).
     let (future, seen) = future_give_ups(input, before_me - silent_ahead, per_second);
@@ -408,10 +432,17 @@ fn future_give_ups(input: &EtaInput, live: f64, rate: f64) -> (f64, f64) {
     if n < 1.0 || seen <= 0.0 || exposure <= 0.0 || rate <= 0.0 {
         return (0.0, 0.0);
     }
-    let h = seen / exposure;
+    let h = seen / exposure * steady_share(input);
+    if h <= 0.0 {
+        return (0.0, seen);
+    }
     // Sum over d = 1 ..= n of 1 - exp(-a d), a = h / rate.
     let q = (-h / rate).exp();
     (n - q * (1.0 - q.powf(n)) / (1.0 - q), seen)
+}
+
+fn steady_share(input: &EtaInput) -> f64 {
+    input.give_ups_lately.map_or(1.0, |m| m.steady_share())
 }
 
 /// The error of the room's pace as a forecast, measured on its own complete minutes (those it
@@ -665,6 +696,31 @@ mod tests {
             over,
             estimate(&input.with_silent_ahead(100, 0)).shown().unwrap()
         );
+    }
+
+    #[test]
+    fn a_burst_of_give_ups_is_not_taken_for_a_rate_that_goes_on() {
+        // 40 of 200 went silent over five minutes and none was skipped yet, 20 a minute: a
+        // rate of giving up that, if it goes on, takes some of the 100 ahead before their turn.
+        let line = pace(10 * MIN, 10, [20; PACE_MINUTES])
+            .with_line([20; PACE_MINUTES], 40)
+            .with_silent_after(30_000);
+        let input = EtaInput::new(101, 200, line, false).with_silent_ahead(20, 0);
+        let room = estimate(&input).shown().unwrap();
+        // Minutes as even as one rate makes them: the same estimate.
+        let even = GiveUpMinutes::new(&[8, 9, 7, 8, 8]).unwrap();
+        assert_eq!(
+            estimate(&input.with_give_ups_lately(even)).shown(),
+            Some(room)
+        );
+        // All 40 in one minute: nobody else gave up, so only the 20 silent ahead come off:
+        // 80 turns, four minutes, and more than if the rate went on.
+        let burst = GiveUpMinutes::new(&[0, 0, 40, 0, 0]).unwrap();
+        let after = estimate(&input.with_give_ups_lately(burst))
+            .shown()
+            .unwrap();
+        assert!(after > room, "{after:?} vs {room:?}");
+        assert!(after.as_secs() >= 240, "{after:?}");
     }
 
     /// The shown value over the likely one's lower bound (`low` is `likely * (1 - spread)`,

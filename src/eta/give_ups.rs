@@ -1,0 +1,231 @@
+//! How many waiters gave up in each of the last minutes, as one gateway saw it in the
+//! snapshots it refreshed: what tells a burst of quitters (all in one minute, then none) from a
+//! steady rate of giving up (about as many every minute), which the room's counts over five
+//! minutes cannot.
+//!
+//! A waiter who gives up goes silent (counted in [`RoomPace::silent`] once silent for
+//! `queue_ttl`) and leaves that count when skipped at their turn (counted in the skips of the
+//! minute). So the waiters who went silent over a minute are the silent count's change over it
+//! plus the skips within it; a waiter who comes back takes one off.
+
+use std::collections::VecDeque;
+
+use crate::store::{RoomPace, ADMISSION_BUCKET_MS, PACE_MINUTES};
+
+const MINUTE_MS: u64 = 6 * ADMISSION_BUCKET_MS;
+/// Samples kept at most this often: a minute's ends are found within it.
+const SAMPLE_EVERY_MS: u64 = 2_000;
+/// A minute's end is taken from a sample at most this far from it.
+const SLACK_MS: u64 = 5_000;
+/// Minutes needed before the median says anything: one odd minute (a burst) is then outvoted.
+const MIN_MINUTES: usize = 3;
+
+/// One snapshot's counts, by the store's clock.
+#[derive(Clone, Copy, Debug)]
+struct Sample {
+    at_ms: u64,
+    silent: u64,
+    /// Skips in the last minute (the complete buckets and the current one), scaled to a minute.
+    skipped_minute: f64,
+}
+
+/// A gateway's recent snapshots' counts of the silent and the skipped, a few minutes' worth.
+#[derive(Debug, Default)]
+pub(crate) struct GiveUpHistory {
+    samples: VecDeque<Sample>,
+}
+
+impl GiveUpHistory {
+    /// Notes the counts of a snapshot taken at `at_ms` (the store's clock). One older than the
+    /// last noted (a refresh answered out of order) is left out.
+    pub(crate) fn record(&mut self, pace: &RoomPace, at_ms: u64) {
+        if self
+            .samples
+            .back()
+            .is_some_and(|last| at_ms < last.at_ms + SAMPLE_EVERY_MS)
+        {
+            return;
+        }
+        let skipped = (pace.skipped.last_minute + pace.current_skipped) as f64;
+        let covered = (MINUTE_MS + pace.into_bucket_ms) as f64;
+        self.samples.push_back(Sample {
+            at_ms,
+            silent: pace.silent,
+            skipped_minute: skipped * MINUTE_MS as f64 / covered,
+        });
+        let keep = (PACE_MINUTES as u64 + 1) * MINUTE_MS + SLACK_MS;
+        while self.samples.front().is_some_and(|s| s.at_ms + keep < at_ms) {
+            self.samples.pop_front();
+        }
+    }
+
+    /// The sample nearest `at_ms`, if one is within [`SLACK_MS`] of it.
+    fn near(&self, at_ms: u64) -> Option<&Sample> {
+        let i = self.samples.partition_point(|s| s.at_ms < at_ms);
+        [i.checked_sub(1), Some(i)]
+            .into_iter()
+            .flatten()
+            .filter_map(|i| self.samples.get(i))
+            .filter(|s| s.at_ms.abs_diff(at_ms) <= SLACK_MS)
+            .min_by_key(|s| s.at_ms.abs_diff(at_ms))
+    }
+
+    /// The waiters who went silent in each of the last minutes (up to five, ending at the last
+    /// sample), most recent first; `None` with fewer than [`MIN_MINUTES`] seen.
+    pub(crate) fn minutes(&self) -> Option<GiveUpMinutes> {
+        let last = self.samples.back()?.at_ms;
+        let mut counts = [0; PACE_MINUTES];
+        let mut len = 0;
+        for j in 0..PACE_MINUTES as u64 {
+            let ends = last
+                .checked_sub((j + 1) * MINUTE_MS)
+                .and_then(|start| Some((self.near(start)?, self.near(start + MINUTE_MS)?)));
+            let Some((start, end)) = ends else { break };
+            let went = end.silent as f64 - start.silent as f64 + end.skipped_minute;
+            counts[len] = went.max(0.0).round() as u64;
+            len += 1;
+        }
+        (len >= MIN_MINUTES).then_some(GiveUpMinutes { counts, len })
+    }
+}
+
+/// The waiters who gave up (went silent) in each of a few recent minutes, most recent first,
+/// as a gateway counted them ([`EtaInput::with_give_ups_lately`]).
+///
+/// [`EtaInput::with_give_ups_lately`]: super::EtaInput::with_give_ups_lately
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GiveUpMinutes {
+    counts: [u64; PACE_MINUTES],
+    len: usize,
+}
+
+impl GiveUpMinutes {
+    /// Counts of three to five minutes, most recent first; `None` for fewer or more.
+    pub fn new(counts: &[u64]) -> Option<Self> {
+        if !(MIN_MINUTES..=PACE_MINUTES).contains(&counts.len()) {
+            return None;
+        }
+        let mut all = [0; PACE_MINUTES];
+        all[..counts.len()].copy_from_slice(counts);
+        Some(Self {
+            counts: all,
+            len: counts.len(),
+        })
+    }
+
+    /// The share of the minutes' mean rate of giving up that goes on: 1 when the minutes are
+    /// as even as one steady rate makes them (their spread within counting noise: a chi-squared
+    /// test of dispersion at 1 %); when they are not (a burst of quitters in one of them), their
+    /// median over their mean, as the one odd minute says nothing of the minutes to come.
+    pub fn steady_share(&self) -> f64 {
+        let counts = &self.counts[..self.len];
+        let k = counts.len() as f64;
+        let mean = counts.iter().sum::<u64>() as f64 / k;
+        if mean <= 0.0 {
+            return 1.0;
+        }
+        let dispersion = counts
+            .iter()
+            .map(|&c| (c as f64 - mean).powi(2))
+            .sum::<f64>()
+            / mean;
+        // The chi-squared distribution's 99th percentile for 2, 3 and 4 degrees of freedom.
+        let limit = [9.21, 11.34, 13.28][self.len - MIN_MINUTES];
+        if dispersion <= limit {
+            return 1.0;
+        }
+        let mut sorted = [0; PACE_MINUTES];
+        sorted[..self.len].copy_from_slice(counts);
+        let sorted = &mut sorted[..self.len];
+        sorted.sort_unstable();
+        // The lower median of an even count: fewer give-ups forecast is the longer wait.
+        (sorted[(self.len - 1) / 2] as f64 / mean).min(1.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::AdmissionCounts;
+
+    fn minutes(counts: &[u64]) -> GiveUpMinutes {
+        GiveUpMinutes::new(counts).unwrap()
+    }
+
+    #[test]
+    fn even_minutes_go_on_at_their_rate_and_a_burst_is_set_aside() {
+        // As even as counting noise makes them: the room's rate goes on.
+        assert_eq!(minutes(&[6, 5, 7, 6, 5]).steady_share(), 1.0);
+        assert_eq!(minutes(&[0, 1, 0]).steady_share(), 1.0);
+        assert_eq!(minutes(&[0, 0, 0, 0]).steady_share(), 1.0);
+        // One minute's burst: the others gave up at none.
+        assert_eq!(minutes(&[0, 0, 30, 0, 0]).steady_share(), 0.0);
+        // Around a steady few: the median's share of the mean.
+        let share = minutes(&[2, 3, 30, 2, 4]).steady_share();
+        assert!((share - 3.0 / 8.2).abs() < 1e-9, "{share}");
+        // (Four minutes: the lower median.)
+        let share = minutes(&[2, 40, 3, 4]).steady_share();
+        assert!((share - 3.0 / 12.25).abs() < 1e-9, "{share}");
+        // Fewer than three minutes, or more than five, say nothing.
+        assert_eq!(GiveUpMinutes::new(&[0, 30]), None);
+        assert_eq!(GiveUpMinutes::new(&[1; 6]), None);
+    }
+
+    /// A snapshot's pace: `silent` now, `skipped` in the last minute (its complete buckets),
+    /// into a bucket by `into_ms`.
+    fn pace(silent: u64, skipped: u64, into_ms: u64) -> RoomPace {
+        RoomPace::new(0, into_ms, 10 * MINUTE_MS, 10)
+            .with_line([0; PACE_MINUTES], silent)
+            .with_skipped(AdmissionCounts::new(skipped, skipped), 0)
+    }
+
+    #[test]
+    fn a_minute_counts_those_gone_silent_and_those_skipped() {
+        let mut history = GiveUpHistory::default();
+        // Three minutes, a snapshot every second: 4 go silent each minute and 3 are skipped
+        // (they leave the silent count as they are skipped): one more silent each minute.
+        for s in 0..=180u64 {
+            let silent = 10 + s / 60;
+            history.record(&pace(silent, 3, s * 1000 % 10_000), 1_000_000 + s * 1000);
+        }
+        let got = history.minutes().unwrap();
+        assert_eq!(got, minutes(&[4, 4, 4]));
+        assert_eq!(got.steady_share(), 1.0);
+        // A sample every 2 s at most: 91 kept of 181, within six minutes.
+        assert!(history.samples.len() <= 91, "{}", history.samples.len());
+    }
+
+    #[test]
+    fn a_burst_of_silence_is_one_minute_of_many() {
+        let mut history = GiveUpHistory::default();
+        // Five minutes; 30 go silent at once in the third, nobody else.
+        for s in 0..=300u64 {
+            let silent = if s >= 130 { 30 } else { 0 };
+            history.record(&pace(silent, 0, s * 1000 % 10_000), 2_000_000 + s * 1000);
+        }
+        let got = history.minutes().unwrap();
+        assert_eq!(got, minutes(&[0, 0, 30, 0, 0]));
+        assert_eq!(got.steady_share(), 0.0);
+    }
+
+    #[test]
+    fn too_little_history_or_a_gap_says_nothing() {
+        let mut history = GiveUpHistory::default();
+        assert_eq!(history.minutes(), None);
+        for s in 0..=120u64 {
+            history.record(&pace(0, 0, 0), s * 1000);
+        }
+        // Two minutes: too few.
+        assert_eq!(history.minutes(), None);
+        // A gap of two minutes (no snapshot: the store was away), then a minute: the minutes
+        // across the gap have no ends, so they are not counted.
+        for s in 240..=300u64 {
+            history.record(&pace(0, 0, 0), s * 1000);
+        }
+        assert_eq!(history.minutes(), None);
+        // A snapshot older than the last (answered out of order) is left out.
+        let before = history.samples.len();
+        history.record(&pace(0, 0, 0), 100_000);
+        assert_eq!(history.samples.len(), before);
+    }
+}
