@@ -278,6 +278,9 @@ pub fn estimate(input: &EtaInput) -> Eta {
                 return true; // the room is younger than the window: nothing older
             }
             let older_rate = (per_second * secs - recent.1 * recent.2) / older_secs;
+            if refilled_quiet(pace, recent) {
+                return true; // not moved since a fill, as the opening was not: no change seen
+            }
             let noise = (older_n.max(1.0) / older_secs.powi(2)
                 + recent.0.max(1.0) / recent.2.powi(2))
             .sqrt();
@@ -378,6 +381,21 @@ pub fn estimate(input: &EtaInput) -> Eta {
         low: secs(likely * (1.0 - spread).max(0.25)),
         high: secs(likely * (1.0 + 2.0 * spread)),
     }
+}
+
+/// Whether the `recent` window (events, rate, running seconds) let nobody in beyond a fill for
+/// no longer than twice the time the room's opening took to move: after a fill (a pause's
+/// end: every slot freed during it filled at once) nobody leaves until the shortest visits
+/// end, as at the opening, and that quiet says nothing of the pace (visits vary, so up to twice
+/// the opening's).
+fn refilled_quiet(pace: &RoomPace, (events, _, running_secs): (f64, f64, f64)) -> bool {
+    let refilled = pace
+        .last_pause_ms_ago
+        .is_some_and(|(_, ended)| ended as f64 <= running_secs * 1000.0 + 1.0);
+    let opening_s = pace
+        .first_move_ms_ago
+        .map(|ago| pace.observed_ms.saturating_sub(ago) as f64 / 1000.0);
+    refilled && events < 1.0 && opening_s.is_some_and(|quiet| running_secs <= 2.0 * quiet)
 }
 
 /// The wait a capacity cut below the people inside adds before anyone moves, in turns of the
@@ -721,6 +739,25 @@ mod tests {
             .unwrap();
         assert!(after > room, "{after:?} vs {room:?}");
         assert!(after.as_secs() >= 240, "{after:?}");
+    }
+
+    #[test]
+    fn a_line_refilled_after_a_pause_is_not_stalled_while_the_first_visits_end() {
+        // Ten minutes old, 20 a minute; its opening took 20 s to move. Paused two minutes,
+        // resumed `ago` ms ago, every slot filled at once (10) and nobody let in since.
+        let resumed = |ago: u64| {
+            RoomPace::new(10, ago % (MIN / 6), 10 * MIN, 10)
+                .with_line([0, 0, 20, 20, 20], 0)
+                .with_first_move(10 * MIN - 20_000)
+                .with_last_pause(2 * MIN + ago, ago)
+        };
+        // Just now: the line moves at the pace before the pause.
+        let eta = estimate(&EtaInput::new(61, 100, resumed(5_000), false));
+        let shown = eta.shown().unwrap_or_else(|| panic!("{eta:?}")).as_secs();
+        assert!((180..=260).contains(&shown), "{eta:?}");
+        // Still nobody, twice as long as the opening took: something is wrong.
+        let still = estimate(&EtaInput::new(61, 100, resumed(50_000), false));
+        assert_eq!(still, Eta::Stalled);
     }
 
     /// The shown value over the likely one's lower bound (`low` is `likely * (1 - spread)`,
