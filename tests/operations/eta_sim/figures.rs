@@ -168,13 +168,14 @@ pub(super) fn trace(run: &Run) {
         return;
     }
     let all = std::env::var_os("ETA_SIM_TRACE_ALL").is_some();
-    let mut by_half_minute: std::collections::BTreeMap<u64, Vec<(u64, u64)>> = Default::default();
+    let mut by_half_minute: std::collections::BTreeMap<u64, Vec<(u64, u64, f64)>> =
+        Default::default();
     for s in run.scored() {
         let real = run.visitors[s.visitor].admitted_at.unwrap() - s.at;
         by_half_minute
             .entry(s.at / 30)
             .or_default()
-            .push((s.eta, real));
+            .push((s.eta, real, likely(s)));
         if all && s.at % 10 == 0 {
             println!(
                 "    at {} visitor {} position {} eta {} real {real}",
@@ -195,20 +196,36 @@ pub(super) fn trace(run: &Run) {
         xs[xs.len() / 2]
     };
     for (half, v) in by_half_minute {
-        let at_least = v.iter().filter(|(eta, real)| eta >= real).count();
+        let at_least = v.iter().filter(|(eta, real, _)| eta >= real).count();
         let error = median(
             v.iter()
-                .map(|&(e, r)| e.abs_diff(r) as f64 / r.max(10) as f64)
+                .map(|&(e, r, _)| e.abs_diff(r) as f64 / r.max(10) as f64)
                 .collect(),
         );
-        let ratio = median(v.iter().map(|&(e, r)| e as f64 / r.max(1) as f64).collect());
+        let ratio = median(
+            v.iter()
+                .map(|&(e, r, _)| e as f64 / r.max(1) as f64)
+                .collect(),
+        );
+        let likely = median(v.iter().map(|&(_, r, l)| l / r.max(1) as f64).collect());
         println!(
-            "  {:>5} s: {:>5} shown, {:>5.1} % >= real, median error {:>5.1} %, eta / real {ratio:.2}",
+            "  {:>5} s: {:>5} shown, {:>5.1} % >= real, median error {:>5.1} %, eta / real {ratio:.2}, likely / real {likely:.2}",
             half * 30,
             v.len(),
             100.0 * at_least as f64 / v.len() as f64,
             100.0 * error
         );
+    }
+}
+
+/// The estimate's most likely wait, before its margin: the shown value adds `MARGIN_Z` (0.75)
+/// of the spread and the range's top two, so the likely is the shown less 0.6 of their gap
+/// (to the second's rounding of each).
+fn likely(s: &Shown) -> f64 {
+    let margin = tower_waiting_room::eta::MARGIN_Z;
+    match s.high {
+        Some(high) => s.eta as f64 - margin / (2.0 - margin) * high.saturating_sub(s.eta) as f64,
+        None => s.eta as f64,
     }
 }
 
