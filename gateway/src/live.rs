@@ -71,7 +71,7 @@ impl Live {
             let running = self.read();
             if config.redis != running.config.redis {
                 return Err(format!(
-                    "{}: the redis URL changed; the lines live there, so a running gateway keeps \
+                    "{}: the redis settings changed; the lines live there, so a running gateway keeps \
                      its store: restart the gateway to move it",
                     config.path.display()
                 ));

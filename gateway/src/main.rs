@@ -16,8 +16,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::signal::unix::{signal, Signal, SignalKind};
-use tower_waiting_room::store::{MemoryStore, RedisCheckError, RedisStore, Store};
-use waiting_room_gateway::config::{Config, Overrides};
+use tower_waiting_room::store::{MemoryStore, RedisCheckError, Store};
+use waiting_room_gateway::config::{Config, Overrides, RedisSettings};
 use waiting_room_gateway::live::Live;
 use waiting_room_gateway::stack::{self, Shared};
 use waiting_room_gateway::workers;
@@ -158,11 +158,10 @@ fn check(config: Config) -> ExitCode {
                     .collect::<Vec<_>>()
                     .join(", "),
                 rooms,
-                if config.redis.is_some() {
-                    "redis"
-                } else {
-                    "in memory (one gateway)"
-                },
+                config.redis.as_ref().map_or_else(
+                    || "in memory (one gateway)".to_owned(),
+                    RedisSettings::describe
+                ),
             );
             ExitCode::SUCCESS
         }
@@ -192,7 +191,7 @@ async fn run(config: Config, overrides: Overrides) -> ExitCode {
         }
     }
     let store: Arc<dyn Store> = match &config.redis {
-        Some(url) => match RedisStore::from_url(url) {
+        Some(redis) => match redis.store() {
             Ok(store) => {
                 // A store that would lose the line (an evicting policy, a replica) is refused
                 // at start; one that is away is not: the rooms' fail policy decides while it is.

@@ -24,6 +24,14 @@ pub(crate) struct GatewayFile {
     pub redis: Option<Spanned<String>>,
     /// The environment variable holding the Redis URL, for a URL that carries a password.
     pub redis_env: Option<Spanned<String>>,
+    /// A Redis Cluster: some of its nodes' URLs.
+    pub redis_cluster: Option<Spanned<Vec<Spanned<String>>>>,
+    /// The environment variable holding the cluster's nodes' URLs (commas or spaces between).
+    pub redis_cluster_env: Option<Spanned<String>>,
+    /// Prefix of every key in Redis (`twr` without it).
+    pub redis_prefix: Option<Spanned<String>>,
+    /// Deadline of one store call.
+    pub redis_timeout: Option<Spanned<Readable>>,
     /// Proxies in front of the gateway whose `X-Forwarded-For` is believed.
     #[serde(default)]
     pub trusted_proxies: Vec<Spanned<String>>,
@@ -93,6 +101,16 @@ pub(crate) struct LimitsFile {
 pub(crate) struct AdminFile {
     pub token_env: Option<String>,
     pub token_file: Option<String>,
+}
+
+/// A readable duration (`"250ms"`, `"2s"`), kept with its line.
+#[derive(Debug)]
+pub(crate) struct Readable(pub Duration);
+
+impl<'de> Deserialize<'de> for Readable {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        tower_waiting_room::config::readable_duration(d).map(Readable)
+    }
 }
 
 fn duration<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {

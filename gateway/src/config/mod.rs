@@ -8,6 +8,7 @@
 
 mod error;
 mod file;
+mod redis;
 mod rooms;
 
 use std::net::{IpAddr, SocketAddr};
@@ -22,6 +23,7 @@ use tower_waiting_room::config::RoomFile;
 pub use error::FileError;
 use error::Lines;
 use file::GatewayFile;
+pub use redis::{RedisNodes, RedisSettings};
 
 /// The checked configuration of a gateway.
 #[derive(Debug)]
@@ -34,9 +36,10 @@ pub struct Config {
     pub workers: NonZeroUsize,
     /// The app's addresses (requests take turns among them).
     pub upstreams: Vec<Upstream>,
-    /// Redis or Valkey URL shared by every gateway of a fleet (from `redis`, or the variable
-    /// `redis_env` names); `None`: the embedded store.
-    pub redis: Option<String>,
+    /// The Redis or Valkey every gateway of a fleet shares (from `redis`, `redis_cluster` or
+    /// the variable their `*_env` names, with `redis_prefix` and `redis_timeout`); `None`: the
+    /// embedded store.
+    pub redis: Option<RedisSettings>,
     /// Proxies in front of the gateway whose `X-Forwarded-For` is believed.
     pub trusted_proxies: Vec<IpNet>,
     /// The gateway's own paths.
@@ -233,38 +236,7 @@ impl Lines<'_> {
             None => std::thread::available_parallelism().unwrap_or(NonZeroUsize::MIN),
         };
         let upstreams = self.upstreams(&file, overrides)?;
-        let redis = match (&file.redis, &file.redis_env) {
-            (Some(_), Some(var)) => {
-                return Err(self.at(var, "`redis` and `redis_env` both given: keep one"))
-            }
-            (None, Some(var)) => match std::env::var(var.get_ref()) {
-                Ok(url) => Some(Spanned::new(var.span(), url)),
-                Err(_) => {
-                    return Err(self.at(
-                        var,
-                        format!(
-                            "redis_env: the environment variable {} is not set",
-                            var.get_ref()
-                        ),
-                    ))
-                }
-            },
-            (url, None) => url.clone(),
-        };
-        let redis = match redis {
-            Some(url) if url.get_ref().trim().is_empty() => {
-                return Err(self.at(
-                    &url,
-                    "redis: empty; leave the key out for the embedded store",
-                ))
-            }
-            Some(url) => {
-                tower_waiting_room::store::RedisStore::from_url(url.get_ref())
-                    .map_err(|e| self.at(&url, format!("redis: {e}")))?;
-                Some(url.into_inner())
-            }
-            None => None,
-        };
+        let redis = self.redis(&file)?;
         let trusted_proxies = file
             .trusted_proxies
             .iter()

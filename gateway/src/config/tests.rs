@@ -207,3 +207,111 @@ fn a_redis_url_with_a_password_can_come_from_the_environment() {
     assert_eq!(line, Some(2), "{msg}");
     assert!(msg.starts_with("redis:"), "{msg}");
 }
+
+#[test]
+fn a_redis_cluster_a_key_prefix_and_a_deadline_are_read() {
+    use std::time::Duration;
+
+    use super::RedisNodes;
+
+    let c = parse(
+        "upstream = \"http://a:1\"\nredis_cluster = [\"redis://10.0.0.1:7000\", \"redis://10.0.0.2:7001\"]\n\
+         redis_prefix = \"shop\"\nredis_timeout = \"400ms\"\n",
+    )
+    .unwrap();
+    let redis = c.redis.expect("a redis");
+    assert_eq!(
+        redis.nodes,
+        RedisNodes::Cluster(vec![
+            "redis://10.0.0.1:7000".to_owned(),
+            "redis://10.0.0.2:7001".to_owned()
+        ])
+    );
+    assert_eq!(redis.prefix.as_deref(), Some("shop"));
+    assert_eq!(redis.timeout, Some(Duration::from_millis(400)));
+    // One URL, with neither: the store's defaults.
+    let c = parse("upstream = \"http://a:1\"\nredis = \"redis://a:6379/\"\n").unwrap();
+    let redis = c.redis.expect("a redis");
+    assert_eq!(redis.nodes, RedisNodes::Url("redis://a:6379/".to_owned()));
+    assert_eq!((redis.prefix, redis.timeout), (None, None));
+}
+
+#[test]
+fn the_redis_settings_refuse_what_they_cannot_mean_at_its_line() {
+    for (text, line, needle) in [
+        // Two places for the lines: which one?
+        (
+            "upstream = \"http://a:1\"\nredis = \"redis://a/\"\n\nredis_cluster = [\"redis://b:1\"]\n",
+            4,
+            "`redis` and `redis_cluster` both given",
+        ),
+        (
+            "upstream = \"http://a:1\"\nredis_cluster = []\n",
+            2,
+            "no node",
+        ),
+        (
+            "upstream = \"http://a:1\"\nredis_cluster = [\"redis://a:1\",\n  \"mongodb://b\"]\n",
+            3,
+            "redis_cluster:",
+        ),
+        (
+            "upstream = \"http://a:1\"\nredis_cluster = [\"redis+sentinel://s:26379/mymaster\"]\n",
+            2,
+            "Sentinel goes in `redis`",
+        ),
+        // Settings with no Redis: a mistake, not a no-op.
+        (
+            "upstream = \"http://a:1\"\n\nredis_prefix = \"shop\"\n",
+            3,
+            "no Redis to apply it to",
+        ),
+        (
+            "upstream = \"http://a:1\"\nredis_timeout = \"1s\"\n",
+            2,
+            "no Redis to apply it to",
+        ),
+        (
+            "upstream = \"http://a:1\"\nredis = \"redis://a/\"\nredis_prefix = \"{shop}\"\n",
+            3,
+            "braces",
+        ),
+        (
+            "upstream = \"http://a:1\"\nredis = \"redis://a/\"\nredis_prefix = \"\"\n",
+            3,
+            "redis_prefix",
+        ),
+        (
+            "upstream = \"http://a:1\"\nredis = \"redis://a/\"\nredis_timeout = \"0s\"\n",
+            3,
+            "longer than zero",
+        ),
+        (
+            "upstream = \"http://a:1\"\nredis = \"redis://a/\"\nredis_timeout = \"soon\"\n",
+            3,
+            "not a duration",
+        ),
+        (
+            "upstream = \"http://a:1\"\nredis_cluster_env = \"TWR_GATEWAY_TEST_UNSET_NODES\"\n",
+            2,
+            "TWR_GATEWAY_TEST_UNSET_NODES",
+        ),
+    ] {
+        let (got, msg) = refused(text);
+        assert_eq!(got, Some(line), "{text}: {msg}");
+        assert!(msg.contains(needle), "{text}: {msg}");
+    }
+}
+
+#[test]
+fn the_redis_settings_show_no_url_in_debug() {
+    let c = parse(
+        "upstream = \"http://a:1\"\nredis = \"redis://:hunter2-password@a:6379/\"\nredis_prefix = \"shop\"\n",
+    )
+    .unwrap();
+    let shown = format!("{:?}", c.redis.as_ref().expect("a redis"));
+    assert!(!shown.contains("hunter2"), "{shown}");
+    assert!(shown.contains("shop"), "{shown}");
+    let shown = format!("{c:?}");
+    assert!(!shown.contains("hunter2"), "{shown}");
+}

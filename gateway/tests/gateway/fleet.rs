@@ -1,10 +1,10 @@
 //! Two gateways, one Redis: one line, first come first served across both, and a visitor's
-//! cookies good on either.
+//! cookies good on either; on a Redis Cluster too, and kept apart by a key prefix.
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use crate::redis_harness::Server;
+use crate::redis_harness::{shared_cluster, Server};
 use crate::support::*;
 
 const SHORT: Duration = Duration::from_secs(5);
@@ -165,4 +165,75 @@ fn first_come_first_served_across_two_gateways() {
         .filter(|p| p.ends_with("-inside"))
         .collect();
     assert_eq!(order, ["x-inside", "y-inside"], "{seen:?}");
+}
+
+/// The file of a gateway with `store` (the file's `redis*` keys), room `sale` of capacity 1.
+fn gateway_on(app: &App, store: &str) -> Gateway {
+    Gateway::start(&format!(
+        "upstream = \"{}\"\n{store}\n\n[limits]\nupstream_timeout = \"2s\"\n\n{}",
+        app.url(),
+        sale_room(1)
+    ))
+}
+
+#[test]
+fn two_gateways_on_a_redis_cluster_share_one_line_under_their_prefix() {
+    let cluster = shared_cluster();
+    let app = App::start();
+    let prefix = format!("gw{}", std::process::id());
+    let nodes = cluster
+        .urls()
+        .iter()
+        .map(|u| format!("\"{u}\""))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let store =
+        format!("redis_cluster = [{nodes}]\nredis_prefix = \"{prefix}\"\nredis_timeout = \"1s\"");
+    let a = gateway_on(&app, &store);
+    let b = gateway_on(&app, &store);
+    // One slot: the first in through A, the second waits through B, first in line on both.
+    let _inside = admitted(a.addr, "/", SHORT);
+    let mut second = waiting(b.addr, "/");
+    waits_at(b.addr, &mut second, 1);
+    waits_at(a.addr, &mut second, 1);
+    // The room's keys are on the cluster, under the prefix.
+    let keys: u64 = cluster.nodes.iter().map(|n| keys_under(n, &prefix)).sum();
+    assert!(keys > 0, "no key under {prefix}");
+}
+
+/// How many keys of `server` start with `{prefix}:` (`KEYS` answers an array: its length).
+fn keys_under(server: &Server, prefix: &str) -> u64 {
+    let reply = server
+        .command(&["KEYS", &format!("{prefix}:*")])
+        .unwrap_or_default();
+    reply
+        .trim()
+        .strip_prefix('*')
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+#[test]
+fn two_prefixes_on_one_redis_are_two_rooms() {
+    let redis = Server::start(&[]);
+    let app = App::start();
+    let on = |prefix: &str| {
+        gateway_on(
+            &app,
+            &format!("redis = \"{}\"\nredis_prefix = \"{prefix}\"", redis.url()),
+        )
+    };
+    let (staging, production) = (on("staging"), on("production"));
+    // Each room has its one slot: taken on one, still free on the other.
+    let _a = admitted(staging.addr, "/", SHORT);
+    let _b = admitted(production.addr, "/", SHORT);
+    let _c = waiting(staging.addr, "/");
+    for prefix in ["staging", "production"] {
+        assert!(keys_under(&redis, prefix) > 0, "no key under {prefix}");
+    }
+    assert_eq!(
+        keys_under(&redis, "twr"),
+        0,
+        "a key under the default prefix"
+    );
 }

@@ -461,7 +461,7 @@ fn a_bad_reload_is_refused_and_the_running_file_keeps_serving() {
             ),
         ),
         (&no_secret, "WRG_RELOAD_SECRET_NOT_SET".to_owned()),
-        (&other_redis, "the redis URL changed".to_owned()),
+        (&other_redis, "the redis settings changed".to_owned()),
     ];
     for (n, (text, why)) in bad.iter().enumerate() {
         std::fs::write(&gw.config, text).unwrap();

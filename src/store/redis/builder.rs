@@ -112,20 +112,51 @@ impl RedisStoreBuilder {
         self
     }
 
-    /// Builds the store. The connection is made on first use, so this must run inside a Tokio
-    /// runtime but does not need Redis to be up.
-    pub fn build(self) -> Result<RedisStore, StoreError> {
-        let timeout = self.timeout.unwrap_or(DEFAULT_TIMEOUT);
+    /// What [`build`](Self::build) would refuse, found without building: the URL (or each
+    /// cluster node's), the key prefix and the deadline. Needs no runtime and makes no
+    /// connection, so a configuration can be checked where it is read (`--check`).
+    pub fn check(&self) -> Result<(), StoreError> {
         let config_error = |msg: &'static str| StoreError::with_source(StoreErrorKind::Config, msg);
-        if timeout.is_zero() {
+        if self.timeout.is_some_and(|t| t.is_zero()) {
             return Err(config_error("the store timeout must be longer than zero"));
         }
-        let prefix = self.prefix.unwrap_or_else(|| DEFAULT_PREFIX.to_owned());
-        if prefix.is_empty() || prefix.contains(['{', '}']) {
+        if self
+            .prefix
+            .as_ref()
+            .is_some_and(|p| p.is_empty() || p.contains(['{', '}']))
+        {
             return Err(config_error(
                 "the key prefix must be non-empty and without braces",
             ));
         }
+        match (&self.url, self.cluster_nodes.is_empty()) {
+            (Some(url), true) => {
+                if let Target::Node = checked(url)? {
+                    redis::Client::open(url.as_str()).map_err(refused(url))?;
+                }
+                Ok(())
+            }
+            (None, false) => {
+                for node in &self.cluster_nodes {
+                    if let Target::Sentinel(_) = checked(node)? {
+                        return Err(config_error(
+                            "a cluster node is a redis:// URL; redis+sentinel:// goes to url(..)",
+                        ));
+                    }
+                    redis::Client::open(node.as_str()).map_err(refused(node))?;
+                }
+                Ok(())
+            }
+            _ => Err(config_error("give either a URL or cluster nodes")),
+        }
+    }
+
+    /// Builds the store. The connection is made on first use, so this must run inside a Tokio
+    /// runtime but does not need Redis to be up.
+    pub fn build(self) -> Result<RedisStore, StoreError> {
+        self.check()?;
+        let timeout = self.timeout.unwrap_or(DEFAULT_TIMEOUT);
+        let prefix = self.prefix.unwrap_or_else(|| DEFAULT_PREFIX.to_owned());
         let conn = match (self.url, self.cluster_nodes.is_empty()) {
             (Some(url), true) => match checked(&url)? {
                 Target::Node => {
@@ -150,13 +181,6 @@ impl RedisStoreBuilder {
                 }
             },
             (None, false) => {
-                for node in &self.cluster_nodes {
-                    if let Target::Sentinel(_) = checked(node)? {
-                        return Err(config_error(
-                            "a cluster node is a redis:// URL; redis+sentinel:// goes to url(..)",
-                        ));
-                    }
-                }
                 let client = ClusterClient::builder(self.cluster_nodes)
                     .connection_timeout(timeout)
                     .response_timeout(timeout)
@@ -171,7 +195,12 @@ impl RedisStoreBuilder {
                     ),
                 )
             }
-            _ => return Err(config_error("give either a URL or cluster nodes")),
+            _ => {
+                return Err(StoreError::with_source(
+                    StoreErrorKind::Config,
+                    "give either a URL or cluster nodes",
+                ))
+            }
         };
         let prefix: Arc<str> = prefix.into();
         Ok(RedisStore {
