@@ -3,10 +3,12 @@
 //! steady rate of giving up (about as many every minute), which the room's counts over five
 //! minutes cannot.
 //!
-//! A waiter who gives up goes silent (counted in [`RoomPace::silent`] once silent for
+//! A waiter who gives up goes silent (seen so in the snapshot's checkpoints once silent for
 //! `queue_ttl`) and leaves that count when skipped at their turn (counted in the skips of the
 //! minute). So the waiters who went silent over a minute are the silent count's change over it
-//! plus the skips within it; a waiter who comes back takes one off.
+//! plus the skips within it; a waiter who comes back takes one off. In a long line the silent
+//! count is interpolated between checkpoints, and its own error (`SilentCounts::whole_line`)
+//! is part of each minute's: an uneven minute must stand out beyond both.
 
 use std::collections::VecDeque;
 
@@ -24,7 +26,9 @@ const MIN_MINUTES: usize = 3;
 #[derive(Clone, Copy, Debug)]
 struct Sample {
     at_ms: u64,
-    silent: u64,
+    /// The silent in the line, as counted from the checkpoints, and that count's variance.
+    silent: f64,
+    silent_variance: f64,
     /// Skips in the last minute (the complete buckets and the current one), scaled to a minute.
     skipped_minute: f64,
 }
@@ -36,9 +40,10 @@ pub(crate) struct GiveUpHistory {
 }
 
 impl GiveUpHistory {
-    /// Notes the counts of a snapshot taken at `at_ms` (the store's clock). One older than the
-    /// last noted (a refresh answered out of order) is left out.
-    pub(crate) fn record(&mut self, pace: &RoomPace, at_ms: u64) {
+    /// Notes the counts of a snapshot taken at `at_ms` (the store's clock): its `pace` and the
+    /// `silent` in its line with that count's variance. One older than the last noted (a
+    /// refresh answered out of order) is left out.
+    pub(crate) fn record(&mut self, pace: &RoomPace, silent: (f64, f64), at_ms: u64) {
         if self
             .samples
             .back()
@@ -50,7 +55,8 @@ impl GiveUpHistory {
         let covered = (MINUTE_MS + pace.into_bucket_ms) as f64;
         self.samples.push_back(Sample {
             at_ms,
-            silent: pace.silent,
+            silent: silent.0,
+            silent_variance: silent.1,
             skipped_minute: skipped * MINUTE_MS as f64 / covered,
         });
         let keep = (PACE_MINUTES as u64 + 1) * MINUTE_MS + SLACK_MS;
@@ -75,17 +81,23 @@ impl GiveUpHistory {
     pub(crate) fn minutes(&self) -> Option<GiveUpMinutes> {
         let last = self.samples.back()?.at_ms;
         let mut counts = [0; PACE_MINUTES];
+        let mut variances = [0; PACE_MINUTES];
         let mut len = 0;
         for j in 0..PACE_MINUTES as u64 {
             let ends = last
                 .checked_sub((j + 1) * MINUTE_MS)
                 .and_then(|start| Some((self.near(start)?, self.near(start + MINUTE_MS)?)));
             let Some((start, end)) = ends else { break };
-            let went = end.silent as f64 - start.silent as f64 + end.skipped_minute;
+            let went = end.silent - start.silent + end.skipped_minute;
             counts[len] = went.max(0.0).round() as u64;
+            variances[len] = (start.silent_variance + end.silent_variance).ceil() as u64;
             len += 1;
         }
-        (len >= MIN_MINUTES).then_some(GiveUpMinutes { counts, len })
+        (len >= MIN_MINUTES).then_some(GiveUpMinutes {
+            counts,
+            variances,
+            len,
+        })
     }
 }
 
@@ -96,11 +108,14 @@ impl GiveUpHistory {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct GiveUpMinutes {
     counts: [u64; PACE_MINUTES],
+    /// Each count's variance beyond counting noise: that of the silent counts at its ends.
+    variances: [u64; PACE_MINUTES],
     len: usize,
 }
 
 impl GiveUpMinutes {
-    /// Counts of three to five minutes, most recent first; `None` for fewer or more.
+    /// Counts of three to five minutes, most recent first, each exact but for counting
+    /// noise; `None` for fewer or more.
     pub fn new(counts: &[u64]) -> Option<Self> {
         if !(MIN_MINUTES..=PACE_MINUTES).contains(&counts.len()) {
             return None;
@@ -109,13 +124,23 @@ impl GiveUpMinutes {
         all[..counts.len()].copy_from_slice(counts);
         Some(Self {
             counts: all,
+            variances: [0; PACE_MINUTES],
             len: counts.len(),
         })
     }
 
+    /// The same counts, each known only within `variances` (in the same order; one for each
+    /// count): estimated rather than counted, as the silent in a long line are.
+    pub fn with_variances(mut self, variances: &[u64]) -> Self {
+        for (v, &given) in self.variances[..self.len].iter_mut().zip(variances) {
+            *v = given;
+        }
+        self
+    }
+
     /// The share of the minutes' mean rate of giving up that goes on: 1 when the minutes are
-    /// as even as one steady rate makes them (their spread within counting noise: a chi-squared
-    /// test of dispersion at 1 %); when they are not (a burst of quitters in one of them), their
+    /// as even as one steady rate makes them (their spread within counting noise and the
+    /// counts' own error: a chi-squared test of dispersion at 1 %); when they are not (a burst of quitters in one of them), their
     /// median over their mean, as the one odd minute says nothing of the minutes to come.
     pub fn steady_share(&self) -> f64 {
         let counts = &self.counts[..self.len];
@@ -124,11 +149,13 @@ impl GiveUpMinutes {
         if mean <= 0.0 {
             return 1.0;
         }
+        // Each minute's expected spread: its counting noise (Poisson: the mean) and the error
+        // of the estimated counts at its ends.
         let dispersion = counts
             .iter()
-            .map(|&c| (c as f64 - mean).powi(2))
-            .sum::<f64>()
-            / mean;
+            .zip(&self.variances)
+            .map(|(&c, &v)| (c as f64 - mean).powi(2) / (mean + v as f64))
+            .sum::<f64>();
         // The chi-squared distribution's 99th percentile for 2, 3 and 4 degrees of freedom.
         let limit = [9.21, 11.34, 13.28][self.len - MIN_MINUTES];
         if dispersion <= limit {
@@ -166,17 +193,26 @@ mod tests {
         // (Four minutes: the lower median.)
         let share = minutes(&[2, 40, 3, 4]).steady_share();
         assert!((share - 3.0 / 12.25).abs() < 1e-9, "{share}");
+        // A burst no larger than the error of the counts it is made of is no burst.
+        let noisy = minutes(&[0, 0, 30, 0, 0]).with_variances(&[400; 5]);
+        assert_eq!(noisy.steady_share(), 1.0);
+        let clear = minutes(&[0, 0, 300, 0, 0]).with_variances(&[400; 5]);
+        assert_eq!(clear.steady_share(), 0.0);
         // Fewer than three minutes, or more than five, say nothing.
         assert_eq!(GiveUpMinutes::new(&[0, 30]), None);
         assert_eq!(GiveUpMinutes::new(&[1; 6]), None);
     }
 
-    /// A snapshot's pace: `silent` now, `skipped` in the last minute (its complete buckets),
-    /// into a bucket by `into_ms`.
-    fn pace(silent: u64, skipped: u64, into_ms: u64) -> RoomPace {
+    /// A snapshot's pace: `skipped` in the last minute (its complete buckets), into a bucket
+    /// by `into_ms`.
+    fn pace(skipped: u64, into_ms: u64) -> RoomPace {
         RoomPace::new(0, into_ms, 10 * MINUTE_MS, 10)
-            .with_line([0; PACE_MINUTES], silent)
             .with_skipped(AdmissionCounts::new(skipped, skipped), 0)
+    }
+
+    /// Silent counted exactly.
+    fn exactly(silent: u64) -> (f64, f64) {
+        (silent as f64, 0.0)
     }
 
     #[test]
@@ -186,7 +222,11 @@ mod tests {
         // (they leave the silent count as they are skipped): one more silent each minute.
         for s in 0..=180u64 {
             let silent = 10 + s / 60;
-            history.record(&pace(silent, 3, s * 1000 % 10_000), 1_000_000 + s * 1000);
+            history.record(
+                &pace(3, s * 1000 % 10_000),
+                exactly(silent),
+                1_000_000 + s * 1000,
+            );
         }
         let got = history.minutes().unwrap();
         assert_eq!(got, minutes(&[4, 4, 4]));
@@ -201,7 +241,11 @@ mod tests {
         // Five minutes; 30 go silent at once in the third, nobody else.
         for s in 0..=300u64 {
             let silent = if s >= 130 { 30 } else { 0 };
-            history.record(&pace(silent, 0, s * 1000 % 10_000), 2_000_000 + s * 1000);
+            history.record(
+                &pace(0, s * 1000 % 10_000),
+                exactly(silent),
+                2_000_000 + s * 1000,
+            );
         }
         let got = history.minutes().unwrap();
         assert_eq!(got, minutes(&[0, 0, 30, 0, 0]));
@@ -209,23 +253,38 @@ mod tests {
     }
 
     #[test]
+    fn counts_interpolated_with_an_error_carry_it_into_each_minute() {
+        let mut history = GiveUpHistory::default();
+        // A long line whose silent count (about 1 000) is estimated within a standard deviation
+        // of 20 each time: it wanders by as much, and nobody gave up.
+        for s in 0..=300u64 {
+            let wander = [0.0, 25.0, -15.0, 30.0, -20.0, 10.0][(s / 60) as usize];
+            history.record(&pace(0, 0), (1_000.0 + wander, 400.0), 3_000_000 + s * 1000);
+        }
+        let got = history.minutes().unwrap();
+        assert_eq!(got, minutes(&[30, 0, 45, 0, 25]).with_variances(&[800; 5]));
+        // Within the counts' own error: as even as one rate.
+        assert_eq!(got.steady_share(), 1.0);
+    }
+
+    #[test]
     fn too_little_history_or_a_gap_says_nothing() {
         let mut history = GiveUpHistory::default();
         assert_eq!(history.minutes(), None);
         for s in 0..=120u64 {
-            history.record(&pace(0, 0, 0), s * 1000);
+            history.record(&pace(0, 0), exactly(0), s * 1000);
         }
         // Two minutes: too few.
         assert_eq!(history.minutes(), None);
         // A gap of two minutes (no snapshot: the store was away), then a minute: the minutes
         // across the gap have no ends, so they are not counted.
         for s in 240..=300u64 {
-            history.record(&pace(0, 0, 0), s * 1000);
+            history.record(&pace(0, 0), exactly(0), s * 1000);
         }
         assert_eq!(history.minutes(), None);
         // A snapshot older than the last (answered out of order) is left out.
         let before = history.samples.len();
-        history.record(&pace(0, 0, 0), 100_000);
+        history.record(&pace(0, 0), exactly(0), 100_000);
         assert_eq!(history.samples.len(), before);
     }
 }

@@ -249,7 +249,7 @@ impl LineView {
         let silent = SilentCounts::of(&snapshot.checkpoints);
         let give_ups_lately = {
             let mut history = self.give_ups.lock().unwrap_or_else(PoisonError::into_inner);
-            history.record(&snapshot.pace, snapshot.taken_at_ms);
+            history.record(&snapshot.pace, silent.whole_line(), snapshot.taken_at_ms);
             history.minutes()
         };
         *held = Some(Arc::new(Held {

@@ -104,6 +104,14 @@ impl SilentCounts {
         (count, spread * self.pq)
     }
 
+    /// Silent in the whole line, and the variance of that count (nought where every waiter is
+    /// a checkpoint).
+    pub fn whole_line(&self) -> (f64, f64) {
+        self.ranks
+            .last()
+            .map_or((0.0, 0.0), |&last| self.upto(last))
+    }
+
     /// Silent among the `position - 1` waiters ahead of a waiter at `position` now, who stood
     /// at `snapshot_position` in the snapshot (the same, or further back: those at the front
     /// have had their turn since): the waiters at the snapshot's ranks
@@ -169,9 +177,15 @@ mod tests {
         let (silent, error) = counts.ahead(151, 151);
         assert_eq!(silent, 50);
         assert!(error > 0 && error < 50, "{error}");
+        // The whole line: 51 counted (rank 100, the 49 between, rank 200), with a variance.
+        let (whole, variance) = counts.whole_line();
+        assert!((whole - 51.0).abs() < 1e-9, "{whole}");
+        assert!(variance > 0.0, "{variance}");
         // Nobody silent anywhere: no error either.
         let none: Vec<(u64, bool)> = (0..100).map(|r| (r, false)).chain([(150, false)]).collect();
         assert_eq!(SilentCounts::of(&cps(&none)).ahead(140, 140), (0, 0));
+        assert_eq!(SilentCounts::of(&cps(&none)).whole_line(), (0.0, 0.0));
+        assert_eq!(SilentCounts::default().whole_line(), (0.0, 0.0));
     }
 
     #[test]
