@@ -18,7 +18,9 @@ use tower_waiting_room::edge::{EdgeClaims, EdgeKey, EdgeKeySet, EdgeTokens};
 use tower_waiting_room::store::MemoryStore;
 use tower_waiting_room::{Keyring, SessionId, WaitingRoomLayer};
 
-use super::{now_ms, round, time_ns, time_service, BoxError, Settings, ROOM};
+use super::measure::{now_ms, round};
+use super::micro::{time_ns, time_service};
+use super::{BoxError, Settings, ROOM};
 
 /// The edge key's seed: fixed, so every process of a run signs with the same key.
 const EDGE_SEED: [u8; 32] = *b"bench-edge-seed-0123456789abcdef";
@@ -72,8 +74,8 @@ pub(crate) fn micro(
         }));
     }
 
-    let mut off = layer(keyring, false)?.layer(super::ok_inner());
-    let mut on = layer(keyring, true)?.layer(super::ok_inner());
+    let mut off = layer(keyring, false)?.layer(super::micro::ok_inner());
+    let mut on = layer(keyring, true)?.layer(super::micro::ok_inner());
     let admission_name = layer(keyring, false)?
         .config()
         .cookies()

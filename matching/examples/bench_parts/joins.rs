@@ -33,8 +33,10 @@ use tower_waiting_room::__private::redis_keys;
 use tower_waiting_room::store::{Decision, RedisStore, Store};
 use tower_waiting_room::{RoomPolicy, SessionId};
 
+use super::measure::{concurrent_ops, median, percentile, round};
 use super::redis_scale::redis_benchmark;
-use super::{concurrent_ops, median, percentile, round, BoxError, RedisServer, Settings};
+use super::redis_server::RedisServer;
+use super::{BoxError, Settings};
 
 /// Newcomers per call in the `redis-benchmark` runs: the store's largest batch.
 const BATCH: usize = 64;

@@ -66,7 +66,9 @@ use tower_waiting_room::__private::{AdmissionToken, QueueCookie};
 use tower_waiting_room::store::MemoryStore;
 use tower_waiting_room::{Keyring, SessionId, SigningKey, WaitingRoomLayer};
 
-use super::{app, median, now_ms, round, BoxError, Settings, ROOM, SECRET};
+use super::measure::{median, now_ms, round};
+use super::servers::app;
+use super::{BoxError, Settings, ROOM, SECRET};
 
 /// Connections wrk keeps open, as the in-process scenarios do.
 const CONNECTIONS: usize = 32;
