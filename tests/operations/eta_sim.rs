@@ -86,7 +86,7 @@ const TARGETS: Targets = Targets {
     at_least_real: 0.90,
     not_optimistic: 0.0,
     median_rel_error: 0.25,
-    shown_after_15s: 0.80,
+    shown_after_15s: 0.91,
     within_range: None,
 };
 
