@@ -43,6 +43,7 @@
 use crate::common;
 
 use std::convert::Infallible;
+use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -51,7 +52,7 @@ use http_body_util::Full;
 use serde_json::Value;
 use tower::util::BoxCloneService;
 use tower::{service_fn, Layer, ServiceExt};
-use tower_waiting_room::store::MemoryStore;
+use tower_waiting_room::store::{MemoryStore, RedisStore, Store};
 use tower_waiting_room::testing::ManualClock;
 use tower_waiting_room::{ResponseBody, WaitingRoomLayer};
 
@@ -114,6 +115,9 @@ const GOALS: Targets = Targets {
 
 /// The seeds of the scenarios' draws: each scenario runs once per seed, and its figures pool
 /// the runs (one seed's luck, a quiet minute or a wave of quitters, is not the estimator's).
+/// Runs on Redis so far: each its own key prefix.
+static RUNS: AtomicU64 = AtomicU64::new(0);
+
 const SEEDS: [u64; 10] = [
     0x0015_e7a5_eed0_0001,
     0x0015_e7a5_eed0_0002,
@@ -350,6 +354,29 @@ impl Sim {
     }
 
     fn new(scenario: Scenario, seed: u64) -> Self {
+        let clock = ManualClock::new(T0);
+        let store = MemoryStore::with_clock(clock.clone());
+        Self::with_store(scenario, seed, clock, store)
+    }
+
+    /// The scenario on a Redis store at `url` (keys under a prefix of the run's own), on the
+    /// same manual clock.
+    fn on_redis(scenario: Scenario, seed: u64, url: &str) -> Self {
+        let clock = ManualClock::new(T0);
+        let store = RedisStore::builder()
+            .url(url)
+            .prefix(format!(
+                "etasim{}x{}",
+                std::process::id(),
+                RUNS.fetch_add(1, SeqCst)
+            ))
+            .manual_clock(clock.clone())
+            .build()
+            .expect("a Redis store");
+        Self::with_store(scenario, seed, clock, store)
+    }
+
+    fn with_store(scenario: Scenario, seed: u64, clock: ManualClock, store: impl Store) -> Self {
         // A change of a few percent (the capacity controller's steps) is no surprise; a larger
         // one (an operator's, the controller's cut) is.
         let capacity_changes =
@@ -372,8 +399,6 @@ impl Sim {
         .chain(capacity_changes)
         .flatten()
         .collect();
-        let clock = ManualClock::new(T0);
-        let store = MemoryStore::with_clock(clock.clone());
         let hour = Duration::from_secs(3_600);
         let layer = WaitingRoomLayer::builder(ROOM)
             .capacity(scenario.capacity)
@@ -384,7 +409,7 @@ impl Sim {
             .secure_cookies(false)
             .secret(SECRET)
             .clock(clock.clone())
-            .store(store.clone())
+            .store(store)
             .build()
             .expect("a valid room");
         let service = BoxCloneService::new(layer.layer(service_fn(app)));
@@ -783,6 +808,57 @@ async fn a_third_give_up_at_once() {
 /// The give-up scenarios served over real HTTP (a server on loopback, the same manual clock and
 /// seeds): what a page reads off the wire, scored as in process, held to the same floor. About
 /// a minute in release mode, so not in every run: `--include-ignored` runs it.
+/// The give-up scenarios on a Redis store (a real server, the same manual clock): the
+/// estimate reads the same facts there (the pace, the checkpoints' silence, the minutes of
+/// give-ups its gateway counts from them), so each seed's figures are the embedded store's,
+/// within a tenth of a point (a Bloom bitmap's false positive may keep one silent waiter
+/// alive). Two of the scenarios, two seeds each: about half a minute.
+#[tokio::test]
+async fn give_ups_on_redis_as_on_the_embedded_store() {
+    let server = crate::redis_harness::shared_server();
+    for scenario in [Scenario::giving_up_short_ttls(), Scenario::give_up_burst()] {
+        for seed in &SEEDS[..2] {
+            let memory = Sim::new(scenario.clone(), *seed).run().await.figures();
+            let redis = Sim::on_redis(scenario.clone(), *seed, &server.url())
+                .run()
+                .await
+                .figures();
+            let name = format!("{}, seed {seed}", scenario.name);
+            println!("{}", memory.row(&format!("{name}, embedded")));
+            println!("{}", redis.row(&format!("{name}, Redis")));
+            for (what, a, b) in [
+                (">= real", memory.at_least_real, redis.at_least_real),
+                (
+                    "not optimistic",
+                    memory.not_optimistic,
+                    redis.not_optimistic,
+                ),
+                (
+                    "median error",
+                    memory.median_rel_error,
+                    redis.median_rel_error,
+                ),
+                (
+                    "shown after 15 s",
+                    memory.shown_after_15s,
+                    redis.shown_after_15s,
+                ),
+            ] {
+                assert!(
+                    (a - b).abs() <= 0.001,
+                    "{name}: {what} {a} in memory, {b} on Redis"
+                );
+            }
+            assert!(
+                memory.scored.abs_diff(redis.scored) * 100 <= memory.scored,
+                "{name}: {} estimates scored in memory, {} on Redis",
+                memory.scored,
+                redis.scored
+            );
+        }
+    }
+}
+
 #[tokio::test]
 #[ignore = "a minute of loopback HTTP in release mode: run with --include-ignored"]
 async fn give_ups_over_http() {
