@@ -41,15 +41,18 @@ pub(crate) struct GiveUpHistory {
 
 impl GiveUpHistory {
     /// Notes the counts of a snapshot taken at `at_ms` (the store's clock): its `pace` and the
-    /// `silent` in its line with that count's variance. One older than the last noted (a
-    /// refresh answered out of order) is left out.
+    /// `silent` in its line with that count's variance. One a little older than the last noted
+    /// (a refresh answered out of order) is left out; one much older (the store's clock went
+    /// back) starts the history again.
     pub(crate) fn record(&mut self, pace: &RoomPace, silent: (f64, f64), at_ms: u64) {
-        if self
-            .samples
-            .back()
-            .is_some_and(|last| at_ms < last.at_ms + SAMPLE_EVERY_MS)
-        {
-            return;
+        if let Some(last) = self.samples.back() {
+            if at_ms + SLACK_MS < last.at_ms {
+                // The store's clock went back (a failover to a server whose clock is behind):
+                // the minutes counted by the old clock are no minutes by the new one.
+                self.samples.clear();
+            } else if at_ms < last.at_ms + SAMPLE_EVERY_MS {
+                return;
+            }
         }
         let skipped = (pace.skipped.last_minute + pace.current_skipped) as f64;
         let covered = (MINUTE_MS + pace.into_bucket_ms) as f64;
@@ -282,9 +285,28 @@ mod tests {
             history.record(&pace(0, 0), exactly(0), s * 1000);
         }
         assert_eq!(history.minutes(), None);
-        // A snapshot older than the last (answered out of order) is left out.
+        // A snapshot a little older than the last (answered out of order) is left out.
         let before = history.samples.len();
-        history.record(&pace(0, 0), exactly(0), 100_000);
+        history.record(&pace(0, 0), exactly(0), 298_000);
         assert_eq!(history.samples.len(), before);
+    }
+
+    #[test]
+    fn a_store_clock_gone_back_starts_the_minutes_again() {
+        let mut history = GiveUpHistory::default();
+        for s in 0..=300u64 {
+            let silent = if s >= 130 { 30 } else { 0 };
+            history.record(&pace(0, 0), exactly(silent), 5_000_000 + s * 1000);
+        }
+        assert!(history.minutes().is_some());
+        // An hour back: the burst's minute, counted by the old clock, is forgotten, and the
+        // new clock's minutes are counted from scratch.
+        history.record(&pace(0, 0), exactly(30), 5_000_000 - 3_600_000);
+        assert_eq!(history.samples.len(), 1);
+        assert_eq!(history.minutes(), None);
+        for s in 1..=180u64 {
+            history.record(&pace(0, 0), exactly(30), 5_000_000 - 3_600_000 + s * 1000);
+        }
+        assert_eq!(history.minutes(), Some(minutes(&[0, 0, 0])));
     }
 }
