@@ -75,7 +75,7 @@ impl<'a> Lines<'a> {
         FileError {
             path: self.path.to_owned(),
             line: e.span().map(|s: Range<usize>| self.line_of(s.start)),
-            message: e.message().trim_end().to_owned(),
+            message: hide_strings(e.message().trim_end()),
         }
     }
 
@@ -108,5 +108,51 @@ impl<'a> Lines<'a> {
 
     pub(crate) fn flag(&self, flag: &str, message: impl fmt::Display) -> FileError {
         FileError::whole(self.path, format!("{flag}: {message}"))
+    }
+}
+
+/// A TOML error's message with the strings it quotes (serde's `invalid type: string "…"`)
+/// left out: the value may be a secret given under the wrong key or in the wrong shape (a
+/// Redis URL with its password as a string where a list was due). The line still says where.
+fn hide_strings(message: &str) -> String {
+    const QUOTED: &str = "string \"";
+    let mut out = String::with_capacity(message.len());
+    let mut rest = message;
+    while let Some(i) = rest.find(QUOTED) {
+        out.push_str(&rest[..i]);
+        out.push_str("a string");
+        let value = &rest[i + QUOTED.len()..];
+        // The value ends at its first quote not escaped (serde quotes it as Rust's Debug does).
+        let mut escaped = false;
+        let end = value.char_indices().find_map(|(j, c)| {
+            let ends = c == '"' && !escaped;
+            escaped = c == '\\' && !escaped;
+            ends.then_some(j)
+        });
+        rest = end.map_or("", |j| &value[j + 1..]);
+    }
+    out.push_str(rest);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::hide_strings;
+
+    #[test]
+    fn quoted_strings_are_left_out_of_toml_messages() {
+        assert_eq!(
+            hide_strings(r#"invalid type: string "redis://:hunter2@h:7000", expected a sequence"#),
+            "invalid type: a string, expected a sequence"
+        );
+        assert_eq!(
+            hide_strings(r#"invalid value: string "a \"quoted\" secret", expected x"#),
+            "invalid value: a string, expected x"
+        );
+        assert_eq!(
+            hide_strings("unknown field `bogus`"),
+            "unknown field `bogus`"
+        );
+        assert_eq!(hide_strings(r#"string "unterminated"#), "a string");
     }
 }

@@ -124,11 +124,12 @@ impl Lines<'_> {
         } else if let Some(nodes) = &file.redis_cluster {
             Some(self.cluster("redis_cluster", nodes.span(), nodes.get_ref().clone())?)
         } else if let Some(var) = &file.redis_cluster_env {
-            // One variable, the nodes' URLs separated by commas or spaces.
+            // One variable, the nodes' URLs separated by commas or white space (a secret file's
+            // newline among them).
             let value = from_env(self, "redis_cluster_env", var)?;
             let nodes = value
                 .get_ref()
-                .split([',', ' '])
+                .split(|c: char| c == ',' || c.is_whitespace())
                 .filter(|node| !node.is_empty())
                 .map(|node| Spanned::new(var.span(), node.to_owned()))
                 .collect();
@@ -221,7 +222,11 @@ impl Lines<'_> {
         }
         for node in &nodes {
             // Each node alone must be a URL a store takes, and not Sentinel's.
-            if node.get_ref().starts_with("redis+sentinel://") {
+            if node
+                .get_ref()
+                .get(..17)
+                .is_some_and(|scheme| scheme.eq_ignore_ascii_case("redis+sentinel://"))
+            {
                 return Err(self.at(
                     node,
                     format!("{key}: a cluster node is a redis:// URL; Sentinel goes in `redis`"),
@@ -232,8 +237,12 @@ impl Lines<'_> {
                 .check()
                 .map_err(|e| self.at(node, format!("{key}: {e}")))?;
         }
-        Ok(RedisNodes::Cluster(
-            nodes.into_iter().map(Spanned::into_inner).collect(),
-        ))
+        // And together (the same password and database on each, no socket among them).
+        let nodes: Vec<String> = nodes.into_iter().map(Spanned::into_inner).collect();
+        RedisStore::builder()
+            .cluster_nodes(nodes.iter().cloned())
+            .check()
+            .map_err(|e| self.at(&Spanned::new(span, ()), format!("{key}: {e}")))?;
+        Ok(RedisNodes::Cluster(nodes))
     }
 }

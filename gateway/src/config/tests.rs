@@ -315,3 +315,49 @@ fn the_redis_settings_show_no_url_in_debug() {
     let shown = format!("{c:?}");
     assert!(!shown.contains("hunter2"), "{shown}");
 }
+
+#[test]
+fn no_redis_password_reaches_an_error() {
+    for text in [
+        // A list's key given a string: the TOML error must not quote it.
+        "upstream = \"http://a:1\"\nredis_cluster = \"redis://:hunter2@h:7000\"\n",
+        // A socket URL's password is a query parameter.
+        "upstream = \"http://a:1\"\nredis = \"unix:///run/r.sock?pass=hunter2&db=x\"\n",
+        // Nodes that cannot be one cluster (different passwords).
+        "upstream = \"http://a:1\"\nredis_cluster = [\"redis://:hunter2@a:1\", \"redis://:other@b:2\"]\n",
+    ] {
+        let (line, msg) = refused(text);
+        assert_eq!(line, Some(2), "{text}: {msg}");
+        assert!(!msg.contains("hunter2"), "{text}: {msg}");
+    }
+}
+
+#[test]
+fn a_cluster_is_checked_as_a_whole_and_its_variable_split_on_any_space() {
+    // A socket among the nodes, or nodes with different passwords: refused at the key.
+    for nodes in [
+        "[\"redis://a:1\", \"redis+unix:///run/r.sock\"]",
+        "[\"redis://:x@a:1\", \"redis://:y@b:2\"]",
+    ] {
+        let (line, msg) = refused(&format!(
+            "upstream = \"http://a:1\"\n\nredis_cluster = {nodes}\n"
+        ));
+        assert_eq!(line, Some(3), "{nodes}: {msg}");
+        assert!(msg.starts_with("redis_cluster:"), "{msg}");
+    }
+    // The variable's nodes: commas, spaces, tabs and a secret file's newline between them.
+    let var = "TWR_GATEWAY_TEST_CLUSTER_NODES";
+    std::env::set_var(var, "redis://a:7000,\tredis://b:7001\nredis://c:7002 \n");
+    let c = parse(&format!(
+        "upstream = \"http://a:1\"\nredis_cluster_env = \"{var}\"\n"
+    ))
+    .unwrap();
+    assert_eq!(
+        c.redis.expect("a redis").nodes,
+        super::RedisNodes::Cluster(
+            ["redis://a:7000", "redis://b:7001", "redis://c:7002"]
+                .map(String::from)
+                .to_vec()
+        )
+    );
+}

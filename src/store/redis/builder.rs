@@ -145,6 +145,17 @@ impl RedisStoreBuilder {
                     }
                     redis::Client::open(node.as_str()).map_err(refused(node))?;
                 }
+                // What only the nodes together can be refused for (a socket URL among them,
+                // passwords or databases that differ): redis-rs's builder checks it without
+                // connecting.
+                ClusterClient::builder(self.cluster_nodes.clone())
+                    .build()
+                    .map_err(|e| {
+                        StoreError::with_source(
+                            StoreErrorKind::Config,
+                            format!("the cluster's nodes: {e}"),
+                        )
+                    })?;
                 Ok(())
             }
             _ => Err(config_error("give either a URL or cluster nodes")),

@@ -50,9 +50,32 @@ impl std::fmt::Debug for SentinelTarget {
     }
 }
 
-/// `url` with the password (or a user-only credential) replaced by `***`; also for URLs that do
-/// not parse, so that an error message can show them.
+/// `url` with the password (or a user-only credential) replaced by `***`, and so the value of
+/// a `pass` or `password` query parameter (a socket URL's way to give one); also for URLs that
+/// do not parse, so that an error message can show them.
 pub(crate) fn redact(url: &str) -> String {
+    match url.split_once('?') {
+        Some((base, query)) => {
+            let query: Vec<String> = query
+                .split('&')
+                .map(|pair| match pair.split_once('=') {
+                    Some((key, _))
+                        if key.eq_ignore_ascii_case("pass")
+                            || key.eq_ignore_ascii_case("password") =>
+                    {
+                        format!("{key}=***")
+                    }
+                    _ => pair.to_owned(),
+                })
+                .collect();
+            format!("{}?{}", redact_userinfo(base), query.join("&"))
+        }
+        None => redact_userinfo(url),
+    }
+}
+
+/// `url`'s credentials before its host replaced by `***`.
+fn redact_userinfo(url: &str) -> String {
     // The credentials end at the last '@' (a password may contain '@', a host may not).
     let Some(at) = url.rfind('@') else {
         return url.to_owned();
@@ -251,6 +274,19 @@ mod tests {
             "redis://:***@localhost:99999"
         );
         assert_eq!(redact("redis://localhost/"), "redis://localhost/");
+        // A socket URL's password is a query parameter.
+        assert_eq!(
+            redact("unix:///run/r.sock?pass=hunter2&db=x"),
+            "unix:///run/r.sock?pass=***&db=x"
+        );
+        assert_eq!(
+            redact("redis+unix:///run/r.sock?db=1&PASSWORD=hunter2"),
+            "redis+unix:///run/r.sock?db=1&PASSWORD=***"
+        );
+        assert_eq!(
+            redact("redis://:hunter2@h/0?protocol=9"),
+            "redis://:***@h/0?protocol=9"
+        );
     }
 
     #[test]
