@@ -26,11 +26,15 @@ const MIN_MINUTES: usize = 3;
 #[derive(Clone, Copy, Debug)]
 struct Sample {
     at_ms: u64,
+    /// Where its admission bucket began (the store counts skips by buckets of ten seconds).
+    bucket_ms: u64,
     /// The silent in the line, as counted from the checkpoints, and that count's variance.
     silent: f64,
     silent_variance: f64,
-    /// Skips in the last minute (the complete buckets and the current one), scaled to a minute.
-    skipped_minute: f64,
+    /// Skips in the six complete buckets before its own and in its own so far.
+    skipped_since_minute: u64,
+    /// Skips in its own bucket so far.
+    skipped_in_bucket: u64,
 }
 
 /// A gateway's recent snapshots' counts of the silent and the skipped, a few minutes' worth.
@@ -46,55 +50,68 @@ impl GiveUpHistory {
     /// back) starts the history again.
     pub(crate) fn record(&mut self, pace: &RoomPace, silent: (f64, f64), at_ms: u64) {
         if let Some(last) = self.samples.back() {
-            if at_ms + SLACK_MS < last.at_ms {
+            if at_ms.saturating_add(SLACK_MS) < last.at_ms {
                 // The store's clock went back (a failover to a server whose clock is behind):
                 // the minutes counted by the old clock are no minutes by the new one.
                 self.samples.clear();
-            } else if at_ms < last.at_ms + SAMPLE_EVERY_MS {
+            } else if at_ms < last.at_ms.saturating_add(SAMPLE_EVERY_MS) {
                 return;
             }
         }
-        let skipped = (pace.skipped.last_minute + pace.current_skipped) as f64;
-        let covered = (MINUTE_MS + pace.into_bucket_ms) as f64;
         self.samples.push_back(Sample {
             at_ms,
+            bucket_ms: at_ms.saturating_sub(pace.into_bucket_ms),
             silent: silent.0,
             silent_variance: silent.1,
-            skipped_minute: skipped * MINUTE_MS as f64 / covered,
+            skipped_since_minute: pace
+                .skipped
+                .last_minute
+                .saturating_add(pace.current_skipped),
+            skipped_in_bucket: pace.current_skipped,
         });
         let keep = (PACE_MINUTES as u64 + 1) * MINUTE_MS + SLACK_MS;
-        while self.samples.front().is_some_and(|s| s.at_ms + keep < at_ms) {
+        while self
+            .samples
+            .front()
+            .is_some_and(|s| s.at_ms.saturating_add(keep) < at_ms)
+        {
             self.samples.pop_front();
         }
     }
 
-    /// The sample nearest `at_ms`, if one is within [`SLACK_MS`] of it.
-    fn near(&self, at_ms: u64) -> Option<&Sample> {
-        let i = self.samples.partition_point(|s| s.at_ms < at_ms);
-        [i.checked_sub(1), Some(i)]
-            .into_iter()
-            .flatten()
-            .filter_map(|i| self.samples.get(i))
-            .filter(|s| s.at_ms.abs_diff(at_ms) <= SLACK_MS)
-            .min_by_key(|s| s.at_ms.abs_diff(at_ms))
+    /// The sample a minute before `end`: in the admission bucket six before `end`'s (so that
+    /// `end`'s skips since that bucket began, less that sample's in its bucket so far, are the
+    /// skips between the two), nearest a minute before `end` and within [`SLACK_MS`] of it.
+    fn minute_before(&self, end: &Sample) -> Option<Sample> {
+        let bucket = end.bucket_ms.checked_sub(MINUTE_MS)?;
+        let at = end.at_ms.checked_sub(MINUTE_MS)?;
+        self.samples
+            .iter()
+            .filter(|s| s.bucket_ms == bucket && s.at_ms.abs_diff(at) <= SLACK_MS)
+            .min_by_key(|s| s.at_ms.abs_diff(at))
+            .copied()
     }
 
     /// The waiters who went silent in each of the last minutes (up to five, ending at the last
-    /// sample), most recent first; `None` with fewer than [`MIN_MINUTES`] seen.
+    /// sample, each beginning where the one after it ends), most recent first; `None` with
+    /// fewer than [`MIN_MINUTES`] seen.
     pub(crate) fn minutes(&self) -> Option<GiveUpMinutes> {
-        let last = self.samples.back()?.at_ms;
+        let mut end = *self.samples.back()?;
         let mut counts = [0; PACE_MINUTES];
         let mut variances = [0; PACE_MINUTES];
         let mut len = 0;
-        for j in 0..PACE_MINUTES as u64 {
-            let ends = last
-                .checked_sub((j + 1) * MINUTE_MS)
-                .and_then(|start| Some((self.near(start)?, self.near(start + MINUTE_MS)?)));
-            let Some((start, end)) = ends else { break };
-            let went = end.silent - start.silent + end.skipped_minute;
+        while len < PACE_MINUTES {
+            let Some(start) = self.minute_before(&end) else {
+                break;
+            };
+            let skipped = end
+                .skipped_since_minute
+                .saturating_sub(start.skipped_in_bucket);
+            let went = end.silent - start.silent + skipped as f64;
             counts[len] = went.max(0.0).round() as u64;
             variances[len] = (start.silent_variance + end.silent_variance).ceil() as u64;
             len += 1;
+            end = start;
         }
         (len >= MIN_MINUTES).then_some(GiveUpMinutes {
             counts,
@@ -148,7 +165,7 @@ impl GiveUpMinutes {
     pub fn steady_share(&self) -> f64 {
         let counts = &self.counts[..self.len];
         let k = counts.len() as f64;
-        let mean = counts.iter().sum::<u64>() as f64 / k;
+        let mean = counts.iter().map(|&c| c as f64).sum::<f64>() / k;
         if mean <= 0.0 {
             return 1.0;
         }
@@ -236,6 +253,40 @@ mod tests {
         assert_eq!(got.steady_share(), 1.0);
         // A sample every 2 s at most: 91 kept of 181, within six minutes.
         assert!(history.samples.len() <= 91, "{}", history.samples.len());
+    }
+
+    #[test]
+    fn skips_are_counted_once_though_the_store_counts_them_by_buckets() {
+        // 30 silent waiters, skipped together at 1 062 s: the silent count falls by 30, the
+        // skips rise by 30, and nobody went silent. The store counts the skips in the bucket
+        // [1 060, 1 070) s: in its current bucket until 1 070 s, then in its last minute of
+        // complete buckets until 1 130 s. Whatever minute the skips fall in, none counts them
+        // twice, and none counts give-ups that never happened.
+        let skipped_at = 1_062_000;
+        let bucket = 1_060_000;
+        let at = |t: u64| {
+            let into = t % 10_000;
+            let (current, last_minute) = if t >= skipped_at && t < bucket + 10_000 {
+                (30, 0)
+            } else if t >= bucket + 10_000 && t < bucket + 70_000 {
+                (0, 30)
+            } else {
+                (0, 0)
+            };
+            let pace = RoomPace::new(0, into, 10 * MINUTE_MS, 10)
+                .with_skipped(AdmissionCounts::new(last_minute, last_minute), current);
+            let silent = if t >= skipped_at { 0 } else { 30 };
+            (pace, exactly(silent))
+        };
+        for last in [1_065_000, 1_125_000, 1_131_000, 1_199_000, 1_301_000] {
+            let mut history = GiveUpHistory::default();
+            for t in (last - 300_000..=last).step_by(1_000) {
+                let (pace, silent) = at(t);
+                history.record(&pace, silent, t);
+            }
+            let got = history.minutes().unwrap();
+            assert_eq!(got, minutes(&[0, 0, 0, 0, 0]), "ending at {last}");
+        }
     }
 
     #[test]

@@ -246,6 +246,38 @@ fn rate(admitted: u64, window_ms: u64, pace: &RoomPace) -> (f64, f64, f64) {
 /// assert_eq!(estimate(&EtaInput::new(101, 150, pace, true)), Eta::Paused);
 /// ```
 pub fn estimate(input: &EtaInput) -> Eta {
+    let eta = estimate_once(input);
+    // The minutes of give-ups (a burst set aside) only ever lengthen a wait: fewer give-ups
+    // forecast is a longer likely wait, but also a smaller term of the margin for them, which
+    // could take back more than it added. The longer of the two, bound by bound.
+    match input.give_ups_lately {
+        Some(minutes) if minutes.steady_share() < 1.0 => {
+            let without = estimate_once(&EtaInput {
+                give_ups_lately: None,
+                ..*input
+            });
+            match (eta, without) {
+                (
+                    Eta::Known { shown, low, high },
+                    Eta::Known {
+                        shown: s,
+                        low: l,
+                        high: h,
+                    },
+                ) => Eta::Known {
+                    shown: shown.max(s),
+                    low: low.max(l),
+                    high: high.max(h),
+                },
+                _ => eta,
+            }
+        }
+        _ => eta,
+    }
+}
+
+/// [`estimate`], with the forecast of give-ups as `input` says.
+fn estimate_once(input: &EtaInput) -> Eta {
     if input.paused {
         return Eta::Paused;
     }
@@ -739,6 +771,46 @@ mod tests {
             .unwrap();
         assert!(after > room, "{after:?} vs {room:?}");
         assert!(after.as_secs() >= 240, "{after:?}");
+    }
+
+    #[test]
+    fn the_minutes_of_give_ups_never_shorten_a_wait() {
+        // A burst set aside means fewer give-ups forecast: a longer likely wait, and a smaller
+        // margin for give-ups, which alone could shorten what is shown. Over a grid of rooms,
+        // whatever else they say, nothing shown gets shorter.
+        let bursts = [
+            GiveUpMinutes::new(&[2, 3, 30, 2, 4]).unwrap(),
+            GiveUpMinutes::new(&[0, 0, 40, 0, 0]).unwrap(),
+        ];
+        for admitted in [2, 20, 60] {
+            for (silent, skipped) in [(0, 5), (1, 0), (50, 5), (400, 30)] {
+                for ttl in [10_000, 42_000, 120_000] {
+                    for position in [2, 50, 500, 1_524] {
+                        let room = pace(10 * MIN, 10, [admitted; PACE_MINUTES])
+                            .with_line([admitted; PACE_MINUTES], silent)
+                            .with_skipped(AdmissionCounts::new(skipped, skipped * 5), 0)
+                            .with_silent_after(ttl);
+                        let base = EtaInput::new(position, 1_562, room, false);
+                        for input in [base, base.with_silent_ahead(silent.min(position) / 2, 1)] {
+                            let without = estimate(&input);
+                            for burst in bursts {
+                                let with = estimate(&input.with_give_ups_lately(burst));
+                                let (Some(a), Some(b)) = (without.shown(), with.shown()) else {
+                                    assert_eq!(with, without);
+                                    continue;
+                                };
+                                let ((la, ha), (lb, hb)) =
+                                    (without.range().unwrap(), with.range().unwrap());
+                                assert!(
+                                    b >= a && lb >= la && hb >= ha,
+                                    "{input:?}: {with:?} < {without:?}"
+                                );
+                            }
+                        }
+                    }
+                }
+            }
+        }
     }
 
     #[test]

@@ -805,19 +805,29 @@ async fn a_third_give_up_at_once() {
     keeps_its_floor(Scenario::give_up_burst()).await;
 }
 
-/// The give-up scenarios served over real HTTP (a server on loopback, the same manual clock and
-/// seeds): what a page reads off the wire, scored as in process, held to the same floor. About
-/// a minute in release mode, so not in every run: `--include-ignored` runs it.
 /// The give-up scenarios on a Redis store (a real server, the same manual clock): the
 /// estimate reads the same facts there (the pace, the checkpoints' silence, the minutes of
 /// give-ups its gateway counts from them), so each seed's figures are the embedded store's,
 /// within a tenth of a point (a Bloom bitmap's false positive may keep one silent waiter
-/// alive). Two of the scenarios, two seeds each: about half a minute.
+/// alive). The burst of give-ups (whose minutes of give-ups change its estimates), one seed:
+/// five seconds in release mode, a minute or two in CI's unoptimised build. With
+/// `ETA_SIM_REDIS_ALL` set, the four give-up scenarios and two seeds each.
 #[tokio::test]
 async fn give_ups_on_redis_as_on_the_embedded_store() {
     let server = crate::redis_harness::shared_server();
-    for scenario in [Scenario::giving_up_short_ttls(), Scenario::give_up_burst()] {
-        for seed in &SEEDS[..2] {
+    let all = std::env::var_os("ETA_SIM_REDIS_ALL").is_some();
+    let scenarios = if all {
+        vec![
+            Scenario::giving_up(),
+            Scenario::giving_up_late(),
+            Scenario::giving_up_short_ttls(),
+            Scenario::give_up_burst(),
+        ]
+    } else {
+        vec![Scenario::give_up_burst()]
+    };
+    for scenario in scenarios {
+        for seed in &SEEDS[..if all { 2 } else { 1 }] {
             let memory = Sim::new(scenario.clone(), *seed).run().await.figures();
             let redis = Sim::on_redis(scenario.clone(), *seed, &server.url())
                 .run()
@@ -859,6 +869,9 @@ async fn give_ups_on_redis_as_on_the_embedded_store() {
     }
 }
 
+/// The give-up scenarios served over real HTTP (a server on loopback, the same manual clock and
+/// seeds): what a page reads off the wire, scored as in process, held to the same floor. About
+/// a minute in release mode, so not in every run: `--include-ignored` runs it.
 #[tokio::test]
 #[ignore = "a minute of loopback HTTP in release mode: run with --include-ignored"]
 async fn give_ups_over_http() {
