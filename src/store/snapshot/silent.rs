@@ -177,9 +177,9 @@ mod tests {
         let (silent, error) = counts.ahead(151, 151);
         assert_eq!(silent, 50);
         assert!(error > 0 && error < 50, "{error}");
-        // The whole line: 51 counted (rank 100, the 49 between, rank 200), with a variance.
+        // The whole line: 101 counted (rank 100, the 99 between, rank 200), with a variance.
         let (whole, variance) = counts.whole_line();
-        assert!((whole - 51.0).abs() < 1e-9, "{whole}");
+        assert!((whole - 101.0).abs() < 1e-9, "{whole}");
         assert!(variance > 0.0, "{variance}");
         // Nobody silent anywhere: no error either.
         let none: Vec<(u64, bool)> = (0..100).map(|r| (r, false)).chain([(150, false)]).collect();
