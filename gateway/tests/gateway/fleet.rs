@@ -168,12 +168,52 @@ fn first_come_first_served_across_two_gateways() {
 }
 
 /// The file of a gateway with `store` (the file's `redis*` keys), room `sale` of capacity 1.
-fn gateway_on(app: &App, store: &str) -> Gateway {
-    Gateway::start(&format!(
+fn file_on(app: &App, store: &str) -> String {
+    format!(
         "upstream = \"{}\"\n{store}\n\n[limits]\nupstream_timeout = \"2s\"\n\n{}",
         app.url(),
         sale_room(1)
-    ))
+    )
+}
+
+/// A gateway running [`file_on`].
+fn gateway_on(app: &App, store: &str) -> Gateway {
+    Gateway::start(&file_on(app, store))
+}
+
+#[test]
+fn a_reload_that_moves_the_prefix_or_the_deadline_is_refused() {
+    let redis = Server::start(&[]);
+    let app = App::start();
+    let url = redis.url();
+    let gw = gateway_on(&app, &format!("redis = \"{url}\"\nredis_prefix = \"shop\""));
+    let mut inside = admitted(gw.addr, "/", SHORT);
+    let changes = [
+        format!("redis = \"{url}\"\nredis_prefix = \"other\""),
+        format!("redis = \"{url}\"\nredis_prefix = \"shop\"\nredis_timeout = \"1s\""),
+    ];
+    for (n, store) in changes.iter().enumerate() {
+        std::fs::write(&gw.config, file_on(&app, store)).unwrap();
+        gw.signal("HUP");
+        let start = Instant::now();
+        while gw.log().matches("reload refused").count() <= n {
+            assert!(
+                start.elapsed() < SHORT,
+                "reload {n} not refused:\n{}",
+                gw.log()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let log = gw.log();
+        let last = log.lines().rfind(|l| l.contains("reload refused")).unwrap();
+        assert!(last.contains("the redis settings changed"), "{last}");
+        assert!(!log.contains("reloaded"), "{log}");
+        // The running store stays: the visitor inside is still inside, under `shop`.
+        let res = get(gw.addr, "/still-inside", &mut inside);
+        assert_eq!(res.status, 200, "after reload {n}: {}", res.text());
+    }
+    assert!(keys_under(&redis, "shop") > 0);
+    assert_eq!(keys_under(&redis, "other"), 0);
 }
 
 #[test]
