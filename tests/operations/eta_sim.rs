@@ -2,7 +2,7 @@
 //! status endpoint, are let in, stay and leave, all through the real layer in process, on the
 //! embedded store and a manual clock moved one second at a time. Deterministic: every random
 //! draw comes from an xorshift generator with a fixed seed. The give-up scenarios run once more
-//! served over real HTTP on loopback ([`Sim::over_http`], ignored by default: a minute).
+//! on Redis, over real HTTP on loopback, and in real time behind two gateways ([`served`]).
 //!
 //! The harness reads the estimates where a visitor's page reads them, in the JSON of the status
 //! endpoint (and of the `429` a newcomer gets): `eta_seconds`, and the range `eta_low_seconds` /
@@ -37,13 +37,12 @@
 //! scenario without give-ups meets and asserts) and [`GIVE_UP_TARGETS`] (the floor of the
 //! scenarios where waiters give up, asserted: their figures as they stand). Run every one, with
 //! the table, by
-//! `cargo test --release --all-features --test operations eta_sim -- --include-ignored --nocapture`
+//! `cargo test --release --all-features --test operations eta_sim -- --include-ignored --skip real_time --nocapture`
 //! (`ETA_SIM_TRACE=1` adds where each errs, half a minute at a time).
 
 use crate::common;
 
 use std::convert::Infallible;
-use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -52,7 +51,7 @@ use http_body_util::Full;
 use serde_json::Value;
 use tower::util::BoxCloneService;
 use tower::{service_fn, Layer, ServiceExt};
-use tower_waiting_room::store::{MemoryStore, RedisStore, Store};
+use tower_waiting_room::store::{MemoryStore, Store};
 use tower_waiting_room::testing::ManualClock;
 use tower_waiting_room::{ResponseBody, WaitingRoomLayer};
 
@@ -60,6 +59,7 @@ use common::{Http, Jar, Reply, PREFIX, SECRET, T0};
 
 mod figures;
 mod scenarios;
+mod served;
 
 use figures::trace;
 
@@ -115,9 +115,6 @@ const GOALS: Targets = Targets {
 
 /// The seeds of the scenarios' draws: each scenario runs once per seed, and its figures pool
 /// the runs (one seed's luck, a quiet minute or a wave of quitters, is not the estimator's).
-/// Runs on Redis so far: each its own key prefix.
-static RUNS: AtomicU64 = AtomicU64::new(0);
-
 const SEEDS: [u64; 10] = [
     0x0015_e7a5_eed0_0001,
     0x0015_e7a5_eed0_0002,
@@ -331,14 +328,36 @@ async fn app(_req: Request<Body>) -> Result<Response<Body>, Infallible> {
     Ok(Response::new(Body::new(Bytes::new())))
 }
 
+/// The room of `scenario` on `store`, on `clock` (the system's when `None`).
+fn room(scenario: &Scenario, clock: Option<&ManualClock>, store: impl Store) -> WaitingRoomLayer {
+    let hour = Duration::from_secs(3_600);
+    let mut builder = WaitingRoomLayer::builder(ROOM)
+        .capacity(scenario.capacity)
+        .queue_ttl(scenario.queue_ttl)
+        .grant_ttl(scenario.grant_ttl)
+        .active_ttl(hour)
+        .max_queue_len(100_000)
+        .secure_cookies(false)
+        .secret(SECRET);
+    if let Some(clock) = clock {
+        builder = builder.clock(clock.clone());
+    }
+    builder.store(store).build().expect("a valid room")
+}
+
 struct Sim {
     scenario: Scenario,
-    /// Over real HTTP (a server on loopback, the room in front of `common::app`), or `None`:
-    /// the layer called in process.
-    http: Option<Http>,
+    /// Over real HTTP (servers on loopback, each a gateway: the room in front of
+    /// `common::app`), taken in turn request by request; none: the layer called in process.
+    http: Vec<Http>,
+    /// Requests sent over HTTP so far (which server takes the next).
+    sent: usize,
     layer: WaitingRoomLayer,
     service: RoomService,
-    clock: ManualClock,
+    /// The manual clock moved one second at a time, or `None`: the seconds are real ones,
+    /// from `started` ([`served`]).
+    clock: Option<ManualClock>,
+    started: tokio::time::Instant,
     rng: Rng,
     /// Simulated seconds since the opening.
     now: u64,
@@ -346,37 +365,18 @@ struct Sim {
 }
 
 impl Sim {
-    /// The scenario served over real HTTP on loopback rather than called in process.
-    async fn over_http(scenario: Scenario, seed: u64) -> Self {
-        let mut sim = Self::new(scenario, seed);
-        sim.http = Some(common::serve(common::app(sim.layer.clone())).await);
-        sim
-    }
-
     fn new(scenario: Scenario, seed: u64) -> Self {
         let clock = ManualClock::new(T0);
         let store = MemoryStore::with_clock(clock.clone());
-        Self::with_store(scenario, seed, clock, store)
+        Self::with_store(scenario, seed, Some(clock), store)
     }
 
-    /// The scenario on a Redis store at `url` (keys under a prefix of the run's own), on the
-    /// same manual clock.
-    fn on_redis(scenario: Scenario, seed: u64, url: &str) -> Self {
-        let clock = ManualClock::new(T0);
-        let store = RedisStore::builder()
-            .url(url)
-            .prefix(format!(
-                "etasim{}x{}",
-                std::process::id(),
-                RUNS.fetch_add(1, SeqCst)
-            ))
-            .manual_clock(clock.clone())
-            .build()
-            .expect("a Redis store");
-        Self::with_store(scenario, seed, clock, store)
-    }
-
-    fn with_store(scenario: Scenario, seed: u64, clock: ManualClock, store: impl Store) -> Self {
+    fn with_store(
+        scenario: Scenario,
+        seed: u64,
+        clock: Option<ManualClock>,
+        store: impl Store,
+    ) -> Self {
         // A change of a few percent (the capacity controller's steps) is no surprise; a larger
         // one (an operator's, the controller's cut) is.
         let capacity_changes =
@@ -399,27 +399,17 @@ impl Sim {
         .chain(capacity_changes)
         .flatten()
         .collect();
-        let hour = Duration::from_secs(3_600);
-        let layer = WaitingRoomLayer::builder(ROOM)
-            .capacity(scenario.capacity)
-            .queue_ttl(scenario.queue_ttl)
-            .grant_ttl(scenario.grant_ttl)
-            .active_ttl(hour)
-            .max_queue_len(100_000)
-            .secure_cookies(false)
-            .secret(SECRET)
-            .clock(clock.clone())
-            .store(store)
-            .build()
-            .expect("a valid room");
+        let layer = room(&scenario, clock.as_ref(), store);
         let service = BoxCloneService::new(layer.layer(service_fn(app)));
         let grain = scenario.poll_every;
         Self {
             scenario,
-            http: None,
+            http: Vec::new(),
+            sent: 0,
             layer,
             service,
             clock,
+            started: tokio::time::Instant::now(),
             rng: Rng::new(seed),
             now: 0,
             run: Run {
@@ -436,7 +426,9 @@ impl Sim {
     /// `method path` with visitor `v`'s cookies; the answer's cookies go into the jar.
     async fn send(&mut self, v: usize, method: Method, path: &str) -> Reply {
         let cookie = self.run.visitors[v].jar.header();
-        let reply = if let Some(http) = &self.http {
+        let reply = if !self.http.is_empty() {
+            let http = &self.http[self.sent % self.http.len()];
+            self.sent += 1;
             let headers: Vec<_> = cookie.map(|c| (header::COOKIE, c)).into_iter().collect();
             http.send(method, path, &headers).await
         } else {
@@ -685,7 +677,13 @@ impl Sim {
                 "{}: still going after {MAX_SECONDS} s",
                 self.scenario.name
             );
-            self.clock.advance(Duration::from_secs(1));
+            match &self.clock {
+                Some(clock) => clock.advance(Duration::from_secs(1)),
+                None => {
+                    let next = self.started + Duration::from_secs(self.now);
+                    tokio::time::sleep_until(next).await;
+                }
+            }
         }
         self.run.seconds = self.now;
         self.run
@@ -803,102 +801,6 @@ async fn a_third_give_up_with_short_ttls() {
 #[tokio::test]
 async fn a_third_give_up_at_once() {
     keeps_its_floor(Scenario::give_up_burst()).await;
-}
-
-/// The give-up scenarios on a Redis store (a real server, the same manual clock): the
-/// estimate reads the same facts there (the pace, the checkpoints' silence, the minutes of
-/// give-ups its gateway counts from them), so each seed's figures are the embedded store's,
-/// within a tenth of a point (a Bloom bitmap's false positive may keep one silent waiter
-/// alive). The burst of give-ups (whose minutes of give-ups change its estimates), one seed:
-/// five seconds in release mode, a minute or two in CI's unoptimised build. With
-/// `ETA_SIM_REDIS_ALL` set, the four give-up scenarios and two seeds each.
-#[tokio::test]
-async fn give_ups_on_redis_as_on_the_embedded_store() {
-    let server = crate::redis_harness::shared_server();
-    let all = std::env::var_os("ETA_SIM_REDIS_ALL").is_some();
-    let scenarios = if all {
-        vec![
-            Scenario::giving_up(),
-            Scenario::giving_up_late(),
-            Scenario::giving_up_short_ttls(),
-            Scenario::give_up_burst(),
-        ]
-    } else {
-        vec![Scenario::give_up_burst()]
-    };
-    for scenario in scenarios {
-        for seed in &SEEDS[..if all { 2 } else { 1 }] {
-            let memory = Sim::new(scenario.clone(), *seed).run().await.figures();
-            let redis = Sim::on_redis(scenario.clone(), *seed, &server.url())
-                .run()
-                .await
-                .figures();
-            let name = format!("{}, seed {seed}", scenario.name);
-            println!("{}", memory.row(&format!("{name}, embedded")));
-            println!("{}", redis.row(&format!("{name}, Redis")));
-            for (what, a, b) in [
-                (">= real", memory.at_least_real, redis.at_least_real),
-                (
-                    "not optimistic",
-                    memory.not_optimistic,
-                    redis.not_optimistic,
-                ),
-                (
-                    "median error",
-                    memory.median_rel_error,
-                    redis.median_rel_error,
-                ),
-                (
-                    "shown after 15 s",
-                    memory.shown_after_15s,
-                    redis.shown_after_15s,
-                ),
-            ] {
-                assert!(
-                    (a - b).abs() <= 0.001,
-                    "{name}: {what} {a} in memory, {b} on Redis"
-                );
-            }
-            assert!(
-                memory.scored.abs_diff(redis.scored) * 100 <= memory.scored,
-                "{name}: {} estimates scored in memory, {} on Redis",
-                memory.scored,
-                redis.scored
-            );
-        }
-    }
-}
-
-/// The give-up scenarios served over real HTTP (a server on loopback, the same manual clock and
-/// seeds): what a page reads off the wire, scored as in process, held to the same floor. About
-/// a minute in release mode, so not in every run: `--include-ignored` runs it.
-#[tokio::test]
-#[ignore = "a minute of loopback HTTP in release mode: run with --include-ignored"]
-async fn give_ups_over_http() {
-    for scenario in [
-        Scenario::giving_up(),
-        Scenario::giving_up_late(),
-        Scenario::giving_up_short_ttls(),
-        Scenario::give_up_burst(),
-    ] {
-        let mut pooled: Option<Run> = None;
-        for seed in &SEEDS {
-            let run = Sim::over_http(scenario.clone(), *seed).await.run().await;
-            pooled = Some(match pooled {
-                None => run,
-                Some(all) => pool(all, run),
-            });
-        }
-        let figures = pooled.expect("the seeds").figures();
-        println!("{}", figures.row(&format!("{}, over HTTP", scenario.name)));
-        let misses = figures.misses(&GIVE_UP_TARGETS);
-        assert!(
-            misses.is_empty(),
-            "{}: {}",
-            scenario.name,
-            misses.join("; ")
-        );
-    }
 }
 
 // ===== the harness itself =====

@@ -25,6 +25,19 @@ impl Run {
         })
     }
 
+    /// The share of the scored estimates short of the real wait by more than `secs` seconds.
+    pub(super) fn short_by_more_than(&self, secs: u64) -> f64 {
+        let (mut short, mut all) = (0, 0);
+        for s in self.scored() {
+            let real = self.visitors[s.visitor].admitted_at.unwrap_or(s.at) - s.at;
+            all += 1;
+            if s.eta + secs < real {
+                short += 1;
+            }
+        }
+        share(short, all)
+    }
+
     pub(super) fn figures(&self) -> Figures {
         let mut at_least = 0;
         let mut not_optimistic = 0;
