@@ -99,14 +99,14 @@
 //! # }
 //! ```
 //!
-//! The traps this avoids (each reproduced in `tests/layer/rooms_axum.rs`): a room layered onto one
-//! part of the app sees only the requests axum routes to that part, so its endpoints answer
-//! `404` (outside every `nest`), or reach another room's layer through the merged fallback and
-//! get that room's redirect; two parts that each carry a fallback (as a room's endpoints would
-//! need) cannot be merged at all (axum panics: "Cannot merge two `Router`s that both have a
-//! fallback"); and a `fallback` set after `layer` replaces the layered fallback, silently, so
-//! the endpoints answer the app's fallback. Outside axum, the layer goes around the whole
-//! service as any Tower layer (`ServiceBuilder::new().layer(rooms).service(app)`).
+//! The traps this avoids (each reproduced in `tests/layer/rooms_axum/composition.rs`): a room
+//! layered onto one part of the app sees only the requests axum routes to that part, so its
+//! endpoints answer `404` (outside every `nest`), or reach another room's layer through the merged
+//! fallback and get that room's redirect; two parts that each carry a fallback (as a room's
+//! endpoints would need) cannot be merged at all (axum panics: "Cannot merge two `Router`s that
+//! both have a fallback"); and a `fallback` set after `layer` replaces the layered fallback,
+//! silently, so the endpoints answer the app's fallback. Outside axum, the layer goes around the
+//! whole service as any Tower layer (`ServiceBuilder::new().layer(rooms).service(app)`).
 //!
 //! # A single room with gates
 //!

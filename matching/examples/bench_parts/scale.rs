@@ -30,7 +30,7 @@ pub(crate) async fn scale_scenarios(
         .await?;
     // Fills the line server-side: waiters 1..=n by sequence, each member the 16 raw bytes of
     // the big-endian u128 i (store v2 keeps no per-waiter check-in to fill), one visitor inside
-    // holding the only slot (as tests/redis/store_redis_faults.rs does).
+    // holding the only slot (as tests/redis/store_redis_faults/bad_days.rs does).
     let fill = redis::Script::new(
         r"
         local now = tonumber(ARGV[1])
