@@ -2,6 +2,8 @@
 //! that counts (and can fail) its calls, and minting of signed values with the public API.
 #![allow(dead_code)]
 
+pub mod rng;
+
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -162,6 +162,16 @@ impl Scenario {
         }
     }
 
+    /// The four scenarios where waiters give up, in the table's order.
+    pub(super) fn giving_ups() -> [Self; 4] {
+        [
+            Self::giving_up(),
+            Self::giving_up_late(),
+            Self::giving_up_short_ttls(),
+            Self::give_up_burst(),
+        ]
+    }
+
     pub(super) fn named(self, name: &'static str) -> Self {
         Self { name, ..self }
     }

@@ -77,12 +77,7 @@ async fn give_ups_on_redis_as_on_the_embedded_store() {
     let server = crate::redis_harness::shared_server();
     let all = std::env::var_os("ETA_SIM_REDIS_ALL").is_some();
     let scenarios = if all {
-        vec![
-            Scenario::giving_up(),
-            Scenario::giving_up_late(),
-            Scenario::giving_up_short_ttls(),
-            Scenario::give_up_burst(),
-        ]
+        Scenario::giving_ups().to_vec()
     } else {
         vec![Scenario::give_up_burst()]
     };
@@ -135,12 +130,7 @@ async fn give_ups_on_redis_as_on_the_embedded_store() {
 #[tokio::test]
 #[ignore = "a minute of loopback HTTP in release mode: run with --include-ignored"]
 async fn give_ups_over_http() {
-    for scenario in [
-        Scenario::giving_up(),
-        Scenario::giving_up_late(),
-        Scenario::giving_up_short_ttls(),
-        Scenario::give_up_burst(),
-    ] {
+    for scenario in Scenario::giving_ups() {
         let mut pooled: Option<Run> = None;
         for seed in &SEEDS {
             let run = Sim::over_http(scenario.clone(), *seed).await.run().await;
@@ -174,12 +164,7 @@ async fn give_ups_over_http() {
 async fn give_ups_in_real_time() {
     let server = crate::redis_harness::shared_server();
     let scenarios = if std::env::var_os("ETA_SIM_REAL_TIME_ALL").is_some() {
-        vec![
-            Scenario::giving_up_short_ttls(),
-            Scenario::giving_up(),
-            Scenario::giving_up_late(),
-            Scenario::give_up_burst(),
-        ]
+        Scenario::giving_ups().to_vec()
     } else {
         vec![Scenario::giving_up_short_ttls()]
     };

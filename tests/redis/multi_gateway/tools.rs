@@ -1,12 +1,12 @@
 //! Small tools: reproducible randomness, the wall clock, and the visitors' side of the network
 //! with the answers it gets.
 
-use super::{ADMISSION_COOKIE, GATEWAYS, REQUEST_TIMEOUT};
+use super::{ADMISSION_COOKIE, REQUEST_TIMEOUT};
 use crate::common::{Http, Reply};
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::Instant;
 
 use http::header::{self, HeaderValue};
 use http::Method;
@@ -14,34 +14,7 @@ use serde_json::Value;
 
 // ===== small tools =====
 
-/// splitmix64: reproducible randomness without a dependency.
-#[derive(Clone)]
-pub(super) struct Rng(pub(super) u64);
-
-impl Rng {
-    pub(super) fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    pub(super) fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-
-    pub(super) fn gateway(&mut self) -> usize {
-        self.below(GATEWAYS as u64) as usize
-    }
-}
-
-pub(super) fn wall_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .expect("clock after 1970")
-        .as_millis() as u64
-}
+pub(super) use crate::common::rng::{wall_ms, Rng};
 
 /// One HTTP exchange, read to the end, and when it happened.
 pub(super) struct Answer {

@@ -3,7 +3,9 @@
 
 use super::inside::Inside;
 use super::tools::{Answer, Net, Rng};
-use super::{ADMISSION_COOKIE, LAPSE, MAX_POLLS, MAX_RETRIES, POLL_CAP, QUEUE_COOKIE, ROOM};
+use super::{
+    ADMISSION_COOKIE, GATEWAYS, LAPSE, MAX_POLLS, MAX_RETRIES, POLL_CAP, QUEUE_COOKIE, ROOM,
+};
 use crate::common::{cookie, Jar, PREFIX};
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -119,7 +121,12 @@ pub(super) async fn request(
     for _ in 0..MAX_RETRIES {
         match shared
             .net
-            .send(rng.gateway(), method.clone(), path, cookie)
+            .send(
+                rng.below(GATEWAYS as u64) as usize,
+                method.clone(),
+                path,
+                cookie,
+            )
             .await
         {
             Ok(a) if a.reply.status == StatusCode::SERVICE_UNAVAILABLE => v.unavailable += 1,
