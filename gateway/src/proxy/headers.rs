@@ -15,6 +15,21 @@ const HOP_BY_HOP: [HeaderName; 8] = [
     header::TRANSFER_ENCODING,
 ];
 
+/// Headers the gateway writes into every request itself (the forwarding headers, the request
+/// id) and `Host`: a client's `Connection` header may name them, but what they hold by then is
+/// this gateway's word to the app, not the client's hop-by-hop value. Removing them would let a
+/// client strip the client address the app is told it can believe (`Connection:
+/// x-forwarded-for, x-real-ip, forwarded`), leaving the app to see the gateway's.
+const WRITTEN_HERE: [HeaderName; 7] = [
+    HeaderName::from_static("x-forwarded-for"),
+    HeaderName::from_static("x-forwarded-proto"),
+    HeaderName::from_static("x-forwarded-host"),
+    header::FORWARDED,
+    HeaderName::from_static("x-real-ip"),
+    HeaderName::from_static("x-request-id"),
+    header::HOST,
+];
+
 /// Whether the request asks to switch protocols (a WebSocket handshake): `Connection: upgrade`
 /// and an `Upgrade` header.
 pub(crate) fn is_upgrade(headers: &HeaderMap) -> bool {
@@ -45,10 +60,12 @@ pub(crate) fn remove_hop_by_hop(headers: &mut HeaderMap, upgrade: bool) {
     }
     // The names a `Connection` header lists are this hop's too (a client's own
     // `Connection: x-secret` must not reach the app). The usual tokens, `keep-alive` and
-    // `upgrade`, name headers dealt with below: only the others are collected.
+    // `upgrade`, name headers dealt with below: only the others are collected, and never
+    // one the gateway wrote itself.
     let named: Vec<HeaderName> = connection_tokens(headers)
         .filter(|t| !t.eq_ignore_ascii_case("keep-alive") && !t.eq_ignore_ascii_case("upgrade"))
         .filter_map(|t| HeaderName::from_bytes(t.as_bytes()).ok())
+        .filter(|name| !WRITTEN_HERE.contains(name))
         .collect();
     for name in named {
         if name != header::UPGRADE || !upgrade {
@@ -99,6 +116,40 @@ mod tests {
         remove_hop_by_hop(&mut h, false);
         let left: Vec<_> = h.keys().map(|k| k.as_str()).collect();
         assert_eq!(left, ["accept"]);
+    }
+
+    #[test]
+    fn connection_cannot_name_away_what_the_gateway_wrote() {
+        let mut h = headers(&[
+            (
+                "connection",
+                "X-Forwarded-For, x-real-ip, forwarded, x-forwarded-proto, x-forwarded-host, \
+                 x-request-id, host, x-secret",
+            ),
+            ("x-forwarded-for", "127.0.0.1"),
+            ("x-real-ip", "127.0.0.1"),
+            ("forwarded", "for=127.0.0.1;proto=http"),
+            ("x-forwarded-proto", "http"),
+            ("x-forwarded-host", "shop.example"),
+            ("x-request-id", "abc"),
+            ("host", "shop.example"),
+            ("x-secret", "1"),
+        ]);
+        remove_hop_by_hop(&mut h, false);
+        let mut left: Vec<_> = h.keys().map(|k| k.as_str()).collect();
+        left.sort_unstable();
+        assert_eq!(
+            left,
+            [
+                "forwarded",
+                "host",
+                "x-forwarded-for",
+                "x-forwarded-host",
+                "x-forwarded-proto",
+                "x-real-ip",
+                "x-request-id"
+            ]
+        );
     }
 
     #[test]

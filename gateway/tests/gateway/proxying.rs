@@ -1,7 +1,8 @@
 //! What the app receives through the gateway and what the client gets back, over real HTTP:
 //! the forwarding headers (and a client's own never believed, unless from a trusted proxy),
-//! hop-by-hop headers removed both ways, bodies streamed whole both ways, the request id, the
-//! room's own pages compressed but never the app's answers, and several upstreams in turn.
+//! hop-by-hop headers removed both ways (but never those the gateway writes), bodies streamed
+//! whole both ways, the request id, the room's own pages compressed but never the app's
+//! answers, and several upstreams in turn.
 
 use std::io::{BufRead, Read};
 use std::time::{Duration, Instant};
@@ -177,6 +178,38 @@ fn hop_by_hop_headers_are_removed_both_ways() {
     let connection = res.header("connection").unwrap_or("").to_ascii_lowercase();
     assert!(!connection.contains("x-app-hop"), "{connection}");
     assert_eq!(res.header("x-app-end"), Some("kept"));
+}
+
+/// A client's `Connection` header may name the headers the gateway writes (the forwarding
+/// headers, the request id, `Host`), but they reach the app as the gateway wrote them: the
+/// client cannot strip the address the app is told it can believe.
+#[test]
+fn connection_cannot_strip_the_forwarding_headers() {
+    let app = App::start();
+    let gw = Gateway::start(&config(&app.url(), &sale_room(10)));
+    let jar = admitted(gw.addr, "/", LIMIT);
+    let cookies: Vec<String> = jar.0.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    let raw = format!(
+        "GET /echo HTTP/1.1\r\nHost: {}\r\nConnection: close, x-forwarded-for, X-Real-IP, \
+         forwarded, x-forwarded-proto, x-forwarded-host, x-request-id, host\r\n\
+         Accept: application/json\r\nCookie: {}\r\n\r\n",
+        gw.addr,
+        cookies.join("; ")
+    );
+    let res = send_raw(gw.addr, raw.as_bytes(), LIMIT).unwrap();
+    assert_eq!(res.status, 200, "{}", res.text());
+    let host = gw.addr.to_string();
+    assert_eq!(echoed(&res, "x-forwarded-for"), ["127.0.0.1"]);
+    assert_eq!(echoed(&res, "x-real-ip"), ["127.0.0.1"]);
+    assert_eq!(
+        echoed(&res, "forwarded"),
+        [format!("for=127.0.0.1;host=\"{host}\";proto=http")]
+    );
+    assert_eq!(echoed(&res, "x-forwarded-proto"), ["http"]);
+    assert_eq!(echoed(&res, "x-forwarded-host"), [host.as_str()]);
+    assert_eq!(echoed(&res, "host"), [host.as_str()]);
+    assert_eq!(echoed(&res, "x-request-id").len(), 1);
+    assert!(echoed(&res, "connection").is_empty());
 }
 
 /// `n` bytes of a pattern that a lost, repeated or reordered piece would break.
