@@ -6,8 +6,16 @@
 //! the serving loop (`tower_waiting_room::serve`) a head with both `Content-Length` and
 //! `Transfer-Encoding`, the way requests are smuggled past a proxy. This adds, each a `400`
 //! with the connection closed: no `Host` in HTTP/1.1 or more than one, a `Host` that is not a
-//! host and port, and an absolute target whose authority is not the `Host`. `CONNECT` is a
-//! `405`: a gateway in front of one site is not a tunnel.
+//! host and port, an absolute target whose authority is not the `Host`, and a path with a
+//! `.` or `..` segment. `CONNECT` is a `405`: a gateway in front of one site is not a tunnel.
+//!
+//! Dot segments: clients resolve them before sending (RFC 3986, section 5.2.4), browsers
+//! always, so only a hand-made request has one. The rooms, their gates and the bypass rules
+//! match the path as it comes, while an app (or a server in front of it) may resolve it: with
+//! `bypass = ["/static"]`, `/static/../checkout` would pass the room as a static file and be
+//! served as `/checkout`. So a segment that is `.` or `..`, written plainly or percent-encoded,
+//! or followed by `;` (`..;`, which Java servers read as `..`), between slashes, backslashes or
+//! their percent-encodings, is refused.
 
 use http::header::HOST;
 use http::{Method, Request, Version};
@@ -28,6 +36,11 @@ pub fn check<B>(req: &Request<B>) -> Result<(), Problem> {
         (None, _) => None,
         (Some(value), None) => Some(value),
     };
+    if has_dot_segment(req.uri().path().as_bytes()) {
+        return Err(Problem::BadRequest(
+            "The request's path has a `.` or `..` segment.",
+        ));
+    }
     if let Some(value) = host {
         let authority = value
             .to_str()
@@ -44,6 +57,63 @@ pub fn check<B>(req: &Request<B>) -> Result<(), Problem> {
         }
     }
     Ok(())
+}
+
+/// Whether `path` has a segment that is one or two dots (see the [module docs](self)).
+fn has_dot_segment(path: &[u8]) -> bool {
+    let mut at = 0;
+    while at <= path.len() {
+        // At the start of a segment: count its dots, plain or `%2e`.
+        let mut dots = 0;
+        loop {
+            if path.get(at) == Some(&b'.') {
+                at += 1;
+            } else if encoded(path, at, b'e') {
+                at += 3;
+            } else {
+                break;
+            }
+            dots += 1;
+        }
+        if (1..=2).contains(&dots)
+            && (at == path.len() || path[at] == b';' || separator(path, at).is_some())
+        {
+            return true;
+        }
+        // On to the next segment.
+        loop {
+            if at >= path.len() {
+                return false;
+            }
+            if let Some(len) = separator(path, at) {
+                at += len;
+                break;
+            }
+            at += 1;
+        }
+    }
+    false
+}
+
+/// The length of the segment separator at `at` (`/`, `\`, `%2f`, `%5c`), if there is one.
+fn separator(path: &[u8], at: usize) -> Option<usize> {
+    match path.get(at) {
+        Some(b'/' | b'\\') => Some(1),
+        _ if encoded(path, at, b'f') => Some(3),
+        _ if path
+            .get(at..at + 3)
+            .is_some_and(|b| b.eq_ignore_ascii_case(b"%5c")) =>
+        {
+            Some(3)
+        }
+        _ => None,
+    }
+}
+
+/// Whether `path` has `%2` and `hex` (either case) at `at`.
+fn encoded(path: &[u8], at: usize, hex: u8) -> bool {
+    path.get(at..at + 3)
+        .is_some_and(|b| b[0] == b'%' && b[1] == b'2' && b[2].eq_ignore_ascii_case(&hex))
 }
 
 #[cfg(test)]
@@ -79,5 +149,41 @@ mod tests {
             &[("host", "shop.example:443")],
         );
         assert_eq!(check(&connect).unwrap_err().status(), 405);
+    }
+
+    #[test]
+    fn paths_with_dot_segments_are_refused() {
+        for bad in [
+            "/static/../checkout",
+            "/static/..",
+            "/./checkout",
+            "/static/%2e%2e/checkout",
+            "/static/%2E./checkout",
+            "/static/..%2fcheckout",
+            "/static/..%5Ccheckout",
+            "/static/..;/checkout",
+            "/static/.;x/checkout",
+            "/static%2f..%2fcheckout",
+            "/..",
+            "/.",
+        ] {
+            let r = req("GET", bad, &[("host", "shop.example")]);
+            assert_eq!(check(&r).unwrap_err().status(), 400, "{bad:?}");
+        }
+        for fine in [
+            "/",
+            "/static/app.js",
+            "/.well-known/security.txt",
+            "/a..b/c",
+            "/...",
+            "/x/.../y",
+            "/file.",
+            "/%2e%2e%2e",
+            "/static/..x",
+            "/checkout?next=/../x",
+        ] {
+            let r = req("GET", fine, &[("host", "shop.example")]);
+            assert_eq!(check(&r), Ok(()), "{fine:?}");
+        }
     }
 }

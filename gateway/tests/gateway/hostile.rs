@@ -95,6 +95,27 @@ fn cases(host: &str) -> Vec<Case> {
             expect: &[400],
         },
         Case {
+            // A dot segment: an app that resolved it would serve another path than the one
+            // the rooms and bypass rules matched.
+            name: "dot-segment",
+            raw: format!("GET /hostile/dot-segment/../x HTTP/1.1\r\nHost: {host}\r\n\r\n"),
+            expect: &[400],
+        },
+        Case {
+            name: "encoded-dot-segment",
+            raw: format!(
+                "GET /hostile/encoded-dot-segment/%2E%2e%2Fx HTTP/1.1\r\nHost: {host}\r\n\r\n"
+            ),
+            expect: &[400],
+        },
+        Case {
+            name: "dot-dot-semicolon",
+            raw: format!(
+                "GET /hostile/dot-dot-semicolon/..;/x HTTP/1.1\r\nHost: {host}\r\n\r\n"
+            ),
+            expect: &[400],
+        },
+        Case {
             name: "connect",
             raw: "CONNECT evil.example:443 HTTP/1.1\r\nHost: evil.example:443\r\n\r\n".into(),
             expect: &[405, 400],
