@@ -6,8 +6,9 @@
 //! the serving loop (`tower_waiting_room::serve`) a head with both `Content-Length` and
 //! `Transfer-Encoding`, the way requests are smuggled past a proxy. This adds, each a `400`
 //! with the connection closed: no `Host` in HTTP/1.1 or more than one, a `Host` that is not a
-//! host and port, an absolute target whose authority is not the `Host`, and a path with a
-//! `.` or `..` segment. `CONNECT` is a `405`: a gateway in front of one site is not a tunnel.
+//! host and port, an absolute target whose authority is not the `Host`, a method with a
+//! lower-case letter (`post`, which a gate on `POST` does not match but an app may serve as
+//! one), and a path with a `.` or `..` segment. `CONNECT` is a `405`: a gateway in front of one site is not a tunnel.
 //!
 //! Dot segments: clients resolve them before sending (RFC 3986, section 5.2.4), browsers
 //! always, so only a hand-made request has one. The rooms, their gates and the bypass rules
@@ -36,6 +37,19 @@ pub fn check<B>(req: &Request<B>) -> Result<(), Problem> {
         (None, _) => None,
         (Some(value), None) => Some(value),
     };
+    // Methods are case-sensitive and hyper takes `post` as a method of its own, which a gate on
+    // `POST /checkout` does not match; an app that upper-cases methods (Django, Werkzeug)
+    // would serve it as `POST`, past the gate. nginx refuses such methods too.
+    if req
+        .method()
+        .as_str()
+        .bytes()
+        .any(|b| b.is_ascii_lowercase())
+    {
+        return Err(Problem::BadRequest(
+            "The request's method has a lower-case letter.",
+        ));
+    }
     if has_dot_segment(req.uri().path().as_bytes()) {
         return Err(Problem::BadRequest(
             "The request's path has a `.` or `..` segment.",
@@ -143,6 +157,12 @@ mod tests {
         assert_eq!(check(&other).unwrap_err().status(), 400);
         let same = req("GET", "http://shop.example/x", &[("host", "SHOP.example")]);
         assert_eq!(check(&same), Ok(()));
+        for lower in ["post", "Get", "pOST"] {
+            let r = req(lower, "/checkout", &[("host", "shop.example")]);
+            assert_eq!(check(&r).unwrap_err().status(), 400, "{lower:?}");
+        }
+        let extension = req("PURGE", "/x", &[("host", "shop.example")]);
+        assert_eq!(check(&extension), Ok(()));
         let connect = req(
             "CONNECT",
             "shop.example:443",

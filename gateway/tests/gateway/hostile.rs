@@ -116,6 +116,12 @@ fn cases(host: &str) -> Vec<Case> {
             expect: &[400],
         },
         Case {
+            // Not `POST` to a gate, but `POST` to an app that upper-cases methods.
+            name: "lower-case-method",
+            raw: format!("post /hostile/lower-case-method HTTP/1.1\r\nHost: {host}\r\n\r\n"),
+            expect: &[400],
+        },
+        Case {
             name: "connect",
             raw: "CONNECT evil.example:443 HTTP/1.1\r\nHost: evil.example:443\r\n\r\n".into(),
             expect: &[405, 400],
