@@ -72,7 +72,10 @@ async fn one_by_one(store: &RedisStore, p: &RoomPolicy, sessions: &[SessionId]) 
     out
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+// One thread: the 300 joins are all made before the batch's task first runs, so they arrive
+// together however loaded the machine is. On two threads that task raced the loop making them,
+// and a busy machine that stopped the loop between joins split them into small batches.
+#[tokio::test]
 async fn newcomers_arriving_together_are_placed_by_few_calls_in_their_order() {
     let server = Server::start(&[]);
     let store = store(&server);
@@ -106,9 +109,9 @@ async fn newcomers_arriving_together_are_placed_by_few_calls_in_their_order() {
         assert!(place > last, "#{i}: place {place} after {last}");
         last = place;
     }
-    // At most 64 a batch: 5 calls at the least, far fewer than 300.
+    // All 300 waiting when the first batch goes, at most 64 a batch: 64, 64, 64, 64 and 44.
     let fcalls = calls(&server, "fcall");
-    assert!((5..=30).contains(&fcalls), "{fcalls} calls for 300 joins");
+    assert_eq!(fcalls, 5, "{fcalls} calls for 300 joins");
     // Placed by the batch's fast path: one INCRBY a batch, no INCR of one newcomer.
     assert!(calls(&server, "incrby") >= 5, "the batch's fast path ran");
     assert_eq!(
