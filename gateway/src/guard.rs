@@ -8,7 +8,8 @@
 //! with the connection closed: no `Host` in HTTP/1.1 or more than one, a `Host` that is not a
 //! host and port, an absolute target whose authority is not the `Host`, a method with a
 //! lower-case letter (`post`, which a gate on `POST` does not match but an app may serve as
-//! one), and a path with a `.` or `..` segment. `CONNECT` is a `405`: a gateway in front of one site is not a tunnel.
+//! one), and a path with a `.` or `..` segment. `CONNECT` is a `405`: a gateway in front of
+//! one site is not a tunnel.
 //!
 //! Dot segments: clients resolve them before sending (RFC 3986, section 5.2.4), browsers
 //! always, so only a hand-made request has one. The rooms, their gates and the bypass rules
