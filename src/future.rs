@@ -11,6 +11,7 @@ use http::{Request, Response};
 use pin_project_lite::pin_project;
 use tower_service::Service;
 
+use crate::auto::Measured;
 use crate::body::{Chunks, FullBody, ResponseBody};
 use crate::room::{strip_app_headers, with_room_headers, Issued, Pending, Room, Slot, Then};
 use crate::store::StoreFuture;
@@ -184,7 +185,11 @@ where
                         .ok()
                         .map(|res| (res.status(), strip_app_headers(res.headers_mut())));
                     if let Some((slot, room)) = slot.as_ref() {
-                        room.sampled(slot, said);
+                        let measured = res
+                            .as_ref()
+                            .ok()
+                            .and_then(|res| res.extensions().get::<Measured>().copied());
+                        room.sampled(slot, said, measured);
                     }
                     let mut res = res?;
                     let header = said.is_some_and(|(_, said)| said.end_slot);

@@ -21,6 +21,8 @@ pub enum Problem {
     TooLarge,
     /// The body stopped arriving.
     BodyTimeout,
+    /// The body ended before it was complete (the client closed or broke off its request).
+    IncompleteBody,
     /// A method a gateway does not pass on (`CONNECT`).
     MethodNotAllowed,
 }
@@ -34,6 +36,7 @@ impl Problem {
             Problem::BadRequest(_) => StatusCode::BAD_REQUEST,
             Problem::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             Problem::BodyTimeout => StatusCode::REQUEST_TIMEOUT,
+            Problem::IncompleteBody => StatusCode::BAD_REQUEST,
             Problem::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
         }
     }
@@ -46,6 +49,7 @@ impl Problem {
             Problem::BadRequest(_) => "bad_request",
             Problem::TooLarge => "payload_too_large",
             Problem::BodyTimeout => "request_timeout",
+            Problem::IncompleteBody => "incomplete_body",
             Problem::MethodNotAllowed => "method_not_allowed",
         }
     }
@@ -61,8 +65,15 @@ impl Problem {
             Problem::BadRequest(why) => why,
             Problem::TooLarge => "The request is larger than this site accepts.",
             Problem::BodyTimeout => "The request took too long to arrive.",
+            Problem::IncompleteBody => "The request ended before its body was complete.",
             Problem::MethodNotAllowed => "This method is not accepted here.",
         }
+    }
+
+    /// Whether the client caused it (its request refused, or its body failed on the way):
+    /// nothing it says of the app.
+    pub fn is_clients(self) -> bool {
+        !matches!(self, Problem::BadGateway | Problem::GatewayTimeout)
     }
 
     /// The answer, HTML or (when the request's `Accept` prefers it) JSON.
@@ -109,7 +120,10 @@ impl Problem {
         }
         if matches!(
             self,
-            Problem::BadRequest(_) | Problem::TooLarge | Problem::BodyTimeout
+            Problem::BadRequest(_)
+                | Problem::TooLarge
+                | Problem::BodyTimeout
+                | Problem::IncompleteBody
         ) {
             // The connection may hold the rest of a request the gateway did not read.
             h.insert(header::CONNECTION, HeaderValue::from_static("close"));

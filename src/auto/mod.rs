@@ -37,7 +37,8 @@
 //! A room runs it with [`auto_capacity`](crate::WaitingRoomBuilder::auto_capacity): the layer
 //! measures the admitted requests it passes to the app (their latency from the call to the
 //! response's head, their class, and the load the app says in
-//! [`APP_LOAD_HEADER`](crate::config::defaults::APP_LOAD_HEADER)), and every gateway reports
+//! [`APP_LOAD_HEADER`](crate::config::defaults::APP_LOAD_HEADER); a proxy between the room and
+//! the app may say more of an answer, [`Measured`]), and every gateway reports
 //! its counts to the store about once a second; the one gateway holding the room's lease is
 //! handed the merged window, decides, and writes the capacity to the store, where every
 //! gateway reads it ([`AutoStore`](crate::store::AutoStore) has the rules). An operator who
@@ -52,6 +53,7 @@
 
 mod histogram;
 mod law;
+mod measured;
 #[cfg(test)]
 mod sim;
 mod stage;
@@ -62,6 +64,7 @@ use std::time::Duration;
 
 pub use self::histogram::LatencyHistogram;
 pub use self::law::{Change, Controller, Decision, Reason};
+pub use self::measured::Measured;
 pub(crate) use self::stage::{AutoStage, Sampled};
 pub use self::status::AutoStatus;
 use crate::ConfigError;

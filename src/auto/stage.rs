@@ -5,7 +5,9 @@
 //! A request is a sample when it holds a slot (not bypassed, not let in by the fail policy,
 //! not one of the room's own answers): its latency from the call to the app until the
 //! response's head, and its class (below 500 and not 429: ok; 5xx, 429, or the app's service
-//! failing: an error; ok but slower than the terms' timeout: a timeout). Recording one is a few
+//! failing: an error; ok but slower than the terms' timeout: a timeout), unless a layer between
+//! the room and the app said more ([`Measured`](super::Measured): the client's fault, not
+//! counted; or the app's own time, from the request's body sent). Recording one is a few
 //! relaxed atomic additions. The first sample after a report interval takes the counts and
 //! reports them in a task of its own ([`AutoStore::auto_report`]): every gateway's counts meet
 //! in the store's one window. The gateway that holds the lease is handed the window when it is

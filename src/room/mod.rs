@@ -69,7 +69,7 @@ use self::shared::{Core, OtherRooms};
 use self::snapshot::{Asking, LineView};
 use self::ticket::Tickets;
 use self::visitor::{Carried, Visitor};
-use crate::auto::{AutoCapacity, AutoStage, Sampled};
+use crate::auto::{AutoCapacity, AutoStage, Measured, Sampled};
 use crate::body::Chunks;
 use crate::client::RequestInfo;
 use crate::clock::SharedClock;
@@ -446,12 +446,24 @@ impl Room {
 impl Room {
     /// Counts a request that held a slot, once the app answered it (`Some` status) or failed
     /// it, and decides the window if it is over (in a task of its own).
-    pub(crate) fn sampled(&self, slot: &Slot, answer: Option<(http::StatusCode, AppSaid)>) {
+    /// `measured`: what a layer between the room and the app said of the answer (its
+    /// [`Measured`] extension).
+    pub(crate) fn sampled(
+        &self,
+        slot: &Slot,
+        answer: Option<(http::StatusCode, AppSaid)>,
+        measured: Option<Measured>,
+    ) {
         let (Some(auto), Some(started)) = (&self.auto, slot.started) else {
             return;
         };
+        let took = match measured {
+            Some(Measured::ClientFault) => return,
+            Some(Measured::AppTook(took)) => took,
+            None => started.elapsed(),
+        };
         auto.sample(match answer {
-            Some((status, said)) => Sampled::Answered(status, started.elapsed(), said.load),
+            Some((status, said)) => Sampled::Answered(status, took, said.load),
             None => Sampled::Failed,
         });
         if let Some(counts) = auto.due(self.now_ms()) {

@@ -10,10 +10,11 @@ use std::sync::atomic::{AtomicU16, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::routing::get;
+use axum::response::IntoResponse;
+use axum::routing::{get, post};
 use axum::Router;
 use http::{header, HeaderValue, Method, StatusCode};
-use tower_waiting_room::auto::{AutoCapacity, Change, Reason};
+use tower_waiting_room::auto::{AutoCapacity, Change, Measured, Reason};
 use tower_waiting_room::store::{AutoStore, GatewayId, Store};
 use tower_waiting_room::telemetry::{AUTO_CAPACITY, AUTO_DECISIONS_TOTAL};
 use tower_waiting_room::testing::TestRoom;
@@ -140,6 +141,67 @@ async fn the_capacity_grows_on_fast_answers_and_is_cut_on_errors() {
     // Six inside (four, and two let in from the line), every request failing: to 45 % of
     // them, which is the minimum of 2.
     assert_eq!(capacity(&room).await, 2);
+}
+
+/// A proxy between the room and the app may say what the room cannot see ([`Measured`]): an
+/// answer it gave for the client's fault is not counted, and the app's own time replaces the
+/// room's measure (which includes a slow client's upload). Both answers here come 3 s after
+/// the call, past the terms' 2 s timeout: counted as the room sees them, every one would be a
+/// timeout and the capacity cut.
+#[tokio::test(start_paused = true)]
+async fn what_a_proxy_says_of_an_answer_is_what_is_counted() {
+    let room = TestRoom::with(
+        WaitingRoomLayer::builder("auto-measured")
+            .capacity(4)
+            .auto_capacity(terms()),
+    );
+    let answer = |measured: Measured, status: StatusCode| {
+        move || async move {
+            tokio::time::sleep(Duration::from_secs(3)).await;
+            let mut res = status.into_response();
+            res.extensions_mut().insert(measured);
+            res
+        }
+    };
+    let app = Router::new()
+        .route(
+            "/upload",
+            post(answer(
+                Measured::AppTook(Duration::from_millis(12)),
+                StatusCode::OK,
+            )),
+        )
+        .route(
+            "/broken",
+            post(answer(Measured::ClientFault, StatusCode::BAD_REQUEST)),
+        )
+        .route("/", get(|| async { StatusCode::OK }))
+        .layer(room.layer());
+    let inside = crowd(&room).await;
+    for i in 0..40 {
+        let cookie = inside[i % inside.len()].clone();
+        let path = if i % 2 == 0 { "/upload" } else { "/broken" };
+        call(&app, Method::POST, path, &[(header::COOKIE, cookie)]).await;
+    }
+    settle().await;
+    room.clock().advance(WINDOW);
+    call(
+        &app,
+        Method::POST,
+        "/upload",
+        &[(header::COOKIE, inside[0].clone())],
+    )
+    .await;
+    settle().await;
+    let last = room.layer().control().auto().unwrap();
+    assert_eq!(
+        (last.change, last.reason),
+        (Some(Change::Grow), Some(Reason::Headroom.as_str())),
+        "{last:?}"
+    );
+    assert_eq!(last.error_rate, Some(0.0), "{last:?}");
+    assert_eq!(last.samples, 21, "the uploads only: {last:?}");
+    assert!((10..20).contains(&last.p95_ms.unwrap()), "{last:?}");
 }
 
 #[tokio::test(start_paused = true)]

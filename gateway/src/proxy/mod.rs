@@ -8,12 +8,16 @@
 //! - A WebSocket handshake (any `Upgrade`) is passed on, and once the app switches protocols the
 //!   two connections are joined (`upgrade.rs`).
 //! - The app unreachable, or answering what is not HTTP: `502`; no answer's head within the
-//!   upstream timeout: `504` ([`Problem`]). Never a hang, never a `500`.
+//!   upstream timeout of the request's body sent: `504` ([`Problem`]). Never a hang, never a
+//!   `500`. A client's body cut short, too slow or too large is the client's (`400`, `408`,
+//!   `413`), and a room measuring the app is told so ([`Measured`]), with the app's own time
+//!   for a request whose body took a while to arrive (`body.rs`).
 //! - Several upstreams take turns.
 //! - Each serving worker keeps its own pool of connections to the app (as each nginx worker
 //!   does): a request is sent on a connection its own thread drives, with no hand-over
 //!   between threads.
 
+mod body;
 mod headers;
 mod upgrade;
 
@@ -35,7 +39,9 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 use tower::Service;
+use tower_waiting_room::auto::Measured;
 
+use self::body::{ClientBody, Sent};
 pub(crate) use headers::{is_upgrade, remove_hop_by_hop};
 
 use crate::config::Upstream;
@@ -193,9 +199,20 @@ where
     };
     parts.version = Version::HTTP_11;
     remove_hop_by_hop(&mut parts.headers, upgrading);
-    let out = Request::from_parts(parts, body.map_err(Into::into).boxed_unsync());
+    // A request with a body: the app's time starts once it is all sent.
+    let (body, sent) = if !has_body(&parts.headers) {
+        (body.map_err(Into::into).boxed_unsync(), None)
+    } else {
+        let (body, sent) = Sent::new(body);
+        (body.boxed_unsync(), Some(sent))
+    };
+    let out = Request::from_parts(parts, body);
 
-    let answered = tokio::time::timeout(inner.timeout, inner.client().request(out)).await;
+    let request = inner.client().request(out);
+    let (answered, app_took) = match sent {
+        None => (tokio::time::timeout(inner.timeout, request).await, None),
+        Some(sent) => once_sent(request, sent, inner.timeout).await,
+    };
     let mut res = match answered {
         Err(_elapsed) => {
             tracing::warn!(%upstream, "the app did not answer in time");
@@ -226,12 +243,55 @@ where
     // An app that answers in HTTP/1.0 (Python's http.server does) must not make the gateway
     // answer its clients in 1.0 too, closing every kept-alive connection after one answer.
     *res.version_mut() = Version::HTTP_11;
+    if let Some(took) = app_took {
+        res.extensions_mut().insert(Measured::AppTook(took));
+    }
     res.map(Either::Left)
 }
 
-/// What a failed call to the app means for the visitor: a body past the limit or too slow to
-/// arrive is the client's (`413`, `408`); anything else is the app's (`502`).
+/// Whether an HTTP/1.1 request has a body: its head says a length other than 0, or a transfer
+/// coding (the only request the gateway serves; a `GET` says neither). Its body's wrappers do
+/// not tell (tower-http's timeout does not report an end).
+fn has_body(headers: &http::HeaderMap) -> bool {
+    headers.contains_key(http::header::TRANSFER_ENCODING)
+        || headers
+            .get(http::header::CONTENT_LENGTH)
+            .is_some_and(|n| n.as_bytes() != b"0")
+}
+
+/// The answer to `request` within `timeout` of its body's end, and how long after that end it
+/// came; or the answer that came before the end (an app need not read a body to answer). A
+/// body that never ends is bounded by the body's own timeouts (between two of its parts, and
+/// the whole request's), not by this one: its slowness is the client's, not the app's.
+async fn once_sent<F: Future>(
+    request: F,
+    sent: tokio::sync::oneshot::Receiver<tokio::time::Instant>,
+    timeout: Duration,
+) -> (
+    Result<F::Output, tokio::time::error::Elapsed>,
+    Option<Duration>,
+) {
+    let mut request = std::pin::pin!(request);
+    let ended = tokio::select! {
+        biased;
+        answer = &mut request => return (Ok(answer), None),
+        ended = sent => ended,
+    };
+    match ended {
+        Ok(at) => {
+            let answer = tokio::time::timeout_at(at + timeout, request).await;
+            (answer, Some(at.elapsed()))
+        }
+        // The body failed (the call fails with it at once) or was dropped unread.
+        Err(_) => (tokio::time::timeout(timeout, request).await, None),
+    }
+}
+
+/// What a failed call to the app means for the visitor: a body past the limit, too slow to
+/// arrive or cut short is the client's (`413`, `408`, `400`); anything else is the app's
+/// (`502`).
 fn classify(e: &hyper_util::client::legacy::Error) -> Problem {
+    let mut clients = false;
     let mut source: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(e);
     while let Some(err) = source {
         if err.is::<http_body_util::LengthLimitError>() {
@@ -240,9 +300,14 @@ fn classify(e: &hyper_util::client::legacy::Error) -> Problem {
         if err.is::<tower_http::timeout::TimeoutError>() {
             return Problem::BodyTimeout;
         }
+        clients |= err.is::<ClientBody>();
         source = err.source();
     }
-    Problem::BadGateway
+    if clients {
+        Problem::IncompleteBody
+    } else {
+        Problem::BadGateway
+    }
 }
 
 /// An error with its causes, for the log.
@@ -262,6 +327,12 @@ fn count(reason: &'static str) {
         .increment(1);
 }
 
+/// The gateway's page for `problem`; one that is the client's doing tells a room measuring the
+/// app not to count it.
 fn page(problem: Problem, accept: Option<&http::HeaderValue>) -> Response<ProxyBody> {
-    problem.response_to(accept).map(Either::Right)
+    let mut res = problem.response_to(accept);
+    if problem.is_clients() {
+        res.extensions_mut().insert(Measured::ClientFault);
+    }
+    res.map(Either::Right)
 }

@@ -166,3 +166,126 @@ fn a_client_that_never_finishes_its_head_is_closed_within_header_read_timeout() 
     let res = get(gw.addr, "/", &mut Jar::default());
     assert_eq!(res.status, 200, "still serving");
 }
+
+/// `POST /echo` with a 10-byte body sent in two halves `pause` apart, with `cookies`; the
+/// connection, its answer still to read.
+fn upload_in_halves(
+    addr: std::net::SocketAddr,
+    cookies: &str,
+    pause: Duration,
+) -> std::io::BufReader<std::net::TcpStream> {
+    let mut conn = open_raw(
+        addr,
+        format!(
+            "POST /echo HTTP/1.1\r\nHost: {addr}\r\nCookie: {cookies}\r\nContent-Length: 10\r\n\
+             Connection: close\r\n\r\n01234"
+        )
+        .as_bytes(),
+        Duration::from_secs(10),
+    );
+    std::thread::sleep(pause);
+    conn.get_mut().write_all(b"56789").unwrap();
+    conn
+}
+
+/// The `Cookie` header of `jar`.
+fn cookies(jar: &Jar) -> String {
+    let pairs: Vec<String> = jar.0.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    pairs.join("; ")
+}
+
+#[test]
+fn a_body_slower_to_arrive_than_the_upstream_timeout_still_reaches_the_app() {
+    // The upstream timeout is the app's time to answer once it has the request (nginx's
+    // `proxy_read_timeout` is counted the same way), not the client's to send its body.
+    let app = App::start();
+    let gw = Gateway::start(&plain_proxy(
+        &app.url(),
+        "upstream_timeout = \"1s\"\nbody_timeout = \"5s\"\nrequest_timeout = \"10s\"",
+    ));
+    let mut conn = upload_in_halves(gw.addr, "", Duration::from_millis(1_600));
+    let res = read_response(&mut conn).unwrap();
+    assert_eq!(res.status, 200, "{}", res.text());
+    assert_eq!(res.json()["body_bytes"], 10, "{}", res.text());
+}
+
+/// A room whose capacity follows the app counts what the app does, not what its clients do:
+/// bodies uploaded slower than the controller's timeout and bodies broken off halfway are
+/// neither timeouts nor errors of the app (each would push the capacity down for everyone).
+#[test]
+fn slow_or_broken_bodies_are_not_counted_against_the_app() {
+    let app = App::start();
+    let rooms = format!(
+        "[admin]\ntoken_env = \"WRG_TEST_ADMIN_TOKEN\"\n\n{}auto_capacity = \"2-50, p95 300ms, window 1s\"\n",
+        sale_room(2)
+    );
+    let gw = Gateway::start_with(
+        &config(&app.url(), &rooms),
+        &[],
+        &[("WRG_TEST_ADMIN_TOKEN", ADMIN_TOKEN)],
+    );
+    let addr = gw.addr;
+    let mut inside = [admitted(addr, "/", SHORT), admitted(addr, "/", SHORT)];
+    let _waiting: Vec<Jar> = (0..3).map(|_| waiting(addr, "/")).collect();
+    // Six slow uploads (past the controller's timeout, 2 s at the least) and six broken off,
+    // all from the two people inside.
+    let clients: Vec<_> = (0..12)
+        .map(|i| {
+            let cookies = cookies(&inside[i % 2]);
+            std::thread::spawn(move || {
+                if i % 2 == 0 {
+                    let mut conn = upload_in_halves(addr, &cookies, Duration::from_millis(2_300));
+                    read_response(&mut conn).map(|res| res.status)
+                } else {
+                    // Half the body, then gone.
+                    let conn = open_raw(
+                        addr,
+                        format!(
+                            "POST /echo HTTP/1.1\r\nHost: {addr}\r\nCookie: {cookies}\r\n\
+                             Content-Length: 10\r\n\r\n01234"
+                        )
+                        .as_bytes(),
+                        SHORT,
+                    );
+                    std::thread::sleep(Duration::from_millis(300));
+                    drop(conn);
+                    Ok(0)
+                }
+            })
+        })
+        .collect();
+    for (i, client) in clients.into_iter().enumerate() {
+        let status = client.join().unwrap();
+        if i % 2 == 0 {
+            assert_eq!(status, Ok(200), "upload {i}");
+        }
+    }
+    let auth = format!("Bearer {ADMIN_TOKEN}");
+    let status = || {
+        request(
+            addr,
+            "GET",
+            "/__gateway/admin/rooms/sale",
+            &[("authorization", &auth), ("accept", "application/json")],
+            b"",
+            &mut Jar::default(),
+        )
+        .json()
+    };
+    // Quick requests until the first decision on enough samples, which holds the uploads'
+    // window (a window of too few samples is carried into the next).
+    let decided = eventually(Duration::from_secs(10), || {
+        for i in 0..10 {
+            let res = get(addr, "/", &mut inside[i % 2]);
+            assert_eq!(res.status, 200, "{}", res.text());
+        }
+        std::thread::sleep(Duration::from_millis(100));
+        let auto = &status()["auto"];
+        !auto["change"].is_null() && auto["reason"] != "few_samples"
+    });
+    let room = status();
+    assert!(decided, "no decision: {room}");
+    assert_eq!(room["auto"]["error_rate"], 0.0, "{room}\n{}", gw.log());
+    assert_eq!(room["auto"]["change"], "grow", "{room}");
+    assert!(room["auto"]["samples"].as_u64().unwrap() >= 20, "{room}");
+}

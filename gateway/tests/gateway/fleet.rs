@@ -7,8 +7,6 @@ use std::time::{Duration, Instant};
 use crate::redis_harness::{shared_cluster, Server};
 use crate::support::*;
 
-const SHORT: Duration = Duration::from_secs(5);
-
 /// Two gateways in front of one app, sharing one Redis (each test its own server).
 struct Fleet {
     a: Gateway,

@@ -10,8 +10,6 @@ use std::time::{Duration, Instant};
 
 use crate::support::*;
 
-const SHORT: Duration = Duration::from_secs(5);
-
 /// Polls `f` every 20 ms until it gives a value or `limit` passes.
 fn wait_for<T>(limit: Duration, mut f: impl FnMut() -> Option<T>) -> Option<T> {
     let start = Instant::now();
@@ -647,8 +645,6 @@ fn during_the_shutdown_delay_health_says_503_and_requests_still_work() {
 }
 
 // ---- The gateway's own paths ----------------------------------------------------------------
-
-const ADMIN_TOKEN: &str = "wrg-test-admin-token-0123456789abcdef-0123456789";
 
 #[test]
 fn health_metrics_and_admin_are_answered_by_the_gateway() {

@@ -13,6 +13,13 @@ use std::time::{Duration, Instant};
 /// A secret for the rooms of the tests (the gateway reads it from `WAITING_ROOM_SECRET`).
 pub const SECRET: &str = "0123456789abcdef0123456789abcdef0123456789abcdef";
 
+/// The admin token of the tests' gateways that have an admin (`token_env =
+/// "WRG_TEST_ADMIN_TOKEN"`).
+pub const ADMIN_TOKEN: &str = "wrg-test-admin-token-0123456789abcdef-0123456789";
+
+/// How long a test waits for what should come at once.
+pub const SHORT: Duration = Duration::from_secs(5);
+
 /// The gateway binary cargo built for these tests.
 pub fn gateway_bin() -> &'static str {
     env!("CARGO_BIN_EXE_waiting-room-gateway")
