@@ -2,6 +2,7 @@
 //! way through, as RFC 9110, section 7.6.1 asks of a proxy.
 
 use http::header::{self, HeaderMap, HeaderName};
+use http::Method;
 
 /// The hop-by-hop headers every proxy removes, besides those a `Connection` header names.
 const HOP_BY_HOP: [HeaderName; 8] = [
@@ -30,10 +31,24 @@ const WRITTEN_HERE: [HeaderName; 7] = [
     header::HOST,
 ];
 
-/// Whether the request asks to switch protocols (a WebSocket handshake): `Connection: upgrade`
-/// and an `Upgrade` header.
-pub(crate) fn is_upgrade(headers: &HeaderMap) -> bool {
-    headers.contains_key(header::UPGRADE)
+/// Whether the request is a WebSocket handshake, the one switch of protocols passed on: a
+/// `GET` with `Connection: upgrade` and one `Upgrade: websocket`.
+///
+/// Any other upgrade goes on as a plain request, its `Upgrade` removed (as nginx does unless
+/// told otherwise). Above all `h2c`: an app that took it would join the client to itself in
+/// HTTP/2 on a connection the gateway no longer reads, and every request sent on it would
+/// pass no room, gate or bypass rule (on a bypassed path, without ever being admitted).
+pub(crate) fn is_upgrade(method: &Method, headers: &HeaderMap) -> bool {
+    let mut upgrade = headers.get_all(header::UPGRADE).iter();
+    let websocket = match (upgrade.next(), upgrade.next()) {
+        (Some(only), None) => only
+            .as_bytes()
+            .trim_ascii()
+            .eq_ignore_ascii_case(b"websocket"),
+        _ => false,
+    };
+    websocket
+        && method == Method::GET
         && connection_tokens(headers).any(|t| t.eq_ignore_ascii_case("upgrade"))
 }
 
@@ -160,7 +175,7 @@ mod tests {
             ("x-secret", "1"),
             ("sec-websocket-key", "dGhlIHNhbXBsZSBub25jZQ=="),
         ]);
-        assert!(is_upgrade(&h));
+        assert!(is_upgrade(&Method::GET, &h));
         remove_hop_by_hop(&mut h, true);
         assert_eq!(h["connection"], "upgrade");
         assert_eq!(h["upgrade"], "websocket");
@@ -170,11 +185,58 @@ mod tests {
 
     #[test]
     fn upgrade_needs_both_headers() {
-        assert!(!is_upgrade(&headers(&[("upgrade", "websocket")])));
-        assert!(!is_upgrade(&headers(&[("connection", "upgrade")])));
-        assert!(is_upgrade(&headers(&[
-            ("connection", "keep-alive, Upgrade"),
-            ("upgrade", "websocket")
-        ])));
+        let get = Method::GET;
+        assert!(!is_upgrade(&get, &headers(&[("upgrade", "websocket")])));
+        assert!(!is_upgrade(&get, &headers(&[("connection", "upgrade")])));
+        assert!(is_upgrade(
+            &get,
+            &headers(&[
+                ("connection", "keep-alive, Upgrade"),
+                ("upgrade", "websocket")
+            ])
+        ));
+        assert!(is_upgrade(
+            &get,
+            &headers(&[("connection", "upgrade"), ("upgrade", " WebSocket ")])
+        ));
+    }
+
+    #[test]
+    fn only_a_websocket_handshake_is_an_upgrade() {
+        let asked = |method: Method, upgrade: &[&str]| {
+            let mut h = headers(&[("connection", "Upgrade, HTTP2-Settings")]);
+            for protocol in upgrade {
+                h.append(header::UPGRADE, HeaderValue::from_str(protocol).unwrap());
+            }
+            is_upgrade(&method, &h)
+        };
+        assert!(asked(Method::GET, &["websocket"]));
+        for (method, upgrade) in [
+            (Method::GET, &["h2c"][..]),
+            (Method::GET, &["websocket, h2c"]),
+            (Method::GET, &["h2c, websocket"]),
+            (Method::GET, &["websocket", "h2c"]),
+            (Method::GET, &["websocket", "websocket"]),
+            (Method::GET, &["TLS/1.2"]),
+            (Method::GET, &["websocketx"]),
+            (Method::POST, &["websocket"]),
+            (Method::OPTIONS, &["websocket"]),
+        ] {
+            assert!(!asked(method.clone(), upgrade), "{method} {upgrade:?}");
+        }
+    }
+
+    #[test]
+    fn an_upgrade_not_passed_on_loses_its_upgrade_header() {
+        let mut h = headers(&[
+            ("connection", "Upgrade, HTTP2-Settings"),
+            ("upgrade", "h2c"),
+            ("http2-settings", "AAMAAABkAARAAAAAAAIAAAAA"),
+            ("accept", "*/*"),
+        ]);
+        assert!(!is_upgrade(&Method::GET, &h));
+        remove_hop_by_hop(&mut h, false);
+        let left: Vec<_> = h.keys().map(|k| k.as_str()).collect();
+        assert_eq!(left, ["accept"]);
     }
 }

@@ -5,8 +5,10 @@
 //! - Hop-by-hop headers are removed both ways (`headers.rs`); the `X-Forwarded-*` and
 //!   `Forwarded` headers are set before the request gets here, by
 //!   [`forward`](crate::forwarded::forward), since the room needs the client IP first.
-//! - A WebSocket handshake (any `Upgrade`) is passed on, and once the app switches protocols the
-//!   two connections are joined (`upgrade.rs`).
+//! - A WebSocket handshake is passed on, and once the app switches protocols the two
+//!   connections are joined (`upgrade.rs`); no other upgrade is (`h2c` would hand the client a
+//!   connection to the app that no room sees), and an app that switches protocols unasked is a
+//!   `502`.
 //! - The app unreachable, or answering what is not HTTP: `502`; no answer's head within the
 //!   upstream timeout of the request's body sent: `504` ([`Problem`]). Never a hang, never a
 //!   `500`. A client's body cut short, too slow or too large is the client's (`400`, `408`,
@@ -178,7 +180,7 @@ where
     // All an error page needs of the request: a reference to its `Accept` value's bytes.
     let accept = req.headers().get(http::header::ACCEPT).cloned();
     let asked = accept.as_ref();
-    let upgrading = is_upgrade(req.headers());
+    let upgrading = is_upgrade(req.method(), req.headers());
     let mut req = req;
     let client_side = upgrading.then(|| hyper::upgrade::on(&mut req));
     let (mut parts, body) = req.into_parts();
@@ -233,12 +235,17 @@ where
         }
         Ok(Ok(res)) => res,
     };
-    if let (Some(client_side), http::StatusCode::SWITCHING_PROTOCOLS) = (client_side, res.status())
-    {
-        upgrade::join(client_side, hyper::upgrade::on(&mut res));
-        remove_hop_by_hop(res.headers_mut(), true);
-    } else {
-        remove_hop_by_hop(res.headers_mut(), false);
+    match (client_side, res.status()) {
+        (Some(client_side), http::StatusCode::SWITCHING_PROTOCOLS) => {
+            upgrade::join(client_side, hyper::upgrade::on(&mut res));
+            remove_hop_by_hop(res.headers_mut(), true);
+        }
+        (None, http::StatusCode::SWITCHING_PROTOCOLS) => {
+            tracing::warn!(%upstream, "the app switched protocols unasked");
+            count("protocol");
+            return page(Problem::BadGateway, asked);
+        }
+        _ => remove_hop_by_hop(res.headers_mut(), false),
     }
     // An app that answers in HTTP/1.0 (Python's http.server does) must not make the gateway
     // answer its clients in 1.0 too, closing every kept-alive connection after one answer.

@@ -200,15 +200,14 @@ const WS_KEY: &str = "dGhlIHNhbXBsZSBub25jZQ==";
 const WS_ACCEPT: &str = "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=";
 
 fn handshake(gw: &Gateway, jar: &Jar) -> (Response, std::io::BufReader<std::net::TcpStream>) {
-    let cookies: Vec<String> = jar.0.iter().map(|(k, v)| format!("{k}={v}")).collect();
     let mut raw = format!(
         "GET /ws HTTP/1.1\r\nHost: {}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
          Sec-WebSocket-Key: {WS_KEY}\r\nSec-WebSocket-Version: 13\r\n\
          Accept: application/json\r\n",
         gw.addr
     );
-    if !cookies.is_empty() {
-        raw.push_str(&format!("Cookie: {}\r\n", cookies.join("; ")));
+    if let Some(cookies) = jar.header() {
+        raw.push_str(&format!("Cookie: {cookies}\r\n"));
     }
     raw.push_str("\r\n");
     let mut conn = open_raw(gw.addr, raw.as_bytes(), LIMIT);
@@ -294,4 +293,37 @@ fn a_websocket_goes_through_for_an_admitted_visitor_only() {
     assert_eq!(head.status, 302, "{:?}", head.headers);
     let handshakes = app.seen().iter().filter(|l| *l == "GET /ws").count();
     assert_eq!(handshakes, 1, "only the admitted handshake reached the app");
+}
+
+/// Only a WebSocket handshake switches protocols through the gateway. An app that takes an
+/// `h2c` upgrade (or any other) would otherwise be joined to the client on a connection the
+/// gateway no longer reads, every request on it past the rooms: here on a bypassed path, for a
+/// visitor never admitted. And an app that switches protocols unasked is a `502`.
+#[test]
+fn no_upgrade_but_a_websocket_is_passed_on() {
+    let app = App::start();
+    let gw = Gateway::start(&config(&app.url(), &room(1, "bypass = [\"/tunnel\"]")));
+    let host = gw.addr;
+    for upgrade in ["h2c", "websocket, h2c", "TLS/1.2"] {
+        let mut conn = open_raw(
+            host,
+            format!(
+                "GET /tunnel HTTP/1.1\r\nHost: {host}\r\nConnection: Upgrade, HTTP2-Settings\r\n\
+                 Upgrade: {upgrade}\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n\r\n"
+            )
+            .as_bytes(),
+            LIMIT,
+        );
+        let res = read_response(&mut conn).unwrap();
+        assert_eq!(
+            res.status,
+            200,
+            "{upgrade}: {:?} {}",
+            res.headers,
+            res.text()
+        );
+        assert_eq!(res.text(), "no upgrade asked", "{upgrade}");
+    }
+    let unasked = get(host, "/tunnel?always=1", &mut Jar::default());
+    assert_eq!(unasked.status, 502, "{}", unasked.text());
 }

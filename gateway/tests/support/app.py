@@ -18,6 +18,9 @@ Routes:
   GET  /hop                     a page with hop-by-hop headers (Connection: X-App-Hop, ...)
   GET  /gz                      a gzip-compressed page, Content-Encoding: gzip (the app's own)
   GET  /close                   closes the connection without answering
+  GET  /tunnel                  a lenient app: switches to any protocol an Upgrade header asks
+                                for (101, then echoes bytes), or with ?always=1 unasked;
+                                else "no upgrade asked"
 Prints "ready PORT" on stdout once listening.
 """
 
@@ -242,12 +245,31 @@ def route_close(handler, url):
     handler.close_connection = True
 
 
+def route_tunnel(handler, url):
+    asked = handler.headers.get("Upgrade")
+    if not asked and "always=1" not in (url.query or ""):
+        return handler.send(200, "no upgrade asked", "text/plain")
+    handler.send_response(101)
+    handler.send_header("Upgrade", asked or "h2c")
+    handler.send_header("Connection", "Upgrade")
+    handler.end_headers()
+    handler.wfile.flush()
+    sock = handler.connection
+    while True:
+        data = sock.recv(4096)
+        if not data:
+            break
+        sock.sendall(b"TUNNEL:" + data)
+    handler.close_connection = True
+
+
 EXTRA_ROUTES = {
     "/big": route_big,
     "/drip": route_drip,
     "/hop": route_hop,
     "/gz": route_gz,
     "/close": route_close,
+    "/tunnel": route_tunnel,
 }
 
 

@@ -239,7 +239,8 @@ pub fn sale_room(capacity: u32) -> String {
 pub struct Jar(pub BTreeMap<String, String>);
 
 impl Jar {
-    fn header(&self) -> Option<String> {
+    /// Its `Cookie` header's value; `None` when empty.
+    pub fn header(&self) -> Option<String> {
         (!self.0.is_empty()).then(|| {
             self.0
                 .iter()
