@@ -16,8 +16,9 @@
 use std::convert::Infallible;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http::header::{self, HeaderValue};
@@ -133,6 +134,7 @@ pub fn build(config: &Config, shared: &Shared) -> Result<Stack, FileError> {
             rooms: rooms.clone(),
             draining: Arc::clone(&shared.draining),
             max_body_bytes: config.limits.max_body_bytes,
+            gauges_read: Mutex::new(None),
         }),
     };
     let service = ServiceBuilder::new()
@@ -326,6 +328,30 @@ struct Own {
     rooms: Vec<WaitingRoomLayer>,
     draining: Arc<AtomicBool>,
     max_body_bytes: u64,
+    /// When the rooms' gauges were last read from the store for the metrics.
+    gauges_read: Mutex<Option<Instant>>,
+}
+
+/// The rooms' gauges are read from the store for the metrics at most this often, however
+/// often the metrics are: the path needs no token, and a flood of requests to it must not
+/// become a flood of calls to the store every gateway shares.
+const GAUGES_EVERY: Duration = Duration::from_secs(1);
+
+impl Own {
+    /// Whether the metrics read now should read the gauges from the store first (and, when
+    /// it says so, it counts as read).
+    fn gauges_due(&self) -> bool {
+        let now = Instant::now();
+        let mut last = self
+            .gauges_read
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if last.is_some_and(|at| now.duration_since(at) < GAUGES_EVERY) {
+            return false;
+        }
+        *last = Some(now);
+        true
+    }
 }
 
 /// The body's length as its `Content-Length` declares it.
@@ -368,7 +394,11 @@ impl Service<Request<Incoming>> for Front {
             return Box::pin(async move { Ok(res) });
         }
         if own.paths.metrics.as_deref() == Some(path) {
-            let rooms = own.rooms.clone();
+            let rooms = if own.gauges_due() {
+                own.rooms.clone()
+            } else {
+                Vec::new()
+            };
             return Box::pin(async move { Ok(metrics(rooms).await) });
         }
         if path == own.paths.admin || under(path, &own.paths.admin) {
@@ -421,6 +451,7 @@ pub fn prometheus() -> Option<&'static PrometheusHandle> {
         .as_ref()
 }
 
+/// The metrics, the gauges of `rooms` read from the store first.
 async fn metrics(rooms: Vec<WaitingRoomLayer>) -> Response<GatewayBody> {
     let Some(handle) = prometheus() else {
         return plain(

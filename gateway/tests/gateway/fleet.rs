@@ -12,7 +12,7 @@ struct Fleet {
     a: Gateway,
     b: Gateway,
     app: App,
-    _redis: Server,
+    redis: Server,
 }
 
 /// The file both gateways run: the same secret (`WAITING_ROOM_SECRET`), room `sale` of
@@ -29,12 +29,7 @@ fn fleet(extra: &str) -> Fleet {
     );
     let a = Gateway::start(&file);
     let b = Gateway::start(&file);
-    Fleet {
-        a,
-        b,
-        app,
-        _redis: redis,
-    }
+    Fleet { a, b, app, redis }
 }
 
 /// `(state, position)` from the room's status endpoint through `addr`.
@@ -273,5 +268,31 @@ fn two_prefixes_on_one_redis_are_two_rooms() {
         keys_under(&redis, "twr"),
         0,
         "a key under the default prefix"
+    );
+}
+
+/// The metrics path needs no token: a flood of requests to it must not become a flood of calls
+/// to the store every gateway shares. The rooms' gauges are read from it at most once a second.
+#[test]
+fn a_flood_of_metrics_requests_is_not_a_flood_of_store_calls() {
+    let f = fleet("");
+    let scrape = || {
+        let res = get(f.a.addr, "/__gateway/metrics", &mut Jar::default());
+        assert_eq!(res.status, 200, "{}", res.text());
+        res
+    };
+    // The gauges are there (read from the store on the first scrape).
+    assert!(scrape().text().contains("waiting_room_waiting"));
+    let before = f.redis.command_calls("fcall");
+    let start = Instant::now();
+    for _ in 0..60 {
+        scrape();
+    }
+    let calls = f.redis.command_calls("fcall") - before;
+    let seconds = start.elapsed().as_secs();
+    // A read a second at most, and the gateways' own snapshot refreshes meanwhile.
+    assert!(
+        calls <= 3 * (seconds + 2),
+        "{calls} store calls for 60 scrapes in {seconds} s"
     );
 }
