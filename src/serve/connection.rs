@@ -2,12 +2,13 @@
 //! task that serves its requests.
 
 use std::convert::Infallible;
-use std::future::poll_fn;
+use std::future::{poll_fn, Future};
 use std::io;
 use std::net::SocketAddr;
 use std::pin::{pin, Pin};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use bytes::Bytes;
 use http::{header, HeaderValue, Request, Response, StatusCode};
@@ -19,6 +20,7 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use tokio::sync::OwnedSemaphorePermit;
+use tokio::time::Sleep;
 use tower_service::Service;
 
 use super::framing::Framing;
@@ -30,14 +32,47 @@ const HYPER_MAX_HEADERS: usize = 100;
 use super::Limits;
 use crate::PeerAddr;
 
-/// A connection's socket with its permit under the connection cap, and the watch over its
-/// requests' framing. The permit goes with the socket, not with the task serving it: an
-/// upgraded connection (a WebSocket, say) leaves hyper with its socket, and still counts until
-/// the service drops it.
+/// A connection's socket with its permit under the connection cap, the watch over its
+/// requests' framing, and the send timeout. The permit goes with the socket, not with the task
+/// serving it: an upgraded connection (a WebSocket, say) leaves hyper with its socket, and
+/// still counts until the service drops it.
 struct Counted {
     stream: TcpStream,
     framing: Framing,
     _permit: OwnedSemaphorePermit,
+    send_timeout: Duration,
+    /// Since when a write has waited for the client to take what it was sent: set at the first
+    /// write that cannot go on, cleared by the next that does (so allocated only for a client
+    /// slower than its socket's buffers).
+    stalled: Option<Pin<Box<Sleep>>>,
+}
+
+impl Counted {
+    /// `polled`, a write's outcome, unless writes have waited for the client for longer than
+    /// the send timeout: then an error, and hyper closes the connection.
+    fn watch<T>(
+        &mut self,
+        cx: &mut Context<'_>,
+        polled: Poll<io::Result<T>>,
+    ) -> Poll<io::Result<T>> {
+        if polled.is_ready() {
+            if self.stalled.is_some() {
+                self.stalled = None;
+            }
+            return polled;
+        }
+        let timeout = self.send_timeout;
+        let stalled = self
+            .stalled
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep(timeout)));
+        if stalled.as_mut().poll(cx).is_ready() {
+            return Poll::Ready(Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "the client took nothing of the answer within the send timeout",
+            )));
+        }
+        Poll::Pending
+    }
 }
 
 impl AsyncRead for Counted {
@@ -62,7 +97,9 @@ impl AsyncWrite for Counted {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().stream).poll_write(cx, buf)
+        let this = self.get_mut();
+        let polled = Pin::new(&mut this.stream).poll_write(cx, buf);
+        this.watch(cx, polled)
     }
 
     fn poll_write_vectored(
@@ -70,7 +107,9 @@ impl AsyncWrite for Counted {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().stream).poll_write_vectored(cx, bufs)
+        let this = self.get_mut();
+        let polled = Pin::new(&mut this.stream).poll_write_vectored(cx, bufs);
+        this.watch(cx, polled)
     }
 
     fn is_write_vectored(&self) -> bool {
@@ -78,11 +117,15 @@ impl AsyncWrite for Counted {
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().stream).poll_flush(cx)
+        let this = self.get_mut();
+        let polled = Pin::new(&mut this.stream).poll_flush(cx);
+        this.watch(cx, polled)
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().stream).poll_shutdown(cx)
+        let this = self.get_mut();
+        let polled = Pin::new(&mut this.stream).poll_shutdown(cx);
+        this.watch(cx, polled)
     }
 }
 
@@ -110,6 +153,8 @@ pub(super) async fn run<S, B>(
         stream,
         framing,
         _permit: permit,
+        send_timeout: limits.get_send_timeout(),
+        stalled: None,
     };
     // hyper calls the service for a connection's requests in order, one at a time.
     let requests = AtomicU32::new(0);

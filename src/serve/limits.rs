@@ -27,6 +27,7 @@ const MIN_HEADER_BYTES: usize = 8192;
 pub struct Limits {
     header_read_timeout: Duration,
     request_timeout: Duration,
+    send_timeout: Duration,
     max_connections: usize,
     grace: Duration,
     max_header_bytes: usize,
@@ -40,12 +41,14 @@ impl Default for Limits {
 }
 
 impl Limits {
-    /// The defaults: 10 s to send a request header, 30 s to answer a request, at most 10 000
-    /// connections, 10 s of grace at shutdown, request heads of at most 64 KiB and 100 headers.
+    /// The defaults: 10 s to send a request header, 30 s to answer a request, 60 s for a
+    /// client to take each part of an answer, at most 10 000 connections, 10 s of grace at
+    /// shutdown, request heads of at most 64 KiB and 100 headers.
     pub const fn new() -> Self {
         Self {
             header_read_timeout: Duration::from_secs(10),
             request_timeout: Duration::from_secs(30),
+            send_timeout: Duration::from_secs(60),
             max_connections: 10_000,
             grace: Duration::from_secs(10),
             max_header_bytes: 64 * 1024,
@@ -66,6 +69,18 @@ impl Limits {
     /// Default 30 s.
     pub const fn request_timeout(mut self, timeout: Duration) -> Self {
         self.request_timeout = timeout;
+        self
+    }
+
+    /// Time a client has to take the next part of an answer: when it reads nothing of what
+    /// the connection has to send (its socket's buffers full) for this long, the connection is
+    /// closed. nginx's `send_timeout`, with its default: counted between two writes, not over
+    /// the whole answer, so a large download at any steady pace, or an event stream quiet for
+    /// minutes, is never cut; a client that stops reading no longer holds its connection (and
+    /// its place under [`max_connections`](Self::max_connections)) for ever. Applies to an
+    /// upgraded connection's writes too. Default 60 s.
+    pub const fn send_timeout(mut self, timeout: Duration) -> Self {
+        self.send_timeout = timeout;
         self
     }
 
@@ -117,6 +132,11 @@ impl Limits {
         self.request_timeout
     }
 
+    /// See [`send_timeout`](Self::send_timeout).
+    pub const fn get_send_timeout(&self) -> Duration {
+        self.send_timeout
+    }
+
     /// See [`max_connections`](Self::max_connections).
     pub const fn get_max_connections(&self) -> usize {
         self.max_connections
@@ -140,11 +160,12 @@ impl Limits {
     /// The limits in words, for a start-up line.
     pub fn describe(&self) -> String {
         format!(
-            "{} s to send a request header, {} s to answer one, at most {} connections, \
-             request heads of at most {} bytes and {} headers, {} s for open connections to \
-             finish at shutdown",
+            "{} s to send a request header, {} s to answer one, {} s to take each part of an \
+             answer, at most {} connections, request heads of at most {} bytes and {} headers, \
+             {} s for open connections to finish at shutdown",
             self.header_read_timeout.as_secs_f64(),
             self.request_timeout.as_secs_f64(),
+            self.send_timeout.as_secs_f64(),
             self.max_connections,
             self.max_header_bytes,
             self.max_headers,
@@ -162,15 +183,16 @@ mod tests {
         let l = Limits::default();
         assert_eq!(l.get_header_read_timeout(), Duration::from_secs(10));
         assert_eq!(l.get_request_timeout(), Duration::from_secs(30));
+        assert_eq!(l.get_send_timeout(), Duration::from_secs(60));
         assert_eq!(l.get_max_connections(), 10_000);
         assert_eq!(l.get_grace(), Duration::from_secs(10));
         assert_eq!(l.get_max_header_bytes(), 65_536);
         assert_eq!(l.get_max_headers(), 100);
         assert_eq!(
             l.describe(),
-            "10 s to send a request header, 30 s to answer one, at most 10000 connections, \
-             request heads of at most 65536 bytes and 100 headers, 10 s for open connections \
-             to finish at shutdown"
+            "10 s to send a request header, 30 s to answer one, 60 s to take each part of an \
+             answer, at most 10000 connections, request heads of at most 65536 bytes and 100 \
+             headers, 10 s for open connections to finish at shutdown"
         );
     }
 
@@ -179,12 +201,14 @@ mod tests {
         let l = Limits::new()
             .header_read_timeout(Duration::from_millis(1500))
             .request_timeout(Duration::from_secs(60))
+            .send_timeout(Duration::from_secs(7))
             .max_connections(3)
             .grace(Duration::from_secs(2))
             .max_header_bytes(16_384)
             .max_headers(20);
         assert_eq!(l.get_header_read_timeout(), Duration::from_millis(1500));
         assert_eq!(l.get_request_timeout(), Duration::from_secs(60));
+        assert_eq!(l.get_send_timeout(), Duration::from_secs(7));
         assert_eq!(l.get_max_connections(), 3);
         assert_eq!(l.get_grace(), Duration::from_secs(2));
         assert_eq!(l.get_max_header_bytes(), 16_384);

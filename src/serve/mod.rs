@@ -33,6 +33,10 @@
 //! - **a request timeout**: a request the service has not answered within it gets `503` with
 //!   `Retry-After: 5` (the time to the response's head: a streamed body, such as the room's
 //!   event stream, is not cut);
+//! - **a send timeout**: a connection whose client takes nothing of what it is sent (its
+//!   socket's buffers full) for this long is closed, counted between two writes as nginx's
+//!   `send_timeout` is: a client that stops reading a large answer or an event stream does not
+//!   hold its connection for ever;
 //! - **a connection cap**: at most this many connections open at once; more wait in the
 //!   kernel's accept queue until one closes, so the process never runs out of file descriptors
 //!   mid-request;
@@ -52,8 +56,9 @@
 //! Connections are served with upgrades on (hyper's `with_upgrades`): a service that answers
 //! `101 Switching Protocols` can take the connection over with `hyper::upgrade::on(&mut req)`
 //! (a WebSocket passed through to an app, say). The upgraded connection is no longer HTTP: the
-//! timeouts above no longer apply to it, and its bytes are the service's to bound. It still
-//! counts under the connection cap until the service drops it.
+//! header-read and request timeouts no longer apply to it, and its bytes are the service's to
+//! bound; only the send timeout still closes it when its client stops taking what it is sent.
+//! It still counts under the connection cap until the service drops it.
 //!
 //! # Shutdown
 //!

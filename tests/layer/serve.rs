@@ -27,7 +27,10 @@ const LIMITS: Limits = Limits::new()
     .request_timeout(Duration::from_secs(5))
     .grace(Duration::from_secs(5));
 
-/// `/slow` answers after 600 ms, `/slower` after 3 s, `/peer` with the request's `PeerAddr`, a request with
+/// An answer larger than a loopback socket's buffers hold, both ends together.
+const BIG: usize = 64 << 20;
+
+/// `/slow` answers after 600 ms, `/slower` after 3 s, `/big` with [`BIG`] bytes, `/peer` with the request's `PeerAddr`, a request with
 /// `Upgrade: test` is switched to an echo of its bytes, anything else answers `ok`.
 async fn app(mut req: Request<Incoming>) -> Result<Response<Full<Bytes>>, Infallible> {
     let text = match req.uri().path() {
@@ -39,6 +42,7 @@ async fn app(mut req: Request<Incoming>) -> Result<Response<Full<Bytes>>, Infall
             tokio::time::sleep(Duration::from_secs(3)).await;
             "done".to_owned()
         }
+        "/big" => return Ok(Response::new(Full::from(vec![b'x'; BIG]))),
         "/peer" => match req.extensions().get::<PeerAddr>() {
             Some(PeerAddr(peer)) => peer.to_string(),
             None => "no peer".to_owned(),
@@ -294,5 +298,47 @@ async fn half_a_header_is_closed_at_the_header_read_timeout_without_a_room() {
     assert!(
         took >= Duration::from_millis(350) && took < Duration::from_millis(1200),
         "closed after {took:?}"
+    );
+}
+
+/// A client that stops reading a large answer does not hold its connection for ever: once
+/// nothing of the answer has been taken for the send timeout, the connection is closed. One that
+/// reads on gets all of it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_stops_reading_is_closed_at_the_send_timeout() {
+    let (addr, _stop, _) = start(LIMITS.send_timeout(Duration::from_millis(500))).await;
+    let request = b"GET /big HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n";
+
+    let mut reader = connect(addr, request).await;
+    let mut all = Vec::new();
+    tokio::time::timeout(Duration::from_secs(20), reader.read_to_end(&mut all))
+        .await
+        .expect("read within 20 s")
+        .unwrap();
+    assert!(
+        all.len() > BIG,
+        "a reading client gets it all: {} bytes",
+        all.len()
+    );
+
+    let mut stalled = connect(addr, request).await;
+    // Reads nothing for twice the send timeout and more, then reads what is left to it.
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    let mut got = Vec::new();
+    let mut buf = vec![0u8; 1 << 16];
+    let ended = tokio::time::timeout(Duration::from_secs(20), async {
+        loop {
+            match stalled.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => got.extend_from_slice(&buf[..n]),
+            }
+        }
+    })
+    .await;
+    assert!(ended.is_ok(), "the connection was not closed");
+    assert!(
+        got.len() < BIG,
+        "closed before the end of the answer: got {} of {BIG} bytes",
+        got.len()
     );
 }

@@ -77,6 +77,8 @@ pub(crate) struct LimitsFile {
     #[serde(default, deserialize_with = "duration")]
     pub request_timeout: Option<Duration>,
     #[serde(default, deserialize_with = "duration")]
+    pub send_timeout: Option<Duration>,
+    #[serde(default, deserialize_with = "duration")]
     pub upstream_timeout: Option<Duration>,
     #[serde(default, deserialize_with = "duration")]
     pub connect_timeout: Option<Duration>,

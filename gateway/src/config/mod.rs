@@ -377,6 +377,9 @@ impl Lines<'_> {
         if let Some(d) = f.request_timeout {
             serve = serve.request_timeout(d);
         }
+        if let Some(d) = f.send_timeout {
+            serve = serve.send_timeout(d);
+        }
         if let Some(d) = f.grace {
             serve = serve.grace(d);
         }
@@ -426,6 +429,7 @@ impl Lines<'_> {
                 limits.serve.get_header_read_timeout(),
             ),
             ("request_timeout", limits.serve.get_request_timeout()),
+            ("send_timeout", limits.serve.get_send_timeout()),
             ("upstream_timeout", limits.upstream_timeout),
             ("connect_timeout", limits.connect_timeout),
             ("body_timeout", limits.body_timeout),

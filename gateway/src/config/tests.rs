@@ -158,6 +158,12 @@ fn limits_are_read_and_checked() {
     assert_eq!(c.limits.upstream_idle_timeout.as_secs(), 4);
     let (_, msg) = refused("upstream = \"http://a:1\"\n[limits]\nupstream_idle_timeout = \"0s\"\n");
     assert!(msg.contains("upstream_idle_timeout"), "{msg}");
+    // The send timeout: nginx's 60 s unless said, never zero.
+    assert_eq!(c.limits.serve.get_send_timeout().as_secs(), 60);
+    let c = parse("upstream = \"http://a:1\"\n[limits]\nsend_timeout = \"15s\"\n").unwrap();
+    assert_eq!(c.limits.serve.get_send_timeout().as_secs(), 15);
+    let (_, msg) = refused("upstream = \"http://a:1\"\n[limits]\nsend_timeout = \"0s\"\n");
+    assert!(msg.contains("send_timeout"), "{msg}");
 }
 
 #[test]
