@@ -24,6 +24,7 @@ use tokio::time::Sleep;
 use tower_service::Service;
 
 use super::framing::Framing;
+use super::per_ip::Held;
 use super::shutdown::Closing;
 
 /// hyper's limit on a request's headers when none is set (its `DEFAULT_MAX_HEADERS`), which
@@ -39,7 +40,8 @@ use crate::PeerAddr;
 struct Counted {
     stream: TcpStream,
     framing: Framing,
-    _permit: OwnedSemaphorePermit,
+    /// Its place under the connection cap, and under its address's.
+    _places: (OwnedSemaphorePermit, Option<Held>),
     send_timeout: Duration,
     /// Since when a write has waited for the client to take what it was sent: set at the first
     /// write that cannot go on, cleared by the next that does (so allocated only for a client
@@ -134,7 +136,7 @@ impl AsyncWrite for Counted {
 /// the grace is over, the connection is dropped, whatever it was doing.
 pub(super) async fn run<S, B>(
     stream: TcpStream,
-    permit: OwnedSemaphorePermit,
+    places: (OwnedSemaphorePermit, Option<Held>),
     peer: SocketAddr,
     service: S,
     limits: Limits,
@@ -152,7 +154,7 @@ pub(super) async fn run<S, B>(
     let io = Counted {
         stream,
         framing,
-        _permit: permit,
+        _places: places,
         send_timeout: limits.get_send_timeout(),
         stalled: None,
     };

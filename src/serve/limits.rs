@@ -29,6 +29,7 @@ pub struct Limits {
     request_timeout: Duration,
     send_timeout: Duration,
     max_connections: usize,
+    max_connections_per_ip: Option<usize>,
     grace: Duration,
     max_header_bytes: usize,
     max_headers: usize,
@@ -50,6 +51,7 @@ impl Limits {
             request_timeout: Duration::from_secs(30),
             send_timeout: Duration::from_secs(60),
             max_connections: 10_000,
+            max_connections_per_ip: None,
             grace: Duration::from_secs(10),
             max_header_bytes: 64 * 1024,
             max_headers: 100,
@@ -91,6 +93,22 @@ impl Limits {
     /// At least 1 (0 is taken as 1). Default 10 000.
     pub const fn max_connections(mut self, connections: usize) -> Self {
         self.max_connections = if connections == 0 { 1 } else { connections };
+        self
+    }
+
+    /// Most connections one client address holds open at once (an IPv6 address's `/64` counts
+    /// as one address): a connection past it is closed as soon as it is accepted, so that a
+    /// few clients cannot take every place under [`max_connections`](Self::max_connections).
+    /// Counted across every [`serve`](super::serve) of the process. Off by default (`0` turns
+    /// it off): behind a load balancer or a CDN every connection comes from their few
+    /// addresses, and a cap would refuse them; set it where clients connect directly (nginx's
+    /// `limit_conn` is the same idea). Browsers open up to six connections a site.
+    pub const fn max_connections_per_ip(mut self, connections: usize) -> Self {
+        self.max_connections_per_ip = if connections == 0 {
+            None
+        } else {
+            Some(connections)
+        };
         self
     }
 
@@ -142,6 +160,11 @@ impl Limits {
         self.max_connections
     }
 
+    /// See [`max_connections_per_ip`](Self::max_connections_per_ip): `None` when off.
+    pub const fn get_max_connections_per_ip(&self) -> Option<usize> {
+        self.max_connections_per_ip
+    }
+
     /// See [`grace`](Self::grace).
     pub const fn get_grace(&self) -> Duration {
         self.grace
@@ -159,10 +182,14 @@ impl Limits {
 
     /// The limits in words, for a start-up line.
     pub fn describe(&self) -> String {
+        let per_ip = match self.max_connections_per_ip {
+            Some(n) => format!(" ({n} per address)"),
+            None => String::new(),
+        };
         format!(
             "{} s to send a request header, {} s to answer one, {} s to take each part of an \
-             answer, at most {} connections, request heads of at most {} bytes and {} headers, \
-             {} s for open connections to finish at shutdown",
+             answer, at most {} connections{per_ip}, request heads of at most {} bytes and {} \
+             headers, {} s for open connections to finish at shutdown",
             self.header_read_timeout.as_secs_f64(),
             self.request_timeout.as_secs_f64(),
             self.send_timeout.as_secs_f64(),
@@ -185,6 +212,7 @@ mod tests {
         assert_eq!(l.get_request_timeout(), Duration::from_secs(30));
         assert_eq!(l.get_send_timeout(), Duration::from_secs(60));
         assert_eq!(l.get_max_connections(), 10_000);
+        assert_eq!(l.get_max_connections_per_ip(), None);
         assert_eq!(l.get_grace(), Duration::from_secs(10));
         assert_eq!(l.get_max_header_bytes(), 65_536);
         assert_eq!(l.get_max_headers(), 100);
@@ -203,6 +231,7 @@ mod tests {
             .request_timeout(Duration::from_secs(60))
             .send_timeout(Duration::from_secs(7))
             .max_connections(3)
+            .max_connections_per_ip(8)
             .grace(Duration::from_secs(2))
             .max_header_bytes(16_384)
             .max_headers(20);
@@ -210,6 +239,14 @@ mod tests {
         assert_eq!(l.get_request_timeout(), Duration::from_secs(60));
         assert_eq!(l.get_send_timeout(), Duration::from_secs(7));
         assert_eq!(l.get_max_connections(), 3);
+        assert_eq!(l.get_max_connections_per_ip(), Some(8));
+        assert!(l
+            .describe()
+            .contains("at most 3 connections (8 per address)"));
+        assert_eq!(
+            l.max_connections_per_ip(0).get_max_connections_per_ip(),
+            None
+        );
         assert_eq!(l.get_grace(), Duration::from_secs(2));
         assert_eq!(l.get_max_header_bytes(), 16_384);
         assert_eq!(l.get_max_headers(), 20);

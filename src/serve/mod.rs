@@ -39,7 +39,8 @@
 //!   hold its connection for ever;
 //! - **a connection cap**: at most this many connections open at once; more wait in the
 //!   kernel's accept queue until one closes, so the process never runs out of file descriptors
-//!   mid-request;
+//!   mid-request; and, when set, a cap per client address (a connection past it closed as it
+//!   is accepted);
 //! - **a cap on a request's head**, its bytes and its number of headers: a head over either is
 //!   answered `431` by hyper and the connection closed;
 //! - **no ambiguous framing**: a request with both `Content-Length` and `Transfer-Encoding`
@@ -76,6 +77,7 @@
 mod connection;
 mod framing;
 mod limits;
+mod per_ip;
 mod shutdown;
 
 use std::convert::Infallible;
@@ -144,9 +146,13 @@ pub async fn serve<S, B>(
             },
             () = &mut shutdown => break,
         };
+        let Ok(per_ip) = per_ip::hold(peer.ip(), limits.get_max_connections_per_ip()) else {
+            tracing::debug!(peer = %peer.ip(), "connection refused: too many from one address");
+            continue;
+        };
         tokio::spawn(connection::run(
             stream,
-            permit,
+            (permit, per_ip),
             peer,
             service.clone(),
             limits,

@@ -342,3 +342,59 @@ async fn a_client_that_stops_reading_is_closed_at_the_send_timeout() {
         got.len()
     );
 }
+
+/// Past `max_connections_per_ip`, a client address's next connection is closed as it is
+/// accepted, while other addresses are served; as one of its connections closes it may open
+/// another. The client here connects from 127.0.0.2, which no other test uses (the count is
+/// the process's).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn past_its_cap_an_address_gets_no_more_connections() {
+    let (addr, _stop, _) = start(LIMITS.max_connections_per_ip(2)).await;
+    let from = |ip: &str| {
+        let ip: std::net::IpAddr = ip.parse().unwrap();
+        async move {
+            let socket = tokio::net::TcpSocket::new_v4().unwrap();
+            socket.bind(SocketAddr::new(ip, 0)).unwrap();
+            socket.connect(addr).await.unwrap()
+        }
+    };
+    /// Whether `stream` is served: a request on it answered `200`.
+    async fn served(stream: &mut TcpStream) -> bool {
+        if stream
+            .write_all(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n")
+            .await
+            .is_err()
+        {
+            return false;
+        }
+        let mut buf = [0u8; 256];
+        match tokio::time::timeout(Duration::from_secs(5), stream.read(&mut buf)).await {
+            Ok(Ok(n)) => buf[..n].starts_with(b"HTTP/1.1 200"),
+            Ok(Err(_)) => false,
+            Err(_) => panic!("neither served nor closed within 5 s"),
+        }
+    }
+    let mut first = from("127.0.0.2").await;
+    let mut second = from("127.0.0.2").await;
+    assert!(served(&mut first).await && served(&mut second).await);
+    let mut third = from("127.0.0.2").await;
+    assert!(
+        !served(&mut third).await,
+        "a third connection from one address"
+    );
+    let mut elsewhere = from("127.0.0.3").await;
+    assert!(served(&mut elsewhere).await, "another address is served");
+    drop(first);
+    // The server sees the close when it next reads: until then the place is held.
+    let mut again = None;
+    for _ in 0..50 {
+        let mut next = from("127.0.0.2").await;
+        if served(&mut next).await {
+            again = Some(next);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(again.is_some(), "no place back after a connection closed");
+    assert!(served(&mut second).await, "the others are still served");
+}

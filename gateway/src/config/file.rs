@@ -89,6 +89,7 @@ pub(crate) struct LimitsFile {
     #[serde(default, deserialize_with = "duration")]
     pub shutdown_delay: Option<Duration>,
     pub max_connections: Option<Spanned<usize>>,
+    pub max_connections_per_ip: Option<Spanned<usize>>,
     pub max_body_bytes: Option<Spanned<u64>>,
     pub max_header_bytes: Option<Spanned<usize>>,
     pub max_headers: Option<Spanned<usize>>,

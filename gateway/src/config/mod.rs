@@ -389,6 +389,9 @@ impl Lines<'_> {
             }
             serve = serve.max_connections(*n.get_ref());
         }
+        if let Some(n) = &f.max_connections_per_ip {
+            serve = serve.max_connections_per_ip(*n.get_ref());
+        }
         if let Some(n) = &f.max_header_bytes {
             if *n.get_ref() < 8192 {
                 return Err(self.at(n, "limits.max_header_bytes: at least 8192"));

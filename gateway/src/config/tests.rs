@@ -164,6 +164,12 @@ fn limits_are_read_and_checked() {
     assert_eq!(c.limits.serve.get_send_timeout().as_secs(), 15);
     let (_, msg) = refused("upstream = \"http://a:1\"\n[limits]\nsend_timeout = \"0s\"\n");
     assert!(msg.contains("send_timeout"), "{msg}");
+    // The cap per client address: off unless said; 0 is off too.
+    assert_eq!(c.limits.serve.get_max_connections_per_ip(), None);
+    let c = parse("upstream = \"http://a:1\"\n[limits]\nmax_connections_per_ip = 32\n").unwrap();
+    assert_eq!(c.limits.serve.get_max_connections_per_ip(), Some(32));
+    let c = parse("upstream = \"http://a:1\"\n[limits]\nmax_connections_per_ip = 0\n").unwrap();
+    assert_eq!(c.limits.serve.get_max_connections_per_ip(), None);
 }
 
 #[test]
