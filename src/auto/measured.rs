@@ -13,6 +13,10 @@ use std::time::Duration;
 /// capacity down for everyone (a body dripped past the controller's timeout is a timeout, a
 /// proxy's `502` for a body cut short an error).
 ///
+/// The room takes it as said, from whatever is between it and the app: only a layer that
+/// measures should set it (an app's handler could set `AppTook(Duration::ZERO)` on every
+/// answer and hide its own slowness). A proxy's app cannot: extensions do not cross the wire.
+///
 /// ```
 /// use std::time::Duration;
 /// use tower_waiting_room::auto::Measured;
@@ -22,7 +26,7 @@ use std::time::Duration;
 /// *res.status_mut() = http::StatusCode::BAD_REQUEST;
 /// res.extensions_mut().insert(Measured::ClientFault);
 ///
-/// // One whose client took 20 s to send its body, which the app then answered in 30 ms:
+/// // One whose client took 20 s to send its body, of which 30 ms were the app's:
 /// let mut res = http::Response::new(());
 /// res.extensions_mut().insert(Measured::AppTook(Duration::from_millis(30)));
 /// ```
@@ -32,7 +36,7 @@ pub enum Measured {
     /// stopped, arrived too slowly or was too large) and the layer answered for it. Not
     /// counted.
     ClientFault,
-    /// The app's own time, from the request's body sent to the answer's head: counted instead
-    /// of the room's measure, which includes the time the client took to send the body.
+    /// The app's own time until the answer's head, without the time the request waited for
+    /// its client to send the body: counted instead of the room's measure, which includes it.
     AppTook(Duration),
 }

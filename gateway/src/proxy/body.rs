@@ -1,14 +1,15 @@
 //! The request's body as the proxy sends it to the app: its errors marked as the client's
-//! ([`ClientBody`]), and the moment it ends announced ([`Sent`]), so that the app's time, for
-//! the upstream timeout and for a room's measure, starts when the app has the whole request,
-//! not while a slow client is still uploading.
+//! ([`ClientBody`]), and the time spent waiting for the client to send it kept apart
+//! ([`Upload`]), so that the upstream timeout and a room's measure count the app's time only,
+//! not a slow client's upload.
 
 use std::pin::Pin;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
-use tokio::sync::oneshot;
 use tokio::time::Instant;
 
 use super::BoxError;
@@ -30,39 +31,59 @@ impl std::error::Error for ClientBody {
     }
 }
 
-pin_project_lite::pin_project! {
-    /// A request body that says when it has all been read, once.
-    pub(crate) struct Sent<B> {
-        #[pin]
-        inner: B,
-        ended: Ended,
+/// How long a request has waited on its client, shared by the body (polled by the
+/// connection's task) and the proxy (waiting for the answer).
+///
+/// The app's time is everything else: the request's time less the client's. Not "from the
+/// body's end": an app that stops reading a large upload (its socket full, hyper no longer
+/// asking for the body) would otherwise never time out, and the time it takes to read a body
+/// is its own.
+#[derive(Clone, Debug)]
+pub(crate) struct Upload {
+    inner: Arc<Mutex<Waited>>,
+}
+
+#[derive(Debug, Default)]
+struct Waited {
+    /// The time hyper asked for the next part and the client had not sent it, closed spells.
+    total: Duration,
+    /// Since when hyper has been waiting for the client, if it is now.
+    since: Option<Instant>,
+}
+
+impl Upload {
+    fn lock(&self) -> MutexGuard<'_, Waited> {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// How long the request has waited on its client by `now`.
+    pub(crate) fn client_time(&self, now: Instant) -> Duration {
+        let waited = self.lock();
+        waited.total + waited.since.map_or(Duration::ZERO, |since| now - since)
     }
 }
 
-/// Sends the instant it is dropped, unless told the body failed. hyper drops a body once it has
-/// sent all of it (the request's `Content-Length` reached, without asking for the end that the
-/// body's wrappers may not report), or when the app answered without reading it all; a body
-/// that failed sends nothing.
-struct Ended(Option<oneshot::Sender<Instant>>);
-
-impl Drop for Ended {
-    fn drop(&mut self) {
-        if let Some(tx) = self.0.take() {
-            let _ = tx.send(Instant::now());
-        }
+pin_project_lite::pin_project! {
+    /// A request body that keeps its [`Upload`]'s count.
+    pub(crate) struct Sent<B> {
+        #[pin]
+        inner: B,
+        upload: Upload,
     }
 }
 
 impl<B> Sent<B> {
-    /// `inner`, and what hears of its end: the instant it ended, or an error if it failed.
-    pub(crate) fn new(inner: B) -> (Self, oneshot::Receiver<Instant>) {
-        let (tx, rx) = oneshot::channel();
+    /// `inner`, and what tells how long it kept the request waiting.
+    pub(crate) fn new(inner: B) -> (Self, Upload) {
+        let upload = Upload {
+            inner: Arc::default(),
+        };
         (
             Self {
                 inner,
-                ended: Ended(Some(tx)),
+                upload: upload.clone(),
             },
-            rx,
+            upload,
         )
     }
 }
@@ -80,19 +101,22 @@ where
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         let this = self.project();
-        match this.inner.poll_frame(cx) {
-            Poll::Ready(Some(Err(e))) => {
-                // Dropped unsent: the receiver hears of no end.
-                this.ended.0.take();
-                Poll::Ready(Some(Err(Box::new(ClientBody(e.into())))))
+        let polled = this.inner.poll_frame(cx);
+        let mut waited = this.upload.lock();
+        match (&polled, waited.since) {
+            (Poll::Pending, None) => waited.since = Some(Instant::now()),
+            (Poll::Ready(_), Some(since)) => {
+                waited.total += since.elapsed();
+                waited.since = None;
             }
-            Poll::Ready(None) => {
-                if let Some(tx) = this.ended.0.take() {
-                    let _ = tx.send(Instant::now());
-                }
-                Poll::Ready(None)
-            }
-            polled => polled.map(|frame| frame.map(|frame| frame.map_err(Into::into))),
+            _ => {}
+        }
+        drop(waited);
+        match polled {
+            Poll::Ready(Some(Err(e))) => Poll::Ready(Some(Err(Box::new(ClientBody(e.into()))))),
+            Poll::Ready(Some(Ok(frame))) => Poll::Ready(Some(Ok(frame))),
+            Poll::Ready(None) => Poll::Ready(None),
+            Poll::Pending => Poll::Pending,
         }
     }
 

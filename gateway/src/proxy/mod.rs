@@ -10,10 +10,11 @@
 //!   connection to the app that no room sees), and an app that switches protocols unasked is a
 //!   `502`.
 //! - The app unreachable, or answering what is not HTTP: `502`; no answer's head within the
-//!   upstream timeout of the request's body sent: `504` ([`Problem`]). Never a hang, never a
-//!   `500`. A client's body cut short, too slow or too large is the client's (`400`, `408`,
-//!   `413`), and a room measuring the app is told so ([`Measured`]), with the app's own time
-//!   for a request whose body took a while to arrive (`body.rs`).
+//!   upstream timeout of the app's time (the request's, less what it waited for its client to
+//!   send the body): `504` ([`Problem`]). Never a hang, never a `500`. A client's body cut
+//!   short, too slow or too large is the client's (`400`, `408`, `413`), and a room measuring
+//!   the app is told so ([`Measured`]), with the app's own time for a request with a body
+//!   (`body.rs`).
 //! - Several upstreams take turns.
 //! - Each serving worker keeps its own pool of connections to the app (as each nginx worker
 //!   does): a request is sent on a connection its own thread drives, with no hand-over
@@ -200,28 +201,33 @@ where
         }
     };
     parts.version = Version::HTTP_11;
+    // Read before the hop-by-hop headers go: `Transfer-Encoding` is one of them.
+    let with_body = has_body(&parts.headers);
     remove_hop_by_hop(&mut parts.headers, upgrading);
-    // A request with a body: the app's time starts once it is all sent.
-    let (body, sent) = if !has_body(&parts.headers) {
-        (body.map_err(Into::into).boxed_unsync(), None)
+    // A request with a body: the time spent waiting for its client is not the app's.
+    let (body, upload) = if with_body {
+        let (body, upload) = Sent::new(body);
+        (body.boxed_unsync(), Some(upload))
     } else {
-        let (body, sent) = Sent::new(body);
-        (body.boxed_unsync(), Some(sent))
+        (body.map_err(Into::into).boxed_unsync(), None)
     };
     let out = Request::from_parts(parts, body);
 
     let request = inner.client().request(out);
-    let (answered, app_took) = match sent {
-        None => (tokio::time::timeout(inner.timeout, request).await, None),
-        Some(sent) => once_sent(request, sent, inner.timeout).await,
+    let (answered, app_took) = match upload {
+        None => (
+            tokio::time::timeout(inner.timeout, request).await.ok(),
+            None,
+        ),
+        Some(upload) => apps_time(request, &upload, inner.timeout).await,
     };
     let mut res = match answered {
-        Err(_elapsed) => {
+        None => {
             tracing::warn!(%upstream, "the app did not answer in time");
             count("timeout");
             return page(Problem::GatewayTimeout, asked);
         }
-        Ok(Err(e)) => {
+        Some(Err(e)) => {
             let problem = classify(&e);
             if problem == Problem::BadGateway {
                 tracing::warn!(%upstream, error = %chain(&e), "the app could not be reached");
@@ -233,7 +239,7 @@ where
             }
             return page(problem, asked);
         }
-        Ok(Ok(res)) => res,
+        Some(Ok(res)) => res,
     };
     match (client_side, res.status()) {
         (Some(client_side), http::StatusCode::SWITCHING_PROTOCOLS) => {
@@ -266,31 +272,34 @@ fn has_body(headers: &http::HeaderMap) -> bool {
             .is_some_and(|n| n.as_bytes() != b"0")
 }
 
-/// The answer to `request` within `timeout` of its body's end, and how long after that end it
-/// came; or the answer that came before the end (an app need not read a body to answer). A
-/// body that never ends is bounded by the body's own timeouts (between two of its parts, and
-/// the whole request's), not by this one: its slowness is the client's, not the app's.
-async fn once_sent<F: Future>(
+/// The answer to `request` (`None`: the app's time ran out), and the app's time until it: the
+/// request's time less what it spent waiting for its client to send the body (`upload`). The
+/// upstream timeout bounds the app's time only: a client's slow upload is bounded by the body's
+/// own timeouts (between two of its parts, and the whole request's), and an app that stops
+/// reading the body (hyper no longer asking for it) runs out of time as one that does not
+/// answer.
+async fn apps_time<F: Future>(
     request: F,
-    sent: tokio::sync::oneshot::Receiver<tokio::time::Instant>,
+    upload: &body::Upload,
     timeout: Duration,
-) -> (
-    Result<F::Output, tokio::time::error::Elapsed>,
-    Option<Duration>,
-) {
+) -> (Option<F::Output>, Option<Duration>) {
+    let start = tokio::time::Instant::now();
+    let apps = |now: tokio::time::Instant| (now - start).saturating_sub(upload.client_time(now));
     let mut request = std::pin::pin!(request);
-    let ended = tokio::select! {
-        biased;
-        answer = &mut request => return (Ok(answer), None),
-        ended = sent => ended,
-    };
-    match ended {
-        Ok(at) => {
-            let answer = tokio::time::timeout_at(at + timeout, request).await;
-            (answer, Some(at.elapsed()))
+    loop {
+        let left = timeout.saturating_sub(apps(tokio::time::Instant::now()));
+        if left.is_zero() {
+            return (None, None);
         }
-        // The body failed (the call fails with it at once) or was dropped unread.
-        Err(_) => (tokio::time::timeout(timeout, request).await, None),
+        // Wakes when the app's time could have run out: later, if the client kept it waiting
+        // meanwhile.
+        tokio::select! {
+            biased;
+            answer = &mut request => {
+                return (Some(answer), Some(apps(tokio::time::Instant::now())));
+            }
+            () = tokio::time::sleep(left) => {}
+        }
     }
 }
 

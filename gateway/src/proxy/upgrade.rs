@@ -1,5 +1,5 @@
-//! A switched connection (a WebSocket, or any protocol the app agreed to with `101`): once both
-//! sides have handed their connection over, bytes are copied both ways until either closes.
+//! A switched connection (a WebSocket, the one upgrade passed on): once both sides have handed
+//! their connection over, bytes are copied both ways until either closes.
 
 use hyper::upgrade::OnUpgrade;
 use hyper_util::rt::TokioIo;

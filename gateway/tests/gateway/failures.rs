@@ -167,40 +167,105 @@ fn a_client_that_never_finishes_its_head_is_closed_within_header_read_timeout() 
     assert_eq!(res.status, 200, "still serving");
 }
 
-/// `POST /echo` with a 10-byte body sent in two halves `pause` apart, with `cookies`; the
-/// connection, its answer still to read.
+/// `POST /mirror` with a 10-byte body sent in two halves `pause` apart, with `cookies`, framed
+/// by `Content-Length` or chunked; the connection, its answer still to read.
 fn upload_in_halves(
     addr: std::net::SocketAddr,
     cookies: &str,
     pause: Duration,
+    chunked: bool,
 ) -> std::io::BufReader<std::net::TcpStream> {
+    let (framing, first, second) = if chunked {
+        (
+            "Transfer-Encoding: chunked",
+            "5\r\n01234\r\n",
+            "5\r\n56789\r\n0\r\n\r\n",
+        )
+    } else {
+        ("Content-Length: 10", "01234", "56789")
+    };
     let mut conn = open_raw(
         addr,
         format!(
-            "POST /echo HTTP/1.1\r\nHost: {addr}\r\nCookie: {cookies}\r\nContent-Length: 10\r\n\
-             Connection: close\r\n\r\n01234"
+            "POST /mirror HTTP/1.1\r\nHost: {addr}\r\nCookie: {cookies}\r\n{framing}\r\n\
+             Connection: close\r\n\r\n{first}"
         )
         .as_bytes(),
         Duration::from_secs(10),
     );
     std::thread::sleep(pause);
-    conn.get_mut().write_all(b"56789").unwrap();
+    conn.get_mut().write_all(second.as_bytes()).unwrap();
     conn
+}
+
+/// Half of a 10-byte body, framed by `Content-Length` or chunked, and then the client is gone.
+fn broken_off(addr: std::net::SocketAddr, cookies: &str, chunked: bool) {
+    let (framing, half) = if chunked {
+        ("Transfer-Encoding: chunked", "5\r\n01234\r\n")
+    } else {
+        ("Content-Length: 10", "01234")
+    };
+    let conn = open_raw(
+        addr,
+        format!(
+            "POST /echo HTTP/1.1\r\nHost: {addr}\r\nCookie: {cookies}\r\n{framing}\r\n\r\n{half}"
+        )
+        .as_bytes(),
+        SHORT,
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    drop(conn);
 }
 
 #[test]
 fn a_body_slower_to_arrive_than_the_upstream_timeout_still_reaches_the_app() {
-    // The upstream timeout is the app's time to answer once it has the request (nginx's
-    // `proxy_read_timeout` is counted the same way), not the client's to send its body.
+    // The upstream timeout is the app's time to answer, not the client's to send its body.
     let app = App::start();
     let gw = Gateway::start(&plain_proxy(
         &app.url(),
         "upstream_timeout = \"1s\"\nbody_timeout = \"5s\"\nrequest_timeout = \"10s\"",
     ));
-    let mut conn = upload_in_halves(gw.addr, "", Duration::from_millis(1_600));
-    let res = read_response(&mut conn).unwrap();
-    assert_eq!(res.status, 200, "{}", res.text());
-    assert_eq!(res.json()["body_bytes"], 10, "{}", res.text());
+    for chunked in [false, true] {
+        let mut conn = upload_in_halves(gw.addr, "", Duration::from_millis(1_600), chunked);
+        let res = read_response(&mut conn).unwrap();
+        assert_eq!(res.status, 200, "chunked {chunked}: {}", res.text());
+        assert_eq!(res.text(), "0123456789", "chunked {chunked}");
+    }
+}
+
+#[test]
+fn an_app_that_stops_reading_a_large_body_is_a_504_within_the_upstream_timeout() {
+    // Its socket full, the app reads no more of the body and never ends it: the upstream
+    // timeout runs all the same (the time is the app's, not the client's).
+    let app = App::start();
+    let gw = Gateway::start(&plain_proxy(
+        &app.url(),
+        "upstream_timeout = \"1s\"\nrequest_timeout = \"20s\"\nmax_body_bytes = 100000000",
+    ));
+    const BYTES: usize = 48 << 20;
+    let mut conn = open_raw(
+        gw.addr,
+        format!(
+            "POST /stall?s=15 HTTP/1.1\r\nHost: {}\r\nContent-Length: {BYTES}\r\n\r\n",
+            gw.addr
+        )
+        .as_bytes(),
+        Duration::from_secs(20),
+    );
+    let mut writer = conn.get_ref().try_clone().unwrap();
+    // Sends the body as fast as the gateway takes it; stops when the connection closes.
+    std::thread::spawn(move || {
+        let block = vec![b'x'; 1 << 16];
+        for _ in 0..BYTES / block.len() {
+            if writer.write_all(&block).is_err() {
+                break;
+            }
+        }
+    });
+    let (res, took) = timed(|| read_response(&mut conn));
+    let res = res.unwrap();
+    assert_eq!(res.status, 504, "{}", res.text());
+    assert!(took < Duration::from_secs(5), "took {took:?}");
 }
 
 /// A room whose capacity follows the app counts what the app does, not what its clients do:
@@ -227,22 +292,14 @@ fn slow_or_broken_bodies_are_not_counted_against_the_app() {
         .map(|i| {
             let cookies = inside[i % 2].header().unwrap_or_default();
             std::thread::spawn(move || {
+                // Each kind framed both ways (by Content-Length, chunked).
+                let chunked = i % 4 >= 2;
                 if i % 2 == 0 {
-                    let mut conn = upload_in_halves(addr, &cookies, Duration::from_millis(2_300));
+                    let pause = Duration::from_millis(2_300);
+                    let mut conn = upload_in_halves(addr, &cookies, pause, chunked);
                     read_response(&mut conn).map(|res| res.status)
                 } else {
-                    // Half the body, then gone.
-                    let conn = open_raw(
-                        addr,
-                        format!(
-                            "POST /echo HTTP/1.1\r\nHost: {addr}\r\nCookie: {cookies}\r\n\
-                             Content-Length: 10\r\n\r\n01234"
-                        )
-                        .as_bytes(),
-                        SHORT,
-                    );
-                    std::thread::sleep(Duration::from_millis(300));
-                    drop(conn);
+                    broken_off(addr, &cookies, chunked);
                     Ok(0)
                 }
             })

@@ -7,6 +7,7 @@ Routes:
   ANY  /echo                    JSON: method, path, headers, body length (what reached the app)
   GET  /seen                    JSON: every request line the app received so far
   GET  /slow?s=N                answers after N seconds
+  ANY  /stall?s=N               answers after N seconds without reading the request's body
   GET  /ws                      a WebSocket echo (RFC 6455, text and binary, unmasked replies)
   GET  /garbage                 writes bytes that are not HTTP, then closes
   POST /mirror                  the request body sent back as it arrived (Content-Length or
@@ -68,6 +69,11 @@ class Handler(BaseHTTPRequestHandler):
     def handle_any(self):
         self.record()
         url = urlsplit(self.path)
+        if url.path == "/stall":
+            # Reads nothing of the body: an app stuck before it.
+            time.sleep(float(parse_qs(url.query).get("s", ["5"])[0]))
+            self.close_connection = True
+            return self.send(200, "<p>stalled</p>")
         if url.path == "/echo":
             body = self.read_body()
             info = {
