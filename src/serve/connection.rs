@@ -43,10 +43,11 @@ struct Counted {
     /// Its place under the connection cap, and under its address's.
     _places: (OwnedSemaphorePermit, Option<Held>),
     send_timeout: Duration,
-    /// Since when a write has waited for the client to take what it was sent: set at the first
-    /// write that cannot go on, cleared by the next that does (so allocated only for a client
-    /// slower than its socket's buffers).
-    stalled: Option<Pin<Box<Sleep>>>,
+    /// The send timeout's timer: armed at a write that cannot go on (the client's socket
+    /// full), disarmed at the next that does. Allocated at the first such write (a client that
+    /// keeps up never has one), then reset in place.
+    stall: Option<Pin<Box<Sleep>>>,
+    armed: bool,
 }
 
 impl Counted {
@@ -58,16 +59,22 @@ impl Counted {
         polled: Poll<io::Result<T>>,
     ) -> Poll<io::Result<T>> {
         if polled.is_ready() {
-            if self.stalled.is_some() {
-                self.stalled = None;
-            }
+            self.armed = false;
             return polled;
         }
-        let timeout = self.send_timeout;
-        let stalled = self
-            .stalled
-            .get_or_insert_with(|| Box::pin(tokio::time::sleep(timeout)));
-        if stalled.as_mut().poll(cx).is_ready() {
+        let deadline = tokio::time::Instant::now() + self.send_timeout;
+        let stall = match &mut self.stall {
+            Some(stall) if self.armed => stall,
+            Some(stall) => {
+                stall.as_mut().reset(deadline);
+                stall
+            }
+            None => self
+                .stall
+                .insert(Box::pin(tokio::time::sleep_until(deadline))),
+        };
+        self.armed = true;
+        if stall.as_mut().poll(cx).is_ready() {
             return Poll::Ready(Err(io::Error::new(
                 io::ErrorKind::TimedOut,
                 "the client took nothing of the answer within the send timeout",
@@ -156,7 +163,8 @@ pub(super) async fn run<S, B>(
         framing,
         _places: places,
         send_timeout: limits.get_send_timeout(),
-        stalled: None,
+        stall: None,
+        armed: false,
     };
     // hyper calls the service for a connection's requests in order, one at a time.
     let requests = AtomicU32::new(0);

@@ -80,7 +80,9 @@ impl Limits {
     /// the whole answer, so a large download at any steady pace, or an event stream quiet for
     /// minutes, is never cut; a client that stops reading no longer holds its connection (and
     /// its place under [`max_connections`](Self::max_connections)) for ever. Applies to an
-    /// upgraded connection's writes too. Default 60 s.
+    /// upgraded connection's writes too. A client that takes a byte now and then, just within
+    /// it, is not closed (the connection cap bounds how many can). Zero closes a connection at
+    /// the first write that has to wait. Default 60 s.
     pub const fn send_timeout(mut self, timeout: Duration) -> Self {
         self.send_timeout = timeout;
         self
