@@ -141,22 +141,25 @@ pub(crate) fn subcommand() -> Option<ExitCode> {
 fn wrk_only(args: &[String]) -> ExitCode {
     let mut settings = Settings::quick();
     settings.run = Duration::from_secs(5);
+    let mut only = Vec::new();
     let mut rest = args.iter();
     while let Some(arg) = rest.next() {
-        let n = rest
-            .next()
-            .and_then(|n| n.parse::<u64>().ok())
-            .filter(|&n| n > 0);
-        match (arg.as_str(), n) {
-            ("--secs", Some(n)) => settings.run = Duration::from_secs(n),
-            ("--rounds", Some(n)) => settings.repeats = n as usize,
+        let value = rest.next();
+        let n = value.and_then(|n| n.parse::<u64>().ok()).filter(|&n| n > 0);
+        match (arg.as_str(), n, value) {
+            ("--secs", Some(n), _) => settings.run = Duration::from_secs(n),
+            ("--rounds", Some(n), _) => settings.repeats = n as usize,
+            ("--pair", _, Some(pair)) if PAIRS.contains(&pair.as_str()) => only.push(pair.clone()),
             _ => {
-                eprintln!("usage: bench wrk [--secs N] [--rounds N]");
+                eprintln!(
+                    "usage: bench wrk [--secs N] [--rounds N] [--pair NAME]...\n  pairs: {}",
+                    PAIRS.join(", ")
+                );
                 return ExitCode::from(2);
             }
         }
     }
-    match scenarios(&settings) {
+    match pairs(&settings, &only) {
         Ok(m) => {
             println!("{}", serde_json::to_string_pretty(&m).unwrap_or_default());
             ExitCode::SUCCESS
@@ -515,6 +518,27 @@ fn run_secs(settings: &Settings) -> u64 {
 /// tokens beside the fast path, and each path beside its floor; the medians and the paired
 /// ratios.
 pub(crate) fn scenarios(settings: &Settings) -> Result<Map<String, Value>, BoxError> {
+    pairs(settings, &[])
+}
+
+/// The pairs [`scenarios`] runs, by name (`bench wrk --pair NAME` runs only those named).
+const PAIRS: [&str; 11] = [
+    "fast_path",
+    "cookie_check",
+    "noop_layer",
+    "plain_control",
+    "extension_floor",
+    "admission_floor",
+    "redirect_only",
+    "first_visit_floor",
+    "edge_tokens",
+    "cookie_check_vs_redirect_only",
+    "fast_path_vs_admission_floor",
+];
+
+/// [`scenarios`], only the pairs named in `only` (every pair when it is empty): one pair's
+/// rounds take seconds where all of them take minutes, for trying a change to one path.
+fn pairs(settings: &Settings, only: &[String]) -> Result<Map<String, Value>, BoxError> {
     let secs = run_secs(settings);
     let pinned = pinned_cores();
     eprintln!(
@@ -590,6 +614,10 @@ pub(crate) fn scenarios(settings: &Settings) -> Result<Map<String, Value>, BoxEr
                 200,
             ),
         ] {
+            debug_assert!(PAIRS.contains(&name), "{name} is not in PAIRS");
+            if !only.is_empty() && !only.iter().any(|p| p == name) {
+                continue;
+            }
             // A fresh admission token for each pair: a round outlives the fast path's
             // `refresh` (15 s), and an older token goes the whole way.
             let token = admission_cookie()?;
