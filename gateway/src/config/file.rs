@@ -72,30 +72,21 @@ impl Default for PathsFile {
 #[derive(Debug, Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct LimitsFile {
-    #[serde(default, deserialize_with = "duration")]
-    pub header_read_timeout: Option<Duration>,
-    #[serde(default, deserialize_with = "duration")]
-    pub request_timeout: Option<Duration>,
-    #[serde(default, deserialize_with = "duration")]
-    pub send_timeout: Option<Duration>,
-    #[serde(default, deserialize_with = "duration")]
-    pub upstream_timeout: Option<Duration>,
-    #[serde(default, deserialize_with = "duration")]
-    pub connect_timeout: Option<Duration>,
-    #[serde(default, deserialize_with = "duration")]
-    pub body_timeout: Option<Duration>,
-    #[serde(default, deserialize_with = "duration")]
-    pub grace: Option<Duration>,
-    #[serde(default, deserialize_with = "duration")]
-    pub shutdown_delay: Option<Duration>,
+    pub header_read_timeout: Option<Spanned<Readable>>,
+    pub request_timeout: Option<Spanned<Readable>>,
+    pub send_timeout: Option<Spanned<Readable>>,
+    pub upstream_timeout: Option<Spanned<Readable>>,
+    pub connect_timeout: Option<Spanned<Readable>>,
+    pub body_timeout: Option<Spanned<Readable>>,
+    pub grace: Option<Spanned<Readable>>,
+    pub shutdown_delay: Option<Spanned<Readable>>,
     pub max_connections: Option<Spanned<usize>>,
     pub max_connections_per_ip: Option<Spanned<usize>>,
     pub max_body_bytes: Option<Spanned<u64>>,
     pub max_header_bytes: Option<Spanned<usize>>,
     pub max_headers: Option<Spanned<usize>>,
     pub upstream_idle_connections: Option<Spanned<usize>>,
-    #[serde(default, deserialize_with = "duration")]
-    pub upstream_idle_timeout: Option<Duration>,
+    pub upstream_idle_timeout: Option<Spanned<Readable>>,
 }
 
 /// `[admin]`: the token's place (never the token).
@@ -114,8 +105,4 @@ impl<'de> Deserialize<'de> for Readable {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         tower_waiting_room::config::readable_duration(d).map(Readable)
     }
-}
-
-fn duration<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
-    tower_waiting_room::config::readable_duration(d).map(Some)
 }

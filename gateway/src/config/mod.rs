@@ -369,18 +369,34 @@ impl Lines<'_> {
 
     fn limits(&self, file: &GatewayFile) -> Result<Limits, FileError> {
         let f = &file.limits;
+        // Every duration given must be more than zero; the error names its line.
+        for (name, given) in [
+            ("header_read_timeout", &f.header_read_timeout),
+            ("request_timeout", &f.request_timeout),
+            ("send_timeout", &f.send_timeout),
+            ("upstream_timeout", &f.upstream_timeout),
+            ("connect_timeout", &f.connect_timeout),
+            ("body_timeout", &f.body_timeout),
+            ("upstream_idle_timeout", &f.upstream_idle_timeout),
+        ] {
+            if let Some(d) = given.as_ref().filter(|d| d.get_ref().0.is_zero()) {
+                return Err(self.at(d, format!("limits.{name}: must be more than 0")));
+            }
+        }
+        let duration =
+            |given: &Option<Spanned<file::Readable>>| given.as_ref().map(|d| d.get_ref().0);
         let mut limits = Limits::default();
         let mut serve = limits.serve;
-        if let Some(d) = f.header_read_timeout {
+        if let Some(d) = duration(&f.header_read_timeout) {
             serve = serve.header_read_timeout(d);
         }
-        if let Some(d) = f.request_timeout {
+        if let Some(d) = duration(&f.request_timeout) {
             serve = serve.request_timeout(d);
         }
-        if let Some(d) = f.send_timeout {
+        if let Some(d) = duration(&f.send_timeout) {
             serve = serve.send_timeout(d);
         }
-        if let Some(d) = f.grace {
+        if let Some(d) = duration(&f.grace) {
             serve = serve.grace(d);
         }
         if let Some(n) = &f.max_connections {
@@ -405,19 +421,19 @@ impl Lines<'_> {
             serve = serve.max_headers(*n.get_ref());
         }
         limits.serve = serve;
-        if let Some(d) = f.upstream_timeout {
+        if let Some(d) = duration(&f.upstream_timeout) {
             limits.upstream_timeout = d;
         }
-        if let Some(d) = f.connect_timeout {
+        if let Some(d) = duration(&f.connect_timeout) {
             limits.connect_timeout = d;
         }
-        if let Some(d) = f.body_timeout {
+        if let Some(d) = duration(&f.body_timeout) {
             limits.body_timeout = d;
         }
-        if let Some(d) = f.upstream_idle_timeout {
+        if let Some(d) = duration(&f.upstream_idle_timeout) {
             limits.upstream_idle_timeout = d;
         }
-        if let Some(d) = f.shutdown_delay {
+        if let Some(d) = duration(&f.shutdown_delay) {
             limits.shutdown_delay = d;
         }
         if let Some(n) = &f.max_body_bytes {
@@ -426,29 +442,20 @@ impl Lines<'_> {
         if let Some(n) = &f.upstream_idle_connections {
             limits.upstream_idle_connections = *n.get_ref();
         }
-        for (name, d) in [
-            (
-                "header_read_timeout",
-                limits.serve.get_header_read_timeout(),
-            ),
-            ("request_timeout", limits.serve.get_request_timeout()),
-            ("send_timeout", limits.serve.get_send_timeout()),
-            ("upstream_timeout", limits.upstream_timeout),
-            ("connect_timeout", limits.connect_timeout),
-            ("body_timeout", limits.body_timeout),
-            ("upstream_idle_timeout", limits.upstream_idle_timeout),
-        ] {
-            if d.is_zero() {
-                return Err(self.whole(format!("limits.{name}: must be more than 0")));
-            }
-        }
         if limits.upstream_timeout >= limits.serve.get_request_timeout() {
-            return Err(self.whole(format!(
+            let message = format!(
                 "limits.upstream_timeout ({:?}) must be shorter than limits.request_timeout ({:?}), \
                  so that a slow app is answered 504 before the request's own timeout",
                 limits.upstream_timeout,
                 limits.serve.get_request_timeout()
-            )));
+            );
+            // At the line of whichever of the two the file gives (the upstream's first).
+            return Err(
+                match f.upstream_timeout.as_ref().or(f.request_timeout.as_ref()) {
+                    Some(given) => self.at(given, message),
+                    None => self.whole(message),
+                },
+            );
         }
         Ok(limits)
     }

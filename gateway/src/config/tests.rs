@@ -146,24 +146,31 @@ fn limits_are_read_and_checked() {
     assert_eq!(c.limits.serve.get_max_connections(), 7);
     let (line, msg) = refused("upstream = \"http://a:1\"\n[limits]\nmax_connections = 0\n");
     assert_eq!(line, Some(3), "{msg}");
-    let (_, msg) = refused(
+    let (line, msg) = refused(
         "upstream = \"http://a:1\"\n[limits]\nupstream_timeout = \"90s\"\nrequest_timeout = \"60s\"\n",
     );
     assert!(msg.contains("upstream_timeout"), "{msg}");
+    assert_eq!(line, Some(3), "{msg}");
+    let (line, msg) = refused("upstream = \"http://a:1\"\n[limits]\n\nrequest_timeout = \"10s\"\n");
+    assert!(msg.contains("upstream_timeout (30s)"), "{msg}");
+    assert_eq!(line, Some(4), "the one of the two the file gives: {msg}");
     let (line, msg) = refused("upstream = \"http://a:1\"\n[limits]\ngrace = \"soon\"\n");
     assert_eq!(line, Some(3), "{msg}");
     // The idle connections' timeout: 60 s unless said, never zero.
     assert_eq!(c.limits.upstream_idle_timeout.as_secs(), 60);
     let c = parse("upstream = \"http://a:1\"\n[limits]\nupstream_idle_timeout = \"4s\"\n").unwrap();
     assert_eq!(c.limits.upstream_idle_timeout.as_secs(), 4);
-    let (_, msg) = refused("upstream = \"http://a:1\"\n[limits]\nupstream_idle_timeout = \"0s\"\n");
+    let (line, msg) =
+        refused("upstream = \"http://a:1\"\n[limits]\nupstream_idle_timeout = \"0s\"\n");
     assert!(msg.contains("upstream_idle_timeout"), "{msg}");
+    assert_eq!(line, Some(3), "{msg}");
     // The send timeout: nginx's 60 s unless said, never zero.
     assert_eq!(c.limits.serve.get_send_timeout().as_secs(), 60);
     let c = parse("upstream = \"http://a:1\"\n[limits]\nsend_timeout = \"15s\"\n").unwrap();
     assert_eq!(c.limits.serve.get_send_timeout().as_secs(), 15);
-    let (_, msg) = refused("upstream = \"http://a:1\"\n[limits]\nsend_timeout = \"0s\"\n");
+    let (line, msg) = refused("upstream = \"http://a:1\"\n[limits]\nsend_timeout = \"0s\"\n");
     assert!(msg.contains("send_timeout"), "{msg}");
+    assert_eq!(line, Some(3), "{msg}");
     // The cap per client address: off unless said; 0 is off too.
     assert_eq!(c.limits.serve.get_max_connections_per_ip(), None);
     let c = parse("upstream = \"http://a:1\"\n[limits]\nmax_connections_per_ip = 32\n").unwrap();
