@@ -194,9 +194,15 @@ impl ClientIp {
         }
     }
 
-    /// Logs, at start-up, where the room `room` looks for the client IP.
+    /// Logs, at start-up, where the room `room` looks for the client IP: at `INFO` where it
+    /// is the crate's choice (the connection, a header), at `DEBUG` for an extractor of the
+    /// caller's own, who knows it (a gateway's, whose users never wrote one).
     pub(crate) fn log_source(&self, room: &str) {
-        tracing::info!(room, "the client IP comes from {}", self.source());
+        if matches!(self, ClientIp::With(_)) {
+            tracing::debug!(room, "the client IP comes from {}", self.source());
+        } else {
+            tracing::info!(room, "the client IP comes from {}", self.source());
+        }
     }
 
     /// What to change when no client IP was found for a request, for the warning.
