@@ -82,6 +82,9 @@ impl Live {
                     new = %config.listen,
                     "the listen address changed; it takes effect at the next start"
                 );
+                // What is in force stays what the running version says, so that the next
+                // reload of the same file warns again.
+                config.listen = running.config.listen;
             }
             if config.workers != running.config.workers {
                 tracing::warn!(
@@ -94,6 +97,7 @@ impl Live {
             }
             if config.limits.serve.describe() != running.config.limits.serve.describe() {
                 tracing::warn!("the serving limits changed; they take effect at the next start");
+                config.limits.serve = running.config.limits.serve;
             }
         }
         let stack = Arc::new(stack::build(&config, &self.inner.shared).map_err(|e| e.to_string())?);

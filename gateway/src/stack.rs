@@ -447,7 +447,11 @@ fn not_found() -> Response<GatewayBody> {
 pub fn prometheus() -> Option<&'static PrometheusHandle> {
     static HANDLE: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
     HANDLE
-        .get_or_init(|| PrometheusBuilder::new().install_recorder().ok())
+        .get_or_init(|| {
+            let handle = PrometheusBuilder::new().install_recorder().ok()?;
+            crate::proxy::register_metrics();
+            Some(handle)
+        })
         .as_ref()
 }
 

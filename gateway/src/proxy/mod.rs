@@ -338,9 +338,25 @@ fn chain(e: &dyn std::error::Error) -> String {
     text
 }
 
+/// The failures of the app the proxy counts, by their `reason` label.
+const UPSTREAM_ERRORS: &str = "waiting_room_gateway_upstream_errors_total";
+const REASONS: [&str; 3] = ["connect", "protocol", "timeout"];
+
 fn count(reason: &'static str) {
-    metrics::counter!("waiting_room_gateway_upstream_errors_total", "reason" => reason)
-        .increment(1);
+    debug_assert!(REASONS.contains(&reason), "{reason}");
+    metrics::counter!(UPSTREAM_ERRORS, "reason" => reason).increment(1);
+}
+
+/// Describes the proxy's metrics to the recorder and shows each at zero from the start: a
+/// series that appears only at the first failure breaks a rate and an alert on its absence.
+pub(crate) fn register_metrics() {
+    metrics::describe_counter!(
+        UPSTREAM_ERRORS,
+        "Requests the app failed: not reached (connect), not HTTP (protocol), no answer in time (timeout)."
+    );
+    for reason in REASONS {
+        metrics::counter!(UPSTREAM_ERRORS, "reason" => reason).increment(0);
+    }
 }
 
 /// The gateway's page for `problem`; one that is the client's doing tells a room measuring the

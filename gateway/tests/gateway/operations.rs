@@ -519,6 +519,25 @@ fn a_reload_keeps_the_command_lines_upstream() {
     assert!(app.seen().iter().any(|l| l == "GET /after"));
 }
 
+/// A limit that needs a restart is said to at every reload while it differs from the one in
+/// force, not only at the first (after which the running version held the new value).
+#[test]
+fn a_serving_limit_changed_is_warned_of_at_every_reload_until_a_restart() {
+    let app = App::start();
+    let gw = Gateway::start(&config(&app.url(), &sale_room(1)));
+    let changed =
+        config(&app.url(), &sale_room(1)).replace("[limits]\n", "[limits]\nmax_connections = 77\n");
+    std::fs::write(&gw.config, changed).unwrap();
+    let warning = "the serving limits changed";
+    for reload in 1..=2 {
+        gw.signal("HUP");
+        let warned = wait_for(SHORT, || {
+            (gw.log().matches(warning).count() == reload).then_some(())
+        });
+        assert!(warned.is_some(), "reload {reload}:\n{}", gw.log());
+    }
+}
+
 // ---- Shutdown -------------------------------------------------------------------------------
 
 /// Sends `GET path` on a thread: its answer.
@@ -686,6 +705,11 @@ fn health_metrics_and_admin_are_answered_by_the_gateway() {
         "waiting_room_granted",
     ] {
         assert!(text.contains(name), "no {name} in:\n{text}");
+    }
+    // The app's failures, none yet: at zero from the start, not missing until the first.
+    for reason in ["connect", "protocol", "timeout"] {
+        let series = format!("waiting_room_gateway_upstream_errors_total{{reason=\"{reason}\"}} 0");
+        assert!(text.contains(&series), "no {series} in:\n{text}");
     }
     let value = |name: &str| -> Option<String> {
         text.lines()
