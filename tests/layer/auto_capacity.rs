@@ -26,14 +26,19 @@ fn terms() -> AutoCapacity {
     AutoCapacity::new(2, 40, Duration::from_millis(300)).window(WINDOW)
 }
 
+/// A room of `capacity` on the embedded store whose capacity follows the app by [`terms`].
+fn auto_room(name: &str, capacity: u32) -> TestRoom {
+    TestRoom::with(
+        WaitingRoomLayer::builder(name)
+            .capacity(capacity)
+            .auto_capacity(terms()),
+    )
+}
+
 /// The room (capacity 4, following the app), the app behind it (answering `status` after
 /// 20 ms), and four visitors inside with thirty in line.
 async fn sale(name: &str) -> (TestRoom, Router, Arc<AtomicU16>, Vec<HeaderValue>) {
-    let room = TestRoom::with(
-        WaitingRoomLayer::builder(name)
-            .capacity(4)
-            .auto_capacity(terms()),
-    );
+    let room = auto_room(name, 4);
     let status = Arc::new(AtomicU16::new(200));
     let answer = Arc::clone(&status);
     let app = Router::new()
@@ -150,11 +155,7 @@ async fn the_capacity_grows_on_fast_answers_and_is_cut_on_errors() {
 /// timeout and the capacity cut.
 #[tokio::test(start_paused = true)]
 async fn what_a_proxy_says_of_an_answer_is_what_is_counted() {
-    let room = TestRoom::with(
-        WaitingRoomLayer::builder("auto-measured")
-            .capacity(4)
-            .auto_capacity(terms()),
-    );
+    let room = auto_room("auto-measured", 4);
     let answer = |measured: Measured, status: StatusCode| {
         move || async move {
             tokio::time::sleep(Duration::from_secs(3)).await;
@@ -265,11 +266,7 @@ async fn someone_else_writing_the_capacity_turns_it_off_rather_than_fight() {
 
 #[tokio::test(start_paused = true)]
 async fn a_capacity_outside_the_bounds_is_brought_within_them_and_said_so() {
-    let room = TestRoom::with(
-        WaitingRoomLayer::builder("auto-bounds")
-            .capacity(1)
-            .auto_capacity(terms()),
-    );
+    let room = auto_room("auto-bounds", 1);
     let app = Router::new()
         .route("/", get(|| async { "ok" }))
         .layer(room.layer());

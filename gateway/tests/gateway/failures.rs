@@ -274,23 +274,13 @@ fn an_app_that_stops_reading_a_large_body_is_a_504_within_the_upstream_timeout()
 #[test]
 fn slow_or_broken_bodies_are_not_counted_against_the_app() {
     let app = App::start();
-    let rooms = format!(
-        "[admin]\ntoken_env = \"WRG_TEST_ADMIN_TOKEN\"\n\n{}auto_capacity = \"2-50, p95 300ms, window 1s\"\n",
-        sale_room(2)
-    );
-    let gw = Gateway::start_with(
-        &config(&app.url(), &rooms),
-        &[],
-        &[("WRG_TEST_ADMIN_TOKEN", ADMIN_TOKEN)],
-    );
-    let addr = gw.addr;
-    let mut inside = [admitted(addr, "/", SHORT), admitted(addr, "/", SHORT)];
-    let _waiting: Vec<Jar> = (0..3).map(|_| waiting(addr, "/")).collect();
+    let mut room = AutoRoom::start(&app);
+    let addr = room.gw.addr;
     // Six slow uploads (past the controller's timeout, 2 s at the least) and six broken off,
     // all from the two people inside.
     let clients: Vec<_> = (0..12)
         .map(|i| {
-            let cookies = inside[i % 2].header().unwrap_or_default();
+            let cookies = room.inside[i % 2].header().unwrap_or_default();
             std::thread::spawn(move || {
                 // Each kind framed both ways (by Content-Length, chunked).
                 let chunked = i % 4 >= 2;
@@ -311,32 +301,23 @@ fn slow_or_broken_bodies_are_not_counted_against_the_app() {
             assert_eq!(status, Ok(200), "upload {i}");
         }
     }
-    let auth = format!("Bearer {ADMIN_TOKEN}");
-    let status = || {
-        request(
-            addr,
-            "GET",
-            "/__gateway/admin/rooms/sale",
-            &[("authorization", &auth), ("accept", "application/json")],
-            b"",
-            &mut Jar::default(),
-        )
-        .json()
-    };
     // Quick requests until the first decision on enough samples, which holds the uploads'
     // window (a window of too few samples is carried into the next).
-    let decided = eventually(Duration::from_secs(10), || {
-        for i in 0..10 {
-            let res = get(addr, "/", &mut inside[i % 2]);
-            assert_eq!(res.status, 200, "{}", res.text());
-        }
-        std::thread::sleep(Duration::from_millis(100));
-        let auto = &status()["auto"];
+    let decided = room.requests_until(|status| {
+        let auto = &status["auto"];
         !auto["change"].is_null() && auto["reason"] != "few_samples"
     });
-    let room = status();
-    assert!(decided, "no decision: {room}");
-    assert_eq!(room["auto"]["error_rate"], 0.0, "{room}\n{}", gw.log());
-    assert_eq!(room["auto"]["change"], "grow", "{room}");
-    assert!(room["auto"]["samples"].as_u64().unwrap() >= 20, "{room}");
+    let status = room.status();
+    assert!(decided, "no decision: {status}");
+    assert_eq!(
+        status["auto"]["error_rate"],
+        0.0,
+        "{status}\n{}",
+        room.gw.log()
+    );
+    assert_eq!(status["auto"]["change"], "grow", "{status}");
+    assert!(
+        status["auto"]["samples"].as_u64().unwrap() >= 20,
+        "{status}"
+    );
 }

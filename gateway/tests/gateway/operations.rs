@@ -833,44 +833,19 @@ fn a_sigterm_right_after_the_listening_line_is_a_graceful_stop() {
 #[test]
 fn a_room_with_auto_capacity_follows_the_app_through_the_gateway() {
     let app = App::start();
-    let rooms = format!(
-        "[admin]\ntoken_env = \"WRG_TEST_ADMIN_TOKEN\"\n\n{}auto_capacity = \"2-50, p95 300ms, window 1s\"\n",
-        sale_room(2)
+    let mut room = AutoRoom::start(&app);
+    assert_eq!(room.status()["auto"]["enabled"], true, "{}", room.status());
+    // Requests through the gateway until a window has passed and a decision is made.
+    let decided = room.requests_until(|status| status["auto"]["change"] == "grow");
+    let status = room.status();
+    assert!(decided, "no decision: {status}");
+    assert_eq!(status["auto"]["reason"], "headroom", "{status}");
+    assert_eq!(
+        status["capacity"], 3,
+        "two inside, a line: by half: {status}"
     );
-    let gw = Gateway::start_with(
-        &config(&app.url(), &rooms),
-        &[],
-        &[("WRG_TEST_ADMIN_TOKEN", ADMIN_TOKEN)],
+    assert!(
+        status["auto"]["samples"].as_u64().unwrap() >= 20,
+        "{status}"
     );
-    let addr = gw.addr;
-    let mut inside = [admitted(addr, "/", SHORT), admitted(addr, "/", SHORT)];
-    let _waiting: Vec<Jar> = (0..3).map(|_| waiting(addr, "/")).collect();
-    let auth = format!("Bearer {ADMIN_TOKEN}");
-    let status = || {
-        request(
-            addr,
-            "GET",
-            "/__gateway/admin/rooms/sale",
-            &[("authorization", &auth), ("accept", "application/json")],
-            b"",
-            &mut Jar::default(),
-        )
-        .json()
-    };
-    assert_eq!(status()["auto"]["enabled"], true, "{}", status());
-    // Requests through the gateway until a window has passed and a decision is made (the
-    // first request after a window decides).
-    let decided = eventually(Duration::from_secs(10), || {
-        for i in 0..10 {
-            let res = get(addr, "/", &mut inside[i % 2]);
-            assert_eq!(res.status, 200, "{}", res.text());
-        }
-        std::thread::sleep(Duration::from_millis(100));
-        status()["auto"]["change"] == "grow"
-    });
-    let room = status();
-    assert!(decided, "no decision: {room}");
-    assert_eq!(room["auto"]["reason"], "headroom", "{room}");
-    assert_eq!(room["capacity"], 3, "two inside, a line: by half: {room}");
-    assert!(room["auto"]["samples"].as_u64().unwrap() >= 20, "{room}");
 }

@@ -657,3 +657,64 @@ pub fn waiting(addr: SocketAddr, path: &str) -> Jar {
     assert_eq!(res.status, 429, "should wait: {}", res.text());
     jar
 }
+
+/// A gateway in front of an app, its admin on (`ADMIN_TOKEN`), with one room `sale` of
+/// capacity 2 whose capacity follows the app (`2-50, p95 300ms, window 1s`): two visitors
+/// inside and three in line.
+pub struct AutoRoom {
+    pub gw: Gateway,
+    /// The two inside.
+    pub inside: [Jar; 2],
+    _waiting: Vec<Jar>,
+}
+
+impl AutoRoom {
+    pub fn start(app: &App) -> AutoRoom {
+        let rooms = format!(
+            "[admin]\ntoken_env = \"WRG_TEST_ADMIN_TOKEN\"\n\n{}auto_capacity = \"2-50, p95 300ms, window 1s\"\n",
+            sale_room(2)
+        );
+        let gw = Gateway::start_with(
+            &config(&app.url(), &rooms),
+            &[],
+            &[("WRG_TEST_ADMIN_TOKEN", ADMIN_TOKEN)],
+        );
+        let addr = gw.addr;
+        let inside = [admitted(addr, "/", SHORT), admitted(addr, "/", SHORT)];
+        let _waiting = (0..3).map(|_| waiting(addr, "/")).collect();
+        AutoRoom {
+            gw,
+            inside,
+            _waiting,
+        }
+    }
+
+    /// The room as the admin shows it.
+    pub fn status(&self) -> serde_json::Value {
+        request(
+            self.gw.addr,
+            "GET",
+            "/__gateway/admin/rooms/sale",
+            &[
+                ("authorization", &format!("Bearer {ADMIN_TOKEN}")),
+                ("accept", "application/json"),
+            ],
+            b"",
+            &mut Jar::default(),
+        )
+        .json()
+    }
+
+    /// Quick requests from those inside (the first after a window decides it), until the
+    /// room's status says `done`: whether it did within 10 s.
+    pub fn requests_until(&mut self, done: impl Fn(&serde_json::Value) -> bool) -> bool {
+        eventually(Duration::from_secs(10), || {
+            for i in 0..10 {
+                let res = get(self.gw.addr, "/", &mut self.inside[i % 2]);
+                assert_eq!(res.status, 200, "{}", res.text());
+            }
+            std::thread::sleep(Duration::from_millis(100));
+            done(&self.status())
+        })
+    }
+}
