@@ -261,7 +261,8 @@ impl Gates {
                 Verdict::pass(core.token_admission(&token)),
             ),
             // Past refresh: a heartbeat, within the session's poll limit; over it the token
-            // still passes (it needs no store), as on any route of the room.
+            // passes unrenewed while not yet twice `refresh` old, as on any route of the room,
+            // and waits for the limit after that.
             Ok((token, source)) => match core.check_polls(token.session(), now) {
                 Ok(()) => Verdict::Step(GateHeartbeat {
                     call: core.store.heartbeat(&core.config.policy, token.session()),
@@ -269,10 +270,15 @@ impl Gates {
                     source,
                     uses_headers: carried.uses_headers(),
                 }),
-                Err(_) => core.counted(
+                Err(_) if core.passes_unrenewed(&token, now) => core.counted(
                     Stage::Gate,
                     Outcome::Passed,
                     Verdict::pass(core.token_admission(&token)),
+                ),
+                Err(wait) => core.counted(
+                    Stage::Gate,
+                    Outcome::Limited,
+                    Verdict::Answer(Replies(core).limited(wait, req)),
                 ),
             },
             Err(refusal) => match Self::fails_open(core, failures, line, req, &carried, now) {

@@ -333,14 +333,19 @@ impl Room {
                     Next::pass(core.token_admission(&token)),
                 )
             }
-            // Past refresh: a heartbeat, within the session's poll limit. Over it, the token is
-            // still valid and the fast path needs no store: it passes, not renewed.
+            // Past refresh: a heartbeat, within the session's poll limit. Over it, a token not
+            // yet twice `refresh` old passes, not renewed; an older one waits for the limit.
             Some(Visitor::Admitted(token)) => match core.check_polls(token.session(), now) {
                 Ok(()) => Heartbeat::ask(core, token, uses_headers),
-                Err(_) => core.counted(
+                Err(_) if core.passes_unrenewed(&token, now) => core.counted(
                     Stage::FastPath,
                     Outcome::Passed,
                     Next::pass(core.token_admission(&token)),
+                ),
+                Err(wait) => core.counted(
+                    Stage::Store,
+                    Outcome::Limited,
+                    Next::Answer(Replies(core).limited(wait, req)),
                 ),
             },
             // Proof of work on and not yet solved: the challenge, no store call.

@@ -134,6 +134,17 @@ impl Core {
         }
     }
 
+    /// Whether an admission token past `refresh`, whose heartbeat the poll limit holds back,
+    /// may pass without it: while younger than twice `refresh`, so that a burst of requests
+    /// carrying the token the browser had (a page's assets, all at once) is not refused while
+    /// one of them renews it. Past that it passes only renewed: a visitor the store no longer
+    /// counts inside (dropped by an operator, left, their slot ended or expired) would
+    /// otherwise stay in for the token's whole life by keeping over the limit, the few
+    /// heartbeats it lets through refused and every other request passed.
+    pub(super) fn passes_unrenewed(&self, token: &AdmissionToken, now: u64) -> bool {
+        token.is_fresh(now, self.config.settings.refresh.saturating_mul(2))
+    }
+
     /// The per-client-IP limit on new queue entries (stage 1). No IP found: no limit, and one
     /// warning in the log.
     pub(super) fn check_new_visitor<B>(&self, req: &Request<B>, now: u64) -> Result<(), Duration> {

@@ -406,6 +406,42 @@ async fn a_replayed_stale_token_whose_slot_is_held_passes_with_at_most_the_poll_
     assert_eq!(now.total() - calls.total(), now.heartbeat - calls.heartbeat);
 }
 
+/// A token whose slot is gone (left, dropped by an operator, ended) gets its holder nowhere by
+/// polling past the limit: over it, a token under twice `refresh` old passes unrenewed (a
+/// page's burst of requests while one renews it), an older one only with its heartbeat, which
+/// the store refuses. Before, the few heartbeats the limit let through were refused and every
+/// other request passed, for the token's whole life: two people inside a room of one.
+#[tokio::test]
+async fn a_replayed_token_whose_slot_is_gone_lets_nobody_in_past_twice_refresh() {
+    let site = Site::start(WaitingRoomLayer::builder("stale").capacity(1)).await;
+    let v = site.admit().await;
+    let session =
+        tower_waiting_room::SessionId::from_hex(&session_in(v.get(&site.a()).unwrap())).unwrap();
+    site.store
+        .inner()
+        .release(site.layer.config().policy(), session)
+        .await
+        .unwrap();
+    site.admit().await;
+    // Past twice `refresh` (15 s), well within `active_ttl` (300 s).
+    site.clock.advance(Duration::from_secs(31));
+    let replay = [(header::COOKIE, v.header().unwrap())];
+    let mut statuses = std::collections::BTreeMap::new();
+    for _ in 0..100 {
+        let r = site.http.send(Method::GET, "/", &replay).await;
+        assert_ne!(
+            r.status,
+            StatusCode::OK,
+            "let in past its slot's end: {r:?}"
+        );
+        *statuses.entry(r.status.as_u16()).or_insert(0) += 1;
+    }
+    assert!(
+        statuses.get(&429).is_some_and(|&n| n >= 100 - 2 * POLLS),
+        "over the limit: 429 {statuses:?}"
+    );
+}
+
 #[tokio::test]
 async fn a_leave_storm_costs_at_most_the_poll_limit() {
     let site = Site::start(WaitingRoomLayer::builder("stale").capacity(5)).await;

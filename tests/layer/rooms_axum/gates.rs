@@ -209,6 +209,40 @@ async fn a_gate_says_why_it_refuses_and_writes_nothing() {
     assert_eq!(reply.status, StatusCode::OK, "{}", reply.text());
 }
 
+/// A gate passes a token past `refresh` over the poll limit unrenewed only while it is under
+/// twice `refresh` old: an older one whose slot is gone, replayed as fast as one likes, gets
+/// `403 slot_gone` from the heartbeats the limit lets through and `429` for the rest, never
+/// the route.
+#[tokio::test]
+async fn a_gate_lets_a_stale_token_replayed_past_the_limit_nowhere() {
+    let shop = shop().await;
+    let now = shop.clock.now_ms();
+    let stale = admission_value(
+        &keys(),
+        "drop",
+        SessionId::random(),
+        now - 31_000,
+        now + 269_000,
+    );
+    let headers = vec![(header::COOKIE, cookie("wr_drop_a", &stale))];
+    let mut statuses = std::collections::BTreeMap::new();
+    for _ in 0..100 {
+        let reply = shop.http.send(Method::POST, "/checkout", &headers).await;
+        assert_ne!(
+            reply.status,
+            StatusCode::OK,
+            "through the gate: {}",
+            reply.text()
+        );
+        *statuses.entry(reply.status.as_u16()).or_insert(0) += 1;
+    }
+    assert_eq!(
+        statuses.keys().copied().collect::<Vec<_>>(),
+        [403, 429],
+        "{statuses:?}"
+    );
+}
+
 #[tokio::test]
 async fn an_api_client_gets_a_ticket_from_status_and_uses_it_without_cookies() {
     let shop = shop().await;
