@@ -27,9 +27,10 @@
 //!   without cookies, in `X-Admission-Ticket`), once: a second use of the same ticket, on any
 //!   gateway, is `403 {"error":"ticket_used",...}`.
 //! - `GET /stats` (NOT behind the room): the room's counts as JSON, from
-//!   [`WaitingRoomLayer::stats`]. Every route behind the layer is queued like any page, so an
-//!   operator route like this one lives on an outer router without the layer, merged with the
-//!   layered one.
+//!   [`WaitingRoomLayer::stats`] at most once a second (`demo_parts/counts.rs`: a route anyone
+//!   can reach must not turn a flood of requests into a flood of store calls). Every route
+//!   behind the layer is queued like any page, so an operator route like this one lives on an
+//!   outer router without the layer, merged with the layered one.
 //! - `GET /metrics` (NOT behind the room): the room's metrics in Prometheus' text format
 //!   (`metrics-exporter-prometheus`; the names are in docs/operations.md).
 //! - `GET|POST /__waitingroom/{room}/status|leave`: answered by the room itself.
@@ -56,6 +57,9 @@ mod shared;
 
 #[path = "demo_parts/args.rs"]
 mod args;
+#[path = "demo_parts/counts.rs"]
+mod counts;
+use counts::Counts;
 #[path = "demo_parts/knee.rs"]
 mod knee;
 
@@ -360,8 +364,8 @@ async fn checkout(Extension(a): Extension<Admission>) -> Json<serde_json::Value>
 }
 
 /// The room's counts; mounted outside the layer so operators are never queued.
-async fn stats(layer: WaitingRoomLayer) -> Response {
-    match layer.stats().await {
+async fn stats(counts: Arc<Counts>) -> Response {
+    match counts.get().await {
         Ok(stats) => Json(stats).into_response(),
         // Not an outage: the room's settings were written by a version this gateway cannot
         // read (a rolling upgrade to finish); visitors are told the store is busy meanwhile.
@@ -382,10 +386,11 @@ fn prometheus() -> &'static metrics_exporter_prometheus::PrometheusHandle {
     })
 }
 
-/// The metrics, with the room's gauges refreshed from the store first; mounted outside the layer.
-async fn metrics(layer: WaitingRoomLayer) -> String {
+/// The metrics, with the room's gauges refreshed from the store first (at most once a second);
+/// mounted outside the layer.
+async fn metrics(counts: Arc<Counts>) -> String {
     // A store failure is counted in the store-call metrics themselves; the rest still renders.
-    let _ = layer.stats().await;
+    let _ = counts.get().await;
     let handle = prometheus();
     handle.run_upkeep();
     handle.render()
@@ -420,13 +425,15 @@ fn app(layer: WaitingRoomLayer, rooms: WaitingRooms, knee: Option<usize>) -> Rou
     .fallback(|| async { (StatusCode::NOT_FOUND, "not found") })
     .layer(rooms);
 
-    // Not behind the room: operator routes that must answer even when the room is full.
+    // Not behind the room: operator routes that must answer even when the room is full. No
+    // cookie needed, so their counts come from the store at most once a second (`counts`).
+    let counts = Arc::new(Counts::new(layer.clone()));
     let open = Router::new()
         .route(
             "/stats",
             get({
-                let layer = layer.clone();
-                move || stats(layer.clone())
+                let counts = Arc::clone(&counts);
+                move || stats(Arc::clone(&counts))
             }),
         )
         .route(
@@ -436,7 +443,7 @@ fn app(layer: WaitingRoomLayer, rooms: WaitingRooms, knee: Option<usize>) -> Rou
                 move || edge_keys_here(layer.clone())
             }),
         )
-        .route("/metrics", get(move || metrics(layer.clone())));
+        .route("/metrics", get(move || metrics(Arc::clone(&counts))));
 
     open.merge(protected)
 }
@@ -666,6 +673,27 @@ mod tests {
         let o = parse(&["--languages", "en,xx"]).unwrap().unwrap();
         let e = build_layer(&o).unwrap_err();
         assert!(e.contains("--languages") && e.contains("xx"), "{e}");
+    }
+
+    /// The operator routes' counts come from the store at most once a second: a capacity set
+    /// meanwhile shows only after that.
+    #[tokio::test]
+    async fn the_operator_routes_read_the_store_at_most_once_a_second() {
+        let layer = build_layer(&Options::default()).unwrap();
+        let counts = Counts::new(layer.clone());
+        let before = counts.get().await.unwrap().capacity;
+        layer
+            .control()
+            .set_capacity(before as u32 + 7)
+            .await
+            .unwrap();
+        assert_eq!(
+            counts.get().await.unwrap().capacity,
+            before,
+            "read again too soon"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(1_100)).await;
+        assert_eq!(counts.get().await.unwrap().capacity, before + 7);
     }
 
     #[tokio::test]
