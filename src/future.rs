@@ -184,7 +184,9 @@ where
                         .as_mut()
                         .ok()
                         .map(|res| (res.status(), strip_app_headers(res.headers_mut())));
-                    if let Some((slot, room)) = slot.as_ref() {
+                    // Only a room measuring the app (`started` set) samples: the rest pay
+                    // nothing here.
+                    if let Some((slot, room)) = slot.as_ref().filter(|(s, _)| s.started.is_some()) {
                         let measured = res
                             .as_ref()
                             .ok()
