@@ -350,8 +350,9 @@ async fn a_poll_storm_from_one_session_is_limited_without_store_calls() {
 /// The default poll limit: store questions per session per 10 s.
 const POLLS: usize = 30;
 
-#[tokio::test]
-async fn a_replayed_stale_token_whose_slot_is_gone_costs_at_most_the_poll_limit() {
+/// A room of one whose first visitor's slot is released and taken by a second: the room, and
+/// the first visitor's cookies (their token now stale, whose holder can only wait in line).
+async fn slot_gone_and_taken() -> (Site, Jar) {
     let site = Site::start(WaitingRoomLayer::builder("stale").capacity(1)).await;
     let v = site.admit().await;
     let session =
@@ -361,8 +362,13 @@ async fn a_replayed_stale_token_whose_slot_is_gone_costs_at_most_the_poll_limit(
         .release(site.layer.config().policy(), session)
         .await
         .unwrap();
-    // Someone else takes the slot: the stale token's holder can only wait in line.
     site.admit().await;
+    (site, v)
+}
+
+#[tokio::test]
+async fn a_replayed_stale_token_whose_slot_is_gone_costs_at_most_the_poll_limit() {
+    let (site, v) = slot_gone_and_taken().await;
     // Past `refresh` (15 s), well within `active_ttl`: the token is valid but needs the store.
     site.clock.advance(Duration::from_secs(20));
     let calls = site.store.calls();
@@ -413,16 +419,7 @@ async fn a_replayed_stale_token_whose_slot_is_held_passes_with_at_most_the_poll_
 /// other request passed, for the token's whole life: two people inside a room of one.
 #[tokio::test]
 async fn a_replayed_token_whose_slot_is_gone_lets_nobody_in_past_twice_refresh() {
-    let site = Site::start(WaitingRoomLayer::builder("stale").capacity(1)).await;
-    let v = site.admit().await;
-    let session =
-        tower_waiting_room::SessionId::from_hex(&session_in(v.get(&site.a()).unwrap())).unwrap();
-    site.store
-        .inner()
-        .release(site.layer.config().policy(), session)
-        .await
-        .unwrap();
-    site.admit().await;
+    let (site, v) = slot_gone_and_taken().await;
     // Past twice `refresh` (15 s), well within `active_ttl` (300 s).
     site.clock.advance(Duration::from_secs(31));
     let replay = [(header::COOKIE, v.header().unwrap())];
