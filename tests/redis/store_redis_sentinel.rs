@@ -309,7 +309,17 @@ async fn a_sentinel_slower_than_the_deadline_still_gets_the_store_connected() {
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     };
-    assert!(matches!(first, Decision::Admitted { .. }), "{first:?}");
+    // A call that timed out may have run on the primary all the same (on a loaded machine an
+    // answer can take longer than the deadline): its visitor then holds the one slot, or waits
+    // in line, and this one waits behind them; never more than the calls that failed.
+    let ahead = match first {
+        Decision::Admitted { .. } => 0,
+        waiting => waiting_at(waiting),
+    };
+    assert!(
+        ahead <= failures.len() as u64,
+        "{first:?} after {failures:?}"
+    );
     println!(
         "connected {:?} after the first call ({} calls failed first)",
         started.elapsed(),
@@ -319,7 +329,7 @@ async fn a_sentinel_slower_than_the_deadline_still_gets_the_store_connected() {
     for i in 1..=5 {
         assert_eq!(
             waiting_at(store.enter(&policy, SessionId::random()).await.unwrap()),
-            i
+            ahead + i
         );
     }
 }
