@@ -245,6 +245,7 @@ pub(super) async fn scenarios(
             sizes.line,
             Duration::from_secs(sizes.sim_seconds),
             SIM_GATEWAYS,
+            sim::LeadIn::Now,
         )
         .await?,
     );

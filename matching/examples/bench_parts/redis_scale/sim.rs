@@ -41,6 +41,35 @@ impl SimCounts {
     fn add(counter: &AtomicU64, n: u64) {
         counter.fetch_add(n, Ordering::Relaxed);
     }
+
+    /// Counts from zero again (the measured run begins after a lead-in).
+    fn reset(&self) {
+        for c in [
+            &self.syncs,
+            &self.sync_errors,
+            &self.seen_sent,
+            &self.seen_behind,
+            &self.claims_admitted,
+            &self.claims_other,
+            &self.newcomers_waiting,
+            &self.newcomers_other,
+        ] {
+            c.store(0, Ordering::Relaxed);
+        }
+        self.sync_us.lock().unwrap().clear();
+    }
+}
+
+/// Where the measured run begins.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum LeadIn {
+    /// At once.
+    Now,
+    /// This long before the abandon ring's next epoch begins (`bench --sim`'s
+    /// `SIM_ABANDON_TURN_IN`), the gateways syncing as in the run until then: the minute that
+    /// holds the moment a whole line's abandon epoch turns, measured on purpose rather than
+    /// when the wall clock happens to put it in the run.
+    BeforeAbandonTurn(Duration),
 }
 
 /// A simulated gateway's check-ins of the waiters at line indices `seen`, put apart by the turn
@@ -86,6 +115,7 @@ pub(super) async fn simulated_run(
     line: u64,
     duration: Duration,
     gateways: u64,
+    lead_in: LeadIn,
 ) -> Result<Map<String, Value>, BoxError> {
     let stores: Vec<RedisStore> = (0..gateways)
         .map(|_| store_on(redis))
@@ -154,10 +184,22 @@ pub(super) async fn simulated_run(
         )
         .await?;
 
-    redis.command(&["CONFIG", "RESETSTAT"])?;
-    let cpu0 = redis_cpu_us(redis)?;
-    let wall0 = now_ms();
-    let t0 = Instant::now();
+    // The lead-in: whole seconds of the gateways' ticks before the measured run.
+    let lead_s = match lead_in {
+        LeadIn::Now => 0,
+        LeadIn::BeforeAbandonTurn(before) => {
+            let width = LivenessRule::for_abandon(policy).width_ms;
+            let before = before.as_millis() as u64;
+            let mut to_turn = width - now_ms() % width;
+            if to_turn < before + 1_000 {
+                to_turn += width;
+            }
+            (to_turn - before) / 1_000
+        }
+    };
+    if lead_s > 0 {
+        eprintln!("simulated run: {lead_s} s of syncs before the measured run");
+    }
     let start = tokio::time::Instant::now();
     let mut tasks = Vec::new();
     for (g, store) in stores.into_iter().enumerate() {
@@ -172,7 +214,7 @@ pub(super) async fn simulated_run(
             let mut last: Option<RoomSnapshot> = None;
             let phase = Duration::from_millis(1_000 * g / gateways);
             let mut tick = tokio::time::interval_at(start + phase, Duration::from_secs(1));
-            for t in 0..seconds {
+            for t in 0..lead_s + seconds {
                 tick.tick().await;
                 // The waiters whose polls this gateway answered this second.
                 let pop = population.load(Ordering::Relaxed);
@@ -259,6 +301,12 @@ pub(super) async fn simulated_run(
             }
         }));
     }
+    tokio::time::sleep_until(start + Duration::from_secs(lead_s)).await;
+    counts.reset();
+    redis.command(&["CONFIG", "RESETSTAT"])?;
+    let cpu0 = redis_cpu_us(redis)?;
+    let wall0 = now_ms();
+    let t0 = Instant::now();
     for t in tasks {
         t.await?;
     }

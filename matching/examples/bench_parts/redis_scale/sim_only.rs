@@ -10,7 +10,7 @@ use tower_waiting_room::RoomPolicy;
 
 use super::calls::{connection, line_id, load_ours, store_on, OUR_WAITING};
 use super::line::{fill_our_line, line_policy, liveness_bitmaps, position_error};
-use super::sim::simulated_run;
+use super::sim::{simulated_run, LeadIn};
 use super::{Sizes, SIM_GATEWAYS};
 use crate::measure::round;
 use crate::redis_server::RedisServer;
@@ -32,6 +32,11 @@ use crate::{BoxError, Settings};
 /// answer their polls, 12 500 a second each); the line is then filled in batches of joins
 /// ([`fill_in_batches`]), and the summary says its bytes per waiter. At ten million the keys
 /// are `sim_10m_redis_cpu_share` and `sim_10m_bytes_per_waiter` too.
+///
+/// `SIM_ABANDON_TURN_IN=N` begins the measured run N seconds before the abandon ring's next
+/// epoch (every 15 minutes of the wall clock with the default `abandon_after`), the gateways
+/// syncing as in the run until then: the minute in which the whole line's abandon epoch turns
+/// (`sim_epochs_begun` says it did).
 pub(crate) async fn sim_only(settings: &Settings) -> Result<Map<String, Value>, BoxError> {
     let mut sizes = Sizes::of(settings);
     let number = |name: &str| -> Result<Option<u64>, BoxError> {
@@ -106,6 +111,10 @@ pub(crate) async fn sim_only(settings: &Settings) -> Result<Map<String, Value>, 
         sizes.line,
         Duration::from_secs(sizes.sim_seconds),
         gateways,
+        match number("SIM_ABANDON_TURN_IN")? {
+            Some(secs) => LeadIn::BeforeAbandonTurn(Duration::from_secs(secs)),
+            None => LeadIn::Now,
+        },
     )
     .await?;
     m.insert(
