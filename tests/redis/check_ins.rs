@@ -16,7 +16,9 @@ use std::time::Duration;
 
 use redis::AsyncCommands;
 use redis_harness::Server;
-use tower_waiting_room::__private::{redis_bloom_bits, redis_keys};
+use tower_waiting_room::__private::{
+    redis_bloom_bits, redis_keys, room_script_numbers, ROOM_LIBRARY_NAME,
+};
 use tower_waiting_room::store::{Decision, SeenWaiters, SnapshotStore, Store};
 use tower_waiting_room::testing::ManualClock;
 use tower_waiting_room::{RoomPolicy, SessionId};
@@ -379,4 +381,152 @@ async fn a_sync_writes_no_turn_bits_behind_its_horizon() {
     let next_turn = key(&keys, &format!("turn{j}")).to_owned();
     assert!(both_bits(&c, next_turn.clone(), line[0].0).await);
     assert!(!both_bits(&c, next_turn, line[19].0).await);
+}
+
+/// Early check-ins (src/store/redis/early.rs): in the last quarter of an abandon epoch a
+/// gateway's syncs write its waiters into the ring's next epoch, each at a moment of its own
+/// (so the writes are spread over the window, not all in one sync), none before the window.
+/// When the epoch begins their bits are set already and the gateway's sync writes nothing
+/// again; a waiter it did not see in the window is written then, as before; nobody is swept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gateway_writes_the_next_abandon_epoch_early_at_moments_of_its_own() {
+    let server = Server::start(&[]);
+    let clock = ManualClock::new(START_MS);
+    let store = store(&server, &clock);
+    let c = conn(&server).await;
+    let policy = policy_8s("early");
+    let m = redis_bloom_bits(policy.max_queue_len);
+    admitted(&store, &policy).await;
+    let mut line = Vec::new();
+    for _ in 0..40 {
+        line.push(waiter(&store, &policy).await.0);
+    }
+    let (unseen, _) = waiter(&store, &policy).await;
+    let keys = redis_keys(&store, &policy.room);
+    let settings = key(&keys, "settings").to_owned();
+    // Epoch 2 000 000 of the abandon ring is key abandon0; the next, abandon1.
+    let next = key(&keys, "abandon1").to_owned();
+    let both_bits = |s: SessionId| {
+        let mut c = c.clone();
+        let next = next.clone();
+        async move {
+            let (x, y) = bloom_offsets(&s, m);
+            let bx: u8 = c.getbit(&next, x as usize).await.unwrap();
+            let by: u8 = c.getbit(&next, y as usize).await.unwrap();
+            bx == 1 && by == 1
+        }
+    };
+    let written = || async {
+        let mut n = 0;
+        for &s in &line {
+            n += usize::from(both_bits(s).await);
+        }
+        n
+    };
+    store.sync(&policy, line.clone().into()).await.unwrap();
+    // Just before the window: nothing written into the next epoch, its key not made.
+    let window = ABANDON_MS * 3 / 4;
+    advance(&clock, window - 1_000);
+    store.sync(&policy, line.clone().into()).await.unwrap();
+    let mut conn = c.clone();
+    let made: bool = conn.exists(&next).await.unwrap();
+    assert!(!made, "the next epoch's key made before the window");
+    // Through the window, a sync every 5 s: the waiters are written a few at a time.
+    advance(&clock, 1_000);
+    let mut counts = Vec::new();
+    for _ in 0..40 {
+        store.sync(&policy, line.clone().into()).await.unwrap();
+        counts.push(written().await);
+        advance(&clock, 5_000);
+    }
+    assert!(
+        counts[0] < line.len() / 4,
+        "{} of {} written in the window's first sync",
+        counts[0],
+        line.len()
+    );
+    // Four fifths of the window (180 s) in: everyone, from about 36 syncs in.
+    assert_eq!(counts[37], line.len(), "not all written early: {counts:?}");
+    let mut steps = counts.clone();
+    steps.dedup();
+    assert!(
+        steps.len() >= 10,
+        "the writes came in few syncs, not spread: {counts:?}"
+    );
+    assert!(!both_bits(unseen).await, "a waiter not seen, written");
+    let held: i64 = conn.hget(&settings, "abandon1").await.unwrap();
+    assert_eq!(held, 2_000_001, "the next epoch's key names its epoch");
+    // Whether the sync at the turn writes a waiter again is seen by clearing one of its bits:
+    // one whose own epoch of look-ups (found.rs) does not turn by then (looked up, a waiter's
+    // bits are written with it).
+    let turns = |s: &SessionId, from: u64, to: u64| {
+        let b = s.as_bytes();
+        let phase = u64::from(u32::from_be_bytes([b[12], b[13], b[14], b[15]])) % ABANDON_MS;
+        (from + phase) / ABANDON_MS != (to + phase) / ABANDON_MS
+    };
+    let probe = *line
+        .iter()
+        .find(|s| !turns(s, START_MS + 870_000, START_MS + ABANDON_MS + 100))
+        .expect("a waiter not looked up again");
+    let (px, _) = bloom_offsets(&probe, m);
+    let _: u8 = conn.setbit(&next, px as usize, false).await.unwrap();
+    // The epoch begins: nothing written again, but for the waiter not seen in the window.
+    // (The clock is at 875 s into the epoch: the last sync was at 870 s.)
+    advance(&clock, ABANDON_MS - 875_000 + 100);
+    let mut seen = line.clone();
+    seen.push(unseen);
+    store.sync(&policy, seen.clone().into()).await.unwrap();
+    let bit: u8 = conn.getbit(&next, px as usize).await.unwrap();
+    assert_eq!(bit, 0, "a waiter written early, written again at the turn");
+    assert!(
+        both_bits(unseen).await,
+        "the waiter not seen early, not written"
+    );
+    // Nobody swept or lost their place by it.
+    let stats = store.stats(&policy).await.unwrap();
+    assert_eq!(stats.waiting, 41);
+}
+
+/// The script writes early check-ins only within the window, by its own clock: a sync by hand
+/// that sends some at a moment outside it has nothing written and its reply names no epoch.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn early_check_ins_outside_the_window_are_not_written() {
+    let server = Server::start(&[]);
+    let clock = ManualClock::new(START_MS);
+    let store = store(&server, &clock);
+    let mut c = conn(&server).await;
+    let policy = policy_8s("outside");
+    admitted(&store, &policy).await;
+    let keys = redis_keys(&store, &policy.room);
+    let [line, numbers] = room_script_numbers(&policy);
+    let sync_at = |now: u64| {
+        let mut cmd = redis::cmd("FCALL");
+        cmd.arg(format!("{ROOM_LIBRARY_NAME}_sync")).arg(keys.len());
+        for k in &keys {
+            cmd.arg(k);
+        }
+        cmd.arg(format!("m{now}")).arg(&line).arg(&numbers).arg("0");
+        for i in 0..11 {
+            // The early check-ins (ARGV 15): one session's two offsets.
+            cmd.arg(if i == 10 { "5 6 " } else { "" });
+        }
+        cmd
+    };
+    let next = key(&keys, "abandon1").to_owned();
+    for (now, inside) in [
+        (START_MS + ABANDON_MS / 2, false),
+        (START_MS + ABANDON_MS * 3 / 4 - 1, false),
+        (START_MS + ABANDON_MS * 3 / 4 + 1, true),
+    ] {
+        let reply: Vec<redis::Value> = sync_at(now).query_async(&mut c).await.unwrap();
+        let named = match reply.last() {
+            Some(redis::Value::BulkString(b)) => String::from_utf8(b.clone()).unwrap(),
+            other => panic!("no early epoch in the reply: {other:?}"),
+        };
+        let bit: u8 = c.getbit(&next, 5).await.unwrap();
+        assert_eq!((bit == 1, !named.is_empty()), (inside, inside), "at {now}");
+        if inside {
+            assert!(named.starts_with("2000001:900000:"), "{named}");
+        }
+    }
 }

@@ -308,18 +308,24 @@ async fn arguments_out_of_bounds_are_refused_before_anything_runs() {
     }
     let keys = redis_keys(&store, room);
     let [line, numbers] = room_script_numbers(&policy);
-    let call = |function: &str, line: &str, numbers: &str, own: &[&str]| {
+    let call_at = |now: &str, function: &str, line: &str, numbers: &str, own: &[&str]| {
         let mut cmd = redis::cmd("FCALL");
         cmd.arg(format!("twr_room_v10_{function}")).arg(keys.len());
         for k in &keys {
             cmd.arg(k);
         }
-        cmd.arg("0").arg(line).arg(numbers).arg("0");
+        cmd.arg(now).arg(line).arg(numbers).arg("0");
         for a in own {
             cmd.arg(*a);
         }
         cmd
     };
+    let call = |function: &str, line: &str, numbers: &str, own: &[&str]| {
+        call_at("0", function, line, numbers, own)
+    };
+    // A moment within the last quarter of an abandon epoch (15 minutes), where a sync's early
+    // check-ins are read, by a manual clock (taken as it is).
+    let in_window = format!("m{}", 2_000_000u64 * 900_000 + 800_000);
     let redis = &redis;
     let refused = |what: String, cmd: redis::Cmd| async move {
         let e = try_query::<redis::Value>(redis, &cmd)
@@ -351,30 +357,39 @@ async fn arguments_out_of_bounds_are_refused_before_anything_runs() {
         call("admit_next", &line, &numbers, &["1000000"]),
     )
     .await;
-    // Sync: an offset beyond the bitmaps, in each list of offsets.
+    // Sync: an offset beyond the bitmaps, in each list of offsets (the early check-ins' at a
+    // moment they are written).
     let beyond = "268435000 268435001 ";
-    for list in 0..6 {
-        let mut own = vec!["", "", "", "", "", "", "", "", "", ""];
-        own[[1, 4, 5, 6, 7, 8][list]] = beyond;
+    for list in 0..7 {
+        let mut own = vec![""; 11];
+        own[[1, 4, 5, 6, 7, 8, 10][list]] = beyond;
         refused(
             format!("sync offsets in list {list}"),
-            call("sync", &line, &numbers, &own),
+            call_at(&in_window, "sync", &line, &numbers, &own),
         )
         .await;
     }
     // Sync: offsets that are not numbers, in a list it writes (the gateway names no epoch).
-    for list in 0..6 {
-        let mut own = vec!["", "", "", "", "", "", "", "", "", ""];
-        own[[1, 4, 5, 6, 7, 8][list]] = "12 3x4 ";
+    for list in 0..7 {
+        let mut own = vec![""; 11];
+        own[[1, 4, 5, 6, 7, 8, 10][list]] = "12 3x4 ";
         refused(
             format!("sync offsets not numbers in list {list}"),
-            call("sync", &line, &numbers, &own),
+            call_at(&in_window, "sync", &line, &numbers, &own),
+        )
+        .await;
+    }
+    // One argument short (the sync of a gateway before early check-ins), or one too many.
+    for n in [10, 13] {
+        refused(
+            format!("sync with {n} arguments of its own"),
+            call("sync", &line, &numbers, &vec![""; n]),
         )
         .await;
     }
     // Sync: a session to look up with one offset instead of two, or three.
     for offsets in ["5 ", "5 6 7 "] {
-        let mut own = vec!["", "", "", "", "", "", "", "", "", ""];
+        let mut own = vec![""; 11];
         (own[0], own[6]) = ("0123456789abcdef", offsets);
         refused(
             format!("sync offsets {offsets:?} for one session"),
@@ -385,7 +400,7 @@ async fn arguments_out_of_bounds_are_refused_before_anything_runs() {
     // Sync: more sessions looked up only than are behind the horizon (one session, none or
     // it ahead), or a horizon of another form.
     for horizon in ["0 5 2", "1 5 1", "0 5 1 1", "0 5 x"] {
-        let mut own = vec!["", "", "", "", "", "", "", "", "", ""];
+        let mut own = vec![""; 11];
         (own[0], own[9]) = ("0123456789abcdef", horizon);
         refused(
             format!("sync horizon {horizon:?} for one session"),

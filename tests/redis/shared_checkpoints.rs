@@ -308,7 +308,7 @@ async fn sync_by_hand(
         .arg(line)
         .arg(numbers)
         .arg(excused);
-    for _ in 0..10 {
+    for _ in 0..11 {
         cmd.arg("");
     }
     let reply: Vec<redis::Value> = cmd.query_async(c).await.unwrap();

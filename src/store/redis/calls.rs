@@ -397,6 +397,9 @@ room_args! {
         /// it with their bits set in the abandon ring's named epoch (looked up only: their
         /// offsets are in `behind_set`, not `offsets`); empty for none.
         horizon: Vec<u8>,
+        /// Found in line, due to be written early into the abandon ring's next epoch
+        /// (`early.rs`).
+        early: Vec<u8>,
     }
 }
 

@@ -35,11 +35,13 @@
 //! sets half a million bits an epoch, about 5 MiB as offsets where the bitmap would take 20
 //! MiB; one gateway alone in front of it ends with the bitmap. So a copy costs at most about
 //! the ring's bitmap (32 MiB at the largest `max_queue_len`), usually far less, and every room
-//! is copied whatever its size.
+//! is copied whatever its size. A third copy holds the bits written early into the abandon
+//! ring's next epoch (`early.rs`), and becomes the abandon ring's copy when that epoch begins.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Mutex, PoisonError};
 
+use super::early::{epoch_number, Window};
 use super::protocol::bloom_offsets;
 use crate::session::SessionId;
 
@@ -136,6 +138,29 @@ struct RoomCopy {
     bits: u64,
     troubles: u64,
     rings: [RingCopy; RINGS],
+    /// The abandon ring's next epoch, as far as early check-ins wrote it (`early.rs`).
+    early: RingCopy,
+}
+
+impl RoomCopy {
+    fn new(bits: u64, troubles: u64) -> Self {
+        Self {
+            bits,
+            troubles,
+            rings: Default::default(),
+            early: RingCopy::default(),
+        }
+    }
+
+    /// The abandon ring's epoch turned into the one the early copy holds: that copy becomes
+    /// the abandon ring's, if `holds` says so of the two copies' epochs (the early one's, the
+    /// abandon ring's).
+    fn promote_early(&mut self, holds: impl FnOnce(&[u8], &[u8]) -> bool) {
+        let abandon = &mut self.rings[RINGS - 1];
+        if !self.early.epoch.is_empty() && holds(&self.early.epoch, &abandon.epoch) {
+            *abandon = std::mem::take(&mut self.early);
+        }
+    }
 }
 
 /// The copies of every room, shared by a store's clones.
@@ -237,18 +262,15 @@ impl CheckedIn {
             return;
         }
         let mut rooms = self.rooms.lock().unwrap_or_else(PoisonError::into_inner);
-        let copy = rooms.entry(room.to_owned()).or_insert_with(|| RoomCopy {
-            bits,
-            troubles,
-            rings: Default::default(),
-        });
+        let copy = rooms
+            .entry(room.to_owned())
+            .or_insert_with(|| RoomCopy::new(bits, troubles));
         if copy.troubles != troubles || copy.bits != bits {
-            *copy = RoomCopy {
-                bits,
-                troubles,
-                rings: Default::default(),
-            };
+            *copy = RoomCopy::new(bits, troubles);
         }
+        // The reply's abandon epoch is the one written early, on the same server: a sync
+        // planned just before the turn, answered after it.
+        copy.promote_early(|early, abandon| early == epochs[RINGS - 1] && abandon != early);
         for (ring, epoch) in copy.rings.iter_mut().zip(epochs) {
             if ring.epoch != epoch {
                 ring.epoch = epoch;
@@ -263,6 +285,80 @@ impl CheckedIn {
         for (x, y) in abandon_only {
             abandon.bits.set(x, bits);
             abandon.bits.set(y, bits);
+        }
+    }
+
+    /// Early check-ins (`early.rs`) for a sync of `room` at `at`: first, if the abandon ring's
+    /// epoch has turned by the gateway's clock into the one the early copy holds, that copy
+    /// becomes the abandon ring's (so this sync names the new epoch, whose bits are set);
+    /// then, within the window, the sessions of `found` due to be written into the next epoch
+    /// and not written there yet. A copy older than a failure is dropped, as in `plan`.
+    pub(crate) fn early(
+        &self,
+        room: &str,
+        bits: u64,
+        troubles: u64,
+        at: Window,
+        found: impl Iterator<Item = (u32, u32)>,
+    ) -> Vec<(u32, u32)> {
+        let mut rooms = self.rooms.lock().unwrap_or_else(PoisonError::into_inner);
+        if rooms
+            .get(room)
+            .is_some_and(|c| c.troubles != troubles || c.bits != bits)
+        {
+            rooms.remove(room);
+        }
+        // By the number alone: the script writes again if the server is another (its run id
+        // is in the name the sync sends back, `epoch_holds`).
+        let now = Some(at.epoch());
+        let copy = rooms.get_mut(room).map(|copy| {
+            copy.promote_early(|early, abandon| {
+                epoch_number(early) == now && epoch_number(abandon) != now
+            });
+            &*copy
+        });
+        if !at.is_open() {
+            return Vec::new();
+        }
+        let next = Some(at.epoch() + 1);
+        let written = copy
+            .map(|c| &c.early)
+            .filter(|early| epoch_number(&early.epoch) == next);
+        found
+            .filter(|&(x, y)| at.due(x) && !written.is_some_and(|w| w.has(x, y)))
+            .collect()
+    }
+
+    /// A sync of `room` planned at `troubles.0` succeeded and wrote `written` early into the
+    /// abandon ring's epoch the reply named `epoch` (empty: the script wrote nothing early, its
+    /// clock outside the window). Not recorded if the breaker saw trouble since.
+    pub(crate) fn confirm_early(
+        &self,
+        room: &str,
+        bits: u64,
+        (troubles, troubles_now): (u64, u64),
+        epoch: Vec<u8>,
+        written: impl Iterator<Item = (u32, u32)>,
+    ) {
+        if troubles != troubles_now || epoch.is_empty() {
+            return;
+        }
+        let mut rooms = self.rooms.lock().unwrap_or_else(PoisonError::into_inner);
+        let copy = rooms
+            .entry(room.to_owned())
+            .or_insert_with(|| RoomCopy::new(bits, troubles));
+        if copy.troubles != troubles || copy.bits != bits {
+            *copy = RoomCopy::new(bits, troubles);
+        }
+        if copy.early.epoch != epoch {
+            copy.early = RingCopy {
+                epoch,
+                bits: Bits::default(),
+            };
+        }
+        for (x, y) in written {
+            copy.early.bits.set(x, bits);
+            copy.early.bits.set(y, bits);
         }
     }
 }
@@ -286,6 +382,17 @@ mod tests {
             epochs(turn, abandon),
             written.iter().copied(),
             None.into_iter(),
+        );
+    }
+
+    /// A sync of room "r" without trouble wrote `written` early into the epoch `name`.
+    fn wrote_early(c: &CheckedIn, name: &str, written: &[(u32, u32)]) {
+        c.confirm_early(
+            "r",
+            BITS,
+            (0, 0),
+            name.as_bytes().to_vec(),
+            written.iter().copied(),
         );
     }
 
@@ -504,5 +611,61 @@ mod tests {
         );
         assert_eq!(plan.behind_set, vec![behind]);
         assert!(plan.both.is_empty() && plan.abandon_only.is_empty());
+    }
+
+    #[test]
+    fn sessions_written_early_count_as_set_once_the_epoch_begins() {
+        const WIDTH: u64 = 900_000;
+        let c = CheckedIn::default();
+        let at = |now_ms| Window {
+            now_ms,
+            width_ms: WIDTH,
+        };
+        let (a, b) = ((1, 2), (300, 4_000));
+        let epoch = 2_000_000 * WIDTH;
+        confirmed(&c, "7:1:65536", "2000000:900000:65536:x", &[a, b]);
+        // Before the window none is due; at its end both are (four fifths in, every moment).
+        let early = |now| c.early("r", BITS, 0, at(now), [a, b].into_iter());
+        assert!(early(epoch + WIDTH / 2).is_empty());
+        assert_eq!(early(epoch + WIDTH - 1), vec![a, b]);
+        // The reply says `a` went into the next epoch: only `b` is due again.
+        wrote_early(&c, "2000001:900000:65536:x", &[a]);
+        assert_eq!(early(epoch + WIDTH - 1), vec![b]);
+        // A reply that wrote nothing early (its clock outside the window) records nothing.
+        c.confirm_early("r", BITS, (0, 0), Vec::new(), [b].into_iter());
+        // Trouble between the plan and the reply: nothing recorded either.
+        c.confirm_early(
+            "r",
+            BITS,
+            (0, 1),
+            b"2000001:900000:65536:x".to_vec(),
+            [b].into_iter(),
+        );
+        assert_eq!(early(epoch + WIDTH - 1), vec![b]);
+        // The epoch began by the gateway's clock: what was written early is the abandon ring's
+        // copy, named as the new epoch, and nothing is due.
+        assert!(early(epoch + WIDTH + 10).is_empty());
+        let plan = c.plan("r", BITS, 0, [a, b].into_iter(), None.into_iter());
+        assert_eq!(plan.named[1], b"2000001:900000:65536:x".to_vec());
+        assert_eq!((plan.neither, plan.both), (vec![a], vec![b]));
+    }
+
+    #[test]
+    fn a_reply_naming_the_early_epoch_as_current_promotes_the_copy() {
+        let c = CheckedIn::default();
+        let (a, b) = ((1, 2), (300, 4_000));
+        confirmed(&c, "7:1:65536", "4:900000:65536:x", &[a, b]);
+        wrote_early(&c, "5:900000:65536:x", &[a]);
+        // A sync planned before the turn (by a clock a little behind the server's) is
+        // answered in the new epoch: the early copy becomes the abandon ring's.
+        confirmed(&c, "8:1:65536", "5:900000:65536:x", &[]);
+        let plan = c.plan("r", BITS, 0, [a, b].into_iter(), None.into_iter());
+        assert_eq!((plan.turn_only, plan.both), (vec![a], vec![b]));
+        assert_eq!(plan.named[1], b"5:900000:65536:x".to_vec());
+        // An early copy of an epoch that never came (another run id answered) is not taken.
+        wrote_early(&c, "6:900000:65536:x", &[b]);
+        confirmed(&c, "8:1:65536", "6:900000:65536:y", &[]);
+        let plan = c.plan("r", BITS, 0, [a, b].into_iter(), None.into_iter());
+        assert_eq!(plan.both, vec![a, b]);
     }
 }

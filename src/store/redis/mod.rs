@@ -88,6 +88,7 @@ mod builder;
 mod calls;
 mod check;
 mod checked_in;
+mod early;
 mod found;
 mod protocol;
 mod sentinel;
@@ -639,6 +640,18 @@ impl SnapshotStore for RedisStore {
         // behind the horizon, so are those looked up whose bits are set: looked up only, last.
         let bits = protocol::bloom_bits(policy.max_queue_len);
         let troubles = self.breaker.troubles();
+        // Near the abandon ring's next epoch, the found ones due are written into it early
+        // (early.rs); once it began, what was written early counts as set in it.
+        let early = self.checked_in.early(
+            &policy.room,
+            bits,
+            troubles,
+            early::Window {
+                now_ms: now,
+                width_ms: at.width_ms,
+            },
+            protocol::offsets_of(&known, bits).chain(protocol::offsets_of(&known_behind, bits)),
+        );
         let (look_up_behind, set_behind) =
             self.checked_in
                 .split_set(&policy.room, bits, troubles, look_up_behind);
@@ -672,6 +685,7 @@ impl SnapshotStore for RedisStore {
             horizon: horizon.map_or_else(Vec::new, |h| {
                 format!("{ahead} {h} {}", look_up.len() - written).into_bytes()
             }),
+            early: protocol::offsets_arg(early.iter().copied()),
             schedule: protocol::schedule_arg(Op::Sync, policy, None),
         }
         .argv();
@@ -684,7 +698,11 @@ impl SnapshotStore for RedisStore {
         );
         let room = policy.room.clone();
         Box::pin(async move {
-            let (snapshot, epochs) = protocol::snapshot(&call.await?)?;
+            let protocol::SyncReply {
+                snapshot,
+                epochs,
+                early: early_epoch,
+            } = protocol::snapshot(&call.await?)?;
             found.found(&room, at, &look_up, &snapshot.unknown);
             // Now set in both rings' current epochs: every session sent ahead of the horizon
             // but those looked up and found without a place; in the abandon ring's, those
@@ -710,6 +728,13 @@ impl SnapshotStore for RedisStore {
                 protocol::offsets_of(&known_behind, bits)
                     .chain(protocol::offsets_of(&placed_behind, bits))
                     .chain(protocol::offsets_of(&look_up[written..], bits)),
+            );
+            checked_in.confirm_early(
+                &room,
+                bits,
+                (troubles, breaker.troubles()),
+                early_epoch,
+                early.into_iter(),
             );
             Ok(snapshot)
         })

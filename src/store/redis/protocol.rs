@@ -84,6 +84,11 @@ pub(crate) fn keys(prefix: &str, room: &str) -> [String; KEY_COUNT] {
 /// `MEMORY USAGE`).
 pub(crate) const BLOOM_SLACK: u64 = 128;
 
+/// A sync's early check-ins go into the abandon ring's next epoch in the last
+/// `1 / EARLY_WINDOW` of its current one (the script's `EARLY_WINDOW`; `script/liveness.lua`,
+/// early check-ins; `checked_in.rs` draws each session's moment in it).
+pub(crate) const EARLY_WINDOW: u64 = 4;
+
 /// The size in bits of each liveness bitmap (a Bloom filter with two bits per session) for a
 /// line of at most `max_queue_len`: [`BLOOM_SLACK`] under the allocator's size class at or
 /// above 16 bits per waiter, between 2^16 and 2^32 (Redis's largest string). jemalloc's
@@ -370,9 +375,20 @@ fn pace(fields: &[i64]) -> Option<RoomPace> {
 
 /// The snapshot in a reply to `sync`: integers, but the head's and the checkpoints' scores,
 /// which are strings (a registrant's score is no integer, and Redis truncates Lua numbers).
-/// `sync`'s reply: the snapshot, and the epochs the script checked in at (turn ring, abandon
-/// ring: `'<epoch>:<width ms>:<bitmap bits>'`, as the next sync names them back).
-pub(crate) fn snapshot(reply: &[redis::Value]) -> Result<(RoomSnapshot, [Vec<u8>; 2]), StoreError> {
+/// What a `sync` answers.
+#[derive(Debug)]
+pub(crate) struct SyncReply {
+    pub(crate) snapshot: RoomSnapshot,
+    /// The epochs the script checked in at (turn ring, abandon ring: `'<epoch>:<width
+    /// ms>:<bitmap bits>:<run id>'`, as the next sync names them back).
+    pub(crate) epochs: [Vec<u8>; 2],
+    /// The abandon ring's next epoch so named if the sync's early check-ins were written into
+    /// it, else empty.
+    pub(crate) early: Vec<u8>,
+}
+
+/// `sync`'s reply ([`SyncReply`]).
+pub(crate) fn snapshot(reply: &[redis::Value]) -> Result<SyncReply, StoreError> {
     let bad = || {
         StoreError::with_source(
             StoreErrorKind::Protocol,
@@ -427,14 +443,15 @@ pub(crate) fn snapshot(reply: &[redis::Value]) -> Result<(RoomSnapshot, [Vec<u8>
         .ok_or_else(bad)?;
     let triples = reply.get(count_at + 1..end).ok_or_else(bad)?;
     // Last, the ids of the listed sessions without a place, 16 bytes each, and the epochs.
-    let (unknown, epochs) = match reply.get(end..) {
+    let (unknown, epochs, early) = match reply.get(end..) {
         Some(
-            [redis::Value::BulkString(ids), redis::Value::BulkString(turn), redis::Value::BulkString(abandon)],
+            [redis::Value::BulkString(ids), redis::Value::BulkString(turn), redis::Value::BulkString(abandon), redis::Value::BulkString(early)],
         ) if ids.len() % 16 == 0 => (
             ids.chunks_exact(16)
                 .map(|id| SessionId::from_bytes(id.try_into().expect("16 bytes")))
                 .collect(),
             [turn.clone(), abandon.clone()],
+            early.clone(),
         ),
         _ => return Err(bad()),
     };
@@ -462,7 +479,11 @@ pub(crate) fn snapshot(reply: &[redis::Value]) -> Result<(RoomSnapshot, [Vec<u8>
         pace: pace(pace_fields).ok_or_else(bad)?,
         unknown,
     };
-    Ok((snapshot, epochs))
+    Ok(SyncReply {
+        snapshot,
+        epochs,
+        early,
+    })
 }
 
 /// The decision in a reply to enter, poll or heartbeat.

@@ -197,13 +197,23 @@ fn a_sync_reply_maps_to_a_snapshot() {
     // The listed sessions without a place: one.
     let gone = SessionId::from_bytes([7; 16]);
     reply.push(Value::BulkString(gone.as_bytes().to_vec()));
-    // The epochs checked in at, as the next sync names them back.
-    reply.extend([text("57:30000:65536"), text("2:900000:65536")]);
-    let (snap, epochs) = snapshot(&reply).unwrap();
+    // The epochs checked in at, as the next sync names them back, and the abandon ring's next
+    // one, into which the early check-ins went.
+    reply.extend([
+        text("57:30000:65536:ab"),
+        text("2:900000:65536:ab"),
+        text("3:900000:65536:ab"),
+    ]);
+    let SyncReply {
+        snapshot: snap,
+        epochs,
+        early,
+    } = snapshot(&reply).unwrap();
     assert_eq!(
         epochs,
-        [b"57:30000:65536".to_vec(), b"2:900000:65536".to_vec()]
+        [b"57:30000:65536:ab".to_vec(), b"2:900000:65536:ab".to_vec()]
     );
+    assert_eq!(early, b"3:900000:65536:ab".to_vec());
     assert_eq!(snap.unknown, vec![gone]);
     assert_eq!(snap.taken_at_ms, 1_000);
     assert_eq!(snap.head, Some(-0.25));
@@ -241,25 +251,28 @@ fn a_sync_reply_maps_to_a_snapshot() {
     let mut empty = reply[..31].to_vec();
     empty[7] = text("");
     empty.push(Value::Int(0));
-    empty.extend([text(""), text("1:1:65536"), text("1:2:65536")]);
-    assert_eq!(snapshot(&empty).unwrap().0.head, None);
+    empty.extend([text(""), text("1:1:65536"), text("1:2:65536"), text("")]);
+    let empty = snapshot(&empty).unwrap();
+    assert_eq!((empty.snapshot.head, empty.early), (None, Vec::new()));
     // A count that does not match the checkpoints (or the pairs of a library before
     // `twr_room_v10`), a score that is no number, a silence neither 0 nor 1, ids not of 16
-    // bytes, no epochs (a library before version 5).
+    // bytes, no epochs (a library before version 5), no early epoch.
     let mut short = reply.clone();
-    short.remove(short.len() - 4);
+    short.remove(short.len() - 5);
     assert_eq!(
         snapshot(&short).unwrap_err().kind(),
         StoreErrorKind::Protocol
     );
+    for cut in [1, 3] {
+        let mut short = reply.clone();
+        short.truncate(short.len() - cut);
+        assert_eq!(
+            snapshot(&short).unwrap_err().kind(),
+            StoreErrorKind::Protocol
+        );
+    }
     let mut short = reply.clone();
-    short.truncate(short.len() - 2);
-    assert_eq!(
-        snapshot(&short).unwrap_err().kind(),
-        StoreErrorKind::Protocol
-    );
-    let mut short = reply.clone();
-    let ids_at = short.len() - 3;
+    let ids_at = short.len() - 4;
     short[ids_at] = text("abc");
     assert_eq!(
         snapshot(&short).unwrap_err().kind(),
@@ -302,6 +315,7 @@ fn the_script_shares_the_crates_constants() {
         crate::store::SETTINGS_VERSION
     )));
     assert!(SCRIPT.contains(&format!("local BLOOM_SLACK = {BLOOM_SLACK}\n")));
+    assert!(SCRIPT.contains(&format!("local EARLY_WINDOW = {EARLY_WINDOW}\n")));
     for (i, name) in KEY_NAMES.iter().enumerate() {
         assert!(
             SCRIPT.contains(&format!("--  {:>2} ", i + 1))

@@ -181,8 +181,8 @@ function F.setup(op, keys, args, own, has_session)
     -- Whether this call released something: kept outside `main`, so that a second, repaired
     -- run still reports what the first one removed.
     released = 0,
-    -- Sync's listed sessions without a place.
-    unknown = nil,
+    -- Sync's listed sessions without a place, and the epoch its early check-ins went into.
+    unknown = nil, early_written = nil,
     -- Until when the slots are being rebuilt after a damaged `active` or `granted` (nil:
     -- not): see main.lua's Bad days.
     rebuild = nil,

@@ -73,9 +73,10 @@ function F.add_bits(chunks, x, y)
 end
 
 -- Writes the bits of every chunk list of `lists` (each made by new_chunks) into the current
--- epoch of the ring `rg`; the sentinel read back is the first BITFIELD's.
-function F.set_bits_in(rg, lists)
-  local e = math.floor(R.check_in_at / rg.width)
+-- epoch of the ring `rg`, or into epoch `e` when given (a sync's early check-ins, sync.lua);
+-- the sentinel read back is the first BITFIELD's.
+function F.set_bits_in(rg, lists, e)
+  e = e or math.floor(R.check_in_at / rg.width)
   local key, lifetime, new = F.ring_key_for(rg, e)
   local had
   for _, chunks in ipairs(lists) do

@@ -118,6 +118,9 @@ local REPLY = {
 -- src/store/snapshot.rs: TURN_EPOCHS, ABANDON_EPOCHS, EXACT_RANKS, CHECKPOINT_GAP_DIVISOR.
 local TURN_EPOCHS, ABANDON_EPOCHS = 4, 2
 local EXACT_RANKS, CHECKPOINT_GAP = 100, 100
+-- src/store/redis/protocol.rs: EARLY_WINDOW. A sync's early check-ins go into the abandon
+-- ring's next epoch in the last 1 / EARLY_WINDOW of its current one (liveness.lua).
+local EARLY_WINDOW = 4
 
 -- Constant across calls, so made once here at load: the chunk size, the "no expiry" due time,
 -- each ring's settings field names.

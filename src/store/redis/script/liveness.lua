@@ -35,6 +35,17 @@
 -- estimate (silent_among). Libraries of version 5 before this one read a lowered first number
 -- the same way (it only makes more waiters look joined since), so gateways of both can share a
 -- room in a rolling deploy.
+-- Early check-ins: in the last 1 / EARLY_WINDOW of an abandon epoch a sync may also write
+-- sessions into the ring's next epoch (`early`, sync.lua), each at a moment of its own that its
+-- gateway draws (src/store/redis/checked_in.rs), so that when the epoch begins their bits are
+-- set already. With one boundary for the whole line, every sync of the poll interval after it
+-- wrote all of its sessions again (at ten million waiters, a saturated Redis for that
+-- minute). The next epoch's key is made then (ring_key_for: the key of e + 1 holds e + 1 - len,
+-- which no longer counts), its first number the seq of that moment: those who join between
+-- then and the epoch's start count as joined since in it. Either way a waiter counts as seen
+-- up to a quarter epoch longer than by a check-in in the current one: a silent waiter is swept
+-- within abandon_after * 13 / 8 of silence rather than 3 / 2, and never before abandon_after.
+-- The turn ring's epochs are short and its check-ins few (the turn horizon): none early.
 -- A false positive (another session's bits) only makes a silent waiter look alive: granted at
 -- their turn, then the grant expires unclaimed, or kept in line until a later sweep finds them
 -- silent. It never admits anyone out of order, never over capacity. A key whose epoch field is
@@ -193,13 +204,26 @@ end
 -- and then no gateway's copy of the bits it set holds (src/store/redis/checked_in.rs). A server
 -- that does not tell it (INFO refused) names epochs no gateway can hold ('-' for the run id:
 -- see epoch_holds).
-function F.epoch_name(rg)
+-- `e`, when given, names that epoch instead (a sync's early check-ins' next epoch).
+function F.epoch_name(rg, e)
   if R.run_id == nil then
     local info = redis.pcall('INFO', 'server')
     R.run_id = type(info) == 'string' and string.match(info, 'run_id:(%x+)') or '-'
   end
-  return string.format('%d:%d:%d:%s', math.floor(R.check_in_at / rg.width), rg.width,
+  return string.format('%d:%d:%d:%s', e or math.floor(R.check_in_at / rg.width), rg.width,
     R.bloom_bits, R.run_id)
+end
+
+-- The abandon ring's next epoch, if check_in_at is within the last 1 / EARLY_WINDOW of its
+-- current one (see Liveness: early check-ins); else nil.
+function F.early_epoch()
+  local rg = R.gone_ring
+  local e = math.floor(R.check_in_at / rg.width)
+  if rg.width >= EARLY_WINDOW and (e + 1) * rg.width - R.check_in_at <= rg.width / EARLY_WINDOW
+  then
+    return e + 1
+  end
+  return nil
 end
 
 -- Whether a gateway that names `name` as the ring's epoch in which it set its sessions' bits

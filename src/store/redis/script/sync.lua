@@ -48,13 +48,17 @@
 --                     this gateway set already: looked up only, their offsets not in 11 but
 --                     with the found ones' (13, or 12), or '<n> <horizon>' (m = 0), or '' for
 --                     none
---   15 schedule       optional, for a room with a schedule (call.lua)
+--   15 early          found in line, to be written early into the abandon ring's next epoch
+--                     (liveness.lua, early check-ins): written only within the window at
+--                     the current one's end (EARLY_WINDOW), else not read
+--   16 schedule       optional, for a room with a schedule (call.lua)
 -- Reply: {12, now_ms, waiting, paused, open, before_opening, line_closed (each 0|1), head,
 -- last_minute, last_five_minutes, pace... (as stats', operator.lua: 21 numbers), n, then n
 -- checkpoints as rank, score, silent (1 if not alive by the turn rule, silent_among; else 0),
 -- then the ids (16 bytes each, concatenated) of the listed sessions
 -- that have no place, then the current epoch of the turn ring and of the abandon ring, each
--- '<epoch>:<width ms>:<bitmap bits>:<server run id>' (the check-ins' epochs)}. head and every
+-- '<epoch>:<width ms>:<bitmap bits>:<server run id>' (the check-ins' epochs), then the abandon
+-- ring's next epoch so named if `early` was written into it, else ''}. head and every
 -- checkpoint's score are strings ('' for no head), as ZRANGE answered them (the text of the
 -- double, which reads back as the same double): a registrant's score is no integer, and
 -- Redis truncates the numbers of a Lua reply to integers. Passed on as they came, not parsed
@@ -77,6 +81,7 @@ function OPERATIONS.sync()
   out[#out + 1] = table.concat(R.unknown)
   out[#out + 1] = F.epoch_name(R.rings[1])
   out[#out + 1] = F.epoch_name(R.rings[2])
+  out[#out + 1] = R.early_written and F.epoch_name(R.rings[2], R.early_written) or ''
   return out
 end
 
@@ -96,7 +101,7 @@ end
 -- looked up only; their bits come with the found ones', written if that epoch has ended.
 function F.check_in_seen(list)
   -- Anew in each run (a repaired second run checks in again).
-  R.unknown = {}
+  R.unknown, R.early_written = {}, nil
   -- (Its form is checked by call.lua's setup.)
   local ahead, horizon, only = string.match(F.sync_list(14)[1], '^(%d+) (%d+) ?(%d*)$')
   ahead, horizon, only = tonumber(ahead), tonumber(horizon), tonumber(only) or 0
@@ -141,6 +146,14 @@ function F.check_in_seen(list)
       end
     end
     writes[n] = out
+  end
+  -- The early check-ins, read only within the window (early_epoch), checked as the others.
+  local early, early_epoch = F.sync_list(15), F.early_epoch()
+  local early_chunks
+  if early[0] > 0 and early_epoch then
+    if string.find(early[1], '[^%d ]') then return F.refuse('sync offsets not numbers') end
+    early_chunks = F.offset_chunks(early[1])
+    if not early_chunks then return F.refuse('sync offset beyond the liveness bitmaps') end
   end
   -- The looked-up sessions' offsets (`offsets`), in the ids' order, two each.
   local text, offsets = F.sync_list(11)[1], {}
@@ -196,6 +209,10 @@ function F.check_in_seen(list)
   end
   for n, out in ipairs(writes) do
     if #out > 0 then F.set_bits_in(R.rings[n], out) end
+  end
+  if early_chunks then
+    F.set_bits_in(R.gone_ring, {early_chunks}, early_epoch)
+    R.early_written = early_epoch
   end
   if horizon then F.lower_first_number(horizon) end
   return nil

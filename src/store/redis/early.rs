@@ -1,0 +1,121 @@
+//! Early check-ins: a gateway writes the sessions it answers into the abandon ring's *next*
+//! epoch during the last quarter of the current one, each at a moment of its own, so that the
+//! whole line is not written again in the poll interval after the epoch turns.
+//!
+//! The abandon ring's epochs (a quarter of an hour by default) begin at the same moment for
+//! the whole line, and a gateway writes each session it answers into a new epoch once
+//! (`checked_in.rs`): so in the poll interval after one began, every sync wrote all of its
+//! sessions again. At ten million waiters that saturated Redis for that minute (a sync's p99
+//! past a second) where the other minutes took a third of a core. Written early, a session
+//! finds its bits set when the epoch begins, and the writes are spread over the window.
+//!
+//! The window is the last `1 / EARLY_WINDOW` of the epoch (the script checks it by its own
+//! clock and writes nothing outside it); a session's moment in it is drawn from its first
+//! Bloom offset, over the window's first four fifths, so that a waiter polling more often than
+//! every fifth of it is written before the epoch turns. What it costs: a session written early
+//! counts as seen until the next epoch stops counting, up to a quarter epoch longer than by a
+//! check-in in the current one, so a silent waiter is swept within `abandon_after * 13 / 8` of
+//! silence instead of `3 / 2`, never before `abandon_after` (`script/liveness.lua`).
+
+use super::protocol::EARLY_WINDOW;
+
+/// A sync's moment in the abandon ring's epochs: the gateway's clock and the epochs' width
+/// (`LivenessRule::for_abandon`, as the script computes it).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Window {
+    pub(crate) now_ms: u64,
+    pub(crate) width_ms: u64,
+}
+
+impl Window {
+    /// The abandon ring's current epoch.
+    pub(crate) fn epoch(&self) -> u64 {
+        self.now_ms / self.width_ms.max(1)
+    }
+
+    /// The window's length, and how far into it `now_ms` is (`None`: not in it).
+    fn in_window(&self) -> Option<(u64, u64)> {
+        let width = self.width_ms.max(1);
+        let len = width / EARLY_WINDOW;
+        let into = (self.now_ms % width).checked_sub(width - len)?;
+        (len > 0).then_some((len, into))
+    }
+
+    /// Whether it is the window of the next epoch.
+    pub(crate) fn is_open(&self) -> bool {
+        self.in_window().is_some()
+    }
+
+    /// Whether the session whose first Bloom offset is `x` is due to be written early: within
+    /// the window, at or past its moment.
+    pub(crate) fn due(&self, x: u32) -> bool {
+        self.in_window().is_some_and(|(len, into)| {
+            let spread = (len * 4 / 5).max(1);
+            into >= u64::from(x) % spread
+        })
+    }
+}
+
+/// The epoch number an epoch's name starts with (`'<epoch>:<width>:<bits>:<run id>'`, as the
+/// script names it).
+pub(crate) fn epoch_number(name: &[u8]) -> Option<u64> {
+    let digits = name.split(|&b| b == b':').next()?;
+    std::str::from_utf8(digits).ok()?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const WIDTH: u64 = 900_000;
+
+    fn at(now_ms: u64) -> Window {
+        Window {
+            now_ms,
+            width_ms: WIDTH,
+        }
+    }
+
+    #[test]
+    fn the_window_is_the_epochs_last_quarter() {
+        let start = 40 * WIDTH;
+        assert!(!at(start).is_open());
+        assert!(!at(start + WIDTH * 3 / 4 - 1).is_open());
+        assert!(at(start + WIDTH * 3 / 4).is_open());
+        assert!(at(start + WIDTH - 1).is_open());
+        assert!(!at(start + WIDTH).is_open(), "the next epoch began");
+        assert_eq!(at(start + WIDTH - 1).epoch(), 40);
+        // Epochs too short for a window have none.
+        let tiny = Window {
+            now_ms: 7,
+            width_ms: 3,
+        };
+        assert!(!tiny.is_open() && !tiny.due(0));
+    }
+
+    #[test]
+    fn the_moments_are_spread_over_the_windows_first_four_fifths() {
+        let start = 40 * WIDTH + WIDTH * 3 / 4;
+        let len = WIDTH / 4;
+        let offsets: Vec<u32> = (0..10_000u32)
+            .map(|i| i.wrapping_mul(2_654_435_761))
+            .collect();
+        let due = |into: u64| offsets.iter().filter(|&&x| at(start + into).due(x)).count();
+        assert!(due(0) < 20, "{} due at the window's start", due(0));
+        let half = due(len * 2 / 5);
+        assert!((4_500..5_500).contains(&half), "{half} due halfway");
+        assert_eq!(due(len * 4 / 5), offsets.len(), "all due by four fifths");
+        assert_eq!(
+            offsets.iter().filter(|&&x| at(start - 1).due(x)).count(),
+            0,
+            "none before the window"
+        );
+    }
+
+    #[test]
+    fn an_epochs_number_is_read_from_its_name() {
+        assert_eq!(epoch_number(b"2000001:900000:65408:ab12"), Some(2_000_001));
+        assert_eq!(epoch_number(b""), None);
+        assert_eq!(epoch_number(b"x:1:2:3"), None);
+    }
+}
