@@ -181,8 +181,13 @@ const SECRET_FILE: &str = "secret_file";
 /// Refused whenever present, without its value.
 const SECRET: &str = "secret";
 
-/// Every key a file may have (and `secret`, which it may not): for serde's "unknown field"
-/// error, which lists them.
+/// The keys an unknown key's error offers: every key a file may have, not `secret`.
+fn offered_keys() -> &'static [&'static str] {
+    static OFFERED: OnceLock<Vec<&'static str>> = OnceLock::new();
+    OFFERED.get_or_init(|| keys().iter().copied().filter(|k| *k != SECRET).collect())
+}
+
+/// Every key a file may have, and `secret`, which it may not (read to be refused at its line).
 fn keys() -> &'static [&'static str] {
     static KEYS: OnceLock<Vec<&'static str>> = OnceLock::new();
     KEYS.get_or_init(|| {
@@ -364,7 +369,7 @@ impl<'de> DeserializeSeed<'de> for Key {
             .iter()
             .copied()
             .find(|k| *k == key)
-            .ok_or_else(|| de::Error::unknown_field(&key, keys()))
+            .ok_or_else(|| de::Error::unknown_field(&key, offered_keys()))
     }
 }
 
@@ -773,6 +778,18 @@ mod tests {
         );
         let bad = [("WR_ROOM", "sale"), ("WR_OPENS_AT", "tomorrow")];
         assert!(RoomFile::from_env_vars("WR", bad).is_err());
+    }
+
+    #[test]
+    fn an_unknown_key_is_told_with_the_keys_a_file_may_have() {
+        let err = toml::from_str::<RoomFile>("room = \"shop\"\ncapcity = 5").unwrap_err();
+        let message = err.message();
+        assert!(message.contains("unknown field `capcity`"), "{message}");
+        assert!(message.contains("`capacity`") && message.contains("`secret_env`"));
+        assert!(
+            !message.contains("`secret`"),
+            "offers the refused key: {message}"
+        );
     }
 
     #[test]

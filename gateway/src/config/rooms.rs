@@ -94,8 +94,44 @@ impl<'de, S: DeserializeSeed<'de>> DeserializeSeed<'de> for KeySeed<S> {
                 .0
                 .deserialize(key.into_deserializer())
                 .map(Key::Room)
-                .map_err(|e: de::value::Error| de::Error::custom(e)),
+                .map_err(|KeyError(e)| de::Error::custom(e)),
         }
+    }
+}
+
+/// Keys of a room's settings file that a `[[rooms]]` table refuses, with a word of where the
+/// setting goes instead (above).
+const REFUSED_KEYS: [&str; 1] = ["client_ip_header"];
+
+/// An error reading a room's key: an unknown one is told with the keys a `[[rooms]]` table
+/// takes (the room's file's, less those it refuses, and the routes'), not the room file's list.
+#[derive(Debug)]
+struct KeyError(String);
+
+impl fmt::Display for KeyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for KeyError {}
+
+impl de::Error for KeyError {
+    fn custom<T: fmt::Display>(msg: T) -> Self {
+        KeyError(msg.to_string())
+    }
+
+    fn unknown_field(field: &str, expected: &'static [&'static str]) -> Self {
+        let keys: Vec<String> = expected
+            .iter()
+            .filter(|k| !REFUSED_KEYS.contains(k))
+            .chain(&ROUTE_KEYS)
+            .map(|k| format!("`{k}`"))
+            .collect();
+        KeyError(format!(
+            "unknown field `{field}`, expected one of {}",
+            keys.join(", ")
+        ))
     }
 }
 

@@ -204,6 +204,29 @@ fn routes_are_read_and_bad_ones_named() {
 }
 
 #[test]
+fn an_unknown_room_key_is_told_with_the_keys_a_room_table_takes() {
+    let (line, msg) =
+        refused("upstream = \"http://a:1\"\n[[rooms]]\nroom = \"shop\"\ncapcity = 5\n");
+    assert_eq!(line, Some(4), "{msg}");
+    assert!(msg.contains("unknown field `capcity`"), "{msg}");
+    for key in [
+        "`capacity`",
+        "`secret_env`",
+        "`paths`",
+        "`gates`",
+        "`bypass`",
+    ] {
+        assert!(msg.contains(key), "{key} missing: {msg}");
+    }
+    for key in ["`secret`", "`client_ip_header`"] {
+        assert!(
+            !msg.contains(key),
+            "{key}, which a room refuses, offered: {msg}"
+        );
+    }
+}
+
+#[test]
 fn a_room_cannot_name_its_own_client_ip_header() {
     let (line, msg) = refused(
         "upstream = \"http://a:1\"\n[[rooms]]\nroom = \"shop\"\nclient_ip_header = \"x-real-ip\"\n",
