@@ -47,7 +47,7 @@ use tower_waiting_room::routing::{Rule, WaitingRooms};
 use tower_waiting_room::store::Store;
 use tower_waiting_room::WaitingRoomLayer;
 
-use crate::config::{Config, FileError, Paths, RoomPlan};
+use crate::config::{BearerToken, Config, FileError, Paths, RoomPlan};
 use crate::forwarded::{self, ClientAddr};
 use crate::guard;
 use crate::pages::Problem;
@@ -131,6 +131,7 @@ pub fn build(config: &Config, shared: &Shared) -> Result<Stack, FileError> {
             paths: config.paths.clone(),
             trusted: config.trusted_proxies.clone(),
             admin,
+            metrics_token: config.metrics_token.clone(),
             rooms: rooms.clone(),
             draining: Arc::clone(&shared.draining),
             max_body_bytes: config.limits.max_body_bytes,
@@ -325,6 +326,8 @@ struct Own {
     paths: Paths,
     trusted: Vec<IpNet>,
     admin: Option<AdminService>,
+    /// The metrics' bearer token, if they need one.
+    metrics_token: Option<BearerToken>,
     rooms: Vec<WaitingRoomLayer>,
     draining: Arc<AtomicBool>,
     max_body_bytes: u64,
@@ -333,8 +336,8 @@ struct Own {
 }
 
 /// The rooms' gauges are read from the store for the metrics at most this often, however
-/// often the metrics are: the path needs no token, and a flood of requests to it must not
-/// become a flood of calls to the store every gateway shares.
+/// often the metrics are: the path needs no token unless `[metrics]` names one, and a flood of
+/// requests to it must not become a flood of calls to the store every gateway shares.
 const GAUGES_EVERY: Duration = Duration::from_secs(1);
 
 impl Own {
@@ -394,6 +397,12 @@ impl Service<Request<Incoming>> for Front {
             return Box::pin(async move { Ok(res) });
         }
         if own.paths.metrics.as_deref() == Some(path) {
+            if let Some(token) = &own.metrics_token {
+                if !token.admits(req.headers().get(header::AUTHORIZATION)) {
+                    let res = unauthorized();
+                    return Box::pin(async move { Ok(res) });
+                }
+            }
             let rooms = if own.gauges_due() {
                 own.rooms.clone()
             } else {
@@ -424,6 +433,19 @@ fn plain(status: StatusCode, text: &'static str) -> Response<GatewayBody> {
     );
     res.headers_mut()
         .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    res
+}
+
+/// The metrics asked for without their token.
+fn unauthorized() -> Response<GatewayBody> {
+    let mut res = plain(
+        StatusCode::UNAUTHORIZED,
+        "the metrics need their bearer token\n",
+    );
+    res.headers_mut().insert(
+        header::WWW_AUTHENTICATE,
+        HeaderValue::from_static("Bearer realm=\"metrics\""),
+    );
     res
 }
 

@@ -42,7 +42,9 @@ pub(crate) struct GatewayFile {
     #[serde(default)]
     pub limits: LimitsFile,
     /// The admin API and dashboard.
-    pub admin: Option<Spanned<AdminFile>>,
+    pub admin: Option<Spanned<TokenFile>>,
+    /// A token for the metrics.
+    pub metrics: Option<Spanned<TokenFile>>,
     /// The rooms, each with the routes it covers.
     #[serde(default)]
     pub rooms: Vec<Spanned<RoomEntry>>,
@@ -89,10 +91,10 @@ pub(crate) struct LimitsFile {
     pub upstream_idle_timeout: Option<Spanned<Readable>>,
 }
 
-/// `[admin]`: the token's place (never the token).
+/// `[admin]`, `[metrics]`: a bearer token's place (never the token).
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub(crate) struct AdminFile {
+pub(crate) struct TokenFile {
     pub token_env: Option<String>,
     pub token_file: Option<String>,
 }

@@ -45,7 +45,9 @@ pub struct Config {
     /// The gateway's own paths.
     pub paths: Paths,
     /// The admin's bearer token, when the admin is on.
-    pub admin_token: Option<AdminToken>,
+    pub admin_token: Option<BearerToken>,
+    /// The metrics' bearer token (`[metrics]`); `None`: the metrics need none.
+    pub metrics_token: Option<BearerToken>,
     /// Serving limits.
     pub limits: Limits,
     /// The rooms, in the file's order.
@@ -119,11 +121,28 @@ pub struct Paths {
     pub admin: String,
 }
 
-/// The admin's bearer token; its `Debug` shows only its length.
+/// A bearer token (the admin's, the metrics'); its `Debug` shows only its length.
 #[derive(Clone)]
-pub struct AdminToken(pub(crate) Vec<u8>);
+pub struct BearerToken(pub(crate) Vec<u8>);
 
-impl std::fmt::Debug for AdminToken {
+impl BearerToken {
+    /// Whether `header` (an `Authorization` value) is `Bearer <this token>`, compared in time
+    /// that does not depend on where they differ.
+    pub(crate) fn admits(&self, header: Option<&http::HeaderValue>) -> bool {
+        let given = header
+            .map(http::HeaderValue::as_bytes)
+            .and_then(|v| v.strip_prefix(b"Bearer "))
+            .unwrap_or_default();
+        let differ = self
+            .0
+            .iter()
+            .zip(given)
+            .fold(0u8, |acc, (a, b)| acc | (a ^ b));
+        std::hint::black_box(differ) == 0 && given.len() == self.0.len()
+    }
+}
+
+impl std::fmt::Debug for BearerToken {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "<{} bytes, redacted>", self.0.len())
     }
@@ -244,7 +263,11 @@ impl Lines<'_> {
             .collect::<Result<_, _>>()?;
         let paths = self.paths(&file)?;
         let admin_token = match &file.admin {
-            Some(admin) => Some(self.admin_token(admin)?),
+            Some(admin) => Some(self.token(admin, "admin")?),
+            None => None,
+        };
+        let metrics_token = match &file.metrics {
+            Some(metrics) => Some(self.token(metrics, "metrics")?),
             None => None,
         };
         let limits = self.limits(&file)?;
@@ -268,6 +291,7 @@ impl Lines<'_> {
             trusted_proxies,
             paths,
             admin_token,
+            metrics_token,
             limits,
             rooms,
         })
@@ -334,37 +358,48 @@ impl Lines<'_> {
         })
     }
 
-    fn admin_token(&self, admin: &Spanned<file::AdminFile>) -> Result<AdminToken, FileError> {
-        let a = admin.get_ref();
-        let token =
-            match (&a.token_env, &a.token_file) {
-                (Some(_), Some(_)) => {
-                    return Err(self.at(admin, "admin: token_env and token_file both given"))
-                }
-                (None, None) => return Err(self.at(
-                    admin,
-                    "admin: name where the token is, token_env = \"VAR\" or token_file = \"PATH\"",
-                )),
-                (Some(var), None) => std::env::var(var).map_err(|_| {
-                    self.at(
-                        admin,
-                        format!("admin: the environment variable {var} is not set"),
-                    )
-                })?,
-                (None, Some(path)) => std::fs::read_to_string(path)
-                    .map(|t| t.strip_suffix('\n').unwrap_or(&t).to_owned())
-                    .map_err(|e| self.at(admin, format!("admin: cannot read {path}: {e}")))?,
-            };
+    /// The bearer token of the table `[name]`, read from where it says.
+    fn token(
+        &self,
+        table: &Spanned<file::TokenFile>,
+        name: &str,
+    ) -> Result<BearerToken, FileError> {
+        let a = table.get_ref();
+        let token = match (&a.token_env, &a.token_file) {
+            (Some(_), Some(_)) => {
+                return Err(self.at(
+                    table,
+                    format!("{name}: token_env and token_file both given"),
+                ))
+            }
+            (None, None) => {
+                return Err(self.at(
+                    table,
+                    format!(
+                    "{name}: name where the token is, token_env = \"VAR\" or token_file = \"PATH\""
+                ),
+                ))
+            }
+            (Some(var), None) => std::env::var(var).map_err(|_| {
+                self.at(
+                    table,
+                    format!("{name}: the environment variable {var} is not set"),
+                )
+            })?,
+            (None, Some(path)) => std::fs::read_to_string(path)
+                .map(|t| t.strip_suffix('\n').unwrap_or(&t).to_owned())
+                .map_err(|e| self.at(table, format!("{name}: cannot read {path}: {e}")))?,
+        };
         if token.len() < 32 || !token.bytes().all(|b| b.is_ascii_graphic()) {
             return Err(self.at(
-                admin,
+                table,
                 format!(
-                    "admin: the token must be at least 32 visible ASCII characters (it has {})",
+                    "{name}: the token must be at least 32 visible ASCII characters (it has {})",
                     token.len()
                 ),
             ));
         }
-        Ok(AdminToken(token.into_bytes()))
+        Ok(BearerToken(token.into_bytes()))
     }
 
     fn limits(&self, file: &GatewayFile) -> Result<Limits, FileError> {

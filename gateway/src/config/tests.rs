@@ -227,6 +227,23 @@ fn an_unknown_room_key_is_told_with_the_keys_a_room_table_takes() {
 }
 
 #[test]
+fn a_metrics_token_is_read_as_the_admins_is() {
+    let (line, msg) = refused(
+        "upstream = \"http://a:1\"\n\n[metrics]\ntoken_env = \"TWR_GATEWAY_TEST_UNSET_TOKEN\"\n",
+    );
+    assert_eq!(line, Some(3), "{msg}");
+    assert!(
+        msg.starts_with("metrics: the environment variable"),
+        "{msg}"
+    );
+    let (line, msg) = refused("upstream = \"http://a:1\"\n[metrics]\ntoken = \"abc\"\n");
+    assert_eq!(line, Some(3), "{msg}");
+    assert!(msg.contains("unknown field `token`"), "{msg}");
+    let c = parse("upstream = \"http://a:1\"\n").unwrap();
+    assert!(c.metrics_token.is_none(), "no token unless asked");
+}
+
+#[test]
 fn a_room_cannot_name_its_own_client_ip_header() {
     let (line, msg) = refused(
         "upstream = \"http://a:1\"\n[[rooms]]\nroom = \"shop\"\nclient_ip_header = \"x-real-ip\"\n",

@@ -666,6 +666,70 @@ fn during_the_shutdown_delay_health_says_503_and_requests_still_work() {
 // ---- The gateway's own paths ----------------------------------------------------------------
 
 #[test]
+fn metrics_with_a_token_are_answered_only_to_its_bearer() {
+    const METRICS_TOKEN: &str = "wrg-test-metrics-token-0123456789abcdef-012345";
+    let app = App::start();
+    let rooms = format!(
+        "[metrics]\ntoken_env = \"WRG_TEST_METRICS_TOKEN\"\n\n{}",
+        sale_room(5)
+    );
+    let gw = Gateway::start_with(
+        &config(&app.url(), &rooms),
+        &[],
+        &[("WRG_TEST_METRICS_TOKEN", METRICS_TOKEN)],
+    );
+    let addr = gw.addr;
+    let same_length = format!("Bearer {}", "x".repeat(METRICS_TOKEN.len()));
+    let longer = format!("Bearer {METRICS_TOKEN}0");
+    let shorter = format!("Bearer {}", &METRICS_TOKEN[..METRICS_TOKEN.len() - 1]);
+    for auth in [
+        None,
+        Some(same_length.as_str()),
+        Some(longer.as_str()),
+        Some(shorter.as_str()),
+        Some(METRICS_TOKEN),
+    ] {
+        let headers: Vec<(&str, &str)> = auth.map(|a| ("authorization", a)).into_iter().collect();
+        let res = request(
+            addr,
+            "GET",
+            "/__gateway/metrics",
+            &headers,
+            b"",
+            &mut Jar::default(),
+        );
+        assert_eq!(res.status, 401, "{auth:?}: {}", res.text());
+        assert_eq!(
+            res.header("www-authenticate"),
+            Some("Bearer realm=\"metrics\""),
+            "{auth:?}"
+        );
+        assert!(!res.text().contains("waiting_room_"), "{}", res.text());
+    }
+    let auth = format!("Bearer {METRICS_TOKEN}");
+    let res = request(
+        addr,
+        "GET",
+        "/__gateway/metrics",
+        &[("authorization", &auth)],
+        b"",
+        &mut Jar::default(),
+    );
+    assert_eq!(res.status, 200, "{}", res.text());
+    assert!(
+        res.text()
+            .contains("waiting_room_gateway_upstream_errors_total"),
+        "{}",
+        res.text()
+    );
+    assert!(
+        app.seen().iter().all(|l| !l.contains("__gateway")),
+        "{:?}",
+        app.seen()
+    );
+}
+
+#[test]
 fn health_metrics_and_admin_are_answered_by_the_gateway() {
     let app = App::start();
     let rooms = format!(
