@@ -123,7 +123,7 @@
 //!   list) marks the epoch of its time (the opening's, before a scheduled opening) in both rules, and a store
 //!   keeps epochs, not times. At their turn: seen within `queue_ttl`, never skipped; silent for
 //!   longer than `queue_ttl * 5 / 4`, skipped. The sweep: seen within `abandon_after`, kept;
-//!   silent for longer than `abandon_after * 3 / 2` (Redis: up to `* 13 / 8`, see
+//!   silent for longer than `abandon_after * 3 / 2` (Redis: up to `* 7 / 4`, see
 //!   [`snapshot`]), swept. [`RoomPace::silent`] counts the
 //!   waiters not alive by the turn's rule (the embedded store exactly, Redis from the checkpoint
 //!   waiters it reads);

@@ -48,8 +48,8 @@
 //!   `queue_ttl * 5 / 4`: skipped;
 //! - **swept from anywhere** ([`LivenessRule::for_abandon`]): epochs of `abandon_after /`
 //!   [`ABANDON_EPOCHS`]; seen within `abandon_after`: kept; silent for longer than
-//!   `abandon_after * 3 / 2`: swept as the sweep goes by (on the Redis store `* 13 / 8` for a
-//!   waiter last seen by a gateway's sync in an epoch's last quarter: the gateway writes them
+//!   `abandon_after * 3 / 2`: swept as the sweep goes by (on the Redis store `* 7 / 4` for a
+//!   waiter last seen by a gateway's sync in an epoch's last half: the gateway writes them
 //!   into the next epoch early, so that the whole line is not written in the minute it
 //!   begins).
 //!

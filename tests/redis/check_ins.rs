@@ -383,7 +383,7 @@ async fn a_sync_writes_no_turn_bits_behind_its_horizon() {
     assert!(!both_bits(&c, next_turn, line[19].0).await);
 }
 
-/// Early check-ins (src/store/redis/early.rs): in the last quarter of an abandon epoch a
+/// Early check-ins (src/store/redis/early.rs): in the last half of an abandon epoch a
 /// gateway's syncs write its waiters into the ring's next epoch, each at a moment of its own
 /// (so the writes are spread over the window, not all in one sync), none before the window.
 /// When the epoch begins their bits are set already and the gateway's sync writes nothing
@@ -425,19 +425,19 @@ async fn a_gateway_writes_the_next_abandon_epoch_early_at_moments_of_its_own() {
     };
     store.sync(&policy, line.clone().into()).await.unwrap();
     // Just before the window: nothing written into the next epoch, its key not made.
-    let window = ABANDON_MS * 3 / 4;
+    let window = ABANDON_MS / 2;
     advance(&clock, window - 1_000);
     store.sync(&policy, line.clone().into()).await.unwrap();
     let mut conn = c.clone();
     let made: bool = conn.exists(&next).await.unwrap();
     assert!(!made, "the next epoch's key made before the window");
-    // Through the window, a sync every 5 s: the waiters are written a few at a time.
+    // Through the window, a sync every 10 s: the waiters are written a few at a time.
     advance(&clock, 1_000);
     let mut counts = Vec::new();
-    for _ in 0..40 {
+    for _ in 0..44 {
         store.sync(&policy, line.clone().into()).await.unwrap();
         counts.push(written().await);
-        advance(&clock, 5_000);
+        advance(&clock, 10_000);
     }
     assert!(
         counts[0] < line.len() / 4,
@@ -445,7 +445,7 @@ async fn a_gateway_writes_the_next_abandon_epoch_early_at_moments_of_its_own() {
         counts[0],
         line.len()
     );
-    // Four fifths of the window (180 s) in: everyone, from about 36 syncs in.
+    // Four fifths of the window (360 s) in: everyone, from about 36 syncs in.
     assert_eq!(counts[37], line.len(), "not all written early: {counts:?}");
     let mut steps = counts.clone();
     steps.dedup();
@@ -466,13 +466,13 @@ async fn a_gateway_writes_the_next_abandon_epoch_early_at_moments_of_its_own() {
     };
     let probe = *line
         .iter()
-        .find(|s| !turns(s, START_MS + 870_000, START_MS + ABANDON_MS + 100))
+        .find(|s| !turns(s, START_MS + 880_000, START_MS + ABANDON_MS + 100))
         .expect("a waiter not looked up again");
     let (px, _) = bloom_offsets(&probe, m);
     let _: u8 = conn.setbit(&next, px as usize, false).await.unwrap();
     // The epoch begins: nothing written again, but for the waiter not seen in the window.
-    // (The clock is at 875 s into the epoch: the last sync was at 870 s.)
-    advance(&clock, ABANDON_MS - 875_000 + 100);
+    // (The clock is at 890 s into the epoch: the last sync was at 880 s.)
+    advance(&clock, ABANDON_MS - 890_000 + 100);
     let mut seen = line.clone();
     seen.push(unseen);
     store.sync(&policy, seen.clone().into()).await.unwrap();
@@ -514,9 +514,9 @@ async fn early_check_ins_outside_the_window_are_not_written() {
     };
     let next = key(&keys, "abandon1").to_owned();
     for (now, inside) in [
-        (START_MS + ABANDON_MS / 2, false),
-        (START_MS + ABANDON_MS * 3 / 4 - 1, false),
-        (START_MS + ABANDON_MS * 3 / 4 + 1, true),
+        (START_MS + ABANDON_MS / 4, false),
+        (START_MS + ABANDON_MS / 2 - 1, false),
+        (START_MS + ABANDON_MS / 2 + 1, true),
     ] {
         let reply: Vec<redis::Value> = sync_at(now).query_async(&mut c).await.unwrap();
         let named = match reply.last() {

@@ -323,7 +323,7 @@ async fn arguments_out_of_bounds_are_refused_before_anything_runs() {
     let call = |function: &str, line: &str, numbers: &str, own: &[&str]| {
         call_at("0", function, line, numbers, own)
     };
-    // A moment within the last quarter of an abandon epoch (15 minutes), where a sync's early
+    // A moment within the last half of an abandon epoch (15 minutes), where a sync's early
     // check-ins are read, by a manual clock (taken as it is).
     let in_window = format!("m{}", 2_000_000u64 * 900_000 + 800_000);
     let redis = &redis;

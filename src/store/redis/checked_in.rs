@@ -293,13 +293,13 @@ impl CheckedIn {
     /// becomes the abandon ring's (so this sync names the new epoch, whose bits are set);
     /// then, within the window, the sessions of `found` due to be written into the next epoch
     /// and not written there yet. A copy older than a failure is dropped, as in `plan`.
-    pub(crate) fn early(
+    pub(crate) fn early<'a>(
         &self,
         room: &str,
         bits: u64,
         troubles: u64,
         at: Window,
-        found: impl Iterator<Item = (u32, u32)>,
+        found: impl Iterator<Item = &'a SessionId>,
     ) -> Vec<(u32, u32)> {
         let mut rooms = self.rooms.lock().unwrap_or_else(PoisonError::into_inner);
         if rooms
@@ -325,7 +325,9 @@ impl CheckedIn {
             .map(|c| &c.early)
             .filter(|early| epoch_number(&early.epoch) == next);
         found
-            .filter(|&(x, y)| at.due(x) && !written.is_some_and(|w| w.has(x, y)))
+            .filter(|s| at.due(s))
+            .map(|s| bloom_offsets(s.as_bytes(), bits))
+            .filter(|&(x, y)| !written.is_some_and(|w| w.has(x, y)))
             .collect()
     }
 
@@ -621,12 +623,24 @@ mod tests {
             now_ms,
             width_ms: WIDTH,
         };
+        // Two sessions of Bloom offsets (1, 2) and (300, 4 000) in bitmaps of `BITS`.
+        let (sa, sb) = (
+            SessionId::from_bytes([0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0, 7, 0, 0, 0, 0]),
+            SessionId::from_bytes([0, 0, 1, 44, 0, 0, 15, 160, 0, 0, 0, 9, 0, 0, 0, 0]),
+        );
         let (a, b) = ((1, 2), (300, 4_000));
+        assert_eq!(
+            (
+                bloom_offsets(sa.as_bytes(), BITS),
+                bloom_offsets(sb.as_bytes(), BITS)
+            ),
+            (a, b)
+        );
         let epoch = 2_000_000 * WIDTH;
         confirmed(&c, "7:1:65536", "2000000:900000:65536:x", &[a, b]);
         // Before the window none is due; at its end both are (four fifths in, every moment).
-        let early = |now| c.early("r", BITS, 0, at(now), [a, b].into_iter());
-        assert!(early(epoch + WIDTH / 2).is_empty());
+        let early = |now| c.early("r", BITS, 0, at(now), [sa, sb].iter());
+        assert!(early(epoch + WIDTH / 4).is_empty());
         assert_eq!(early(epoch + WIDTH - 1), vec![a, b]);
         // The reply says `a` went into the next epoch: only `b` is due again.
         wrote_early(&c, "2000001:900000:65536:x", &[a]);

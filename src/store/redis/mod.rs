@@ -650,7 +650,7 @@ impl SnapshotStore for RedisStore {
                 now_ms: now,
                 width_ms: at.width_ms,
             },
-            protocol::offsets_of(&known, bits).chain(protocol::offsets_of(&known_behind, bits)),
+            known.iter().chain(&known_behind),
         );
         let (look_up_behind, set_behind) =
             self.checked_in

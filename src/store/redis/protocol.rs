@@ -87,7 +87,7 @@ pub(crate) const BLOOM_SLACK: u64 = 128;
 /// A sync's early check-ins go into the abandon ring's next epoch in the last
 /// `1 / EARLY_WINDOW` of its current one (the script's `EARLY_WINDOW`; `script/liveness.lua`,
 /// early check-ins; `checked_in.rs` draws each session's moment in it).
-pub(crate) const EARLY_WINDOW: u64 = 4;
+pub(crate) const EARLY_WINDOW: u64 = 2;
 
 /// The size in bits of each liveness bitmap (a Bloom filter with two bits per session) for a
 /// line of at most `max_queue_len`: [`BLOOM_SLACK`] under the allocator's size class at or

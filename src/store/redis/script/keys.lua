@@ -120,7 +120,7 @@ local TURN_EPOCHS, ABANDON_EPOCHS = 4, 2
 local EXACT_RANKS, CHECKPOINT_GAP = 100, 100
 -- src/store/redis/protocol.rs: EARLY_WINDOW. A sync's early check-ins go into the abandon
 -- ring's next epoch in the last 1 / EARLY_WINDOW of its current one (liveness.lua).
-local EARLY_WINDOW = 4
+local EARLY_WINDOW = 2
 
 -- Constant across calls, so made once here at load: the chunk size, the "no expiry" due time,
 -- each ring's settings field names.

@@ -43,8 +43,8 @@
 -- minute). The next epoch's key is made then (ring_key_for: the key of e + 1 holds e + 1 - len,
 -- which no longer counts), its first number the seq of that moment: those who join between
 -- then and the epoch's start count as joined since in it. Either way a waiter counts as seen
--- up to a quarter epoch longer than by a check-in in the current one: a silent waiter is swept
--- within abandon_after * 13 / 8 of silence rather than 3 / 2, and never before abandon_after.
+-- up to half an epoch longer than by a check-in in the current one: a silent waiter is swept
+-- within abandon_after * 7 / 4 of silence rather than 3 / 2, and never before abandon_after.
 -- The turn ring's epochs are short and its check-ins few (the turn horizon): none early.
 -- A false positive (another session's bits) only makes a silent waiter look alive: granted at
 -- their turn, then the grant expires unclaimed, or kept in line until a later sweep finds them
