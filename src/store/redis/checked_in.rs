@@ -143,6 +143,23 @@ struct RoomCopy {
 }
 
 impl RoomCopy {
+    /// `room`'s copy in `rooms`, for bitmaps of `bits` at `troubles`: made anew if it was of
+    /// another size or older than a failure.
+    fn of<'m>(
+        rooms: &'m mut HashMap<String, RoomCopy>,
+        room: &str,
+        bits: u64,
+        troubles: u64,
+    ) -> &'m mut RoomCopy {
+        let copy = rooms
+            .entry(room.to_owned())
+            .or_insert_with(|| RoomCopy::new(bits, troubles));
+        if copy.troubles != troubles || copy.bits != bits {
+            *copy = RoomCopy::new(bits, troubles);
+        }
+        copy
+    }
+
     fn new(bits: u64, troubles: u64) -> Self {
         Self {
             bits,
@@ -262,12 +279,7 @@ impl CheckedIn {
             return;
         }
         let mut rooms = self.rooms.lock().unwrap_or_else(PoisonError::into_inner);
-        let copy = rooms
-            .entry(room.to_owned())
-            .or_insert_with(|| RoomCopy::new(bits, troubles));
-        if copy.troubles != troubles || copy.bits != bits {
-            *copy = RoomCopy::new(bits, troubles);
-        }
+        let copy = RoomCopy::of(&mut rooms, room, bits, troubles);
         // The reply's abandon epoch is the one written early, on the same server: a sync
         // planned just before the turn, answered after it.
         copy.promote_early(|early, abandon| early == epochs[RINGS - 1] && abandon != early);
@@ -346,12 +358,7 @@ impl CheckedIn {
             return;
         }
         let mut rooms = self.rooms.lock().unwrap_or_else(PoisonError::into_inner);
-        let copy = rooms
-            .entry(room.to_owned())
-            .or_insert_with(|| RoomCopy::new(bits, troubles));
-        if copy.troubles != troubles || copy.bits != bits {
-            *copy = RoomCopy::new(bits, troubles);
-        }
+        let copy = RoomCopy::of(&mut rooms, room, bits, troubles);
         if copy.early.epoch != epoch {
             copy.early = RingCopy {
                 epoch,
