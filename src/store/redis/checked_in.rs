@@ -41,7 +41,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::{Mutex, PoisonError};
 
-use super::early::{epoch_number, Window};
+use super::early::{epoch_number, later_than, Window};
 use super::protocol::bloom_offsets;
 use crate::session::SessionId;
 
@@ -283,8 +283,16 @@ impl CheckedIn {
         // The reply's abandon epoch is the one written early, on the same server: a sync
         // planned just before the turn, answered after it.
         copy.promote_early(|early, abandon| early == epochs[RINGS - 1] && abandon != early);
-        for (ring, epoch) in copy.rings.iter_mut().zip(epochs) {
+        let mut current = [true; RINGS];
+        for ((ring, epoch), current) in copy.rings.iter_mut().zip(epochs).zip(&mut current) {
             if ring.epoch != epoch {
+                // A copy of a later epoch is kept, and the reply's bits (set in the epoch
+                // before it) are not put in it: one this gateway's clock promoted a moment
+                // before the server's epoch turned (`early`), whose bits the store holds.
+                if later_than(&ring.epoch, &epoch) {
+                    *current = false;
+                    continue;
+                }
                 ring.epoch = epoch;
                 ring.bits = Bits::default();
             }
@@ -293,10 +301,12 @@ impl CheckedIn {
                 ring.bits.set(y, bits);
             }
         }
-        let abandon = &mut copy.rings[RINGS - 1];
-        for (x, y) in abandon_only {
-            abandon.bits.set(x, bits);
-            abandon.bits.set(y, bits);
+        if current[RINGS - 1] {
+            let abandon = &mut copy.rings[RINGS - 1];
+            for (x, y) in abandon_only {
+                abandon.bits.set(x, bits);
+                abandon.bits.set(y, bits);
+            }
         }
     }
 
@@ -669,6 +679,37 @@ mod tests {
         let plan = c.plan("r", BITS, 0, [a, b].into_iter(), None.into_iter());
         assert_eq!(plan.named[1], b"2000001:900000:65536:x".to_vec());
         assert_eq!((plan.neither, plan.both), (vec![a], vec![b]));
+    }
+
+    #[test]
+    fn a_copy_promoted_by_a_clock_ahead_of_the_servers_is_kept() {
+        const WIDTH: u64 = 900_000;
+        let c = CheckedIn::default();
+        let sa = SessionId::from_bytes([0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0, 7, 0, 0, 0, 0]);
+        let (a, b) = ((1, 2), (300, 4_000));
+        confirmed(&c, "7:1:65536", "4:900000:65536:x", &[a, b]);
+        wrote_early(&c, "5:900000:65536:x", &[a]);
+        // This gateway's clock says epoch 5 began: its copy is promoted.
+        let at = Window {
+            now_ms: 5 * WIDTH + 100,
+            width_ms: WIDTH,
+        };
+        assert!(c.early("r", BITS, 0, at, [sa].iter()).is_empty());
+        // The server's has not turned yet: its reply names epoch 4, where it set `b` again.
+        confirmed(&c, "7:1:65536", "4:900000:65536:x", &[b]);
+        let plan = c.plan("r", BITS, 0, [a, b].into_iter(), None.into_iter());
+        assert_eq!(plan.named[1], b"5:900000:65536:x".to_vec(), "the copy kept");
+        assert_eq!(
+            (plan.neither, plan.both),
+            (vec![a], vec![b]),
+            "epoch 4's bits not taken as epoch 5's"
+        );
+        // Epochs of another width (abandon_after changed) are numbered otherwise: the reply's
+        // epoch 3 of 30 minutes replaces the copy, though 5 > 3.
+        confirmed(&c, "7:1:65536", "3:1800000:65536:x", &[b]);
+        let plan = c.plan("r", BITS, 0, [a, b].into_iter(), None.into_iter());
+        assert_eq!(plan.named[1], b"3:1800000:65536:x".to_vec());
+        assert_eq!((plan.neither, plan.both), (vec![b], vec![a]));
     }
 
     #[test]

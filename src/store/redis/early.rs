@@ -72,6 +72,19 @@ pub(crate) fn epoch_number(name: &[u8]) -> Option<u64> {
     std::str::from_utf8(digits).ok()?.parse().ok()
 }
 
+/// Whether the epoch named `a` comes after the one named `b` of the same ring on the same
+/// server: the same width, bitmap size and run id, a greater number. Epochs of another width
+/// (a changed `abandon_after` or `queue_ttl`) are numbered otherwise, and never compared.
+pub(crate) fn later_than(a: &[u8], b: &[u8]) -> bool {
+    let rest = |name: &[u8]| {
+        name.iter()
+            .position(|&c| c == b':')
+            .map(|i| name[i..].to_vec())
+    };
+    rest(a).is_some_and(|r| rest(b) == Some(r))
+        && matches!((epoch_number(a), epoch_number(b)), (Some(x), Some(y)) if x > y)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -117,6 +130,17 @@ mod tests {
             0,
             "none before the window"
         );
+    }
+
+    #[test]
+    fn only_epochs_of_the_same_ring_and_server_are_compared() {
+        assert!(later_than(b"5:900000:65408:ab", b"4:900000:65408:ab"));
+        assert!(!later_than(b"4:900000:65408:ab", b"5:900000:65408:ab"));
+        assert!(!later_than(b"5:900000:65408:ab", b"5:900000:65408:ab"));
+        // Another width (numbers of another scale), size or server: not comparable.
+        assert!(!later_than(b"5:900000:65408:ab", b"2:1800000:65408:ab"));
+        assert!(!later_than(b"5:900000:65408:ab", b"4:900000:65408:cd"));
+        assert!(!later_than(b"", b"4:900000:65408:ab"));
     }
 
     #[test]
