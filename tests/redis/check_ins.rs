@@ -530,3 +530,69 @@ async fn early_check_ins_outside_the_window_are_not_written() {
         }
     }
 }
+
+/// The settings key lost while the abandon ring's next epoch holds early check-ins: its key is
+/// taken as that epoch, lost (everyone alive in it), and kept with its bits, never deleted and
+/// made again empty while the gateways count on what they wrote there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_settings_key_keeps_the_early_epochs_bits() {
+    let server = Server::start(&[]);
+    let clock = ManualClock::new(START_MS);
+    let store = store(&server, &clock);
+    let mut c = conn(&server).await;
+    let policy = policy_8s("earlylost");
+    let m = redis_bloom_bits(policy.max_queue_len);
+    admitted(&store, &policy).await;
+    let mut line = Vec::new();
+    for _ in 0..10 {
+        line.push(waiter(&store, &policy).await.0);
+    }
+    let keys = redis_keys(&store, &policy.room);
+    let (settings, next) = (
+        key(&keys, "settings").to_owned(),
+        key(&keys, "abandon1").to_owned(),
+    );
+    store.sync(&policy, line.clone().into()).await.unwrap();
+    // Late in the window everyone is due: written into epoch 2 000 001 early (by the second
+    // sync: the first looks up again those whose own epoch of look-ups turned, found.rs).
+    advance(&clock, 850_000);
+    store.sync(&policy, line.clone().into()).await.unwrap();
+    advance(&clock, 1_000);
+    store.sync(&policy, line.clone().into()).await.unwrap();
+    let all_set = |c: &redis::aio::MultiplexedConnection| {
+        let mut c = c.clone();
+        let (line, next) = (line.clone(), next.clone());
+        async move {
+            for s in &line {
+                let (x, y) = bloom_offsets(s, m);
+                let bx: u8 = c.getbit(&next, x as usize).await.unwrap();
+                let by: u8 = c.getbit(&next, y as usize).await.unwrap();
+                if (bx, by) != (1, 1) {
+                    return false;
+                }
+            }
+            true
+        }
+    };
+    assert!(all_set(&c).await, "not written early");
+    let _: () = c.del(&settings).await.unwrap();
+    // A newcomer, looked up by one sync and written early by the next: the next epoch's key is
+    // written into again after the loss.
+    let (late, _) = waiter(&store, &policy).await;
+    let mut seen = line.clone();
+    seen.push(late);
+    for _ in 0..2 {
+        advance(&clock, 5_000);
+        store.sync(&policy, seen.clone().into()).await.unwrap();
+    }
+    let (lx, _) = bloom_offsets(&late, m);
+    let late_bit: u8 = c.getbit(&next, lx as usize).await.unwrap();
+    assert_eq!(late_bit, 1, "the newcomer not written early");
+    assert!(all_set(&c).await, "the early epoch's bits deleted");
+    let held: i64 = c.hget(&settings, "abandon1").await.unwrap();
+    assert_eq!(
+        held, -2_000_001,
+        "the early epoch's key, taken as that epoch, lost"
+    );
+    assert_eq!(store.stats(&policy).await.unwrap().waiting, 11);
+}

@@ -379,6 +379,15 @@ async fn arguments_out_of_bounds_are_refused_before_anything_runs() {
         )
         .await;
     }
+    // A sync of an earlier build (no early list) for a room with a schedule: the schedule lands
+    // where the early list goes, and is refused there, never read as a sync without a schedule.
+    let mut own = vec![""; 10];
+    own.push("schedule:1800000000000:0:1:0");
+    refused(
+        "sync of an earlier build with a schedule".to_owned(),
+        call("sync", &line, &numbers, &own),
+    )
+    .await;
     // One argument short (the sync of a gateway before early check-ins), or one too many.
     for n in [10, 13] {
         refused(

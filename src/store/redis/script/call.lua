@@ -110,6 +110,10 @@ function F.check_own(op)
         and not string.find(horizon, '^%d+ %d+ %d+$') then
       return F.refuse('sync horizon malformed')
     end
+    -- The early check-ins: digits and spaces, whether read or not (a list is sent only within
+    -- the window, so this is no cost outside it), so that a sync of one argument fewer and a
+    -- schedule (an earlier build's) is refused, never read as one without a schedule.
+    if string.find(R.args[15], '[^%d ]') then return F.refuse('sync early list malformed') end
   end
   return nil
 end

@@ -182,6 +182,10 @@ function F.mark_orphan_bitmaps_lost()
     for i = 0, rg.len - 1 do
       if redis.call('EXISTS', R.keys[rg.first + i]) == 1 then
         local e = last - (last - i) % rg.len
+        -- The abandon ring's next epoch's key may hold that epoch already, written early (see
+        -- Liveness: early check-ins) and counted on by the gateways that wrote it: taken as
+        -- that epoch, lost, it is kept and written into then, never deleted.
+        if rg == R.gone_ring and i == (last + 1) % rg.len then e = last + 1 end
         lost[#lost + 1], lost[#lost + 2] = RING_FIELDS[rg.name][i], string.format('%d', -e)
         rg.held[i], rg.from[i], rg.known[i] = -e, nil, true
         if rg == R.turn then rg.first_made[i] = nil end
