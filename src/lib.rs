@@ -215,6 +215,13 @@ pub mod __private {
         crate::store::redis_bloom_bits(max_queue_len)
     }
 
+    /// A session's member in the sorted sets of a Redis room of this settings version (its id's
+    /// first 14 bytes), for the tests and the benchmark that read a room's keys.
+    #[cfg(feature = "redis")]
+    pub fn redis_member(session: &crate::SessionId) -> &[u8] {
+        crate::store::redis_member(session)
+    }
+
     /// How many keys the new-visitor (per IP) and poll (per session) limiters of `layer` track,
     /// for the tests that check their memory stays bounded.
     pub fn limiter_sizes(layer: &crate::WaitingRoomLayer) -> (usize, usize) {

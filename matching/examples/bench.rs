@@ -75,7 +75,7 @@ const ROOM: &str = "bench";
 const POLL_ROOM: &str = "benchpoll";
 const SCRIPT_ROOM: &str = "benchscript";
 const SCALE_ROOM: &str = "benchscale";
-/// The room's function library (`FUNCTION LOAD REPLACE`, then `FCALL twr_room_v10_<op>`).
+/// The room's function library (`FUNCTION LOAD REPLACE`, then `FCALL twr_room_v11_<op>`).
 const ROOM_SCRIPT: &str = tower_waiting_room::__private::ROOM_LIBRARY;
 
 #[path = "bench_parts/wrk.rs"]

@@ -247,6 +247,8 @@ mod tickets;
 #[cfg(feature = "redis")]
 pub(crate) use self::redis::bloom_bits as redis_bloom_bits;
 #[cfg(feature = "redis")]
+pub(crate) use self::redis::member as redis_member;
+#[cfg(feature = "redis")]
 pub(crate) use self::redis::protocol_numbers as redis_protocol_numbers;
 #[cfg(feature = "redis")]
 pub(crate) use self::redis::visitor_call as redis_visitor_call;

@@ -310,7 +310,7 @@ async fn arguments_out_of_bounds_are_refused_before_anything_runs() {
     let [line, numbers] = room_script_numbers(&policy);
     let call_at = |now: &str, function: &str, line: &str, numbers: &str, own: &[&str]| {
         let mut cmd = redis::cmd("FCALL");
-        cmd.arg(format!("twr_room_v10_{function}")).arg(keys.len());
+        cmd.arg(format!("twr_room_v11_{function}")).arg(keys.len());
         for k in &keys {
             cmd.arg(k);
         }
@@ -660,7 +660,7 @@ async fn ticket_calls_hold_to_the_servers_clock_and_bounds() {
     let eight_days = (real_now + 8 * 86_400_000).to_string();
     let mint = |args: [&str; 4]| {
         let mut cmd = redis::cmd("FCALL");
-        cmd.arg("twr_room_v10_ticket_mint").arg(1).arg(&ticket_key);
+        cmd.arg("twr_room_v11_ticket_mint").arg(1).arg(&ticket_key);
         for a in args {
             cmd.arg(a);
         }
@@ -742,7 +742,7 @@ async fn a_waiter_scored_minus_infinity_is_never_let_in_ahead() {
                 .arg(key(&room, "line"))
                 .arg("XX")
                 .arg("-inf")
-                .arg(line[2].as_bytes().as_slice()),
+                .arg(tower_waiting_room::__private::redis_member(&line[2])),
         )
         .await;
         let what = if by_operator {

@@ -145,7 +145,7 @@ async fn a_version_mix_is_a_busy_store_never_an_open_door() {
 
     // A gateway of a newer version wrote the key (and its fast path's window, gone with it).
     redis
-        .command(&["HSET", &settings_key(room), "v", "6"])
+        .command(&["HSET", &settings_key(room), "v", "7"])
         .unwrap();
     redis
         .command(&["DEL", &format!("twr:{{{room}}}:fast")])
@@ -170,7 +170,7 @@ async fn a_version_mix_is_a_busy_store_never_an_open_door() {
         .unwrap_or_default()
         .to_owned();
     assert!(
-        error.contains("version 6") && error.contains("cannot read"),
+        error.contains("version 7") && error.contains("cannot read"),
         "{error}"
     );
     let e = layer
@@ -190,7 +190,7 @@ async fn a_version_mix_is_a_busy_store_never_an_open_door() {
 
     // The newer version's changes are additive (it names this version as a reader): read.
     redis
-        .command(&["HSET", &settings_key(room), "vmin", "5"])
+        .command(&["HSET", &settings_key(room), "vmin", "6"])
         .unwrap();
     let r = http.visit_json(&mut waiter).await;
     assert_eq!(r.status, StatusCode::TOO_MANY_REQUESTS, "{}", r.text());
@@ -203,7 +203,7 @@ async fn a_version_mix_is_a_busy_store_never_an_open_door() {
     );
     assert_eq!(
         redis.command(&["HGET", &settings_key(room), "v"]).unwrap(),
-        "6\r\n",
+        "7\r\n",
         "never lowered"
     );
 }

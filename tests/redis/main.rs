@@ -33,6 +33,8 @@ mod gateway_snapshot;
 #[cfg(feature = "redis")]
 mod join_batches;
 #[cfg(feature = "redis")]
+mod members;
+#[cfg(feature = "redis")]
 mod multi_gateway;
 #[cfg(feature = "redis")]
 mod redis_fast_path;

@@ -11,8 +11,10 @@
 //! skipped by the older library's promotion. And from `twr_room_v7` (the same data, one
 //! function for every operation), `twr_room_v8` (the same data, one function per operation,
 //! without the capacity controller's) and `twr_room_v9` (the same data, a snapshot without each
-//! checkpoint's silence) to this library: each shares a room with it, and a capacity an older
-//! gateway writes turns this library's controller off instead of being overwritten.
+//! checkpoint's silence) to this library: each shares a room of settings version 5 with it,
+//! and a capacity an older gateway writes turns this library's controller off instead of being
+//! overwritten. A room this library makes (settings version 6, its members the ids' first 14
+//! bytes) is refused by each of them.
 
 use crate::redis_harness;
 
@@ -20,7 +22,9 @@ use std::time::Duration;
 
 use redis::AsyncCommands;
 use redis_harness::Server;
-use tower_waiting_room::__private::{redis_keys, room_script_numbers, ROOM_LIBRARY_NAME};
+use tower_waiting_room::__private::{
+    redis_keys, redis_member, room_script_numbers, ROOM_LIBRARY_NAME,
+};
 use tower_waiting_room::auto::Window;
 use tower_waiting_room::clock::Clock;
 use tower_waiting_room::store::{
@@ -118,8 +122,8 @@ fn names_version(window: &[u8], version: u32) -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rolling_deploy_upgrades_the_room_once_and_never_mixes_the_versions() {
-    assert_eq!(ROOM_LIBRARY_NAME, "twr_room_v10");
-    assert_eq!(SETTINGS_VERSION, 5);
+    assert_eq!(ROOM_LIBRARY_NAME, "twr_room_v11");
+    assert_eq!(SETTINGS_VERSION, 6);
     let (server, mut c) = server_with(PREVIOUS_LIBRARY).await;
     let store = RedisStore::builder()
         .url(server.url())
@@ -159,7 +163,8 @@ async fn a_rolling_deploy_upgrades_the_room_once_and_never_mixes_the_versions() 
     assert!(!names_version(&previous_window, 5), "{previous_window:?}");
 
     // This version's first call does not answer from that window: its main upgrades the room
-    // (settings version 5) and keeps its own window, which names its version.
+    // (to settings version 5, whose members are whole ids, as version 4's are) and keeps its
+    // own window, which names that version.
     let newcomer = SessionId::random();
     let d = store.enter(&policy, newcomer).await.unwrap();
     assert!(
@@ -245,6 +250,10 @@ async fn the_previous_library_never_skips_a_waiter_left_out_behind_a_horizon() {
         )
         .with_max_queue_len(1_000);
     let keys = redis_keys(&store, "behind").to_vec();
+    // The room as the previous version's gateways keep it (settings version 5, whole ids),
+    // which this version reads as it is.
+    let settings = keys.iter().find(|k| k.ends_with(":settings")).unwrap();
+    let _: () = c.hset(settings, "v", 5).await.unwrap();
     let holder = SessionId::random();
     assert!(matches!(
         store.enter(&policy, holder).await.unwrap(),
@@ -473,6 +482,63 @@ async fn share_a_room(older: Older) {
     ));
 }
 
+/// A room this version makes is of settings version 6 (each session kept as its id's first 14
+/// bytes), which no older library reads: each refuses it before any write (`WRSETTINGS`), so a
+/// gateway not yet upgraded answers by its fail policy and never places a whole id beside the
+/// room's short ones, while this version's gateways go on with everyone in place.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_room_this_version_makes_is_refused_by_the_older_libraries() {
+    for older in Older::ALL {
+        let (server, mut c) = server_with(older.library()).await;
+        let store = RedisStore::builder()
+            .url(server.url())
+            .timeout(Duration::from_secs(5))
+            .build()
+            .unwrap();
+        let policy = RoomPolicy::new("new", 1)
+            .with_ttls(
+                Duration::from_secs(3_600),
+                Duration::from_secs(60),
+                Duration::from_secs(120),
+            )
+            .with_max_queue_len(1_000);
+        let keys = redis_keys(&store, "new").to_vec();
+        let line = keys.iter().find(|k| k.ends_with(":line")).unwrap().clone();
+        let (holder, a, late) = (
+            SessionId::random(),
+            SessionId::random(),
+            SessionId::random(),
+        );
+        assert!(matches!(
+            store.enter(&policy, holder).await.unwrap(),
+            Decision::Admitted { .. }
+        ));
+        assert!(matches!(
+            store.enter(&policy, a).await.unwrap(),
+            Decision::Waiting { position: 1, .. }
+        ));
+        for (op, s) in [("join", late), ("enter", a), ("enter", holder)] {
+            let refused = older.call(&mut c, &keys, &policy, op, s).await.unwrap_err();
+            assert!(refused.contains("WRSETTINGS"), "{older:?} {op}: {refused}");
+        }
+        let waiting: Vec<Vec<u8>> = c.zrange(&line, 0, -1).await.unwrap();
+        assert_eq!(
+            waiting,
+            vec![redis_member(&a).to_vec()],
+            "{older:?} wrote nothing"
+        );
+        assert!(matches!(
+            store.poll(&policy, a).await.unwrap(),
+            Decision::Waiting { position: 1, .. }
+        ));
+        assert!(store.release(&policy, holder).await.unwrap());
+        assert!(matches!(
+            store.enter(&policy, a).await.unwrap(),
+            Decision::Admitted { .. }
+        ));
+    }
+}
+
 /// The previous library has no capacity controller and never reads its record, which is a key
 /// of its own: a capacity this version's controller writes is the room's for the previous
 /// library's gateways too, a raise letting the next waiter in at once; a capacity a gateway of
@@ -630,9 +696,10 @@ async fn a_window_naming_holders_is_answered_from_by_this_library() {
 }
 
 /// Both directions of a version mix, with each older library as it shipped (`twr_room_v7`,
-/// `twr_room_v8` and the previous one, `twr_room_v9`) and this one on the same keys. This version writes
-/// settings version 5, as they do: each reads the other's key, placing newcomers behind the
-/// other's and holding one capacity. A key of a newer version (`v 6`) is refused by both before
+/// `twr_room_v8` and the previous one, `twr_room_v9`) and this one on the same keys, in a room
+/// of settings version 5 (as theirs are: this version keeps such a room's whole ids and its
+/// version): each reads the other's key, placing newcomers behind the other's and holding one
+/// capacity. A key of a newer version (`v 7`) is refused by both before
 /// any write: this one answers it as a busy store (a version mix), the older one with
 /// `WRSETTINGS` (v7's crate took that for a misconfigured store and answered by the fail
 /// policy: with `FailPolicy::Open`, in without a slot; the rolling-upgrade rule in
@@ -679,7 +746,9 @@ async fn newer_key_with(older: Older) {
         SessionId::random(),
         SessionId::random(),
     );
-    // This version opens the room (its key, version 5); the older one reads it.
+    // The room is of version 5, as the older gateways make it; this version opens it, keeping
+    // its version, and the older one reads it.
+    let _: () = c.hset(&settings, "v", 5).await.unwrap();
     assert!(matches!(
         store.enter(&policy, holder).await.unwrap(),
         Decision::Admitted { .. }
@@ -695,7 +764,7 @@ async fn newer_key_with(older: Older) {
         Decision::Waiting { position: 2, .. }
     ));
     let v: u32 = c.hget(&settings, "v").await.unwrap();
-    assert_eq!(v, SETTINGS_VERSION);
+    assert_eq!(v, 5);
     let places = |c: &mut redis::aio::MultiplexedConnection| {
         let (line, active, granted) = (line.clone(), active.clone(), granted.clone());
         let mut c = c.clone();
@@ -711,7 +780,7 @@ async fn newer_key_with(older: Older) {
 
     // A newer version's key whose changes this one cannot read: refused by both, nothing
     // written (the newer gateway's window goes with its key).
-    let _: () = c.hset(&settings, "v", 6).await.unwrap();
+    let _: () = c.hset(&settings, "v", 7).await.unwrap();
     let _: () = c.del(named("fast")).await.unwrap();
     let late = SessionId::random();
     let e = store.enter(&policy, late).await.unwrap_err();
@@ -761,11 +830,11 @@ async fn newer_key_with(older: Older) {
     let stats = store.stats(&policy).await.unwrap();
     assert_eq!((stats.admitted + stats.granted, stats.waiting), (1, 2));
     let v: u32 = c.hget(&settings, "v").await.unwrap();
-    assert_eq!(v, 6, "never lowered by this version's writes, nor v8's");
+    assert_eq!(v, 7, "never lowered by this version's writes, nor v8's");
 
     // The newer gateways gone, the key back to version 5 (as a rollback leaves it): the older
     // one reads it again, everyone where this version left them.
-    let _: () = c.hset(&settings, "v", SETTINGS_VERSION).await.unwrap();
+    let _: () = c.hset(&settings, "v", 5).await.unwrap();
     let _: () = c.hdel(&settings, "vmin").await.unwrap();
     let reply = older
         .call(&mut c, &keys, &policy, "enter", b)

@@ -1,5 +1,5 @@
 //! The Redis store's v2 layout, against a real `redis-server`: members are the
-//! session ids' 16 raw bytes, there is no `seen` zset, liveness lives in Bloom bitmaps that a
+//! session ids' raw bytes (their first 14 since version 6), there is no `seen` zset, liveness lives in Bloom bitmaps that a
 //! gateway's `sync` sets, housekeeping runs exactly when due, and a snapshot's checkpoints are
 //! the exact ranks.
 
@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use redis::AsyncCommands;
 use redis_harness::Server;
-use tower_waiting_room::__private::{redis_bloom_bits, redis_keys};
+use tower_waiting_room::__private::{redis_bloom_bits, redis_keys, redis_member};
 use tower_waiting_room::store::snapshot::checkpoint_ranks;
 use tower_waiting_room::store::{
     Decision, Place, RedisStore, SeenWaiters, SettingsChange, SnapshotStore, Store,
@@ -80,6 +80,18 @@ pub(crate) fn bloom_offsets(s: &SessionId, m: u64) -> (u64, u64) {
     )
 }
 
+/// Makes the room of `keys` one of settings version 5, before its first call: as an earlier
+/// library made it, keeping each session as its whole 16-byte id (this version reads such a
+/// room as it is, and keeps it so).
+pub(crate) async fn version_5_room(c: &mut redis::aio::MultiplexedConnection, keys: &[String]) {
+    let _: () = c.hset(key(keys, "settings"), "v", 5).await.unwrap();
+}
+
+/// A session's member in a room of this version: its id's first 14 bytes.
+pub(crate) fn member(s: &SessionId) -> Vec<u8> {
+    redis_member(s).to_vec()
+}
+
 pub(crate) fn key<'a>(keys: &'a [String], name: &str) -> &'a str {
     keys.iter()
         .find(|k| k.ends_with(&format!(":{name}")))
@@ -100,9 +112,9 @@ async fn members_are_raw_bytes_and_there_is_no_seen_key() {
         .zrange_withscores(key(&keys, "line"), 0, -1)
         .await
         .unwrap();
-    assert_eq!(line, vec![(w.as_bytes().to_vec(), seq as f64)]);
+    assert_eq!(line, vec![(member(&w), seq as f64)]);
     let active: Vec<Vec<u8>> = c.zrange(key(&keys, "active"), 0, -1).await.unwrap();
-    assert_eq!(active, vec![holder.as_bytes().to_vec()]);
+    assert_eq!(active, vec![member(&holder)]);
     let all: Vec<String> = c.keys("*").await.unwrap();
     assert!(!all.iter().any(|k| k.ends_with(":seen")), "{all:?}");
     assert!(

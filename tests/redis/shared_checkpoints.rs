@@ -12,7 +12,9 @@ use std::time::Duration;
 
 use redis::AsyncCommands;
 use redis_harness::Server;
-use tower_waiting_room::__private::{redis_keys, room_script_numbers, ROOM_LIBRARY_NAME};
+use tower_waiting_room::__private::{
+    redis_keys, redis_member, room_script_numbers, ROOM_LIBRARY_NAME,
+};
 use tower_waiting_room::store::snapshot::{RoomSnapshot, EXACT_RANKS};
 use tower_waiting_room::store::{Decision, RedisStore, SnapshotStore, Store};
 use tower_waiting_room::testing::ManualClock;
@@ -132,7 +134,7 @@ async fn a_sync_just_after_another_takes_the_far_ranks_moved_by_the_line() {
     for (member, _) in &middle {
         let s = line
             .iter()
-            .find(|s| s.as_bytes().as_slice() == member)
+            .find(|s| redis_member(s) == member.as_slice())
             .unwrap();
         assert!(store.release(&policy, *s).await.unwrap());
     }

@@ -5,6 +5,7 @@
 //! `ZREM`, `ZADD`) on the room's own keys, as an eviction or an operator would.
 
 use crate::redis_harness;
+use crate::redis_store_v2::member;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -176,7 +177,7 @@ fn damage_commands(
                     .arg(key(Part::Line))
                     .arg("XX")
                     .arg(form.text())
-                    .arg(s.as_bytes().as_slice())
+                    .arg(member(&s))
                     .clone(),
             );
         }
@@ -206,7 +207,7 @@ fn damage_commands(
                     .arg(2)
                     .arg(key(Part::Line))
                     .arg(key(Part::Seq))
-                    .arg(s.as_bytes().as_slice())
+                    .arg(member(&s))
                     .clone(),
             );
         }

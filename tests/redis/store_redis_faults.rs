@@ -91,7 +91,7 @@ pub(crate) fn room_functions(server: &Server) -> Vec<String> {
         match v {
             redis::Value::BulkString(b) => {
                 let s = String::from_utf8_lossy(b);
-                if s.starts_with("twr_room_v10_") {
+                if s.starts_with("twr_room_v11_") {
                     out.push(s.into_owned());
                 }
             }
@@ -106,7 +106,7 @@ pub(crate) fn room_functions(server: &Server) -> Vec<String> {
     let libraries: redis::Value = redis::cmd("FUNCTION")
         .arg("LIST")
         .arg("LIBRARYNAME")
-        .arg("twr_room_v10")
+        .arg("twr_room_v11")
         .query(&mut c)
         .unwrap();
     let mut out = Vec::new();

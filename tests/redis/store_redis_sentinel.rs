@@ -217,8 +217,8 @@ async fn a_demoted_primary_is_left_for_the_promoted_one() {
         let entered = store.enter(&policy, newcomer).await;
         let on_new: Option<f64> = redis::cmd("ZSCORE")
             .arg(&line_key)
-            // The member is the session id's 16 raw bytes (store v2).
-            .arg(newcomer.as_bytes().as_slice())
+            // The member is the session id's first 14 raw bytes (settings version 6).
+            .arg(tower_waiting_room::__private::redis_member(&newcomer))
             .query(&mut new_primary)
             .unwrap();
         if let (Ok(d), Some(_)) = (entered, on_new) {

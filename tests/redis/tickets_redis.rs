@@ -601,7 +601,7 @@ async fn a_damaged_record_redeemed_before_any_mint_is_used() {
     }
 }
 
-/// The tickets are functions of the room's library (`twr_room_v10_ticket_mint`, `_redeem`): a
+/// The tickets are functions of the room's library (`twr_room_v11_ticket_mint`, `_redeem`): a
 /// server that lost it (`FUNCTION FLUSH`, a restart without it, a failover to a replica that
 /// missed the load) gets the library loaded by the next ticket call, which goes on, as a room
 /// call does; and no ticket call goes by the script cache (`EVALSHA`, `SCRIPT LOAD`).

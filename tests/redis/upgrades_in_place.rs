@@ -4,7 +4,7 @@
 
 use crate::redis_harness;
 use crate::redis_store_v2::{
-    admitted, advance, bloom_offsets, conn, key, policy_8s, store, waiter, START_MS,
+    admitted, advance, bloom_offsets, conn, key, policy_8s, store, version_5_room, waiter, START_MS,
 };
 
 use redis::AsyncCommands;
@@ -16,9 +16,10 @@ use tower_waiting_room::SessionId;
 
 /// A room kept by version 2 of the crate (its settings say `v` 2, and its epochs have no first
 /// sequence numbers) is upgraded in place by this version's first call: nobody loses their place,
-/// the settings say this version (5) from then on (so version 2's library refuses the room rather than read
-/// bit-less joins as silence), and a newcomer joining before the epochs are made again is
-/// checked in with bits (their join cannot be told by its number yet).
+/// the settings say version 5 from then on (the last whose members are whole ids, as version 2's
+/// are; so version 2's library refuses the room rather than read bit-less joins as silence),
+/// and a newcomer joining before the epochs are made again is checked in with bits (their join
+/// cannot be told by its number yet).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_room_of_version_2_is_upgraded_in_place() {
     let server = Server::start(&[]);
@@ -28,6 +29,8 @@ async fn a_room_of_version_2_is_upgraded_in_place() {
     let policy = policy_8s("upgrade");
     let m = redis_bloom_bits(1_000);
     let keys = redis_keys(&store, "upgrade");
+    // Rooms of these versions keep whole ids, as version 5 does.
+    version_5_room(&mut c, &keys).await;
     let settings = key(&keys, "settings").to_owned();
     let holder = admitted(&store, &policy).await;
     let (a, _) = waiter(&store, &policy).await;
@@ -44,7 +47,6 @@ async fn a_room_of_version_2_is_upgraded_in_place() {
 
     let (b, _) = waiter(&store, &policy).await;
     let v: u32 = c.hget(&settings, "v").await.unwrap();
-    assert_eq!(v, tower_waiting_room::store::SETTINGS_VERSION);
     assert_eq!(v, 5);
     assert!(matches!(
         store.poll(&policy, a).await.unwrap(),
@@ -78,10 +80,10 @@ async fn a_room_of_version_2_is_upgraded_in_place() {
 }
 
 /// A room kept by version 3 (its settings say `v` 3 and hold that version's fast path window,
-/// here an open one) is upgraded in place by this version's first call: the settings say this version (5) and
-/// no longer hold the old window's fields (version 3's library, which reads and keeps its
-/// window there, then refuses the room), nobody loses their place, and the window is this
-/// version's own key from then on.
+/// here an open one) is upgraded in place by this version's first call: the settings say version
+/// 5 (whole ids kept) and no longer hold the old window's fields (version 3's library, which
+/// reads and keeps its window there, then refuses the room), nobody loses their place, and the
+/// window is this version's own key from then on.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_room_of_version_3_is_upgraded_in_place() {
     let server = Server::start(&[]);
@@ -90,6 +92,8 @@ async fn a_room_of_version_3_is_upgraded_in_place() {
     let mut c = conn(&server).await;
     let policy = policy_8s("upgrade3");
     let keys = redis_keys(&store, "upgrade3");
+    // Rooms of these versions keep whole ids, as version 5 does.
+    version_5_room(&mut c, &keys).await;
     let settings = key(&keys, "settings").to_owned();
     let window = key(&keys, "fast").to_owned();
     admitted(&store, &policy).await;
@@ -109,7 +113,6 @@ async fn a_room_of_version_3_is_upgraded_in_place() {
     let (b, b_seq) = waiter(&store, &policy).await;
     assert_eq!(b_seq, a_seq + 1);
     let v: u32 = c.hget(&settings, "v").await.unwrap();
-    assert_eq!(v, tower_waiting_room::store::SETTINGS_VERSION);
     assert_eq!(v, 5);
     let fields: Vec<String> = c.hkeys(&settings).await.unwrap();
     assert!(
@@ -127,10 +130,10 @@ async fn a_room_of_version_3_is_upgraded_in_place() {
 }
 
 /// A room kept by version 4 (its bitmaps of the older size, a power of two, whose bits sit at
-/// other offsets) is upgraded in place by this version's first call: the settings say 5, and
-/// every epoch the rings' fields name is marked lost (negative), so a waiter whose check-ins
-/// are only in the older bitmaps is not skipped at their turn; read with this version's offsets
-/// those bitmaps would say the waiter was silent.
+/// other offsets) is upgraded in place by this version's first call: the settings say 5 (whole
+/// ids kept), and every epoch the rings' fields name is marked lost (negative), so a waiter
+/// whose check-ins are only in the older bitmaps is not skipped at their turn; read with this
+/// version's offsets those bitmaps would say the waiter was silent.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_room_of_version_4_is_upgraded_in_place() {
     let server = Server::start(&[]);
@@ -139,6 +142,8 @@ async fn a_room_of_version_4_is_upgraded_in_place() {
     let mut c = conn(&server).await;
     let policy = policy_8s("upgrade4");
     let keys = redis_keys(&store, "upgrade4");
+    // Rooms of these versions keep whole ids, as version 5 does.
+    version_5_room(&mut c, &keys).await;
     let settings = key(&keys, "settings").to_owned();
     let holder = admitted(&store, &policy).await;
     let (a, _) = waiter(&store, &policy).await;
@@ -162,7 +167,6 @@ async fn a_room_of_version_4_is_upgraded_in_place() {
     advance(&clock, 3_000);
     assert!(store.release(&policy, holder).await.unwrap());
     let v: u32 = c.hget(&settings, "v").await.unwrap();
-    assert_eq!(v, tower_waiting_room::store::SETTINGS_VERSION);
     assert_eq!(v, 5);
     let held_after: Vec<(String, i64)> = ring_fields(&mut c, &settings).await;
     for (field, e) in &held_before {

@@ -37,7 +37,7 @@ pub(crate) async fn script_scenarios(
     let client = redis::Client::open(redis.url())?;
     let conn = client.get_connection_manager().await?;
     let trivial = Arc::new(redis::Script::new("return 1"));
-    // The room runs as functions (`FCALL twr_room_v10_<op>`); the store loaded them with its first call.
+    // The room runs as functions (`FCALL twr_room_v11_<op>`); the store loaded them with its first call.
     let keys = redis_keys(&store, SCRIPT_ROOM);
 
     let mut script_runs = Vec::new();

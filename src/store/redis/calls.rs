@@ -24,7 +24,7 @@ use crate::store::{
 /// `script/register.lua` names every function). A unit test holds the three equal.
 macro_rules! library {
     () => {
-        "twr_room_v10"
+        "twr_room_v11"
     };
 }
 

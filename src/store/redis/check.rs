@@ -43,7 +43,7 @@ pub struct RedisServerInfo {
     /// `maxmemory-policy` (from `INFO memory`, else `CONFIG GET`); `None` when both were
     /// refused (managed services often refuse `CONFIG`).
     pub maxmemory_policy: Option<String>,
-    /// The room's function library (`twr_room_v10`, the single-use tickets' functions
+    /// The room's function library (`twr_room_v11`, the single-use tickets' functions
     /// included), as loaded by `FUNCTION LOAD REPLACE`.
     pub function_library: String,
 }

@@ -110,9 +110,9 @@ pub(crate) use self::calls::{
 };
 use self::calls::{AdmitNext, Ban, Call, Configure, Stats, Sync, Visitor, VisitorOp};
 pub use self::check::{RedisCheckError, RedisServerInfo};
-pub(crate) use self::protocol::bloom_bits;
 pub(crate) use self::protocol::packed_numbers as protocol_numbers;
 pub(crate) use self::protocol::SCRIPT as ROOM_LIBRARY;
+pub(crate) use self::protocol::{bloom_bits, member};
 use self::protocol::{decision, non_negative, protocol_error, reply, Op};
 use self::sentinel::SentinelConnection;
 use super::{

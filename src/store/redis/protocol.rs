@@ -84,6 +84,16 @@ pub(crate) fn keys(prefix: &str, room: &str) -> [String; KEY_COUNT] {
 /// `MEMORY USAGE`).
 pub(crate) const BLOOM_SLACK: u64 = 128;
 
+/// How many of a session id's bytes a room of settings version 6 keeps as its member in the
+/// sorted sets (the script's `MEMBER_BYTES`): Redis holds a member of up to 14 bytes in 16 bytes
+/// of its allocator, a whole 16-byte id in 32 (a room of version 5 keeps those).
+pub(crate) const MEMBER_BYTES: usize = 14;
+
+/// A session's member in the sorted sets of a room of settings version 6.
+pub(crate) fn member(session: &SessionId) -> &[u8] {
+    &session.as_bytes()[..MEMBER_BYTES]
+}
+
 /// A sync's early check-ins go into the abandon ring's next epoch in the last
 /// `1 / EARLY_WINDOW` of its current one (the script's `EARLY_WINDOW`; `script/liveness.lua`,
 /// early check-ins; `checked_in.rs` draws each session's moment in it).

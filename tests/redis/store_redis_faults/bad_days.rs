@@ -164,7 +164,7 @@ async fn flushed_script_cache_is_reloaded() {
     ));
 }
 
-/// The room runs as functions (`FCALL twr_room_v10_enter`, ...): a server that lost it (`FUNCTION FLUSH`,
+/// The room runs as functions (`FCALL twr_room_v11_enter`, ...): a server that lost it (`FUNCTION FLUSH`,
 /// a restart without persistence of it, a failover to a replica that missed it) gets the
 /// library loaded again and the call retried, with nothing lost but the function.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -16,7 +16,7 @@ use tower_waiting_room::{RoomPolicy, SessionId};
 /// Whether `server`'s room library holds the single-use tickets' functions.
 fn ticket_functions_loaded(server: &Server) -> bool {
     let functions = room_functions(server);
-    ["twr_room_v10_ticket_mint", "twr_room_v10_ticket_redeem"]
+    ["twr_room_v11_ticket_mint", "twr_room_v11_ticket_redeem"]
         .iter()
         .all(|f| functions.iter().any(|g| g == f))
 }
@@ -36,7 +36,7 @@ async fn check_reports_the_server_and_loads_the_library() {
     assert!(!info.cluster && !info.replica, "{info}");
     // volatile-* evicts only keys with a TTL, and the room's keys have none.
     assert_eq!(info.maxmemory_policy.as_deref(), Some("volatile-lru"));
-    assert_eq!(info.function_library, "twr_room_v10", "{info}");
+    assert_eq!(info.function_library, "twr_room_v11", "{info}");
     assert!(function_loaded(&server), "library not loaded");
     assert!(
         ticket_functions_loaded(&server),
@@ -44,9 +44,9 @@ async fn check_reports_the_server_and_loads_the_library() {
     );
     let functions = room_functions(&server);
     for f in [
-        "twr_room_v10_auto_report",
-        "twr_room_v10_auto_apply",
-        "twr_room_v10_auto_switch",
+        "twr_room_v11_auto_report",
+        "twr_room_v11_auto_apply",
+        "twr_room_v11_auto_switch",
     ] {
         assert!(
             functions.iter().any(|g| g == f),
@@ -168,7 +168,7 @@ async fn a_malformed_schedule_argument_is_refused_not_read_as_open() {
         .query_async(&mut conn)
         .await
         .unwrap();
-    assert_eq!(loaded, "twr_room_v10");
+    assert_eq!(loaded, "twr_room_v11");
     let now = tower_waiting_room::clock::Clock::now_ms(&tower_waiting_room::clock::SystemClock);
     let opens = now + 3_600_000;
     let call = |last: String| {

@@ -27,7 +27,7 @@ pub(super) enum IdEncoding {
 /// The encoding our room script takes its session ids in. Store v2: `IdEncoding::Binary16`.
 pub(super) const OUR_IDS: IdEncoding = IdEncoding::Binary16;
 
-/// How our room is called: `FCALL twr_room_v10_join` (a function of the room's Redis Functions
+/// How our room is called: `FCALL twr_room_v11_join` (a function of the room's Redis Functions
 /// library, loaded by [`load_ours`]), then [`our_enter`]'s arguments.
 pub(super) const OUR_CALL: [&str; 2] = ["FCALL", ROOM_JOIN_FUNCTION];
 

@@ -189,7 +189,7 @@ pub(super) async fn position_error(
         .chain((0..sample).map(|k| 1 + k * line / sample))
         .filter(|&i| !gone(i));
     for i in indices {
-        let member = line_id(i).as_bytes().to_vec();
+        let member = tower_waiting_room::__private::redis_member(&line_id(i)).to_vec();
         let score: Option<f64> = redis::cmd("ZSCORE")
             .arg(&line_key)
             .arg(&member)

@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Map, Value};
-use tower_waiting_room::__private::{redis_keys, room_visitor_call};
+use tower_waiting_room::__private::{redis_keys, redis_member, room_visitor_call};
 use tower_waiting_room::store::{Decision, RedisStore, SeenWaiters, SnapshotStore, Store};
 use tower_waiting_room::RoomPolicy;
 
@@ -270,7 +270,7 @@ async fn settle_line(
             let from = (round * 1_000 + call) * 1_000 % line.max(1);
             let cmd = pipe.cmd("ZMSCORE").arg(line_key);
             for i in from..(from + 1_000).min(line) {
-                cmd.arg(line_id(i + 1).as_bytes().as_slice());
+                cmd.arg(redis_member(&line_id(i + 1)));
             }
             cmd.ignore();
         }

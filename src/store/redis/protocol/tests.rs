@@ -315,6 +315,7 @@ fn the_script_shares_the_crates_constants() {
         crate::store::SETTINGS_VERSION
     )));
     assert!(SCRIPT.contains(&format!("local BLOOM_SLACK = {BLOOM_SLACK}\n")));
+    assert!(SCRIPT.contains(&format!("local MEMBER_BYTES = {MEMBER_BYTES}\n")));
     assert!(SCRIPT.contains(&format!("local EARLY_WINDOW = {EARLY_WINDOW}\n")));
     for (i, name) in KEY_NAMES.iter().enumerate() {
         assert!(

@@ -69,11 +69,11 @@ end
 -- written nothing (numbers taken are given back), whenever one of these does not hold.
 function F.fast_join_batch(keys, args, n)
   if args[4] ~= '0' and args[4] ~= '1' then return nil end
-  local since, _, _, max_queue = F.open_window(keys, args, nil)
+  local since, _, _, max_queue, wide = F.open_window(keys, args, nil)
   if not since then return nil end
   local sessions, seen = {}, {}
   for i = 1, n do
-    local s = string.sub(args[CALL_ARGS + 1], 16 * i - 15, 16 * i)
+    local s = F.member(string.sub(args[CALL_ARGS + 1], 16 * i - 15, 16 * i), wide)
     if seen[s] then return nil end
     seen[s], sessions[i] = true, s
   end

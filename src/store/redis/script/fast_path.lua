@@ -82,17 +82,18 @@ end
 -- the rings' epoch widths, so a gateway with other TTLs, in a rolling change of them, never
 -- writes into a key of another width's epoch), then, for a call with a schedule, '|' and the
 -- schedule argument without the session's draw (a room with a schedule sends it on every
--- call, and main follows a call's schedule), then '#' and the settings version: a window that
--- main of another version opened is never answered from (version 4's fast path would set
--- its check-ins' bits at version 4's offsets, which this version does not read, see
--- Settings), nor the other way round (an older window names no version). Made of the
--- argument strings as they came: no number is formatted. nil for a schedule argument that is
--- not one.
-function F.window_key(numbers, schedule)
-  if not schedule then return numbers .. WINDOW_VERSION end
+-- call, and main follows a call's schedule), then `tag`: '#' and the settings version whose
+-- members the room keeps (WINDOW_VERSION, or WIDE_WINDOW_VERSION for a room that keeps whole
+-- ids, see Settings: members). A window that main of another version opened is never answered
+-- from (version 4's fast path would set its check-ins' bits at version 4's offsets, which this
+-- version does not read, see Settings), nor the other way round (an older window names no
+-- version); and one answered from looks its session up as main keeps it. Made of the argument
+-- strings as they came: no number is formatted. nil for a schedule argument that is not one.
+function F.window_key(numbers, schedule, tag)
+  if not schedule then return numbers .. tag end
   local kept = string.match(schedule, '^(schedule:%d+:%d+:[01]):%d+$')
   if not kept then return nil end
-  return numbers .. '|' .. kept .. WINDOW_VERSION
+  return numbers .. '|' .. kept .. tag
 end
 
 -- Opens, moves or closes the fast path's window after a run of main that answered: one SET
@@ -103,7 +104,7 @@ function F.keep_window(reply)
   if type(reply) == 'table' and reply.err then return end
   local till, since = F.window()
   local key = till and F.window_key(R.fast_numbers,
-    R.scheduled_call and R.schedule_arg or nil)
+    R.scheduled_call and R.schedule_arg or nil, R.wide and WIDE_WINDOW_VERSION or WINDOW_VERSION)
   if key and till - 1 > R.now then
     redis.call('SET', R.k_fast, string.format('%d:%d:%d:', since, R.now, till) .. key,
       'PX', string.format('%d', till - 1 - R.now))
@@ -133,14 +134,20 @@ function F.fast_now(args, from, till)
 end
 
 -- The window as a call with `args` (and `schedule`, its schedule argument or nil) finds it:
--- since, from, till and the caller's line bound, or nil when there is none, or it is not for
--- this call's line numbers, schedule or version, or a number in it is beyond 2^53, or an
--- injected clock is outside it. The fast enter's and the batch's (batch.lua).
+-- since, from, till, the caller's line bound and whether the room keeps whole ids (see
+-- Settings: members), or nil when there is none, or it is not for this call's line numbers,
+-- schedule or version, or a number in it is beyond 2^53, or an injected clock is outside it.
+-- The fast enter's and the batch's (batch.lua).
 function F.open_window(keys, args, schedule)
   local window = redis.call('GET', keys[K_FAST])
   if not window then return nil end
   local since, from, till, held_for, max_queue = string.match(window, WINDOW)
-  if not since or held_for ~= F.window_key(args[2], schedule) then return nil end
+  if not since then return nil end
+  local wide = false
+  if held_for ~= F.window_key(args[2], schedule, WINDOW_VERSION) then
+    if held_for ~= F.window_key(args[2], schedule, WIDE_WINDOW_VERSION) then return nil end
+    wide = true
+  end
   -- Stored numbers, read by stored.lua's rule inline (the hottest call: a call of its reader
   -- per number would cost more than the window saves): the pattern takes digits only, and a
   -- number beyond 2^53 makes the window main's, which replaces it. max_queue is the caller's
@@ -153,7 +160,7 @@ function F.open_window(keys, args, schedule)
     local now = call_time(args[1])
     if not now or now < from or now >= till then return nil end
   end
-  return since, from, till, tonumber(max_queue)
+  return since, from, till, tonumber(max_queue), wide
 end
 
 -- The fast path (see above): an enter in the settled state, with nothing built but what
@@ -167,11 +174,11 @@ function F.fast_enter(keys, args, join)
   -- one); anything else is main's, which reads it or refuses it.
   local n = #args
   if (n ~= 5 and n ~= 6) or (args[4] ~= '0' and args[4] ~= '1') then return nil end
-  local since, from, till, max_queue = F.open_window(keys, args, args[6])
+  local since, from, till, max_queue, wide = F.open_window(keys, args, args[6])
   if not since then return nil end
   -- The window holds only while the room is full by its slots (F.window): main would
   -- promote nobody.
-  local s = args[5]
+  local s = F.member(args[5], wide)
   -- A slot to claim or extend: main's.
   if redis.call('ZSCORE', keys[3], s) or redis.call('ZSCORE', keys[4], s) then return nil end
   local k_seq, k_line = keys[1], keys[2]

@@ -1,8 +1,8 @@
-#!lua name=twr_room_v10
+#!lua name=twr_room_v11
 -- The library's name, as the line above gives it to Redis (which reads that line as it is, so
 -- the name is written twice; a unit test holds the two equal, and to src/store/redis/calls.rs's
 -- LIBRARY): every function registers as `<LIBRARY>_<op>` (register.lua).
-local LIBRARY = 'twr_room_v10'
+local LIBRARY = 'twr_room_v11'
 -- tower-waiting-room: the whole state machine of one room, atomically inside Redis/Valkey.
 --
 -- A Redis Functions library (Redis 7.0+, Valkey 7.2+), loaded with `FUNCTION LOAD REPLACE`,
@@ -27,8 +27,11 @@ local LIBRARY = 'twr_room_v10'
 -- their gateway from a snapshot (`sync`, once a second per gateway), so the script keeps no
 -- record per waiter but their place in `line`, and a waiter's liveness lives in shared bitmaps.
 --
--- A session is the member of every zset as its id's 16 raw bytes (any string works: the script
--- never looks inside but for the liveness bits).
+-- A session is the member of every zset as its id's first MEMBER_BYTES raw bytes (14 of 16), in
+-- a room of settings version 6 or newer; in a room of version 5 (made by an earlier library)
+-- as its whole 16 bytes, kept so while that room lives, so that gateways of both share it
+-- (see Settings: members). Any string works: the script never looks inside but for the
+-- liveness bits, made from the id's first 8 bytes.
 --
 -- KEYS (all share the room's hash tag, so a Redis Cluster keeps them in one slot):
 --   1 seq      string  last sequence number handed out (INCR)
@@ -77,15 +80,27 @@ local LIBRARY = 'twr_room_v10'
 -- and F, defined once at load. (When this was an EVALSHA script, each call defined them all
 -- anew: 17 us of an enter's 41.)
 local R, F = nil, {}
-local SETTINGS_VERSION = 5
+local SETTINGS_VERSION = 6
+-- The last settings version whose rooms keep a session as its id's whole 16 bytes (see
+-- Settings: members); this library reads such a room as it is, and keeps it so.
+local WIDE_VERSION = 5
+-- A session's member in a room of SETTINGS_VERSION: its id's first 14 bytes. Redis keeps a
+-- member up to 14 bytes long in 16 bytes of the allocator (its string's header, the bytes and
+-- a NUL), a 16-byte id in 32: 16 bytes a waiter of the line's 126 (measured: 109.7 against
+-- 125.7 bytes a member of a sorted set of two million). 112 random bits: two of ten million
+-- waiters' ids share them with a chance of about 1 in 10^19.
+local MEMBER_BYTES = 14
 -- How far under its allocator's size class each liveness bitmap's size is (see Liveness,
 -- bloom_bits): the bitmap's string is M / 8 + 1 bytes (the sentinel is bit M), and Redis
 -- allocates it with up to 9 bytes of header and a NUL. At M = C exactly that is 11 bytes over
 -- C / 8, and the allocator's next size class is larger (5 MiB for each 4 MiB bitmap of a line of
 -- two million, measured); 128 bits under it, it fits C / 8 with 5 bytes to spare.
 local BLOOM_SLACK = 128
--- The end of the fast path's window's `for` (see F.window_key).
-local WINDOW_VERSION = '#' .. SETTINGS_VERSION
+-- The end of the fast path's window's `for` (see F.window_key): the settings version whose
+-- members the room keeps, so that a call answered from the window looks its session up as main
+-- did (a window of WIDE_VERSION is one an earlier library's main may have opened too: the same
+-- data).
+local WINDOW_VERSION, WIDE_WINDOW_VERSION = '#' .. SETTINGS_VERSION, '#' .. WIDE_VERSION
 -- The operations' bodies by name, read by main after its common steps (main.lua), each written
 -- under its function's header (visitor.lua, sync.lua, operator.lua).
 local OPERATIONS = {}

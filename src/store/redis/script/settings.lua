@@ -26,17 +26,30 @@
 -- window lives in its own key (KEYS[20]) instead of settings fields, which version 3's main
 -- would neither move nor close. Version 5 (libraries `twr_room_v6`, `twr_room_v7`, whose sync
 -- takes a turn horizon, `twr_room_v8`, one function per operation, `twr_room_v9`, with the
--- capacity controller's functions and its record, a key of its own, auto.lua, and this one,
+-- capacity controller's functions and its record, a key of its own, auto.lua, and
 -- `twr_room_v10`, whose sync says which checkpoint waiters are silent: the settings' data
--- are the same, see Liveness): each liveness bitmap
+-- are the same, see Liveness; this one reads it too, see Settings: members): each liveness bitmap
 -- is BLOOM_SLACK bits under the power of two it was (see Liveness), so every session's bits sit
 -- at other offsets, which version 4's library would read as silence. So a room of version 2, 3
--- or 4 is upgraded in place by its first call here (version 3's window fields deleted, and
+-- or 4 is upgraded in place to version 5 by its first call here (version 3's window fields deleted, and
 -- every epoch a ring field names marked lost: everyone counts as seen in the older bitmaps
 -- until each ring comes round, and nobody is skipped or swept for them), and from then on the
 -- older libraries (loaded under their own names) refuse it: in a rolling deploy the gateways
 -- not yet upgraded answer by their fail policy, never sweeping anyone and never answering from
 -- a window they do not keep.
+--
+-- Settings: members. Version 6 (this library, `twr_room_v11`) keeps a session in line, among
+-- the slots and the bans as its id's first MEMBER_BYTES bytes (keys.lua), where version 5 kept
+-- its whole 16: Redis holds the shorter member in half the memory (16 bytes less for each
+-- waiter, about an eighth of a waiter's). A room's members are not rewritten: a room of
+-- version 5 (or 2 to 4, upgraded in place to 5) keeps its whole ids and its version, and this
+-- library reads it as it is (R.wide), so gateways of version 5's libraries share it with this
+-- one; a room this library makes is of version 6, which version 5's libraries refuse. A key
+-- found without its version keeps the members the room holds (holds_whole_ids: a new room, or
+-- one that holds nobody, is of version 6). A newer version's key is read with whole ids if its
+-- `vmin` names version 5 (a reader of version 5 reads it), with short ones if it names 6. The
+-- fast path's window names the version whose members the room keeps, so that a call answered
+-- from it looks its session up as main keeps it.
 
 -- Every epoch the rings' fields name, marked lost (-e), for a room of an older version (see
 -- Settings): its bitmaps are of another size, so their bits sit at other offsets than this
@@ -60,6 +73,31 @@ function F.mark_rings_lost(v)
   end
 end
 
+-- The refusal of a settings key of version `ver`, which this library cannot read.
+function F.settings_refused(ver)
+  return redis.error_reply('WRSETTINGS room settings of version ' .. string.format('%d', ver)
+    .. ', this crate reads versions ' .. WIDE_VERSION .. ' and ' .. SETTINGS_VERSION
+    .. ' (and a newer one whose vmin names one)')
+end
+
+-- A session's member in a room's sorted sets (see Settings: members): its id's first
+-- MEMBER_BYTES bytes, or the whole id in a room that keeps them whole (`wide`).
+function F.member(id, wide)
+  if wide then return id end
+  return string.sub(id, 1, MEMBER_BYTES)
+end
+
+-- Whether a room found without its settings version holds a session as a whole id: a member
+-- longer than MEMBER_BYTES first in line, among the slots or the bans (a room whose settings
+-- key was lost keeps the members it has; a new room holds none).
+function F.holds_whole_ids()
+  for _, key in ipairs({R.k_line, R.k_active, R.k_granted, R.k_banned}) do
+    local first = redis.call('ZRANGE', key, 0, 0)[1]
+    if first then return #first > MEMBER_BYTES end
+  end
+  return false
+end
+
 -- Reads the live settings, writing the defaults for a missing or damaged key or field. Returns
 -- an error reply for a key of a version this library cannot read, else nil.
 function F.load_settings()
@@ -72,20 +110,29 @@ function F.load_settings()
     -- all their bitmaps are of the older size: their epochs are marked lost.
     redis.call('HDEL', R.k_settings, 'fast_from', 'fast_until', 'fast_for', 'fast_seq')
     F.mark_rings_lost(v)
-    redis.call('HSET', R.k_settings, 'v', SETTINGS_VERSION)
-    ver = SETTINGS_VERSION
+    redis.call('HSET', R.k_settings, 'v', WIDE_VERSION)
+    ver = WIDE_VERSION
   end
-  -- The version written back with the settings: this one's, or a newer one's that this
-  -- version reads (never lowered).
-  R.version = SETTINGS_VERSION
-  if ver and ver > SETTINGS_VERSION
-      and stored_integer(redis.call('HGET', R.k_settings, 'vmin'), 1, SETTINGS_VERSION) then
-    R.version = ver
-  elseif ver and ver ~= SETTINGS_VERSION then
-    return redis.error_reply('WRSETTINGS room settings of version ' .. string.format('%d', ver)
-      .. ', this crate reads version ' .. SETTINGS_VERSION
-      .. ' (and a newer one whose vmin names it)')
+  -- The version written back with the settings: this one's, version 5's (a room whose members
+  -- are whole ids, kept so), or a newer one's that this version reads (never lowered); and
+  -- whether the room keeps its members whole (see Settings: members).
+  R.version, R.wide = SETTINGS_VERSION, false
+  if ver == WIDE_VERSION then
+    R.version, R.wide = WIDE_VERSION, true
+  elseif ver and ver > SETTINGS_VERSION then
+    -- A newer version's key read by a version 5 reader keeps its members whole.
+    local vmin = stored_integer(redis.call('HGET', R.k_settings, 'vmin'), 1, SETTINGS_VERSION)
+    if not vmin then return F.settings_refused(ver) end
+    R.version, R.wide = ver, vmin <= WIDE_VERSION
+  elseif ver == nil then
+    -- A new room, or a lost (or damaged) settings key: whatever the room still holds keeps
+    -- the members it has.
+    R.wide = F.holds_whole_ids()
+    if R.wide then R.version = WIDE_VERSION end
+  elseif ver ~= SETTINGS_VERSION then
+    return F.settings_refused(ver)
   end
+  if not R.wide and R.op ~= 'sync' then R.s = F.member(R.s) end
   local c, r = stored_integer(v[2], 1, U32_MAX), stored_integer(v[3], 0, U32_MAX)
   local p, o = stored_integer(v[4], 0, 1), stored_integer(v[5], 0, 1)
   if ver == nil or c == nil or r == nil or p == nil or o == nil then

@@ -151,15 +151,16 @@ function F.ticket_mint(keys, args)
 end
 
 -- <LIBRARY>_ticket_redeem: the ticket's one use.
--- Runs: F.ticket_call, F.ticket_live, F.ticket_keep_used, F.ticket_store; as the mint's,
---   nothing of register.lua's room call.
+-- Runs: F.ticket_call, F.ticket_live, F.ticket_keep_used, F.ticket_store; settings.lua
+--   F.member; as the mint's, nothing of register.lua's room call.
 -- KEYS: 1 ticket (the record, above), 2 active (the room's claimed slots by expiry, keys.lua;
 -- only read: a ticket is used only while its session holds its slot)
 -- ARGV:
 --   1 nonce       the one the ticket names
 --   2 now         as the mint's
---   3 session     the session id, 16 raw bytes (the member the room's functions keep in their
---                 zsets)
+--   3 session     the session id, 16 raw bytes (the room's functions keep its first
+--                 MEMBER_BYTES in their zsets, or all 16 in a room of WIDE_VERSION, see
+--                 Settings: members; both are looked up, as the settings are not read here)
 -- Reply: {'accepted'} (the record is now used, and lives at least as long as the slot),
 -- {'used'} (also for a used record of no known nonce, and for a damaged one, written back as
 -- used), {'unknown'} (no live record of that nonce), or {'slot_ended'} (unused, but the
@@ -172,7 +173,8 @@ function F.ticket_redeem(keys, args)
   local state, n, exp = F.ticket_live(key, now)
   -- Expired slots are dropped by the room's own calls; one past its time counts as gone here.
   -- A slot expiry beyond 2^53 ms ('inf' by hand) is none: the room's housekeeping drops it.
-  local slot = stored_score(redis.call('ZSCORE', keys[2], args[3]))
+  local slots = redis.call('ZMSCORE', keys[2], F.member(args[3]), args[3])
+  local slot = stored_score(slots[1] or slots[2])
   if not slot or slot <= now or slot > STORED_MAX then
     slot = nil
   end
