@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use redis::AsyncCommands;
 use redis_harness::Server;
-use tower_waiting_room::__private::redis_keys;
+use tower_waiting_room::__private::{redis_keys, room_visitor_call};
 use tower_waiting_room::store::{
     Decision, MintFor, Minted, Redeemed, RedisStore, SeenWaiters, SnapshotStore, Store,
     TicketNonce, TicketStore, SETTINGS_VERSION,
@@ -52,8 +52,8 @@ async fn window(c: &mut redis::aio::MultiplexedConnection, keys: &[String]) -> S
 }
 
 /// Everything a room does with a session, in a room whose members are `width` bytes of each
-/// id: a holder let in, three waiting (the last answered from the fast path's window, which
-/// main opens once the room is full: returned as it was then), a sync that finds the waiters and answers a stranger
+/// id: a holder let in, five waiting (two of them placed by a batch's fast path and one by an
+/// enter's, from the window main opens once the room is full: returned as it was then), a sync that finds the waiters and answers a stranger
 /// back, a ban, a release whose slot the head is granted and claims, and the claimed slot's ticket redeemed.
 async fn a_room_lives_on(
     store: &RedisStore,
@@ -67,10 +67,18 @@ async fn a_room_lives_on(
     let (a, _) = waiter(store, &p).await;
     let (b, _) = waiter(store, &p).await;
     let open = window(c, &keys).await;
+    // Two newcomers in one batch, placed by the batch's fast path from that window.
+    let (e, f) = (SessionId::random(), SessionId::random());
+    let ids: Vec<u8> = [e, f].iter().flat_map(|s| *s.as_bytes()).collect();
+    let (function, argv) = room_visitor_call("join_batch", &p, &ids, None).unwrap();
+    let mut batch = redis::cmd("FCALL");
+    batch.arg(function).arg(keys.len()).arg(&keys).arg(argv);
+    let placed: Vec<redis::Value> = batch.query_async(c).await.unwrap();
+    assert_eq!(placed.first(), Some(&redis::Value::Int(17)), "{placed:?}");
     let (d, _) = waiter(store, &p).await;
     let stranger = SessionId::random();
     let snapshot = store
-        .sync(&p, SeenWaiters::new(vec![a, b, d, stranger]))
+        .sync(&p, SeenWaiters::new(vec![a, b, e, f, d, stranger]))
         .await
         .unwrap();
     assert_eq!(
@@ -84,12 +92,16 @@ async fn a_room_lives_on(
     ));
     assert!(store.ban(&p, d, START_MS + 3_600_000).await.unwrap());
     let held = members(c, &keys).await;
-    assert_eq!(held.len(), 4, "a, b in line, the holder inside, d banned");
+    assert_eq!(
+        held.len(),
+        6,
+        "a, b, e, f in line, the holder inside, d banned"
+    );
     assert!(
         held.iter().all(|m| m.len() == width),
         "{width} bytes of each id: {held:?}"
     );
-    for s in [holder, a, b, d] {
+    for s in [holder, a, b, e, f, d] {
         assert!(held.contains(&s.as_bytes()[..width].to_vec()), "{s:?}");
     }
     assert!(store.release(&p, holder).await.unwrap());

@@ -477,7 +477,10 @@ async fn with_the_servers_clock_a_newcomer_joins_without_reading_it() {
         // Main opens the window only in a second whose first arrival it noted: once the
         // second of the last join has turned, only a newcomer's join (main's, with no window
         // open: never a fast one) lets the next enter find it.
-        let d = format!("{:?}", store.join(&policy, SessionId::random()).await.unwrap());
+        let d = format!(
+            "{:?}",
+            store.join(&policy, SessionId::random()).await.unwrap()
+        );
         assert!(d.starts_with("Waiting"), "{d}");
         tries += 1;
         assert!(

@@ -304,6 +304,11 @@ const V8_LIBRARY: &str = include_str!("../fixtures/room_v8.lua");
 /// commit's protocol.rs).
 const V9_LIBRARY: &str = include_str!("../fixtures/room_v9.lua");
 
+/// The library before this one, `twr_room_v10` (settings version 5: whole ids; its sync's
+/// checkpoints say who is silent, and it writes the abandon ring's next epoch early), kept as
+/// it was at commit `ba8507e` (its files assembled in the order of that commit's protocol.rs).
+const V10_LIBRARY: &str = include_str!("../fixtures/room_v10.lua");
+
 /// A gateway of an older library that shares this one's data (settings version 5), called the
 /// way its gateways called it: by the server's clock, silence not excused.
 #[derive(Clone, Copy, Debug)]
@@ -314,14 +319,16 @@ enum Older {
     V8,
     /// `twr_room_v9`: `twr_room_v9_<op>`, called as v8's.
     V9,
+    /// `twr_room_v10`: `twr_room_v10_<op>`, called as v8's.
+    V10,
 }
 
 impl Older {
-    const ALL: [Older; 3] = [Older::V7, Older::V8, Older::V9];
+    const ALL: [Older; 4] = [Older::V7, Older::V8, Older::V9, Older::V10];
 
     /// Whether it reads a newer settings key whose `vmin` names its settings version.
     fn reads_vmin(self) -> bool {
-        matches!(self, Older::V8 | Older::V9)
+        matches!(self, Older::V8 | Older::V9 | Older::V10)
     }
 
     fn library(self) -> &'static str {
@@ -329,6 +336,7 @@ impl Older {
             Older::V7 => V7_LIBRARY,
             Older::V8 => V8_LIBRARY,
             Older::V9 => V9_LIBRARY,
+            Older::V10 => V10_LIBRARY,
         }
     }
 
@@ -344,16 +352,12 @@ impl Older {
         match self {
             Older::V7 => older_call(c, V7_FUNCTION, keys, policy, (op, session, "0")).await,
             Older::V8 => v8_call(c, keys, policy, op, &[&session.as_bytes()[..]]).await,
-            Older::V9 => {
-                function_call(
-                    c,
-                    "twr_room_v9",
-                    keys,
-                    policy,
-                    op,
-                    &[&session.as_bytes()[..]],
-                )
-                .await
+            Older::V9 | Older::V10 => {
+                let library = match self {
+                    Older::V9 => "twr_room_v9",
+                    _ => "twr_room_v10",
+                };
+                function_call(c, library, keys, policy, op, &[&session.as_bytes()[..]]).await
             }
         }
     }
@@ -536,6 +540,114 @@ async fn a_room_this_version_makes_is_refused_by_the_older_libraries() {
             store.enter(&policy, a).await.unwrap(),
             Decision::Admitted { .. }
         ));
+    }
+}
+
+/// An hour from now, in ms since the epoch (the server's clock is the system's).
+fn an_hour_on() -> u64 {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap();
+    now.as_millis() as u64 + 3_600_000
+}
+
+/// A settings key lost from a room of version 6 while older gateways still run may be written
+/// again by one of them, with its own version 5 and no look at the members: the room would then
+/// be read as one of whole ids by everyone, its waiters not found, its slot holders turned
+/// away and its bans evaded. This version takes the room back by what it holds at its next
+/// call: version 6 again (the older gateways refused again), everyone where they were. A
+/// `vmin` left on a key whose version is lost goes with it, so that no older library reads the
+/// key written again as its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_room_of_this_version_relabelled_by_an_older_library_is_taken_back() {
+    for older in Older::ALL {
+        let (server, mut c) = server_with(older.library()).await;
+        let store = RedisStore::builder()
+            .url(server.url())
+            .timeout(Duration::from_secs(5))
+            .build()
+            .unwrap();
+        let policy = RoomPolicy::new("back", 1)
+            .with_ttls(
+                Duration::from_secs(3_600),
+                Duration::from_secs(60),
+                Duration::from_secs(120),
+            )
+            .with_max_queue_len(1_000);
+        let keys = redis_keys(&store, "back").to_vec();
+        let named = |name: &str| {
+            keys.iter()
+                .find(|k| k.ends_with(&format!(":{name}")))
+                .unwrap()
+                .clone()
+        };
+        let settings = named("settings");
+        let (holder, a, banned) = (
+            SessionId::random(),
+            SessionId::random(),
+            SessionId::random(),
+        );
+        assert!(matches!(
+            store.enter(&policy, holder).await.unwrap(),
+            Decision::Admitted { .. }
+        ));
+        assert!(matches!(
+            store.enter(&policy, a).await.unwrap(),
+            Decision::Waiting { position: 1, .. }
+        ));
+        assert!(matches!(
+            store.enter(&policy, banned).await.unwrap(),
+            Decision::Waiting { position: 2, .. }
+        ));
+        assert!(store.ban(&policy, banned, an_hour_on()).await.unwrap());
+
+        // The key lost; the older gateway's next call writes it again as version 5.
+        let _: () = c.del(&settings).await.unwrap();
+        let _: () = c.del(named("fast")).await.unwrap();
+        let _ = older.call(&mut c, &keys, &policy, "poll", a).await;
+        let v: u32 = c.hget(&settings, "v").await.unwrap();
+        assert_eq!(v, 5, "{older:?} wrote its own version");
+
+        let d = store.poll(&policy, a).await.unwrap();
+        assert!(
+            matches!(d, Decision::Waiting { position: 1, .. }),
+            "{older:?}: the waiter in place: {d:?}"
+        );
+        let v: u32 = c.hget(&settings, "v").await.unwrap();
+        assert_eq!(v, 6, "{older:?}: taken back");
+        assert!(matches!(
+            store.heartbeat(&policy, holder).await.unwrap(),
+            Decision::Admitted { .. }
+        ));
+        assert!(matches!(
+            store.enter(&policy, banned).await.unwrap(),
+            Decision::Banned
+        ));
+        let refused = older
+            .call(&mut c, &keys, &policy, "join", SessionId::random())
+            .await
+            .unwrap_err();
+        assert!(refused.contains("WRSETTINGS"), "{older:?}: {refused}");
+
+        // A `vmin` naming version 5 left on the key, its version damaged: written again as
+        // version 6 without it, and the older library refuses the room.
+        let _: () = c.hset(&settings, "vmin", 5).await.unwrap();
+        let _: () = c.hset(&settings, "v", "inf").await.unwrap();
+        let _: () = c.del(named("fast")).await.unwrap();
+        assert!(matches!(
+            store.poll(&policy, a).await.unwrap(),
+            Decision::Waiting { position: 1, .. }
+        ));
+        let v: u32 = c.hget(&settings, "v").await.unwrap();
+        let vmin: Option<u32> = c.hget(&settings, "vmin").await.unwrap();
+        assert_eq!((v, vmin), (6, None), "{older:?}");
+        let refused = older
+            .call(&mut c, &keys, &policy, "enter", a)
+            .await
+            .unwrap_err();
+        assert!(refused.contains("WRSETTINGS"), "{older:?}: {refused}");
+        let waiting: u64 = c.zcard(named("line")).await.unwrap();
+        assert_eq!(waiting, 1, "{older:?}: nobody placed twice");
     }
 }
 

@@ -248,7 +248,9 @@ impl Arg for Vec<u8> {
 }
 
 impl Arg for SessionId {
-    /// The member of every zset: the id's 16 raw bytes.
+    /// The id's 16 raw bytes, of which the script keeps the first 14 as the session's member in
+    /// a room of settings version 6, all 16 in a room of version 5 (`script/settings.lua`,
+    /// Settings: members).
     fn write(self, argv: &mut Vec<Vec<u8>>) {
         argv.push(self.as_bytes().to_vec());
     }
@@ -474,7 +476,8 @@ record_args! {
         nonce: TicketNonce,
         /// The time ([`Now`]), held to the server's as a room call's is.
         now: Now,
-        /// The session, its 16 raw bytes: the member the room's functions keep in `active`.
+        /// The session, its 16 raw bytes (its member in `active`, as the room keeps it: the
+        /// script looks both forms up).
         session: SessionId,
     }
 }

@@ -45,11 +45,18 @@
 -- version 5 (or 2 to 4, upgraded in place to 5) keeps its whole ids and its version, and this
 -- library reads it as it is (R.wide), so gateways of version 5's libraries share it with this
 -- one; a room this library makes is of version 6, which version 5's libraries refuse. A key
--- found without its version keeps the members the room holds (holds_whole_ids: a new room, or
--- one that holds nobody, is of version 6). A newer version's key is read with whole ids if its
--- `vmin` names version 5 (a reader of version 5 reads it), with short ones if it names 6. The
--- fast path's window names the version whose members the room keeps, so that a call answered
--- from it looks its session up as main keeps it.
+-- found without its version, or saying 2 to 5, is taken for what the room holds (held_members:
+-- whole ids are version 5, short ones 6, and a room that holds nobody keeps the version its
+-- key says, 6 for none): a settings key lost from a room of version 6 and written again by an
+-- earlier library (with its own version and no look at the members) is taken back by the next
+-- call here, and that library's gateways refused again. Until then they answer from the room
+-- as theirs (a waiter not found, placed again by their whole id: a place that, granted, is
+-- never claimed and holds a slot for a grant's time; never a slot beyond capacity, which
+-- counts members), and so may this library's fast path from a window such a gateway opened.
+-- A newer version's key is read with whole ids if its `vmin` names version 5 (a reader of
+-- version 5 reads it), with short ones if it names 6. The fast path's window names the
+-- version whose members the room keeps, so that a call answered from it looks its session up
+-- as main keeps it.
 
 -- Every epoch the rings' fields name, marked lost (-e), for a room of an older version (see
 -- Settings): its bitmaps are of another size, so their bits sit at other offsets than this
@@ -87,15 +94,16 @@ function F.member(id, wide)
   return string.sub(id, 1, MEMBER_BYTES)
 end
 
--- Whether a room found without its settings version holds a session as a whole id: a member
--- longer than MEMBER_BYTES first in line, among the slots or the bans (a room whose settings
--- key was lost keeps the members it has; a new room holds none).
-function F.holds_whole_ids()
+-- The members a room holds, by the first it holds in line, among the slots or the bans:
+-- 'whole' (longer than MEMBER_BYTES: whole ids), 'short', or nil when it holds nobody. Read
+-- for a room whose key says version 5 or older, or says none (see load_settings): one to four
+-- ZRANGEs of one member.
+function F.held_members()
   for _, key in ipairs({R.k_line, R.k_active, R.k_granted, R.k_banned}) do
     local first = redis.call('ZRANGE', key, 0, 0)[1]
-    if first then return #first > MEMBER_BYTES end
+    if first then return #first > MEMBER_BYTES and 'whole' or 'short' end
   end
-  return false
+  return nil
 end
 
 -- Reads the live settings, writing the defaults for a missing or damaged key or field. Returns
@@ -103,32 +111,37 @@ end
 function F.load_settings()
   local v = redis.call('HMGET', R.k_settings, unpack(R.SETTINGS_FIELDS))
   local ver = stored_integer(v[1], 1, STORED_MAX)
-  if ver == 2 or ver == 3 or ver == 4 then
-    -- Versions 2 to 4 (see Settings): upgraded in place. Their fields are all read the same;
-    -- version 2's epochs have no first sequence number, so until each is made again its joins
-    -- set bits; version 3's window fields go (the window is the `fast` key's now, closed); and
-    -- all their bitmaps are of the older size: their epochs are marked lost.
-    redis.call('HDEL', R.k_settings, 'fast_from', 'fast_until', 'fast_for', 'fast_seq')
-    F.mark_rings_lost(v)
-    redis.call('HSET', R.k_settings, 'v', WIDE_VERSION)
-    ver = WIDE_VERSION
-  end
   -- The version written back with the settings: this one's, version 5's (a room whose members
   -- are whole ids, kept so), or a newer one's that this version reads (never lowered); and
   -- whether the room keeps its members whole (see Settings: members).
   R.version, R.wide = SETTINGS_VERSION, false
-  if ver == WIDE_VERSION then
-    R.version, R.wide = WIDE_VERSION, true
-  elseif ver and ver > SETTINGS_VERSION then
+  if ver == nil or (ver >= 2 and ver <= WIDE_VERSION) then
+    -- A new room, a lost (or damaged) key, or one of version 2 to 5: the members the room
+    -- holds decide, whatever the key says. A settings key lost from a room of this version and
+    -- written again by an earlier library (with its own version) is thus taken back, and its
+    -- gateways refused again, before a whole id is looked for where short ones are kept. An
+    -- older key of a room that holds nobody keeps its version.
+    local held = F.held_members()
+    R.wide = held == 'whole' or (held == nil and ver ~= nil)
+    if R.wide then R.version = WIDE_VERSION end
+    if ver and ver < WIDE_VERSION then
+      -- Versions 2 to 4 (see Settings): upgraded in place. Their fields are all read the
+      -- same; version 2's epochs have no first sequence number, so until each is made again
+      -- its joins set bits; version 3's window fields go (the window is the `fast` key's now,
+      -- closed); and all their bitmaps are of the older size: their epochs are marked lost.
+      redis.call('HDEL', R.k_settings, 'fast_from', 'fast_until', 'fast_for', 'fast_seq')
+      F.mark_rings_lost(v)
+    end
+    if ver and ver ~= R.version then
+      -- A `vmin` left over names readers of another version's members.
+      redis.call('HSET', R.k_settings, 'v', R.version)
+      redis.call('HDEL', R.k_settings, 'vmin')
+    end
+  elseif ver > SETTINGS_VERSION then
     -- A newer version's key read by a version 5 reader keeps its members whole.
     local vmin = stored_integer(redis.call('HGET', R.k_settings, 'vmin'), 1, SETTINGS_VERSION)
     if not vmin then return F.settings_refused(ver) end
     R.version, R.wide = ver, vmin <= WIDE_VERSION
-  elseif ver == nil then
-    -- A new room, or a lost (or damaged) settings key: whatever the room still holds keeps
-    -- the members it has.
-    R.wide = F.holds_whole_ids()
-    if R.wide then R.version = WIDE_VERSION end
   elseif ver ~= SETTINGS_VERSION then
     return F.settings_refused(ver)
   end
@@ -140,6 +153,8 @@ function F.load_settings()
     c, r, p, o = c or R.default_capacity, r or R.default_rate, p or 0, o or 1
     redis.call('HSET', R.k_settings, 'v', R.version, 'capacity', c, 'rate', r, 'paused', p,
       'open', o)
+    -- Without a version, a `vmin` left over is no newer version's.
+    if ver == nil then redis.call('HDEL', R.k_settings, 'vmin') end
   end
   R.capacity, R.rate, R.paused, R.open = c, r, p == 1, o == 1
   R.born, R.moved = stored_integer(v[6], 0, STORED_MAX), stored_integer(v[7], 0, STORED_MAX)
