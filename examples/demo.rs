@@ -26,9 +26,9 @@
 //!   `wr_{room}_t` set at admission, or the `t1.…` ticket the status endpoint hands to clients
 //!   without cookies, in `X-Admission-Ticket`), once: a second use of the same ticket, on any
 //!   gateway, is `403 {"error":"ticket_used",...}`.
-//! - `GET /stats` (NOT behind the room): the room's counts as JSON, from
-//!   [`WaitingRoomLayer::stats`] at most once a second (`demo_parts/counts.rs`: a route anyone
-//!   can reach must not turn a flood of requests into a flood of store calls). Every route
+//! - `GET /stats` (NOT behind the room): the room's counts as JSON, read from the store at most
+//!   once a second ([`SharedCounts`]: a route anyone can reach must not turn a flood of
+//!   requests into a flood of store calls). Every route
 //!   behind the layer is queued like any page, so an operator route like this one lives on an
 //!   outer router without the layer, merged with the layered one.
 //! - `GET /metrics` (NOT behind the room): the room's metrics in Prometheus' text format
@@ -57,9 +57,6 @@ mod shared;
 
 #[path = "demo_parts/args.rs"]
 mod args;
-#[path = "demo_parts/counts.rs"]
-mod counts;
-use counts::Counts;
 #[path = "demo_parts/knee.rs"]
 mod knee;
 
@@ -76,6 +73,7 @@ use axum::routing::{get, post};
 use axum::{Extension, Json, Router};
 use tower_waiting_room::admin::AdminService;
 use tower_waiting_room::auto::AutoCapacity;
+use tower_waiting_room::control::SharedCounts;
 use tower_waiting_room::defences::risk::Risk;
 use tower_waiting_room::edge::{EdgeKey, EdgeKeySet, EdgeTokens};
 use tower_waiting_room::response::Languages;
@@ -364,7 +362,7 @@ async fn checkout(Extension(a): Extension<Admission>) -> Json<serde_json::Value>
 }
 
 /// The room's counts; mounted outside the layer so operators are never queued.
-async fn stats(counts: Arc<Counts>) -> Response {
+async fn stats(counts: Arc<SharedCounts>) -> Response {
     match counts.get().await {
         Ok(stats) => Json(stats).into_response(),
         // Not an outage: the room's settings were written by a version this gateway cannot
@@ -388,7 +386,7 @@ fn prometheus() -> &'static metrics_exporter_prometheus::PrometheusHandle {
 
 /// The metrics, with the room's gauges refreshed from the store first (at most once a second);
 /// mounted outside the layer.
-async fn metrics(counts: Arc<Counts>) -> String {
+async fn metrics(counts: Arc<SharedCounts>) -> String {
     // A store failure is counted in the store-call metrics themselves; the rest still renders.
     let _ = counts.get().await;
     let handle = prometheus();
@@ -427,7 +425,7 @@ fn app(layer: WaitingRoomLayer, rooms: WaitingRooms, knee: Option<usize>) -> Rou
 
     // Not behind the room: operator routes that must answer even when the room is full. No
     // cookie needed, so their counts come from the store at most once a second (`counts`).
-    let counts = Arc::new(Counts::new(layer.clone()));
+    let counts = Arc::new(SharedCounts::new(&layer));
     let open = Router::new()
         .route(
             "/stats",
@@ -680,7 +678,7 @@ mod tests {
     #[tokio::test]
     async fn the_operator_routes_read_the_store_at_most_once_a_second() {
         let layer = build_layer(&Options::default()).unwrap();
-        let counts = Counts::new(layer.clone());
+        let counts = SharedCounts::new(&layer);
         let before = counts.get().await.unwrap().capacity;
         layer
             .control()

@@ -40,7 +40,9 @@ impl WaitingRoomLayer {
         self.room.config()
     }
 
-    /// Counts for the room, from the store.
+    /// Counts for the room, from the store: one store call each time. For a route anyone may
+    /// ask (a public `/stats`, `/metrics`), use [`SharedCounts`](crate::control::SharedCounts),
+    /// which reads them at most once a second.
     pub fn stats(&self) -> StoreFuture<RoomStats> {
         self.room.stats()
     }

@@ -16,9 +16,8 @@
 use std::convert::Infallible;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll};
-use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http::header::{self, HeaderValue};
@@ -43,6 +42,7 @@ use tower_http::sensitive_headers::{
 use tower_http::timeout::{RequestBodyTimeoutLayer, TimeoutBody};
 use tower_http::trace::{DefaultOnFailure, TraceLayer};
 use tower_waiting_room::admin::AdminService;
+use tower_waiting_room::control::SharedCounts;
 use tower_waiting_room::routing::{Rule, WaitingRooms};
 use tower_waiting_room::store::Store;
 use tower_waiting_room::WaitingRoomLayer;
@@ -132,10 +132,9 @@ pub fn build(config: &Config, shared: &Shared) -> Result<Stack, FileError> {
             trusted: config.trusted_proxies.clone(),
             admin,
             metrics_token: config.metrics_token.clone(),
-            rooms: rooms.clone(),
+            counts: rooms.iter().map(SharedCounts::new).collect(),
             draining: Arc::clone(&shared.draining),
             max_body_bytes: config.limits.max_body_bytes,
-            gauges_read: Mutex::new(None),
         }),
     };
     let service = ServiceBuilder::new()
@@ -328,33 +327,13 @@ struct Own {
     admin: Option<AdminService>,
     /// The metrics' bearer token, if they need one.
     metrics_token: Option<BearerToken>,
-    rooms: Vec<WaitingRoomLayer>,
+    /// The rooms' counts, which refresh their gauges for the metrics: read from the store at
+    /// most once a second however often the metrics are (the path needs no token unless
+    /// `[metrics]` names one, and a flood of requests to it must not become a flood of calls
+    /// to the store every gateway shares).
+    counts: Vec<SharedCounts>,
     draining: Arc<AtomicBool>,
     max_body_bytes: u64,
-    /// When the rooms' gauges were last read from the store for the metrics.
-    gauges_read: Mutex<Option<Instant>>,
-}
-
-/// The rooms' gauges are read from the store for the metrics at most this often, however
-/// often the metrics are: the path needs no token unless `[metrics]` names one, and a flood of
-/// requests to it must not become a flood of calls to the store every gateway shares.
-const GAUGES_EVERY: Duration = Duration::from_secs(1);
-
-impl Own {
-    /// Whether the metrics read now should read the gauges from the store first (and, when
-    /// it says so, it counts as read).
-    fn gauges_due(&self) -> bool {
-        let now = Instant::now();
-        let mut last = self
-            .gauges_read
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if last.is_some_and(|at| now.duration_since(at) < GAUGES_EVERY) {
-            return false;
-        }
-        *last = Some(now);
-        true
-    }
 }
 
 /// The body's length as its `Content-Length` declares it.
@@ -403,12 +382,8 @@ impl Service<Request<Incoming>> for Front {
                     return Box::pin(async move { Ok(res) });
                 }
             }
-            let rooms = if own.gauges_due() {
-                own.rooms.clone()
-            } else {
-                Vec::new()
-            };
-            return Box::pin(async move { Ok(metrics(rooms).await) });
+            let counts = own.counts.clone();
+            return Box::pin(async move { Ok(metrics(counts).await) });
         }
         if path == own.paths.admin || under(path, &own.paths.admin) {
             let Some(admin) = own.admin.clone() else {
@@ -477,8 +452,9 @@ pub fn prometheus() -> Option<&'static PrometheusHandle> {
         .as_ref()
 }
 
-/// The metrics, the gauges of `rooms` read from the store first.
-async fn metrics(rooms: Vec<WaitingRoomLayer>) -> Response<GatewayBody> {
+/// The metrics, the gauges of the rooms of `counts` refreshed from the store first (at most
+/// once a second: `SharedCounts`).
+async fn metrics(counts: Vec<SharedCounts>) -> Response<GatewayBody> {
     let Some(handle) = prometheus() else {
         return plain(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -487,8 +463,8 @@ async fn metrics(rooms: Vec<WaitingRoomLayer>) -> Response<GatewayBody> {
     };
     // The rooms' gauges (people inside, waiting) are refreshed from the store first; a store
     // failure is counted in the store-call metrics themselves, and the rest still renders.
-    for room in &rooms {
-        let _ = room.stats().await;
+    for room in &counts {
+        let _ = room.get().await;
     }
     let mut res = Response::new(box_body(Full::new(Bytes::from(handle.render()))));
     res.headers_mut().insert(

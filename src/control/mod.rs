@@ -1,5 +1,6 @@
 //! The operator's handle on a running room: [`RoomControl`], from
-//! [`WaitingRoomLayer::control`](crate::WaitingRoomLayer::control).
+//! [`WaitingRoomLayer::control`](crate::WaitingRoomLayer::control); and the room's counts for
+//! routes anyone may ask for, read from the store at most once a second: [`SharedCounts`].
 //!
 //! Every change goes to the store in one atomic step and is enforced by every gateway of the
 //! room on its next store call (see [`RoomSettings`]): raise the capacity when the backend
@@ -26,6 +27,10 @@
 //! Changes are logged at `info` level (room, what changed, the settings after it); every
 //! method answers a [`ControlError`] rather than panicking: a bad value
 //! ([`ControlError::Invalid`]) never reaches the store.
+
+mod counts;
+
+pub use counts::{SharedCounts, COUNTS_FRESH_MS};
 
 use std::fmt;
 use std::sync::Arc;

@@ -489,6 +489,7 @@ struct Counters {
     heartbeat: AtomicUsize,
     release: AtomicUsize,
     sync: AtomicUsize,
+    stats: AtomicUsize,
 }
 
 /// Wraps a [`MemoryStore`]: counts every call, and fails them with a chosen kind while told to.
@@ -497,6 +498,7 @@ pub struct TestStore {
     inner: MemoryStore,
     counters: Arc<Counters>,
     fail: Arc<Mutex<Option<StoreErrorKind>>>,
+    fail_stats: Arc<Mutex<Option<StoreErrorKind>>>,
     snapshots: bool,
 }
 
@@ -506,6 +508,7 @@ impl TestStore {
             inner: MemoryStore::with_clock(clock),
             counters: Arc::default(),
             fail: Arc::default(),
+            fail_stats: Arc::default(),
             snapshots: false,
         }
     }
@@ -531,6 +534,17 @@ impl TestStore {
             release: self.counters.release.load(Ordering::SeqCst),
             sync: self.counters.sync.load(Ordering::SeqCst),
         }
+    }
+
+    /// From now on `stats` fails with `kind` (the other calls as `fail_with` says); `None`
+    /// heals it.
+    pub fn fail_stats_with(&self, kind: Option<StoreErrorKind>) {
+        *self.fail_stats.lock().unwrap() = kind;
+    }
+
+    /// How many times `stats` was called through the store (not through [`Self::stats`]).
+    pub fn stats_calls(&self) -> usize {
+        self.counters.stats.load(Ordering::SeqCst)
     }
 
     /// How many of the enters the layer made as joins (a visitor whose cookie had no place).
@@ -585,6 +599,10 @@ impl Store for TestStore {
     }
 
     fn stats(&self, policy: &RoomPolicy) -> StoreFuture<RoomStats> {
+        self.counters.stats.fetch_add(1, Ordering::SeqCst);
+        if let Some(kind) = *self.fail_stats.lock().unwrap() {
+            return Box::pin(std::future::ready(Err(StoreError::new(kind))));
+        }
         self.inner.stats(policy)
     }
 

@@ -8,6 +8,7 @@ mod redis_harness;
 #[cfg(feature = "admin")]
 mod admin;
 mod auto_sim;
+mod counts;
 mod edge_node;
 mod edge_rotation;
 mod eta;
