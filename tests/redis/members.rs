@@ -5,9 +5,9 @@
 //! was lost keeps the members it holds.
 
 use crate::redis_harness;
-use crate::redis_store_v2::{admitted, conn, key, member, store, version_5_room, waiter, START_MS};
-
-use std::time::Duration;
+use crate::redis_store_v2::{
+    admitted, conn, key, member, one_slot, store, version_5_room, waiter, START_MS,
+};
 
 use redis::AsyncCommands;
 use redis_harness::Server;
@@ -17,19 +17,7 @@ use tower_waiting_room::store::{
     TicketNonce, TicketStore, SETTINGS_VERSION,
 };
 use tower_waiting_room::testing::ManualClock;
-use tower_waiting_room::{RoomPolicy, SessionId};
-
-/// A room of capacity 1, a line of at most 1 000, hour-long slots and liveness TTLs long
-/// enough that nobody is skipped or swept in these tests.
-fn policy(room: &str) -> RoomPolicy {
-    RoomPolicy::new(room, 1)
-        .with_ttls(
-            Duration::from_secs(3_600),
-            Duration::from_secs(60),
-            Duration::from_secs(120),
-        )
-        .with_max_queue_len(1_000)
-}
+use tower_waiting_room::SessionId;
 
 /// Every member of every sorted set of the room that holds sessions.
 async fn members(c: &mut redis::aio::MultiplexedConnection, keys: &[String]) -> Vec<Vec<u8>> {
@@ -61,7 +49,7 @@ async fn a_room_lives_on(
     room: &str,
     width: usize,
 ) -> String {
-    let p = policy(room);
+    let p = one_slot(room);
     let keys = redis_keys(store, room).to_vec();
     let holder = admitted(store, &p).await;
     let (a, _) = waiter(store, &p).await;
@@ -175,7 +163,7 @@ async fn a_lost_settings_key_keeps_the_members_the_room_holds() {
     let store = store(&server, &clock);
     let mut c = conn(&server).await;
     for (room, was) in [("lost5", 5), ("lost6", 6)] {
-        let p = policy(room);
+        let p = one_slot(room);
         let keys = redis_keys(&store, room).to_vec();
         if was == 5 {
             version_5_room(&mut c, &keys).await;
@@ -209,7 +197,7 @@ async fn a_lost_settings_key_keeps_the_members_the_room_holds() {
         let held = members(&mut c, &keys).await;
         assert_eq!(held, vec![holder.as_bytes()[..width].to_vec()]);
     }
-    let p = policy("new");
+    let p = one_slot("new");
     let keys = redis_keys(&store, "new").to_vec();
     admitted(&store, &p).await;
     assert_eq!(version(&mut c, &keys).await, SETTINGS_VERSION);

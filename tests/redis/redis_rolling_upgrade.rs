@@ -17,6 +17,7 @@
 //! bytes) is refused by each of them.
 
 use crate::redis_harness;
+use crate::redis_store_v2::one_slot;
 
 use std::time::Duration;
 
@@ -89,6 +90,15 @@ async fn server_with(library: &str) -> (Server, redis::aio::MultiplexedConnectio
     (server, c)
 }
 
+/// A gateway of this version on `server`, by the server's clock.
+fn gateway(server: &Server) -> RedisStore {
+    RedisStore::builder()
+        .url(server.url())
+        .timeout(Duration::from_secs(5))
+        .build()
+        .unwrap()
+}
+
 /// The reply's code: 1 admitted, 2 waiting.
 fn code(reply: &[redis::Value]) -> i64 {
     match reply.first() {
@@ -125,18 +135,7 @@ async fn a_rolling_deploy_upgrades_the_room_once_and_never_mixes_the_versions() 
     assert_eq!(ROOM_LIBRARY_NAME, "twr_room_v11");
     assert_eq!(SETTINGS_VERSION, 6);
     let (server, mut c) = server_with(PREVIOUS_LIBRARY).await;
-    let store = RedisStore::builder()
-        .url(server.url())
-        .timeout(Duration::from_secs(5))
-        .build()
-        .unwrap();
-    let policy = RoomPolicy::new("rolling", 1)
-        .with_ttls(
-            Duration::from_secs(3_600),
-            Duration::from_secs(60),
-            Duration::from_secs(120),
-        )
-        .with_max_queue_len(1_000);
+    let (store, policy) = (gateway(&server), one_slot("rolling"));
     let keys = redis_keys(&store, "rolling").to_vec();
     let settings = keys.iter().find(|k| k.ends_with(":settings")).unwrap();
     let window = keys.iter().find(|k| k.ends_with(":fast")).unwrap().clone();
@@ -423,18 +422,7 @@ async fn the_previous_libraries_and_this_one_share_a_room() {
 
 async fn share_a_room(older: Older) {
     let (server, mut c) = server_with(older.library()).await;
-    let store = RedisStore::builder()
-        .url(server.url())
-        .timeout(Duration::from_secs(5))
-        .build()
-        .unwrap();
-    let policy = RoomPolicy::new("shared", 1)
-        .with_ttls(
-            Duration::from_secs(3_600),
-            Duration::from_secs(60),
-            Duration::from_secs(120),
-        )
-        .with_max_queue_len(1_000);
+    let (store, policy) = (gateway(&server), one_slot("shared"));
     let keys = redis_keys(&store, "shared").to_vec();
     let holder = SessionId::random();
     let (a, b, d) = (
@@ -494,18 +482,7 @@ async fn share_a_room(older: Older) {
 async fn a_room_this_version_makes_is_refused_by_the_older_libraries() {
     for older in Older::ALL {
         let (server, mut c) = server_with(older.library()).await;
-        let store = RedisStore::builder()
-            .url(server.url())
-            .timeout(Duration::from_secs(5))
-            .build()
-            .unwrap();
-        let policy = RoomPolicy::new("new", 1)
-            .with_ttls(
-                Duration::from_secs(3_600),
-                Duration::from_secs(60),
-                Duration::from_secs(120),
-            )
-            .with_max_queue_len(1_000);
+        let (store, policy) = (gateway(&server), one_slot("new"));
         let keys = redis_keys(&store, "new").to_vec();
         let line = keys.iter().find(|k| k.ends_with(":line")).unwrap().clone();
         let (holder, a, late) = (
@@ -562,18 +539,7 @@ fn an_hour_on() -> u64 {
 async fn a_room_of_this_version_relabelled_by_an_older_library_is_taken_back() {
     for older in Older::ALL {
         let (server, mut c) = server_with(older.library()).await;
-        let store = RedisStore::builder()
-            .url(server.url())
-            .timeout(Duration::from_secs(5))
-            .build()
-            .unwrap();
-        let policy = RoomPolicy::new("back", 1)
-            .with_ttls(
-                Duration::from_secs(3_600),
-                Duration::from_secs(60),
-                Duration::from_secs(120),
-            )
-            .with_max_queue_len(1_000);
+        let (store, policy) = (gateway(&server), one_slot("back"));
         let keys = redis_keys(&store, "back").to_vec();
         let named = |name: &str| {
             keys.iter()
@@ -660,18 +626,7 @@ async fn a_room_of_this_version_relabelled_by_an_older_library_is_taken_back() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_capacity_the_previous_library_writes_turns_the_controller_off() {
     let (server, mut c) = server_with(V8_LIBRARY).await;
-    let store = RedisStore::builder()
-        .url(server.url())
-        .timeout(Duration::from_secs(5))
-        .build()
-        .unwrap();
-    let policy = RoomPolicy::new("controlled", 1)
-        .with_ttls(
-            Duration::from_secs(3_600),
-            Duration::from_secs(60),
-            Duration::from_secs(120),
-        )
-        .with_max_queue_len(1_000);
+    let (store, policy) = (gateway(&server), one_slot("controlled"));
     let keys = redis_keys(&store, "controlled").to_vec();
     let v8 = Older::V8;
     let (holder, a, b) = (
@@ -748,18 +703,7 @@ async fn a_capacity_the_previous_library_writes_turns_the_controller_off() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_window_naming_holders_is_answered_from_by_this_library() {
     let (server, mut c) = server_with(V7_LIBRARY).await;
-    let store = RedisStore::builder()
-        .url(server.url())
-        .timeout(Duration::from_secs(5))
-        .build()
-        .unwrap();
-    let policy = RoomPolicy::new("holders", 1)
-        .with_ttls(
-            Duration::from_secs(3_600),
-            Duration::from_secs(60),
-            Duration::from_secs(120),
-        )
-        .with_max_queue_len(1_000);
+    let (store, policy) = (gateway(&server), one_slot("holders"));
     let keys = redis_keys(&store, "holders").to_vec();
     let window = keys.iter().find(|k| k.ends_with(":fast")).unwrap().clone();
     let v7 = |op, session| (op, session, "0");
@@ -828,18 +772,7 @@ async fn a_newer_settings_key_is_refused_or_read_never_opens_the_doors() {
 
 async fn newer_key_with(older: Older) {
     let (server, mut c) = server_with(older.library()).await;
-    let store = RedisStore::builder()
-        .url(server.url())
-        .timeout(Duration::from_secs(5))
-        .build()
-        .unwrap();
-    let policy = RoomPolicy::new("mix", 1)
-        .with_ttls(
-            Duration::from_secs(3_600),
-            Duration::from_secs(60),
-            Duration::from_secs(120),
-        )
-        .with_max_queue_len(1_000);
+    let (store, policy) = (gateway(&server), one_slot("mix"));
     let keys = redis_keys(&store, "mix").to_vec();
     let named = |name: &str| {
         keys.iter()

@@ -40,6 +40,18 @@ pub(crate) fn policy_8s(room: &str) -> RoomPolicy {
         .with_max_queue_len(1_000)
 }
 
+/// `room` with one slot held for an hour, a minute to claim it, two to wait unseen, and a line
+/// of at most 1 000.
+pub(crate) fn one_slot(room: &str) -> RoomPolicy {
+    RoomPolicy::new(room, 1)
+        .with_ttls(
+            Duration::from_secs(3_600),
+            Duration::from_secs(60),
+            Duration::from_secs(120),
+        )
+        .with_max_queue_len(1_000)
+}
+
 pub(crate) async fn conn(server: &Server) -> redis::aio::MultiplexedConnection {
     redis::Client::open(server.url())
         .unwrap()
