@@ -23,8 +23,10 @@ pub const COUNTS_FRESH_MS: u64 = 1_000;
 /// open letting everyone in while the store looked away.
 ///
 /// A read that failed is answered the same way (an error of the same kind) until its second
-/// is over, so a store that is away is not asked more often either. The second is the room's
-/// clock's: a clock that went back makes the next call read again.
+/// is over, so a store that is away is not asked more often either; so is a read its caller
+/// gave up waiting for (see [`get`](Self::get)), and a read slower than a second is taken by
+/// everyone who waited for it. The second is the room's clock's: a clock that went back makes
+/// the next call read again.
 ///
 /// ```
 /// use tower_waiting_room::control::SharedCounts;
@@ -44,40 +46,34 @@ pub const COUNTS_FRESH_MS: u64 = 1_000;
 #[derive(Clone)]
 pub struct SharedCounts {
     room: Arc<Room>,
-    last: Arc<Mutex<Option<Read>>>,
+    last: Arc<Mutex<Last>>,
 }
 
-/// A read of the counts: when it was asked for, and what the store answered.
+/// When the store was last asked, and its last answer.
+#[derive(Default)]
+struct Last {
+    /// When the last read began (it may not have ended: its caller gave up waiting).
+    asked_ms: Option<u64>,
+    read: Option<Read>,
+}
+
+/// A read of the counts that ended: when it was asked for and when it ended, by the room's
+/// clock, and what the store answered.
 struct Read {
-    at_ms: u64,
-    answer: Result<RoomStats, Failed>,
+    asked_ms: u64,
+    ended_ms: u64,
+    answer: Result<RoomStats, StoreError>,
 }
 
-/// A failed read, kept to answer with again: its kind, whether it was a version mix, and its
-/// cause's text (which says no host and no secret: see [`StoreError`]).
-#[derive(Clone)]
-struct Failed {
-    kind: StoreErrorKind,
-    version_mix: bool,
-    cause: Option<String>,
+impl Read {
+    fn answer(&self) -> Result<RoomStats, StoreError> {
+        self.answer.as_ref().map(|s| *s).map_err(StoreError::copied)
+    }
 }
 
-impl Failed {
-    fn of(e: &StoreError) -> Self {
-        Self {
-            kind: e.kind(),
-            version_mix: e.is_version_mix(),
-            cause: std::error::Error::source(e).map(|s| s.to_string()),
-        }
-    }
-
-    fn error(&self) -> StoreError {
-        match (&self.cause, self.version_mix) {
-            (Some(cause), true) => StoreError::version_mix(cause.clone()),
-            (Some(cause), false) => StoreError::with_source(self.kind, cause.clone()),
-            (None, _) => StoreError::new(self.kind),
-        }
-    }
+/// Whether `at` lies within the second that began at `from`.
+fn within_a_second(from: u64, at: u64) -> bool {
+    from <= at && at < from.saturating_add(COUNTS_FRESH_MS)
 }
 
 impl SharedCounts {
@@ -90,21 +86,40 @@ impl SharedCounts {
     }
 
     /// The room's counts: the last read's, if it was asked for within [`COUNTS_FRESH_MS`] by
-    /// the room's clock, else read from the store now (one read at a time: callers meanwhile
-    /// wait for it).
+    /// the room's clock or ended after this call began; else read from the store now, one read
+    /// at a time (callers meanwhile wait for it, as long as the store call takes: the store's
+    /// own timeout bounds it). A read whose caller gave up waiting (its future dropped) still
+    /// counts as asked: until its second is over, callers get the read before it, or an
+    /// [`Unavailable`](StoreErrorKind::Unavailable) error when there was none.
     pub async fn get(&self) -> Result<RoomStats, StoreError> {
+        let came = self.room.now_ms();
         let mut last = self.last.lock().await;
         let now = self.room.now_ms();
-        if let Some(read) = last.as_ref() {
-            if read.at_ms <= now && now < read.at_ms.saturating_add(COUNTS_FRESH_MS) {
-                return read.answer.clone().map_err(|f| f.error());
+        if let Some(read) = &last.read {
+            // Fresh, or under way when this call came: waited for, so taken.
+            let waited_for = read.asked_ms <= came && came <= read.ended_ms;
+            if within_a_second(read.asked_ms, now) || waited_for {
+                return read.answer();
             }
         }
+        if last
+            .asked_ms
+            .is_some_and(|asked| within_a_second(asked, now))
+        {
+            return match &last.read {
+                Some(read) => read.answer(),
+                None => Err(StoreError::new(StoreErrorKind::Unavailable)),
+            };
+        }
+        last.asked_ms = Some(now);
         let answer = self.room.stats().await;
-        *last = Some(Read {
-            at_ms: now,
-            answer: answer.as_ref().map(|s| *s).map_err(Failed::of),
-        });
+        let read = Read {
+            asked_ms: now,
+            ended_ms: self.room.now_ms(),
+            answer,
+        };
+        let answer = read.answer();
+        last.read = Some(read);
         answer
     }
 }

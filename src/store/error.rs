@@ -90,6 +90,17 @@ impl StoreError {
     pub fn kind(&self) -> StoreErrorKind {
         self.kind
     }
+
+    /// The same error again, for another caller: its kind and what its cause says (not the
+    /// cause's own chain), a version mix still one.
+    pub(crate) fn copied(&self) -> StoreError {
+        let cause = self.source.as_ref().map(|s| s.to_string());
+        match cause {
+            Some(cause) if self.is_version_mix() => StoreError::version_mix(cause),
+            Some(cause) => StoreError::with_source(self.kind, cause),
+            None => StoreError::new(self.kind),
+        }
+    }
 }
 
 impl fmt::Display for StoreError {
@@ -134,6 +145,21 @@ impl Error for VersionMix {}
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_error_copied_for_another_caller_keeps_its_kind_and_word() {
+        let mix = StoreError::version_mix("settings of version 9");
+        let copy = mix.copied();
+        assert!(copy.is_version_mix());
+        assert_eq!(copy.to_string(), mix.to_string());
+        let timeout = StoreError::with_source(StoreErrorKind::Timeout, "no answer within 250ms");
+        let copy = timeout.copied();
+        assert_eq!(copy.kind(), StoreErrorKind::Timeout);
+        assert_eq!(copy.to_string(), timeout.to_string());
+        let bare = StoreError::new(StoreErrorKind::Busy).copied();
+        assert_eq!(bare.kind(), StoreErrorKind::Busy);
+        assert!(!bare.is_version_mix());
+    }
 
     #[test]
     fn a_version_mix_is_a_busy_store_and_says_so() {

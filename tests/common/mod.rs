@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use axum::routing::any;
 use axum::{Extension, Json, Router};
@@ -499,6 +500,7 @@ pub struct TestStore {
     counters: Arc<Counters>,
     fail: Arc<Mutex<Option<StoreErrorKind>>>,
     fail_stats: Arc<Mutex<Option<StoreErrorKind>>>,
+    stats_delay: Arc<Mutex<Duration>>,
     snapshots: bool,
 }
 
@@ -509,6 +511,7 @@ impl TestStore {
             counters: Arc::default(),
             fail: Arc::default(),
             fail_stats: Arc::default(),
+            stats_delay: Arc::default(),
             snapshots: false,
         }
     }
@@ -540,6 +543,11 @@ impl TestStore {
     /// heals it.
     pub fn fail_stats_with(&self, kind: Option<StoreErrorKind>) {
         *self.fail_stats.lock().unwrap() = kind;
+    }
+
+    /// From now on `stats` answers only after `delay` (of real time): a slow store.
+    pub fn delay_stats(&self, delay: Duration) {
+        *self.stats_delay.lock().unwrap() = delay;
     }
 
     /// How many times `stats` was called through the store (not through [`Self::stats`]).
@@ -603,7 +611,12 @@ impl Store for TestStore {
         if let Some(kind) = *self.fail_stats.lock().unwrap() {
             return Box::pin(std::future::ready(Err(StoreError::new(kind))));
         }
-        self.inner.stats(policy)
+        let delay = *self.stats_delay.lock().unwrap();
+        let answer = self.inner.stats(policy);
+        Box::pin(async move {
+            tokio::time::sleep(delay).await;
+            answer.await
+        })
     }
 
     fn configure(

@@ -25,12 +25,14 @@ fn room(clock: &ManualClock) -> (TestStore, WaitingRoomLayer) {
     (store, layer)
 }
 
-/// A thousand asks in one second, two hundred of them at once: one store call; the next second,
-/// one more, which sees what changed meanwhile.
-#[tokio::test]
+/// A thousand asks in one second, two hundred of them at once while the first read is under
+/// way (the store takes 50 ms): one store call; the next second, one more, which sees what
+/// changed meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_flood_of_asks_is_one_store_call_a_second() {
     let clock = clock();
     let (store, layer) = room(&clock);
+    store.delay_stats(Duration::from_millis(50));
     let counts = SharedCounts::new(&layer);
     let mut asks = tokio::task::JoinSet::new();
     for _ in 0..200 {
@@ -90,4 +92,56 @@ async fn a_clock_that_went_back_reads_again() {
     assert_eq!(store.stats_calls(), 2);
     counts.get().await.unwrap();
     assert_eq!(store.stats_calls(), 2, "then a second from there");
+}
+
+/// A read slower than a second of the room's clock is still shared: those who came while it
+/// was under way take it when it ends, rather than each reading again in turn.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_read_is_shared_with_those_who_waited_for_it() {
+    let clock = clock();
+    let (store, layer) = room(&clock);
+    store.delay_stats(Duration::from_millis(200));
+    let counts = SharedCounts::new(&layer);
+    let first = tokio::spawn({
+        let counts = counts.clone();
+        async move { counts.get().await }
+    });
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let mut waiting = tokio::task::JoinSet::new();
+    for _ in 0..20 {
+        let counts = counts.clone();
+        waiting.spawn(async move { counts.get().await });
+    }
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    clock.advance(Duration::from_secs(2));
+    first.await.unwrap().unwrap();
+    while let Some(got) = waiting.join_next().await {
+        got.unwrap().unwrap();
+    }
+    assert_eq!(store.stats_calls(), 1);
+}
+
+/// A caller that gives up waiting (its future dropped mid-read) does not undo the limit: the
+/// read counts as asked, and until its second is over the next callers are answered without a
+/// store call (an `Unavailable` error here, as no read ended before it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_given_up_still_counts_as_asked() {
+    let clock = clock();
+    let (store, layer) = room(&clock);
+    store.delay_stats(Duration::from_millis(300));
+    let counts = SharedCounts::new(&layer);
+    let gave_up = tokio::time::timeout(Duration::from_millis(20), counts.get()).await;
+    assert!(
+        gave_up.is_err(),
+        "the store is slower than the caller's patience"
+    );
+    for _ in 0..5 {
+        let e = counts.get().await.unwrap_err();
+        assert_eq!(e.kind(), StoreErrorKind::Unavailable);
+    }
+    assert_eq!(store.stats_calls(), 1);
+    clock.advance(Duration::from_secs(1));
+    store.delay_stats(Duration::ZERO);
+    assert_eq!(counts.get().await.unwrap().waiting, 0);
+    assert_eq!(store.stats_calls(), 2);
 }

@@ -170,7 +170,7 @@ impl RedisStore {
             Ok(answers) => answers,
             Err(e) => {
                 for (_, answer) in batch {
-                    let _ = answer.send(Err(copy_of(&e)));
+                    let _ = answer.send(Err(e.copied()));
                 }
                 return;
             }
@@ -231,20 +231,6 @@ impl Drop for EntryGuard {
     }
 }
 
-/// The same error for another newcomer of the batch: its kind and what it says, a version mix
-/// still one.
-fn copy_of(e: &StoreError) -> StoreError {
-    if e.is_version_mix() {
-        return StoreError::version_mix(
-            std::error::Error::source(e).map_or_else(String::new, ToString::to_string),
-        );
-    }
-    match std::error::Error::source(e) {
-        Some(source) => StoreError::with_source(e.kind(), source.to_string()),
-        None => StoreError::new(e.kind()),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -296,22 +282,6 @@ mod tests {
         assert!(
             answers(garbled, 1).unwrap()[0].is_err(),
             "a reply not in the protocol"
-        );
-    }
-
-    #[test]
-    fn an_error_copied_for_another_newcomer_keeps_its_kind_and_word() {
-        let mix = StoreError::version_mix("settings of version 9");
-        let copy = copy_of(&mix);
-        assert!(copy.is_version_mix());
-        assert_eq!(copy.to_string(), mix.to_string());
-        let timeout = StoreError::with_source(StoreErrorKind::Timeout, "no answer within 250ms");
-        let copy = copy_of(&timeout);
-        assert_eq!(copy.kind(), StoreErrorKind::Timeout);
-        assert_eq!(copy.to_string(), timeout.to_string());
-        assert_eq!(
-            copy_of(&StoreError::new(StoreErrorKind::Busy)).kind(),
-            StoreErrorKind::Busy
         );
     }
 }
