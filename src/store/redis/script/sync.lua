@@ -168,17 +168,17 @@ function F.check_in_seen(list)
     return F.refuse('sync offsets not two per session')
   end
   local abandon_ring = {R.gone_ring}
-  -- Each id looked up as the room keeps its member (see Settings: members); answered back, or
-  -- checked in (its bits are made from its first 8 bytes), as the gateway sent it.
+  -- Each id looked up as the room keeps its member (see Settings: members), and checked in by
+  -- it (its bits are made from its first 8 bytes); one without a place is answered back whole,
+  -- cut from the list again (rare: one string per session is made, not two).
   local width = R.wide and 16 or MEMBER_BYTES
   for from = 1, #list, 16 * CHUNK do
-    local ids, members, first = {}, {}, (from - 1) / 16
+    local ids, first = {}, (from - 1) / 16
     for at = from, math.min(#list, from + 16 * CHUNK - 1) - 15, 16 do
-      ids[#ids + 1] = string.sub(list, at, at + 15)
-      members[#members + 1] = string.sub(list, at, at + width - 1)
+      ids[#ids + 1] = string.sub(list, at, at + width - 1)
     end
     if #ids > 0 then
-      local scores = redis.call('ZMSCORE', R.k_line, unpack(members))
+      local scores = redis.call('ZMSCORE', R.k_line, unpack(ids))
       local placed, placed_offsets = {{}, {}}, {{}, {}}
       for j = 1, #ids do
         if scores[j] then
@@ -204,7 +204,7 @@ function F.check_in_seen(list)
         else
           -- No place (skipped, swept, never in line): answered back, so the gateway asks the
           -- store at their next poll instead of placing them by an old cookie.
-          R.unknown[#R.unknown + 1] = ids[j]
+          R.unknown[#R.unknown + 1] = string.sub(list, 16 * (first + j) - 15, 16 * (first + j))
         end
       end
       F.check_in(placed[1], placed_offsets[1])
