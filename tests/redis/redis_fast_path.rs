@@ -95,12 +95,43 @@ async fn monitor(
     let lines = Arc::clone(&seen);
     tokio::spawn(async move {
         while let Ok(Some(line)) = monitor.next_line().await {
-            if keep(&line) {
+            if keep(&line) || line.contains(MARK) {
                 lines.lock().unwrap().push(line);
             }
         }
     });
     seen
+}
+
+/// The marker [`drained`] sends, which every [`monitor`] keeps.
+const MARK: &str = "twr-monitor-drained";
+
+/// The lines `seen` holds once MONITOR has printed every command run before this call: it sends
+/// a marker and waits for MONITOR to print it, which it does after every command the server ran
+/// before it. The marker's own line is left out.
+async fn drained(
+    c: &mut redis::aio::MultiplexedConnection,
+    seen: &Arc<Mutex<Vec<String>>>,
+) -> Vec<String> {
+    let _: String = redis::cmd("ECHO").arg(MARK).query_async(c).await.unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        {
+            let lines = seen.lock().unwrap();
+            if lines.iter().any(|l| l.contains(MARK)) {
+                return lines
+                    .iter()
+                    .filter(|l| !l.contains(MARK))
+                    .cloned()
+                    .collect();
+            }
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "MONITOR never printed the marker"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
 }
 
 fn store(server: &Server, clock: &ManualClock, prefix: &str) -> RedisStore {
@@ -398,11 +429,10 @@ async fn run(policy: RoomPolicy, seed: u64, min_percent: u64) {
         );
     }
 
-    // Give MONITOR a moment to deliver the last lines, then count: each call on A reads the
-    // settings once in main (`... "noted" ...`) unless the fast path answered it; the fast path
-    // reads the window first (`"GET" "<prefix>:{room}:fast"`).
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let lines = seen.lock().unwrap().clone();
+    // Once MONITOR has printed every call, count: each call on A reads the settings once in
+    // main (`... "noted" ...`) unless the fast path answered it; the fast path reads the window
+    // first (`"GET" "<prefix>:{room}:fast"`).
+    let lines = drained(&mut c, &seen).await;
     let mains = lines.iter().filter(|l| l.contains("\"noted\"")).count() as u64;
     let fast_tries = lines.iter().filter(|l| l.contains("\"GET\"")).count() as u64;
     let fast_answers = calls_on_a - mains;
@@ -508,8 +538,7 @@ async fn with_the_servers_clock_a_newcomer_joins_without_reading_it() {
     // key was there); -1, no TTL, fails.
     assert!((0..1_000).contains(&pttl), "ends by its TTL: {pttl} ms");
 
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let lines = seen.lock().unwrap().clone();
+    let lines = drained(&mut c, &seen).await;
     // Each call's commands: from its FCALL to the next one.
     let mut calls: Vec<Vec<&str>> = Vec::new();
     for l in &lines {

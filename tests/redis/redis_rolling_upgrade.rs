@@ -17,7 +17,7 @@
 //! bytes) is refused by each of them.
 
 use crate::redis_harness;
-use crate::redis_store_v2::one_slot;
+use crate::redis_store_v2::{early_in_a_second, one_slot};
 
 use std::time::Duration;
 
@@ -141,7 +141,8 @@ async fn a_rolling_deploy_upgrades_the_room_once_and_never_mixes_the_versions() 
     let window = keys.iter().find(|k| k.ends_with(":fast")).unwrap().clone();
 
     // The previous version's gateways open the room: one in, two waiting, and its main keeps
-    // its window (which names no version).
+    // its window (which names no version). Each window ends with its second: held early in one.
+    early_in_a_second().await;
     let holder = SessionId::random();
     let (a, b) = (SessionId::random(), SessionId::random());
     assert_eq!(
@@ -165,6 +166,7 @@ async fn a_rolling_deploy_upgrades_the_room_once_and_never_mixes_the_versions() 
     // (to settings version 5, whose members are whole ids, as version 4's are) and keeps its
     // own window, which names that version.
     let newcomer = SessionId::random();
+    early_in_a_second().await;
     let d = store.enter(&policy, newcomer).await.unwrap();
     assert!(
         matches!(d, Decision::Waiting { position: 3, .. }),

@@ -52,6 +52,23 @@ pub(crate) fn one_slot(room: &str) -> RoomPolicy {
         .with_max_queue_len(1_000)
 }
 
+/// Waits for the first 100 ms of a second of the system clock (the server's, on this machine).
+/// The fast path's window, when a call opens it by the server's clock, ends with that second:
+/// a test that reads or uses the window after opening it starts early in one, and has most of
+/// a second however loaded the machine is.
+pub(crate) async fn early_in_a_second() {
+    loop {
+        let ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .expect("a clock after 1970")
+            .subsec_millis();
+        if ms < 100 {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(u64::from(1_000 - ms) + 5)).await;
+    }
+}
+
 pub(crate) async fn conn(server: &Server) -> redis::aio::MultiplexedConnection {
     redis::Client::open(server.url())
         .unwrap()
