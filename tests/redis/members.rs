@@ -151,6 +151,9 @@ async fn a_room_of_version_5_keeps_its_whole_ids() {
     let open = a_room_lives_on(&store, &mut c, "whole", 16).await;
     assert_eq!(version(&mut c, &keys).await, 5);
     assert!(open.ends_with("#5"), "{open}");
+    // Its members found whole once, under this key: not looked at again while it lasts.
+    let whole: Option<String> = c.hget(key(&keys, "settings"), "whole").await.unwrap();
+    assert_eq!(whole.as_deref(), Some("1"));
 }
 
 /// A settings key lost (evicted, deleted) is written again with the version whose members the
@@ -204,4 +207,63 @@ async fn a_lost_settings_key_keeps_the_members_the_room_holds() {
     let held = members(&mut c, &keys).await;
     assert_eq!(held.len(), 1);
     assert_eq!(held[0].len(), member(&SessionId::random()).len());
+}
+
+/// A session argument of another length than an id's is refused by every call (`WRARGS`),
+/// main's and the fast path's: a member of another length would make a room of whole ids
+/// look like one of short ones (or the other way) to the next call, and it would then look its
+/// holders, waiters and bans up in the wrong form. The room, its version and its people stay
+/// as they were.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_argument_of_another_length_is_refused() {
+    let server = Server::start(&[]);
+    let clock = ManualClock::new(START_MS);
+    let store = store(&server, &clock);
+    let mut c = conn(&server).await;
+    for (room, was) in [("odd5", 5), ("odd6", 6)] {
+        let p = one_slot(room);
+        let keys = redis_keys(&store, room).to_vec();
+        if was == 5 {
+            version_5_room(&mut c, &keys).await;
+        }
+        let holder = admitted(&store, &p).await;
+        let banned = SessionId::random();
+        // A stranger: no place or slot to drop, the ban held all the same.
+        assert!(!store.ban(&p, banned, START_MS + 3_600_000).await.unwrap());
+        let before = members(&mut c, &keys).await;
+        for odd in [
+            &b"x"[..],
+            &[7u8; 14][..],
+            &[7u8; 15][..],
+            &[7u8; 17][..],
+            &[][..],
+        ] {
+            for op in ["enter", "join", "poll", "heartbeat", "release"] {
+                let (function, argv) = room_visitor_call(op, &p, odd, None).unwrap();
+                let mut call = redis::cmd("FCALL");
+                call.arg(function).arg(keys.len()).arg(&keys).arg(argv);
+                let refused = call
+                    .query_async::<redis::Value>(&mut c)
+                    .await
+                    .unwrap_err()
+                    .to_string();
+                assert!(
+                    refused.contains("WRARGS"),
+                    "{room}, {op} of {} bytes: {refused}",
+                    odd.len()
+                );
+            }
+        }
+        assert_eq!(
+            members(&mut c, &keys).await,
+            before,
+            "{room}: nothing written"
+        );
+        assert_eq!(version(&mut c, &keys).await, was, "{room}");
+        assert!(matches!(
+            store.heartbeat(&p, holder).await.unwrap(),
+            Decision::Admitted { .. }
+        ));
+        assert_eq!(store.enter(&p, banned).await.unwrap(), Decision::Banned);
+    }
 }

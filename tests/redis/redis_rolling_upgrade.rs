@@ -619,6 +619,57 @@ async fn a_room_of_this_version_relabelled_by_an_older_library_is_taken_back() {
     }
 }
 
+/// The same, when the older gateway's own call put a whole id at the front of a set the room's
+/// form is read from (here the only slot holder, let in by it while the line is empty): a short
+/// member anywhere else (here a ban) says the room is of version 6. Read by the first member of
+/// the line or the slots alone, the banned session got in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_relabelled_room_is_taken_back_whatever_the_older_library_placed_first() {
+    for older in Older::ALL {
+        let (server, mut c) = server_with(older.library()).await;
+        let store = gateway(&server);
+        let policy = RoomPolicy::new("ends", 2)
+            .with_ttls(
+                Duration::from_secs(3_600),
+                Duration::from_secs(60),
+                Duration::from_secs(120),
+            )
+            .with_max_queue_len(1_000);
+        let keys = redis_keys(&store, "ends").to_vec();
+        let named = |name: &str| {
+            keys.iter()
+                .find(|k| k.ends_with(&format!(":{name}")))
+                .unwrap()
+                .clone()
+        };
+        let settings = named("settings");
+        // A ban of a session not in the room yet: the room's only member.
+        let banned = SessionId::random();
+        assert!(!store.ban(&policy, banned, an_hour_on()).await.unwrap());
+        let v: u32 = c.hget(&settings, "v").await.unwrap();
+        assert_eq!(v, 6);
+
+        // The key lost; the older gateway writes it again and lets a newcomer in.
+        let _: () = c.del(&settings).await.unwrap();
+        let _: () = c.del(named("fast")).await.unwrap();
+        let reply = older
+            .call(&mut c, &keys, &policy, "enter", SessionId::random())
+            .await
+            .unwrap();
+        assert_eq!(code(&reply), 1, "{older:?} let the newcomer in: {reply:?}");
+        let v: u32 = c.hget(&settings, "v").await.unwrap();
+        assert_eq!(v, 5, "{older:?} wrote its own version");
+
+        assert_eq!(
+            store.enter(&policy, banned).await.unwrap(),
+            Decision::Banned,
+            "{older:?}: the ban holds"
+        );
+        let v: u32 = c.hget(&settings, "v").await.unwrap();
+        assert_eq!(v, 6, "{older:?}: taken back");
+    }
+}
+
 /// The previous library has no capacity controller and never reads its record, which is a key
 /// of its own: a capacity this version's controller writes is the room's for the previous
 /// library's gateways too, a raise letting the next waiter in at once; a capacity a gateway of

@@ -216,14 +216,16 @@ async fn a_million_waiters_do_not_make_a_call_slow() {
     let policy = RoomPolicy::new(room, 1).with_max_queue_len(2_000_000);
     let keys = tower_waiting_room::__private::redis_keys(&store, room);
     // Fill the line directly: one million waiters, each member the id's 16 raw bytes (the id
-    // of i is the big-endian u128 i). Store v2 keeps no per-waiter check-in to fill.
+    // of i is the big-endian u128 i), and a holder of 16 bytes too: a room of whole ids, as a
+    // library before members of 14 bytes made it. Store v2 keeps no per-waiter check-in to
+    // fill.
     let fill = r"
         local now = tonumber(ARGV[1])
         for i = 1, 1000000 do
           redis.call('ZADD', KEYS[1], i, struct.pack('>I4I4I4I4', 0, 0, 0, i))
         end
         redis.call('SET', KEYS[2], 1000000)
-        redis.call('ZADD', KEYS[3], now + 3600000, 'someone-inside')
+        redis.call('ZADD', KEYS[3], now + 3600000, 'someone-inside-1')
         return 1";
     let now = tower_waiting_room::clock::Clock::now_ms(&tower_waiting_room::clock::SystemClock);
     let mut conn = redis::Client::open(server.url())

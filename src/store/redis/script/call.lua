@@ -132,6 +132,9 @@ function F.setup(op, keys, args, own, has_session)
     or #args < CALL_ARGS + own or #args > CALL_ARGS + own + 1 then
     return F.refuse('malformed waiting room arguments, or numbers out of bounds')
   end
+  if has_session and op ~= 'sync' and #args[CALL_ARGS + 1] ~= ID_BYTES then
+    return F.refuse('a session id is ' .. ID_BYTES .. ' bytes')
+  end
   local now, refused = call_time_or_refusal(args[1])
   if not now then return refused end
   -- In the order the crate packs them (src/store/redis/calls.rs, `Number`: a unit test holds
@@ -218,7 +221,7 @@ function F.setup(op, keys, args, own, has_session)
     'closes_at', 'keep_line', 'due', 'bans', 'noted',
     RING_FIELDS.turn[turn.current % turn.len], RING_FIELDS.abandon[gone.current % gone.len],
     FROM_FIELDS.turn[turn.current % turn.len], FROM_FIELDS.abandon[gone.current % gone.len],
-    'rebuild'}
+    'rebuild', 'whole'}
   R.current_bucket = math.floor(R.now / R.bucket_ms)
   R.promotions_left = R.max_promote
   return F.check_own(op)

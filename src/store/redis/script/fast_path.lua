@@ -173,7 +173,9 @@ function F.fast_enter(keys, args, join)
   -- Exactly an enter's arguments as the crate sends them (then the schedule, when the room has
   -- one); anything else is main's, which reads it or refuses it.
   local n = #args
-  if (n ~= 5 and n ~= 6) or (args[4] ~= '0' and args[4] ~= '1') then return nil end
+  if (n ~= 5 and n ~= 6) or (args[4] ~= '0' and args[4] ~= '1') or #args[5] ~= ID_BYTES then
+    return nil
+  end
   local since, from, till, max_queue, wide = F.open_window(keys, args, args[6])
   if not since then return nil end
   -- The window holds only while the room is full by its slots (F.window): main would

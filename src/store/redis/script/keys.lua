@@ -64,7 +64,9 @@ local LIBRARY = 'twr_room_v11'
 --                      horizon, and turn0first .. turn5first, the turn ring's as it began;
 --                      rebuild (ms), the end of a rebuild of the slots after a damaged active
 --                      or granted (main.lua, Bad days); far, a long line's far checkpoints
---                      as a sync read them, for the syncs just after it (checkpoints.lua)
+--                      as a sync read them, for the syncs just after it (checkpoints.lua);
+--                      whole ('1'), in a room of version 5 only: its members were found whole
+--                      under this key (see Settings: members)
 --   8 arrivals zset    the first arrival of each second: member = its time in ms, score = its
 --                      sequence number; entries before the head's are trimmed (oldest wait)
 --   9 banned   zset    banned sessions, score = the end of the ban in ms
@@ -90,6 +92,9 @@ local WIDE_VERSION = 5
 -- 125.7 bytes a member of a sorted set of two million). 112 random bits: two of ten million
 -- waiters' ids share them with a chance of about 1 in 10^19.
 local MEMBER_BYTES = 14
+-- A session id's length: every call's session is refused (WRARGS) unless of this length, so no
+-- argument makes a member of another length than the room keeps (see Settings: members).
+local ID_BYTES = 16
 -- How far under its allocator's size class each liveness bitmap's size is (see Liveness,
 -- bloom_bits): the bitmap's string is M / 8 + 1 bytes (the sentinel is bit M), and Redis
 -- allocates it with up to 9 bytes of header and a NUL. At M = C exactly that is 11 bytes over
@@ -160,6 +165,8 @@ for i = 0, TURN_EPOCHS + 1 do FIRST_FIELDS[i] = 'turn' .. i .. 'first' end
 -- cursor, the other bitmaps' epochs) only when a call needs them (`load_more`, `load_ring`).
 local RING_FIELD_AT = 14
 local FROM_FIELD_AT = 16
+-- And after them `rebuild` (18) and `whole` (19).
+local WHOLE_FIELD_AT = 19
 -- The rings as the fast path sees them: the first key, the keys, the epochs per TTL, and
 -- whether the TTL is abandon_after (else queue_ttl; each at least queue_ttl), as F.make_ring.
 local FAST_RINGS = {

@@ -94,16 +94,25 @@ function F.member(id, wide)
   return string.sub(id, 1, MEMBER_BYTES)
 end
 
--- The members a room holds, by the first it holds in line, among the slots or the bans:
--- 'whole' (longer than MEMBER_BYTES: whole ids), 'short', or nil when it holds nobody. Read
--- for a room whose key says version 5 or older, or says none (see load_settings): one to four
--- ZRANGEs of one member.
+-- The members a room holds, by the first and the last of the line, the slots and the bans:
+-- 'short' if one is short (no earlier library writes one: the room is of version 6, whatever
+-- whole ids an earlier library placed since), else 'whole' (longer than MEMBER_BYTES: whole
+-- ids), or nil when it holds nobody. Read for a room whose key says version 5 or older (until
+-- the key says its members were found whole) or says none (see load_settings): at most eight
+-- ZRANGEs of one member. An earlier library places its newcomers at an end (the line's tail, the
+-- slots' latest expiry), so the members of a room relabelled by it are told by their ends.
 function F.held_members()
+  local whole = false
   for _, key in ipairs({R.k_line, R.k_active, R.k_granted, R.k_banned}) do
-    local first = redis.call('ZRANGE', key, 0, 0)[1]
-    if first then return #first > MEMBER_BYTES and 'whole' or 'short' end
+    for _, at in ipairs({0, -1}) do
+      local member = redis.call('ZRANGE', key, at, at)[1]
+      if member then
+        if #member <= MEMBER_BYTES then return 'short' end
+        whole = true
+      end
+    end
   end
-  return nil
+  return whole and 'whole' or nil
 end
 
 -- Reads the live settings, writing the defaults for a missing or damaged key or field. Returns
@@ -121,9 +130,16 @@ function F.load_settings()
     -- written again by an earlier library (with its own version) is thus taken back, and its
     -- gateways refused again, before a whole id is looked for where short ones are kept. An
     -- older key of a room that holds nobody keeps its version.
-    local held = F.held_members()
+    -- A key of version 5 that says its members were found whole keeps them so: only the loss
+    -- of the key (and the field with it) relabels a room, and no call of this library makes a
+    -- short member in a room it reads as whole.
+    local held = (ver == WIDE_VERSION and v[WHOLE_FIELD_AT] == '1') and 'whole'
+      or F.held_members()
     R.wide = held == 'whole' or (held == nil and ver ~= nil)
     if R.wide then R.version = WIDE_VERSION end
+    if held == 'whole' and v[WHOLE_FIELD_AT] ~= '1' then
+      redis.call('HSET', R.k_settings, 'whole', '1')
+    end
     if ver and ver < WIDE_VERSION then
       -- Versions 2 to 4 (see Settings): upgraded in place. Their fields are all read the
       -- same; version 2's epochs have no first sequence number, so until each is made again
