@@ -492,13 +492,36 @@ impl App {
     }
 }
 
-/// A port of loopback that was free a moment ago (nothing listens on it now).
+/// A port of loopback that was free a moment ago (nothing listens on it now), drawn below the
+/// kernel's ephemeral range (`ip_local_port_range`): a port from that range could be taken
+/// meanwhile as the local end of a connection another test makes, and the test's server could
+/// then not listen on it.
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static DRAWS: AtomicU64 = AtomicU64::new(0);
+    let low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse::<u16>().ok())
+        .unwrap_or(32_768)
+        .max(2_048);
+    let first = low / 2;
+    let mut x = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+        .as_nanos() as u64
+        ^ u64::from(std::process::id()) << 32
+        ^ DRAWS
+            .fetch_add(1, Ordering::Relaxed)
+            .wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    loop {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let port = first + (x % u64::from(low - first)) as u16;
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
 }
 
 /// [`visit`] with extra request headers on every step (an `X-Forwarded-For`, an `Accept`).
