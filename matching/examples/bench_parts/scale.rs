@@ -30,7 +30,9 @@ pub(crate) async fn scale_scenarios(
         .await?;
     // Fills the line server-side: waiters 1..=n by sequence, each member the 16 raw bytes of
     // the big-endian u128 i (store v2 keeps no per-waiter check-in to fill), one visitor inside
-    // holding the only slot (as tests/redis/store_redis_faults/bad_days.rs does).
+    // holding the only slot, also of 16 bytes (as tests/redis/store_redis_faults/bad_days.rs
+    // does): a room of whole ids, as a library before members of 14 bytes made it (a member of
+    // 14 bytes anywhere says a room keeps them all so).
     let fill = redis::Script::new(
         r"
         local now = tonumber(ARGV[1])
@@ -39,7 +41,7 @@ pub(crate) async fn scale_scenarios(
           redis.call('ZADD', KEYS[1], i, struct.pack('>I4I4I4I4', 0, 0, 0, i))
         end
         redis.call('SET', KEYS[2], n)
-        redis.call('ZADD', KEYS[3], now + 3600000, 'someone-inside')
+        redis.call('ZADD', KEYS[3], now + 3600000, 'someone-inside-1')
         return n",
     );
     let mut poll50 = Map::new();
