@@ -15,6 +15,9 @@
 
 export const FORMAT = "wr1";
 export const SKEW_SECONDS = 10;
+// The longest a room's token lives (the crate's MAX_EDGE_TTL): one that says longer was not
+// made by a room, and if a signing key leaked would pass for as long as the key is in the set.
+export const MAX_LIFETIME_SECONDS = 3600;
 
 const MAX_TOKEN_CHARS = 1024;
 const MAX_CLAIMS_BYTES = 512;
@@ -46,8 +49,9 @@ const ASCII = new TextEncoder();
 
 /**
  * The claims of `token` if it is a valid, unexpired wr1 token signed by a key of `keySet`
- * (a JWKS object or its JSON text) at `nowSeconds` (Unix time), of `options.room` when given;
- * otherwise null. Never throws.
+ * (a JWKS object or its JSON text) at `nowSeconds` (Unix time), of the room `options.room`;
+ * otherwise null (and always null without `options.room`: every room of a site signs with the
+ * same keys, so a token is only ever good for the room it names). Never throws.
  *
  * @returns {Promise<null | {version: 1, kid: string, room: string, session: string,
  *   issuedAt: number, expiresAt: number, scope: string[]}>}
@@ -79,7 +83,7 @@ async function verifyOrNull(token, keySet, nowSeconds, options) {
   if (!(claims.issuedAt <= nowSeconds + SKEW_SECONDS)) return null;
   if (!(nowSeconds < claims.expiresAt + SKEW_SECONDS)) return null;
   const room = options == null ? undefined : options.room;
-  if (room !== undefined && claims.room !== room) return null;
+  if (typeof room !== "string" || claims.room !== room) return null;
 
   const signature = base64urlDecode(signaturePart);
   if (signature === null || signature.length !== 64) return null;
@@ -103,7 +107,7 @@ function readClaims(text) {
   if (!TIME.test(issuedAt) || !TIME.test(expiresAt)) return null;
   const iat = Number(issuedAt);
   const exp = Number(expiresAt);
-  if (!(exp > iat)) return null;
+  if (!(exp > iat) || exp - iat > MAX_LIFETIME_SECONDS) return null;
   // One space between prefixes: a double, leading or trailing space leaves an empty one.
   const scope = scopeLine.split(" ");
   if (!scope.every((prefix) => SCOPE_PREFIX.test(prefix))) return null;
@@ -113,11 +117,15 @@ function readClaims(text) {
 /**
  * Whether the token's scope covers `path` (a URL's path, as `new URL(...).pathname` gives it):
  * the path starts with one of the scope's prefixes, at a "/". "/shop" covers "/shop" and
- * "/shop/cart", not "/shopping"; "/shop/" covers "/shop/cart", not "/shop". Never throws.
+ * "/shop/cart", not "/shopping"; "/shop/" covers "/shop/cart", not "/shop". A path with a "."
+ * or ".." segment is covered by no scope, as the gateway refuses it: `new URL` resolves plain
+ * and "%2e" dot segments but keeps "/shop/..%2fcheckout", which an origin that decodes "%2f"
+ * would serve as "/checkout". Never throws.
  */
 export function covers(claims, path) {
   try {
     if (typeof path !== "string" || !Array.isArray(claims?.scope)) return false;
+    if (hasDotSegment(path)) return false;
     return claims.scope.some((prefix) => {
       if (typeof prefix !== "string" || !prefix.startsWith("/") || !path.startsWith(prefix)) {
         return false;
@@ -128,6 +136,43 @@ export function covers(claims, path) {
   } catch {
     return false;
   }
+}
+
+// Whether `path` has a segment of one or two dots, plain or "%2e", ended by the path's end, a
+// ";" (Java servers read "..;" as "..") or a separator ("/", "\\", "%2f", "%5c"): the same rule
+// as the gateway's guard (gateway/src/guard.rs, has_dot_segment).
+function hasDotSegment(path) {
+  const encoded = (at, hex) =>
+    path[at] === "%" && path[at + 1] === "2" && path[at + 2]?.toLowerCase() === hex;
+  const separator = (at) => {
+    if (path[at] === "/" || path[at] === "\\") return 1;
+    if (encoded(at, "f")) return 3;
+    if (path.slice(at, at + 3).toLowerCase() === "%5c") return 3;
+    return 0;
+  };
+  let at = 0;
+  while (at <= path.length) {
+    let dots = 0;
+    for (;;) {
+      if (path[at] === ".") at += 1;
+      else if (encoded(at, "e")) at += 3;
+      else break;
+      dots += 1;
+    }
+    if (dots >= 1 && dots <= 2 && (at === path.length || path[at] === ";" || separator(at) > 0)) {
+      return true;
+    }
+    for (;;) {
+      if (at >= path.length) return false;
+      const len = separator(at);
+      if (len > 0) {
+        at += len;
+        break;
+      }
+      at += 1;
+    }
+  }
+  return false;
 }
 
 // The key set as an object, parsed once per text: an edge usually hands the same JWKS text in

@@ -4,7 +4,7 @@
 import assert from "node:assert/strict";
 import { before, describe, test } from "node:test";
 
-import { covers, FORMAT, SKEW_SECONDS, verify } from "../verify.mjs";
+import { covers, FORMAT, MAX_LIFETIME_SECONDS, SKEW_SECONDS, verify } from "../verify.mjs";
 import { base64url, claimsText, newKey, prng, sign, signParts, signText } from "./tools/sign.mjs";
 
 const NOW = 1_800_000_030;
@@ -37,13 +37,32 @@ describe("a valid token", () => {
     assert.deepEqual(await check(token), { version: 1, kid: "k2", ...CLAIMS });
   });
 
-  test("with the key set as JSON text, without a room, with any key of the set", async () => {
+  test("with the key set as JSON text, with any key of the set", async () => {
     const want = { version: 1, kid: "k2", ...CLAIMS };
-    assert.deepEqual(await verify(token, JSON.stringify(keySet), NOW), want);
-    assert.deepEqual(await verify(token, keySet, NOW, {}), want);
-    assert.deepEqual(await verify(token, keySet, NOW, null), want);
+    assert.deepEqual(await verify(token, JSON.stringify(keySet), NOW, { room: "shop" }), want);
     const byK1 = await sign(k1, CLAIMS);
     assert.deepEqual(await check(byK1), { ...want, kid: "k1" });
+  });
+
+  test("never without the room it is for: every room of a site signs with the same keys", async () => {
+    assert.equal(await verify(token, keySet, NOW), null);
+    assert.equal(await verify(token, keySet, NOW), null);
+    assert.equal(await verify(token, keySet, NOW, null), null);
+    assert.equal(await verify(token, keySet, NOW, { room: undefined }), null);
+    assert.equal(await verify(token, keySet, NOW, { room: ["shop"] }), null);
+  });
+
+  test("living at most MAX_LIFETIME_SECONDS, as a room mints it", async () => {
+    assert.equal(MAX_LIFETIME_SECONDS, 3600);
+    const { issuedAt } = CLAIMS;
+    const longest = await sign(k2, { ...CLAIMS, expiresAt: issuedAt + MAX_LIFETIME_SECONDS });
+    assert.notEqual(await check(longest), null);
+    for (const expiresAt of [issuedAt + MAX_LIFETIME_SECONDS + 1, 999_999_999_999]) {
+      const forged = await sign(k2, { ...CLAIMS, expiresAt });
+      assert.equal(await check(forged), null, String(expiresAt));
+    }
+    const ancient = await sign(k2, { ...CLAIMS, issuedAt: 0, expiresAt: 999_999_999_999 });
+    assert.equal(await check(ancient), null);
   });
 
   test("within the skew either way, not beyond", async () => {
@@ -63,7 +82,7 @@ describe("a valid token", () => {
     assert.equal(await check(token, NOW, { room: null }), null);
     const other = await sign(k2, { ...CLAIMS, room: "other" });
     assert.equal(await check(other), null);
-    assert.equal((await check(other, NOW, {})).room, "other");
+    assert.equal((await check(other, NOW, { room: "other" })).room, "other");
   });
 });
 
@@ -305,12 +324,15 @@ describe("claims the format does not allow, properly signed, are null", () => {
       expiresAt: 1_800_000_060,
       scope: ["/"],
     });
-    // The edges of what is allowed: a 64-character room, time 0, 12 digits, Unicode scope.
+    // The edges of what is allowed: a 64-character room, time 0, 12 digits, the longest
+    // lifetime, Unicode scope.
     const room = "R-_9".repeat(16);
-    const edge = `${room}\n${session}\n0\n999999999999\n/é/€ /%E2%82%AC /a.b~c`;
-    const answered = await check(await signText(k2, edge), NOW, { room });
+    const edge = `${room}\n${session}\n999999996399\n999999999999\n/é/€ /%E2%82%AC /a.b~c`;
+    const answered = await check(await signText(k2, edge), 999_999_999_000, { room });
     assert.equal(answered?.expiresAt, 999_999_999_999);
     assert.deepEqual(answered?.scope, ["/é/€", "/%E2%82%AC", "/a.b~c"]);
+    const early = `${room}\n${session}\n0\n3600\n/`;
+    assert.equal((await check(await signText(k2, early), 10, { room }))?.issuedAt, 0);
   });
 
   const bad = {
@@ -352,26 +374,28 @@ describe("claims the format does not allow, properly signed, are null", () => {
   for (const [what, text] of Object.entries(bad)) {
     test(what, async () => {
       const t = await signText(k2, text);
-      assert.equal(await check(t, NOW, {}), null, JSON.stringify(text));
+      // Asked for the room the text names: only the claims' form can refuse them.
+      const room = text instanceof Uint8Array ? "shop" : text.split("\n")[0];
+      assert.equal(await check(t, NOW, { room }), null, JSON.stringify(text));
     });
   }
 
   test("claims in base64url no encoder writes, properly signed", async () => {
     const part = base64url(new TextEncoder().encode(good));
-    assert.notEqual(await check(await signParts(k2, "k2", part), NOW, {}), null);
+    assert.notEqual(await check(await signParts(k2, "k2", part), NOW), null);
     // A whole number of 3-byte groups, then one character more: a length no byte string
     // encodes to, read by a lenient decoder as the same bytes.
     const whole = good + "a".repeat((3 - (good.length % 3)) % 3);
     const wholePart = base64url(new TextEncoder().encode(whole));
     assert.equal(wholePart.length % 4, 0);
-    assert.notEqual(await check(await signParts(k2, "k2", wholePart), NOW, {}), null);
+    assert.notEqual(await check(await signParts(k2, "k2", wholePart), NOW), null);
     const extra = await signParts(k2, "k2", `${wholePart}A`);
     // Unused bits set in the last character.
     assert.notEqual(part.length % 4, 0, "the claims leave unused bits");
     const last = B64URL.indexOf(part.at(-1));
     const spelled = await signParts(k2, "k2", `${part.slice(0, -1)}${B64URL[last | 1]}`);
     for (const t of [extra, spelled, await signParts(k2, "k2", `${part}=`)]) {
-      assert.equal(await check(t, NOW, {}), null, t);
+      assert.equal(await check(t, NOW), null, t);
     }
   });
 
@@ -379,11 +403,11 @@ describe("claims the format does not allow, properly signed, are null", () => {
     const part = base64url(new TextEncoder().encode(good));
     const long = "k".repeat(32);
     const fits = await newKey(long);
-    assert.notEqual(await check(await sign(fits, CLAIMS), NOW, {}, { keys: [fits.jwk] }), null);
+    assert.notEqual(await check(await sign(fits, CLAIMS), NOW, { room: "shop" }, { keys: [fits.jwk] }), null);
     for (const kid of ["", "k".repeat(33), "k 2", "k+2", "k/2", "k=", "kü", "k\n2", "k%32"]) {
       const key = await newKey(kid);
       const t = await signParts(key, kid, part);
-      assert.equal(await check(t, NOW, {}, { keys: [key.jwk] }), null, JSON.stringify(kid));
+      assert.equal(await check(t, NOW, { room: "shop" }, { keys: [key.jwk] }), null, JSON.stringify(kid));
     }
   });
 
@@ -391,7 +415,7 @@ describe("claims the format does not allow, properly signed, are null", () => {
     const ok = new TextEncoder().encode(good);
     for (const bytes of [[0xff], [0xc3], [0xed, 0xa0, 0x80], [0xc0, 0xaf]]) {
       const text = new Uint8Array([...ok, ...bytes]); // in the scope's prefix
-      assert.equal(await check(await signText(k2, text), NOW, {}), null, String(bytes));
+      assert.equal(await check(await signText(k2, text), NOW), null, String(bytes));
     }
   });
 });
@@ -404,10 +428,10 @@ describe("the key cache", () => {
     for (let round = 0; round < 2; round++) {
       for (let i = 0; i < keys.length; i++) {
         const own = { keys: [keys[i].jwk] };
-        assert.notEqual(await check(tokens[i], NOW, {}, own), null, `r${i}`);
+        assert.notEqual(await check(tokens[i], NOW, { room: "shop" }, own), null, `r${i}`);
         // Another key under this kid: its cached import must not answer for it.
         const impostor = { keys: [{ ...keys[(i + 1) % keys.length].jwk, kid: `r${i}` }] };
-        assert.equal(await check(tokens[i], NOW, {}, impostor), null, `r${i} impostor`);
+        assert.equal(await check(tokens[i], NOW, { room: "shop" }, impostor), null, `r${i} impostor`);
       }
     }
   });
@@ -442,6 +466,42 @@ describe("covers", () => {
     for (const path of ["/", "/a", "/a/b/c", "//x"]) assert.equal(covers(all, path), true, path);
     assert.equal(covers(all, ""), false);
     assert.equal(covers(all, "a"), false);
+  });
+
+  test("a path with a dot segment, plain or encoded, is covered by no scope", () => {
+    const all = { ...CLAIMS, scope: ["/", "/shop", "/static/"] };
+    // The gateway's guard refuses the same (gateway/src/guard.rs).
+    for (const path of [
+      "/shop/../checkout",
+      "/shop/..",
+      "/./checkout",
+      "/shop/%2e%2e/checkout",
+      "/shop/%2E./checkout",
+      "/shop/..%2fcheckout",
+      "/shop/..%2Fcheckout",
+      "/shop/..%5Ccheckout",
+      "/shop/..\\checkout",
+      "/shop/..;/checkout",
+      "/shop/.;x/checkout",
+      "/static%2f..%2fcheckout",
+      "/shop/x/%2e%2e%2f%2e%2e%2fcheckout",
+      "/..",
+      "/.",
+    ]) {
+      assert.equal(covers(all, path), false, path);
+    }
+    for (const path of [
+      "/shop/app.js",
+      "/.well-known/security.txt",
+      "/shop/a..b/c",
+      "/shop/...",
+      "/shop/x/.../y",
+      "/shop/file.",
+      "/shop/%2e%2e%2e",
+      "/shop/..x",
+    ]) {
+      assert.equal(covers(all, path), true, path);
+    }
   });
 
   test("anything but claims and a path is not covered, never a throw", () => {

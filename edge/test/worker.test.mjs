@@ -104,6 +104,10 @@ test("everything else goes to the gateway", async () => {
     ["/shop", `wr_demo_e=${await sign(k, claims({ room: "other" }))}`],
     ["/shop", `wr_demo_e=${await sign(k, claims({ expiresAt: T0 - 10 }))}`],
     ["/shop", `wr_demo_e=${await sign(stranger, claims())}`],
+    // A dot segment the URL parser keeps, which an origin decoding "%2f" reads as "/checkout".
+    ["/shop/..%2fcheckout", `wr_demo_e=${token}`],
+    ["/shop/%2e%2e%5Ccheckout", `wr_demo_e=${token}`],
+    ["/shop/..;/checkout", `wr_demo_e=${token}`],
   ]) {
     assert.equal(await destination(w, path, cookies), gateway(path), `${path} ${cookies}`);
   }

@@ -181,11 +181,17 @@ impl EdgeKeySet {
             next,
             previous,
         };
-        let ids: Vec<&str> = set.keys().map(EdgeKey::id).collect();
-        if (1..ids.len()).any(|i| ids[..i].contains(&ids[i])) {
+        if set.shares_an_id() {
             return Err(refused("two keys have the same id"));
         }
         Ok(set)
+    }
+
+    /// Whether two keys of the set have the same id: an edge would verify the tokens of one of
+    /// them with the other's key, and refuse them.
+    pub(crate) fn shares_an_id(&self) -> bool {
+        let ids: Vec<&str> = self.keys().map(EdgeKey::id).collect();
+        (1..ids.len()).any(|i| ids[..i].contains(&ids[i]))
     }
 
     /// The key that signs.

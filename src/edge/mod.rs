@@ -113,6 +113,8 @@ impl EdgeTokens {
             "the scope must be path prefixes, each starting with / and without spaces"
         } else if longest_claims(room, &self.scope) > MAX_EDGE_CLAIMS_LEN || room.len() > 64 {
             "the room id and scope do not fit a token's 512 bytes of claims"
+        } else if self.keys.shares_an_id() {
+            "two keys of the set have the same id"
         } else {
             return Ok(());
         };

@@ -110,7 +110,10 @@ impl EdgeClaims {
         let session = SessionId::from_hex(session)?;
         let time = |s: &str| (s.len() <= MAX_TIME_DIGITS).then(|| parse_u64(s)).flatten();
         let (issued_at, expires_at) = (time(issued_at)?, time(expires_at)?);
-        if expires_at <= issued_at {
+        // No room mints a token living longer than MAX_EDGE_TTL: one that says so was not made
+        // by a room, and if a signing key leaked, the tokens made with it would otherwise pass
+        // for as long as the key stays in the set.
+        if expires_at <= issued_at || expires_at - issued_at > super::MAX_EDGE_TTL.as_secs() {
             return None;
         }
         let scope = scope
@@ -241,6 +244,28 @@ mod tests {
             assert_eq!(at_token(&set, &signed(&bad)), None, "{bad:?}");
         }
         assert_eq!(at_token(&set, &"a".repeat(5_000)), None);
+    }
+
+    #[test]
+    fn a_token_living_longer_than_a_room_mints_is_none() {
+        let set = keys();
+        let at = |claims: EdgeClaims| {
+            EdgeClaims::verify(&set, "shop", &claims.sign(set.current()), 1_800_000_030)
+        };
+        let longest = 1_800_000_000 + super::super::MAX_EDGE_TTL.as_secs();
+        assert!(at(EdgeClaims {
+            expires_at: longest,
+            ..claims()
+        })
+        .is_some());
+        for (issued_at, expires_at) in [(1_800_000_000, longest + 1), (0, 999_999_999_999)] {
+            let forged = EdgeClaims {
+                issued_at,
+                expires_at,
+                ..claims()
+            };
+            assert_eq!(at(forged), None, "{issued_at} to {expires_at}");
+        }
     }
 
     fn at_token(set: &EdgeKeySet, token: &str) -> Option<EdgeClaims> {

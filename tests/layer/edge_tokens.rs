@@ -218,6 +218,14 @@ fn tokens_a_room_cannot_issue_are_refused_at_build() {
             EdgeTokens::new(keys()).scope(vec![format!("/{}", "x".repeat(250)); 3]),
             "do not fit",
         ),
+        (
+            // The JWKS would list both under one id, and edges verify with the first.
+            EdgeTokens::new(
+                EdgeKeySet::new(EdgeKey::from_seed("k", &[1; 32]).unwrap())
+                    .with_previous(EdgeKey::from_seed("k", &[2; 32]).unwrap()),
+            ),
+            "the same id",
+        ),
     ] {
         match build(tokens) {
             Err(e @ ConfigError::InvalidEdgeTokens { .. }) => {
