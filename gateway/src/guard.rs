@@ -60,7 +60,7 @@ pub fn check<B>(req: &Request<B>) -> Result<(), Problem> {
         let authority = value
             .to_str()
             .ok()
-            .filter(|s| !s.is_empty() && !s.contains('@'))
+            .filter(|s| is_host_and_port(s))
             .and_then(|s| s.parse::<http::uri::Authority>().ok())
             .ok_or(Problem::BadRequest("The Host header is not a host name."))?;
         if let Some(target) = req.uri().authority() {
@@ -72,6 +72,55 @@ pub fn check<B>(req: &Request<B>) -> Result<(), Problem> {
         }
     }
     Ok(())
+}
+
+/// Whether `host` is a host name, an IPv4 address or a bracketed IPv6 address, then an optional
+/// port from 1 to 65535. A URI's authority takes far more (`a,b`, `x;for=1.2.3.4`, `.a`, an
+/// empty port), which the rooms' `hosts` rules would not match and an app, or a framework
+/// reading `X-Forwarded-Host`, would read as a host by its first or its last part: a way past
+/// a room that covers a host. A name is labels of letters, digits, `-` and `_` (1 to 63 each,
+/// 253 in all), with at most one dot at its end.
+fn is_host_and_port(host: &str) -> bool {
+    let (name, port) = if let Some(rest) = host.strip_prefix('[') {
+        let Some((ip, after)) = rest.split_once(']') else {
+            return false;
+        };
+        if ip.parse::<std::net::Ipv6Addr>().is_err() {
+            return false;
+        }
+        let port = match after {
+            "" => None,
+            _ => match after.strip_prefix(':') {
+                Some(port) => Some(port),
+                None => return false,
+            },
+        };
+        (None, port)
+    } else {
+        match host.split_once(':') {
+            Some((name, port)) => (Some(name), Some(port)),
+            None => (Some(host), None),
+        }
+    };
+    let port_ok = port.is_none_or(|p| {
+        !p.is_empty()
+            && p.len() <= 5
+            && p.bytes().all(|b| b.is_ascii_digit())
+            && p.parse::<u32>().is_ok_and(|n| (1..=65_535).contains(&n))
+    });
+    let name_ok = name.is_none_or(|n| {
+        let n = n.strip_suffix('.').unwrap_or(n);
+        !n.is_empty()
+            && n.len() <= 253
+            && n.split('.').all(|label| {
+                !label.is_empty()
+                    && label.len() <= 63
+                    && label
+                        .bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+            })
+    });
+    port_ok && name_ok
 }
 
 /// Whether `path` has a segment that is one or two dots (see the [module docs](self)).
@@ -150,7 +199,31 @@ mod tests {
         assert_eq!(check(&req("GET", "/", &[])).unwrap_err().status(), 400);
         let two = req("GET", "/", &[("host", "a"), ("host", "b")]);
         assert_eq!(check(&two).unwrap_err().status(), 400);
-        for bad in ["", "a b", "user@host", "exa mple.com", "a/b"] {
+        for bad in [
+            "",
+            "a b",
+            "user@host",
+            "exa mple.com",
+            "a/b",
+            "launch.example,evil",
+            "evil,launch.example",
+            "x;for=6.6.6.6",
+            ".launch.example",
+            "launch.example..",
+            "launch..example",
+            "[launch.example]",
+            "[::1",
+            "[::1]x",
+            "[::1]:",
+            "other:abc",
+            "other:",
+            "other:0",
+            "launch.example:99999",
+            "launch.example:443:443",
+            "::1",
+            "a*b",
+            "\u{e9}t\u{e9}.example",
+        ] {
             let r = req("GET", "/", &[("host", bad)]);
             assert_eq!(check(&r).unwrap_err().status(), 400, "{bad:?}");
         }
@@ -158,6 +231,21 @@ mod tests {
         assert_eq!(check(&other).unwrap_err().status(), 400);
         let same = req("GET", "http://shop.example/x", &[("host", "SHOP.example")]);
         assert_eq!(check(&same), Ok(()));
+        for fine in [
+            "shop.example",
+            "shop.example.",
+            "shop.example:8080",
+            "127.0.0.1",
+            "127.0.0.1:65535",
+            "[::1]",
+            "[2001:db8::1]:443",
+            "localhost",
+            "my_host-1.internal",
+            "xn--bcher-kva.example",
+        ] {
+            let r = req("GET", "/", &[("host", fine)]);
+            assert_eq!(check(&r), Ok(()), "{fine:?}");
+        }
         for lower in ["post", "Get", "pOST"] {
             let r = req(lower, "/checkout", &[("host", "shop.example")]);
             assert_eq!(check(&r).unwrap_err().status(), 400, "{lower:?}");

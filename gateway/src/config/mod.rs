@@ -330,13 +330,16 @@ impl Lines<'_> {
     fn paths(&self, file: &GatewayFile) -> Result<Paths, FileError> {
         let own = |p: &Spanned<String>, key: &str| -> Result<String, FileError> {
             let path = p.get_ref();
-            if !path.starts_with('/') || path.len() < 2 || path.contains(['?', '#', ' ']) {
+            // Checked as it will be used, its trailing slashes gone: `//` would be no path at
+            // all, which every request's path starts with.
+            let kept = path.trim_end_matches('/');
+            if !path.starts_with('/') || kept.len() < 2 || path.contains(['?', '#', ' ']) {
                 return Err(self.at(
                     p,
                     format!("paths.{key}: `{path}` is not a path such as /__gateway/{key}"),
                 ));
             }
-            Ok(path.trim_end_matches('/').to_owned())
+            Ok(kept.to_owned())
         };
         let health = own(&file.paths.health, "health")?;
         let metrics = match file.paths.metrics.get_ref().as_str() {

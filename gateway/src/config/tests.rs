@@ -420,3 +420,14 @@ fn a_cluster_is_checked_as_a_whole_and_its_variable_split_on_any_space() {
         )
     );
 }
+
+#[test]
+fn a_gateway_path_of_slashes_only_is_refused_at_its_line() {
+    for (key, path) in [("admin", "//"), ("health", "///"), ("metrics", "//")] {
+        let (line, message) = refused(&format!(
+            "upstream = \"http://127.0.0.1:8000\"\n[paths]\n{key} = \"{path}\"\n"
+        ));
+        assert_eq!(line, Some(3), "{key}: {message}");
+        assert!(message.contains(&format!("paths.{key}")), "{message}");
+    }
+}

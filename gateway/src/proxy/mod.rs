@@ -209,7 +209,17 @@ where
         let (body, upload) = Sent::new(body);
         (body.boxed_unsync(), Some(upload))
     } else {
-        (body.map_err(Into::into).boxed_unsync(), None)
+        // None, said as none: the client's body (empty, as its head says) behind tower-http's
+        // wrappers tells hyper no size, and hyper would send it chunked, a `0` chunk that turns
+        // an `OPTIONS` or a `DELETE` into a request with a body, and one the apps that refuse
+        // chunked requests answer `411`.
+        drop(body);
+        (
+            http_body_util::Empty::new()
+                .map_err(|never| match never {})
+                .boxed_unsync(),
+            None,
+        )
     };
     let out = Request::from_parts(parts, body);
 

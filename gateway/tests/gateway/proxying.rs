@@ -259,6 +259,26 @@ fn request_bodies_reach_the_app_whole() {
     assert_eq!(res.status, 200, "{}", res.text());
     assert_eq!(res.header("x-body-framing"), Some("chunked"));
     assert!(res.body == body, "the mirrored chunked body differs");
+
+    // A request whose head says no body reaches the app without one: not chunked (a `0`
+    // chunk, which an app refusing chunked requests answers `411`), a `POST` with a length
+    // of 0 at most.
+    for method in ["OPTIONS", "DELETE", "POST", "PATCH", "GET"] {
+        let raw = format!(
+            "{method} /mirror HTTP/1.1\r\nHost: {}\r\nConnection: close\r\nCookie: {}\r\n\r\n",
+            gw.addr,
+            cookies.join("; ")
+        );
+        let res = send_raw(gw.addr, raw.as_bytes(), LIMIT).unwrap();
+        assert_eq!(res.status, 200, "{method}: {}", res.text());
+        assert_ne!(res.header("x-body-framing"), Some("chunked"), "{method}");
+        assert_eq!(res.header("x-body-bytes"), Some("0"), "{method}");
+        assert!(
+            matches!(res.header("x-got-content-length"), Some("none" | "0")),
+            "{method}: {:?}",
+            res.header("x-got-content-length")
+        );
+    }
 }
 
 #[test]

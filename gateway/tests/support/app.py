@@ -310,6 +310,7 @@ def mirror_first(original):
 Handler.do_GET = Handler.do_POST = Handler.do_PUT = Handler.do_PATCH = mirror_first(
     Handler.handle_any
 )
+Handler.do_DELETE = Handler.do_OPTIONS = mirror_first(Handler.handle_any)
 
 
 def main():
