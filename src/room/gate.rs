@@ -237,7 +237,7 @@ impl Gates {
     pub(super) fn matches<B>(&self, core: &Core, req: &Request<B>) -> bool {
         !self.rules.is_empty()
             && !core.is_endpoint_path(req.uri().path())
-            && self.rules.iter().any(|rule| rule.matches(req))
+            && self.rules.iter().any(|rule| rule.matches_gate(req))
     }
 
     /// A request to a route gated by this room, in a room without single-use tickets: its

@@ -79,7 +79,7 @@ impl Rooms {
         {
             return Route::Room(&self.all[*i]);
         }
-        if let Some((_, i)) = self.gates.iter().find(|(rule, _)| rule.matches(req)) {
+        if let Some((_, i)) = self.gates.iter().find(|(rule, _)| rule.matches_gate(req)) {
             return Route::Gate(&self.all[*i]);
         }
         if let Some((_, i)) = self.routes.iter().find(|(rule, _)| rule.matches(req)) {

@@ -7,12 +7,14 @@
 //! |---|---|---|
 //! | `config_error.rs` | [`ConfigError`]: every way a configuration can be refused (its messages are written in `config`, next to the bounds they name) | `ConfigError`, `config::ConfigError` |
 //! | `rule.rs` | [`Rule`]: which requests go to a room, or are gated by one | `routing::Rule` |
+//! | `loose_path.rs` | a path as the most lenient app reads it, which the gates match | |
 //! | `place.rs` | [`Place`]: where a waiter stands in the line | `store::Place` |
 //! | `nonce.rs` | [`TicketNonce`]: which single-use ticket a signed ticket stands for | `store::TicketNonce` |
 //! | here | [`ADMISSION_TICKET_HEADER`]: the header that carries an admission to gated routes | `routing::ADMISSION_TICKET_HEADER` |
 //! | here | [`BREAKER_STATE`]: the gauge the Redis store's circuit breaker sets | `telemetry::BREAKER_STATE` |
 
 mod config_error;
+mod loose_path;
 mod nonce;
 mod place;
 mod rule;

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use http::{header, Method, Request};
 
+use super::loose_path::loose;
 use crate::client::RequestInfo;
 
 /// A predicate over a request, for what the structured parts of a rule cannot say.
@@ -20,6 +21,16 @@ type Predicate = dyn Fn(&RequestInfo<'_>) -> bool + Send + Sync;
 /// | host | [`host`](Self::host), [`with_host`](Self::with_host) | the request's host (`Host` header, or the URI's authority), case-insensitive, port ignored |
 /// | methods | [`method`](Self::method), [`methods`](Self::methods), [`with_methods`](Self::with_methods) | any of them |
 /// | predicate | [`when`](Self::when), [`and_when`](Self::and_when) | whatever the closure says |
+///
+/// As a **gate** ([`WaitingRoomsBuilder::gate`](crate::routing::WaitingRoomsBuilder::gate),
+/// [`WaitingRoomBuilder::gate`](crate::WaitingRoomBuilder::gate)) a rule matches more: its path
+/// and the request's are also compared as the most lenient app reads them (percent-escapes
+/// decoded, `;` parameters, repeated and trailing slashes, trailing dots and dot segments
+/// dropped, case ignored), so that `/Checkout/`, `/checkout;x`, `//checkout` and `/%63heckout`
+/// are all behind a gate on `/checkout`: an app that serves one of them as that route (Express
+/// ignores case and a trailing slash by default, Java servers drop `;` parameters) would
+/// otherwise serve it to anyone. A room's own rules and bypass rules match the path as it
+/// comes.
 ///
 /// [`WaitingRoomsBuilder::build`](crate::routing::WaitingRoomsBuilder::build) refuses two rules of
 /// different rooms (or two gates to different rooms) that can match the same request, so the
@@ -209,6 +220,29 @@ impl Rule {
             .is_none_or(|p| p(&RequestInfo::new(req)))
     }
 
+    /// Whether `req` matches every part of the rule as a gate: its path compared as the most
+    /// lenient app reads it (`loose_path.rs`: `/Checkout/`, `/checkout;x`, `//checkout` and
+    /// `/%63heckout` are `/checkout`), so that no spelling an app serves as a gated route gets
+    /// past the gate.
+    pub(crate) fn matches_gate<B>(&self, req: &Request<B>) -> bool {
+        if let Some(methods) = &self.methods {
+            if !methods.contains(req.method()) {
+                return false;
+            }
+        }
+        if !self.path.matches_loosely(req.uri().path()) {
+            return false;
+        }
+        if let Some(host) = &self.host {
+            if !request_host(req).is_some_and(|h| h.eq_ignore_ascii_case(host)) {
+                return false;
+            }
+        }
+        self.predicate
+            .as_ref()
+            .is_none_or(|p| p(&RequestInfo::new(req)))
+    }
+
     /// Whether some request can match both rules, by their structured parts (predicates are
     /// not looked at: the caller skips rules that have one).
     pub(crate) fn may_overlap(&self, other: &Rule) -> bool {
@@ -231,6 +265,34 @@ impl PathMatch {
             PathMatch::Prefix(p) => under(path, p),
             PathMatch::Exact(p) => path == p,
             PathMatch::Starts(p) => path.starts_with(p.as_str()),
+            PathMatch::Malformed(_) => false,
+        }
+    }
+
+    /// [`matches`](Self::matches), or the same with `path` and the rule's own read as the most
+    /// lenient app reads them (`loose_path.rs`).
+    fn matches_loosely(&self, path: &str) -> bool {
+        if self.matches(path) {
+            return true;
+        }
+        let path = loose(path);
+        match self {
+            PathMatch::Any => true,
+            PathMatch::Prefix(p) => p.is_empty() || under(&path, &loose(p)),
+            PathMatch::Exact(p) => *path == *loose(p),
+            // `/api/orders/*`: what lies under `/api/orders` (not that path itself, which the
+            // pattern leaves out); `/api/ord*`: what starts with `/api/ord`.
+            PathMatch::Starts(p) => {
+                let prefix = loose(p);
+                if !p.ends_with('/') {
+                    path.starts_with(&*prefix)
+                } else if prefix == "/" {
+                    true
+                } else {
+                    path.strip_prefix(&*prefix)
+                        .is_some_and(|rest| rest.starts_with('/'))
+                }
+            }
             PathMatch::Malformed(_) => false,
         }
     }
@@ -340,6 +402,41 @@ mod tests {
 
     fn get(path: &str) -> Request<()> {
         req(Method::GET, "shop.example", path)
+    }
+
+    #[test]
+    fn a_gate_matches_every_spelling_of_its_path_and_nothing_beside_it() {
+        let orders = Rule::path("/api/orders/*");
+        for yes in [
+            "/api/orders/7",
+            "/API/Orders/7",
+            "/api/orders;x/7",
+            "/api//orders/7/",
+        ] {
+            assert!(orders.matches_gate(&get(yes)), "{yes}");
+        }
+        // (`/api/orders/` starts with the pattern as written, and matches.)
+        for no in ["/api/orders", "/api/ordersx/7", "/api/order/7", "/"] {
+            assert!(!orders.matches_gate(&get(no)), "{no}");
+        }
+        let ord = Rule::path("/api/ord*");
+        assert!(ord.matches_gate(&get("/API/ORDERS")));
+        assert!(!ord.matches_gate(&get("/api/or")));
+        let shop = Rule::path_prefix("/shop");
+        for yes in ["/Shop", "/shop/", "//shop/x", "/%73hop/x", "/x/../shop"] {
+            assert!(shop.matches_gate(&get(yes)), "{yes}");
+            assert!(
+                !Rule::path_prefix("/other").matches_gate(&get(yes)),
+                "{yes}"
+            );
+        }
+        assert!(!shop.matches_gate(&get("/shopping")));
+        assert!(Rule::path_prefix("/").matches_gate(&get("/Anything;x")));
+        let checkout = Rule::post("/Checkout");
+        assert!(checkout.matches_gate(&req(Method::POST, "shop.example", "/checkout/")));
+        assert!(!checkout.matches_gate(&req(Method::GET, "shop.example", "/checkout")));
+        // A room's own rules (and bypass rules) match the path as it comes.
+        assert!(!shop.matches(&get("/Shop")));
     }
 
     #[test]

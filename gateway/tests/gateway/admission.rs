@@ -167,6 +167,74 @@ fn a_gated_route_needs_an_admission_and_never_queues() {
     assert_eq!(app.seen(), ["GET /", "POST /checkout"]);
 }
 
+/// A gate holds for every spelling of its route an app may serve as it (Express ignores case
+/// and a trailing slash, Java servers drop `;` parameters, nginx merges slashes, most decode
+/// `%63`): a visitor admitted by the default room but not by the gate's room, or by none, is
+/// refused them all, and the app sees none of them.
+#[test]
+fn a_gate_holds_for_every_spelling_of_its_route() {
+    let app = App::start();
+    let rooms = format!(
+        "{}
+[[rooms]]
+room = \"drop\"\ncapacity = 1\npaths = [\"/drop\"]\n\
+         gates = [\"POST /checkout\", \"GET /orders\", \"/api/orders/*\"]\n\
+         secure_cookies = false\nsecret_env = \"WAITING_ROOM_SECRET\"\n",
+        sale_room(100)
+    );
+    let gw = Gateway::start(&config(&app.url(), &rooms));
+    let mut shop = admitted(gw.addr, "/", LIMIT);
+    let mut spellings = Vec::new();
+    for path in [
+        "/checkout",
+        "/checkout/",
+        "/checkout;x",
+        "//checkout",
+        "/Checkout",
+        "/%63heckout",
+        "/checkout%2f",
+        "/checkout.",
+        "/checkout%3bx",
+        "/checkout%20",
+    ] {
+        spellings.push(("POST", path.to_owned()));
+    }
+    for path in ["/orders", "/orders/", "/ORDERS", "/orders;jsessionid=1"] {
+        spellings.push(("GET", path.to_owned()));
+    }
+    for path in [
+        "/api/orders/1",
+        "/api/orders;x/1",
+        "/api//orders/1",
+        "/API/orders/1",
+    ] {
+        spellings.push(("GET", path.to_owned()));
+    }
+    for (method, path) in &spellings {
+        for jar in [&mut shop, &mut Jar::default()] {
+            let res = request(gw.addr, method, path, &JSON, b"", jar);
+            assert_eq!(res.status, 403, "{method} {path}: {}", res.text());
+            assert_eq!(res.json()["room"], "drop", "{method} {path}");
+        }
+    }
+    // What the gates do not name is the default room's, as before.
+    let res = request(gw.addr, "GET", "/checkout", &JSON, b"", &mut shop);
+    assert_eq!(res.status, 200, "{}", res.text());
+    let res = request(gw.addr, "GET", "/api/orders", &JSON, b"", &mut shop);
+    assert_eq!(res.status, 200, "{}", res.text());
+    let res = request(gw.addr, "GET", "/checkout-help", &JSON, b"", &mut shop);
+    assert_eq!(res.status, 200, "{}", res.text());
+    assert_eq!(
+        app.seen(),
+        [
+            "GET /",
+            "GET /checkout",
+            "GET /api/orders",
+            "GET /checkout-help"
+        ]
+    );
+}
+
 #[test]
 fn bypassed_paths_reach_the_app_without_the_room() {
     let app = App::start();

@@ -1,0 +1,134 @@
+//! A path as the most lenient app could read it, for the gates: a gated route must hold for
+//! every spelling an app may serve as that route, or a visitor without an admission reaches it
+//! by another spelling.
+//!
+//! Apps and the servers in front of them read paths loosely: Express ignores case and a
+//! trailing slash by default, Java servers drop `;` parameters, nginx merges slashes, most
+//! decode percent-escapes (`/%63heckout`), IIS trims trailing dots and spaces, and a path with
+//! `..` is resolved. A gate is refusal unless admitted, so matching more spellings than an app
+//! serves costs nothing but a `403` for a path nobody links to; matching fewer lets people
+//! past it. Rooms' own rules and bypass rules match the path as it comes (a bypass matched
+//! loosely would let people past a room).
+
+use std::borrow::Cow;
+
+/// `path` read as leniently as any app would: percent-escapes decoded (once), `\` as `/`, each
+/// segment cut at its first `;`, its trailing dots and spaces trimmed, `.` and `..` resolved,
+/// empty segments (`//`, a trailing `/`) dropped, ASCII letters in lower case. Always starts
+/// with `/`; the root is `/`.
+pub(crate) fn loose(path: &str) -> Cow<'_, str> {
+    if is_loose(path) {
+        return Cow::Borrowed(path);
+    }
+    let decoded = decode(path.as_bytes());
+    let text = String::from_utf8_lossy(&decoded);
+    let mut segments: Vec<String> = Vec::new();
+    for segment in text.split(['/', '\\']) {
+        let segment = segment.split(';').next().unwrap_or_default();
+        match segment {
+            "." => continue,
+            ".." => {
+                segments.pop();
+                continue;
+            }
+            _ => {}
+        }
+        let segment = segment.trim_end_matches(['.', ' ']);
+        if !segment.is_empty() {
+            segments.push(segment.to_ascii_lowercase());
+        }
+    }
+    let mut out = String::with_capacity(path.len());
+    for segment in &segments {
+        out.push('/');
+        out.push_str(segment);
+    }
+    if out.is_empty() {
+        out.push('/');
+    }
+    Cow::Owned(out)
+}
+
+/// Whether `path` is already as [`loose`] makes it: most are (lower-case letters, digits, `-`,
+/// `_` and single slashes), and then nothing is allocated.
+fn is_loose(path: &str) -> bool {
+    let b = path.as_bytes();
+    b.first() == Some(&b'/')
+        && (b.len() == 1 || b.last() != Some(&b'/'))
+        && b.windows(2).all(|w| w != b"//")
+        && b.iter()
+            .all(|&c| c.is_ascii_lowercase() || c.is_ascii_digit() || b"/-_".contains(&c))
+}
+
+/// `bytes` with each `%` and two hex digits replaced by the byte they name.
+fn decode(bytes: &[u8]) -> Vec<u8> {
+    let hex = |c: u8| char::from(c).to_digit(16).map(|d| d as u8);
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            if let (Some(h), Some(l)) = (
+                bytes.get(i + 1).copied().and_then(hex),
+                bytes.get(i + 2).copied().and_then(hex),
+            ) {
+                out.push(h * 16 + l);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::loose;
+
+    #[test]
+    fn every_spelling_an_app_may_serve_as_a_path_reads_as_it() {
+        for spelling in [
+            "/checkout",
+            "/checkout/",
+            "/checkout;x",
+            "/checkout;jsessionid=1/",
+            "//checkout",
+            "/Checkout",
+            "/CHECKOUT",
+            "/%63heckout",
+            "/%43heckout",
+            "/checkout%2f",
+            "/checkout%2F",
+            "/checkout.",
+            "/checkout%3bx",
+            "/checkout%20",
+            "/checkout. .",
+            "/shop/../checkout",
+            "/shop/%2e%2e/checkout",
+            "/shop/..%2fcheckout",
+            "/./checkout",
+            "\\checkout",
+            "/shop\\..\\checkout",
+        ] {
+            assert_eq!(loose(spelling), "/checkout", "{spelling:?}");
+        }
+        assert_eq!(loose("/api//Orders;x/7/"), "/api/orders/7");
+        assert_eq!(loose("/"), "/");
+        assert_eq!(loose(""), "/");
+        assert_eq!(loose("//"), "/");
+        assert_eq!(loose("/.."), "/");
+        assert_eq!(loose("/%zz"), "/%zz");
+        assert_eq!(loose("/caf%C3%A9"), "/café");
+    }
+
+    #[test]
+    fn a_path_already_loose_is_not_copied() {
+        for path in ["/", "/checkout", "/api/orders/7", "/a-b_c/1"] {
+            assert!(
+                matches!(loose(path), std::borrow::Cow::Borrowed(_)),
+                "{path}"
+            );
+        }
+    }
+}
