@@ -283,6 +283,18 @@ impl AutoStage {
             // from the capacity it finds, past the start; only the room's very first decider
             // starts with the fast growth of the start.
             let first = state.last.is_none();
+            // A controller whose capacity is not the room's goes: an operator set one by hand on
+            // another gateway and turned the controller back on before this one heard it off
+            // (or another gateway decided meanwhile). Deciding from its own would overwrite the
+            // room's; it goes on from that, as one taking over. (A room's capacity outside the
+            // bounds is the controller's, brought within them: below.)
+            if state
+                .controller
+                .as_ref()
+                .is_some_and(|c| c.capacity() != live.clamp(terms.get_min(), terms.get_max()))
+            {
+                state.controller = None;
+            }
             let controller = state.controller.get_or_insert_with(|| {
                 if first {
                     Controller::new(terms, live)

@@ -18,7 +18,7 @@ use tower_waiting_room::auto::{AutoCapacity, Change, Measured, Reason};
 use tower_waiting_room::store::{AutoStore, GatewayId, Store};
 use tower_waiting_room::telemetry::{AUTO_CAPACITY, AUTO_DECISIONS_TOTAL};
 use tower_waiting_room::testing::TestRoom;
-use tower_waiting_room::{ConfigError, SessionId, WaitingRoomLayer};
+use tower_waiting_room::{ConfigError, SessionId, SigningKey, WaitingRoomLayer};
 
 const WINDOW: Duration = Duration::from_secs(1);
 
@@ -262,6 +262,35 @@ async fn someone_else_writing_the_capacity_turns_it_off_rather_than_fight() {
     assert!(!auto.enabled);
     assert_eq!(auto.reason, Some("changed_elsewhere"));
     assert_eq!(capacity(&room).await, 25);
+}
+
+/// An operator on another gateway sets the capacity by hand and turns the controller back on
+/// before the deciding gateway reports again: it never hears the controller off, and must not
+/// decide from the capacity it last chose (overwriting the operator's): it goes on from the
+/// room's, as one taking over.
+#[tokio::test(start_paused = true)]
+async fn the_decider_goes_on_from_a_capacity_set_on_another_gateway_meanwhile() {
+    let (room, app, _status, inside) = sale("auto-meanwhile").await;
+    requests(&app, &inside, 40).await;
+    next_window(&room, &app, &inside).await;
+    assert_eq!(capacity(&room).await, 6, "this gateway decides");
+    let other = WaitingRoomLayer::builder("auto-meanwhile")
+        .capacity(4)
+        .auto_capacity(terms())
+        .signing_key(SigningKey::new("test", [0x5e; 32]).unwrap())
+        .secure_cookies(false)
+        .clock(room.clock().clone())
+        .store(room.store().clone())
+        .build()
+        .unwrap();
+    other.control().set_capacity(30).await.unwrap();
+    assert!(other.control().resume_auto().await.unwrap());
+    requests(&app, &inside, 40).await;
+    next_window(&room, &app, &inside).await;
+    let auto = room.layer().control().auto().unwrap();
+    assert!(auto.enabled, "{auto:?}");
+    let now = capacity(&room).await;
+    assert!(now >= 30, "the operator's 30 overwritten: {now} ({auto:?})");
 }
 
 #[tokio::test(start_paused = true)]
