@@ -193,8 +193,8 @@ async fn an_operator_changes_the_room_through_the_page_and_the_other_gateway_enf
             .execute("return sessionStorage.getItem('twr-admin-token')", vec![])
             .await
             .unwrap(),
-        json!(TOKEN),
-        "the token is kept in the tab's session storage"
+        json!(null),
+        "the token is kept in the page's memory only, not in the origin's storage"
     );
     shows(&browser, "#waiting", "1").await;
     shows(&browser, "#inside", "1 / 1").await;
@@ -489,7 +489,7 @@ async fn the_dashboard_of_a_busy_room_desktop_and_phone() {
     browser.close().await.unwrap();
 
     // At a phone's width, everything fits without scrolling sideways, and the token is asked
-    // again (a new tab: session storage is per tab).
+    // again (a new page: it was kept in the last one's memory only).
     let phone = driver.phone(390, 844).await;
     phone
         .goto(&format!("http://{}/admin/", gw.g1.addr))
