@@ -7,6 +7,7 @@ use std::io;
 use std::net::SocketAddr;
 use std::pin::{pin, Pin};
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -96,6 +97,7 @@ impl AsyncRead for Counted {
         if read.is_ready() {
             this.framing.read(&buf.filled()[before..]);
         }
+        this.framing.note_read(read.is_pending());
         read
     }
 }
@@ -173,6 +175,7 @@ pub(super) async fn run<S, B>(
         // Where the room finds the client IP (its limit on new visitors per IP needs it).
         req.extensions_mut().insert(PeerAddr(peer));
         let mut service = service.clone();
+        let verdict = Arc::clone(&verdict);
         async move {
             if ambiguous {
                 return Ok(refused());
@@ -187,6 +190,8 @@ pub(super) async fn run<S, B>(
                 match tokio::time::timeout(limits.get_request_timeout(), answer).await {
                     Ok(Ok(res)) => res.map(Either::Left),
                     Ok(Err(never)) => match never {},
+                    // The client's fault, not the service's: it has not sent the body yet.
+                    Err(_) if verdict.waiting_on_body() => body_too_slow(),
                     Err(_) => too_slow(),
                 },
             )
@@ -231,6 +236,16 @@ fn refused<B>() -> Response<Either<B, Full<Bytes>>> {
     plain(
         StatusCode::BAD_REQUEST,
         "a request may not carry both Content-Length and Transfer-Encoding\n",
+        (header::CONNECTION, "close"),
+    )
+}
+
+/// The answer to a request whose body its client had not sent when the request's time ran
+/// out; hyper closes the connection after it (the body was not read to its end).
+fn body_too_slow<B>() -> Response<Either<B, Full<Bytes>>> {
+    plain(
+        StatusCode::REQUEST_TIMEOUT,
+        "the request's body did not arrive in time\n",
         (header::CONNECTION, "close"),
     )
 }

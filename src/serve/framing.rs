@@ -17,7 +17,7 @@
 //! it still served would reach the service as hyper framed it, chunked only.
 
 use std::mem::MaybeUninit;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
 
 /// Which of a connection's requests are refused: those from the first ambiguous head on
@@ -25,18 +25,29 @@ use std::sync::Arc;
 #[derive(Debug)]
 pub(super) struct Verdict {
     first_ambiguous: AtomicU32,
+    /// Whether hyper's last read found nothing while a request's body was still to come: the
+    /// server waits on the client, not the other way round.
+    waiting_on_body: AtomicBool,
 }
 
 impl Verdict {
     fn new() -> Arc<Self> {
         Arc::new(Self {
             first_ambiguous: AtomicU32::new(u32::MAX),
+            waiting_on_body: AtomicBool::new(false),
         })
     }
 
     /// Whether the connection's `request`-th request (from 0) must be refused.
     pub(super) fn refuses(&self, request: u32) -> bool {
         request >= self.first_ambiguous.load(Ordering::Acquire)
+    }
+
+    /// Whether the connection waits on its client for the rest of a request's body: hyper
+    /// asked for more of it, and nothing had come. (A service that stops reading a body has
+    /// hyper stop asking, and then this says no: the wait is the service's.)
+    pub(super) fn waiting_on_body(&self) -> bool {
+        self.waiting_on_body.load(Ordering::Acquire)
     }
 }
 
@@ -117,6 +128,16 @@ impl Framing {
             verdict: Arc::clone(&verdict),
         };
         (framing, verdict)
+    }
+
+    /// Notes a read of hyper's that found nothing yet (`pending`) or brought bytes: while a
+    /// request's body is still to come, a read that found nothing means the connection waits on
+    /// its client ([`Verdict::waiting_on_body`]).
+    pub(super) fn note_read(&self, pending: bool) {
+        let in_body = matches!(self.state, State::Length(_) | State::Chunks(_));
+        self.verdict
+            .waiting_on_body
+            .store(pending && in_body, Ordering::Release);
     }
 
     /// Follows bytes just read from the connection.

@@ -67,8 +67,9 @@ impl Limits {
     }
 
     /// Time the service has to answer a request (its response's head: a streamed body, such as
-    /// the room's event stream, is not cut) before the client gets `503` with `Retry-After: 5`.
-    /// Default 30 s.
+    /// the room's event stream, is not cut) before the client gets `503` with `Retry-After: 5`;
+    /// `408` instead, the connection closed, when it was the client that had not sent the rest
+    /// of the request's body (a body trickled slower than the request may take). Default 30 s.
     pub const fn request_timeout(mut self, timeout: Duration) -> Self {
         self.request_timeout = timeout;
         self

@@ -103,7 +103,8 @@ pub use self::shutdown::shutdown_signal;
 ///
 /// Each request carries a [`PeerAddr`](crate::PeerAddr) with its connection's address; a
 /// request the service does not answer within [`Limits::request_timeout`] gets `503` with
-/// `Retry-After: 5`. Dropping the returned future closes every connection it served at once.
+/// `Retry-After: 5`, or `408` (the connection closed) when the server was waiting for the
+/// client to send the rest of the request's body. Dropping the returned future closes every connection it served at once.
 pub async fn serve<S, B>(
     listener: TcpListener,
     service: S,

@@ -30,7 +30,7 @@ const LIMITS: Limits = Limits::new()
 /// An answer larger than a loopback socket's buffers hold, both ends together.
 const BIG: usize = 64 << 20;
 
-/// `/slow` answers after 600 ms, `/slower` after 3 s, `/big` with [`BIG`] bytes, `/peer` with the request's `PeerAddr`, a request with
+/// `/slow` answers after 600 ms, `/slower` after 3 s, `/body` once it has its whole body, `/big` with [`BIG`] bytes, `/peer` with the request's `PeerAddr`, a request with
 /// `Upgrade: test` is switched to an echo of its bytes, anything else answers `ok`.
 async fn app(mut req: Request<Incoming>) -> Result<Response<Full<Bytes>>, Infallible> {
     let text = match req.uri().path() {
@@ -43,6 +43,13 @@ async fn app(mut req: Request<Incoming>) -> Result<Response<Full<Bytes>>, Infall
             "done".to_owned()
         }
         "/big" => return Ok(Response::new(Full::from(vec![b'x'; BIG]))),
+        "/body" => {
+            use http_body_util::BodyExt;
+            match req.into_body().collect().await {
+                Ok(body) => format!("got {}", body.to_bytes().len()),
+                Err(_) => "cut".to_owned(),
+            }
+        }
         "/peer" => match req.extensions().get::<PeerAddr>() {
             Some(PeerAddr(peer)) => peer.to_string(),
             None => "no peer".to_owned(),
@@ -299,6 +306,60 @@ async fn half_a_header_is_closed_at_the_header_read_timeout_without_a_room() {
         took >= Duration::from_millis(350) && took < Duration::from_millis(1200),
         "closed after {took:?}"
     );
+}
+
+/// A request's time running out is the client's fault when it has not sent its body yet:
+/// `408`, the connection closed. The service's when it has the body and answers late (or has
+/// not read it): `503`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_still_to_come_at_the_request_timeout_is_a_408() {
+    let limits = LIMITS.request_timeout(Duration::from_millis(800));
+    let (addr, _stop, _) = start(limits).await;
+    let mut trickle = connect(
+        addr,
+        b"POST /body HTTP/1.1\r\nHost: t\r\nContent-Length: 20\r\n\r\nabc",
+    )
+    .await;
+    let answer = closed_within(&mut trickle, Duration::from_secs(5))
+        .await
+        .expect("answered and closed");
+    let text = String::from_utf8_lossy(&answer);
+    assert!(text.starts_with("HTTP/1.1 408"), "{text}");
+    assert!(text.contains("did not arrive in time"), "{text}");
+
+    // The body whole, the service slow: the service's.
+    assert!(status_with(addr, "").await.contains("200"));
+    let mut slow = connect(
+        addr,
+        b"POST /slower HTTP/1.1\r\nHost: t\r\nContent-Length: 3\r\nConnection: close\r\n\r\nabc",
+    )
+    .await;
+    let answer = closed_within(&mut slow, Duration::from_secs(5))
+        .await
+        .expect("answered and closed");
+    let text = String::from_utf8_lossy(&answer);
+    assert!(text.starts_with("HTTP/1.1 503"), "{text}");
+    // A body the service never reads, past what hyper takes in at once: the service's too.
+    let mut unread =
+        b"POST /slower HTTP/1.1\r\nHost: t\r\nContent-Length: 4000000\r\n\r\n".to_vec();
+    unread.extend(std::iter::repeat_n(b'x', 4_000_000));
+    let (mut from, mut to) = TcpStream::connect(addr).await.unwrap().into_split();
+    let writer = tokio::spawn(async move {
+        let _ = to.write_all(&unread).await;
+    });
+    let mut head = Vec::new();
+    while !head.ends_with(b"\r\n\r\n") {
+        let mut byte = [0u8; 1];
+        let n = tokio::time::timeout(Duration::from_secs(5), from.read(&mut byte))
+            .await
+            .expect("a response head within 5 s")
+            .unwrap();
+        assert_eq!(n, 1, "closed before the end of the head: {head:?}");
+        head.push(byte[0]);
+    }
+    let head = String::from_utf8_lossy(&head);
+    assert!(head.starts_with("HTTP/1.1 503"), "{head}");
+    writer.abort();
 }
 
 /// A client that stops reading a large answer does not hold its connection for ever: once
