@@ -144,6 +144,7 @@ pub fn build(config: &Config, shared: &Shared) -> Result<Stack, FileError> {
             header::PROXY_AUTHORIZATION,
             header::COOKIE,
         ]))
+        .map_request(fit_request_id)
         .layer(SetRequestIdLayer::x_request_id(MakeId::new()))
         .layer(
             // A 5xx the gateway answers itself (a full line, a closed sale, the app away) is
@@ -299,6 +300,29 @@ impl MakeRequestId for MakeId {
         let n = self.next.fetch_add(1, Ordering::Relaxed);
         crate::values::written(|w| write!(w, "{}-{n:x}", self.prefix)).map(RequestId::new)
     }
+}
+
+/// The request with the `X-Request-Id` it came with when that is an id (a load balancer in
+/// front sets one): 1 to 128 visible ASCII characters, given once. Another (8 000 characters,
+/// spaces and quotes that make a log line read two ways) is removed, and the gateway sets its
+/// own.
+fn fit_request_id<B>(mut req: Request<B>) -> Request<B> {
+    let mut given = req.headers().get_all("x-request-id").iter();
+    let fit = match (given.next(), given.next()) {
+        (None, _) => true,
+        (Some(v), None) => {
+            let b = v.as_bytes();
+            !b.is_empty()
+                && b.len() <= 128
+                && b.iter().all(u8::is_ascii_graphic)
+                && !b.contains(&b'"')
+        }
+        (Some(_), Some(_)) => false,
+    };
+    if !fit {
+        req.headers_mut().remove("x-request-id");
+    }
+    req
 }
 
 /// Compress what the gateway and its rooms write (pages, JSON), never the app's answers: the

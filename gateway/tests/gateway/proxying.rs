@@ -355,6 +355,17 @@ fn each_request_gets_an_id_the_client_and_the_app_both_see() {
     let c = request(gw.addr, "GET", "/echo", &given, b"", &mut jar);
     assert_eq!(c.header("x-request-id"), Some("lb-7f3a-0042"));
     assert_eq!(echoed(&c, "x-request-id"), ["lb-7f3a-0042"]);
+
+    // One that is no id (too long for one, or with spaces and quotes that would make log lines
+    // ambiguous) is replaced by the gateway's own.
+    let long = "x".repeat(129);
+    for bad in [long.as_str(), "a b", "\"quoted\""] {
+        let given = [("accept", "application/json"), ("x-request-id", bad)];
+        let d = request(gw.addr, "GET", "/echo", &given, b"", &mut jar);
+        let id = d.header("x-request-id").expect("an id").to_owned();
+        assert!(id != bad && id.len() <= 64, "{bad:?} kept as {id:?}");
+        assert_eq!(echoed(&d, "x-request-id"), [id.as_str()]);
+    }
 }
 
 #[test]
