@@ -159,7 +159,10 @@ function hasDotSegment(path) {
       else break;
       dots += 1;
     }
-    if (dots >= 1 && dots <= 2 && (at === path.length || path[at] === ";" || separator(at) > 0)) {
+    // Then spaces, tabs or NULs, percent-encoded: a server that trims them reads "..%20" as "..".
+    let end = at;
+    while (["%20", "%09", "%00"].includes(path.slice(end, end + 3))) end += 3;
+    if (dots >= 1 && dots <= 2 && (end === path.length || path[end] === ";" || separator(end) > 0)) {
       return true;
     }
     for (;;) {

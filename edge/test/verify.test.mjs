@@ -487,6 +487,9 @@ describe("covers", () => {
       "/shop/x/%2e%2e%2f%2e%2e%2fcheckout",
       "/..",
       "/.",
+      "/shop/..%20/checkout",
+      "/shop/..%09/checkout",
+      "/shop/..%00/checkout",
     ]) {
       assert.equal(covers(all, path), false, path);
     }
@@ -499,6 +502,7 @@ describe("covers", () => {
       "/shop/file.",
       "/shop/%2e%2e%2e",
       "/shop/..x",
+      "/shop/..%20x/y",
     ]) {
       assert.equal(covers(all, path), true, path);
     }

@@ -16,8 +16,9 @@
 //! match the path as it comes, while an app (or a server in front of it) may resolve it: with
 //! `bypass = ["/static"]`, `/static/../checkout` would pass the room as a static file and be
 //! served as `/checkout`. So a segment that is `.` or `..`, written plainly or percent-encoded,
-//! or followed by `;` (`..;`, which Java servers read as `..`), between slashes, backslashes or
-//! their percent-encodings, is refused.
+//! or followed by `;` (`..;`, which Java servers read as `..`) or by encoded spaces, tabs or
+//! NULs (`..%20`, which IIS reads as `..`), between slashes, backslashes or their
+//! percent-encodings, is refused.
 
 use http::header::HOST;
 use http::{Method, Request, Version};
@@ -139,8 +140,14 @@ fn has_dot_segment(path: &[u8]) -> bool {
             }
             dots += 1;
         }
+        // Then spaces, tabs or NULs, percent-encoded: a server that trims them from a segment
+        // (IIS, Windows' file names) or cuts at a NUL reads `..%20` as `..`.
+        let mut end = at;
+        while let Some(len) = blank(path, end) {
+            end += len;
+        }
         if (1..=2).contains(&dots)
-            && (at == path.len() || path[at] == b';' || separator(path, at).is_some())
+            && (end == path.len() || path[end] == b';' || separator(path, end).is_some())
         {
             return true;
         }
@@ -172,6 +179,14 @@ fn separator(path: &[u8], at: usize) -> Option<usize> {
         }
         _ => None,
     }
+}
+
+/// The length of a percent-encoded space, tab or NUL at `at` (`%20`, `%09`, `%00`), if there is
+/// one.
+fn blank(path: &[u8], at: usize) -> Option<usize> {
+    path.get(at..at + 3)
+        .filter(|b| matches!(*b, b"%20" | b"%09" | b"%00"))
+        .map(|_| 3)
 }
 
 /// Whether `path` has `%2` and `hex` (either case) at `at`.
@@ -275,6 +290,11 @@ mod tests {
             "/static%2f..%2fcheckout",
             "/..",
             "/.",
+            "/static/..%20/checkout",
+            "/static/..%09/checkout",
+            "/static/..%00/checkout",
+            "/static/.%20%20/checkout",
+            "/static/..%20",
         ] {
             let r = req("GET", bad, &[("host", "shop.example")]);
             assert_eq!(check(&r).unwrap_err().status(), 400, "{bad:?}");
@@ -290,6 +310,8 @@ mod tests {
             "/%2e%2e%2e",
             "/static/..x",
             "/checkout?next=/../x",
+            "/static/..%20x/y",
+            "/static/%20../y",
         ] {
             let r = req("GET", fine, &[("host", "shop.example")]);
             assert_eq!(check(&r), Ok(()), "{fine:?}");
