@@ -202,22 +202,7 @@ impl Rule {
 
     /// Whether `req` matches every part of the rule.
     pub(crate) fn matches<B>(&self, req: &Request<B>) -> bool {
-        if let Some(methods) = &self.methods {
-            if !methods.contains(req.method()) {
-                return false;
-            }
-        }
-        if !self.path.matches(req.uri().path()) {
-            return false;
-        }
-        if let Some(host) = &self.host {
-            if !request_host(req).is_some_and(|h| h.eq_ignore_ascii_case(host)) {
-                return false;
-            }
-        }
-        self.predicate
-            .as_ref()
-            .is_none_or(|p| p(&RequestInfo::new(req)))
+        self.matches_by(req, PathMatch::matches)
     }
 
     /// Whether `req` matches every part of the rule as a gate: its path compared as the most
@@ -225,12 +210,17 @@ impl Rule {
     /// `/%63heckout` are `/checkout`), so that no spelling an app serves as a gated route gets
     /// past the gate.
     pub(crate) fn matches_gate<B>(&self, req: &Request<B>) -> bool {
+        self.matches_by(req, PathMatch::matches_loosely)
+    }
+
+    /// Whether `req` matches every part of the rule, its path by `path_matches`.
+    fn matches_by<B>(&self, req: &Request<B>, path_matches: fn(&PathMatch, &str) -> bool) -> bool {
         if let Some(methods) = &self.methods {
             if !methods.contains(req.method()) {
                 return false;
             }
         }
-        if !self.path.matches_loosely(req.uri().path()) {
+        if !path_matches(&self.path, req.uri().path()) {
             return false;
         }
         if let Some(host) = &self.host {

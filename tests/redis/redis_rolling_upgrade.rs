@@ -17,7 +17,7 @@
 //! bytes) is refused by each of them.
 
 use crate::redis_harness;
-use crate::redis_store_v2::{early_in_a_second, one_slot};
+use crate::redis_store_v2::{early_in_a_second, key, one_slot};
 
 use std::time::Duration;
 
@@ -628,36 +628,25 @@ async fn a_relabelled_room_is_taken_back_whatever_the_older_library_placed_first
     for older in Older::ALL {
         let (server, mut c) = server_with(older.library()).await;
         let store = gateway(&server);
-        let policy = RoomPolicy::new("ends", 2)
-            .with_ttls(
-                Duration::from_secs(3_600),
-                Duration::from_secs(60),
-                Duration::from_secs(120),
-            )
-            .with_max_queue_len(1_000);
+        let mut policy = one_slot("ends");
+        policy.capacity = 2;
         let keys = redis_keys(&store, "ends").to_vec();
-        let named = |name: &str| {
-            keys.iter()
-                .find(|k| k.ends_with(&format!(":{name}")))
-                .unwrap()
-                .clone()
-        };
-        let settings = named("settings");
+        let settings = key(&keys, "settings");
         // A ban of a session not in the room yet: the room's only member.
         let banned = SessionId::random();
         assert!(!store.ban(&policy, banned, an_hour_on()).await.unwrap());
-        let v: u32 = c.hget(&settings, "v").await.unwrap();
+        let v: u32 = c.hget(settings, "v").await.unwrap();
         assert_eq!(v, 6);
 
         // The key lost; the older gateway writes it again and lets a newcomer in.
-        let _: () = c.del(&settings).await.unwrap();
-        let _: () = c.del(named("fast")).await.unwrap();
+        let _: () = c.del(settings).await.unwrap();
+        let _: () = c.del(key(&keys, "fast")).await.unwrap();
         let reply = older
             .call(&mut c, &keys, &policy, "enter", SessionId::random())
             .await
             .unwrap();
         assert_eq!(code(&reply), 1, "{older:?} let the newcomer in: {reply:?}");
-        let v: u32 = c.hget(&settings, "v").await.unwrap();
+        let v: u32 = c.hget(settings, "v").await.unwrap();
         assert_eq!(v, 5, "{older:?} wrote its own version");
 
         assert_eq!(
@@ -665,7 +654,7 @@ async fn a_relabelled_room_is_taken_back_whatever_the_older_library_placed_first
             Decision::Banned,
             "{older:?}: the ban holds"
         );
-        let v: u32 = c.hget(&settings, "v").await.unwrap();
+        let v: u32 = c.hget(settings, "v").await.unwrap();
         assert_eq!(v, 6, "{older:?}: taken back");
     }
 }
