@@ -171,7 +171,8 @@ impl WaitingRoomBuilder {
     /// inner service, with no [`Admission`](crate::Admission) in their extensions, no cookie and
     /// no store call, and no limit counts them. Health checks, static assets, webhooks, admin
     /// addresses. Several rules: a request matching any of them bypasses. Rules run on every
-    /// request, before anything else, so keep them cheap.
+    /// request, before anything but the gates (a gated route is never bypassed), so keep them
+    /// cheap.
     ///
     /// ```
     /// use http::Method;

@@ -103,8 +103,8 @@ where
     }
 }
 
-/// The dispatch of a request to `room` in front of `inner`: the room's bypass rules, then its
-/// gated routes, its endpoints and three stages. Shared by [`WaitingRoom`] and the several
+/// The dispatch of a request to `room` in front of `inner`: its gated routes (which no bypass
+/// rule skips), the room's bypass rules, then its endpoints and three stages. Shared by [`WaitingRoom`] and the several
 /// rooms of [`WaitingRooms`](crate::routing::WaitingRooms), which has chosen the room. `others`:
 /// the other rooms behind the same layer, for a gate to tell `other_room` from `invalid`.
 #[inline]
@@ -117,13 +117,14 @@ pub(crate) fn decide<S, ReqBody, ResBody>(
 where
     S: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone,
 {
-    if room.bypasses(&req) {
+    // A gate first: a bypass rule that also covered a spelling of a gated route
+    // (`/static/..%2fcheckout`, which a server in front may resolve) would let anyone past it.
+    let next = if room.is_gated(&req) {
+        room.gate(&req, others)
+    } else if room.bypasses(&req) {
         // Not the room's business: straight to the inner service.
         room.metrics().request(Stage::Bypass, Outcome::Passed);
         return pass(inner, req, None, None);
-    }
-    let next = if room.is_gated(&req) {
-        room.gate(&req, others)
     } else {
         room.classify(&req)
     };

@@ -23,6 +23,7 @@ use crate::session::SessionId;
 use crate::store::Store;
 use crate::telemetry::{Outcome, RoomMetrics, Stage};
 use crate::token::{AdmissionToken, Keyring, QueueCookie};
+use crate::vocab::loose;
 
 /// The room's shared parts. Immutable once built (but for its once-only warnings).
 pub(crate) struct Core {
@@ -118,10 +119,20 @@ impl Core {
     /// Whether `path` is under `{prefix}/{room}/`, where the room's endpoints are.
     pub(super) fn is_endpoint_path(&self, path: &str) -> bool {
         let c = &self.config;
-        path.strip_prefix(c.settings.path_prefix.as_str())
+        let prefix = c.settings.path_prefix.as_str();
+        path.strip_prefix(prefix)
             .and_then(|rest| rest.strip_prefix('/'))
             .and_then(|rest| rest.strip_prefix(c.room()))
             .is_some_and(|rest| rest.starts_with('/'))
+            // Still under them read as an app may (`/__waitingroom/main/..%2fcheckout` is not).
+            && {
+                let read = loose(path);
+                let room = c.room();
+                read.strip_prefix(&*loose(prefix))
+                    .and_then(|rest| rest.strip_prefix('/'))
+                    .filter(|rest| rest.get(..room.len()).is_some_and(|r| r.eq_ignore_ascii_case(room)))
+                    .is_some_and(|rest| rest[room.len()..].starts_with('/'))
+            }
     }
 
     /// The per-session limit on store questions: every store call a session can cause goes

@@ -9,7 +9,7 @@ use super::service::WaitingRoomsService;
 use crate::config::ConfigError;
 use crate::layer::WaitingRoomLayer;
 use crate::room::Room;
-use crate::vocab::Rule;
+use crate::vocab::{loose_under, Rule};
 
 /// Several waiting rooms in front of one service: [rules](Rule) send each request to a room, or
 /// gate it by one, or let it pass. Build one with [`WaitingRooms::builder`]; clones share the
@@ -75,7 +75,7 @@ impl Rooms {
         if let Some((_, i)) = self
             .endpoints
             .iter()
-            .find(|(prefix, _)| path.starts_with(prefix.as_str()))
+            .find(|(prefix, _)| path.starts_with(prefix.as_str()) && loose_under(path, prefix))
         {
             return Route::Room(&self.all[*i]);
         }

@@ -20,11 +20,22 @@ pub(crate) fn loose(path: &str) -> Cow<'_, str> {
     if is_loose(path) {
         return Cow::Borrowed(path);
     }
-    let decoded = decode(path.as_bytes());
+    // Decoded until nothing more is (`%2563` is `%63` once, `c` twice: some apps decode twice),
+    // at most three times.
+    let mut decoded = decode(path.as_bytes());
+    for _ in 0..2 {
+        let again = decode(&decoded);
+        if again == decoded {
+            break;
+        }
+        decoded = again;
+    }
     let text = String::from_utf8_lossy(&decoded);
     let mut segments: Vec<String> = Vec::new();
     for segment in text.split(['/', '\\']) {
+        // Trailing blanks first: a server that trims them reads `..%20` as `..`.
         let segment = segment.split(';').next().unwrap_or_default();
+        let segment = segment.trim_end_matches(BLANKS);
         match segment {
             "." => continue,
             ".." => {
@@ -33,7 +44,7 @@ pub(crate) fn loose(path: &str) -> Cow<'_, str> {
             }
             _ => {}
         }
-        let segment = segment.trim_end_matches(['.', ' ']);
+        let segment = segment.trim_end_matches(|c| c == '.' || BLANKS.contains(&c));
         if !segment.is_empty() {
             segments.push(segment.to_ascii_lowercase());
         }
@@ -48,6 +59,21 @@ pub(crate) fn loose(path: &str) -> Cow<'_, str> {
     }
     Cow::Owned(out)
 }
+
+/// Whether `path` is under `prefix` as the most lenient app reads both, by segments: a path
+/// under a room's endpoints as it comes (`/__waitingroom/main/..%2f..%2fcheckout`) may not be
+/// under them once read, and is then no endpoint (and not exempt from the gates).
+pub(crate) fn loose_under(path: &str, prefix: &str) -> bool {
+    let (path, prefix) = (loose(path), loose(prefix));
+    prefix == "/"
+        || path
+            .strip_prefix(&*prefix)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+}
+
+/// What a server may trim from the end of a path's segment (IIS, Windows' file names) or cut
+/// at (a NUL, in C).
+const BLANKS: [char; 3] = [' ', '\t', '\0'];
 
 /// Whether `path` is already as [`loose`] makes it: most are (lower-case letters, digits, `-`,
 /// `_` and single slashes), and then nothing is allocated.
@@ -110,6 +136,16 @@ mod tests {
             "/./checkout",
             "\\checkout",
             "/shop\\..\\checkout",
+        ] {
+            assert_eq!(loose(spelling), "/checkout", "{spelling:?}");
+        }
+        for spelling in [
+            "/shop/..%20/checkout",
+            "/shop/..%09/checkout",
+            "/shop/..%00/checkout",
+            "/%2563heckout",
+            "/%252563heckout",
+            "/shop/%252e%252e/checkout",
         ] {
             assert_eq!(loose(spelling), "/checkout", "{spelling:?}");
         }

@@ -20,6 +20,7 @@ mod place;
 mod rule;
 
 pub use config_error::ConfigError;
+pub(crate) use loose_path::{loose, loose_under};
 pub use nonce::TicketNonce;
 pub use place::{draw_score, Place, DRAW_BITS};
 pub use rule::Rule;

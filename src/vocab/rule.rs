@@ -202,7 +202,7 @@ impl Rule {
 
     /// Whether `req` matches every part of the rule.
     pub(crate) fn matches<B>(&self, req: &Request<B>) -> bool {
-        self.matches_by(req, PathMatch::matches)
+        self.matches_by(req, PathMatch::matches, false)
     }
 
     /// Whether `req` matches every part of the rule as a gate: its path compared as the most
@@ -210,13 +210,38 @@ impl Rule {
     /// `/%63heckout` are `/checkout`), so that no spelling an app serves as a gated route gets
     /// past the gate.
     pub(crate) fn matches_gate<B>(&self, req: &Request<B>) -> bool {
-        self.matches_by(req, PathMatch::matches_loosely)
+        self.matches_by(req, PathMatch::matches_loosely, true)
     }
 
-    /// Whether `req` matches every part of the rule, its path by `path_matches`.
-    fn matches_by<B>(&self, req: &Request<B>, path_matches: fn(&PathMatch, &str) -> bool) -> bool {
+    /// Whether `req` matches every part of the rule, its path by `path_matches`, and for a gate
+    /// (`gate`) its method as an app may take it too: a `GET` gate holds for `HEAD` (servers
+    /// answer it with the `GET` handler), and a method named by an override header
+    /// (`X-HTTP-Method-Override`, `X-HTTP-Method`, `X-Method-Override`, which frameworks honour)
+    /// counts as the request's.
+    fn matches_by<B>(
+        &self,
+        req: &Request<B>,
+        path_matches: fn(&PathMatch, &str) -> bool,
+        gate: bool,
+    ) -> bool {
         if let Some(methods) = &self.methods {
-            if !methods.contains(req.method()) {
+            let by_method = |m: &Method| {
+                methods.contains(m)
+                    || (gate && *m == Method::HEAD && methods.contains(&Method::GET))
+            };
+            let overridden = || {
+                [
+                    "x-http-method-override",
+                    "x-http-method",
+                    "x-method-override",
+                ]
+                .iter()
+                .flat_map(|name| req.headers().get_all(*name))
+                .filter_map(|v| v.to_str().ok())
+                .filter_map(|v| Method::from_bytes(v.trim().to_ascii_uppercase().as_bytes()).ok())
+                .any(|m| by_method(&m))
+            };
+            if !(by_method(req.method()) || (gate && overridden())) {
                 return false;
             }
         }
@@ -275,7 +300,15 @@ impl PathMatch {
             PathMatch::Starts(p) => {
                 let prefix = loose(p);
                 if !p.ends_with('/') {
-                    path.starts_with(&*prefix)
+                    // The pattern's own last characters as written (`/files/report.*` must not
+                    // become `/files/report`, over `/files/reports`), case aside.
+                    let tail = p.rsplit('/').next().unwrap_or_default();
+                    let head = loose(&p[..p.len() - tail.len()]);
+                    let head = head.trim_end_matches('/');
+                    path.strip_prefix(head)
+                        .and_then(|rest| rest.strip_prefix('/'))
+                        .and_then(|rest| rest.get(..tail.len()))
+                        .is_some_and(|t| t.eq_ignore_ascii_case(tail))
                 } else if prefix == "/" {
                     true
                 } else {
@@ -425,6 +458,28 @@ mod tests {
         let checkout = Rule::post("/Checkout");
         assert!(checkout.matches_gate(&req(Method::POST, "shop.example", "/checkout/")));
         assert!(!checkout.matches_gate(&req(Method::GET, "shop.example", "/checkout")));
+        // The method as an app may take it: HEAD for GET, an override header's.
+        let orders = Rule::path("/orders").with_methods([Method::GET]);
+        assert!(orders.matches_gate(&req(Method::HEAD, "shop.example", "/orders")));
+        assert!(!orders.matches(&req(Method::HEAD, "shop.example", "/orders")));
+        let delete = Rule::path("/api/orders/*").with_methods([Method::DELETE]);
+        for header in [
+            "x-http-method-override",
+            "X-HTTP-Method",
+            "x-method-override",
+        ] {
+            let mut r = req(Method::POST, "shop.example", "/api/orders/7");
+            r.headers_mut().insert(header, " delete".parse().unwrap());
+            assert!(delete.matches_gate(&r), "{header}");
+            assert!(!delete.matches(&r), "{header}");
+        }
+        assert!(!delete.matches_gate(&req(Method::POST, "shop.example", "/api/orders/7")));
+        // A pattern's own tail is not read loosely: `report.*` is not `report*`.
+        let report = Rule::path("/files/report.*");
+        assert!(report.matches_gate(&get("/Files/REPORT.pdf")));
+        assert!(report.matches_gate(&get("//files/report.pdf")));
+        assert!(!report.matches_gate(&get("/files/reports")));
+        assert!(!report.matches_gate(&get("/files/report-summary")));
         // A room's own rules (and bypass rules) match the path as it comes.
         assert!(!shop.matches(&get("/Shop")));
     }

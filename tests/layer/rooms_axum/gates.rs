@@ -464,3 +464,55 @@ async fn a_gate_follows_the_fail_policy_while_the_store_is_down() {
         );
     }
 }
+
+/// A spelling of a gated route that an app (or a server in front of it) may resolve to it is
+/// gated: one under a room's endpoints as it comes (`/__waitingroom/main/..%2f..%2fcheckout`)
+/// is no endpoint, and a bypass rule never skips a gate.
+#[tokio::test]
+async fn no_endpoint_prefix_or_bypass_rule_takes_a_spelling_past_a_gate() {
+    let shop = shop().await;
+    let http = &shop.http;
+    let mut main = Jar::new();
+    enter(http, &mut main, "/vip/page").await;
+    for path in [
+        "/__waitingroom/main/..%2f..%2fcheckout",
+        "/__waitingroom/drop/..%2f..%2fcheckout",
+        "/__waitingroom/main/%2e%2e/%2e%2e/checkout",
+    ] {
+        for jar in [&mut Jar::new(), &mut main] {
+            let reply = http.visit(jar, Method::POST, path).await;
+            assert_eq!(
+                reply.status,
+                StatusCode::FORBIDDEN,
+                "{path}: {}",
+                reply.text()
+            );
+            assert_eq!(reply.json()["error"], "not_admitted", "{path}");
+        }
+    }
+    // The endpoints themselves answer as before.
+    let reply = http.send(Method::GET, &status_of("drop"), &[]).await;
+    assert_status_of(&reply, "drop", "the status endpoint");
+
+    let clock = clock();
+    let store = TestStore::new(clock.clone());
+    let layer = builder("drop", 5, &clock)
+        .store(store.clone())
+        .gate(Rule::post("/checkout"))
+        .bypass(|req| req.path().starts_with("/static"))
+        .build()
+        .unwrap();
+    let http = serve_with_connect_info(pages().merge(api()).layer(layer)).await;
+    for path in [
+        "/static/..%2fcheckout",
+        "/static/%2e%2e/checkout",
+        "/static/../checkout",
+    ] {
+        let reply = http.send(Method::POST, path, &[]).await;
+        assert_refused(&reply, "missing");
+    }
+    // What the bypass covers and no gate does still skips the room.
+    let reply = http.send(Method::GET, "/static/app.js", &[]).await;
+    assert_ne!(reply.status, StatusCode::FOUND, "{}", reply.text());
+    assert_eq!(store.calls().total(), 0);
+}
