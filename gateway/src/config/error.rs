@@ -72,11 +72,47 @@ impl<'a> Lines<'a> {
     /// A TOML error: its message, at its line. TOML's own rendering quotes the line, which may
     /// hold a value that should stay private, so only its message is kept.
     pub(crate) fn toml(&self, e: &toml::de::Error) -> FileError {
+        let message = hide_strings(e.message().trim_end());
+        // A value's own error (`10x` is not a duration) does not say whose: the key its line
+        // sets, when the message does not name it.
+        let message = match e.span().and_then(|s| self.key_at(s.start)) {
+            Some(key) if !message.contains(key.rsplit('.').next().unwrap_or(&key)) => {
+                format!("{key}: {message}")
+            }
+            _ => message,
+        };
         FileError {
             path: self.path.to_owned(),
             line: e.span().map(|s: Range<usize>| self.line_of(s.start)),
-            message: hide_strings(e.message().trim_end()),
+            message,
         }
+    }
+
+    /// The key set on the line of byte `offset` (`key = value`), after its table's name when it
+    /// is in a `[table]` (`limits.grace`).
+    fn key_at(&self, offset: usize) -> Option<String> {
+        let offset = offset.min(self.text.len());
+        let start = self.text.get(..offset)?.rfind('\n').map_or(0, |i| i + 1);
+        let line = self.text.get(start..)?.lines().next()?;
+        let key = line.split_once('=')?.0.trim();
+        if key.is_empty()
+            || !key
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"_-.".contains(&b))
+        {
+            return None;
+        }
+        let table = self.text[..start]
+            .lines()
+            .rev()
+            .map(str::trim)
+            .find(|l| l.starts_with('['));
+        Some(match table {
+            Some(t) if !t.starts_with("[[") => {
+                format!("{}.{key}", t.trim_matches(['[', ']']).trim())
+            }
+            _ => key.to_owned(),
+        })
     }
 
     pub(crate) fn at<T>(&self, value: &Spanned<T>, message: impl Into<String>) -> FileError {

@@ -431,3 +431,12 @@ fn a_gateway_path_of_slashes_only_is_refused_at_its_line() {
         assert!(message.contains(&format!("paths.{key}")), "{message}");
     }
 }
+
+#[test]
+fn a_value_toml_refuses_is_named_by_its_key() {
+    let (line, message) =
+        refused("upstream = \"http://127.0.0.1:8000\"\n[limits]\ngrace = \"10x\"\n");
+    assert_eq!(line, Some(3), "{message}");
+    assert!(message.starts_with("limits.grace: "), "{message}");
+    assert!(message.contains("not a duration"), "{message}");
+}
