@@ -37,7 +37,7 @@ use crate::session::SessionId;
 use crate::store::{Decision, StoreError, StoreErrorKind, StoreFuture};
 use crate::telemetry::{Outcome, Stage};
 use crate::token::{AdmissionToken, TokenFault};
-use crate::vocab::{Rule, ADMISSION_TICKET};
+use crate::vocab::{override_method, Rule, ADMISSION_TICKET};
 
 /// Why a gated request was refused: the `reason` of the `403 not_admitted` answer.
 ///
@@ -235,9 +235,12 @@ impl Gates {
 
     /// Whether `req` is for one of the room's gated routes (never one of its endpoints).
     pub(super) fn matches<B>(&self, core: &Core, req: &Request<B>) -> bool {
-        !self.rules.is_empty()
-            && !core.is_endpoint_path(req.uri().path())
-            && self.rules.iter().any(|rule| rule.matches_gate(req))
+        !self.rules.is_empty() && !core.is_endpoint_path(req.uri().path()) && {
+            let overridden = override_method(req);
+            self.rules
+                .iter()
+                .any(|rule| rule.matches_gate(req, overridden.as_ref()))
+        }
     }
 
     /// A request to a route gated by this room, in a room without single-use tickets: its

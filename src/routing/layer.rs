@@ -9,7 +9,7 @@ use super::service::WaitingRoomsService;
 use crate::config::ConfigError;
 use crate::layer::WaitingRoomLayer;
 use crate::room::Room;
-use crate::vocab::{loose_under, Rule};
+use crate::vocab::{loose_under, override_method, Rule};
 
 /// Several waiting rooms in front of one service: [rules](Rule) send each request to a room, or
 /// gate it by one, or let it pass. Build one with [`WaitingRooms::builder`]; clones share the
@@ -79,7 +79,24 @@ impl Rooms {
         {
             return Route::Room(&self.all[*i]);
         }
-        if let Some((_, i)) = self.gates.iter().find(|(rule, _)| rule.matches_gate(req)) {
+        // The gate whose route the request is taken for first: by the method its override
+        // header names (an app that honours it acts on that method, whatever another room
+        // gates for the method sent), then as the path comes, then as an app may read it.
+        let overridden = override_method(req);
+        let gated = overridden
+            .as_ref()
+            .and_then(|o| {
+                self.gates
+                    .iter()
+                    .find(|(rule, _)| rule.matches_overridden(req, o))
+            })
+            .or_else(|| self.gates.iter().find(|(rule, _)| rule.matches(req)))
+            .or_else(|| {
+                self.gates
+                    .iter()
+                    .find(|(rule, _)| rule.matches_gate(req, overridden.as_ref()))
+            });
+        if let Some((_, i)) = gated {
             return Route::Gate(&self.all[*i]);
         }
         if let Some((_, i)) = self.routes.iter().find(|(rule, _)| rule.matches(req)) {

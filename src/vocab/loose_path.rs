@@ -64,7 +64,7 @@ pub(crate) fn loose(path: &str) -> Cow<'_, str> {
 /// under a room's endpoints as it comes (`/__waitingroom/main/..%2f..%2fcheckout`) may not be
 /// under them once read, and is then no endpoint (and not exempt from the gates).
 pub(crate) fn loose_under(path: &str, prefix: &str) -> bool {
-    let (path, prefix) = (loose(path), loose(prefix));
+    let (path, prefix) = (loose(path), loose(trimmed(prefix)));
     prefix == "/"
         || path
             .strip_prefix(&*prefix)
@@ -75,15 +75,31 @@ pub(crate) fn loose_under(path: &str, prefix: &str) -> bool {
 /// at (a NUL, in C).
 const BLANKS: [char; 3] = [' ', '\t', '\0'];
 
+/// `pattern` without its trailing slashes (which [`loose`] drops), `/` for the root: a rule's
+/// pattern so trimmed is usually loose already, and reading it allocates nothing.
+pub(crate) fn trimmed(pattern: &str) -> &str {
+    match pattern.trim_end_matches('/') {
+        "" => "/",
+        kept => kept,
+    }
+}
+
 /// Whether `path` is already as [`loose`] makes it: most are (lower-case letters, digits, `-`,
-/// `_` and single slashes), and then nothing is allocated.
+/// `_`, `~` and dots inside segments, single slashes), and then nothing is allocated.
 fn is_loose(path: &str) -> bool {
-    let b = path.as_bytes();
-    b.first() == Some(&b'/')
-        && (b.len() == 1 || b.last() != Some(&b'/'))
-        && b.windows(2).all(|w| w != b"//")
-        && b.iter()
-            .all(|&c| c.is_ascii_lowercase() || c.is_ascii_digit() || b"/-_".contains(&c))
+    if path == "/" {
+        return true;
+    }
+    let Some(rest) = path.strip_prefix('/') else {
+        return false;
+    };
+    rest.split('/').all(|segment| {
+        let b = segment.as_bytes();
+        !b.is_empty()
+            && b.last() != Some(&b'.')
+            && b.iter()
+                .all(|&c| c.is_ascii_lowercase() || c.is_ascii_digit() || b"-_.~".contains(&c))
+    })
 }
 
 /// `bytes` with each `%` and two hex digits replaced by the byte they name.
@@ -160,7 +176,14 @@ mod tests {
 
     #[test]
     fn a_path_already_loose_is_not_copied() {
-        for path in ["/", "/checkout", "/api/orders/7", "/a-b_c/1"] {
+        for path in [
+            "/",
+            "/checkout",
+            "/api/orders/7",
+            "/a-b_c/1",
+            "/static/app.js",
+            "/~x/a.b",
+        ] {
             assert!(
                 matches!(loose(path), std::borrow::Cow::Borrowed(_)),
                 "{path}"

@@ -23,6 +23,7 @@ pub use config_error::ConfigError;
 pub(crate) use loose_path::{loose, loose_under};
 pub use nonce::TicketNonce;
 pub use place::{draw_score, Place, DRAW_BITS};
+pub(crate) use rule::override_method;
 pub use rule::Rule;
 
 /// The request header that carries an admission to gated routes, for clients without cookies

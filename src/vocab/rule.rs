@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use http::{header, Method, Request};
 
-use super::loose_path::loose;
+use super::loose_path::{loose, trimmed};
 use crate::client::RequestInfo;
 
 /// A predicate over a request, for what the structured parts of a rule cannot say.
@@ -202,46 +202,40 @@ impl Rule {
 
     /// Whether `req` matches every part of the rule.
     pub(crate) fn matches<B>(&self, req: &Request<B>) -> bool {
-        self.matches_by(req, PathMatch::matches, false)
+        self.matches_by(req, PathMatch::matches, |m| m.contains(req.method()))
     }
 
     /// Whether `req` matches every part of the rule as a gate: its path compared as the most
     /// lenient app reads it (`loose_path.rs`: `/Checkout/`, `/checkout;x`, `//checkout` and
     /// `/%63heckout` are `/checkout`), so that no spelling an app serves as a gated route gets
-    /// past the gate.
-    pub(crate) fn matches_gate<B>(&self, req: &Request<B>) -> bool {
-        self.matches_by(req, PathMatch::matches_loosely, true)
+    /// past the gate; and its method as an app may take it too: a `GET` gate holds for `HEAD`
+    /// (servers answer it with the `GET` handler), and `overridden`, the method an override
+    /// header names ([`override_method`]), counts as the request's.
+    pub(crate) fn matches_gate<B>(&self, req: &Request<B>, overridden: Option<&Method>) -> bool {
+        self.matches_by(req, PathMatch::matches_loosely, |m| {
+            m.contains(req.method())
+                || (*req.method() == Method::HEAD && m.contains(&Method::GET))
+                || overridden.is_some_and(|o| m.contains(o))
+        })
     }
 
-    /// Whether `req` matches every part of the rule, its path by `path_matches`, and for a gate
-    /// (`gate`) its method as an app may take it too: a `GET` gate holds for `HEAD` (servers
-    /// answer it with the `GET` handler), and a method named by an override header
-    /// (`X-HTTP-Method-Override`, `X-HTTP-Method`, `X-Method-Override`, which frameworks honour)
-    /// counts as the request's.
+    /// Whether `req` matches the rule as a gate by the method its override header names: the
+    /// method an app that honours the header acts on, whose gate comes before any other.
+    pub(crate) fn matches_overridden<B>(&self, req: &Request<B>, overridden: &Method) -> bool {
+        self.methods.is_some()
+            && self.matches_by(req, PathMatch::matches_loosely, |m| m.contains(overridden))
+    }
+
+    /// Whether `req` matches every part of the rule, its path by `path_matches` and its methods
+    /// (if the rule names some) by `methods_match`.
     fn matches_by<B>(
         &self,
         req: &Request<B>,
         path_matches: fn(&PathMatch, &str) -> bool,
-        gate: bool,
+        methods_match: impl Fn(&[Method]) -> bool,
     ) -> bool {
         if let Some(methods) = &self.methods {
-            let by_method = |m: &Method| {
-                methods.contains(m)
-                    || (gate && *m == Method::HEAD && methods.contains(&Method::GET))
-            };
-            let overridden = || {
-                [
-                    "x-http-method-override",
-                    "x-http-method",
-                    "x-method-override",
-                ]
-                .iter()
-                .flat_map(|name| req.headers().get_all(*name))
-                .filter_map(|v| v.to_str().ok())
-                .filter_map(|v| Method::from_bytes(v.trim().to_ascii_uppercase().as_bytes()).ok())
-                .any(|m| by_method(&m))
-            };
-            if !(by_method(req.method()) || (gate && overridden())) {
+            if !methods_match(methods) {
                 return false;
             }
         }
@@ -273,6 +267,21 @@ impl Rule {
     }
 }
 
+/// The method a request's override header names (`X-HTTP-Method-Override`, `X-HTTP-Method`,
+/// `X-Method-Override`, which frameworks honour: a `POST` with `DELETE` in one is a `DELETE` to
+/// them), if it names one. Read once per request by the gates.
+pub(crate) fn override_method<B>(req: &Request<B>) -> Option<Method> {
+    [
+        "x-http-method-override",
+        "x-http-method",
+        "x-method-override",
+    ]
+    .iter()
+    .find_map(|name| req.headers().get(*name))
+    .and_then(|v| v.to_str().ok())
+    .and_then(|v| Method::from_bytes(v.trim().to_ascii_uppercase().as_bytes()).ok())
+}
+
 impl PathMatch {
     fn matches(&self, path: &str) -> bool {
         match self {
@@ -293,17 +302,17 @@ impl PathMatch {
         let path = loose(path);
         match self {
             PathMatch::Any => true,
-            PathMatch::Prefix(p) => p.is_empty() || under(&path, &loose(p)),
-            PathMatch::Exact(p) => *path == *loose(p),
+            PathMatch::Prefix(p) => p.is_empty() || under(&path, &loose(trimmed(p))),
+            PathMatch::Exact(p) => *path == *loose(trimmed(p)),
             // `/api/orders/*`: what lies under `/api/orders` (not that path itself, which the
             // pattern leaves out); `/api/ord*`: what starts with `/api/ord`.
             PathMatch::Starts(p) => {
-                let prefix = loose(p);
+                let prefix = loose(trimmed(p));
                 if !p.ends_with('/') {
                     // The pattern's own last characters as written (`/files/report.*` must not
                     // become `/files/report`, over `/files/reports`), case aside.
                     let tail = p.rsplit('/').next().unwrap_or_default();
-                    let head = loose(&p[..p.len() - tail.len()]);
+                    let head = loose(trimmed(&p[..p.len() - tail.len()]));
                     let head = head.trim_end_matches('/');
                     path.strip_prefix(head)
                         .and_then(|rest| rest.strip_prefix('/'))
@@ -436,31 +445,31 @@ mod tests {
             "/api/orders;x/7",
             "/api//orders/7/",
         ] {
-            assert!(orders.matches_gate(&get(yes)), "{yes}");
+            assert!(orders.matches_gate(&get(yes), None), "{yes}");
         }
         // (`/api/orders/` starts with the pattern as written, and matches.)
         for no in ["/api/orders", "/api/ordersx/7", "/api/order/7", "/"] {
-            assert!(!orders.matches_gate(&get(no)), "{no}");
+            assert!(!orders.matches_gate(&get(no), None), "{no}");
         }
         let ord = Rule::path("/api/ord*");
-        assert!(ord.matches_gate(&get("/API/ORDERS")));
-        assert!(!ord.matches_gate(&get("/api/or")));
+        assert!(ord.matches_gate(&get("/API/ORDERS"), None));
+        assert!(!ord.matches_gate(&get("/api/or"), None));
         let shop = Rule::path_prefix("/shop");
         for yes in ["/Shop", "/shop/", "//shop/x", "/%73hop/x", "/x/../shop"] {
-            assert!(shop.matches_gate(&get(yes)), "{yes}");
+            assert!(shop.matches_gate(&get(yes), None), "{yes}");
             assert!(
-                !Rule::path_prefix("/other").matches_gate(&get(yes)),
+                !Rule::path_prefix("/other").matches_gate(&get(yes), None),
                 "{yes}"
             );
         }
-        assert!(!shop.matches_gate(&get("/shopping")));
-        assert!(Rule::path_prefix("/").matches_gate(&get("/Anything;x")));
+        assert!(!shop.matches_gate(&get("/shopping"), None));
+        assert!(Rule::path_prefix("/").matches_gate(&get("/Anything;x"), None));
         let checkout = Rule::post("/Checkout");
-        assert!(checkout.matches_gate(&req(Method::POST, "shop.example", "/checkout/")));
-        assert!(!checkout.matches_gate(&req(Method::GET, "shop.example", "/checkout")));
+        assert!(checkout.matches_gate(&req(Method::POST, "shop.example", "/checkout/"), None));
+        assert!(!checkout.matches_gate(&req(Method::GET, "shop.example", "/checkout"), None));
         // The method as an app may take it: HEAD for GET, an override header's.
         let orders = Rule::path("/orders").with_methods([Method::GET]);
-        assert!(orders.matches_gate(&req(Method::HEAD, "shop.example", "/orders")));
+        assert!(orders.matches_gate(&req(Method::HEAD, "shop.example", "/orders"), None));
         assert!(!orders.matches(&req(Method::HEAD, "shop.example", "/orders")));
         let delete = Rule::path("/api/orders/*").with_methods([Method::DELETE]);
         for header in [
@@ -470,16 +479,20 @@ mod tests {
         ] {
             let mut r = req(Method::POST, "shop.example", "/api/orders/7");
             r.headers_mut().insert(header, " delete".parse().unwrap());
-            assert!(delete.matches_gate(&r), "{header}");
+            assert!(
+                delete.matches_gate(&r, override_method(&r).as_ref()),
+                "{header}"
+            );
+            assert!(delete.matches_overridden(&r, &Method::DELETE), "{header}");
             assert!(!delete.matches(&r), "{header}");
         }
-        assert!(!delete.matches_gate(&req(Method::POST, "shop.example", "/api/orders/7")));
+        assert!(!delete.matches_gate(&req(Method::POST, "shop.example", "/api/orders/7"), None));
         // A pattern's own tail is not read loosely: `report.*` is not `report*`.
         let report = Rule::path("/files/report.*");
-        assert!(report.matches_gate(&get("/Files/REPORT.pdf")));
-        assert!(report.matches_gate(&get("//files/report.pdf")));
-        assert!(!report.matches_gate(&get("/files/reports")));
-        assert!(!report.matches_gate(&get("/files/report-summary")));
+        assert!(report.matches_gate(&get("/Files/REPORT.pdf"), None));
+        assert!(report.matches_gate(&get("//files/report.pdf"), None));
+        assert!(!report.matches_gate(&get("/files/reports"), None));
+        assert!(!report.matches_gate(&get("/files/report-summary"), None));
         // A room's own rules (and bypass rules) match the path as it comes.
         assert!(!shop.matches(&get("/Shop")));
     }

@@ -516,3 +516,47 @@ async fn no_endpoint_prefix_or_bypass_rule_takes_a_spelling_past_a_gate() {
     assert_ne!(reply.status, StatusCode::FOUND, "{}", reply.text());
     assert_eq!(store.calls().total(), 0);
 }
+
+/// Two rooms gating one route for different methods: a request whose override header names the
+/// other room's method (which an app that honours the header acts on) is that room's to admit,
+/// not the room of the method it was sent with.
+#[tokio::test]
+async fn an_overridden_method_goes_to_the_gate_of_that_method() {
+    let clock = clock();
+    let store = TestStore::new(clock.clone());
+    let drop = builder("drop", 5, &clock)
+        .store(store.clone())
+        .build()
+        .unwrap();
+    let rooms = WaitingRooms::builder()
+        .room(Rule::path("/drop"), drop)
+        .room(Rule::path_prefix("/vip"), room("main", 5, &clock))
+        .gate(Rule::post("/api/orders/*"), "drop")
+        .gate(
+            Rule::path("/api/orders/*").with_methods([Method::DELETE]),
+            "main",
+        )
+        .build()
+        .unwrap();
+    let http = serve_rooms(&rooms, pages().merge(api()).nest("/vip", vip_pages())).await;
+    let mut jar = Jar::new();
+    enter(&http, &mut jar, "/drop").await;
+    let reply = http.visit(&mut jar, Method::POST, "/api/orders/7").await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.text());
+    let cookies = jar.header().expect("the drop room's cookies");
+    let reply = http
+        .send(
+            Method::POST,
+            "/api/orders/7",
+            &[
+                (header::COOKIE, cookies),
+                (
+                    header::HeaderName::from_static("x-http-method-override"),
+                    HeaderValue::from_static("DELETE"),
+                ),
+            ],
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::FORBIDDEN, "{}", reply.text());
+    assert_eq!(reply.json()["room"], "main");
+}
