@@ -449,7 +449,7 @@ fn schedule(
     }
     let opens_at = opens_at.unwrap_or(UNIX_EPOCH);
     Some(
-        EventSchedule::derived(keys.current().hmac(), room, opens_at)
+        EventSchedule::derived(keys.current().mac(), room, opens_at)
             .with_closes_at(closes_at)
             .with_keep_line_after_close(keep_line_after_close),
     )

@@ -4,9 +4,8 @@
 use std::fmt;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use ring::hmac;
-
 use crate::session::SessionId;
+use crate::token::mac::MacKey;
 
 pub use crate::vocab::DRAW_BITS;
 
@@ -81,7 +80,7 @@ pub struct EventSchedule {
     draw_key: [u8; 32],
     /// `draw_key` as a ready HMAC key: made once, not on every draw (the embedded store draws
     /// under its room's lock).
-    draw_hmac: hmac::Key,
+    draw_hmac: MacKey,
     /// Whether newcomers before the opening are placed by their draw. `false` for a schedule a
     /// store kept from an earlier call, which has no key: its newcomers queue first come, first
     /// served behind the registrants.
@@ -107,12 +106,7 @@ impl EventSchedule {
     /// signing key). Times before the epoch count as the epoch.
     pub fn new(opens_at: SystemTime, draw_secret: impl AsRef<[u8]>) -> Self {
         // The secret is hashed into a fixed-size key, so any length works the same way.
-        let tag = hmac::sign(
-            &hmac::Key::new(hmac::HMAC_SHA256, draw_secret.as_ref()),
-            DRAW_KEY_LABEL.as_bytes(),
-        );
-        let mut draw_key = [0u8; 32];
-        draw_key.copy_from_slice(tag.as_ref());
+        let draw_key = MacKey::new(draw_secret.as_ref()).sign(DRAW_KEY_LABEL.as_bytes());
         Self::with_key(unix_ms(opens_at), draw_key)
     }
 
@@ -121,7 +115,7 @@ impl EventSchedule {
             opens_at_ms,
             closes_at_ms: None,
             keep_line_after_close: true,
-            draw_hmac: hmac::Key::new(hmac::HMAC_SHA256, &draw_key),
+            draw_hmac: MacKey::new(&draw_key),
             draw_key,
             draws: true,
         }
@@ -141,13 +135,10 @@ impl EventSchedule {
     /// The schedule the builder makes: the draw key is HMAC-SHA256 under the room's current
     /// signing key of the label, the room and the opening, so every gateway with the same key
     /// draws the same, and each event (room, opening) draws anew.
-    pub(crate) fn derived(signing_key: &hmac::Key, room: &str, opens_at: SystemTime) -> Self {
+    pub(crate) fn derived(signing_key: &MacKey, room: &str, opens_at: SystemTime) -> Self {
         let opens_at_ms = unix_ms(opens_at);
         let msg = format!("{DRAW_KEY_LABEL}|{room}|{opens_at_ms}");
-        let tag = hmac::sign(signing_key, msg.as_bytes());
-        let mut draw_key = [0u8; 32];
-        draw_key.copy_from_slice(tag.as_ref());
-        Self::with_key(opens_at_ms, draw_key)
+        Self::with_key(opens_at_ms, signing_key.sign(msg.as_bytes()))
     }
 
     /// Sets the closing time: from then on, newcomers are refused.
@@ -165,9 +156,9 @@ impl EventSchedule {
     /// The session's draw: a keyed hash of its id, in `0..2^52`. The lower the draw, the earlier
     /// the place among registrants.
     pub fn draw(&self, session: SessionId) -> u64 {
-        let tag = hmac::sign(&self.draw_hmac, session.as_bytes());
+        let tag = self.draw_hmac.sign(session.as_bytes());
         let mut first = [0u8; 8];
-        first.copy_from_slice(&tag.as_ref()[..8]);
+        first.copy_from_slice(&tag[..8]);
         u64::from_be_bytes(first) >> (64 - DRAW_BITS)
     }
 
@@ -237,7 +228,7 @@ mod tests {
 
     #[test]
     fn derived_keys_differ_per_room_and_opening() {
-        let key = hmac::Key::new(hmac::HMAC_SHA256, &[3u8; 32]);
+        let key = MacKey::new(&[3u8; 32]);
         let t = UNIX_EPOCH + Duration::from_secs(100);
         let id = SessionId::from_bytes([9; 16]);
         let a = EventSchedule::derived(&key, "a", t);

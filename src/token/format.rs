@@ -5,18 +5,18 @@
 //! version (`q1`, `p1`, `a1`, `c1`, `m1`, `t1`; a new format would be a new prefix, verified beside
 //! the old one while values in the old one live), `kid` names the [`SigningKey`](super::SigningKey),
 //! `extra` is an admission token's network, a ticket's nonce or a queue cookie's place in line,
-//! and the tag is the HMAC-SHA256 of
+//! and the tag is the HMAC-SHA256 ([`MacKey`](super::mac::MacKey)) of
 //! `twr|<kind>|<room>|<kid>|<session>|<iat>|<exp>[|<extra>]`. The room is
 //! signed but not written, so a value of one room or kind never verifies as another. The format is
 //! private to the crate: nothing outside reads or writes it.
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
-use ring::hmac;
 
 pub(crate) use super::claims::Claims;
 use super::claims::Parsed;
 use super::keys::Keyring;
+use super::mac::TAG_LEN;
 use crate::client::network::Network;
 use crate::encoding::{hex_into, lower_hex_to};
 use crate::encoding::{parse_u64, Digits};
@@ -25,7 +25,6 @@ use crate::session::SessionId;
 /// Signed values longer than this are rejected before any parsing.
 pub(crate) const MAX_SIGNED_LEN: usize = 256;
 
-const TAG_LEN: usize = 32;
 const TAG_B64_LEN: usize = 43;
 /// Longest text form of a [`Network`]: `6` and 12 hex digits.
 const NETWORK_TEXT_LEN: usize = 13;
@@ -253,7 +252,7 @@ pub(crate) fn signed(
     let mut msg = MessageBuf::new();
     message_of(&mut msg, kind, room, key.id(), &fields)
         .expect("room and key id lengths are validated");
-    let tag = hmac::sign(key.hmac(), msg.as_bytes());
+    let tag = key.mac().sign(msg.as_bytes());
     let mut out = Signed {
         buf: [0; SIGNED_TEXT_CAP],
         len: 0,
@@ -455,7 +454,9 @@ pub(crate) fn verify_with_extra<'v>(
     };
     let mut msg = MessageBuf::new();
     message_of(&mut msg, kind, room, kid, &fields)?;
-    hmac::verify(key.hmac(), msg.as_bytes(), &tag[..TAG_LEN]).ok()?;
+    if !key.mac().verify(msg.as_bytes(), &tag[..TAG_LEN]) {
+        return None;
+    }
     let offset = |part: &str| part.as_ptr() as usize - value.as_ptr() as usize;
     let parsed = Parsed {
         claims,
@@ -591,7 +592,7 @@ mod tests {
             msg.as_bytes(),
             format!("twr|q1|shop|k2|{}|0|{}", "0f".repeat(16), u64::MAX).as_bytes()
         );
-        let expected = hmac::sign(kr.current().hmac(), msg.as_bytes());
+        let expected = kr.current().mac().sign(msg.as_bytes());
         assert_eq!(tag, URL_SAFE_NO_PAD.encode(expected.as_ref()));
         // The text on the stack is the very text returned.
         let on_stack = signed(&kr, ValueKind::Queue, "shop", &c, None);

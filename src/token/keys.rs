@@ -1,6 +1,6 @@
 //! Signing keys and rotation.
 //!
-//! Both stateless stages of a room rest on HMAC-SHA256 (`ring::hmac`): the server hands out a
+//! Both stateless stages of a room rest on HMAC-SHA256 ([`MacKey`](super::mac::MacKey)): the server hands out a
 //! small signed value and later checks it without any store. A [`Keyring`] holds the current
 //! [`SigningKey`] (used to sign) and optionally the previous one (still accepted when verifying),
 //! each with a short key id carried in the signed value so keys can rotate without logging anyone
@@ -23,9 +23,9 @@
 use std::fmt;
 use std::sync::Arc;
 
-use ring::hmac;
 use ring::rand::{SecureRandom, SystemRandom};
 
+use super::mac::MacKey;
 use super::verified::VerifiedValues;
 use crate::encoding::{decode_hex, is_plain_id};
 use crate::vocab::ConfigError;
@@ -39,7 +39,7 @@ pub const MAX_KEY_ID_LEN: usize = 16;
 #[derive(Clone)]
 pub struct SigningKey {
     id: Box<str>,
-    key: hmac::Key,
+    key: MacKey,
 }
 
 impl SigningKey {
@@ -60,7 +60,7 @@ impl SigningKey {
         }
         Ok(Self {
             id: id.into_boxed_str(),
-            key: hmac::Key::new(hmac::HMAC_SHA256, secret),
+            key: MacKey::new(secret),
         })
     }
 
@@ -92,7 +92,7 @@ impl SigningKey {
         &self.id
     }
 
-    pub(crate) fn hmac(&self) -> &hmac::Key {
+    pub(crate) fn mac(&self) -> &MacKey {
         &self.key
     }
 }

@@ -19,6 +19,7 @@ mod challenge;
 mod claims;
 mod format;
 mod keys;
+pub(crate) mod mac;
 pub(crate) mod match_session;
 mod queue_cookie;
 mod ticket;
