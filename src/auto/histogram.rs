@@ -50,8 +50,7 @@ impl LatencyHistogram {
 
     /// Counts `n` latencies of the same length.
     pub fn record_n(&mut self, latency: Duration, n: u64) {
-        self.counts[bucket(latency)] += n;
-        self.total += n;
+        self.add_to_bucket(bucket(latency), n);
     }
 
     /// The bucket a latency is counted in (for counters kept outside a histogram).
@@ -61,8 +60,10 @@ impl LatencyHistogram {
 
     /// Adds `n` to the bucket `index` (from [`bucket_of`](Self::bucket_of)).
     pub(crate) fn add_to_bucket(&mut self, index: usize, n: u64) {
-        self.counts[index.min(BUCKETS - 1)] += n;
-        self.total += n;
+        // Saturating: a store's damaged key can hold any count (see `Window::samples`).
+        let count = &mut self.counts[index.min(BUCKETS - 1)];
+        *count = count.saturating_add(n);
+        self.total = self.total.saturating_add(n);
     }
 
     /// The buckets that counted something: `(index, count)`, by index (how a store keeps a
@@ -80,9 +81,9 @@ impl LatencyHistogram {
     /// Adds another histogram's counts (another window, another gateway's).
     pub fn merge(&mut self, other: &LatencyHistogram) {
         for (mine, theirs) in self.counts.iter_mut().zip(other.counts.iter()) {
-            *mine += theirs;
+            *mine = mine.saturating_add(*theirs);
         }
-        self.total += other.total;
+        self.total = self.total.saturating_add(other.total);
     }
 
     /// Latencies counted.
@@ -98,9 +99,9 @@ impl LatencyHistogram {
         }
         // The rank of the sample wanted, from 1: the nearest-rank method.
         let rank = ((q.clamp(0.0, 1.0) * self.total as f64).ceil() as u64).max(1);
-        let mut seen = 0;
+        let mut seen = 0u64;
         for (index, count) in self.counts.iter().enumerate() {
-            seen += count;
+            seen = seen.saturating_add(*count);
             if seen >= rank {
                 return Some(upper_edge(index));
             }

@@ -244,7 +244,11 @@ pub struct Window {
 impl Window {
     /// Requests counted.
     pub fn samples(&self) -> u64 {
-        self.ok + self.errors + self.timeouts
+        // Saturating, here and below: counts come from the store, where a damaged key can hold
+        // any number, and from callers; a sum past `u64::MAX` is no reason to panic.
+        self.ok
+            .saturating_add(self.errors)
+            .saturating_add(self.timeouts)
     }
 
     /// The share of requests that failed or timed out.
@@ -253,7 +257,7 @@ impl Window {
         if all == 0 {
             0.0
         } else {
-            (self.errors + self.timeouts) as f64 / all as f64
+            self.errors.saturating_add(self.timeouts) as f64 / all as f64
         }
     }
 
@@ -269,9 +273,9 @@ impl Window {
             self.start_ms = later.start_ms;
         }
         self.end_ms = self.end_ms.max(later.end_ms);
-        self.ok += later.ok;
-        self.errors += later.errors;
-        self.timeouts += later.timeouts;
+        self.ok = self.ok.saturating_add(later.ok);
+        self.errors = self.errors.saturating_add(later.errors);
+        self.timeouts = self.timeouts.saturating_add(later.timeouts);
         self.latencies.merge(&later.latencies);
         self.waiting = later.waiting;
         self.load = match (self.load, later.load) {
@@ -288,6 +292,35 @@ impl Window {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Counts of any size (a caller's, or a store's damaged record) add up without a panic or
+    /// a wrap to a small number: past `u64::MAX` they stay there.
+    #[test]
+    fn counts_past_the_largest_number_stay_at_it() {
+        let huge = Window {
+            ok: u64::MAX,
+            errors: u64::MAX - 1,
+            timeouts: 3,
+            end_ms: 10,
+            ..Window::default()
+        };
+        assert_eq!(huge.samples(), u64::MAX);
+        let mut merged = huge.clone();
+        merged
+            .latencies
+            .record_n(Duration::from_millis(5), u64::MAX);
+        merged.merge(&huge);
+        merged.merge(&merged.clone());
+        assert_eq!((merged.ok, merged.errors), (u64::MAX, u64::MAX));
+        assert_eq!(merged.samples(), u64::MAX);
+        assert!((0.0..=1.0).contains(&merged.error_rate()));
+        assert_eq!(merged.latencies.count(), u64::MAX);
+        assert_eq!(
+            merged.latencies.quantile(0.5),
+            merged.latencies.quantile(0.0),
+            "one bucket holds them all"
+        );
+    }
 
     #[test]
     fn terms_the_controller_cannot_run_with_are_refused() {
