@@ -334,6 +334,9 @@ pub(crate) struct EventStream {
     seen: Option<Arc<Held>>,
     /// When the last event or comment was sent (room clock, ms).
     sent_at_ms: u64,
+    /// The room clock at the last look: one that has gone back since ends the stream (see
+    /// `poll_chunk`).
+    looked_at_ms: u64,
     /// The next look.
     look: Pin<Box<Sleep>>,
     /// The snapshot's refresh this stream is making.
@@ -354,6 +357,7 @@ impl EventStream {
             last: None,
             seen: None,
             sent_at_ms: now,
+            looked_at_ms: now,
             // The first look is at once.
             look: Box::pin(tokio::time::sleep_until(Instant::now())),
             refresh: None,
@@ -402,7 +406,11 @@ impl EventStream {
                 }
             }
         }
-        if now.saturating_sub(self.sent_at_ms) >= HEARTBEAT_MS {
+        // A clock gone back since the last comment: one now, rather than none for as long.
+        if now
+            .checked_sub(self.sent_at_ms)
+            .is_none_or(|quiet| quiet >= HEARTBEAT_MS)
+        {
             self.sent_at_ms = now;
             return Some(Bytes::from_static(b":\n\n"));
         }
@@ -445,7 +453,11 @@ impl Chunks for EventStream {
                     .as_mut()
                     .reset(Instant::now() + Duration::from_millis(LOOK_MS));
                 let now = self.watched.core.now_ms();
-                if now >= self.start.until_ms {
+                // The clock gone back (an NTP step, a VM resumed) would keep the stream open
+                // past its `until_ms` by as much: it ends, as at its time.
+                let went_back = now < self.looked_at_ms;
+                self.looked_at_ms = now;
+                if now >= self.start.until_ms || went_back {
                     // A plain close: the client reconnects with Last-Event-ID.
                     self.done = true;
                     return Poll::Ready(None);

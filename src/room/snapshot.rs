@@ -75,6 +75,9 @@ const MAX_FORGOTTEN: usize = 1 << 16;
 pub(super) struct Held {
     pub(super) snapshot: RoomSnapshot,
     pub(super) sent_at_ms: u64,
+    /// The number of the refresh that brought it: of two replies, the later refresh's is
+    /// kept, whatever the clock said when each was sent.
+    number: u64,
     /// The silent waiters up to each of its ranks, counted once for every answer from it.
     pub(super) silent: SilentCounts,
     /// The waiters who gave up in a minute lately, by this gateway's snapshots until this one.
@@ -82,9 +85,20 @@ pub(super) struct Held {
 }
 
 impl Held {
-    /// Its age at `now`, by the gateway's clock: an upper bound on the snapshot's.
+    /// Its age at `now`, by the gateway's clock: an upper bound on the snapshot's. Nought when
+    /// the clock has gone back since it was sent: what goes by its age (the drain fail
+    /// policy's places) then waits for the clock rather than running ahead.
     pub(super) fn age_ms(&self, now: u64) -> u64 {
         now.saturating_sub(self.sent_at_ms)
+    }
+
+    /// Whether it is still at most `max_ms` old at `now`. Not when the clock has gone back
+    /// since it was sent: its age is then unknown, and a snapshot taken as new for as long as
+    /// the clock went back would answer waiters from a line that moved meanwhile, and send no
+    /// check-ins for them (they would be skipped at their turn as silent).
+    fn younger_than(&self, now: u64, max_ms: u64) -> bool {
+        now.checked_sub(self.sent_at_ms)
+            .is_some_and(|age| age <= max_ms)
     }
 }
 
@@ -117,6 +131,8 @@ pub(super) struct LineView {
     held: RwLock<Option<Arc<Held>>>,
     /// When the refresh in flight began (gateway ms; 0 = none).
     refreshing_since: AtomicU64,
+    /// Refreshes sent so far: each one's number.
+    refreshes: AtomicU64,
     check_ins: Mutex<CheckIns>,
     /// Sessions the store said have no place, until their next poll asks it, in the epoch
     /// it said so.
@@ -149,6 +165,7 @@ impl LineView {
             store,
             held: RwLock::new(None),
             refreshing_since: AtomicU64::new(0),
+            refreshes: AtomicU64::new(0),
             check_ins: Mutex::new(CheckIns {
                 epoch: 0,
                 sent: HashSet::new(),
@@ -173,7 +190,8 @@ impl LineView {
 
     /// The snapshot, if it is young enough to answer from at `now`.
     pub(super) fn fresh(&self, now: u64) -> Option<Arc<Held>> {
-        self.last().filter(|h| h.age_ms(now) <= SNAPSHOT_MAX_AGE_MS)
+        self.last()
+            .filter(|h| h.younger_than(now, SNAPSHOT_MAX_AGE_MS))
     }
 
     /// Whether the caller is to refresh the snapshot now: it is missing or due, and no other
@@ -185,12 +203,17 @@ impl LineView {
         }
         let due = self
             .last()
-            .is_none_or(|h| h.age_ms(now) >= SNAPSHOT_REFRESH_MS);
+            .is_none_or(|h| !h.younger_than(now, SNAPSHOT_REFRESH_MS.saturating_sub(1)));
         if !due {
             return false;
         }
+        // One begun later than now by the clock (which has gone back since) is no reason to
+        // wait: it is taken as overdue.
         let since = self.refreshing_since.load(Ordering::Acquire);
-        if since != 0 && now.saturating_sub(since) < REFRESH_TIMEOUT_MS {
+        let in_flight = now
+            .checked_sub(since)
+            .is_some_and(|running| running < REFRESH_TIMEOUT_MS);
+        if since != 0 && in_flight {
             return false;
         }
         self.refreshing_since
@@ -212,19 +235,26 @@ impl LineView {
         std::mem::replace(&mut c.batch, rest)
     }
 
-    /// A refresh sent at `sent_at` came back with `snapshot` at `now`: it is the one answered
-    /// from, and the sessions it says have no place are forgotten. Unless a refresh sent
-    /// later has already come back (one overdue and answered after the next): then the newer
-    /// snapshot stays, and this one is dropped whole.
+    /// The number of the next refresh sent (see [`received`](Self::received)).
+    fn next_refresh(&self) -> u64 {
+        self.refreshes.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
+    /// Refresh number `number`, sent at `sent_at`, came back with `snapshot` at `now`: it is
+    /// the one answered from, and the sessions it says have no place are forgotten. Unless a
+    /// refresh sent later has already come back (one overdue and answered after the next):
+    /// then the newer snapshot stays, and this one is dropped whole. Later by its number, not
+    /// by `sent_at`: after the clock went back, the next refresh is sent "earlier" than the
+    /// snapshot held, and is still the newer.
     pub(super) fn received(
         &self,
         mut snapshot: RoomSnapshot,
-        sent_at: u64,
+        (number, sent_at): (u64, u64),
         now: u64,
         rule: &LivenessRule,
     ) {
         let mut held = self.held.write().unwrap_or_else(PoisonError::into_inner);
-        if held.as_ref().is_some_and(|h| h.sent_at_ms > sent_at) {
+        if held.as_ref().is_some_and(|h| h.number > number) {
             // (The newer one, received, already ended the refresh in flight.)
             return;
         }
@@ -255,6 +285,7 @@ impl LineView {
         *held = Some(Arc::new(Held {
             snapshot,
             sent_at_ms: sent_at,
+            number,
             silent,
             give_ups_lately,
         }));
@@ -362,6 +393,8 @@ pub(crate) struct Refresh {
     line: Arc<LineView>,
     /// When it was sent (gateway ms): what the snapshot it brings is dated from.
     sent_at_ms: u64,
+    /// Its number, from [`LineView::next_refresh`].
+    number: u64,
     check_ins: Option<Vec<CheckIn>>,
 }
 
@@ -443,6 +476,7 @@ impl LineView {
         let refresh = Refresh {
             line: Arc::clone(self),
             sent_at_ms: now,
+            number: self.next_refresh(),
             check_ins: Some(seen),
         };
         Some((call, refresh))
@@ -463,7 +497,7 @@ impl LineView {
             Ok(snapshot) => {
                 failures.answered();
                 let rule = LivenessRule::for_turn(&core.config.policy);
-                self.received(snapshot, refresh.sent_at_ms, now, &rule);
+                self.received(snapshot, (refresh.number, refresh.sent_at_ms), now, &rule);
             }
             Err(e) => {
                 self.failed(check_ins);
@@ -656,7 +690,7 @@ mod tests {
         let view = LineView::new(kept());
         assert!(view.claim_refresh(1_000));
         assert!(!view.claim_refresh(1_001), "one in flight");
-        view.received(snapshot(Vec::new()), 1_002, 1_002, &RULE);
+        view.received(snapshot(Vec::new()), (1, 1_002), 1_002, &RULE);
         assert!(!view.claim_refresh(1_500), "fresh");
         assert!(view.fresh(1_500).is_some());
         assert!(view.claim_refresh(1_002 + SNAPSHOT_REFRESH_MS));
@@ -671,7 +705,7 @@ mod tests {
     fn a_late_refresh_is_aged_from_when_it_was_sent_and_never_replaces_a_newer_one() {
         let view = LineView::new(kept());
         // Sent at 1 000, answered 1 500 ms later: 500 ms of its age are already spent.
-        view.received(snapshot(Vec::new()), 1_000, 2_500, &RULE);
+        view.received(snapshot(Vec::new()), (1, 1_000), 2_500, &RULE);
         assert_eq!(view.last().unwrap().age_ms(2_500), 1_500);
         assert!(view.fresh(1_000 + SNAPSHOT_MAX_AGE_MS).is_some());
         assert!(
@@ -681,15 +715,40 @@ mod tests {
         // Two in flight (the first overdue): the newer, back first, is kept over the older.
         let mut newer = snapshot(Vec::new());
         newer.waiting = 7;
-        view.received(newer, 9_000, 9_010, &RULE);
+        view.received(newer, (3, 9_000), 9_010, &RULE);
         let gone = SessionId::random();
-        view.received(snapshot(vec![gone]), 4_000, 9_020, &RULE);
+        view.received(snapshot(vec![gone]), (2, 4_000), 9_020, &RULE);
         let held = view.last().unwrap();
         assert_eq!((held.sent_at_ms, held.snapshot.waiting), (9_000, 7));
         assert!(
             !view.is_forgotten(gone),
             "nothing taken from the older reply"
         );
+    }
+
+    /// A gateway clock set back (an NTP step, a VM resumed): the snapshot held, sent "later"
+    /// than now, is answered from no more and due at once, the refresh then sent is the newer
+    /// whatever the clock said, and one in flight from before the step stops nobody.
+    #[test]
+    fn a_clock_gone_back_makes_the_snapshot_due_not_young() {
+        let view = LineView::new(kept());
+        view.received(snapshot(Vec::new()), (1, 50_000), 50_000, &RULE);
+        assert!(view.fresh(50_500).is_some());
+        // Fifteen seconds back.
+        let now = 35_000;
+        assert!(view.fresh(now).is_none(), "its age is unknown: not fresh");
+        assert_eq!(view.last().unwrap().age_ms(now), 0, "the drain waits");
+        assert!(view.claim_refresh(now), "due at once");
+        let mut newer = snapshot(Vec::new());
+        newer.waiting = 9;
+        view.received(newer, (view.next_refresh(), now), now, &RULE);
+        let held = view.fresh(now + 10).expect("the new one answers");
+        assert_eq!(held.snapshot.waiting, 9);
+        // A refresh claimed just before the clock went back and never settled.
+        let view = LineView::new(kept());
+        assert!(view.claim_refresh(50_000));
+        assert!(!view.claim_refresh(50_001), "one in flight");
+        assert!(view.claim_refresh(now), "begun after now: overdue");
     }
 
     #[test]
@@ -715,7 +774,7 @@ mod tests {
     fn sessions_without_a_place_are_sent_to_the_store_once() {
         let view = LineView::new(kept());
         let gone = SessionId::random();
-        view.received(snapshot(vec![gone]), 0, 0, &RULE);
+        view.received(snapshot(vec![gone]), (1, 0), 0, &RULE);
         assert!(view.last().unwrap().snapshot.unknown.is_empty());
         assert!(view.is_forgotten(gone));
         assert!(
@@ -723,8 +782,13 @@ mod tests {
             "for the epoch, however often asked"
         );
         // Remembered for the epoch it was said in only: the store says it again in the next.
-        view.received(snapshot(vec![gone]), 0, 0, &RULE);
-        view.received(snapshot(Vec::new()), RULE.width_ms, RULE.width_ms, &RULE);
+        view.received(snapshot(vec![gone]), (2, 0), 0, &RULE);
+        view.received(
+            snapshot(Vec::new()),
+            (3, RULE.width_ms),
+            RULE.width_ms,
+            &RULE,
+        );
         assert!(!view.is_forgotten(gone));
     }
 
@@ -737,6 +801,7 @@ mod tests {
         let refresh = Refresh {
             line: Arc::clone(&view),
             sent_at_ms: 10,
+            number: view.next_refresh(),
             check_ins: Some(view.take_check_ins()),
         };
         assert!(view.take_check_ins().is_empty());

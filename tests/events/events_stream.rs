@@ -261,3 +261,41 @@ async fn a_waiter_who_only_listens_keeps_their_turn_and_a_silent_one_is_skipped(
         "the listener kept their turn: {turn}"
     );
 }
+
+/// The gateway's clock set back (an NTP step, a VM resumed) while a stream is open: the stream
+/// ends at its next look, as at its time. Left open, it would outlive its end by as much as the
+/// clock went back, with no heartbeat for as long. The client reconnects, and the new stream
+/// answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_ends_when_the_gateway_clock_goes_back() {
+    let server = redis_harness::shared_server();
+    let (gateway_clock, store_clock) = (ManualClock::new(common::T0), ManualClock::new(common::T0));
+    let room = "ev5";
+    let layer = sse::room(room, 100)
+        .queue_ttl(Duration::from_secs(4))
+        .clock(gateway_clock.clone())
+        .store(store(&server.url(), "evtest5", &store_clock))
+        .build()
+        .unwrap();
+    let gw = serve(common::app(layer)).await;
+    let line = fill(&gw, NEAR_HEAD as usize + 3).await;
+    let jar = line.last().unwrap();
+    let (status, _, mut s) = open(&gw, room, jar, None).await;
+    assert_eq!(status, StatusCode::OK);
+    s.frame(WAIT).await;
+    assert_eq!(s.event(WAIT).await.unwrap().1["state"], "waiting");
+
+    gateway_clock.set(gateway_clock.now_ms() - 60_000);
+    let started = tokio::time::Instant::now();
+    assert_eq!(s.frame(WAIT).await, None, "the stream ended");
+    assert!(
+        started.elapsed() < WAIT / 2,
+        "ended at its next look, not left open ({:?})",
+        started.elapsed()
+    );
+    let (status, _, mut again) = open(&gw, room, jar, None).await;
+    assert_eq!(status, StatusCode::OK);
+    again.frame(WAIT).await;
+    let (_, now) = again.event(WAIT).await.expect("the state now");
+    assert_eq!(now["state"], "waiting", "{now}");
+}

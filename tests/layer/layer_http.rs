@@ -3,6 +3,7 @@
 
 use http::header::{self, HeaderValue};
 
+mod clocks;
 mod endpoints;
 mod fail_policy;
 mod tokens;
