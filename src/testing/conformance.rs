@@ -473,6 +473,7 @@ macro_rules! __conformance_suite {
                 heals_a_lost_check_in,
                 heals_a_stray_check_in,
                 heals_a_slot_holder_in_line,
+                a_slot_holder_in_line_who_leaves_or_is_banned_loses_both,
                 heals_bad_numbers,
                 heals_a_damaged_capacity,
                 heals_a_damaged_place,

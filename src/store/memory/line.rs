@@ -15,10 +15,11 @@ impl RoomState {
             .saturating_sub((self.active.len() + self.granted.len()) as u64)
     }
 
-    /// Frees the session's slot, or else its place. `true` if it had one.
+    /// Frees the session's slot and its place. `true` if it had either.
     pub(super) fn drop_session(&mut self, session: SessionId) -> bool {
-        let had_slot = self.active.remove(session) | self.granted.remove(session);
-        had_slot || self.waiters.remove(session)
+        // `|`, not `||`: a slot holder with a stray place in line (damage) loses both, or the
+        // promotion after a release or a ban would grant them a slot again from that place.
+        self.active.remove(session) | self.granted.remove(session) | self.waiters.remove(session)
     }
 
     /// Whether `session` is banned at `now` (an ended ban is forgotten).

@@ -269,3 +269,30 @@ pub async fn heals_a_slot_holder_in_line(h: &Harness) {
     assert_eq!(e, h.now() + ACTIVE_MS, "a claimed slot, extended");
     Harness::check_stats(h.stats(&p).await, 1, 1, 0);
 }
+
+/// A slot holder with a stray place in line who leaves, or is banned, loses both: the slot
+/// freed is not granted back to them from that place by the very promotion that frees it.
+pub async fn a_slot_holder_in_line_who_leaves_or_is_banned_loses_both(h: &Harness) {
+    for banned in [false, true] {
+        // The holder waited (checked in, so their stray place is alive), then was let in.
+        let p = h.policy(2);
+        h.enter_admitted(&p).await;
+        let x = h.enter_admitted(&p).await;
+        let a = SessionId::random();
+        waiting(h.enter(&p, a).await, 1, 1, "joins");
+        assert!(h.release(&p, x).await);
+        admitted(h.enter(&p, a).await, "claims the slot freed");
+        if !h.damage(&p, Damage::SlotHolderInLine(a)).await {
+            return;
+        }
+        if banned {
+            assert!(h.ban(&p, a, h.now() + 3_600_000).await);
+            assert_eq!(h.poll(&p, a).await, Decision::Banned, "banned, not let in");
+        } else {
+            assert!(h.release(&p, a).await);
+            assert_eq!(h.poll(&p, a).await, Decision::Unknown, "gone, not let in");
+        }
+        Harness::check_stats(h.stats(&p).await, 1, 0, 0);
+        h.enter_admitted(&p).await;
+    }
+}

@@ -252,7 +252,7 @@ end
 -- Whether this call released something: kept outside `main`, so that a second, repaired run
 -- still reports what the first one removed.
 
--- Frees the session's slot, or else its place, and promotes into what was freed (release, ban).
+-- Frees the session's slot and its place, and promotes into what was freed (release, ban).
 function F.free_session()
   -- The session's single-use ticket record (R.keys[21], sent by release and ban only) ends with
   -- its slot, in this same step: its state `n`/`u` upper-cased in place (SETRANGE keeps the
@@ -263,8 +263,10 @@ function F.free_session()
       redis.call('SETRANGE', R.k_ticket, 0, string.upper(state))
     end
   end
+  -- The place too, whether or not a slot was freed: a slot holder with a stray place (damage)
+  -- would otherwise be granted a slot again from it by the promotion below.
   local n = redis.call('ZREM', R.k_active, R.s) + redis.call('ZREM', R.k_granted, R.s)
-  if n == 0 then n = redis.call('ZREM', R.k_line, R.s) end
+    + redis.call('ZREM', R.k_line, R.s)
   if n > 0 then R.released = 1 end
   if R.released == 1 then F.promote() end
 end
