@@ -234,6 +234,7 @@ pub mod auto;
 #[cfg(feature = "testing")]
 pub(crate) mod damage;
 mod error;
+pub(crate) mod limits;
 mod memory;
 #[cfg(feature = "redis")]
 mod redis;

@@ -495,6 +495,7 @@ macro_rules! __conformance_suite {
                 oldest_wait_follows_the_head,
                 admissions_per_minute_history,
                 refuses_settings_of_another_version,
+                refuses_a_policy_out_of_bounds_and_keeps_a_ban_for_ever,
                 reads_settings_of_a_newer_additive_version,
                 pace_measures_the_room_from_its_first_sighting,
                 pace_notes_the_first_movement,

@@ -90,7 +90,8 @@ fn poll_cost_does_not_grow_with_the_line() {
         let hour = Duration::from_secs(3_600);
         let policy = RoomPolicy::new("big", 1)
             .with_ttls(hour, hour, hour)
-            .with_max_queue_len(u64::MAX / 2);
+            // The longest line a store keeps (2^24), far above the test's 100 000.
+            .with_max_queue_len(1 << 24);
         let ready = |f: tower_waiting_room::store::StoreFuture<Decision>| {
             futures_now(f).expect("the embedded store does not fail")
         };

@@ -58,6 +58,7 @@ use crate::clock::{Clock, SharedClock, SystemClock};
 use crate::config::RoomPolicy;
 use crate::session::SessionId;
 use crate::store::auto::{check_auto_apply, check_auto_switch, check_auto_terms};
+use crate::store::limits::check_policy;
 
 /// The embedded store: one process's rooms in memory, with the exact semantics of the
 /// [store docs](crate::store). Clones share the same rooms.
@@ -156,6 +157,9 @@ impl MemoryStore {
         sweep: Sweep,
         op: impl FnOnce(&mut RoomState, &RoomPolicy, u64) -> T,
     ) -> StoreFuture<T> {
+        if let Err(e) = check_policy(policy) {
+            return Box::pin(std::future::ready(Err(e)));
+        }
         let room = self.room(&policy.room);
         let mut room = lock(&room);
         // Read under the room's lock, so a room's calls see time in the order they run.

@@ -4,6 +4,7 @@
 use super::{MemoryStore, RoomState};
 use crate::config::RoomPolicy;
 use crate::session::SessionId;
+use crate::store::limits::LATEST_MS;
 use crate::store::snapshot::LivenessRule;
 use crate::store::{RoomStats, SettingsChange, SettingsUpdate, MAX_ADMIT_NEXT_PER_CALL};
 
@@ -95,6 +96,8 @@ pub(super) fn ban(
     now: u64,
 ) -> bool {
     room.banned.retain(|_, until| *until > now);
+    // Kept as the Redis store keeps it: no later than the latest time a store holds.
+    let until_ms = until_ms.min(LATEST_MS);
     if until_ms > now {
         room.banned.insert(session, until_ms);
     }

@@ -123,6 +123,7 @@ use super::{
 use crate::clock::SharedClock;
 use crate::config::RoomPolicy;
 use crate::session::SessionId;
+use crate::store::limits::LATEST_MS;
 
 #[derive(Clone)]
 enum Connection {
@@ -552,7 +553,9 @@ impl Store for RedisStore {
         let args = Ban {
             call: self.call_arg(policy),
             session,
-            until_ms: i64::try_from(until_ms).unwrap_or(i64::MAX),
+            // The script refuses a later end (`WRARGS`): a ban "for ever" is kept as the
+            // latest time a store holds, as the embedded store keeps it.
+            until_ms: i64::try_from(until_ms.min(LATEST_MS)).unwrap_or(i64::MAX),
             schedule: protocol::schedule_arg(Op::Ban, policy, Some(session)),
         }
         .argv();

@@ -7,6 +7,7 @@ use super::calls::{TicketMint, TicketRedeem};
 use super::RedisStore;
 use crate::config::RoomPolicy;
 use crate::session::SessionId;
+use crate::store::limits::LATEST_MS;
 use crate::store::{
     MintFor, Minted, Redeemed, StoreError, StoreErrorKind, StoreFuture, TicketNonce,
 };
@@ -35,7 +36,7 @@ impl RedisStore {
             nonce: fresh,
             now: self.call_now(),
             // Lua numbers are doubles: an expiry beyond 2^53 ms (year 287 396) is no real one.
-            expires_at: expires_at_ms.min(1 << 53),
+            expires_at: expires_at_ms.min(LATEST_MS),
             renewal: mint_for == MintFor::Renewal,
         }
         .argv();

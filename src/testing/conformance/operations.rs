@@ -2,7 +2,10 @@
 //! store, the emergency release ([`Store::admit_next`]), bans, the oldest wait and the history
 //! of admissions.
 
+use std::time::Duration;
+
 use super::{admitted, waiting, Damage, Harness, ABANDON_MS, ACTIVE_MS, QUEUE_MS};
+use super::{ACTIVE_TTL, GRANT_TTL, QUEUE_TTL};
 use crate::store::{
     Decision, RoomSettings, SettingsChange, StoreError, StoreErrorKind, ADMISSION_BUCKET_MS,
     HISTORY_MINUTES, OLDEST_WAIT_GRANULARITY_MS, SETTINGS_VERSION,
@@ -509,4 +512,62 @@ pub async fn reads_settings_of_a_newer_additive_version(h: &Harness) {
     let stats = h.stats(&p).await;
     Harness::check_stats(stats, 0, 2, 1);
     assert_eq!(stats.capacity, 2);
+}
+
+/// A policy outside the bounds every store keeps (a lifetime beyond seven days, a capacity or
+/// a longest line of 0: what a builder refuses, sent by a direct caller) is refused as
+/// [`StoreErrorKind::Protocol`], never obeyed: nothing is written, so a slot whose expiry
+/// overflowed never lets a second visitor in beside the first. A ban "for ever" (`u64::MAX`)
+/// is kept by every store as a ban.
+pub async fn refuses_a_policy_out_of_bounds_and_keeps_a_ban_for_ever(h: &Harness) {
+    let p = h.policy(1);
+    let holder = h.enter_admitted(&p).await;
+    let week = 7 * 24 * 3_600_000;
+    let day = Duration::from_millis(24 * 3_600_000);
+    let mut bad = Vec::new();
+    for ttl in [
+        Duration::MAX,
+        Duration::from_millis(week + 1),
+        Duration::ZERO,
+    ] {
+        bad.push(p.clone().with_ttls(ttl, GRANT_TTL, QUEUE_TTL));
+        bad.push(p.clone().with_ttls(ACTIVE_TTL, ttl, QUEUE_TTL));
+        bad.push(p.clone().with_ttls(ACTIVE_TTL, GRANT_TTL, ttl));
+    }
+    bad.push(p.clone().with_abandon_after(Duration::MAX));
+    bad.push(p.clone().with_max_queue_len(0));
+    bad.push(p.clone().with_max_queue_len(u64::MAX));
+    let mut none_inside = p.clone();
+    none_inside.capacity = 0;
+    bad.push(none_inside);
+    for policy in &bad {
+        let newcomer = SessionId::random();
+        let e = h.store.enter(policy, newcomer).await.expect_err("refused");
+        assert_eq!(e.kind(), StoreErrorKind::Protocol, "{policy:?}: {e}");
+        let e = h
+            .store
+            .heartbeat(policy, holder)
+            .await
+            .expect_err("refused");
+        assert_eq!(e.kind(), StoreErrorKind::Protocol, "{policy:?}: {e}");
+    }
+    // A week exactly is within the bounds.
+    let week_long = p.clone().with_ttls(day * 7, GRANT_TTL, QUEUE_TTL);
+    admitted(
+        h.heartbeat(&week_long, holder).await,
+        "the holder, still in",
+    );
+    Harness::check_stats(h.stats(&p).await, 1, 0, 0);
+    let newcomer = SessionId::random();
+    waiting(
+        h.enter(&p, newcomer).await,
+        1,
+        1,
+        "nobody let in beside the holder",
+    );
+
+    assert!(h.ban(&p, holder, u64::MAX).await, "the holder had a slot");
+    assert_eq!(h.poll(&p, holder).await, Decision::Banned);
+    h.advance_ms(week);
+    assert_eq!(h.enter(&p, holder).await, Decision::Banned, "still banned");
 }
