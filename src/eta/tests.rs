@@ -370,3 +370,72 @@ fn estimates_stay_finite() {
         estimate(&EtaInput::new(1, 0, trickle, false))
     );
 }
+
+/// A room `observed_ms` old, capacity 10 filled at once, that first moved
+/// `first_move_after_ms` after its opening and has let `events` in since (beyond the fill),
+/// none in the current bucket.
+fn opening_of(observed_ms: u64, first_move_after_ms: u64, events: u64) -> RoomPace {
+    RoomPace::new(0, 0, observed_ms, 10)
+        .with_line([10 + events, 0, 0, 0, 0], 0)
+        .with_first_move(observed_ms - first_move_after_ms)
+}
+
+/// The same, 100 s old.
+fn opening(first_move_after_ms: u64, events: u64) -> RoomPace {
+    opening_of(100_000, first_move_after_ms, events)
+}
+
+#[test]
+fn an_opening_whose_visits_turn_slots_over_evenly_needs_less_margin() {
+    // 30 let in over the 80 s since the first movement (about 0.33 a second: visits of
+    // about 30 s). The first slot freed after 22 s: no visit was much shorter than the mean,
+    // so slots turn over evenly. After 2 s: as irregular as independent arrivals.
+    let even = opening(22_000, 30);
+    let uneven = opening(2_000, 30);
+    assert!(opening_dispersion(&even, 30.0 / 89.0) < 0.5);
+    assert_eq!(opening_dispersion(&uneven, 30.0 / 99.0), 1.0);
+    assert!(shown_margin(even) < shown_margin(uneven));
+    // Waiters who gave up (silent now, or skipped at their turn) move the line unevenly,
+    // however the visits began: the counting noise of independent arrivals again.
+    let silent = opening(22_000, 30).with_line([40, 0, 0, 0, 0], 3);
+    let skipped = opening(22_000, 30).with_skipped(AdmissionCounts::new(0, 0), 2);
+    for gave_up in [silent, skipped] {
+        assert_eq!(opening_dispersion(&gave_up, 30.0 / 89.0), 1.0);
+    }
+    // A first movement later than a mean visit says the room was not full at its opening:
+    // nothing about its visits.
+    assert_eq!(opening_dispersion(&opening(60_000, 30), 30.0 / 70.0), 1.0);
+    // Once the room's own minutes measure its error, they are used instead.
+    let measured = pace(10 * MIN, 10, [20; PACE_MINUTES]).with_first_move(10 * MIN - 22_000);
+    assert_eq!(
+        estimate(&EtaInput::new(61, 100, measured, false)),
+        estimate(&EtaInput::new(
+            61,
+            100,
+            pace(10 * MIN, 10, [20; PACE_MINUTES]),
+            false
+        ))
+    );
+}
+
+#[test]
+fn an_even_opening_is_estimated_on_fewer_admissions() {
+    // 40 s old, six let in beyond the fill since the first movement: enough for an opening that
+    // turns slots over evenly (the first slot freed after 22 s), not for one as irregular as
+    // independent arrivals (after 2 s), nor below the fewest any rate is estimated on.
+    let input = |pace| EtaInput::new(20, 40, pace, false);
+    assert!(estimate(&input(opening_of(40_000, 22_000, 6)))
+        .shown()
+        .is_some());
+    assert_eq!(
+        estimate(&input(opening_of(40_000, 2_000, 6))),
+        Eta::Estimating
+    );
+    assert_eq!(
+        estimate(&input(opening_of(40_000, 22_000, 4))),
+        Eta::Estimating
+    );
+    assert!(estimate(&input(opening_of(40_000, 2_000, 10)))
+        .shown()
+        .is_some());
+}
