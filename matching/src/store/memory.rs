@@ -355,7 +355,9 @@ impl State {
     }
 
     /// Undoes pending group `number`: its members (but `leaving`) go back to the front of the
-    /// line with their sequence numbers and a fresh timeout.
+    /// line with their sequence numbers and a fresh timeout; or, undone more than `timeout +
+    /// confirm_ttl` after it expired (nothing touched the queue meanwhile), they are dropped,
+    /// as the Redis store drops them (whose pointers outlive a group only that long).
     fn dissolve(
         &mut self,
         policy: &MatchPolicy,
@@ -368,12 +370,21 @@ impl State {
             return;
         };
         let id = GroupId::new(queue.clone(), number);
+        let stale = now
+            >= record
+                .expires_ms
+                .saturating_add(ms(policy.timeout))
+                .saturating_add(ms(policy.confirm_ttl));
         for (seq, user, joined_ms) in record.members {
             if Some(&user) == leaving {
                 self.users.remove(&user);
                 continue;
             }
             if !matches!(self.users.get(&user), Some(Place::Group(g)) if *g == id) {
+                continue;
+            }
+            if stale {
+                self.users.remove(&user);
                 continue;
             }
             self.users

@@ -5,7 +5,7 @@ use super::{
     confirmed, matched, pending, wait, Harness, CONFIRM_TTL, FALLBACK_AFTER, KEEP_CONFIRMED, MS,
     SEC, TIMEOUT,
 };
-use crate::{ConfirmOutcome, Group, GroupId};
+use crate::{ConfirmOutcome, Group, GroupId, MatchState};
 
 /// A pending group confirmed with the application's id is confirmed for every member, its
 /// record kept `keep_confirmed` from the confirmation.
@@ -123,6 +123,31 @@ pub async fn unconfirmed_group_goes_back_to_the_front(h: &Harness) {
         h.status(&later[1]).await,
         wait(&q, 2, 2, CONFIRM_TTL - SEC, TIMEOUT - CONFIRM_TTL + SEC)
     );
+}
+
+/// A group undone more than `timeout + confirm_ttl` after it expired (nothing touched its
+/// queue meanwhile) drops its members instead of putting them back in line: the Redis store's
+/// pointers outlive a group only that long, and a member whose pointer expired may be in
+/// another group by then. A moment before, they go back as any undone group's do.
+pub async fn a_group_undone_long_after_its_expiry_drops_its_members(h: &Harness) {
+    let h = &h.fresh();
+    // The group expires `CONFIRM_TTL` after it forms, and is stale `TIMEOUT + CONFIRM_TTL` later.
+    let stale = CONFIRM_TTL + TIMEOUT + CONFIRM_TTL;
+    for back in [true, false] {
+        let q = h.queue(if back { "pair-back" } else { "pair-gone" }, 2);
+        let two = h.users(if back { "b" } else { "g" }, 2);
+        let g = h.form_group(&two, &q).await;
+        h.advance(if back { stale - MS } else { stale });
+        let seen = h.status(&two[0]).await;
+        if back {
+            let again = pending(&q, 2, &[&two[0], &two[1]], CONFIRM_TTL);
+            assert_eq!(seen, matched(&again), "put back and grouped again");
+        } else {
+            assert_eq!(seen, MatchState::Idle, "dropped");
+            assert_eq!(h.status(&two[1]).await, MatchState::Idle, "both");
+        }
+        assert_eq!(h.confirm(&g.id, "x").await, ConfirmOutcome::Unknown);
+    }
 }
 
 /// Undone members go back ahead of a later joiner and are matched before them; with the time

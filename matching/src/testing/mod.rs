@@ -379,6 +379,7 @@ macro_rules! __matching_suite {
                 confirm_is_idempotent_and_refuses_another_id,
                 confirm_unknown_groups,
                 unconfirmed_group_goes_back_to_the_front,
+                a_group_undone_long_after_its_expiry_drops_its_members,
                 undone_groups_keep_their_seniority,
                 leave_a_pending_group,
                 leave_a_confirmed_group,

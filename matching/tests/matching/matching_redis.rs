@@ -28,9 +28,9 @@ use damaged::damaged_numbers_are_read_as_missing_and_repaired;
 use differential::{differential_against_the_memory_store, differential_bounded_work_per_step};
 use evalsha::the_script_before_the_library_shares_a_queue;
 use rules::{
-    confirm_keeps_the_record_then_idle, conflict_across_queues_changes_nothing,
-    fallback_forms_a_smaller_group_after_the_wait, pair_forms_in_the_second_join,
-    status_and_leave_follow_the_user, timeout_drops_a_waiter,
+    a_group_undone_long_after_its_expiry_drops_its_members, confirm_keeps_the_record_then_idle,
+    conflict_across_queues_changes_nothing, fallback_forms_a_smaller_group_after_the_wait,
+    pair_forms_in_the_second_join, status_and_leave_follow_the_user, timeout_drops_a_waiter,
     undone_group_goes_back_to_the_front_in_order,
 };
 
@@ -189,6 +189,7 @@ on_both!(
     fallback_forms_a_smaller_group_after_the_wait,
     timeout_drops_a_waiter,
     undone_group_goes_back_to_the_front_in_order,
+    a_group_undone_long_after_its_expiry_drops_its_members,
     confirm_keeps_the_record_then_idle,
     conflict_across_queues_changes_nothing,
     a_claim_in_flight_is_completed_never_idle,

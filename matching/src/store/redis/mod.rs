@@ -118,7 +118,10 @@ mod code {
 /// race on the pointer; one claim wins; the other process finds that claim, completes it if in
 /// flight, and answers a conflict. The one assumption is the pointer's TTL, which outlives any
 /// membership: `2 × (timeout + confirm_ttl) + keep_confirmed` plus an hour, renewed by each
-/// join, status and conflict, and for every user an undone group sends back to the line.
+/// join, status and conflict, and for every user an undone group sends back to the line. A
+/// pending group waits for its queue's next step, however late: one undone later than
+/// `timeout + confirm_ttl` past its expiry drops its members rather than sending them back
+/// (their pointers may have expired by then, and the users joined elsewhere).
 ///
 /// # Differences from the embedded store
 ///

@@ -220,3 +220,53 @@ pub(super) async fn conflict_across_queues_changes_nothing(backend: Backend) {
     };
     assert_eq!(w.waiting, 1);
 }
+
+/// A pending group in a queue nothing touches outlives its members' pointers (theirs is
+/// renewed by their own calls; the group waits for the queue's next step): once a pointer has
+/// expired its user is idle and may join elsewhere. The next step on the first queue undoes
+/// the group long past its expiry, and drops its members rather than putting them back in
+/// line: a user in one group at a time.
+pub(super) async fn a_group_undone_long_after_its_expiry_drops_its_members(backend: Backend) {
+    let clock = ManualClock::new(START_MS);
+    let (store, prefix) = store(backend, &clock).await;
+    let p = policy();
+    let (niche, other) = (queue("niche", 2), queue("other", 2));
+    store.join(&p, user("ann"), niche.clone()).await.unwrap();
+    let g = matched(joined(
+        store.join(&p, user("bob"), niche.clone()).await.unwrap(),
+    ));
+    assert_eq!(names(&g), ["ann", "bob"]);
+    // Both go away; nothing touches `niche`, and Ann's pointer expires (its TTL is long: made
+    // to lapse now, with the clock moved past it).
+    let mut raw = super::Raw::open(backend).await;
+    let pointer = super::pointer_key(&prefix, "ann");
+    let ttl: i64 = raw.query(redis::cmd("PTTL").arg(&pointer)).await;
+    assert!(ttl > 0, "{ttl}");
+    let _: i64 = raw.query(redis::cmd("PEXPIRE").arg(&pointer).arg(1)).await;
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    clock.advance(Duration::from_millis(ttl as u64 + 1));
+    assert_eq!(
+        store.status(&p, user("ann")).await.unwrap(),
+        MatchState::Idle
+    );
+    store.join(&p, user("ann"), other.clone()).await.unwrap();
+    let in_other = matched(joined(
+        store.join(&p, user("dan"), other.clone()).await.unwrap(),
+    ));
+    assert_eq!(names(&in_other), ["ann", "dan"]);
+    // A step on `niche` undoes the old group: Ann is not put back there, nor is Bob.
+    let cat = joined(store.join(&p, user("cat"), niche.clone()).await.unwrap());
+    let MatchState::Waiting(w) = cat else {
+        panic!("cat waits alone: {cat:?}")
+    };
+    assert_eq!((w.position, w.waiting), (1, 1));
+    assert_eq!(
+        store.status(&p, user("bob")).await.unwrap(),
+        MatchState::Idle
+    );
+    let ann = matched(store.status(&p, user("ann")).await.unwrap());
+    assert_eq!(
+        ann.id, in_other.id,
+        "Ann is in one group, the other queue's"
+    );
+}

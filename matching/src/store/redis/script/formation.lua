@@ -3,19 +3,26 @@
 -- each step's work bounded by max_work.
 
 -- Undoes pending group `number`: its members (but `leaving`) go back to the line with their
--- sequence numbers (so at the front, in their order) and a fresh timeout.
+-- sequence numbers (so at the front, in their order) and a fresh timeout. Unless it is undone
+-- more than timeout + confirm_ttl after it expired (no step touched the queue meanwhile): a
+-- member's pointer outlives the group only that long (the store's docs), so one may since
+-- have expired and its user joined elsewhere; put back here, they would hold two places. Then
+-- its members are dropped (their next status answers idle).
 local function dissolve(number, leaving)
   if not redis.call('ZSCORE', k_pending, pad(number)) then return end
   local g = group(number)
   redis.call('ZREM', k_pending, pad(number))
   redis.call('HDEL', k_groups, int(number))
   if not g then return end
+  local stale = now >= g.expires + timeout + confirm_ttl
   for _, m in ipairs(g.members) do
     if m.user == leaving then
       redis.call('HDEL', k_users, m.user)
     else
       local p = place(m.user)
-      if p ~= nil and p.kind == 'g' and p.number == number then
+      if p ~= nil and p.kind == 'g' and p.number == number and stale then
+        redis.call('HDEL', k_users, m.user)
+      elseif p ~= nil and p.kind == 'g' and p.number == number then
         -- A damaged sequence number: a new one, at the back (see Damage).
         local seq = m.seq or next_number('seq', last_seq)
         add_waiter(m.user, seq, m.joined, now + timeout, p.claim)
