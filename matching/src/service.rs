@@ -358,6 +358,13 @@ where
             .insert(header::ALLOW, HeaderValue::from_static("GET, POST, DELETE"));
         return res;
     }
+    // A join a page of another site made the browser send (a form posts `text/plain` JSON
+    // with no preflight) is refused before anything is read: with the app's own login cookie
+    // it would join its user to the other site's choice of queue. Browsers say so in
+    // `Sec-Fetch-Site`; other clients do not send it.
+    if method == Method::POST && is_cross_site(&parts.headers) {
+        return error(StatusCode::FORBIDDEN, "cross_site", json!({}));
+    }
     // The body first: a bad one is a `400` that writes nothing, whoever sends it.
     let queue = if method == Method::POST {
         match read_queue(&inner, body).await {
@@ -421,6 +428,15 @@ where
         res.headers_mut().append(header::SET_COOKIE, cookie);
     }
     res
+}
+
+/// Whether the browser says the request comes from another site (`Sec-Fetch-Site:
+/// cross-site`). `same-site` (a sibling subdomain) and `none` (typed by the user) are not.
+fn is_cross_site(headers: &http::HeaderMap) -> bool {
+    headers
+        .get_all("sec-fetch-site")
+        .iter()
+        .any(|v| v.as_bytes().eq_ignore_ascii_case(b"cross-site"))
 }
 
 /// The queue a `POST` body asks for, or the `400` that says what is wrong with it.

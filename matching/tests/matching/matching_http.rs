@@ -350,3 +350,53 @@ async fn an_unauthenticated_request_is_401_to_join_and_idle_to_look() {
     assert_eq!(res.status, StatusCode::NOT_FOUND);
     let _: Value = res.json();
 }
+
+/// A join another site's page made the browser send (a form posting `text/plain` that reads
+/// as JSON, which needs no preflight; the app's login cookie goes with it) is a `403` that
+/// writes nothing; the same from the app's own pages, or from a client that is no browser,
+/// joins. Leaving and looking stay open to every origin.
+#[tokio::test]
+async fn a_join_from_another_sites_page_is_refused() {
+    let clock = ManualClock::new(1_000_000);
+    let http = start(by_header(matchmaker(&clock)).build().unwrap()).await;
+    let form = "{\"topic\":\"x=\",\"size\":2}\r\n";
+    let site = |value: &'static str| {
+        (
+            HeaderName::from_static("sec-fetch-site"),
+            HeaderValue::from_static(value),
+        )
+    };
+    for value in ["cross-site", "Cross-Site"] {
+        let res = send(&http, Method::POST, &[user("ann"), site(value)], form).await;
+        assert_eq!(res.status, StatusCode::FORBIDDEN, "{}", res.text());
+        assert_eq!(res.json()["error"], "cross_site");
+        assert_eq!(
+            get(&http, "ann").await.status,
+            StatusCode::NOT_FOUND,
+            "nothing written"
+        );
+    }
+    let res = send(
+        &http,
+        Method::POST,
+        &[user("ann"), site("same-origin")],
+        form,
+    )
+    .await;
+    assert_eq!(res.status, StatusCode::ACCEPTED, "{}", res.text());
+    let res = send(&http, Method::POST, &[user("bob")], form).await;
+    assert_eq!(
+        res.status,
+        StatusCode::OK,
+        "a client that is no browser: {}",
+        res.text()
+    );
+    let res = send(
+        &http,
+        Method::DELETE,
+        &[user("bob"), site("cross-site")],
+        "",
+    )
+    .await;
+    assert_eq!(res.status, StatusCode::OK, "leaving is never refused");
+}
