@@ -184,12 +184,16 @@ fn non_negative(v: &Value) -> Result<u64, StoreError> {
 impl Reply {
     fn parse(values: Vec<Value>) -> Result<Self, StoreError> {
         let (code, n) = match values.as_slice() {
-            [code, n, ..] => (int(code)?, non_negative(n)? as usize),
+            [code, n, ..] => (int(code)?, non_negative(n)?),
             _ => return Err(protocol_error(format!("{values:?}"))),
         };
-        let pairs = values
-            .get(2..2 + 2 * n)
+        // A count no reply could hold (a reply not of this library) is no reason to overflow.
+        let end = usize::try_from(n)
+            .ok()
+            .and_then(|n| n.checked_mul(2)?.checked_add(2))
+            .filter(|&end| end <= values.len())
             .ok_or_else(|| protocol_error("short"))?;
+        let pairs = &values[2..end];
         let requeued = pairs
             .chunks(2)
             .map(|p| Ok((text(&p[0])?, text(&p[1])?)))
@@ -197,7 +201,7 @@ impl Reply {
         Ok(Self {
             code,
             requeued,
-            tail: values[2 + 2 * n..].to_vec(),
+            tail: values[end..].to_vec(),
         })
     }
 
@@ -644,5 +648,25 @@ impl MatchStore for RedisMatchStore {
 
     fn tick(&self, policy: &MatchPolicy, queue: Queue) -> StoreFuture<u64> {
         Box::pin(self.clone().tick_async(*policy, queue))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A reply whose count of requeued users no reply could hold (not this library's, or
+    /// damaged on the way) is a protocol error, never an overflow.
+    #[test]
+    fn a_count_past_the_reply_is_an_error() {
+        let n = |v: i64| Value::Int(v);
+        let text = |t: &str| Value::BulkString(t.as_bytes().to_vec());
+        let ok = Reply::parse(vec![n(1), n(1), text("ann"), text("claim"), n(7)]).unwrap();
+        assert_eq!(ok.requeued, [("ann".to_owned(), "claim".to_owned())]);
+        assert_eq!(ok.tail, [n(7)]);
+        for count in [2, i64::MAX, i64::MAX / 2 + 1] {
+            assert!(Reply::parse(vec![n(1), n(count), text("ann"), text("claim")]).is_err());
+        }
+        assert!(Reply::parse(vec![n(1), n(-1)]).is_err());
     }
 }
