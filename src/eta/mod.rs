@@ -72,13 +72,8 @@ const MIN_DISPERSION: f64 = 0.25;
 const MAX_DISPERSION: f64 = 4.0;
 /// A room younger than this has no basis for an estimate yet.
 pub const MIN_OBSERVED_MS: u64 = 5_000;
-/// Admissions (beyond the initial fill) needed before a rate is estimated: as precise a basis
-/// as this many of a Poisson pace. A room whose opening says its visits turn slots over
-/// regularly needs fewer (as many times fewer as its dispersion is below Poisson's), but
-/// never fewer than [`MIN_REGULAR_EVENTS`].
+/// Admissions (beyond the initial fill) needed before a rate is estimated.
 pub const MIN_EVENTS: f64 = 10.0;
-/// The fewest admissions (beyond the initial fill) any rate is estimated on.
-pub const MIN_REGULAR_EVENTS: f64 = 5.0;
 /// The longest estimate given: beyond it the number means nothing.
 const MAX_SECS: f64 = 365.0 * 86_400.0;
 
@@ -293,15 +288,8 @@ fn estimate_once(input: &EtaInput) -> Eta {
         let window_ms = k as u64 * MINUTE_MS + pace.into_bucket_ms;
         rate(admitted, window_ms, pace)
     };
-    let (slow_n, slow_rate, _) = window(PACE_MINUTES);
-    // Before the room's own minutes measure how even its turns are, its opening says
-    // (`opening_dispersion`): a basis as precise as `MIN_EVENTS` Poisson admissions.
-    let measured = measured_error(pace);
-    let needed = match measured {
-        Some(_) => MIN_EVENTS,
-        None => (MIN_EVENTS * opening_dispersion(pace, slow_rate)).max(MIN_REGULAR_EVENTS),
-    };
-    if pace.observed_ms < MIN_OBSERVED_MS || slow_n < needed {
+    let (slow_n, _, _) = window(PACE_MINUTES);
+    if pace.observed_ms < MIN_OBSERVED_MS || slow_n < MIN_EVENTS {
         return if pace.observed_ms >= PACE_MINUTES as u64 * MINUTE_MS {
             Eta::Stalled
         } else {
@@ -398,13 +386,9 @@ fn estimate_once(input: &EtaInput) -> Eta {
     let ahead = (position as f64 - 0.5 * (by_share + by_patience)).max(1.0);
     let likely = (ahead + drain_gap(pace)) / per_second;
     // Relative uncertainty of the rate: as measured on the room's own minutes when it has them
-    // (else the counting noise of `n` admissions, as dispersed as the opening says), never
-    // below `MIN_RATE_ERROR`; and of the wait itself, the sum of `ahead` gaps between
-    // admissions, as dispersed as measured.
-    let (rate_error, dispersion) = measured.unwrap_or_else(|| {
-        let dispersion = opening_dispersion(pace, per_second);
-        ((dispersion / n).sqrt(), dispersion)
-    });
+    // (else the counting noise of `n` admissions), never below `MIN_RATE_ERROR`; and of the
+    // wait itself, the sum of `ahead` gaps between admissions, as dispersed as measured.
+    let (rate_error, dispersion) = measured_error(pace).unwrap_or((1.0 / n.sqrt(), 1.0));
     let rate_error = rate_error.max(MIN_RATE_ERROR);
     // And of who gives up: each of those before me stays or not (a chance of `stays`, as
     // forecast), and the rate of giving up is itself measured on `seen` give-ups.
@@ -429,42 +413,6 @@ fn estimate_once(input: &EtaInput) -> Eta {
         low: secs(likely * (1.0 - spread).max(0.25)),
         high: secs(likely * (1.0 + 2.0 * spread)),
     }
-}
-
-/// The dispersion of the room's turns (the variance of their counts over their mean; 1 for a
-/// Poisson pace) before its own minutes measure it ([`measured_error`]), from how its visits
-/// began. The opening's slots were all taken at once, and the first of them was freed after
-/// the shortest of those visits. Visits taken as a shortest length plus a memoryless rest turn
-/// slots over with a dispersion of their length's squared coefficient of variation,
-/// `(1 - shortest / mean)²`. A model, not a measure: visits with a heavier tail than that
-/// would need more margin than it gives, until the room's own minutes measure it (from the
-/// third).
-/// The mean visit is the capacity over the pace (Little's law, at `per_second`); the shortest
-/// of `capacity` such visits exceeds the shortest length by `1 / capacity` of the rest. Never
-/// below [`MIN_DISPERSION`]. Poisson when nothing says more: the room has not moved, its
-/// first movement came later than a mean visit (the room was not full at its opening), or
-/// waiters gave up (skipped turns and slots granted to quitters move the line as unevenly as
-/// anything: the forecasts of give-ups assume no regularity).
-fn opening_dispersion(pace: &RoomPace, per_second: f64) -> f64 {
-    let gave_up = pace.silent + pace.skipped.last_five_minutes + pace.current_skipped > 0;
-    let Some(ago) = pace
-        .first_move_ms_ago
-        .filter(|_| !gave_up && per_second > 0.0)
-    else {
-        return 1.0;
-    };
-    let capacity = f64::from(pace.capacity.max(1));
-    let first = pace.observed_ms.saturating_sub(ago) as f64 / 1000.0;
-    let mean = capacity / per_second;
-    if first >= mean {
-        return 1.0;
-    }
-    let shortest = if capacity > 1.0 {
-        ((first - mean / capacity) / (1.0 - 1.0 / capacity)).max(0.0)
-    } else {
-        0.0
-    };
-    (1.0 - shortest / mean).powi(2).clamp(MIN_DISPERSION, 1.0)
 }
 
 /// Whether the `recent` window (events, rate, running seconds) let nobody in beyond a fill for
