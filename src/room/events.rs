@@ -454,8 +454,10 @@ impl Chunks for EventStream {
                     .reset(Instant::now() + Duration::from_millis(LOOK_MS));
                 let now = self.watched.core.now_ms();
                 // The clock gone back (an NTP step, a VM resumed) would keep the stream open
-                // past its `until_ms` by as much: it ends, as at its time.
-                let went_back = now < self.looked_at_ms;
+                // past its `until_ms` by as much: it ends, as at its time. Not for a step
+                // shorter than a look (a slewed millisecond, a leap second): every stream of
+                // the gateway would end and reconnect at once.
+                let went_back = now.saturating_add(LOOK_MS) < self.looked_at_ms;
                 self.looked_at_ms = now;
                 if now >= self.start.until_ms || went_back {
                     // A plain close: the client reconnects with Last-Event-ID.

@@ -23,7 +23,8 @@ pub(crate) fn check_policy(policy: &RoomPolicy) -> Result<(), StoreError> {
             policy.active_ttl_ms,
             policy.grant_ttl_ms,
             policy.queue_ttl_ms,
-            policy.abandon_after_ms,
+            // As the stores take it (and the Redis store sends it): at least `queue_ttl`.
+            policy.effective_abandon_after_ms(),
         ]
         .into_iter()
         .all(lifetime);

@@ -285,6 +285,19 @@ async fn a_stream_ends_when_the_gateway_clock_goes_back() {
     s.frame(WAIT).await;
     assert_eq!(s.event(WAIT).await.unwrap().1["state"], "waiting");
 
+    // A step shorter than a look (a slewed clock, a leap second) ends nothing: a heartbeat
+    // at most (the last one is now "later"), the stream still open when the wait runs out.
+    gateway_clock.set(gateway_clock.now_ms() - 200);
+    let started = tokio::time::Instant::now();
+    let until = started + Duration::from_millis(2_500);
+    while let Some(frame) = s.frame(until - tokio::time::Instant::now()).await {
+        assert_eq!(frame, ":", "a comment, no event");
+    }
+    assert!(
+        started.elapsed() >= Duration::from_millis(2_400),
+        "a small step ended the stream ({:?})",
+        started.elapsed()
+    );
     gateway_clock.set(gateway_clock.now_ms() - 60_000);
     let started = tokio::time::Instant::now();
     assert_eq!(s.frame(WAIT).await, None, "the stream ended");

@@ -551,11 +551,17 @@ pub async fn refuses_a_policy_out_of_bounds_and_keeps_a_ban_for_ever(h: &Harness
             .expect_err("refused");
         assert_eq!(e.kind(), StoreErrorKind::Protocol, "{policy:?}: {e}");
     }
-    // A week exactly is within the bounds.
+    // A week exactly is within the bounds, and so is an abandonment time shorter than
+    // `queue_ttl` (every store takes the longer of the two).
     let week_long = p.clone().with_ttls(day * 7, GRANT_TTL, QUEUE_TTL);
     admitted(
         h.heartbeat(&week_long, holder).await,
         "the holder, still in",
+    );
+    let abandon_now = p.clone().with_abandon_after(Duration::ZERO);
+    admitted(
+        h.heartbeat(&abandon_now, holder).await,
+        "taken as queue_ttl",
     );
     Harness::check_stats(h.stats(&p).await, 1, 0, 0);
     let newcomer = SessionId::random();
