@@ -113,8 +113,9 @@ impl fmt::Display for ConfigError {
             ),
             ConfigError::InvalidRule { rule } => write!(
                 f,
-                "invalid rule ({rule}): paths start with '/' and may end in '*', hosts are \
-                 names or addresses, and at least one method"
+                "invalid rule ({rule}): paths start with '/', may end in '*' and hold no '?' \
+                 or '#' (a request's path has neither), hosts are names or addresses (no \
+                 scheme, no path), and at least one method"
             ),
             ConfigError::OverlappingRules {
                 first_room,

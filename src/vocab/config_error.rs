@@ -111,7 +111,9 @@ pub enum ConfigError {
         room: String,
     },
     /// A [`Rule`](crate::routing::Rule) is malformed: a path not starting with `/` (or with a `*`
-    /// other than a trailing one), an empty host, no methods.
+    /// other than a trailing one, or a `?` or `#`, which no request's path holds), a host that
+    /// is empty or no host (`https://shop.example`, an IPv6 address out of brackets), no
+    /// methods.
     InvalidRule {
         /// The rule, in words.
         rule: String,

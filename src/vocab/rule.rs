@@ -135,7 +135,14 @@ impl Rule {
 
     /// The same rule, only for `host` (replacing any host it had).
     pub fn with_host(mut self, host: impl Into<String>) -> Self {
-        self.host = Some(normalize_host(&host.into()).to_ascii_lowercase());
+        let raw = host.into();
+        // Anything but a host and a port is kept as given, for the builder to refuse.
+        let host = if has_plain_port(&raw) {
+            normalize_host(&raw)
+        } else {
+            raw.trim()
+        };
+        self.host = Some(host.to_ascii_lowercase());
         self
     }
 
@@ -186,11 +193,7 @@ impl Rule {
             PathMatch::Exact(p) | PathMatch::Starts(p) => valid_path(p),
             PathMatch::Malformed(_) => false,
         };
-        let host_ok = self.host.as_deref().is_none_or(|h| {
-            !h.is_empty()
-                && h.bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b"-._:[]".contains(&b))
-        });
+        let host_ok = self.host.as_deref().is_none_or(valid_host);
         let methods_ok = self.methods.as_ref().is_none_or(|m| !m.is_empty());
         path_ok && host_ok && methods_ok
     }
@@ -357,9 +360,49 @@ fn under(path: &str, prefix: &str) -> bool {
 }
 
 /// A path a rule can name: starts with `/`, no whitespace or controls, no `*` (a trailing one
-/// was taken off already).
+/// was taken off already), no `?` or `#`: a request's path holds neither (the query is not
+/// part of it), so a rule naming one would never match, and a gate written so would leave its
+/// route open to everyone.
 fn valid_path(path: &str) -> bool {
-    path.starts_with('/') && path.bytes().all(|b| b.is_ascii_graphic() && b != b'*')
+    path.starts_with('/')
+        && path
+            .bytes()
+            .all(|b| b.is_ascii_graphic() && !b"*?#".contains(&b))
+}
+
+/// Whether `raw` is `host`, `host:port`, `[v6]` or `[v6]:port`, a port being digits: what
+/// [`normalize_host`] takes the port off. `https://shop.example` is not (read so, it would be
+/// the host `https`, and the rule would cover nothing anyone asks for).
+fn has_plain_port(raw: &str) -> bool {
+    let raw = raw.trim();
+    let port_ok = |port: &str| !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit());
+    if raw.starts_with('[') {
+        raw.find(']').is_some_and(|end| {
+            let rest = &raw[end + 1..];
+            rest.is_empty() || rest.strip_prefix(':').is_some_and(port_ok)
+        })
+    } else {
+        raw.split_once(':').is_none_or(|(_, port)| port_ok(port))
+    }
+}
+
+/// A host a rule can name (without its port): a name of letters, digits, `-`, `.`, `_`, or an
+/// IPv6 address in brackets.
+fn valid_host(host: &str) -> bool {
+    match host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
+        Some(v6) => {
+            !v6.is_empty()
+                && v6
+                    .bytes()
+                    .all(|b| b.is_ascii_hexdigit() || b".:".contains(&b))
+        }
+        None => {
+            !host.is_empty()
+                && host
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"-._".contains(&b))
+        }
+    }
 }
 
 /// The request's host: the `Host` header, or (HTTP/2) the URI's authority; without its port.
@@ -590,9 +633,35 @@ mod tests {
             Rule::host(""),
             Rule::host("a/b"),
             Rule::methods([]),
+            // Never in a request's path: a gate so written would never hold.
+            Rule::path("/checkout?x=1"),
+            Rule::path("/pay#now"),
+            Rule::path_prefix("/shop?x"),
+            Rule::path("/api?x/*"),
+            // A URL, or an IPv6 address out of brackets, is no host.
+            Rule::host("https://launch.example"),
+            Rule::host("launch.example/shop"),
+            Rule::host("user@launch.example"),
+            Rule::host("::1"),
+            Rule::host("launch.example:http"),
+            Rule::host("[::1"),
+            Rule::host("[]"),
         ] {
             assert!(!bad.is_valid(), "{bad:?}");
         }
         assert!(Rule::path_prefix("/").is_valid() && Rule::path("/*").is_valid());
+        for good in [
+            "launch.example",
+            "Launch.Example:8443",
+            "[::1]",
+            "[::1]:8080",
+            "10.0.0.1:80",
+        ] {
+            assert!(Rule::host(good).is_valid(), "{good}");
+        }
+        assert_eq!(
+            Rule::host("Launch.Example:8443").describe(),
+            "host launch.example"
+        );
     }
 }

@@ -512,6 +512,15 @@ impl Lines<'_> {
                             format!("room `{room}`: {key}: `{p}` is not a path (it starts with /)"),
                         ));
                     }
+                    if let Some(c) = p.chars().find(|c| "?#*".contains(*c)) {
+                        return Err(self.at(
+                            v,
+                            format!(
+                                "room `{room}`: {key}: `{p}` holds `{c}`: a prefix of the path \
+                                 alone (no query, no `*`; `/static` covers what is under it)"
+                            ),
+                        ));
+                    }
                 }
             }
             Ok(())
@@ -561,7 +570,9 @@ fn parse_gate(text: &str) -> Result<(Vec<http::Method>, String), String> {
         Some((methods, path)) => (methods, path.trim()),
         None => ("", text.trim()),
     };
-    if !path.starts_with('/') {
+    // A request's path holds no query or fragment: a gate naming one would never hold, and
+    // its route would be open to everyone.
+    if !path.starts_with('/') || path.contains(['?', '#']) {
         return Err(bad());
     }
     let methods = methods

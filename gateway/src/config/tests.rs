@@ -201,6 +201,21 @@ fn routes_are_read_and_bad_ones_named() {
     let (line, msg) =
         refused("upstream = \"http://a:1\"\n[[rooms]]\nroom = \"shop\"\n\nbypass = [\"static\"]\n");
     assert_eq!(line, Some(5), "{msg}");
+    // A query or a fragment is never in a request's path: such a gate, path or bypass would
+    // never match (a gate so written left its route open).
+    for (key, value) in [
+        ("gates", "GET /checkout?x=1"),
+        ("gates", "/pay#now"),
+        ("paths", "/shop?x"),
+        ("bypass", "/static/*"),
+        ("bypass", "/img#a"),
+    ] {
+        let (line, msg) = refused(&format!(
+            "upstream = \"http://a:1\"\n[[rooms]]\nroom = \"shop\"\n{key} = [\"{value}\"]\n"
+        ));
+        assert_eq!(line, Some(4), "{key} = {value}: {msg}");
+        assert!(msg.contains(key), "{msg}");
+    }
 }
 
 #[test]

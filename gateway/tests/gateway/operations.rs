@@ -135,7 +135,17 @@ fn check_refuses_a_bad_file_naming_its_line() {
                 .replace("WAITING_ROOM_SECRET", "WRG_TEST_SECRET_NOT_SET")
         ),
     );
-    let cases: [(&str, &str, usize, &str); 5] = [
+    // A URL where a host goes, and a gate with a query: each would leave the room covering
+    // nothing, or its route open to everyone.
+    let url_host = config(
+        up,
+        &format!("{}hosts = [\"https://launch.example\"]\n", sale_room(1)),
+    );
+    let query_gate = config(
+        up,
+        &format!("{}gates = [\"GET /checkout?x=1\"]\n", sale_room(1)),
+    );
+    let cases: [(&str, &str, usize, &str); 7] = [
         (
             "unknown-top.toml",
             &typo_top,
@@ -165,6 +175,18 @@ fn check_refuses_a_bad_file_naming_its_line() {
             &no_secret,
             line_of(&no_secret, "[[rooms]]", 1),
             "WRG_TEST_SECRET_NOT_SET",
+        ),
+        (
+            "url-host.toml",
+            &url_host,
+            line_of(&url_host, "[[rooms]]", 0),
+            "host https://launch.example",
+        ),
+        (
+            "query-gate.toml",
+            &query_gate,
+            line_of(&query_gate, "gates", 0),
+            "GET /checkout?x=1",
         ),
     ];
     for (name, text, line, what) in cases {
