@@ -163,6 +163,12 @@ pub use token::{Keyring, SigningKey};
 /// documented as stable.
 #[doc(hidden)]
 pub mod __private {
+
+    /// An environment variable's name as an error shows it: the name, or a note that the
+    /// value given is none (it may be a secret), for the gateway's errors.
+    pub fn shown_variable(name: &str) -> String {
+        crate::config::shown_variable(name)
+    }
     pub use crate::token::{AdmissionTicket, AdmissionToken, Challenge, QueueCookie};
 
     /// The Redis room functions' `line_numbers` and `room_numbers` for `policy` (its numbers,

@@ -74,7 +74,7 @@ impl EdgeFile {
         let text = match (&self.keys, &self.keys_env, &self.keys_file) {
             (Some(keys), _, _) => keys.clone(),
             (_, Some(variable), _) => env(variable).ok_or_else(|| RoomFileError::EdgeKeysEnv {
-                variable: variable.clone(),
+                variable: super::file::shown_variable(variable),
             })?,
             (_, _, Some(path)) => read_keys_file(path)?,
             _ => unreachable!("one source, counted above"),

@@ -373,6 +373,21 @@ impl<'de> DeserializeSeed<'de> for Key {
     }
 }
 
+/// An environment variable's name as an error shows it (and keeps it): a name of letters,
+/// digits and `_` not starting with a digit, at most 128 bytes, as it is. Anything else is not
+/// shown: it is likely the value itself (a secret, a URL with its password) written where its
+/// variable's name goes.
+pub(crate) fn shown_variable(name: &str) -> String {
+    let is_name = (1..=128).contains(&name.len())
+        && !name.as_bytes()[0].is_ascii_digit()
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+    if is_name {
+        name.to_owned()
+    } else {
+        format!("<not a variable's name, {} bytes, not shown>", name.len())
+    }
+}
+
 /// Settings from a file or the environment that cannot be used. Settings that can be read but
 /// that the room refuses (a zero capacity, a short secret) are the builder's
 /// [`ConfigError`](crate::ConfigError) instead. No variant holds a secret.
@@ -715,7 +730,7 @@ impl RoomFile {
             return match env(variable) {
                 Some(value) => Ok(Some(Secret(value.into_bytes()))),
                 None => Err(RoomFileError::SecretEnv {
-                    variable: variable.clone(),
+                    variable: shown_variable(variable),
                 }),
             };
         }

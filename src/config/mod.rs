@@ -35,6 +35,7 @@ pub mod defaults;
 mod edge_file;
 mod error;
 mod file;
+pub(crate) use file::shown_variable;
 mod lang_file;
 pub(crate) mod readable;
 mod rotation_file;

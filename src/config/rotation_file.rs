@@ -77,7 +77,7 @@ impl RotationFile {
                     Some(value) => Secret(value.into_bytes()),
                     None => {
                         return Err(RoomFileError::PreviousSecretEnv {
-                            variable: variable.clone(),
+                            variable: super::file::shown_variable(variable),
                         })
                     }
                 },

@@ -329,6 +329,30 @@ fn an_unreadable_secret_is_a_settings_error() {
     ));
 }
 
+/// A secret (or a URL with its password) written where its variable's name goes is no name:
+/// the error says so and repeats neither in its text nor in its `Debug`.
+#[test]
+fn a_value_for_a_variable_s_name_is_not_repeated() {
+    let value = "s3cr3t-s3cr3t-s3cr3t-s3cr3t-s3cr3t!";
+    let file = std::env::temp_dir().join(format!("twr-secret-{}", std::process::id()));
+    std::fs::write(&file, "0123456789abcdef0123456789abcdef").unwrap();
+    for key in ["secret_env", "previous_secret_env", "edge_keys_env"] {
+        let first = match key {
+            "secret_env" => String::new(),
+            _ => format!("secret_file = {file:?}\n"),
+        };
+        let text = format!("room = \"shop\"\n{first}{key} = \"{value}\"");
+        let settings = parse(&text).unwrap_or_else(|e| panic!("{key}: {e}"));
+        let Err(err) = settings.builder() else {
+            panic!("{key}: no such variable, yet built");
+        };
+        let shown = format!("{err} {err:?}");
+        assert!(shown.contains(key), "{key}: {shown}");
+        assert!(!shown.contains(value), "{key}: {shown}");
+    }
+    std::fs::remove_file(&file).ok();
+}
+
 #[test]
 fn a_secret_in_the_file_is_refused_without_being_repeated() {
     // JSON's errors quote no source line, so the message is only this crate's.

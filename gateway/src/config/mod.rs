@@ -18,6 +18,7 @@ use std::time::Duration;
 
 use ipnet::IpNet;
 use toml::Spanned;
+use tower_waiting_room::__private::shown_variable;
 use tower_waiting_room::config::RoomFile;
 
 pub use error::FileError;
@@ -76,37 +77,62 @@ impl Upstream {
     /// Reads an upstream URL: `http://host:port`, nothing after the authority but an optional
     /// `/`.
     pub fn parse(url: &str) -> Result<Self, String> {
-        let uri: http::Uri = url
-            .parse()
-            .map_err(|e| format!("`{url}` is not a URL ({e}); write e.g. http://127.0.0.1:8000"))?;
+        // A password in the URL (refused below) is never repeated in an error.
+        let shown = shown_url(url);
+        let uri: http::Uri = url.parse().map_err(|e| {
+            format!("`{shown}` is not a URL ({e}); write e.g. http://127.0.0.1:8000")
+        })?;
         let (Some(scheme), Some(authority)) = (uri.scheme(), uri.authority()) else {
             return Err(format!(
-                "`{url}` is not an absolute URL; write e.g. http://127.0.0.1:8000"
+                "`{shown}` is not an absolute URL; write e.g. http://127.0.0.1:8000"
             ));
         };
         if scheme == &http::uri::Scheme::HTTPS {
             return Err(format!(
-                "`{url}`: https upstreams are not supported; reach the app over http on a \
+                "`{shown}`: https upstreams are not supported; reach the app over http on a \
                  private network or loopback"
             ));
         }
         if scheme != &http::uri::Scheme::HTTP {
-            return Err(format!("`{url}`: the scheme must be http"));
+            return Err(format!("`{shown}`: the scheme must be http"));
         }
-        if !matches!(uri.path(), "" | "/") || uri.query().is_some() {
+        if !matches!(uri.path(), "" | "/") || uri.query().is_some() || url.contains('#') {
             return Err(format!(
-                "`{url}`: an upstream is a scheme and an address only; requests keep their own path"
+                "`{shown}`: an upstream is a scheme and an address only; requests keep their own path"
             ));
         }
         if authority.as_str().contains('@') {
             return Err(format!(
-                "`{url}`: credentials in an upstream URL are not supported"
+                "`{shown}`: credentials in an upstream URL are not supported"
+            ));
+        }
+        // A port the URL names must be one a connection can use (1 to 65535), and a host there.
+        let after_host = authority.as_str().rsplit(']').next().unwrap_or_default();
+        let port_ok = after_host
+            .split_once(':')
+            .is_none_or(|(_, port)| port.parse::<u16>().is_ok_and(|p| p != 0));
+        if authority.host().is_empty() || !port_ok {
+            return Err(format!(
+                "`{shown}`: not a host and a port from 1 to 65535; write e.g. http://127.0.0.1:8000"
             ));
         }
         Ok(Self {
             scheme: scheme.clone(),
             authority: authority.clone(),
         })
+    }
+}
+
+/// `url` as an error may show it: a user and password before the host (`http://u:pw@host`)
+/// replaced by `***`.
+fn shown_url(url: &str) -> std::borrow::Cow<'_, str> {
+    match (url.split_once("://"), url.rfind('@')) {
+        (Some((scheme, rest)), Some(at))
+            if at > scheme.len() && !rest[..at - scheme.len() - 3].contains('/') =>
+        {
+            format!("{scheme}://***@{}", &url[at + 1..]).into()
+        }
+        _ => url.into(),
     }
 }
 
@@ -386,7 +412,10 @@ impl Lines<'_> {
             (Some(var), None) => std::env::var(var).map_err(|_| {
                 self.at(
                     table,
-                    format!("{name}: the environment variable {var} is not set"),
+                    format!(
+                        "{name}: the environment variable {} is not set",
+                        shown_variable(var)
+                    ),
                 )
             })?,
             (None, Some(path)) => std::fs::read_to_string(path)

@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use toml::Spanned;
+use tower_waiting_room::__private::shown_variable;
 use tower_waiting_room::store::{RedisStore, StoreError};
 
 use super::error::Lines;
@@ -85,7 +86,7 @@ fn from_env(
             var,
             format!(
                 "{key}: the environment variable {} is not set",
-                var.get_ref()
+                shown_variable(var.get_ref())
             ),
         )),
     }

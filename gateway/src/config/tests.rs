@@ -455,3 +455,32 @@ fn a_value_toml_refuses_is_named_by_its_key() {
     assert!(message.starts_with("limits.grace: "), "{message}");
     assert!(message.contains("not a duration"), "{message}");
 }
+
+/// A value written where its variable's name goes (a URL with its password, a token) is not
+/// repeated in the error, nor is an upstream's password; an upstream's port must be one a
+/// connection can use, with a host before it, and nothing after it.
+#[test]
+fn errors_never_repeat_a_password_and_bad_upstreams_are_refused() {
+    let secret = "hunter2hunter2";
+    for text in [
+        format!("upstream = \"http://a:1\"\nredis_env = \"redis://:{secret}@10.0.0.1:6379\"\n"),
+        format!("upstream = \"http://user:{secret}@127.0.0.1:8000\"\n"),
+        format!(
+            "upstream = \"http://a:1\"\n[admin]\ntoken_env = \"{secret}-{secret}-{secret}!\"\n"
+        ),
+    ] {
+        let (line, msg) = refused(&text);
+        assert!(line.is_some(), "{msg}");
+        assert!(!msg.contains(secret), "a password repeated: {msg}");
+    }
+    for upstream in [
+        "http://127.0.0.1:99999",
+        "http://127.0.0.1:0",
+        "http://:8000",
+        "http://127.0.0.1:8000#x",
+    ] {
+        let (line, msg) = refused(&format!("upstream = \"{upstream}\"\n"));
+        assert_eq!(line, Some(1), "{upstream}: {msg}");
+    }
+    assert!(parse("upstream = \"http://127.0.0.1:8000/\"\n").is_ok());
+}
