@@ -99,6 +99,17 @@ impl Live {
                 tracing::warn!("the serving limits changed; they take effect at the next start");
                 config.limits.serve = running.config.limits.serve;
             }
+            // The file checked `upstream_timeout` against its own `request_timeout`, which
+            // waits for the next start: against the one in force, a longer wait on the app
+            // would be cut by the request's timeout (a 503 where the file says 504).
+            let in_force = config.limits.serve.get_request_timeout();
+            if config.limits.upstream_timeout >= in_force {
+                return Err(format!(
+                    "limits.upstream_timeout ({:?}) must be shorter than the request_timeout in \
+                     force until the next start ({in_force:?})",
+                    config.limits.upstream_timeout
+                ));
+            }
         }
         let stack = Arc::new(stack::build(&config, &self.inner.shared).map_err(|e| e.to_string())?);
         let old = {

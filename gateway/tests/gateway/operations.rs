@@ -471,6 +471,12 @@ fn a_bad_reload_is_refused_and_the_running_file_keeps_serving() {
         "redis = \"redis://127.0.0.1:1/\"\n{}",
         config(&app.url(), &sale_room(2))
     );
+    // Valid as a file, but its request_timeout waits for the next start: against the one in
+    // force (60 s), a 120 s wait on the app would be cut short.
+    let longer_wait = config(&app.url(), &sale_room(2)).replace(
+        "upstream_timeout = \"2s\"",
+        "upstream_timeout = \"120s\"\nrequest_timeout = \"300s\"",
+    );
     let path = gw.config.display().to_string();
     let bad = [
         (
@@ -482,6 +488,10 @@ fn a_bad_reload_is_refused_and_the_running_file_keeps_serving() {
         ),
         (&no_secret, "WRG_RELOAD_SECRET_NOT_SET".to_owned()),
         (&other_redis, "the redis settings changed".to_owned()),
+        (
+            &longer_wait,
+            "must be shorter than the request_timeout in force".to_owned(),
+        ),
     ];
     for (n, (text, why)) in bad.iter().enumerate() {
         std::fs::write(&gw.config, text).unwrap();
