@@ -83,6 +83,15 @@ impl fmt::Display for ConfigError {
             ConfigError::InvalidCookieSetting { setting } => {
                 write!(f, "cookie {setting} has characters a cookie cannot carry")
             }
+            ConfigError::CookiePathMissesEndpoints {
+                cookie_path,
+                path_prefix,
+            } => write!(
+                f,
+                "cookie path {cookie_path:?} does not cover the room's endpoints under \
+                 {path_prefix:?}: browsers would not send the room's cookies there; give the \
+                 room a path_prefix under it (or a cookie path over both)"
+            ),
             ConfigError::SameSiteNoneNeedsSecure => {
                 f.write_str("SameSite=None needs Secure cookies")
             }

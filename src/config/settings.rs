@@ -208,7 +208,9 @@ settings! {
         unset "`\"wr_{room}\"`",
         set(name: impl Into<String>) => Some(name.into());
 
-    /// `Path` of the cookies. Default `/`.
+    /// `Path` of the cookies. Default `/`. It must cover `path_prefix` (else
+    /// [`ConfigError::CookiePathMissesEndpoints`](crate::ConfigError::CookiePathMissesEndpoints)):
+    /// browsers send no cookie outside it.
     cookie_path: String = "/".to_owned(),
         set(path: impl Into<String>) => path.into();
 

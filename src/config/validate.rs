@@ -46,6 +46,12 @@ pub(crate) fn settings(
         s.secure_cookies,
         s.same_site,
     )?;
+    if !cookie_path_covers(&s.cookie_path, &s.path_prefix) {
+        return Err(ConfigError::CookiePathMissesEndpoints {
+            cookie_path: s.cookie_path.clone(),
+            path_prefix: s.path_prefix.clone(),
+        });
+    }
     let (queue_header, token_header) = value_headers(&s.queue_header, &s.token_header)?;
     for (setting, limit) in [
         ("new_visitor_limit", s.new_visitor_limit),
@@ -199,6 +205,15 @@ pub(crate) fn valid_cookie_attr(value: &str) -> bool {
         && value
             .bytes()
             .all(|b| (0x21..0x7f).contains(&b) && b != b';' && b != b',')
+}
+
+/// Whether a browser sends a cookie of `cookie_path` with a request for `path` (RFC 6265's
+/// path match, by segments: `/shop` covers `/shop` and `/shop/cart`, not `/shopping`).
+fn cookie_path_covers(cookie_path: &str, path: &str) -> bool {
+    cookie_path == path
+        || path
+            .strip_prefix(cookie_path)
+            .is_some_and(|rest| cookie_path.ends_with('/') || rest.starts_with('/'))
 }
 
 /// The room's cookie settings: `{base}_q`, `{base}_a` and `{base}_t`, with their attributes

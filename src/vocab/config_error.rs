@@ -73,6 +73,15 @@ pub enum ConfigError {
         /// The setting's name.
         setting: &'static str,
     },
+    /// The cookie path does not cover the room's own endpoints (`path_prefix`): browsers would
+    /// not send the room's cookies to its status endpoint, and a visitor would be sent round
+    /// a first visit for ever.
+    CookiePathMissesEndpoints {
+        /// The cookie path.
+        cookie_path: String,
+        /// The room's endpoints' prefix.
+        path_prefix: String,
+    },
     /// `SameSite=None` without `Secure` is refused by browsers.
     SameSiteNoneNeedsSecure,
     /// A header name is not a valid HTTP header name, or the queue and token headers are the

@@ -61,7 +61,7 @@ fn a_full_file_reaches_the_room() {
         cookie_domain = "example.com"
         secure_cookies = false
         same_site = "strict"
-        path_prefix = "/_room"
+        path_prefix = "/shop/_room"
         queue_header = "x-line"
         token_header = "x-pass"
         new_visitor_limit = "100/1m"
@@ -101,7 +101,7 @@ fn a_full_file_reaches_the_room() {
     assert_eq!(cookies.domain(), Some("example.com"));
     assert!(!cookies.secure());
     assert_eq!(cookies.same_site(), SameSite::Strict);
-    assert_eq!(c.path_prefix(), "/_room");
+    assert_eq!(c.path_prefix(), "/shop/_room");
     assert_eq!(c.queue_header().as_str(), "x-line");
     assert_eq!(c.token_header().as_str(), "x-pass");
     assert!(c.bind_tokens_to_network());
@@ -412,7 +412,7 @@ fn environment_variables_map_to_the_keys() {
             ("WR_COOKIE_DOMAIN", "example.org"),
             ("WR_SECURE_COOKIES", "false"),
             ("WR_SAME_SITE", "strict"),
-            ("WR_PATH_PREFIX", "/_wr"),
+            ("WR_PATH_PREFIX", "/app/_wr"),
             ("WR_QUEUE_HEADER", "x-q"),
             ("WR_TOKEN_HEADER", "x-t"),
             ("WR_NEW_VISITOR_LIMIT", "off"),
@@ -451,7 +451,7 @@ fn environment_variables_map_to_the_keys() {
     assert_eq!(c.cookies().domain(), Some("example.org"));
     assert!(!c.cookies().secure());
     assert_eq!(c.cookies().same_site(), SameSite::Strict);
-    assert_eq!(c.path_prefix(), "/_wr");
+    assert_eq!(c.path_prefix(), "/app/_wr");
     assert_eq!(c.queue_header().as_str(), "x-q");
     assert_eq!(c.token_header().as_str(), "x-t");
     assert!(c.bind_tokens_to_network());

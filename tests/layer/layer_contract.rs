@@ -569,6 +569,22 @@ fn configuration_errors_are_typed() {
             ConfigError::SameSiteNoneNeedsSecure,
         ),
         (
+            "a cookie path the endpoints are not under",
+            base().cookie_path("/shop"),
+            ConfigError::CookiePathMissesEndpoints {
+                cookie_path: "/shop".into(),
+                path_prefix: "/__waitingroom".into(),
+            },
+        ),
+        (
+            "a cookie path a prefix of the endpoints' by its letters only",
+            base().cookie_path("/shop").path_prefix("/shopping/wr"),
+            ConfigError::CookiePathMissesEndpoints {
+                cookie_path: "/shop".into(),
+                path_prefix: "/shopping/wr".into(),
+            },
+        ),
+        (
             "same key id twice",
             base().previous_signing_key(SigningKey::new("k1", [9u8; 32]).unwrap()),
             ConfigError::DuplicateKeyId { id: "k1".into() },
@@ -588,6 +604,16 @@ fn configuration_errors_are_typed() {
     }
 
     // The valid neighbours of those settings build.
+    for (cookie_path, prefix) in [("/shop", "/shop/wr"), ("/shop/", "/shop/wr"), ("/", "/wr")] {
+        assert!(
+            base()
+                .cookie_path(cookie_path)
+                .path_prefix(prefix)
+                .build()
+                .is_ok(),
+            "{cookie_path} over {prefix}"
+        );
+    }
     assert!(base()
         .same_site(SameSite::None)
         .secure_cookies(true)
