@@ -78,7 +78,8 @@ impl fmt::Display for ConfigError {
             ),
             ConfigError::InvalidPathPrefix { prefix } => write!(
                 f,
-                "invalid path prefix {prefix:?}: start with '/', do not end with '/'"
+                "invalid path prefix {prefix:?}: start with '/', do not end with '/', and \
+                 no empty, '.' or '..' segment"
             ),
             ConfigError::InvalidCookieSetting { setting } => {
                 write!(f, "cookie {setting} has characters a cookie cannot carry")

@@ -181,6 +181,9 @@ pub(crate) fn valid_room_id(room: &str) -> bool {
     is_plain_id(room, MAX_ROOM_ID_LEN)
 }
 
+/// A prefix of the room's endpoints: `/` then segments of URL path characters, none empty and
+/// none `.` or `..` (a request's path with one is refused or resolved before it reaches the
+/// room, so endpoints under such a prefix could never be reached).
 pub(crate) fn valid_path_prefix(prefix: &str) -> bool {
     prefix.len() > 1
         && prefix.starts_with('/')
@@ -188,6 +191,9 @@ pub(crate) fn valid_path_prefix(prefix: &str) -> bool {
         && prefix
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b"/-_.~".contains(&b))
+        && prefix[1..]
+            .split('/')
+            .all(|segment| !matches!(segment, "" | "." | ".."))
 }
 
 /// Cookie names are RFC 6265 tokens (long enough for `wr_` + the longest room id + `_q`).

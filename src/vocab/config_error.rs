@@ -61,7 +61,8 @@ pub enum ConfigError {
         /// The id.
         id: String,
     },
-    /// The path prefix must start with `/`, not end with `/`, and hold only URL path characters.
+    /// The path prefix must start with `/`, not end with `/`, hold only URL path characters, and
+    /// have no empty, `.` or `..` segment (no request reaching the room has one).
     /// The admin service's (`AdminBuilder::prefix`) may also not be `/rooms` or lie under it:
     /// its own paths start there.
     InvalidPathPrefix {

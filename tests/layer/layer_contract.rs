@@ -564,6 +564,20 @@ fn configuration_errors_are_typed() {
             },
         ),
         (
+            "prefix with a dot segment, which no request reaching the room has",
+            base().path_prefix("/a/../b"),
+            ConfigError::InvalidPathPrefix {
+                prefix: "/a/../b".into(),
+            },
+        ),
+        (
+            "prefix with an empty segment",
+            base().path_prefix("/a//b"),
+            ConfigError::InvalidPathPrefix {
+                prefix: "/a//b".into(),
+            },
+        ),
+        (
             "SameSite=None without Secure",
             base().same_site(SameSite::None).secure_cookies(false),
             ConfigError::SameSiteNoneNeedsSecure,
