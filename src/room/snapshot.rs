@@ -92,13 +92,12 @@ impl Held {
         now.saturating_sub(self.sent_at_ms)
     }
 
-    /// Whether it is still at most `max_ms` old at `now`. Not when the clock has gone back
-    /// since it was sent: its age is then unknown, and a snapshot taken as new for as long as
-    /// the clock went back would answer waiters from a line that moved meanwhile, and send no
-    /// check-ins for them (they would be skipped at their turn as silent).
-    fn younger_than(&self, now: u64, max_ms: u64) -> bool {
+    /// Its age at `now`, if known: not when the clock has gone back since it was sent. A
+    /// snapshot taken as new for as long as the clock went back would answer waiters from a
+    /// line that moved meanwhile, and send no check-ins for them (they would be skipped at
+    /// their turn as silent): one of unknown age is neither fresh nor young.
+    fn known_age_ms(&self, now: u64) -> Option<u64> {
         now.checked_sub(self.sent_at_ms)
-            .is_some_and(|age| age <= max_ms)
     }
 }
 
@@ -190,8 +189,10 @@ impl LineView {
 
     /// The snapshot, if it is young enough to answer from at `now`.
     pub(super) fn fresh(&self, now: u64) -> Option<Arc<Held>> {
-        self.last()
-            .filter(|h| h.younger_than(now, SNAPSHOT_MAX_AGE_MS))
+        self.last().filter(|h| {
+            h.known_age_ms(now)
+                .is_some_and(|age| age <= SNAPSHOT_MAX_AGE_MS)
+        })
     }
 
     /// Whether the caller is to refresh the snapshot now: it is missing or due, and no other
@@ -201,9 +202,10 @@ impl LineView {
         if !self.supported() {
             return false;
         }
-        let due = self
-            .last()
-            .is_none_or(|h| !h.younger_than(now, SNAPSHOT_REFRESH_MS.saturating_sub(1)));
+        let due = self.last().is_none_or(|h| {
+            h.known_age_ms(now)
+                .is_none_or(|age| age >= SNAPSHOT_REFRESH_MS)
+        });
         if !due {
             return false;
         }

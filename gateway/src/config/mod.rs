@@ -126,13 +126,13 @@ impl Upstream {
 /// `url` as an error may show it: a user and password before the host (`http://u:pw@host`)
 /// replaced by `***`.
 fn shown_url(url: &str) -> std::borrow::Cow<'_, str> {
-    match (url.split_once("://"), url.rfind('@')) {
-        (Some((scheme, rest)), Some(at))
-            if at > scheme.len() && !rest[..at - scheme.len() - 3].contains('/') =>
-        {
-            format!("{scheme}://***@{}", &url[at + 1..]).into()
-        }
-        _ => url.into(),
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.into();
+    };
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    match rest[..end].rsplit_once('@') {
+        Some((_, host)) => format!("{scheme}://***@{host}{}", &rest[end..]).into(),
+        None => url.into(),
     }
 }
 
